@@ -1,0 +1,107 @@
+/* Entity binary codec (DESIGN §3): the form entities keep from the front
+ * end's JSON parser, through RPC and LMDB, to the JSON writer and the
+ * filter evaluator, so no layer rebuilds JSON.
+ *
+ * Properties blob (PartitionKey, RowKey and Timestamp are NOT in it):
+ *   u16le count, then per property:
+ *   u8 type (enum rt_edm) ‖ u8 name_len (1..255) ‖ name (UTF-8) ‖ value
+ *   value: STRING/BINARY: u32le length ‖ bytes
+ *          BOOL: u8 (0|1); INT32: 4 bytes LE; INT64, DATETIME (ticks): 8 LE;
+ *          DOUBLE: 8 bytes LE IEEE-754; GUID: 16 bytes (text order of the
+ *          32 hex digits, i.e. "c9da6455-..." -> c9 da 64 55 ...)
+ *   Properties keep the order they were given in.
+ *
+ * Stored value (what LMDB holds and RPC replies carry):
+ *   u8 version (1) ‖ u8 flags ‖ u16le reserved (0) ‖ u32le reserved (0) ‖
+ *   u64le ticks (Timestamp/ETag) ‖ properties blob
+ *
+ * Thread: pure functions. Pointers in struct rt_prop borrow from the blob
+ * they were decoded from. */
+#ifndef RT_ENTITY_H
+#define RT_ENTITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_buf.h"
+
+enum rt_edm {
+    RT_EDM_STRING = 1,
+    RT_EDM_BINARY = 2,
+    RT_EDM_BOOL = 3,
+    RT_EDM_DATETIME = 4,
+    RT_EDM_DOUBLE = 5,
+    RT_EDM_GUID = 6,
+    RT_EDM_INT32 = 7,
+    RT_EDM_INT64 = 8,
+};
+
+#define RT_VALUE_HDR_SIZE 16
+#define RT_VALUE_VERSION 1
+
+/* Limits (shared/table-api-spec.md §9); one place for all of them. */
+#define RT_MAX_USER_PROPS 252      /* 255 including PK, RK, Timestamp */
+#define RT_MAX_PROP_NAME 255
+#define RT_MAX_STRING_UTF16 32767  /* Azure rejects 32768 UTF-16 units */
+#define RT_MAX_BINARY 65536
+#define RT_MAX_ENTITY_BYTES (1024 * 1024)
+#define RT_MAX_KEY_UTF16 1024      /* PartitionKey / RowKey, §12 item 2 */
+
+struct rt_prop {
+    const char *name; /* not NUL-terminated */
+    size_t name_len;
+    enum rt_edm type;
+    union {
+        struct {
+            const uint8_t *p; /* STRING (UTF-8) or BINARY bytes */
+            size_t n;
+        } bytes;
+        int32_t i32;
+        int64_t i64; /* INT64 */
+        uint64_t ticks; /* DATETIME */
+        double d;
+        int b;
+        uint8_t guid[16];
+    } v;
+};
+
+/* Writing a blob: begin, add each property, end (patches the count). */
+struct rt_props_writer {
+    struct rt_buf *out;
+    size_t start;
+    unsigned count;
+};
+void rt_props_begin(struct rt_props_writer *w, struct rt_buf *out);
+void rt_props_add(struct rt_props_writer *w, const struct rt_prop *p);
+void rt_props_end(struct rt_props_writer *w);
+
+/* Reading a blob. rt_props_iter_init returns 0 or RT_ECORRUPT;
+ * rt_props_next returns 1 (got one), 0 (end) or RT_ECORRUPT. */
+struct rt_props_iter {
+    const uint8_t *p;
+    const uint8_t *end;
+    unsigned remaining;
+};
+int rt_props_iter_init(struct rt_props_iter *it, const uint8_t *blob,
+                       size_t n);
+int rt_props_next(struct rt_props_iter *it, struct rt_prop *out);
+/* Full structural check of a blob (types known, lengths in bounds, count
+ * matches, no trailing bytes). Returns 0 or RT_ECORRUPT. */
+int rt_props_check(const uint8_t *blob, size_t n);
+/* Finds property @name; returns 1 and fills @out, 0 if absent, or
+ * RT_ECORRUPT. */
+int rt_props_find(const uint8_t *blob, size_t n, const char *name,
+                  size_t name_len, struct rt_prop *out);
+/* Merge (Azure Merge Entity): every property of @upd, then every property of
+ * @old whose name @upd does not have. Result appended to @out as a blob. */
+int rt_props_merge(struct rt_buf *out, const uint8_t *old, size_t old_n,
+                   const uint8_t *upd, size_t upd_n);
+
+/* Stored value: header + blob. */
+void rt_value_encode(struct rt_buf *out, uint64_t ticks, uint8_t flags,
+                     const uint8_t *blob, size_t blob_n);
+/* Returns 0 or RT_ECORRUPT; *blob points into @value. */
+int rt_value_decode(const uint8_t *value, size_t n, uint64_t *ticks,
+                    uint8_t *flags, const uint8_t **blob, size_t *blob_n);
+
+#endif

@@ -1,0 +1,1 @@
+# integration tests (pytest against real processes)

@@ -1,0 +1,1 @@
+# unit tests: codec (rt_unit_test(name libs...))

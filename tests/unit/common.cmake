@@ -1,0 +1,1 @@
+# unit tests: common (rt_unit_test(name libs...))

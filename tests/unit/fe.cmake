@@ -1,0 +1,1 @@
+# unit tests: fe (rt_unit_test(name libs...))

@@ -1,0 +1,1 @@
+# unit tests: ms (rt_unit_test(name libs...))

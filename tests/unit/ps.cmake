@@ -1,0 +1,1 @@
+# unit tests: ps (rt_unit_test(name libs...))

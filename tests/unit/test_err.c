@@ -1,0 +1,66 @@
+/* Error table: codes map to the Azure status/code pairs of the spec. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rt_err.h"
+
+/* Client-visible codes carry the HTTP status and Azure code of spec §8.2. */
+static void test_azure_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_err_http_status(RT_ENOTFOUND), 404);
+    assert_string_equal(rt_err_azure_code(RT_ENOTFOUND), "ResourceNotFound");
+    assert_int_equal(rt_err_http_status(RT_ETABLEEXISTS), 409);
+    assert_string_equal(rt_err_azure_code(RT_EAUTH), "AuthenticationFailed");
+    assert_int_equal(rt_err_http_status(RT_EAUTH), 403);
+    assert_int_equal(rt_err_http_status(RT_EBUSY), 503);
+    assert_string_equal(rt_err_azure_code(RT_EBUSY), "ServerBusy");
+    assert_int_equal(rt_err_http_status(RT_EPRECOND), 412);
+}
+
+/* Internal codes surface as retryable 503 ServerBusy, never as raw names. */
+static void test_internal_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_err_http_status(RT_ESTALE), 503);
+    assert_string_equal(rt_err_azure_code(RT_ENOCONN), "ServerBusy");
+    assert_int_equal(rt_err_http_status(RT_EIO), 500);
+}
+
+/* Unknown codes (libuv's) fall back to 500 InternalError; messages exist. */
+static void test_unknown(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_err_http_status(-2), 500);
+    assert_string_equal(rt_err_azure_code(-2), "InternalError");
+    assert_false(rt_err_is_rt(-2));
+    assert_true(rt_err_is_rt(RT_EINVAL));
+    assert_string_equal(rt_err_name(RT_EINVAL), "EINVAL");
+    assert_non_null(rt_strerror(-2));
+}
+
+/* Wrapping prepends context to the previous message. */
+static void test_wrap(void **state)
+{
+    char msg[RT_ERRMSG_SIZE] = "";
+    (void)state;
+    rt_errmsg_printf(msg, "lmdb: %s", "full");
+    rt_errmsg_wrapf(msg, "open range %d", 17);
+    assert_string_equal(msg, "open range 17: lmdb: full");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_azure_mapping),
+        cmocka_unit_test(test_internal_codes),
+        cmocka_unit_test(test_unknown),
+        cmocka_unit_test(test_wrap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
