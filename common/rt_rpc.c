@@ -1,1 +1,1367 @@
-/* placeholder: implemented by its owner */
+/* RPC over libuv TCP: see rt_rpc.h for the frame layout and the contract.
+ *
+ * Layout of the implementation:
+ *   - framing: header codec and the resumable frame reader;
+ *   - conn: one struct rt_rpc_conn per logical connection. Its socket (struct
+ *     rt_rpc_sock: the uv_tcp_t, the reader and the read buffer) is replaced
+ *     on every reconnect; the conn object itself is stable;
+ *   - pending calls: an open-addressing hash table (id -> call, O(1)) plus a
+ *     min-heap on deadline, scanned by one periodic timer per connection;
+ *   - writes: frames are appended to a per-connection buffer and flushed by a
+ *     uv_prepare handle (runs once per loop iteration, before polling), so
+ *     every frame queued in one iteration leaves in one uv_write;
+ *   - deferred completions: failures noticed at call time (connection down)
+ *     and calls failed by a drop or a close complete from a zero-delay timer,
+ *     never synchronously inside the caller.
+ *
+ * Lifetime: a conn holds `refs` (one for its owner plus user refs) and
+ * `nhandles` (libuv handles not yet through their close callback). It is
+ * freed only from a close callback or an unref, when both reach zero and it
+ * has been retired (owner done with it). A client is freed with its conn. */
+#include "rt_rpc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.pb-c.h"
+#include "rt_buf.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+#define RT_RPC_DEFAULT_TIMEOUT_MS 5000
+#define RT_RPC_TICK_MS 20
+#define RT_RPC_BACKOFF_MIN_MS 50
+#define RT_RPC_BACKOFF_MAX_MS 2000
+#define RT_RPC_CONNECT_TIMEOUT_MS 3000
+#define RT_RPC_READ_BUF (64 * 1024)
+#define RT_RPC_WBUF_HINT_MAX (256 * 1024)
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static void *rpc_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n);
+        abort();
+    }
+    return p;
+}
+
+static void *rpc_calloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) {
+        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n * sz);
+        abort();
+    }
+    return p;
+}
+
+static void *rpc_realloc(void *old, size_t n)
+{
+    void *p = realloc(old, n ? n : 1);
+    if (!p) {
+        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n);
+        abort();
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Framing                                                             */
+/* ------------------------------------------------------------------ */
+
+static inline void put_u16be(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline uint16_t get_u16be(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+void rt_rpc_hdr_encode(const struct rt_rpc_hdr *h, uint8_t out[RT_RPC_HDR_SIZE])
+{
+    rt_put_u32be(out, h->len);
+    put_u16be(out + 4, RT_RPC_MAGIC);
+    out[6] = RT_RPC_VERSION;
+    out[7] = h->flags;
+    rt_put_u32be(out + 8, h->method);
+    rt_put_u32be(out + 12, (uint32_t)h->status);
+    rt_put_u64be(out + 16, h->id);
+}
+
+int rt_rpc_hdr_decode(const uint8_t in[RT_RPC_HDR_SIZE], struct rt_rpc_hdr *h)
+{
+    uint32_t len = rt_get_u32be(in);
+    if (get_u16be(in + 4) != RT_RPC_MAGIC || in[6] != RT_RPC_VERSION ||
+        len > RT_RPC_MAX_BODY) {
+        return RT_EPROTO;
+    }
+    h->len = len;
+    h->flags = in[7];
+    h->method = rt_get_u32be(in + 8);
+    h->status = (int32_t)rt_get_u32be(in + 12);
+    h->id = rt_get_u64be(in + 16);
+    return 0;
+}
+
+void rt_rpc_reader_init(struct rt_rpc_reader *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+void rt_rpc_reader_close(struct rt_rpc_reader *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->body_have = 0;
+    r->hdr_have = 0;
+}
+
+/* Delivers the buffered frame; the reader is reset before the callback so a
+ * callback that stops the stream leaves a consistent state. */
+static int reader_deliver(struct rt_rpc_reader *r, rt_rpc_frame_cb cb,
+                          void *arg)
+{
+    struct rt_rpc_hdr h = r->cur;
+    uint8_t *body = r->body;
+    int rc;
+
+    r->body = NULL;
+    r->body_have = 0;
+    r->hdr_have = 0;
+    rc = cb(&h, body ? body : r->hdr, arg);
+    free(body);
+    return rc;
+}
+
+int rt_rpc_reader_feed(struct rt_rpc_reader *r, const uint8_t *data, size_t n,
+                       rt_rpc_frame_cb cb, void *arg)
+{
+    int rc;
+
+    if (r->failed) {
+        return RT_EPROTO;
+    }
+    while (n > 0) {
+        if (r->hdr_have < RT_RPC_HDR_SIZE) {
+            if (r->hdr_have == 0 && n >= RT_RPC_HDR_SIZE) {
+                /* Fast path: a whole frame inside the chunk is delivered
+                 * without copying. */
+                struct rt_rpc_hdr h;
+                if (rt_rpc_hdr_decode(data, &h) != 0) {
+                    r->failed = 1;
+                    return RT_EPROTO;
+                }
+                if (n - RT_RPC_HDR_SIZE >= h.len) {
+                    const uint8_t *body = data + RT_RPC_HDR_SIZE;
+                    data += RT_RPC_HDR_SIZE + h.len;
+                    n -= RT_RPC_HDR_SIZE + h.len;
+                    rc = cb(&h, body, arg);
+                    if (rc != 0) {
+                        return rc;
+                    }
+                    continue;
+                }
+            }
+            size_t take = RT_RPC_HDR_SIZE - r->hdr_have;
+            if (take > n) {
+                take = n;
+            }
+            memcpy(r->hdr + r->hdr_have, data, take);
+            r->hdr_have += take;
+            data += take;
+            n -= take;
+            if (r->hdr_have < RT_RPC_HDR_SIZE) {
+                break;
+            }
+            if (rt_rpc_hdr_decode(r->hdr, &r->cur) != 0) {
+                r->failed = 1;
+                return RT_EPROTO;
+            }
+            if (r->cur.len == 0) {
+                rc = reader_deliver(r, cb, arg);
+                if (rc != 0) {
+                    return rc;
+                }
+                continue;
+            }
+            r->body = rpc_malloc(r->cur.len);
+            r->body_have = 0;
+            if (n == 0) {
+                break;
+            }
+        }
+        size_t take = r->cur.len - r->body_have;
+        if (take > n) {
+            take = n;
+        }
+        memcpy(r->body + r->body_have, data, take);
+        r->body_have += take;
+        data += take;
+        n -= take;
+        if (r->body_have == r->cur.len) {
+            rc = reader_deliver(r, cb, arg);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Types                                                               */
+/* ------------------------------------------------------------------ */
+
+struct rt_rpc_pending {
+    uint64_t id;
+    uint64_t deadline; /* uv_now() ms */
+    rt_rpc_reply_cb cb;
+    void *arg;
+    size_t heap_idx;
+    int status;                  /* deferred completion status */
+    struct rt_rpc_pending *next; /* deferred list link */
+};
+
+/* One TCP socket of a connection; replaced on reconnect. Freed in its close
+ * callback. */
+struct rt_rpc_sock {
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    struct rt_rpc_conn *conn;
+    struct rt_rpc_reader reader;
+    uint8_t *rbuf;
+};
+
+struct rt_rpc_defer {
+    uv_timer_t timer;
+    struct rt_rpc_conn *conn;
+};
+
+struct rt_rpc_wreq {
+    uv_write_t req;
+    struct rt_rpc_sock *sock;
+    uint8_t *data;
+};
+
+struct rt_rpc_conn {
+    uv_loop_t *loop;
+    struct rt_rpc_server *srv; /* server-side conn (until detached) */
+    struct rt_rpc_client *cli; /* client-side conn */
+    struct rt_rpc_sock *sock;  /* established socket or NULL */
+    int up;
+    int retired;  /* owner is done; embedded handles closing/closed */
+    int closing;  /* owner closing: calls fail with RT_ECANCELED */
+    int refs;     /* owner + user refs */
+    int nhandles; /* handles not yet through their close callback */
+    rt_rpc_request_cb on_request;
+    rt_rpc_conn_cb on_conn;
+    void *ud;
+    void *data;
+    char peer[64];
+    uint64_t next_id;
+
+    /* Pending calls: hash by id and min-heap by deadline. */
+    struct rt_rpc_pending **ht;
+    size_t ht_cap; /* power of two or 0 */
+    size_t ht_len;
+    struct rt_rpc_pending **heap;
+    size_t heap_len;
+    size_t heap_cap;
+    uv_timer_t tmo;
+    uv_prepare_t flush;
+
+    /* Write buffer flushed once per loop iteration. */
+    uint8_t *wbuf;
+    size_t wlen;
+    size_t wcap;
+    size_t whint;
+
+    /* Deferred completions. */
+    struct rt_rpc_pending *defer_head;
+    struct rt_rpc_pending *defer_tail;
+    struct rt_rpc_defer *defer;
+
+    struct rt_rpc_conn *prev; /* server list */
+    struct rt_rpc_conn *next;
+};
+
+struct rt_rpc_server {
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    rt_rpc_request_cb on_request;
+    rt_rpc_conn_cb on_conn;
+    void *ud;
+    struct rt_rpc_conn *conns;
+    int nconns; /* conns not yet detached */
+    int listen_open;
+    int closing;
+};
+
+struct rt_rpc_client {
+    struct rt_rpc_conn *conn;
+    uv_timer_t timer; /* reconnect backoff and connect timeout */
+    struct rt_rpc_sock *csock; /* connecting socket or NULL */
+    struct sockaddr_storage addr;
+    char addr_str[128];
+    uint32_t backoff_ms;
+    int closing;
+};
+
+static void conn_maybe_free(struct rt_rpc_conn *conn);
+static void conn_drop(struct rt_rpc_conn *conn, int status);
+static void client_schedule_retry(struct rt_rpc_client *c);
+
+/* ------------------------------------------------------------------ */
+/* Pending calls: hash table                                           */
+/* ------------------------------------------------------------------ */
+
+static inline size_t ht_home(const struct rt_rpc_conn *conn, uint64_t id)
+{
+    uint64_t h = id * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 32)) & (conn->ht_cap - 1);
+}
+
+static void ht_insert_nogrow(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
+{
+    size_t mask = conn->ht_cap - 1;
+    size_t i = ht_home(conn, p->id);
+    while (conn->ht[i] != NULL) {
+        i = (i + 1) & mask;
+    }
+    conn->ht[i] = p;
+    conn->ht_len++;
+}
+
+static void ht_insert(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
+{
+    if ((conn->ht_len + 1) * 2 > conn->ht_cap) {
+        struct rt_rpc_pending **old = conn->ht;
+        size_t old_cap = conn->ht_cap;
+        conn->ht_cap = old_cap ? old_cap * 2 : 64;
+        conn->ht = rpc_calloc(conn->ht_cap, sizeof(*conn->ht));
+        conn->ht_len = 0;
+        for (size_t i = 0; i < old_cap; i++) {
+            if (old[i]) {
+                ht_insert_nogrow(conn, old[i]);
+            }
+        }
+        free(old);
+    }
+    ht_insert_nogrow(conn, p);
+}
+
+/* Removes and returns the call with @id, or NULL. Backward-shift deletion
+ * keeps probe chains intact without tombstones. */
+static struct rt_rpc_pending *ht_remove(struct rt_rpc_conn *conn, uint64_t id)
+{
+    if (conn->ht_len == 0) {
+        return NULL;
+    }
+    size_t mask = conn->ht_cap - 1;
+    size_t i = ht_home(conn, id);
+    while (conn->ht[i] != NULL && conn->ht[i]->id != id) {
+        i = (i + 1) & mask;
+    }
+    struct rt_rpc_pending *found = conn->ht[i];
+    if (found == NULL) {
+        return NULL;
+    }
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (conn->ht[j] == NULL) {
+            break;
+        }
+        size_t k = ht_home(conn, conn->ht[j]->id);
+        /* Move ht[j] into the hole at i unless its home lies cyclically
+         * in (i, j]. */
+        int in_range = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+        if (!in_range) {
+            conn->ht[i] = conn->ht[j];
+            i = j;
+        }
+    }
+    conn->ht[i] = NULL;
+    conn->ht_len--;
+    return found;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pending calls: deadline heap                                        */
+/* ------------------------------------------------------------------ */
+
+static void heap_set(struct rt_rpc_conn *conn, size_t i, struct rt_rpc_pending *p)
+{
+    conn->heap[i] = p;
+    p->heap_idx = i;
+}
+
+static void heap_up(struct rt_rpc_conn *conn, size_t i)
+{
+    struct rt_rpc_pending *p = conn->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (conn->heap[parent]->deadline <= p->deadline) {
+            break;
+        }
+        heap_set(conn, i, conn->heap[parent]);
+        i = parent;
+    }
+    heap_set(conn, i, p);
+}
+
+static void heap_down(struct rt_rpc_conn *conn, size_t i)
+{
+    struct rt_rpc_pending *p = conn->heap[i];
+    size_t n = conn->heap_len;
+    for (;;) {
+        size_t l = 2 * i + 1;
+        size_t m = i;
+        uint64_t best = p->deadline;
+        if (l < n && conn->heap[l]->deadline < best) {
+            m = l;
+            best = conn->heap[l]->deadline;
+        }
+        if (l + 1 < n && conn->heap[l + 1]->deadline < best) {
+            m = l + 1;
+        }
+        if (m == i) {
+            break;
+        }
+        heap_set(conn, i, conn->heap[m]);
+        i = m;
+    }
+    heap_set(conn, i, p);
+}
+
+static void heap_push(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
+{
+    if (conn->heap_len == conn->heap_cap) {
+        conn->heap_cap = conn->heap_cap ? conn->heap_cap * 2 : 64;
+        conn->heap = rpc_realloc(conn->heap, conn->heap_cap * sizeof(*conn->heap));
+    }
+    conn->heap[conn->heap_len++] = p;
+    heap_up(conn, conn->heap_len - 1);
+}
+
+static void heap_remove(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
+{
+    size_t i = p->heap_idx;
+    RT_PRE(i < conn->heap_len && conn->heap[i] == p);
+    conn->heap_len--;
+    if (i == conn->heap_len) {
+        return;
+    }
+    struct rt_rpc_pending *q = conn->heap[conn->heap_len];
+    heap_set(conn, i, q);
+    heap_down(conn, i);
+    if (q->heap_idx == i) {
+        heap_up(conn, i);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Deferred completions                                                */
+/* ------------------------------------------------------------------ */
+
+static void defer_close_cb(uv_handle_t *h)
+{
+    struct rt_rpc_defer *d = container_of(h, struct rt_rpc_defer, timer);
+    struct rt_rpc_conn *conn = d->conn;
+    free(d);
+    conn->nhandles--;
+    conn_maybe_free(conn);
+}
+
+static void defer_timer_cb(uv_timer_t *t)
+{
+    struct rt_rpc_defer *d = container_of(t, struct rt_rpc_defer, timer);
+    struct rt_rpc_conn *conn = d->conn;
+    struct rt_rpc_pending *p = conn->defer_head;
+
+    /* Detach the batch first: callbacks may queue more (into a new timer). */
+    conn->defer_head = NULL;
+    conn->defer_tail = NULL;
+    conn->defer = NULL;
+    uv_close((uv_handle_t *)&d->timer, defer_close_cb);
+    while (p) {
+        struct rt_rpc_pending *next = p->next;
+        p->cb(p->status, NULL, 0, p->arg);
+        free(p);
+        p = next;
+    }
+}
+
+/* Queues @p to complete with @status on a later loop iteration. */
+static void defer_push(struct rt_rpc_conn *conn, struct rt_rpc_pending *p,
+                       int status)
+{
+    p->status = status;
+    p->next = NULL;
+    if (conn->defer_tail) {
+        conn->defer_tail->next = p;
+    } else {
+        conn->defer_head = p;
+    }
+    conn->defer_tail = p;
+    if (conn->defer == NULL) {
+        struct rt_rpc_defer *d = rpc_malloc(sizeof(*d));
+        d->conn = conn;
+        uv_timer_init(conn->loop, &d->timer);
+        conn->nhandles++;
+        uv_timer_start(&d->timer, defer_timer_cb, 0, 0);
+        conn->defer = d;
+    }
+}
+
+/* Moves every pending call to the deferred queue with @status. */
+static void fail_all_pending(struct rt_rpc_conn *conn, int status)
+{
+    size_t n = conn->heap_len;
+    struct rt_rpc_pending **heap = conn->heap;
+    if (n == 0) {
+        return;
+    }
+    conn->heap_len = 0;
+    memset(conn->ht, 0, conn->ht_cap * sizeof(*conn->ht));
+    conn->ht_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        defer_push(conn, heap[i], status);
+    }
+    uv_timer_stop(&conn->tmo);
+}
+
+/* ------------------------------------------------------------------ */
+/* Timeouts                                                            */
+/* ------------------------------------------------------------------ */
+
+static void tmo_cb(uv_timer_t *t)
+{
+    struct rt_rpc_conn *conn = container_of(t, struct rt_rpc_conn, tmo);
+    uint64_t now = uv_now(conn->loop);
+
+    while (conn->heap_len > 0 && conn->heap[0]->deadline <= now) {
+        struct rt_rpc_pending *p = conn->heap[0];
+        heap_remove(conn, p);
+        ht_remove(conn, p->id);
+        rt_log(RT_LOG_DEBUG, "rpc: call %llu to %s timed out",
+               (unsigned long long)p->id, conn->peer);
+        p->cb(RT_ETIMEDOUT, NULL, 0, p->arg);
+        free(p);
+    }
+    if (conn->heap_len == 0 && !conn->retired) {
+        uv_timer_stop(&conn->tmo);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Writes                                                              */
+/* ------------------------------------------------------------------ */
+
+static void write_cb(uv_write_t *req, int status)
+{
+    struct rt_rpc_wreq *w = container_of(req, struct rt_rpc_wreq, req);
+    struct rt_rpc_sock *sock = w->sock;
+    struct rt_rpc_conn *conn = sock->conn;
+
+    free(w->data);
+    free(w);
+    if (status < 0 && conn->sock == sock) {
+        rt_log(RT_LOG_INFO, "rpc: write to %s failed: %s", conn->peer,
+               uv_strerror(status));
+        conn_drop(conn, RT_ENOCONN);
+    }
+}
+
+static void flush_cb(uv_prepare_t *h)
+{
+    struct rt_rpc_conn *conn = container_of(h, struct rt_rpc_conn, flush);
+    uv_prepare_stop(h);
+    if (conn->wlen == 0 || conn->sock == NULL) {
+        conn->wlen = 0;
+        return;
+    }
+    struct rt_rpc_wreq *w = rpc_malloc(sizeof(*w));
+    w->sock = conn->sock;
+    w->data = conn->wbuf;
+    uv_buf_t buf = uv_buf_init((char *)conn->wbuf, (unsigned)conn->wlen);
+    conn->whint = conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen
+                                                    : RT_RPC_WBUF_HINT_MAX;
+    conn->wbuf = NULL;
+    conn->wlen = 0;
+    conn->wcap = 0;
+    int rc = uv_write(&w->req, (uv_stream_t *)&w->sock->tcp, &buf, 1, write_cb);
+    if (rc < 0) {
+        free(w->data);
+        free(w);
+        rt_log(RT_LOG_INFO, "rpc: write to %s failed: %s", conn->peer,
+               uv_strerror(rc));
+        conn_drop(conn, RT_ENOCONN);
+    }
+}
+
+/* Appends one frame to the write buffer and arms the flush. */
+static void queue_frame(struct rt_rpc_conn *conn, const struct rt_rpc_hdr *h,
+                        const uint8_t *body, size_t len)
+{
+    size_t need = conn->wlen + RT_RPC_HDR_SIZE + len;
+    if (need > conn->wcap) {
+        size_t cap = conn->wcap ? conn->wcap : (conn->whint > 4096 ? conn->whint : 4096);
+        while (cap < need) {
+            cap *= 2;
+        }
+        conn->wbuf = rpc_realloc(conn->wbuf, cap);
+        conn->wcap = cap;
+    }
+    rt_rpc_hdr_encode(h, conn->wbuf + conn->wlen);
+    if (len) {
+        memcpy(conn->wbuf + conn->wlen + RT_RPC_HDR_SIZE, body, len);
+    }
+    conn->wlen = need;
+    if (!uv_is_active((uv_handle_t *)&conn->flush)) {
+        uv_prepare_start(&conn->flush, flush_cb);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Conn lifecycle                                                      */
+/* ------------------------------------------------------------------ */
+
+static void conn_handle_close_cb(uv_handle_t *h)
+{
+    struct rt_rpc_conn *conn = h->data;
+    conn->nhandles--;
+    conn_maybe_free(conn);
+}
+
+static struct rt_rpc_conn *conn_new(uv_loop_t *loop, rt_rpc_request_cb on_request,
+                                   rt_rpc_conn_cb on_conn, void *ud)
+{
+    struct rt_rpc_conn *conn = rpc_calloc(1, sizeof(*conn));
+    conn->loop = loop;
+    conn->on_request = on_request;
+    conn->on_conn = on_conn;
+    conn->ud = ud;
+    conn->refs = 1;
+    conn->next_id = 1;
+    uv_timer_init(loop, &conn->tmo);
+    conn->tmo.data = conn;
+    uv_prepare_init(loop, &conn->flush);
+    conn->flush.data = conn;
+    conn->nhandles = 2;
+    return conn;
+}
+
+static void srv_maybe_free(struct rt_rpc_server *srv)
+{
+    if (srv->closing && !srv->listen_open && srv->nconns == 0) {
+        free(srv);
+    }
+}
+
+static void conn_maybe_free(struct rt_rpc_conn *conn)
+{
+    if (!conn->retired || conn->nhandles > 0) {
+        return;
+    }
+    if (conn->srv) {
+        struct rt_rpc_server *srv = conn->srv;
+        if (conn->prev) {
+            conn->prev->next = conn->next;
+        } else {
+            srv->conns = conn->next;
+        }
+        if (conn->next) {
+            conn->next->prev = conn->prev;
+        }
+        conn->prev = conn->next = NULL;
+        conn->srv = NULL;
+        srv->nconns--;
+        srv_maybe_free(srv);
+    }
+    if (conn->refs > 0) {
+        return;
+    }
+    RT_PRE(conn->heap_len == 0 && conn->defer_head == NULL);
+    free(conn->cli);
+    free(conn->ht);
+    free(conn->heap);
+    free(conn->wbuf);
+    free(conn);
+}
+
+/* The owner is done with @conn: close its embedded handles and drop the
+ * owner's reference. */
+static void conn_retire(struct rt_rpc_conn *conn)
+{
+    if (conn->retired) {
+        return;
+    }
+    conn->retired = 1;
+    conn->closing = 1;
+    fail_all_pending(conn, RT_ECANCELED);
+    uv_close((uv_handle_t *)&conn->tmo, conn_handle_close_cb);
+    uv_close((uv_handle_t *)&conn->flush, conn_handle_close_cb);
+    free(conn->wbuf);
+    conn->wbuf = NULL;
+    conn->wlen = conn->wcap = 0;
+    conn->refs--;
+    conn_maybe_free(conn);
+}
+
+static void sock_close_cb(uv_handle_t *h)
+{
+    struct rt_rpc_sock *sock = container_of(h, struct rt_rpc_sock, tcp);
+    struct rt_rpc_conn *conn = sock->conn;
+    rt_rpc_reader_close(&sock->reader);
+    free(sock->rbuf);
+    free(sock);
+    conn->nhandles--;
+    conn_maybe_free(conn);
+}
+
+static struct rt_rpc_sock *sock_new(struct rt_rpc_conn *conn)
+{
+    struct rt_rpc_sock *sock = rpc_calloc(1, sizeof(*sock));
+    sock->conn = conn;
+    rt_rpc_reader_init(&sock->reader);
+    uv_tcp_init(conn->loop, &sock->tcp);
+    conn->nhandles++;
+    return sock;
+}
+
+static void sock_close(struct rt_rpc_sock *sock)
+{
+    if (!uv_is_closing((uv_handle_t *)&sock->tcp)) {
+        uv_close((uv_handle_t *)&sock->tcp, sock_close_cb);
+    }
+}
+
+/* Tears the socket down: pending calls complete with @status (later tick),
+ * queued frames are discarded, on_conn(down) fires if it was up. Server
+ * conns are retired; client conns schedule a reconnect. */
+static void conn_drop(struct rt_rpc_conn *conn, int status)
+{
+    struct rt_rpc_sock *sock = conn->sock;
+    int was_up = conn->up;
+
+    if (sock == NULL) {
+        return;
+    }
+    conn->sock = NULL;
+    conn->up = 0;
+    uv_read_stop((uv_stream_t *)&sock->tcp);
+    sock_close(sock);
+    conn->wlen = 0;
+    fail_all_pending(conn, status);
+    if (was_up) {
+        rt_log(conn->srv ? RT_LOG_DEBUG : RT_LOG_INFO,
+               "rpc: connection %s %s down", conn->srv ? "from" : "to",
+               conn->peer);
+    }
+    conn->peer[0] = '\0';
+    /* Keep @conn alive across the user callback. */
+    conn->refs++;
+    if (was_up && conn->on_conn) {
+        conn->on_conn(conn, 0, conn->ud);
+    }
+    if (conn->srv) {
+        conn_retire(conn);
+    } else if (conn->cli && !conn->cli->closing) {
+        client_schedule_retry(conn->cli);
+    }
+    conn->refs--;
+    conn_maybe_free(conn);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading                                                             */
+/* ------------------------------------------------------------------ */
+
+static int frame_cb(const struct rt_rpc_hdr *h, const uint8_t *body, void *arg)
+{
+    struct rt_rpc_sock *sock = arg;
+    struct rt_rpc_conn *conn = sock->conn;
+
+    if (h->flags & RT_RPC_F_REPLY) {
+        struct rt_rpc_pending *p = h->id ? ht_remove(conn, h->id) : NULL;
+        if (p == NULL) {
+            rt_log(RT_LOG_DEBUG, "rpc: reply %llu from %s matches no call",
+                   (unsigned long long)h->id, conn->peer);
+        } else {
+            heap_remove(conn, p);
+            if (conn->heap_len == 0) {
+                uv_timer_stop(&conn->tmo);
+            }
+            p->cb(h->status, body, h->len, p->arg);
+            free(p);
+        }
+    } else if (conn->on_request) {
+        conn->on_request(conn, h->method, h->id, body, h->len, conn->ud);
+    } else {
+        rt_rpc_reply_err(conn, h->id, h->method, RT_ENOTIMPL,
+                         "no request handler on this connection");
+    }
+    /* Stop when a callback dropped or closed the connection. */
+    return conn->sock == sock ? 0 : 1;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct rt_rpc_sock *sock = container_of(h, struct rt_rpc_sock, tcp);
+    (void)suggested;
+    if (sock->rbuf == NULL) {
+        sock->rbuf = rpc_malloc(RT_RPC_READ_BUF);
+    }
+    *buf = uv_buf_init((char *)sock->rbuf, RT_RPC_READ_BUF);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct rt_rpc_sock *sock = container_of(s, struct rt_rpc_sock, tcp);
+    struct rt_rpc_conn *conn = sock->conn;
+    (void)buf;
+
+    if (conn->sock != sock) {
+        return;
+    }
+    if (nread < 0) {
+        if (nread != UV_EOF) {
+            rt_log(RT_LOG_DEBUG, "rpc: read from %s: %s", conn->peer,
+                   uv_strerror((int)nread));
+        }
+        conn_drop(conn, RT_ENOCONN);
+        return;
+    }
+    if (nread == 0) {
+        return;
+    }
+    /* Keep @conn alive even if a callback unrefs it. */
+    conn->refs++;
+    int rc = rt_rpc_reader_feed(&sock->reader, sock->rbuf, (size_t)nread,
+                                frame_cb, sock);
+    if (rc == RT_EPROTO && conn->sock == sock) {
+        rt_log(RT_LOG_WARN, "rpc: framing error from %s, closing", conn->peer);
+        conn_drop(conn, RT_ENOCONN);
+    }
+    conn->refs--;
+    conn_maybe_free(conn);
+}
+
+static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "";
+    int port = 0;
+
+    conn->sock = sock;
+    conn->up = 1;
+    uv_tcp_nodelay(&sock->tcp, 1);
+    conn->peer[0] = '\0';
+    if (uv_tcp_getpeername(&sock->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+            snprintf(conn->peer, sizeof(conn->peer), "[%s]:%d", ip, port);
+        } else {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+            snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
+        }
+    }
+    uv_read_start((uv_stream_t *)&sock->tcp, alloc_cb, read_cb);
+}
+
+/* ------------------------------------------------------------------ */
+/* Addresses                                                           */
+/* ------------------------------------------------------------------ */
+
+static int parse_ip(const char *host, int port, struct sockaddr_storage *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (port < 0 || port > 65535) {
+        return RT_EINVAL;
+    }
+    if (strcmp(host, "localhost") == 0 || host[0] == '\0') {
+        host = "127.0.0.1";
+    }
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)out) == 0) {
+        return 0;
+    }
+    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) == 0) {
+        return 0;
+    }
+    return RT_EINVAL;
+}
+
+/* "host:port", "[v6]:port". */
+static int parse_addr(const char *addr, struct sockaddr_storage *out)
+{
+    char host[128];
+    const char *colon;
+    const char *hs = addr;
+    size_t hl;
+    char *end;
+    long port;
+
+    if (addr == NULL) {
+        return RT_EINVAL;
+    }
+    colon = strrchr(addr, ':');
+    if (colon == NULL) {
+        return RT_EINVAL;
+    }
+    hl = (size_t)(colon - addr);
+    if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+        hs = addr + 1;
+        hl -= 2;
+    }
+    if (hl >= sizeof(host)) {
+        return RT_EINVAL;
+    }
+    memcpy(host, hs, hl);
+    host[hl] = '\0';
+    port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end != '\0' || port <= 0 || port > 65535) {
+        return RT_EINVAL;
+    }
+    return parse_ip(host, (int)port, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Server                                                              */
+/* ------------------------------------------------------------------ */
+
+static void srv_listen_close_cb(uv_handle_t *h)
+{
+    struct rt_rpc_server *srv = container_of(h, struct rt_rpc_server, tcp);
+    srv->listen_open = 0;
+    srv_maybe_free(srv);
+}
+
+static void srv_connection_cb(uv_stream_t *s, int status)
+{
+    struct rt_rpc_server *srv = container_of(s, struct rt_rpc_server, tcp);
+
+    if (status < 0) {
+        rt_log(RT_LOG_WARN, "rpc: accept: %s", uv_strerror(status));
+        return;
+    }
+    if (srv->closing) {
+        return;
+    }
+    struct rt_rpc_conn *conn = conn_new(srv->loop, srv->on_request,
+                                        srv->on_conn, srv->ud);
+    conn->srv = srv;
+    conn->next = srv->conns;
+    if (srv->conns) {
+        srv->conns->prev = conn;
+    }
+    srv->conns = conn;
+    srv->nconns++;
+    struct rt_rpc_sock *sock = sock_new(conn);
+    int rc = uv_accept(s, (uv_stream_t *)&sock->tcp);
+    if (rc < 0) {
+        rt_log(RT_LOG_WARN, "rpc: accept: %s", uv_strerror(rc));
+        sock_close(sock);
+        conn_retire(conn);
+        return;
+    }
+    conn_set_up(conn, sock);
+    rt_log(RT_LOG_DEBUG, "rpc: accepted connection from %s", conn->peer);
+    if (conn->on_conn) {
+        conn->refs++;
+        conn->on_conn(conn, 1, conn->ud);
+        conn->refs--;
+        conn_maybe_free(conn);
+    }
+}
+
+int rt_rpc_server_start(uv_loop_t *loop, const char *host, int port,
+                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
+                        void *ud, struct rt_rpc_server **out)
+{
+    struct sockaddr_storage ss;
+    int rc = parse_ip(host ? host : "0.0.0.0", port, &ss);
+    if (rc != 0) {
+        return UV_EINVAL;
+    }
+    struct rt_rpc_server *srv = rpc_calloc(1, sizeof(*srv));
+    srv->loop = loop;
+    srv->on_request = on_request;
+    srv->on_conn = on_conn;
+    srv->ud = ud;
+    rc = uv_tcp_init(loop, &srv->tcp);
+    if (rc < 0) {
+        free(srv);
+        return rc;
+    }
+    srv->listen_open = 1;
+    rc = uv_tcp_bind(&srv->tcp, (const struct sockaddr *)&ss, 0);
+    if (rc == 0) {
+        rc = uv_listen((uv_stream_t *)&srv->tcp, 511, srv_connection_cb);
+    }
+    if (rc < 0) {
+        srv->closing = 1;
+        uv_close((uv_handle_t *)&srv->tcp, srv_listen_close_cb);
+        return rc;
+    }
+    rt_log(RT_LOG_INFO, "rpc: listening on %s:%d", host ? host : "0.0.0.0",
+           rt_rpc_server_port(srv));
+    *out = srv;
+    return 0;
+}
+
+int rt_rpc_server_port(const struct rt_rpc_server *srv)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_tcp_getsockname(&srv->tcp, (struct sockaddr *)&ss, &len) != 0) {
+        return -1;
+    }
+    if (ss.ss_family == AF_INET6) {
+        return ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return ntohs(((const struct sockaddr_in *)&ss)->sin_port);
+}
+
+void rt_rpc_server_close(struct rt_rpc_server *srv)
+{
+    if (srv == NULL || srv->closing) {
+        return;
+    }
+    srv->closing = 1;
+    uv_close((uv_handle_t *)&srv->tcp, srv_listen_close_cb);
+    /* Conns are unlinked only in close callbacks, so the list is stable
+     * while user callbacks run here. */
+    for (struct rt_rpc_conn *conn = srv->conns; conn; conn = conn->next) {
+        conn->closing = 1;
+        conn_drop(conn, RT_ECANCELED);
+        conn_retire(conn);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Client                                                              */
+/* ------------------------------------------------------------------ */
+
+static void client_start_connect(struct rt_rpc_client *c);
+
+static void client_timer_cb(uv_timer_t *t)
+{
+    struct rt_rpc_client *c = container_of(t, struct rt_rpc_client, timer);
+    if (c->closing) {
+        return;
+    }
+    if (c->csock) {
+        rt_log(RT_LOG_DEBUG, "rpc: connect to %s timed out", c->addr_str);
+        sock_close(c->csock);
+        c->csock = NULL;
+        client_schedule_retry(c);
+        return;
+    }
+    if (c->conn->sock == NULL) {
+        client_start_connect(c);
+    }
+}
+
+static void client_schedule_retry(struct rt_rpc_client *c)
+{
+    uint32_t delay = c->backoff_ms;
+    c->backoff_ms = delay * 2 > RT_RPC_BACKOFF_MAX_MS ? RT_RPC_BACKOFF_MAX_MS
+                                                      : delay * 2;
+    uv_timer_start(&c->timer, client_timer_cb, delay, 0);
+}
+
+static void client_connect_cb(uv_connect_t *req, int status)
+{
+    struct rt_rpc_sock *sock = container_of(req, struct rt_rpc_sock, creq);
+    struct rt_rpc_conn *conn = sock->conn;
+    struct rt_rpc_client *c = conn->cli;
+
+    if (c->csock != sock) {
+        return; /* abandoned (timeout, set_addr, close): already closing */
+    }
+    c->csock = NULL;
+    if (status < 0) {
+        rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
+               uv_strerror(status));
+        sock_close(sock);
+        client_schedule_retry(c);
+        return;
+    }
+    uv_timer_stop(&c->timer);
+    c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    conn_set_up(conn, sock);
+    rt_log(RT_LOG_INFO, "rpc: connected to %s", c->addr_str);
+    if (conn->on_conn) {
+        conn->refs++;
+        conn->on_conn(conn, 1, conn->ud);
+        conn->refs--;
+        conn_maybe_free(conn);
+    }
+}
+
+static void client_start_connect(struct rt_rpc_client *c)
+{
+    struct rt_rpc_sock *sock = sock_new(c->conn);
+    int rc = uv_tcp_connect(&sock->creq, &sock->tcp,
+                            (const struct sockaddr *)&c->addr,
+                            client_connect_cb);
+    if (rc < 0) {
+        rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
+               uv_strerror(rc));
+        sock_close(sock);
+        client_schedule_retry(c);
+        return;
+    }
+    c->csock = sock;
+    uv_timer_start(&c->timer, client_timer_cb, RT_RPC_CONNECT_TIMEOUT_MS, 0);
+}
+
+int rt_rpc_client_start(uv_loop_t *loop, const char *addr,
+                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
+                        void *ud, struct rt_rpc_client **out)
+{
+    struct sockaddr_storage ss;
+    if (parse_addr(addr, &ss) != 0 || strlen(addr) >= sizeof(((struct rt_rpc_client *)0)->addr_str)) {
+        return RT_EINVAL;
+    }
+    struct rt_rpc_client *c = rpc_calloc(1, sizeof(*c));
+    c->addr = ss;
+    snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
+    c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    c->conn = conn_new(loop, on_request, on_conn, ud);
+    c->conn->cli = c;
+    uv_timer_init(loop, &c->timer);
+    c->timer.data = c->conn;
+    c->conn->nhandles++;
+    client_start_connect(c);
+    *out = c;
+    return 0;
+}
+
+struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c)
+{
+    return c->conn;
+}
+
+int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr)
+{
+    struct sockaddr_storage ss;
+    if (c->closing) {
+        return RT_EINVAL;
+    }
+    if (parse_addr(addr, &ss) != 0 || strlen(addr) >= sizeof(c->addr_str)) {
+        return RT_EINVAL;
+    }
+    c->addr = ss;
+    snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
+    if (c->csock) {
+        sock_close(c->csock);
+        c->csock = NULL;
+    }
+    conn_drop(c->conn, RT_ENOCONN); /* no-op when down */
+    c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    /* Reconnect to the new address right away. */
+    uv_timer_start(&c->timer, client_timer_cb, 0, 0);
+    return 0;
+}
+
+void rt_rpc_client_close(struct rt_rpc_client *c)
+{
+    if (c == NULL || c->closing) {
+        return;
+    }
+    struct rt_rpc_conn *conn = c->conn;
+    c->closing = 1;
+    conn->closing = 1;
+    if (c->csock) {
+        sock_close(c->csock);
+        c->csock = NULL;
+    }
+    uv_close((uv_handle_t *)&c->timer, conn_handle_close_cb);
+    conn_drop(conn, RT_ECANCELED);
+    conn_retire(conn);
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls and replies                                                   */
+/* ------------------------------------------------------------------ */
+
+int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
+                size_t len, uint32_t timeout_ms, rt_rpc_reply_cb cb,
+                void *arg)
+{
+    if (len > RT_RPC_MAX_BODY) {
+        return RT_EINVAL;
+    }
+    struct rt_rpc_pending *p = NULL;
+    if (cb) {
+        p = rpc_malloc(sizeof(*p));
+        p->cb = cb;
+        p->arg = arg;
+        p->next = NULL;
+    }
+    if (!conn->up) {
+        if (p) {
+            defer_push(conn, p, conn->closing ? RT_ECANCELED : RT_ENOCONN);
+        }
+        return 0;
+    }
+    struct rt_rpc_hdr h = {
+        .len = (uint32_t)len, .flags = 0, .method = method, .status = 0, .id = 0};
+    if (p) {
+        p->id = conn->next_id++;
+        if (conn->next_id == 0) {
+            conn->next_id = 1;
+        }
+        p->deadline = uv_now(conn->loop) +
+                      (timeout_ms ? timeout_ms : RT_RPC_DEFAULT_TIMEOUT_MS);
+        ht_insert(conn, p);
+        heap_push(conn, p);
+        if (!uv_is_active((uv_handle_t *)&conn->tmo)) {
+            uv_timer_start(&conn->tmo, tmo_cb, RT_RPC_TICK_MS, RT_RPC_TICK_MS);
+        }
+        h.id = p->id;
+    }
+    queue_frame(conn, &h, body, len);
+    return 0;
+}
+
+/* Packs @msg into a stack buffer when small, else the heap. */
+#define RT_RPC_PACK_STACK 4096
+
+int rt_rpc_call_pb(struct rt_rpc_conn *conn, uint32_t method,
+                   const ProtobufCMessage *msg, uint32_t timeout_ms,
+                   rt_rpc_reply_cb cb, void *arg)
+{
+    uint8_t stackbuf[RT_RPC_PACK_STACK];
+    size_t n = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+    if (n > RT_RPC_MAX_BODY) {
+        return RT_EINVAL;
+    }
+    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rpc_malloc(n);
+    if (n) {
+        protobuf_c_message_pack(msg, buf);
+    }
+    int rc = rt_rpc_call(conn, method, buf, n, timeout_ms, cb, arg);
+    if (buf != stackbuf) {
+        free(buf);
+    }
+    return rc;
+}
+
+int rt_rpc_reply(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
+                 int32_t status, const uint8_t *body, size_t len)
+{
+    if (id == 0 || !conn->up || len > RT_RPC_MAX_BODY) {
+        return 0;
+    }
+    struct rt_rpc_hdr h = {.len = (uint32_t)len,
+                           .flags = RT_RPC_F_REPLY,
+                           .method = method,
+                           .status = status,
+                           .id = id};
+    queue_frame(conn, &h, body, len);
+    return 0;
+}
+
+int rt_rpc_reply_pb(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
+                    int32_t status, const ProtobufCMessage *msg)
+{
+    uint8_t stackbuf[RT_RPC_PACK_STACK];
+    if (id == 0 || !conn->up) {
+        return 0;
+    }
+    size_t n = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+    if (n > RT_RPC_MAX_BODY) {
+        rt_log(RT_LOG_ERROR, "rpc: reply %llu too large (%zu bytes)",
+               (unsigned long long)id, n);
+        return rt_rpc_reply_err(conn, id, method, RT_EINTERNAL,
+                                "reply too large");
+    }
+    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rpc_malloc(n);
+    if (n) {
+        protobuf_c_message_pack(msg, buf);
+    }
+    int rc = rt_rpc_reply(conn, id, method, status, buf, n);
+    if (buf != stackbuf) {
+        free(buf);
+    }
+    return rc;
+}
+
+int rt_rpc_reply_err(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
+                     int32_t status, const char *message)
+{
+    Rt__Error e = RT__ERROR__INIT;
+    e.message = (char *)(message ? message : rt_err_message(status));
+    e.index = -1;
+    return rt_rpc_reply_pb(conn, id, method, status, &e.base);
+}
+
+/* ------------------------------------------------------------------ */
+/* Conn accessors                                                      */
+/* ------------------------------------------------------------------ */
+
+void rt_rpc_conn_ref(struct rt_rpc_conn *conn)
+{
+    conn->refs++;
+}
+
+void rt_rpc_conn_unref(struct rt_rpc_conn *conn)
+{
+    RT_PRE(conn->refs > 0);
+    conn->refs--;
+    conn_maybe_free(conn);
+}
+
+int rt_rpc_conn_is_up(const struct rt_rpc_conn *conn)
+{
+    return conn->up;
+}
+
+const char *rt_rpc_conn_peer(const struct rt_rpc_conn *conn)
+{
+    return conn->peer;
+}
+
+void rt_rpc_conn_set_data(struct rt_rpc_conn *conn, void *data)
+{
+    conn->data = data;
+}
+
+void *rt_rpc_conn_data(const struct rt_rpc_conn *conn)
+{
+    return conn->data;
+}
+
+void rt_rpc_conn_close(struct rt_rpc_conn *conn)
+{
+    if (conn->cli) {
+        struct rt_rpc_client *c = conn->cli;
+        if (c->closing) {
+            return;
+        }
+        if (c->csock) {
+            sock_close(c->csock);
+            c->csock = NULL;
+            client_schedule_retry(c);
+            return;
+        }
+    }
+    conn_drop(conn, RT_ENOCONN);
+}

@@ -1,1 +1,2 @@
 # unit tests: common (rt_unit_test(name libs...))
+rt_unit_test(test_rpc rt)
