@@ -93,7 +93,9 @@ int rt_props_check(const uint8_t *blob, size_t n);
 int rt_props_find(const uint8_t *blob, size_t n, const char *name,
                   size_t name_len, struct rt_prop *out);
 /* Merge (Azure Merge Entity): every property of @upd, then every property of
- * @old whose name @upd does not have. Result appended to @out as a blob. */
+ * @old whose name @upd does not have. Result appended to @out as a blob.
+ * Returns 0, RT_ECORRUPT (either blob), or RT_ETOOMANYPROPS when the result
+ * would hold more than RT_MAX_USER_PROPS properties (nothing appended). */
 int rt_props_merge(struct rt_buf *out, const uint8_t *old, size_t old_n,
                    const uint8_t *upd, size_t upd_n);
 

@@ -1,1 +1,1274 @@
-/* placeholder */
+/* OData JSON <-> binary entity (see fe_odata.h).
+ *
+ * Parsing: jansson builds the tree (JSON_REJECT_DUPLICATES), then one pass
+ * over the members converts each value straight into the properties blob,
+ * applying the type rules of shared/table-api-spec.md §4.2 and the limits of
+ * §9. Writing: one pass over the stored value appends JSON text to the
+ * caller's buffer; no tree, no per-property allocation. */
+#include "fe_odata.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_time.h"
+
+#define FE__TYPE_SUFFIX "@odata.type"
+#define FE__TYPE_SUFFIX_LEN (sizeof(FE__TYPE_SUFFIX) - 1)
+
+/* ---- UTF-8 helpers ---------------------------------------------------- */
+
+/* Length (1..4) of the valid UTF-8 sequence at @p, or 0 if invalid. Stores
+ * the code point in *cp. */
+static size_t fe__utf8_seq(const uint8_t *p, const uint8_t *end, uint32_t *cp)
+{
+    uint8_t c = p[0];
+    size_t left = (size_t)(end - p);
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        if (left < 2 || (p[1] & 0xC0) != 0x80) {
+            return 0;
+        }
+        *cp = ((uint32_t)(c & 0x1F) << 6) | (p[1] & 0x3F);
+        return 2;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        uint8_t lo = c == 0xE0 ? 0xA0 : 0x80;
+        uint8_t hi = c == 0xED ? 0x9F : 0xBF;
+        if (left < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80) {
+            return 0;
+        }
+        *cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) |
+              (p[2] & 0x3F);
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        uint8_t lo = c == 0xF0 ? 0x90 : 0x80;
+        uint8_t hi = c == 0xF4 ? 0x8F : 0xBF;
+        if (left < 4 || p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 ||
+            (p[3] & 0xC0) != 0x80) {
+            return 0;
+        }
+        *cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) |
+              ((uint32_t)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+        return 4;
+    }
+    return 0;
+}
+
+/* UTF-16 code units of valid UTF-8 text: one per sequence, two for a
+ * 4-byte sequence (a surrogate pair). */
+static size_t fe__utf16_units(const uint8_t *s, size_t n)
+{
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        u += (s[i] & 0xC0) != 0x80;
+        u += s[i] >= 0xF0;
+    }
+    return u;
+}
+
+/* ---- escaping --------------------------------------------------------- */
+
+static const char fe__hex_upper[] = "0123456789ABCDEF";
+static const char fe__hex_lower[] = "0123456789abcdef";
+
+void fe_json_escape(struct rt_buf *out, const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    const uint8_t *end = p + n;
+
+    rt_buf_reserve(out, n);
+    while (p < end) {
+        const uint8_t *run = p;
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') {
+            p++;
+        }
+        if (p > run) {
+            memcpy(out->data + out->len, run, (size_t)(p - run));
+            out->len += (size_t)(p - run);
+            run = p;
+        }
+        if (p == end) {
+            break;
+        }
+        uint8_t c = *p;
+        if (c == '"' || c == '\\') {
+            uint8_t *q = rt_buf_reserve(out, 2 + (size_t)(end - p));
+            q[0] = '\\';
+            q[1] = c;
+            out->len += 2;
+            p++;
+        } else if (c < 0x20) {
+            uint8_t *q = rt_buf_reserve(out, 6 + (size_t)(end - p));
+            memcpy(q, "\\u00", 4);
+            q[4] = (uint8_t)fe__hex_upper[c >> 4];
+            q[5] = (uint8_t)fe__hex_upper[c & 15];
+            out->len += 6;
+            p++;
+        } else {
+            uint32_t cp;
+            size_t len = fe__utf8_seq(p, end, &cp);
+            if (len) {
+                rt_buf_reserve(out, (size_t)(end - p));
+                memcpy(out->data + out->len, p, len);
+                out->len += len;
+                p += len;
+            } else {
+                /* Not UTF-8: keep the JSON valid with U+FFFD. */
+                rt_buf_reserve(out, 6 + (size_t)(end - p));
+                memcpy(out->data + out->len, "\\ufffd", 6);
+                out->len += 6;
+                p++;
+            }
+        }
+    }
+}
+
+static int fe__unreserved(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+           c == '~';
+}
+
+void fe_url_escape(struct rt_buf *out, const char *s, size_t n)
+{
+    uint8_t *q = rt_buf_reserve(out, 3 * n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)s[i];
+        if (fe__unreserved(c)) {
+            *q++ = c;
+        } else {
+            *q++ = '%';
+            *q++ = (uint8_t)fe__hex_upper[c >> 4];
+            *q++ = (uint8_t)fe__hex_upper[c & 15];
+        }
+    }
+    out->len = (size_t)(q - out->data);
+}
+
+/* A key inside odata.id/editLink: quotes doubled (OData literal), then
+ * percent-encoded like a URL path segment. */
+static void fe__key_literal(struct rt_buf *out, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\'') {
+            rt_buf_append(out, "%27%27", 6);
+        } else {
+            fe_url_escape(out, s + i, 1);
+        }
+    }
+}
+
+/* ---- base64 ----------------------------------------------------------- */
+
+static const char fe__b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void fe__b64_encode(struct rt_buf *out, const uint8_t *p, size_t n)
+{
+    uint8_t *q = rt_buf_reserve(out, (n + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v =
+            ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        *q++ = (uint8_t)fe__b64[v >> 18];
+        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
+        *q++ = (uint8_t)fe__b64[(v >> 6) & 63];
+        *q++ = (uint8_t)fe__b64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *q++ = (uint8_t)fe__b64[v >> 18];
+        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
+        *q++ = '=';
+        *q++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
+        *q++ = (uint8_t)fe__b64[v >> 18];
+        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
+        *q++ = (uint8_t)fe__b64[(v >> 6) & 63];
+        *q++ = '=';
+    }
+    out->len = (size_t)(q - out->data);
+}
+
+static int fe__b64_val(uint8_t c)
+{
+    if (c >= 'A' && c <= 'Z') {
+        return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+        return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+        return c - '0' + 52;
+    }
+    if (c == '+') {
+        return 62;
+    }
+    if (c == '/') {
+        return 63;
+    }
+    return -1;
+}
+
+/* Strict standard base64 (padded, no whitespace) appended to @out.
+ * Returns 0 or RT_EINVAL (@out unchanged). */
+static int fe__b64_decode(struct rt_buf *out, const uint8_t *s, size_t n)
+{
+    size_t start = out->len;
+    uint8_t *q;
+
+    if (n % 4) {
+        return RT_EINVAL;
+    }
+    q = rt_buf_reserve(out, n / 4 * 3);
+    for (size_t i = 0; i < n; i += 4) {
+        int a = fe__b64_val(s[i]), b = fe__b64_val(s[i + 1]);
+        int c = fe__b64_val(s[i + 2]), d = fe__b64_val(s[i + 3]);
+        int last = i + 4 == n;
+        if (a < 0 || b < 0) {
+            goto bad;
+        }
+        if (last && s[i + 2] == '=' && s[i + 3] == '=') {
+            *q++ = (uint8_t)((a << 2) | (b >> 4));
+            break;
+        }
+        if (c < 0) {
+            goto bad;
+        }
+        if (last && s[i + 3] == '=') {
+            *q++ = (uint8_t)((a << 2) | (b >> 4));
+            *q++ = (uint8_t)(((b & 15) << 4) | (c >> 2));
+            break;
+        }
+        if (d < 0) {
+            goto bad;
+        }
+        *q++ = (uint8_t)((a << 2) | (b >> 4));
+        *q++ = (uint8_t)(((b & 15) << 4) | (c >> 2));
+        *q++ = (uint8_t)(((c & 3) << 6) | d);
+    }
+    out->len = (size_t)(q - out->data);
+    return 0;
+bad:
+    out->len = start;
+    return RT_EINVAL;
+}
+
+/* ---- number and GUID text --------------------------------------------- */
+
+/* Appends the decimal text of @v. */
+static void fe__append_i64(struct rt_buf *out, int64_t v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof(tmp), *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *--p = '-';
+    }
+    rt_buf_append(out, p, (size_t)(e - p));
+}
+
+/* Shortest of %.15g/%.16g/%.17g that reads back equal, always with a '.'
+ * or exponent so clients never mistake it for an integer. */
+static size_t fe__fmt_double(double d, char *buf, size_t cap)
+{
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(buf, cap, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) {
+            break;
+        }
+    }
+    if (!strpbrk(buf, ".eni")) {
+        buf[n++] = '.';
+        buf[n++] = '0';
+        buf[n] = '\0';
+    }
+    return (size_t)n;
+}
+
+static void fe__guid_text(const uint8_t g[16], char out[37])
+{
+    char *q = out;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) {
+            *q++ = '-';
+        }
+        *q++ = fe__hex_lower[g[i] >> 4];
+        *q++ = fe__hex_lower[g[i] & 15];
+    }
+    *q = '\0';
+}
+
+static int fe__hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static int fe__guid_parse(const char *s, size_t n, uint8_t g[16])
+{
+    int k = 0;
+    if (n != 36) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 0; i < 36;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') {
+                return RT_EINVAL;
+            }
+            i++;
+            continue;
+        }
+        int h = fe__hexval((uint8_t)s[i]), l = fe__hexval((uint8_t)s[i + 1]);
+        if (h < 0 || l < 0) {
+            return RT_EINVAL;
+        }
+        g[k++] = (uint8_t)(h << 4 | l);
+        i += 2;
+    }
+    return 0;
+}
+
+/* [+-]digits into int64. Returns 0 or RT_EINVAL (syntax or overflow). */
+static int fe__parse_i64(const char *s, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    uint64_t v = 0;
+    if (n && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i++;
+    }
+    if (i == n) {
+        return RT_EINVAL;
+    }
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return RT_EINVAL;
+        }
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return RT_EINVAL;
+        }
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) {
+        return RT_EINVAL;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* A double from text: "NaN", "Infinity", "-Infinity" or a decimal number
+ * (no hex, no whitespace, finite). */
+static int fe__parse_double(const char *s, size_t n, double *out)
+{
+    char buf[64];
+    char *end;
+    if (n == 3 && memcmp(s, "NaN", 3) == 0) {
+        *out = NAN;
+        return 0;
+    }
+    if (n == 8 && memcmp(s, "Infinity", 8) == 0) {
+        *out = INFINITY;
+        return 0;
+    }
+    if (n == 9 && memcmp(s, "-Infinity", 9) == 0) {
+        *out = -INFINITY;
+        return 0;
+    }
+    if (n == 0 || n >= sizeof(buf)) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
+              c == '+' || c == '-')) {
+            return RT_EINVAL;
+        }
+    }
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    *out = strtod(buf, &end);
+    if (end != buf + n || !isfinite(*out)) {
+        return RT_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+void fe_entity_in_init(struct fe_entity_in *in)
+{
+    in->pk = NULL;
+    in->rk = NULL;
+    rt_buf_init(&in->props);
+}
+
+void fe_entity_in_free(struct fe_entity_in *in)
+{
+    free(in->pk);
+    free(in->rk);
+    rt_buf_free(&in->props);
+    in->pk = NULL;
+    in->rk = NULL;
+}
+
+static int fe__err(char *errmsg,
+                   int code,
+                   const char *fmt,
+                   const char *name,
+                   size_t name_len)
+{
+    if (errmsg) {
+        int nl = name_len > 64 ? 64 : (int)name_len;
+        snprintf(errmsg, RT_ERRMSG_SIZE, fmt, nl, name ? name : "");
+    }
+    return code;
+}
+
+static int fe__is_name(const char *k, size_t n, const char *lit)
+{
+    return n == strlen(lit) && memcmp(k, lit, n) == 0;
+}
+
+/* §9 property name rules. */
+static int fe__check_name(const char *k, size_t n)
+{
+    if (n > RT_MAX_PROP_NAME) {
+        return RT_EPROPNAMELONG;
+    }
+    if (n == 0) {
+        return RT_EPROPNAME;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)k[i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+                 c >= 0x80 || (i > 0 && c >= '0' && c <= '9');
+        if (!ok) {
+            return RT_EPROPNAME;
+        }
+    }
+    return 0;
+}
+
+static int fe__edm_type(const char *s, size_t n, enum rt_edm *t)
+{
+    static const struct
+    {
+        const char *name;
+        enum rt_edm t;
+    } map[] = {
+        {"Edm.String", RT_EDM_STRING}, {"Edm.Binary", RT_EDM_BINARY},
+        {"Edm.Boolean", RT_EDM_BOOL},  {"Edm.DateTime", RT_EDM_DATETIME},
+        {"Edm.Double", RT_EDM_DOUBLE}, {"Edm.Guid", RT_EDM_GUID},
+        {"Edm.Int32", RT_EDM_INT32},   {"Edm.Int64", RT_EDM_INT64},
+    };
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (fe__is_name(s, n, map[i].name)) {
+            *t = map[i].t;
+            return 0;
+        }
+    }
+    return RT_EINVAL;
+}
+
+/* A JSON real that is an exact integer in [lo, hi]. */
+static int fe__real_int(double d, double lo, double hi, int64_t *out)
+{
+    /* Range first, so the cast is defined; no libm needed. */
+    if (!(d >= lo && d <= hi) || (double)(int64_t)d != d) {
+        return RT_EINVAL;
+    }
+    *out = (int64_t)d;
+    return 0;
+}
+
+/* Converts @v (annotated with @t, or inferred when @annotated is 0) into
+ * @p. Binary bytes go to @scratch. Returns 0 or an RT_E* code. */
+static int fe__convert(json_t *v,
+                       int annotated,
+                       enum rt_edm t,
+                       struct rt_prop *p,
+                       struct rt_buf *scratch)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t sn = s ? json_string_length(v) : 0;
+    int64_t i64;
+
+    if (!annotated) {
+        if (s) {
+            p->type = RT_EDM_STRING;
+            p->v.bytes.p = (const uint8_t *)s;
+            p->v.bytes.n = sn;
+        } else if (json_is_boolean(v)) {
+            p->type = RT_EDM_BOOL;
+            p->v.b = json_is_true(v);
+        } else if (json_is_integer(v)) {
+            json_int_t iv = json_integer_value(v);
+            if (iv >= INT32_MIN && iv <= INT32_MAX) {
+                p->type = RT_EDM_INT32;
+                p->v.i32 = (int32_t)iv;
+            } else {
+                /* OData reader: an unannotated integer outside Int32 is a
+                 * Double, never silently an Int64 (spec §4.2). */
+                p->type = RT_EDM_DOUBLE;
+                p->v.d = (double)iv;
+            }
+        } else if (json_is_real(v)) {
+            p->type = RT_EDM_DOUBLE;
+            p->v.d = json_real_value(v);
+        } else {
+            return RT_EINVAL; /* object or array */
+        }
+        return 0;
+    }
+
+    p->type = t;
+    switch (t) {
+        case RT_EDM_STRING:
+            if (!s) {
+                return RT_EINVAL;
+            }
+            p->v.bytes.p = (const uint8_t *)s;
+            p->v.bytes.n = sn;
+            return 0;
+        case RT_EDM_BOOL:
+            if (json_is_boolean(v)) {
+                p->v.b = json_is_true(v);
+            } else if (s && fe__is_name(s, sn, "true")) {
+                p->v.b = 1;
+            } else if (s && fe__is_name(s, sn, "false")) {
+                p->v.b = 0;
+            } else {
+                return RT_EINVAL;
+            }
+            return 0;
+        case RT_EDM_INT32:
+        case RT_EDM_INT64:
+            if (json_is_integer(v)) {
+                i64 = json_integer_value(v);
+            } else if (json_is_real(v)) {
+                if (fe__real_int(json_real_value(v), -9223372036854775808.0,
+                                 9223372036854774784.0, &i64) != 0) {
+                    return RT_EINVAL;
+                }
+            } else if (!s || fe__parse_i64(s, sn, &i64) != 0) {
+                return RT_EINVAL;
+            }
+            if (t == RT_EDM_INT32) {
+                if (i64 < INT32_MIN || i64 > INT32_MAX) {
+                    return RT_EINVAL;
+                }
+                p->v.i32 = (int32_t)i64;
+            } else {
+                p->v.i64 = i64;
+            }
+            return 0;
+        case RT_EDM_DOUBLE:
+            if (json_is_number(v)) {
+                p->v.d = json_number_value(v);
+                return 0;
+            }
+            if (!s) {
+                return RT_EINVAL;
+            }
+            return fe__parse_double(s, sn, &p->v.d);
+        case RT_EDM_DATETIME:
+            if (!s) {
+                return RT_EINVAL;
+            }
+            return rt_time_parse_iso(s, sn, &p->v.ticks);
+        case RT_EDM_GUID:
+            if (!s) {
+                return RT_EINVAL;
+            }
+            return fe__guid_parse(s, sn, p->v.guid);
+        case RT_EDM_BINARY:
+            if (!s) {
+                return RT_EINVAL;
+            }
+            if (sn / 4 * 3 > RT_MAX_BINARY + 2) {
+                return RT_EPROPTOOLARGE;
+            }
+            rt_buf_reset(scratch);
+            if (fe__b64_decode(scratch, (const uint8_t *)s, sn) != 0) {
+                return RT_EINVAL;
+            }
+            p->v.bytes.p = scratch->data;
+            p->v.bytes.n = scratch->len;
+            return 0;
+    }
+    return RT_EINVAL;
+}
+
+/* §9 size of a property value. */
+static size_t fe__value_size(const struct rt_prop *p)
+{
+    switch (p->type) {
+        case RT_EDM_STRING:
+            return 2 * fe__utf16_units(p->v.bytes.p, p->v.bytes.n) + 4;
+        case RT_EDM_BINARY:
+            return p->v.bytes.n + 4;
+        case RT_EDM_BOOL:
+            return 1;
+        case RT_EDM_INT32:
+            return 4;
+        case RT_EDM_GUID:
+            return 16;
+        default:
+            return 8;
+    }
+}
+
+/* jansson refuses integers beyond long long. The OData reader treats them
+ * as Double (spec §4.2), so rewrite each such integer token as "<digits>.0"
+ * and let jansson read a real. Returns a malloc'd copy or NULL if nothing
+ * needed rewriting. */
+static char *fe__widen_big_ints(const char *body, size_t len, size_t *out_len)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    int changed = 0, in_str = 0;
+    size_t i = 0;
+
+    while (i < len) {
+        char c = body[i];
+        if (in_str) {
+            if (c == '\\' && i + 1 < len) {
+                rt_buf_append(&b, body + i, 2);
+                i += 2;
+                continue;
+            }
+            in_str = c != '"';
+            rt_buf_append_u8(&b, (uint8_t)c);
+            i++;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            rt_buf_append_u8(&b, (uint8_t)c);
+            i++;
+            continue;
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i, ds;
+            int is_int = 1;
+            if (body[j] == '-') {
+                j++;
+            }
+            ds = j;
+            while (j < len &&
+                   ((body[j] >= '0' && body[j] <= '9') || body[j] == '.' ||
+                    body[j] == 'e' || body[j] == 'E' || body[j] == '+' ||
+                    body[j] == '-')) {
+                if (body[j] < '0' || body[j] > '9') {
+                    is_int = 0;
+                }
+                j++;
+            }
+            rt_buf_append(&b, body + i, j - i);
+            size_t nd = j - ds;
+            if (is_int && nd > 0) {
+                const char *lim =
+                    c == '-' ? "9223372036854775808" : "9223372036854775807";
+                if (nd > 19 || (nd == 19 && memcmp(body + ds, lim, 19) > 0)) {
+                    rt_buf_append(&b, ".0", 2);
+                    changed = 1;
+                }
+            }
+            i = j;
+            continue;
+        }
+        rt_buf_append_u8(&b, (uint8_t)c);
+        i++;
+    }
+    if (!changed) {
+        rt_buf_free(&b);
+        return NULL;
+    }
+    return (char *)rt_buf_steal(&b, out_len);
+}
+
+static json_t *fe__load(const char *body, size_t len, int *rv, char *errmsg)
+{
+    json_error_t jerr;
+    json_t *root =
+        json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (!root && json_error_code(&jerr) == json_error_numeric_overflow) {
+        size_t wlen;
+        char *wide = fe__widen_big_ints(body, len, &wlen);
+        if (wide) {
+            root = json_loadb(wide, wlen,
+                              JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+            free(wide);
+        }
+    }
+    if (!root) {
+        int dup = json_error_code(&jerr) == json_error_duplicate_key ||
+                  strstr(jerr.text, "duplicate object key") != NULL;
+        *rv = dup ? RT_EDUPPROPS : RT_EINVAL;
+        if (errmsg) {
+            snprintf(errmsg, RT_ERRMSG_SIZE, "%s: %s",
+                     dup ? "duplicate property" : "invalid JSON", jerr.text);
+        }
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        *rv = RT_EINVAL;
+        if (errmsg) {
+            snprintf(errmsg, RT_ERRMSG_SIZE,
+                     "entity body is not a JSON object");
+        }
+        return NULL;
+    }
+    return root;
+}
+
+/* PartitionKey/RowKey: a JSON string without NUL (keys travel as C
+ * strings), optionally annotated Edm.String. */
+static int fe__take_key(json_t *obj,
+                        const char *name,
+                        json_t *v,
+                        char **dst,
+                        size_t *units,
+                        char *errmsg)
+{
+    char ann[32];
+    json_t *a;
+    size_t n = strlen(name);
+
+    memcpy(ann, name, n);
+    memcpy(ann + n, FE__TYPE_SUFFIX, FE__TYPE_SUFFIX_LEN + 1);
+    a = json_object_get(obj, ann);
+    if (a && !(json_is_string(a) &&
+               strcmp(json_string_value(a), "Edm.String") == 0)) {
+        return fe__err(errmsg, RT_EINVAL, "%.*s must be of type Edm.String",
+                       name, n);
+    }
+    if (!json_is_string(v)) {
+        return fe__err(errmsg, RT_EINVAL, "%.*s must be a string", name, n);
+    }
+    const char *s = json_string_value(v);
+    size_t sn = json_string_length(v);
+    if (memchr(s, 0, sn)) {
+        return fe__err(errmsg, RT_EINVAL, "%.*s contains U+0000", name, n);
+    }
+    *dst = malloc(sn + 1);
+    if (!*dst) {
+        return RT_ENOMEM;
+    }
+    memcpy(*dst, s, sn + 1);
+    *units = fe__utf16_units((const uint8_t *)s, sn);
+    return 0;
+}
+
+int fe_odata_parse_entity(const char *body,
+                          size_t len,
+                          struct fe_entity_in *in,
+                          char *errmsg)
+{
+    struct rt_buf scratch = RT_BUF_INIT;
+    struct rt_props_writer w;
+    json_t *root;
+    void *iter;
+    size_t size = 4, nprops = 0, pk_units = 0, rk_units = 0;
+    int rv = 0;
+
+    if (errmsg) {
+        errmsg[0] = '\0';
+    }
+    fe_entity_in_free(in);
+    root = fe__load(body, len, &rv, errmsg);
+    if (!root) {
+        return rv;
+    }
+    rt_props_begin(&w, &in->props);
+    for (iter = json_object_iter(root); iter;
+         iter = json_object_iter_next(root, iter)) {
+        const char *k = json_object_iter_key(iter);
+        size_t kn = json_object_iter_key_len(iter);
+        json_t *v = json_object_iter_value(iter);
+        json_t *ann = NULL;
+        struct rt_prop p;
+        enum rt_edm t = RT_EDM_STRING;
+
+        if (fe__is_name(k, kn, "PartitionKey")) {
+            if (in->pk) {
+                goto dup_key;
+            }
+            rv = fe__take_key(root, "PartitionKey", v, &in->pk, &pk_units,
+                              errmsg);
+            if (rv) {
+                goto fail;
+            }
+            continue;
+        }
+        if (fe__is_name(k, kn, "RowKey")) {
+            if (in->rk) {
+                goto dup_key;
+            }
+            rv = fe__take_key(root, "RowKey", v, &in->rk, &rk_units, errmsg);
+            if (rv) {
+                goto fail;
+            }
+            continue;
+        }
+        if (fe__is_name(k, kn, "Timestamp") ||
+            (kn >= 6 && memcmp(k, "odata.", 6) == 0)) {
+            continue; /* server-assigned / annotations: ignored */
+        }
+        if (kn > FE__TYPE_SUFFIX_LEN &&
+            memcmp(k + kn - FE__TYPE_SUFFIX_LEN, FE__TYPE_SUFFIX,
+                   FE__TYPE_SUFFIX_LEN) == 0) {
+            /* "X@odata.type": consumed with X; X must exist. */
+            size_t bn = kn - FE__TYPE_SUFFIX_LEN;
+            if (fe__is_name(k, bn, "PartitionKey") ||
+                fe__is_name(k, bn, "RowKey") ||
+                fe__is_name(k, bn, "Timestamp")) {
+                continue; /* checked with the key / ignored */
+            }
+            if (!json_is_string(v)) {
+                rv = fe__err(errmsg, RT_EINVAL,
+                             "type annotation of %.*s is not a string", k, bn);
+                goto fail;
+            }
+            if (!json_object_getn(root, k, bn)) {
+                rv = fe__err(errmsg, RT_EINVAL,
+                             "type annotation without a value for %.*s", k, bn);
+                goto fail;
+            }
+            continue;
+        }
+        if (memchr(k, '@', kn) && kn > 7 && memmem(k, kn, "@odata.", 7)) {
+            continue; /* other instance annotations: ignored */
+        }
+        if (json_is_null(v)) {
+            continue; /* "X": null is not stored (merge: not touched) */
+        }
+        rv = fe__check_name(k, kn);
+        if (rv) {
+            fe__err(errmsg, rv,
+                    rv == RT_EPROPNAMELONG ? "property name too long: %.*s..."
+                                           : "invalid property name '%.*s'",
+                    k, kn);
+            goto fail;
+        }
+        {
+            char akey[RT_MAX_PROP_NAME + FE__TYPE_SUFFIX_LEN + 1];
+            memcpy(akey, k, kn);
+            memcpy(akey + kn, FE__TYPE_SUFFIX, FE__TYPE_SUFFIX_LEN);
+            ann = json_object_getn(root, akey, kn + FE__TYPE_SUFFIX_LEN);
+        }
+        if (ann) {
+            if (!json_is_string(ann) ||
+                fe__edm_type(json_string_value(ann), json_string_length(ann),
+                             &t) != 0) {
+                rv = fe__err(errmsg, RT_EINVAL,
+                             "unknown type annotation for %.*s", k, kn);
+                goto fail;
+            }
+        }
+        memset(&p, 0, sizeof(p));
+        p.name = k;
+        p.name_len = kn;
+        rv = fe__convert(v, ann != NULL, t, &p, &scratch);
+        if (rv) {
+            fe__err(errmsg, rv,
+                    rv == RT_EOUTOFRANGE ? "value of %.*s is out of range"
+                    : rv == RT_EPROPTOOLARGE
+                        ? "value of %.*s is too large"
+                        : "value of %.*s is not valid for its type",
+                    k, kn);
+            goto fail;
+        }
+        if ((p.type == RT_EDM_STRING &&
+             (p.v.bytes.n > RT_MAX_STRING_UTF16 * 3 ||
+              fe__utf16_units(p.v.bytes.p, p.v.bytes.n) >
+                  RT_MAX_STRING_UTF16)) ||
+            (p.type == RT_EDM_BINARY && p.v.bytes.n > RT_MAX_BINARY)) {
+            rv = fe__err(errmsg, RT_EPROPTOOLARGE, "value of %.*s is too large",
+                         k, kn);
+            goto fail;
+        }
+        if (++nprops > RT_MAX_USER_PROPS) {
+            rv = fe__err(errmsg, RT_ETOOMANYPROPS,
+                         "more than 252 properties%.*s", "", 0);
+            goto fail;
+        }
+        size += 8 + 2 * fe__utf16_units((const uint8_t *)k, kn) +
+                fe__value_size(&p);
+        rt_props_add(&w, &p);
+    }
+    rt_props_end(&w);
+    size += 2 * (pk_units + rk_units);
+    if (size > RT_MAX_ENTITY_BYTES) {
+        rv = fe__err(errmsg, RT_EENTITYTOOLARGE, "entity larger than 1 MiB%.*s",
+                     "", 0);
+        goto fail;
+    }
+    json_decref(root);
+    rt_buf_free(&scratch);
+    return 0;
+
+dup_key:
+    rv = fe__err(errmsg, RT_EDUPPROPS, "duplicate key property%.*s", "", 0);
+fail:
+    json_decref(root);
+    rt_buf_free(&scratch);
+    fe_entity_in_free(in);
+    return rv;
+}
+
+int fe_odata_check_key(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s, *end = p + n;
+    size_t units = 0;
+
+    while (p < end) {
+        uint32_t cp;
+        size_t len = fe__utf8_seq(p, end, &cp);
+        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == '/' ||
+            cp == '\\' || cp == '#' || cp == '?') {
+            return RT_EINVAL;
+        }
+        units += len == 4 ? 2 : 1;
+        p += len;
+    }
+    return units > RT_MAX_KEY_UTF16 ? RT_EOUTOFRANGE : 0;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+#define FE__LIT(out, lit) rt_buf_append((out), (lit), sizeof(lit) - 1)
+
+static int fe__selected(const struct fe_odata_ctx *ctx,
+                        const char *name,
+                        size_t n)
+{
+    if (!ctx->select) {
+        return 1;
+    }
+    for (size_t i = 0; i < ctx->nselect; i++) {
+        const char *s = ctx->select[i];
+        size_t sl = strlen(s);
+        if ((sl == n && memcmp(s, name, n) == 0) || (sl == 1 && s[0] == '*')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ,"name": (comma unless first) */
+static void fe__member(struct rt_buf *out,
+                       int *first,
+                       const char *name,
+                       size_t n)
+{
+    uint8_t *q = rt_buf_reserve(out, n + 4);
+    if (!*first) {
+        *q++ = ',';
+        out->len++;
+    }
+    *first = 0;
+    *q = '"';
+    out->len++;
+    fe_json_escape(out, name, n);
+    FE__LIT(out, "\":");
+}
+
+/* ,"name@odata.type":"Edm.X" */
+static void fe__annot(struct rt_buf *out,
+                      int *first,
+                      const char *name,
+                      size_t n,
+                      const char *edm)
+{
+    if (!*first) {
+        rt_buf_append_u8(out, ',');
+    }
+    *first = 0;
+    rt_buf_append_u8(out, '"');
+    fe_json_escape(out, name, n);
+    FE__LIT(out, "@odata.type\":\"");
+    rt_buf_append_str(out, edm);
+    rt_buf_append_u8(out, '"');
+}
+
+static void fe__jstr(struct rt_buf *out, const char *s, size_t n)
+{
+    rt_buf_append_u8(out, '"');
+    fe_json_escape(out, s, n);
+    rt_buf_append_u8(out, '"');
+}
+
+/* (PartitionKey='pk',RowKey='rk') */
+static void fe__key_pred(struct rt_buf *out,
+                         const char *pk,
+                         size_t pklen,
+                         const char *rk,
+                         size_t rklen)
+{
+    FE__LIT(out, "(PartitionKey='");
+    fe__key_literal(out, pk, pklen);
+    FE__LIT(out, "',RowKey='");
+    fe__key_literal(out, rk, rklen);
+    FE__LIT(out, "')");
+}
+
+int fe_odata_write_entity(struct rt_buf *out,
+                          const struct fe_odata_ctx *ctx,
+                          const char *pk,
+                          size_t pklen,
+                          const char *rk,
+                          size_t rklen,
+                          const uint8_t *value,
+                          size_t vlen,
+                          int element)
+{
+    size_t start = out->len;
+    const uint8_t *blob;
+    size_t blob_n;
+    uint64_t ticks;
+    uint8_t flags;
+    struct rt_props_iter it;
+    struct rt_prop p;
+    char tmp[64];
+    int first = 1, rv;
+    int meta = ctx->meta != FE_META_NONE;
+    int full = ctx->meta == FE_META_FULL;
+
+    if (rt_value_decode(value, vlen, &ticks, &flags, &blob, &blob_n) != 0 ||
+        rt_props_iter_init(&it, blob, blob_n) != 0) {
+        return RT_ECORRUPT;
+    }
+    rt_buf_reserve(out, 256 + blob_n + blob_n / 2);
+    rt_buf_append_u8(out, '{');
+    if (meta) {
+        if (element) {
+            fe__member(out, &first, "odata.metadata", 14);
+            rt_buf_append_u8(out, '"');
+            fe_json_escape(out, ctx->root, strlen(ctx->root));
+            FE__LIT(out, "/$metadata#");
+            fe_json_escape(out, ctx->table, strlen(ctx->table));
+            FE__LIT(out, "/@Element\"");
+        }
+        if (full) {
+            fe__member(out, &first, "odata.type", 10);
+            rt_buf_append_u8(out, '"');
+            fe_json_escape(out, ctx->account, strlen(ctx->account));
+            rt_buf_append_u8(out, '.');
+            fe_json_escape(out, ctx->table, strlen(ctx->table));
+            rt_buf_append_u8(out, '"');
+            fe__member(out, &first, "odata.id", 8);
+            rt_buf_append_u8(out, '"');
+            fe_json_escape(out, ctx->root, strlen(ctx->root));
+            rt_buf_append_u8(out, '/');
+            fe_json_escape(out, ctx->table, strlen(ctx->table));
+            fe__key_pred(out, pk, pklen, rk, rklen);
+            rt_buf_append_u8(out, '"');
+        }
+        fe__member(out, &first, "odata.etag", 10);
+        fe_odata_etag(ticks, tmp);
+        fe__jstr(out, tmp, strlen(tmp));
+        if (full) {
+            fe__member(out, &first, "odata.editLink", 14);
+            rt_buf_append_u8(out, '"');
+            fe_json_escape(out, ctx->table, strlen(ctx->table));
+            fe__key_pred(out, pk, pklen, rk, rklen);
+            rt_buf_append_u8(out, '"');
+        }
+    }
+    if (fe__selected(ctx, "PartitionKey", 12)) {
+        fe__member(out, &first, "PartitionKey", 12);
+        fe__jstr(out, pk, pklen);
+    }
+    if (fe__selected(ctx, "RowKey", 6)) {
+        fe__member(out, &first, "RowKey", 6);
+        fe__jstr(out, rk, rklen);
+    }
+    if (fe__selected(ctx, "Timestamp", 9)) {
+        if (full) {
+            fe__annot(out, &first, "Timestamp", 9, "Edm.DateTime");
+        }
+        fe__member(out, &first, "Timestamp", 9);
+        size_t n = rt_time_format_iso7(ticks, tmp);
+        fe__jstr(out, tmp, n);
+    }
+    while ((rv = rt_props_next(&it, &p)) == 1) {
+        if (ctx->select && !fe__selected(ctx, p.name, p.name_len)) {
+            continue;
+        }
+        switch (p.type) {
+            case RT_EDM_STRING:
+                fe__member(out, &first, p.name, p.name_len);
+                fe__jstr(out, (const char *)p.v.bytes.p, p.v.bytes.n);
+                break;
+            case RT_EDM_BINARY:
+                if (meta) {
+                    fe__annot(out, &first, p.name, p.name_len, "Edm.Binary");
+                }
+                fe__member(out, &first, p.name, p.name_len);
+                rt_buf_append_u8(out, '"');
+                fe__b64_encode(out, p.v.bytes.p, p.v.bytes.n);
+                rt_buf_append_u8(out, '"');
+                break;
+            case RT_EDM_BOOL:
+                fe__member(out, &first, p.name, p.name_len);
+                if (p.v.b) {
+                    FE__LIT(out, "true");
+                } else {
+                    FE__LIT(out, "false");
+                }
+                break;
+            case RT_EDM_DATETIME: {
+                if (meta) {
+                    fe__annot(out, &first, p.name, p.name_len, "Edm.DateTime");
+                }
+                fe__member(out, &first, p.name, p.name_len);
+                size_t n = rt_time_format_iso(p.v.ticks, tmp);
+                fe__jstr(out, tmp, n);
+                break;
+            }
+            case RT_EDM_DOUBLE:
+                if (isfinite(p.v.d)) {
+                    fe__member(out, &first, p.name, p.name_len);
+                    size_t n = fe__fmt_double(p.v.d, tmp, sizeof(tmp));
+                    rt_buf_append(out, tmp, n);
+                } else {
+                    if (meta) {
+                        fe__annot(out, &first, p.name, p.name_len,
+                                  "Edm.Double");
+                    }
+                    fe__member(out, &first, p.name, p.name_len);
+                    if (isnan(p.v.d)) {
+                        FE__LIT(out, "\"NaN\"");
+                    } else if (p.v.d > 0) {
+                        FE__LIT(out, "\"Infinity\"");
+                    } else {
+                        FE__LIT(out, "\"-Infinity\"");
+                    }
+                }
+                break;
+            case RT_EDM_GUID:
+                if (meta) {
+                    fe__annot(out, &first, p.name, p.name_len, "Edm.Guid");
+                }
+                fe__member(out, &first, p.name, p.name_len);
+                fe__guid_text(p.v.guid, tmp);
+                fe__jstr(out, tmp, 36);
+                break;
+            case RT_EDM_INT32:
+                fe__member(out, &first, p.name, p.name_len);
+                fe__append_i64(out, p.v.i32);
+                break;
+            case RT_EDM_INT64:
+                if (meta) {
+                    fe__annot(out, &first, p.name, p.name_len, "Edm.Int64");
+                }
+                fe__member(out, &first, p.name, p.name_len);
+                rt_buf_append_u8(out, '"');
+                fe__append_i64(out, p.v.i64);
+                rt_buf_append_u8(out, '"');
+                break;
+        }
+    }
+    if (rv != 0) {
+        out->len = start;
+        return RT_ECORRUPT;
+    }
+    rt_buf_append_u8(out, '}');
+    return 0;
+}
+
+/* ---- ETag ------------------------------------------------------------- */
+
+void fe_odata_etag(uint64_t ticks, char *out)
+{
+    char iso[RT_TIME_ISO_SIZE];
+    size_t n = rt_time_format_iso7(ticks, iso);
+    char *q = out;
+
+    memcpy(q, "W/\"datetime'", 12);
+    q += 12;
+    for (size_t i = 0; i < n; i++) {
+        if (iso[i] == ':') {
+            memcpy(q, "%3A", 3);
+            q += 3;
+        } else {
+            *q++ = iso[i];
+        }
+    }
+    memcpy(q, "'\"", 3);
+}
+
+int fe_odata_parse_etag(const char *s, uint64_t *ticks, int *any)
+{
+    char norm[RT_TIME_ISO_SIZE], again[RT_TIME_ISO_SIZE];
+    size_t n, nn = 0;
+    uint64_t t;
+
+    *any = 0;
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
+        n--;
+    }
+    if (n == 1 && s[0] == '*') {
+        *any = 1;
+        *ticks = 0;
+        return 0;
+    }
+    if (n < 14 || memcmp(s, "W/\"datetime'", 12) != 0 ||
+        memcmp(s + n - 2, "'\"", 2) != 0) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 12; i < n - 2; i++) {
+        if (nn + 1 >= sizeof(norm)) {
+            return RT_EINVAL;
+        }
+        if (s[i] == '%' && i + 2 < n - 2 && s[i + 1] == '3' &&
+            (s[i + 2] == 'A' || s[i + 2] == 'a')) {
+            norm[nn++] = ':';
+            i += 2;
+        } else {
+            norm[nn++] = s[i];
+        }
+    }
+    norm[nn] = '\0';
+    if (rt_time_parse_iso(norm, nn, &t) != 0) {
+        return RT_EINVAL;
+    }
+    /* Only the exact 7-digit form we issue. */
+    if (rt_time_format_iso7(t, again) != nn || memcmp(again, norm, nn) != 0) {
+        return RT_EINVAL;
+    }
+    *ticks = t;
+    return 0;
+}

@@ -34,8 +34,10 @@ struct fe_entity_in {
  * type / unknown Edm type), RT_EDUPPROPS, RT_EPROPNAME, RT_EPROPNAMELONG,
  * RT_EPROPTOOLARGE, RT_ETOOMANYPROPS, RT_EENTITYTOOLARGE, RT_EOUTOFRANGE
  * (DateTime outside 1601..9999), with a human message in @errmsg
- * (RT_ERRMSG_SIZE bytes). On error @in is left empty (fe_entity_in_free is
- * still safe to call). */
+ * (RT_ERRMSG_SIZE bytes). @in must have been initialised with
+ * fe_entity_in_init(); earlier contents are released first, so one @in may
+ * be reused. On error @in is left empty (fe_entity_in_free is still safe to
+ * call). Does not call fe_odata_check_key on the keys: callers do. */
 int fe_odata_parse_entity(const char *body, size_t len,
                           struct fe_entity_in *in, char *errmsg);
 void fe_entity_in_init(struct fe_entity_in *in);
