@@ -1,0 +1,122 @@
+/* rt-partition-server: flags, signals, the loop. Everything else is in the
+ * ps library (ps_server.h). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "ps_server.h"
+#include "rt_config.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+static struct ps_server ps__server;
+static uv_signal_t ps__sigint;
+static uv_signal_t ps__sigterm;
+
+static void ps__signal_cb(uv_signal_t *h, int signum)
+{
+    (void)h;
+    rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    uv_close((uv_handle_t *)&ps__sigint, NULL);
+    uv_close((uv_handle_t *)&ps__sigterm, NULL);
+    ps_server_stop(&ps__server);
+}
+
+int main(int argc, char **argv)
+{
+    char *listen = NULL, *advertise = NULL, *master = NULL, *data = NULL;
+    char *port_file = NULL, *log_level = NULL;
+    long max_pending = 0, map_size_mb = 0;
+    struct rt_opt opts[] = {
+        {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
+         "RPC listen address host:port (port 0 = ephemeral)"},
+        {"advertise", RT_OPT_STR, &advertise, "",
+         "address registered with the master (default: the listen address)"},
+        {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
+         "rt-master RPC address"},
+        {"data", RT_OPT_STR, &data, NULL, "LMDB data directory (required)"},
+        {"port-file", RT_OPT_STR, &port_file, "",
+         "write 'rpc=PORT' here after listening"},
+        {"max-pending", RT_OPT_INT, &max_pending, "20000",
+         "queued write ops before answering ServerBusy"},
+        {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
+         "LMDB map size (the most data this server can hold), MiB"},
+        {"log-level", RT_OPT_STR, &log_level, "info",
+         "debug|info|warn|error"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    const char *summary =
+        "rangetable partition server: serves the table ranges the master "
+        "assigns, from one LMDB environment.";
+    struct ps_config cfg;
+    uv_loop_t loop;
+    int level, rc, code = 0;
+
+    rt_config_parse("rt-partition-server", summary, opts, argc, argv, NULL,
+                    0);
+    level = rt_log_level_parse(log_level);
+    if (level < 0) {
+        fprintf(stderr, "rt-partition-server: bad --log-level '%s'\n",
+                log_level);
+        rt_config_free(opts);
+        return 2;
+    }
+    rt_log_init("ps", (enum rt_log_level)level);
+    if (!*data) {
+        fprintf(stderr, "rt-partition-server: --data DIR is required "
+                        "(try --help)\n");
+        rt_config_free(opts);
+        return 2;
+    }
+    if (max_pending < 1 || map_size_mb < 1) {
+        fprintf(stderr, "rt-partition-server: --max-pending and "
+                        "--map-size-mb must be positive\n");
+        rt_config_free(opts);
+        return 2;
+    }
+    /* A peer that vanishes mid-write must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+
+    cfg.listen = listen;
+    cfg.advertise = advertise;
+    cfg.master = master;
+    cfg.data = data;
+    cfg.port_file = port_file;
+    cfg.max_pending = (size_t)max_pending;
+    cfg.map_size = (size_t)map_size_mb * 1024 * 1024;
+
+    rc = uv_loop_init(&loop);
+    if (rc != 0) {
+        fprintf(stderr, "rt-partition-server: uv_loop_init: %s\n",
+                uv_strerror(rc));
+        rt_config_free(opts);
+        return 1;
+    }
+    uv_signal_init(&loop, &ps__sigint);
+    uv_signal_init(&loop, &ps__sigterm);
+    rc = ps_server_start(&ps__server, &loop, &cfg);
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR, "start failed: %s", ps__server.errmsg);
+        uv_close((uv_handle_t *)&ps__sigint, NULL);
+        uv_close((uv_handle_t *)&ps__sigterm, NULL);
+        ps_server_stop(&ps__server);
+        code = 1;
+    } else {
+        uv_signal_start(&ps__sigint, ps__signal_cb, SIGINT);
+        uv_signal_start(&ps__sigterm, ps__signal_cb, SIGTERM);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ps_server_close(&ps__server);
+    rc = uv_loop_close(&loop);
+    if (rc != 0) {
+        rt_log(RT_LOG_WARN, "loop closed with handles open: %s",
+               uv_strerror(rc));
+    }
+    if (code == 0) {
+        rt_log(RT_LOG_INFO, "stopped");
+    }
+    rt_config_free(opts);
+    return code;
+}

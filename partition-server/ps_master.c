@@ -1,0 +1,322 @@
+/* Master link: registration, heartbeats, assignments, table drops
+ * (SKELETON-PLAN flow 1).
+ *
+ * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
+ * meta (0 the first time), addr, range ids} -> the reply gives our id and
+ * the full set of ranges to serve -> applied and persisted. Every
+ * PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops} -> the
+ * reply carries the assignment again and is reconciled. The master may
+ * also call ASSIGN_RANGES (answered once persisted) and DROP_TABLE
+ * (answered when the table's keys are gone) on this connection.
+ * Failure modes:
+ *  - master down or unreachable: the client reconnects with backoff; we
+ *    keep serving the ranges we have (the master marks us down and the
+ *    front ends stop routing to us) and register again on reconnect;
+ *  - register fails or times out: retried on the next heartbeat tick;
+ *  - heartbeat rejected (the master forgot us): register again;
+ *  - an assignment older than the one applied (map_version) is ignored,
+ *    so a slow heartbeat reply cannot undo a newer ASSIGN_RANGES. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_internal.h"
+#include "ps_server.h"
+#include "rt.pb-c.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* Applies a full assignment from the master. @force (registration)
+ * accepts any map_version. Persists when something changed. */
+static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
+                      uint64_t map_version, int force, int persist)
+{
+    int changed;
+
+    if (!force && map_version < ps->ranges.map_version) {
+        rt_log(RT_LOG_DEBUG, "ignoring assignment v%llu older than v%llu",
+               (unsigned long long)map_version,
+               (unsigned long long)ps->ranges.map_version);
+        return;
+    }
+    changed = ps_ranges_set(&ps->ranges, v, n);
+    ps->ranges.map_version = map_version;
+    if (changed) {
+        rt_log(RT_LOG_INFO, "serving %zu ranges (map v%llu)", ps->ranges.n,
+               (unsigned long long)map_version);
+        for (size_t i = 0; i < ps->ranges.n; i++) {
+            const struct ps_range *r = ps->ranges.v[i];
+            rt_log(RT_LOG_DEBUG, "range %llu table %llu epoch %llu [%s, %s)",
+                   (unsigned long long)r->id,
+                   (unsigned long long)r->table_id,
+                   (unsigned long long)r->epoch, r->low,
+                   r->high ? r->high : "+inf");
+        }
+    }
+    if (changed && persist) {
+        ps__server_persist(ps, NULL, 0, 0);
+    }
+}
+
+/* Registration */
+
+static void ps__register_cb(int status, const uint8_t *body, size_t len,
+                            void *arg)
+{
+    struct ps_server *ps = arg;
+    Rt__RegisterResp *resp;
+
+    ps->register_inflight = 0;
+    if (ps->stopping || status == RT_ECANCELED) {
+        return;
+    }
+    if (status != 0) {
+        rt_log(RT_LOG_WARN, "register with master %s failed: %s",
+               ps->cfg.master, rt_strerror(status));
+        return; /* the heartbeat timer tries again */
+    }
+    resp = rt__register_resp__unpack(NULL, len, body);
+    if (!resp || resp->server_id == 0) {
+        rt_log(RT_LOG_ERROR, "bad RegisterResp from master %s",
+               ps->cfg.master);
+        if (resp) {
+            rt__register_resp__free_unpacked(resp, NULL);
+        }
+        return;
+    }
+    if (ps->server_id != resp->server_id) {
+        if (ps->server_id != 0) {
+            rt_log(RT_LOG_WARN, "master gave server id %llu (was %llu)",
+                   (unsigned long long)resp->server_id,
+                   (unsigned long long)ps->server_id);
+        }
+        ps->server_id = resp->server_id;
+    }
+    ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 1, 0);
+    ps__server_persist(ps, NULL, 0, 0);
+    ps->registered = 1;
+    rt_log(RT_LOG_INFO, "registered with master %s as server %llu (%s), "
+           "%zu ranges", ps->cfg.master, (unsigned long long)ps->server_id,
+           ps->addr, ps->ranges.n);
+    rt__register_resp__free_unpacked(resp, NULL);
+}
+
+static void ps__register(struct ps_server *ps)
+{
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    uint64_t *ids = calloc(ps->ranges.n ? ps->ranges.n : 1, sizeof(*ids));
+    int rc;
+
+    if (!ids) {
+        rt_log(RT_LOG_FATAL, "out of memory");
+        abort();
+    }
+    for (size_t i = 0; i < ps->ranges.n; i++) {
+        ids[i] = ps->ranges.v[i]->id;
+    }
+    req.server_id = ps->server_id;
+    req.addr = ps->addr;
+    req.n_range_ids = ps->ranges.n;
+    req.range_ids = ids;
+    rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master),
+                        RT__METHOD__PS_REGISTER, &req.base,
+                        PS_MASTER_CALL_MS, ps__register_cb, ps);
+    free(ids);
+    if (rc == 0) {
+        ps->register_inflight = 1;
+    } else {
+        rt_log(RT_LOG_ERROR, "register call failed: %s", rt_strerror(rc));
+    }
+}
+
+/* Heartbeats */
+
+static void ps__heartbeat_cb(int status, const uint8_t *body, size_t len,
+                             void *arg)
+{
+    struct ps_server *ps = arg;
+    Rt__RegisterResp *resp;
+
+    ps->hb_inflight = 0;
+    if (ps->stopping || status == RT_ECANCELED) {
+        return;
+    }
+    if (status == RT_ENOCONN || status == RT_ETIMEDOUT) {
+        rt_log(RT_LOG_DEBUG, "heartbeat: %s", rt_strerror(status));
+        return;
+    }
+    if (status != 0) {
+        /* E.g. the master lost its state or does not know our id. */
+        rt_log(RT_LOG_WARN, "heartbeat rejected (%s); registering again",
+               rt_strerror(status));
+        ps->registered = 0;
+        return;
+    }
+    resp = rt__register_resp__unpack(NULL, len, body);
+    if (!resp) {
+        rt_log(RT_LOG_ERROR, "bad heartbeat reply from master");
+        return;
+    }
+    if (resp->server_id != 0 && resp->server_id != ps->server_id) {
+        rt_log(RT_LOG_WARN, "heartbeat reply for server %llu, we are %llu; "
+               "registering again", (unsigned long long)resp->server_id,
+               (unsigned long long)ps->server_id);
+        ps->registered = 0;
+    } else {
+        ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 0, 1);
+    }
+    rt__register_resp__free_unpacked(resp, NULL);
+}
+
+static void ps__heartbeat(struct ps_server *ps)
+{
+    Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
+    size_t n = ps->ranges.n;
+    Rt__RangeLoad *loads = calloc(n ? n : 1, sizeof(*loads));
+    Rt__RangeLoad **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    int rc;
+
+    if (!loads || !ptrs) {
+        rt_log(RT_LOG_FATAL, "out of memory");
+        abort();
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct ps_range *r = ps->ranges.v[i];
+        rt__range_load__init(&loads[i]);
+        loads[i].range_id = r->id;
+        loads[i].requests = r->requests;
+        loads[i].entities = r->entities;
+        loads[i].bytes_written = r->bytes_written;
+        loads[i].exec_us = r->exec_us;
+        loads[i].key_count = r->key_count;
+        loads[i].key_bytes = r->key_bytes;
+        loads[i].n_sample_pks = r->n_sample;
+        loads[i].sample_pks = r->sample;
+        ptrs[i] = &loads[i];
+    }
+    req.server_id = ps->server_id;
+    req.n_loads = n;
+    req.loads = ptrs;
+    req.pending = (uint32_t)ps_writer_pending(ps->writer);
+    rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master),
+                        RT__METHOD__PS_HEARTBEAT, &req.base,
+                        PS_MASTER_CALL_MS, ps__heartbeat_cb, ps);
+    free(loads);
+    free(ptrs);
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR, "heartbeat call failed: %s", rt_strerror(rc));
+        return;
+    }
+    ps->hb_inflight = 1;
+    /* The body was copied: counters start over for the next interval. */
+    for (size_t i = 0; i < n; i++) {
+        ps_range_load_reset(ps->ranges.v[i]);
+    }
+}
+
+static void ps__hb_timer_cb(uv_timer_t *t)
+{
+    struct ps_server *ps = container_of(t, struct ps_server, hb_timer);
+
+    if (ps->stopping || !rt_rpc_conn_is_up(rt_rpc_client_conn(ps->master))) {
+        return;
+    }
+    if (!ps->registered) {
+        if (!ps->register_inflight) {
+            ps__register(ps);
+        }
+        return;
+    }
+    if (!ps->hb_inflight) {
+        ps__heartbeat(ps);
+    }
+}
+
+static void ps__master_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct ps_server *ps = ud;
+
+    (void)conn;
+    ps->registered = 0;
+    if (ps->stopping) {
+        return;
+    }
+    if (up) {
+        rt_log(RT_LOG_INFO, "connected to master %s", ps->cfg.master);
+        if (!ps->register_inflight) {
+            ps__register(ps);
+        }
+    } else {
+        rt_log(RT_LOG_WARN, "lost master %s; reconnecting", ps->cfg.master);
+    }
+}
+
+/* Requests from the master */
+
+void ps_master_on_assign(struct ps_server *ps, struct rt_rpc_conn *conn,
+                         uint64_t id, const uint8_t *body, size_t len)
+{
+    const uint32_t method = RT__METHOD__ASSIGN_RANGES;
+    Rt__Assignment *a = rt__assignment__unpack(NULL, len, body);
+
+    if (!a) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad Assignment");
+        return;
+    }
+    ps__apply(ps, a->ranges, a->n_ranges, a->map_version, 0, 0);
+    rt__assignment__free_unpacked(a, NULL);
+    /* Answer once the (possibly unchanged) set is durable. */
+    ps__server_persist(ps, conn, id, method);
+}
+
+void ps_master_on_drop(struct ps_server *ps, struct rt_rpc_conn *conn,
+                       uint64_t id, const uint8_t *body, size_t len)
+{
+    Rt__DropTableReq *d = rt__drop_table_req__unpack(NULL, len, body);
+
+    if (!d || d->table_id == 0) {
+        rt_rpc_reply_err(conn, id, RT__METHOD__DROP_TABLE, RT_EINVAL,
+                         "bad DropTableReq");
+        if (d) {
+            rt__drop_table_req__free_unpacked(d, NULL);
+        }
+        return;
+    }
+    rt_log(RT_LOG_INFO, "dropping table %llu",
+           (unsigned long long)d->table_id);
+    ps__server_drop(ps, d->table_id, conn, id);
+    rt__drop_table_req__free_unpacked(d, NULL);
+}
+
+/* Start / stop */
+
+int ps_master_start(struct ps_server *ps)
+{
+    int rc;
+
+    rc = uv_timer_init(ps->loop, &ps->hb_timer);
+    if (rc != 0) {
+        return rc;
+    }
+    ps->hb_timer_init = 1;
+    rc = rt_rpc_client_start(ps->loop, ps->cfg.master, ps_rpc_on_request,
+                             ps__master_conn_cb, ps, &ps->master);
+    if (rc != 0) {
+        ps->master = NULL;
+        return rc;
+    }
+    return uv_timer_start(&ps->hb_timer, ps__hb_timer_cb, PS_HEARTBEAT_MS,
+                          PS_HEARTBEAT_MS);
+}
+
+void ps_master_stop(struct ps_server *ps)
+{
+    if (ps->hb_timer_init) {
+        uv_timer_stop(&ps->hb_timer);
+        uv_close((uv_handle_t *)&ps->hb_timer, NULL);
+        ps->hb_timer_init = 0;
+    }
+    if (ps->master) {
+        rt_rpc_client_close(ps->master);
+        ps->master = NULL;
+    }
+}

@@ -1,0 +1,360 @@
+/* RPC handlers: ENTITY_WRITE / ENTITY_GET / ENTITY_SCAN / PING for front
+ * ends, ASSIGN_RANGES / DROP_TABLE for the master (both may arrive on any
+ * connection).
+ *
+ * Happy path of a write: unpack -> ownership check (range id, epoch, table,
+ * every PK inside [low, high)) -> back-pressure check -> a job holding the
+ * unpacked message (ops borrow its strings and blobs) goes to the writer ->
+ * group commit -> on the loop thread: WriteResp with one OpResult per op.
+ * Failure modes and what the caller sees (header status, Error body):
+ *  - malformed body, bad op kind, bad properties blob: RT_EINVAL;
+ *  - not our range at that epoch, or PK outside it: RT_ESTALE;
+ *  - more than --max-pending queued ops: RT_EBUSY, answered at once;
+ *  - atomic write whose op i fails: that op's code, Error{index = i};
+ *  - store failure (map full, I/O): RT_ENOSPACE / RT_EIO;
+ *  - per-op outcomes of a non-atomic write: status 0, OpResult.code.
+ * Reads run right here on the loop thread in an LMDB read transaction (a
+ * snapshot; they never wait for the writer). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_server.h"
+#include "rt.pb-c.h"
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* An empty properties blob: count 0. */
+static const uint8_t ps__empty_props[2] = {0, 0};
+
+struct ps_write_req {
+    struct ps_job job;
+    struct ps_server *ps;
+    struct rt_rpc_conn *conn;
+    uint64_t id;
+    uint64_t range_id;
+    Rt__WriteReq *msg;
+    struct ps_op ops[];
+};
+
+static uint64_t ps__now_us(void)
+{
+    return uv_hrtime() / 1000;
+}
+
+static void ps__reply_error(struct rt_rpc_conn *conn, uint64_t id,
+                            uint32_t method, int code, int index,
+                            const char *message)
+{
+    Rt__Error e = RT__ERROR__INIT;
+    e.message = (char *)(message ? message : rt_err_message(code));
+    e.index = index;
+    rt_rpc_reply_pb(conn, id, method, code, &e.base);
+}
+
+static int ps__route(struct ps_server *ps, const Rt__RangeRef *ref,
+                     const char *pk, struct ps_range **out)
+{
+    if (!ref) {
+        return RT_EINVAL;
+    }
+    return ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id,
+                           ref->epoch, pk, out);
+}
+
+/* ENTITY_WRITE */
+
+static void ps__write_done(struct ps_job *job)
+{
+    struct ps_write_req *req = container_of(job, struct ps_write_req, job);
+    struct ps_server *ps = req->ps;
+    struct ps_write *w = &job->u.write;
+    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
+    const uint32_t method = RT__METHOD__ENTITY_WRITE;
+
+    if (r) {
+        uint64_t ok = 0;
+        for (size_t i = 0; i < w->n_ops; i++) {
+            ok += w->status == 0 && w->ops[i].code == 0;
+        }
+        ps_range_account(&ps->ranges, r, ok, w->bytes_written, job->exec_us,
+                         w->ops[0].pk);
+    }
+    if (w->status != 0) {
+        if (w->status != RT_EEXIST && w->status != RT_ENOTFOUND &&
+            w->status != RT_EPRECOND && w->status != RT_EDUPROW &&
+            w->status != RT_EOUTOFRANGE) {
+            rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
+                   (unsigned long long)req->range_id,
+                   rt_strerror(w->status));
+        }
+        ps__reply_error(req->conn, req->id, method, w->status,
+                        w->atomic ? w->failed_index : -1, NULL);
+    } else {
+        Rt__WriteResp resp = RT__WRITE_RESP__INIT;
+        Rt__OpResult *res = calloc(w->n_ops, sizeof(*res));
+        Rt__OpResult **resp_ptrs = calloc(w->n_ops, sizeof(*resp_ptrs));
+        if (!res || !resp_ptrs) {
+            rt_log(RT_LOG_FATAL, "out of memory");
+            abort();
+        }
+        for (size_t i = 0; i < w->n_ops; i++) {
+            const struct ps_op *op = &w->ops[i];
+            rt__op_result__init(&res[i]);
+            res[i].code = op->code;
+            res[i].ticks = op->ticks;
+            res[i].value.data = op->value.data;
+            res[i].value.len = op->value.len;
+            resp_ptrs[i] = &res[i];
+        }
+        resp.n_results = w->n_ops;
+        resp.results = resp_ptrs;
+        rt_rpc_reply_pb(req->conn, req->id, method, 0, &resp.base);
+        free(res);
+        free(resp_ptrs);
+    }
+    ps_write_reset(w);
+    rt_rpc_conn_unref(req->conn);
+    rt__write_req__free_unpacked(req->msg, NULL);
+    free(req);
+}
+
+static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
+                         uint64_t id, const uint8_t *body, size_t len)
+{
+    const uint32_t method = RT__METHOD__ENTITY_WRITE;
+    Rt__WriteReq *msg = rt__write_req__unpack(NULL, len, body);
+    struct ps_write_req *req;
+    struct ps_range *r = NULL;
+    int rc;
+
+    if (!msg) {
+        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad WriteReq");
+        return;
+    }
+    if (msg->n_ops == 0 || msg->n_ops > PS_MAX_OPS_PER_WRITE) {
+        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad op count");
+        goto out_free;
+    }
+    for (size_t i = 0; i < msg->n_ops; i++) {
+        const Rt__EntityOp *op = msg->ops[i];
+        if ((int)op->kind <= (int)RT__OP_KIND__OP_NONE ||
+            (int)op->kind >= (int)PS_OP__NR) {
+            ps__reply_error(conn, id, method, RT_EINVAL, (int)i,
+                            "bad op kind");
+            goto out_free;
+        }
+        if (op->kind != RT__OP_KIND__OP_DELETE && op->props.len > 0 &&
+            rt_props_check(op->props.data, op->props.len) != 0) {
+            ps__reply_error(conn, id, method, RT_EINVAL, (int)i,
+                            "bad properties blob");
+            goto out_free;
+        }
+        rc = ps__route(ps, msg->route, op->pk, &r);
+        if (rc != 0) {
+            ps__reply_error(conn, id, method, rc, -1, NULL);
+            goto out_free;
+        }
+    }
+    /* Throttling (DESIGN §4): shed load, never stall. */
+    if (ps_writer_pending(ps->writer) + msg->n_ops > ps->cfg.max_pending) {
+        ps__reply_error(conn, id, method, RT_EBUSY, -1, NULL);
+        goto out_free;
+    }
+
+    req = calloc(1, sizeof(*req) + msg->n_ops * sizeof(struct ps_op));
+    if (!req) {
+        ps__reply_error(conn, id, method, RT_ENOMEM, -1, NULL);
+        goto out_free;
+    }
+    req->ps = ps;
+    req->conn = conn;
+    req->id = id;
+    req->range_id = r->id;
+    req->msg = msg;
+    for (size_t i = 0; i < msg->n_ops; i++) {
+        const Rt__EntityOp *op = msg->ops[i];
+        struct ps_op *o = &req->ops[i];
+        o->kind = (enum ps_op_kind)op->kind;
+        o->pk = op->pk;
+        o->rk = op->rk;
+        if (op->props.len > 0) {
+            o->props = op->props.data;
+            o->props_len = op->props.len;
+        } else {
+            o->props = ps__empty_props;
+            o->props_len = sizeof(ps__empty_props);
+        }
+        o->if_match_any = op->if_match_any;
+        o->if_match = op->if_match;
+        /* Insert Entity echoes the entity (Prefer: return-content). */
+        o->want_value = op->kind == RT__OP_KIND__OP_INSERT;
+        rt_buf_init(&o->value);
+    }
+    req->job.kind = PS_JOB_WRITE;
+    req->job.cb = ps__write_done;
+    req->job.u.write.table_id = msg->route->table_id;
+    req->job.u.write.ops = req->ops;
+    req->job.u.write.n_ops = msg->n_ops;
+    req->job.u.write.atomic = msg->atomic;
+    req->job.u.write.failed_index = -1;
+    rt_rpc_conn_ref(conn);
+    ps_writer_submit(ps->writer, &req->job);
+    return;
+
+out_free:
+    rt__write_req__free_unpacked(msg, NULL);
+}
+
+/* ENTITY_GET */
+
+static void ps__on_get(struct ps_server *ps, struct rt_rpc_conn *conn,
+                       uint64_t id, const uint8_t *body, size_t len)
+{
+    const uint32_t method = RT__METHOD__ENTITY_GET;
+    Rt__GetReq *msg = rt__get_req__unpack(NULL, len, body);
+    struct rt_buf value = RT_BUF_INIT;
+    struct ps_range *r;
+    uint64_t t0 = ps__now_us();
+    int rc;
+
+    if (!msg) {
+        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad GetReq");
+        return;
+    }
+    rc = ps__route(ps, msg->route, msg->pk, &r);
+    if (rc != 0) {
+        ps__reply_error(conn, id, method, rc, -1, NULL);
+        goto out;
+    }
+    rc = ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk,
+                      &value);
+    ps_range_account(&ps->ranges, r, rc == 0, 0, ps__now_us() - t0, msg->pk);
+    if (rc != 0) {
+        if (rc != RT_ENOTFOUND) {
+            rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
+                   (unsigned long long)r->id, rt_strerror(rc));
+        }
+        ps__reply_error(conn, id, method, rc, -1, NULL);
+        goto out;
+    }
+    Rt__GetResp resp = RT__GET_RESP__INIT;
+    resp.value.data = value.data;
+    resp.value.len = value.len;
+    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+out:
+    rt_buf_free(&value);
+    rt__get_req__free_unpacked(msg, NULL);
+}
+
+/* ENTITY_SCAN */
+
+static void ps__on_scan(struct ps_server *ps, struct rt_rpc_conn *conn,
+                        uint64_t id, const uint8_t *body, size_t len)
+{
+    const uint32_t method = RT__METHOD__ENTITY_SCAN;
+    Rt__ScanReq *msg = rt__scan_req__unpack(NULL, len, body);
+    struct ps_scan sc;
+    struct ps_range *r;
+    uint64_t t0 = ps__now_us();
+    int rc;
+
+    if (!msg) {
+        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad ScanReq");
+        return;
+    }
+    rc = ps__route(ps, msg->route, NULL, &r);
+    if (rc == 0 && msg->has_start && r->high &&
+        strcmp(msg->start_pk, r->high) >= 0) {
+        rc = RT_ESTALE; /* the resume key belongs to a later range */
+    }
+    if (rc != 0) {
+        ps__reply_error(conn, id, method, rc, -1, NULL);
+        goto out;
+    }
+    /* filter / select are carried for the next issue's evaluator. */
+    memset(&sc, 0, sizeof(sc));
+    sc.table_id = r->table_id;
+    sc.low = r->low;
+    sc.high = r->high;
+    sc.has_start = msg->has_start;
+    sc.start_pk = msg->start_pk;
+    sc.start_rk = msg->start_rk;
+    sc.limit = msg->limit;
+    rc = ps_store_scan(ps->store, &sc);
+    ps_range_account(&ps->ranges, r, sc.n, 0, ps__now_us() - t0, NULL);
+    if (rc != 0) {
+        rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
+               (unsigned long long)r->id, rt_strerror(rc));
+        ps__reply_error(conn, id, method, rc, -1, NULL);
+        goto out;
+    }
+    {
+        Rt__ScanResp resp = RT__SCAN_RESP__INIT;
+        Rt__EntityRec *recs = calloc(sc.n ? sc.n : 1, sizeof(*recs));
+        Rt__EntityRec **ptrs = calloc(sc.n ? sc.n : 1, sizeof(*ptrs));
+        if (!recs || !ptrs) {
+            rt_log(RT_LOG_FATAL, "out of memory");
+            abort();
+        }
+        for (size_t i = 0; i < sc.n; i++) {
+            rt__entity_rec__init(&recs[i]);
+            recs[i].pk = sc.recs[i].pk;
+            recs[i].rk = sc.recs[i].rk;
+            recs[i].value.data = sc.recs[i].value;
+            recs[i].value.len = sc.recs[i].value_len;
+            ptrs[i] = &recs[i];
+        }
+        resp.n_entities = sc.n;
+        resp.entities = ptrs;
+        resp.more = sc.more;
+        resp.next_pk = sc.more ? sc.next_pk : (char *)"";
+        resp.next_rk = sc.more ? sc.next_rk : (char *)"";
+        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+        free(recs);
+        free(ptrs);
+    }
+    ps_scan_free(&sc);
+out:
+    rt__scan_req__free_unpacked(msg, NULL);
+}
+
+/* Dispatcher */
+
+void ps_rpc_on_request(struct rt_rpc_conn *conn, uint32_t method,
+                       uint64_t id, const uint8_t *body, size_t len,
+                       void *ud)
+{
+    struct ps_server *ps = ud;
+
+    if (ps->stopping) {
+        ps__reply_error(conn, id, method, RT_EBUSY, -1, "shutting down");
+        return;
+    }
+    switch (method) {
+    case RT__METHOD__ENTITY_WRITE:
+        ps__on_write(ps, conn, id, body, len);
+        break;
+    case RT__METHOD__ENTITY_GET:
+        ps__on_get(ps, conn, id, body, len);
+        break;
+    case RT__METHOD__ENTITY_SCAN:
+        ps__on_scan(ps, conn, id, body, len);
+        break;
+    case RT__METHOD__PING: {
+        Rt__Empty e = RT__EMPTY__INIT;
+        rt_rpc_reply_pb(conn, id, method, 0, &e.base);
+        break;
+    }
+    case RT__METHOD__ASSIGN_RANGES:
+        ps_master_on_assign(ps, conn, id, body, len);
+        break;
+    case RT__METHOD__DROP_TABLE:
+        ps_master_on_drop(ps, conn, id, body, len);
+        break;
+    default:
+        ps__reply_error(conn, id, method, RT_ENOTIMPL, -1,
+                        "method not served by a partition server");
+        break;
+    }
+}

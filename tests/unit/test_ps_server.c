@@ -1,0 +1,660 @@
+/* Partition server over real RPC, in one process and one loop: a fake
+ * master (rt_rpc_server) that answers PS_REGISTER / PS_HEARTBEAT with a
+ * scripted assignment, a front-end client (rt_rpc_client), and the server
+ * itself (ps_server.h) with its writer thread and LMDB in a temp dir. */
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ps_server.h"
+#include "rt.pb-c.h"
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* Fixture: fake master */
+
+#define MAX_RANGES 4
+
+struct master {
+    struct rt_rpc_server *srv;
+    int port;
+    struct rt_rpc_conn *ps_conn; /* the PS's connection (ref held) */
+    /* What it answers. */
+    Rt__Range ranges[MAX_RANGES];
+    Rt__Range *range_ptrs[MAX_RANGES];
+    size_t n_ranges;
+    uint64_t map_version;
+    /* What it saw. */
+    int registers;
+    uint64_t reg_server_id;
+    char reg_addr[128];
+    size_t reg_n_range_ids;
+    uint64_t reg_range_ids[MAX_RANGES];
+    int heartbeats;
+    uint64_t hb_requests; /* summed over all heartbeats */
+    size_t hb_samples;
+};
+
+static struct master M;
+
+static void master_set_range(size_t i, uint64_t id, uint64_t table,
+                             const char *low, const char *high,
+                             uint64_t epoch)
+{
+    Rt__Range *r = &M.ranges[i];
+    rt__range__init(r);
+    r->id = id;
+    r->table_id = table;
+    r->low = (char *)low;
+    r->high = (char *)(high ? high : "");
+    r->high_inf = high == NULL;
+    r->server_id = 7;
+    r->epoch = epoch;
+    M.range_ptrs[i] = r;
+}
+
+static void master_on_request(struct rt_rpc_conn *conn, uint32_t method,
+                              uint64_t id, const uint8_t *body, size_t len,
+                              void *ud)
+{
+    Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
+    (void)ud;
+    resp.server_id = 7;
+    resp.n_ranges = M.n_ranges;
+    resp.ranges = M.range_ptrs;
+    resp.map_version = M.map_version;
+
+    if (method == RT__METHOD__PS_REGISTER) {
+        Rt__RegisterReq *req = rt__register_req__unpack(NULL, len, body);
+        assert_non_null(req);
+        M.registers++;
+        M.reg_server_id = req->server_id;
+        snprintf(M.reg_addr, sizeof(M.reg_addr), "%s", req->addr);
+        M.reg_n_range_ids = req->n_range_ids;
+        for (size_t i = 0; i < req->n_range_ids && i < MAX_RANGES; i++) {
+            M.reg_range_ids[i] = req->range_ids[i];
+        }
+        rt__register_req__free_unpacked(req, NULL);
+        if (M.ps_conn != conn) {
+            if (M.ps_conn) {
+                rt_rpc_conn_unref(M.ps_conn);
+            }
+            rt_rpc_conn_ref(conn);
+            M.ps_conn = conn;
+        }
+        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    } else if (method == RT__METHOD__PS_HEARTBEAT) {
+        Rt__HeartbeatReq *req = rt__heartbeat_req__unpack(NULL, len, body);
+        assert_non_null(req);
+        assert_int_equal(req->server_id, 7);
+        M.heartbeats++;
+        for (size_t i = 0; i < req->n_loads; i++) {
+            M.hb_requests += req->loads[i]->requests;
+            M.hb_samples += req->loads[i]->n_sample_pks;
+        }
+        rt__heartbeat_req__free_unpacked(req, NULL);
+        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    } else {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake master");
+    }
+}
+
+/* Fixture: loop, server, client */
+
+struct fx {
+    uv_loop_t loop;
+    char dir[64];
+    char data[96];
+    char master_addr[64];
+    struct ps_server ps;
+    struct rt_rpc_client *cli;
+    int cli_up;
+};
+
+static int rm_cb(const char *path, const struct stat *sb, int flag,
+                 struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void run_until(struct fx *f, const int *flag)
+{
+    uint64_t end = uv_now(&f->loop) + 5000;
+    while (!*flag) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        uv_update_time(&f->loop);
+        assert_true(uv_now(&f->loop) < end);
+    }
+}
+
+static void cli_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct fx *f = ud;
+    (void)conn;
+    f->cli_up = up;
+}
+
+static size_t max_pending = 20000;
+
+static void ps_start(struct fx *f)
+{
+    struct ps_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.listen = "127.0.0.1:0";
+    cfg.advertise = "";
+    cfg.master = f->master_addr;
+    cfg.data = f->data;
+    cfg.port_file = "";
+    cfg.max_pending = max_pending;
+    cfg.map_size = 64u * 1024u * 1024u;
+    assert_int_equal(ps_server_start(&f->ps, &f->loop, &cfg), 0);
+}
+
+static void ps_stop(struct fx *f)
+{
+    ps_server_stop(&f->ps);
+    /* Let the handles close (the master keeps running). */
+    for (int i = 0; i < 20; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    }
+    ps_server_close(&f->ps);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_log_init("test", RT_LOG_WARN);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ps_server.XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
+
+    max_pending = 20000;
+    memset(&M, 0, sizeof(M));
+    master_set_range(0, 1, 5, "", NULL, 1);
+    M.n_ranges = 1;
+    M.map_version = 3;
+    assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0,
+                                         master_on_request, NULL, NULL,
+                                         &M.srv),
+                     0);
+    M.port = rt_rpc_server_port(M.srv);
+    snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1:%d",
+             M.port);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    if (f->cli) {
+        rt_rpc_client_close(f->cli);
+    }
+    if (!f->ps.stopping) {
+        ps_server_stop(&f->ps);
+    }
+    if (M.ps_conn) {
+        rt_rpc_conn_unref(M.ps_conn);
+        M.ps_conn = NULL;
+    }
+    rt_rpc_server_close(M.srv);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ps_server_close(&f->ps);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    nftw(f->dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+/* Helpers: synchronous calls */
+
+struct reply {
+    int done;
+    int status;
+    struct rt_buf body;
+};
+
+static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
+{
+    struct reply *r = arg;
+    r->status = status;
+    rt_buf_append(&r->body, body, len);
+    r->done = 1;
+}
+
+static void call(struct fx *f, struct rt_rpc_conn *conn, uint32_t method,
+                 const ProtobufCMessage *msg, struct reply *r)
+{
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(rt_rpc_call_pb(conn, method, msg, 3000, reply_cb, r),
+                     0);
+    run_until(f, &r->done);
+}
+
+static void connect_client(struct fx *f)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->ps.port);
+    assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb,
+                                         f, &f->cli),
+                     0);
+    run_until(f, &f->cli_up);
+}
+
+static void props1(struct rt_buf *out, const char *name, const char *value)
+{
+    struct rt_props_writer w;
+    struct rt_prop p;
+    memset(&p, 0, sizeof(p));
+    p.name = name;
+    p.name_len = strlen(name);
+    p.type = RT_EDM_STRING;
+    p.v.bytes.p = (const uint8_t *)value;
+    p.v.bytes.n = strlen(value);
+    rt_props_begin(&w, out);
+    rt_props_add(&w, &p);
+    rt_props_end(&w);
+}
+
+/* One-op write; returns the reply status, *code the op's code. */
+static int write1(struct fx *f, uint64_t range, uint64_t epoch,
+                  Rt__OpKind kind, const char *pk, const char *rk,
+                  int *code, struct rt_buf *value)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp op = RT__ENTITY_OP__INIT;
+    Rt__EntityOp *ops[1] = {&op};
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    struct reply r;
+
+    props1(&props, "v", rk);
+    ref.table_id = 5;
+    ref.range_id = range;
+    ref.epoch = epoch;
+    op.kind = kind;
+    op.pk = (char *)pk;
+    op.rk = (char *)rk;
+    op.props.data = props.data;
+    op.props.len = props.len;
+    req.route = &ref;
+    req.n_ops = 1;
+    req.ops = ops;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    if (r.status == 0) {
+        Rt__WriteResp *resp =
+            rt__write_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        assert_int_equal(resp->n_results, 1);
+        *code = resp->results[0]->code;
+        if (value) {
+            rt_buf_append(value, resp->results[0]->value.data,
+                          resp->results[0]->value.len);
+            assert_true(resp->results[0]->ticks > 0 || *code != 0);
+        }
+        rt__write_resp__free_unpacked(resp, NULL);
+    }
+    rt_buf_free(&r.body);
+    rt_buf_free(&props);
+    return r.status;
+}
+
+static int get1(struct fx *f, uint64_t range, uint64_t epoch, const char *pk,
+                const char *rk, struct rt_buf *value)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__GetReq req = RT__GET_REQ__INIT;
+    struct reply r;
+    ref.table_id = 5;
+    ref.range_id = range;
+    ref.epoch = epoch;
+    req.route = &ref;
+    req.pk = (char *)pk;
+    req.rk = (char *)rk;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_GET, &req.base,
+         &r);
+    if (r.status == 0 && value) {
+        Rt__GetResp *resp =
+            rt__get_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        rt_buf_append(value, resp->value.data, resp->value.len);
+        rt__get_resp__free_unpacked(resp, NULL);
+    }
+    rt_buf_free(&r.body);
+    return r.status;
+}
+
+/* Scans range @range; returns the status, *n entities, *more. */
+static int scan1(struct fx *f, uint64_t range, uint64_t epoch,
+                 unsigned limit, size_t *n, int *more, char *first_pk)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__ScanReq req = RT__SCAN_REQ__INIT;
+    struct reply r;
+    ref.table_id = 5;
+    ref.range_id = range;
+    ref.epoch = epoch;
+    req.route = &ref;
+    req.limit = limit;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base,
+         &r);
+    if (r.status == 0) {
+        Rt__ScanResp *resp =
+            rt__scan_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        *n = resp->n_entities;
+        *more = resp->more;
+        if (first_pk && resp->n_entities > 0) {
+            strcpy(first_pk, resp->entities[0]->pk);
+        }
+        rt__scan_resp__free_unpacked(resp, NULL);
+    }
+    rt_buf_free(&r.body);
+    return r.status;
+}
+
+/* Tests */
+
+/* The server registers, serves writes/gets/scans of its range, and
+ * answers StaleEpoch for anything it does not own. */
+static void test_register_and_serve(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf v1 = RT_BUF_INIT, v2 = RT_BUF_INIT;
+    char addr[64];
+    int code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    assert_int_equal(M.registers, 1);
+    assert_int_equal(M.reg_server_id, 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->ps.port);
+    assert_string_equal(M.reg_addr, addr);
+    assert_int_equal(f->ps.server_id, 7);
+    connect_client(f);
+
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk",
+                            &code, &v1),
+                     0);
+    assert_int_equal(code, 0);
+    assert_true(v1.len > RT_VALUE_HDR_SIZE);
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk",
+                            &code, NULL),
+                     0);
+    assert_int_equal(code, RT_EEXIST);
+    assert_int_equal(get1(f, 1, 1, "pk", "rk", &v2), 0);
+    assert_int_equal(v1.len, v2.len);
+    assert_memory_equal(v1.data, v2.data, v1.len);
+    assert_int_equal(get1(f, 1, 1, "pk", "nope", NULL), RT_ENOTFOUND);
+
+    /* Wrong epoch, unknown range: stale. */
+    assert_int_equal(get1(f, 1, 2, "pk", "rk", NULL), RT_ESTALE);
+    assert_int_equal(get1(f, 9, 1, "pk", "rk", NULL), RT_ESTALE);
+    assert_int_equal(write1(f, 1, 0, RT__OP_KIND__OP_INSERT, "x", "y", &code,
+                            NULL),
+                     RT_ESTALE);
+
+    size_t n;
+    int more;
+    char first[64] = "";
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_UPSERT_REPLACE, "a",
+                            "1", &code, NULL),
+                     0);
+    assert_int_equal(scan1(f, 1, 1, 1, &n, &more, first), 0);
+    assert_int_equal(n, 1);
+    assert_true(more);
+    assert_string_equal(first, "a");
+    assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 2);
+    assert_false(more);
+
+    /* Heartbeats carry the load of the requests above. */
+    while (M.hb_requests == 0) {
+        int hb = M.heartbeats + 1;
+        while (M.heartbeats < hb) {
+            uv_run(&f->loop, UV_RUN_ONCE);
+        }
+    }
+    assert_true(M.hb_samples > 0);
+    rt_buf_free(&v1);
+    rt_buf_free(&v2);
+}
+
+/* ASSIGN_RANGES changes ownership at once (split at "m", epochs bumped);
+ * DROP_TABLE empties the table; both answered on the master's conn. */
+static void test_assign_and_drop(void **state)
+{
+    struct fx *f = *state;
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+    Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
+    struct reply r;
+    size_t n;
+    int more, code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "1", &code,
+                            NULL),
+                     0);
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "x", "1", &code,
+                            NULL),
+                     0);
+
+    master_set_range(0, 1, 5, "", "m", 2);
+    master_set_range(1, 2, 5, "m", NULL, 1);
+    M.n_ranges = 2;
+    M.map_version = 4;
+    a.n_ranges = 2;
+    a.ranges = M.range_ptrs;
+    a.map_version = 4;
+    call(f, M.ps_conn, RT__METHOD__ASSIGN_RANGES, &a.base, &r);
+    assert_int_equal(r.status, 0);
+    rt_buf_free(&r.body);
+
+    assert_int_equal(get1(f, 1, 1, "b", "1", NULL), RT_ESTALE);
+    assert_int_equal(get1(f, 1, 2, "b", "1", NULL), 0);
+    assert_int_equal(get1(f, 1, 2, "x", "1", NULL), RT_ESTALE);
+    assert_int_equal(get1(f, 2, 1, "x", "1", NULL), 0);
+    /* The split range scans only its half. */
+    assert_int_equal(scan1(f, 1, 2, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_false(more);
+
+    d.table_id = 5;
+    call(f, M.ps_conn, RT__METHOD__DROP_TABLE, &d.base, &r);
+    assert_int_equal(r.status, 0);
+    rt_buf_free(&r.body);
+    assert_int_equal(scan1(f, 2, 1, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 0);
+
+    /* Restart: the server comes back with its id and range ids. */
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    int before = M.registers;
+    ps_start(f);
+    assert_int_equal(f->ps.server_id, 7);
+    assert_int_equal(f->ps.ranges.n, 2);
+    while (M.registers == before || !f->ps.registered) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(M.reg_server_id, 7);
+    assert_int_equal(M.reg_n_range_ids, 2);
+    assert_int_equal(M.reg_range_ids[0], 1);
+    assert_int_equal(M.reg_range_ids[1], 2);
+}
+
+/* An atomic write failing at op 1 writes nothing and reports the index. */
+static void test_atomic_error_index(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp o0 = RT__ENTITY_OP__INIT, o1 = RT__ENTITY_OP__INIT;
+    Rt__EntityOp *ops[2] = {&o0, &o1};
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    struct reply r;
+    int code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "p", "old",
+                            &code, NULL),
+                     0);
+    props1(&props, "k", "v");
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    o0.kind = RT__OP_KIND__OP_INSERT;
+    o0.pk = "p";
+    o0.rk = "new";
+    o0.props.data = props.data;
+    o0.props.len = props.len;
+    o1 = o0;
+    o1.rk = "old";
+    req.route = &ref;
+    req.n_ops = 2;
+    req.ops = ops;
+    req.atomic = 1;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    assert_int_equal(r.status, RT_EEXIST);
+    Rt__Error *e = rt__error__unpack(NULL, r.body.len, r.body.data);
+    assert_non_null(e);
+    assert_int_equal(e->index, 1);
+    rt__error__free_unpacked(e, NULL);
+    rt_buf_free(&r.body);
+    assert_int_equal(get1(f, 1, 1, "p", "new", NULL), RT_ENOTFOUND);
+
+    /* A bad properties blob is refused before it reaches the store. */
+    o0.props.data = (uint8_t *)"\x05\x00";
+    o0.props.len = 2;
+    req.n_ops = 1;
+    req.atomic = 0;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    assert_int_equal(r.status, RT_EINVAL);
+    rt_buf_free(&r.body);
+    rt_buf_free(&props);
+}
+
+/* Many pipelined writes all complete (they share group commits); with a
+ * small --max-pending the excess is shed with ServerBusy, never queued. */
+struct multi {
+    int outstanding;
+    int ok;
+    int busy;
+    int other;
+    int all_done;
+};
+
+static void multi_cb(int status, const uint8_t *body, size_t len, void *arg)
+{
+    struct multi *m = arg;
+    (void)body;
+    (void)len;
+    if (status == 0) {
+        m->ok++;
+    } else if (status == RT_EBUSY) {
+        m->busy++;
+    } else {
+        m->other++;
+    }
+    if (--m->outstanding == 0) {
+        m->all_done = 1;
+    }
+}
+
+static void send_many(struct fx *f, int n, struct multi *m)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp op = RT__ENTITY_OP__INIT;
+    Rt__EntityOp *ops[1] = {&op};
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    char rk[32];
+
+    memset(m, 0, sizeof(*m));
+    props1(&props, "k", "v");
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    op.kind = RT__OP_KIND__OP_UPSERT_MERGE;
+    op.pk = "p";
+    op.rk = rk;
+    op.props.data = props.data;
+    op.props.len = props.len;
+    req.route = &ref;
+    req.n_ops = 1;
+    req.ops = ops;
+    for (int i = 0; i < n; i++) {
+        snprintf(rk, sizeof(rk), "%06d", i);
+        m->outstanding++;
+        assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
+                                        RT__METHOD__ENTITY_WRITE, &req.base,
+                                        5000, multi_cb, m),
+                         0);
+    }
+    run_until(f, &m->all_done);
+    rt_buf_free(&props);
+}
+
+static void test_pipelined_and_busy(void **state)
+{
+    struct fx *f = *state;
+    struct multi m;
+    size_t n;
+    int more;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    send_many(f, 2000, &m);
+    assert_int_equal(m.ok, 2000);
+    assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 1000);
+    assert_true(more);
+
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    max_pending = 10;
+    ps_start(f);
+    connect_client(f);
+    run_until(f, &f->ps.registered);
+    send_many(f, 500, &m);
+    assert_int_equal(m.other, 0);
+    assert_true(m.ok >= 10);
+    assert_true(m.busy > 0);
+    assert_int_equal(m.ok + m.busy, 500);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_register_and_serve, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_assign_and_drop, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_atomic_error_index, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_and_busy, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
