@@ -1,1 +1,5 @@
 # unit tests: fe (rt_unit_test(name libs...))
+rt_unit_test(test_fe_auth fe)
+rt_unit_test(test_fe_url fe)
+rt_unit_test(test_fe_hdr fe)
+rt_unit_test(test_fe_route fe)

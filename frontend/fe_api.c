@@ -1,0 +1,1003 @@
+/* The Table REST operations (shared/table-api-spec.md §3): request
+ * validation, authentication, dispatch to an operation, and turning a
+ * finished job into the response. Runs on libmicrohttpd threads only;
+ * everything that needs the cluster goes through req->job (fe_route on the
+ * loop thread).
+ *
+ * Order of checks in fe_api_prepare (first failure answers):
+ *   x-ms-version syntax (400 InvalidHeaderValue) -> account segment
+ *   (400 InvalidUri) -> OPTIONS preflight (no auth) -> SAS (later issue:
+ *   403) -> Shared Key (401/400/403) -> resource path (400) -> Host
+ *   (400 HostInformationNotPresent) -> Accept/$format (415/400) ->
+ *   verb tunnelling -> per-operation checks. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fe_internal.h"
+#include "rt.pb-c.h"
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* One REST operation: prepare on the first pass (returns FE_API_RESPOND or
+ * FE_API_SUBMIT), finish after the job (only for FE_API_SUBMIT). */
+struct fe_api_op {
+    const char *name;
+    int (*prepare)(struct fe_req *req);
+    void (*finish)(struct fe_req *req);
+    int write; /* changes data: refused on the read-only secondary */
+};
+
+#define FE_JSON_CT_NONE \
+    "application/json;odata=nometadata;streaming=true;charset=utf-8"
+#define FE_JSON_CT_MINIMAL \
+    "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
+#define FE_JSON_CT_FULL \
+    "application/json;odata=fullmetadata;streaming=true;charset=utf-8"
+
+#define FE_MSG_CORS_HEADER "A required CORS header is not present."
+#define FE_MSG_XMETHOD "The X-HTTP-Method header value is not valid."
+
+/* ---- Small helpers -------------------------------------------------- */
+
+static int fe__error(struct fe_req *req, int code, const char *msg)
+{
+    fe__resp_error(req, code, msg);
+    return FE_API_RESPOND;
+}
+
+static const char *fe__content_type(enum fe_meta m)
+{
+    return m == FE_META_NONE   ? FE_JSON_CT_NONE
+           : m == FE_META_FULL ? FE_JSON_CT_FULL
+                               : FE_JSON_CT_MINIMAL;
+}
+
+static void fe__json_str(struct rt_buf *out, const char *s)
+{
+    rt_buf_append_u8(out, '"');
+    fe_json_escape(out, s, strlen(s));
+    rt_buf_append_u8(out, '"');
+}
+
+/* Appends "{root}/{table}(PartitionKey='p',RowKey='r')" (or without the
+ * root when @root is NULL): quotes doubled, then percent-encoded. */
+static void fe__entity_path(struct rt_buf *out, const char *root,
+                            const char *table, const char *pk, const char *rk)
+{
+    const char *keys[2] = {pk, rk};
+    if (root) {
+        rt_buf_append_str(out, root);
+        rt_buf_append_u8(out, '/');
+    }
+    rt_buf_append_str(out, table);
+    for (int i = 0; i < 2; i++) {
+        struct rt_buf q = RT_BUF_INIT;
+        rt_buf_append_str(out, i == 0 ? "(PartitionKey='" : ",RowKey='");
+        for (const char *p = keys[i]; *p; p++) {
+            rt_buf_append_u8(&q, (uint8_t)*p);
+            if (*p == '\'') {
+                rt_buf_append_u8(&q, '\'');
+            }
+        }
+        if (q.len) {
+            fe_url_escape(out, (const char *)q.data, q.len);
+        }
+        rt_buf_append_u8(out, '\'');
+        rt_buf_free(&q);
+    }
+    rt_buf_append_u8(out, ')');
+}
+
+/* Preference-Applied echoes the honoured Prefer value (spec §3.2). */
+static void fe__prefer_applied(struct fe_req *req)
+{
+    if (req->prefer == FE_PREFER_NO_CONTENT) {
+        fe__resp_header(req, "Preference-Applied", "return-no-content");
+    } else if (req->prefer == FE_PREFER_CONTENT) {
+        fe__resp_header(req, "Preference-Applied", "return-content");
+    }
+}
+
+static int fe__check_body_type(struct fe_req *req)
+{
+    return fe_hdr_body_type(fe__req_header(req, "Content-Type"));
+}
+
+/* $select into req->select. */
+static int fe__select(struct fe_req *req)
+{
+    const char *sel = fe_query_get(&req->query, "$select");
+    if (!sel) {
+        return 0;
+    }
+    return fe_hdr_select(sel, &req->select, &req->nselect);
+}
+
+static void fe__odata_ctx(struct fe_req *req, struct fe_odata_ctx *ctx)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->root = req->root;
+    ctx->account = req->path.account;
+    ctx->table = req->job.table_name ? req->job.table_name : req->path.table;
+    ctx->meta = req->meta;
+    ctx->select = (const char *const *)req->select;
+    ctx->nselect = req->nselect;
+}
+
+/* A job's error as the response (fe__resp_error logs it once). */
+static void fe__job_error(struct fe_req *req, int code)
+{
+    if (!rt_err_is_rt(code)) {
+        /* A libuv code leaking out of the RPC layer: 500, with context. */
+        rt_log(RT_LOG_WARN, "%s on %s: %s", req->op->name,
+               req->path.table ? req->path.table : "-", rt_strerror(code));
+    }
+    fe__resp_error(req, code, NULL);
+}
+
+/* ---- Tables --------------------------------------------------------- */
+
+static void fe__table_json(struct fe_req *req, struct rt_buf *out,
+                           const char *name, int element)
+{
+    rt_buf_append_u8(out, '{');
+    if (element && req->meta != FE_META_NONE) {
+        rt_buf_append_str(out, "\"odata.metadata\":");
+        rt_buf_append_u8(out, '"');
+        fe_json_escape(out, req->root, strlen(req->root));
+        rt_buf_append_str(out, "/$metadata#Tables/@Element\",");
+    }
+    if (req->meta == FE_META_FULL) {
+        struct rt_buf id = RT_BUF_INIT;
+        rt_buf_printf(&id, "%s.Tables", req->path.account);
+        rt_buf_append_str(out, "\"odata.type\":");
+        fe__json_str(out, rt_buf_cstr(&id));
+        rt_buf_reset(&id);
+        rt_buf_printf(&id, "%s/Tables('%s')", req->root, name);
+        rt_buf_append_str(out, ",\"odata.id\":");
+        fe__json_str(out, rt_buf_cstr(&id));
+        rt_buf_reset(&id);
+        rt_buf_printf(&id, "Tables('%s')", name);
+        rt_buf_append_str(out, ",\"odata.editLink\":");
+        fe__json_str(out, rt_buf_cstr(&id));
+        rt_buf_append_u8(out, ',');
+        rt_buf_free(&id);
+    }
+    rt_buf_append_str(out, "\"TableName\":");
+    fe__json_str(out, name);
+    rt_buf_append_u8(out, '}');
+}
+
+/* The one-table response of Create Table / Get Table. */
+static void fe__table_response(struct fe_req *req, int created)
+{
+    struct rt_buf loc = RT_BUF_INIT;
+    const char *name = req->job.table_name ? req->job.table_name
+                                           : rt_buf_cstr(&req->s1);
+    rt_buf_printf(&loc, "%s/Tables('%s')", req->root, name);
+    if (created) {
+        fe__resp_header(req, "Location", rt_buf_cstr(&loc));
+        fe__resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
+        fe__prefer_applied(req);
+    }
+    rt_buf_free(&loc);
+    if (created && req->prefer == FE_PREFER_NO_CONTENT) {
+        req->status = 204;
+        return;
+    }
+    req->status = created ? 201 : 200;
+    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe__table_json(req, &req->rbody, name, 1);
+}
+
+/* Create Table — POST /Tables, body {"TableName":"t"} (spec §3.2). */
+static int fe__create_table_prepare(struct fe_req *req)
+{
+    json_t *root, *name;
+    json_error_t jerr;
+    const char *s;
+    const char *msg = NULL;
+    int rc;
+
+    rc = fe__check_body_type(req);
+    if (rc != 0) {
+        return fe__error(req, rc, NULL);
+    }
+    root = json_loadb(req->body.len ? (const char *)req->body.data : "",
+                      req->body.len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        return fe__error(req, RT_EINVAL, NULL);
+    }
+    name = json_object_get(root, "TableName");
+    if (!name || json_is_null(name)) {
+        json_decref(root);
+        return fe__error(req, RT_ENEEDVALUE, NULL);
+    }
+    if (!json_is_string(name)) {
+        json_decref(root);
+        return fe__error(req, RT_EINVAL, NULL);
+    }
+    s = json_string_value(name);
+    rc = fe_table_name_check(s, json_string_length(name), &msg);
+    if (rc == 0 && strlen(s) != json_string_length(name)) {
+        rc = RT_EBADNAME; /* embedded NUL */
+        msg = FE_MSG_NAME_CHARS;
+    }
+    if (rc != 0) {
+        json_decref(root);
+        return fe__error(req, rc, msg);
+    }
+    rt_buf_append_str(&req->s1, s);
+    json_decref(root);
+    req->prefer = fe_hdr_prefer(fe__req_header(req, "Prefer"));
+    fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
+    req->job.account = req->path.account;
+    req->job.table = rt_buf_cstr(&req->s1);
+    return FE_API_SUBMIT;
+}
+
+static void fe__create_table_finish(struct fe_req *req)
+{
+    if (req->job.status != 0) {
+        fe__job_error(req, req->job.status);
+        return;
+    }
+    rt_log(RT_LOG_INFO, "created table %s/%s (id %llu)", req->path.account,
+           req->job.table_name, (unsigned long long)req->job.table_id);
+    fe__table_response(req, 1);
+}
+
+/* Delete Table — DELETE /Tables('t') (spec §3.3). */
+static int fe__delete_table_prepare(struct fe_req *req)
+{
+    fe_job_init(&req->job, FE_JOB_DELETE_TABLE);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    return FE_API_SUBMIT;
+}
+
+static void fe__delete_table_finish(struct fe_req *req)
+{
+    int code = req->job.status;
+    if (code == RT_ETABLENOTFOUND) {
+        code = RT_ENOTFOUND; /* spec §3.3: ResourceNotFound */
+    }
+    if (code != 0) {
+        fe__job_error(req, code);
+        return;
+    }
+    rt_log(RT_LOG_INFO, "deleted table %s/%s", req->path.account,
+           req->path.table);
+    req->status = 204;
+}
+
+/* Get Table — GET /Tables('t'): the table as one element. */
+static int fe__get_table_prepare(struct fe_req *req)
+{
+    fe_job_init(&req->job, FE_JOB_GET_TABLE);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    return FE_API_SUBMIT;
+}
+
+static void fe__get_table_finish(struct fe_req *req)
+{
+    int code = req->job.status;
+    if (code == RT_ETABLENOTFOUND) {
+        code = RT_ENOTFOUND;
+    }
+    if (code != 0) {
+        fe__job_error(req, code);
+        return;
+    }
+    fe__table_response(req, 0);
+}
+
+/* Query Tables' $filter: only "TableName <op> 'literal'" (spec §6.1: the
+ * only filterable property); anything else is 501 until the filter
+ * issue lands. Sets req->filter_name/filter_op. */
+enum { FE_F_EQ, FE_F_NE, FE_F_GT, FE_F_GE, FE_F_LT, FE_F_LE };
+
+static int fe__tables_filter(struct fe_req *req, const char *f)
+{
+    static const char *const ops[] = {"eq", "ne", "gt", "ge", "lt", "le"};
+    const char *p = f;
+    struct rt_buf lit = RT_BUF_INIT;
+    int op = -1;
+
+    while (*p == ' ') {
+        p++;
+    }
+    if (!*p) {
+        return 0;
+    }
+    if (strncmp(p, "TableName", 9) != 0 || p[9] != ' ') {
+        return RT_ENOTIMPL;
+    }
+    p += 9;
+    while (*p == ' ') {
+        p++;
+    }
+    for (int i = 0; i < 6; i++) {
+        if (strncasecmp(p, ops[i], 2) == 0 && p[2] == ' ') {
+            op = i;
+        }
+    }
+    if (op < 0) {
+        return RT_ENOTIMPL;
+    }
+    p += 2;
+    while (*p == ' ') {
+        p++;
+    }
+    if (*p != '\'') {
+        return RT_ENOTIMPL;
+    }
+    for (p++;; p++) {
+        if (!*p) {
+            rt_buf_free(&lit);
+            return RT_EINVAL;
+        }
+        if (*p == '\'') {
+            if (p[1] == '\'') {
+                rt_buf_append_u8(&lit, '\'');
+                p++;
+                continue;
+            }
+            p++;
+            break;
+        }
+        rt_buf_append_u8(&lit, (uint8_t)*p);
+    }
+    while (*p == ' ') {
+        p++;
+    }
+    if (*p) {
+        rt_buf_free(&lit);
+        return RT_ENOTIMPL;
+    }
+    req->filter_name = strdup(rt_buf_cstr(&lit));
+    req->filter_op = op;
+    rt_buf_free(&lit);
+    return 0;
+}
+
+static int fe__tables_filter_match(const struct fe_req *req, const char *name)
+{
+    int c;
+    if (!req->filter_name) {
+        return 1;
+    }
+    c = strcmp(name, req->filter_name);
+    switch (req->filter_op) {
+    case FE_F_EQ:
+        return c == 0;
+    case FE_F_NE:
+        return c != 0;
+    case FE_F_GT:
+        return c > 0;
+    case FE_F_GE:
+        return c >= 0;
+    case FE_F_LT:
+        return c < 0;
+    default:
+        return c <= 0;
+    }
+}
+
+/* Query Tables — GET /Tables (spec §3.1). */
+static int fe__query_tables_prepare(struct fe_req *req)
+{
+    const char *top = fe_query_get(&req->query, "$top");
+    const char *next = fe_query_get(&req->query, "NextTableName");
+    const char *filter = fe_query_get(&req->query, "$filter");
+    unsigned limit = FE_PAGE_MAX;
+    int rc;
+
+    if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
+        return fe__error(req, RT_EQUERYPARAM, NULL);
+    }
+    if (filter && (rc = fe__tables_filter(req, filter)) != 0) {
+        return fe__error(req, rc, NULL);
+    }
+    for (const char *p = next ? next : ""; *p; p++) {
+        rt_buf_append_u8(&req->s1, (uint8_t)(*p >= 'A' && *p <= 'Z'
+                                                 ? *p - 'A' + 'a'
+                                                 : *p));
+    }
+    fe_job_init(&req->job, FE_JOB_LIST_TABLES);
+    req->job.account = req->path.account;
+    req->job.list_start = rt_buf_cstr(&req->s1);
+    req->job.limit = limit;
+    return FE_API_SUBMIT;
+}
+
+static void fe__query_tables_finish(struct fe_req *req)
+{
+    struct rt_buf *b = &req->rbody;
+    int first = 1;
+    if (req->job.status != 0) {
+        fe__job_error(req, req->job.status);
+        return;
+    }
+    rt_buf_append_u8(b, '{');
+    if (req->meta != FE_META_NONE) {
+        rt_buf_append_str(b, "\"odata.metadata\":\"");
+        fe_json_escape(b, req->root, strlen(req->root));
+        rt_buf_append_str(b, "/$metadata#Tables\",");
+    }
+    rt_buf_append_str(b, "\"value\":[");
+    for (size_t i = 0; i < req->job.ntables; i++) {
+        if (!fe__tables_filter_match(req, req->job.tables[i].name)) {
+            continue;
+        }
+        if (!first) {
+            rt_buf_append_u8(b, ',');
+        }
+        first = 0;
+        fe__table_json(req, b, req->job.tables[i].name, 0);
+    }
+    rt_buf_append_str(b, "]}");
+    if (req->job.next_table) {
+        fe__resp_header(req, "x-ms-continuation-NextTableName",
+                        req->job.next_table);
+    }
+    req->status = 200;
+    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+}
+
+/* ---- Entities ------------------------------------------------------- */
+
+/* Returns 0, or -1 with the error response set. */
+static int fe__check_keys(struct fe_req *req, const char *pk, size_t pklen,
+                          const char *rk, size_t rklen)
+{
+    int rc = fe_odata_check_key(pk, pklen);
+    if (rc == 0) {
+        rc = fe_odata_check_key(rk, rklen);
+    }
+    if (rc != 0) {
+        fe__resp_error(req, rc, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Insert Entity — POST /{table} (spec §3.11). */
+static int fe__insert_prepare(struct fe_req *req)
+{
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    struct fe_job_op *op;
+    int rc = fe__check_body_type(req);
+    if (rc != 0) {
+        return fe__error(req, rc, NULL);
+    }
+    rc = fe_odata_parse_entity(req->body.len ? (const char *)req->body.data
+                                             : "",
+                               req->body.len, &req->ent, errmsg);
+    if (rc != 0) {
+        rt_log(RT_LOG_DEBUG, "insert body rejected: %s", errmsg);
+        return fe__error(req, rc, NULL);
+    }
+    if (!req->ent.pk || !req->ent.rk) {
+        return fe__error(req, RT_ENEEDVALUE, NULL);
+    }
+    if (fe__check_keys(req, req->ent.pk, strlen(req->ent.pk), req->ent.rk,
+                       strlen(req->ent.rk)) != 0) {
+        return FE_API_RESPOND;
+    }
+    req->prefer = fe_hdr_prefer(fe__req_header(req, "Prefer"));
+    fe_job_init(&req->job, FE_JOB_WRITE);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    op = fe_job_add_op(&req->job, RT__OP_KIND__OP_INSERT, req->ent.pk,
+                       req->ent.rk);
+    /* Move the blob: the echo is rebuilt from it after the write. */
+    op->props = req->ent.props;
+    rt_buf_init(&req->ent.props);
+    return FE_API_SUBMIT;
+}
+
+static void fe__insert_finish(struct fe_req *req)
+{
+    const struct fe_job_op *op = &req->job.ops[0];
+    struct fe_odata_ctx ctx;
+    struct rt_buf loc = RT_BUF_INIT;
+    struct rt_buf value = RT_BUF_INIT;
+    char etag[64];
+
+    if (req->job.status != 0) {
+        fe__job_error(req, req->job.status);
+        return;
+    }
+    fe_odata_etag(op->ticks, etag);
+    fe__entity_path(&loc, req->root, req->job.table_name, op->pk, op->rk);
+    fe__resp_header(req, "ETag", etag);
+    fe__resp_header(req, "Location", rt_buf_cstr(&loc));
+    fe__resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
+    fe__prefer_applied(req);
+    rt_buf_free(&loc);
+    if (req->prefer == FE_PREFER_NO_CONTENT) {
+        req->status = 204;
+        return;
+    }
+    /* The stored value is exactly header(ticks) + the blob we sent. */
+    rt_value_encode(&value, op->ticks, 0, op->props.data, op->props.len);
+    fe__odata_ctx(req, &ctx);
+    if (fe_odata_write_entity(&req->rbody, &ctx, op->pk, strlen(op->pk),
+                              op->rk, strlen(op->rk), value.data, value.len,
+                              1) != 0) {
+        rt_buf_free(&value);
+        fe__resp_error(req, RT_EINTERNAL, NULL);
+        return;
+    }
+    rt_buf_free(&value);
+    req->status = 201;
+    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+}
+
+/* Get Entity — GET /{table}(PartitionKey='p',RowKey='r') (spec §3.10). */
+static int fe__get_entity_prepare(struct fe_req *req)
+{
+    if (fe__check_keys(req, req->path.pk, req->path.pklen, req->path.rk,
+                       req->path.rklen) != 0) {
+        return FE_API_RESPOND;
+    }
+    if (fe__select(req) != 0) {
+        return fe__error(req, RT_EQUERYPARAM, NULL);
+    }
+    fe_job_init(&req->job, FE_JOB_GET);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    req->job.pk = req->path.pk;
+    req->job.rk = req->path.rk;
+    return FE_API_SUBMIT;
+}
+
+static void fe__get_entity_finish(struct fe_req *req)
+{
+    struct fe_odata_ctx ctx;
+    uint64_t ticks;
+    uint8_t flags;
+    const uint8_t *blob;
+    size_t blob_n;
+    char etag[64];
+    int code = req->job.status;
+
+    if (code == RT_EENTITYNOTFOUND) {
+        code = RT_ENOTFOUND; /* spec §3.10, §12 item 1 */
+    }
+    if (code != 0) {
+        fe__job_error(req, code);
+        return;
+    }
+    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks,
+                        &flags, &blob, &blob_n) != 0) {
+        fe__resp_error(req, RT_EINTERNAL, NULL);
+        return;
+    }
+    fe__odata_ctx(req, &ctx);
+    if (fe_odata_write_entity(&req->rbody, &ctx, req->path.pk,
+                              req->path.pklen, req->path.rk, req->path.rklen,
+                              req->job.value.data, req->job.value.len,
+                              1) != 0) {
+        fe__resp_error(req, RT_EINTERNAL, NULL);
+        return;
+    }
+    fe_odata_etag(ticks, etag);
+    fe__resp_header(req, "ETag", etag);
+    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    req->status = 200;
+}
+
+/* Query Entities — GET /{table}() (spec §3.9, §6.3, §6.4). */
+static int fe__query_entities_prepare(struct fe_req *req)
+{
+    const char *filter = fe_query_get(&req->query, "$filter");
+    const char *top = fe_query_get(&req->query, "$top");
+    const char *npk = fe_query_get(&req->query, "NextPartitionKey");
+    const char *nrk = fe_query_get(&req->query, "NextRowKey");
+    unsigned limit = FE_PAGE_MAX;
+
+    if (filter && filter[strspn(filter, " ")]) {
+        /* $filter evaluation is the next issue's (common filter AST). */
+        return fe__error(req, RT_ENOTIMPL, NULL);
+    }
+    if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
+        return fe__error(req, RT_EQUERYPARAM, NULL);
+    }
+    if (fe__select(req) != 0) {
+        return fe__error(req, RT_EQUERYPARAM, NULL);
+    }
+    fe_job_init(&req->job, FE_JOB_SCAN);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    req->job.limit = limit;
+    req->job.select = (const char *const *)req->select;
+    req->job.nselect = req->nselect;
+    if (npk && *npk) {
+        /* Lenient (spec §6.4): NextRowKey may be missing or empty. */
+        if (fe_token_decode(npk, &req->s1) != 0 ||
+            (nrk && *nrk && fe_token_decode(nrk, &req->s2) != 0)) {
+            return fe__error(req, RT_EINVAL, NULL);
+        }
+        req->job.has_start = 1;
+        req->job.pk = rt_buf_cstr(&req->s1);
+        req->job.rk = rt_buf_cstr(&req->s2);
+    }
+    return FE_API_SUBMIT;
+}
+
+static void fe__query_entities_finish(struct fe_req *req)
+{
+    struct rt_buf *b = &req->rbody;
+    struct fe_odata_ctx ctx;
+    if (req->job.status != 0) {
+        fe__job_error(req, req->job.status);
+        return;
+    }
+    fe__odata_ctx(req, &ctx);
+    rt_buf_append_u8(b, '{');
+    if (req->meta != FE_META_NONE) {
+        rt_buf_append_str(b, "\"odata.metadata\":\"");
+        fe_json_escape(b, req->root, strlen(req->root));
+        rt_buf_append_str(b, "/$metadata#");
+        fe_json_escape(b, ctx.table, strlen(ctx.table));
+        rt_buf_append_str(b, "\",");
+    }
+    rt_buf_append_str(b, "\"value\":[");
+    for (size_t i = 0; i < req->job.nents; i++) {
+        const struct fe_job_ent *e = &req->job.ents[i];
+        if (i) {
+            rt_buf_append_u8(b, ',');
+        }
+        if (fe_odata_write_entity(b, &ctx, e->pk, strlen(e->pk), e->rk,
+                                  strlen(e->rk), e->value, e->vlen, 0) != 0) {
+            fe__resp_error(req, RT_EINTERNAL, NULL);
+            return;
+        }
+    }
+    rt_buf_append_str(b, "]}");
+    if (req->job.has_next) {
+        struct rt_buf tok = RT_BUF_INIT;
+        fe_token_encode(&tok, (const char *)req->job.next_pk.data,
+                        req->job.next_pk.len);
+        fe__resp_header(req, "x-ms-continuation-NextPartitionKey",
+                        rt_buf_cstr(&tok));
+        rt_buf_reset(&tok);
+        fe_token_encode(&tok, (const char *)req->job.next_rk.data,
+                        req->job.next_rk.len);
+        fe__resp_header(req, "x-ms-continuation-NextRowKey",
+                        rt_buf_cstr(&tok));
+        rt_buf_free(&tok);
+    }
+    req->status = 200;
+    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+}
+
+/* Update / Merge / Delete / Insert-Or-Replace / Insert-Or-Merge
+ * (spec §3.12-3.15): the verb and If-Match pick the op kind. */
+static int fe__modify_prepare(struct fe_req *req, const char *verb)
+{
+    const char *im = fe__req_header(req, "If-Match");
+    int is_delete = strcmp(verb, "DELETE") == 0;
+    int is_put = strcmp(verb, "PUT") == 0;
+    uint64_t ticks = 0;
+    int any = 0;
+    int kind;
+    struct fe_job_op *op;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    int rc;
+
+    if (fe__check_keys(req, req->path.pk, req->path.pklen, req->path.rk,
+                       req->path.rklen) != 0) {
+        return FE_API_RESPOND;
+    }
+    if (im) {
+        if (!*im) {
+            return fe__error(req, RT_EPRECOND, NULL); /* Azurite */
+        }
+        if (fe_odata_parse_etag(im, &ticks, &any) != 0) {
+            return fe__error(req, RT_EINVAL, NULL);
+        }
+    } else if (is_delete) {
+        /* Documented as required; spec §3.14 suggests 400. */
+        return fe__error(req, RT_EMISSINGHEADER, NULL);
+    }
+    if (is_delete) {
+        kind = RT__OP_KIND__OP_DELETE;
+    } else {
+        rc = fe__check_body_type(req);
+        if (rc != 0) {
+            return fe__error(req, rc, NULL);
+        }
+        rc = fe_odata_parse_entity(req->body.len
+                                       ? (const char *)req->body.data
+                                       : "",
+                                   req->body.len, &req->ent, errmsg);
+        if (rc != 0) {
+            rt_log(RT_LOG_DEBUG, "%s body rejected: %s", verb, errmsg);
+            return fe__error(req, rc, NULL);
+        }
+        /* Keys come from the URL (Azurite: URL wins over the body). */
+        if (is_put) {
+            kind = im ? RT__OP_KIND__OP_REPLACE
+                      : RT__OP_KIND__OP_UPSERT_REPLACE;
+        } else {
+            kind = im ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
+        }
+    }
+    fe_job_init(&req->job, FE_JOB_WRITE);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+    op = fe_job_add_op(&req->job, kind, req->path.pk, req->path.rk);
+    op->if_match_any = any;
+    op->if_match = any ? 0 : ticks;
+    if (!is_delete) {
+        op->props = req->ent.props;
+        rt_buf_init(&req->ent.props);
+    }
+    return FE_API_SUBMIT;
+}
+
+static int fe__put_prepare(struct fe_req *req)
+{
+    return fe__modify_prepare(req, "PUT");
+}
+
+static int fe__merge_prepare(struct fe_req *req)
+{
+    return fe__modify_prepare(req, "MERGE");
+}
+
+static int fe__delete_entity_prepare(struct fe_req *req)
+{
+    return fe__modify_prepare(req, "DELETE");
+}
+
+static void fe__modify_finish(struct fe_req *req)
+{
+    const struct fe_job_op *op = &req->job.ops[0];
+    char etag[64];
+    int code = req->job.status;
+    if (code == RT_EENTITYNOTFOUND) {
+        code = RT_ENOTFOUND;
+    }
+    if (code != 0) {
+        fe__job_error(req, code);
+        return;
+    }
+    if (op->kind != RT__OP_KIND__OP_DELETE) {
+        fe_odata_etag(op->ticks, etag);
+        fe__resp_header(req, "ETag", etag);
+    }
+    req->status = 204;
+}
+
+static const struct fe_api_op fe__op_query_tables = {
+    "QueryTables", fe__query_tables_prepare, fe__query_tables_finish, 0};
+static const struct fe_api_op fe__op_create_table = {
+    "CreateTable", fe__create_table_prepare, fe__create_table_finish, 1};
+static const struct fe_api_op fe__op_delete_table = {
+    "DeleteTable", fe__delete_table_prepare, fe__delete_table_finish, 1};
+static const struct fe_api_op fe__op_get_table = {
+    "GetTable", fe__get_table_prepare, fe__get_table_finish, 0};
+static const struct fe_api_op fe__op_query_entities = {
+    "QueryEntities", fe__query_entities_prepare, fe__query_entities_finish,
+    0};
+static const struct fe_api_op fe__op_insert = {
+    "InsertEntity", fe__insert_prepare, fe__insert_finish, 1};
+static const struct fe_api_op fe__op_get_entity = {
+    "GetEntity", fe__get_entity_prepare, fe__get_entity_finish, 0};
+static const struct fe_api_op fe__op_put = {"UpdateEntity", fe__put_prepare,
+                                            fe__modify_finish, 1};
+static const struct fe_api_op fe__op_merge = {
+    "MergeEntity", fe__merge_prepare, fe__modify_finish, 1};
+static const struct fe_api_op fe__op_delete_entity = {
+    "DeleteEntity", fe__delete_entity_prepare, fe__modify_finish, 1};
+
+/* ---- Dispatch ------------------------------------------------------- */
+
+static int fe__known_verb(const char *m)
+{
+    static const char *const verbs[] = {"GET",   "HEAD",   "POST",
+                                        "PUT",   "MERGE",  "PATCH",
+                                        "DELETE", "OPTIONS"};
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        if (strcmp(m, verbs[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Picks the operation for (resource, verb); NULL with *code set when
+ * there is none. */
+static const struct fe_api_op *fe__route_op(struct fe_req *req,
+                                            const char *verb, int *code)
+{
+    const struct fe_path *p = &req->path;
+    int get = strcmp(verb, "GET") == 0;
+    int post = strcmp(verb, "POST") == 0;
+    int del = strcmp(verb, "DELETE") == 0;
+    int put = strcmp(verb, "PUT") == 0;
+    int merge = strcmp(verb, "MERGE") == 0 || strcmp(verb, "PATCH") == 0;
+
+    *code = RT_EMETHOD;
+    switch (p->kind) {
+    case FE_RES_SERVICE: {
+        const char *restype = fe_query_get(&req->query, "restype");
+        const char *comp = fe_query_get(&req->query, "comp");
+        if (restype && strcmp(restype, "service") == 0 && comp &&
+            (strcmp(comp, "properties") == 0 || strcmp(comp, "stats") == 0)) {
+            *code = RT_ENOTIMPL; /* service properties/stats: later issue */
+        } else {
+            *code = RT_EURI;
+        }
+        return NULL;
+    }
+    case FE_RES_TABLES:
+        return get ? &fe__op_query_tables : post ? &fe__op_create_table : NULL;
+    case FE_RES_TABLE_ONE:
+        return del ? &fe__op_delete_table : get ? &fe__op_get_table : NULL;
+    case FE_RES_TABLE:
+        if (fe_query_get(&req->query, "comp")) {
+            *code = RT_ENOTIMPL; /* table ACL: later issue */
+            return NULL;
+        }
+        return get ? &fe__op_query_entities : post ? &fe__op_insert : NULL;
+    case FE_RES_ENTITY:
+        return get     ? &fe__op_get_entity
+               : put   ? &fe__op_put
+               : merge ? &fe__op_merge
+               : del   ? &fe__op_delete_entity
+                       : NULL;
+    case FE_RES_BATCH:
+        *code = post ? RT_ENOTIMPL : RT_EMETHOD; /* $batch: later issue */
+        return NULL;
+    default:
+        *code = RT_EURI;
+        return NULL;
+    }
+}
+
+/* OPTIONS: CORS preflight needs no auth; CORS rules are a later issue, so
+ * every well-formed preflight is refused (spec §3.8). */
+static int fe__preflight(struct fe_req *req)
+{
+    req->xml_errors = 1;
+    req->odata = 0;
+    if (!fe__req_header(req, "Origin") ||
+        !fe__req_header(req, "Access-Control-Request-Method")) {
+        return fe__error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
+    }
+    return fe__error(req, RT_ECORS, NULL);
+}
+
+/* Returns 0 when authenticated, -1 with the error response set. */
+static int fe__authenticate(struct fe_req *req)
+{
+    struct fe_auth_req ar;
+    char why[RT_ERRMSG_SIZE] = "";
+    int rc;
+
+    if (fe_query_get(&req->query, "sig")) {
+        /* Shared access signatures are a later issue. */
+        rt_log(RT_LOG_INFO, "SAS not supported yet: %s %s", req->method,
+               req->raw_path);
+        fe__resp_error(req, RT_EAUTH, NULL);
+        return -1;
+    }
+    memset(&ar, 0, sizeof(ar));
+    ar.verb = req->method;
+    ar.authorization = fe__req_header(req, "Authorization");
+    ar.content_md5 = fe__req_header(req, "Content-MD5");
+    ar.content_type = fe__req_header(req, "Content-Type");
+    ar.x_ms_date = fe__req_header(req, "x-ms-date");
+    ar.date = fe__req_header(req, "Date");
+    ar.raw_path = req->raw_path;
+    ar.raw_path_len = req->raw_path_len;
+    ar.comp = fe_query_get(&req->query, "comp");
+    ar.account = req->path.account;
+    ar.acct_seg = req->path.acct_seg;
+    ar.now = fe__now(req);
+    rc = fe_auth_verify(req->cfg->accounts, &ar, why);
+    if (rc == 0) {
+        return 0;
+    }
+    rt_log(RT_LOG_INFO, "auth failed for %s %s: %s", req->method,
+           req->raw_path, why);
+    fe__resp_error(req, rc, NULL);
+    if (rc == RT_ENOAUTH) {
+        fe__resp_header(req, "WWW-Authenticate", "SharedKey");
+    }
+    return -1;
+}
+
+int fe_api_prepare(struct fe_req *req)
+{
+    const char *v = fe__req_header(req, "x-ms-version");
+    const char *host;
+    const char *xm;
+    const char *verb = req->method;
+    const struct fe_api_op *op;
+    struct rt_buf root = RT_BUF_INIT;
+    int path_rc, rc, code;
+
+    if (v && fe_hdr_version_check(v) != 0) {
+        return fe__error(req, RT_EHEADER, NULL);
+    }
+    path_rc = fe_path_parse(req->raw_path, req->raw_path_len, &req->path);
+    if (!req->path.account_ok) {
+        return fe__error(req, RT_EURI, NULL);
+    }
+    if (strcmp(req->method, "OPTIONS") == 0) {
+        return fe__preflight(req);
+    }
+    if (fe__authenticate(req) != 0) {
+        return FE_API_RESPOND;
+    }
+    if (path_rc != 0) {
+        return fe__error(req, path_rc, req->path.errmsg);
+    }
+    host = fe__req_header(req, "Host");
+    if (!host || !*host) {
+        return fe__error(req, RT_EHOST, NULL);
+    }
+    rt_buf_printf(&root, "http://%s/%s", host, req->path.acct_seg);
+    req->root = strdup(rt_buf_cstr(&root));
+    rt_buf_free(&root);
+    rc = fe_hdr_meta(fe__req_header(req, "Accept"),
+                     fe_query_get(&req->query, "$format"), &req->meta);
+    if (rc != 0) {
+        return fe__error(req, rc, NULL);
+    }
+    if (!fe__known_verb(req->method)) {
+        return fe__error(req, RT_EVERB, NULL);
+    }
+    /* Verb tunnelling: POST + X-HTTP-Method: MERGE|PUT|DELETE (§2). */
+    xm = fe__req_header(req, "X-HTTP-Method");
+    if (xm) {
+        if (strcmp(req->method, "POST") != 0 ||
+            (strcmp(xm, "MERGE") != 0 && strcmp(xm, "PUT") != 0 &&
+             strcmp(xm, "DELETE") != 0)) {
+            return fe__error(req, RT_EINVAL, FE_MSG_XMETHOD);
+        }
+        verb = xm;
+    }
+    op = fe__route_op(req, verb, &code);
+    if (!op) {
+        return fe__error(req, code, NULL);
+    }
+    if (op->write && req->path.secondary) {
+        return fe__error(req, RT_EAUTHZ, NULL); /* read-only secondary */
+    }
+    req->op = op;
+    rc = op->prepare(req);
+    req->job_used = rc == FE_API_SUBMIT;
+    return rc;
+}
+
+void fe_api_finish(struct fe_req *req)
+{
+    if (req->job.status == RT_ECANCELED) {
+        fe__resp_error(req, RT_EBUSY, NULL); /* shutting down */
+        return;
+    }
+    req->op->finish(req);
+}
+
+void fe_api_req_free(struct fe_req *req)
+{
+    free(req->root);
+    free(req->select);
+    free(req->filter_name);
+    req->root = NULL;
+    req->select = NULL;
+    req->filter_name = NULL;
+}

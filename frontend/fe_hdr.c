@@ -1,0 +1,391 @@
+/* Request header and query-parameter rules: see fe_hdr.h. */
+#include "fe_hdr.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/rand.h>
+
+#include "rt_err.h"
+
+/* Trims spaces/tabs in place around s[*b..*e). */
+static void fe__trim(const char *s, size_t *b, size_t *e)
+{
+    while (*b < *e && (s[*b] == ' ' || s[*b] == '\t')) {
+        (*b)++;
+    }
+    while (*e > *b && (s[*e - 1] == ' ' || s[*e - 1] == '\t')) {
+        (*e)--;
+    }
+}
+
+static int fe__eq(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && strncasecmp(s, lit, n) == 0;
+}
+
+enum fe__media {
+    FE__MEDIA_OTHER,
+    FE__MEDIA_ANY,
+    FE__MEDIA_JSON,
+    FE__MEDIA_ATOM,
+};
+
+/* Classifies one media type "type/sub;p=v;..." and reads odata=. */
+static enum fe__media fe__media(const char *s, size_t n, enum fe_meta *meta)
+{
+    size_t semi = 0;
+    size_t b = 0, e;
+    while (semi < n && s[semi] != ';') {
+        semi++;
+    }
+    e = semi;
+    fe__trim(s, &b, &e);
+    *meta = FE_META_MINIMAL;
+    if (fe__eq(s + b, e - b, "application/json")) {
+        size_t i = semi;
+        while (i < n) {
+            size_t pb = i + 1, pe = pb;
+            while (pe < n && s[pe] != ';') {
+                pe++;
+            }
+            i = pe;
+            fe__trim(s, &pb, &pe);
+            if (pe - pb > 6 && strncasecmp(s + pb, "odata=", 6) == 0) {
+                const char *v = s + pb + 6;
+                size_t vn = pe - pb - 6;
+                if (fe__eq(v, vn, "nometadata")) {
+                    *meta = FE_META_NONE;
+                } else if (fe__eq(v, vn, "fullmetadata")) {
+                    *meta = FE_META_FULL;
+                } else {
+                    *meta = FE_META_MINIMAL;
+                }
+            }
+        }
+        return FE__MEDIA_JSON;
+    }
+    if (fe__eq(s + b, e - b, "application/atom+xml") ||
+        fe__eq(s + b, e - b, "application/xml")) {
+        return FE__MEDIA_ATOM;
+    }
+    if (fe__eq(s + b, e - b, "*/*") || fe__eq(s + b, e - b, "application/*")) {
+        return FE__MEDIA_ANY;
+    }
+    return FE__MEDIA_OTHER;
+}
+
+int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out)
+{
+    int atom = 0;
+    *out = FE_META_MINIMAL;
+    if (format && *format) {
+        enum fe_meta m;
+        enum fe__media k;
+        if (strcasecmp(format, "json") == 0) {
+            return 0;
+        }
+        if (strcasecmp(format, "atom") == 0 || strcasecmp(format, "xml") == 0) {
+            return RT_EATOMNOTSUPPORTED;
+        }
+        k = fe__media(format, strlen(format), &m);
+        if (k == FE__MEDIA_JSON) {
+            *out = m;
+            return 0;
+        }
+        if (k == FE__MEDIA_ATOM) {
+            return RT_EATOMNOTSUPPORTED;
+        }
+        return RT_EQUERYPARAM;
+    }
+    if (!accept || !*accept) {
+        return 0;
+    }
+    for (const char *p = accept; *p;) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        enum fe_meta m;
+        switch (fe__media(p, n, &m)) {
+        case FE__MEDIA_JSON:
+            *out = m;
+            return 0;
+        case FE__MEDIA_ATOM:
+            atom = 1;
+            break;
+        case FE__MEDIA_ANY:
+            return 0;
+        case FE__MEDIA_OTHER:
+            break;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return atom ? RT_EATOMNOTSUPPORTED : 0;
+}
+
+int fe_hdr_version_check(const char *v)
+{
+    static const char fmt[] = "dddd-dd-dd";
+    int month, day;
+    if (strlen(v) != 10) {
+        return RT_EHEADER;
+    }
+    for (int i = 0; i < 10; i++) {
+        if (fmt[i] == 'd' ? !isdigit((unsigned char)v[i]) : v[i] != '-') {
+            return RT_EHEADER;
+        }
+    }
+    month = (v[5] - '0') * 10 + (v[6] - '0');
+    day = (v[8] - '0') * 10 + (v[9] - '0');
+    if (month < 1 || month > 12 || day < 1 || day > 31) {
+        return RT_EHEADER;
+    }
+    if (strcmp(v, FE_VERSION_MIN) < 0) {
+        return RT_EHEADER;
+    }
+    return 0;
+}
+
+int fe_hdr_client_id_ok(const char *v)
+{
+    size_t n = 0;
+    for (; v[n]; n++) {
+        if (n >= 1024 || (unsigned char)v[n] < 0x20 ||
+            (unsigned char)v[n] > 0x7e) {
+            return 0;
+        }
+    }
+    return n > 0;
+}
+
+enum fe_prefer fe_hdr_prefer(const char *v)
+{
+    enum fe_prefer r = FE_PREFER_NONE;
+    if (!v) {
+        return r;
+    }
+    for (const char *p = v; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t b = 0, e = n;
+        fe__trim(p, &b, &e);
+        if (fe__eq(p + b, e - b, "return-no-content")) {
+            r = FE_PREFER_NO_CONTENT;
+        } else if (fe__eq(p + b, e - b, "return-content")) {
+            r = FE_PREFER_CONTENT;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return r;
+}
+
+int fe_hdr_body_type(const char *content_type)
+{
+    enum fe_meta m;
+    if (!content_type || !*content_type) {
+        return 0;
+    }
+    if (fe__media(content_type, strlen(content_type), &m) == FE__MEDIA_ATOM) {
+        return RT_EATOMNOTSUPPORTED;
+    }
+    return 0;
+}
+
+void fe_hdr_guid(char out[FE_GUID_SIZE])
+{
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof(b)) != 1) {
+        for (size_t i = 0; i < sizeof(b); i++) {
+            b[i] = (unsigned char)rand();
+        }
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, FE_GUID_SIZE,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x"
+             "%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+int fe_hdr_top(const char *s, unsigned max, unsigned *top)
+{
+    unsigned long v = 0;
+    size_t i = 0;
+    while (s[i] == ' ') {
+        i++;
+    }
+    if (!isdigit((unsigned char)s[i])) {
+        return RT_EQUERYPARAM;
+    }
+    for (; isdigit((unsigned char)s[i]); i++) {
+        if (v < 100000000UL) {
+            v = v * 10 + (unsigned long)(s[i] - '0');
+        }
+    }
+    while (s[i] == ' ') {
+        i++;
+    }
+    if (s[i] || v == 0) {
+        return RT_EQUERYPARAM;
+    }
+    *top = v > max ? max : (unsigned)v;
+    return 0;
+}
+
+int fe_hdr_select(const char *s, char ***names, size_t *n)
+{
+    size_t count = 1, total = strlen(s);
+    size_t b = 0, e = total;
+    char **arr;
+    char *strs;
+    size_t k = 0;
+
+    *names = NULL;
+    *n = 0;
+    fe__trim(s, &b, &e);
+    if (b == e || (e - b == 1 && s[b] == '*')) {
+        return 0;
+    }
+    for (size_t i = 0; i < total; i++) {
+        count += s[i] == ',';
+    }
+    if (count > 255) {
+        return RT_EQUERYPARAM;
+    }
+    arr = malloc(count * sizeof(char *) + total + count);
+    if (!arr) {
+        abort();
+    }
+    strs = (char *)(arr + count);
+    for (const char *p = s;;) {
+        size_t len = strcspn(p, ",");
+        size_t ib = 0, ie = len;
+        fe__trim(p, &ib, &ie);
+        if (ib == ie) {
+            free(arr);
+            return RT_EQUERYPARAM;
+        }
+        arr[k++] = strs;
+        memcpy(strs, p + ib, ie - ib);
+        strs[ie - ib] = '\0';
+        strs += ie - ib + 1;
+        p += len;
+        if (!*p) {
+            break;
+        }
+        p++;
+    }
+    *names = arr;
+    *n = k;
+    return 0;
+}
+
+/* ---- Continuation tokens -------------------------------------------- */
+
+static const char fe__b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void fe_token_encode(struct rt_buf *out, const char *key, size_t n)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    const uint8_t *s = (const uint8_t *)key;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) |
+                     s[i + 2];
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 6) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[v & 63]);
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
+        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 6) & 63]);
+    }
+    rt_buf_printf(out, "1!%zu!", b.len);
+    if (b.len) {
+        rt_buf_append(out, b.data, b.len);
+    }
+    rt_buf_free(&b);
+}
+
+static int fe__b64val(char c)
+{
+    if (c >= 'A' && c <= 'Z') {
+        return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+        return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+        return c - '0' + 52;
+    }
+    if (c == '-' || c == '+' || c == ' ') {
+        return 62; /* ' ': a '+' that went through form decoding */
+    }
+    if (c == '_' || c == '/') {
+        return 63;
+    }
+    return -1;
+}
+
+int fe_token_decode(const char *tok, struct rt_buf *out)
+{
+    const char *p;
+    char *end;
+    unsigned long len;
+    size_t n;
+    uint32_t acc = 0;
+    int bits = 0;
+
+    if (strncmp(tok, "1!", 2) != 0) {
+        return RT_EINVAL;
+    }
+    p = tok + 2;
+    if (!isdigit((unsigned char)*p)) {
+        return RT_EINVAL;
+    }
+    len = strtoul(p, &end, 10);
+    if (*end != '!') {
+        return RT_EINVAL;
+    }
+    p = end + 1;
+    n = strlen(p);
+    while (n > 0 && p[n - 1] == '=') {
+        n--;
+    }
+    if (n != len && strlen(p) != len) {
+        return RT_EINVAL;
+    }
+    if (n % 4 == 1) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int v = fe__b64val(p[i]);
+        if (v < 0) {
+            return RT_EINVAL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            rt_buf_append_u8(out, (uint8_t)(acc >> bits));
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return 0;
+}

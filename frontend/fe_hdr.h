@@ -1,0 +1,65 @@
+/* Request header and query-parameter rules of the Table REST API that need
+ * no network: Accept/$format -> metadata level, x-ms-version syntax,
+ * Prefer, client request id echo, $top, $select, request ids and the
+ * opaque continuation tokens (shared/table-api-spec.md §2, §6.3, §6.4, §11).
+ * Thread: pure functions (fe_hdr_guid uses OpenSSL's thread-safe RNG). */
+#ifndef FE_HDR_H
+#define FE_HDR_H
+
+#include <stddef.h>
+
+#include "fe_odata.h"
+#include "rt_buf.h"
+
+/* The version assumed when a request sends none (spec §11: "behave as the
+ * oldest"; we still answer JSON, see frontend/README.md). */
+#define FE_VERSION_DEFAULT "2009-09-19"
+#define FE_VERSION_MIN "2009-04-14"
+
+/* Metadata level from Accept and $format (the query parameter wins).
+ * Missing or wildcard Accept -> minimal; bare application/json -> minimal.
+ * Returns 0, RT_EATOMNOTSUPPORTED (only Atom/XML acceptable) or
+ * RT_EQUERYPARAM (unknown $format). */
+int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out);
+
+/* x-ms-version must be a well-formed YYYY-MM-DD not older than
+ * FE_VERSION_MIN. Returns 0 or RT_EHEADER. */
+int fe_hdr_version_check(const char *v);
+
+/* x-ms-client-request-id is echoed only when it is at most 1024 visible
+ * ASCII characters (spec §2). Returns 1 to echo. */
+int fe_hdr_client_id_ok(const char *v);
+
+enum fe_prefer {
+    FE_PREFER_NONE,
+    FE_PREFER_CONTENT,    /* return-content */
+    FE_PREFER_NO_CONTENT, /* return-no-content */
+};
+enum fe_prefer fe_hdr_prefer(const char *v);
+
+/* Request body media type: JSON (or absent) -> 0; Atom/XML ->
+ * RT_EATOMNOTSUPPORTED. Other types are read as JSON (lenient). */
+int fe_hdr_body_type(const char *content_type);
+
+/* A fresh random (v4) GUID, lower-case 8-4-4-4-12, NUL-terminated. */
+#define FE_GUID_SIZE 37
+void fe_hdr_guid(char out[FE_GUID_SIZE]);
+
+/* $top: 1..N; values above @max are clamped to @max (spec §6.3).
+ * Returns 0 or RT_EQUERYPARAM (not a positive integer). */
+int fe_hdr_top(const char *s, unsigned max, unsigned *top);
+
+/* $select "a, b ,c": names trimmed; "*" or empty -> *n = 0 (all).
+ * *names is one malloc'd block (free() it) holding the pointer array and
+ * the strings. Returns 0 or RT_EQUERYPARAM (empty item, > 255 names). */
+int fe_hdr_select(const char *s, char ***names, size_t *n);
+
+/* Continuation tokens (spec §6.4: opaque, must round-trip any UTF-8).
+ * Form: "1!" <decimal length of the rest> "!" <base64url(key), no '='>,
+ * e.g. "1!4!cDE" ... An empty key encodes as "1!0!". */
+void fe_token_encode(struct rt_buf *out, const char *key, size_t n);
+/* Decodes a token (also tolerating standard base64 characters and '='
+ * padding) and appends the key to @out. Returns 0 or RT_EINVAL. */
+int fe_token_decode(const char *tok, struct rt_buf *out);
+
+#endif

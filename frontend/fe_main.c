@@ -1,0 +1,162 @@
+/* rt-frontend: flags, accounts, the libuv loop (this thread: all RPC), the
+ * libmicrohttpd daemon (its own thread pool), signals and the port file.
+ * The logic lives in the `fe` library; this file only wires it. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "fe_auth.h"
+#include "fe_internal.h"
+#include "fe_route.h"
+#include "rt_config.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+struct fe_main {
+    uv_loop_t loop;
+    uv_signal_t sigint;
+    uv_signal_t sigterm;
+    struct fe_route *route;
+    struct fe_http *http;
+    int stopping;
+};
+
+static void fe__on_signal(uv_signal_t *s, int signum)
+{
+    struct fe_main *m = s->data;
+    if (m->stopping) {
+        return;
+    }
+    m->stopping = 1;
+    rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    fe_http_begin_stop(m->http);
+    fe_route_close(m->route);
+    uv_close((uv_handle_t *)&m->sigint, NULL);
+    uv_close((uv_handle_t *)&m->sigterm, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    char *listen = NULL, *master = NULL, *accounts_file = NULL;
+    char *port_file = NULL, *log_level = NULL;
+    long threads = 0, max_body = 0;
+    int dev_account = 0;
+    struct rt_opt opts[] = {
+        {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
+         "HTTP address for the Table REST API (port 0 = ephemeral)"},
+        {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
+         "rt-master RPC address"},
+        {"threads", RT_OPT_INT, &threads, "2",
+         "libmicrohttpd thread pool size"},
+        {"dev-account", RT_OPT_BOOL, &dev_account, "true",
+         "serve devstoreaccount1 with the emulator's well-known key"},
+        {"accounts", RT_OPT_STR, &accounts_file, NULL,
+         "file of 'name base64key1 [base64key2]' lines"},
+        {"port-file", RT_OPT_STR, &port_file, NULL,
+         "write 'http=PORT' here once listening"},
+        {"log-level", RT_OPT_STR, &log_level, "info",
+         "debug|info|warn|error"},
+        {"max-body", RT_OPT_INT, &max_body, "4194304",
+         "largest request body in bytes (else 413 RequestBodyTooLarge)"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    struct fe_accounts accounts;
+    struct fe_http_cfg cfg;
+    struct fe_main m;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    int level, rc, exit_code = 0;
+
+    rt_config_parse("rt-frontend",
+                    "rangetable front end: the Azure Table Storage REST API",
+                    opts, argc, argv, NULL, 0);
+    level = rt_log_level_parse(log_level);
+    if (level < 0) {
+        fprintf(stderr, "rt-frontend: bad --log-level '%s'\n", log_level);
+        return 2;
+    }
+    rt_log_init("fe", (enum rt_log_level)level);
+    if (threads < 1 || threads > 256 || max_body < 1024) {
+        fprintf(stderr, "rt-frontend: --threads must be 1..256 and "
+                        "--max-body at least 1024\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    fe_accounts_init(&accounts);
+    if (dev_account &&
+        fe_accounts_add(&accounts, FE_DEV_ACCOUNT, FE_DEV_KEY, NULL) != 0) {
+        fprintf(stderr, "rt-frontend: cannot add the dev account\n");
+        return 2;
+    }
+    if (accounts_file && *accounts_file &&
+        fe_accounts_load(&accounts, accounts_file, errmsg) != 0) {
+        fprintf(stderr, "rt-frontend: %s\n", errmsg);
+        return 2;
+    }
+    if (accounts.n == 0) {
+        fprintf(stderr, "rt-frontend: no accounts (use --dev-account or "
+                        "--accounts)\n");
+        return 2;
+    }
+
+    memset(&m, 0, sizeof(m));
+    uv_loop_init(&m.loop);
+    rc = fe_route_create(&m.loop, master, &m.route);
+    if (rc != 0) {
+        fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
+        return 2;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.listen = listen;
+    cfg.threads = (unsigned)threads;
+    cfg.max_body = (size_t)max_body;
+    cfg.accounts = &accounts;
+    rc = fe_http_start(&cfg, &m.loop, m.route, &m.http);
+    if (rc != 0) {
+        fe_route_close(m.route);
+        uv_run(&m.loop, UV_RUN_DEFAULT);
+        fe_http_destroy(m.http);
+        fe_route_destroy(m.route);
+        uv_loop_close(&m.loop);
+        fe_accounts_free(&accounts);
+        rt_config_free(opts);
+        return 1;
+    }
+    if (port_file && *port_file) {
+        const char *keys[] = {"http"};
+        int ports[] = {fe_http_port(m.http)};
+        rc = rt_write_port_file(port_file, keys, ports, 1);
+        if (rc != 0) {
+            rt_log(RT_LOG_ERROR, "cannot write port file %s: %s", port_file,
+                   strerror(-rc));
+            exit_code = 1;
+        }
+    }
+    uv_signal_init(&m.loop, &m.sigint);
+    uv_signal_init(&m.loop, &m.sigterm);
+    m.sigint.data = &m;
+    m.sigterm.data = &m;
+    uv_signal_start(&m.sigint, fe__on_signal, SIGINT);
+    uv_signal_start(&m.sigterm, fe__on_signal, SIGTERM);
+    rt_log(RT_LOG_INFO, "listening on %s (port %d), master %s, %ld threads, "
+                        "%zu account(s)",
+           listen, fe_http_port(m.http), master, threads, accounts.n);
+    if (exit_code != 0) {
+        fe__on_signal(&m.sigterm, SIGTERM);
+    }
+
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+
+    fe_http_destroy(m.http);
+    fe_route_destroy(m.route);
+    if (uv_loop_close(&m.loop) != 0) {
+        rt_log(RT_LOG_WARN, "loop closed with handles still open");
+    }
+    fe_accounts_free(&accounts);
+    rt_config_free(opts);
+    rt_log(RT_LOG_INFO, "stopped");
+    return exit_code;
+}

@@ -1,0 +1,1097 @@
+/* Routing and RPC on the loop thread: see fe_route.h.
+ *
+ * Happy path of an entity job: fe_route_submit -> fe__job_run ->
+ * fe__job_entity (table and range from the cached map) -> rt_rpc_call_pb to
+ * the range's server -> fe__on_*_reply copies the reply into the job ->
+ * fe__job_finish fires done_cb.
+ *
+ * Failure modes and what the caller sees:
+ * - table not in the map: one GET_MAP (shared by every job waiting for it),
+ *   then RT_ETABLENOTFOUND (GET_TABLE: RT_ENOTFOUND);
+ * - no range for the key, server unknown, RT_ESTALE or RT_ENOCONN from the
+ *   server: refresh the map and send again, FE_ROUTE_TRIES sends in all,
+ *   then RT_EBUSY (503 ServerBusy);
+ * - GET_MAP fails (master down): RT_EBUSY;
+ * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): returned as is
+ *   (500 OperationTimedOut), never retried: a write may have happened;
+ * - other server/master errors: returned as is (rt_err.h maps them);
+ * - fe_route_close: RT_ECANCELED for everything in flight and later. */
+#include "fe_route.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.pb-c.h"
+#include "rt_log.h"
+#include "rt_rpc.h"
+
+struct fe__table_ix {
+    const char *account; /* borrowed from the map message */
+    char lname[64];      /* lower-case name */
+    const char *name;
+    uint64_t id;
+};
+
+struct fe__map {
+    Rt__Map *pb; /* owned (rt__map__free_unpacked) */
+    struct fe__table_ix *tables; /* sorted by (account, lname) */
+    size_t ntables;
+    Rt__Range **ranges; /* sorted by (table_id, low) */
+    size_t nranges;
+    Rt__Server **servers; /* sorted by id */
+    size_t nservers;
+};
+
+struct fe__ps {
+    struct fe_route *route;
+    uint64_t id;
+    char *addr;
+    struct rt_rpc_client *client;
+    struct fe_job *wait_head; /* parked until the connection is up */
+    struct fe_job *wait_tail;
+};
+
+struct fe_route {
+    uv_loop_t *loop;
+    struct rt_rpc_client *master;
+    struct fe__map map;
+    int have_map;
+    struct fe__ps **ps; /* stable pointers: client callbacks keep them */
+    size_t nps;
+    size_t ps_cap;
+    uv_timer_t tick; /* expires parked jobs */
+    int parked;      /* jobs parked on any server */
+    int map_inflight;
+    struct fe_job *wait_head;
+    struct fe_job *wait_tail;
+    unsigned inflight; /* RPCs whose reply callback has not fired */
+    int closing;
+};
+
+static void fe__job_run(struct fe_job *job);
+static void fe__job_entity(struct fe_job *job);
+static void fe__job_retry(struct fe_job *job, int why);
+static void fe__on_tick(uv_timer_t *t);
+
+/* ---- Jobs ----------------------------------------------------------- */
+
+void fe_job_init(struct fe_job *job, enum fe_job_kind kind)
+{
+    memset(job, 0, sizeof(*job));
+    job->kind = kind;
+    job->fail_index = -1;
+    rt_buf_init(&job->value);
+    rt_buf_init(&job->next_pk);
+    rt_buf_init(&job->next_rk);
+    rt_buf_init(&job->cur_pk_);
+    rt_buf_init(&job->cur_rk_);
+}
+
+void fe_job_free(struct fe_job *job)
+{
+    for (size_t i = 0; i < job->nops; i++) {
+        free(job->ops[i].pk);
+        free(job->ops[i].rk);
+        rt_buf_free(&job->ops[i].props);
+        rt_buf_free(&job->ops[i].value);
+    }
+    free(job->ops);
+    for (size_t i = 0; i < job->nents; i++) {
+        free(job->ents[i].pk);
+        free(job->ents[i].rk);
+        free(job->ents[i].value);
+    }
+    free(job->ents);
+    for (size_t i = 0; i < job->ntables; i++) {
+        free(job->tables[i].name);
+    }
+    free(job->tables);
+    free(job->next_table);
+    free(job->table_name);
+    rt_buf_free(&job->value);
+    rt_buf_free(&job->next_pk);
+    rt_buf_free(&job->next_rk);
+    rt_buf_free(&job->cur_pk_);
+    rt_buf_free(&job->cur_rk_);
+    job->ops = NULL;
+    job->nops = 0;
+    job->ents = NULL;
+    job->nents = 0;
+    job->tables = NULL;
+    job->ntables = 0;
+    job->next_table = NULL;
+    job->table_name = NULL;
+}
+
+static char *fe__strdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d) {
+        abort();
+    }
+    return d;
+}
+
+static void *fe__xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) {
+        abort();
+    }
+    return p;
+}
+
+struct fe_job_op *fe_job_add_op(struct fe_job *job, int kind, const char *pk,
+                                const char *rk)
+{
+    struct fe_job_op *op;
+    job->ops = fe__xrealloc(job->ops, (job->nops + 1) * sizeof(*job->ops));
+    op = &job->ops[job->nops++];
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    op->pk = fe__strdup(pk);
+    op->rk = fe__strdup(rk);
+    rt_buf_init(&op->props);
+    rt_buf_init(&op->value);
+    return op;
+}
+
+static void fe__job_finish(struct fe_job *job, int status)
+{
+    if (job->finished_) {
+        return;
+    }
+    job->finished_ = 1;
+    job->status = status;
+    job->done_cb(job);
+}
+
+static void fe__job_set_table(struct fe_job *job, const char *name,
+                              uint64_t id)
+{
+    if (!job->table_name || strcmp(job->table_name, name) != 0) {
+        free(job->table_name);
+        job->table_name = fe__strdup(name);
+    }
+    job->table_id = id;
+}
+
+/* ---- The map -------------------------------------------------------- */
+
+static int fe__table_cmp(const void *a, const void *b)
+{
+    const struct fe__table_ix *x = a, *y = b;
+    int c = strcmp(x->account, y->account);
+    return c ? c : strcmp(x->lname, y->lname);
+}
+
+static int fe__range_cmp(const void *a, const void *b)
+{
+    const Rt__Range *x = *(Rt__Range *const *)a;
+    const Rt__Range *y = *(Rt__Range *const *)b;
+    if (x->table_id != y->table_id) {
+        return x->table_id < y->table_id ? -1 : 1;
+    }
+    return strcmp(x->low, y->low);
+}
+
+static int fe__server_cmp(const void *a, const void *b)
+{
+    const Rt__Server *x = *(Rt__Server *const *)a;
+    const Rt__Server *y = *(Rt__Server *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void fe__lower(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++) {
+        dst[i] = (char)tolower((unsigned char)src[i]);
+    }
+    dst[i] = '\0';
+}
+
+static void fe__map_free(struct fe__map *m)
+{
+    if (m->pb) {
+        rt__map__free_unpacked(m->pb, NULL);
+    }
+    free(m->tables);
+    free(m->ranges);
+    free(m->servers);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Takes @pb. */
+static void fe__map_install(struct fe_route *r, Rt__Map *pb, int force,
+                            const char *why)
+{
+    struct fe__map m;
+    if (!force && r->have_map && pb->version < r->map.pb->version) {
+        rt_log(RT_LOG_DEBUG, "ignoring map version %llu (have %llu)",
+               (unsigned long long)pb->version,
+               (unsigned long long)r->map.pb->version);
+        rt__map__free_unpacked(pb, NULL);
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.pb = pb;
+    m.tables = fe__xrealloc(NULL, (pb->n_tables + 1) * sizeof(*m.tables));
+    for (size_t i = 0; i < pb->n_tables; i++) {
+        struct fe__table_ix *t = &m.tables[m.ntables++];
+        t->account = pb->tables[i]->account;
+        fe__lower(t->lname, sizeof(t->lname), pb->tables[i]->name);
+        t->name = pb->tables[i]->name;
+        t->id = pb->tables[i]->id;
+    }
+    qsort(m.tables, m.ntables, sizeof(*m.tables), fe__table_cmp);
+    m.ranges = fe__xrealloc(NULL, (pb->n_ranges + 1) * sizeof(*m.ranges));
+    if (pb->n_ranges) {
+        memcpy(m.ranges, pb->ranges, pb->n_ranges * sizeof(*m.ranges));
+    }
+    m.nranges = pb->n_ranges;
+    qsort(m.ranges, m.nranges, sizeof(*m.ranges), fe__range_cmp);
+    m.servers = fe__xrealloc(NULL, (pb->n_servers + 1) * sizeof(*m.servers));
+    if (pb->n_servers) {
+        memcpy(m.servers, pb->servers, pb->n_servers * sizeof(*m.servers));
+    }
+    m.nservers = pb->n_servers;
+    qsort(m.servers, m.nservers, sizeof(*m.servers), fe__server_cmp);
+
+    fe__map_free(&r->map);
+    r->map = m;
+    r->have_map = 1;
+    rt_log(RT_LOG_DEBUG, "map version %llu installed (%s): %zu tables, "
+                         "%zu ranges, %zu servers",
+           (unsigned long long)pb->version, why, m.ntables, m.nranges,
+           m.nservers);
+}
+
+static const struct fe__table_ix *fe__map_table(const struct fe_route *r,
+                                                const char *account,
+                                                const char *name)
+{
+    struct fe__table_ix key;
+    if (!r->have_map || strlen(name) >= sizeof(key.lname)) {
+        return NULL;
+    }
+    key.account = account;
+    fe__lower(key.lname, sizeof(key.lname), name);
+    return bsearch(&key, r->map.tables, r->map.ntables, sizeof(key),
+                   fe__table_cmp);
+}
+
+/* The range of table @tid holding @pk, or NULL (hole: stale map). */
+static const Rt__Range *fe__map_range(const struct fe_route *r, uint64_t tid,
+                                      const char *pk)
+{
+    size_t lo = 0, hi = r->map.nranges;
+    const Rt__Range *rg;
+    /* Last range with (table_id, low) <= (tid, pk). */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const Rt__Range *x = r->map.ranges[mid];
+        if (x->table_id < tid ||
+            (x->table_id == tid && strcmp(x->low, pk) <= 0)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo == 0) {
+        return NULL;
+    }
+    rg = r->map.ranges[lo - 1];
+    if (rg->table_id != tid) {
+        return NULL;
+    }
+    if (!rg->high_inf && strcmp(pk, rg->high) >= 0) {
+        return NULL;
+    }
+    return rg;
+}
+
+static const Rt__Server *fe__map_server(const struct fe_route *r, uint64_t id)
+{
+    Rt__Server key = RT__SERVER__INIT;
+    Rt__Server *kp = &key;
+    Rt__Server **s;
+    if (!r->have_map) {
+        return NULL;
+    }
+    key.id = id;
+    s = bsearch(&kp, r->map.servers, r->map.nservers, sizeof(kp),
+                fe__server_cmp);
+    return s ? *s : NULL;
+}
+
+static void fe__on_ps_conn(struct rt_rpc_conn *conn, int up, void *ud);
+
+/* The client for server @id (created on first use, its address kept in
+ * step with the map). NULL if the map lacks the server. */
+static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
+{
+    const Rt__Server *srv = fe__map_server(r, id);
+    struct fe__ps *p = NULL;
+    if (!srv || !srv->addr[0]) {
+        return NULL;
+    }
+    for (size_t i = 0; i < r->nps; i++) {
+        if (r->ps[i]->id == id) {
+            p = r->ps[i];
+            break;
+        }
+    }
+    if (p && strcmp(p->addr, srv->addr) != 0) {
+        rt_log(RT_LOG_INFO, "server %llu moved %s -> %s",
+               (unsigned long long)id, p->addr, srv->addr);
+        if (rt_rpc_client_set_addr(p->client, srv->addr) != 0) {
+            return NULL;
+        }
+        free(p->addr);
+        p->addr = fe__strdup(srv->addr);
+    }
+    if (!p) {
+        p = calloc(1, sizeof(*p));
+        if (!p) {
+            abort();
+        }
+        p->route = r;
+        p->id = id;
+        if (rt_rpc_client_start(r->loop, srv->addr, NULL, fe__on_ps_conn, p,
+                                &p->client) != 0) {
+            rt_log(RT_LOG_WARN, "bad address '%s' for server %llu", srv->addr,
+                   (unsigned long long)id);
+            free(p);
+            return NULL;
+        }
+        p->addr = fe__strdup(srv->addr);
+        if (r->nps == r->ps_cap) {
+            r->ps_cap = r->ps_cap ? r->ps_cap * 2 : 8;
+            r->ps = fe__xrealloc(r->ps, r->ps_cap * sizeof(*r->ps));
+        }
+        r->ps[r->nps++] = p;
+    }
+    return p;
+}
+
+/* Parks @job until @p's connection is up (or FE_ROUTE_CONNECT_WAIT_MS). */
+static void fe__ps_park(struct fe__ps *p, struct fe_job *job)
+{
+    struct fe_route *r = p->route;
+    job->park_until_ = uv_now(r->loop) + FE_ROUTE_CONNECT_WAIT_MS;
+    job->wait_next_ = NULL;
+    if (p->wait_tail) {
+        p->wait_tail->wait_next_ = job;
+    } else {
+        p->wait_head = job;
+    }
+    p->wait_tail = job;
+    if (r->parked++ == 0) {
+        uv_timer_start(&r->tick, fe__on_tick, 50, 50);
+    }
+}
+
+/* Takes @p's parked jobs whose wait is over at @now (all of them when
+ * @all), in order; the rest stay parked. */
+static struct fe_job *fe__ps_unpark(struct fe__ps *p, uint64_t now, int all)
+{
+    struct fe_job *out = NULL, **tail = &out;
+    struct fe_job *keep = NULL, **ktail = &keep;
+    struct fe_job *j = p->wait_head;
+    p->wait_head = p->wait_tail = NULL;
+    while (j) {
+        struct fe_job *next = j->wait_next_;
+        j->wait_next_ = NULL;
+        if (all || j->park_until_ <= now) {
+            *tail = j;
+            tail = &j->wait_next_;
+            p->route->parked--;
+        } else {
+            *ktail = j;
+            ktail = &j->wait_next_;
+            p->wait_tail = j;
+        }
+        j = next;
+    }
+    p->wait_head = keep;
+    return out;
+}
+
+static void fe__on_ps_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct fe__ps *p = ud;
+    struct fe_route *r = p->route;
+    struct fe_job *j;
+    (void)conn;
+    if (!up || r->closing) {
+        return;
+    }
+    j = fe__ps_unpark(p, 0, 1);
+    while (j) {
+        struct fe_job *next = j->wait_next_;
+        j->wait_next_ = NULL;
+        fe__job_entity(j);
+        j = next;
+    }
+}
+
+static void fe__on_tick(uv_timer_t *t)
+{
+    struct fe_route *r = t->data;
+    uint64_t now = uv_now(r->loop);
+    for (size_t i = 0; i < r->nps; i++) {
+        struct fe_job *j = fe__ps_unpark(r->ps[i], now, 0);
+        while (j) {
+            struct fe_job *next = j->wait_next_;
+            j->wait_next_ = NULL;
+            fe__job_retry(j, RT_ENOCONN);
+            j = next;
+        }
+    }
+    if (r->parked == 0) {
+        uv_timer_stop(&r->tick);
+    }
+}
+
+/* ---- Map refresh (GET_MAP shared by waiting jobs) --------------------- */
+
+static void fe__release_waiters(struct fe_route *r, int status)
+{
+    struct fe_job *j = r->wait_head;
+    r->wait_head = r->wait_tail = NULL;
+    while (j) {
+        struct fe_job *next = j->wait_next_;
+        j->wait_next_ = NULL;
+        if (r->closing) {
+            fe__job_finish(j, RT_ECANCELED);
+        } else if (status != 0) {
+            fe__job_finish(j, RT_EBUSY);
+        } else {
+            fe__job_run(j);
+        }
+        j = next;
+    }
+}
+
+static void fe__on_get_map(int status, const uint8_t *body, size_t len,
+                           void *arg)
+{
+    struct fe_route *r = arg;
+    r->inflight--;
+    r->map_inflight = 0;
+    if (status == 0) {
+        Rt__Map *pb = rt__map__unpack(NULL, len, body);
+        if (pb) {
+            fe__map_install(r, pb, 0, "GET_MAP");
+        } else {
+            status = RT_EPROTO;
+        }
+    }
+    if (status != 0) {
+        rt_log(RT_LOG_WARN, "GET_MAP failed: %s", rt_strerror(status));
+    }
+    fe__release_waiters(r, status);
+}
+
+static void fe__wait_map(struct fe_job *job)
+{
+    struct fe_route *r = job->route_;
+    job->wait_next_ = NULL;
+    if (r->wait_tail) {
+        r->wait_tail->wait_next_ = job;
+    } else {
+        r->wait_head = job;
+    }
+    r->wait_tail = job;
+    if (r->map_inflight) {
+        return;
+    }
+    r->map_inflight = 1;
+    r->inflight++;
+    if (rt_rpc_call_pb(rt_rpc_client_conn(r->master), RT__METHOD__GET_MAP,
+                       NULL, FE_ROUTE_TIMEOUT_MS, fe__on_get_map, r) != 0) {
+        r->inflight--;
+        r->map_inflight = 0;
+        fe__release_waiters(r, RT_EINTERNAL);
+    }
+}
+
+/* Another try after RT_ESTALE/RT_ENOCONN (or a hole in the map). */
+static void fe__job_retry(struct fe_job *job, int why)
+{
+    rt_log(RT_LOG_DEBUG, "retrying %s for table %s after %s (try %d)",
+           job->kind == FE_JOB_SCAN ? "scan" : "entity op", job->table,
+           rt_err_name(why), job->tries_ + 1);
+    if (++job->tries_ >= FE_ROUTE_TRIES) {
+        rt_log(RT_LOG_WARN, "giving up on table %s after %d tries (%s)",
+               job->table, job->tries_, rt_err_name(why));
+        fe__job_finish(job, RT_EBUSY);
+        return;
+    }
+    fe__wait_map(job);
+}
+
+static int fe__retryable(int status)
+{
+    return status == RT_ESTALE || status == RT_ENOCONN;
+}
+
+/* Logs an error reply's message (never shown to clients). */
+static int fe__error_index(const uint8_t *body, size_t len, const char *what,
+                           int status)
+{
+    Rt__Error *e;
+    int index = -1;
+    if (!body || !len) {
+        return -1;
+    }
+    e = rt__error__unpack(NULL, len, body);
+    if (e) {
+        index = e->index;
+        if (e->message && e->message[0]) {
+            rt_log(RT_LOG_DEBUG, "%s: %s: %s", what, rt_err_name(status),
+                   e->message);
+        }
+        rt__error__free_unpacked(e, NULL);
+    }
+    return index;
+}
+
+/* ---- Master operations ---------------------------------------------- */
+
+static void fe__on_table_reply(int status, const uint8_t *body, size_t len,
+                               void *arg)
+{
+    struct fe_job *job = arg;
+    struct fe_route *r = job->route_;
+    r->inflight--;
+    if (status == 0 && job->kind == FE_JOB_CREATE_TABLE) {
+        Rt__Table *t = rt__table__unpack(NULL, len, body);
+        if (!t) {
+            status = RT_EPROTO;
+        } else {
+            fe__job_set_table(job, t->name[0] ? t->name : job->table, t->id);
+            rt__table__free_unpacked(t, NULL);
+        }
+    } else if (status != 0) {
+        fe__error_index(body, len, "table op", status);
+    }
+    fe__job_finish(job, status);
+}
+
+static void fe__on_list_reply(int status, const uint8_t *body, size_t len,
+                              void *arg)
+{
+    struct fe_job *job = arg;
+    struct fe_route *r = job->route_;
+    r->inflight--;
+    if (status == 0) {
+        Rt__ListTablesResp *resp = rt__list_tables_resp__unpack(NULL, len,
+                                                                body);
+        if (!resp) {
+            status = RT_EPROTO;
+        } else {
+            job->tables = fe__xrealloc(
+                NULL, (resp->n_tables + 1) * sizeof(*job->tables));
+            for (size_t i = 0; i < resp->n_tables; i++) {
+                job->tables[i].name = fe__strdup(resp->tables[i]->name);
+                job->tables[i].id = resp->tables[i]->id;
+            }
+            job->ntables = resp->n_tables;
+            if (resp->next && resp->next[0]) {
+                job->next_table = fe__strdup(resp->next);
+            }
+            rt__list_tables_resp__free_unpacked(resp, NULL);
+        }
+    } else {
+        fe__error_index(body, len, "LIST_TABLES", status);
+    }
+    fe__job_finish(job, status);
+}
+
+static void fe__job_master(struct fe_job *job)
+{
+    struct fe_route *r = job->route_;
+    struct rt_rpc_conn *conn = rt_rpc_client_conn(r->master);
+    int rc;
+    r->inflight++;
+    if (job->kind == FE_JOB_LIST_TABLES) {
+        Rt__ListTablesReq req = RT__LIST_TABLES_REQ__INIT;
+        req.account = (char *)job->account;
+        req.start = (char *)(job->list_start ? job->list_start : "");
+        req.limit = job->limit;
+        rc = rt_rpc_call_pb(conn, RT__METHOD__LIST_TABLES, &req.base,
+                            FE_ROUTE_TIMEOUT_MS, fe__on_list_reply, job);
+    } else {
+        Rt__TableReq req = RT__TABLE_REQ__INIT;
+        req.account = (char *)job->account;
+        req.name = (char *)job->table;
+        rc = rt_rpc_call_pb(conn,
+                            job->kind == FE_JOB_CREATE_TABLE
+                                ? RT__METHOD__CREATE_TABLE
+                                : RT__METHOD__DELETE_TABLE,
+                            &req.base, FE_ROUTE_TIMEOUT_MS, fe__on_table_reply,
+                            job);
+    }
+    if (rc != 0) {
+        r->inflight--;
+        fe__job_finish(job, rc);
+    }
+}
+
+/* ---- Entity operations ---------------------------------------------- */
+
+static void fe__on_write_reply(int status, const uint8_t *body, size_t len,
+                               void *arg)
+{
+    struct fe_job *job = arg;
+    struct fe_route *r = job->route_;
+    r->inflight--;
+    if (r->closing) {
+        fe__job_finish(job, RT_ECANCELED);
+    } else if (fe__retryable(status)) {
+        fe__job_retry(job, status);
+    } else if (status != 0) {
+        job->fail_index = fe__error_index(body, len, "ENTITY_WRITE", status);
+        fe__job_finish(job, status);
+    } else {
+        Rt__WriteResp *resp = rt__write_resp__unpack(NULL, len, body);
+        int first = 0;
+        if (!resp) {
+            fe__job_finish(job, RT_EPROTO);
+        } else {
+            for (size_t i = 0; i < resp->n_results && i < job->nops; i++) {
+                const Rt__OpResult *res = resp->results[i];
+                struct fe_job_op *op = &job->ops[i];
+                op->code = res->code;
+                op->ticks = res->ticks;
+                rt_buf_reset(&op->value);
+                if (res->value.len) {
+                    rt_buf_append(&op->value, res->value.data, res->value.len);
+                }
+                if (res->code != 0 && first == 0) {
+                    first = res->code;
+                    job->fail_index = (int)i;
+                }
+            }
+            if (resp->n_results < job->nops && first == 0) {
+                first = RT_EPROTO;
+            }
+            rt__write_resp__free_unpacked(resp, NULL);
+            if (fe__retryable(first)) {
+                job->fail_index = -1;
+                fe__job_retry(job, first);
+            } else {
+                fe__job_finish(job, first);
+            }
+        }
+    }
+}
+
+static void fe__on_get_reply(int status, const uint8_t *body, size_t len,
+                             void *arg)
+{
+    struct fe_job *job = arg;
+    struct fe_route *r = job->route_;
+    r->inflight--;
+    if (r->closing) {
+        fe__job_finish(job, RT_ECANCELED);
+    } else if (fe__retryable(status)) {
+        fe__job_retry(job, status);
+    } else if (status != 0) {
+        fe__error_index(body, len, "ENTITY_GET", status);
+        fe__job_finish(job, status);
+    } else {
+        Rt__GetResp *resp = rt__get_resp__unpack(NULL, len, body);
+        if (!resp) {
+            fe__job_finish(job, RT_EPROTO);
+        } else {
+            rt_buf_reset(&job->value);
+            rt_buf_append(&job->value, resp->value.data, resp->value.len);
+            rt__get_resp__free_unpacked(resp, NULL);
+            fe__job_finish(job, job->value.len ? 0 : RT_ENOTFOUND);
+        }
+    }
+}
+
+static void fe__job_next_token(struct fe_job *job, const char *pk,
+                               const char *rk)
+{
+    job->has_next = 1;
+    rt_buf_reset(&job->next_pk);
+    rt_buf_reset(&job->next_rk);
+    rt_buf_append_str(&job->next_pk, pk);
+    rt_buf_append_str(&job->next_rk, rk);
+}
+
+static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
+{
+    struct fe_job_ent *d;
+    if (job->nents == job->ents_cap) {
+        job->ents_cap = job->ents_cap ? job->ents_cap * 2 : 16;
+        job->ents = fe__xrealloc(job->ents,
+                                 job->ents_cap * sizeof(*job->ents));
+    }
+    d = &job->ents[job->nents++];
+    d->pk = fe__strdup(e->pk);
+    d->rk = fe__strdup(e->rk);
+    d->vlen = e->value.len;
+    d->value = fe__xrealloc(NULL, d->vlen ? d->vlen : 1);
+    if (d->vlen) {
+        memcpy(d->value, e->value.data, d->vlen);
+    }
+}
+
+/* The range a scan hop was sent to, remembered for the reply (the map may
+ * change while the RPC is out). */
+struct fe__hop {
+    struct fe_job *job;
+    char *high;
+    int high_inf;
+};
+
+static void fe__on_scan_reply(int status, const uint8_t *body, size_t len,
+                              void *arg)
+{
+    struct fe__hop *hop = arg;
+    struct fe_job *job = hop->job;
+    struct fe_route *r = job->route_;
+    Rt__ScanResp *resp;
+    unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
+
+    r->inflight--;
+    if (r->closing) {
+        fe__job_finish(job, RT_ECANCELED);
+        goto out;
+    }
+    if (fe__retryable(status)) {
+        fe__job_retry(job, status);
+        goto out;
+    }
+    if (status != 0) {
+        fe__error_index(body, len, "ENTITY_SCAN", status);
+        fe__job_finish(job, status);
+        goto out;
+    }
+    resp = rt__scan_resp__unpack(NULL, len, body);
+    if (!resp) {
+        fe__job_finish(job, RT_EPROTO);
+        goto out;
+    }
+    for (size_t i = 0; i < resp->n_entities && job->nents < limit; i++) {
+        fe__scan_add(job, resp->entities[i]);
+    }
+    job->tries_ = 0;
+    if (resp->more) {
+        /* The range still has more: the server says where to resume. */
+        fe__job_next_token(job, resp->next_pk, resp->next_rk);
+        rt__scan_resp__free_unpacked(resp, NULL);
+        fe__job_finish(job, 0);
+        goto out;
+    }
+    rt__scan_resp__free_unpacked(resp, NULL);
+    if (hop->high_inf) {
+        fe__job_finish(job, 0); /* last range of the table: done */
+        goto out;
+    }
+    /* Range exhausted: continue at the next range's low key (flow 7). */
+    if (job->nents >= limit || ++job->hops_ >= FE_ROUTE_MAX_HOPS) {
+        fe__job_next_token(job, hop->high, "");
+        fe__job_finish(job, 0);
+        goto out;
+    }
+    rt_buf_reset(&job->cur_pk_);
+    rt_buf_reset(&job->cur_rk_);
+    rt_buf_append_str(&job->cur_pk_, hop->high);
+    job->cur_has_ = 1;
+    fe__job_entity(job);
+out:
+    free(hop->high);
+    free(hop);
+}
+
+static void fe__job_entity(struct fe_job *job)
+{
+    struct fe_route *r = job->route_;
+    const struct fe__table_ix *t;
+    const Rt__Range *rg;
+    struct fe__ps *ps;
+    struct rt_rpc_conn *conn;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    const char *key;
+    int rc;
+
+    t = fe__map_table(r, job->account, job->table);
+    if (!t) {
+        if (!job->refreshed_) {
+            job->refreshed_ = 1;
+            fe__wait_map(job);
+            return;
+        }
+        fe__job_finish(job, job->kind == FE_JOB_GET_TABLE ? RT_ENOTFOUND
+                                                          : RT_ETABLENOTFOUND);
+        return;
+    }
+    fe__job_set_table(job, t->name, t->id);
+    if (job->kind == FE_JOB_GET_TABLE) {
+        fe__job_finish(job, 0);
+        return;
+    }
+    if (job->kind == FE_JOB_WRITE) {
+        key = job->nops ? job->ops[0].pk : "";
+    } else if (job->kind == FE_JOB_GET) {
+        key = job->pk;
+    } else {
+        key = job->cur_has_ ? rt_buf_cstr(&job->cur_pk_) : "";
+    }
+    rg = fe__map_range(r, t->id, key);
+    ps = rg ? fe__ps_get(r, rg->server_id) : NULL;
+    if (!ps) {
+        fe__job_retry(job, RT_ESTALE);
+        return;
+    }
+    conn = rt_rpc_client_conn(ps->client);
+    if (!rt_rpc_conn_is_up(conn)) {
+        fe__ps_park(ps, job);
+        return;
+    }
+    ref.table_id = t->id;
+    ref.range_id = rg->id;
+    ref.epoch = rg->epoch;
+    r->inflight++;
+    if (job->kind == FE_JOB_WRITE) {
+        Rt__WriteReq req = RT__WRITE_REQ__INIT;
+        Rt__EntityOp *ops = fe__xrealloc(NULL, (job->nops + 1) * sizeof(*ops));
+        Rt__EntityOp **opp = fe__xrealloc(NULL,
+                                          (job->nops + 1) * sizeof(*opp));
+        for (size_t i = 0; i < job->nops; i++) {
+            Rt__EntityOp init = RT__ENTITY_OP__INIT;
+            const struct fe_job_op *o = &job->ops[i];
+            ops[i] = init;
+            ops[i].kind = (Rt__OpKind)o->kind;
+            ops[i].pk = o->pk;
+            ops[i].rk = o->rk;
+            ops[i].props.data = o->props.data;
+            ops[i].props.len = o->props.len;
+            ops[i].if_match_any = o->if_match_any;
+            ops[i].if_match = o->if_match;
+            opp[i] = &ops[i];
+        }
+        req.route = &ref;
+        req.n_ops = job->nops;
+        req.ops = opp;
+        req.atomic = job->atomic;
+        rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_WRITE, &req.base,
+                            FE_ROUTE_TIMEOUT_MS, fe__on_write_reply, job);
+        free(ops);
+        free(opp);
+    } else if (job->kind == FE_JOB_GET) {
+        Rt__GetReq req = RT__GET_REQ__INIT;
+        req.route = &ref;
+        req.pk = (char *)job->pk;
+        req.rk = (char *)job->rk;
+        rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_GET, &req.base,
+                            FE_ROUTE_TIMEOUT_MS, fe__on_get_reply, job);
+    } else {
+        Rt__ScanReq req = RT__SCAN_REQ__INIT;
+        unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
+        struct fe__hop *hop = fe__xrealloc(NULL, sizeof(*hop));
+        hop->job = job;
+        hop->high = fe__strdup(rg->high_inf ? "" : rg->high);
+        hop->high_inf = rg->high_inf;
+        req.route = &ref;
+        req.has_start = job->cur_has_;
+        req.start_pk = (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_pk_)
+                                              : "");
+        req.start_rk = (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_rk_)
+                                              : "");
+        req.limit = (uint32_t)(limit - job->nents);
+        req.n_select = job->nselect;
+        req.select = (char **)job->select;
+        rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_SCAN, &req.base,
+                            FE_ROUTE_TIMEOUT_MS, fe__on_scan_reply, hop);
+        if (rc != 0) {
+            free(hop->high);
+            free(hop);
+        }
+    }
+    if (rc != 0) {
+        r->inflight--;
+        fe__job_finish(job, rc);
+    }
+}
+
+static void fe__job_run(struct fe_job *job)
+{
+    struct fe_route *r = job->route_;
+    if (r->closing) {
+        fe__job_finish(job, RT_ECANCELED);
+        return;
+    }
+    switch (job->kind) {
+    case FE_JOB_CREATE_TABLE:
+    case FE_JOB_DELETE_TABLE:
+    case FE_JOB_LIST_TABLES:
+        fe__job_master(job);
+        break;
+    case FE_JOB_GET_TABLE:
+    case FE_JOB_WRITE:
+    case FE_JOB_GET:
+    case FE_JOB_SCAN:
+        fe__job_entity(job);
+        break;
+    default:
+        fe__job_finish(job, RT_EINTERNAL);
+        break;
+    }
+}
+
+void fe_route_submit(struct fe_route *r, struct fe_job *job)
+{
+    job->route_ = r;
+    job->finished_ = 0;
+    job->tries_ = 0;
+    job->refreshed_ = 0;
+    job->hops_ = 0;
+    if (job->kind == FE_JOB_SCAN) {
+        rt_buf_reset(&job->cur_pk_);
+        rt_buf_reset(&job->cur_rk_);
+        job->cur_has_ = job->has_start;
+        if (job->has_start) {
+            rt_buf_append_str(&job->cur_pk_, job->pk ? job->pk : "");
+            rt_buf_append_str(&job->cur_rk_, job->rk ? job->rk : "");
+        }
+    }
+    fe__job_run(job);
+}
+
+/* ---- Master connection ---------------------------------------------- */
+
+static void fe__on_hello(int status, const uint8_t *body, size_t len,
+                         void *arg)
+{
+    struct fe_route *r = arg;
+    r->inflight--;
+    if (status == 0 && !r->closing) {
+        Rt__Map *pb = rt__map__unpack(NULL, len, body);
+        if (pb) {
+            rt_log(RT_LOG_INFO, "subscribed to the master: map version %llu",
+                   (unsigned long long)pb->version);
+            fe__map_install(r, pb, 1, "FE_HELLO");
+        } else {
+            rt_log(RT_LOG_WARN, "FE_HELLO: bad Map body");
+        }
+    } else if (status != 0 && status != RT_ECANCELED) {
+        rt_log(RT_LOG_WARN, "FE_HELLO failed: %s", rt_strerror(status));
+    }
+}
+
+static void fe__on_master_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct fe_route *r = ud;
+    if (r->closing) {
+        return;
+    }
+    if (!up) {
+        rt_log(RT_LOG_WARN, "lost the master connection; reconnecting");
+        return;
+    }
+    r->inflight++;
+    if (rt_rpc_call_pb(conn, RT__METHOD__FE_HELLO, NULL, FE_ROUTE_TIMEOUT_MS,
+                       fe__on_hello, r) != 0) {
+        r->inflight--;
+    }
+}
+
+static void fe__on_master_request(struct rt_rpc_conn *conn, uint32_t method,
+                                  uint64_t id, const uint8_t *body, size_t len,
+                                  void *ud)
+{
+    struct fe_route *r = ud;
+    if (method == RT__METHOD__MAP_UPDATE) {
+        Rt__Map *pb = rt__map__unpack(NULL, len, body);
+        if (!pb) {
+            rt_log(RT_LOG_WARN, "MAP_UPDATE: bad Map body");
+        } else if (!r->closing) {
+            fe__map_install(r, pb, 0, "MAP_UPDATE");
+        } else {
+            rt__map__free_unpacked(pb, NULL);
+        }
+        if (id) {
+            rt_rpc_reply(conn, id, method, 0, NULL, 0);
+        }
+        return;
+    }
+    if (method == RT__METHOD__PING) {
+        rt_rpc_reply(conn, id, method, 0, NULL, 0);
+        return;
+    }
+    rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "not served by rt-frontend");
+}
+
+int fe_route_create(uv_loop_t *loop, const char *master_addr,
+                    struct fe_route **out)
+{
+    struct fe_route *r = calloc(1, sizeof(*r));
+    int rc;
+    if (!r) {
+        abort();
+    }
+    r->loop = loop;
+    uv_timer_init(loop, &r->tick);
+    r->tick.data = r;
+    rc = rt_rpc_client_start(loop, master_addr, fe__on_master_request,
+                             fe__on_master_conn, r, &r->master);
+    if (rc != 0) {
+        /* Nothing else was started: close the timer and let the caller's
+         * loop run its close callback before the memory goes. */
+        r->closing = 1;
+        uv_close((uv_handle_t *)&r->tick, NULL);
+        uv_run(loop, UV_RUN_NOWAIT);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void fe_route_destroy(struct fe_route *r)
+{
+    RT_PRE(r->closing && r->inflight == 0);
+    fe__map_free(&r->map);
+    for (size_t i = 0; i < r->nps; i++) {
+        free(r->ps[i]->addr);
+        free(r->ps[i]);
+    }
+    free(r->ps);
+    free(r);
+}
+
+void fe_route_close(struct fe_route *r)
+{
+    if (r->closing) {
+        return;
+    }
+    r->closing = 1;
+    for (size_t i = 0; i < r->nps; i++) {
+        struct fe_job *j = fe__ps_unpark(r->ps[i], 0, 1);
+        while (j) {
+            struct fe_job *next = j->wait_next_;
+            j->wait_next_ = NULL;
+            fe__job_finish(j, RT_ECANCELED);
+            j = next;
+        }
+    }
+    uv_close((uv_handle_t *)&r->tick, NULL);
+    rt_rpc_client_close(r->master);
+    for (size_t i = 0; i < r->nps; i++) {
+        rt_rpc_client_close(r->ps[i]->client);
+    }
+}
+
+uint64_t fe_route_map_version(const struct fe_route *r)
+{
+    return r->have_map ? r->map.pb->version : 0;
+}

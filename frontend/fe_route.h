@@ -1,0 +1,158 @@
+/* Routing: the front end's view of the cluster and every RPC it sends.
+ *
+ * fe_route keeps the partition map (tables, ranges, servers) received from
+ * the master (FE_HELLO on every connect, MAP_UPDATE pushes, GET_MAP on
+ * demand), one rt_rpc_client to the master and one per partition server
+ * (created lazily, keyed by server id; the address follows the map).
+ * A struct fe_job describes one client operation; fe_route_submit() runs it
+ * to completion: it resolves account+table to a table id and the key to a
+ * range, sends the RPC(s) (waiting up to FE_ROUTE_CONNECT_WAIT_MS for a
+ * server connection that is not up yet), retries on RT_ESTALE/RT_ENOCONN
+ * after refreshing the map (at most FE_ROUTE_TRIES tries, then RT_EBUSY),
+ * follows a scan
+ * across ranges (docs/SKELETON-PLAN.md flows 6 and 7), copies the replies
+ * into the job and fires job->done_cb exactly once.
+ *
+ * Thread: the libuv loop thread only (rt_rpc is loop-thread only). HTTP
+ * threads never call in; fe_http hands jobs over through its queue.
+ *
+ * Ownership: the job (and its inputs) belong to the caller and must stay
+ * valid until done_cb. Outputs are owned by the job (fe_job_free releases
+ * them). done_cb may run before fe_route_submit() returns. */
+#ifndef FE_ROUTE_H
+#define FE_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rt_buf.h"
+#include "rt_err.h"
+
+#define FE_ROUTE_TRIES 3
+#define FE_ROUTE_TIMEOUT_MS 5000
+/* A query page visits at most this many ranges before it answers with a
+ * continuation token (keeps one page's latency bounded). */
+#define FE_ROUTE_MAX_HOPS 32
+#define FE_PAGE_MAX 1000
+/* A job for a server whose connection is not up (new client, reconnect)
+ * waits this long for it before counting as an RT_ENOCONN try. */
+#define FE_ROUTE_CONNECT_WAIT_MS 300
+
+enum fe_job_kind {
+    FE_JOB_CREATE_TABLE, /* master CREATE_TABLE */
+    FE_JOB_DELETE_TABLE, /* master DELETE_TABLE */
+    FE_JOB_LIST_TABLES,  /* master LIST_TABLES */
+    FE_JOB_GET_TABLE,    /* resolve from the map (GET_MAP on a miss) */
+    FE_JOB_WRITE,        /* ENTITY_WRITE to the owner of the PK */
+    FE_JOB_GET,          /* ENTITY_GET */
+    FE_JOB_SCAN,         /* ENTITY_SCAN, following ranges */
+    FE_JOB__NR
+};
+
+/* One entity operation of a write (proto EntityOp). */
+struct fe_job_op {
+    int kind; /* Rt__OpKind */
+    char *pk; /* malloc'd, NUL-free */
+    char *rk;
+    struct rt_buf props; /* properties blob (common/rt_entity.h) */
+    int if_match_any;
+    uint64_t if_match; /* ticks, 0 = no condition */
+    /* result */
+    int code;
+    uint64_t ticks;
+    struct rt_buf value; /* stored value if the server echoed it */
+};
+
+/* One scanned entity (copied out of the reply). */
+struct fe_job_ent {
+    char *pk;
+    char *rk;
+    uint8_t *value;
+    size_t vlen;
+};
+
+/* One listed table. */
+struct fe_job_table {
+    char *name; /* as created */
+    uint64_t id;
+};
+
+struct fe_job;
+typedef void (*fe_job_cb)(struct fe_job *job);
+
+struct fe_job {
+    enum fe_job_kind kind;
+    /* Inputs (borrowed until done_cb). */
+    const char *account;
+    const char *table; /* any case */
+    /* WRITE: ops (owned by the job, see fe_job_add_op) */
+    struct fe_job_op *ops;
+    size_t nops;
+    int atomic;
+    /* GET: key; SCAN: start key when has_start */
+    const char *pk;
+    const char *rk;
+    int has_start;
+    unsigned limit;            /* SCAN, LIST_TABLES */
+    const char *const *select; /* SCAN */
+    size_t nselect;
+    const char *list_start; /* LIST_TABLES: lower-case name, "" = first */
+
+    /* Outputs. */
+    int status; /* 0 or RT_E* */
+    int fail_index;
+    char *table_name; /* resolved name as created (malloc'd) */
+    uint64_t table_id;
+    struct rt_buf value; /* GET: stored value */
+    struct fe_job_ent *ents; /* SCAN */
+    size_t nents;
+    size_t ents_cap;
+    int has_next; /* SCAN: continuation */
+    struct rt_buf next_pk;
+    struct rt_buf next_rk;
+    struct fe_job_table *tables; /* LIST_TABLES, CREATE_TABLE */
+    size_t ntables;
+    char *next_table; /* LIST_TABLES: lower-case next name, NULL = done */
+
+    fe_job_cb done_cb;
+    void *data; /* the caller's */
+
+    /* Private to fe_route. */
+    struct fe_route *route_;
+    struct fe_job *wait_next_;
+    int tries_;
+    int refreshed_;
+    int hops_;
+    int finished_;
+    struct rt_buf cur_pk_; /* SCAN cursor */
+    struct rt_buf cur_rk_;
+    int cur_has_;
+    uint64_t park_until_; /* loop ms: waiting for a connection until */
+};
+
+void fe_job_init(struct fe_job *job, enum fe_job_kind kind);
+/* Frees ops and outputs (not the borrowed inputs). */
+void fe_job_free(struct fe_job *job);
+/* Appends an op (pk/rk copied; the caller fills props etc.). */
+struct fe_job_op *fe_job_add_op(struct fe_job *job, int kind, const char *pk,
+                                const char *rk);
+
+struct fe_route;
+
+/* Starts connecting to the master at @master_addr ("host:port"). Returns 0
+ * or RT_EINVAL (bad address). */
+int fe_route_create(uv_loop_t *loop, const char *master_addr,
+                    struct fe_route **out);
+/* Closes every RPC client: jobs in flight finish with RT_ECANCELED (their
+ * done_cb fires), later submits finish with RT_ECANCELED at once. */
+void fe_route_close(struct fe_route *r);
+/* Frees the router. Call after fe_route_close() once the loop has run to
+ * completion (uv_run returned: no callback can reach the router again). */
+void fe_route_destroy(struct fe_route *r);
+/* Runs @job (see the module comment). */
+void fe_route_submit(struct fe_route *r, struct fe_job *job);
+/* Current map version (0 = no map yet). */
+uint64_t fe_route_map_version(const struct fe_route *r);
+
+#endif

@@ -1,0 +1,104 @@
+/* URL parsing for the Table REST API: percent-decoding, the path-style
+ * resource path (/{account}/{resource}), key predicates, table-name rules
+ * and the decoded query string.
+ *
+ * libmicrohttpd is told not to unescape anything (fe_http installs an
+ * identity MHD_OPTION_UNESCAPE_CALLBACK), so the path handed to
+ * fe_path_parse() is the raw request-target path exactly as the client sent
+ * it; the raw form is what SharedKey signs (shared/table-api-spec.md §7.1).
+ * The parser decodes the resource segment itself, then parses it
+ * (spec §1.3: percent-decode -> parse Name(PartitionKey='..',RowKey='..')
+ * with '' meaning ' inside a literal).
+ *
+ * Thread: pure functions, callable from any thread. */
+#ifndef FE_URL_H
+#define FE_URL_H
+
+#include <stddef.h>
+
+#include "rt_buf.h"
+
+/* Appends the percent-decoding of @s[0..n) to @out (NUL-terminated via
+ * rt_buf_cstr by the caller if needed). @plus: '+' decodes to a space
+ * (query strings). A '%' not followed by two hex digits is kept literally
+ * (lenient, as Azure's front end is for stray '%'). */
+void fe_url_decode(struct rt_buf *out, const char *s, size_t n, int plus);
+
+/* What the path addresses (spec §1.2). */
+enum fe_res_kind {
+    FE_RES_SERVICE,   /* "/{account}/" (service properties / stats) */
+    FE_RES_TABLES,    /* "/Tables" or "/Tables()" */
+    FE_RES_TABLE_ONE, /* "/Tables('name')" */
+    FE_RES_TABLE,     /* "/name" or "/name()": the entity collection */
+    FE_RES_ENTITY,    /* "/name(PartitionKey='p',RowKey='r')" */
+    FE_RES_BATCH,     /* "/$batch" */
+    FE_RES__NR
+};
+
+struct fe_path {
+    char *account;  /* malloc'd, "-secondary" stripped */
+    char *acct_seg; /* malloc'd, the first segment as sent (decoded) */
+    int secondary;  /* the account segment ended in "-secondary" */
+    enum fe_res_kind kind;
+    char *table;    /* malloc'd decoded table name (TABLE_ONE, TABLE,
+                     * ENTITY), else NULL */
+    int parens;     /* TABLE: the "name()" form was used */
+    char *pk;       /* malloc'd decoded keys (ENTITY), else NULL */
+    char *rk;
+    size_t pklen;
+    size_t rklen;
+    /* On error: which part failed. */
+    int account_ok; /* the account segment parsed (auth can proceed) */
+    const char *errmsg; /* static client message, NULL = code default */
+};
+
+void fe_path_init(struct fe_path *p);
+void fe_path_free(struct fe_path *p);
+
+/* Parses the raw path @raw[0..n) (starting with '/', no query string).
+ * Fills @p (always free it with fe_path_free, also on error).
+ * Returns 0 or:
+ *   RT_EURI       no account segment, extra segments, trailing garbage,
+ *                 unknown "$" resource;
+ *   RT_EINVAL     malformed key predicate, unknown key name, wrong number
+ *                 of keys (p->errmsg says which);
+ *   RT_EBADNAME / RT_EOUTOFRANGE  from fe_table_name_check().
+ * p->account_ok is set as soon as the account segment is known, so a caller
+ * can authenticate before reporting a resource error. */
+int fe_path_parse(const char *raw, size_t n, struct fe_path *p);
+
+/* Table name rules (spec §9): ^[A-Za-z][A-Za-z0-9]{2,62}$, "tables" (any
+ * case) reserved. Returns 0, RT_EBADNAME (bad characters or reserved) or
+ * RT_EOUTOFRANGE (bad length); *msg gets the client message (static). */
+int fe_table_name_check(const char *s, size_t n, const char **msg);
+
+#define FE_MSG_NAME_CHARS \
+    "The specified resource name contains invalid characters."
+#define FE_MSG_NAME_LENGTH \
+    "The specified resource name length is not within the permissible " \
+    "limits."
+#define FE_MSG_KEY_COUNT \
+    "The number of keys specified in the URI does not match number of " \
+    "key properties for the resource."
+
+/* Decoded query string. Keys and values are percent-decoded ('+' is a
+ * space). The first occurrence of a key wins in fe_query_get(). */
+struct fe_query_kv {
+    char *key;
+    char *val; /* "" when the argument had no '=' */
+};
+struct fe_query {
+    struct fe_query_kv *kv;
+    size_t n;
+    size_t cap;
+};
+void fe_query_init(struct fe_query *q);
+void fe_query_free(struct fe_query *q);
+/* Adds one raw argument (@val may be NULL). Both are copied. */
+void fe_query_add(struct fe_query *q, const char *key, const char *val);
+/* Parses a whole raw query string "a=1&b=2" (without '?'). */
+void fe_query_parse(struct fe_query *q, const char *s, size_t n);
+/* Value of @key (exact, case-sensitive) or NULL. Borrowed from @q. */
+const char *fe_query_get(const struct fe_query *q, const char *key);
+
+#endif

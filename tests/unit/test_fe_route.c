@@ -1,0 +1,419 @@
+/* fe_route against an in-process fake master and two fake partition
+ * servers on one libuv loop: map subscription, table miss -> GET_MAP,
+ * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, and scans that continue
+ * across ranges (docs/SKELETON-PLAN.md flows 2, 6, 7). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "fe_route.h"
+#include "rt.pb-c.h"
+#include "rt_err.h"
+#include "rt_rpc.h"
+
+/* ---- Fixture: fake master + two fake partition servers -------------- */
+
+#define TABLE_ID 7
+#define NKEYS 12
+
+/* Ranges: ["", "g") on server 1, ["g", "p") on server 2 (empty middle
+ * part "j".."p"), ["p", inf) on server 1. */
+static const char *const keys[NKEYS][2] = {
+    {"a", "1"}, {"a", "2"}, {"b", "1"}, {"b", "2"}, {"h", "1"}, {"h", "2"},
+    {"i", "1"}, {"i", "2"}, {"q", "1"}, {"q", "2"}, {"r", "1"}, {"r", "2"},
+};
+
+struct fx {
+    uv_loop_t loop;
+    struct rt_rpc_server *master;
+    struct rt_rpc_server *ps[2];
+    int ps_port[2];
+    struct fe_route *route;
+    int get_maps;
+    int stale_left;   /* ENTITY_GET answers RT_ESTALE this many times */
+    int always_stale; /* every entity op answers RT_ESTALE */
+    int done;
+};
+
+static struct fx *g_fx;
+
+static void master_req(struct rt_rpc_conn *conn, uint32_t method,
+                       uint64_t id, const uint8_t *body, size_t len, void *ud)
+{
+    struct fx *f = ud;
+    Rt__Map map = RT__MAP__INIT;
+    Rt__Server s[2] = {RT__SERVER__INIT, RT__SERVER__INIT};
+    Rt__Server *sp[2] = {&s[0], &s[1]};
+    Rt__Range rg[3] = {RT__RANGE__INIT, RT__RANGE__INIT, RT__RANGE__INIT};
+    Rt__Range *rp[3] = {&rg[0], &rg[1], &rg[2]};
+    Rt__Table t = RT__TABLE__INIT;
+    Rt__Table *tp = &t;
+    char addr[2][32];
+    (void)body;
+    (void)len;
+    if (method != RT__METHOD__FE_HELLO && method != RT__METHOD__GET_MAP) {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake");
+        return;
+    }
+    if (method == RT__METHOD__GET_MAP) {
+        f->get_maps++;
+    }
+    for (int i = 0; i < 2; i++) {
+        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d",
+                 f->ps_port[i]);
+        s[i].id = (uint64_t)i + 1;
+        s[i].addr = addr[i];
+        s[i].state = 1;
+    }
+    /* Ranges deliberately listed out of order: the FE sorts them. */
+    rg[0].id = 12, rg[0].table_id = TABLE_ID, rg[0].low = "g",
+    rg[0].high = "p", rg[0].server_id = 2, rg[0].epoch = 1;
+    rg[1].id = 11, rg[1].table_id = TABLE_ID, rg[1].low = "",
+    rg[1].high = "g", rg[1].server_id = 1, rg[1].epoch = 1;
+    rg[2].id = 13, rg[2].table_id = TABLE_ID, rg[2].low = "p",
+    rg[2].high_inf = 1, rg[2].server_id = 1, rg[2].epoch = 1;
+    t.account = "acct";
+    t.name = "People";
+    t.id = TABLE_ID;
+    map.version = 1 + (uint64_t)f->get_maps;
+    map.n_servers = 2;
+    map.servers = sp;
+    map.n_ranges = 3;
+    map.ranges = rp;
+    map.n_tables = 1;
+    map.tables = &tp;
+    rt_rpc_reply_pb(conn, id, method, 0, &map.base);
+}
+
+static int key_cmp(const char *pk1, const char *rk1, const char *pk2,
+                   const char *rk2)
+{
+    int c = strcmp(pk1, pk2);
+    return c ? c : strcmp(rk1, rk2);
+}
+
+static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
+{
+    Rt__ScanResp resp = RT__SCAN_RESP__INIT;
+    Rt__EntityRec recs[NKEYS];
+    Rt__EntityRec *rp[NKEYS];
+    uint8_t value[16] = {1};
+    const char *low = req->route->range_id == 11   ? ""
+                      : req->route->range_id == 12 ? "g"
+                                                   : "p";
+    const char *high = req->route->range_id == 11   ? "g"
+                       : req->route->range_id == 12 ? "p"
+                                                    : NULL;
+    size_t n = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        const char *pk = keys[i][0], *rk = keys[i][1];
+        if (strcmp(pk, low) < 0 || (high && strcmp(pk, high) >= 0)) {
+            continue;
+        }
+        if (req->has_start &&
+            key_cmp(pk, rk, req->start_pk, req->start_rk) < 0) {
+            continue;
+        }
+        if (n == req->limit) {
+            resp.more = 1;
+            resp.next_pk = (char *)pk;
+            resp.next_rk = (char *)rk;
+            break;
+        }
+        Rt__EntityRec init = RT__ENTITY_REC__INIT;
+        recs[n] = init;
+        recs[n].pk = (char *)pk;
+        recs[n].rk = (char *)rk;
+        recs[n].value.data = value;
+        recs[n].value.len = sizeof(value);
+        rp[n] = &recs[n];
+        n++;
+    }
+    resp.n_entities = n;
+    resp.entities = rp;
+    rt_rpc_reply_pb(conn, id, RT__METHOD__ENTITY_SCAN, 0, &resp.base);
+}
+
+static void ps_req(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
+                   const uint8_t *body, size_t len, void *ud)
+{
+    struct fx *f = ud;
+    if (f->always_stale) {
+        rt_rpc_reply_err(conn, id, method, RT_ESTALE, "stale");
+        return;
+    }
+    if (method == RT__METHOD__ENTITY_SCAN) {
+        Rt__ScanReq *req = rt__scan_req__unpack(NULL, len, body);
+        assert_non_null(req);
+        assert_int_equal(req->route->table_id, TABLE_ID);
+        ps_scan(conn, id, req);
+        rt__scan_req__free_unpacked(req, NULL);
+    } else if (method == RT__METHOD__ENTITY_GET) {
+        Rt__GetResp resp = RT__GET_RESP__INIT;
+        uint8_t value[16] = {1};
+        if (f->stale_left > 0) {
+            f->stale_left--;
+            rt_rpc_reply_err(conn, id, method, RT_ESTALE, "stale");
+            return;
+        }
+        resp.value.data = value;
+        resp.value.len = sizeof(value);
+        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    } else {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake");
+    }
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    char addr[32];
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0, ps_req,
+                                             NULL, f, &f->ps[i]),
+                         0);
+        f->ps_port[i] = rt_rpc_server_port(f->ps[i]);
+    }
+    assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0, master_req,
+                                         NULL, f, &f->master),
+                     0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d",
+             rt_rpc_server_port(f->master));
+    assert_int_equal(fe_route_create(&f->loop, addr, &f->route), 0);
+    /* Wait for the FE_HELLO map. */
+    for (int i = 0; i < 2000 && fe_route_map_version(f->route) == 0; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+    }
+    assert_true(fe_route_map_version(f->route) > 0);
+    g_fx = f;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    fe_route_close(f->route);
+    rt_rpc_server_close(f->master);
+    for (int i = 0; i < 2; i++) {
+        if (f->ps[i]) {
+            rt_rpc_server_close(f->ps[i]);
+        }
+    }
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    fe_route_destroy(f->route);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f);
+    return 0;
+}
+
+/* ---- Helpers -------------------------------------------------------- */
+
+static void job_done(struct fe_job *job)
+{
+    struct fx *f = job->data;
+    f->done++;
+}
+
+/* Submits @job and runs the loop until it finished. */
+static void run_job(struct fx *f, struct fe_job *job)
+{
+    int before = f->done;
+    job->done_cb = job_done;
+    job->data = f;
+    fe_route_submit(f->route, job);
+    for (int i = 0; i < 5000 && f->done == before; i++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(f->done, before + 1);
+}
+
+/* Pages through the table with page size @limit; returns the count and
+ * checks the order. */
+static size_t scan_all(struct fx *f, unsigned limit, int *pages)
+{
+    struct rt_buf npk = RT_BUF_INIT, nrk = RT_BUF_INIT;
+    int has = 0;
+    size_t total = 0;
+    *pages = 0;
+    for (;;) {
+        struct fe_job job;
+        fe_job_init(&job, FE_JOB_SCAN);
+        job.account = "acct";
+        job.table = "people"; /* any case */
+        job.limit = limit;
+        if (has) {
+            job.has_start = 1;
+            job.pk = rt_buf_cstr(&npk);
+            job.rk = rt_buf_cstr(&nrk);
+        }
+        run_job(f, &job);
+        assert_int_equal(job.status, 0);
+        assert_string_equal(job.table_name, "People");
+        assert_true(job.nents <= limit);
+        for (size_t i = 0; i < job.nents; i++) {
+            assert_true(total + i < NKEYS);
+            assert_string_equal(job.ents[i].pk, keys[total + i][0]);
+            assert_string_equal(job.ents[i].rk, keys[total + i][1]);
+        }
+        total += job.nents;
+        (*pages)++;
+        has = job.has_next;
+        rt_buf_reset(&npk);
+        rt_buf_reset(&nrk);
+        if (has) {
+            rt_buf_append(&npk, job.next_pk.data, job.next_pk.len);
+            rt_buf_append(&nrk, job.next_rk.data, job.next_rk.len);
+        }
+        fe_job_free(&job);
+        if (!has) {
+            break;
+        }
+        assert_true(*pages < 50);
+    }
+    rt_buf_free(&npk);
+    rt_buf_free(&nrk);
+    return total;
+}
+
+/* ---- Tests ---------------------------------------------------------- */
+
+/* One page crosses all three ranges (and their two servers) in key order
+ * with no continuation. */
+static void test_scan_one_page(void **state)
+{
+    int pages;
+    assert_int_equal(scan_all(*state, 1000, &pages), NKEYS);
+    assert_int_equal(pages, 1);
+}
+
+/* Small pages: continuation tokens inside a range (server's next key) and
+ * at range boundaries (next range's low key) together return every entity
+ * exactly once. */
+static void test_scan_paged(void **state)
+{
+    int pages;
+    for (unsigned limit = 1; limit <= 6; limit++) {
+        assert_int_equal(scan_all(*state, limit, &pages), NKEYS);
+        assert_true(pages >= (int)((NKEYS + limit - 1) / limit));
+    }
+}
+
+/* A table missing from the map costs one GET_MAP, then TableNotFound. */
+static void test_table_missing(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    int before = f->get_maps;
+    fe_job_init(&job, FE_JOB_GET);
+    job.account = "acct";
+    job.table = "nosuch";
+    job.pk = "a";
+    job.rk = "1";
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_ETABLENOTFOUND);
+    assert_int_equal(f->get_maps, before + 1);
+    fe_job_free(&job);
+
+    fe_job_init(&job, FE_JOB_GET_TABLE);
+    job.account = "otheracct";
+    job.table = "People";
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_ENOTFOUND);
+    fe_job_free(&job);
+
+    fe_job_init(&job, FE_JOB_GET_TABLE);
+    job.account = "acct";
+    job.table = "PEOPLE";
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_string_equal(job.table_name, "People");
+    assert_int_equal(job.table_id, TABLE_ID);
+    fe_job_free(&job);
+}
+
+/* RT_ESTALE refreshes the map and retries; the op then succeeds. */
+static void test_stale_retry(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    int before = f->get_maps;
+    f->stale_left = 2;
+    fe_job_init(&job, FE_JOB_GET);
+    job.account = "acct";
+    job.table = "people";
+    job.pk = "h";
+    job.rk = "1";
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(job.value.len, 16);
+    assert_int_equal(f->get_maps, before + 2);
+    fe_job_free(&job);
+}
+
+/* Three stale answers in a row give up with RT_EBUSY (503 ServerBusy). */
+static void test_stale_gives_up(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->always_stale = 1;
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.account = "acct";
+    job.table = "people";
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_EBUSY);
+    fe_job_free(&job);
+    f->always_stale = 0;
+}
+
+/* A server that does not accept connections: each try waits for the
+ * connection, then the job gives up with RT_EBUSY; the other server's
+ * ranges keep working. */
+static void test_server_down(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    uint64_t t0;
+    rt_rpc_server_close(f->ps[1]);
+    f->ps[1] = NULL;
+    fe_job_init(&job, FE_JOB_GET);
+    job.account = "acct";
+    job.table = "people";
+    job.pk = "a";
+    job.rk = "1";
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    fe_job_free(&job);
+    t0 = uv_now(&f->loop);
+    fe_job_init(&job, FE_JOB_GET);
+    job.account = "acct";
+    job.table = "people";
+    job.pk = "h";
+    job.rk = "1";
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_EBUSY);
+    assert_true(uv_now(&f->loop) - t0 >= FE_ROUTE_CONNECT_WAIT_MS);
+    fe_job_free(&job);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_scan_one_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan_paged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_table_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_gives_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_down, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,248 @@
+/* Path-style URL parsing (shared/table-api-spec.md §1.2, §1.3, §9):
+ * account and secondary, Tables forms, key predicates, table names and the
+ * decoded query string. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fe_url.h"
+#include "rt_err.h"
+
+/* ---- Helpers -------------------------------------------------------- */
+
+static int parse(const char *raw, struct fe_path *p)
+{
+    fe_path_free(p);
+    return fe_path_parse(raw, strlen(raw), p);
+}
+
+static void expect_entity(const char *raw, const char *table, const char *pk,
+                          const char *rk)
+{
+    struct fe_path p;
+    fe_path_init(&p);
+    assert_int_equal(parse(raw, &p), 0);
+    assert_int_equal(p.kind, FE_RES_ENTITY);
+    assert_string_equal(p.table, table);
+    assert_string_equal(p.pk, pk);
+    assert_string_equal(p.rk, rk);
+    assert_int_equal(p.pklen, strlen(pk));
+    assert_int_equal(p.rklen, strlen(rk));
+    fe_path_free(&p);
+}
+
+static void expect_error(const char *raw, int code)
+{
+    struct fe_path p;
+    fe_path_init(&p);
+    assert_int_equal(parse(raw, &p), code);
+    fe_path_free(&p);
+}
+
+/* ---- Tests ---------------------------------------------------------- */
+
+/* The first segment is the account; "-secondary" is stripped and noted. */
+static void test_account(void **state)
+{
+    struct fe_path p;
+    (void)state;
+    fe_path_init(&p);
+    assert_int_equal(parse("/devstoreaccount1/Tables", &p), 0);
+    assert_string_equal(p.account, "devstoreaccount1");
+    assert_false(p.secondary);
+    assert_int_equal(parse("/devstoreaccount1-secondary/Tables", &p), 0);
+    assert_string_equal(p.account, "devstoreaccount1");
+    assert_string_equal(p.acct_seg, "devstoreaccount1-secondary");
+    assert_true(p.secondary);
+    assert_int_equal(parse("/devstoreaccount1", &p), 0);
+    assert_int_equal(p.kind, FE_RES_SERVICE);
+    assert_int_equal(parse("/devstoreaccount1/", &p), 0);
+    assert_int_equal(p.kind, FE_RES_SERVICE);
+    assert_int_equal(parse("/", &p), RT_EURI);
+    assert_false(p.account_ok);
+    assert_int_equal(parse("", &p), RT_EURI);
+    assert_int_equal(parse("/bad%20acct/Tables", &p), RT_EURI);
+    assert_false(p.account_ok);
+    /* A resource error after a good account still lets auth run. */
+    assert_int_equal(parse("/acct/a/b", &p), RT_EURI);
+    assert_true(p.account_ok);
+    fe_path_free(&p);
+}
+
+/* Tables, Tables(), Tables('x') (also percent-encoded), any case. */
+static void test_tables(void **state)
+{
+    struct fe_path p;
+    (void)state;
+    fe_path_init(&p);
+    assert_int_equal(parse("/a1/Tables", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLES);
+    assert_int_equal(parse("/a1/Tables()", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLES);
+    assert_int_equal(parse("/a1/tables", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLES);
+    assert_int_equal(parse("/a1/Tables('mytable')", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE_ONE);
+    assert_string_equal(p.table, "mytable");
+    assert_int_equal(parse("/a1/Tables(%27MyTable%27)", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE_ONE);
+    assert_string_equal(p.table, "MyTable");
+    assert_int_equal(parse("/a1/Tables%28%27t12%27%29", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE_ONE);
+    assert_string_equal(p.table, "t12");
+    assert_int_equal(parse("/a1/Tables('ab')", &p), RT_EOUTOFRANGE);
+    assert_int_equal(parse("/a1/Tables('a-b')", &p), RT_EBADNAME);
+    assert_int_equal(parse("/a1/Tables('abc'", &p), RT_EURI);
+    assert_int_equal(parse("/a1/Tables(abc)", &p), RT_EURI);
+    assert_int_equal(parse("/a1/$batch", &p), 0);
+    assert_int_equal(p.kind, FE_RES_BATCH);
+    assert_int_equal(parse("/a1/$metadata", &p), RT_EURI);
+    fe_path_free(&p);
+}
+
+/* name and name() address the entity collection. */
+static void test_table_collection(void **state)
+{
+    struct fe_path p;
+    (void)state;
+    fe_path_init(&p);
+    assert_int_equal(parse("/a1/people", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE);
+    assert_string_equal(p.table, "people");
+    assert_false(p.parens);
+    assert_int_equal(parse("/a1/people()", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE);
+    assert_true(p.parens);
+    assert_int_equal(parse("/a1/people( )", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE);
+    fe_path_free(&p);
+}
+
+/* Key predicates: literal quotes, %27 (Python), doubled quotes,
+ * whitespace after the comma, either key order. */
+static void test_keys(void **state)
+{
+    (void)state;
+    expect_entity("/a1/people(PartitionKey='p1',RowKey='r1')", "people", "p1",
+                  "r1");
+    expect_entity("/a1/people(PartitionKey=%27p1%27,RowKey=%27r1%27)",
+                  "people", "p1", "r1");
+    expect_entity("/a1/people(PartitionKey='a', RowKey='b')", "people", "a",
+                  "b");
+    expect_entity("/a1/people(RowKey='r',PartitionKey='p')", "people", "p",
+                  "r");
+    expect_entity("/a1/people(PartitionKey='o''k',RowKey='''')", "people",
+                  "o'k", "'");
+    expect_entity("/a1/people(PartitionKey=%27o%27%27k%27,RowKey=%27a%20b%27)",
+                  "people", "o'k", "a b");
+    expect_entity("/a1/people(PartitionKey='',RowKey='')", "people", "", "");
+    /* Parentheses, commas and '=' inside literals are data. */
+    expect_entity("/a1/people(PartitionKey='a,b)',RowKey='x=(y)')", "people",
+                  "a,b)", "x=(y)");
+    /* UTF-8 keys decode byte for byte. */
+    expect_entity("/a1/people(PartitionKey='%C3%A9',RowKey='%E2%82%AC')",
+                  "people", "\xc3\xa9", "\xe2\x82\xac");
+    /* '+' in a path is not a space. */
+    expect_entity("/a1/people(PartitionKey='a+b',RowKey='c')", "people", "a+b",
+                  "c");
+}
+
+/* Wrong key counts and malformed predicates are 400 InvalidInput. */
+static void test_bad_keys(void **state)
+{
+    struct fe_path p;
+    (void)state;
+    fe_path_init(&p);
+    assert_int_equal(parse("/a1/people(PartitionKey='p')", &p), RT_EINVAL);
+    assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
+    assert_int_equal(
+        parse("/a1/people(PartitionKey='p',RowKey='r',X='y')", &p), RT_EINVAL);
+    assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
+    assert_int_equal(parse("/a1/people('p')", &p), RT_EINVAL);
+    assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
+    expect_error("/a1/people(PartitionKey='p',PartitionKey='r')", RT_EINVAL);
+    expect_error("/a1/people(PartitionKey='p',Rowkey='r')", RT_EINVAL);
+    expect_error("/a1/people(PartitionKey='p,RowKey='r')", RT_EINVAL);
+    expect_error("/a1/people(PartitionKey=p,RowKey='r')", RT_EINVAL);
+    expect_error("/a1/people(PartitionKey='p';RowKey='r')", RT_EINVAL);
+    expect_error("/a1/people(PartitionKey='p',RowKey='r')x", RT_EURI);
+    fe_path_free(&p);
+}
+
+/* Table names: 3..63 chars, letter first, alphanumeric; "tables" reserved. */
+static void test_table_names(void **state)
+{
+    const char *msg = NULL;
+    char long_name[65];
+    (void)state;
+    assert_int_equal(fe_table_name_check("abc", 3, &msg), 0);
+    assert_int_equal(fe_table_name_check("A1b2C3", 6, &msg), 0);
+    assert_int_equal(fe_table_name_check("ab", 2, &msg), RT_EOUTOFRANGE);
+    assert_string_equal(msg, FE_MSG_NAME_LENGTH);
+    memset(long_name, 'a', 64);
+    long_name[64] = '\0';
+    assert_int_equal(fe_table_name_check(long_name, 63, &msg), 0);
+    assert_int_equal(fe_table_name_check(long_name, 64, &msg),
+                     RT_EOUTOFRANGE);
+    assert_int_equal(fe_table_name_check("1abc", 4, &msg), RT_EBADNAME);
+    assert_string_equal(msg, FE_MSG_NAME_CHARS);
+    assert_int_equal(fe_table_name_check("ab-c", 4, &msg), RT_EBADNAME);
+    assert_int_equal(fe_table_name_check("ab_c", 4, &msg), RT_EBADNAME);
+    assert_int_equal(fe_table_name_check("abc\xc3\xa9", 5, &msg), RT_EBADNAME);
+    assert_int_equal(fe_table_name_check("Tables", 6, &msg), RT_EBADNAME);
+    assert_int_equal(fe_table_name_check("TABLES", 6, &msg), RT_EBADNAME);
+    assert_int_equal(fe_table_name_check("Tables1", 7, &msg), 0);
+    expect_error("/a1/bad-name()", RT_EBADNAME);
+    expect_error("/a1/ab", RT_EOUTOFRANGE);
+}
+
+/* Percent-decoding: %XX, stray '%', '+' only in query strings. */
+static void test_decode(void **state)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    (void)state;
+    fe_url_decode(&b, "a%20b+c%2B%zz%4", 15, 1);
+    assert_string_equal(rt_buf_cstr(&b), "a b c+%zz%4");
+    rt_buf_reset(&b);
+    fe_url_decode(&b, "a+b%2f", 6, 0);
+    assert_string_equal(rt_buf_cstr(&b), "a+b/");
+    rt_buf_free(&b);
+}
+
+/* Query strings decode keys and values; the first occurrence wins. */
+static void test_query(void **state)
+{
+    struct fe_query q;
+    (void)state;
+    fe_query_init(&q);
+    fe_query_parse(&q, "%24filter=PartitionKey%20eq%20%27a%27&$top=5&"
+                       "NextRowKey=1!4!cjE&flag&$top=9&x=a+b",
+                   strlen("%24filter=PartitionKey%20eq%20%27a%27&$top=5&"
+                          "NextRowKey=1!4!cjE&flag&$top=9&x=a+b"));
+    assert_string_equal(fe_query_get(&q, "$filter"), "PartitionKey eq 'a'");
+    assert_string_equal(fe_query_get(&q, "$top"), "5");
+    assert_string_equal(fe_query_get(&q, "NextRowKey"), "1!4!cjE");
+    assert_string_equal(fe_query_get(&q, "flag"), "");
+    assert_string_equal(fe_query_get(&q, "x"), "a b");
+    assert_null(fe_query_get(&q, "missing"));
+    fe_query_free(&q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_account),
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_table_collection),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_bad_keys),
+        cmocka_unit_test(test_table_names),
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_query),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
