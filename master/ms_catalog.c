@@ -1,0 +1,1103 @@
+/* Catalog: LMDB persistence plus the in-memory mirror (see ms_catalog.h).
+ *
+ * Every mutation follows the same path: validate against the mirror,
+ * compute the new counters, write everything in one LMDB write transaction,
+ * commit (LMDB syncs the data and meta pages before mdb_txn_commit
+ * returns; the environment is opened without MDB_NOSYNC/MDB_NOMETASYNC),
+ * and only then change the mirror. A failed put aborts the transaction;
+ * the mirror is untouched, so it always equals what is on disk. */
+#include "ms_catalog.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ms_util.h"
+#include "rt.pb-c.h"
+#include "rt_buf.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+#define MS__MAPSIZE (1ull << 30) /* sparse file; grows on demand */
+
+struct ms_counters
+{
+    uint64_t next_table_id;
+    uint64_t next_range_id;
+    uint64_t next_server_id;
+    uint64_t map_version;
+};
+
+struct ms_catalog
+{
+    MDB_env *env;
+    MDB_dbi db_tables;
+    MDB_dbi db_ranges;
+    MDB_dbi db_servers;
+    MDB_dbi db_counters;
+    int lock_fd; /* flock: one master per data directory */
+    struct ms_counters ctr;
+    struct ms_vec tables;       /* struct ms_table *, by (account, lname) */
+    struct ms_vec tables_by_id; /* the same tables, by id */
+    struct ms_vec ranges;       /* struct ms_range *, by id */
+    struct ms_vec servers;      /* struct ms_server_rec *, by id */
+};
+
+static const char *const ms__counter_keys[4] = {
+    "next_table_id", "next_range_id", "next_server_id", "map_version"};
+
+/* ---- helpers ---- */
+
+static int ms__mdb_err(int rc)
+{
+    switch (rc) {
+        case 0:
+            return 0;
+        case MDB_NOTFOUND:
+            return RT_ENOTFOUND;
+        case MDB_MAP_FULL:
+        case MDB_TXN_FULL:
+            return RT_ENOSPACE;
+        case MDB_CORRUPTED:
+        case MDB_PAGE_NOTFOUND:
+        case MDB_INVALID:
+        case MDB_VERSION_MISMATCH:
+            return RT_ECORRUPT;
+        case ENOMEM:
+            return RT_ENOMEM;
+        default:
+            return RT_EIO;
+    }
+}
+
+static void ms__lower(char *dst, const char *src, size_t cap)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++) {
+        dst[i] = (char)tolower((unsigned char)src[i]);
+    }
+    dst[i] = '\0';
+}
+
+int ms_table_name_check(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 3 || n > MS_TABLE_NAME_MAX || !isalpha((unsigned char)name[0])) {
+        return RT_EBADNAME;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c >= 0x80 || !isalnum(c)) {
+            return RT_EBADNAME;
+        }
+    }
+    if (strcasecmp(name, "tables") == 0) {
+        return RT_EBADNAME;
+    }
+    return 0;
+}
+
+static int ms__table_cmp(const char *acct_a,
+                         const char *lname_a,
+                         const char *acct_b,
+                         const char *lname_b)
+{
+    int c = strcmp(acct_a, acct_b);
+    return c ? c : strcmp(lname_a, lname_b);
+}
+
+/* First index whose (account, lname) >= the key. */
+static size_t ms__tables_lower_bound(const struct ms_catalog *cat,
+                                     const char *account,
+                                     const char *lname)
+{
+    size_t lo = 0, hi = cat->tables.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct ms_table *t = cat->tables.v[mid];
+        if (ms__table_cmp(t->account, t->lname, account, lname) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* First index of an id-sorted vector whose item id >= @id; @id_of reads
+ * the id of an item. */
+static size_t ms__ids_lower_bound(const struct ms_vec *vec,
+                                  uint64_t id,
+                                  uint64_t (*id_of)(const void *))
+{
+    size_t lo = 0, hi = vec->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (id_of(vec->v[mid]) < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static uint64_t ms__table_id_of(const void *p)
+{
+    return ((const struct ms_table *)p)->id;
+}
+
+static uint64_t ms__range_id_of(const void *p)
+{
+    return ((const struct ms_range *)p)->id;
+}
+
+static uint64_t ms__server_id_of(const void *p)
+{
+    return ((const struct ms_server_rec *)p)->id;
+}
+
+static void *ms__ids_find(const struct ms_vec *vec,
+                          uint64_t id,
+                          uint64_t (*id_of)(const void *),
+                          size_t *idx)
+{
+    size_t i = ms__ids_lower_bound(vec, id, id_of);
+    if (i < vec->n && id_of(vec->v[i]) == id) {
+        if (idx) {
+            *idx = i;
+        }
+        return vec->v[i];
+    }
+    return NULL;
+}
+
+static void ms__table_free(struct ms_table *t)
+{
+    if (t) {
+        free(t->account);
+        free(t->name);
+        free(t->lname);
+        free(t);
+    }
+}
+
+static void ms__range_free(struct ms_range *r)
+{
+    if (r) {
+        free(r->low);
+        free(r->high);
+        free(r);
+    }
+}
+
+static void ms__server_free(struct ms_server_rec *s)
+{
+    if (s) {
+        free(s->addr);
+        free(s);
+    }
+}
+
+static struct ms_table *ms__table_new(uint64_t id,
+                                      const char *account,
+                                      const char *name)
+{
+    struct ms_table *t = ms_xcalloc(1, sizeof(*t));
+    size_t n = strlen(name) + 1;
+    t->id = id;
+    t->account = ms_xstrdup(account);
+    t->name = ms_xstrdup(name);
+    t->lname = ms_xmalloc(n);
+    ms__lower(t->lname, name, n);
+    return t;
+}
+
+static struct ms_range *ms__range_new(const struct ms_range_put *p, uint64_t id)
+{
+    struct ms_range *r = ms_xcalloc(1, sizeof(*r));
+    r->id = id;
+    r->table_id = p->table_id;
+    r->low = ms_xstrdup(p->low ? p->low : "");
+    r->high = ms_xstrdup(p->high_inf || !p->high ? "" : p->high);
+    r->high_inf = p->high_inf;
+    r->server_id = p->server_id;
+    r->epoch = p->epoch;
+    return r;
+}
+
+/* Mirror insertions keep each vector sorted. */
+static void ms__mirror_add_table(struct ms_catalog *cat, struct ms_table *t)
+{
+    ms_vec_insert(&cat->tables,
+                  ms__tables_lower_bound(cat, t->account, t->lname), t);
+    ms_vec_insert(
+        &cat->tables_by_id,
+        ms__ids_lower_bound(&cat->tables_by_id, t->id, ms__table_id_of), t);
+}
+
+static void ms__mirror_put_range(struct ms_catalog *cat, struct ms_range *r)
+{
+    size_t i = ms__ids_lower_bound(&cat->ranges, r->id, ms__range_id_of);
+    if (i < cat->ranges.n &&
+        ((struct ms_range *)cat->ranges.v[i])->id == r->id) {
+        ms__range_free(cat->ranges.v[i]);
+        cat->ranges.v[i] = r;
+        return;
+    }
+    ms_vec_insert(&cat->ranges, i, r);
+}
+
+static void ms__mirror_put_server(struct ms_catalog *cat,
+                                  struct ms_server_rec *s)
+{
+    size_t i = ms__ids_lower_bound(&cat->servers, s->id, ms__server_id_of);
+    if (i < cat->servers.n &&
+        ((struct ms_server_rec *)cat->servers.v[i])->id == s->id) {
+        ms__server_free(cat->servers.v[i]);
+        cat->servers.v[i] = s;
+        return;
+    }
+    ms_vec_insert(&cat->servers, i, s);
+}
+
+/* ---- LMDB encoding ---- */
+
+static void ms__table_key(struct rt_buf *k,
+                          const char *account,
+                          const char *lname)
+{
+    rt_buf_reset(k);
+    rt_buf_append_str(k, account);
+    rt_buf_append_u8(k, 0);
+    rt_buf_append_str(k, lname);
+}
+
+static int ms__put_msg(MDB_txn *txn,
+                       MDB_dbi dbi,
+                       const void *key,
+                       size_t klen,
+                       const ProtobufCMessage *msg)
+{
+    MDB_val k = {klen, (void *)key};
+    MDB_val v = {protobuf_c_message_get_packed_size(msg), NULL};
+    int rc = mdb_put(txn, dbi, &k, &v, MDB_RESERVE);
+    if (rc == 0) {
+        protobuf_c_message_pack(msg, v.mv_data);
+    }
+    return rc;
+}
+
+static int ms__put_u64key_msg(MDB_txn *txn,
+                              MDB_dbi dbi,
+                              uint64_t id,
+                              const ProtobufCMessage *msg)
+{
+    uint8_t key[8];
+    rt_put_u64be(key, id);
+    return ms__put_msg(txn, dbi, key, sizeof(key), msg);
+}
+
+static int ms__del_u64key(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
+{
+    uint8_t key[8];
+    MDB_val k = {sizeof(key), key};
+    rt_put_u64be(key, id);
+    return mdb_del(txn, dbi, &k, NULL);
+}
+
+static int ms__put_table(MDB_txn *txn,
+                         struct ms_catalog *cat,
+                         const struct ms_table *t)
+{
+    Rt__Table msg = RT__TABLE__INIT;
+    struct rt_buf key = RT_BUF_INIT;
+    int rc;
+    msg.account = t->account;
+    msg.name = t->name;
+    msg.id = t->id;
+    ms__table_key(&key, t->account, t->lname);
+    rc = ms__put_msg(txn, cat->db_tables, key.data, key.len, &msg.base);
+    rt_buf_free(&key);
+    return rc;
+}
+
+static int ms__put_range(MDB_txn *txn,
+                         struct ms_catalog *cat,
+                         const struct ms_range *r)
+{
+    Rt__Range msg = RT__RANGE__INIT;
+    msg.id = r->id;
+    msg.table_id = r->table_id;
+    msg.low = r->low;
+    msg.high = r->high;
+    msg.high_inf = r->high_inf;
+    msg.server_id = r->server_id;
+    msg.epoch = r->epoch;
+    return ms__put_u64key_msg(txn, cat->db_ranges, r->id, &msg.base);
+}
+
+static int ms__put_server(MDB_txn *txn,
+                          struct ms_catalog *cat,
+                          const struct ms_server_rec *s)
+{
+    Rt__Server msg = RT__SERVER__INIT;
+    msg.id = s->id;
+    msg.addr = s->addr;
+    return ms__put_u64key_msg(txn, cat->db_servers, s->id, &msg.base);
+}
+
+static int ms__put_counters(MDB_txn *txn,
+                            struct ms_catalog *cat,
+                            const struct ms_counters *c)
+{
+    const uint64_t vals[4] = {c->next_table_id, c->next_range_id,
+                              c->next_server_id, c->map_version};
+    for (int i = 0; i < 4; i++) {
+        uint8_t buf[8];
+        MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
+        MDB_val v = {sizeof(buf), buf};
+        int rc;
+        rt_put_u64be(buf, vals[i]);
+        rc = mdb_put(txn, cat->db_counters, &k, &v, 0);
+        if (rc) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int ms__txn_begin(struct ms_catalog *cat, MDB_txn **txn)
+{
+    int rc = mdb_txn_begin(cat->env, NULL, 0, txn);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "catalog: begin txn: %s", mdb_strerror(rc));
+    }
+    return rc;
+}
+
+/* Commits with @ctr as the new counters; aborts on any earlier error
+ * (@rc != 0). Returns 0 or an RT_E* code. */
+static int ms__txn_finish(struct ms_catalog *cat,
+                          MDB_txn *txn,
+                          int rc,
+                          const struct ms_counters *ctr,
+                          const char *what)
+{
+    if (rc == 0) {
+        rc = ms__put_counters(txn, cat, ctr);
+    }
+    if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+    } else {
+        mdb_txn_abort(txn);
+    }
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "catalog: %s: lmdb: %s", what, mdb_strerror(rc));
+        return ms__mdb_err(rc);
+    }
+    cat->ctr = *ctr;
+    return 0;
+}
+
+/* ---- open / load ---- */
+
+static int ms__load_counters(struct ms_catalog *cat, MDB_txn *txn)
+{
+    uint64_t *vals[4] = {&cat->ctr.next_table_id, &cat->ctr.next_range_id,
+                         &cat->ctr.next_server_id, &cat->ctr.map_version};
+    for (int i = 0; i < 4; i++) {
+        MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
+        MDB_val v;
+        int rc = mdb_get(txn, cat->db_counters, &k, &v);
+        if (rc == MDB_NOTFOUND) {
+            continue;
+        }
+        if (rc) {
+            return ms__mdb_err(rc);
+        }
+        if (v.mv_size != 8) {
+            return RT_ECORRUPT;
+        }
+        *vals[i] = rt_get_u64be(v.mv_data);
+    }
+    return 0;
+}
+
+static int ms__load_db(struct ms_catalog *cat,
+                       MDB_txn *txn,
+                       MDB_dbi dbi,
+                       int (*one)(struct ms_catalog *,
+                                  const MDB_val *,
+                                  const MDB_val *))
+{
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        int err = one(cat, &k, &v);
+        if (err) {
+            mdb_cursor_close(cur);
+            return err;
+        }
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : ms__mdb_err(rc);
+}
+
+static int ms__load_table(struct ms_catalog *cat,
+                          const MDB_val *k,
+                          const MDB_val *v)
+{
+    Rt__Table *m = rt__table__unpack(NULL, v->mv_size, v->mv_data);
+    struct ms_table *t;
+    (void)k;
+    if (!m || !m->account || !m->name || m->id == 0) {
+        if (m) {
+            rt__table__free_unpacked(m, NULL);
+        }
+        return RT_ECORRUPT;
+    }
+    t = ms__table_new(m->id, m->account, m->name);
+    rt__table__free_unpacked(m, NULL);
+    ms__mirror_add_table(cat, t);
+    return 0;
+}
+
+static int ms__load_range(struct ms_catalog *cat,
+                          const MDB_val *k,
+                          const MDB_val *v)
+{
+    Rt__Range *m = rt__range__unpack(NULL, v->mv_size, v->mv_data);
+    struct ms_range_put p;
+    (void)k;
+    if (!m || m->id == 0) {
+        if (m) {
+            rt__range__free_unpacked(m, NULL);
+        }
+        return RT_ECORRUPT;
+    }
+    p.id = m->id;
+    p.table_id = m->table_id;
+    p.low = m->low;
+    p.high = m->high;
+    p.high_inf = m->high_inf;
+    p.server_id = m->server_id;
+    p.epoch = m->epoch;
+    ms__mirror_put_range(cat, ms__range_new(&p, m->id));
+    rt__range__free_unpacked(m, NULL);
+    return 0;
+}
+
+static int ms__load_server(struct ms_catalog *cat,
+                           const MDB_val *k,
+                           const MDB_val *v)
+{
+    Rt__Server *m = rt__server__unpack(NULL, v->mv_size, v->mv_data);
+    struct ms_server_rec *s;
+    (void)k;
+    if (!m || m->id == 0) {
+        if (m) {
+            rt__server__free_unpacked(m, NULL);
+        }
+        return RT_ECORRUPT;
+    }
+    s = ms_xcalloc(1, sizeof(*s));
+    s->id = m->id;
+    s->addr = ms_xstrdup(m->addr ? m->addr : "");
+    rt__server__free_unpacked(m, NULL);
+    ms__mirror_put_server(cat, s);
+    return 0;
+}
+
+static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+    int err;
+    struct
+    {
+        const char *name;
+        MDB_dbi *dbi;
+    } dbs[4] = {{"tables", &cat->db_tables},
+                {"ranges", &cat->db_ranges},
+                {"servers", &cat->db_servers},
+                {"counters", &cat->db_counters}};
+    if (rc) {
+        goto err_lmdb;
+    }
+    for (int i = 0; i < 4; i++) {
+        rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
+        if (rc) {
+            mdb_txn_abort(txn);
+            goto err_lmdb;
+        }
+    }
+    cat->ctr.next_table_id = 1;
+    cat->ctr.next_range_id = 1;
+    cat->ctr.next_server_id = 1;
+    cat->ctr.map_version = 0;
+    err = ms__load_counters(cat, txn);
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_tables, ms__load_table);
+    }
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_ranges, ms__load_range);
+    }
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_servers, ms__load_server);
+    }
+    if (err) {
+        mdb_txn_abort(txn);
+        if (errmsg) {
+            rt_errmsg_printf(errmsg, "load catalog: %s", rt_strerror(err));
+        }
+        return err;
+    }
+    /* Commit: the named databases are created on first open. */
+    rc = mdb_txn_commit(txn);
+    if (rc) {
+        goto err_lmdb;
+    }
+    return 0;
+
+err_lmdb:
+    if (errmsg) {
+        rt_errmsg_printf(errmsg, "open catalog databases: lmdb: %s",
+                         mdb_strerror(rc));
+    }
+    return ms__mdb_err(rc);
+}
+
+/* mkdir -p: 0 or -1 with errno. */
+static int ms__mkdir_p(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof(path)) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        return -1;
+    }
+    return 0;
+}
+
+int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
+{
+    struct ms_catalog *cat = ms_xcalloc(1, sizeof(*cat));
+    char path[4096];
+    int rc, err;
+
+    if (errmsg) {
+        errmsg[0] = '\0';
+    }
+    cat->lock_fd = -1;
+    if (ms__mkdir_p(dir) != 0) {
+        if (errmsg) {
+            rt_errmsg_printf(errmsg, "mkdir %s: %s", dir, strerror(errno));
+        }
+        err = RT_EIO;
+        goto err_after_alloc;
+    }
+    snprintf(path, sizeof(path), "%s/master.lock", dir);
+    cat->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (cat->lock_fd < 0 || flock(cat->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errmsg) {
+            rt_errmsg_printf(errmsg, "lock %s: %s%s", path, strerror(errno),
+                             errno == EWOULDBLOCK
+                                 ? " (another master uses this directory)"
+                                 : "");
+        }
+        err = RT_EIO;
+        goto err_after_alloc;
+    }
+    rc = mdb_env_create(&cat->env);
+    if (rc == 0) {
+        rc = mdb_env_set_maxdbs(cat->env, 8);
+    }
+    if (rc == 0) {
+        rc = mdb_env_set_mapsize(cat->env, MS__MAPSIZE);
+    }
+    if (rc == 0) {
+        /* No MDB_NOSYNC / MDB_NOMETASYNC: every commit is durable. */
+        rc = mdb_env_open(cat->env, dir, 0, 0644);
+    }
+    if (rc) {
+        if (errmsg) {
+            rt_errmsg_printf(errmsg, "open lmdb env %s: %s", dir,
+                             mdb_strerror(rc));
+        }
+        err = ms__mdb_err(rc);
+        goto err_after_alloc;
+    }
+    err = ms__open_dbs(cat, errmsg);
+    if (err) {
+        goto err_after_alloc;
+    }
+    rt_log(RT_LOG_INFO,
+           "catalog: loaded %zu tables, %zu ranges, %zu servers, map "
+           "version %llu from %s",
+           cat->tables.n, cat->ranges.n, cat->servers.n,
+           (unsigned long long)cat->ctr.map_version, dir);
+    *out = cat;
+    return 0;
+
+err_after_alloc:
+    ms_catalog_close(cat);
+    return err;
+}
+
+void ms_catalog_close(struct ms_catalog *cat)
+{
+    if (!cat) {
+        return;
+    }
+    for (size_t i = 0; i < cat->tables.n; i++) {
+        ms__table_free(cat->tables.v[i]);
+    }
+    for (size_t i = 0; i < cat->ranges.n; i++) {
+        ms__range_free(cat->ranges.v[i]);
+    }
+    for (size_t i = 0; i < cat->servers.n; i++) {
+        ms__server_free(cat->servers.v[i]);
+    }
+    ms_vec_free(&cat->tables);
+    ms_vec_free(&cat->tables_by_id);
+    ms_vec_free(&cat->ranges);
+    ms_vec_free(&cat->servers);
+    if (cat->env) {
+        mdb_env_close(cat->env);
+    }
+    if (cat->lock_fd >= 0) {
+        close(cat->lock_fd); /* releases the flock */
+    }
+    free(cat);
+}
+
+/* ---- reads ---- */
+
+uint64_t ms_catalog_map_version(const struct ms_catalog *cat)
+{
+    return cat->ctr.map_version;
+}
+
+size_t ms_catalog_ntables(const struct ms_catalog *cat)
+{
+    return cat->tables.n;
+}
+
+const struct ms_table *ms_catalog_table_at(const struct ms_catalog *cat,
+                                           size_t i)
+{
+    RT_PRE(i < cat->tables.n);
+    return cat->tables.v[i];
+}
+
+const struct ms_table *ms_catalog_table_find(const struct ms_catalog *cat,
+                                             const char *account,
+                                             const char *name)
+{
+    char lname[MS_TABLE_NAME_MAX + 1];
+    size_t i;
+    if (strlen(name) > MS_TABLE_NAME_MAX) {
+        return NULL;
+    }
+    ms__lower(lname, name, sizeof(lname));
+    i = ms__tables_lower_bound(cat, account, lname);
+    if (i < cat->tables.n) {
+        const struct ms_table *t = cat->tables.v[i];
+        if (ms__table_cmp(t->account, t->lname, account, lname) == 0) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+const struct ms_table *ms_catalog_table_by_id(const struct ms_catalog *cat,
+                                              uint64_t id)
+{
+    return ms__ids_find(&cat->tables_by_id, id, ms__table_id_of, NULL);
+}
+
+void ms_catalog_list_tables(const struct ms_catalog *cat,
+                            const char *account,
+                            const char *start,
+                            uint32_t limit,
+                            size_t *first,
+                            size_t *count,
+                            const struct ms_table **next)
+{
+    size_t n = strlen(start) + 1;
+    char *lstart = ms_xmalloc(n);
+    size_t i, end;
+    if (limit == 0 || limit > 1000) {
+        limit = 1000;
+    }
+    ms__lower(lstart, start, n);
+    i = ms__tables_lower_bound(cat, account, lstart);
+    free(lstart);
+    end = i;
+    while (end < cat->tables.n && end - i < limit &&
+           strcmp(((struct ms_table *)cat->tables.v[end])->account, account) ==
+               0) {
+        end++;
+    }
+    *first = i;
+    *count = end - i;
+    *next = NULL;
+    if (end < cat->tables.n &&
+        strcmp(((struct ms_table *)cat->tables.v[end])->account, account) ==
+            0) {
+        *next = cat->tables.v[end];
+    }
+}
+
+size_t ms_catalog_nranges(const struct ms_catalog *cat)
+{
+    return cat->ranges.n;
+}
+
+const struct ms_range *ms_catalog_range_at(const struct ms_catalog *cat,
+                                           size_t i)
+{
+    RT_PRE(i < cat->ranges.n);
+    return cat->ranges.v[i];
+}
+
+const struct ms_range *ms_catalog_range_find(const struct ms_catalog *cat,
+                                             uint64_t id)
+{
+    return ms__ids_find(&cat->ranges, id, ms__range_id_of, NULL);
+}
+
+size_t ms_catalog_server_nranges(const struct ms_catalog *cat,
+                                 uint64_t server_id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cat->ranges.n; i++) {
+        if (((struct ms_range *)cat->ranges.v[i])->server_id == server_id) {
+            n++;
+        }
+    }
+    return n;
+}
+
+size_t ms_catalog_nservers(const struct ms_catalog *cat)
+{
+    return cat->servers.n;
+}
+
+const struct ms_server_rec *ms_catalog_server_at(const struct ms_catalog *cat,
+                                                 size_t i)
+{
+    RT_PRE(i < cat->servers.n);
+    return cat->servers.v[i];
+}
+
+const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
+                                                   uint64_t id)
+{
+    return ms__ids_find(&cat->servers, id, ms__server_id_of, NULL);
+}
+
+/* ---- mutations ---- */
+
+int ms_catalog_create_table(struct ms_catalog *cat,
+                            const char *account,
+                            const char *name,
+                            uint64_t server_id,
+                            const struct ms_table **table_out,
+                            const struct ms_range **range_out)
+{
+    struct ms_counters ctr = cat->ctr;
+    struct ms_table *t;
+    struct ms_range *r;
+    struct ms_range_put p = {0};
+    MDB_txn *txn;
+    int rc, err;
+
+    err = ms_table_name_check(name);
+    if (err) {
+        return err;
+    }
+    if (!*account || strlen(account) > MS_ACCOUNT_MAX) {
+        return RT_EINVAL;
+    }
+    if (ms_catalog_table_find(cat, account, name)) {
+        return RT_ETABLEEXISTS;
+    }
+    t = ms__table_new(ctr.next_table_id++, account, name);
+    p.table_id = t->id;
+    p.low = "";
+    p.high_inf = true;
+    p.server_id = server_id;
+    p.epoch = 1;
+    r = ms__range_new(&p, ctr.next_range_id++);
+    ctr.map_version++;
+
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        err = ms__mdb_err(rc);
+        goto err_after_alloc;
+    }
+    rc = ms__put_table(txn, cat, t);
+    if (rc == 0) {
+        rc = ms__put_range(txn, cat, r);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "create table");
+    if (err) {
+        goto err_after_alloc;
+    }
+    ms__mirror_add_table(cat, t);
+    ms__mirror_put_range(cat, r);
+    if (table_out) {
+        *table_out = t;
+    }
+    if (range_out) {
+        *range_out = r;
+    }
+    return 0;
+
+err_after_alloc:
+    ms__table_free(t);
+    ms__range_free(r);
+    return err;
+}
+
+int ms_catalog_delete_table(struct ms_catalog *cat,
+                            const char *account,
+                            const char *name,
+                            struct ms_table_drop *drop)
+{
+    const struct ms_table *found = ms_catalog_table_find(cat, account, name);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_table *t;
+    struct rt_buf key = RT_BUF_INIT;
+    MDB_txn *txn;
+    MDB_val k;
+    size_t ti, tid_i;
+    int rc, err;
+
+    if (!found) {
+        return RT_ENOTFOUND;
+    }
+    t = (struct ms_table *)found;
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    ms__table_key(&key, t->account, t->lname);
+    k.mv_size = key.len;
+    k.mv_data = key.data;
+    rc = mdb_del(txn, cat->db_tables, &k, NULL);
+    for (size_t i = 0; rc == 0 && i < cat->ranges.n; i++) {
+        const struct ms_range *r = cat->ranges.v[i];
+        if (r->table_id == t->id) {
+            rc = ms__del_u64key(txn, cat->db_ranges, r->id);
+        }
+    }
+    rt_buf_free(&key);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "delete table");
+    if (err) {
+        return err;
+    }
+
+    /* Committed: update the mirror and report the owners. */
+    if (drop) {
+        drop->table_id = t->id;
+        drop->server_ids = NULL;
+        drop->nservers = 0;
+    }
+    for (size_t i = 0; i < cat->ranges.n;) {
+        struct ms_range *r = cat->ranges.v[i];
+        if (r->table_id != t->id) {
+            i++;
+            continue;
+        }
+        if (drop) {
+            size_t j = 0;
+            while (j < drop->nservers && drop->server_ids[j] != r->server_id) {
+                j++;
+            }
+            if (j == drop->nservers) {
+                drop->server_ids = ms_xrealloc(
+                    drop->server_ids, (drop->nservers + 1) * sizeof(uint64_t));
+                drop->server_ids[drop->nservers++] = r->server_id;
+            }
+        }
+        ms__range_free(ms_vec_remove(&cat->ranges, i));
+    }
+    ti = ms__tables_lower_bound(cat, t->account, t->lname);
+    RT_POST(ti < cat->tables.n && cat->tables.v[ti] == t);
+    ms_vec_remove(&cat->tables, ti);
+    if (ms__ids_find(&cat->tables_by_id, t->id, ms__table_id_of, &tid_i)) {
+        ms_vec_remove(&cat->tables_by_id, tid_i);
+    }
+    ms__table_free(t);
+    return 0;
+}
+
+void ms_table_drop_free(struct ms_table_drop *drop)
+{
+    if (drop) {
+        free(drop->server_ids);
+        drop->server_ids = NULL;
+        drop->nservers = 0;
+    }
+}
+
+int ms_catalog_update_ranges(struct ms_catalog *cat,
+                             const struct ms_range_put *puts,
+                             size_t nput,
+                             const uint64_t *dels,
+                             size_t ndel,
+                             uint64_t *new_ids)
+{
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range **built;
+    MDB_txn *txn;
+    int rc = 0, err;
+
+    for (size_t i = 0; i < ndel; i++) {
+        if (!ms_catalog_range_find(cat, dels[i])) {
+            return RT_ENOTFOUND;
+        }
+    }
+    for (size_t i = 0; i < nput; i++) {
+        if (!ms_catalog_table_by_id(cat, puts[i].table_id)) {
+            return RT_ENOTFOUND;
+        }
+        if (puts[i].id >= ctr.next_range_id ||
+            (!puts[i].high_inf && !puts[i].high)) {
+            return RT_EINVAL;
+        }
+    }
+    built = ms_xcalloc(nput ? nput : 1, sizeof(*built));
+    for (size_t i = 0; i < nput; i++) {
+        built[i] = ms__range_new(&puts[i],
+                                 puts[i].id ? puts[i].id : ctr.next_range_id++);
+    }
+    ctr.map_version++;
+
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        err = ms__mdb_err(rc);
+        goto err_after_build;
+    }
+    for (size_t i = 0; rc == 0 && i < ndel; i++) {
+        rc = ms__del_u64key(txn, cat->db_ranges, dels[i]);
+    }
+    for (size_t i = 0; rc == 0 && i < nput; i++) {
+        rc = ms__put_range(txn, cat, built[i]);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "update ranges");
+    if (err) {
+        goto err_after_build;
+    }
+    for (size_t i = 0; i < ndel; i++) {
+        size_t idx;
+        if (ms__ids_find(&cat->ranges, dels[i], ms__range_id_of, &idx)) {
+            ms__range_free(ms_vec_remove(&cat->ranges, idx));
+        }
+    }
+    for (size_t i = 0; i < nput; i++) {
+        if (new_ids) {
+            new_ids[i] = built[i]->id;
+        }
+        ms__mirror_put_range(cat, built[i]);
+    }
+    free(built);
+    return 0;
+
+err_after_build:
+    for (size_t i = 0; i < nput; i++) {
+        ms__range_free(built[i]);
+    }
+    free(built);
+    return err;
+}
+
+int ms_catalog_register_server(struct ms_catalog *cat,
+                               uint64_t want_id,
+                               const char *addr,
+                               uint64_t *id_out,
+                               bool *changed)
+{
+    struct ms_counters ctr = cat->ctr;
+    const struct ms_server_rec *old;
+    struct ms_server_rec *s;
+    MDB_txn *txn;
+    int rc, err;
+
+    if (changed) {
+        *changed = false;
+    }
+    if (!addr || !*addr) {
+        return RT_EINVAL;
+    }
+    old = want_id ? ms_catalog_server_find(cat, want_id) : NULL;
+    if (old && strcmp(old->addr, addr) == 0) {
+        *id_out = old->id;
+        return 0;
+    }
+    s = ms_xcalloc(1, sizeof(*s));
+    s->id = want_id ? want_id : ctr.next_server_id++;
+    s->addr = ms_xstrdup(addr);
+    if (s->id >= ctr.next_server_id) {
+        ctr.next_server_id = s->id + 1;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__server_free(s);
+        return ms__mdb_err(rc);
+    }
+    rc = ms__put_server(txn, cat, s);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "register server");
+    if (err) {
+        ms__server_free(s);
+        return err;
+    }
+    ms__mirror_put_server(cat, s);
+    *id_out = s->id;
+    if (changed) {
+        *changed = true;
+    }
+    return 0;
+}
+
+int ms_catalog_bump_version(struct ms_catalog *cat)
+{
+    struct ms_counters ctr = cat->ctr;
+    MDB_txn *txn;
+    int rc;
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    return ms__txn_finish(cat, txn, 0, &ctr, "bump map version");
+}

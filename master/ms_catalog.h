@@ -1,0 +1,193 @@
+/* Catalog: the master's durable state — tables of every account, the
+ * partition map's ranges, known partition servers (id -> addr) and the
+ * counters that hand out ids and the map version.
+ *
+ * It is an LMDB environment of its own (in the master's --data directory)
+ * mirrored in memory: reads never touch LMDB, every mutation is one durable
+ * write transaction (synced before the call returns) and only after the
+ * commit succeeds is the in-memory mirror changed. A failed transaction is
+ * aborted and leaves both untouched. Everything is reloaded by
+ * ms_catalog_open().
+ *
+ * LMDB layout (named databases; values are rt.proto messages so fields can
+ * be added later):
+ *   tables    key account '\0' lower(name)   value rt.Table
+ *   ranges    key range id (u64 BE)          value rt.Range
+ *   servers   key server id (u64 BE)         value rt.Server (state unused)
+ *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
+ *             "map_version"                  value u64 BE
+ *
+ * Ids (tables, ranges, servers) are monotonic and never reused, so a
+ * deleted and re-created table gets a new id (DESIGN §3). The map version
+ * goes up by one in the same transaction as every change of tables, ranges
+ * or server addresses; ms_catalog_bump_version() covers changes the catalog
+ * does not store (server liveness).
+ *
+ * Thread: not thread-safe; the master uses it from its loop thread only.
+ * Pointers returned by the read functions are owned by the catalog and stay
+ * valid until the next mutating call (anything not marked "read"). */
+#ifndef MS_CATALOG_H
+#define MS_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MS_TABLE_NAME_MAX 63
+#define MS_ACCOUNT_MAX 255
+
+struct ms_catalog;
+
+struct ms_table
+{
+    uint64_t id;
+    char *account;
+    char *name;  /* as created (case preserved) */
+    char *lname; /* lower-case key */
+};
+
+/* [low, high) over PartitionKey of one table; high_inf: no upper bound. */
+struct ms_range
+{
+    uint64_t id;
+    uint64_t table_id;
+    char *low;
+    char *high; /* "" when high_inf */
+    bool high_inf;
+    uint64_t server_id;
+    uint64_t epoch;
+};
+
+struct ms_server_rec
+{
+    uint64_t id;
+    char *addr;
+};
+
+/* A range to write with ms_catalog_update_ranges(): strings borrowed. */
+struct ms_range_put
+{
+    uint64_t id; /* 0: a new range, id assigned in the transaction */
+    uint64_t table_id;
+    const char *low;
+    const char *high;
+    bool high_inf;
+    uint64_t server_id;
+    uint64_t epoch;
+};
+
+/* What ms_catalog_delete_table() removed. Release with
+ * ms_table_drop_free(). */
+struct ms_table_drop
+{
+    uint64_t table_id;
+    uint64_t *server_ids; /* distinct owners of the removed ranges */
+    size_t nservers;
+};
+
+/* Opens (creating if needed) the catalog in directory @dir (created with
+ * its parents, mode 0755, if missing) and loads it. On 0 *out belongs to the
+ * caller: ms_catalog_close() releases it. On error @errmsg (RT_ERRMSG_SIZE
+ * bytes, may be NULL) says why. Errors: RT_EIO, RT_ECORRUPT, RT_ENOMEM. */
+int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg);
+void ms_catalog_close(struct ms_catalog *cat);
+
+/* 0 when @name is a valid new table name: ^[A-Za-z][A-Za-z0-9]{2,62}$ and
+ * not the reserved "Tables" (any case); else RT_EBADNAME. Pure. */
+int ms_table_name_check(const char *name);
+
+/* ---- reads ---- */
+uint64_t ms_catalog_map_version(const struct ms_catalog *cat);
+
+/* Tables ordered by (account, lower-case name). */
+size_t ms_catalog_ntables(const struct ms_catalog *cat);
+const struct ms_table *ms_catalog_table_at(const struct ms_catalog *cat,
+                                           size_t i);
+/* Case-insensitive lookup; NULL when absent. */
+const struct ms_table *ms_catalog_table_find(const struct ms_catalog *cat,
+                                             const char *account,
+                                             const char *name);
+const struct ms_table *ms_catalog_table_by_id(const struct ms_catalog *cat,
+                                              uint64_t id);
+
+/* One page of @account's tables in lower-case name order, starting at the
+ * first whose lower-case name >= lower(@start) ("" = from the first).
+ * @limit 0 or > 1000 means 1000. The page is ms_catalog_table_at(first ..
+ * first + count - 1); *next is the table after the page or NULL. */
+void ms_catalog_list_tables(const struct ms_catalog *cat,
+                            const char *account,
+                            const char *start,
+                            uint32_t limit,
+                            size_t *first,
+                            size_t *count,
+                            const struct ms_table **next);
+
+/* Ranges ordered by id. */
+size_t ms_catalog_nranges(const struct ms_catalog *cat);
+const struct ms_range *ms_catalog_range_at(const struct ms_catalog *cat,
+                                           size_t i);
+const struct ms_range *ms_catalog_range_find(const struct ms_catalog *cat,
+                                             uint64_t id);
+/* Number of ranges assigned to @server_id. */
+size_t ms_catalog_server_nranges(const struct ms_catalog *cat,
+                                 uint64_t server_id);
+
+/* Known servers ordered by id. */
+size_t ms_catalog_nservers(const struct ms_catalog *cat);
+const struct ms_server_rec *ms_catalog_server_at(const struct ms_catalog *cat,
+                                                 size_t i);
+const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
+                                                   uint64_t id);
+
+/* ---- mutations (one durable transaction each) ---- */
+
+/* Creates table @name (validated with ms_table_name_check) in @account with
+ * one range [ "", +inf ) at epoch 1 on @server_id. Strings are copied.
+ * Optional outputs point into the catalog.
+ * Errors: RT_EBADNAME, RT_EINVAL (account empty or too long),
+ * RT_ETABLEEXISTS (case-insensitive clash), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_create_table(struct ms_catalog *cat,
+                            const char *account,
+                            const char *name,
+                            uint64_t server_id,
+                            const struct ms_table **table_out,
+                            const struct ms_range **range_out);
+
+/* Deletes @account's table @name (any case) and all its ranges. On 0,
+ * @drop (may be NULL) is filled and owned by the caller.
+ * Errors: RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */
+int ms_catalog_delete_table(struct ms_catalog *cat,
+                            const char *account,
+                            const char *name,
+                            struct ms_table_drop *drop);
+void ms_table_drop_free(struct ms_table_drop *drop);
+
+/* Writes @nput ranges (insert or replace by id; id 0 = new) and deletes
+ * @ndel range ids, in one transaction: the building block of split, merge
+ * and move. @new_ids (may be NULL, else @nput entries) receives each put's
+ * id. Puts must name an existing table; deleting an unknown id is an
+ * error. Errors: RT_EINVAL, RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */
+int ms_catalog_update_ranges(struct ms_catalog *cat,
+                             const struct ms_range_put *puts,
+                             size_t nput,
+                             const uint64_t *dels,
+                             size_t ndel,
+                             uint64_t *new_ids);
+
+/* Records a partition server. @want_id 0 assigns a fresh id; otherwise the
+ * id is kept (recorded if unknown, e.g. after the master's data was lost,
+ * and the id counter moves past it). @addr is stored when new or changed;
+ * *changed (may be NULL) tells whether anything was written (the map
+ * version then went up). Errors: RT_EINVAL (empty addr), RT_EIO,
+ * RT_ENOSPACE. */
+int ms_catalog_register_server(struct ms_catalog *cat,
+                               uint64_t want_id,
+                               const char *addr,
+                               uint64_t *id_out,
+                               bool *changed);
+
+/* Map version + 1, durably (for map changes the catalog does not store).
+ * Errors: RT_EIO, RT_ENOSPACE. */
+int ms_catalog_bump_version(struct ms_catalog *cat);
+
+#endif

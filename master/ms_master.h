@@ -1,0 +1,56 @@
+/* Master core: the catalog, the partition map, partition-server liveness
+ * and the RPC service of rt-master (SKELETON-PLAN flows 1-5).
+ *
+ * It owns an rt_rpc_server on the loop it is started on, one liveness
+ * timer, the catalog (ms_catalog.h) and the placement policy
+ * (ms_policy.h). Partition servers register and heartbeat; front ends say
+ * FE_HELLO and get MAP_UPDATE pushed on every map change; table
+ * create/delete/list/get are answered from the catalog.
+ *
+ * Thread: everything runs on the loop thread. The only thing another
+ * thread may see is the status snapshot it publishes into an ms_status
+ * (ms_status.h), which has its own lock.
+ *
+ * Lifetime: ms_master_start() -> uv_run() ... ms_master_stop() (closes the
+ * listener, every connection and the timer; pending calls complete with
+ * RT_ECANCELED on later ticks) -> uv_run() returns -> ms_master_destroy(). */
+#ifndef MS_MASTER_H
+#define MS_MASTER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+struct ms_master;
+struct ms_status;
+
+struct ms_master_config
+{
+    const char *data_dir;    /* catalog directory (borrowed during start) */
+    const char *listen_host; /* RPC listener */
+    int listen_port;         /* 0 = ephemeral, see ms_master_rpc_port() */
+    uint32_t heartbeat_timeout_ms; /* up -> down after this silence */
+    uint32_t tick_ms;              /* liveness check period; 0 = 500 */
+    uint32_t assign_timeout_ms;    /* wait for ASSIGN_RANGES; 0 = 2000 */
+};
+
+/* Opens the catalog, starts listening and the liveness timer. Servers known
+ * from the catalog start "down" until they register. On 0 *out belongs to
+ * the caller. Errors: catalog errors (RT_EIO, RT_ECORRUPT) or a libuv error
+ * from listening; @errmsg (RT_ERRMSG_SIZE bytes) says why. */
+int ms_master_start(uv_loop_t *loop,
+                    const struct ms_master_config *cfg,
+                    struct ms_master **out,
+                    char *errmsg);
+/* The RPC port actually bound. */
+int ms_master_rpc_port(const struct ms_master *m);
+/* Where to publish the status snapshot (JSON + metrics) from now on; it is
+ * rebuilt at once, on every state change and at least every second.
+ * @st is borrowed and must outlive the master (or be unset with NULL). */
+void ms_master_set_status(struct ms_master *m, struct ms_status *st);
+/* Begins shutdown (idempotent). */
+void ms_master_stop(struct ms_master *m);
+/* Frees everything; only after ms_master_stop() and once uv_run() has
+ * returned (all handles closed). */
+void ms_master_destroy(struct ms_master *m);
+
+#endif

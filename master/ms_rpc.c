@@ -1,0 +1,546 @@
+/* RPC service of the master: one handler per method of the "master" groups
+ * in proto/rt.proto, behaving as SKELETON-PLAN flows 1-5.
+ *
+ * Happy paths answer at once, except CREATE_TABLE, which commits, then
+ * waits (bounded by the assign timeout) for the owning partition server to
+ * acknowledge ASSIGN_RANGES, pushes MAP_UPDATE to the front ends and only
+ * then replies. If that server does not answer, the table still exists and
+ * the caller still gets success: the server's next heartbeat reply carries
+ * the assignment. If the caller's connection is gone by then, the reply is
+ * dropped by rt_rpc.
+ *
+ * Every failure is answered with rt_rpc_reply_err() and an RT_E* code. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_internal.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+#define MS__DROP_TIMEOUT_MS 2000
+
+/* ---- connections ---- */
+
+static struct ms_peer *ms__peer_new(struct ms_master *m,
+                                    struct rt_rpc_conn *conn)
+{
+    struct ms_peer *p = ms_xcalloc(1, sizeof(*p));
+    p->m = m;
+    p->conn = conn;
+    rt_rpc_conn_ref(conn);
+    rt_rpc_conn_set_data(conn, p);
+    ms_vec_push(&m->peers, p);
+    return p;
+}
+
+static void ms__vec_remove_ptr(struct ms_vec *vec, void *item)
+{
+    for (size_t i = 0; i < vec->n; i++) {
+        if (vec->v[i] == item) {
+            ms_vec_remove(vec, i);
+            return;
+        }
+    }
+}
+
+void ms__on_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct ms_master *m = ud;
+    struct ms_peer *p = rt_rpc_conn_data(conn);
+
+    if (up) {
+        if (!p) {
+            ms__peer_new(m, conn);
+        }
+        return;
+    }
+    if (!p) {
+        return;
+    }
+    if (p->subscribed) {
+        ms__vec_remove_ptr(&m->subscribers, p);
+        rt_rpc_conn_unref(conn);
+        rt_log(RT_LOG_INFO, "front end unsubscribed (connection closed)");
+    }
+    if (p->server_id) {
+        struct ms_server *s = ms__server_find(m, p->server_id);
+        if (s && s->conn == conn) {
+            s->conn = NULL;
+            rt_rpc_conn_unref(conn);
+            rt_log(RT_LOG_INFO,
+                   "server %" PRIu64
+                   " connection closed (down after "
+                   "%" PRIu32 " ms without heartbeat)",
+                   s->id, m->cfg.heartbeat_timeout_ms);
+        }
+    }
+    ms__vec_remove_ptr(&m->peers, p);
+    rt_rpc_conn_set_data(conn, NULL);
+    rt_rpc_conn_unref(conn);
+    free(p);
+}
+
+/* ---- helpers ---- */
+
+/* Unpacks a request body; a malformed one is answered with RT_EINVAL and
+ * NULL comes back. Free the result with its type's __free_unpacked(). */
+static void *ms__unpack(const ProtobufCMessageDescriptor *desc,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint32_t method,
+                        const uint8_t *body,
+                        size_t len)
+{
+    ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, body);
+    if (!msg) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "malformed request body");
+    }
+    return msg;
+}
+
+static const char *ms__str(const char *s)
+{
+    return s ? s : "";
+}
+
+static void ms__reply_table(struct rt_rpc_conn *conn,
+                            uint64_t id,
+                            uint32_t method,
+                            const char *account,
+                            const char *name,
+                            uint64_t table_id)
+{
+    Rt__Table t = RT__TABLE__INIT;
+    t.account = (char *)account;
+    t.name = (char *)name;
+    t.id = table_id;
+    rt_rpc_reply_pb(conn, id, method, 0, &t.base);
+}
+
+static void ms__reply_assignment(struct ms_master *m,
+                                 struct rt_rpc_conn *conn,
+                                 uint64_t id,
+                                 uint32_t method,
+                                 uint64_t server_id)
+{
+    Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
+    Rt__Range *rv, **rvp;
+    resp.server_id = server_id;
+    resp.n_ranges = ms__assignment(m, server_id, &rv, &rvp);
+    resp.ranges = rvp;
+    resp.map_version = ms_catalog_map_version(m->cat);
+    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    free(rv);
+    free(rvp);
+}
+
+static void ms__reply_map(struct ms_master *m,
+                          struct rt_rpc_conn *conn,
+                          uint64_t id,
+                          uint32_t method)
+{
+    const uint8_t *buf;
+    size_t len;
+    ms__map_packed(m, &buf, &len);
+    rt_rpc_reply(conn, id, method, 0, buf, len);
+}
+
+/* ---- flow 1: partition servers ---- */
+
+static void ms__h_register(struct ms_master *m,
+                           struct ms_peer *peer,
+                           uint64_t id,
+                           const uint8_t *body,
+                           size_t len)
+{
+    const uint32_t method = RT__METHOD__PS_REGISTER;
+    Rt__RegisterReq *req = ms__unpack(&rt__register_req__descriptor, peer->conn,
+                                      id, method, body, len);
+    struct ms_server *s;
+    uint64_t sid;
+    bool addr_changed, came_up;
+    size_t unknown = 0;
+    int rc;
+
+    if (!req) {
+        return;
+    }
+    if (!req->addr || !*req->addr) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
+                         "register: addr is required");
+        goto out;
+    }
+    rc = ms_catalog_register_server(m->cat, req->server_id, req->addr, &sid,
+                                    &addr_changed);
+    if (rc) {
+        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        goto out;
+    }
+    s = ms__server_get(m, sid);
+    ms__server_attach(m, s, peer);
+    came_up = ms__server_alive(m, s);
+    for (size_t i = 0; i < req->n_range_ids; i++) {
+        const struct ms_range *r =
+            ms_catalog_range_find(m->cat, req->range_ids[i]);
+        if (!r || r->server_id != sid) {
+            unknown++;
+        }
+    }
+    rt_log(RT_LOG_INFO,
+           "server %" PRIu64
+           " registered%s from %s, addr %s, reports %zu "
+           "ranges (%zu not assigned to it), assigned %zu",
+           sid, req->server_id ? "" : " (new id)", rt_rpc_conn_peer(peer->conn),
+           req->addr, req->n_range_ids, unknown,
+           ms_catalog_server_nranges(m->cat, sid));
+    if (addr_changed || came_up) {
+        /* An addr change was versioned by the catalog already. */
+        ms__map_changed(m, !addr_changed);
+    }
+    ms__reply_assignment(m, peer->conn, id, method, sid);
+    if (addr_changed || came_up) {
+        ms__map_push(m);
+    }
+out:
+    rt__register_req__free_unpacked(req, NULL);
+}
+
+static void ms__h_heartbeat(struct ms_master *m,
+                            struct ms_peer *peer,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len)
+{
+    const uint32_t method = RT__METHOD__PS_HEARTBEAT;
+    Rt__HeartbeatReq *req = ms__unpack(&rt__heartbeat_req__descriptor,
+                                       peer->conn, id, method, body, len);
+    struct ms_server *s;
+    bool came_up;
+
+    if (!req) {
+        return;
+    }
+    s = req->server_id ? ms__server_find(m, req->server_id) : NULL;
+    if (!s) {
+        char msg[96];
+        snprintf(msg, sizeof(msg),
+                 "unknown server id %" PRIu64 ": register first",
+                 req->server_id);
+        rt_rpc_reply_err(peer->conn, id, method, RT_ENOTFOUND, msg);
+        goto out;
+    }
+    ms__server_attach(m, s, peer);
+    came_up = ms__server_alive(m, s);
+    /* Keep the latest loads for the policy. */
+    s->loads = ms_xrealloc(
+        s->loads, (req->n_loads ? req->n_loads : 1) * sizeof(*s->loads));
+    s->nloads = req->n_loads;
+    for (size_t i = 0; i < req->n_loads; i++) {
+        const Rt__RangeLoad *l = req->loads[i];
+        s->loads[i].range_id = l->range_id;
+        s->loads[i].requests = l->requests;
+        s->loads[i].entities = l->entities;
+        s->loads[i].bytes_written = l->bytes_written;
+        s->loads[i].exec_us = l->exec_us;
+        s->loads[i].key_count = l->key_count;
+        s->loads[i].key_bytes = l->key_bytes;
+    }
+    s->pending = req->pending;
+    if (came_up) {
+        rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
+        ms__map_changed(m, true);
+    }
+    ms__reply_assignment(m, peer->conn, id, method, s->id);
+    if (came_up) {
+        ms__map_push(m);
+    }
+out:
+    rt__heartbeat_req__free_unpacked(req, NULL);
+}
+
+/* ---- flow 2: front ends ---- */
+
+static void ms__h_hello(struct ms_master *m, struct ms_peer *peer, uint64_t id)
+{
+    if (!peer->subscribed) {
+        peer->subscribed = true;
+        rt_rpc_conn_ref(peer->conn);
+        ms_vec_push(&m->subscribers, peer);
+        rt_log(RT_LOG_INFO, "front end %s subscribed to map updates",
+               rt_rpc_conn_peer(peer->conn));
+    }
+    ms__reply_map(m, peer->conn, id, RT__METHOD__FE_HELLO);
+}
+
+/* ---- flow 3: create table ---- */
+
+struct ms__create_op
+{
+    struct ms_master *m;
+    struct rt_rpc_conn *conn; /* the caller's (ref held) */
+    uint64_t id;
+    uint64_t table_id;
+    char *account;
+    char *name;
+};
+
+static void ms__create_finish(struct ms__create_op *op)
+{
+    ms__map_push(op->m);
+    ms__reply_table(op->conn, op->id, RT__METHOD__CREATE_TABLE, op->account,
+                    op->name, op->table_id);
+    rt_rpc_conn_unref(op->conn);
+    free(op->account);
+    free(op->name);
+    free(op);
+}
+
+static void ms__create_assigned_cb(int status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   void *arg)
+{
+    (void)status; /* logged by ms__server_call; success either way */
+    (void)body;
+    (void)len;
+    ms__create_finish(arg);
+}
+
+static void ms__h_create(struct ms_master *m,
+                         struct ms_peer *peer,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len)
+{
+    const uint32_t method = RT__METHOD__CREATE_TABLE;
+    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
+                                   method, body, len);
+    const struct ms_table *t;
+    const struct ms_range *r;
+    struct ms_cluster_view view;
+    struct ms__create_op *op;
+    uint64_t sid;
+    const char *account, *name;
+    int rc;
+
+    if (!req) {
+        return;
+    }
+    account = ms__str(req->account);
+    name = ms__str(req->name);
+    if (ms_table_name_check(name) != 0) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_EBADNAME, NULL);
+        goto out;
+    }
+    if (!*account || strlen(account) > MS_ACCOUNT_MAX) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
+                         "account is required");
+        goto out;
+    }
+    if (ms_catalog_table_find(m->cat, account, name)) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEEXISTS, NULL);
+        goto out;
+    }
+    ms__cluster_view(m, &view);
+    sid = ms_policy_place(&m->policy, &view);
+    free((void *)view.servers);
+    if (!sid) {
+        rt_log(RT_LOG_WARN, "create table %s/%s: no live partition server",
+               account, name);
+        rt_rpc_reply_err(peer->conn, id, method, RT_EBUSY,
+                         "no live partition server");
+        goto out;
+    }
+    rc = ms_catalog_create_table(m->cat, account, name, sid, &t, &r);
+    if (rc) {
+        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        goto out;
+    }
+    rt_log(RT_LOG_INFO,
+           "table %s/%s created: id %" PRIu64 ", range %" PRIu64
+           " on server %" PRIu64 ", map version %" PRIu64,
+           account, t->name, t->id, r->id, sid, ms_catalog_map_version(m->cat));
+    ms__map_changed(m, false);
+
+    op = ms_xcalloc(1, sizeof(*op));
+    op->m = m;
+    op->conn = peer->conn;
+    rt_rpc_conn_ref(op->conn);
+    op->id = id;
+    op->table_id = t->id;
+    op->account = ms_xstrdup(t->account);
+    op->name = ms_xstrdup(t->name);
+    if (ms__assign_push(m, sid, 0, ms__create_assigned_cb, op) != 0) {
+        ms__create_finish(op); /* not connected: the heartbeat reconciles */
+    }
+out:
+    rt__table_req__free_unpacked(req, NULL);
+}
+
+/* ---- flow 4: delete table ---- */
+
+static void ms__h_delete(struct ms_master *m,
+                         struct ms_peer *peer,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len)
+{
+    const uint32_t method = RT__METHOD__DELETE_TABLE;
+    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
+                                   method, body, len);
+    struct ms_table_drop drop;
+    int rc;
+
+    if (!req) {
+        return;
+    }
+    rc = ms_catalog_delete_table(m->cat, ms__str(req->account),
+                                 ms__str(req->name), &drop);
+    if (rc) {
+        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        goto out;
+    }
+    rt_log(RT_LOG_INFO,
+           "table %s/%s deleted: id %" PRIu64
+           ", dropping on %zu servers, "
+           "map version %" PRIu64,
+           ms__str(req->account), ms__str(req->name), drop.table_id,
+           drop.nservers, ms_catalog_map_version(m->cat));
+    ms__map_changed(m, false);
+    for (size_t i = 0; i < drop.nservers; i++) {
+        Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
+        d.table_id = drop.table_id;
+        /* Not waited for: a server that misses it drops the ranges when
+         * its next heartbeat reply no longer lists them. */
+        ms__server_call(m, drop.server_ids[i], RT__METHOD__DROP_TABLE,
+                        "DROP_TABLE", &d.base, MS__DROP_TIMEOUT_MS, NULL, NULL);
+        ms__assign_push(m, drop.server_ids[i], 0, NULL, NULL);
+    }
+    ms_table_drop_free(&drop);
+    ms__map_push(m);
+    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
+out:
+    rt__table_req__free_unpacked(req, NULL);
+}
+
+/* ---- flow 5: list / get ---- */
+
+static void ms__h_list(struct ms_master *m,
+                       struct ms_peer *peer,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len)
+{
+    const uint32_t method = RT__METHOD__LIST_TABLES;
+    Rt__ListTablesReq *req = ms__unpack(&rt__list_tables_req__descriptor,
+                                        peer->conn, id, method, body, len);
+    Rt__ListTablesResp resp = RT__LIST_TABLES_RESP__INIT;
+    const struct ms_table *next;
+    Rt__Table *tv, **tvp;
+    size_t first, count;
+
+    if (!req) {
+        return;
+    }
+    ms_catalog_list_tables(m->cat, ms__str(req->account), ms__str(req->start),
+                           req->limit, &first, &count, &next);
+    tv = ms_xcalloc(count ? count : 1, sizeof(*tv));
+    tvp = ms_xcalloc(count ? count : 1, sizeof(*tvp));
+    for (size_t i = 0; i < count; i++) {
+        const struct ms_table *t = ms_catalog_table_at(m->cat, first + i);
+        rt__table__init(&tv[i]);
+        tv[i].account = t->account;
+        tv[i].name = t->name;
+        tv[i].id = t->id;
+        tvp[i] = &tv[i];
+    }
+    resp.n_tables = count;
+    resp.tables = tvp;
+    resp.next = next ? next->lname : (char *)"";
+    rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
+    free(tv);
+    free(tvp);
+    rt__list_tables_req__free_unpacked(req, NULL);
+}
+
+static void ms__h_get_table(struct ms_master *m,
+                            struct ms_peer *peer,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len)
+{
+    const uint32_t method = RT__METHOD__GET_TABLE;
+    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
+                                   method, body, len);
+    const struct ms_table *t;
+    if (!req) {
+        return;
+    }
+    t = ms_catalog_table_find(m->cat, ms__str(req->account),
+                              ms__str(req->name));
+    if (t) {
+        ms__reply_table(peer->conn, id, method, t->account, t->name, t->id);
+    } else {
+        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
+    }
+    rt__table_req__free_unpacked(req, NULL);
+}
+
+/* ---- dispatch ---- */
+
+void ms__on_request(struct rt_rpc_conn *conn,
+                    uint32_t method,
+                    uint64_t id,
+                    const uint8_t *body,
+                    size_t len,
+                    void *ud)
+{
+    struct ms_master *m = ud;
+    struct ms_peer *peer = rt_rpc_conn_data(conn);
+
+    m->rpc_requests++;
+    if (!peer) {
+        peer = ms__peer_new(m, conn);
+    }
+    if (m->stopping) {
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, "master is stopping");
+        return;
+    }
+    switch (method) {
+        case RT__METHOD__PS_REGISTER:
+            ms__h_register(m, peer, id, body, len);
+            break;
+        case RT__METHOD__PS_HEARTBEAT:
+            ms__h_heartbeat(m, peer, id, body, len);
+            break;
+        case RT__METHOD__FE_HELLO:
+            ms__h_hello(m, peer, id);
+            break;
+        case RT__METHOD__GET_MAP:
+            ms__reply_map(m, conn, id, method);
+            break;
+        case RT__METHOD__CREATE_TABLE:
+            ms__h_create(m, peer, id, body, len);
+            break;
+        case RT__METHOD__DELETE_TABLE:
+            ms__h_delete(m, peer, id, body, len);
+            break;
+        case RT__METHOD__LIST_TABLES:
+            ms__h_list(m, peer, id, body, len);
+            break;
+        case RT__METHOD__GET_TABLE:
+            ms__h_get_table(m, peer, id, body, len);
+            break;
+        case RT__METHOD__PING:
+            rt_rpc_reply(conn, id, method, 0, NULL, 0);
+            break;
+        default:
+            rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
+                   method, rt_rpc_conn_peer(conn));
+            rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
+                             "method not served by the master");
+            break;
+    }
+}

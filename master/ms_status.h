@@ -1,0 +1,30 @@
+/* Status snapshot: the documents the HTTP thread serves (GET /api/status
+ * JSON and GET /metrics Prometheus text), built on the loop thread and
+ * handed over under a mutex. The HTTP thread only ever copies them, so it
+ * never touches loop-thread state.
+ *
+ * Thread: ms_status_publish() from the loop thread, ms_status_copy() from
+ * any thread; create/destroy from the owner when no other thread uses it. */
+#ifndef MS_STATUS_H
+#define MS_STATUS_H
+
+struct ms_status;
+struct ms_master;
+
+enum ms_status_doc { MS_STATUS_JSON, MS_STATUS_METRICS, MS_STATUS__NR };
+
+struct ms_status *ms_status_create(void);
+void ms_status_destroy(struct ms_status *st);
+/* Replaces the documents; takes @json and @metrics (malloc'd) on every
+ * path. */
+void ms_status_publish(struct ms_status *st, char *json, char *metrics);
+/* A malloc'd copy of one document (caller frees), or NULL when nothing has
+ * been published yet. */
+char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc);
+
+/* Builds both documents from @m's current state (loop thread). The shape
+ * of the JSON is in docs/SKELETON-PLAN.md ("Master HTTP"). Returns
+ * malloc'd strings. */
+void ms_status_build(struct ms_master *m, char **json, char **metrics);
+
+#endif

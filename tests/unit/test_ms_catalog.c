@@ -1,0 +1,470 @@
+/* Unit tests: master catalog (master/ms_catalog.h), no RPC involved. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ms_catalog.h"
+#include "ms_policy.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* ---- Fixture ---- */
+
+struct fx
+{
+    char dir[64];
+    struct ms_catalog *cat;
+};
+
+static void fx_reopen(struct fx *f)
+{
+    char errmsg[RT_ERRMSG_SIZE];
+    if (f->cat) {
+        ms_catalog_close(f->cat);
+        f->cat = NULL;
+    }
+    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_log_init("test", RT_LOG_WARN);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_catalog.XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        return -1;
+    }
+    fx_reopen(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    const char *files[] = {"data.mdb", "lock.mdb", "master.lock"};
+    char path[128];
+    ms_catalog_close(f->cat);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
+        unlink(path);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* ---- Helpers ---- */
+
+static uint64_t create(struct fx *f, const char *account, const char *name)
+{
+    const struct ms_table *t = NULL;
+    const struct ms_range *r = NULL;
+    assert_int_equal(ms_catalog_create_table(f->cat, account, name, 1, &t, &r),
+                     0);
+    assert_non_null(t);
+    assert_non_null(r);
+    return t->id;
+}
+
+/* ---- Tests ---- */
+
+/* Valid names pass; bad characters, lengths and "Tables" are refused. */
+static void test_name_check(void **state)
+{
+    (void)state;
+    assert_int_equal(ms_table_name_check("abc"), 0);
+    assert_int_equal(ms_table_name_check("People2024"), 0);
+    assert_int_equal(ms_table_name_check("ab"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("1abc"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("ab-c"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("ab c"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check(""), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("tables"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("TABLES"), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("tables1"), 0);
+    char name[80];
+    memset(name, 'a', 63);
+    name[63] = '\0';
+    assert_int_equal(ms_table_name_check(name), 0);
+    name[63] = 'a';
+    name[64] = '\0';
+    assert_int_equal(ms_table_name_check(name), RT_EBADNAME);
+    assert_int_equal(ms_table_name_check("caf\xc3\xa9s"), RT_EBADNAME);
+}
+
+/* A created table has one unbounded range at epoch 1 on the chosen server,
+ * can be found in any case and keeps the case it was created with. */
+static void test_create_get(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_table *t;
+    const struct ms_range *r;
+    uint64_t v0 = ms_catalog_map_version(f->cat);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "People", 7, &t, &r), 0);
+    assert_string_equal(t->name, "People");
+    assert_string_equal(t->lname, "people");
+    assert_string_equal(t->account, "acct");
+    assert_int_equal(t->id, 1);
+    assert_int_equal(r->table_id, t->id);
+    assert_string_equal(r->low, "");
+    assert_true(r->high_inf);
+    assert_int_equal(r->server_id, 7);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0 + 1);
+
+    assert_ptr_equal(ms_catalog_table_find(f->cat, "acct", "PEOPLE"), t);
+    assert_ptr_equal(ms_catalog_table_find(f->cat, "acct", "people"), t);
+    assert_ptr_equal(ms_catalog_table_by_id(f->cat, t->id), t);
+    assert_null(ms_catalog_table_find(f->cat, "other", "people"));
+    assert_null(ms_catalog_table_find(f->cat, "acct", "nobody"));
+    assert_ptr_equal(ms_catalog_range_find(f->cat, r->id), r);
+    assert_int_equal(ms_catalog_server_nranges(f->cat, 7), 1);
+    assert_int_equal(ms_catalog_server_nranges(f->cat, 8), 0);
+}
+
+/* Names clash case-insensitively within an account, not across accounts;
+ * a refused create changes nothing. */
+static void test_clash(void **state)
+{
+    struct fx *f = *state;
+    create(f, "acct", "Orders");
+    uint64_t v = ms_catalog_map_version(f->cat);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "oRdErS", 1, NULL, NULL),
+        RT_ETABLEEXISTS);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "bad-name", 1, NULL, NULL),
+        RT_EBADNAME);
+    assert_int_equal(ms_catalog_create_table(f->cat, "", "fine", 1, NULL, NULL),
+                     RT_EINVAL);
+    assert_int_equal(ms_catalog_map_version(f->cat), v);
+    assert_int_equal(ms_catalog_ntables(f->cat), 1);
+    create(f, "acct2", "orders");
+    assert_int_equal(ms_catalog_ntables(f->cat), 2);
+}
+
+/* Deleting removes the table and its ranges and reports the owners; a
+ * missing table is RT_ENOTFOUND. */
+static void test_delete(void **state)
+{
+    struct fx *f = *state;
+    struct ms_table_drop drop;
+    uint64_t id = create(f, "acct", "Gone");
+    create(f, "acct", "Stays");
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "GONE", &drop), 0);
+    assert_int_equal(drop.table_id, id);
+    assert_int_equal(drop.nservers, 1);
+    assert_int_equal(drop.server_ids[0], 1);
+    ms_table_drop_free(&drop);
+    assert_null(ms_catalog_table_find(f->cat, "acct", "gone"));
+    assert_null(ms_catalog_table_by_id(f->cat, id));
+    assert_int_equal(ms_catalog_nranges(f->cat), 1);
+    assert_int_equal(ms_catalog_ntables(f->cat), 1);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "gone", NULL),
+                     RT_ENOTFOUND);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "x", "stays", NULL),
+                     RT_ENOTFOUND);
+}
+
+/* A deleted and re-created table gets new table and range ids, also
+ * after a restart. */
+static void test_ids_not_reused(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_table *t;
+    const struct ms_range *r;
+    uint64_t id1 = create(f, "acct", "Again");
+    uint64_t rid1 = ms_catalog_range_at(f->cat, 0)->id;
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "again", NULL), 0);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "again", 1, &t, &r), 0);
+    assert_true(t->id > id1);
+    assert_true(r->id > rid1);
+    uint64_t id2 = t->id, rid2 = r->id;
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "again", NULL), 0);
+    fx_reopen(f);
+    assert_int_equal(ms_catalog_ntables(f->cat), 0);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "Again", 1, &t, &r), 0);
+    assert_true(t->id > id2);
+    assert_true(r->id > rid2);
+}
+
+/* Everything survives a close and reopen: tables (with case), ranges,
+ * servers and the map version. */
+static void test_persistence(void **state)
+{
+    struct fx *f = *state;
+    uint64_t sid;
+    create(f, "acct", "Alpha");
+    create(f, "acct", "beta");
+    create(f, "other", "Gamma");
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "127.0.0.1:4000", &sid, NULL), 0);
+    uint64_t v = ms_catalog_map_version(f->cat);
+    fx_reopen(f);
+    assert_int_equal(ms_catalog_map_version(f->cat), v);
+    assert_int_equal(ms_catalog_ntables(f->cat), 3);
+    assert_int_equal(ms_catalog_nranges(f->cat), 3);
+    const struct ms_table *t = ms_catalog_table_find(f->cat, "acct", "ALPHA");
+    assert_non_null(t);
+    assert_string_equal(t->name, "Alpha");
+    assert_ptr_equal(ms_catalog_table_by_id(f->cat, t->id), t);
+    const struct ms_range *r = ms_catalog_range_at(f->cat, 0);
+    assert_int_equal(r->table_id, t->id);
+    assert_true(r->high_inf);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(ms_catalog_nservers(f->cat), 1);
+    assert_string_equal(ms_catalog_server_find(f->cat, sid)->addr,
+                        "127.0.0.1:4000");
+    assert_int_equal(ms_catalog_bump_version(f->cat), 0);
+    fx_reopen(f);
+    assert_int_equal(ms_catalog_map_version(f->cat), v + 1);
+}
+
+/* Listing is per account, ordered by lower-case name, pages by start
+ * (inclusive, any case) and limit, and names the next table. */
+static void test_list_paging(void **state)
+{
+    struct fx *f = *state;
+    const char *names[] = {"delta", "Alpha", "charlie", "Bravo", "echo"};
+    const char *order[] = {"Alpha", "Bravo", "charlie", "delta", "echo"};
+    size_t first, count;
+    const struct ms_table *next;
+    for (size_t i = 0; i < 5; i++) {
+        create(f, "acct", names[i]);
+    }
+    create(f, "aaa", "zulu");
+    create(f, "zzz", "aardvark");
+
+    ms_catalog_list_tables(f->cat, "acct", "", 0, &first, &count, &next);
+    assert_int_equal(count, 5);
+    assert_null(next);
+    for (size_t i = 0; i < count; i++) {
+        assert_string_equal(ms_catalog_table_at(f->cat, first + i)->name,
+                            order[i]);
+    }
+
+    ms_catalog_list_tables(f->cat, "acct", "", 2, &first, &count, &next);
+    assert_int_equal(count, 2);
+    assert_string_equal(ms_catalog_table_at(f->cat, first)->name, "Alpha");
+    assert_non_null(next);
+    assert_string_equal(next->lname, "charlie");
+
+    ms_catalog_list_tables(f->cat, "acct", next->lname, 2, &first, &count,
+                           &next);
+    assert_int_equal(count, 2);
+    assert_string_equal(ms_catalog_table_at(f->cat, first)->name, "charlie");
+    assert_string_equal(ms_catalog_table_at(f->cat, first + 1)->name, "delta");
+    assert_string_equal(next->lname, "echo");
+
+    ms_catalog_list_tables(f->cat, "acct", "ECHO", 2, &first, &count, &next);
+    assert_int_equal(count, 1);
+    assert_null(next);
+
+    /* Start between names, and past the end. */
+    ms_catalog_list_tables(f->cat, "acct", "c", 1000, &first, &count, &next);
+    assert_int_equal(count, 3);
+    assert_string_equal(ms_catalog_table_at(f->cat, first)->name, "charlie");
+    ms_catalog_list_tables(f->cat, "acct", "zz", 0, &first, &count, &next);
+    assert_int_equal(count, 0);
+    assert_null(next);
+    ms_catalog_list_tables(f->cat, "nobody", "", 0, &first, &count, &next);
+    assert_int_equal(count, 0);
+    assert_null(next);
+}
+
+/* The page size is capped at 1000. */
+static void test_list_limit_cap(void **state)
+{
+    struct fx *f = *state;
+    char name[16];
+    size_t first, count;
+    const struct ms_table *next;
+    for (int i = 0; i < 1002; i++) {
+        snprintf(name, sizeof(name), "t%05d", i);
+        assert_int_equal(
+            ms_catalog_create_table(f->cat, "a", name, 1, NULL, NULL), 0);
+    }
+    ms_catalog_list_tables(f->cat, "a", "", 5000, &first, &count, &next);
+    assert_int_equal(count, 1000);
+    assert_non_null(next);
+    assert_string_equal(next->lname, "t01000");
+}
+
+/* Server ids: 0 gets a fresh id, a known id is kept (addr may change), an
+ * unknown id is adopted and the counter moves past it; all persist. */
+static void test_servers(void **state)
+{
+    struct fx *f = *state;
+    uint64_t a, b, c, d;
+    bool changed;
+    uint64_t v0 = ms_catalog_map_version(f->cat);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:1", &a, &changed),
+                     0);
+    assert_true(changed);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:2", &b, &changed),
+                     0);
+    assert_int_not_equal(a, b);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0 + 2);
+    /* Same id, same addr: nothing written. */
+    assert_int_equal(ms_catalog_register_server(f->cat, a, "h:1", &c, &changed),
+                     0);
+    assert_int_equal(c, a);
+    assert_false(changed);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0 + 2);
+    /* Same id, new addr (restart on another port). */
+    assert_int_equal(ms_catalog_register_server(f->cat, a, "h:9", &c, &changed),
+                     0);
+    assert_int_equal(c, a);
+    assert_true(changed);
+    /* Unknown id from a server that remembers it. */
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 40, "h:40", &d, &changed), 0);
+    assert_int_equal(d, 40);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "", &d, NULL),
+                     RT_EINVAL);
+
+    fx_reopen(f);
+    assert_int_equal(ms_catalog_nservers(f->cat), 3);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->addr, "h:9");
+    assert_string_equal(ms_catalog_server_find(f->cat, b)->addr, "h:2");
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:3", &d, &changed),
+                     0);
+    assert_true(d > 40);
+    assert_int_equal(ms_catalog_server_at(f->cat, 0)->id, a);
+}
+
+/* Range updates (the building block of split and move) are one durable
+ * change: new ranges get fresh ids, replaced ranges keep theirs. */
+static void test_update_ranges(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_table *t;
+    const struct ms_range *r;
+    uint64_t ids[2];
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "split", 1, &t, &r), 0);
+    uint64_t tid = t->id, rid = r->id;
+    /* Split [ "", inf ) at "m": replace the old range, add [m, inf). */
+    struct ms_range_put puts[2] = {
+        {.id = rid,
+         .table_id = tid,
+         .low = "",
+         .high = "m",
+         .server_id = 1,
+         .epoch = 2},
+        {.id = 0,
+         .table_id = tid,
+         .low = "m",
+         .high_inf = true,
+         .server_id = 2,
+         .epoch = 2},
+    };
+    assert_int_equal(ms_catalog_update_ranges(f->cat, puts, 2, NULL, 0, ids),
+                     0);
+    assert_int_equal(ids[0], rid);
+    assert_true(ids[1] > rid);
+    fx_reopen(f);
+    assert_int_equal(ms_catalog_nranges(f->cat), 2);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_string_equal(r->high, "m");
+    assert_false(r->high_inf);
+    assert_int_equal(r->epoch, 2);
+    r = ms_catalog_range_find(f->cat, ids[1]);
+    assert_string_equal(r->low, "m");
+    assert_true(r->high_inf);
+    assert_int_equal(r->server_id, 2);
+    /* Merge back: delete the upper range, widen the lower one. */
+    struct ms_range_put merged = {.id = rid,
+                                  .table_id = tid,
+                                  .low = "",
+                                  .high_inf = true,
+                                  .server_id = 1,
+                                  .epoch = 3};
+    assert_int_equal(
+        ms_catalog_update_ranges(f->cat, &merged, 1, &ids[1], 1, NULL), 0);
+    assert_int_equal(ms_catalog_nranges(f->cat), 1);
+    /* Errors leave everything unchanged. */
+    uint64_t v = ms_catalog_map_version(f->cat);
+    assert_int_equal(
+        ms_catalog_update_ranges(f->cat, NULL, 0, &ids[1], 1, NULL),
+        RT_ENOTFOUND);
+    struct ms_range_put bad = merged;
+    bad.table_id = 999;
+    assert_int_equal(ms_catalog_update_ranges(f->cat, &bad, 1, NULL, 0, NULL),
+                     RT_ENOTFOUND);
+    bad = merged;
+    bad.id = 999;
+    assert_int_equal(ms_catalog_update_ranges(f->cat, &bad, 1, NULL, 0, NULL),
+                     RT_EINVAL);
+    assert_int_equal(ms_catalog_map_version(f->cat), v);
+    /* Deleting the table removes split ranges on every owner. */
+    struct ms_table_drop drop;
+    assert_int_equal(ms_catalog_update_ranges(f->cat, puts, 2, NULL, 0, ids),
+                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "split", &drop),
+                     0);
+    assert_int_equal(drop.nservers, 2);
+    ms_table_drop_free(&drop);
+    assert_int_equal(ms_catalog_nranges(f->cat), 0);
+}
+
+/* A second master on the same directory is refused. */
+static void test_dir_lock(void **state)
+{
+    struct fx *f = *state;
+    struct ms_catalog *other = NULL;
+    char errmsg[RT_ERRMSG_SIZE];
+    assert_int_equal(ms_catalog_open(f->dir, &other, errmsg), RT_EIO);
+    assert_null(other);
+    assert_non_null(strstr(errmsg, "another master"));
+}
+
+/* The default policy picks the live server with the fewest ranges. */
+static void test_policy_place(void **state)
+{
+    (void)state;
+    struct ms_policy p = ms_policy_default();
+    struct ms_server_view sv[3] = {
+        {.id = 1, .up = true, .nranges = 3},
+        {.id = 2, .up = false, .nranges = 0},
+        {.id = 3, .up = true, .nranges = 2},
+    };
+    struct ms_cluster_view v = {sv, 3};
+    assert_int_equal(ms_policy_place(&p, &v), 3);
+    sv[0].nranges = 2;
+    assert_int_equal(ms_policy_place(&p, &v), 1);
+    sv[0].up = sv[2].up = false;
+    assert_int_equal(ms_policy_place(&p, &v), 0);
+    v.nservers = 0;
+    assert_int_equal(ms_policy_place(&p, &v), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_name_check),
+        cmocka_unit_test_setup_teardown(test_create_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ids_not_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_limit_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
+        cmocka_unit_test(test_policy_place),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,535 @@
+/* Loop test: the master's RPC service in-process on port 0, driven by
+ * rt_rpc clients playing a partition server and a front end (SKELETON-PLAN
+ * flows 1-5). Everything runs on one loop; calls are made "synchronous" by
+ * turning the loop until their reply has come. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ms_master.h"
+#include "ms_status.h"
+#include "rt.pb-c.h"
+#include "rt_err.h"
+#include "rt_log.h"
+#include "rt_rpc.h"
+
+/* ---- Fixture ---- */
+
+struct fake_ps
+{
+    struct rt_rpc_client *cli;
+    int assigns;         /* ASSIGN_RANGES received */
+    size_t last_nranges; /* ranges in the last one */
+    int drops;           /* DROP_TABLE received */
+    uint64_t dropped_table;
+    int mute; /* do not answer ASSIGN_RANGES */
+};
+
+struct fake_fe
+{
+    struct rt_rpc_client *cli;
+    int updates; /* MAP_UPDATE received */
+    Rt__Map *last;
+};
+
+struct fx
+{
+    uv_loop_t loop;
+    char dir[64];
+    struct ms_master *m;
+    struct ms_status *st;
+    char addr[64];
+    struct fake_ps ps;
+    struct fake_fe fe;
+};
+
+static void ps_on_request(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    struct fake_ps *ps = ud;
+    if (method == RT__METHOD__ASSIGN_RANGES) {
+        Rt__Assignment *a = rt__assignment__unpack(NULL, len, body);
+        assert_non_null(a);
+        ps->assigns++;
+        ps->last_nranges = a->n_ranges;
+        rt__assignment__free_unpacked(a, NULL);
+        if (!ps->mute) {
+            rt_rpc_reply(conn, id, method, 0, NULL, 0);
+        }
+    } else if (method == RT__METHOD__DROP_TABLE) {
+        Rt__DropTableReq *d = rt__drop_table_req__unpack(NULL, len, body);
+        assert_non_null(d);
+        ps->drops++;
+        ps->dropped_table = d->table_id;
+        rt__drop_table_req__free_unpacked(d, NULL);
+        rt_rpc_reply(conn, id, method, 0, NULL, 0);
+    } else {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, NULL);
+    }
+}
+
+static void fe_on_request(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    struct fake_fe *fe = ud;
+    (void)conn;
+    assert_int_equal(method, RT__METHOD__MAP_UPDATE);
+    assert_int_equal(id, 0); /* one-way */
+    if (fe->last) {
+        rt__map__free_unpacked(fe->last, NULL);
+    }
+    fe->last = rt__map__unpack(NULL, len, body);
+    assert_non_null(fe->last);
+    fe->updates++;
+}
+
+static void start_master(struct fx *f)
+{
+    struct ms_master_config cfg = {
+        .data_dir = f->dir,
+        .listen_host = "127.0.0.1",
+        .listen_port = 0,
+        .heartbeat_timeout_ms = 300,
+        .tick_ms = 50,
+        .assign_timeout_ms = 300,
+    };
+    char errmsg[RT_ERRMSG_SIZE];
+    assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
+    ms_master_set_status(f->m, f->st);
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d",
+             ms_master_rpc_port(f->m));
+}
+
+static void stop_master(struct fx *f)
+{
+    /* Callers close the clients first, so the loop runs dry. */
+    ms_master_stop(f->m);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ms_master_destroy(f->m);
+    f->m = NULL;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_log_init("test", RT_LOG_WARN);
+    uv_loop_init(&f->loop);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_rpc.XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        return -1;
+    }
+    f->st = ms_status_create();
+    start_master(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    const char *files[] = {"data.mdb", "lock.mdb", "master.lock"};
+    char path[128];
+    if (f->ps.cli) {
+        rt_rpc_client_close(f->ps.cli);
+    }
+    if (f->fe.cli) {
+        rt_rpc_client_close(f->fe.cli);
+    }
+    if (f->m) {
+        ms_master_stop(f->m);
+    }
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    if (f->m) {
+        ms_master_destroy(f->m);
+    }
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    if (f->fe.last) {
+        rt__map__free_unpacked(f->fe.last, NULL);
+    }
+    ms_status_destroy(f->st);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
+        unlink(path);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* ---- Helpers ---- */
+
+struct reply
+{
+    int done;
+    int status;
+    uint8_t *body;
+    size_t len;
+};
+
+static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
+{
+    struct reply *r = arg;
+    r->done = 1;
+    r->status = status;
+    r->len = len;
+    r->body = malloc(len ? len : 1);
+    if (len) {
+        memcpy(r->body, body, len);
+    }
+}
+
+/* Turns the loop until @cond holds or 3 s pass (the master's tick timer
+ * keeps UV_RUN_ONCE from blocking for long). */
+#define WAIT_UNTIL(f, cond)                             \
+    do {                                                \
+        uint64_t end__ = uv_now(&(f)->loop) + 3000;     \
+        while (!(cond) && uv_now(&(f)->loop) < end__) { \
+            uv_run(&(f)->loop, UV_RUN_ONCE);            \
+        }                                               \
+        assert_true(cond);                              \
+    } while (0)
+
+static void wait_up(struct fx *f, struct rt_rpc_client *c)
+{
+    uint64_t end = uv_now(&f->loop) + 3000;
+    while (!rt_rpc_conn_is_up(rt_rpc_client_conn(c)) &&
+           uv_now(&f->loop) < end) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_true(rt_rpc_conn_is_up(rt_rpc_client_conn(c)));
+}
+
+/* Calls and waits; returns the status, body in *r (free r->body). */
+static int call(struct fx *f,
+                struct rt_rpc_client *c,
+                uint32_t method,
+                const ProtobufCMessage *msg,
+                struct reply *r)
+{
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(
+        rt_rpc_call_pb(rt_rpc_client_conn(c), method, msg, 5000, reply_cb, r),
+        0);
+    WAIT_UNTIL(f, r->done);
+    return r->status;
+}
+
+static int call_table(struct fx *f,
+                      uint32_t method,
+                      const char *account,
+                      const char *name,
+                      Rt__Table **out)
+{
+    Rt__TableReq req = RT__TABLE_REQ__INIT;
+    struct reply r;
+    int status;
+    req.account = (char *)account;
+    req.name = (char *)name;
+    status = call(f, f->fe.cli, method, &req.base, &r);
+    if (out) {
+        *out = status == 0 ? rt__table__unpack(NULL, r.len, r.body) : NULL;
+    }
+    if (status != 0 && r.len) {
+        /* Failure bodies are rt.Error. */
+        Rt__Error *e = rt__error__unpack(NULL, r.len, r.body);
+        assert_non_null(e);
+        rt__error__free_unpacked(e, NULL);
+    }
+    free(r.body);
+    return status;
+}
+
+static void start_clients(struct fx *f)
+{
+    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
+                                         &f->ps, &f->ps.cli),
+                     0);
+    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, fe_on_request, NULL,
+                                         &f->fe, &f->fe.cli),
+                     0);
+    wait_up(f, f->ps.cli);
+    wait_up(f, f->fe.cli);
+}
+
+static Rt__RegisterResp *ps_register(struct fx *f, uint64_t id)
+{
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    Rt__RegisterResp *resp;
+    struct reply r;
+    req.server_id = id;
+    req.addr = "127.0.0.1:5555";
+    assert_int_equal(call(f, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r),
+                     0);
+    resp = rt__register_resp__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(resp);
+    return resp;
+}
+
+static Rt__RegisterResp *ps_heartbeat(struct fx *f, uint64_t id, int *status)
+{
+    Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
+    Rt__RangeLoad load = RT__RANGE_LOAD__INIT, *loads[1] = {&load};
+    Rt__RegisterResp *resp = NULL;
+    struct reply r;
+    req.server_id = id;
+    load.range_id = 1;
+    load.requests = 10;
+    req.n_loads = 1;
+    req.loads = loads;
+    *status = call(f, f->ps.cli, RT__METHOD__PS_HEARTBEAT, &req.base, &r);
+    if (*status == 0) {
+        resp = rt__register_resp__unpack(NULL, r.len, r.body);
+        assert_non_null(resp);
+    }
+    free(r.body);
+    return resp;
+}
+
+static Rt__Map *fe_hello(struct fx *f)
+{
+    struct reply r;
+    Rt__Map *map;
+    assert_int_equal(call(f, f->fe.cli, RT__METHOD__FE_HELLO, NULL, &r), 0);
+    map = rt__map__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(map);
+    return map;
+}
+
+/* ---- Tests ---- */
+
+/* The table lifecycle of flows 1-5 over real connections. */
+static void test_flows(void **state)
+{
+    struct fx *f = *state;
+    Rt__Table *t;
+    Rt__Map *map;
+    Rt__RegisterResp *rr;
+    int status, updates;
+    start_clients(f);
+
+    map = fe_hello(f);
+    assert_int_equal(map->n_tables, 0);
+    assert_int_equal(map->n_servers, 0);
+    rt__map__free_unpacked(map, NULL);
+
+    /* No partition server yet: ServerBusy. */
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "people", NULL),
+        RT_EBUSY);
+
+    /* Flow 1: a new server gets an id and an empty assignment; the front
+     * end hears that the map changed. */
+    updates = f->fe.updates;
+    rr = ps_register(f, 0);
+    assert_int_equal(rr->server_id, 1);
+    assert_int_equal(rr->n_ranges, 0);
+    rt__register_resp__free_unpacked(rr, NULL);
+    WAIT_UNTIL(f, f->fe.updates > updates);
+
+    /* Flow 3: create; the server was told before the reply came. */
+    updates = f->fe.updates;
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "People", &t), 0);
+    assert_string_equal(t->name, "People");
+    assert_string_equal(t->account, "acct");
+    assert_int_equal(t->id, 1);
+    rt__table__free_unpacked(t, NULL);
+    assert_int_equal(f->ps.assigns, 1);
+    assert_int_equal(f->ps.last_nranges, 1);
+    assert_true(f->fe.updates > updates);
+    assert_int_equal(f->fe.last->n_tables, 1);
+    assert_int_equal(f->fe.last->n_ranges, 1);
+    assert_true(f->fe.last->ranges[0]->high_inf);
+    assert_int_equal(f->fe.last->ranges[0]->server_id, 1);
+    assert_int_equal(f->fe.last->ranges[0]->epoch, 1);
+
+    /* Names are checked again; clashes are case-insensitive. */
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "PEOPLE", NULL),
+        RT_ETABLEEXISTS);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "bad-name", NULL),
+        RT_EBADNAME);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "Tables", NULL),
+        RT_EBADNAME);
+
+    /* Get. */
+    assert_int_equal(call_table(f, RT__METHOD__GET_TABLE, "acct", "pEOPLE", &t),
+                     0);
+    assert_string_equal(t->name, "People");
+    rt__table__free_unpacked(t, NULL);
+    assert_int_equal(
+        call_table(f, RT__METHOD__GET_TABLE, "acct", "nobody", NULL),
+        RT_ETABLENOTFOUND);
+
+    /* Flow 5: list with paging. */
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "alpha", NULL), 0);
+    {
+        Rt__ListTablesReq req = RT__LIST_TABLES_REQ__INIT;
+        Rt__ListTablesResp *resp;
+        struct reply r;
+        req.account = "acct";
+        req.limit = 1;
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__LIST_TABLES, &req.base, &r), 0);
+        resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
+        free(r.body);
+        assert_int_equal(resp->n_tables, 1);
+        assert_string_equal(resp->tables[0]->name, "alpha");
+        assert_string_equal(resp->next, "people");
+        rt__list_tables_resp__free_unpacked(resp, NULL);
+        req.start = "people";
+        req.limit = 0;
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__LIST_TABLES, &req.base, &r), 0);
+        resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
+        free(r.body);
+        assert_int_equal(resp->n_tables, 1);
+        assert_string_equal(resp->tables[0]->name, "People");
+        assert_string_equal(resp->next, "");
+        rt__list_tables_resp__free_unpacked(resp, NULL);
+    }
+
+    /* Heartbeats carry the full assignment. */
+    rr = ps_heartbeat(f, 1, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(rr->n_ranges, 2);
+    rt__register_resp__free_unpacked(rr, NULL);
+    assert_null(ps_heartbeat(f, 99, &status));
+    assert_int_equal(status, RT_ENOTFOUND);
+
+    /* Flow 4: delete; the owner is told to drop the data. */
+    assert_int_equal(
+        call_table(f, RT__METHOD__DELETE_TABLE, "acct", "people", NULL), 0);
+    WAIT_UNTIL(f, f->ps.drops == 1);
+    assert_int_equal(f->ps.dropped_table, 1);
+    assert_int_equal(
+        call_table(f, RT__METHOD__DELETE_TABLE, "acct", "people", NULL),
+        RT_ENOTFOUND);
+
+    /* Liveness: silence makes the server down and the map says so. */
+    updates = f->fe.updates;
+    {
+        int flag = 0;
+        uint64_t end = uv_now(&f->loop) + 3000;
+        while (uv_now(&f->loop) < end) {
+            uv_run(&f->loop, UV_RUN_ONCE);
+            if (f->fe.updates > updates && f->fe.last->n_servers == 1 &&
+                f->fe.last->servers[0]->state == 2) {
+                flag = 1;
+                break;
+            }
+        }
+        assert_true(flag);
+    }
+    /* ... and a heartbeat brings it back. */
+    rr = ps_heartbeat(f, 1, &status);
+    assert_int_equal(status, 0);
+    rt__register_resp__free_unpacked(rr, NULL);
+    WAIT_UNTIL(f, f->fe.last->servers[0]->state == 1);
+
+    /* The status documents reflect it all. */
+    char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"state\":\"up\""));
+    assert_non_null(strstr(json, "\"name\":\"alpha\""));
+    assert_non_null(strstr(json, "\"high\":null"));
+    free(json);
+    char *metrics = ms_status_copy(f->st, MS_STATUS_METRICS);
+    assert_non_null(strstr(metrics, "rt_master_tables 1\n"));
+    assert_non_null(strstr(metrics, "rt_master_servers{state=\"up\"} 1\n"));
+    free(metrics);
+}
+
+/* A server that does not acknowledge ASSIGN_RANGES delays the create by
+ * the bounded wait only; the table exists and the heartbeat carries it. */
+static void test_create_with_mute_server(void **state)
+{
+    struct fx *f = *state;
+    Rt__RegisterResp *rr;
+    int status;
+    start_clients(f);
+    rr = ps_register(f, 0);
+    rt__register_resp__free_unpacked(rr, NULL);
+    f->ps.mute = 1;
+    uint64_t t0 = uv_now(&f->loop);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "slow", NULL), 0);
+    assert_true(uv_now(&f->loop) - t0 >= 250);
+    assert_int_equal(f->ps.assigns, 1);
+    rr = ps_heartbeat(f, 1, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(rr->n_ranges, 1);
+    rt__register_resp__free_unpacked(rr, NULL);
+}
+
+/* After a master restart the catalog is back, the known server is down
+ * until it registers again with its id, and then gets its ranges. */
+static void test_restart(void **state)
+{
+    struct fx *f = *state;
+    Rt__RegisterResp *rr;
+    Rt__Map *map;
+    start_clients(f);
+    rr = ps_register(f, 0);
+    uint64_t sid = rr->server_id;
+    rt__register_resp__free_unpacked(rr, NULL);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "Kept", NULL), 0);
+    rt_rpc_client_close(f->ps.cli);
+    rt_rpc_client_close(f->fe.cli);
+    f->ps.cli = f->fe.cli = NULL;
+    stop_master(f);
+
+    start_master(f);
+    start_clients(f);
+    map = fe_hello(f);
+    assert_int_equal(map->n_tables, 1);
+    assert_string_equal(map->tables[0]->name, "Kept");
+    assert_int_equal(map->n_servers, 1);
+    assert_int_equal(map->servers[0]->state, 2);
+    uint64_t v = map->version;
+    rt__map__free_unpacked(map, NULL);
+
+    rr = ps_register(f, sid);
+    assert_int_equal(rr->server_id, sid);
+    assert_int_equal(rr->n_ranges, 1);
+    assert_true(rr->map_version > v);
+    rt__register_resp__free_unpacked(rr, NULL);
+    /* Ids keep counting after the restart. */
+    Rt__Table *t;
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "Fresh", &t), 0);
+    assert_int_equal(t->id, 2);
+    rt__table__free_unpacked(t, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_flows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_with_mute_server, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
