@@ -1,1 +1,36 @@
 # integration tests (pytest against real processes)
+#
+# Included from tests/CMakeLists.txt, so paths are relative to this file
+# (CMAKE_CURRENT_LIST_DIR), not to tests/. Each test_*.py listed here is one
+# ctest test, label "integration", run with Debian's /usr/bin/python3 (which
+# has python3-azure and python3-pytest) against the binaries of this build
+# tree: the harness (rtcluster.py) reads RT_BUILD_DIR.
+#
+#   ctest --test-dir build/sanitize -L integration --output-on-failure
+#
+# pytest's temp directories (each daemon's data dir and stdout/stderr) go
+# under <build>/tests/tmp-<test>/, kept until the next run of that test.
+
+set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
+    "Python with azure-data-tables and pytest, for integration tests")
+
+set(RT_INTEGRATION_TESTS
+  test_skeleton
+  test_recovery
+)
+
+foreach(t ${RT_INTEGRATION_TESTS})
+  set(tmp ${CMAKE_CURRENT_BINARY_DIR}/tmp-${t})
+  add_test(NAME integration_${t}
+    COMMAND ${RT_INTEGRATION_PYTHON} -m pytest -v -ra
+            -p no:cacheprovider --basetemp=${tmp}
+            ${CMAKE_CURRENT_LIST_DIR}/${t}.py
+    WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+  set_tests_properties(integration_${t} PROPERTIES
+    LABELS integration
+    TIMEOUT 600
+    ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
+    # The binaries are part of "all"; this keeps ctest -j from running
+    # integration tests side by side on a 2-core machine.
+    RESOURCE_LOCK rt_integration)
+endforeach()

@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# Runs a local rangetable cluster in the foreground: rt-master, three
+# rt-partition-server and one rt-frontend on 127.0.0.1, with the development
+# account (devstoreaccount1 and its well-known key), so that
+# UseDevelopmentStorage=true works. Ctrl-C stops every process.
+#
+# Usage: deploy/run-local.sh [--data DIR] [--port N] [--no-build] [--help]
+#
+#   --data DIR   data directory (default ./rt-data in the repository; env
+#                RT_DATA). Kept across runs: restart with the same DIR and
+#                your tables are still there.
+#   --port N     front-end HTTP port (default 10002; env RT_FE_PORT)
+#   --no-build   skip the dependency check and the build; use the binaries
+#                already in the build directory
+#   --help       this text
+#
+# Environment: RT_BUILD_DIR (default build/release), RT_MASTER_RPC (default
+# 127.0.0.1:10100), RT_MASTER_HTTP (default 127.0.0.1:10101; rtctl reads it
+# too), RT_LOG_LEVEL (debug|info|warn|error, default info), RT_SKIP_DEPS=1
+# (do not check Debian packages).
+#
+# Steps: (1) deploy/install-deps.sh installs missing Debian packages with
+# apt-get (sudo when not root); (2) a Release build in build/release;
+# (3) the cluster, logs in DIR/logs/*.log. See deploy/README.md.
+set -euo pipefail
+
+ORIG_PWD=$PWD
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The well-known development account (Azurite/Azure emulator); see
+# https://learn.microsoft.com/azure/storage/common/storage-use-azurite.
+DEV_ACCOUNT=devstoreaccount1
+DEV_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+
+DATA=${RT_DATA:-}
+FE_PORT=${RT_FE_PORT:-10002}
+BUILD=1
+BUILD_DIR=${RT_BUILD_DIR:-build/release}
+MASTER_RPC=${RT_MASTER_RPC:-127.0.0.1:10100}
+MASTER_HTTP=${RT_MASTER_HTTP:-127.0.0.1:10101}
+LOG_LEVEL=${RT_LOG_LEVEL:-info}
+N_PS=3
+START_TIMEOUT=30 # seconds per readiness wait
+STOP_TIMEOUT=10  # seconds before SIGKILL
+
+say() { printf '[run-local] %s\n' "$*" >&2; }
+die() {
+    say "error: $*"
+    exit 1
+}
+usage() { sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+while (($#)); do
+    case "$1" in
+    --data)
+        (($# >= 2)) || die "--data needs a directory"
+        DATA=$2
+        shift 2
+        ;;
+    --data=*)
+        DATA=${1#--data=}
+        shift
+        ;;
+    --port)
+        (($# >= 2)) || die "--port needs a number"
+        FE_PORT=$2
+        shift 2
+        ;;
+    --port=*)
+        FE_PORT=${1#--port=}
+        shift
+        ;;
+    --no-build)
+        BUILD=0
+        shift
+        ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        die "unknown argument: $1"
+        ;;
+    esac
+done
+
+if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65535)); then
+    die "--port: not a port number: $FE_PORT"
+fi
+
+# Paths the user gave are relative to where they ran us; the default data
+# directory lives in the repository.
+if [[ -z "$DATA" ]]; then
+    DATA=$ROOT/rt-data
+elif [[ "$DATA" != /* ]]; then
+    DATA=$ORIG_PWD/$DATA
+fi
+cd "$ROOT"
+[[ "$BUILD_DIR" == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
+
+MASTER_BIN=$BUILD_DIR/master/rt-master
+PS_BIN=$BUILD_DIR/partition-server/rt-partition-server
+FE_BIN=$BUILD_DIR/frontend/rt-frontend
+RTCTL_BIN=$BUILD_DIR/tools/rtctl
+
+# ---------------------------------------------------------------- build
+if ((BUILD)); then
+    ./deploy/install-deps.sh
+    say "building (Release) in ${BUILD_DIR#"$ROOT"/}"
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD_DIR" -j"$(nproc)" \
+        --target rt-master rt-partition-server rt-frontend rtctl
+fi
+for b in "$MASTER_BIN" "$PS_BIN" "$FE_BIN" "$RTCTL_BIN"; do
+    [[ -x "$b" ]] || die "$b not found (build it, or drop --no-build)"
+done
+
+# ---------------------------------------------------------------- processes
+RUN=$DATA/run # port files of this run
+LOGS=$DATA/logs
+mkdir -p "$DATA/master" "$RUN" "$LOGS"
+for i in $(seq 1 "$N_PS"); do mkdir -p "$DATA/ps$i"; done
+rm -f "$RUN"/*.ports
+
+names=() # parallel arrays, in start order
+pids=()
+stopping=0
+
+# alive PID: true while the process exists and is not a zombie.
+alive() {
+    local st=
+    [[ -r /proc/$1/stat ]] || return 1
+    read -r _ _ st _ <"/proc/$1/stat" 2>/dev/null || return 1
+    [[ "$st" != Z ]]
+}
+
+# Sends SIGTERM to the listed indexes of pids[], waits up to STOP_TIMEOUT,
+# then SIGKILLs what is left, and reaps them.
+stop_group() {
+    local i deadline
+    for i in "$@"; do
+        alive "${pids[$i]}" && kill -TERM "${pids[$i]}" 2>/dev/null
+    done
+    deadline=$((SECONDS + STOP_TIMEOUT))
+    for i in "$@"; do
+        while alive "${pids[$i]}" && ((SECONDS < deadline)); do
+            sleep 0.1
+        done
+        if alive "${pids[$i]}"; then
+            say "${names[$i]} (pid ${pids[$i]}) ignored SIGTERM for ${STOP_TIMEOUT}s: SIGKILL"
+            kill -KILL "${pids[$i]}" 2>/dev/null || true
+        fi
+        wait "${pids[$i]}" 2>/dev/null || true
+    done
+}
+
+# Stops what we started: front end first, then the partition servers, then
+# the master, so nobody logs a storm of reconnects.
+cleanup() {
+    ((stopping)) && return
+    stopping=1
+    ((${#pids[@]})) || return 0
+    say "stopping..."
+    local i fe=() ps=() ms=()
+    for i in "${!names[@]}"; do
+        case "${names[$i]}" in
+        frontend) fe+=("$i") ;;
+        ps*) ps+=("$i") ;;
+        *) ms+=("$i") ;;
+        esac
+    done
+    ((${#fe[@]})) && stop_group "${fe[@]}"
+    ((${#ps[@]})) && stop_group "${ps[@]}"
+    ((${#ms[@]})) && stop_group "${ms[@]}"
+    say "stopped. Data kept in $DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# start NAME BIN ARGS...: runs BIN in its own session (so a Ctrl-C reaches
+# only this script, which then stops the cluster in order), output to
+# LOGS/NAME.log (the previous run's log is kept as NAME.log.1).
+start() {
+    local name=$1 bin=$2
+    shift 2
+    local log=$LOGS/$name.log
+    [[ -f "$log" ]] && mv -f "$log" "$log.1"
+    setsid "$bin" --log-level "$LOG_LEVEL" "$@" >"$log" 2>&1 </dev/null &
+    names+=("$name")
+    pids+=("$!")
+}
+
+# Fails with the tail of NAME's log when its process has exited.
+check_alive() {
+    local i
+    for i in "${!names[@]}"; do
+        if ! alive "${pids[$i]}"; then
+            local rc=0
+            wait "${pids[$i]}" 2>/dev/null || rc=$?
+            say "${names[$i]} (pid ${pids[$i]}) exited during startup (status $rc); last lines of $LOGS/${names[$i]}.log:"
+            tail -n 25 "$LOGS/${names[$i]}.log" | sed 's/^/    /' >&2
+            exit 1
+        fi
+    done
+}
+
+# wait_for WHAT CMD...: polls CMD (every 0.2 s) until it succeeds, while
+# checking that every started process is still alive.
+wait_for() {
+    local what=$1 deadline=$((SECONDS + START_TIMEOUT))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        check_alive
+        ((SECONDS < deadline)) || die "timed out after ${START_TIMEOUT}s waiting for $what (logs in $LOGS)"
+        sleep 0.2
+    done
+    check_alive
+}
+
+# tcp_open HOST:PORT: true when something accepts connections there.
+tcp_open() {
+    local host=${1%:*} port=${1##*:}
+    timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null
+}
+
+# http_ok HOST:PORT PATH: true when GET PATH answers 200 (bash only: no curl
+# on a fresh machine).
+http_ok() {
+    local host=${1%:*} port=${1##*:}
+    timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port
+        printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' '$2' '$1' >&3
+        head -n 1 <&3" 2>/dev/null | grep -q '^HTTP/1\.[01] 200'
+}
+
+# servers_up N: true when the master reports at least N servers up.
+servers_up() {
+    local n
+    n=$("$RTCTL_BIN" --master-http "$MASTER_HTTP" status --json 2>/dev/null |
+        grep -o '"state"[[:space:]]*:[[:space:]]*"up"' | wc -l)
+    ((n >= $1))
+}
+
+say "data directory: $DATA"
+if tcp_open "127.0.0.1:$FE_PORT"; then
+    die "port $FE_PORT is already in use (another cluster or Azurite?); pick one with --port N"
+fi
+for a in "$MASTER_RPC" "$MASTER_HTTP"; do
+    if tcp_open "$a"; then
+        die "$a is already in use (another rangetable cluster?); set RT_MASTER_RPC / RT_MASTER_HTTP"
+    fi
+done
+
+start master "$MASTER_BIN" --listen "$MASTER_RPC" --http "$MASTER_HTTP" \
+    --data "$DATA/master" --port-file "$RUN/master.ports"
+wait_for "rt-master on $MASTER_HTTP" http_ok "$MASTER_HTTP" /health
+
+for i in $(seq 1 "$N_PS"); do
+    start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPC" \
+        --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports"
+done
+for i in $(seq 1 "$N_PS"); do
+    wait_for "rt-partition-server ps$i" test -s "$RUN/ps$i.ports"
+done
+
+start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPC" \
+    --port-file "$RUN/frontend.ports"
+wait_for "rt-frontend on 127.0.0.1:$FE_PORT" tcp_open "127.0.0.1:$FE_PORT"
+wait_for "$N_PS partition servers up (rtctl status)" servers_up "$N_PS"
+
+ENDPOINT=http://127.0.0.1:$FE_PORT/$DEV_ACCOUNT
+if [[ "$FE_PORT" == 10002 ]]; then
+    CONN='UseDevelopmentStorage=true'
+else
+    CONN="DefaultEndpointsProtocol=http;AccountName=$DEV_ACCOUNT;AccountKey=$DEV_KEY;TableEndpoint=$ENDPOINT;"
+fi
+RTCTL_SHOWN=${RTCTL_BIN#"$ROOT"/}
+[[ "$MASTER_HTTP" == 127.0.0.1:10101 ]] || RTCTL_SHOWN="RT_MASTER_HTTP=$MASTER_HTTP $RTCTL_SHOWN"
+
+cat >&2 <<BANNER
+
+  rangetable is running (master, $N_PS partition servers, front end)
+
+  table endpoint   $ENDPOINT
+  account / key    $DEV_ACCOUNT / $DEV_KEY
+  connection       $CONN
+  status           http://$MASTER_HTTP/api/status
+                   $RTCTL_SHOWN status
+  data             $DATA (kept across restarts)
+  logs             $LOGS/{master,ps1..ps$N_PS,frontend}.log
+
+  Ctrl-C stops everything.
+
+BANNER
+
+# Foreground until a signal, or until a process dies on its own.
+while true; do
+    rc=0
+    wait -n "${pids[@]}" || rc=$?
+    for i in "${!names[@]}"; do
+        if ! alive "${pids[$i]}"; then
+            say "${names[$i]} (pid ${pids[$i]}) exited unexpectedly (status $rc); last lines of $LOGS/${names[$i]}.log:"
+            tail -n 25 "$LOGS/${names[$i]}.log" | sed 's/^/    /' >&2
+            exit 1
+        fi
+    done
+done

@@ -1,0 +1,509 @@
+"""Integration-test harness: runs a real rangetable cluster.
+
+Cluster(workdir, n_ps=3) starts rt-master, N rt-partition-server and one
+rt-frontend from the build tree, each with its own data directory under
+@workdir, an ephemeral loopback port (--port-file tells us which), and
+stdout/stderr in files under @workdir/logs. It stops only the PIDs it
+started, and check_sanitizers() fails on any AddressSanitizer /
+UndefinedBehaviorSanitizer / LeakSanitizer report in their stderr.
+
+Binaries come from $RT_BUILD_DIR (set by ctest to the CMake binary dir;
+default: build/sanitize, then build/release, under the repository):
+  master/rt-master, partition-server/rt-partition-server,
+  frontend/rt-frontend, tools/rtctl.
+
+Environment knobs: RT_LOG_LEVEL (passed as --log-level, default info),
+RT_START_TIMEOUT (seconds, default 30).
+
+Only the standard library is needed here; table_service_client() imports
+azure.data.tables (Debian python3-azure) lazily.
+
+    with Cluster(tmp_path) as c:          # start() ... stop()
+        svc = c.table_service_client()
+        svc.create_table("people")
+        c.restart()                       # same data dirs and ports
+        c.master_status()["servers"]
+        c.rtctl("status", "--json")
+    c.check_sanitizers()
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+DEV_ACCOUNT = "devstoreaccount1"
+DEV_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
+           "K1SZFPTOtr/KBHBeksoGMGw==")
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+# What a sanitizer report looks like on stderr (redis check_sanitizer_errors,
+# STYLE.md §8): ASan/LSan/TSan headers contain "Sanitizer", UBSan's lines
+# "runtime error:".
+SANITIZER_MARKERS = ("Sanitizer", "runtime error:")
+
+STOP_TIMEOUT = 10.0
+
+# Loopback only: never through an http_proxy from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class ClusterError(AssertionError):
+    """A cluster process misbehaved (died, did not get ready, sanitizer)."""
+
+
+def find_build_dir():
+    d = os.environ.get("RT_BUILD_DIR")
+    if d:
+        return os.path.abspath(d)
+    for cand in ("build/sanitize", "build/release", "build"):
+        p = os.path.join(REPO_ROOT, cand)
+        if os.path.exists(os.path.join(p, "master", "rt-master")):
+            return p
+    raise ClusterError("no build found: set RT_BUILD_DIR to a CMake build "
+                       "directory holding master/rt-master")
+
+
+def _set_pdeathsig():
+    """Child side of fork: die with SIGTERM if the test process dies, so a
+    killed pytest (ctest timeout) leaves no daemon behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:  # noqa: BLE001 - best effort only
+        pass
+
+
+def _read_port_file(path):
+    """Returns {key: int(port)} from a `key=port` file, or None if absent.
+    Writers rename a complete file into place, so a present file is whole."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = int(v.strip())
+    return out
+
+
+def _tcp_open(port, host="127.0.0.1"):
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path, n=30):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return "(no file %s)" % path
+    return "".join(lines[-n:])
+
+
+class Proc:
+    """One daemon of the cluster: how to start it and what it did."""
+
+    def __init__(self, cluster, name, binary, kind):
+        self.cluster = cluster
+        self.name = name          # "master", "ps1".., "frontend"
+        self.binary = binary
+        self.kind = kind          # "master" | "ps" | "frontend"
+        self.popen = None
+        self.generation = 0       # how many times started
+        self.port_file = os.path.join(cluster.workdir, "run",
+                                      name + ".ports")
+        self.ports = {}           # from the port file of the last start
+        self.fixed_ports = None   # ports to reuse on restart
+        self.stdout_path = None
+        self.stderr_path = None
+        self.stderr_paths = []    # every generation's stderr
+        self.exits = []           # (generation, returncode, expected)
+        self.expect_death = False
+
+    @property
+    def pid(self):
+        return self.popen.pid if self.popen else None
+
+    def running(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def args(self):
+        c = self.cluster
+        fp = self.fixed_ports or {}
+        if self.kind == "master":
+            return ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
+                    "--http", "127.0.0.1:%d" % fp.get("http", 0),
+                    "--data", os.path.join(c.workdir, "master"),
+                    "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)]
+        if self.kind == "ps":
+            return ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
+                    "--master", c.master_rpc_addr,
+                    "--data", os.path.join(c.workdir, self.name)]
+        return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
+                "--master", c.master_rpc_addr]
+
+    def start(self):
+        assert not self.running(), "%s already running" % self.name
+        c = self.cluster
+        self.generation += 1
+        self.expect_death = False
+        base = os.path.join(c.logdir, "%s.%d" % (self.name, self.generation))
+        self.stdout_path = base + ".stdout"
+        self.stderr_path = base + ".stderr"
+        self.stderr_paths.append(self.stderr_path)
+        try:
+            os.unlink(self.port_file)
+        except FileNotFoundError:
+            pass
+        argv = [self.binary] + self.args() + [
+            "--port-file", self.port_file, "--log-level", c.log_level]
+        with open(self.stdout_path, "wb") as out, \
+                open(self.stderr_path, "wb") as err:
+            err.write(("# %s\n" % " ".join(argv)).encode())
+            err.flush()
+            self.popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                cwd=c.workdir, env=c.env, start_new_session=True,
+                preexec_fn=_set_pdeathsig)
+        self.ports = {}
+
+    def wait_ports(self, deadline, keys):
+        """Waits for the port file to name every key in @keys."""
+        while True:
+            p = _read_port_file(self.port_file)
+            if p and all(k in p for k in keys):
+                self.ports = p
+                return p
+            self.cluster._check_alive()
+            if time.monotonic() > deadline:
+                raise ClusterError("%s wrote no port file %s in time\n%s"
+                                   % (self.name, self.port_file,
+                                      self.describe()))
+            time.sleep(0.05)
+
+    def signal(self, sig):
+        if self.running():
+            self.popen.send_signal(sig)
+
+    def reap(self, timeout=STOP_TIMEOUT):
+        """Waits up to @timeout for the process, SIGKILLs it after, and
+        records its exit status. Returns the status."""
+        if self.popen is None:
+            return None
+        try:
+            rc = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            rc = self.popen.wait()
+            self.exits.append((self.generation, rc, False, "SIGKILLed after "
+                               "ignoring SIGTERM for %.0fs" % timeout))
+            self.popen = None
+            return rc
+        self.exits.append((self.generation, rc, self.expect_death, ""))
+        self.popen = None
+        return rc
+
+    def describe(self, n=30):
+        state = ("running (pid %d)" % self.pid if self.running()
+                 else "exited %s" % (self.popen.returncode
+                                     if self.popen else "-"))
+        return ("--- %s: %s; last lines of %s:\n%s"
+                % (self.name, state, self.stderr_path,
+                   _tail(self.stderr_path, n)))
+
+
+class Cluster:
+    """A master, @n_ps partition servers and one front end in @workdir."""
+
+    def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
+                 heartbeat_timeout_ms=3000, start_timeout=None):
+        self.workdir = os.path.abspath(str(workdir))
+        self.logdir = os.path.join(self.workdir, "logs")
+        self.build_dir = build_dir or find_build_dir()
+        self.n_ps = n_ps
+        self.log_level = log_level or os.environ.get("RT_LOG_LEVEL", "info")
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.start_timeout = float(start_timeout or
+                                   os.environ.get("RT_START_TIMEOUT", 30))
+        self.account = DEV_ACCOUNT
+        self.key = DEV_KEY
+        b = self.build_dir
+        self.bins = {
+            "master": os.path.join(b, "master", "rt-master"),
+            "ps": os.path.join(b, "partition-server", "rt-partition-server"),
+            "frontend": os.path.join(b, "frontend", "rt-frontend"),
+            "rtctl": os.path.join(b, "tools", "rtctl"),
+        }
+        for k, p in self.bins.items():
+            if not os.access(p, os.X_OK):
+                raise ClusterError("%s binary not found at %s (build the "
+                                   "tree first)" % (k, p))
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        env.pop("RT_MASTER_HTTP", None)  # rtctl gets --master-http from us
+        self.env = env
+
+        self.master = Proc(self, "master", self.bins["master"], "master")
+        self.pss = [Proc(self, "ps%d" % i, self.bins["ps"], "ps")
+                    for i in range(1, n_ps + 1)]
+        self.frontend = Proc(self, "frontend", self.bins["frontend"],
+                             "frontend")
+        for d in ["run", "logs", "master"] + [p.name for p in self.pss]:
+            os.makedirs(os.path.join(self.workdir, d), exist_ok=True)
+
+    # ------------------------------------------------------------ processes
+    @property
+    def procs(self):
+        """Start order: master, partition servers, front end."""
+        return [self.master] + self.pss + [self.frontend]
+
+    def proc(self, name):
+        for p in self.procs:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def master_rpc_addr(self):
+        return "127.0.0.1:%d" % self.master.ports["rpc"]
+
+    @property
+    def master_http_addr(self):
+        return "127.0.0.1:%d" % self.master.ports["http"]
+
+    @property
+    def fe_port(self):
+        return self.frontend.ports["http"]
+
+    @property
+    def table_endpoint(self):
+        return "http://127.0.0.1:%d/%s" % (self.fe_port, self.account)
+
+    @property
+    def connection_string(self):
+        return ("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;"
+                "TableEndpoint=%s;" % (self.account, self.key,
+                                       self.table_endpoint))
+
+    def _check_alive(self):
+        for p in self.procs:
+            if p.popen is not None and p.popen.poll() is not None \
+                    and not p.expect_death:
+                raise ClusterError("%s exited with status %s during startup"
+                                   "\n%s" % (p.name, p.popen.returncode,
+                                             p.describe()))
+
+    def start(self):
+        """Starts every process and waits (bounded) until the master reports
+        n_ps servers up and the front end accepts connections."""
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            self.master.start()
+            self.master.wait_ports(deadline, ("rpc", "http"))
+            self.master.fixed_ports = dict(self.master.ports)
+            self._wait(deadline, "master /health",
+                       lambda: self._http_get_master("/health")[0] == 200)
+            for p in self.pss:
+                p.start()
+            for p in self.pss:
+                p.wait_ports(deadline, ("rpc",))
+                p.fixed_ports = dict(p.ports)
+            self.frontend.start()
+            self.frontend.wait_ports(deadline, ("http",))
+            self.frontend.fixed_ports = dict(self.frontend.ports)
+            self._wait(deadline, "front end port",
+                       lambda: _tcp_open(self.fe_port))
+            self._wait(deadline, "%d partition servers up" % self.n_ps,
+                       self._all_servers_up)
+        except BaseException:
+            self.stop(check=False)
+            raise
+        return self
+
+    def _wait(self, deadline, what, pred):
+        last = None
+        while True:
+            try:
+                if pred():
+                    return
+            except Exception as e:  # noqa: BLE001 - retried until deadline
+                last = e
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    "timed out waiting for %s (last error: %r)\n%s"
+                    % (what, last, self.describe()))
+            time.sleep(0.1)
+
+    def _all_servers_up(self):
+        """True when every partition server we started is registered (by its
+        advertised address) and up."""
+        st = self.master_status()
+        up = {s.get("addr") for s in st.get("servers", [])
+              if s.get("state") == "up"}
+        want = {"127.0.0.1:%d" % p.ports["rpc"] for p in self.pss}
+        return want <= up
+
+    def stop(self, check=True):
+        """SIGTERM to the front end, then the partition servers, then the
+        master; each gets STOP_TIMEOUT seconds before SIGKILL. With @check,
+        raises if any process exited non-zero (a clean shutdown exits 0)."""
+        groups = [[self.frontend], self.pss, [self.master]]
+        for g in groups:
+            for p in g:
+                p.signal(signal.SIGTERM)
+            for p in g:
+                p.reap()
+        if check:
+            self.check_exits()
+
+    def restart(self):
+        """Stops everything, then starts it again with the same data
+        directories and the same ports (the master's RPC port must stay,
+        so the servers find it; the front end's, so clients keep working)."""
+        self.stop()
+        self.start()
+
+    def kill(self, name, sig=signal.SIGKILL):
+        """Sends @sig to one process (by name: master, ps1.., frontend). A
+        SIGKILL/SIGTERM/SIGINT death is then expected, not an error."""
+        p = self.proc(name)
+        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+            p.expect_death = True
+        p.signal(sig)
+        if sig == signal.SIGKILL:
+            p.reap()
+
+    def start_process(self, name, wait=True):
+        """(Re)starts one stopped process on its previous ports."""
+        p = self.proc(name)
+        if p.running():
+            p.signal(signal.SIGTERM)
+            p.reap()
+        p.start()
+        deadline = time.monotonic() + self.start_timeout
+        keys = {"master": ("rpc", "http"), "ps": ("rpc",),
+                "frontend": ("http",)}[p.kind]
+        p.wait_ports(deadline, keys)
+        if wait and p.kind == "ps":
+            self._wait(deadline, "%s up" % name, self._all_servers_up)
+        elif wait and p.kind == "frontend":
+            self._wait(deadline, "front end port",
+                       lambda: _tcp_open(self.fe_port))
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop(check=exc[0] is None)
+
+    # ------------------------------------------------------------ clients
+    def _http_get_master(self, path):
+        url = "http://%s%s" % (self.master_http_addr, path)
+        try:
+            with _OPENER.open(url, timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def master_status(self):
+        """GET /api/status of the master, decoded."""
+        status, body = self._http_get_master("/api/status")
+        if status != 200:
+            raise ClusterError("GET /api/status -> %d %r" % (status, body))
+        return json.loads(body)
+
+    def rtctl(self, *args, check=True, timeout=30):
+        """Runs tools/rtctl with --master-http pointing at this cluster.
+        Returns the CompletedProcess (text stdout/stderr)."""
+        argv = [self.bins["rtctl"], "--master-http", self.master_http_addr]
+        argv += list(args)
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=timeout, env=self.env)
+        # rtctl is ours too: keep its stderr for check_sanitizers().
+        if r.stderr:
+            with open(os.path.join(self.logdir, "rtctl.stderr"), "a") as f:
+                f.write("# %s\n%s" % (" ".join(argv), r.stderr))
+        if check and r.returncode != 0:
+            raise ClusterError("%s -> exit %d\nstdout:\n%s\nstderr:\n%s"
+                               % (" ".join(argv), r.returncode, r.stdout,
+                                  r.stderr))
+        return r
+
+    def table_service_client(self, key=None, **kw):
+        """azure.data.tables.TableServiceClient for this cluster (@key
+        overrides the account key, e.g. to test bad signatures). Timeouts
+        and retries are shortened so a hung request fails a test in seconds
+        rather than minutes; pass them in @kw to change."""
+        from azure.data.tables import TableServiceClient
+        kw.setdefault("connection_timeout", 5)
+        kw.setdefault("read_timeout", 30)
+        kw.setdefault("retry_total", 4)
+        kw.setdefault("retry_backoff_factor", 0.5)
+        if key is None:
+            return TableServiceClient.from_connection_string(
+                self.connection_string, **kw)
+        from azure.core.credentials import AzureNamedKeyCredential
+        return TableServiceClient(
+            endpoint=self.table_endpoint,
+            credential=AzureNamedKeyCredential(self.account, key), **kw)
+
+    # ------------------------------------------------------------ checks
+    def check_exits(self):
+        """Fails if any process exited with a non-zero status that was not
+        expected (clean shutdown on SIGTERM is exit 0)."""
+        bad = []
+        for p in self.procs:
+            for gen, rc, expected, note in p.exits:
+                if rc != 0 and not expected:
+                    bad.append("%s (start #%d) exited %d %s; stderr %s"
+                               % (p.name, gen, rc, note,
+                                  p.stderr_paths[gen - 1]))
+        if bad:
+            raise ClusterError("unclean exits:\n  " + "\n  ".join(bad) +
+                               "\n" + self.describe())
+
+    def stderr_files(self):
+        files = [f for p in self.procs for f in p.stderr_paths]
+        extra = os.path.join(self.logdir, "rtctl.stderr")
+        if os.path.exists(extra):
+            files.append(extra)
+        return files
+
+    def check_sanitizers(self):
+        """Fails with an excerpt if any stderr holds a sanitizer report."""
+        reports = []
+        for path in self.stderr_files():
+            try:
+                with open(path, errors="replace") as f:
+                    lines = f.readlines()
+            except FileNotFoundError:
+                continue
+            for i, line in enumerate(lines):
+                if any(m in line for m in SANITIZER_MARKERS):
+                    excerpt = "".join(lines[max(0, i - 2):i + 40])
+                    reports.append("%s:%d:\n%s" % (path, i + 1, excerpt))
+                    break
+        if reports:
+            raise ClusterError("sanitizer reports:\n\n" +
+                               "\n\n".join(reports))
+
+    def describe(self, n=30):
+        return "\n".join(p.describe(n) for p in self.procs
+                         if p.stderr_path)

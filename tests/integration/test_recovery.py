@@ -1,0 +1,110 @@
+"""Recovery (DESIGN §6): a partition server that dies makes its ranges answer
+503 ServerBusy until it returns with its data; a master restart alone is
+survived by the servers and front ends, which reconnect and resync.
+
+One cluster for the module, with a 1 s heartbeat timeout so "down" is quick.
+"""
+
+import signal
+import time
+
+import pytest
+from azure.core.exceptions import HttpResponseError
+
+from rtcluster import Cluster
+
+TABLE = "recovery"
+
+
+# ------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
+                heartbeat_timeout_ms=1000)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_sanitizers()
+
+
+@pytest.fixture(scope="module")
+def table(cluster):
+    tc = cluster.table_service_client().create_table(TABLE)
+    for i in range(20):
+        tc.create_entity({"PartitionKey": "p%d" % (i % 3),
+                          "RowKey": "r%02d" % i, "v": i})
+    return tc
+
+
+# ------------------------------------------------------------ helpers
+def owner_of(cluster, table_name):
+    """Name (ps1..) of the partition server that owns the table's range."""
+    st = cluster.master_status()
+    sid = [r["server"] for r in st["ranges"] if r["table"] == table_name]
+    assert len(sid) == 1, st
+    addr = [s["addr"] for s in st["servers"] if s["id"] == sid[0]][0]
+    for p in cluster.pss:
+        if "127.0.0.1:%d" % p.ports["rpc"] == addr:
+            return p.name
+    raise AssertionError("no started server has address %s: %s"
+                         % (addr, st))
+
+
+def wait_until(pred, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.1)
+
+
+def server_states(cluster):
+    return {s["addr"]: s["state"]
+            for s in cluster.master_status()["servers"]}
+
+
+# ------------------------------------------------------------ tests
+def test_dead_server_gives_server_busy_then_recovers(cluster, table):
+    """While the owner is down: 503 ServerBusy; once it is back, with its
+    data directory, every entity is there again."""
+    name = owner_of(cluster, TABLE)
+    addr = "127.0.0.1:%d" % cluster.proc(name).ports["rpc"]
+    cluster.kill(name, signal.SIGKILL)
+    wait_until(lambda: server_states(cluster).get(addr) == "down",
+               what="%s down in /api/status" % name)
+
+    no_retry = cluster.table_service_client(retry_total=0)
+    tc = no_retry.get_table_client(TABLE)
+    with pytest.raises(HttpResponseError) as ei:
+        tc.get_entity("p0", "r00")
+    assert ei.value.status_code == 503
+    assert ei.value.response.headers.get("x-ms-error-code") == "ServerBusy"
+
+    cluster.start_process(name)
+    got = table.get_entity("p1", "r04")
+    assert got["v"] == 4
+    assert len(list(table.list_entities())) == 20
+
+
+def test_master_restart_alone(cluster, table):
+    """The master restarts on its ports; front ends and servers reconnect;
+    reads, writes and table creation work again."""
+    cluster.kill("master", signal.SIGTERM)
+    cluster.master.reap()
+    cluster.start_process("master")
+    wait_until(lambda: set(server_states(cluster).values()) == {"up"}
+               and len(server_states(cluster)) == 3,
+               what="3 servers up after master restart")
+
+    assert table.get_entity("p2", "r05")["v"] == 5
+    table.create_entity({"PartitionKey": "p9", "RowKey": "new", "v": 99})
+    svc = cluster.table_service_client()
+    svc.create_table("aftermaster")
+    names = [t.name for t in svc.list_tables()]
+    assert TABLE in names and "aftermaster" in names
+    assert len(list(table.list_entities())) == 21
+
+
+def test_clean_shutdown(cluster):
+    """Everything still running stops with status 0, no sanitizer report."""
+    cluster.stop()
+    cluster.check_sanitizers()
