@@ -318,6 +318,23 @@ struct rt_rpc_client {
 
 static void conn_maybe_free(struct rt_rpc_conn *conn);
 static void conn_drop(struct rt_rpc_conn *conn, int status);
+static void fail_all_pending(struct rt_rpc_conn *conn, int status);
+
+/* A client conn whose connect attempt is in flight: calls made now are
+ * queued and go out once it succeeds (a fresh client would otherwise fail
+ * its first calls while the TCP handshake is still running). Calls made
+ * while backing off after a failure still fail at once. */
+static int conn_connecting(const struct rt_rpc_conn *conn)
+{
+    return conn->cli != NULL && conn->cli->csock != NULL && !conn->closing;
+}
+
+/* The connect attempt failed or was abandoned: what waited for it fails. */
+static void conn_connect_failed(struct rt_rpc_conn *conn, int status)
+{
+    conn->wlen = 0;
+    fail_all_pending(conn, status);
+}
 static void client_schedule_retry(struct rt_rpc_client *c);
 
 /* ------------------------------------------------------------------ */
@@ -586,6 +603,9 @@ static void flush_cb(uv_prepare_t *h)
 {
     struct rt_rpc_conn *conn = container_of(h, struct rt_rpc_conn, flush);
     uv_prepare_stop(h);
+    if (conn->sock == NULL && conn_connecting(conn)) {
+        return; /* conn_set_up() flushes once connected */
+    }
     if (conn->wlen == 0 || conn->sock == NULL) {
         conn->wlen = 0;
         return;
@@ -882,6 +902,9 @@ static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
         }
     }
     uv_read_start((uv_stream_t *)&sock->tcp, alloc_cb, read_cb);
+    if (conn->wlen > 0) {
+        uv_prepare_start(&conn->flush, flush_cb);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -1069,6 +1092,7 @@ static void client_timer_cb(uv_timer_t *t)
         rt_log(RT_LOG_DEBUG, "rpc: connect to %s timed out", c->addr_str);
         sock_close(c->csock);
         c->csock = NULL;
+        conn_connect_failed(c->conn, RT_ENOCONN);
         client_schedule_retry(c);
         return;
     }
@@ -1099,6 +1123,7 @@ static void client_connect_cb(uv_connect_t *req, int status)
         rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
                uv_strerror(status));
         sock_close(sock);
+        conn_connect_failed(conn, RT_ENOCONN);
         client_schedule_retry(c);
         return;
     }
@@ -1172,6 +1197,7 @@ int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr)
     if (c->csock) {
         sock_close(c->csock);
         c->csock = NULL;
+        conn_connect_failed(c->conn, RT_ENOCONN);
     }
     conn_drop(c->conn, RT_ENOCONN); /* no-op when down */
     c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
@@ -1191,6 +1217,7 @@ void rt_rpc_client_close(struct rt_rpc_client *c)
     if (c->csock) {
         sock_close(c->csock);
         c->csock = NULL;
+        conn_connect_failed(conn, RT_ECANCELED);
     }
     uv_close((uv_handle_t *)&c->timer, conn_handle_close_cb);
     conn_drop(conn, RT_ECANCELED);
@@ -1215,7 +1242,7 @@ int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
         p->arg = arg;
         p->next = NULL;
     }
-    if (!conn->up) {
+    if (!conn->up && !conn_connecting(conn)) {
         if (p) {
             defer_push(conn, p, conn->closing ? RT_ECANCELED : RT_ENOCONN);
         }
@@ -1359,6 +1386,7 @@ void rt_rpc_conn_close(struct rt_rpc_conn *conn)
         if (c->csock) {
             sock_close(c->csock);
             c->csock = NULL;
+            conn_connect_failed(conn, RT_ENOCONN);
             client_schedule_retry(c);
             return;
         }

@@ -658,6 +658,38 @@ static void test_reconnect(void **state)
     assert_int_equal(F.status[0], 0);
 }
 
+static void connecting_reply_cb(int status, const uint8_t *body, size_t len,
+                                void *arg)
+{
+    (void)arg;
+    F.status[0] = status;
+    F.calls_done[0]++;
+    if (status != 0 || len != 5 || memcmp(body, "early", 5) != 0) {
+        F.bad++;
+    }
+    fx_finish();
+}
+
+/* A call made right after the client starts, while its TCP connect is still
+ * in flight, waits for the connection and succeeds instead of failing. */
+static void test_call_while_connecting(void **state)
+{
+    (void)state;
+    fx_init();
+    start_server(srv_echo, NULL);
+    start_client(NULL, NULL);
+    assert_false(rt_rpc_conn_is_up(rt_rpc_client_conn(F.cli)));
+    assert_int_equal(rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING,
+                                 (const uint8_t *)"early", 5, 2000,
+                                 connecting_reply_cb, NULL),
+                     0);
+    assert_int_equal(F.calls_done[0], 0);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], 0);
+    assert_int_equal(F.bad, 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Symmetric calls and error replies                                   */
 /* ------------------------------------------------------------------ */
@@ -973,6 +1005,7 @@ int main(void)
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_drop),
         cmocka_unit_test(test_reconnect),
+        cmocka_unit_test(test_call_while_connecting),
         cmocka_unit_test(test_symmetric),
         cmocka_unit_test(test_error_reply),
         cmocka_unit_test(test_close_cancels),
