@@ -18,4 +18,10 @@ void ps__server_persist(struct ps_server *ps, struct rt_rpc_conn *conn,
 void ps__server_drop(struct ps_server *ps, uint64_t table_id,
                      struct rt_rpc_conn *conn, uint64_t id);
 
+/* Starts a count scan (uv_queue_work) for every range with count_wanted
+ * (new, or bounds changed); the result lands in its totals. */
+void ps__server_count_wanted(struct ps_server *ps);
+/* Marks every range of @table_id for a recount and starts the scans. */
+void ps__server_recount_table(struct ps_server *ps, uint64_t table_id);
+
 #endif

@@ -40,6 +40,12 @@ static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
     }
     changed = ps_ranges_set(&ps->ranges, v, n);
     ps->ranges.map_version = map_version;
+    for (size_t i = 0; i < ps->ranges.n; i++) {
+        if (ps->ranges.v[i]->load_since_ms == 0) {
+            ps->ranges.v[i]->load_since_ms = uv_now(ps->loop);
+        }
+    }
+    ps__server_count_wanted(ps);
     if (changed) {
         rt_log(RT_LOG_INFO, "serving %zu ranges (map v%llu)", ps->ranges.n,
                (unsigned long long)map_version);
@@ -173,6 +179,7 @@ static void ps__heartbeat(struct ps_server *ps)
     size_t n = ps->ranges.n;
     Rt__RangeLoad *loads = calloc(n ? n : 1, sizeof(*loads));
     Rt__RangeLoad **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    uint64_t now = uv_now(ps->loop);
     int rc;
 
     if (!loads || !ptrs) {
@@ -191,6 +198,8 @@ static void ps__heartbeat(struct ps_server *ps)
         loads[i].key_bytes = r->key_bytes;
         loads[i].n_sample_pks = r->n_sample;
         loads[i].sample_pks = r->sample;
+        loads[i].interval_ms = now - r->load_since_ms;
+        loads[i].scanned = r->scanned;
         ptrs[i] = &loads[i];
     }
     req.server_id = ps->server_id;
@@ -209,7 +218,7 @@ static void ps__heartbeat(struct ps_server *ps)
     ps->hb_inflight = 1;
     /* The body was copied: counters start over for the next interval. */
     for (size_t i = 0; i < n; i++) {
-        ps_range_load_reset(ps->ranges.v[i]);
+        ps_range_load_reset(ps->ranges.v[i], now);
     }
 }
 

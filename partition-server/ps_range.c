@@ -1,6 +1,7 @@
 /* Ranges: owned set, ownership check, load counters. */
 #include "ps_range.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,8 @@ static void ps__range_free(struct ps_range *r)
     if (!r) {
         return;
     }
-    ps_range_load_reset(r);
+    ps_range_load_reset(r, 0);
+    free(r->pend);
     free(r->low);
     free(r->high);
     free(r);
@@ -91,6 +93,18 @@ static int ps__range_same(const struct ps_range *r, const Rt__Range *d)
     return strcmp(r->high, high) == 0;
 }
 
+static int ps__range_bounds_same(const struct ps_range *r, const Rt__Range *d)
+{
+    const char *high = d->high_inf ? NULL : (d->high ? d->high : "");
+    if (r->table_id != d->table_id || strcmp(r->low, d->low ? d->low : "")) {
+        return 0;
+    }
+    if (!r->high || !high) {
+        return r->high == high;
+    }
+    return strcmp(r->high, high) == 0;
+}
+
 static size_t ps__ranges_index(const struct ps_ranges *rs, uint64_t id)
 {
     size_t lo = 0, hi = rs->n;
@@ -140,6 +154,9 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
             if (!ps__range_same(r, d)) {
                 changed = 1;
             }
+            if (!ps__range_bounds_same(r, d)) {
+                r->count_wanted = 1; /* totals are of other bounds */
+            }
             free(r->low);
             free(r->high);
         } else {
@@ -157,6 +174,7 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
                 abort();
             }
             r->id = d->id;
+            r->count_wanted = 1;
         }
         r->table_id = d->table_id;
         r->epoch = d->epoch;
@@ -233,10 +251,19 @@ static uint64_t ps__rand(struct ps_ranges *rs)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* Uniform in (0, 1). */
+static double ps__uniform(struct ps_ranges *rs)
+{
+    return ((double)(ps__rand(rs) >> 11) + 0.5) / 9007199254740992.0;
+}
+
 void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
                       uint64_t entities, uint64_t bytes, uint64_t exec_us,
                       const char *pk)
 {
+    double key;
+    unsigned min = 0;
+
     r->requests++;
     r->entities += entities;
     r->bytes_written += bytes;
@@ -244,24 +271,35 @@ void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
     if (!pk) {
         return;
     }
-    /* Reservoir sampling (Algorithm R): every request's PK has the same
-     * chance to be in the sample the master splits by. */
-    r->sample_seen++;
+    /* Weighted reservoir (A-Res): keep the PS_SAMPLE_MAX largest keys
+     * u^(1/w), here as log(u)/w. With w = entities, a request that moved
+     * 100 entities counts like 100 single-entity requests, so the
+     * load-median split key the master picks from the sample follows the
+     * load, not only the request count. */
+    key = log(ps__uniform(rs)) / (double)(entities ? entities : 1);
     if (r->n_sample < PS_SAMPLE_MAX) {
-        r->sample[r->n_sample++] = ps__xstrdup(pk);
+        r->sample[r->n_sample] = ps__xstrdup(pk);
+        r->sample_key[r->n_sample++] = key;
         return;
     }
-    uint64_t j = ps__rand(rs) % r->sample_seen;
-    if (j < PS_SAMPLE_MAX) {
-        free(r->sample[j]);
-        r->sample[j] = ps__xstrdup(pk);
+    for (unsigned i = 1; i < r->n_sample; i++) {
+        if (r->sample_key[i] < r->sample_key[min]) {
+            min = i;
+        }
+    }
+    if (key > r->sample_key[min]) {
+        free(r->sample[min]);
+        r->sample[min] = ps__xstrdup(pk);
+        r->sample_key[min] = key;
     }
 }
 
-void ps_range_load_reset(struct ps_range *r)
+void ps_range_load_reset(struct ps_range *r, uint64_t now_ms)
 {
+    r->load_since_ms = now_ms;
     r->requests = 0;
     r->entities = 0;
+    r->scanned = 0;
     r->bytes_written = 0;
     r->exec_us = 0;
     for (unsigned i = 0; i < r->n_sample; i++) {
@@ -269,5 +307,86 @@ void ps_range_load_reset(struct ps_range *r)
         r->sample[i] = NULL;
     }
     r->n_sample = 0;
-    r->sample_seen = 0;
+}
+
+/* Totals */
+
+static uint64_t ps__add_signed(uint64_t v, int64_t d)
+{
+    if (d < 0 && (uint64_t)(-d) > v) {
+        return 0; /* never below zero, even if a delta was missed */
+    }
+    return v + (uint64_t)d;
+}
+
+uint64_t ps_range_count_start(struct ps_range *r)
+{
+    r->count_wanted = 0;
+    r->count_state = PS_COUNT_RUNNING;
+    r->n_pend = 0;
+    return ++r->count_gen;
+}
+
+int ps_range_count_done(struct ps_range *r, uint64_t gen, uint64_t count,
+                        uint64_t bytes, uint64_t txn)
+{
+    if (gen != r->count_gen || r->count_state != PS_COUNT_RUNNING) {
+        return 0;
+    }
+    /* Writes that completed while the scan ran: those committed after its
+     * snapshot are not in @count yet. */
+    for (size_t i = 0; i < r->n_pend; i++) {
+        if (r->pend[i].txn_id > txn) {
+            count = ps__add_signed(count, r->pend[i].count);
+            bytes = ps__add_signed(bytes, r->pend[i].bytes);
+        }
+    }
+    r->n_pend = 0;
+    r->key_count = count;
+    r->key_bytes = bytes;
+    r->count_txn = txn;
+    r->count_state = PS_COUNT_VALID;
+    return 1;
+}
+
+void ps_range_count_write(struct ps_range *r, uint64_t txn_id,
+                          int64_t dcount, int64_t dbytes)
+{
+    if (txn_id == 0 || (dcount == 0 && dbytes == 0)) {
+        return;
+    }
+    switch (r->count_state) {
+    case PS_COUNT_VALID:
+        if (txn_id > r->count_txn) {
+            r->key_count = ps__add_signed(r->key_count, dcount);
+            r->key_bytes = ps__add_signed(r->key_bytes, dbytes);
+        }
+        break;
+    case PS_COUNT_RUNNING:
+        /* Callbacks arrive in commit order: merge with the last entry of
+         * the same transaction (a group commit has many writes). */
+        if (r->n_pend > 0 && r->pend[r->n_pend - 1].txn_id == txn_id) {
+            r->pend[r->n_pend - 1].count += dcount;
+            r->pend[r->n_pend - 1].bytes += dbytes;
+            break;
+        }
+        if (r->n_pend == r->cap_pend) {
+            size_t ncap = r->cap_pend ? 2 * r->cap_pend : 64;
+            struct ps_count_delta *np =
+                realloc(r->pend, ncap * sizeof(*np));
+            if (!np) {
+                rt_log(RT_LOG_FATAL, "out of memory");
+                abort();
+            }
+            r->pend = np;
+            r->cap_pend = ncap;
+        }
+        r->pend[r->n_pend].txn_id = txn_id;
+        r->pend[r->n_pend].count = dcount;
+        r->pend[r->n_pend].bytes = dbytes;
+        r->n_pend++;
+        break;
+    default:
+        break; /* no count yet: the coming scan will see it */
+    }
 }

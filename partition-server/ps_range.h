@@ -17,8 +17,24 @@
 #include "rt.pb-c.h"
 #include "rt_buf.h"
 
-/* PartitionKeys sampled per range between two heartbeats (reservoir). */
-#define PS_SAMPLE_MAX 16
+/* PartitionKeys sampled per range between two heartbeats (weighted
+ * reservoir over requests, ps_range_account). */
+#define PS_SAMPLE_MAX 32
+
+/* Entity totals of a range (ps_range_count_*): how far they can be trusted. */
+enum ps_count_state {
+    PS_COUNT_NONE,     /* never counted: totals are 0 */
+    PS_COUNT_RUNNING,  /* a count scan is out; totals are the last known */
+    PS_COUNT_VALID,    /* totals = count at count_txn + later deltas */
+    PS_COUNT__NR
+};
+
+/* Effect of one committed write, kept while a count scan is out. */
+struct ps_count_delta {
+    uint64_t txn_id;
+    int64_t count;
+    int64_t bytes;
+};
 
 struct ps_range {
     uint64_t id;
@@ -26,17 +42,26 @@ struct ps_range {
     uint64_t epoch;
     char *low;  /* inclusive; "" = table start */
     char *high; /* exclusive; NULL = unbounded */
-    /* Load since the previous heartbeat. */
+    /* Load since the previous heartbeat (load_since_ms, loop clock). */
+    uint64_t load_since_ms;
     uint64_t requests;
     uint64_t entities;
+    uint64_t scanned;
     uint64_t bytes_written;
     uint64_t exec_us;
-    /* Totals; approximate (0 until the engine tracks them). */
+    char *sample[PS_SAMPLE_MAX];
+    double sample_key[PS_SAMPLE_MAX]; /* A-Res keys: log(u) / weight */
+    unsigned n_sample;
+    /* Totals: entities and key + value bytes (see ps_range_count_*). */
     uint64_t key_count;
     uint64_t key_bytes;
-    char *sample[PS_SAMPLE_MAX];
-    unsigned n_sample;
-    uint64_t sample_seen;
+    enum ps_count_state count_state;
+    uint64_t count_gen;  /* bumped when bounds change: a running count of
+                            an older generation is stale */
+    uint64_t count_txn;  /* snapshot the totals are based on (VALID) */
+    int count_wanted;    /* bounds are new: a count scan must be started */
+    struct ps_count_delta *pend; /* writes seen while RUNNING */
+    size_t n_pend, cap_pend;
 };
 
 struct ps_ranges {
@@ -61,8 +86,9 @@ int ps_ranges_route(const struct ps_ranges *rs, uint64_t table_id,
                     struct ps_range **out);
 
 /* Serves exactly @v[0..n) from now on (borrowed; copied). Ranges that stay
- * (same id) keep their load counters. Returns 1 when the set changed (ids,
- * epochs or bounds), else 0. */
+ * (same id) keep their load counters, and their totals if the bounds are
+ * the same; a new range or one whose bounds changed gets count_wanted.
+ * Returns 1 when the set changed (ids, epochs or bounds), else 0. */
 int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n);
 
 /* Appends the set, packed as an rt.Assignment (with map_version), to @out:
@@ -72,11 +98,30 @@ void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out);
 int ps_ranges_unpack(struct ps_ranges *rs, const uint8_t *blob, size_t n);
 
 /* Counts one request on @r: @entities read or written, @bytes written,
- * @exec_us of work, and offers @pk (may be NULL) to the PK sample. */
+ * @exec_us of work, and offers @pk (may be NULL) to the PK sample with
+ * weight max(1, @entities): a weighted reservoir (Efraimidis-Spirakis
+ * A-Res) over requests, so a PK's chance to be sampled is proportional to
+ * the entities its requests carried. */
 void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
                       uint64_t entities, uint64_t bytes, uint64_t exec_us,
                       const char *pk);
-/* Zeroes the since-last-heartbeat counters and the sample. */
-void ps_range_load_reset(struct ps_range *r);
+/* Zeroes the since-last-heartbeat counters and the sample; @now_ms starts
+ * the next interval. */
+void ps_range_load_reset(struct ps_range *r, uint64_t now_ms);
+
+/* Entity totals, maintained incrementally (see README "Load accounting").
+ * A count scan (ps_store_range_stats, off the loop) gives the totals at a
+ * snapshot txn; every committed write adds its deltas with its txn id.
+ *  - ps_range_count_start: a scan is being started; returns the generation
+ *    to hand back with its result.
+ *  - ps_range_count_done: the scan of generation @gen found @count/@bytes
+ *    at snapshot @txn: totals = those + deltas of writes after @txn. A
+ *    result of an older generation is ignored (returns 0), else 1.
+ *  - ps_range_count_write: a write with @txn_id and deltas committed. */
+uint64_t ps_range_count_start(struct ps_range *r);
+int ps_range_count_done(struct ps_range *r, uint64_t gen, uint64_t count,
+                        uint64_t bytes, uint64_t txn);
+void ps_range_count_write(struct ps_range *r, uint64_t txn_id,
+                          int64_t dcount, int64_t dbytes);
 
 #endif

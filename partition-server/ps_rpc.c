@@ -13,15 +13,23 @@
  *  - atomic write whose op i fails: that op's code, Error{index = i};
  *  - store failure (map full, I/O): RT_ENOSPACE / RT_EIO;
  *  - per-op outcomes of a non-atomic write: status 0, OpResult.code.
- * Reads run right here on the loop thread in an LMDB read transaction (a
- * snapshot; they never wait for the writer). */
+ * Point gets run right here on the loop thread in an LMDB read transaction
+ * (a snapshot; they never wait for the writer). Scans run on the libuv
+ * threadpool (uv_queue_work), each in its own read transaction, so a long
+ * scan never stalls the loop: the worker scans and packs the ScanResp, the
+ * after-work callback (loop thread) accounts the load and replies.
+ * Scan failure modes: malformed body or filter: RT_EINVAL; not our range,
+ * or a resume key at or past its high end: RT_ESTALE; store failure:
+ * RT_EIO / RT_ECORRUPT; shutting down before the work ran: RT_EBUSY. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_internal.h"
 #include "ps_server.h"
 #include "rt.pb-c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "rt_filter.h"
 #include "rt_log.h"
 
 /* An empty properties blob: count 0. */
@@ -79,17 +87,22 @@ static void ps__write_done(struct ps_job *job)
         }
         ps_range_account(&ps->ranges, r, ok, w->bytes_written, job->exec_us,
                          w->ops[0].pk);
+        if (ps_range_contains(r, w->ops[0].pk)) {
+            /* (not when a reassignment moved the PK out meanwhile) */
+            ps_range_count_write(r, w->txn_id, w->count_delta,
+                                 w->bytes_delta);
+        }
     }
     if (w->status != 0) {
-        if (w->status != RT_EEXIST && w->status != RT_ENOTFOUND &&
-            w->status != RT_EPRECOND && w->status != RT_EDUPROW &&
-            w->status != RT_EOUTOFRANGE) {
+        if (w->status == RT_ENOSPACE || w->status == RT_EIO ||
+            w->status == RT_ECORRUPT || w->status == RT_ENOMEM ||
+            w->status == RT_ETOOLARGE) {
             rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
                    (unsigned long long)req->range_id,
                    rt_strerror(w->status));
         }
         ps__reply_error(req->conn, req->id, method, w->status,
-                        w->atomic ? w->failed_index : -1, NULL);
+                        w->atomic ? w->failed_index : -1, w->errmsg);
     } else {
         Rt__WriteResp resp = RT__WRITE_RESP__INIT;
         Rt__OpResult *res = calloc(w->n_ops, sizeof(*res));
@@ -132,6 +145,13 @@ static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
         ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad WriteReq");
         return;
     }
+    if (msg->atomic && msg->n_ops > PS_BATCH_MAX_OPS) {
+        /* Spec §5.2: the index names the first op beyond the limit. */
+        ps__reply_error(conn, id, method, RT_EINVAL, PS_BATCH_MAX_OPS,
+                        "The batch request operation exceeds the maximum "
+                        "100 changes per change set.");
+        goto out_free;
+    }
     if (msg->n_ops == 0 || msg->n_ops > PS_MAX_OPS_PER_WRITE) {
         ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad op count");
         goto out_free;
@@ -149,6 +169,12 @@ static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
             ps__reply_error(conn, id, method, RT_EINVAL, (int)i,
                             "bad properties blob");
             goto out_free;
+        }
+        /* An entity group transaction is routed by its first op; the
+         * store answers RT_EDIFFPARTITIONS for any op naming another PK
+         * (which may well be outside this range). */
+        if (msg->atomic && i > 0) {
+            continue;
         }
         rc = ps__route(ps, msg->route, op->pk, &r);
         if (rc != 0) {
@@ -249,14 +275,131 @@ out:
 
 /* ENTITY_SCAN */
 
+struct ps_scan_req {
+    uv_work_t work;
+    struct ps_server *ps;
+    struct rt_rpc_conn *conn;
+    uint64_t id;
+    uint64_t range_id;
+    Rt__ScanReq *msg;
+    struct rt_filter *filter;
+    char *low;  /* the range's bounds when the request came */
+    char *high; /* NULL = unbounded */
+    struct ps_scan sc;
+    int rc;
+    uint64_t exec_us;
+    struct rt_buf reply; /* packed ScanResp when rc == 0 */
+};
+
+static char *ps__xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) {
+        rt_log(RT_LOG_FATAL, "out of memory");
+        abort();
+    }
+    return d;
+}
+
+static void ps__scan_pack(struct ps_scan_req *req)
+{
+    struct ps_scan *sc = &req->sc;
+    Rt__ScanResp resp = RT__SCAN_RESP__INIT;
+    Rt__EntityRec *recs = calloc(sc->n ? sc->n : 1, sizeof(*recs));
+    Rt__EntityRec **ptrs = calloc(sc->n ? sc->n : 1, sizeof(*ptrs));
+    size_t len;
+
+    if (!recs || !ptrs) {
+        rt_log(RT_LOG_FATAL, "out of memory");
+        abort();
+    }
+    for (size_t i = 0; i < sc->n; i++) {
+        rt__entity_rec__init(&recs[i]);
+        recs[i].pk = sc->recs[i].pk;
+        recs[i].rk = sc->recs[i].rk;
+        recs[i].value.data = sc->recs[i].value;
+        recs[i].value.len = sc->recs[i].value_len;
+        ptrs[i] = &recs[i];
+    }
+    resp.n_entities = sc->n;
+    resp.entities = ptrs;
+    resp.more = sc->more;
+    resp.next_pk = sc->more ? sc->next_pk : (char *)"";
+    resp.next_rk = sc->more ? sc->next_rk : (char *)"";
+    resp.done = sc->done;
+    len = rt__scan_resp__get_packed_size(&resp);
+    rt__scan_resp__pack(&resp, rt_buf_reserve(&req->reply, len));
+    req->reply.len += len;
+    free(recs);
+    free(ptrs);
+}
+
+/* Threadpool: the scan itself and the packing of its reply. */
+static void ps__scan_work(uv_work_t *work)
+{
+    struct ps_scan_req *req = container_of(work, struct ps_scan_req, work);
+    uint64_t t0 = uv_hrtime();
+
+    req->rc = ps_store_scan(req->ps->store, &req->sc);
+    if (req->rc == 0) {
+        ps__scan_pack(req);
+    }
+    req->exec_us = (uv_hrtime() - t0) / 1000;
+}
+
+static void ps__scan_free(struct ps_scan_req *req)
+{
+    ps_scan_free(&req->sc);
+    rt_buf_free(&req->reply);
+    rt_filter_free(req->filter);
+    rt_rpc_conn_unref(req->conn);
+    rt__scan_req__free_unpacked(req->msg, NULL);
+    free(req->low);
+    free(req->high);
+    free(req);
+}
+
+/* Loop thread: account, reply, free. */
+static void ps__scan_after(uv_work_t *work, int status)
+{
+    struct ps_scan_req *req = container_of(work, struct ps_scan_req, work);
+    struct ps_server *ps = req->ps;
+    const uint32_t method = RT__METHOD__ENTITY_SCAN;
+    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
+
+    ps->work_inflight--;
+    if (status != 0) {
+        ps__reply_error(req->conn, req->id, method, RT_EBUSY, -1,
+                        "scan canceled");
+        ps__scan_free(req);
+        return;
+    }
+    if (r) {
+        const char *pk = req->sc.n > 0 ? req->sc.recs[0].pk
+                         : req->msg->has_start ? req->msg->start_pk
+                                               : NULL;
+        ps_range_account(&ps->ranges, r, req->sc.n, 0, req->exec_us, pk);
+        r->scanned += req->sc.scanned;
+    }
+    if (req->rc != 0) {
+        rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
+               (unsigned long long)req->range_id, rt_strerror(req->rc));
+        ps__reply_error(req->conn, req->id, method, req->rc, -1, NULL);
+    } else {
+        rt_rpc_reply(req->conn, req->id, method, 0, req->reply.data,
+                     req->reply.len);
+    }
+    ps__scan_free(req);
+}
+
 static void ps__on_scan(struct ps_server *ps, struct rt_rpc_conn *conn,
                         uint64_t id, const uint8_t *body, size_t len)
 {
     const uint32_t method = RT__METHOD__ENTITY_SCAN;
     Rt__ScanReq *msg = rt__scan_req__unpack(NULL, len, body);
-    struct ps_scan sc;
+    struct rt_filter *filter = NULL;
+    struct ps_scan_req *req;
     struct ps_range *r;
-    uint64_t t0 = ps__now_us();
     int rc;
 
     if (!msg) {
@@ -272,49 +415,47 @@ static void ps__on_scan(struct ps_server *ps, struct rt_rpc_conn *conn,
         ps__reply_error(conn, id, method, rc, -1, NULL);
         goto out;
     }
-    /* filter / select are carried for the next issue's evaluator. */
-    memset(&sc, 0, sizeof(sc));
-    sc.table_id = r->table_id;
-    sc.low = r->low;
-    sc.high = r->high;
-    sc.has_start = msg->has_start;
-    sc.start_pk = msg->start_pk;
-    sc.start_rk = msg->start_rk;
-    sc.limit = msg->limit;
-    rc = ps_store_scan(ps->store, &sc);
-    ps_range_account(&ps->ranges, r, sc.n, 0, ps__now_us() - t0, NULL);
-    if (rc != 0) {
-        rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
-               (unsigned long long)r->id, rt_strerror(rc));
-        ps__reply_error(conn, id, method, rc, -1, NULL);
+    if (msg->filter.len > 0 &&
+        rt_filter_decode(msg->filter.data, msg->filter.len, &filter) != 0) {
+        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad filter");
         goto out;
     }
-    {
-        Rt__ScanResp resp = RT__SCAN_RESP__INIT;
-        Rt__EntityRec *recs = calloc(sc.n ? sc.n : 1, sizeof(*recs));
-        Rt__EntityRec **ptrs = calloc(sc.n ? sc.n : 1, sizeof(*ptrs));
-        if (!recs || !ptrs) {
-            rt_log(RT_LOG_FATAL, "out of memory");
-            abort();
-        }
-        for (size_t i = 0; i < sc.n; i++) {
-            rt__entity_rec__init(&recs[i]);
-            recs[i].pk = sc.recs[i].pk;
-            recs[i].rk = sc.recs[i].rk;
-            recs[i].value.data = sc.recs[i].value;
-            recs[i].value.len = sc.recs[i].value_len;
-            ptrs[i] = &recs[i];
-        }
-        resp.n_entities = sc.n;
-        resp.entities = ptrs;
-        resp.more = sc.more;
-        resp.next_pk = sc.more ? sc.next_pk : (char *)"";
-        resp.next_rk = sc.more ? sc.next_rk : (char *)"";
-        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
-        free(recs);
-        free(ptrs);
+    req = calloc(1, sizeof(*req));
+    if (!req) {
+        rt_filter_free(filter);
+        ps__reply_error(conn, id, method, RT_ENOMEM, -1, NULL);
+        goto out;
     }
-    ps_scan_free(&sc);
+    req->ps = ps;
+    req->conn = conn;
+    req->id = id;
+    req->range_id = r->id;
+    req->msg = msg;
+    req->filter = filter;
+    req->low = ps__xstrdup(r->low);
+    req->high = r->high ? ps__xstrdup(r->high) : NULL;
+    rt_buf_init(&req->reply);
+    req->sc.table_id = r->table_id;
+    req->sc.low = req->low;
+    req->sc.high = req->high;
+    req->sc.has_start = msg->has_start;
+    req->sc.start_pk = msg->start_pk;
+    req->sc.start_rk = msg->start_rk;
+    req->sc.limit = msg->limit;
+    req->sc.filter = filter;
+    req->sc.select = (const char *const *)msg->select;
+    req->sc.n_select = msg->n_select;
+    req->sc.budget_ms = msg->budget_ms;
+    rt_rpc_conn_ref(conn);
+    rc = uv_queue_work(ps->loop, &req->work, ps__scan_work, ps__scan_after);
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR, "uv_queue_work: %s", uv_strerror(rc));
+        ps__reply_error(conn, id, method, RT_EIO, -1, NULL);
+        ps__scan_free(req);
+        return;
+    }
+    ps->work_inflight++;
+    return;
 out:
     rt__scan_req__free_unpacked(msg, NULL);
 }

@@ -72,6 +72,7 @@ void ps__server_persist(struct ps_server *ps, struct rt_rpc_conn *conn,
 
 struct ps_drop_req {
     struct ps_job job;
+    struct ps_server *ps;
     struct rt_rpc_conn *conn;
     uint64_t id;
 };
@@ -80,6 +81,9 @@ static void ps__drop_done(struct ps_job *job)
 {
     struct ps_drop_req *req = container_of(job, struct ps_drop_req, job);
 
+    if (job->status == 0 && !req->ps->stopping) {
+        ps__server_recount_table(req->ps, job->u.drop.table_id);
+    }
     if (req->conn) {
         if (job->status == 0) {
             Rt__Empty e = RT__EMPTY__INIT;
@@ -103,6 +107,7 @@ void ps__server_drop(struct ps_server *ps, uint64_t table_id,
         rt_log(RT_LOG_FATAL, "out of memory");
         abort();
     }
+    req->ps = ps;
     req->conn = conn;
     req->id = id;
     req->job.kind = PS_JOB_DROP_TABLE;
@@ -112,6 +117,99 @@ void ps__server_drop(struct ps_server *ps, uint64_t table_id,
         rt_rpc_conn_ref(conn);
     }
     ps_writer_submit(ps->writer, &req->job);
+}
+
+/* Count scans (load accounting: entity totals per range) */
+
+struct ps_count_req {
+    uv_work_t work;
+    struct ps_server *ps;
+    uint64_t range_id;
+    uint64_t table_id;
+    uint64_t gen;
+    char *low;
+    char *high; /* NULL = unbounded */
+    int rc;
+    uint64_t count, bytes, txn;
+};
+
+static void ps__count_work(uv_work_t *work)
+{
+    struct ps_count_req *req = container_of(work, struct ps_count_req, work);
+    req->rc = ps_store_range_stats(req->ps->store, req->table_id, req->low,
+                                   req->high, &req->count, &req->bytes,
+                                   &req->txn);
+}
+
+static void ps__count_after(uv_work_t *work, int status)
+{
+    struct ps_count_req *req = container_of(work, struct ps_count_req, work);
+    struct ps_server *ps = req->ps;
+    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
+
+    ps->work_inflight--;
+    if (r && r->count_gen == req->gen) {
+        if (status == 0 && req->rc == 0) {
+            ps_range_count_done(r, req->gen, req->count, req->bytes,
+                                req->txn);
+            rt_log(RT_LOG_DEBUG, "range %llu: %llu entities, %llu bytes",
+                   (unsigned long long)r->id,
+                   (unsigned long long)r->key_count,
+                   (unsigned long long)r->key_bytes);
+        } else {
+            rt_log(RT_LOG_WARN, "counting range %llu failed: %s",
+                   (unsigned long long)r->id,
+                   rt_strerror(status ? RT_ECANCELED : req->rc));
+            r->count_state = PS_COUNT_NONE;
+        }
+    }
+    free(req->low);
+    free(req->high);
+    free(req);
+}
+
+void ps__server_count_wanted(struct ps_server *ps)
+{
+    for (size_t i = 0; i < ps->ranges.n && !ps->stopping; i++) {
+        struct ps_range *r = ps->ranges.v[i];
+        struct ps_count_req *req;
+        int rc;
+
+        if (!r->count_wanted) {
+            continue;
+        }
+        req = calloc(1, sizeof(*req));
+        if (!req || !(req->low = strdup(r->low)) ||
+            (r->high && !(req->high = strdup(r->high)))) {
+            rt_log(RT_LOG_FATAL, "out of memory");
+            abort();
+        }
+        req->ps = ps;
+        req->range_id = r->id;
+        req->table_id = r->table_id;
+        req->gen = ps_range_count_start(r);
+        rc = uv_queue_work(ps->loop, &req->work, ps__count_work,
+                           ps__count_after);
+        if (rc != 0) {
+            rt_log(RT_LOG_ERROR, "uv_queue_work: %s", uv_strerror(rc));
+            r->count_state = PS_COUNT_NONE;
+            free(req->low);
+            free(req->high);
+            free(req);
+            continue;
+        }
+        ps->work_inflight++;
+    }
+}
+
+void ps__server_recount_table(struct ps_server *ps, uint64_t table_id)
+{
+    for (size_t i = 0; i < ps->ranges.n; i++) {
+        if (ps->ranges.v[i]->table_id == table_id) {
+            ps->ranges.v[i]->count_wanted = 1;
+        }
+    }
+    ps__server_count_wanted(ps);
 }
 
 /* Start */
@@ -225,6 +323,10 @@ int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }
+    for (size_t i = 0; i < ps->ranges.n; i++) {
+        ps_range_load_reset(ps->ranges.v[i], uv_now(loop));
+    }
+    ps__server_count_wanted(ps);
     if ((rc = ps__listen(ps)) != 0) {
         return rc;
     }
@@ -260,6 +362,10 @@ void ps_server_stop(struct ps_server *ps)
 
 void ps_server_close(struct ps_server *ps)
 {
+    /* Scans and counts read the store from the threadpool. */
+    while (ps->work_inflight > 0) {
+        uv_run(ps->loop, UV_RUN_ONCE);
+    }
     ps_ranges_close(&ps->ranges);
     ps_store_close(ps->store);
     ps->store = NULL;

@@ -56,6 +56,10 @@ struct ps_server {
     int register_inflight;
     int hb_inflight;
 
+    /* uv_queue_work requests out (scans, count scans); the store must not
+     * close before they are back (ps_server_close waits). */
+    size_t work_inflight;
+
     int stopping;
     char errmsg[256];
 };
@@ -69,7 +73,9 @@ int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
 /* Stops everything: the master link, then the writer (queued writes finish
  * and are answered), then the listener. Idempotent. */
 void ps_server_stop(struct ps_server *ps);
-/* After the loop has run dry: frees ranges and closes the store. */
+/* After the loop has run dry (or once the handles are closed: it runs the
+ * loop until every threadpool request is back): frees ranges and closes
+ * the store. */
 void ps_server_close(struct ps_server *ps);
 
 /* Request dispatcher for every connection, the front ends' and the

@@ -18,9 +18,20 @@
  * ps_store_pending_drops) from any thread, concurrently with the writer:
  * each runs in its own read transaction (MDB_NOTLS) and never waits for it.
  *
- * Errors: RT_ENOTFOUND, RT_EEXIST, RT_EPRECOND per operation; LMDB failures
- * become RT_ENOSPACE (map full), RT_ECORRUPT, or RT_EIO. Keys longer than
- * LMDB's key limit (ps_store_max_key) are refused with RT_EOUTOFRANGE. */
+ * Long keys: LMDB caps keys at ps_store_max_key() bytes (511 in Debian's
+ * build), but a storage key can be ~6 KiB (PartitionKey and RowKey of 1024
+ * UTF-16 units each). A storage key K shorter than T bytes (T =
+ * ps_store_bucket_len(), max key - 1) is an LMDB key as is; a longer one
+ * lives in a "bucket" record whose LMDB key is K[0:T] and whose value
+ * holds, sorted, every (K[T:], value) pair of the long keys sharing that
+ * prefix. Cutting keys to their first T bytes preserves order, no short
+ * key is T bytes long, so LMDB order of records plus the order inside a
+ * bucket is exactly memcmp order of full keys (README, "Long keys").
+ *
+ * Errors: RT_ENOTFOUND, RT_EEXIST, RT_EPRECOND per operation, and the
+ * validation codes (RT_EINVAL, RT_EOUTOFRANGE, RT_ETOOMANYPROPS,
+ * RT_EPROPTOOLARGE, RT_EENTITYTOOLARGE); LMDB failures become RT_ENOSPACE
+ * (map full), RT_ECORRUPT, or RT_EIO. */
 #ifndef PS_STORE_H
 #define PS_STORE_H
 
@@ -30,6 +41,10 @@
 #include "rt_buf.h"
 
 struct ps_store;
+struct rt_filter;
+
+/* Entity group transaction (spec §5.2): at most this many ops. */
+#define PS_BATCH_MAX_OPS 100
 
 /* Same numbers as rt.OpKind (proto/rt.proto). */
 enum ps_op_kind {
@@ -61,8 +76,19 @@ struct ps_op {
 };
 
 /* One write request: ops on one table. Not atomic: each op succeeds or
- * fails on its own. Atomic (entity group transaction): all or nothing; the
- * first failing op decides status and failed_index. */
+ * fails on its own. Atomic (entity group transaction, spec §5.2): at most
+ * PS_BATCH_MAX_OPS ops (else RT_EINVAL at index PS_BATCH_MAX_OPS), one
+ * PartitionKey (else RT_EDIFFPARTITIONS at the first op naming another),
+ * each entity once (else RT_EDUPROW at the second occurrence); the ops run
+ * in order in one transaction, all or nothing; the first failing op
+ * decides status and failed_index.
+ *
+ * Every op is validated: key characters and UTF-8 (RT_EINVAL), key length
+ * > RT_MAX_KEY_UTF16 UTF-16 units (RT_EOUTOFRANGE), a malformed properties
+ * blob (RT_EINVAL), and the entity as it would be stored (after a merge):
+ * more than RT_MAX_USER_PROPS properties (RT_ETOOMANYPROPS), a string or
+ * binary value over its limit (RT_EPROPTOOLARGE), more than
+ * RT_MAX_ENTITY_BYTES by Azure's size formula (RT_EENTITYTOOLARGE). */
 struct ps_write {
     /* in */
     uint64_t table_id;
@@ -73,7 +99,15 @@ struct ps_write {
     int status;       /* 0; atomic: the failing op's code; any: an LMDB
                          failure (RT_ENOSPACE, RT_EIO) that failed them all */
     int failed_index; /* atomic: index of the failing op; else -1 */
+    const char *errmsg; /* static message for status, or NULL (default) */
     uint64_t bytes_written; /* key + value bytes put */
+    /* Effect on the stored data (load accounting), valid when committed:
+     * entities added minus removed, and key + value bytes added minus
+     * removed; txn_id is the id of the committing LMDB transaction (0 when
+     * nothing was committed), comparable with ps_store_range_stats(). */
+    int64_t count_delta;
+    int64_t bytes_delta;
+    uint64_t txn_id;
 };
 
 /* Clears a write's outputs (frees op values) so it can be applied again or
@@ -90,6 +124,15 @@ int ps_store_open(const char *dir, size_t map_size, struct ps_store **out,
 void ps_store_close(struct ps_store *s);
 /* Longest storage key LMDB accepts (511 with the stock build). */
 size_t ps_store_max_key(const struct ps_store *s);
+/* T: storage keys of T bytes or more live in buckets keyed by their first
+ * T bytes. Fixed when the environment is created (kept in meta). */
+size_t ps_store_bucket_len(const struct ps_store *s);
+
+/* Key validation (spec §9), shared with the RPC layer: @s is a
+ * NUL-terminated PartitionKey or RowKey. Returns 0; RT_EINVAL for bad
+ * UTF-8 or a forbidden character (/ \ # ?, U+0000-U+001F, U+007F-U+009F);
+ * RT_EOUTOFRANGE for more than RT_MAX_KEY_UTF16 UTF-16 code units. */
+int ps_key_check(const char *s);
 
 /* Applies @n write requests in ONE write transaction and commits it with
  * sync before returning (group commit). Each write's ops run in order; an
@@ -108,20 +151,23 @@ int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
 int ps_store_get(struct ps_store *s, uint64_t table_id, const char *pk,
                  const char *rk, struct rt_buf *value);
 
-/* Scan filter hook (the filter evaluator arrives in a later issue): return
- * 1 to include the entity, 0 to skip it, or a negative code to stop. */
-typedef int (*ps_scan_match_cb)(void *arg, const char *pk, const char *rk,
-                                const uint8_t *value, size_t len);
-
 struct ps_rec {
     char *pk;
     char *rk;
-    uint8_t *value;
+    uint8_t *value; /* stored value, projected when the scan has a select */
     size_t value_len;
 };
 
-/* A scan over [max(low, start), high) of one table's range. Inputs are
- * borrowed; outputs belong to the scan until ps_scan_free(). */
+/* A scan of one table's range. Inputs are borrowed; outputs belong to the
+ * scan until ps_scan_free().
+ *
+ * Key range: from max(range low, resume key, the filter's lower key bound)
+ * up to min(range high, the filter's upper key bound) (rt_filter_bounds).
+ * The filter is evaluated on each stored value, without building JSON.
+ * A page ends at @limit entities, at @max_bytes of returned values, when
+ * @budget_ms have passed (the clock is read every PS_SCAN_CLOCK_EVERY keys),
+ * or after @max_scanned keys; then more = 1 and next_pk/next_rk name the
+ * first key not examined (a page may be empty and still have more). */
 struct ps_scan {
     /* in */
     uint64_t table_id;
@@ -133,24 +179,42 @@ struct ps_scan {
     unsigned limit;   /* max entities returned (0 = PS_SCAN_MAX_LIMIT) */
     size_t max_bytes; /* value byte budget (0 = PS_SCAN_MAX_BYTES); at least
                          one entity is always returned when one exists */
-    ps_scan_match_cb match; /* NULL = every entity */
-    void *match_arg;
+    const struct rt_filter *filter; /* NULL = every entity */
+    const char *const *select; /* projection: names kept in the returned
+                                  values' blobs; NULL/0 or a "*" = all */
+    size_t n_select;
+    unsigned budget_ms;    /* 0 = PS_SCAN_BUDGET_MS */
+    uint64_t max_scanned;  /* keys examined per page; 0 = no limit */
     /* out */
     struct ps_rec *recs;
     size_t n;
-    int more;      /* the range has more keys after the returned ones */
-    char *next_pk; /* first unreturned key when more */
+    int more;      /* the range has more keys after the examined ones */
+    char *next_pk; /* first unexamined key when more */
     char *next_rk;
-    uint64_t scanned; /* keys visited */
+    int done;      /* !more and the filter's upper key bound (or an empty
+                      filter range) ended the scan: no key after it, in
+                      this range or any later one, can match */
+    uint64_t scanned; /* keys examined */
+    size_t bytes;     /* returned value bytes */
 };
 #define PS_SCAN_MAX_LIMIT 1000u
 #define PS_SCAN_MAX_BYTES (4u * 1024u * 1024u)
+#define PS_SCAN_BUDGET_MS 5000u
+#define PS_SCAN_CLOCK_EVERY 256u
 
-/* Runs @sc in one read transaction (a snapshot). Errors: RT_EIO,
- * RT_ECORRUPT, or the match callback's code. On error sc's outputs are
- * freed. */
+/* Runs @sc in one read transaction (a snapshot). Thread-safe (any thread,
+ * concurrently with the writer). Errors: RT_EIO, RT_ECORRUPT (a stored key
+ * or value is malformed), RT_ENOMEM. On error sc's outputs are freed. */
 int ps_store_scan(struct ps_store *s, struct ps_scan *sc);
 void ps_scan_free(struct ps_scan *sc);
+
+/* Entities and key + value bytes of table @table_id with PartitionKey in
+ * [low, high) (high NULL = unbounded), counted in one read transaction whose
+ * id goes to *txn_id: a write with txn_id <= *txn_id is included, a later
+ * one is not. Thread-safe. Errors: RT_EIO, RT_ECORRUPT. */
+int ps_store_range_stats(struct ps_store *s, uint64_t table_id,
+                         const char *low, const char *high, uint64_t *count,
+                         uint64_t *bytes, uint64_t *txn_id);
 
 /* Meta: server id (0 = none yet) and the owned-ranges blob (appended to
  * @ranges; empty when none was saved). */
@@ -160,10 +224,10 @@ int ps_store_meta_load(struct ps_store *s, uint64_t *server_id,
 int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
                        const void *ranges, size_t ranges_len);
 
-/* Deletes up to @max_keys keys of table @table_id in one transaction. While
- * keys remain, a "drop" marker for the table is kept in meta so that a
+/* Deletes up to @max_keys LMDB records of table @table_id in one
+ * transaction (a bucket record counts once). While keys remain, a "drop" marker for the table is kept in meta so that a
  * restarted server finishes the job (ps_store_pending_drops). Adds the
- * number deleted to *deleted. Returns 1 when keys remain, 0 when the table
+ * number of entities deleted to *deleted. Returns 1 when keys remain, 0 when the table
  * is empty (marker removed), or a negative code. */
 int ps_store_drop_chunk(struct ps_store *s, uint64_t table_id,
                         size_t max_keys, uint64_t *deleted);

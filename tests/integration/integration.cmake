@@ -17,6 +17,7 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
+  test_crash
 )
 
 foreach(t ${RT_INTEGRATION_TESTS})

@@ -17,6 +17,7 @@
 #include "rt.pb-c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "rt_filter.h"
 #include "rt_log.h"
 
 /* Fixture: fake master */
@@ -41,6 +42,10 @@ struct master {
     int heartbeats;
     uint64_t hb_requests; /* summed over all heartbeats */
     size_t hb_samples;
+    /* Last heartbeat's load of range 1. */
+    uint64_t hb_key_count;
+    uint64_t hb_key_bytes;
+    uint64_t hb_interval_ms;
 };
 
 static struct master M;
@@ -99,6 +104,11 @@ static void master_on_request(struct rt_rpc_conn *conn, uint32_t method,
         for (size_t i = 0; i < req->n_loads; i++) {
             M.hb_requests += req->loads[i]->requests;
             M.hb_samples += req->loads[i]->n_sample_pks;
+            if (req->loads[i]->range_id == 1) {
+                M.hb_key_count = req->loads[i]->key_count;
+                M.hb_key_bytes = req->loads[i]->key_bytes;
+                M.hb_interval_ms = req->loads[i]->interval_ms;
+            }
         }
         rt__heartbeat_req__free_unpacked(req, NULL);
         rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
@@ -644,6 +654,344 @@ static void test_pipelined_and_busy(void **state)
     assert_int_equal(m.ok + m.busy, 500);
 }
 
+/* Helpers: scans with filters, select, and raw replies */
+
+static void encode_filter(const char *text, struct rt_buf *out)
+{
+    struct rt_filter *f = NULL;
+    char errmsg[RT_ERRMSG_SIZE];
+    assert_int_equal(rt_filter_parse(text, strlen(text), &f, errmsg), 0);
+    rt_filter_encode(f, out);
+    rt_filter_free(f);
+}
+
+/* Scans range 1 (epoch 1) with @filter (encoded; NULL = none) and
+ * @select; returns the status and the unpacked reply in *out (caller
+ * frees with rt__scan_resp__free_unpacked). */
+static int scanf1(struct fx *f, const struct rt_buf *filter, char **select,
+                  size_t n_select, unsigned limit, Rt__ScanResp **out)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__ScanReq req = RT__SCAN_REQ__INIT;
+    struct reply r;
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    req.route = &ref;
+    req.limit = limit;
+    if (filter) {
+        req.filter.data = filter->data;
+        req.filter.len = filter->len;
+    }
+    req.select = select;
+    req.n_select = n_select;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base,
+         &r);
+    *out = NULL;
+    if (r.status == 0) {
+        *out = rt__scan_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(*out);
+    }
+    rt_buf_free(&r.body);
+    return r.status;
+}
+
+/* Writes @n entities p=@pk, rk=000000.. with property v, 1000 per
+ * request, up to 8 requests pipelined. */
+static void load_many(struct fx *f, const char *pk, int n)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp *ops = calloc(1000, sizeof(*ops));
+    Rt__EntityOp **ptrs = calloc(1000, sizeof(*ptrs));
+    char (*rks)[8] = calloc(1000, 8);
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    struct multi m;
+
+    props1(&props, "v", "hay");
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    req.route = &ref;
+    req.ops = ptrs;
+    memset(&m, 0, sizeof(m));
+    for (int base = 0; base < n; base += 1000) {
+        size_t k = 0;
+        for (int i = base; i < n && i < base + 1000; i++, k++) {
+            rt__entity_op__init(&ops[k]);
+            snprintf(rks[k], 8, "%06d", i);
+            ops[k].kind = RT__OP_KIND__OP_UPSERT_REPLACE;
+            ops[k].pk = (char *)pk;
+            ops[k].rk = rks[k];
+            ops[k].props.data = props.data;
+            ops[k].props.len = props.len;
+            ptrs[k] = &ops[k];
+        }
+        req.n_ops = k;
+        /* At most 8000 ops queued: below --max-pending, so no Busy. */
+        while (m.outstanding >= 8) {
+            uv_run(&f->loop, UV_RUN_ONCE);
+        }
+        m.outstanding++;
+        assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
+                                        RT__METHOD__ENTITY_WRITE, &req.base,
+                                        10000, multi_cb, &m),
+                         0);
+    }
+    while (m.outstanding > 0) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(m.other + m.busy, 0);
+    free(ops);
+    free(ptrs);
+    free(rks);
+    rt_buf_free(&props);
+}
+
+/* Tests: scans */
+
+/* A filter shipped in the RPC narrows and filters the scan; `done` says
+ * the filter's key bound was reached; select projects server-side; a
+ * corrupt filter is InvalidInput. */
+static void test_filter_scan_rpc(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf flt = RT_BUF_INIT;
+    Rt__ScanResp *resp;
+    int code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    const char *pks[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            char rk[4];
+            snprintf(rk, sizeof(rk), "%d", j);
+            assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, pks[i],
+                                    rk, &code, NULL),
+                             0);
+            assert_int_equal(code, 0);
+        }
+    }
+    encode_filter("PartitionKey eq 'b' and RowKey ne '1'", &flt);
+    assert_int_equal(scanf1(f, &flt, NULL, 0, 0, &resp), 0);
+    assert_int_equal(resp->n_entities, 2);
+    assert_string_equal(resp->entities[0]->rk, "0");
+    assert_string_equal(resp->entities[1]->rk, "2");
+    assert_false(resp->more);
+    assert_true(resp->done);
+    rt__scan_resp__free_unpacked(resp, NULL);
+
+    /* Property filter with a page limit: more + next key, not done. */
+    rt_buf_reset(&flt);
+    encode_filter("v ne '1'", &flt);
+    assert_int_equal(scanf1(f, &flt, NULL, 0, 3, &resp), 0);
+    assert_int_equal(resp->n_entities, 3);
+    assert_true(resp->more);
+    assert_false(resp->done);
+    assert_string_equal(resp->next_pk, "b"); /* first key not examined */
+    assert_string_equal(resp->next_rk, "1");
+    rt__scan_resp__free_unpacked(resp, NULL);
+
+    /* Projection: the blob holds only "x" (absent), so it is empty. */
+    char *sel[] = {"x"};
+    assert_int_equal(scanf1(f, NULL, sel, 1, 1, &resp), 0);
+    assert_int_equal(resp->n_entities, 1);
+    assert_int_equal(resp->entities[0]->value.len, RT_VALUE_HDR_SIZE + 2);
+    rt__scan_resp__free_unpacked(resp, NULL);
+
+    /* Corrupt filter bytes. */
+    rt_buf_reset(&flt);
+    rt_buf_append(&flt, "\x01\x07garbage", 9);
+    assert_int_equal(scanf1(f, &flt, NULL, 0, 0, &resp), RT_EINVAL);
+    rt_buf_free(&flt);
+}
+
+struct order {
+    int seq;
+    int scan_at;
+    int get_at;
+    int scan_status;
+    int get_status;
+    int both;
+};
+
+static void order_scan_cb(int status, const uint8_t *body, size_t len,
+                          void *arg)
+{
+    struct order *o = arg;
+    (void)body;
+    (void)len;
+    o->scan_status = status;
+    o->scan_at = ++o->seq;
+    o->both = o->get_at && o->scan_at;
+}
+
+static void order_get_cb(int status, const uint8_t *body, size_t len,
+                         void *arg)
+{
+    struct order *o = arg;
+    (void)body;
+    (void)len;
+    o->get_status = status;
+    o->get_at = ++o->seq;
+    o->both = o->get_at && o->scan_at;
+}
+
+/* A long scan runs off the loop thread: a get sent right after it is
+ * answered before the scan is. */
+static void test_scan_off_loop(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf flt = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__ScanReq sreq = RT__SCAN_REQ__INIT;
+    Rt__GetReq greq = RT__GET_REQ__INIT;
+    struct order o;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    load_many(f, "p", 60000);
+    encode_filter("v eq 'needle'", &flt);
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    sreq.route = &ref;
+    sreq.filter.data = flt.data;
+    sreq.filter.len = flt.len;
+    greq.route = &ref;
+    greq.pk = "p";
+    greq.rk = "000007";
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
+                                    RT__METHOD__ENTITY_SCAN, &sreq.base,
+                                    10000, order_scan_cb, &o),
+                     0);
+    assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
+                                    RT__METHOD__ENTITY_GET, &greq.base, 10000,
+                                    order_get_cb, &o),
+                     0);
+    run_until(f, &o.both);
+    assert_int_equal(o.get_status, 0);
+    assert_int_equal(o.scan_status, 0);
+    assert_true(o.get_at < o.scan_at);
+    rt_buf_free(&flt);
+}
+
+/* Tests: load accounting, batches */
+
+/* Heartbeats carry the range's real entity count and bytes, kept up to
+ * date by the writes and recounted from the data after a restart. */
+static void test_load_totals(void **state)
+{
+    struct fx *f = *state;
+    int code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    load_many(f, "p", 2500);
+    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_DELETE, "p", "000001",
+                            &code, NULL),
+                     0);
+    assert_int_equal(code, 0);
+    int hb = M.heartbeats + 2;
+    while (M.heartbeats < hb) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(M.hb_key_count, 2499);
+    assert_true(M.hb_key_bytes > 2499 * RT_VALUE_HDR_SIZE);
+    assert_true(M.hb_interval_ms >= 500 && M.hb_interval_ms < 5000);
+    uint64_t bytes = M.hb_key_bytes;
+
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    hb = M.heartbeats + 2;
+    while (M.heartbeats < hb) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(M.hb_key_count, 2499);
+    assert_int_equal(M.hb_key_bytes, bytes);
+}
+
+/* An entity group transaction naming another PartitionKey (even one
+ * outside the range) fails with CommandsInBatchActOnDifferentPartitions
+ * at that index, not StaleEpoch; more than 100 ops: InvalidInput with
+ * index 100 and Azure's message. */
+static void test_batch_rules_rpc(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp ops[101];
+    Rt__EntityOp *ptrs[101];
+    char rks[101][8];
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    struct reply r;
+    Rt__Error *e;
+
+    master_set_range(0, 1, 5, "", "m", 1);
+    master_set_range(1, 2, 5, "m", NULL, 1);
+    M.n_ranges = 2;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    props1(&props, "k", "v");
+    for (int i = 0; i < 101; i++) {
+        rt__entity_op__init(&ops[i]);
+        snprintf(rks[i], sizeof(rks[i]), "%03d", i);
+        ops[i].kind = RT__OP_KIND__OP_INSERT;
+        ops[i].pk = "a";
+        ops[i].rk = rks[i];
+        ops[i].props.data = props.data;
+        ops[i].props.len = props.len;
+        ptrs[i] = &ops[i];
+    }
+    ops[1].pk = "z"; /* range 2's */
+    ref.table_id = 5;
+    ref.range_id = 1;
+    ref.epoch = 1;
+    req.route = &ref;
+    req.ops = ptrs;
+    req.n_ops = 3;
+    req.atomic = 1;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    assert_int_equal(r.status, RT_EDIFFPARTITIONS);
+    e = rt__error__unpack(NULL, r.body.len, r.body.data);
+    assert_non_null(e);
+    assert_int_equal(e->index, 1);
+    rt__error__free_unpacked(e, NULL);
+    rt_buf_free(&r.body);
+
+    ops[1].pk = "a";
+    req.n_ops = 101;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    assert_int_equal(r.status, RT_EINVAL);
+    e = rt__error__unpack(NULL, r.body.len, r.body.data);
+    assert_non_null(e);
+    assert_int_equal(e->index, 100);
+    assert_non_null(strstr(e->message, "100 changes"));
+    rt__error__free_unpacked(e, NULL);
+    rt_buf_free(&r.body);
+    assert_int_equal(get1(f, 1, 1, "a", "000", NULL), RT_ENOTFOUND);
+
+    /* The first op outside the range is still stale. */
+    ops[0].pk = "z";
+    req.n_ops = 1;
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE, &req.base,
+         &r);
+    assert_int_equal(r.status, RT_ESTALE);
+    rt_buf_free(&r.body);
+    rt_buf_free(&props);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -654,6 +1002,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_atomic_error_index, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_and_busy, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_filter_scan_rpc, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_scan_off_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_totals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_rules_rpc, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
