@@ -719,7 +719,7 @@ static void load_many(struct fx *f, const char *pk, int n)
         size_t k = 0;
         for (int i = base; i < n && i < base + 1000; i++, k++) {
             rt__entity_op__init(&ops[k]);
-            snprintf(rks[k], 8, "%06d", i);
+            snprintf(rks[k], sizeof(rks[k]), "%06u", (unsigned)i % 1000000u);
             ops[k].kind = RT__OP_KIND__OP_UPSERT_REPLACE;
             ops[k].pk = (char *)pk;
             ops[k].rk = rks[k];
