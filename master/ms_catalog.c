@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ms_util.h"
@@ -42,12 +43,27 @@ struct ms_catalog
     MDB_dbi db_ranges;
     MDB_dbi db_servers;
     MDB_dbi db_counters;
+    MDB_dbi db_props;
+    MDB_dbi db_deleted;
     int lock_fd; /* flock: one master per data directory */
     struct ms_counters ctr;
     struct ms_vec tables;       /* struct ms_table *, by (account, lname) */
     struct ms_vec tables_by_id; /* the same tables, by id */
     struct ms_vec ranges;       /* struct ms_range *, by id */
     struct ms_vec servers;      /* struct ms_server_rec *, by id */
+    struct ms_vec props;        /* struct ms_props *, by account */
+    struct ms_vec tombs;        /* struct ms__tomb *, by (account, lname) */
+    uint64_t grace_ms;
+    uint64_t (*clock)(void *arg); /* wall clock ms; NULL = real time */
+    void *clock_arg;
+};
+
+/* A deleted table's name in its grace period. */
+struct ms__tomb
+{
+    char *account;
+    char *lname;
+    uint64_t until_ms; /* wall clock */
 };
 
 static const char *const ms__counter_keys[4] = {
@@ -179,9 +195,41 @@ static void *ms__ids_find(const struct ms_vec *vec,
     return NULL;
 }
 
+static void ms__acl_free(struct ms_acl_entry *acl, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(acl[i].id);
+        free(acl[i].start);
+        free(acl[i].expiry);
+        free(acl[i].permission);
+    }
+    free(acl);
+}
+
+/* Deep copy; NULL strings become "". */
+static struct ms_acl_entry *ms__acl_copy(const struct ms_acl_entry *src,
+                                         size_t n)
+{
+    struct ms_acl_entry *acl;
+    if (n == 0) {
+        return NULL;
+    }
+    acl = ms_xcalloc(n, sizeof(*acl));
+    for (size_t i = 0; i < n; i++) {
+        acl[i].id = ms_xstrdup(src[i].id ? src[i].id : "");
+        acl[i].has_policy = src[i].has_policy;
+        acl[i].start = ms_xstrdup(src[i].start ? src[i].start : "");
+        acl[i].expiry = ms_xstrdup(src[i].expiry ? src[i].expiry : "");
+        acl[i].permission =
+            ms_xstrdup(src[i].permission ? src[i].permission : "");
+    }
+    return acl;
+}
+
 static void ms__table_free(struct ms_table *t)
 {
     if (t) {
+        ms__acl_free(t->acl, t->nacl);
         free(t->account);
         free(t->name);
         free(t->lname);
@@ -203,6 +251,26 @@ static void ms__server_free(struct ms_server_rec *s)
     if (s) {
         free(s->addr);
         free(s);
+    }
+}
+
+static void ms__props_free(struct ms_props *p)
+{
+    if (p) {
+        if (p->props) {
+            rt__service_props__free_unpacked(p->props, NULL);
+        }
+        free(p->account);
+        free(p);
+    }
+}
+
+static void ms__tomb_free(struct ms__tomb *t)
+{
+    if (t) {
+        free(t->account);
+        free(t->lname);
+        free(t);
     }
 }
 
@@ -268,6 +336,53 @@ static void ms__mirror_put_server(struct ms_catalog *cat,
     ms_vec_insert(&cat->servers, i, s);
 }
 
+/* ---- tombstones (mirror) ---- */
+
+static uint64_t ms__wall_ms(const struct ms_catalog *cat)
+{
+    struct timespec ts;
+    if (cat->clock) {
+        return cat->clock(cat->clock_arg);
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static size_t ms__tombs_lower_bound(const struct ms_catalog *cat,
+                                    const char *account,
+                                    const char *lname)
+{
+    size_t lo = 0, hi = cat->tombs.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct ms__tomb *t = cat->tombs.v[mid];
+        if (ms__table_cmp(t->account, t->lname, account, lname) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static struct ms__tomb *ms__tomb_find(const struct ms_catalog *cat,
+                                      const char *account,
+                                      const char *lname,
+                                      size_t *idx)
+{
+    size_t i = ms__tombs_lower_bound(cat, account, lname);
+    if (i < cat->tombs.n) {
+        struct ms__tomb *t = cat->tombs.v[i];
+        if (ms__table_cmp(t->account, t->lname, account, lname) == 0) {
+            if (idx) {
+                *idx = i;
+            }
+            return t;
+        }
+    }
+    return NULL;
+}
+
 /* ---- LMDB encoding ---- */
 
 static void ms__table_key(struct rt_buf *k,
@@ -305,6 +420,41 @@ static int ms__put_u64key_msg(MDB_txn *txn,
     return ms__put_msg(txn, dbi, key, sizeof(key), msg);
 }
 
+static int ms__put_tomb(MDB_txn *txn,
+                        struct ms_catalog *cat,
+                        const char *account,
+                        const char *lname,
+                        uint64_t until_ms)
+{
+    struct rt_buf key = RT_BUF_INIT;
+    uint8_t buf[8];
+    MDB_val k, v = {sizeof(buf), buf};
+    int rc;
+    ms__table_key(&key, account, lname);
+    k.mv_size = key.len;
+    k.mv_data = key.data;
+    rt_put_u64be(buf, until_ms);
+    rc = mdb_put(txn, cat->db_deleted, &k, &v, 0);
+    rt_buf_free(&key);
+    return rc;
+}
+
+static int ms__del_tomb(MDB_txn *txn,
+                        struct ms_catalog *cat,
+                        const char *account,
+                        const char *lname)
+{
+    struct rt_buf key = RT_BUF_INIT;
+    MDB_val k;
+    int rc;
+    ms__table_key(&key, account, lname);
+    k.mv_size = key.len;
+    k.mv_data = key.data;
+    rc = mdb_del(txn, cat->db_deleted, &k, NULL);
+    rt_buf_free(&key);
+    return rc;
+}
+
 static int ms__del_u64key(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
 {
     uint8_t key[8];
@@ -318,11 +468,19 @@ static int ms__put_table(MDB_txn *txn,
                          const struct ms_table *t)
 {
     Rt__Table msg = RT__TABLE__INIT;
+    Rt__SignedIdentifier sv[MS_ACL_MAX], *svp[MS_ACL_MAX];
     struct rt_buf key = RT_BUF_INIT;
     int rc;
+    RT_PRE(t->nacl <= MS_ACL_MAX);
     msg.account = t->account;
     msg.name = t->name;
     msg.id = t->id;
+    for (size_t i = 0; i < t->nacl; i++) {
+        ms_acl_to_pb(&t->acl[i], &sv[i]);
+        svp[i] = &sv[i];
+    }
+    msg.n_acl = t->nacl;
+    msg.acl = svp;
     ms__table_key(&key, t->account, t->lname);
     rc = ms__put_msg(txn, cat->db_tables, key.data, key.len, &msg.base);
     rt_buf_free(&key);
@@ -469,6 +627,19 @@ static int ms__load_table(struct ms_catalog *cat,
         return RT_ECORRUPT;
     }
     t = ms__table_new(m->id, m->account, m->name);
+    if (m->n_acl) {
+        t->acl = ms_xcalloc(m->n_acl, sizeof(*t->acl));
+        t->nacl = m->n_acl;
+        for (size_t i = 0; i < m->n_acl; i++) {
+            const Rt__SignedIdentifier *si = m->acl[i];
+            t->acl[i].id = ms_xstrdup(si->id ? si->id : "");
+            t->acl[i].has_policy = si->has_policy;
+            t->acl[i].start = ms_xstrdup(si->start ? si->start : "");
+            t->acl[i].expiry = ms_xstrdup(si->expiry ? si->expiry : "");
+            t->acl[i].permission =
+                ms_xstrdup(si->permission ? si->permission : "");
+        }
+    }
     rt__table__free_unpacked(m, NULL);
     ms__mirror_add_table(cat, t);
     return 0;
@@ -520,6 +691,49 @@ static int ms__load_server(struct ms_catalog *cat,
     return 0;
 }
 
+static int ms__load_props(struct ms_catalog *cat,
+                          const MDB_val *k,
+                          const MDB_val *v)
+{
+    Rt__ServiceProps *m =
+        rt__service_props__unpack(NULL, v->mv_size, v->mv_data);
+    struct ms_props *p;
+    if (!m || k->mv_size == 0 || k->mv_size > MS_ACCOUNT_MAX) {
+        if (m) {
+            rt__service_props__free_unpacked(m, NULL);
+        }
+        return RT_ECORRUPT;
+    }
+    p = ms_xcalloc(1, sizeof(*p));
+    p->account = ms_xmalloc(k->mv_size + 1);
+    memcpy(p->account, k->mv_data, k->mv_size);
+    p->account[k->mv_size] = '\0';
+    p->props = m;
+    /* LMDB iterates keys in byte order = strcmp order: stays sorted. */
+    ms_vec_push(&cat->props, p);
+    return 0;
+}
+
+static int ms__load_tomb(struct ms_catalog *cat,
+                         const MDB_val *k,
+                         const MDB_val *v)
+{
+    const char *key = k->mv_data;
+    const char *nul = memchr(key, 0, k->mv_size);
+    struct ms__tomb *t;
+    if (!nul || v->mv_size != 8) {
+        return RT_ECORRUPT;
+    }
+    t = ms_xcalloc(1, sizeof(*t));
+    t->account = ms_xstrdup(key);
+    t->lname = ms_xmalloc(k->mv_size - (size_t)(nul - key));
+    memcpy(t->lname, nul + 1, k->mv_size - (size_t)(nul - key) - 1);
+    t->lname[k->mv_size - (size_t)(nul - key) - 1] = '\0';
+    t->until_ms = rt_get_u64be(v->mv_data);
+    ms_vec_push(&cat->tombs, t); /* key order = (account, lname) order */
+    return 0;
+}
+
 static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
 {
     MDB_txn *txn;
@@ -529,14 +743,13 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     {
         const char *name;
         MDB_dbi *dbi;
-    } dbs[4] = {{"tables", &cat->db_tables},
-                {"ranges", &cat->db_ranges},
-                {"servers", &cat->db_servers},
-                {"counters", &cat->db_counters}};
+    } dbs[6] = {{"tables", &cat->db_tables},   {"ranges", &cat->db_ranges},
+                {"servers", &cat->db_servers}, {"counters", &cat->db_counters},
+                {"props", &cat->db_props},     {"deleted", &cat->db_deleted}};
     if (rc) {
         goto err_lmdb;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
         if (rc) {
             mdb_txn_abort(txn);
@@ -556,6 +769,12 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     }
     if (!err) {
         err = ms__load_db(cat, txn, cat->db_servers, ms__load_server);
+    }
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_props, ms__load_props);
+    }
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_deleted, ms__load_tomb);
     }
     if (err) {
         mdb_txn_abort(txn);
@@ -657,10 +876,11 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
         goto err_after_alloc;
     }
     rt_log(RT_LOG_INFO,
-           "catalog: loaded %zu tables, %zu ranges, %zu servers, map "
-           "version %llu from %s",
-           cat->tables.n, cat->ranges.n, cat->servers.n,
-           (unsigned long long)cat->ctr.map_version, dir);
+           "catalog: loaded %zu tables, %zu ranges, %zu servers, %zu "
+           "accounts with properties, %zu tombstones, map version %llu from "
+           "%s",
+           cat->tables.n, cat->ranges.n, cat->servers.n, cat->props.n,
+           cat->tombs.n, (unsigned long long)cat->ctr.map_version, dir);
     *out = cat;
     return 0;
 
@@ -683,6 +903,14 @@ void ms_catalog_close(struct ms_catalog *cat)
     for (size_t i = 0; i < cat->servers.n; i++) {
         ms__server_free(cat->servers.v[i]);
     }
+    for (size_t i = 0; i < cat->props.n; i++) {
+        ms__props_free(cat->props.v[i]);
+    }
+    for (size_t i = 0; i < cat->tombs.n; i++) {
+        ms__tomb_free(cat->tombs.v[i]);
+    }
+    ms_vec_free(&cat->props);
+    ms_vec_free(&cat->tombs);
     ms_vec_free(&cat->tables);
     ms_vec_free(&cat->tables_by_id);
     ms_vec_free(&cat->ranges);
@@ -835,6 +1063,9 @@ int ms_catalog_create_table(struct ms_catalog *cat,
     struct ms_table *t;
     struct ms_range *r;
     struct ms_range_put p = {0};
+    struct ms__tomb *tomb;
+    char lname[MS_TABLE_NAME_MAX + 1];
+    size_t tomb_i = 0;
     MDB_txn *txn;
     int rc, err;
 
@@ -847,6 +1078,13 @@ int ms_catalog_create_table(struct ms_catalog *cat,
     }
     if (ms_catalog_table_find(cat, account, name)) {
         return RT_ETABLEEXISTS;
+    }
+    /* Spec §3.3: the name of a table deleted moments ago stays taken for
+     * the grace period; an expired tombstone goes in this transaction. */
+    ms__lower(lname, name, sizeof(lname));
+    tomb = ms__tomb_find(cat, account, lname, &tomb_i);
+    if (tomb && tomb->until_ms > ms__wall_ms(cat)) {
+        return RT_ETABLEBEINGDELETED;
     }
     t = ms__table_new(ctr.next_table_id++, account, name);
     p.table_id = t->id;
@@ -866,9 +1104,15 @@ int ms_catalog_create_table(struct ms_catalog *cat,
     if (rc == 0) {
         rc = ms__put_range(txn, cat, r);
     }
+    if (rc == 0 && tomb) {
+        rc = ms__del_tomb(txn, cat, account, lname);
+    }
     err = ms__txn_finish(cat, txn, rc, &ctr, "create table");
     if (err) {
         goto err_after_alloc;
+    }
+    if (tomb) {
+        ms__tomb_free(ms_vec_remove(&cat->tombs, tomb_i));
     }
     ms__mirror_add_table(cat, t);
     ms__mirror_put_range(cat, r);
@@ -895,6 +1139,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
     struct ms_counters ctr = cat->ctr;
     struct ms_table *t;
     struct rt_buf key = RT_BUF_INIT;
+    uint64_t until_ms = 0;
     MDB_txn *txn;
     MDB_val k;
     size_t ti, tid_i;
@@ -920,9 +1165,30 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
         }
     }
     rt_buf_free(&key);
+    if (cat->grace_ms) {
+        until_ms = ms__wall_ms(cat) + cat->grace_ms;
+        if (rc == 0) {
+            rc = ms__put_tomb(txn, cat, t->account, t->lname, until_ms);
+        }
+    }
     err = ms__txn_finish(cat, txn, rc, &ctr, "delete table");
     if (err) {
         return err;
+    }
+    if (cat->grace_ms) {
+        size_t i;
+        struct ms__tomb *old = ms__tomb_find(cat, t->account, t->lname, &i);
+        if (old) {
+            old->until_ms = until_ms;
+        } else {
+            struct ms__tomb *nt = ms_xcalloc(1, sizeof(*nt));
+            nt->account = ms_xstrdup(t->account);
+            nt->lname = ms_xstrdup(t->lname);
+            nt->until_ms = until_ms;
+            ms_vec_insert(&cat->tombs,
+                          ms__tombs_lower_bound(cat, t->account, t->lname),
+                          nt);
+        }
     }
 
     /* Committed: update the mirror and report the owners. */
@@ -1100,4 +1366,282 @@ int ms_catalog_bump_version(struct ms_catalog *cat)
         return ms__mdb_err(rc);
     }
     return ms__txn_finish(cat, txn, 0, &ctr, "bump map version");
+}
+
+/* ---- table ACLs ---- */
+
+void ms_acl_to_pb(const struct ms_acl_entry *e, Rt__SignedIdentifier *out)
+{
+    rt__signed_identifier__init(out);
+    out->id = e->id;
+    out->has_policy = e->has_policy;
+    out->start = e->start;
+    out->expiry = e->expiry;
+    out->permission = e->permission;
+}
+
+int ms_acl_check(const struct ms_acl_entry *acl, size_t n)
+{
+    static const char order[] = "raud";
+    if (n > MS_ACL_MAX) {
+        return RT_EXML;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *id = acl[i].id ? acl[i].id : "";
+        const char *perm = acl[i].permission ? acl[i].permission : "";
+        size_t pos = 0;
+        if (!*id || strlen(id) > MS_ACL_ID_MAX) {
+            return RT_EXML;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(acl[j].id ? acl[j].id : "", id) == 0) {
+                return RT_EXML;
+            }
+        }
+        /* Each permission character once, in the order r, a, u, d. */
+        for (const char *p = perm; *p; p++) {
+            const char *at = memchr(order + pos, *p, sizeof(order) - 1 - pos);
+            if (!at) {
+                return RT_EXML;
+            }
+            pos = (size_t)(at - order) + 1;
+        }
+    }
+    return 0;
+}
+
+int ms_catalog_set_acl(struct ms_catalog *cat,
+                       const char *account,
+                       const char *name,
+                       const struct ms_acl_entry *acl,
+                       size_t n)
+{
+    const struct ms_table *found = ms_catalog_table_find(cat, account, name);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_table tmp, *t;
+    MDB_txn *txn;
+    int rc, err;
+
+    if (!found) {
+        return RT_ETABLENOTFOUND;
+    }
+    err = ms_acl_check(acl, n);
+    if (err) {
+        return err;
+    }
+    t = (struct ms_table *)found;
+    tmp = *t;
+    tmp.acl = ms__acl_copy(acl, n);
+    tmp.nacl = n;
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__acl_free(tmp.acl, tmp.nacl);
+        return ms__mdb_err(rc);
+    }
+    rc = ms__put_table(txn, cat, &tmp);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "set table acl");
+    if (err) {
+        ms__acl_free(tmp.acl, tmp.nacl);
+        return err;
+    }
+    ms__acl_free(t->acl, t->nacl);
+    t->acl = tmp.acl;
+    t->nacl = tmp.nacl;
+    return 0;
+}
+
+/* ---- service properties ---- */
+
+static size_t ms__props_lower_bound(const struct ms_catalog *cat,
+                                    const char *account)
+{
+    size_t lo = 0, hi = cat->props.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(((struct ms_props *)cat->props.v[mid])->account, account) <
+            0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+size_t ms_catalog_nprops(const struct ms_catalog *cat)
+{
+    return cat->props.n;
+}
+
+const struct ms_props *ms_catalog_props_at(const struct ms_catalog *cat,
+                                           size_t i)
+{
+    RT_PRE(i < cat->props.n);
+    return cat->props.v[i];
+}
+
+const Rt__ServiceProps *ms_catalog_props(const struct ms_catalog *cat,
+                                         const char *account)
+{
+    size_t i = ms__props_lower_bound(cat, account);
+    if (i < cat->props.n) {
+        const struct ms_props *p = cat->props.v[i];
+        if (strcmp(p->account, account) == 0) {
+            return p->props;
+        }
+    }
+    return NULL;
+}
+
+int ms_catalog_set_props(struct ms_catalog *cat,
+                         const char *account,
+                         const Rt__ServiceProps *update)
+{
+    const Rt__ServiceProps *old;
+    Rt__ServiceProps merged = RT__SERVICE_PROPS__INIT;
+    Rt__ServiceProps *fresh;
+    struct ms_counters ctr = cat->ctr;
+    MDB_txn *txn;
+    MDB_val k, v;
+    uint8_t *buf;
+    size_t len, i;
+    int rc, err;
+
+    if (!account || !*account || strlen(account) > MS_ACCOUNT_MAX) {
+        return RT_EINVAL;
+    }
+    if (update->cors && update->cors->n_rules > MS_CORS_MAX) {
+        return RT_EXML;
+    }
+    /* Sections present in @update replace, absent ones are kept
+     * (spec §3.6). The merged message borrows from both; packing and
+     * unpacking it again gives the catalog its own copy. */
+    old = ms_catalog_props(cat, account);
+    merged.logging = update->logging ? update->logging
+                                     : (old ? old->logging : NULL);
+    merged.hour_metrics = update->hour_metrics
+                              ? update->hour_metrics
+                              : (old ? old->hour_metrics : NULL);
+    merged.minute_metrics = update->minute_metrics
+                                ? update->minute_metrics
+                                : (old ? old->minute_metrics : NULL);
+    merged.cors = update->cors ? update->cors : (old ? old->cors : NULL);
+    len = rt__service_props__get_packed_size(&merged);
+    buf = ms_xmalloc(len ? len : 1);
+    rt__service_props__pack(&merged, buf);
+    fresh = rt__service_props__unpack(NULL, len, buf);
+    if (!fresh) {
+        free(buf);
+        return RT_ENOMEM;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        err = ms__mdb_err(rc);
+        goto err_after_pack;
+    }
+    k.mv_size = strlen(account);
+    k.mv_data = (void *)account;
+    v.mv_size = len;
+    v.mv_data = buf;
+    rc = mdb_put(txn, cat->db_props, &k, &v, 0);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "set service properties");
+    if (err) {
+        goto err_after_pack;
+    }
+    free(buf);
+    i = ms__props_lower_bound(cat, account);
+    if (i < cat->props.n &&
+        strcmp(((struct ms_props *)cat->props.v[i])->account, account) == 0) {
+        struct ms_props *p = cat->props.v[i];
+        rt__service_props__free_unpacked(p->props, NULL);
+        p->props = fresh;
+    } else {
+        struct ms_props *p = ms_xcalloc(1, sizeof(*p));
+        p->account = ms_xstrdup(account);
+        p->props = fresh;
+        ms_vec_insert(&cat->props, i, p);
+    }
+    return 0;
+
+err_after_pack:
+    rt__service_props__free_unpacked(fresh, NULL);
+    free(buf);
+    return err;
+}
+
+/* ---- deletion grace period ---- */
+
+void ms_catalog_set_delete_grace(struct ms_catalog *cat, uint64_t grace_ms)
+{
+    cat->grace_ms = grace_ms;
+}
+
+void ms_catalog_set_clock(struct ms_catalog *cat,
+                          uint64_t (*now_ms)(void *arg),
+                          void *arg)
+{
+    cat->clock = now_ms;
+    cat->clock_arg = arg;
+}
+
+bool ms_catalog_table_deleting(const struct ms_catalog *cat,
+                               const char *account,
+                               const char *name)
+{
+    char lname[MS_TABLE_NAME_MAX + 1];
+    const struct ms__tomb *t;
+    if (strlen(name) > MS_TABLE_NAME_MAX) {
+        return false;
+    }
+    ms__lower(lname, name, sizeof(lname));
+    t = ms__tomb_find(cat, account, lname, NULL);
+    return t && t->until_ms > ms__wall_ms(cat);
+}
+
+size_t ms_catalog_ntombstones(const struct ms_catalog *cat)
+{
+    return cat->tombs.n;
+}
+
+int ms_catalog_purge_tombstones(struct ms_catalog *cat)
+{
+    uint64_t now = ms__wall_ms(cat);
+    size_t expired = 0;
+    MDB_txn *txn;
+    int rc = 0, err;
+
+    for (size_t i = 0; i < cat->tombs.n; i++) {
+        if (((struct ms__tomb *)cat->tombs.v[i])->until_ms <= now) {
+            expired++;
+        }
+    }
+    if (!expired) {
+        return 0;
+    }
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    for (size_t i = 0; rc == 0 && i < cat->tombs.n; i++) {
+        const struct ms__tomb *t = cat->tombs.v[i];
+        if (t->until_ms <= now) {
+            rc = ms__del_tomb(txn, cat, t->account, t->lname);
+        }
+    }
+    /* Not a map change: the counters are written back unchanged. */
+    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "purge tombstones");
+    if (err) {
+        return err;
+    }
+    for (size_t i = 0; i < cat->tombs.n;) {
+        struct ms__tomb *t = cat->tombs.v[i];
+        if (t->until_ms <= now) {
+            ms__tomb_free(ms_vec_remove(&cat->tombs, i));
+        } else {
+            i++;
+        }
+    }
+    return (int)expired;
 }

@@ -16,12 +16,24 @@
  *   servers   key server id (u64 BE)         value rt.Server (state unused)
  *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
  *             "map_version"                  value u64 BE
+ *   props     key account                    value rt.ServiceProps
+ *   deleted   key account '\0' lower(name)   value u64 BE: wall-clock ms at
+ *             which the name may be created again (tombstone)
+ * A table's stored access policies (ACL) live in its rt.Table record
+ * (field acl).
  *
  * Ids (tables, ranges, servers) are monotonic and never reused, so a
  * deleted and re-created table gets a new id (DESIGN §3). The map version
  * goes up by one in the same transaction as every change of tables, ranges
  * or server addresses; ms_catalog_bump_version() covers changes the catalog
  * does not store (server liveness).
+ *
+ * Deletion grace period (spec §3.3): with ms_catalog_set_delete_grace() >
+ * 0, deleting a table leaves a durable tombstone of its (account,
+ * lower-case name) for that long; creating the name meanwhile fails with
+ * RT_ETABLEBEINGDELETED. Expired tombstones are ignored by create and
+ * removed by ms_catalog_purge_tombstones() (or by the create that finds
+ * one). Tombstone times are wall-clock (they survive restarts).
  *
  * Thread: not thread-safe; the master uses it from its loop thread only.
  * Pointers returned by the read functions are owned by the catalog and stay
@@ -33,10 +45,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt.pb-c.h"
+
 #define MS_TABLE_NAME_MAX 63
 #define MS_ACCOUNT_MAX 255
+/* Table ACL limits (spec §3.5, §9). */
+#define MS_ACL_MAX 5
+#define MS_ACL_ID_MAX 64
+/* CORS rules per account (spec §3.6, §9). */
+#define MS_CORS_MAX 5
 
 struct ms_catalog;
+
+/* One stored access policy. Empty strings mean "absent". */
+struct ms_acl_entry
+{
+    char *id;
+    bool has_policy; /* <AccessPolicy> was present */
+    char *start;
+    char *expiry;
+    char *permission; /* subset of "raud", in that order */
+};
 
 struct ms_table
 {
@@ -44,6 +73,15 @@ struct ms_table
     char *account;
     char *name;  /* as created (case preserved) */
     char *lname; /* lower-case key */
+    struct ms_acl_entry *acl; /* stored access policies, nacl <= 5 */
+    size_t nacl;
+};
+
+/* One account's table service properties (never-set accounts have none). */
+struct ms_props
+{
+    char *account;
+    Rt__ServiceProps *props; /* unpacked, owned by the catalog */
 };
 
 /* [low, high) over PartitionKey of one table; high_inf: no upper bound. */
@@ -145,7 +183,8 @@ const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
  * one range [ "", +inf ) at epoch 1 on @server_id. Strings are copied.
  * Optional outputs point into the catalog.
  * Errors: RT_EBADNAME, RT_EINVAL (account empty or too long),
- * RT_ETABLEEXISTS (case-insensitive clash), RT_EIO, RT_ENOSPACE. */
+ * RT_ETABLEEXISTS (case-insensitive clash), RT_ETABLEBEINGDELETED (the name
+ * is in its deletion grace period), RT_EIO, RT_ENOSPACE. */
 int ms_catalog_create_table(struct ms_catalog *cat,
                             const char *account,
                             const char *name,
@@ -153,8 +192,9 @@ int ms_catalog_create_table(struct ms_catalog *cat,
                             const struct ms_table **table_out,
                             const struct ms_range **range_out);
 
-/* Deletes @account's table @name (any case) and all its ranges. On 0,
- * @drop (may be NULL) is filled and owned by the caller.
+/* Deletes @account's table @name (any case) and all its ranges, and with a
+ * grace period > 0 writes the name's tombstone in the same transaction. On
+ * 0, @drop (may be NULL) is filled and owned by the caller.
  * Errors: RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */
 int ms_catalog_delete_table(struct ms_catalog *cat,
                             const char *account,
@@ -189,5 +229,64 @@ int ms_catalog_register_server(struct ms_catalog *cat,
 /* Map version + 1, durably (for map changes the catalog does not store).
  * Errors: RT_EIO, RT_ENOSPACE. */
 int ms_catalog_bump_version(struct ms_catalog *cat);
+
+/* ---- table ACLs (spec §3.4, §3.5) ---- */
+
+/* Fills @out (rt__signed_identifier__init'ed here) borrowing @e's strings. */
+void ms_acl_to_pb(const struct ms_acl_entry *e, Rt__SignedIdentifier *out);
+
+/* 0 when @acl (@n entries) is within the limits: n <= MS_ACL_MAX, ids
+ * 1..MS_ACL_ID_MAX bytes and distinct, permission characters a subsequence
+ * of "raud"; else RT_EXML (400 InvalidXmlDocument). Pure. */
+int ms_acl_check(const struct ms_acl_entry *acl, size_t n);
+
+/* Replaces the ACL of @account's table @name (any case) with @acl (strings
+ * copied; n 0 clears it) and raises the map version (the ACL travels in the
+ * map). Errors: RT_ETABLENOTFOUND, RT_EXML (ms_acl_check), RT_EIO,
+ * RT_ENOSPACE. */
+int ms_catalog_set_acl(struct ms_catalog *cat,
+                       const char *account,
+                       const char *name,
+                       const struct ms_acl_entry *acl,
+                       size_t n);
+
+/* ---- service properties (spec §3.6) ---- */
+
+/* Accounts with stored properties, ordered by account. */
+size_t ms_catalog_nprops(const struct ms_catalog *cat);
+const struct ms_props *ms_catalog_props_at(const struct ms_catalog *cat,
+                                           size_t i);
+/* @account's stored properties or NULL (never set: defaults apply). */
+const Rt__ServiceProps *ms_catalog_props(const struct ms_catalog *cat,
+                                         const char *account);
+
+/* Merges @update into @account's properties: each section present in
+ * @update (logging, hour_metrics, minute_metrics, cors) replaces the stored
+ * one, absent sections are kept. Raises the map version (CORS rules travel
+ * in the map). @update is borrowed. Errors: RT_EINVAL (account empty or too
+ * long), RT_EXML (more than MS_CORS_MAX rules), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_set_props(struct ms_catalog *cat,
+                         const char *account,
+                         const Rt__ServiceProps *update);
+
+/* ---- deletion grace period (tombstones) ---- */
+
+/* Grace period of later deletes, in ms (0, the default, keeps no
+ * tombstones; existing ones still count). */
+void ms_catalog_set_delete_grace(struct ms_catalog *cat, uint64_t grace_ms);
+/* Wall clock in ms since the Unix epoch used for tombstones; NULL restores
+ * the real clock (tests install a fake one). */
+void ms_catalog_set_clock(struct ms_catalog *cat,
+                          uint64_t (*now_ms)(void *arg),
+                          void *arg);
+/* True while @account's name (any case) is in its grace period. Read. */
+bool ms_catalog_table_deleting(const struct ms_catalog *cat,
+                               const char *account,
+                               const char *name);
+/* Tombstones held (expired ones included until purged). Read. */
+size_t ms_catalog_ntombstones(const struct ms_catalog *cat);
+/* Removes expired tombstones in one transaction (none expired: no
+ * transaction). Returns how many were removed, or RT_EIO / RT_ENOSPACE. */
+int ms_catalog_purge_tombstones(struct ms_catalog *cat);
 
 #endif

@@ -59,6 +59,7 @@ int main(int argc, char **argv)
     char *listen = NULL, *http = NULL, *data = NULL, *port_file = NULL;
     char *log_level = NULL;
     long hb_timeout = 0;
+    long delete_grace = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -68,6 +69,9 @@ int main(int argc, char **argv)
          "data directory (catalog LMDB)"},
         {"heartbeat-timeout-ms", RT_OPT_INT, &hb_timeout, "3000",
          "mark a partition server down after this long without heartbeat"},
+        {"delete-grace-ms", RT_OPT_INT, &delete_grace, "30000",
+         "a deleted table's name cannot be created again for this long "
+         "(409 TableBeingDeleted); 0: no grace period"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write rpc=PORT and http=PORT lines here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
@@ -102,6 +106,11 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (delete_grace < 0 || delete_grace > 7L * 24 * 3600 * 1000) {
+        fprintf(stderr, "rt-master: --delete-grace-ms: out of range\n");
+        rt_config_free(opts);
+        return 2;
+    }
     if (!*data) {
         fprintf(stderr, "rt-master: --data is required\n");
         rt_config_free(opts);
@@ -114,6 +123,7 @@ int main(int argc, char **argv)
     cfg.listen_host = rpc_host;
     cfg.listen_port = rpc_port;
     cfg.heartbeat_timeout_ms = (uint32_t)hb_timeout;
+    cfg.delete_grace_ms = (uint64_t)delete_grace;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

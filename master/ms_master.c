@@ -158,6 +158,12 @@ static void ms__map_build(struct ms_master *m)
     size_t ns = m->servers.n;
     size_t nr = ms_catalog_nranges(m->cat);
     size_t nt = ms_catalog_ntables(m->cat);
+    size_t np = ms_catalog_nprops(m->cat);
+    size_t nacl = 0, ai = 0, na = 0;
+    Rt__SignedIdentifier *acl;
+    Rt__SignedIdentifier **aclp;
+    Rt__AccountProps *av = ms_xcalloc(np ? np : 1, sizeof(*av));
+    Rt__AccountProps **avp = ms_xcalloc(np ? np : 1, sizeof(*avp));
     Rt__Server *sv = ms_xcalloc(ns ? ns : 1, sizeof(*sv));
     Rt__Server **svp = ms_xcalloc(ns ? ns : 1, sizeof(*svp));
     Rt__Range *rv = ms_xcalloc(nr ? nr : 1, sizeof(*rv));
@@ -180,12 +186,38 @@ static void ms__map_build(struct ms_master *m)
         rvp[i] = &rv[i];
     }
     for (size_t i = 0; i < nt; i++) {
+        nacl += ms_catalog_table_at(m->cat, i)->nacl;
+    }
+    acl = ms_xcalloc(nacl ? nacl : 1, sizeof(*acl));
+    aclp = ms_xcalloc(nacl ? nacl : 1, sizeof(*aclp));
+    for (size_t i = 0; i < nt; i++) {
         const struct ms_table *t = ms_catalog_table_at(m->cat, i);
         rt__table__init(&tv[i]);
         tv[i].account = t->account;
         tv[i].name = t->name;
         tv[i].id = t->id;
+        /* Stored access policies: front ends check SAS "si" locally. */
+        tv[i].n_acl = t->nacl;
+        tv[i].acl = &aclp[ai];
+        for (size_t j = 0; j < t->nacl; j++, ai++) {
+            ms_acl_to_pb(&t->acl[j], &acl[ai]);
+            aclp[ai] = &acl[ai];
+        }
         tvp[i] = &tv[i];
+    }
+    /* CORS rules of every account that has some (front ends answer
+     * preflights and add CORS headers without asking us). */
+    for (size_t i = 0; i < np; i++) {
+        const struct ms_props *p = ms_catalog_props_at(m->cat, i);
+        if (!p->props->cors || p->props->cors->n_rules == 0) {
+            continue;
+        }
+        rt__account_props__init(&av[na]);
+        av[na].account = p->account;
+        av[na].n_cors = p->props->cors->n_rules;
+        av[na].cors = p->props->cors->rules;
+        avp[na] = &av[na];
+        na++;
     }
     map.version = ms_catalog_map_version(m->cat);
     map.n_servers = ns;
@@ -194,6 +226,8 @@ static void ms__map_build(struct ms_master *m)
     map.ranges = rvp;
     map.n_tables = nt;
     map.tables = tvp;
+    map.n_accounts = na;
+    map.accounts = avp;
 
     free(m->map_buf);
     m->map_len = rt__map__get_packed_size(&map);
@@ -207,6 +241,10 @@ static void ms__map_build(struct ms_master *m)
     free(rvp);
     free(tv);
     free(tvp);
+    free(acl);
+    free(aclp);
+    free(av);
+    free(avp);
 }
 
 void ms__map_packed(struct ms_master *m, const uint8_t **buf, size_t *len)
@@ -391,6 +429,13 @@ static void ms__tick_cb(uv_timer_t *t)
                    s->id, now - s->last_hb_ms);
         }
     }
+    /* Deleted names whose grace period is over become free again. */
+    if (ms_catalog_ntombstones(m->cat)) {
+        int n = ms_catalog_purge_tombstones(m->cat);
+        if (n > 0) {
+            rt_log(RT_LOG_DEBUG, "purged %d expired table tombstones", n);
+        }
+    }
     if (changed) {
         ms__map_changed(m, true);
         ms__map_push(m);
@@ -430,6 +475,7 @@ int ms_master_start(uv_loop_t *loop,
         free(m);
         return rc;
     }
+    ms_catalog_set_delete_grace(m->cat, m->cfg.delete_grace_ms);
     /* Known servers start down until they register again. */
     for (size_t i = 0; i < ms_catalog_nservers(m->cat); i++) {
         ms__server_get(m, ms_catalog_server_at(m->cat, i)->id);

@@ -31,6 +31,8 @@ struct ms_master_config
     uint32_t heartbeat_timeout_ms; /* up -> down after this silence */
     uint32_t tick_ms;              /* liveness check period; 0 = 500 */
     uint32_t assign_timeout_ms;    /* wait for ASSIGN_RANGES; 0 = 2000 */
+    uint64_t delete_grace_ms; /* deleted names stay taken this long
+                               * (409 TableBeingDeleted); 0 = none */
 };
 
 /* Opens the catalog, starts listening and the liveness timer. Servers known

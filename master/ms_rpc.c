@@ -343,6 +343,11 @@ static void ms__h_create(struct ms_master *m,
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEEXISTS, NULL);
         goto out;
     }
+    if (ms_catalog_table_deleting(m->cat, account, name)) {
+        /* Spec §3.2/§3.3: 409 TableBeingDeleted during the grace period. */
+        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEBEINGDELETED, NULL);
+        goto out;
+    }
     ms__cluster_view(m, &view);
     sid = ms_policy_place(&m->policy, &view);
     free((void *)view.servers);
@@ -488,6 +493,137 @@ static void ms__h_get_table(struct ms_master *m,
     rt__table_req__free_unpacked(req, NULL);
 }
 
+/* ---- table ACLs and service properties (issue 4) ---- */
+
+static void ms__h_get_acl(struct ms_master *m,
+                          struct ms_peer *peer,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len)
+{
+    const uint32_t method = RT__METHOD__GET_ACL;
+    Rt__AclReq *req =
+        ms__unpack(&rt__acl_req__descriptor, peer->conn, id, method, body, len);
+    Rt__AclReq resp = RT__ACL_REQ__INIT;
+    Rt__SignedIdentifier sv[MS_ACL_MAX], *svp[MS_ACL_MAX];
+    const struct ms_table *t;
+    if (!req) {
+        return;
+    }
+    t = ms_catalog_table_find(m->cat, ms__str(req->account),
+                              ms__str(req->name));
+    if (!t) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
+        goto out;
+    }
+    resp.account = t->account;
+    resp.name = t->name;
+    for (size_t i = 0; i < t->nacl && i < MS_ACL_MAX; i++) {
+        ms_acl_to_pb(&t->acl[i], &sv[i]);
+        svp[i] = &sv[i];
+    }
+    resp.n_acl = t->nacl < MS_ACL_MAX ? t->nacl : MS_ACL_MAX;
+    resp.acl = svp;
+    rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
+out:
+    rt__acl_req__free_unpacked(req, NULL);
+}
+
+static void ms__h_set_acl(struct ms_master *m,
+                          struct ms_peer *peer,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len)
+{
+    const uint32_t method = RT__METHOD__SET_ACL;
+    Rt__AclReq *req =
+        ms__unpack(&rt__acl_req__descriptor, peer->conn, id, method, body, len);
+    struct ms_acl_entry acl[MS_ACL_MAX];
+    int rc;
+    if (!req) {
+        return;
+    }
+    if (req->n_acl > MS_ACL_MAX) {
+        rt_rpc_reply_err(peer->conn, id, method, RT_EXML,
+                         "more than 5 signed identifiers");
+        goto out;
+    }
+    for (size_t i = 0; i < req->n_acl; i++) {
+        const Rt__SignedIdentifier *si = req->acl[i];
+        acl[i].id = si->id;
+        acl[i].has_policy = si->has_policy;
+        acl[i].start = si->start;
+        acl[i].expiry = si->expiry;
+        acl[i].permission = si->permission;
+    }
+    rc = ms_catalog_set_acl(m->cat, ms__str(req->account), ms__str(req->name),
+                            acl, req->n_acl);
+    if (rc) {
+        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        goto out;
+    }
+    rt_log(RT_LOG_INFO,
+           "table %s/%s: ACL set (%zu identifiers), map version %" PRIu64,
+           ms__str(req->account), ms__str(req->name), req->n_acl,
+           ms_catalog_map_version(m->cat));
+    /* Push first: the caller's front end subscribes on this connection,
+     * so it has the new ACL before it sees the reply. */
+    ms__map_changed(m, false);
+    ms__map_push(m);
+    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
+out:
+    rt__acl_req__free_unpacked(req, NULL);
+}
+
+static void ms__h_get_props(struct ms_master *m,
+                            struct ms_peer *peer,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len)
+{
+    const uint32_t method = RT__METHOD__GET_SERVICE_PROPS;
+    Rt__ServicePropsReq *req = ms__unpack(&rt__service_props_req__descriptor,
+                                          peer->conn, id, method, body, len);
+    const Rt__ServiceProps *p;
+    Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
+    if (!req) {
+        return;
+    }
+    /* Never set: all sections absent; the front end emits the defaults. */
+    p = ms_catalog_props(m->cat, ms__str(req->account));
+    rt_rpc_reply_pb(peer->conn, id, method, 0, p ? &p->base : &empty.base);
+    rt__service_props_req__free_unpacked(req, NULL);
+}
+
+static void ms__h_set_props(struct ms_master *m,
+                            struct ms_peer *peer,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len)
+{
+    const uint32_t method = RT__METHOD__SET_SERVICE_PROPS;
+    Rt__ServicePropsReq *req = ms__unpack(&rt__service_props_req__descriptor,
+                                          peer->conn, id, method, body, len);
+    Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
+    int rc;
+    if (!req) {
+        return;
+    }
+    rc = ms_catalog_set_props(m->cat, ms__str(req->account),
+                              req->props ? req->props : &empty);
+    if (rc) {
+        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        goto out;
+    }
+    rt_log(RT_LOG_INFO, "account %s: service properties set, map version %"
+           PRIu64, ms__str(req->account), ms_catalog_map_version(m->cat));
+    ms__map_changed(m, false);
+    ms__map_push(m);
+    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
+out:
+    rt__service_props_req__free_unpacked(req, NULL);
+}
+
 /* ---- dispatch ---- */
 
 void ms__on_request(struct rt_rpc_conn *conn,
@@ -532,6 +668,18 @@ void ms__on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__GET_TABLE:
             ms__h_get_table(m, peer, id, body, len);
+            break;
+        case RT__METHOD__GET_ACL:
+            ms__h_get_acl(m, peer, id, body, len);
+            break;
+        case RT__METHOD__SET_ACL:
+            ms__h_set_acl(m, peer, id, body, len);
+            break;
+        case RT__METHOD__GET_SERVICE_PROPS:
+            ms__h_get_props(m, peer, id, body, len);
+            break;
+        case RT__METHOD__SET_SERVICE_PROPS:
+            ms__h_set_props(m, peer, id, body, len);
             break;
         case RT__METHOD__PING:
             rt_rpc_reply(conn, id, method, 0, NULL, 0);

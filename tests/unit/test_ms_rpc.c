@@ -4,6 +4,7 @@
  * turning the loop until their reply has come. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ struct fx
     char addr[64];
     struct fake_ps ps;
     struct fake_fe fe;
+    uint64_t grace_ms; /* --delete-grace-ms of the next start_master */
 };
 
 static void ps_on_request(struct rt_rpc_conn *conn,
@@ -107,6 +109,7 @@ static void start_master(struct fx *f)
         .heartbeat_timeout_ms = 300,
         .tick_ms = 50,
         .assign_timeout_ms = 300,
+        .delete_grace_ms = f->grace_ms,
     };
     char errmsg[RT_ERRMSG_SIZE];
     assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
@@ -523,6 +526,153 @@ static void test_restart(void **state)
     rt__table__free_unpacked(t, NULL);
 }
 
+/* Issue 4 over RPC: SET_ACL / GET_ACL (limits, missing table), the ACL
+ * and the account's CORS rules pushed in the map before the reply,
+ * SET_SERVICE_PROPS merging sections, and 409 TableBeingDeleted for a
+ * name in its deletion grace period. */
+static void test_acl_props_grace(void **state)
+{
+    struct fx *f = *state;
+    Rt__RegisterResp *rr;
+    Rt__Map *map;
+    struct reply r;
+    int updates;
+
+    f->grace_ms = 60000;
+    stop_master(f);
+    start_master(f);
+    start_clients(f);
+    rr = ps_register(f, 0);
+    rt__register_resp__free_unpacked(rr, NULL);
+    map = fe_hello(f);
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "People", NULL), 0);
+
+    /* SET_ACL: the map update arrives no later than the reply. */
+    {
+        Rt__AclReq req = RT__ACL_REQ__INIT;
+        Rt__SignedIdentifier a = RT__SIGNED_IDENTIFIER__INIT;
+        Rt__SignedIdentifier b = RT__SIGNED_IDENTIFIER__INIT;
+        Rt__SignedIdentifier *ids[6] = {&a, &b, &b, &b, &b, &b};
+        a.id = "read";
+        a.has_policy = true;
+        a.permission = "r";
+        a.expiry = "2030-01-01T00:00:00.0000000Z";
+        b.id = "other";
+        req.account = "acct";
+        req.name = "PEOPLE";
+        req.acl = ids;
+        req.n_acl = 6;
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+                         RT_EXML);
+        free(r.body);
+        req.n_acl = 2;
+        updates = f->fe.updates;
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+                         0);
+        free(r.body);
+        assert_true(f->fe.updates > updates);
+        assert_int_equal(f->fe.last->n_tables, 1);
+        assert_int_equal(f->fe.last->tables[0]->n_acl, 2);
+        assert_string_equal(f->fe.last->tables[0]->acl[0]->id, "read");
+        assert_string_equal(f->fe.last->tables[0]->acl[0]->permission, "r");
+        req.name = "nosuch";
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+                         RT_ETABLENOTFOUND);
+        free(r.body);
+    }
+    {
+        Rt__AclReq req = RT__ACL_REQ__INIT, *resp;
+        req.account = "acct";
+        req.name = "people";
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
+                         0);
+        resp = rt__acl_req__unpack(NULL, r.len, r.body);
+        free(r.body);
+        assert_non_null(resp);
+        assert_int_equal(resp->n_acl, 2);
+        assert_string_equal(resp->acl[0]->expiry,
+                            "2030-01-01T00:00:00.0000000Z");
+        assert_true(resp->acl[0]->has_policy);
+        assert_false(resp->acl[1]->has_policy);
+        rt__acl_req__free_unpacked(resp, NULL);
+        req.name = "nosuch";
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
+                         RT_ETABLENOTFOUND);
+        free(r.body);
+    }
+
+    /* Service properties: CORS goes into the map, sections merge. */
+    {
+        Rt__ServicePropsReq req = RT__SERVICE_PROPS_REQ__INIT;
+        Rt__ServiceProps props = RT__SERVICE_PROPS__INIT, *got;
+        Rt__CorsRules cors = RT__CORS_RULES__INIT;
+        Rt__CorsRule rule = RT__CORS_RULE__INIT, *rules[1] = {&rule};
+        Rt__LoggingProps log = RT__LOGGING_PROPS__INIT;
+        req.account = "acct";
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+                              &req.base, &r),
+                         0);
+        got = rt__service_props__unpack(NULL, r.len, r.body);
+        free(r.body);
+        assert_non_null(got);
+        assert_null(got->cors);
+        assert_null(got->logging);
+        rt__service_props__free_unpacked(got, NULL);
+
+        rule.allowed_origins = "http://a.com";
+        rule.allowed_methods = "GET";
+        cors.rules = rules;
+        cors.n_rules = 1;
+        props.cors = &cors;
+        req.props = &props;
+        updates = f->fe.updates;
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS, &req.base, &r),
+            0);
+        free(r.body);
+        assert_true(f->fe.updates > updates);
+        assert_int_equal(f->fe.last->n_accounts, 1);
+        assert_string_equal(f->fe.last->accounts[0]->account, "acct");
+        assert_int_equal(f->fe.last->accounts[0]->n_cors, 1);
+        assert_string_equal(f->fe.last->accounts[0]->cors[0]->allowed_origins,
+                            "http://a.com");
+
+        props.cors = NULL;
+        log.version = "1.0";
+        log.log_write = true;
+        props.logging = &log;
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS, &req.base, &r),
+            0);
+        free(r.body);
+        req.props = NULL;
+        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+                              &req.base, &r),
+                         0);
+        got = rt__service_props__unpack(NULL, r.len, r.body);
+        free(r.body);
+        assert_non_null(got->cors);
+        assert_int_equal(got->cors->n_rules, 1);
+        assert_non_null(got->logging);
+        assert_true(got->logging->log_write);
+        rt__service_props__free_unpacked(got, NULL);
+    }
+
+    /* Deleting starts the grace period: the name stays taken. */
+    assert_int_equal(
+        call_table(f, RT__METHOD__DELETE_TABLE, "acct", "people", NULL), 0);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct", "People", NULL),
+        RT_ETABLEBEINGDELETED);
+    assert_int_equal(
+        call_table(f, RT__METHOD__CREATE_TABLE, "acct2", "People", NULL), 0);
+    assert_int_equal(
+        call_table(f, RT__METHOD__DELETE_TABLE, "acct", "people", NULL),
+        RT_ENOTFOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +680,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_with_mute_server, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_props_grace, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
