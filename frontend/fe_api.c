@@ -5,21 +5,28 @@
  * loop thread).
  *
  * Order of checks in fe_api_prepare (first failure answers):
- *   x-ms-version syntax (400 InvalidHeaderValue) -> account segment
- *   (400 InvalidUri) -> OPTIONS preflight (no auth) -> SAS (later issue:
- *   403) -> Shared Key (401/400/403) -> resource path (400) -> Host
- *   (400 HostInformationNotPresent) -> Accept/$format (415/400) ->
- *   verb tunnelling -> per-operation checks. */
+ *   x-ms-version syntax (400 InvalidHeaderValue) -> account, host-style
+ *   or path-style (400 InvalidUri) -> OPTIONS preflight (no auth) ->
+ *   authentication (401/400/403) -> resource path (400) -> Host (400
+ *   HostInformationNotPresent) -> `timeout` (400) -> verb (405) ->
+ *   X-HTTP-Method tunnelling (400 XMethod*) -> operation for (resource,
+ *   verb) (405/501/400) -> Accept/$format on OData operations (415/400)
+ *   -> writes on the read-only secondary (403) -> per-operation checks
+ *   (bodies, keys, If-Match, $filter, $top, $select, version gates). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "fe_batch.h"
 #include "fe_internal.h"
+#include "fe_sas.h"
+#include "fe_svc.h"
 #include "rt.pb-c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "rt_filter.h"
 #include "rt_log.h"
 
 /* One REST operation: prepare on the first pass (returns FE_API_RESPOND or
@@ -104,7 +111,18 @@ static void fe__prefer_applied(struct fe_req *req)
 
 static int fe__check_body_type(struct fe_req *req)
 {
-    return fe_hdr_body_type(fe__req_header(req, "Content-Type"));
+    return fe_hdr_body_type_v(fe__req_header(req, "Content-Type"),
+                              req->xms_version);
+}
+
+/* Prefer (Create Table, Insert Entity only; spec §2, §3.2, §3.11): from
+ * 2013-08-15 on; ignored (no Preference-Applied) for older versions. */
+static enum fe_prefer fe__prefer(struct fe_req *req)
+{
+    if (req->xms_version && strcmp(req->xms_version, FE_VERSION_JSON) < 0) {
+        return FE_PREFER_NONE;
+    }
+    return fe_hdr_prefer(fe__req_header(req, "Prefer"));
 }
 
 /* $select into req->select. */
@@ -113,6 +131,10 @@ static int fe__select(struct fe_req *req)
     const char *sel = fe_query_get(&req->query, "$select");
     if (!sel) {
         return 0;
+    }
+    /* $select arrived with 2011-08-18 (spec §6.3, §10). */
+    if (req->xms_version && strcmp(req->xms_version, FE_VERSION_UPSERT) < 0) {
+        return RT_EQUERYPARAM;
     }
     return fe_hdr_select(sel, &req->select, &req->nselect);
 }
@@ -234,7 +256,7 @@ static int fe__create_table_prepare(struct fe_req *req)
     }
     rt_buf_append_str(&req->s1, s);
     json_decref(root);
-    req->prefer = fe_hdr_prefer(fe__req_header(req, "Prefer"));
+    req->prefer = fe__prefer(req);
     fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
     req->job.account = req->path.account;
     req->job.table = rt_buf_cstr(&req->s1);
@@ -298,96 +320,47 @@ static void fe__get_table_finish(struct fe_req *req)
     fe__table_response(req, 0);
 }
 
-/* Query Tables' $filter: only "TableName <op> 'literal'" (spec §6.1: the
- * only filterable property); anything else is 501 until the filter
- * issue lands. Sets req->filter_name/filter_op. */
-enum { FE_F_EQ, FE_F_NE, FE_F_GT, FE_F_GE, FE_F_LT, FE_F_LE };
-
-static int fe__tables_filter(struct fe_req *req, const char *f)
+/* Parses $filter @text into req->filter (spec §6.1). Returns 0, or -1
+ * with the error response set: 400 InvalidInput with the parser's message
+ * (no RPC is ever sent for a bad filter). */
+static int fe__filter(struct fe_req *req, const char *text)
 {
-    static const char *const ops[] = {"eq", "ne", "gt", "ge", "lt", "le"};
-    const char *p = f;
-    struct rt_buf lit = RT_BUF_INIT;
-    int op = -1;
-
-    while (*p == ' ') {
-        p++;
+    char msg[RT_ERRMSG_SIZE] = "";
+    int rc = rt_filter_parse(text, strlen(text), &req->filter, msg);
+    if (rc != 0) {
+        rt_log(RT_LOG_DEBUG, "bad $filter: %s", msg);
+        fe__resp_error(req, rc == RT_EINVAL ? RT_EINVAL : RT_EINTERNAL,
+                       rc == RT_EINVAL && msg[0] ? msg : NULL);
+        return -1;
     }
-    if (!*p) {
-        return 0;
-    }
-    if (strncmp(p, "TableName", 9) != 0 || p[9] != ' ') {
-        return RT_ENOTIMPL;
-    }
-    p += 9;
-    while (*p == ' ') {
-        p++;
-    }
-    for (int i = 0; i < 6; i++) {
-        if (strncasecmp(p, ops[i], 2) == 0 && p[2] == ' ') {
-            op = i;
-        }
-    }
-    if (op < 0) {
-        return RT_ENOTIMPL;
-    }
-    p += 2;
-    while (*p == ' ') {
-        p++;
-    }
-    if (*p != '\'') {
-        return RT_ENOTIMPL;
-    }
-    for (p++;; p++) {
-        if (!*p) {
-            rt_buf_free(&lit);
-            return RT_EINVAL;
-        }
-        if (*p == '\'') {
-            if (p[1] == '\'') {
-                rt_buf_append_u8(&lit, '\'');
-                p++;
-                continue;
-            }
-            p++;
-            break;
-        }
-        rt_buf_append_u8(&lit, (uint8_t)*p);
-    }
-    while (*p == ' ') {
-        p++;
-    }
-    if (*p) {
-        rt_buf_free(&lit);
-        return RT_ENOTIMPL;
-    }
-    req->filter_name = strdup(rt_buf_cstr(&lit));
-    req->filter_op = op;
-    rt_buf_free(&lit);
     return 0;
 }
 
+/* Query Tables' $filter (spec §3.1, §6.1): the full grammar, evaluated
+ * here against a one-property entity {TableName: Edm.String} per table
+ * (names compare ordinally, as created). */
 static int fe__tables_filter_match(const struct fe_req *req, const char *name)
 {
-    int c;
-    if (!req->filter_name) {
+    struct rt_buf blob = RT_BUF_INIT;
+    struct rt_props_writer w;
+    struct rt_prop p;
+    int m;
+
+    if (!req->filter) {
         return 1;
     }
-    c = strcmp(name, req->filter_name);
-    switch (req->filter_op) {
-    case FE_F_EQ:
-        return c == 0;
-    case FE_F_NE:
-        return c != 0;
-    case FE_F_GT:
-        return c > 0;
-    case FE_F_GE:
-        return c >= 0;
-    case FE_F_LT:
-        return c < 0;
-    default:
-        return c <= 0;
-    }
+    memset(&p, 0, sizeof(p));
+    p.name = "TableName";
+    p.name_len = 9;
+    p.type = RT_EDM_STRING;
+    p.v.bytes.p = (const uint8_t *)name;
+    p.v.bytes.n = strlen(name);
+    rt_props_begin(&w, &blob);
+    rt_props_add(&w, &p);
+    rt_props_end(&w);
+    m = rt_filter_eval(req->filter, "", 0, "", 0, 0, blob.data, blob.len);
+    rt_buf_free(&blob);
+    return m == 1;
 }
 
 /* Query Tables — GET /Tables (spec §3.1). */
@@ -397,13 +370,12 @@ static int fe__query_tables_prepare(struct fe_req *req)
     const char *next = fe_query_get(&req->query, "NextTableName");
     const char *filter = fe_query_get(&req->query, "$filter");
     unsigned limit = FE_PAGE_MAX;
-    int rc;
 
     if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
         return fe__error(req, RT_EQUERYPARAM, NULL);
     }
-    if (filter && (rc = fe__tables_filter(req, filter)) != 0) {
-        return fe__error(req, rc, NULL);
+    if (filter && fe__filter(req, filter) != 0) {
+        return FE_API_RESPOND;
     }
     for (const char *p = next ? next : ""; *p; p++) {
         rt_buf_append_u8(&req->s1, (uint8_t)(*p >= 'A' && *p <= 'Z'
@@ -453,13 +425,19 @@ static void fe__query_tables_finish(struct fe_req *req)
 
 /* ---- Entities ------------------------------------------------------- */
 
-/* Returns 0, or -1 with the error response set. */
+/* Key rules of spec §9. Keys from the URL: bad characters 400
+ * InvalidInput, too long 400 OutOfRangeInput. Keys from a body (@body):
+ * both 400 OutOfRangeInput, as the service reports them (spec §9,
+ * unverified). Returns 0, or -1 with the error response set. */
 static int fe__check_keys(struct fe_req *req, const char *pk, size_t pklen,
-                          const char *rk, size_t rklen)
+                          const char *rk, size_t rklen, int body)
 {
     int rc = fe_odata_check_key(pk, pklen);
     if (rc == 0) {
         rc = fe_odata_check_key(rk, rklen);
+    }
+    if (rc == RT_EINVAL && body) {
+        rc = RT_EOUTOFRANGE;
     }
     if (rc != 0) {
         fe__resp_error(req, rc, NULL);
@@ -488,10 +466,10 @@ static int fe__insert_prepare(struct fe_req *req)
         return fe__error(req, RT_ENEEDVALUE, NULL);
     }
     if (fe__check_keys(req, req->ent.pk, strlen(req->ent.pk), req->ent.rk,
-                       strlen(req->ent.rk)) != 0) {
+                       strlen(req->ent.rk), 1) != 0) {
         return FE_API_RESPOND;
     }
-    req->prefer = fe_hdr_prefer(fe__req_header(req, "Prefer"));
+    req->prefer = fe__prefer(req);
     fe_job_init(&req->job, FE_JOB_WRITE);
     req->job.account = req->path.account;
     req->job.table = req->path.table;
@@ -545,7 +523,7 @@ static void fe__insert_finish(struct fe_req *req)
 static int fe__get_entity_prepare(struct fe_req *req)
 {
     if (fe__check_keys(req, req->path.pk, req->path.pklen, req->path.rk,
-                       req->path.rklen) != 0) {
+                       req->path.rklen, 0) != 0) {
         return FE_API_RESPOND;
     }
     if (fe__select(req) != 0) {
@@ -595,6 +573,34 @@ static void fe__get_entity_finish(struct fe_req *req)
     req->status = 200;
 }
 
+/* A PartitionKey bound of the filter as a C string for fe_route, or NULL
+ * (unbounded). Stored keys never contain U+0000 (spec §9), so a literal
+ * holding one is cut there when it is a lower bound (a smaller start is
+ * safe) and dropped when it is an upper bound (no early stop). An
+ * exclusive bound is used as inclusive (rt_filter_bounds allows it). */
+static char *fe__bound_dup(const struct rt_filter_bound *b, int upper)
+{
+    size_t n;
+    char *d;
+    if (!b->set) {
+        return NULL;
+    }
+    n = b->n;
+    if (memchr(b->s, 0, n)) {
+        if (upper) {
+            return NULL;
+        }
+        n = strlen(b->s);
+    }
+    d = malloc(n + 1);
+    if (!d) {
+        abort();
+    }
+    memcpy(d, b->s, n);
+    d[n] = '\0';
+    return d;
+}
+
 /* Query Entities — GET /{table}() (spec §3.9, §6.3, §6.4). */
 static int fe__query_entities_prepare(struct fe_req *req)
 {
@@ -604,22 +610,40 @@ static int fe__query_entities_prepare(struct fe_req *req)
     const char *nrk = fe_query_get(&req->query, "NextRowKey");
     unsigned limit = FE_PAGE_MAX;
 
-    if (filter && filter[strspn(filter, " ")]) {
-        /* $filter evaluation is the next issue's (common filter AST). */
-        return fe__error(req, RT_ENOTIMPL, NULL);
-    }
     if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
         return fe__error(req, RT_EQUERYPARAM, NULL);
     }
     if (fe__select(req) != 0) {
         return fe__error(req, RT_EQUERYPARAM, NULL);
     }
+    /* Validated here, before any RPC (spec §6.1). */
+    if (filter && fe__filter(req, filter) != 0) {
+        return FE_API_RESPOND;
+    }
     fe_job_init(&req->job, FE_JOB_SCAN);
     req->job.account = req->path.account;
     req->job.table = req->path.table;
     req->job.limit = limit;
+    /* The servers project (ScanReq.select); fe_odata_ctx.select still
+     * decides PartitionKey/RowKey/Timestamp. */
     req->job.select = (const char *const *)req->select;
     req->job.nselect = req->nselect;
+    if (req->filter) {
+        struct rt_filter_bounds fb;
+        rt_filter_encode(req->filter, &req->fenc);
+        req->job.filter = req->fenc.data;
+        req->job.filter_len = req->fenc.len;
+        rt_filter_bounds(req->filter, &fb);
+        req->job.scan_empty = fb.empty;
+        req->scan_lo = fe__bound_dup(&fb.pk_lo, 0);
+        req->scan_hi = fe__bound_dup(&fb.pk_hi, 1);
+        req->job.scan_lo = req->scan_lo;
+        req->job.scan_hi = req->scan_hi;
+    }
+    /* A `timeout` below the page budget shortens the page. */
+    if (req->timeout_s && req->timeout_s * 1000u < FE_PAGE_BUDGET_MS) {
+        req->job.budget_ms = req->timeout_s * 1000u;
+    }
     if (npk && *npk) {
         /* Lenient (spec §6.4): NextRowKey may be missing or empty. */
         if (fe_token_decode(npk, &req->s1) != 0 ||
@@ -695,18 +719,22 @@ static int fe__modify_prepare(struct fe_req *req, const char *verb)
     int rc;
 
     if (fe__check_keys(req, req->path.pk, req->path.pklen, req->path.rk,
-                       req->path.rklen) != 0) {
+                       req->path.rklen, 0) != 0) {
         return FE_API_RESPOND;
     }
     if (im) {
-        if (!*im) {
-            return fe__error(req, RT_EPRECOND, NULL); /* Azurite */
-        }
-        if (fe_odata_parse_etag(im, &ticks, &any) != 0) {
-            return fe__error(req, RT_EINVAL, NULL);
+        /* Empty: 412 (Azurite); not a weak ETag: 400 InvalidInput. */
+        rc = fe_hdr_if_match(im, &ticks, &any);
+        if (rc != 0) {
+            return fe__error(req, rc, NULL);
         }
     } else if (is_delete) {
         /* Documented as required; spec §3.14 suggests 400. */
+        return fe__error(req, RT_EMISSINGHEADER, NULL);
+    } else if (req->xms_version &&
+               strcmp(req->xms_version, FE_VERSION_UPSERT) < 0) {
+        /* No Insert-Or-Replace/Merge before 2011-08-18 (spec §3.12, §10):
+         * If-Match is required there. */
         return fe__error(req, RT_EMISSINGHEADER, NULL);
     }
     if (is_delete) {
@@ -800,6 +828,21 @@ static const struct fe_api_op fe__op_merge = {
     "MergeEntity", fe__merge_prepare, fe__modify_finish, 1};
 static const struct fe_api_op fe__op_delete_entity = {
     "DeleteEntity", fe__delete_entity_prepare, fe__modify_finish, 1};
+/* Issue 4, fe_svc.c: storage-XML operations (no DataServiceVersion). */
+static const struct fe_api_op fe__op_get_acl = {
+    "GetTableAcl", fe_svc_get_acl_prepare, fe_svc_get_acl_finish, 0};
+static const struct fe_api_op fe__op_set_acl = {
+    "SetTableAcl", fe_svc_set_acl_prepare, fe_svc_set_acl_finish, 1};
+static const struct fe_api_op fe__op_get_props = {
+    "GetServiceProperties", fe_svc_get_props_prepare,
+    fe_svc_get_props_finish, 0};
+static const struct fe_api_op fe__op_set_props = {
+    "SetServiceProperties", fe_svc_set_props_prepare,
+    fe_svc_set_props_finish, 1};
+static const struct fe_api_op fe__op_stats = {
+    "GetServiceStats", fe_svc_stats_prepare, fe_svc_stats_finish, 0};
+static const struct fe_api_op fe__op_batch = {
+    "EntityGroupTransaction", fe_batch_prepare, fe_batch_finish, 1};
 
 /* ---- Dispatch ------------------------------------------------------- */
 
@@ -834,11 +877,14 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
         const char *restype = fe_query_get(&req->query, "restype");
         const char *comp = fe_query_get(&req->query, "comp");
         if (restype && strcmp(restype, "service") == 0 && comp &&
-            (strcmp(comp, "properties") == 0 || strcmp(comp, "stats") == 0)) {
-            *code = RT_ENOTIMPL; /* service properties/stats: later issue */
-        } else {
-            *code = RT_EURI;
+            strcmp(comp, "properties") == 0) {
+            return get ? &fe__op_get_props : put ? &fe__op_set_props : NULL;
         }
+        if (restype && strcmp(restype, "service") == 0 && comp &&
+            strcmp(comp, "stats") == 0) {
+            return get ? &fe__op_stats : NULL;
+        }
+        *code = RT_EURI;
         return NULL;
     }
     case FE_RES_TABLES:
@@ -847,7 +893,10 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
         return del ? &fe__op_delete_table : get ? &fe__op_get_table : NULL;
     case FE_RES_TABLE:
         if (fe_query_get(&req->query, "comp")) {
-            *code = RT_ENOTIMPL; /* table ACL: later issue */
+            if (strcmp(fe_query_get(&req->query, "comp"), "acl") == 0) {
+                return get ? &fe__op_get_acl : put ? &fe__op_set_acl : NULL;
+            }
+            *code = RT_ENOTIMPL; /* other comp= values */
             return NULL;
         }
         return get ? &fe__op_query_entities : post ? &fe__op_insert : NULL;
@@ -858,8 +907,7 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
                : del   ? &fe__op_delete_entity
                        : NULL;
     case FE_RES_BATCH:
-        *code = post ? RT_ENOTIMPL : RT_EMETHOD; /* $batch: later issue */
-        return NULL;
+        return post ? &fe__op_batch : NULL; /* fe_batch.c */
     default:
         *code = RT_EURI;
         return NULL;
@@ -870,13 +918,7 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
  * every well-formed preflight is refused (spec §3.8). */
 static int fe__preflight(struct fe_req *req)
 {
-    req->xml_errors = 1;
-    req->odata = 0;
-    if (!fe__req_header(req, "Origin") ||
-        !fe__req_header(req, "Access-Control-Request-Method")) {
-        return fe__error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
-    }
-    return fe__error(req, RT_ECORS, NULL);
+    return fe_svc_preflight(req); /* CORS rules from the map (fe_svc.c) */
 }
 
 /* Returns 0 when authenticated, -1 with the error response set. */
@@ -887,11 +929,7 @@ static int fe__authenticate(struct fe_req *req)
     int rc;
 
     if (fe_query_get(&req->query, "sig")) {
-        /* Shared access signatures are a later issue. */
-        rt_log(RT_LOG_INFO, "SAS not supported yet: %s %s", req->method,
-               req->raw_path);
-        fe__resp_error(req, RT_EAUTH, NULL);
-        return -1;
+        return fe_sas_authenticate(req); /* spec §7.3/§7.4 (fe_sas.c) */
     }
     memset(&ar, 0, sizeof(ar));
     ar.verb = req->method;
@@ -904,7 +942,8 @@ static int fe__authenticate(struct fe_req *req)
     ar.raw_path_len = req->raw_path_len;
     ar.comp = fe_query_get(&req->query, "comp");
     ar.account = req->path.account;
-    ar.acct_seg = req->path.acct_seg;
+    /* Host-style: the raw path holds no account segment. */
+    ar.acct_seg = req->path.host_style ? NULL : req->path.acct_seg;
     ar.now = fe__now(req);
     rc = fe_auth_verify(req->cfg->accounts, &ar, why);
     if (rc == 0) {
@@ -919,23 +958,119 @@ static int fe__authenticate(struct fe_req *req)
     return -1;
 }
 
-int fe_api_prepare(struct fe_req *req)
+/* Addressing (spec §1.1): host-style when the Host header is a DNS name
+ * (account = first label), else path-style (account = first segment). When
+ * the host-style reading fails (account not configured, or a path that is
+ * no host-style resource, e.g. two segments) and the first path segment
+ * is a configured account, the request is path-style: path-style URLs keep
+ * working through a DNS name (rt.example.com:10002/devstoreaccount1/...).
+ * Returns fe_path_parse()'s code. */
+static int fe__parse_path(struct fe_req *req, const char *host)
+{
+    const struct fe_accounts *accts = req->cfg->accounts;
+    const char *label;
+    size_t llen;
+    struct fe_path alt;
+    int rc, alt_rc;
+
+    if (!fe_url_host_style(host, &label, &llen)) {
+        return fe_path_parse(req->raw_path, req->raw_path_len, &req->path);
+    }
+    rc = fe_path_parse_host(label, llen, req->raw_path, req->raw_path_len,
+                            &req->path);
+    if (rc == 0 && req->path.account_ok &&
+        fe_accounts_find(accts, req->path.account)) {
+        return rc;
+    }
+    fe_path_init(&alt);
+    alt_rc = fe_path_parse(req->raw_path, req->raw_path_len, &alt);
+    if (alt.account_ok && fe_accounts_find(accts, alt.account)) {
+        fe_path_free(&req->path);
+        req->path = alt;
+        return alt_rc;
+    }
+    fe_path_free(&alt);
+    return rc;
+}
+
+/* "{scheme}://{Host}" (host-style) or "{scheme}://{Host}/{account
+ * segment}" (path-style): odata.metadata, odata.id, Location. The scheme
+ * is https behind a proxy that says so (X-Forwarded-Proto), else http. */
+static void fe__set_root(struct fe_req *req, const char *host)
+{
+    struct rt_buf root = RT_BUF_INIT;
+    const char *proto = fe__req_header(req, "X-Forwarded-Proto");
+    const char *scheme =
+        proto && strcasecmp(proto, "https") == 0 ? "https" : "http";
+    if (req->path.host_style) {
+        rt_buf_printf(&root, "%s://%s", scheme, host);
+    } else {
+        rt_buf_printf(&root, "%s://%s/%s", scheme, host, req->path.acct_seg);
+    }
+    req->root = strdup(rt_buf_cstr(&root));
+    rt_buf_free(&root);
+    if (!req->root) {
+        abort();
+    }
+}
+
+/* OData operations negotiate JSON (Accept/$format); the storage-XML ones
+ * (service properties/stats, ?comp=acl) do not. */
+static int fe__odata_request(struct fe_req *req)
+{
+    return req->path.kind != FE_RES_SERVICE &&
+           !fe_query_get(&req->query, "comp");
+}
+
+/* Verb tunnelling (spec §2, §8.2): POST + one X-HTTP-Method of MERGE, PUT
+ * or DELETE. Returns 0 (*verb set), or -1 with the error response set. */
+static int fe__xmethod(struct fe_req *req, const char **verb)
+{
+    const char *xm = fe__req_header(req, "X-HTTP-Method");
+    if (!xm) {
+        return 0;
+    }
+    if (strcmp(req->method, "POST") != 0) {
+        fe__resp_error_as(req, 400, "XMethodNotUsingPost",
+                          "The X-HTTP-Method header can only be used with "
+                          "POST.");
+        return -1;
+    }
+    if (fe__req_header_count(req, "X-HTTP-Method") != 1) {
+        fe__resp_error_as(req, 400, "XMethodIncorrectCount",
+                          "More than one X-HTTP-Method header was "
+                          "specified.");
+        return -1;
+    }
+    if (strcmp(xm, "MERGE") != 0 && strcmp(xm, "PUT") != 0 &&
+        strcmp(xm, "DELETE") != 0) {
+        fe__resp_error_as(req, 400, "XMethodIncorrectValue",
+                          FE_MSG_XMETHOD);
+        return -1;
+    }
+    *verb = xm;
+    return 0;
+}
+
+static int fe__api_prepare(struct fe_req *req)
 {
     const char *v = fe__req_header(req, "x-ms-version");
-    const char *host;
-    const char *xm;
+    const char *host = fe__req_header(req, "Host");
+    const char *timeout;
     const char *verb = req->method;
     const struct fe_api_op *op;
-    struct rt_buf root = RT_BUF_INIT;
     int path_rc, rc, code;
 
     if (v && fe_hdr_version_check(v) != 0) {
         return fe__error(req, RT_EHEADER, NULL);
     }
-    path_rc = fe_path_parse(req->raw_path, req->raw_path_len, &req->path);
+    req->xms_version = v;
+    fe_svc_secondary_path(req); /* Python's path-style secondary URLs */
+    path_rc = fe__parse_path(req, host);
     if (!req->path.account_ok) {
         return fe__error(req, RT_EURI, NULL);
     }
+    fe_svc_classify(req); /* ACL / service: storage XML errors */
     if (strcmp(req->method, "OPTIONS") == 0) {
         return fe__preflight(req);
     }
@@ -945,41 +1080,54 @@ int fe_api_prepare(struct fe_req *req)
     if (path_rc != 0) {
         return fe__error(req, path_rc, req->path.errmsg);
     }
-    host = fe__req_header(req, "Host");
     if (!host || !*host) {
         return fe__error(req, RT_EHOST, NULL);
     }
-    rt_buf_printf(&root, "http://%s/%s", host, req->path.acct_seg);
-    req->root = strdup(rt_buf_cstr(&root));
-    rt_buf_free(&root);
-    rc = fe_hdr_meta(fe__req_header(req, "Accept"),
-                     fe_query_get(&req->query, "$format"), &req->meta);
-    if (rc != 0) {
-        return fe__error(req, rc, NULL);
+    fe__set_root(req, host);
+    /* timeout=N seconds (spec §2): positive, clamped to 30. */
+    timeout = fe_query_get(&req->query, "timeout");
+    if (timeout && fe_hdr_timeout(timeout, &req->timeout_s) != 0) {
+        return fe__error(req, RT_EQUERYPARAM, NULL);
     }
     if (!fe__known_verb(req->method)) {
         return fe__error(req, RT_EVERB, NULL);
     }
-    /* Verb tunnelling: POST + X-HTTP-Method: MERGE|PUT|DELETE (§2). */
-    xm = fe__req_header(req, "X-HTTP-Method");
-    if (xm) {
-        if (strcmp(req->method, "POST") != 0 ||
-            (strcmp(xm, "MERGE") != 0 && strcmp(xm, "PUT") != 0 &&
-             strcmp(xm, "DELETE") != 0)) {
-            return fe__error(req, RT_EINVAL, FE_MSG_XMETHOD);
-        }
-        verb = xm;
+    if (fe__xmethod(req, &verb) != 0) {
+        return FE_API_RESPOND;
     }
     op = fe__route_op(req, verb, &code);
     if (!op) {
         return fe__error(req, code, NULL);
     }
+    if (fe__odata_request(req)) {
+        rc = fe_hdr_meta_v(fe__req_header(req, "Accept"),
+                           fe_query_get(&req->query, "$format"),
+                           req->xms_version, &req->meta);
+        if (rc != 0) {
+            return fe__error(req, rc, NULL);
+        }
+    }
     if (op->write && req->path.secondary) {
         return fe__error(req, RT_EAUTHZ, NULL); /* read-only secondary */
     }
+    if (fe_sas_authorize(req, verb) != 0) {
+        return FE_API_RESPOND; /* SAS permission / resource type */
+    }
     req->op = op;
     rc = op->prepare(req);
+    if (rc == FE_API_SUBMIT && fe_sas_check_job(req) != 0) {
+        rc = FE_API_RESPOND; /* SAS key range / per-op permission */
+    }
     req->job_used = rc == FE_API_SUBMIT;
+    return rc;
+}
+
+int fe_api_prepare(struct fe_req *req)
+{
+    int rc = fe__api_prepare(req);
+    if (rc == FE_API_RESPOND) {
+        fe_svc_cors_headers(req); /* CORS on responses (spec §3.8) */
+    }
     return rc;
 }
 
@@ -987,17 +1135,25 @@ void fe_api_finish(struct fe_req *req)
 {
     if (req->job.status == RT_ECANCELED) {
         fe__resp_error(req, RT_EBUSY, NULL); /* shutting down */
-        return;
+    } else {
+        fe_sas_filter_scan(req); /* SAS key range end (fe_sas.c) */
+        req->op->finish(req);
     }
-    req->op->finish(req);
+    fe_svc_cors_headers(req);
 }
 
 void fe_api_req_free(struct fe_req *req)
 {
+    fe_sas_free(req);
     free(req->root);
     free(req->select);
-    free(req->filter_name);
+    rt_filter_free(req->filter);
+    rt_buf_free(&req->fenc);
+    free(req->scan_lo);
+    free(req->scan_hi);
     req->root = NULL;
     req->select = NULL;
-    req->filter_name = NULL;
+    req->filter = NULL;
+    req->scan_lo = NULL;
+    req->scan_hi = NULL;
 }

@@ -128,6 +128,38 @@ int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out)
     return atom ? RT_EATOMNOTSUPPORTED : 0;
 }
 
+/* 1 when JSON is named explicitly by $format or Accept. */
+static int fe__json_named(const char *accept, const char *format)
+{
+    enum fe_meta m;
+    if (format && *format) {
+        return strcasecmp(format, "json") == 0 ||
+               fe__media(format, strlen(format), &m) == FE__MEDIA_JSON;
+    }
+    for (const char *p = accept ? accept : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        if (fe__media(p, n, &m) == FE__MEDIA_JSON) {
+            return 1;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return 0;
+}
+
+int fe_hdr_meta_v(const char *accept, const char *format, const char *version,
+                  enum fe_meta *out)
+{
+    int rc = fe_hdr_meta(accept, format, out);
+    if (rc == 0 && version && strcmp(version, FE_VERSION_JSON) < 0 &&
+        fe__json_named(accept, format)) {
+        return RT_EJSONNOTSUPPORTED;
+    }
+    return rc;
+}
+
 int fe_hdr_version_check(const char *v)
 {
     static const char fmt[] = "dddd-dd-dd";
@@ -195,6 +227,56 @@ int fe_hdr_body_type(const char *content_type)
     if (fe__media(content_type, strlen(content_type), &m) == FE__MEDIA_ATOM) {
         return RT_EATOMNOTSUPPORTED;
     }
+    return 0;
+}
+
+int fe_hdr_body_type_v(const char *content_type, const char *version)
+{
+    enum fe_meta m;
+    int rc = fe_hdr_body_type(content_type);
+    if (rc == 0 && content_type && version &&
+        strcmp(version, FE_VERSION_JSON) < 0 &&
+        fe__media(content_type, strlen(content_type), &m) == FE__MEDIA_JSON) {
+        return RT_EJSONNOTSUPPORTED;
+    }
+    return rc;
+}
+
+int fe_hdr_if_match(const char *v, uint64_t *ticks, int *any)
+{
+    size_t b = 0, e = strlen(v);
+    fe__trim(v, &b, &e);
+    *any = 0;
+    *ticks = 0;
+    if (b == e) {
+        return RT_EPRECOND;
+    }
+    if (fe_odata_parse_etag(v, ticks, any) == 0) {
+        return 0;
+    }
+    if (e - b >= 4 && memcmp(v + b, "W/\"", 3) == 0 && v[e - 1] == '"') {
+        *ticks = FE_ETAG_NEVER;
+        return 0;
+    }
+    return RT_EINVAL;
+}
+
+int fe_hdr_timeout(const char *s, unsigned *secs)
+{
+    unsigned long v = 0;
+    size_t i = 0;
+    if (!isdigit((unsigned char)s[0])) {
+        return RT_EQUERYPARAM;
+    }
+    for (; isdigit((unsigned char)s[i]); i++) {
+        if (v < 100000UL) {
+            v = v * 10 + (unsigned long)(s[i] - '0');
+        }
+    }
+    if (s[i] || v == 0) {
+        return RT_EQUERYPARAM;
+    }
+    *secs = v > FE_TIMEOUT_MAX ? FE_TIMEOUT_MAX : (unsigned)v;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #define FE_HDR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fe_odata.h"
 #include "rt_buf.h"
@@ -15,12 +16,24 @@
  * oldest"; we still answer JSON, see frontend/README.md). */
 #define FE_VERSION_DEFAULT "2009-09-19"
 #define FE_VERSION_MIN "2009-04-14"
+/* Feature gates (spec §11), compared as strings (YYYY-MM-DD sorts). They
+ * apply only to a version the client sent: a request without x-ms-version
+ * is served leniently (frontend/README.md). */
+#define FE_VERSION_UPSERT "2011-08-18" /* upserts, $select, DSV 2.0 */
+#define FE_VERSION_JSON "2013-08-15"   /* JSON, Prefer, DSV 3.0 */
+#define FE_VERSION_NO_ATOM "2015-12-11" /* Atom refused from here on */
 
 /* Metadata level from Accept and $format (the query parameter wins).
  * Missing or wildcard Accept -> minimal; bare application/json -> minimal.
  * Returns 0, RT_EATOMNOTSUPPORTED (only Atom/XML acceptable) or
  * RT_EQUERYPARAM (unknown $format). */
 int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out);
+/* fe_hdr_meta() plus the JSON version gate: when @version (the x-ms-version
+ * the client sent; NULL = none) is older than FE_VERSION_JSON and JSON is
+ * asked for explicitly (Accept names application/json, or $format),
+ * returns RT_EJSONNOTSUPPORTED. */
+int fe_hdr_meta_v(const char *accept, const char *format, const char *version,
+                  enum fe_meta *out);
 
 /* x-ms-version must be a well-formed YYYY-MM-DD not older than
  * FE_VERSION_MIN. Returns 0 or RT_EHEADER. */
@@ -40,6 +53,24 @@ enum fe_prefer fe_hdr_prefer(const char *v);
 /* Request body media type: JSON (or absent) -> 0; Atom/XML ->
  * RT_EATOMNOTSUPPORTED. Other types are read as JSON (lenient). */
 int fe_hdr_body_type(const char *content_type);
+/* fe_hdr_body_type() plus the JSON version gate: a JSON body with a sent
+ * @version older than FE_VERSION_JSON -> RT_EJSONNOTSUPPORTED. */
+int fe_hdr_body_type_v(const char *content_type, const char *version);
+
+/* If-Match (spec §3.12, §4.4): "*" -> *any = 1; an ETag we issued ->
+ * its ticks; any other weak ETag W/"..." (another datetime form, Azure's
+ * W/"0x8D...") is well-formed but matches nothing -> *ticks =
+ * FE_ETAG_NEVER (412 later, not 400). Returns 0, RT_EPRECOND for an empty
+ * value (412, Azurite) or RT_EINVAL when it is not a weak ETag (400
+ * InvalidInput). */
+#define FE_ETAG_NEVER UINT64_MAX
+int fe_hdr_if_match(const char *v, uint64_t *ticks, int *any);
+
+/* The `timeout` query parameter (seconds, spec §2): a positive integer;
+ * values above FE_TIMEOUT_MAX are clamped to it. Returns 0 or
+ * RT_EQUERYPARAM. */
+#define FE_TIMEOUT_MAX 30
+int fe_hdr_timeout(const char *s, unsigned *secs);
 
 /* A fresh random (v4) GUID, lower-case 8-4-4-4-12, NUL-terminated. */
 #define FE_GUID_SIZE 37

@@ -141,6 +141,30 @@ const char *fe__req_header(struct fe_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+struct fe__hdr_count {
+    const char *name;
+    int n;
+};
+
+static enum MHD_Result fe__count_iter(void *cls, enum MHD_ValueKind kind,
+                                      const char *key, const char *value)
+{
+    struct fe__hdr_count *c = cls;
+    (void)kind;
+    (void)value;
+    if (strcasecmp(key, c->name) == 0) {
+        c->n++;
+    }
+    return MHD_YES;
+}
+
+int fe__req_header_count(struct fe_req *req, const char *name)
+{
+    struct fe__hdr_count c = {name, 0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, fe__count_iter, &c);
+    return c.n;
+}
+
 int64_t fe__now(const struct fe_req *req)
 {
     (void)req;
@@ -179,16 +203,19 @@ static void fe__xml_escape(struct rt_buf *out, const char *s)
 
 void fe__resp_error(struct fe_req *req, int code, const char *msg)
 {
+    fe__resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
+                      msg ? msg : rt_err_message(code));
+}
+
+void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
+                       const char *msg)
+{
     char when[RT_TIME_ISO_SIZE];
     struct rt_buf text = RT_BUF_INIT;
-    const char *azure = rt_err_azure_code(code);
 
-    if (!msg) {
-        msg = rt_err_message(code);
-    }
     rt_time_format_iso7(rt_time_now_ticks(), when);
     rt_buf_printf(&text, "%s\nRequestId:%s\nTime:%s", msg, req->reqid, when);
-    req->status = rt_err_http_status(code);
+    req->status = status;
     rt_buf_reset(&req->hdrs);
     rt_buf_reset(&req->rbody);
     fe__resp_header(req, "x-ms-error-code", azure);

@@ -37,6 +37,8 @@
 #include "fe_url.h"
 #include "rt_buf.h"
 
+struct rt_filter;
+
 struct MHD_Connection;
 struct fe_http;
 
@@ -89,8 +91,13 @@ struct fe_req {
     size_t nselect;
     struct rt_buf s1; /* scratch (decoded continuation keys, ...) */
     struct rt_buf s2;
-    char *filter_name; /* Query Tables: TableName eq filter */
-    int filter_op;
+    struct rt_filter *filter; /* parsed $filter (Query Entities/Tables) */
+    struct rt_buf fenc;       /* its binary form (ScanReq.filter) */
+    char *scan_lo;            /* PartitionKey bounds from the filter */
+    char *scan_hi;
+    const char *xms_version;  /* x-ms-version as sent; NULL = none */
+    unsigned timeout_s;       /* `timeout` query parameter, 0 = none */
+    struct fe_sas *sas;       /* verified SAS token (fe_sas.h), or NULL */
 
     /* Response being built. */
     int status;
@@ -112,10 +119,16 @@ void fe_api_req_free(struct fe_req *req);
 
 /* fe_http.c: helpers for building responses (MHD thread). */
 const char *fe__req_header(struct fe_req *req, const char *name);
+/* How many times header @name (any case) occurs in the request. */
+int fe__req_header_count(struct fe_req *req, const char *name);
 void fe__resp_header(struct fe_req *req, const char *name, const char *value);
 /* Error response for @code (rt_err.h table) with @msg (NULL = the table's
  * message): x-ms-error-code and the OData JSON (or storage XML) body. */
 void fe__resp_error(struct fe_req *req, int code, const char *msg);
+/* The same for an Azure code outside the rt_err.h table (e.g. the XMethod*
+ * codes of spec §8.2): @status, @azure and @msg (all required). */
+void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
+                       const char *msg);
 /* Unix seconds now (cfg->now_fn or time()). */
 int64_t fe__now(const struct fe_req *req);
 

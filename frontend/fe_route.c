@@ -15,13 +15,24 @@
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): returned as is
  *   (500 OperationTimedOut), never retried: a write may have happened;
  * - other server/master errors: returned as is (rt_err.h maps them);
- * - fe_route_close: RT_ECANCELED for everything in flight and later. */
+ * - fe_route_close: RT_ECANCELED for everything in flight and later.
+ *
+ * Scans (FE_JOB_SCAN) start at max(continuation key, filter's lowest
+ * PartitionKey), so the first range visited is the one holding that key.
+ * A page then walks range by range until: the page is full; a server says
+ * its range has more (resume at its next key); a server says ScanResp.done
+ * or the next range starts after the filter's highest PartitionKey (no
+ * continuation: nothing later can match); FE_ROUTE_MAX_HOPS ranges were
+ * visited or the page budget (job->budget_ms, shared by all hops; each
+ * ScanReq gets what is left) is spent (continuation at the next range's
+ * low key; the page may be empty). */
 #include "fe_route.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_svc.h"
 #include "rt.pb-c.h"
 #include "rt_log.h"
 #include "rt_rpc.h"
@@ -262,6 +273,7 @@ static void fe__map_install(struct fe_route *r, Rt__Map *pb, int force,
     fe__map_free(&r->map);
     r->map = m;
     r->have_map = 1;
+    fe_svc_map_update(pb); /* stored policies and CORS rules (fe_svc.h) */
     rt_log(RT_LOG_DEBUG, "map version %llu installed (%s): %zu tables, "
                          "%zu ranges, %zu servers",
            (unsigned long long)pb->version, why, m.ntables, m.nranges,
@@ -575,6 +587,11 @@ static void fe__on_table_reply(int status, const uint8_t *body, size_t len,
             fe__job_set_table(job, t->name[0] ? t->name : job->table, t->id);
             rt__table__free_unpacked(t, NULL);
         }
+    } else if (status == 0 && job->kind == FE_JOB_MASTER_CALL) {
+        rt_buf_reset(&job->value);
+        if (len) {
+            rt_buf_append(&job->value, body, len);
+        }
     } else if (status != 0) {
         fe__error_index(body, len, "table op", status);
     }
@@ -624,6 +641,10 @@ static void fe__job_master(struct fe_job *job)
         req.limit = job->limit;
         rc = rt_rpc_call_pb(conn, RT__METHOD__LIST_TABLES, &req.base,
                             FE_ROUTE_TIMEOUT_MS, fe__on_list_reply, job);
+    } else if (job->kind == FE_JOB_MASTER_CALL) {
+        rc = rt_rpc_call(conn, job->call_method, job->call_body,
+                         job->call_len, FE_ROUTE_TIMEOUT_MS,
+                         fe__on_table_reply, job);
     } else {
         Rt__TableReq req = RT__TABLE_REQ__INIT;
         req.account = (char *)job->account;
@@ -785,19 +806,33 @@ static void fe__on_scan_reply(int status, const uint8_t *body, size_t len,
     }
     job->tries_ = 0;
     if (resp->more) {
-        /* The range still has more: the server says where to resume. */
+        /* The range still has more (page full, byte or time budget): the
+         * server says where to resume. */
         fe__job_next_token(job, resp->next_pk, resp->next_rk);
         rt__scan_resp__free_unpacked(resp, NULL);
         fe__job_finish(job, 0);
         goto out;
     }
-    rt__scan_resp__free_unpacked(resp, NULL);
-    if (hop->high_inf) {
-        fe__job_finish(job, 0); /* last range of the table: done */
+    if (resp->done) {
+        /* The filter's upper key bound was reached: no later key in any
+         * range can match. */
+        rt__scan_resp__free_unpacked(resp, NULL);
+        fe__job_finish(job, 0);
         goto out;
     }
-    /* Range exhausted: continue at the next range's low key (flow 7). */
-    if (job->nents >= limit || ++job->hops_ >= FE_ROUTE_MAX_HOPS) {
+    rt__scan_resp__free_unpacked(resp, NULL);
+    if (hop->high_inf ||
+        (job->scan_hi && strcmp(hop->high, job->scan_hi) > 0)) {
+        /* Last range of the table, or the next range starts after the
+         * last PartitionKey the filter allows: done. */
+        fe__job_finish(job, 0);
+        goto out;
+    }
+    /* Range exhausted: continue at the next range's low key (flow 7),
+     * unless the page is full, hopped enough or out of time; then the
+     * token points at the next range (the page may be empty). */
+    if (job->nents >= limit || ++job->hops_ >= FE_ROUTE_MAX_HOPS ||
+        uv_now(r->loop) >= job->deadline_) {
         fe__job_next_token(job, hop->high, "");
         fe__job_finish(job, 0);
         goto out;
@@ -836,6 +871,15 @@ static void fe__job_entity(struct fe_job *job)
     }
     fe__job_set_table(job, t->name, t->id);
     if (job->kind == FE_JOB_GET_TABLE) {
+        fe__job_finish(job, 0);
+        return;
+    }
+    if (job->kind == FE_JOB_SCAN &&
+        (job->scan_empty ||
+         (job->scan_hi && job->cur_has_ &&
+          strcmp(rt_buf_cstr(&job->cur_pk_), job->scan_hi) > 0))) {
+        /* The filter excludes everything from here on: an empty, final
+         * page without asking any server. */
         fe__job_finish(job, 0);
         return;
     }
@@ -907,11 +951,19 @@ static void fe__job_entity(struct fe_job *job)
                                               : "");
         req.start_rk = (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_rk_)
                                               : "");
+        uint64_t now = uv_now(r->loop);
+        uint64_t left = job->deadline_ > now ? job->deadline_ - now : 1;
         req.limit = (uint32_t)(limit - job->nents);
         req.n_select = job->nselect;
         req.select = (char **)job->select;
+        req.filter.data = (uint8_t *)job->filter;
+        req.filter.len = job->filter ? job->filter_len : 0;
+        req.budget_ms = (uint32_t)left;
+        /* The server spends up to the rest of the page budget; the RPC
+         * timeout leaves the usual margin on top. */
         rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_SCAN, &req.base,
-                            FE_ROUTE_TIMEOUT_MS, fe__on_scan_reply, hop);
+                            FE_ROUTE_TIMEOUT_MS + (unsigned)left,
+                            fe__on_scan_reply, hop);
         if (rc != 0) {
             free(hop->high);
             free(hop);
@@ -934,6 +986,7 @@ static void fe__job_run(struct fe_job *job)
     case FE_JOB_CREATE_TABLE:
     case FE_JOB_DELETE_TABLE:
     case FE_JOB_LIST_TABLES:
+    case FE_JOB_MASTER_CALL:
         fe__job_master(job);
         break;
     case FE_JOB_GET_TABLE:
@@ -963,6 +1016,18 @@ void fe_route_submit(struct fe_route *r, struct fe_job *job)
             rt_buf_append_str(&job->cur_pk_, job->pk ? job->pk : "");
             rt_buf_append_str(&job->cur_rk_, job->rk ? job->rk : "");
         }
+        /* Start at the filter's lowest PartitionKey when that is later:
+         * the first range visited is the one holding it. */
+        if (job->scan_lo &&
+            (!job->cur_has_ ||
+             strcmp(job->scan_lo, rt_buf_cstr(&job->cur_pk_)) > 0)) {
+            rt_buf_reset(&job->cur_pk_);
+            rt_buf_reset(&job->cur_rk_);
+            rt_buf_append_str(&job->cur_pk_, job->scan_lo);
+            job->cur_has_ = 1;
+        }
+        job->deadline_ = uv_now(r->loop) +
+                         (job->budget_ms ? job->budget_ms : FE_PAGE_BUDGET_MS);
     }
     fe__job_run(job);
 }

@@ -35,6 +35,9 @@
  * continuation token (keeps one page's latency bounded). */
 #define FE_ROUTE_MAX_HOPS 32
 #define FE_PAGE_MAX 1000
+/* Time one query page may spend across all the ranges it visits (spec
+ * §6.4: "~5 s"); when it is used up the page ends with a continuation. */
+#define FE_PAGE_BUDGET_MS 5000
 /* A job for a server whose connection is not up (new client, reconnect)
  * waits this long for it before counting as an RT_ENOCONN try. */
 #define FE_ROUTE_CONNECT_WAIT_MS 300
@@ -47,6 +50,7 @@ enum fe_job_kind {
     FE_JOB_WRITE,        /* ENTITY_WRITE to the owner of the PK */
     FE_JOB_GET,          /* ENTITY_GET */
     FE_JOB_SCAN,         /* ENTITY_SCAN, following ranges */
+    FE_JOB_MASTER_CALL,  /* any master method (fe_svc): call_* -> value */
     FE_JOB__NR
 };
 
@@ -97,7 +101,21 @@ struct fe_job {
     unsigned limit;            /* SCAN, LIST_TABLES */
     const char *const *select; /* SCAN */
     size_t nselect;
+    /* SCAN: the $filter and the PartitionKey bounds derived from it
+     * (rt_filter_bounds). The scan starts at max(start key, scan_lo) and
+     * does not follow ranges that begin after scan_hi. */
+    const uint8_t *filter; /* rt_filter_encode() form; NULL = none */
+    size_t filter_len;
+    const char *scan_lo;   /* NULL = unbounded */
+    const char *scan_hi;   /* inclusive; NULL = unbounded */
+    int scan_empty;        /* nothing can match: resolve the table only */
+    unsigned budget_ms;    /* page budget; 0 = FE_PAGE_BUDGET_MS */
     const char *list_start; /* LIST_TABLES: lower-case name, "" = first */
+    /* MASTER_CALL (fe_svc.c): method and packed request body (borrowed);
+     * the reply body lands in value. */
+    uint32_t call_method;
+    const uint8_t *call_body;
+    size_t call_len;
 
     /* Outputs. */
     int status; /* 0 or RT_E* */
@@ -129,6 +147,7 @@ struct fe_job {
     struct rt_buf cur_rk_;
     int cur_has_;
     uint64_t park_until_; /* loop ms: waiting for a connection until */
+    uint64_t deadline_;   /* SCAN: loop ms when the page budget ends */
 };
 
 void fe_job_init(struct fe_job *job, enum fe_job_kind kind);

@@ -324,6 +324,51 @@ static int fe__resource(const char *d, size_t n, struct fe_path *p)
     return fe__key_predicate(inner, inner_len, p);
 }
 
+/* Sets the account from the decoded segment @seg[0..n) (letters, digits,
+ * '-'; a trailing "-secondary" is stripped and noted). 0 or RT_EURI. */
+static int fe__account(const char *seg, size_t n, struct fe_path *p)
+{
+    if (n == 0) {
+        return RT_EURI;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = seg[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-')) {
+            return RT_EURI;
+        }
+    }
+    p->acct_seg = fe__dup(seg, n);
+    if (n > 10 && memcmp(seg + n - 10, "-secondary", 10) == 0) {
+        p->secondary = 1;
+        n -= 10;
+    }
+    p->account = fe__dup(seg, n);
+    p->account_ok = 1;
+    return 0;
+}
+
+/* Parses what follows the account: @s..@end is "" or "/" (service) or
+ * "/resource" (raw, decoded here). */
+static int fe__path_rest(const char *s, const char *end, struct fe_path *p)
+{
+    struct rt_buf seg = RT_BUF_INIT;
+    int rc;
+
+    if (s == end || s + 1 == end) {
+        p->kind = FE_RES_SERVICE;
+        return 0;
+    }
+    s++;
+    if (memchr(s, '/', (size_t)(end - s))) {
+        return RT_EURI;
+    }
+    fe_url_decode(&seg, s, (size_t)(end - s), 0);
+    rc = fe__resource((const char *)seg.data, seg.len, p);
+    rt_buf_free(&seg);
+    return rc;
+}
+
 int fe_path_parse(const char *raw, size_t n, struct fe_path *p)
 {
     const char *end = raw + n;
@@ -344,36 +389,63 @@ int fe_path_parse(const char *raw, size_t n, struct fe_path *p)
         return RT_EURI;
     }
     fe_url_decode(&seg, s, (size_t)(slash - s), 0);
-    for (size_t i = 0; i < seg.len; i++) {
-        char c = (char)seg.data[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '-')) {
-            rt_buf_free(&seg);
-            return RT_EURI;
-        }
-    }
-    p->acct_seg = fe__dup((const char *)seg.data, seg.len);
-    if (seg.len > 10 &&
-        memcmp(seg.data + seg.len - 10, "-secondary", 10) == 0) {
-        p->secondary = 1;
-        seg.len -= 10;
-    }
-    p->account = fe__dup((const char *)seg.data, seg.len);
+    rc = fe__account((const char *)seg.data, seg.len, p);
     rt_buf_free(&seg);
-    p->account_ok = 1;
+    if (rc != 0) {
+        return rc;
+    }
+    return fe__path_rest(slash, end, p);
+}
 
-    if (slash == end || slash + 1 == end) {
+int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
+                       size_t n, struct fe_path *p)
+{
+    int rc = fe__account(label, label_len, p);
+    if (rc != 0) {
+        return rc;
+    }
+    p->host_style = 1;
+    if (n == 0) {
         p->kind = FE_RES_SERVICE;
         return 0;
     }
-    s = slash + 1;
-    if (memchr(s, '/', (size_t)(end - s))) {
+    if (raw[0] != '/') {
         return RT_EURI;
     }
-    fe_url_decode(&seg, s, (size_t)(end - s), 0);
-    rc = fe__resource((const char *)seg.data, seg.len, p);
-    rt_buf_free(&seg);
-    return rc;
+    return fe__path_rest(raw, raw + n, p);
+}
+
+int fe_url_host_style(const char *host, const char **label, size_t *label_len)
+{
+    size_t n, dot;
+    int digits_dots = 1;
+
+    if (!host || !*host || host[0] == '[') {
+        return 0; /* absent, or an IPv6 literal */
+    }
+    n = strcspn(host, ":"); /* drop the port */
+    if (n == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!((host[i] >= '0' && host[i] <= '9') || host[i] == '.')) {
+            digits_dots = 0;
+        }
+    }
+    if (digits_dots) {
+        return 0; /* IPv4 literal */
+    }
+    if ((n == 9 && strncasecmp(host, "localhost", 9) == 0) ||
+        (n == 20 && strncasecmp(host, "host.docker.internal", 20) == 0)) {
+        return 0;
+    }
+    dot = strcspn(host, ".");
+    if (dot >= n || dot == 0) {
+        return 0; /* a name without a dot */
+    }
+    *label = host;
+    *label_len = dot;
+    return 1;
 }
 
 /* ---- Query strings -------------------------------------------------- */

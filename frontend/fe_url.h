@@ -39,6 +39,7 @@ struct fe_path {
     char *account;  /* malloc'd, "-secondary" stripped */
     char *acct_seg; /* malloc'd, the first segment as sent (decoded) */
     int secondary;  /* the account segment ended in "-secondary" */
+    int host_style; /* account from the Host header, not the path */
     enum fe_res_kind kind;
     char *table;    /* malloc'd decoded table name (TABLE_ONE, TABLE,
                      * ENTITY), else NULL */
@@ -66,6 +67,23 @@ void fe_path_free(struct fe_path *p);
  * p->account_ok is set as soon as the account segment is known, so a caller
  * can authenticate before reporting a resource error. */
 int fe_path_parse(const char *raw, size_t n, struct fe_path *p);
+
+/* Addressing style (spec §1.1, Azurite's rule). @host is the Host header
+ * (port allowed). Path-style when it is absent, an IPv4 or bracketed IPv6
+ * literal, "localhost", "host.docker.internal" or a name without a dot:
+ * returns 0. Otherwise host-style: returns 1 with *label and *label_len
+ * set to the first DNS label (borrowed from @host, as sent; "-secondary"
+ * not yet stripped). */
+int fe_url_host_style(const char *host, const char **label,
+                      size_t *label_len);
+
+/* Host-style variant of fe_path_parse(): the account is @label[0..n) (the
+ * first DNS label of Host, "-secondary" stripped and noted like a path
+ * segment) and the whole raw path @raw is the resource ("/" = service,
+ * "/Tables", "/t(PartitionKey='p',RowKey='r')", ...). Same errors;
+ * RT_EURI (account_ok 0) for a label that is not a valid account name. */
+int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
+                       size_t n, struct fe_path *p);
 
 /* Table name rules (spec §9): ^[A-Za-z][A-Za-z0-9]{2,62}$, "tables" (any
  * case) reserved. Returns 0, RT_EBADNAME (bad characters or reserved) or

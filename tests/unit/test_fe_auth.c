@@ -283,6 +283,27 @@ static void test_secondary(void **state)
     assert_int_equal(fe_auth_verify(a, &r, why), 0);
 }
 
+/* Host-style (spec §1.1, §7.1): the raw path has no account segment, so
+ * the signed resource is "/" + account + path, and there is no alternative
+ * "-secondary" spelling to try (fe_api passes acct_seg NULL). Expected
+ * signatures computed with openssl dgst -sha256 -mac HMAC. */
+static void test_host_style(void **state)
+{
+    struct fe_auth_req r;
+    char why[RT_ERRMSG_SIZE];
+    const struct fe_accounts *a = *state;
+
+    fill_req(&r, "GET",
+             "SharedKey devstoreaccount1:"
+             "Wb/vdWTXrSg5Kep/nJpq8TOLLCMzBbA6KqAOCkm1cCY=",
+             NULL, "/Tables", "devstoreaccount1", NULL, NULL);
+    assert_int_equal(fe_auth_verify(a, &r, why), 0);
+    /* The path-style signature of the same request does not verify. */
+    r.authorization = "SharedKey devstoreaccount1:"
+                      "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
+    assert_int_equal(fe_auth_verify(a, &r, why), RT_EAUTH);
+}
+
 /* Accounts file: comments, blank lines, two keys; bad lines rejected. */
 static void test_accounts_file(void **state)
 {
@@ -328,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_key2),
         cmocka_unit_test(test_parse_header),
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_style, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secondary, setup, teardown),
         cmocka_unit_test(test_accounts_file),
     };

@@ -165,6 +165,116 @@ static void test_guid(void **state)
     assert_string_not_equal(a, b);
 }
 
+/* Version gates (spec §11): JSON named explicitly with a version before
+ * 2013-08-15 is 415 JsonFormatNotSupported; no version sent = lenient;
+ * Atom stays refused for every version. */
+static void test_version_gates(void **state)
+{
+    enum fe_meta m;
+    (void)state;
+    assert_int_equal(fe_hdr_meta_v("application/json", NULL, "2013-08-15", &m),
+                     0);
+    assert_int_equal(fe_hdr_meta_v("application/json", NULL, "2012-02-12", &m),
+                     RT_EJSONNOTSUPPORTED);
+    assert_int_equal(fe_hdr_meta_v(NULL, "json", "2011-08-18", &m),
+                     RT_EJSONNOTSUPPORTED);
+    assert_int_equal(fe_hdr_meta_v("application/json;odata=nometadata", NULL,
+                                   NULL, &m),
+                     0);
+    assert_int_equal(m, FE_META_NONE);
+    /* Nothing named: answered (as JSON) for any version. */
+    assert_int_equal(fe_hdr_meta_v(NULL, NULL, "2009-09-19", &m), 0);
+    assert_int_equal(fe_hdr_meta_v("*/*", NULL, "2009-09-19", &m), 0);
+    assert_int_equal(fe_hdr_meta_v("application/atom+xml", NULL, "2009-09-19",
+                                   &m),
+                     RT_EATOMNOTSUPPORTED);
+    assert_int_equal(fe_hdr_meta_v("application/atom+xml", NULL, "2019-02-02",
+                                   &m),
+                     RT_EATOMNOTSUPPORTED);
+    assert_int_equal(fe_hdr_body_type_v("application/json", "2012-02-12"),
+                     RT_EJSONNOTSUPPORTED);
+    assert_int_equal(fe_hdr_body_type_v("application/json", "2019-02-02"), 0);
+    assert_int_equal(fe_hdr_body_type_v("application/json", NULL), 0);
+    assert_int_equal(fe_hdr_body_type_v(NULL, "2012-02-12"), 0);
+    assert_int_equal(fe_hdr_body_type_v("application/atom+xml", "2012-02-12"),
+                     RT_EATOMNOTSUPPORTED);
+}
+
+/* timeout: positive seconds, clamped to 30. */
+static void test_timeout(void **state)
+{
+    unsigned t = 0;
+    (void)state;
+    assert_int_equal(fe_hdr_timeout("5", &t), 0);
+    assert_int_equal(t, 5);
+    assert_int_equal(fe_hdr_timeout("30", &t), 0);
+    assert_int_equal(t, 30);
+    assert_int_equal(fe_hdr_timeout("31", &t), 0);
+    assert_int_equal(t, FE_TIMEOUT_MAX);
+    assert_int_equal(fe_hdr_timeout("99999999999", &t), 0);
+    assert_int_equal(t, FE_TIMEOUT_MAX);
+    assert_int_equal(fe_hdr_timeout("0", &t), RT_EQUERYPARAM);
+    assert_int_equal(fe_hdr_timeout("-1", &t), RT_EQUERYPARAM);
+    assert_int_equal(fe_hdr_timeout("", &t), RT_EQUERYPARAM);
+    assert_int_equal(fe_hdr_timeout("5s", &t), RT_EQUERYPARAM);
+}
+
+/* Continuation tokens as clients send them back: standard base64
+ * characters, '=' padding and a '+' turned into a space by form decoding
+ * are tolerated. */
+static void test_token_tolerance(void **state)
+{
+    struct rt_buf back = RT_BUF_INIT;
+    (void)state;
+    /* "~~~" is "fn5-" in base64url, "fn5+" in base64. */
+    assert_int_equal(fe_token_decode("1!4!fn5+", &back), 0);
+    assert_string_equal(rt_buf_cstr(&back), "~~~");
+    rt_buf_reset(&back);
+    assert_int_equal(fe_token_decode("1!4!fn5 ", &back), 0);
+    assert_string_equal(rt_buf_cstr(&back), "~~~");
+    rt_buf_reset(&back);
+    assert_int_equal(fe_token_decode("1!4!cDE=", &back), 0);
+    assert_string_equal(rt_buf_cstr(&back), "p1");
+    rt_buf_reset(&back);
+    assert_int_equal(fe_token_decode("1!0!", &back), 0);
+    assert_int_equal(back.len, 0);
+    assert_int_equal(fe_token_decode("", &back), RT_EINVAL);
+    assert_int_equal(fe_token_decode("2!3!cDE", &back), RT_EINVAL);
+    assert_int_equal(fe_token_decode("1!x!cDE", &back), RT_EINVAL);
+    assert_int_equal(fe_token_decode("1!1!c", &back), RT_EINVAL);
+    rt_buf_free(&back);
+}
+
+/* If-Match: "*", our ETags, foreign weak ETags (never match), empty (412)
+ * and anything else (400). */
+static void test_if_match(void **state)
+{
+    uint64_t t = 1;
+    int any = 0;
+    (void)state;
+    assert_int_equal(fe_hdr_if_match("*", &t, &any), 0);
+    assert_true(any);
+    assert_int_equal(
+        fe_hdr_if_match("W/\"datetime'2017-10-16T23%3A00%3A05.5000867Z'\"",
+                        &t, &any),
+        0);
+    assert_false(any);
+    assert_true(t != 0 && t != FE_ETAG_NEVER);
+    assert_int_equal(fe_hdr_if_match("W/\"0x8D5B168C7B6E589\"", &t, &any),
+                     0);
+    assert_true(t == FE_ETAG_NEVER);
+    assert_int_equal(
+        fe_hdr_if_match("W/\"datetime'2001-01-01T00%3A00%3A00Z'\"", &t,
+                        &any),
+        0);
+    assert_true(t == FE_ETAG_NEVER);
+    assert_int_equal(fe_hdr_if_match("", &t, &any), RT_EPRECOND);
+    assert_int_equal(fe_hdr_if_match("  ", &t, &any), RT_EPRECOND);
+    assert_int_equal(fe_hdr_if_match("bogus", &t, &any), RT_EINVAL);
+    assert_int_equal(fe_hdr_if_match("\"strong\"", &t, &any), RT_EINVAL);
+    assert_int_equal(fe_hdr_if_match("W/\"", &t, &any), RT_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +282,10 @@ int main(void)
         cmocka_unit_test(test_misc_headers), cmocka_unit_test(test_top),
         cmocka_unit_test(test_select),   cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_guid),
+        cmocka_unit_test(test_version_gates),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_token_tolerance),
+        cmocka_unit_test(test_if_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* fe_route against an in-process fake master and two fake partition
  * servers on one libuv loop: map subscription, table miss -> GET_MAP,
- * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, and scans that continue
- * across ranges (docs/SKELETON-PLAN.md flows 2, 6, 7). */
+ * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, scans that continue
+ * across ranges (docs/SKELETON-PLAN.md flows 2, 6, 7), and $filter scans:
+ * the filter travels to the servers, its PartitionKey bounds pick the first
+ * range and stop the walk, ScanResp.done ends it, and the page time budget
+ * ends a page early with a continuation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +19,7 @@
 #include "fe_route.h"
 #include "rt.pb-c.h"
 #include "rt_err.h"
+#include "rt_filter.h"
 #include "rt_rpc.h"
 
 /* ---- Fixture: fake master + two fake partition servers -------------- */
@@ -40,6 +44,11 @@ struct fx {
     int stale_left;   /* ENTITY_GET answers RT_ESTALE this many times */
     int always_stale; /* every entity op answers RT_ESTALE */
     int done;
+    int scans[3];         /* ENTITY_SCAN requests per range (11, 12, 13) */
+    int done_always;      /* every ScanResp says done */
+    int never_done;       /* no ScanResp says done (an older server) */
+    unsigned slow_ms;     /* ENTITY_SCAN blocks this long before replying */
+    unsigned last_budget; /* budget_ms of the last ScanReq */
 };
 
 static struct fx *g_fx;
@@ -112,6 +121,20 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
                        : req->route->range_id == 12 ? "p"
                                                     : NULL;
     size_t n = 0;
+    struct rt_filter *flt = NULL;
+    struct rt_filter_bounds fb;
+    struct fx *f = g_fx;
+    f->scans[req->route->range_id - 11]++;
+    f->last_budget = req->budget_ms;
+    if (f->slow_ms) {
+        uv_sleep(f->slow_ms);
+    }
+    if (req->filter.len) {
+        assert_int_equal(rt_filter_decode(req->filter.data, req->filter.len,
+                                          &flt),
+                         0);
+    }
+    rt_filter_bounds(flt, &fb);
     for (int i = 0; i < NKEYS; i++) {
         const char *pk = keys[i][0], *rk = keys[i][1];
         if (strcmp(pk, low) < 0 || (high && strcmp(pk, high) >= 0)) {
@@ -119,6 +142,10 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
         }
         if (req->has_start &&
             key_cmp(pk, rk, req->start_pk, req->start_rk) < 0) {
+            continue;
+        }
+        if (flt && rt_filter_eval(flt, pk, strlen(pk), rk, strlen(rk), 0,
+                                  NULL, 0) != 1) {
             continue;
         }
         if (n == req->limit) {
@@ -138,7 +165,16 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
     }
     resp.n_entities = n;
     resp.entities = rp;
+    /* Like the real server: done when the filter's upper PartitionKey
+     * bound ends the scan inside this range. */
+    if (!resp.more && !f->never_done &&
+        (f->done_always ||
+         (fb.pk_hi.set && (!high || strncmp(fb.pk_hi.s, high, fb.pk_hi.n) <
+                                        0)))) {
+        resp.done = 1;
+    }
     rt_rpc_reply_pb(conn, id, RT__METHOD__ENTITY_SCAN, 0, &resp.base);
+    rt_filter_free(flt);
 }
 
 static void ps_req(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
@@ -405,6 +441,255 @@ static void test_server_down(void **state)
     fe_job_free(&job);
 }
 
+/* Runs one FE_JOB_SCAN page with filter text @ftext (NULL = none), with
+ * the bounds wired the way fe_api wires them; fills @job (caller frees). */
+static void filter_page(struct fx *f, struct fe_job *job, const char *ftext,
+                        struct rt_filter **flt, struct rt_buf *enc,
+                        char lo[8], char hi[8])
+{
+    struct rt_filter_bounds fb;
+    char msg[RT_ERRMSG_SIZE];
+    job->account = "acct";
+    job->table = "people";
+    *flt = NULL;
+    if (ftext) {
+        assert_int_equal(rt_filter_parse(ftext, strlen(ftext), flt, msg), 0);
+        rt_filter_encode(*flt, enc);
+        job->filter = enc->data;
+        job->filter_len = enc->len;
+        rt_filter_bounds(*flt, &fb);
+        job->scan_empty = fb.empty;
+        if (fb.pk_lo.set) {
+            snprintf(lo, 8, "%.*s", (int)fb.pk_lo.n, fb.pk_lo.s);
+            job->scan_lo = lo;
+        }
+        if (fb.pk_hi.set) {
+            snprintf(hi, 8, "%.*s", (int)fb.pk_hi.n, fb.pk_hi.s);
+            job->scan_hi = hi;
+        }
+    }
+    run_job(f, job);
+    assert_int_equal(job->status, 0);
+}
+
+/* The filter reaches every server and is applied there, across all three
+ * ranges, in key order. */
+static void test_filter_sent(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    struct rt_filter *flt;
+    struct rt_buf enc = RT_BUF_INIT;
+    char lo[8], hi[8];
+    const char *want[] = {"a", "b", "h", "i", "q", "r"};
+    fe_job_init(&job, FE_JOB_SCAN);
+    filter_page(f, &job, "RowKey eq '2'", &flt, &enc, lo, hi);
+    assert_int_equal(job.nents, 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(job.ents[i].pk, want[i]);
+        assert_string_equal(job.ents[i].rk, "2");
+    }
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[0] + f->scans[1] + f->scans[2], 3);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+    rt_buf_free(&enc);
+}
+
+/* PartitionKey bounds: the scan starts in the range holding the lower
+ * bound (not at the table start) and does not visit ranges that begin
+ * after the upper bound. */
+static void test_filter_bounds_pick_ranges(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    struct rt_filter *flt;
+    struct rt_buf enc = RT_BUF_INIT;
+    char lo[8], hi[8];
+    fe_job_init(&job, FE_JOB_SCAN);
+    filter_page(f, &job, "PartitionKey ge 'h' and PartitionKey le 'i'", &flt,
+                &enc, lo, hi);
+    assert_int_equal(job.nents, 4);
+    assert_string_equal(job.ents[0].pk, "h");
+    assert_string_equal(job.ents[3].pk, "i");
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[0], 0); /* ["", "g") skipped */
+    assert_int_equal(f->scans[1], 1);
+    assert_int_equal(f->scans[2], 0); /* ["p", inf) never asked */
+    fe_job_free(&job);
+    rt_filter_free(flt);
+
+    /* The same without ScanResp.done: the front end's own bound check
+     * still stops before ["p", inf). */
+    f->never_done = 1;
+    memset(f->scans, 0, sizeof(f->scans));
+    rt_buf_reset(&enc);
+    fe_job_init(&job, FE_JOB_SCAN);
+    filter_page(f, &job, "PartitionKey ge 'h' and PartitionKey lt 'j'", &flt,
+                &enc, lo, hi);
+    assert_int_equal(job.nents, 4);
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[1], 1);
+    assert_int_equal(f->scans[0] + f->scans[2], 0);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+    f->never_done = 0;
+
+    /* Equality on PartitionKey: exactly the one range. */
+    memset(f->scans, 0, sizeof(f->scans));
+    rt_buf_reset(&enc);
+    fe_job_init(&job, FE_JOB_SCAN);
+    filter_page(f, &job, "PartitionKey eq 'q'", &flt, &enc, lo, hi);
+    assert_int_equal(job.nents, 2);
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[2], 1);
+    assert_int_equal(f->scans[0] + f->scans[1], 0);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+
+    /* A lower bound after a continuation key: the later one wins. */
+    memset(f->scans, 0, sizeof(f->scans));
+    rt_buf_reset(&enc);
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.has_start = 1;
+    job.pk = "a";
+    job.rk = "2";
+    filter_page(f, &job, "PartitionKey gt 'g'", &flt, &enc, lo, hi);
+    assert_int_equal(job.nents, 8);
+    assert_string_equal(job.ents[0].pk, "h");
+    assert_int_equal(f->scans[0], 0);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+
+    /* A continuation key past the upper bound: an empty, final page
+     * without any server call. */
+    memset(f->scans, 0, sizeof(f->scans));
+    rt_buf_reset(&enc);
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.has_start = 1;
+    job.pk = "j";
+    job.rk = "";
+    filter_page(f, &job, "PartitionKey lt 'i'", &flt, &enc, lo, hi);
+    assert_int_equal(job.nents, 0);
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[0] + f->scans[1] + f->scans[2], 0);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+    rt_buf_free(&enc);
+}
+
+/* A filter that can match nothing resolves the table (404 still works)
+ * but asks no server. */
+static void test_filter_empty(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    struct rt_filter *flt;
+    struct rt_buf enc = RT_BUF_INIT;
+    char lo[8], hi[8];
+    fe_job_init(&job, FE_JOB_SCAN);
+    filter_page(f, &job, "PartitionKey eq 'a' and PartitionKey eq 'b'", &flt,
+                &enc, lo, hi);
+    assert_true(job.scan_empty);
+    assert_int_equal(job.nents, 0);
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[0] + f->scans[1] + f->scans[2], 0);
+    assert_string_equal(job.table_name, "People");
+    fe_job_free(&job);
+    rt_filter_free(flt);
+    rt_buf_free(&enc);
+
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.account = "acct";
+    job.table = "nosuch";
+    job.scan_empty = 1;
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_ETABLENOTFOUND);
+    fe_job_free(&job);
+}
+
+/* ScanResp.done stops the walk: no later range is visited and no
+ * continuation is returned. */
+static void test_scan_done(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->done_always = 1;
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.account = "acct";
+    job.table = "people";
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(job.nents, 4); /* the first range only */
+    assert_false(job.has_next);
+    assert_int_equal(f->scans[0], 1);
+    assert_int_equal(f->scans[1] + f->scans[2], 0);
+    fe_job_free(&job);
+    f->done_always = 0;
+}
+
+/* The page budget is shared by the ranges of one page: each server gets
+ * what is left, and once it is spent the page ends at the next range's
+ * low key, even when it is empty. Following the tokens still returns
+ * every match exactly once. */
+static void test_page_budget(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    struct rt_filter *flt;
+    struct rt_buf enc = RT_BUF_INIT;
+    struct rt_buf npk = RT_BUF_INIT;
+    char lo[8], hi[8];
+    int pages = 0;
+    size_t total = 0;
+
+    f->slow_ms = 30;
+    for (;;) {
+        fe_job_init(&job, FE_JOB_SCAN);
+        job.budget_ms = 20;
+        if (pages) {
+            job.has_start = 1;
+            job.pk = rt_buf_cstr(&npk);
+            job.rk = "";
+        }
+        rt_buf_reset(&enc);
+        /* Matches only in the last range: earlier pages are empty. */
+        filter_page(f, &job, "RowKey eq '1' and PartitionKey ge 'q'", &flt,
+                    &enc, lo, hi);
+        assert_true(f->last_budget >= 1 && f->last_budget <= 20);
+        pages++;
+        total += job.nents;
+        rt_filter_free(flt);
+        if (!job.has_next) {
+            fe_job_free(&job);
+            break;
+        }
+        assert_int_equal(job.next_rk.len, 0);
+        rt_buf_reset(&npk);
+        rt_buf_append(&npk, job.next_pk.data, job.next_pk.len);
+        fe_job_free(&job);
+        assert_true(pages < 10);
+    }
+    assert_int_equal(total, 2);
+    assert_int_equal(pages, 1); /* ge 'q' starts in the last range */
+
+    /* No lower bound: the first page spends its budget in ["", "g") and
+     * ends empty-handed at "g". */
+    fe_job_init(&job, FE_JOB_SCAN);
+    job.budget_ms = 20;
+    rt_buf_reset(&enc);
+    filter_page(f, &job, "RowKey eq '9'", &flt, &enc, lo, hi);
+    assert_int_equal(job.nents, 0);
+    assert_true(job.has_next);
+    assert_int_equal(job.next_pk.len, 1);
+    assert_memory_equal(job.next_pk.data, "g", 1);
+    fe_job_free(&job);
+    rt_filter_free(flt);
+    f->slow_ms = 0;
+    rt_buf_free(&enc);
+    rt_buf_free(&npk);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +699,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stale_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_sent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_bounds_pick_ranges, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_filter_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan_done, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_page_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* Path-style URL parsing (shared/table-api-spec.md §1.2, §1.3, §9):
- * account and secondary, Tables forms, key predicates, table names and the
- * decoded query string. */
+/* URL parsing (shared/table-api-spec.md §1.1, §1.2, §1.3, §9): host-style
+ * vs path-style addressing, account and secondary, Tables forms, key
+ * predicates, table names and the decoded query string. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -232,6 +232,81 @@ static void test_query(void **state)
     fe_query_free(&q);
 }
 
+/* Host header -> addressing style (spec §1.1, Azurite's rule): IP
+ * literals, localhost, host.docker.internal and dotless names are
+ * path-style; any other DNS name gives its first label. */
+static void test_host_style(void **state)
+{
+    const char *label = NULL;
+    size_t n = 0;
+    (void)state;
+    assert_false(fe_url_host_style(NULL, &label, &n));
+    assert_false(fe_url_host_style("", &label, &n));
+    assert_false(fe_url_host_style("127.0.0.1:10002", &label, &n));
+    assert_false(fe_url_host_style("10.1.2.3", &label, &n));
+    assert_false(fe_url_host_style("[::1]:10002", &label, &n));
+    assert_false(fe_url_host_style("localhost:10002", &label, &n));
+    assert_false(fe_url_host_style("LOCALHOST", &label, &n));
+    assert_false(fe_url_host_style("host.docker.internal:10002", &label, &n));
+    assert_false(fe_url_host_style("azurite:10002", &label, &n));
+    assert_false(fe_url_host_style(".example.com", &label, &n));
+    assert_true(fe_url_host_style("acct.table.core.windows.net", &label, &n));
+    assert_int_equal(n, 4);
+    assert_memory_equal(label, "acct", 4);
+    assert_true(fe_url_host_style("acct-secondary.table.core.windows.net:443",
+                                  &label, &n));
+    assert_int_equal(n, 14);
+    assert_memory_equal(label, "acct-secondary", 14);
+    assert_true(fe_url_host_style("myacct.rt.example.com:10002", &label, &n));
+    assert_int_equal(n, 6);
+}
+
+/* Host-style paths hold no account segment: the whole path is the
+ * resource, and "-secondary" on the host label marks the secondary. */
+static void test_host_paths(void **state)
+{
+    struct fe_path p;
+    (void)state;
+    fe_path_init(&p);
+    assert_int_equal(fe_path_parse_host("acct", 4, "/Tables", 7, &p), 0);
+    assert_true(p.host_style);
+    assert_true(p.account_ok);
+    assert_string_equal(p.account, "acct");
+    assert_int_equal(p.kind, FE_RES_TABLES);
+    fe_path_free(&p);
+    assert_int_equal(fe_path_parse_host("acct", 4, "/", 1, &p), 0);
+    assert_int_equal(p.kind, FE_RES_SERVICE);
+    fe_path_free(&p);
+    assert_int_equal(fe_path_parse_host("acct", 4, "", 0, &p), 0);
+    assert_int_equal(p.kind, FE_RES_SERVICE);
+    fe_path_free(&p);
+    assert_int_equal(
+        fe_path_parse_host("acct-secondary", 14,
+                           "/people(PartitionKey='a',RowKey=%27b%27)", 40,
+                           &p),
+        0);
+    assert_true(p.secondary);
+    assert_string_equal(p.account, "acct");
+    assert_string_equal(p.acct_seg, "acct-secondary");
+    assert_int_equal(p.kind, FE_RES_ENTITY);
+    assert_string_equal(p.pk, "a");
+    assert_string_equal(p.rk, "b");
+    fe_path_free(&p);
+    assert_int_equal(fe_path_parse_host("acct", 4, "/$batch", 7, &p), 0);
+    assert_int_equal(p.kind, FE_RES_BATCH);
+    fe_path_free(&p);
+    /* A path-style URL sent to a host-style name is a two-segment path. */
+    assert_int_equal(
+        fe_path_parse_host("acct", 4, "/devstoreaccount1/Tables", 24, &p),
+        RT_EURI);
+    assert_true(p.account_ok);
+    fe_path_free(&p);
+    assert_int_equal(fe_path_parse_host("bad_label", 9, "/Tables", 7, &p),
+                     RT_EURI);
+    assert_false(p.account_ok);
+    fe_path_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +318,8 @@ int main(void)
         cmocka_unit_test(test_table_names),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_query),
+        cmocka_unit_test(test_host_style),
+        cmocka_unit_test(test_host_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
