@@ -18,8 +18,16 @@ RT_BUILD_PKGS=(
     libssl-dev libmicrohttpd-dev libjansson-dev
 )
 # Tests: cmocka for unit tests; the official Azure SDK and pytest (run with
-# /usr/bin/python3) for integration tests.
-RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests)
+# /usr/bin/python3) for integration tests; Node.js and npm for the
+# JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
+# @azure/data-tables into the build tree and needs Node >= 20).
+RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
+    nodejs)
+# NodeSource's nodejs package bundles npm and conflicts with Debian's npm
+# package: ask for npm only when no npm command exists.
+if ! command -v npm >/dev/null 2>&1; then
+    RT_TEST_PKGS+=(npm)
+fi
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
 

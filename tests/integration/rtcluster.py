@@ -143,6 +143,10 @@ class Proc:
         return self.popen is not None and self.popen.poll() is None
 
     def args(self):
+        return self._base_args() + list(
+            self.cluster.extra_args.get(self.kind, []))
+
+    def _base_args(self):
         c = self.cluster
         fp = self.fixed_ports or {}
         if self.kind == "master":
@@ -231,13 +235,17 @@ class Cluster:
     """A master, @n_ps partition servers and one front end in @workdir."""
 
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
-                 heartbeat_timeout_ms=3000, start_timeout=None):
+                 heartbeat_timeout_ms=3000, start_timeout=None,
+                 extra_args=None):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
         self.n_ps = n_ps
         self.log_level = log_level or os.environ.get("RT_LOG_LEVEL", "info")
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        # {"master"|"ps"|"frontend": [flags...]} appended to that kind's
+        # command line, e.g. {"master": ["--delete-grace-ms", "2000"]}.
+        self.extra_args = dict(extra_args or {})
         self.start_timeout = float(start_timeout or
                                    os.environ.get("RT_START_TIMEOUT", 30))
         self.account = DEV_ACCOUNT
