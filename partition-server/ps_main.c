@@ -27,8 +27,9 @@ static void ps__signal_cb(uv_signal_t *h, int signum)
 int main(int argc, char **argv)
 {
     char *listen = NULL, *advertise = NULL, *master = NULL, *data = NULL;
-    char *port_file = NULL, *log_level = NULL;
+    char *port_file = NULL, *log_level = NULL, *http = NULL;
     long max_pending = 0, map_size_mb = 0;
+    long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -38,7 +39,16 @@ int main(int argc, char **argv)
          "rt-master RPC address"},
         {"data", RT_OPT_STR, &data, NULL, "LMDB data directory (required)"},
         {"port-file", RT_OPT_STR, &port_file, "",
-         "write 'rpc=PORT' here after listening"},
+         "write 'rpc=PORT' (and 'http=PORT') here after listening"},
+        {"http", RT_OPT_STR, &http, "",
+         "metrics HTTP listener host:port (GET /metrics, /health); "
+         "empty = off"},
+        {"max-server-eps", RT_OPT_INT, &max_server_eps, "0",
+         "entities/s cap for the whole server, then ServerBusy (0 = none)"},
+        {"max-range-eps", RT_OPT_INT, &max_range_eps, "0",
+         "entities/s cap per range, then ServerBusy (0 = none)"},
+        {"move-chunk-kb", RT_OPT_INT, &move_chunk_kb, "256",
+         "size of the MIGRATE_DATA chunks a range move sends, KiB"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -70,6 +80,14 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (max_server_eps < 0 || max_range_eps < 0 || move_chunk_kb < 1 ||
+        move_chunk_kb > 16384) {
+        fprintf(stderr, "rt-partition-server: --max-server-eps and "
+                        "--max-range-eps must be 0 or positive, "
+                        "--move-chunk-kb 1..16384\n");
+        rt_config_free(opts);
+        return 2;
+    }
     if (max_pending < 1 || map_size_mb < 1) {
         fprintf(stderr, "rt-partition-server: --max-pending and "
                         "--map-size-mb must be positive\n");
@@ -86,6 +104,10 @@ int main(int argc, char **argv)
     cfg.port_file = port_file;
     cfg.max_pending = (size_t)max_pending;
     cfg.map_size = (size_t)map_size_mb * 1024 * 1024;
+    cfg.max_server_eps = (uint64_t)max_server_eps;
+    cfg.max_range_eps = (uint64_t)max_range_eps;
+    cfg.http = http;
+    cfg.move_chunk = (size_t)move_chunk_kb * 1024;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

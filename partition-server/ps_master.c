@@ -15,7 +15,11 @@
  *  - register fails or times out: retried on the next heartbeat tick;
  *  - heartbeat rejected (the master forgot us): register again;
  *  - an assignment older than the one applied (map_version) is ignored,
- *    so a slow heartbeat reply cannot undo a newer ASSIGN_RANGES. */
+ *    so a slow heartbeat reply cannot undo a newer ASSIGN_RANGES;
+ *  - every applied assignment also settles range moves (ps_move_assigned):
+ *    a frozen range missing from it was committed to its target (dropped
+ *    here), and one still listed in a registration reply was not (it is
+ *    unfrozen). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +44,8 @@ static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
     }
     changed = ps_ranges_set(&ps->ranges, v, n);
     ps->ranges.map_version = map_version;
+    /* Frozen ranges, moves in flight, ranges received (ps_move.c). */
+    ps_move_assigned(ps, force);
     for (size_t i = 0; i < ps->ranges.n; i++) {
         if (ps->ranges.v[i]->load_since_ms == 0) {
             ps->ranges.v[i]->load_since_ms = uv_now(ps->loop);
@@ -200,12 +206,15 @@ static void ps__heartbeat(struct ps_server *ps)
         loads[i].sample_pks = r->sample;
         loads[i].interval_ms = now - r->load_since_ms;
         loads[i].scanned = r->scanned;
+        loads[i].throttled = r->throttled;
         ptrs[i] = &loads[i];
     }
     req.server_id = ps->server_id;
     req.n_loads = n;
     req.loads = ptrs;
     req.pending = (uint32_t)ps_writer_pending(ps->writer);
+    req.max_server_eps = ps->cfg.max_server_eps;
+    req.max_range_eps = ps->cfg.max_range_eps;
     rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master),
                         RT__METHOD__PS_HEARTBEAT, &req.base,
                         PS_MASTER_CALL_MS, ps__heartbeat_cb, ps);

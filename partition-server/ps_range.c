@@ -36,6 +36,7 @@ void ps_ranges_init(struct ps_ranges *rs)
     rs->n = 0;
     rs->map_version = 0;
     rs->rng = 0x9E3779B97F4A7C15ULL;
+    rs->range_eps = 0;
 }
 
 void ps_ranges_close(struct ps_ranges *rs)
@@ -70,6 +71,35 @@ int ps_ranges_route(const struct ps_ranges *rs, uint64_t table_id,
         return RT_ESTALE;
     }
     *out = r;
+    return 0;
+}
+
+struct ps_range *ps_ranges_find_key(const struct ps_ranges *rs,
+                                    uint64_t table_id, const char *pk)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        if (rs->v[i]->table_id == table_id &&
+            ps_range_contains(rs->v[i], pk)) {
+            return rs->v[i];
+        }
+    }
+    return NULL;
+}
+
+int ps_ranges_overlap(const struct ps_ranges *rs, uint64_t table_id,
+                      const char *low, const char *high, uint64_t skip_id)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        const struct ps_range *r = rs->v[i];
+        if (r->table_id != table_id || r->id == skip_id) {
+            continue;
+        }
+        /* [a, b) and [c, d) intersect iff a < d and c < b. */
+        if ((!r->high || strcmp(low, r->high) < 0) &&
+            (!high || strcmp(r->low, high) < 0)) {
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -175,6 +205,7 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
             }
             r->id = d->id;
             r->count_wanted = 1;
+            ps_tbucket_init(&r->tb, rs->range_eps, 0);
         }
         r->table_id = d->table_id;
         r->epoch = d->epoch;
@@ -194,6 +225,18 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
     rs->v = nv;
     rs->n = nn;
     return changed;
+}
+
+int ps_ranges_remove(struct ps_ranges *rs, uint64_t id)
+{
+    size_t at = ps__ranges_index(rs, id);
+    if (at == (size_t)-1) {
+        return 0;
+    }
+    ps__range_free(rs->v[at]);
+    memmove(&rs->v[at], &rs->v[at + 1], (rs->n - at - 1) * sizeof(*rs->v));
+    rs->n--;
+    return 1;
 }
 
 void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
@@ -268,6 +311,9 @@ void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
     r->entities += entities;
     r->bytes_written += bytes;
     r->exec_us += exec_us;
+    r->tot_requests++;
+    r->tot_entities += entities;
+    r->tot_bytes += bytes;
     if (!pk) {
         return;
     }
@@ -294,10 +340,17 @@ void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
     }
 }
 
+void ps_range_throttled(struct ps_range *r)
+{
+    r->throttled++;
+    r->tot_throttled++;
+}
+
 void ps_range_load_reset(struct ps_range *r, uint64_t now_ms)
 {
     r->load_since_ms = now_ms;
     r->requests = 0;
+    r->throttled = 0;
     r->entities = 0;
     r->scanned = 0;
     r->bytes_written = 0;
@@ -389,4 +442,43 @@ void ps_range_count_write(struct ps_range *r, uint64_t txn_id,
     default:
         break; /* no count yet: the coming scan will see it */
     }
+}
+
+/* Throttling */
+
+void ps_tbucket_init(struct ps_tbucket *b, uint64_t rate, uint64_t now_ms)
+{
+    b->rate = rate;
+    b->mtokens = (int64_t)(rate * PS_TBUCKET_BURST_MS); /* start full */
+    b->last_ms = now_ms;
+}
+
+int ps_tbucket_admit(struct ps_tbucket *b, uint64_t now_ms)
+{
+    int64_t cap;
+
+    if (b->rate == 0) {
+        return 1;
+    }
+    /* rate entities/s = rate milli-tokens per ms. */
+    cap = (int64_t)(b->rate * PS_TBUCKET_BURST_MS);
+    if (cap < 1000) {
+        cap = 1000; /* at least one entity can always be banked */
+    }
+    if (now_ms > b->last_ms) {
+        uint64_t add = (now_ms - b->last_ms) * b->rate;
+        b->mtokens = add > (uint64_t)(cap - b->mtokens)
+                         ? cap
+                         : b->mtokens + (int64_t)add;
+        b->last_ms = now_ms;
+    }
+    return b->mtokens > 0;
+}
+
+void ps_tbucket_charge(struct ps_tbucket *b, uint64_t entities)
+{
+    if (b->rate == 0) {
+        return;
+    }
+    b->mtokens -= (int64_t)(entities * 1000);
 }

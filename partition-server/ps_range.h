@@ -29,6 +29,26 @@ enum ps_count_state {
     PS_COUNT__NR
 };
 
+/* Token bucket for throttling (DESIGN §4, issue 6 "Throttling"): @rate
+ * entities per second, refilled every millisecond of the loop clock, at
+ * most PS_TBUCKET_BURST_MS worth of tokens banked. A request is admitted
+ * while the balance is positive and then charged what it really cost (a
+ * write its ops up front, a read the entities it returned), so the
+ * balance may go negative: large requests are never starved, and the long
+ * run average stays at @rate. Kept in milli-tokens. rate 0 = no cap. */
+#define PS_TBUCKET_BURST_MS 100
+struct ps_tbucket {
+    uint64_t rate;     /* entities/s; 0 = unlimited */
+    int64_t mtokens;   /* balance, 1/1000 entity */
+    uint64_t last_ms;  /* loop clock of the last refill */
+};
+void ps_tbucket_init(struct ps_tbucket *b, uint64_t rate, uint64_t now_ms);
+/* Refills to @now_ms; 1 when a request may go ahead (balance > 0 or no
+ * cap), else 0. */
+int ps_tbucket_admit(struct ps_tbucket *b, uint64_t now_ms);
+/* Takes @entities from the balance. */
+void ps_tbucket_charge(struct ps_tbucket *b, uint64_t entities);
+
 /* Effect of one committed write, kept while a count scan is out. */
 struct ps_count_delta {
     uint64_t txn_id;
@@ -49,6 +69,15 @@ struct ps_range {
     uint64_t scanned;
     uint64_t bytes_written;
     uint64_t exec_us;
+    uint64_t throttled; /* requests refused with RT_EBUSY (caps, queue) */
+    /* Since this range was first served here (metrics; never reset). */
+    uint64_t tot_requests;
+    uint64_t tot_entities;
+    uint64_t tot_bytes;
+    uint64_t tot_throttled;
+    /* Moving out (ps_move.c): every request gets RT_EBUSY. */
+    int frozen;
+    struct ps_tbucket tb; /* per-range cap (--max-range-eps) */
     char *sample[PS_SAMPLE_MAX];
     double sample_key[PS_SAMPLE_MAX]; /* A-Res keys: log(u) / weight */
     unsigned n_sample;
@@ -69,12 +98,23 @@ struct ps_ranges {
     size_t n;
     uint64_t map_version; /* of the assignment applied last */
     uint64_t rng;         /* reservoir sampling state */
+    uint64_t range_eps;   /* cap of each new range's bucket (0 = none) */
 };
 
 void ps_ranges_init(struct ps_ranges *rs);
 void ps_ranges_close(struct ps_ranges *rs);
 
 struct ps_range *ps_ranges_find(const struct ps_ranges *rs, uint64_t id);
+/* The range of @table_id holding @pk, or NULL. */
+struct ps_range *ps_ranges_find_key(const struct ps_ranges *rs,
+                                    uint64_t table_id, const char *pk);
+/* 1 when some range of the set intersects [@low, @high) of @table_id
+ * (@high NULL = unbounded); @skip_id (0 = none) is not considered. */
+int ps_ranges_overlap(const struct ps_ranges *rs, uint64_t table_id,
+                      const char *low, const char *high, uint64_t skip_id);
+/* Stops serving range @id (nothing else changes). Returns 1 if it was
+ * served. Pointers to it become invalid. */
+int ps_ranges_remove(struct ps_ranges *rs, uint64_t id);
 /* 1 when @pk (NUL-terminated) is inside [low, high). */
 int ps_range_contains(const struct ps_range *r, const char *pk);
 
@@ -105,6 +145,8 @@ int ps_ranges_unpack(struct ps_ranges *rs, const uint8_t *blob, size_t n);
 void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
                       uint64_t entities, uint64_t bytes, uint64_t exec_us,
                       const char *pk);
+/* Counts one request refused with RT_EBUSY for load (not for a freeze). */
+void ps_range_throttled(struct ps_range *r);
 /* Zeroes the since-last-heartbeat counters and the sample; @now_ms starts
  * the next interval. */
 void ps_range_load_reset(struct ps_range *r, uint64_t now_ms);

@@ -1,6 +1,7 @@
 /* RPC handlers: ENTITY_WRITE / ENTITY_GET / ENTITY_SCAN / PING for front
- * ends, ASSIGN_RANGES / DROP_TABLE for the master (both may arrive on any
- * connection).
+ * ends, ASSIGN_RANGES / DROP_TABLE / MOVE_* for the master, MIGRATE_* from
+ * other partition servers (all may arrive on any connection; moves are in
+ * ps_move.c).
  *
  * Happy path of a write: unpack -> ownership check (range id, epoch, table,
  * every PK inside [low, high)) -> back-pressure check -> a job holding the
@@ -9,7 +10,9 @@
  * Failure modes and what the caller sees (header status, Error body):
  *  - malformed body, bad op kind, bad properties blob: RT_EINVAL;
  *  - not our range at that epoch, or PK outside it: RT_ESTALE;
- *  - more than --max-pending queued ops: RT_EBUSY, answered at once;
+ *  - the range is frozen for a move: RT_EBUSY (reads too);
+ *  - more than --max-pending queued ops, or the server's or the range's
+ *    entities/s cap spent (token buckets): RT_EBUSY, answered at once;
  *  - atomic write whose op i fails: that op's code, Error{index = i};
  *  - store failure (map full, I/O): RT_ENOSPACE / RT_EIO;
  *  - per-op outcomes of a non-atomic write: status 0, OpResult.code.
@@ -60,14 +63,45 @@ static void ps__reply_error(struct rt_rpc_conn *conn, uint64_t id,
     rt_rpc_reply_pb(conn, id, method, code, &e.base);
 }
 
+/* Ownership (RT_ESTALE), then a freeze for a move (RT_EBUSY, not counted
+ * as throttling: the range is about to change hands). */
 static int ps__route(struct ps_server *ps, const Rt__RangeRef *ref,
                      const char *pk, struct ps_range **out)
 {
+    int rc;
+
     if (!ref) {
         return RT_EINVAL;
     }
-    return ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id,
-                           ref->epoch, pk, out);
+    rc = ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id,
+                         ref->epoch, pk, out);
+    if (rc == 0 && (*out)->frozen) {
+        return RT_EBUSY;
+    }
+    return rc;
+}
+
+/* Throttling (DESIGN §4): the server's and the range's token buckets must
+ * both have a positive balance, else RT_EBUSY at once (never a stall). */
+static int ps__admit(struct ps_server *ps, struct ps_range *r)
+{
+    uint64_t now = uv_now(ps->loop);
+
+    if (!ps_tbucket_admit(&ps->tb, now) || !ps_tbucket_admit(&r->tb, now)) {
+        ps_range_throttled(r);
+        ps->throttled_total++;
+        return RT_EBUSY;
+    }
+    return 0;
+}
+
+static void ps__charge(struct ps_server *ps, struct ps_range *r,
+                       uint64_t entities)
+{
+    ps_tbucket_charge(&ps->tb, entities);
+    if (r) {
+        ps_tbucket_charge(&r->tb, entities);
+    }
 }
 
 /* ENTITY_WRITE */
@@ -87,11 +121,14 @@ static void ps__write_done(struct ps_job *job)
         }
         ps_range_account(&ps->ranges, r, ok, w->bytes_written, job->exec_us,
                          w->ops[0].pk);
-        if (ps_range_contains(r, w->ops[0].pk)) {
-            /* (not when a reassignment moved the PK out meanwhile) */
-            ps_range_count_write(r, w->txn_id, w->count_delta,
-                                 w->bytes_delta);
-        }
+    }
+    if (!r || !ps_range_contains(r, w->ops[0].pk)) {
+        /* A split or merge replaced the range while the write was queued:
+         * its effect belongs to the range holding the PK now. */
+        r = ps_ranges_find_key(&ps->ranges, w->table_id, w->ops[0].pk);
+    }
+    if (r) {
+        ps_range_count_write(r, w->txn_id, w->count_delta, w->bytes_delta);
     }
     if (w->status != 0) {
         if (w->status == RT_ENOSPACE || w->status == RT_EIO ||
@@ -184,9 +221,16 @@ static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
     }
     /* Throttling (DESIGN §4): shed load, never stall. */
     if (ps_writer_pending(ps->writer) + msg->n_ops > ps->cfg.max_pending) {
+        ps_range_throttled(r);
+        ps->throttled_total++;
         ps__reply_error(conn, id, method, RT_EBUSY, -1, NULL);
         goto out_free;
     }
+    if (ps__admit(ps, r) != 0) {
+        ps__reply_error(conn, id, method, RT_EBUSY, -1, NULL);
+        goto out_free;
+    }
+    ps__charge(ps, r, msg->n_ops);
 
     req = calloc(1, sizeof(*req) + msg->n_ops * sizeof(struct ps_op));
     if (!req) {
@@ -249,6 +293,9 @@ static void ps__on_get(struct ps_server *ps, struct rt_rpc_conn *conn,
         return;
     }
     rc = ps__route(ps, msg->route, msg->pk, &r);
+    if (rc == 0) {
+        rc = ps__admit(ps, r);
+    }
     if (rc != 0) {
         ps__reply_error(conn, id, method, rc, -1, NULL);
         goto out;
@@ -256,6 +303,7 @@ static void ps__on_get(struct ps_server *ps, struct rt_rpc_conn *conn,
     rc = ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk,
                       &value);
     ps_range_account(&ps->ranges, r, rc == 0, 0, ps__now_us() - t0, msg->pk);
+    ps__charge(ps, r, rc == 0);
     if (rc != 0) {
         if (rc != RT_ENOTFOUND) {
             rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
@@ -381,6 +429,7 @@ static void ps__scan_after(uv_work_t *work, int status)
         ps_range_account(&ps->ranges, r, req->sc.n, 0, req->exec_us, pk);
         r->scanned += req->sc.scanned;
     }
+    ps__charge(ps, r, req->sc.n);
     if (req->rc != 0) {
         rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
                (unsigned long long)req->range_id, rt_strerror(req->rc));
@@ -410,6 +459,9 @@ static void ps__on_scan(struct ps_server *ps, struct rt_rpc_conn *conn,
     if (rc == 0 && msg->has_start && r->high &&
         strcmp(msg->start_pk, r->high) >= 0) {
         rc = RT_ESTALE; /* the resume key belongs to a later range */
+    }
+    if (rc == 0) {
+        rc = ps__admit(ps, r);
     }
     if (rc != 0) {
         ps__reply_error(conn, id, method, rc, -1, NULL);
@@ -492,6 +544,14 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn, uint32_t method,
         break;
     case RT__METHOD__DROP_TABLE:
         ps_master_on_drop(ps, conn, id, body, len);
+        break;
+    case RT__METHOD__MOVE_OUT:
+    case RT__METHOD__MOVE_ABORT:
+    case RT__METHOD__MOVE_DONE:
+    case RT__METHOD__MIGRATE_BEGIN:
+    case RT__METHOD__MIGRATE_DATA:
+    case RT__METHOD__MIGRATE_END:
+        ps_move_on_request(ps, conn, method, id, body, len);
         break;
     default:
         ps__reply_error(conn, id, method, RT_ENOTIMPL, -1,

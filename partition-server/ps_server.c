@@ -1,16 +1,20 @@
-/* Server wiring: start-up order, shutdown order, meta and drop jobs.
+/* Server wiring: start-up order, shutdown order, meta and drop jobs,
+ * metrics.
  *
  * Start: store -> meta (server id, ranges) -> writer -> resume unfinished
- * drops -> RPC listener -> port file -> master link. Any failure leaves a
- * partly started server that ps_server_stop() takes down.
- * Stop: writer first (it finishes queued writes; their replies go out while
- * connections are still open), then the master link, then the listener. */
+ * drops, span drops and frozen ranges (ps_move_start) -> metrics HTTP ->
+ * RPC listener -> port file -> master link. Any failure leaves a partly
+ * started server that ps_server_stop() takes down.
+ * Stop: moves in flight end (ps_move_stop), then the writer (it finishes
+ * queued writes; their replies go out while connections are still open),
+ * then the master link, the listener and the metrics listener. */
 #include "ps_server.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_http.h"
 #include "ps_internal.h"
 #include "rt.pb-c.h"
 #include "rt_config.h"
@@ -212,6 +216,176 @@ void ps__server_recount_table(struct ps_server *ps, uint64_t table_id)
     ps__server_count_wanted(ps);
 }
 
+/* Metrics: a Prometheus text page rebuilt every second on the loop and
+ * published under metrics_mu for the HTTP thread (ps_http.h). */
+
+#define PS_METRICS_MS 1000
+
+static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
+{
+    struct ps_writer_stats ws;
+    uint64_t cum = 0;
+
+    memset(&ws, 0, sizeof(ws));
+    if (ps->writer) {
+        ps_writer_stats(ps->writer, &ws);
+    }
+    rt_buf_printf(b,
+                  "# HELP rt_ps_info Partition server identity.\n"
+                  "# TYPE rt_ps_info gauge\n"
+                  "rt_ps_info{server_id=\"%llu\",addr=\"%s\"} 1\n"
+                  "# HELP rt_ps_registered 1 while registered with the "
+                  "master.\n# TYPE rt_ps_registered gauge\n"
+                  "rt_ps_registered %d\n"
+                  "# HELP rt_ps_ranges Ranges served.\n"
+                  "# TYPE rt_ps_ranges gauge\nrt_ps_ranges %zu\n"
+                  "# HELP rt_ps_pending_ops Write ops queued for the "
+                  "writer.\n# TYPE rt_ps_pending_ops gauge\n"
+                  "rt_ps_pending_ops %zu\n"
+                  "# HELP rt_ps_max_server_eps Entities/s cap of the "
+                  "server (0 = none).\n# TYPE rt_ps_max_server_eps gauge\n"
+                  "rt_ps_max_server_eps %llu\n"
+                  "# HELP rt_ps_max_range_eps Entities/s cap per range "
+                  "(0 = none).\n# TYPE rt_ps_max_range_eps gauge\n"
+                  "rt_ps_max_range_eps %llu\n"
+                  "# HELP rt_ps_throttled_total Requests refused with "
+                  "ServerBusy for load.\n"
+                  "# TYPE rt_ps_throttled_total counter\n"
+                  "rt_ps_throttled_total %llu\n",
+                  (unsigned long long)ps->server_id, ps->addr,
+                  ps->registered, ps->ranges.n,
+                  ps->writer ? ps_writer_pending(ps->writer) : (size_t)0,
+                  (unsigned long long)ps->cfg.max_server_eps,
+                  (unsigned long long)ps->cfg.max_range_eps,
+                  (unsigned long long)ps->throttled_total);
+
+    static const struct {
+        const char *name, *type, *help;
+    } rm[] = {
+        {"rt_ps_range_requests_total", "counter", "Requests served."},
+        {"rt_ps_range_entities_total", "counter",
+         "Entities written or returned."},
+        {"rt_ps_range_bytes_written_total", "counter",
+         "Key and value bytes written."},
+        {"rt_ps_range_throttled_total", "counter",
+         "Requests refused with ServerBusy for load."},
+        {"rt_ps_range_keys", "gauge", "Entities stored."},
+        {"rt_ps_range_key_bytes", "gauge", "Key and value bytes stored."},
+        {"rt_ps_range_frozen", "gauge", "1 while frozen for a move."},
+        {"rt_ps_range_epoch", "gauge", "Epoch served."},
+    };
+    for (size_t m = 0; m < sizeof(rm) / sizeof(rm[0]); m++) {
+        rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", rm[m].name,
+                      rm[m].help, rm[m].name, rm[m].type);
+        for (size_t i = 0; i < ps->ranges.n; i++) {
+            const struct ps_range *r = ps->ranges.v[i];
+            uint64_t v = 0;
+            switch (m) {
+            case 0: v = r->tot_requests; break;
+            case 1: v = r->tot_entities; break;
+            case 2: v = r->tot_bytes; break;
+            case 3: v = r->tot_throttled; break;
+            case 4: v = r->key_count; break;
+            case 5: v = r->key_bytes; break;
+            case 6: v = (uint64_t)r->frozen; break;
+            default: v = r->epoch; break;
+            }
+            rt_buf_printf(b, "%s{range=\"%llu\",table=\"%llu\"} %llu\n",
+                          rm[m].name, (unsigned long long)r->id,
+                          (unsigned long long)r->table_id,
+                          (unsigned long long)v);
+        }
+    }
+
+    rt_buf_printf(b,
+                  "# HELP rt_ps_group_commits_total Group commits holding "
+                  "writes.\n# TYPE rt_ps_group_commits_total counter\n"
+                  "rt_ps_group_commits_total %llu\n"
+                  "# HELP rt_ps_group_commit_seconds_total Time spent in "
+                  "them.\n# TYPE rt_ps_group_commit_seconds_total counter\n"
+                  "rt_ps_group_commit_seconds_total %.6f\n"
+                  "# HELP rt_ps_group_commit_size Ops per group commit.\n"
+                  "# TYPE rt_ps_group_commit_size histogram\n",
+                  (unsigned long long)ws.groups, (double)ws.group_us / 1e6);
+    for (unsigned i = 0; i < PS_WRITER_HIST; i++) {
+        cum += ws.hist[i];
+        if (i + 1 < PS_WRITER_HIST) {
+            rt_buf_printf(b, "rt_ps_group_commit_size_bucket{le=\"%u\"} "
+                          "%llu\n", 1u << i, (unsigned long long)cum);
+        } else {
+            rt_buf_printf(b, "rt_ps_group_commit_size_bucket{le=\"+Inf\"} "
+                          "%llu\n", (unsigned long long)cum);
+        }
+    }
+    rt_buf_printf(b,
+                  "rt_ps_group_commit_size_sum %llu\n"
+                  "rt_ps_group_commit_size_count %llu\n"
+                  "# HELP rt_ps_migrated_in_records_total Records stored "
+                  "for ranges moving in.\n"
+                  "# TYPE rt_ps_migrated_in_records_total counter\n"
+                  "rt_ps_migrated_in_records_total %llu\n"
+                  "# HELP rt_ps_migration_log_records_total Writes logged "
+                  "for ranges moving out.\n"
+                  "# TYPE rt_ps_migration_log_records_total counter\n"
+                  "rt_ps_migration_log_records_total %llu\n",
+                  (unsigned long long)ws.group_ops,
+                  (unsigned long long)ws.groups,
+                  (unsigned long long)ws.raw_kvs,
+                  (unsigned long long)ws.captured);
+    ps_move_metrics(ps, b);
+}
+
+static void ps__metrics_publish(struct ps_server *ps)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    char *old;
+
+    ps__metrics_build(ps, &b);
+    rt_buf_cstr(&b);
+    uv_mutex_lock(&ps->metrics_mu);
+    old = ps->metrics_text;
+    ps->metrics_text = (char *)b.data;
+    uv_mutex_unlock(&ps->metrics_mu);
+    free(old);
+}
+
+static void ps__metrics_timer_cb(uv_timer_t *t)
+{
+    struct ps_server *ps = container_of(t, struct ps_server, metrics_timer);
+    if (!ps->stopping) {
+        ps__metrics_publish(ps);
+    }
+}
+
+static int ps__metrics_start(struct ps_server *ps)
+{
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    int rc;
+
+    if (!ps->cfg.http || !*ps->cfg.http) {
+        return 0;
+    }
+    if ((rc = uv_mutex_init(&ps->metrics_mu)) != 0) {
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "mutex: %s",
+                 uv_strerror(rc));
+        return RT_EIO;
+    }
+    ps->metrics_mu_init = 1;
+    ps__metrics_publish(ps);
+    rc = ps_http_start(ps->cfg.http, &ps->metrics_mu, &ps->metrics_text,
+                       &ps->http, &ps->http_port, errmsg);
+    if (rc != 0) {
+        ps->http = NULL;
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "%s", errmsg);
+        return rc;
+    }
+    uv_timer_init(ps->loop, &ps->metrics_timer);
+    ps->metrics_timer_init = 1;
+    uv_timer_start(&ps->metrics_timer, ps__metrics_timer_cb, PS_METRICS_MS,
+                   PS_METRICS_MS);
+    return 0;
+}
+
 /* Start */
 
 static int ps__load_meta(struct ps_server *ps)
@@ -281,9 +455,10 @@ static int ps__listen(struct ps_server *ps)
         snprintf(ps->addr, sizeof(ps->addr), "%s:%d", h, ps->port);
     }
     if (ps->cfg.port_file && *ps->cfg.port_file) {
-        const char *keys[] = {"rpc"};
-        int values[] = {ps->port};
-        rc = rt_write_port_file(ps->cfg.port_file, keys, values, 1);
+        const char *keys[] = {"rpc", "http"};
+        int values[] = {ps->port, ps->http_port};
+        rc = rt_write_port_file(ps->cfg.port_file, keys, values,
+                                ps->http ? 2 : 1);
         if (rc != 0) {
             snprintf(ps->errmsg, sizeof(ps->errmsg), "port file %s: %s",
                      ps->cfg.port_file, strerror(-rc));
@@ -303,6 +478,8 @@ int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
     ps->loop = loop;
     ps->cfg = *cfg;
     ps_ranges_init(&ps->ranges);
+    ps->ranges.range_eps = cfg->max_range_eps;
+    ps_tbucket_init(&ps->tb, cfg->max_server_eps, uv_now(loop));
 
     rc = ps_store_open(cfg->data, cfg->map_size, &ps->store, errmsg);
     if (rc != 0) {
@@ -323,10 +500,18 @@ int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }
+    if ((rc = ps_move_start(ps)) != 0) {
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
+                 rt_strerror(rc));
+        return rc;
+    }
     for (size_t i = 0; i < ps->ranges.n; i++) {
         ps_range_load_reset(ps->ranges.v[i], uv_now(loop));
     }
     ps__server_count_wanted(ps);
+    if ((rc = ps__metrics_start(ps)) != 0) {
+        return rc;
+    }
     if ((rc = ps__listen(ps)) != 0) {
         return rc;
     }
@@ -349,6 +534,7 @@ void ps_server_stop(struct ps_server *ps)
         return;
     }
     ps->stopping = 1;
+    ps_move_stop(ps);
     if (ps->writer) {
         ps_writer_stop(ps->writer);
         ps->writer = NULL;
@@ -358,6 +544,13 @@ void ps_server_stop(struct ps_server *ps)
         rt_rpc_server_close(ps->rpc);
         ps->rpc = NULL;
     }
+    if (ps->metrics_timer_init) {
+        uv_timer_stop(&ps->metrics_timer);
+        uv_close((uv_handle_t *)&ps->metrics_timer, NULL);
+        ps->metrics_timer_init = 0;
+    }
+    ps_http_stop(ps->http);
+    ps->http = NULL;
 }
 
 void ps_server_close(struct ps_server *ps)
@@ -366,7 +559,14 @@ void ps_server_close(struct ps_server *ps)
     while (ps->work_inflight > 0) {
         uv_run(ps->loop, UV_RUN_ONCE);
     }
+    ps_move_close(ps); /* closes snapshot transactions */
     ps_ranges_close(&ps->ranges);
     ps_store_close(ps->store);
     ps->store = NULL;
+    if (ps->metrics_mu_init) {
+        uv_mutex_destroy(&ps->metrics_mu);
+        ps->metrics_mu_init = 0;
+    }
+    free(ps->metrics_text);
+    ps->metrics_text = NULL;
 }

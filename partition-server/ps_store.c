@@ -57,6 +57,9 @@ struct ps_store {
     struct rt_buf vbuf;
     struct rt_buf mbuf;
     struct rt_buf bbuf;
+    int capture;      /* record committed changes (ps_store_capture) */
+    uint64_t cur_txn; /* id of the write transaction being built */
+    struct rt_buf cap;
 };
 
 /* Helpers */
@@ -342,6 +345,85 @@ static void ps__bucket_add(struct rt_buf *out, const uint8_t *suf, size_t sn,
         memcpy(q + 8 + sn, val, vn);
     }
     out->len += 8 + sn + vn;
+}
+
+/* Change records and capture */
+
+void ps_change_append(struct rt_buf *out, uint64_t txn_id,
+                      const uint8_t *key, size_t kn, const uint8_t *val,
+                      size_t vn, int deleted)
+{
+    uint8_t *q;
+
+    if (deleted) {
+        vn = 0;
+    }
+    q = rt_buf_reserve(out, 17 + kn + vn);
+    rt_put_u64le(q, txn_id);
+    q[8] = deleted ? 1 : 0;
+    rt_put_u32le(q + 9, (uint32_t)kn);
+    if (kn) {
+        memcpy(q + 13, key, kn);
+    }
+    rt_put_u32le(q + 13 + kn, (uint32_t)vn);
+    if (vn) {
+        memcpy(q + 17 + kn, val, vn);
+    }
+    out->len += 17 + kn + vn;
+}
+
+int ps_change_next(const uint8_t *p, size_t n, size_t *off,
+                   struct ps_change *c)
+{
+    size_t o = *off, left;
+    uint32_t kn, vn;
+
+    if (o >= n) {
+        return 0;
+    }
+    left = n - o;
+    if (left < 13 || (kn = rt_get_u32le(p + o + 9)) > left - 13 ||
+        left - 13 - kn < 4 || (vn = rt_get_u32le(p + o + 13 + kn)) >
+                                  left - 17 - kn) {
+        return RT_ECORRUPT;
+    }
+    c->txn_id = rt_get_u64le(p + o);
+    c->deleted = p[o + 8] != 0;
+    c->key = p + o + 13;
+    c->kn = kn;
+    c->val = p + o + 17 + kn;
+    c->vn = vn;
+    *off = o + 17 + kn + vn;
+    return 1;
+}
+
+void ps_store_capture(struct ps_store *s, int on)
+{
+    s->capture = on;
+}
+
+void ps_store_capture_take(struct ps_store *s, struct rt_buf *out)
+{
+    if (s->cap.len == 0) {
+        return;
+    }
+    if (out->len == 0) {
+        struct rt_buf t = *out;
+        *out = s->cap;
+        s->cap = t;
+        rt_buf_reset(&s->cap);
+        return;
+    }
+    rt_buf_append(out, s->cap.data, s->cap.len);
+    rt_buf_reset(&s->cap);
+}
+
+static void ps__cap(struct ps_store *s, const uint8_t *key, size_t kn,
+                    const uint8_t *val, size_t vn, int deleted)
+{
+    if (s->capture) {
+        ps_change_append(&s->cap, s->cur_txn, key, kn, val, vn, deleted);
+    }
 }
 
 /* Point access to the data DB */
@@ -745,6 +827,7 @@ void ps_store_close(struct ps_store *s)
     rt_buf_free(&s->vbuf);
     rt_buf_free(&s->mbuf);
     rt_buf_free(&s->bbuf);
+    rt_buf_free(&s->cap);
     free(s);
 }
 
@@ -893,6 +976,7 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
         if (rc != 0) {
             return rc;
         }
+        ps__cap(s, s->kbuf.data, s->kbuf.len, NULL, 0, 1);
         w->bytes_written += s->kbuf.len;
         w->count_delta -= 1;
         w->bytes_delta -= (int64_t)(s->kbuf.len + old_len);
@@ -935,6 +1019,7 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
     if (rc != 0) {
         return rc;
     }
+    ps__cap(s, s->kbuf.data, s->kbuf.len, s->vbuf.data, s->vbuf.len, 0);
     s->last_ticks = ticks;
     op->ticks = ticks;
     w->bytes_written += s->kbuf.len + s->vbuf.len;
@@ -971,6 +1056,40 @@ static int ps__batch_rules(const struct ps_write *w, int *code)
     return -1;
 }
 
+/* Raw mode: storage-level puts and deletes (range moves). Every change is
+ * checked before any is made, so a bad one fails only its own write. */
+static int ps__raw_apply(struct ps_store *s, MDB_txn *txn,
+                         struct ps_write *w)
+{
+    for (size_t i = 0; i < w->n_kvs; i++) {
+        const struct ps_kv *kv = &w->kvs[i];
+        if (kv->kn <= 8 || kv->kn > RT_KEY_MAX ||
+            (!kv->deleted && kv->vn == 0)) {
+            w->status = RT_EINVAL;
+            w->failed_index = (int)i;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < w->n_kvs; i++) {
+        const struct ps_kv *kv = &w->kvs[i];
+        int rc;
+        if (kv->deleted) {
+            rc = ps__kv_del(s, txn, kv->key, kv->kn);
+            if (rc == RT_ENOTFOUND) {
+                rc = 0;
+            }
+        } else {
+            rc = ps__kv_put(s, txn, kv->key, kv->kn, kv->val, kv->vn);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        ps__cap(s, kv->key, kv->kn, kv->val, kv->vn, kv->deleted);
+        w->bytes_written += kv->kn + (kv->deleted ? 0 : kv->vn);
+    }
+    return 0;
+}
+
 /* Applies one write inside @txn. Returns 0 or a code that poisons the
  * transaction (the caller aborts it). */
 static int ps__write_apply(struct ps_store *s, MDB_txn *txn,
@@ -978,6 +1097,9 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn,
 {
     int rc, code = 0, bad;
 
+    if (w->kvs) {
+        return ps__raw_apply(s, txn, w);
+    }
     if (!w->atomic) {
         for (size_t i = 0; i < w->n_ops; i++) {
             rc = ps__op_run(s, txn, w, &w->ops[i], 0);
@@ -1035,6 +1157,7 @@ static int ps__group_txn(struct ps_store *s, struct ps_write *const *w,
 {
     MDB_txn *txn;
     uint64_t id;
+    size_t mark = s->cap.len;
     int rc;
 
     for (size_t i = 0; i < n; i++) {
@@ -1044,16 +1167,19 @@ static int ps__group_txn(struct ps_store *s, struct ps_write *const *w,
     if (rc != 0) {
         return ps__mdb_err(rc);
     }
+    id = (uint64_t)mdb_txn_id(txn);
+    s->cur_txn = id;
     for (size_t i = 0; i < n; i++) {
         rc = ps__write_apply(s, txn, w[i]);
         if (rc != 0) {
             mdb_txn_abort(txn);
+            s->cap.len = mark; /* nothing of it was committed */
             return rc;
         }
     }
-    id = (uint64_t)mdb_txn_id(txn);
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
+        s->cap.len = mark;
         return ps__mdb_err(rc);
     }
     for (size_t i = 0; i < n; i++) {
@@ -1541,6 +1667,13 @@ out:
 int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
                        const void *ranges, size_t ranges_len)
 {
+    return ps_store_meta_write(s, server_id, ranges, ranges_len, NULL, 0);
+}
+
+int ps_store_meta_write(struct ps_store *s, uint64_t server_id,
+                        const void *ranges, size_t ranges_len,
+                        const struct ps_meta_op *ops, size_t n_ops)
+{
     MDB_txn *txn;
     MDB_val k, v;
     uint8_t id[8];
@@ -1558,6 +1691,18 @@ int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
         k = ps__val(PS_META_RANGES, strlen(PS_META_RANGES));
         v = ps__val(ranges, ranges_len);
         rc = mdb_put(txn, s->meta, &k, &v, 0);
+    }
+    for (size_t i = 0; rc == 0 && i < n_ops; i++) {
+        k = ps__val(ops[i].key, ops[i].kn);
+        if (ops[i].del) {
+            rc = mdb_del(txn, s->meta, &k, NULL);
+            if (rc == MDB_NOTFOUND) {
+                rc = 0;
+            }
+        } else {
+            v = ps__val(ops[i].val, ops[i].vn);
+            rc = mdb_put(txn, s->meta, &k, &v, 0);
+        }
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
@@ -1707,4 +1852,366 @@ int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n)
     *ids = out;
     *n = cnt;
     return 0;
+}
+
+/* Meta scan */
+
+int ps_store_meta_scan(struct ps_store *s, const char *prefix, ps_meta_cb cb,
+                       void *arg)
+{
+    size_t plen = strlen(prefix);
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc, stop = 0;
+
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return ps__mdb_err(rc);
+    }
+    rc = mdb_cursor_open(txn, s->meta, &cur);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return ps__mdb_err(rc);
+    }
+    k = ps__val(prefix, plen);
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
+            break;
+        }
+        stop = cb(k.mv_data, k.mv_size, v.mv_data, v.mv_size, arg);
+        if (stop != 0) {
+            break;
+        }
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    if (stop != 0) {
+        return stop;
+    }
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+}
+
+/* Spans */
+
+void ps_span_keys(const struct ps_span *sp, struct rt_buf *lo,
+                  struct rt_buf *hi)
+{
+    const char *low = sp->low ? sp->low : "";
+    rt_key_pk_prefix(lo, sp->table_id, low, strlen(low));
+    if (sp->high) {
+        rt_key_pk_prefix(hi, sp->table_id, sp->high, strlen(sp->high));
+    } else {
+        rt_key_table_end(hi, sp->table_id);
+    }
+}
+
+int ps_store_span_count(struct ps_store *s, const struct ps_span *sp,
+                        uint64_t *count)
+{
+    uint64_t bytes, txn;
+    return ps_store_range_stats(s, sp->table_id, sp->low ? sp->low : "",
+                                sp->high, count, &bytes, &txn);
+}
+
+/* Snapshots */
+
+struct ps_snap {
+    struct ps_store *s;
+    MDB_txn *txn;
+    struct ps__it it;
+    struct rt_buf start, end;
+    int state; /* 0: not positioned; 1: it holds the next entry; 2: done */
+};
+
+int ps_store_snap_open(struct ps_store *s, const struct ps_span *sp,
+                       struct ps_snap **out, uint64_t *txn_id)
+{
+    struct ps_snap *sn = calloc(1, sizeof(*sn));
+    int rc;
+
+    if (!sn) {
+        return RT_ENOMEM;
+    }
+    sn->s = s;
+    rt_buf_init(&sn->start);
+    rt_buf_init(&sn->end);
+    ps_span_keys(sp, &sn->start, &sn->end);
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &sn->txn);
+    if (rc != 0) {
+        rt_buf_free(&sn->start);
+        rt_buf_free(&sn->end);
+        free(sn);
+        return ps__mdb_err(rc);
+    }
+    rc = ps__it_open(&sn->it, s, sn->txn);
+    if (rc != 0) {
+        mdb_txn_abort(sn->txn);
+        rt_buf_free(&sn->start);
+        rt_buf_free(&sn->end);
+        free(sn);
+        return rc;
+    }
+    *txn_id = (uint64_t)mdb_txn_id(sn->txn);
+    *out = sn;
+    return 0;
+}
+
+int ps_store_snap_next(struct ps_snap *sn, struct rt_buf *out,
+                       size_t max_bytes, uint64_t *n, uint64_t *bytes)
+{
+    size_t added = 0;
+    int rc = 0;
+
+    if (sn->state == 2) {
+        return 0;
+    }
+    if (sn->state == 0) {
+        rc = ps__it_seek(&sn->it, sn->start.data, sn->start.len);
+        sn->state = 1;
+    }
+    for (; rc == 0; rc = ps__it_next(&sn->it)) {
+        if (ps__keycmp(sn->it.key, sn->it.kn, sn->end.data, sn->end.len) >=
+            0) {
+            rc = RT_ENOTFOUND;
+            break;
+        }
+        if (added >= max_bytes) {
+            return 1; /* the current entry goes first next time */
+        }
+        ps_change_append(out, 0, sn->it.key, sn->it.kn, sn->it.val,
+                         sn->it.vn, 0);
+        added += sn->it.kn + sn->it.vn;
+        *n += 1;
+        *bytes += sn->it.kn + sn->it.vn;
+    }
+    if (rc == RT_ENOTFOUND) {
+        sn->state = 2;
+        return 0;
+    }
+    return rc;
+}
+
+void ps_store_snap_close(struct ps_snap *sn)
+{
+    if (!sn) {
+        return;
+    }
+    ps__it_close(&sn->it);
+    mdb_txn_abort(sn->txn);
+    rt_buf_free(&sn->start);
+    rt_buf_free(&sn->end);
+    free(sn);
+}
+
+/* Span drops */
+
+void ps_store_span_marker(uint64_t seq, const struct ps_span *sp,
+                          struct rt_buf *key, struct rt_buf *val)
+{
+    const char *low = sp->low ? sp->low : "";
+    size_t ln = strlen(low), hn = sp->high ? strlen(sp->high) : 0;
+    uint8_t *q;
+
+    rt_buf_append(key, PS_META_SPAN_PREFIX, strlen(PS_META_SPAN_PREFIX));
+    rt_put_u64be(rt_buf_reserve(key, 8), seq);
+    key->len += 8;
+    q = rt_buf_reserve(val, 17 + ln + hn);
+    rt_put_u64le(q, sp->table_id);
+    q[8] = sp->high != NULL;
+    rt_put_u32le(q + 9, (uint32_t)ln);
+    memcpy(q + 13, low, ln);
+    rt_put_u32le(q + 13 + ln, (uint32_t)hn);
+    if (hn) {
+        memcpy(q + 17 + ln, sp->high, hn);
+    }
+    val->len += 17 + ln + hn;
+}
+
+/* Rewrites bucket record @k (value @v) without its entries whose full key
+ * is in [@lo, @hi); deletes it when none is left. */
+static int ps__bucket_cut(struct ps_store *s, MDB_txn *txn, MDB_val k,
+                          MDB_val v, const struct rt_buf *lo,
+                          const struct rt_buf *hi, uint64_t *removed)
+{
+    struct rt_buf *out = &s->bbuf;
+    struct rt_buf full = RT_BUF_INIT;
+    struct ps__bucket b;
+    struct ps__bent e;
+    uint32_t kept = 0;
+    int rc;
+
+    if (ps__bucket_open(&v, &b) != 0) {
+        return RT_ECORRUPT;
+    }
+    rt_buf_reset(out);
+    rt_buf_reserve(out, PS_BUCKET_HDR);
+    memset(out->data, 0, PS_BUCKET_HDR);
+    out->data[0] = PS_BUCKET_VERSION;
+    out->len = PS_BUCKET_HDR;
+    while ((rc = ps__bucket_next(&b, &e)) == 1) {
+        rt_buf_reset(&full);
+        rt_buf_append(&full, k.mv_data, k.mv_size);
+        rt_buf_append(&full, e.suf, e.sn);
+        if (ps__keycmp(full.data, full.len, lo->data, lo->len) >= 0 &&
+            ps__keycmp(full.data, full.len, hi->data, hi->len) < 0) {
+            *removed += 1;
+            continue;
+        }
+        ps__bucket_add(out, e.suf, e.sn, e.val, e.vn);
+        kept++;
+    }
+    rt_buf_free(&full);
+    if (rc != 0) {
+        return RT_ECORRUPT;
+    }
+    if (kept == 0) {
+        rc = mdb_del(txn, s->data, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+    }
+    rt_put_u32le(out->data + 4, kept);
+    v = ps__val(out->data, out->len);
+    return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
+}
+
+int ps_store_span_drop_chunk(struct ps_store *s, uint64_t seq,
+                             const struct ps_span *sp, size_t max_keys,
+                             uint64_t *deleted)
+{
+    struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
+    struct rt_buf mk = RT_BUF_INIT, mv = RT_BUF_INIT;
+    uint64_t entities = 0;
+    struct ps__it it;
+    MDB_txn *txn;
+    MDB_val k, v;
+    size_t n = 0;
+    int more = 0, it_open = 0;
+    int rc;
+
+    ps_span_keys(sp, &lo, &hi);
+    ps_store_span_marker(seq, sp, &mk, &mv);
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        rc = ps__mdb_err(rc);
+        goto out;
+    }
+    rc = ps__it_open(&it, s, txn);
+    if (rc != 0) {
+        goto err;
+    }
+    it_open = 1;
+    for (;;) {
+        /* Re-seek after each change, as ps_store_drop_chunk does. */
+        rc = ps__it_seek(&it, lo.data, lo.len);
+        if (rc == RT_ENOTFOUND ||
+            (rc == 0 && ps__keycmp(it.key, it.kn, hi.data, hi.len) >= 0)) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) {
+            break;
+        }
+        if (n >= max_keys) {
+            more = 1;
+            break;
+        }
+        if (it.in_bucket) {
+            rc = ps__bucket_cut(s, txn, it.k, it.v, &lo, &hi, &entities);
+        } else {
+            rc = ps__mdb_err(mdb_cursor_del(it.cur, 0));
+            entities++;
+        }
+        if (rc != 0) {
+            break;
+        }
+        n++;
+    }
+    if (rc != 0) {
+        goto err;
+    }
+    k = ps__val(mk.data, mk.len);
+    if (more) {
+        v = ps__val(mv.data, mv.len);
+        rc = mdb_put(txn, s->meta, &k, &v, 0);
+    } else {
+        rc = mdb_del(txn, s->meta, &k, NULL);
+        if (rc == MDB_NOTFOUND) {
+            rc = 0;
+        }
+    }
+    if (rc != 0) {
+        rc = ps__mdb_err(rc);
+        goto err;
+    }
+    ps__it_close(&it);
+    it_open = 0;
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        rc = ps__mdb_err(rc);
+        goto out;
+    }
+    *deleted += entities;
+    rc = more;
+    goto out;
+
+err:
+    if (it_open) {
+        ps__it_close(&it);
+    }
+    mdb_txn_abort(txn);
+out:
+    rt_buf_free(&lo);
+    rt_buf_free(&hi);
+    rt_buf_free(&mk);
+    rt_buf_free(&mv);
+    return rc;
+}
+
+struct ps__spans_arg {
+    ps_span_cb cb;
+    void *arg;
+};
+
+static int ps__spans_one(const uint8_t *key, size_t kn, const uint8_t *val,
+                         size_t vn, void *arg)
+{
+    const size_t plen = strlen(PS_META_SPAN_PREFIX);
+    struct ps__spans_arg *a = arg;
+    struct ps_span sp;
+    char *low, *high = NULL;
+    uint32_t ln, hn;
+
+    if (kn != plen + 8 || vn < 17 || (ln = rt_get_u32le(val + 9)) > vn - 17 ||
+        (hn = rt_get_u32le(val + 13 + ln)) != vn - 17 - ln) {
+        rt_log(RT_LOG_WARN, "store: ignoring a malformed span marker");
+        return 0;
+    }
+    low = malloc(ln + 1);
+    if (val[8]) {
+        high = malloc(hn + 1);
+    }
+    if (!low || (val[8] && !high)) {
+        rt_log(RT_LOG_FATAL, "out of memory");
+        abort();
+    }
+    memcpy(low, val + 13, ln);
+    low[ln] = '\0';
+    if (high) {
+        memcpy(high, val + 17 + ln, hn);
+        high[hn] = '\0';
+    }
+    sp.table_id = rt_get_u64le(val);
+    sp.low = low;
+    sp.high = high;
+    a->cb(rt_get_u64be(key + plen), &sp, a->arg);
+    free(low);
+    free(high);
+    return 0;
+}
+
+int ps_store_pending_spans(struct ps_store *s, ps_span_cb cb, void *arg)
+{
+    struct ps__spans_arg a = {cb, arg};
+    return ps_store_meta_scan(s, PS_META_SPAN_PREFIX, ps__spans_one, &a);
 }

@@ -3,7 +3,9 @@
  *   "data"  storage key (common/rt_key.h) -> stored value (rt_entity.h)
  *   "meta"  "server_id" -> u64le; "ranges" -> opaque blob (the owned
  *           ranges, packed by the caller); "drop" ‖ u64be table_id -> ""
- *           for each table drop still in progress (resumed on restart).
+ *           for each table drop still in progress (resumed on restart);
+ *           "dspan" ‖ u64be seq -> packed span, for each span drop in
+ *           progress; other keys written by callers (ps_store_meta_write).
  *
  * The store executes entity operations (insert, replace, merge, delete,
  * upserts) with their existence and If-Match rules, stamps Timestamps, and
@@ -75,6 +77,17 @@ struct ps_op {
     struct rt_buf value; /* stored value when want_value and code == 0 */
 };
 
+/* One raw storage-level change (range moves): put @val under full storage
+ * key @key, or delete @key (@deleted). No entity rules, no Timestamp: the
+ * value is stored as given. Long keys go to their bucket as usual. */
+struct ps_kv {
+    const uint8_t *key;
+    size_t kn;
+    const uint8_t *val; /* ignored when deleted */
+    size_t vn;
+    int deleted;
+};
+
 /* One write request: ops on one table. Not atomic: each op succeeds or
  * fails on its own. Atomic (entity group transaction, spec §5.2): at most
  * PS_BATCH_MAX_OPS ops (else RT_EINVAL at index PS_BATCH_MAX_OPS), one
@@ -108,6 +121,11 @@ struct ps_write {
     int64_t count_delta;
     int64_t bytes_delta;
     uint64_t txn_id;
+    /* Raw mode (@kvs set; ops, n_ops and atomic are ignored): @n_kvs
+     * storage-level puts/deletes (borrowed), applied in order; deleting a
+     * missing key is not an error. status is 0 or an LMDB failure. */
+    const struct ps_kv *kvs;
+    size_t n_kvs;
 };
 
 /* Clears a write's outputs (frees op values) so it can be applied again or
@@ -145,6 +163,35 @@ int ps_key_check(const char *s);
  * retries failed (it is also in each failed write's status). */
 int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
                          size_t n);
+
+/* Change records: the common form of captured changes and migration
+ * logs (range moves). One record is
+ *   u64le txn_id ‖ u8 deleted ‖ u32le key_len ‖ key ‖ u32le val_len ‖ val
+ * with the full storage key (long keys included) and the stored value
+ * (empty for a delete). */
+struct ps_change {
+    uint64_t txn_id;
+    int deleted;
+    const uint8_t *key; /* points into the buffer read */
+    size_t kn;
+    const uint8_t *val;
+    size_t vn;
+};
+void ps_change_append(struct rt_buf *out, uint64_t txn_id,
+                      const uint8_t *key, size_t kn, const uint8_t *val,
+                      size_t vn, int deleted);
+/* Reads the record at *@off of @p[0..n) and advances *@off. Returns 1 (got
+ * one), 0 (end) or RT_ECORRUPT. */
+int ps_change_next(const uint8_t *p, size_t n, size_t *off,
+                   struct ps_change *c);
+
+/* Capture (writer thread only): while on, every put or delete a group
+ * commit makes (entity ops and raw writes) is appended as a change record
+ * with the id of its committing transaction; records of an aborted
+ * transaction are discarded. ps_store_capture_take moves what was captured
+ * so far to @out (appended) and empties the capture. */
+void ps_store_capture(struct ps_store *s, int on);
+void ps_store_capture_take(struct ps_store *s, struct rt_buf *out);
 
 /* Point read. On 0 the stored value is appended to @value (caller-owned).
  * Errors: RT_ENOTFOUND, RT_EIO. */
@@ -216,6 +263,39 @@ int ps_store_range_stats(struct ps_store *s, uint64_t table_id,
                          const char *low, const char *high, uint64_t *count,
                          uint64_t *bytes, uint64_t *txn_id);
 
+/* A PartitionKey span of one table: [low, high), high NULL = unbounded.
+ * Strings are borrowed. */
+struct ps_span {
+    uint64_t table_id;
+    const char *low;
+    const char *high;
+};
+/* Storage key bounds of @sp: [*lo, *hi) (appended). */
+void ps_span_keys(const struct ps_span *sp, struct rt_buf *lo,
+                  struct rt_buf *hi);
+
+/* Snapshot of one span (range moves): a read transaction kept open across
+ * calls, iterated in key order (long keys flattened out of their buckets).
+ * One thread at a time, any thread (MDB_NOTLS). */
+struct ps_snap;
+/* Opens the snapshot; its transaction id goes to *txn_id: a write with
+ * txn_id <= *txn_id is in the snapshot, a later one is not. @sp is copied.
+ * On 0, *out belongs to the caller (ps_store_snap_close, before the store
+ * closes). Errors: RT_EIO, RT_EBUSY (no reader slot). */
+int ps_store_snap_open(struct ps_store *s, const struct ps_span *sp,
+                       struct ps_snap **out, uint64_t *txn_id);
+/* Appends the next entries as change records (txn_id 0, never deleted)
+ * to @out until at least @max_bytes of keys and values were added or the
+ * span ends; adds the number of entries to *n and their key + value bytes
+ * to *bytes. Returns 1 (more left), 0 (span done) or RT_ECORRUPT/RT_EIO. */
+int ps_store_snap_next(struct ps_snap *sn, struct rt_buf *out,
+                       size_t max_bytes, uint64_t *n, uint64_t *bytes);
+void ps_store_snap_close(struct ps_snap *sn);
+
+/* Entities of @sp (one read transaction). Thread-safe. */
+int ps_store_span_count(struct ps_store *s, const struct ps_span *sp,
+                        uint64_t *count);
+
 /* Meta: server id (0 = none yet) and the owned-ranges blob (appended to
  * @ranges; empty when none was saved). */
 int ps_store_meta_load(struct ps_store *s, uint64_t *server_id,
@@ -223,6 +303,25 @@ int ps_store_meta_load(struct ps_store *s, uint64_t *server_id,
 /* Durably replaces server id and ranges blob (@ranges borrowed). */
 int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
                        const void *ranges, size_t ranges_len);
+/* One more change of the meta DB, made in the same transaction. */
+struct ps_meta_op {
+    const void *key;
+    size_t kn;
+    const void *val; /* ignored when del */
+    size_t vn;
+    int del;         /* delete @key (missing is fine) */
+};
+/* ps_store_meta_save plus @ops, all in one durable transaction. */
+int ps_store_meta_write(struct ps_store *s, uint64_t server_id,
+                        const void *ranges, size_t ranges_len,
+                        const struct ps_meta_op *ops, size_t n_ops);
+/* Calls @cb for every meta record whose key starts with @prefix (key and
+ * value borrowed for the call), in key order. A non-zero return from @cb
+ * stops and is returned. */
+typedef int (*ps_meta_cb)(const uint8_t *key, size_t kn, const uint8_t *val,
+                          size_t vn, void *arg);
+int ps_store_meta_scan(struct ps_store *s, const char *prefix, ps_meta_cb cb,
+                       void *arg);
 
 /* Deletes up to @max_keys LMDB records of table @table_id in one
  * transaction (a bucket record counts once). While keys remain, a "drop" marker for the table is kept in meta so that a
@@ -234,5 +333,27 @@ int ps_store_drop_chunk(struct ps_store *s, uint64_t table_id,
 /* Tables whose drop did not finish. On 0, *ids (malloc'd, free()) holds
  * *n ids. */
 int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n);
+
+/* Span drops (range moves: the source's keys after MOVE_DONE, a target's
+ * keys after MOVE_ABORT or before MIGRATE_BEGIN). Like table drops, chunked
+ * and resumable: while keys remain, meta holds the marker
+ * PS_META_SPAN_PREFIX ‖ u64be @seq whose value is the packed span
+ * (ps_store_span_marker builds both, e.g. to commit the marker together
+ * with other meta changes before the first chunk runs).
+ * Deletes up to @max_keys LMDB records of @sp in one transaction (a bucket
+ * straddling a span bound is rewritten without the span's entries); adds
+ * the entities deleted to *deleted. Returns 1 (keys remain), 0 (span
+ * empty, marker removed) or a negative code. */
+#define PS_META_SPAN_PREFIX "dspan"
+int ps_store_span_drop_chunk(struct ps_store *s, uint64_t seq,
+                             const struct ps_span *sp, size_t max_keys,
+                             uint64_t *deleted);
+void ps_store_span_marker(uint64_t seq, const struct ps_span *sp,
+                          struct rt_buf *key, struct rt_buf *val);
+/* Unfinished span drops, in seq order: calls @cb with each (span strings
+ * borrowed for the call). */
+typedef void (*ps_span_cb)(uint64_t seq, const struct ps_span *sp,
+                           void *arg);
+int ps_store_pending_spans(struct ps_store *s, ps_span_cb cb, void *arg);
 
 #endif

@@ -25,11 +25,14 @@ struct ps_writer {
     struct ps_job *q_head, *q_tail;
     struct ps_job *d_head, *d_tail;
     int stop;
+    struct ps_mlog *logs;
+    struct ps_writer_stats stats;
     /* Loop thread only. */
     size_t pending_ops;
     int stopped; /* ps_writer_stop ran: submit is a bug */
     /* Writer thread only. */
     struct ps_job *drops_head, *drops_tail;
+    struct rt_buf capbuf;
 };
 
 static void ps__list_push(struct ps_job **head, struct ps_job **tail,
@@ -79,9 +82,12 @@ static struct ps_job *ps__writer_take(struct ps_writer *w)
             break;
         }
         if (j->kind == PS_JOB_WRITE) {
-            ops += j->u.write.n_ops;
+            ops += j->u.write.n_ops + j->u.write.n_kvs;
             for (size_t i = 0; i < j->u.write.n_ops; i++) {
                 bytes += j->u.write.ops[i].props_len;
+            }
+            for (size_t i = 0; j->u.write.kvs && i < j->u.write.n_kvs; i++) {
+                bytes += j->u.write.kvs[i].kn + j->u.write.kvs[i].vn;
             }
         }
         last = j;
@@ -97,12 +103,59 @@ static struct ps_job *ps__writer_take(struct ps_writer *w)
     return head;
 }
 
-static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs)
+/* Appends the captured changes inside each log's bounds to that log.
+ * Called with mu held. */
+static void ps__writer_distribute(struct ps_writer *w)
+{
+    const struct rt_buf *b = &w->capbuf;
+    struct ps_change c;
+    size_t off = 0;
+    int rc;
+
+    while ((rc = ps_change_next(b->data, b->len, &off, &c)) == 1) {
+        for (struct ps_mlog *l = w->logs; l; l = l->next) {
+            size_t sz = 17 + c.kn + c.vn;
+            int k1 = memcmp(c.key, l->lo.data,
+                            c.kn < l->lo.len ? c.kn : l->lo.len);
+            int k2 = memcmp(c.key, l->hi.data,
+                            c.kn < l->hi.len ? c.kn : l->hi.len);
+            if (k1 < 0 || (k1 == 0 && c.kn < l->lo.len) || k2 > 0 ||
+                (k2 == 0 && c.kn >= l->hi.len)) {
+                continue; /* outside [lo, hi) */
+            }
+            if (l->bytes + sz > PS_MLOG_MAX_BYTES) {
+                l->overflow = 1;
+                continue;
+            }
+            ps_change_append(&l->recs, c.txn_id, c.key, c.kn, c.val, c.vn,
+                             c.deleted);
+            l->n++;
+            l->bytes += sz;
+            w->stats.captured++;
+        }
+    }
+    if (rc < 0) {
+        rt_log(RT_LOG_ERROR, "writer: corrupt capture buffer");
+    }
+    rt_buf_reset(&w->capbuf);
+}
+
+static unsigned ps__hist_slot(size_t ops)
+{
+    unsigned i = 0;
+    while (i < PS_WRITER_HIST - 1 && ((size_t)1 << i) < ops) {
+        i++;
+    }
+    return i;
+}
+
+static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs,
+                             int capture)
 {
     struct ps_write *stack_writes[64];
     struct ps_write **writes = stack_writes;
     struct ps_job *done_head = NULL, *done_tail = NULL, *j, *next;
-    size_t nw = 0, cap = 64, ops = 0;
+    size_t nw = 0, cap = 64, ops = 0, raw = 0;
     uint64_t t0, dt;
 
     for (j = jobs; j; j = j->next) {
@@ -122,9 +175,11 @@ static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs)
         if (j->kind == PS_JOB_WRITE) {
             writes[nw++] = &j->u.write;
             ops += j->u.write.n_ops;
+            raw += j->u.write.kvs ? j->u.write.n_kvs : 0;
         }
     }
 
+    ps_store_capture(w->store, capture);
     t0 = ps__now_us();
     if (nw > 0) {
         ps_store_write_group(w->store, writes, nw);
@@ -132,8 +187,23 @@ static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs)
     dt = ps__now_us() - t0;
     if (nw > 0) {
         rt_log(RT_LOG_DEBUG, "group commit: %zu writes, %zu ops, %llu us", nw,
-               ops, (unsigned long long)dt);
+               ops + raw, (unsigned long long)dt);
     }
+    if (capture) {
+        ps_store_capture_take(w->store, &w->capbuf);
+    }
+    uv_mutex_lock(&w->mu);
+    if (capture) {
+        ps__writer_distribute(w);
+    }
+    if (nw > 0) {
+        w->stats.groups++;
+        w->stats.group_ops += ops + raw;
+        w->stats.group_us += dt;
+        w->stats.hist[ps__hist_slot(ops + raw)]++;
+        w->stats.raw_kvs += raw;
+    }
+    uv_mutex_unlock(&w->mu);
 
     for (j = jobs; j; j = next) {
         next = j->next;
@@ -145,9 +215,9 @@ static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs)
             break;
         case PS_JOB_META:
             t0 = ps__now_us();
-            j->status = ps_store_meta_save(w->store, j->u.meta.server_id,
-                                           j->u.meta.ranges,
-                                           j->u.meta.ranges_len);
+            j->status = ps_store_meta_write(
+                w->store, j->u.meta.server_id, j->u.meta.ranges,
+                j->u.meta.ranges_len, j->u.meta.ops, j->u.meta.n_ops);
             j->exec_us = ps__now_us() - t0;
             if (j->status != 0) {
                 rt_log(RT_LOG_ERROR, "persisting meta failed: %s",
@@ -159,6 +229,15 @@ static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs)
             j->u.drop.deleted = 0;
             j->exec_us = 0;
             ps__list_push(&w->drops_head, &w->drops_tail, j);
+            break;
+        case PS_JOB_DROP_SPAN:
+            j->u.span.deleted = 0;
+            j->exec_us = 0;
+            ps__list_push(&w->drops_head, &w->drops_tail, j);
+            break;
+        case PS_JOB_BARRIER:
+            j->status = 0;
+            ps__list_push(&done_head, &done_tail, j);
             break;
         default:
             j->status = RT_EINVAL;
@@ -179,6 +258,32 @@ static void ps__writer_drop_step(struct ps_writer *w)
     uint64_t t0 = ps__now_us();
     int rc;
 
+    if (j->kind == PS_JOB_DROP_SPAN) {
+        const struct ps_span *sp = &j->u.span.span;
+        rc = ps_store_span_drop_chunk(w->store, j->u.span.seq, sp,
+                                      PS_DROP_CHUNK, &j->u.span.deleted);
+        j->exec_us += ps__now_us() - t0;
+        if (rc == 1) {
+            return;
+        }
+        w->drops_head = j->next;
+        if (!w->drops_head) {
+            w->drops_tail = NULL;
+        }
+        j->status = rc;
+        if (rc == 0) {
+            rt_log(RT_LOG_INFO, "dropped span of table %llu [%s, %s): %llu "
+                   "keys deleted", (unsigned long long)sp->table_id,
+                   sp->low ? sp->low : "", sp->high ? sp->high : "+inf",
+                   (unsigned long long)j->u.span.deleted);
+        } else {
+            rt_log(RT_LOG_ERROR, "span drop in table %llu failed: %s",
+                   (unsigned long long)sp->table_id, rt_strerror(rc));
+        }
+        j->next = NULL;
+        ps__writer_done(w, j, j);
+        return;
+    }
     rc = ps_store_drop_chunk(w->store, j->u.drop.table_id, PS_DROP_CHUNK,
                              &j->u.drop.deleted);
     j->exec_us += ps__now_us() - t0;
@@ -206,6 +311,7 @@ static void ps__writer_main(void *arg)
 {
     struct ps_writer *w = arg;
     struct ps_job *jobs;
+    int capture;
 
     for (;;) {
         uv_mutex_lock(&w->mu);
@@ -217,10 +323,13 @@ static void ps__writer_main(void *arg)
             break;
         }
         jobs = ps__writer_take(w);
+        /* Decided with the take: a log registered before this point sees
+         * this group (see ps_writer.h). */
+        capture = w->logs != NULL;
         uv_mutex_unlock(&w->mu);
 
         if (jobs) {
-            ps__writer_group(w, jobs);
+            ps__writer_group(w, jobs, capture);
         }
         if (w->drops_head) {
             ps__writer_drop_step(w);
@@ -267,6 +376,7 @@ static void ps__writer_close_cb(uv_handle_t *h)
                                        async);
     uv_cond_destroy(&w->cond);
     uv_mutex_destroy(&w->mu);
+    rt_buf_free(&w->capbuf);
     free(w);
 }
 
@@ -324,6 +434,56 @@ void ps_writer_submit(struct ps_writer *w, struct ps_job *job)
 size_t ps_writer_pending(const struct ps_writer *w)
 {
     return w->pending_ops;
+}
+
+void ps_writer_log_add(struct ps_writer *w, struct ps_mlog *log)
+{
+    rt_buf_init(&log->recs);
+    log->n = 0;
+    log->bytes = 0;
+    log->overflow = 0;
+    uv_mutex_lock(&w->mu);
+    log->next = w->logs;
+    w->logs = log;
+    uv_mutex_unlock(&w->mu);
+}
+
+void ps_writer_log_remove(struct ps_writer *w, struct ps_mlog *log)
+{
+    uv_mutex_lock(&w->mu);
+    for (struct ps_mlog **pp = &w->logs; *pp; pp = &(*pp)->next) {
+        if (*pp == log) {
+            *pp = log->next;
+            break;
+        }
+    }
+    log->next = NULL;
+    uv_mutex_unlock(&w->mu);
+}
+
+uint64_t ps_writer_log_take(struct ps_writer *w, struct ps_mlog *log,
+                            struct rt_buf *out, int *overflow)
+{
+    uint64_t n;
+
+    uv_mutex_lock(&w->mu);
+    n = log->n;
+    if (log->recs.len > 0) {
+        rt_buf_append(out, log->recs.data, log->recs.len);
+    }
+    rt_buf_reset(&log->recs);
+    log->n = 0;
+    log->bytes = 0;
+    *overflow = log->overflow;
+    uv_mutex_unlock(&w->mu);
+    return n;
+}
+
+void ps_writer_stats(struct ps_writer *w, struct ps_writer_stats *out)
+{
+    uv_mutex_lock(&w->mu);
+    *out = w->stats;
+    uv_mutex_unlock(&w->mu);
 }
 
 void ps_writer_stop(struct ps_writer *w)

@@ -1,9 +1,21 @@
 /* Writer: the one thread that writes the store. The loop thread submits
  * jobs; the writer takes everything queued, applies all write jobs in ONE
  * durable transaction (group commit, ps_store_write_group), then meta jobs,
- * then one chunk of a table drop, and hands finished jobs back to the loop
- * thread through uv_async_send and a locked completion queue (sends
- * coalesce, so the whole queue is drained each time).
+ * then one chunk of a table or span drop, and hands finished jobs back to
+ * the loop thread through uv_async_send and a locked completion queue
+ * (sends coalesce, so the whole queue is drained each time). Callbacks run
+ * in submission order, except drops (they finish when their last chunk
+ * does); a BARRIER job's callback therefore runs after every job submitted
+ * before it (drops excepted) has committed and called back.
+ *
+ * Migration logs (range moves, docs/DESIGN-moves.md): while at least one
+ * log is registered, the writer captures every change its group commits
+ * make and appends those inside a log's key bounds to that log, with the
+ * committing transaction's id, before any callback of that group runs.
+ * Whether a group captures is decided when it is taken from the queue, so
+ * a log registered now sees every group taken after its registration: a
+ * BARRIER submitted after ps_writer_log_add calls back once every group
+ * that might have missed the log has committed.
  *
  * Threads: ps_writer_start/submit/pending/stop on the loop thread only.
  * Job callbacks run on the loop thread, exactly once per submitted job.
@@ -21,9 +33,11 @@
 #include "ps_store.h"
 
 enum ps_job_kind {
-    PS_JOB_WRITE,      /* u.write: entity ops */
-    PS_JOB_META,       /* u.meta: persist server id and ranges */
+    PS_JOB_WRITE,      /* u.write: entity ops, or raw changes (u.write.kvs) */
+    PS_JOB_META,       /* u.meta: persist server id and ranges (+ ops) */
     PS_JOB_DROP_TABLE, /* u.drop: delete every key of one table */
+    PS_JOB_DROP_SPAN,  /* u.span: delete every key of one span */
+    PS_JOB_BARRIER,    /* nothing: calls back after the jobs before it */
     PS_JOB__NR
 };
 
@@ -42,11 +56,18 @@ struct ps_job {
             uint64_t server_id;
             const void *ranges; /* borrowed until cb */
             size_t ranges_len;
+            const struct ps_meta_op *ops; /* more changes, same txn */
+            size_t n_ops;
         } meta;
         struct {
             uint64_t table_id;
             uint64_t deleted; /* out */
         } drop;
+        struct {
+            uint64_t seq;        /* marker id (ps_store_span_drop_chunk) */
+            struct ps_span span; /* strings borrowed until cb */
+            uint64_t deleted;    /* out */
+        } span;
     } u;
     /* private */
     struct ps_job *next;
@@ -61,6 +82,32 @@ struct ps_job {
 
 struct ps_writer;
 
+/* A migration log. The caller fills lo/hi (storage key bounds [lo, hi))
+ * before ps_writer_log_add and keeps the struct until ps_writer_log_remove
+ * returns; the other fields belong to the writer while registered. */
+struct ps_mlog {
+    struct rt_buf lo, hi;
+    /* Protected by the writer's mutex (use ps_writer_log_take). */
+    struct rt_buf recs;  /* change records (ps_store.h) */
+    uint64_t n;
+    size_t bytes;
+    int overflow;        /* more than PS_MLOG_MAX_BYTES waited: records
+                            were lost, the move must fail */
+    struct ps_mlog *next;
+};
+#define PS_MLOG_MAX_BYTES (256u * 1024u * 1024u)
+
+/* Group commit figures since start (metrics). */
+#define PS_WRITER_HIST 14 /* groups of <=1, <=2, <=4, ... <=4096, more ops */
+struct ps_writer_stats {
+    uint64_t groups;    /* group commits holding at least one write */
+    uint64_t group_ops; /* entity ops and raw changes in them */
+    uint64_t group_us;  /* time spent in them */
+    uint64_t hist[PS_WRITER_HIST];
+    uint64_t raw_kvs;   /* raw changes applied (ranges moved in) */
+    uint64_t captured;  /* changes appended to migration logs */
+};
+
 /* Starts the thread. @store is borrowed and must outlive the writer.
  * Returns 0 or a libuv error. */
 int ps_writer_start(uv_loop_t *loop, struct ps_store *store,
@@ -70,6 +117,17 @@ int ps_writer_start(uv_loop_t *loop, struct ps_store *store,
 void ps_writer_submit(struct ps_writer *w, struct ps_job *job);
 /* Entity ops submitted and not yet completed (for back-pressure). */
 size_t ps_writer_pending(const struct ps_writer *w);
+/* Registers @log: see the header comment for what it receives. */
+void ps_writer_log_add(struct ps_writer *w, struct ps_mlog *log);
+/* Unregisters @log (its records stay in it; the caller frees them). */
+void ps_writer_log_remove(struct ps_writer *w, struct ps_mlog *log);
+/* Moves the records logged so far to @out (appended) and returns their
+ * number; *overflow is set when records were dropped (PS_MLOG_MAX_BYTES). */
+uint64_t ps_writer_log_take(struct ps_writer *w, struct ps_mlog *log,
+                            struct rt_buf *out, int *overflow);
+/* Copies the group commit figures (any time, loop thread). */
+void ps_writer_stats(struct ps_writer *w, struct ps_writer_stats *out);
+
 /* Lets the thread finish every queued write/meta job (an unfinished drop is
  * cancelled; its marker makes the next start resume it), joins it, runs the
  * remaining callbacks, and closes the async handle; the writer is freed

@@ -1567,6 +1567,258 @@ static void test_weighted_sample(void **state)
     ps_ranges_close(&rs);
 }
 
+/* Tests: range moves (capture, raw writes, snapshots, span drops) */
+
+/* While capture is on, a group commit records each put and delete it made
+ * (with its transaction id), not the ops that failed; capture off records
+ * nothing. */
+static void test_capture(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT, cap = RT_BUF_INIT;
+    struct ps_change c;
+    size_t off = 0;
+    props1(&props, "x", "1");
+    put(f->s, 1, "p", "old");
+
+    ps_store_capture(f->s, 1);
+    struct ps_op ops[3] = {
+        mkop(PS_OP_INSERT, "p", "a", &props),
+        mkop(PS_OP_INSERT, "p", "old", &props), /* fails: exists */
+        mkop(PS_OP_DELETE, "p", "old", NULL),
+    };
+    struct ps_write w = mkwrite(1, ops, 3, 0);
+    struct ps_write *wp = &w;
+    assert_int_equal(ps_store_write_group(f->s, &wp, 1), 0);
+    assert_int_equal(ops[1].code, RT_EEXIST);
+    ps_store_capture_take(f->s, &cap);
+    assert_int_equal(ps_change_next(cap.data, cap.len, &off, &c), 1);
+    assert_int_equal(c.txn_id, w.txn_id);
+    assert_false(c.deleted);
+    assert_int_equal(c.vn, ops[0].value.len);
+    assert_memory_equal(c.val, ops[0].value.data, c.vn);
+    assert_int_equal(ps_change_next(cap.data, cap.len, &off, &c), 1);
+    assert_true(c.deleted);
+    assert_int_equal(c.vn, 0);
+    assert_int_equal(c.txn_id, w.txn_id);
+    assert_int_equal(ps_change_next(cap.data, cap.len, &off, &c), 0);
+    ps_write_reset(&w);
+
+    rt_buf_reset(&cap);
+    ps_store_capture(f->s, 0);
+    put(f->s, 1, "p", "b");
+    ps_store_capture_take(f->s, &cap);
+    assert_int_equal(cap.len, 0);
+    rt_buf_free(&cap);
+    rt_buf_free(&props);
+}
+
+/* Raw writes store full keys and values as given (long keys into their
+ * buckets), delete missing keys quietly, and a malformed one fails only
+ * its own write. */
+static void test_raw_writes(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT, k1 = RT_BUF_INIT, k2 = RT_BUF_INIT;
+    struct rt_buf val = RT_BUF_INIT, v = RT_BUF_INIT;
+    char longpk[900];
+    memset(longpk, 'L', sizeof(longpk) - 1);
+    longpk[sizeof(longpk) - 1] = '\0';
+    props1(&props, "x", "raw");
+    rt_value_encode(&val, 12345, 0, props.data, props.len);
+    rt_key_entity(&k1, 3, "p", 1, "r", 1);
+    rt_key_entity(&k2, 3, longpk, strlen(longpk), "r", 1);
+
+    struct ps_kv kvs[3] = {
+        {k1.data, k1.len, val.data, val.len, 0},
+        {k2.data, k2.len, val.data, val.len, 0},
+        {k1.data, k1.len - 1, NULL, 0, 1}, /* not there: fine */
+    };
+    struct ps_write w;
+    memset(&w, 0, sizeof(w));
+    w.table_id = 3;
+    w.kvs = kvs;
+    w.n_kvs = 3;
+    struct ps_kv bad = {k1.data, k1.len, NULL, 0, 0}; /* put, no value */
+    struct ps_write wb;
+    memset(&wb, 0, sizeof(wb));
+    wb.kvs = &bad;
+    wb.n_kvs = 1;
+    struct ps_write *ws[2] = {&w, &wb};
+    assert_int_equal(ps_store_write_group(f->s, ws, 2), 0);
+    assert_int_equal(w.status, 0);
+    assert_int_equal(wb.status, RT_EINVAL);
+    assert_int_equal(ps_store_get(f->s, 3, "p", "r", &v), 0);
+    assert_int_equal(value_ticks(&v), 12345);
+    rt_buf_reset(&v);
+    assert_int_equal(ps_store_get(f->s, 3, longpk, "r", &v), 0);
+    assert_string_equal(value_prop(&v, "x"), "raw");
+
+    kvs[0].deleted = 1;
+    w.n_kvs = 1;
+    ws[0] = &w;
+    assert_int_equal(ps_store_write_group(f->s, ws, 1), 0);
+    assert_false(exists(f->s, 3, "p", "r"));
+    rt_buf_free(&props);
+    rt_buf_free(&k1);
+    rt_buf_free(&k2);
+    rt_buf_free(&val);
+    rt_buf_free(&v);
+}
+
+/* A snapshot sees the span as of its opening, in key order (bucket
+ * entries flattened), in chunks, whatever is written meanwhile. */
+static void test_snapshot(void **state)
+{
+    struct fx *f = *state;
+    struct ps_span sp = {4, "b", "d"};
+    struct ps_snap *sn;
+    struct rt_buf out = RT_BUF_INIT, pk = RT_BUF_INIT, rk = RT_BUF_INIT;
+    struct ps_change c;
+    uint64_t txn, n = 0, bytes = 0, tid;
+    char longpk[700];
+    size_t off = 0, seen = 0;
+    int rc, chunks = 0;
+
+    memset(longpk, 'c', sizeof(longpk) - 1);
+    longpk[sizeof(longpk) - 1] = '\0';
+    put(f->s, 4, "a", "1");
+    put(f->s, 4, "b", "1");
+    put(f->s, 4, "b", "2");
+    put(f->s, 4, longpk, "1");
+    put(f->s, 4, longpk, "2");
+    put(f->s, 4, "c", "1");
+    put(f->s, 4, "d", "1");
+    put(f->s, 5, "b", "1");
+    assert_int_equal(ps_store_snap_open(f->s, &sp, &sn, &txn), 0);
+    put(f->s, 4, "b", "3"); /* after the snapshot */
+    while ((rc = ps_store_snap_next(sn, &out, 1, &n, &bytes)) == 1) {
+        chunks++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, 5);
+    assert_true(chunks >= 4);
+    const char *want_pk[] = {"b", "b", "c", longpk, longpk};
+    const char *want_rk[] = {"1", "2", "1", "1", "2"};
+    while (ps_change_next(out.data, out.len, &off, &c) == 1) {
+        rt_buf_reset(&pk);
+        rt_buf_reset(&rk);
+        assert_int_equal(rt_key_split(c.key, c.kn, &tid, &pk, &rk), 0);
+        assert_int_equal(tid, 4);
+        assert_int_equal(pk.len, strlen(want_pk[seen]));
+        assert_memory_equal(pk.data, want_pk[seen], pk.len);
+        assert_memory_equal(rk.data, want_rk[seen], rk.len);
+        seen++;
+    }
+    assert_int_equal(seen, 5);
+    assert_int_equal(ps_store_snap_next(sn, &out, 1, &n, &bytes), 0);
+    ps_store_snap_close(sn);
+    rt_buf_free(&out);
+    rt_buf_free(&pk);
+    rt_buf_free(&rk);
+}
+
+static void any_span_cb(uint64_t seq, const struct ps_span *sp, void *arg)
+{
+    (void)seq;
+    (void)sp;
+    (*(int *)arg)++;
+}
+
+/* A span drop deletes exactly the span, in chunks, keeps a resume marker
+ * while keys remain, and cuts a bucket that straddles a bound (long
+ * PartitionKeys sharing their first 500 bytes) instead of deleting it. */
+static void test_span_drop(void **state)
+{
+    struct fx *f = *state;
+    char base[600], pk_lo[620], pk_mid[620], pk_hi[620];
+    struct ps_span sp;
+    uint64_t deleted = 0, cnt;
+    struct ps_span all = {6, "", NULL};
+    int rc, chunks = 0;
+
+    memset(base, 'a', sizeof(base) - 1);
+    base[sizeof(base) - 1] = '\0';
+    snprintf(pk_lo, sizeof(pk_lo), "%sc", base);
+    snprintf(pk_mid, sizeof(pk_mid), "%sm", base);
+    snprintf(pk_hi, sizeof(pk_hi), "%sx", base);
+    for (int i = 0; i < 30; i++) {
+        char rk[8];
+        snprintf(rk, sizeof(rk), "%02d", i);
+        put(f->s, 6, "A", rk);
+        put(f->s, 6, pk_lo, rk);
+        put(f->s, 6, pk_hi, rk);
+        put(f->s, 6, "b", rk);
+        put(f->s, 7, "A", rk);
+    }
+    /* [A, base+"m"): "A" rows and the pk_lo rows, not pk_hi or "b". */
+    sp.table_id = 6;
+    sp.low = "A";
+    sp.high = pk_mid;
+    while ((rc = ps_store_span_drop_chunk(f->s, 9, &sp, 7, &deleted)) == 1) {
+        int markers = 0;
+        chunks++;
+        assert_int_equal(ps_store_pending_spans(f->s, any_span_cb, &markers),
+                         0);
+        assert_int_equal(markers, 1);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(chunks >= 4);
+    assert_int_equal(deleted, 60);
+    assert_false(exists(f->s, 6, "A", "00"));
+    assert_false(exists(f->s, 6, pk_lo, "29"));
+    assert_true(exists(f->s, 6, pk_hi, "00"));
+    assert_true(exists(f->s, 6, "b", "29"));
+    assert_true(exists(f->s, 7, "A", "00"));
+    assert_int_equal(ps_store_span_count(f->s, &all, &cnt), 0);
+    assert_int_equal(cnt, 60);
+}
+
+static void count_span_cb(uint64_t seq, const struct ps_span *sp, void *arg)
+{
+    int *n = arg;
+    assert_int_equal(seq, 11);
+    assert_int_equal(sp->table_id, 6);
+    assert_string_equal(sp->low, "k");
+    assert_null(sp->high);
+    (*n)++;
+}
+
+/* The marker of an unfinished span drop is listed for resumption until
+ * the last chunk removes it; meta_write commits extra meta ops. */
+static void test_span_marker(void **state)
+{
+    struct fx *f = *state;
+    struct ps_span sp = {6, "k", NULL};
+    struct rt_buf k = RT_BUF_INIT, v = RT_BUF_INIT;
+    uint64_t deleted = 0;
+    int n = 0;
+
+    for (int i = 0; i < 5; i++) {
+        char rk[8];
+        snprintf(rk, sizeof(rk), "%d", i);
+        put(f->s, 6, "k", rk);
+    }
+    ps_store_span_marker(11, &sp, &k, &v);
+    struct ps_meta_op op = {k.data, k.len, v.data, v.len, 0};
+    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, &op, 1), 0);
+    assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ps_store_span_drop_chunk(f->s, 11, &sp, 2, &deleted),
+                     1);
+    n = 0;
+    assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
+    assert_int_equal(n, 1);
+    while (ps_store_span_drop_chunk(f->s, 11, &sp, 2, &deleted) == 1) {
+    }
+    assert_int_equal(deleted, 5);
+    n = 0;
+    assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
+    assert_int_equal(n, 0);
+    rt_buf_free(&k);
+    rt_buf_free(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1610,6 +1862,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_range_count_reconcile),
         cmocka_unit_test(test_weighted_sample),
+        cmocka_unit_test_setup_teardown(test_capture, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_drop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_marker, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,156 @@
+/* Metrics HTTP listener (see ps_http.h). Modelled on master/ms_http.c. */
+#include "ps_http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rt_config.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+struct ps_http
+{
+    struct MHD_Daemon *d;
+    uv_mutex_t *mu;
+    char *const *text;
+};
+
+static enum MHD_Result ps__http_send(struct MHD_Connection *c,
+                                     unsigned int status,
+                                     const char *ctype,
+                                     char *body,
+                                     bool take)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body,
+        take ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+
+    if (!r) {
+        if (take) {
+            free(body);
+        }
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result ps__http_handler(void *cls,
+                                        struct MHD_Connection *c,
+                                        const char *url,
+                                        const char *method,
+                                        const char *version,
+                                        const char *upload_data,
+                                        size_t *upload_data_size,
+                                        void **con_cls)
+{
+    struct ps_http *h = cls;
+    char *body = NULL;
+    (void)version;
+    (void)upload_data;
+    (void)upload_data_size;
+    (void)con_cls;
+
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        return ps__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                             (char *)"method not allowed\n", false);
+    }
+    if (strcmp(url, "/health") == 0) {
+        return ps__http_send(c, MHD_HTTP_OK, "text/plain", (char *)"ok", false);
+    }
+    if (strcmp(url, "/metrics") != 0) {
+        return ps__http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",
+                             (char *)"not found\n", false);
+    }
+    uv_mutex_lock(h->mu);
+    if (*h->text) {
+        body = strdup(*h->text);
+    }
+    uv_mutex_unlock(h->mu);
+    if (!body) {
+        return ps__http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+                             (char *)"starting\n", false);
+    }
+    return ps__http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body,
+                         true);
+}
+
+int ps_http_start(const char *addr,
+                  uv_mutex_t *mu,
+                  char *const *text,
+                  struct ps_http **out,
+                  int *port_out,
+                  char *errmsg)
+{
+    struct sockaddr_storage ss;
+    unsigned int flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    const union MHD_DaemonInfo *info;
+    struct ps_http *h;
+    char host[256];
+    int port;
+
+    memset(&ss, 0, sizeof(ss));
+    if (rt_split_hostport(addr, host, sizeof(host), &port) != 0) {
+        rt_errmsg_printf(errmsg, "bad --http address '%s'", addr);
+        return RT_EINVAL;
+    }
+    if (!*host || strcmp(host, "localhost") == 0) {
+        snprintf(host, sizeof(host), "127.0.0.1");
+    }
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host,
+                         &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        rt_errmsg_printf(errmsg, "bad --http host '%s'", host);
+        return RT_EINVAL;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        rt_errmsg_printf(errmsg, "out of memory");
+        return RT_ENOMEM;
+    }
+    h->mu = mu;
+    h->text = text;
+    h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, ps__http_handler,
+                            h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        rt_errmsg_printf(errmsg, "http: cannot listen on %s", addr);
+        free(h);
+        return RT_EIO;
+    }
+    info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = info ? info->port : port;
+    rt_log(RT_LOG_INFO, "http: metrics on %s:%d", host, *port_out);
+    *out = h;
+    return 0;
+}
+
+void ps_http_stop(struct ps_http *h)
+{
+    if (!h) {
+        return;
+    }
+    MHD_stop_daemon(h->d);
+    free(h);
+}
