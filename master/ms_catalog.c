@@ -34,7 +34,10 @@ struct ms_counters
     uint64_t next_range_id;
     uint64_t next_server_id;
     uint64_t map_version;
+    uint64_t next_move_id;
 };
+
+#define MS__NCOUNTERS 5
 
 struct ms_catalog
 {
@@ -45,6 +48,7 @@ struct ms_catalog
     MDB_dbi db_counters;
     MDB_dbi db_props;
     MDB_dbi db_deleted;
+    MDB_dbi db_moves;
     int lock_fd; /* flock: one master per data directory */
     struct ms_counters ctr;
     struct ms_vec tables;       /* struct ms_table *, by (account, lname) */
@@ -53,6 +57,7 @@ struct ms_catalog
     struct ms_vec servers;      /* struct ms_server_rec *, by id */
     struct ms_vec props;        /* struct ms_props *, by account */
     struct ms_vec tombs;        /* struct ms__tomb *, by (account, lname) */
+    struct ms_vec moves;        /* Rt__MoveReq * (unpacked), by move_id */
     uint64_t grace_ms;
     uint64_t (*clock)(void *arg); /* wall clock ms; NULL = real time */
     void *clock_arg;
@@ -66,8 +71,9 @@ struct ms__tomb
     uint64_t until_ms; /* wall clock */
 };
 
-static const char *const ms__counter_keys[4] = {
-    "next_table_id", "next_range_id", "next_server_id", "map_version"};
+static const char *const ms__counter_keys[MS__NCOUNTERS] = {
+    "next_table_id", "next_range_id", "next_server_id", "map_version",
+    "next_move_id"};
 
 /* ---- helpers ---- */
 
@@ -509,6 +515,9 @@ static int ms__put_server(MDB_txn *txn,
     Rt__Server msg = RT__SERVER__INIT;
     msg.id = s->id;
     msg.addr = s->addr;
+    /* The map carries the runtime up/down state; the stored field only
+     * says whether the server is being drained. */
+    msg.state = s->draining ? MS_SERVER_REC_DRAINING : 0;
     return ms__put_u64key_msg(txn, cat->db_servers, s->id, &msg.base);
 }
 
@@ -516,9 +525,10 @@ static int ms__put_counters(MDB_txn *txn,
                             struct ms_catalog *cat,
                             const struct ms_counters *c)
 {
-    const uint64_t vals[4] = {c->next_table_id, c->next_range_id,
-                              c->next_server_id, c->map_version};
-    for (int i = 0; i < 4; i++) {
+    const uint64_t vals[MS__NCOUNTERS] = {c->next_table_id, c->next_range_id,
+                                          c->next_server_id, c->map_version,
+                                          c->next_move_id};
+    for (int i = 0; i < MS__NCOUNTERS; i++) {
         uint8_t buf[8];
         MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
         MDB_val v = {sizeof(buf), buf};
@@ -569,9 +579,11 @@ static int ms__txn_finish(struct ms_catalog *cat,
 
 static int ms__load_counters(struct ms_catalog *cat, MDB_txn *txn)
 {
-    uint64_t *vals[4] = {&cat->ctr.next_table_id, &cat->ctr.next_range_id,
-                         &cat->ctr.next_server_id, &cat->ctr.map_version};
-    for (int i = 0; i < 4; i++) {
+    uint64_t *vals[MS__NCOUNTERS] = {
+        &cat->ctr.next_table_id, &cat->ctr.next_range_id,
+        &cat->ctr.next_server_id, &cat->ctr.map_version,
+        &cat->ctr.next_move_id};
+    for (int i = 0; i < MS__NCOUNTERS; i++) {
         MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
         MDB_val v;
         int rc = mdb_get(txn, cat->db_counters, &k, &v);
@@ -686,6 +698,7 @@ static int ms__load_server(struct ms_catalog *cat,
     s = ms_xcalloc(1, sizeof(*s));
     s->id = m->id;
     s->addr = ms_xstrdup(m->addr ? m->addr : "");
+    s->draining = m->state == MS_SERVER_REC_DRAINING;
     rt__server__free_unpacked(m, NULL);
     ms__mirror_put_server(cat, s);
     return 0;
@@ -734,6 +747,22 @@ static int ms__load_tomb(struct ms_catalog *cat,
     return 0;
 }
 
+static int ms__load_move(struct ms_catalog *cat,
+                         const MDB_val *k,
+                         const MDB_val *v)
+{
+    Rt__MoveReq *m = rt__move_req__unpack(NULL, v->mv_size, v->mv_data);
+    (void)k;
+    if (!m || m->move_id == 0 || !m->range) {
+        if (m) {
+            rt__move_req__free_unpacked(m, NULL);
+        }
+        return RT_ECORRUPT;
+    }
+    ms_vec_push(&cat->moves, m); /* key order = move id order */
+    return 0;
+}
+
 static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
 {
     MDB_txn *txn;
@@ -743,13 +772,14 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     {
         const char *name;
         MDB_dbi *dbi;
-    } dbs[6] = {{"tables", &cat->db_tables},   {"ranges", &cat->db_ranges},
+    } dbs[7] = {{"tables", &cat->db_tables},   {"ranges", &cat->db_ranges},
                 {"servers", &cat->db_servers}, {"counters", &cat->db_counters},
-                {"props", &cat->db_props},     {"deleted", &cat->db_deleted}};
+                {"props", &cat->db_props},     {"deleted", &cat->db_deleted},
+                {"moves", &cat->db_moves}};
     if (rc) {
         goto err_lmdb;
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
         if (rc) {
             mdb_txn_abort(txn);
@@ -760,6 +790,7 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     cat->ctr.next_range_id = 1;
     cat->ctr.next_server_id = 1;
     cat->ctr.map_version = 0;
+    cat->ctr.next_move_id = 1;
     err = ms__load_counters(cat, txn);
     if (!err) {
         err = ms__load_db(cat, txn, cat->db_tables, ms__load_table);
@@ -775,6 +806,9 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     }
     if (!err) {
         err = ms__load_db(cat, txn, cat->db_deleted, ms__load_tomb);
+    }
+    if (!err) {
+        err = ms__load_db(cat, txn, cat->db_moves, ms__load_move);
     }
     if (err) {
         mdb_txn_abort(txn);
@@ -877,10 +911,11 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
     }
     rt_log(RT_LOG_INFO,
            "catalog: loaded %zu tables, %zu ranges, %zu servers, %zu "
-           "accounts with properties, %zu tombstones, map version %llu from "
-           "%s",
+           "accounts with properties, %zu tombstones, %zu unsettled moves, "
+           "map version %llu from %s",
            cat->tables.n, cat->ranges.n, cat->servers.n, cat->props.n,
-           cat->tombs.n, (unsigned long long)cat->ctr.map_version, dir);
+           cat->tombs.n, cat->moves.n, (unsigned long long)cat->ctr.map_version,
+           dir);
     *out = cat;
     return 0;
 
@@ -909,6 +944,10 @@ void ms_catalog_close(struct ms_catalog *cat)
     for (size_t i = 0; i < cat->tombs.n; i++) {
         ms__tomb_free(cat->tombs.v[i]);
     }
+    for (size_t i = 0; i < cat->moves.n; i++) {
+        rt__move_req__free_unpacked(cat->moves.v[i], NULL);
+    }
+    ms_vec_free(&cat->moves);
     ms_vec_free(&cat->props);
     ms_vec_free(&cat->tombs);
     ms_vec_free(&cat->tables);
@@ -1186,8 +1225,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
             nt->lname = ms_xstrdup(t->lname);
             nt->until_ms = until_ms;
             ms_vec_insert(&cat->tombs,
-                          ms__tombs_lower_bound(cat, t->account, t->lname),
-                          nt);
+                          ms__tombs_lower_bound(cat, t->account, t->lname), nt);
         }
     }
 
@@ -1332,6 +1370,7 @@ int ms_catalog_register_server(struct ms_catalog *cat,
     s = ms_xcalloc(1, sizeof(*s));
     s->id = want_id ? want_id : ctr.next_server_id++;
     s->addr = ms_xstrdup(addr);
+    s->draining = old ? old->draining : false;
     if (s->id >= ctr.next_server_id) {
         ctr.next_server_id = s->id + 1;
     }
@@ -1518,8 +1557,8 @@ int ms_catalog_set_props(struct ms_catalog *cat,
      * (spec §3.6). The merged message borrows from both; packing and
      * unpacking it again gives the catalog its own copy. */
     old = ms_catalog_props(cat, account);
-    merged.logging = update->logging ? update->logging
-                                     : (old ? old->logging : NULL);
+    merged.logging =
+        update->logging ? update->logging : (old ? old->logging : NULL);
     merged.hour_metrics = update->hour_metrics
                               ? update->hour_metrics
                               : (old ? old->hour_metrics : NULL);
@@ -1644,4 +1683,207 @@ int ms_catalog_purge_tombstones(struct ms_catalog *cat)
         }
     }
     return (int)expired;
+}
+
+/* ---- draining ---- */
+
+int ms_catalog_set_draining(struct ms_catalog *cat,
+                            uint64_t server_id,
+                            bool draining)
+{
+    struct ms_server_rec *s =
+        (struct ms_server_rec *)ms_catalog_server_find(cat, server_id);
+    struct ms_server_rec tmp;
+    MDB_txn *txn;
+    int rc;
+    if (!s) {
+        return RT_ENOTFOUND;
+    }
+    if (s->draining == draining) {
+        return 0;
+    }
+    tmp = *s;
+    tmp.draining = draining;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    rc = ms__put_server(txn, cat, &tmp);
+    /* Not a map change: counters written back unchanged. */
+    rc = ms__txn_finish(cat, txn, rc, &cat->ctr, "set draining");
+    if (rc) {
+        return rc;
+    }
+    s->draining = draining;
+    return 0;
+}
+
+/* ---- moves ---- */
+
+static size_t ms__moves_lower_bound(const struct ms_catalog *cat, uint64_t id)
+{
+    size_t lo = 0, hi = cat->moves.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (((Rt__MoveReq *)cat->moves.v[mid])->move_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+size_t ms_catalog_nmoves(const struct ms_catalog *cat)
+{
+    return cat->moves.n;
+}
+
+const Rt__MoveReq *ms_catalog_move_at(const struct ms_catalog *cat, size_t i)
+{
+    RT_PRE(i < cat->moves.n);
+    return cat->moves.v[i];
+}
+
+const Rt__MoveReq *ms_catalog_move_find(const struct ms_catalog *cat,
+                                        uint64_t move_id)
+{
+    size_t i = ms__moves_lower_bound(cat, move_id);
+    if (i < cat->moves.n &&
+        ((Rt__MoveReq *)cat->moves.v[i])->move_id == move_id) {
+        return cat->moves.v[i];
+    }
+    return NULL;
+}
+
+int ms_catalog_move_begin(struct ms_catalog *cat,
+                          uint64_t range_id,
+                          uint64_t target_id,
+                          const char *target_addr,
+                          const Rt__MoveReq **out)
+{
+    const struct ms_range *r = ms_catalog_range_find(cat, range_id);
+    struct ms_counters ctr = cat->ctr;
+    Rt__MoveReq msg = RT__MOVE_REQ__INIT, *copy;
+    Rt__Range rng = RT__RANGE__INIT;
+    uint8_t *buf;
+    size_t len;
+    MDB_txn *txn;
+    int rc, err;
+
+    if (!r) {
+        return RT_ENOTFOUND;
+    }
+    if (!target_addr || !*target_addr || target_id == r->server_id) {
+        return RT_EINVAL;
+    }
+    rng.id = r->id;
+    rng.table_id = r->table_id;
+    rng.low = r->low;
+    rng.high = r->high;
+    rng.high_inf = r->high_inf;
+    rng.server_id = r->server_id;
+    rng.epoch = r->epoch;
+    msg.move_id = ctr.next_move_id++;
+    msg.range = &rng;
+    msg.target_server_id = target_id;
+    msg.target_addr = (char *)target_addr;
+    msg.new_epoch = r->epoch + 1;
+    len = rt__move_req__get_packed_size(&msg);
+    buf = ms_xmalloc(len);
+    rt__move_req__pack(&msg, buf);
+    copy = rt__move_req__unpack(NULL, len, buf);
+    if (!copy) {
+        free(buf);
+        return RT_ENOMEM;
+    }
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        err = ms__mdb_err(rc);
+        goto err_after_copy;
+    }
+    rc = ms__put_u64key_msg(txn, cat->db_moves, msg.move_id, &msg.base);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "record move");
+    if (err) {
+        goto err_after_copy;
+    }
+    free(buf);
+    ms_vec_insert(&cat->moves, ms__moves_lower_bound(cat, copy->move_id), copy);
+    *out = copy;
+    return 0;
+
+err_after_copy:
+    rt__move_req__free_unpacked(copy, NULL);
+    free(buf);
+    return err;
+}
+
+int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
+{
+    const Rt__MoveReq *mv = ms_catalog_move_find(cat, move_id);
+    const struct ms_range *r;
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range_put p;
+    struct ms_range *nr;
+    MDB_txn *txn;
+    size_t idx;
+    int rc, err;
+
+    if (!mv) {
+        return RT_ENOTFOUND;
+    }
+    r = ms_catalog_range_find(cat, mv->range->id);
+    if (!r || r->epoch != mv->range->epoch ||
+        r->server_id != mv->range->server_id) {
+        return RT_ESTALE;
+    }
+    p.id = r->id;
+    p.table_id = r->table_id;
+    p.low = r->low;
+    p.high = r->high;
+    p.high_inf = r->high_inf;
+    p.server_id = mv->target_server_id;
+    p.epoch = mv->new_epoch;
+    nr = ms__range_new(&p, r->id);
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__range_free(nr);
+        return ms__mdb_err(rc);
+    }
+    rc = ms__put_range(txn, cat, nr);
+    if (rc == 0) {
+        rc = ms__del_u64key(txn, cat->db_moves, move_id);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "commit move");
+    if (err) {
+        ms__range_free(nr);
+        return err;
+    }
+    ms__mirror_put_range(cat, nr);
+    idx = ms__moves_lower_bound(cat, move_id);
+    rt__move_req__free_unpacked(ms_vec_remove(&cat->moves, idx), NULL);
+    return 0;
+}
+
+int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id)
+{
+    size_t idx = ms__moves_lower_bound(cat, move_id);
+    MDB_txn *txn;
+    int rc, err;
+    if (idx >= cat->moves.n ||
+        ((Rt__MoveReq *)cat->moves.v[idx])->move_id != move_id) {
+        return RT_ENOTFOUND;
+    }
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        return ms__mdb_err(rc);
+    }
+    rc = ms__del_u64key(txn, cat->db_moves, move_id);
+    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "forget move");
+    if (err) {
+        return err;
+    }
+    rt__move_req__free_unpacked(ms_vec_remove(&cat->moves, idx), NULL);
+    return 0;
 }

@@ -15,10 +15,13 @@
  *   ranges    key range id (u64 BE)          value rt.Range
  *   servers   key server id (u64 BE)         value rt.Server (state unused)
  *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
- *             "map_version"                  value u64 BE
+ *             "map_version" | "next_move_id" value u64 BE
  *   props     key account                    value rt.ServiceProps
  *   deleted   key account '\0' lower(name)   value u64 BE: wall-clock ms at
  *             which the name may be created again (tombstone)
+ *   moves     key move id (u64 BE)           value rt.MoveReq: a range move
+ *             not settled yet (docs/DESIGN-moves.md; the Range inside is
+ *             the range as it was when the move began)
  * A table's stored access policies (ACL) live in its rt.Table record
  * (field acl).
  *
@@ -71,8 +74,8 @@ struct ms_table
 {
     uint64_t id;
     char *account;
-    char *name;  /* as created (case preserved) */
-    char *lname; /* lower-case key */
+    char *name;               /* as created (case preserved) */
+    char *lname;              /* lower-case key */
     struct ms_acl_entry *acl; /* stored access policies, nacl <= 5 */
     size_t nacl;
 };
@@ -96,10 +99,15 @@ struct ms_range
     uint64_t epoch;
 };
 
+/* rt.Server.state as stored in the catalog (the map's up/down state is
+ * runtime only): a server being drained. */
+#define MS_SERVER_REC_DRAINING 3
+
 struct ms_server_rec
 {
     uint64_t id;
     char *addr;
+    bool draining; /* rtctl drain: no new ranges, its ranges move away */
 };
 
 /* A range to write with ms_catalog_update_ranges(): strings borrowed. */
@@ -288,5 +296,40 @@ size_t ms_catalog_ntombstones(const struct ms_catalog *cat);
 /* Removes expired tombstones in one transaction (none expired: no
  * transaction). Returns how many were removed, or RT_EIO / RT_ENOSPACE. */
 int ms_catalog_purge_tombstones(struct ms_catalog *cat);
+
+/* ---- load balancing (issue 6) ---- */
+
+/* Marks @server_id as draining (or not), durably. Not a map change.
+ * Errors: RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */
+int ms_catalog_set_draining(struct ms_catalog *cat,
+                            uint64_t server_id,
+                            bool draining);
+
+/* Unsettled moves, by move id (DESIGN-moves.md: "pending" until the
+ * commit, or until both ends acknowledged the abort). Read. */
+size_t ms_catalog_nmoves(const struct ms_catalog *cat);
+const Rt__MoveReq *ms_catalog_move_at(const struct ms_catalog *cat, size_t i);
+const Rt__MoveReq *ms_catalog_move_find(const struct ms_catalog *cat,
+                                        uint64_t move_id);
+
+/* Step 1 of a move: records, durably, that range @range_id (as it is now)
+ * moves to @target_id (@target_addr copied) at epoch + 1 under a fresh
+ * move id. *@out points into the catalog (valid until the record goes).
+ * Not a map change. Errors: RT_ENOTFOUND (no range), RT_EINVAL (target is
+ * the owner, or no address), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_move_begin(struct ms_catalog *cat,
+                          uint64_t range_id,
+                          uint64_t target_id,
+                          const char *target_addr,
+                          const Rt__MoveReq **out);
+/* Step 5: in one transaction, the range becomes the target's at the new
+ * epoch (same id and bounds), the move record is removed and the map
+ * version goes up. Errors: RT_ENOTFOUND (no such move), RT_ESTALE (the
+ * range is gone or changed since the move began: the record is kept, the
+ * caller aborts), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id);
+/* Removes a settled (aborted) move record. Errors: RT_ENOTFOUND, RT_EIO,
+ * RT_ENOSPACE. */
+int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id);
 
 #endif

@@ -5,6 +5,9 @@
 #include "ms_http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -12,17 +15,36 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ms_admin.h"
+#include "ms_events.h"
 #include "ms_status.h"
 #include "ms_util.h"
+#include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+
+#define MS__POST_MAX (64u * 1024u)
 
 struct ms_http
 {
     struct MHD_Daemon *d;
     struct ms_status *st;
+    struct ms_events *events; /* may be NULL */
+    struct ms_admin *admin;   /* may be NULL: POST answers 503 */
     int port;
 };
+
+/* One POST in progress (con_cls). */
+struct ms__post
+{
+    enum ms_admin_kind kind;
+    struct rt_buf body;
+    bool too_large;
+    struct ms_admin_req *req; /* submitted; our reference */
+};
+
+/* The dashboard page (ms_dash.c). */
+extern const char ms_dashboard_html[];
 
 static enum MHD_Result ms__http_send(struct MHD_Connection *c,
                                      unsigned int status,
@@ -47,6 +69,236 @@ static enum MHD_Result ms__http_send(struct MHD_Connection *c,
     return ret;
 }
 
+static enum MHD_Result ms__http_json(struct MHD_Connection *c,
+                                     unsigned int status,
+                                     const char *msg)
+{
+    json_t *o = json_object();
+    char *text;
+    json_object_set_new(o, "error", json_string(msg));
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text) {
+        return ms__http_send(c, status, "application/json", "{}", false);
+    }
+    return ms__http_send(c, status, "application/json", text, true);
+}
+
+static bool ms__parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    if (!s || !*s || *s == '-') {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* An argument from the query string, else from the JSON body (@body may
+ * be NULL). Returns a borrowed string or NULL; numbers in the body are
+ * formatted into @buf. */
+static const char *ms__arg(struct MHD_Connection *c,
+                           json_t *body,
+                           const char *name,
+                           char *buf,
+                           size_t buflen)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    json_t *j;
+    if (v) {
+        return v;
+    }
+    j = body ? json_object_get(body, name) : NULL;
+    if (json_is_string(j)) {
+        return json_string_value(j);
+    }
+    if (json_is_integer(j)) {
+        snprintf(buf, buflen, "%" PRIu64, (uint64_t)json_integer_value(j));
+        return buf;
+    }
+    if (json_is_boolean(j)) {
+        snprintf(buf, buflen, "%s", json_is_true(j) ? "1" : "0");
+        return buf;
+    }
+    return NULL;
+}
+
+static void ms__wake(struct ms_admin_req *req)
+{
+    MHD_resume_connection(req->wake_arg);
+}
+
+/* Builds the request of a complete POST; NULL after answering 400. */
+static struct ms_admin_req *ms__post_req(struct MHD_Connection *c,
+                                         struct ms__post *p,
+                                         const char **err)
+{
+    json_t *body = NULL;
+    char b1[32], b2[32], b3[32];
+    const char *range, *server, *key, *cancel;
+    struct ms_admin_req *req;
+    uint64_t rid = 0, sid = 0;
+
+    if (p->body.len) {
+        json_error_t jerr;
+        body = json_loadb((const char *)p->body.data, p->body.len, 0, &jerr);
+        if (!json_is_object(body)) {
+            json_decref(body);
+            *err = "the body must be a JSON object";
+            return NULL;
+        }
+    }
+    range = ms__arg(c, body, "range", b1, sizeof(b1));
+    server = ms__arg(c, body, "server", b2, sizeof(b2));
+    cancel = ms__arg(c, body, "cancel", b3, sizeof(b3));
+    key = ms__arg(c, body, "key", NULL, 0);
+    if (p->kind != MS_ADMIN_DRAIN && !ms__parse_u64(range, &rid)) {
+        *err = "range=ID is required";
+        goto err;
+    }
+    if ((p->kind == MS_ADMIN_MOVE || p->kind == MS_ADMIN_DRAIN) &&
+        !ms__parse_u64(server, &sid)) {
+        *err = "server=ID is required";
+        goto err;
+    }
+    req = ms_admin_req_new(p->kind);
+    req->range_id = rid;
+    req->server_id = sid;
+    if (p->kind == MS_ADMIN_SPLIT && key && *key) {
+        req->key = ms_xstrdup(key);
+    }
+    req->cancel =
+        cancel && (strcmp(cancel, "1") == 0 || strcmp(cancel, "true") == 0);
+    json_decref(body);
+    return req;
+
+err:
+    json_decref(body);
+    return NULL;
+}
+
+static enum MHD_Result ms__http_post(struct ms_http *h,
+                                     struct MHD_Connection *c,
+                                     const char *url,
+                                     const char *upload_data,
+                                     size_t *upload_data_size,
+                                     void **con_cls)
+{
+    struct ms__post *p = *con_cls;
+    const char *err = NULL;
+    int status;
+    const char *body;
+
+    if (!p) {
+        static const struct
+        {
+            const char *url;
+            enum ms_admin_kind kind;
+        } routes[] = {{"/api/split", MS_ADMIN_SPLIT},
+                      {"/api/merge", MS_ADMIN_MERGE},
+                      {"/api/move", MS_ADMIN_MOVE},
+                      {"/api/drain", MS_ADMIN_DRAIN}};
+        for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+            if (strcmp(url, routes[i].url) == 0) {
+                p = ms_xcalloc(1, sizeof(*p));
+                p->kind = routes[i].kind;
+                rt_buf_init(&p->body);
+                *con_cls = p;
+                return MHD_YES; /* the body (if any) comes next */
+            }
+        }
+        return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                             "method not allowed\n", false);
+    }
+    if (*upload_data_size) {
+        if (p->body.len + *upload_data_size > MS__POST_MAX) {
+            p->too_large = true;
+        } else {
+            rt_buf_append(&p->body, upload_data, *upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (p->req) {
+        if (!ms_admin_result(h->admin, p->req, &status, &body)) {
+            return MHD_YES; /* spurious call: still running */
+        }
+        return ms__http_send(c, (unsigned)status, "application/json",
+                             ms_xstrdup(body), true);
+    }
+    if (p->too_large) {
+        return ms__http_json(c, MHD_HTTP_CONTENT_TOO_LARGE, "body too large");
+    }
+    if (!h->admin) {
+        return ms__http_json(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                             "admin requests are not served");
+    }
+    p->req = ms__post_req(c, p, &err);
+    if (!p->req) {
+        return ms__http_json(c, MHD_HTTP_BAD_REQUEST, err);
+    }
+    p->req->wake = ms__wake;
+    p->req->wake_arg = c;
+    /* A move can take minutes: no idle timeout while we wait. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)0);
+    /* Suspend first: the loop may answer (and resume) at once. */
+    MHD_suspend_connection(c);
+    ms_admin_submit(h->admin, p->req);
+    return MHD_YES;
+}
+
+static void ms__http_completed(void *cls,
+                               struct MHD_Connection *c,
+                               void **con_cls,
+                               enum MHD_RequestTerminationCode toe)
+{
+    struct ms_http *h = cls;
+    struct ms__post *p = *con_cls;
+    (void)c;
+    (void)toe;
+    if (!p) {
+        return;
+    }
+    if (p->req) {
+        ms_admin_release(h->admin, p->req);
+    }
+    rt_buf_free(&p->body);
+    free(p);
+    *con_cls = NULL;
+}
+
+static enum MHD_Result ms__http_events(struct ms_http *h,
+                                       struct MHD_Connection *c)
+{
+    uint64_t since = 0, since_ms = 0, limit = 0;
+    const char *v;
+    if (!h->events) {
+        return ms__http_json(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no events");
+    }
+    v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
+    if (v && !ms__parse_u64(v, &since)) {
+        return ms__http_json(c, MHD_HTTP_BAD_REQUEST, "since: a number");
+    }
+    v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since_ms");
+    if (v && !ms__parse_u64(v, &since_ms)) {
+        return ms__http_json(c, MHD_HTTP_BAD_REQUEST, "since_ms: a number");
+    }
+    v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    if (v && !ms__parse_u64(v, &limit)) {
+        return ms__http_json(c, MHD_HTTP_BAD_REQUEST, "limit: a number");
+    }
+    return ms__http_send(
+        c, MHD_HTTP_OK, "application/json",
+        ms_events_json(h->events, since, since_ms, (size_t)limit), true);
+}
+
 static enum MHD_Result ms__http_handler(void *cls,
                                         struct MHD_Connection *c,
                                         const char *url,
@@ -61,10 +313,10 @@ static enum MHD_Result ms__http_handler(void *cls,
     const char *ctype;
     char *body;
     (void)version;
-    (void)upload_data;
-    (void)upload_data_size;
-    (void)con_cls;
 
+    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
+        return ms__http_post(h, c, url, upload_data, upload_data_size, con_cls);
+    }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
@@ -73,12 +325,29 @@ static enum MHD_Result ms__http_handler(void *cls,
     if (strcmp(url, "/health") == 0) {
         return ms__http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
     }
+    if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
+        return ms__http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+                             ms_dashboard_html, false);
+    }
+    if (strcmp(url, "/api/events") == 0) {
+        return ms__http_events(h, c);
+    }
     if (strcmp(url, "/api/status") == 0) {
         doc = MS_STATUS_JSON;
+        ctype = "application/json";
+    } else if (strcmp(url, "/api/history") == 0) {
+        doc = MS_STATUS_HISTORY;
         ctype = "application/json";
     } else if (strcmp(url, "/metrics") == 0) {
         doc = MS_STATUS_METRICS;
         ctype = "text/plain; version=0.0.4";
+    } else if (strncmp(url, "/api/", 5) == 0 &&
+               (strcmp(url, "/api/split") == 0 ||
+                strcmp(url, "/api/merge") == 0 ||
+                strcmp(url, "/api/move") == 0 ||
+                strcmp(url, "/api/drain") == 0)) {
+        return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                             "use POST\n", false);
     } else {
         return ms__http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
                              false);
@@ -94,12 +363,14 @@ static enum MHD_Result ms__http_handler(void *cls,
 int ms_http_start(const char *host,
                   int port,
                   struct ms_status *st,
+                  struct ms_events *events,
+                  struct ms_admin *admin,
                   struct ms_http **out,
                   char *errmsg)
 {
     struct sockaddr_storage ss;
-    unsigned int flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                         MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     const union MHD_DaemonInfo *info;
     struct ms_http *h;
 
@@ -126,9 +397,12 @@ int ms_http_start(const char *host,
 
     h = ms_xcalloc(1, sizeof(*h));
     h->st = st;
+    h->events = events;
+    h->admin = admin;
     h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, ms__http_handler,
                             h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
+                            MHD_OPTION_NOTIFY_COMPLETED, ms__http_completed, h,
                             MHD_OPTION_END);
     if (!h->d) {
         if (errmsg) {

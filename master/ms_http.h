@@ -1,21 +1,33 @@
-/* Status HTTP API of rt-master on libmicrohttpd (internal polling thread,
- * poll mode): GET /health, GET /api/status, GET /metrics; anything else is
- * 404, other methods 405. Handlers only copy documents out of an ms_status;
- * they never touch the loop thread's state.
+/* Status and admin HTTP API of rt-master on libmicrohttpd (internal polling
+ * thread, poll mode):
+ *   GET  /               the dashboard (self-contained HTML + JS)
+ *   GET  /health, /api/status, /api/history, /metrics   published documents
+ *   GET  /api/events?since=SEQ&since_ms=MS&limit=N      the event log
+ *   POST /api/split?range=ID[&key=PK], /api/merge?range=ID,
+ *        /api/move?range=ID&server=ID, /api/drain?server=ID[&cancel=1]
+ *        (arguments also as a JSON object body) -> the master's loop via
+ *        ms_admin; the connection is suspended until the answer.
+ * Anything else is 404, other methods 405. GET handlers only copy
+ * documents (ms_status, ms_events), never touching loop-thread state.
  *
  * Thread: start/stop from the main thread; handlers run on MHD's thread. */
 #ifndef MS_HTTP_H
 #define MS_HTTP_H
 
+struct ms_admin;
+struct ms_events;
 struct ms_http;
 struct ms_status;
 
-/* Listens on @host:@port (port 0 = ephemeral). @st is borrowed and must
- * outlive the server. Returns 0 or RT_EINVAL (bad host) / RT_EIO (bind or
- * start failed); @errmsg (RT_ERRMSG_SIZE bytes) says why. */
+/* Listens on @host:@port (port 0 = ephemeral). @st, @events and @admin
+ * (the last two may be NULL) are borrowed and must outlive the server. Returns
+ * 0 or RT_EINVAL (bad host) / RT_EIO (bind or start failed); @errmsg
+ * (RT_ERRMSG_SIZE bytes) says why. */
 int ms_http_start(const char *host,
                   int port,
                   struct ms_status *st,
+                  struct ms_events *events,
+                  struct ms_admin *admin,
                   struct ms_http **out,
                   char *errmsg);
 int ms_http_port(const struct ms_http *h);

@@ -5,8 +5,10 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ms_admin.h"
 #include "ms_http.h"
 #include "ms_master.h"
+#include "ms_policy.h"
 #include "ms_status.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -14,7 +16,9 @@
 
 #define MS_SUMMARY                                                       \
     "rangetable master: table catalog, partition map, partition-server " \
-    "liveness and the status API (GET /health, /api/status, /metrics)."
+    "liveness, load balancing (split / merge / move), the status and "   \
+    "admin API and the dashboard (GET /, /api/status, /api/events, "     \
+    "/metrics)."
 
 struct ms_main
 {
@@ -60,6 +64,12 @@ int main(int argc, char **argv)
     char *log_level = NULL;
     long hb_timeout = 0;
     long delete_grace = 0;
+    char *policy = NULL;
+    long split_eps = 0, split_busy = 0, split_sustain = 0, split_cool = 0;
+    long split_max = 0, hot_exit = 0, move_tol = 0, move_min = 0;
+    long move_gain = 0, move_cool = 0, server_cool = 0, max_moves = 0;
+    long merge_eps = 0, merge_sustain = 0, merge_max_mb = 0;
+    long merge_after_split = 0, load_tau = 0, events_max = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -72,6 +82,53 @@ int main(int argc, char **argv)
         {"delete-grace-ms", RT_OPT_INT, &delete_grace, "30000",
          "a deleted table's name cannot be created again for this long "
          "(409 TableBeingDeleted); 0: no grace period"},
+        {"policy", RT_OPT_STR, &policy, "default",
+         "load-balancing policy: default | none (never splits, merges or "
+         "moves by itself; rtctl still can)"},
+        {"split-eps", RT_OPT_INT, &split_eps, "2000",
+         "split a range whose demand (entities/s + refused requests/s) "
+         "stays at or above this (or above 90% of its server's "
+         "--max-range-eps when lower)"},
+        {"split-busy-pct", RT_OPT_INT, &split_busy, "0",
+         "... or whose execution time stays above this % of wall time "
+         "with at least split-eps/4 (0: ignore; synced writes keep a "
+         "writer busy at any rate, so this is off by default)"},
+        {"split-sustain-ms", RT_OPT_INT, &split_sustain, "1500",
+         "... for this long (hot since)"},
+        {"split-cooldown-ms", RT_OPT_INT, &split_cool, "3000",
+         "a range made by a split or merge may not split sooner"},
+        {"split-max-ranges", RT_OPT_INT, &split_max, "64",
+         "no split when the table has this many ranges"},
+        {"hot-exit-pct", RT_OPT_INT, &hot_exit, "70",
+         "hysteresis: a hot range stays hot until its demand drops below "
+         "this % of the threshold"},
+        {"move-tolerance-pct", RT_OPT_INT, &move_tol, "25",
+         "move ranges off a server whose demand exceeds the mean of the "
+         "live servers by this %"},
+        {"move-min-eps", RT_OPT_INT, &move_min, "500",
+         "... and by at least this many entities/s"},
+        {"move-gain-pct", RT_OPT_INT, &move_gain, "10",
+         "a move must lower the larger of source and target by this %"},
+        {"move-cooldown-ms", RT_OPT_INT, &move_cool, "10000",
+         "a moved range does not move again sooner"},
+        {"server-cooldown-ms", RT_OPT_INT, &server_cool, "2000",
+         "a server that took part in a move is left alone this long"},
+        {"max-moves", RT_OPT_INT, &max_moves, "2",
+         "moves in flight at most (policy and drains)"},
+        {"merge-eps", RT_OPT_INT, &merge_eps, "50",
+         "merge two adjacent ranges on one server both below this "
+         "demand ..."},
+        {"merge-sustain-ms", RT_OPT_INT, &merge_sustain, "60000",
+         "... for this long ..."},
+        {"merge-max-mb", RT_OPT_INT, &merge_max_mb, "256",
+         "... holding at most this many MiB together ..."},
+        {"merge-after-split-ms", RT_OPT_INT, &merge_after_split, "300000",
+         "... and not within this long of a split involving them"},
+        {"load-tau-ms", RT_OPT_INT, &load_tau, "1500",
+         "time constant of the load smoothing (EWMA)"},
+        {"events-max", RT_OPT_INT, &events_max, "10000",
+         "events kept in memory for GET /api/events (all are appended to "
+         "DATA/events.jsonl)"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write rpc=PORT and http=PORT lines here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
@@ -81,6 +138,7 @@ int main(int argc, char **argv)
     int rpc_port, http_port = 0, level, rc, exit_code = 1;
     struct ms_master_config cfg = {0};
     struct ms_status *status = NULL;
+    struct ms_admin *admin = NULL;
     struct ms_http *httpd = NULL;
     struct ms_main mm = {0};
     uv_loop_t loop;
@@ -116,6 +174,31 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    {
+        const long *nonneg[] = {
+            &split_eps, &split_busy,    &split_sustain, &split_cool,
+            &split_max, &hot_exit,      &move_tol,      &move_min,
+            &move_gain, &move_cool,     &server_cool,   &max_moves,
+            &merge_eps, &merge_sustain, &merge_max_mb,  &merge_after_split,
+            &load_tau,  &events_max};
+        for (size_t i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++) {
+            if (*nonneg[i] < 0 || *nonneg[i] > 1000L * 1000 * 1000) {
+                fprintf(stderr, "rt-master: policy flags must be >= 0\n");
+                rt_config_free(opts);
+                return 2;
+            }
+        }
+        if (split_eps == 0 || split_max < 2 || hot_exit > 100 ||
+            split_busy > 1000 || move_gain > 100 || events_max == 0 ||
+            load_tau == 0) {
+            fprintf(stderr,
+                    "rt-master: --split-eps, --events-max and "
+                    "--load-tau-ms must be > 0, --split-max-ranges >= 2, "
+                    "--hot-exit-pct and --move-gain-pct <= 100\n");
+            rt_config_free(opts);
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&loop);
 
@@ -124,6 +207,25 @@ int main(int argc, char **argv)
     cfg.listen_port = rpc_port;
     cfg.heartbeat_timeout_ms = (uint32_t)hb_timeout;
     cfg.delete_grace_ms = (uint64_t)delete_grace;
+    cfg.policy = policy;
+    cfg.policy_cfg.split_eps = (double)split_eps;
+    cfg.policy_cfg.split_busy_pct = (unsigned)split_busy;
+    cfg.policy_cfg.split_sustain_ms = (uint32_t)split_sustain;
+    cfg.policy_cfg.split_cooldown_ms = (uint32_t)split_cool;
+    cfg.policy_cfg.split_max_ranges = (unsigned)split_max;
+    cfg.policy_cfg.hot_exit_pct = (unsigned)hot_exit;
+    cfg.policy_cfg.move_tolerance_pct = (unsigned)move_tol;
+    cfg.policy_cfg.move_min_eps = (double)move_min;
+    cfg.policy_cfg.move_gain_pct = (unsigned)move_gain;
+    cfg.policy_cfg.move_cooldown_ms = (uint32_t)move_cool;
+    cfg.policy_cfg.server_cooldown_ms = (uint32_t)server_cool;
+    cfg.policy_cfg.max_moves = (unsigned)max_moves;
+    cfg.policy_cfg.merge_eps = (double)merge_eps;
+    cfg.policy_cfg.merge_sustain_ms = (uint32_t)merge_sustain;
+    cfg.policy_cfg.merge_max_bytes = (uint64_t)merge_max_mb << 20;
+    cfg.policy_cfg.merge_after_split_ms = (uint32_t)merge_after_split;
+    cfg.load_tau_ms = (uint32_t)load_tau;
+    cfg.events_cap = (size_t)events_max;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
@@ -131,8 +233,15 @@ int main(int argc, char **argv)
     }
     status = ms_status_create();
     ms_master_set_status(mm.m, status);
+    admin = ms_admin_create();
+    rc = ms_master_set_admin(mm.m, admin);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: admin queue: %s", rt_strerror(rc));
+        goto out_master;
+    }
     if (*http) {
-        rc = ms_http_start(http_host, http_port, status, &httpd, errmsg);
+        rc = ms_http_start(http_host, http_port, status, ms_master_events(mm.m),
+                           admin, &httpd, errmsg);
         if (rc) {
             rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
             goto out_master;
@@ -167,6 +276,7 @@ out_master:
     uv_run(&loop, UV_RUN_DEFAULT);
     ms_master_destroy(mm.m);
     ms_status_destroy(status);
+    ms_admin_destroy(admin);
 out_loop:
     uv_run(&loop, UV_RUN_DEFAULT); /* let failed listeners close */
     if (uv_loop_close(&loop) != 0) {

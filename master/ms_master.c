@@ -4,6 +4,7 @@
 #include "ms_master.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,27 +117,6 @@ void ms__range_counts(struct ms_master *m, size_t *counts)
             counts[j]++;
         }
     }
-}
-
-void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
-{
-    struct ms_server_view *sv =
-        ms_xcalloc(m->servers.n ? m->servers.n : 1, sizeof(*sv));
-    size_t *counts =
-        ms_xcalloc(m->servers.n ? m->servers.n : 1, sizeof(*counts));
-    ms__range_counts(m, counts);
-    for (size_t i = 0; i < m->servers.n; i++) {
-        const struct ms_server *s = m->servers.v[i];
-        sv[i].id = s->id;
-        sv[i].up = s->state == MS_SERVER_UP;
-        sv[i].nranges = counts[i];
-        sv[i].loads = s->loads;
-        sv[i].nloads = s->nloads;
-        sv[i].pending = s->pending;
-    }
-    free(counts);
-    view->servers = sv;
-    view->nservers = m->servers.n;
 }
 
 /* ---- the map ---- */
@@ -404,10 +384,21 @@ void ms__status_refresh(struct ms_master *m)
     ms_status_publish(m->status, json, metrics);
 }
 
+void ms__status_history(struct ms_master *m)
+{
+    if (m->status) {
+        ms_status_publish_doc(m->status, MS_STATUS_HISTORY,
+                              ms_status_build_history(m));
+    }
+}
+
 void ms_master_set_status(struct ms_master *m, struct ms_status *st)
 {
     m->status = st;
     ms__status_refresh(m);
+    if (st) {
+        ms__status_history(m);
+    }
 }
 
 /* ---- liveness ---- */
@@ -422,11 +413,15 @@ static void ms__tick_cb(uv_timer_t *t)
         struct ms_server *s = m->servers.v[i];
         if (s->state == MS_SERVER_UP &&
             now - s->last_hb_ms > m->cfg.heartbeat_timeout_ms) {
+            char why[96];
             s->state = MS_SERVER_DOWN;
             changed = true;
             rt_log(RT_LOG_WARN,
                    "server %" PRIu64 " down: no heartbeat for %" PRIu64 " ms",
                    s->id, now - s->last_hb_ms);
+            snprintf(why, sizeof(why), "no heartbeat for %" PRIu64 " ms",
+                     now - s->last_hb_ms);
+            ms__balance_server_state(m, s, why);
         }
     }
     /* Deleted names whose grace period is over become free again. */
@@ -439,10 +434,11 @@ static void ms__tick_cb(uv_timer_t *t)
     if (changed) {
         ms__map_changed(m, true);
         ms__map_push(m);
-    } else {
-        /* last_heartbeat_ms_ago moves on: keep the snapshot fresh. */
-        ms__status_refresh(m);
     }
+    /* Load balancing: history frame, policy decisions, drains, aborts. */
+    ms__balance_tick(m);
+    /* last_heartbeat_ms_ago and the loads move on: keep it fresh. */
+    ms__status_refresh(m);
 }
 
 /* ---- lifecycle ---- */
@@ -468,13 +464,41 @@ int ms_master_start(uv_loop_t *loop,
     if (!m->cfg.heartbeat_timeout_ms) {
         m->cfg.heartbeat_timeout_ms = MS__DEFAULT_HB_TIMEOUT_MS;
     }
-    m->policy = ms_policy_default();
-
-    rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
+    m->cfg.policy = NULL;
+    {
+        struct ms_policy_config zero;
+        memset(&zero, 0, sizeof(zero));
+        if (memcmp(&zero, &cfg->policy_cfg, sizeof(zero)) == 0) {
+            ms_policy_config_default(&m->cfg.policy_cfg);
+        }
+    }
+    rc = ms_policy_create(cfg->policy, &m->cfg.policy_cfg, &m->policy);
     if (rc) {
+        if (errmsg) {
+            rt_errmsg_printf(errmsg, "unknown policy '%s' (default|none)",
+                             cfg->policy ? cfg->policy : "");
+        }
         free(m);
         return rc;
     }
+    m->load = ms_load_create(m->cfg.load_tau_ms);
+
+    rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
+    if (rc) {
+        ms_policy_destroy(&m->policy);
+        ms_load_destroy(m->load);
+        free(m);
+        return rc;
+    }
+    rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events, errmsg);
+    if (rc) {
+        ms_catalog_close(m->cat);
+        ms_policy_destroy(&m->policy);
+        ms_load_destroy(m->load);
+        free(m);
+        return rc;
+    }
+    ms__balance_init(m);
     ms_catalog_set_delete_grace(m->cat, m->cfg.delete_grace_ms);
     /* Known servers start down until they register again. */
     for (size_t i = 0; i < ms_catalog_nservers(m->cat); i++) {
@@ -505,6 +529,20 @@ int ms_master_start(uv_loop_t *loop,
     return 0;
 }
 
+int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm)
+{
+    int rc = ms_admin_attach(adm, m->loop, ms__balance_admin, m);
+    if (rc == 0) {
+        m->admin = adm;
+    }
+    return rc;
+}
+
+struct ms_events *ms_master_events(struct ms_master *m)
+{
+    return m->events;
+}
+
 int ms_master_rpc_port(const struct ms_master *m)
 {
     return m->rpc ? rt_rpc_server_port(m->rpc) : -1;
@@ -521,6 +559,11 @@ void ms_master_stop(struct ms_master *m)
         uv_timer_stop(&m->tick);
         uv_close((uv_handle_t *)&m->tick, NULL);
         m->tick_open = false;
+    }
+    if (m->admin) {
+        /* Queued operator requests get 503; those in flight are answered
+         * when their calls complete (RT_ECANCELED) below. */
+        ms_admin_detach(m->admin);
     }
     if (m->rpc) {
         /* Drops every connection: ms__on_conn(down) runs for each, pending
@@ -544,7 +587,6 @@ void ms_master_destroy(struct ms_master *m)
         if (s->conn) {
             rt_rpc_conn_unref(s->conn);
         }
-        free(s->loads);
         free(s);
     }
     for (size_t i = 0; i < m->subscribers.n; i++) {
@@ -560,6 +602,10 @@ void ms_master_destroy(struct ms_master *m)
     ms_vec_free(&m->subscribers);
     ms_vec_free(&m->peers);
     free(m->map_buf);
+    ms__balance_fini(m);
+    ms_policy_destroy(&m->policy);
+    ms_load_destroy(m->load);
+    ms_events_close(m->events);
     ms_catalog_close(m->cat);
     free(m);
 }

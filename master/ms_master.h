@@ -17,9 +17,13 @@
 #ifndef MS_MASTER_H
 #define MS_MASTER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
+#include "ms_policy.h"
+
+struct ms_admin;
 struct ms_master;
 struct ms_status;
 
@@ -28,17 +32,27 @@ struct ms_master_config
     const char *data_dir;    /* catalog directory (borrowed during start) */
     const char *listen_host; /* RPC listener */
     int listen_port;         /* 0 = ephemeral, see ms_master_rpc_port() */
-    uint32_t heartbeat_timeout_ms; /* up -> down after this silence */
-    uint32_t tick_ms;              /* liveness check period; 0 = 500 */
-    uint32_t assign_timeout_ms;    /* wait for ASSIGN_RANGES; 0 = 2000 */
-    uint64_t delete_grace_ms; /* deleted names stay taken this long
-                               * (409 TableBeingDeleted); 0 = none */
+    uint32_t heartbeat_timeout_ms;      /* up -> down after this silence */
+    uint32_t tick_ms;                   /* liveness check period; 0 = 500 */
+    uint32_t assign_timeout_ms;         /* wait for ASSIGN_RANGES; 0 = 2000 */
+    uint64_t delete_grace_ms;           /* deleted names stay taken this long
+                                         * (409 TableBeingDeleted); 0 = none */
+    const char *policy;                 /* "default" (NULL) or "none" (borrowed
+                                         * during start) */
+    struct ms_policy_config policy_cfg; /* all zero = the defaults */
+    uint32_t load_tau_ms;     /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
+    uint32_t move_timeout_ms; /* MOVE_OUT timeout for an empty range; it
+                               * grows with the range's size; 0 = 30000 */
+    size_t events_cap;        /* events kept in memory; 0 = 10000 */
 };
 
-/* Opens the catalog, starts listening and the liveness timer. Servers known
- * from the catalog start "down" until they register. On 0 *out belongs to
- * the caller. Errors: catalog errors (RT_EIO, RT_ECORRUPT) or a libuv error
- * from listening; @errmsg (RT_ERRMSG_SIZE bytes) says why. */
+/* Opens the catalog and the event log, starts listening and the liveness
+ * timer (which also runs the policy). Servers known from the catalog start
+ * "down" until they register; unsettled moves found in the catalog are
+ * aborted once their servers are back. On 0 *out belongs to the caller.
+ * Errors: RT_EINVAL (unknown policy), catalog errors (RT_EIO,
+ * RT_ECORRUPT), or a libuv error from listening; @errmsg (RT_ERRMSG_SIZE
+ * bytes) says why. */
 int ms_master_start(uv_loop_t *loop,
                     const struct ms_master_config *cfg,
                     struct ms_master **out,
@@ -49,6 +63,13 @@ int ms_master_rpc_port(const struct ms_master *m);
  * rebuilt at once, on every state change and at least every second.
  * @st is borrowed and must outlive the master (or be unset with NULL). */
 void ms_master_set_status(struct ms_master *m, struct ms_status *st);
+/* Where operator requests (POST /api/split, ...) come from from now on
+ * (ms_admin.h); @adm is borrowed and must outlive the master. Returns 0
+ * or a libuv error. */
+int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm);
+/* The event log (GET /api/events reads it from the HTTP thread). Owned
+ * by the master; valid until ms_master_destroy(). */
+struct ms_events *ms_master_events(struct ms_master *m);
 /* Begins shutdown (idempotent). */
 void ms_master_stop(struct ms_master *m);
 /* Frees everything; only after ms_master_stop() and once uv_run() has

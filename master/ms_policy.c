@@ -1,5 +1,76 @@
-/* The default policy ("fewest-ranges"). */
+/* Policies "default" and "none" (see ms_policy.h).
+ *
+ * The default policy runs four passes over the view on every decide():
+ *  1. marks: per range, hot / not hot with hysteresis (enter at the
+ *     threshold, leave below hot_exit_pct% of it) and since when it is
+ *     cold; a change is reported as a HOT / COOL mark;
+ *  2. splits: hot for split_sustain_ms, not new (split_cooldown_ms), not
+ *     busy, the table below split_max_ranges, and a load-median key;
+ *  3. moves: while fewer than max_moves are in flight, the most loaded
+ *     eligible server above mean * (1 + tolerance) gives the range that
+ *     best evens it out with the least loaded one (ties: the smaller
+ *     range, it copies faster);
+ *  4. merges: one pair per call, adjacent, same server, both cold long
+ *     enough, small, and not split recently.
+ * A range chosen by one pass is not used by a later one in the same call. */
 #include "ms_policy.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_util.h"
+#include "rt_err.h"
+
+const char *ms_decision_kind_name(enum ms_decision_kind k)
+{
+    static const char *const names[MS_DECIDE__NR] = {"hot", "cool", "split",
+                                                     "merge", "move"};
+    return (int)k >= 0 && k < MS_DECIDE__NR ? names[k] : "?";
+}
+
+void ms_decisions_free(struct ms_decision *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(d[i].key);
+        d[i].key = NULL;
+    }
+}
+
+void ms_policy_config_default(struct ms_policy_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->split_eps = 2000;
+    cfg->split_busy_pct = 0;
+    cfg->split_sustain_ms = 1500;
+    cfg->split_cooldown_ms = 3000;
+    cfg->split_max_ranges = 64;
+    cfg->hot_exit_pct = 70;
+    cfg->move_tolerance_pct = 25;
+    cfg->move_min_eps = 500;
+    cfg->move_gain_pct = 10;
+    cfg->move_cooldown_ms = 10000;
+    cfg->server_cooldown_ms = 2000;
+    cfg->max_moves = 2;
+    cfg->merge_eps = 50;
+    cfg->merge_sustain_ms = 60000;
+    cfg->merge_max_bytes = 256ull << 20;
+    cfg->merge_after_split_ms = 300000;
+}
+
+double ms_policy_hot_threshold(const struct ms_policy_config *cfg,
+                               uint64_t max_range_eps)
+{
+    double t = cfg->split_eps;
+    if (max_range_eps > 0 && 0.9 * (double)max_range_eps < t) {
+        t = 0.9 * (double)max_range_eps;
+    }
+    return t;
+}
+
+/* ---- placement (both policies) ---- */
 
 static uint64_t ms__fewest_place(void *state,
                                  const struct ms_cluster_view *view)
@@ -8,7 +79,7 @@ static uint64_t ms__fewest_place(void *state,
     (void)state;
     for (size_t i = 0; i < view->nservers; i++) {
         const struct ms_server_view *s = &view->servers[i];
-        if (!s->up) {
+        if (!s->up || s->draining) {
             continue;
         }
         if (!best || s->nranges < best->nranges ||
@@ -19,13 +90,625 @@ static uint64_t ms__fewest_place(void *state,
     return best ? best->id : 0;
 }
 
-static const struct ms_policy_ops ms__fewest_ops = {
-    .name = "fewest-ranges",
+/* ---- "none" ---- */
+
+static const struct ms_policy_ops ms__none_ops = {
+    .name = "none",
     .place = ms__fewest_place,
+    .decide = NULL,
+    .destroy = NULL,
 };
 
-struct ms_policy ms_policy_default(void)
+/* ---- "default" ---- */
+
+struct ms__mark
 {
-    struct ms_policy p = {&ms__fewest_ops, NULL};
-    return p;
+    uint64_t range_id;
+    bool hot;
+    uint64_t hot_since;  /* monotonic ms; valid while hot */
+    uint64_t cold_since; /* 0: not cold */
+    uint64_t seen;       /* decide() call that last saw the range */
+};
+
+/* Since when a server is above the mean by the tolerance. */
+struct ms__smark
+{
+    uint64_t server_id;
+    uint64_t over_since; /* 0: not over */
+};
+
+struct ms__dflt
+{
+    struct ms_policy_config cfg;
+    struct ms_vec marks; /* struct ms__mark *, by range id */
+    struct ms__smark *smarks;
+    size_t nsmarks;
+    uint64_t calls;
+};
+
+/* The server's mark, creating it; marks of servers not in the view go. */
+static struct ms__smark *ms__smark(struct ms__dflt *p, uint64_t id)
+{
+    for (size_t i = 0; i < p->nsmarks; i++) {
+        if (p->smarks[i].server_id == id) {
+            return &p->smarks[i];
+        }
+    }
+    p->smarks = ms_xrealloc(p->smarks, (p->nsmarks + 1) * sizeof(*p->smarks));
+    p->smarks[p->nsmarks].server_id = id;
+    p->smarks[p->nsmarks].over_since = 0;
+    return &p->smarks[p->nsmarks++];
+}
+
+static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
+{
+    size_t lo = 0, hi = p->marks.n;
+    struct ms__mark *mk;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (((struct ms__mark *)p->marks.v[mid])->range_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < p->marks.n &&
+        ((struct ms__mark *)p->marks.v[lo])->range_id == id) {
+        return p->marks.v[lo];
+    }
+    mk = ms_xcalloc(1, sizeof(*mk));
+    mk->range_id = id;
+    ms_vec_insert(&p->marks, lo, mk);
+    return mk;
+}
+
+static const struct ms_server_view *ms__server(const struct ms_cluster_view *v,
+                                               uint64_t id)
+{
+    for (size_t i = 0; i < v->nservers; i++) {
+        if (v->servers[i].id == id) {
+            return &v->servers[i];
+        }
+    }
+    return NULL;
+}
+
+static double ms__demand(const struct ms_range_view *r)
+{
+    return r->load ? ms_load_demand(&r->load->avg) : 0.0;
+}
+
+static uint64_t ms__range_cap(const struct ms_range_view *r,
+                              const struct ms_server_view *s)
+{
+    if (s && s->max_range_eps) {
+        return s->max_range_eps;
+    }
+    return r->load ? r->load->max_range_eps : 0;
+}
+
+static bool ms__since(uint64_t now, uint64_t t, uint32_t ms)
+{
+    return t == 0 || now >= t + ms;
+}
+
+static struct ms_decision *ms__emit(struct ms_decision *out,
+                                    size_t *n,
+                                    size_t max,
+                                    enum ms_decision_kind kind,
+                                    uint64_t range_id)
+{
+    struct ms_decision *d;
+    if (*n >= max) {
+        return NULL;
+    }
+    d = &out[(*n)++];
+    memset(d, 0, sizeof(*d));
+    d->kind = kind;
+    d->range_id = range_id;
+    return d;
+}
+
+/* Pass 1: hot / cold marks. */
+static void ms__pass_marks(struct ms__dflt *p,
+                           const struct ms_cluster_view *v,
+                           struct ms_decision *out,
+                           size_t *n,
+                           size_t max)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    for (size_t i = 0; i < v->nranges; i++) {
+        const struct ms_range_view *r = &v->ranges[i];
+        const struct ms_server_view *s = ms__server(v, r->server_id);
+        struct ms__mark *mk;
+        double d, thr, busy;
+        bool enter, stay;
+
+        if (!r->load || !s || !s->up) {
+            continue;
+        }
+        mk = ms__mark_get(p, r->id);
+        mk->seen = p->calls;
+        /* The smoothed demand, or the latest interval's when higher: a
+         * step shows at the first heartbeat after it (a burst shorter
+         * than split_sustain_ms still splits nothing). */
+        d = fmax(ms__demand(r), ms_load_demand(&r->load->cur));
+        thr = ms_policy_hot_threshold(c, ms__range_cap(r, s));
+        busy = r->load->avg.exec_frac * 100.0;
+        enter = d >= thr ||
+                (c->split_busy_pct && busy >= (double)c->split_busy_pct &&
+                 d >= c->split_eps / 4);
+        stay = d >= thr * c->hot_exit_pct / 100.0 ||
+               (c->split_busy_pct &&
+                busy >= (double)c->split_busy_pct * c->hot_exit_pct / 100.0 &&
+                d >= c->split_eps / 4 * c->hot_exit_pct / 100.0);
+        if (!mk->hot && enter) {
+            struct ms_decision *dd =
+                ms__emit(out, n, max, MS_DECIDE_HOT, r->id);
+            mk->hot = true;
+            mk->hot_since = v->now_ms;
+            if (dd) {
+                dd->load = d;
+                dd->threshold = thr;
+                snprintf(dd->reason, sizeof(dd->reason),
+                         "demand %.0f/s >= %.0f/s (busy %.0f%%)", d, thr, busy);
+            }
+        } else if (mk->hot && !stay) {
+            struct ms_decision *dd =
+                ms__emit(out, n, max, MS_DECIDE_COOL, r->id);
+            mk->hot = false;
+            if (dd) {
+                dd->load = d;
+                dd->threshold = thr * c->hot_exit_pct / 100.0;
+                snprintf(dd->reason, sizeof(dd->reason),
+                         "demand %.0f/s < %.0f/s after %.1f s hot", d,
+                         dd->threshold,
+                         (double)(v->now_ms - mk->hot_since) / 1000.0);
+            }
+        }
+        if (d < c->merge_eps) {
+            if (!mk->cold_since) {
+                mk->cold_since = v->now_ms ? v->now_ms : 1;
+            }
+        } else {
+            mk->cold_since = 0;
+        }
+    }
+    /* Forget ranges that are gone. */
+    for (size_t i = 0; i < p->marks.n;) {
+        struct ms__mark *mk = p->marks.v[i];
+        if (mk->seen != p->calls) {
+            free(ms_vec_remove(&p->marks, i));
+        } else {
+            i++;
+        }
+    }
+}
+
+static size_t ms__table_nranges(const struct ms_cluster_view *v, uint64_t tid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->nranges; i++) {
+        n += v->ranges[i].table_id == tid;
+    }
+    return n;
+}
+
+/* Demand of every range on server @sid. */
+static double ms__server_load(const struct ms_cluster_view *v, uint64_t sid)
+{
+    double l = 0;
+    for (size_t i = 0; i < v->nranges; i++) {
+        if (v->ranges[i].server_id == sid) {
+            l += ms__demand(&v->ranges[i]);
+        }
+    }
+    return l;
+}
+
+/* A split of hot range @r on @s helps when the range is held back by its
+ * own per-range cap, or when half of it could go to another live,
+ * non-draining server that would still carry less than @s. Otherwise
+ * (one server, or every server as loaded) more ranges buy nothing. */
+static bool ms__split_helps(const struct ms_cluster_view *v,
+                            const struct ms_range_view *r,
+                            const struct ms_server_view *s)
+{
+    uint64_t cap = ms__range_cap(r, s);
+    double d = ms__demand(r), ls;
+    if (cap && d >= 0.9 * (double)cap) {
+        return true;
+    }
+    ls = ms__server_load(v, s->id);
+    for (size_t j = 0; j < v->nservers; j++) {
+        const struct ms_server_view *t = &v->servers[j];
+        if (t->id == s->id || !t->up || t->draining) {
+            continue;
+        }
+        if (ls - ms__server_load(v, t->id) > d / 2) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Pass 2: splits. */
+static void ms__pass_splits(struct ms__dflt *p,
+                            const struct ms_cluster_view *v,
+                            bool *used,
+                            struct ms_decision *out,
+                            size_t *n,
+                            size_t max)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    for (size_t i = 0; i < v->nranges && *n < max; i++) {
+        const struct ms_range_view *r = &v->ranges[i];
+        const struct ms_server_view *s = ms__server(v, r->server_id);
+        struct ms__mark *mk;
+        struct ms_decision *d;
+        double share = 0.5;
+        char *key;
+
+        if (!r->load || !s || !s->up || r->busy || used[i]) {
+            continue;
+        }
+        mk = ms__mark_get(p, r->id);
+        if (!mk->hot || v->now_ms < mk->hot_since + c->split_sustain_ms ||
+            !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
+            ms__table_nranges(v, r->table_id) >= c->split_max_ranges ||
+            !ms__split_helps(v, r, s)) {
+            continue;
+        }
+        key = ms_load_split_key(r->load, r->low, r->high, v->now_ms, &share);
+        if (!key) {
+            continue; /* one PartitionKey carries it all: cannot split */
+        }
+        d = ms__emit(out, n, max, MS_DECIDE_SPLIT, r->id);
+        d->key = key;
+        d->load = ms__demand(r);
+        d->threshold = ms_policy_hot_threshold(c, ms__range_cap(r, s));
+        d->share = share;
+        snprintf(d->reason, sizeof(d->reason),
+                 "demand %.0f/s >= %.0f/s for %.1f s; load-median key "
+                 "leaves %.0f%% of the sampled load on the left",
+                 d->load, d->threshold,
+                 (double)(v->now_ms - mk->hot_since) / 1000.0, share * 100);
+        used[i] = true;
+    }
+}
+
+static bool ms__server_free(const struct ms_policy_config *c,
+                            const struct ms_cluster_view *v,
+                            const struct ms_server_view *s)
+{
+    return s->up && !s->draining && s->moving == 0 &&
+           ms__since(v->now_ms, s->move_ms, c->server_cooldown_ms);
+}
+
+/* Pass 3 helper: the server at @si is above the mean but no move helps;
+ * split its busiest range (not new, demand >= move_min_eps) at the load
+ * median. */
+static void ms__balance_split(struct ms__dflt *p,
+                              const struct ms_cluster_view *v,
+                              bool *used,
+                              size_t si,
+                              double load_s,
+                              double mean,
+                              struct ms_decision *out,
+                              size_t *n,
+                              size_t max)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    const struct ms_range_view *best = NULL;
+    size_t bi = 0;
+    struct ms_decision *d;
+    double share = 0.5;
+    char *key;
+
+    for (size_t i = 0; i < v->nranges; i++) {
+        const struct ms_range_view *r = &v->ranges[i];
+        if (r->server_id != v->servers[si].id) {
+            continue;
+        }
+        if (used[i]) {
+            return; /* already split or moved in this call */
+        }
+        if (r->busy || !r->load ||
+            !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms)) {
+            continue;
+        }
+        if (!best || ms__demand(r) > ms__demand(best)) {
+            best = r;
+            bi = i;
+        }
+    }
+    if (!best || ms__demand(best) < c->move_min_eps ||
+        ms__table_nranges(v, best->table_id) >= c->split_max_ranges ||
+        *n >= max) {
+        return;
+    }
+    key =
+        ms_load_split_key(best->load, best->low, best->high, v->now_ms, &share);
+    if (!key) {
+        return;
+    }
+    d = ms__emit(out, n, max, MS_DECIDE_SPLIT, best->id);
+    d->key = key;
+    d->load = ms__demand(best);
+    d->src_load = load_s;
+    d->mean_load = mean;
+    d->threshold = mean * (1.0 + c->move_tolerance_pct / 100.0);
+    d->share = share;
+    snprintf(d->reason, sizeof(d->reason),
+             "server %" PRIu64
+             " demand %.0f/s > mean %.0f/s + %u%% and no "
+             "whole range evens it out: split its busiest (%.0f/s) so a part "
+             "can move",
+             v->servers[si].id, load_s, mean, c->move_tolerance_pct, d->load);
+    used[bi] = true;
+}
+
+/* Pass 3: moves. */
+static void ms__pass_moves(struct ms__dflt *p,
+                           const struct ms_cluster_view *v,
+                           bool *used,
+                           struct ms_decision *out,
+                           size_t *n,
+                           size_t max)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    size_t ns = v->nservers, neligible = 0;
+    double *load = ms_xcalloc(ns ? ns : 1, sizeof(*load));
+    bool *taken = ms_xcalloc(ns ? ns : 1, sizeof(*taken));
+    unsigned moves = v->moves;
+    double mean = 0;
+
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_view *s = &v->servers[j];
+        if (s->up && !s->draining) {
+            neligible++;
+        }
+    }
+    for (size_t i = 0; i < v->nranges; i++) {
+        for (size_t j = 0; j < ns; j++) {
+            if (v->servers[j].id == v->ranges[i].server_id) {
+                load[j] += ms__demand(&v->ranges[i]);
+            }
+        }
+    }
+    for (size_t j = 0; j < ns; j++) {
+        if (v->servers[j].up && !v->servers[j].draining) {
+            mean += load[j];
+        }
+    }
+    if (neligible < 2) {
+        for (size_t j = 0; j < ns; j++) {
+            ms__smark(p, v->servers[j].id)->over_since = 0;
+        }
+        goto out;
+    }
+    mean /= (double)neligible;
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_view *s = &v->servers[j];
+        struct ms__smark *sm = ms__smark(p, s->id);
+        bool over = s->up && !s->draining &&
+                    load[j] > mean * (1.0 + c->move_tolerance_pct / 100.0) &&
+                    load[j] - mean >= c->move_min_eps;
+        if (!over) {
+            sm->over_since = 0;
+        } else if (!sm->over_since) {
+            sm->over_since = v->now_ms ? v->now_ms : 1;
+        }
+    }
+
+    while (moves < c->max_moves && *n < max) {
+        const struct ms_range_view *best = NULL;
+        double best_max = 0, lr_best = 0;
+        size_t si = ns, ti = ns;
+
+        for (size_t j = 0; j < ns; j++) {
+            const struct ms_server_view *s = &v->servers[j];
+            if (taken[j] || !ms__server_free(c, v, s)) {
+                continue;
+            }
+            if (load[j] <= mean * (1.0 + c->move_tolerance_pct / 100.0) ||
+                load[j] - mean < c->move_min_eps) {
+                continue;
+            }
+            if (si == ns || load[j] > load[si]) {
+                si = j;
+            }
+        }
+        if (si == ns) {
+            break;
+        }
+        for (size_t j = 0; j < ns; j++) {
+            if (j == si || taken[j] || !ms__server_free(c, v, &v->servers[j])) {
+                continue;
+            }
+            if (ti == ns || load[j] < load[ti]) {
+                ti = j;
+            }
+        }
+        if (ti == ns) {
+            break;
+        }
+        for (size_t i = 0; i < v->nranges; i++) {
+            const struct ms_range_view *r = &v->ranges[i];
+            double lr, nm;
+            if (r->server_id != v->servers[si].id || r->busy || used[i] ||
+                !r->load ||
+                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                continue;
+            }
+            lr = ms__demand(r);
+            nm = fmax(load[si] - lr, load[ti] + lr);
+            if (!best || nm < best_max ||
+                (nm == best_max &&
+                 r->load->key_bytes < best->load->key_bytes)) {
+                best = r;
+                best_max = nm;
+                lr_best = lr;
+            }
+        }
+        taken[si] = true;
+        if (!best || best_max > load[si] * (1.0 - c->move_gain_pct / 100.0)) {
+            /* No whole range evens it out (one range carries most of the
+             * load): split the busiest one so that a half can move, once
+             * the server has been over for split_sustain_ms. */
+            if (v->now_ms >= ms__smark(p, v->servers[si].id)->over_since +
+                                 c->split_sustain_ms) {
+                ms__balance_split(p, v, used, si, load[si], mean, out, n, max);
+            }
+            continue;
+        }
+        {
+            struct ms_decision *d =
+                ms__emit(out, n, max, MS_DECIDE_MOVE, best->id);
+            d->server_id = v->servers[ti].id;
+            d->load = lr_best;
+            d->src_load = load[si];
+            d->dst_load = load[ti];
+            d->mean_load = mean;
+            d->threshold = mean * (1.0 + c->move_tolerance_pct / 100.0);
+            snprintf(d->reason, sizeof(d->reason),
+                     "server %" PRIu64
+                     " demand %.0f/s > mean %.0f/s + %u%%; "
+                     "server %" PRIu64
+                     " least loaded (%.0f/s); moving "
+                     "%.0f/s makes the larger %.0f/s",
+                     v->servers[si].id, load[si], mean, c->move_tolerance_pct,
+                     v->servers[ti].id, load[ti], lr_best, best_max);
+            for (size_t i = 0; i < v->nranges; i++) {
+                if (&v->ranges[i] == best) {
+                    used[i] = true;
+                }
+            }
+            taken[ti] = true;
+            load[si] -= lr_best;
+            load[ti] += lr_best;
+            moves++;
+        }
+    }
+out:
+    free(load);
+    free(taken);
+}
+
+/* Pass 4: one merge. */
+static void ms__pass_merges(struct ms__dflt *p,
+                            const struct ms_cluster_view *v,
+                            bool *used,
+                            struct ms_decision *out,
+                            size_t *n,
+                            size_t max)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    for (size_t i = 0; i + 1 < v->nranges && *n < max; i++) {
+        const struct ms_range_view *a = &v->ranges[i], *b = &v->ranges[i + 1];
+        const struct ms_server_view *s = ms__server(v, a->server_id);
+        struct ms__mark *ma, *mb;
+        struct ms_decision *d;
+        if (a->table_id != b->table_id || !a->high ||
+            strcmp(a->high, b->low) != 0 || a->server_id != b->server_id ||
+            !s || !s->up || a->busy || b->busy || used[i] || used[i + 1] ||
+            !a->load || !b->load) {
+            continue;
+        }
+        if (a->load->key_bytes + b->load->key_bytes > c->merge_max_bytes) {
+            continue;
+        }
+        if (!ms__since(v->now_ms, a->split_ms, c->merge_after_split_ms) ||
+            !ms__since(v->now_ms, b->split_ms, c->merge_after_split_ms)) {
+            continue;
+        }
+        ma = ms__mark_get(p, a->id);
+        mb = ms__mark_get(p, b->id);
+        if (!ma->cold_since || !mb->cold_since ||
+            v->now_ms < ma->cold_since + c->merge_sustain_ms ||
+            v->now_ms < mb->cold_since + c->merge_sustain_ms) {
+            continue;
+        }
+        d = ms__emit(out, n, max, MS_DECIDE_MERGE, a->id);
+        d->range_id2 = b->id;
+        d->load = ms__demand(a);
+        d->load2 = ms__demand(b);
+        d->threshold = c->merge_eps;
+        snprintf(d->reason, sizeof(d->reason),
+                 "both below %.0f/s for %.0f s (%.1f/s, %.1f/s), %" PRIu64
+                 " bytes together",
+                 c->merge_eps, c->merge_sustain_ms / 1000.0, d->load, d->load2,
+                 a->load->key_bytes + b->load->key_bytes);
+        used[i] = used[i + 1] = true;
+        break;
+    }
+}
+
+static size_t ms__dflt_decide(void *state,
+                              const struct ms_cluster_view *v,
+                              struct ms_decision *out,
+                              size_t max)
+{
+    struct ms__dflt *p = state;
+    bool *used = ms_xcalloc(v->nranges ? v->nranges : 1, sizeof(*used));
+    size_t n = 0;
+
+    p->calls++;
+    ms__pass_marks(p, v, out, &n, max);
+    ms__pass_splits(p, v, used, out, &n, max);
+    ms__pass_moves(p, v, used, out, &n, max);
+    ms__pass_merges(p, v, used, out, &n, max);
+    free(used);
+    return n;
+}
+
+static void ms__dflt_destroy(void *state)
+{
+    struct ms__dflt *p = state;
+    for (size_t i = 0; i < p->marks.n; i++) {
+        free(p->marks.v[i]);
+    }
+    ms_vec_free(&p->marks);
+    free(p->smarks);
+    free(p);
+}
+
+static const struct ms_policy_ops ms__dflt_ops = {
+    .name = "default",
+    .place = ms__fewest_place,
+    .decide = ms__dflt_decide,
+    .destroy = ms__dflt_destroy,
+};
+
+int ms_policy_create(const char *name,
+                     const struct ms_policy_config *cfg,
+                     struct ms_policy *out)
+{
+    struct ms__dflt *p;
+    if (!name || strcmp(name, "default") == 0) {
+        p = ms_xcalloc(1, sizeof(*p));
+        if (cfg) {
+            p->cfg = *cfg;
+        } else {
+            ms_policy_config_default(&p->cfg);
+        }
+        out->ops = &ms__dflt_ops;
+        out->state = p;
+        return 0;
+    }
+    if (strcmp(name, "none") == 0) {
+        out->ops = &ms__none_ops;
+        out->state = NULL;
+        return 0;
+    }
+    return RT_EINVAL;
+}
+
+void ms_policy_destroy(struct ms_policy *p)
+{
+    if (p->ops && p->ops->destroy) {
+        p->ops->destroy(p->state);
+    }
+    p->ops = NULL;
+    p->state = NULL;
 }

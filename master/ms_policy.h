@@ -1,12 +1,24 @@
-/* Policy: where ranges go. A policy is a vtable over a read-only view of
- * the cluster, so another policy can be dropped in and compared (DESIGN
- * §4). It never touches the catalog or the network: the master builds the
- * view, asks, and carries out the answer.
+/* Policy: where ranges go and how the partition map is reshaped. A policy
+ * is a vtable over a read-only view of the cluster, chosen by name in the
+ * master's configuration (--policy), so another policy can be dropped in
+ * and compared (DESIGN §4). It never touches the catalog or the network:
+ * the master builds the view, asks, carries the answer out and records
+ * every decision, with the reason the policy gave, as an event.
  *
- * This slice has one decision, placing a new table's first range. The
- * load-balancing issue adds a `decide` operation (split / move / merge
- * proposals from the per-range loads that are already in the view) next
- * to `place`.
+ * Two operations:
+ *  - place: the server for a new table's first range;
+ *  - decide: a list of decisions (split R at K, merge R1 R2, move R to S)
+ *    plus informational marks (R became hot / cooled down) from the
+ *    per-range loads and the time in the view. A policy may keep state
+ *    between calls (e.g. since when a range is hot); the master calls
+ *    decide about twice a second.
+ *
+ * Policies:
+ *  - "default": placement on the live, non-draining server with the
+ *    fewest ranges; split / move / merge as described at
+ *    ms_policy_config below (master/README.md "Load balancing");
+ *  - "none": the same placement, never decides anything (a baseline to
+ *    compare against, or to reshape the map by hand with rtctl).
  *
  * Thread: master loop thread. The view and everything it points to is
  * borrowed for the duration of one call. */
@@ -17,39 +29,130 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-range load as reported in the latest heartbeat (rt.RangeLoad). */
-struct ms_range_load
-{
-    uint64_t range_id;
-    uint64_t requests; /* since the previous heartbeat */
-    uint64_t entities;
-    uint64_t bytes_written;
-    uint64_t exec_us;
-    uint64_t key_count; /* totals */
-    uint64_t key_bytes;
-};
+#include "ms_load.h"
 
 struct ms_server_view
 {
     uint64_t id;
     bool up;
-    size_t nranges;                    /* ranges assigned in the map */
-    const struct ms_range_load *loads; /* latest heartbeat, may be NULL */
-    size_t nloads;
-    uint32_t pending; /* queued write ops at the last heartbeat */
+    bool draining;           /* being emptied: no new ranges, no move targets */
+    size_t nranges;          /* ranges assigned in the map */
+    uint32_t pending;        /* queued write ops at the last heartbeat */
+    uint64_t max_server_eps; /* its caps (0 = none), from heartbeats */
+    uint64_t max_range_eps;
+    unsigned moving;  /* moves in flight from or to it */
+    uint64_t move_ms; /* when its last move ended (0 = never) */
+};
+
+struct ms_range_view
+{
+    uint64_t id;
+    uint64_t table_id;
+    const char *low;
+    const char *high; /* NULL: unbounded */
+    uint64_t server_id;
+    uint64_t epoch;
+    bool busy;         /* a split, merge or move of it is in flight */
+    uint64_t born_ms;  /* this id appeared (create, split, merge, or the
+                        * master's start for ranges it loaded) */
+    uint64_t split_ms; /* the last split involving it or its parents
+                        * (the master's start for ranges it loaded) */
+    uint64_t move_ms;  /* its last move ended (0 = never) */
+    const struct ms_load_range *load; /* NULL: nothing reported yet */
 };
 
 struct ms_cluster_view
 {
-    const struct ms_server_view *servers;
+    const struct ms_server_view *servers; /* by id */
     size_t nservers;
+    const struct ms_range_view *ranges; /* by (table_id, low) */
+    size_t nranges;
+    uint64_t now_ms; /* monotonic */
+    unsigned moves;  /* moves in flight (all kinds) */
 };
+
+enum ms_decision_kind {
+    MS_DECIDE_HOT,   /* mark: range became hot (nothing to execute) */
+    MS_DECIDE_COOL,  /* mark: range is no longer hot */
+    MS_DECIDE_SPLIT, /* split range_id at key */
+    MS_DECIDE_MERGE, /* merge range_id with range_id2 (adjacent, in order) */
+    MS_DECIDE_MOVE,  /* move range_id to server_id */
+    MS_DECIDE__NR
+};
+
+const char *ms_decision_kind_name(enum ms_decision_kind k);
+
+struct ms_decision
+{
+    enum ms_decision_kind kind;
+    uint64_t range_id;
+    uint64_t range_id2; /* merge: the right-hand neighbour */
+    uint64_t server_id; /* move: the target */
+    char *key;          /* split: malloc'd, freed by ms_decisions_free */
+    char reason[256];   /* one line for humans, kept in the event */
+    /* Figures that justified it (0 when not applicable). */
+    double load;      /* demand of range_id (entities + refused / s) */
+    double load2;     /* merge: demand of range_id2 */
+    double threshold; /* the threshold it was compared with */
+    double src_load;  /* move: demand of the source and target servers */
+    double dst_load;
+    double mean_load; /* move: mean demand of eligible servers */
+    double share;     /* split: sampled load share left of the key */
+};
+
+void ms_decisions_free(struct ms_decision *d, size_t n);
+
+/* Thresholds of the default policy (flags of rt-master; defaults from
+ * ms_policy_config_default, chosen for 3 partition servers on 2 cores). */
+struct ms_policy_config
+{
+    /* Split a range whose demand stays >= split_eps entities/s (or >= 90%
+     * of its server's per-range cap when that is lower) — or whose busy
+     * fraction stays >= split_busy_pct% with at least split_eps/4 — for
+     * split_sustain_ms, at the load-median PartitionKey, when the split
+     * helps: the range is held back by its per-range cap, or another
+     * live server carries less than its server minus half the range
+     * (so a half can move there). A server above the mean whose load no
+     * single range move evens out gets its busiest range split too. */
+    double split_eps;           /* 2000 */
+    unsigned split_busy_pct;    /* 0 = ignore the busy fraction */
+    uint32_t split_sustain_ms;  /* 1500 */
+    uint32_t split_cooldown_ms; /* 3000: a new range may not split sooner */
+    unsigned split_max_ranges;  /* 64 ranges per table at most */
+    unsigned hot_exit_pct;      /* 70: hot until demand < 70% of it */
+    /* Move ranges off a server whose demand exceeds the mean of the live,
+     * non-draining servers by move_tolerance_pct% and by move_min_eps, to
+     * the least-loaded one, when that lowers the larger of the two by
+     * move_gain_pct% at least. */
+    unsigned move_tolerance_pct; /* 25 */
+    double move_min_eps;         /* 500 */
+    unsigned move_gain_pct;      /* 10 */
+    uint32_t move_cooldown_ms;   /* 10000: per range, after a move */
+    uint32_t server_cooldown_ms; /* 2000: per server, after a move */
+    unsigned max_moves;          /* 2 moves in flight at most */
+    /* Merge two adjacent ranges of one table on one server when both
+     * stayed below merge_eps for merge_sustain_ms, together hold at most
+     * merge_max_bytes, and no split involving them happened in the last
+     * merge_after_split_ms. */
+    double merge_eps;              /* 50 */
+    uint32_t merge_sustain_ms;     /* 60000 */
+    uint64_t merge_max_bytes;      /* 256 MiB */
+    uint32_t merge_after_split_ms; /* 300000 (5 min) */
+};
+
+void ms_policy_config_default(struct ms_policy_config *cfg);
 
 struct ms_policy_ops
 {
     const char *name;
     /* Server id for a new range, or 0 when no server can take it. */
     uint64_t (*place)(void *state, const struct ms_cluster_view *view);
+    /* Writes up to @max decisions to @out; returns how many. */
+    size_t (*decide)(void *state,
+                     const struct ms_cluster_view *view,
+                     struct ms_decision *out,
+                     size_t max);
+    void (*destroy)(void *state);
 };
 
 struct ms_policy
@@ -58,14 +161,31 @@ struct ms_policy
     void *state;
 };
 
-/* The default policy: a new range goes to the live server with the fewest
- * ranges (ties: the lowest id). Stateless; the result needs no release. */
-struct ms_policy ms_policy_default(void);
+/* Creates the policy named @name ("default" or "none") with @cfg (NULL =
+ * defaults; copied). Returns 0 or RT_EINVAL for an unknown name. Release
+ * with ms_policy_destroy(). */
+int ms_policy_create(const char *name,
+                     const struct ms_policy_config *cfg,
+                     struct ms_policy *out);
+void ms_policy_destroy(struct ms_policy *p);
 
 static inline uint64_t ms_policy_place(const struct ms_policy *p,
                                        const struct ms_cluster_view *view)
 {
     return p->ops->place(p->state, view);
 }
+
+static inline size_t ms_policy_decide(const struct ms_policy *p,
+                                      const struct ms_cluster_view *view,
+                                      struct ms_decision *out,
+                                      size_t max)
+{
+    return p->ops->decide ? p->ops->decide(p->state, view, out, max) : 0;
+}
+
+/* The demand above which the default policy calls a range hot, given its
+ * server's per-range cap (0 = none). */
+double ms_policy_hot_threshold(const struct ms_policy_config *cfg,
+                               uint64_t max_range_eps);
 
 #endif

@@ -181,6 +181,11 @@ static void ms__h_register(struct ms_master *m,
     s = ms__server_get(m, sid);
     ms__server_attach(m, s, peer);
     came_up = ms__server_alive(m, s);
+    /* Its reply below lists its ranges: that settles aborted moves. */
+    ms__balance_on_register(m, s);
+    if (came_up) {
+        ms__balance_server_state(m, s, "registered");
+    }
     for (size_t i = 0; i < req->n_range_ids; i++) {
         const struct ms_range *r =
             ms_catalog_range_find(m->cat, req->range_ids[i]);
@@ -233,23 +238,11 @@ static void ms__h_heartbeat(struct ms_master *m,
     }
     ms__server_attach(m, s, peer);
     came_up = ms__server_alive(m, s);
-    /* Keep the latest loads for the policy. */
-    s->loads = ms_xrealloc(
-        s->loads, (req->n_loads ? req->n_loads : 1) * sizeof(*s->loads));
-    s->nloads = req->n_loads;
-    for (size_t i = 0; i < req->n_loads; i++) {
-        const Rt__RangeLoad *l = req->loads[i];
-        s->loads[i].range_id = l->range_id;
-        s->loads[i].requests = l->requests;
-        s->loads[i].entities = l->entities;
-        s->loads[i].bytes_written = l->bytes_written;
-        s->loads[i].exec_us = l->exec_us;
-        s->loads[i].key_count = l->key_count;
-        s->loads[i].key_bytes = l->key_bytes;
-    }
-    s->pending = req->pending;
+    /* The load model (ms_load.h) for the policy and the dashboard. */
+    ms__balance_loads(m, s, req);
     if (came_up) {
         rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
+        ms__balance_server_state(m, s, "heartbeat");
         ms__map_changed(m, true);
     }
     ms__reply_assignment(m, peer->conn, id, method, s->id);
@@ -350,7 +343,7 @@ static void ms__h_create(struct ms_master *m,
     }
     ms__cluster_view(m, &view);
     sid = ms_policy_place(&m->policy, &view);
-    free((void *)view.servers);
+    ms__cluster_view_free(&view);
     if (!sid) {
         rt_log(RT_LOG_WARN, "create table %s/%s: no live partition server",
                account, name);
@@ -367,6 +360,7 @@ static void ms__h_create(struct ms_master *m,
            "table %s/%s created: id %" PRIu64 ", range %" PRIu64
            " on server %" PRIu64 ", map version %" PRIu64,
            account, t->name, t->id, r->id, sid, ms_catalog_map_version(m->cat));
+    ms__balance_range_created(m, r->id);
     ms__map_changed(m, false);
 
     op = ms_xcalloc(1, sizeof(*op));
@@ -615,8 +609,9 @@ static void ms__h_set_props(struct ms_master *m,
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
         goto out;
     }
-    rt_log(RT_LOG_INFO, "account %s: service properties set, map version %"
-           PRIu64, ms__str(req->account), ms_catalog_map_version(m->cat));
+    rt_log(RT_LOG_INFO,
+           "account %s: service properties set, map version %" PRIu64,
+           ms__str(req->account), ms_catalog_map_version(m->cat));
     ms__map_changed(m, false);
     ms__map_push(m);
     rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);

@@ -3,7 +3,9 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,19 @@ void ms_status_publish(struct ms_status *st, char *json, char *metrics)
     pthread_mutex_unlock(&st->lock);
     free(old[MS_STATUS_JSON]);
     free(old[MS_STATUS_METRICS]);
+}
+
+void ms_status_publish_doc(struct ms_status *st,
+                           enum ms_status_doc doc,
+                           char *text)
+{
+    char *old;
+    RT_PRE((int)doc >= 0 && doc < MS_STATUS__NR);
+    pthread_mutex_lock(&st->lock);
+    old = st->docs[doc];
+    st->docs[doc] = text;
+    pthread_mutex_unlock(&st->lock);
+    free(old);
 }
 
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc)
@@ -110,6 +125,49 @@ static char *ms__build_json(struct ms_master *m,
         json_object_set_new(
             o, "last_heartbeat_ms_ago",
             s->seen ? ms__json_u64(now - s->last_hb_ms) : json_null());
+        /* Load balancing (issue 6). */
+        json_object_set_new(o, "draining", json_boolean(rec && rec->draining));
+        {
+            struct ms_load_rates sum = {0};
+            uint64_t keys = 0, bytes = 0;
+            json_t *lo;
+            for (size_t j = 0; j < ms_catalog_nranges(m->cat); j++) {
+                const struct ms_range *r = ms_catalog_range_at(m->cat, j);
+                const struct ms_load_range *l;
+                if (r->server_id != s->id) {
+                    continue;
+                }
+                l = ms_load_find(m->load, r->id);
+                if (!l) {
+                    continue;
+                }
+                sum.req_s += l->avg.req_s;
+                sum.ent_s += l->avg.ent_s;
+                sum.wbytes_s += l->avg.wbytes_s;
+                sum.exec_frac += l->avg.exec_frac;
+                sum.thr_s += l->avg.thr_s;
+                sum.scan_s += l->avg.scan_s;
+                keys += l->key_count;
+                bytes += l->key_bytes;
+            }
+            lo = json_object();
+            json_object_set_new(lo, "demand",
+                                json_real(round(ms_load_demand(&sum))));
+            json_object_set_new(lo, "ent_s", json_real(round(sum.ent_s)));
+            json_object_set_new(lo, "req_s", json_real(round(sum.req_s)));
+            json_object_set_new(lo, "wbytes_s", json_real(round(sum.wbytes_s)));
+            json_object_set_new(lo, "thr_s", json_real(round(sum.thr_s)));
+            json_object_set_new(lo, "scan_s", json_real(round(sum.scan_s)));
+            json_object_set_new(lo, "exec_frac",
+                                json_real(round(sum.exec_frac * 1000) / 1000));
+            json_object_set_new(lo, "keys", ms__json_u64(keys));
+            json_object_set_new(lo, "bytes", ms__json_u64(bytes));
+            json_object_set_new(o, "load", lo);
+        }
+        json_object_set_new(o, "pending", ms__json_u64(s->pending));
+        json_object_set_new(o, "max_server_eps",
+                            ms__json_u64(s->max_server_eps));
+        json_object_set_new(o, "max_range_eps", ms__json_u64(s->max_range_eps));
         json_array_append_new(servers, o);
     }
     for (size_t i = 0; i < ms_catalog_nranges(m->cat); i++) {
@@ -126,6 +184,17 @@ static char *ms__build_json(struct ms_master *m,
                             r->high_inf ? json_null() : ms__json_key(r->high));
         json_object_set_new(o, "server", ms__json_u64(r->server_id));
         json_object_set_new(o, "epoch", ms__json_u64(r->epoch));
+        {
+            const struct ms_load_range *l = ms_load_find(m->load, r->id);
+            const struct ms_server *s = ms__server_find(m, r->server_id);
+            double thr = ms_policy_hot_threshold(&m->cfg.policy_cfg,
+                                                 s ? s->max_range_eps : 0);
+            json_object_set_new(o, "load", ms__load_json(l, false));
+            json_object_set_new(
+                o, "hot", json_boolean(l && ms_load_demand(&l->avg) >= thr));
+            json_object_set_new(o, "busy",
+                                json_boolean(ms__balance_busy(m, r->id)));
+        }
         json_array_append_new(ranges, o);
     }
     for (size_t i = 0; i < ms_catalog_ntables(m->cat); i++) {
@@ -141,7 +210,40 @@ static char *ms__build_json(struct ms_master *m,
     json_object_set_new(root, "tables", tables);
     json_object_set_new(root, "map_version",
                         ms__json_u64(ms_catalog_map_version(m->cat)));
-    out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    {
+        json_t *pol = json_object(), *ops = json_array();
+        const struct ms_policy_config *c = &m->cfg.policy_cfg;
+        json_object_set_new(pol, "name", json_string(m->policy.ops->name));
+        json_object_set_new(pol, "split_eps", json_real(c->split_eps));
+        json_object_set_new(pol, "max_moves", ms__json_u64(c->max_moves));
+        json_object_set_new(root, "policy", pol);
+        for (size_t i = 0; i < m->ops.n; i++) {
+            const struct ms_op *op = m->ops.v[i];
+            static const char *const kinds[] = {"split", "merge", "move"};
+            static const char *const states[] = {"copying", "assigning",
+                                                 "aborting"};
+            json_t *oj = json_object();
+            json_object_set_new(oj, "kind", json_string(kinds[op->kind]));
+            json_object_set_new(oj, "range", ms__json_u64(op->range_id));
+            json_object_set_new(oj, "server", ms__json_u64(op->server_id));
+            if (op->kind == MS_OP_MOVE) {
+                json_object_set_new(oj, "to", ms__json_u64(op->dst));
+                json_object_set_new(oj, "move_id", ms__json_u64(op->move_id));
+                json_object_set_new(oj, "state",
+                                    json_string(states[op->state]));
+            }
+            json_object_set_new(oj, "origin", json_string(op->origin));
+            json_object_set_new(oj, "running_ms",
+                                ms__json_u64(now - op->t0_ms));
+            json_array_append_new(ops, oj);
+        }
+        json_object_set_new(root, "ops", ops);
+        json_object_set_new(
+            root, "events_seq",
+            ms__json_u64(m->events ? ms_events_last_seq(m->events) : 0));
+    }
+    out = json_dumps(
+        root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!out) {
         rt_log(RT_LOG_ERROR, "status: cannot encode JSON");
@@ -194,9 +296,85 @@ static char *ms__build_metrics(struct ms_master *m)
                "MAP_UPDATE broadcasts to front ends.");
     rt_buf_printf(&b, "rt_master_map_pushes_total %" PRIu64 "\n",
                   m->map_pushes);
+    ms__metric(&b, "rt_master_splits_total", "counter",
+               "Range splits committed (policy and operator).");
+    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n", m->n_splits);
+    ms__metric(&b, "rt_master_merges_total", "counter",
+               "Range merges committed.");
+    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n", m->n_merges);
+    ms__metric(&b, "rt_master_moves_total", "counter",
+               "Range moves by outcome.");
+    rt_buf_printf(&b, "rt_master_moves_total{outcome=\"ok\"} %" PRIu64 "\n",
+                  m->n_moves);
+    rt_buf_printf(&b,
+                  "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
+                  m->n_aborts);
+    ms__metric(&b, "rt_master_moves_inflight", "gauge",
+               "Range moves in flight.");
+    rt_buf_printf(&b, "rt_master_moves_inflight %u\n", ms__balance_moves(m));
+    ms__metric(&b, "rt_master_hot_marks_total", "counter",
+               "Times a range was marked hot by the policy.");
+    rt_buf_printf(&b, "rt_master_hot_marks_total %" PRIu64 "\n", m->n_hot);
+    ms__metric(&b, "rt_master_events_total", "counter",
+               "Events recorded since this master started.");
+    rt_buf_printf(&b, "rt_master_events_total %" PRIu64 "\n",
+                  m->events ? ms_events_added(m->events) : 0);
     rt_buf_cstr(&b);
     out = (char *)rt_buf_steal(&b, &len);
     return out;
+}
+
+char *ms_status_build_history(struct ms_master *m)
+{
+    json_t *root = json_object(), *tables = json_object();
+    json_t *ranges = json_object(), *frames = json_array();
+    char key[32], *out;
+
+    for (size_t i = 0; i < ms_catalog_ntables(m->cat); i++) {
+        const struct ms_table *t = ms_catalog_table_at(m->cat, i);
+        snprintf(key, sizeof(key), "%" PRIu64, t->id);
+        json_object_set_new(tables, key, json_string(t->name));
+    }
+    for (size_t i = 0; i < ms_load_nbounds(m->load); i++) {
+        const struct ms_load_bounds *b = ms_load_bounds_at(m->load, i);
+        json_t *o = json_object();
+        snprintf(key, sizeof(key), "%" PRIu64, b->range_id);
+        json_object_set_new(o, "table_id", ms__json_u64(b->table_id));
+        json_object_set_new(o, "low", ms__json_key(b->low));
+        json_object_set_new(o, "high",
+                            b->high ? ms__json_key(b->high) : json_null());
+        json_object_set_new(ranges, key, o);
+    }
+    for (size_t i = 0; i < ms_load_nframes(m->load); i++) {
+        const struct ms_load_frame *f = ms_load_frame_at(m->load, i);
+        json_t *fo = json_object(), *r = json_array(), *s = json_array();
+        for (size_t j = 0; j < f->ncells; j++) {
+            json_t *c = json_array();
+            json_array_append_new(c, ms__json_u64(f->cells[j].b->range_id));
+            json_array_append_new(c, json_real(round(f->cells[j].demand)));
+            json_array_append_new(c, ms__json_u64(f->cells[j].server_id));
+            json_array_append_new(r, c);
+        }
+        for (size_t j = 0; j < f->nservers; j++) {
+            json_t *c = json_array();
+            json_array_append_new(c, ms__json_u64(f->server_ids[j]));
+            json_array_append_new(c, json_real(round(f->server_demand[j])));
+            json_array_append_new(s, c);
+        }
+        json_object_set_new(fo, "t", ms__json_u64(f->unix_ms));
+        json_object_set_new(fo, "r", r);
+        json_object_set_new(fo, "s", s);
+        json_array_append_new(frames, fo);
+    }
+    json_object_set_new(root, "step_ms", json_integer(1000));
+    json_object_set_new(root, "threshold",
+                        json_real(m->cfg.policy_cfg.split_eps));
+    json_object_set_new(root, "tables", tables);
+    json_object_set_new(root, "ranges", ranges);
+    json_object_set_new(root, "frames", frames);
+    out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    return out ? out : ms_xstrdup("{}");
 }
 
 void ms_status_build(struct ms_master *m, char **json, char **metrics)

@@ -11,20 +11,31 @@
 struct ms_status;
 struct ms_master;
 
-enum ms_status_doc { MS_STATUS_JSON, MS_STATUS_METRICS, MS_STATUS__NR };
+enum ms_status_doc {
+    MS_STATUS_JSON,    /* GET /api/status */
+    MS_STATUS_METRICS, /* GET /metrics */
+    MS_STATUS_HISTORY, /* GET /api/history (rebuilt once a second) */
+    MS_STATUS__NR
+};
 
 struct ms_status *ms_status_create(void);
 void ms_status_destroy(struct ms_status *st);
 /* Replaces the documents; takes @json and @metrics (malloc'd) on every
  * path. */
 void ms_status_publish(struct ms_status *st, char *json, char *metrics);
+/* Replaces one document; takes @text (malloc'd) on every path. */
+void ms_status_publish_doc(struct ms_status *st,
+                           enum ms_status_doc doc,
+                           char *text);
 /* A malloc'd copy of one document (caller frees), or NULL when nothing has
  * been published yet. */
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc);
 
 /* Builds both documents from @m's current state (loop thread). The shape
- * of the JSON is in docs/SKELETON-PLAN.md ("Master HTTP"). Returns
- * malloc'd strings. */
+ * of the JSON is in master/README.md ("HTTP API"). Returns malloc'd
+ * strings. */
 void ms_status_build(struct ms_master *m, char **json, char **metrics);
+/* The load history document (master/README.md, GET /api/history). */
+char *ms_status_build_history(struct ms_master *m);
 
 #endif

@@ -1,40 +1,75 @@
-/* rtctl: the operator's command line. Talks to the master's status HTTP API
- * (plain blocking HTTP/1.0: it is a CLI, one request per run).
+/* rtctl: the operator's command line. Talks to the master's HTTP API
+ * (plain blocking HTTP/1.0: it is a CLI, a few requests per run).
  *
- *   rtctl status [--json] [--master-http HOST:PORT]
+ *   rtctl [--master-http HOST:PORT] status [--json]
+ *   rtctl split RANGE [KEY] | merge RANGE | move RANGE SERVER [--json]
+ *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
+ *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
  *
  * The master is found without flags: --master-http, else $RT_MASTER_HTTP,
  * else 127.0.0.1:10101 (rt-master's default --http).
- * Exit: 0 ok, 1 master unreachable or bad answer, 2 usage. */
+ * Exit: 0 ok, 1 master unreachable, refused or failed, 2 usage. */
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RTCTL_DEFAULT_MASTER "127.0.0.1:10101"
 #define RTCTL_TIMEOUT_S 5
+#define RTCTL_ACTION_TIMEOUT_S 3600 /* a move copies the whole range */
 #define RTCTL_MAX_BODY (64u * 1024u * 1024u)
 
 static void rtctl_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: rtctl [--master-http HOST:PORT] COMMAND [options]\n"
-            "\n"
-            "Commands:\n"
-            "  status [--json]   servers and ranges of the cluster, from the\n"
-            "                    master's GET /api/status (--json: as JSON)\n"
-            "\n"
-            "Options:\n"
-            "  --master-http HOST:PORT  master status API (default: "
-            "$RT_MASTER_HTTP,\n"
-            "                           else " RTCTL_DEFAULT_MASTER
-            ")\n"
-            "  --help                   print this help and exit\n");
+    fprintf(
+        out,
+        "Usage: rtctl [--master-http HOST:PORT] COMMAND [options]\n"
+        "\n"
+        "Commands:\n"
+        "  status [--json]         servers and ranges of the cluster with\n"
+        "                          their load, from GET /api/status\n"
+        "                          (--json: the master's document)\n"
+        "  split RANGE [KEY]       split range RANGE at PartitionKey KEY\n"
+        "                          (low < KEY < high); without KEY at the\n"
+        "                          load-median key of its recent samples\n"
+        "  merge RANGE             merge RANGE with the next range of its\n"
+        "                          table (both on one server)\n"
+        "  move RANGE SERVER       move RANGE to partition server SERVER;\n"
+        "                          waits for the outcome and prints the\n"
+        "                          copy figures and the ServerBusy window\n"
+        "  drain SERVER            move every range off SERVER and keep new\n"
+        "                          ones away; waits until it is empty\n"
+        "      --cancel            stop draining SERVER\n"
+        "      --no-wait           return once draining has started\n"
+        "  events                  the master's events (decisions, their\n"
+        "                          outcomes, servers up/down), oldest first\n"
+        "      --follow            keep printing new events (Ctrl-C stops)\n"
+        "      --since SEQ         only events after sequence number SEQ\n"
+        "      --limit N           at most the last N (default 100; 0 =\n"
+        "                          all kept)\n"
+        "\n"
+        "Options:\n"
+        "  --json                   print the master's JSON answer\n"
+        "  --timeout S              give up waiting after S seconds\n"
+        "                           (split/merge/move/drain; default 3600)\n"
+        "  --master-http HOST:PORT  master status API (default: "
+        "$RT_MASTER_HTTP,\n"
+        "                           else " RTCTL_DEFAULT_MASTER
+        ")\n"
+        "  --help                   print this help and exit\n"
+        "\n"
+        "RANGE and SERVER are the ids shown by 'rtctl status'. Exit "
+        "status: 0 done,\n"
+        "1 master unreachable or the request refused or failed, 2 "
+        "usage.\n");
 }
 
 /* ---- HTTP ---- */
@@ -66,11 +101,14 @@ static int rtctl_split(const char *addr,
     return 0;
 }
 
-static int rtctl_connect(const char *addr, char *err, size_t errlen)
+static int rtctl_connect(const char *addr,
+                         int timeout_s,
+                         char *err,
+                         size_t errlen)
 {
     char host[256], port[16];
     struct addrinfo hints, *res, *ai;
-    struct timeval tv = {RTCTL_TIMEOUT_S, 0};
+    struct timeval tv = {timeout_s, 0};
     int fd = -1, rc;
 
     if (rtctl_split(addr, host, sizeof(host), port, sizeof(port)) != 0) {
@@ -105,28 +143,35 @@ static int rtctl_connect(const char *addr, char *err, size_t errlen)
     return fd;
 }
 
-/* GET @path from @addr. On 0, *body (malloc'd, NUL-terminated) holds the
- * response body and *status the HTTP status. */
-static int rtctl_http_get(const char *addr,
-                          const char *path,
-                          int *status,
-                          char **body,
-                          char *err,
-                          size_t errlen)
+/* @method @path on @addr (no body), waiting up to @timeout_s for the
+ * answer. On 0, *body (malloc'd, NUL-terminated) holds the response body
+ * and *status the HTTP status. */
+static int rtctl_http(const char *addr,
+                      const char *method,
+                      const char *path,
+                      int timeout_s,
+                      int *status,
+                      char **body,
+                      char *err,
+                      size_t errlen)
 {
-    char req[512];
+    char req[8192];
     char *buf = NULL, *p;
     size_t len = 0, cap = 0;
     int fd, n;
 
-    fd = rtctl_connect(addr, err, errlen);
+    n = snprintf(req, sizeof(req),
+                 "%s %s HTTP/1.0\r\nHost: %s\r\nAccept: application/json"
+                 "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                 method, path, addr);
+    if (n < 0 || (size_t)n >= sizeof(req)) {
+        snprintf(err, errlen, "request too long");
+        return -1;
+    }
+    fd = rtctl_connect(addr, timeout_s, err, errlen);
     if (fd < 0) {
         return -1;
     }
-    n = snprintf(req, sizeof(req),
-                 "GET %s HTTP/1.0\r\nHost: %s\r\nAccept: application/json"
-                 "\r\nConnection: close\r\n\r\n",
-                 path, addr);
     for (int off = 0; off < n;) {
         ssize_t w = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
         if (w < 0) {
@@ -290,6 +335,22 @@ static char *rtctl_dup(const char *s)
     return p;
 }
 
+/* A number (integer or real) as text ("-" when absent). */
+static void rtctl_num(json_t *v, char *out, size_t n)
+{
+    if (json_is_number(v)) {
+        snprintf(out, n, "%.0f", json_number_value(v));
+    } else {
+        snprintf(out, n, "-");
+    }
+}
+
+/* The "demand" of an object's "load" ("-" when absent). */
+static void rtctl_load(json_t *o, char *out, size_t n)
+{
+    rtctl_num(json_object_get(json_object_get(o, "load"), "demand"), out, n);
+}
+
 static void rtctl_print_table(json_t *root)
 {
     json_t *servers = json_object_get(root, "servers");
@@ -304,33 +365,46 @@ static void rtctl_print_table(json_t *root)
         printf("map version %lld\n\n", (long long)json_integer_value(v));
     }
     printf("SERVERS\n");
-    t.ncols = 4;
-    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"),
-                                 rtctl_dup("STATE"), rtctl_dup("RANGES")});
+    t.ncols = 5;
+    rtctl_tab_add(
+        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"), rtctl_dup("STATE"),
+                       rtctl_dup("RANGES"), rtctl_dup("LOAD/S")});
     json_array_foreach (servers, i, o) {
+        char state[48];
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "ranges", num[1], sizeof(num[1]));
-        rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
-                                     rtctl_dup(rtctl_str(o, "addr", "")),
-                                     rtctl_dup(rtctl_str(o, "state", "?")),
-                                     rtctl_dup(num[1])});
+        rtctl_load(o, num[2], sizeof(num[2]));
+        snprintf(
+            state, sizeof(state), "%s%s", rtctl_str(o, "state", "?"),
+            json_is_true(json_object_get(o, "draining")) ? ",draining" : "");
+        rtctl_tab_add(
+            &t,
+            (char *[]){rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "addr", "")),
+                       rtctl_dup(state), rtctl_dup(num[1]), rtctl_dup(num[2])});
     }
     rtctl_tab_print(&t);
 
     printf("\nRANGES\n");
-    t.ncols = 6;
-    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"),
-                                 rtctl_dup("LOW"), rtctl_dup("HIGH"),
-                                 rtctl_dup("SERVER"), rtctl_dup("EPOCH")});
+    t.ncols = 7;
+    rtctl_tab_add(
+        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
+                       rtctl_dup("HIGH"), rtctl_dup("SERVER"),
+                       rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
     json_array_foreach (ranges, i, o) {
+        char load[64];
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "server", num[1], sizeof(num[1]));
         rtctl_int(o, "epoch", num[2], sizeof(num[2]));
-        rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
-                                     rtctl_dup(rtctl_str(o, "table", "?")),
-                                     rtctl_bound(json_object_get(o, "low")),
-                                     rtctl_bound(json_object_get(o, "high")),
-                                     rtctl_dup(num[1]), rtctl_dup(num[2])});
+        rtctl_load(o, num[3], sizeof(num[3]));
+        snprintf(load, sizeof(load), "%s%s%s", num[3],
+                 json_is_true(json_object_get(o, "hot")) ? " hot" : "",
+                 json_is_true(json_object_get(o, "busy")) ? " busy" : "");
+        rtctl_tab_add(
+            &t,
+            (char *[]){rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "table", "?")),
+                       rtctl_bound(json_object_get(o, "low")),
+                       rtctl_bound(json_object_get(o, "high")),
+                       rtctl_dup(num[1]), rtctl_dup(num[2]), rtctl_dup(load)});
     }
     rtctl_tab_print(&t);
 }
@@ -343,8 +417,8 @@ static int rtctl_status(const char *addr, int as_json)
     json_t *root;
     int status = 0;
 
-    if (rtctl_http_get(addr, "/api/status", &status, &body, err, sizeof(err)) !=
-        0) {
+    if (rtctl_http(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, &status, &body,
+                   err, sizeof(err)) != 0) {
         fprintf(stderr, "rtctl: cannot reach the master at %s: %s\n", addr,
                 err);
         fprintf(stderr,
@@ -384,35 +458,371 @@ static int rtctl_status(const char *addr, int as_json)
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* ---- actions (POST) and events ---- */
+
+/* Percent-encodes @s for a query string. Returns malloc'd text. */
+static char *rtctl_urlenc(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(strlen(s) * 3 + 1), *p = out;
+    if (!out) {
+        fprintf(stderr, "rtctl: out of memory\n");
+        exit(1);
+    }
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+            (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.' ||
+            *c == '~') {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
+/* Sends a request and parses the JSON answer. Returns the HTTP status
+ * (and *out, caller decrefs) or -1 after printing why. */
+static int rtctl_call(const char *addr,
+                      const char *method,
+                      const char *path,
+                      int timeout_s,
+                      json_t **out)
+{
+    char err[512];
+    char *body = NULL;
+    json_error_t jerr;
+    int status = 0;
+    if (rtctl_http(addr, method, path, timeout_s, &status, &body, err,
+                   sizeof(err)) != 0) {
+        fprintf(stderr, "rtctl: cannot reach the master at %s: %s\n", addr,
+                err);
+        return -1;
+    }
+    *out = json_loads(body, 0, &jerr);
+    if (!*out) {
+        fprintf(stderr, "rtctl: master at %s answered HTTP %d: %.300s\n", addr,
+                status, body);
+        free(body);
+        return -1;
+    }
+    free(body);
+    return status;
+}
+
+static long long rtctl_jint(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? (long long)json_number_value(v) : -1;
+}
+
+static void rtctl_human_bytes(double v, char *out, size_t n)
+{
+    if (v >= 1 << 30) {
+        snprintf(out, n, "%.2f GiB", v / (1 << 30));
+    } else if (v >= 1 << 20) {
+        snprintf(out, n, "%.1f MiB", v / (1 << 20));
+    } else if (v >= 1024) {
+        snprintf(out, n, "%.1f KiB", v / 1024);
+    } else {
+        snprintf(out, n, "%.0f B", v);
+    }
+}
+
+/* One event as one line of text. */
+static void rtctl_print_event(json_t *e)
+{
+    const char *kind = rtctl_str(e, "kind", "?");
+    const char *outcome = rtctl_str(e, "outcome", NULL);
+    json_t *mv = json_object_get(e, "move");
+    char *low = NULL, *high = NULL;
+    printf("%s #%lld %s", rtctl_str(e, "time", "?"), rtctl_jint(e, "seq"),
+           kind);
+    if (json_object_get(e, "range")) {
+        printf(" range %lld", rtctl_jint(e, "range"));
+    }
+    if (json_is_string(json_object_get(e, "table"))) {
+        low = rtctl_bound(json_object_get(e, "low"));
+        high = rtctl_bound(json_object_get(e, "high"));
+        printf(" (%s [%s, %s))", rtctl_str(e, "table", "?"), low, high);
+        free(low);
+        free(high);
+    }
+    if (!strcmp(kind, "split")) {
+        json_t *nr = json_object_get(e, "new_ranges");
+        printf(" at '%s'", rtctl_str(e, "key", "?"));
+        if (json_array_size(nr) == 2) {
+            printf(" -> %lld, %lld",
+                   (long long)json_integer_value(json_array_get(nr, 0)),
+                   (long long)json_integer_value(json_array_get(nr, 1)));
+        }
+    } else if (!strcmp(kind, "merge")) {
+        printf(" + %lld -> %lld", rtctl_jint(e, "range2"),
+               rtctl_jint(e, "new_range"));
+    } else if (!strcmp(kind, "move")) {
+        printf(" server %lld -> %lld", rtctl_jint(e, "server"),
+               rtctl_jint(e, "to"));
+    } else if (json_object_get(e, "server")) {
+        printf(" server %lld", rtctl_jint(e, "server"));
+    }
+    if (outcome) {
+        printf(": %s", outcome);
+    }
+    if (json_object_get(e, "duration_ms")) {
+        printf(" in %lld ms", rtctl_jint(e, "duration_ms"));
+    }
+    if (mv && json_object_get(mv, "frozen_ms")) {
+        char b[32];
+        rtctl_human_bytes(json_number_value(json_object_get(mv, "bytes")), b,
+                          sizeof(b));
+        printf(" [%lld entities, %s, frozen %lld ms, busy %lld ms]",
+               rtctl_jint(mv, "entities"), b, rtctl_jint(mv, "frozen_ms"),
+               rtctl_jint(e, "busy_ms"));
+    }
+    if (json_object_get(e, "origin")) {
+        printf(" (%s)", rtctl_str(e, "origin", ""));
+    }
+    if (json_is_string(json_object_get(e, "reason"))) {
+        printf(" - %s", rtctl_str(e, "reason", ""));
+    }
+    if (json_is_string(json_object_get(e, "error"))) {
+        printf(" - error: %s", rtctl_str(e, "error", ""));
+    }
+    printf("\n");
+}
+
+static int rtctl_action_result(int status, json_t *root, int as_json)
+{
+    if (status < 0) {
+        return 1;
+    }
+    if (as_json) {
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+    } else if (json_object_get(root, "kind")) {
+        rtctl_print_event(root);
+    }
+    if (status != 200) {
+        if (!json_object_get(root, "kind") || as_json) {
+            fprintf(stderr, "rtctl: refused (HTTP %d): %s\n", status,
+                    rtctl_str(root, "error", "?"));
+        } else {
+            fprintf(stderr, "rtctl: failed (HTTP %d): %s\n", status,
+                    rtctl_str(root, "error", "?"));
+        }
+        json_decref(root);
+        return 1;
+    }
+    if (!as_json && !strcmp(rtctl_str(root, "kind", ""), "move")) {
+        json_t *mv = json_object_get(root, "move");
+        char b[32];
+        rtctl_human_bytes(json_number_value(json_object_get(mv, "bytes")), b,
+                          sizeof(b));
+        printf(
+            "copied %lld entities (%s): snapshot %lld ms, %lld tail "
+            "rounds\n"
+            "ServerBusy window: %lld ms frozen at the source + %lld ms "
+            "commit and assignment = %lld ms\n",
+            rtctl_jint(mv, "entities"), b, rtctl_jint(mv, "snapshot_ms"),
+            rtctl_jint(mv, "tail_rounds"), rtctl_jint(mv, "frozen_ms"),
+            rtctl_jint(root, "commit_assign_ms"), rtctl_jint(root, "busy_ms"));
+    }
+    json_decref(root);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int rtctl_parse_id(const char *what, const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    errno = 0;
+    v = s ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *s == '-' || errno || *end || v == 0) {
+        fprintf(stderr, "rtctl: %s: expected a numeric id, got '%s'\n", what,
+                s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Polls the status until @server holds no range and no move involves it. */
+static int rtctl_drain_wait(const char *addr, uint64_t server, int timeout_s)
+{
+    time_t end = time(NULL) + timeout_s;
+    long long last = -1;
+    for (;;) {
+        json_t *root = NULL, *o;
+        size_t i;
+        long long left = -1, moving = 0;
+        int status =
+            rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, &root);
+        if (status != 200) {
+            if (status > 0) {
+                json_decref(root);
+            }
+            return 1;
+        }
+        json_array_foreach (json_object_get(root, "servers"), i, o) {
+            if (rtctl_jint(o, "id") == (long long)server) {
+                left = rtctl_jint(o, "ranges");
+            }
+        }
+        json_array_foreach (json_object_get(root, "ops"), i, o) {
+            if (rtctl_jint(o, "server") == (long long)server ||
+                rtctl_jint(o, "to") == (long long)server) {
+                moving++;
+            }
+        }
+        json_decref(root);
+        if (left != last) {
+            printf("server %" PRIu64 ": %lld ranges left\n", server, left);
+            fflush(stdout);
+            last = left;
+        }
+        if (left == 0 && moving == 0) {
+            printf("server %" PRIu64 " drained\n", server);
+            return 0;
+        }
+        if (time(NULL) >= end) {
+            fprintf(stderr,
+                    "rtctl: server %" PRIu64
+                    " not drained after %d s "
+                    "(is another server up? see 'rtctl events')\n",
+                    server, timeout_s);
+            return 1;
+        }
+        usleep(500 * 1000);
+    }
+}
+
+static volatile sig_atomic_t rtctl_stop;
+
+static void rtctl_on_signal(int sig)
+{
+    (void)sig;
+    rtctl_stop = 1;
+}
+
+static int rtctl_events(const char *addr,
+                        int as_json,
+                        int follow,
+                        unsigned long long since,
+                        long limit)
+{
+    char path[128];
+    int first = 1;
+    if (follow) {
+        signal(SIGINT, rtctl_on_signal);
+        signal(SIGTERM, rtctl_on_signal);
+    }
+    while (!rtctl_stop) {
+        json_t *root = NULL, *e;
+        size_t i;
+        int status;
+        if (first && limit > 0) {
+            snprintf(path, sizeof(path), "/api/events?since=%llu&limit=%ld",
+                     since, limit);
+        } else {
+            snprintf(path, sizeof(path), "/api/events?since=%llu", since);
+        }
+        status = rtctl_call(addr, "GET", path, RTCTL_TIMEOUT_S, &root);
+        if (status < 0) {
+            return 1;
+        }
+        if (status != 200 || !json_is_array(root)) {
+            fprintf(stderr, "rtctl: master answered HTTP %d to %s\n", status,
+                    path);
+            json_decref(root);
+            return 1;
+        }
+        json_array_foreach (root, i, e) {
+            if (as_json) {
+                json_dumpf(e, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                fputc('\n', stdout);
+            } else {
+                rtctl_print_event(e);
+            }
+            if (rtctl_jint(e, "seq") > 0) {
+                since = (unsigned long long)rtctl_jint(e, "seq");
+            }
+        }
+        json_decref(root);
+        fflush(stdout);
+        first = 0;
+        if (!follow) {
+            break;
+        }
+        for (int k = 0; k < 10 && !rtctl_stop; k++) {
+            usleep(100 * 1000);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *addr = getenv("RT_MASTER_HTTP");
     const char *cmd = NULL;
-    int as_json = 0;
+    const char *args[4] = {0};
+    int nargs = 0, as_json = 0, follow = 0, cancel = 0, no_wait = 0;
+    int timeout_s = RTCTL_ACTION_TIMEOUT_S;
+    unsigned long long since = 0;
+    long limit = 100;
 
     if (!addr || !*addr) {
         addr = RTCTL_DEFAULT_MASTER;
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") ||
+            (!cmd && !strcmp(a, "help"))) {
             rtctl_usage(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) {
             as_json = 1;
-        } else if (!strcmp(a, "--master-http")) {
+        } else if (!strcmp(a, "--follow") || !strcmp(a, "-f")) {
+            follow = 1;
+        } else if (!strcmp(a, "--cancel")) {
+            cancel = 1;
+        } else if (!strcmp(a, "--no-wait")) {
+            no_wait = 1;
+        } else if (!strcmp(a, "--since") || !strcmp(a, "--limit") ||
+                   !strcmp(a, "--timeout") || !strcmp(a, "--master-http")) {
+            char *end;
             if (i + 1 >= argc) {
-                fprintf(stderr, "rtctl: --master-http needs HOST:PORT\n");
+                fprintf(stderr, "rtctl: %s needs a value\n", a);
                 return 2;
             }
-            addr = argv[++i];
+            if (!strcmp(a, "--master-http")) {
+                addr = argv[++i];
+                continue;
+            }
+            errno = 0;
+            unsigned long long v = strtoull(argv[++i], &end, 10);
+            if (errno || *end || argv[i][0] == '-' || !argv[i][0]) {
+                fprintf(stderr, "rtctl: %s: expected a number\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--since")) {
+                since = v;
+            } else if (!strcmp(a, "--limit")) {
+                limit = (long)v;
+            } else {
+                timeout_s = v > 0 && v < 86400 * 7 ? (int)v : timeout_s;
+            }
         } else if (!strncmp(a, "--master-http=", 14)) {
             addr = a + 14;
-        } else if (a[0] == '-') {
+        } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "rtctl: unknown option '%s' (try --help)\n", a);
             return 2;
         } else if (!cmd) {
             cmd = a;
+        } else if (nargs < 3) {
+            args[nargs++] = a;
         } else {
             fprintf(stderr, "rtctl: unexpected argument '%s'\n", a);
             return 2;
@@ -423,7 +833,70 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strcmp(cmd, "status")) {
+        if (nargs) {
+            fprintf(stderr, "rtctl: status takes no argument\n");
+            return 2;
+        }
         return rtctl_status(addr, as_json);
+    }
+    if (!strcmp(cmd, "events")) {
+        if (nargs) {
+            fprintf(stderr, "rtctl: events takes no argument\n");
+            return 2;
+        }
+        return rtctl_events(addr, as_json, follow, since, limit);
+    }
+    if (!strcmp(cmd, "split") || !strcmp(cmd, "merge") ||
+        !strcmp(cmd, "move") || !strcmp(cmd, "drain")) {
+        int want = !strcmp(cmd, "move") ? 2 : 1;
+        int maxargs = !strcmp(cmd, "split") ? 2 : want;
+        char path[8192];
+        uint64_t id = 0, id2 = 0;
+        json_t *root = NULL;
+        int status, rc;
+        if (nargs < want || nargs > maxargs) {
+            fprintf(stderr, "rtctl: usage: rtctl %s %s\n", cmd,
+                    !strcmp(cmd, "split")   ? "RANGE [KEY]"
+                    : !strcmp(cmd, "move")  ? "RANGE SERVER"
+                    : !strcmp(cmd, "drain") ? "SERVER [--cancel] [--no-wait]"
+                                            : "RANGE");
+            return 2;
+        }
+        if (rtctl_parse_id(!strcmp(cmd, "drain") ? "SERVER" : "RANGE", args[0],
+                           &id) != 0 ||
+            (want == 2 && rtctl_parse_id("SERVER", args[1], &id2) != 0)) {
+            return 2;
+        }
+        if (!strcmp(cmd, "split")) {
+            if (nargs == 2) {
+                char *k = rtctl_urlenc(args[1]);
+                if (strlen(k) > 6000) {
+                    fprintf(stderr, "rtctl: KEY too long\n");
+                    free(k);
+                    return 2;
+                }
+                snprintf(path, sizeof(path),
+                         "/api/split?range=%" PRIu64 "&key=%s", id, k);
+                free(k);
+            } else {
+                snprintf(path, sizeof(path), "/api/split?range=%" PRIu64, id);
+            }
+        } else if (!strcmp(cmd, "merge")) {
+            snprintf(path, sizeof(path), "/api/merge?range=%" PRIu64, id);
+        } else if (!strcmp(cmd, "move")) {
+            snprintf(path, sizeof(path),
+                     "/api/move?range=%" PRIu64 "&server=%" PRIu64, id, id2);
+        } else {
+            snprintf(path, sizeof(path), "/api/drain?server=%" PRIu64 "%s", id,
+                     cancel ? "&cancel=1" : "");
+        }
+        status = rtctl_call(addr, "POST", path, timeout_s, &root);
+        rc = rtctl_action_result(status, root, as_json);
+        if (rc == 0 && !strcmp(cmd, "drain") && !cancel && !no_wait &&
+            !as_json) {
+            rc = rtctl_drain_wait(addr, id, timeout_s);
+        }
+        return rc;
     }
     fprintf(stderr, "rtctl: unknown command '%s' (try --help)\n", cmd);
     return 2;

@@ -25,6 +25,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
+#   test_balance        load balancing: policy split/move of a hot range,
+#                       rtctl split/move/merge/drain under load, SIGKILL
+#                       mid-move, master restarts, a stale front end
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -35,6 +38,7 @@ set(RT_INTEGRATION_TESTS
   test_sdk_js
   test_raw_http
   test_sas_acl_cors
+  test_balance
 )
 
 function(rt_integration_test t)

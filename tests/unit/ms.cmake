@@ -2,3 +2,5 @@
 rt_unit_test(test_ms_catalog ms)
 rt_unit_test(test_ms_rpc ms)
 rt_unit_test(test_ms_props ms)
+rt_unit_test(test_ms_policy ms)
+rt_unit_test(test_ms_move ms)

@@ -430,24 +430,110 @@ static void test_dir_lock(void **state)
     assert_non_null(strstr(errmsg, "another master"));
 }
 
-/* The default policy picks the live server with the fewest ranges. */
+/* The default policy picks the live, non-draining server with the fewest
+ * ranges; both policies place alike; unknown names are refused. */
 static void test_policy_place(void **state)
 {
     (void)state;
-    struct ms_policy p = ms_policy_default();
+    struct ms_policy p, none, bad;
     struct ms_server_view sv[3] = {
         {.id = 1, .up = true, .nranges = 3},
         {.id = 2, .up = false, .nranges = 0},
         {.id = 3, .up = true, .nranges = 2},
     };
-    struct ms_cluster_view v = {sv, 3};
+    struct ms_cluster_view v = {.servers = sv, .nservers = 3};
+    assert_int_equal(ms_policy_create("default", NULL, &p), 0);
+    assert_int_equal(ms_policy_create("none", NULL, &none), 0);
+    assert_int_equal(ms_policy_create("random", NULL, &bad), RT_EINVAL);
     assert_int_equal(ms_policy_place(&p, &v), 3);
+    assert_int_equal(ms_policy_place(&none, &v), 3);
+    sv[2].draining = true;
+    assert_int_equal(ms_policy_place(&p, &v), 1);
+    sv[2].draining = false;
     sv[0].nranges = 2;
     assert_int_equal(ms_policy_place(&p, &v), 1);
     sv[0].up = sv[2].up = false;
     assert_int_equal(ms_policy_place(&p, &v), 0);
     v.nservers = 0;
     assert_int_equal(ms_policy_place(&p, &v), 0);
+    assert_int_equal(ms_policy_decide(&none, &v, NULL, 0), 0);
+    ms_policy_destroy(&p);
+    ms_policy_destroy(&none);
+}
+
+/* A move record is durable until committed (range -> target at the new
+ * epoch, in the same transaction) or forgotten; a changed range refuses
+ * the commit; draining survives a reopen. */
+static void test_moves_and_draining(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_range *r;
+    const Rt__MoveReq *mv;
+    uint64_t sid1, sid2, v0, rid, mid;
+    char errmsg[RT_ERRMSG_SIZE];
+
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "127.0.0.1:1", &sid1, NULL), 0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "127.0.0.1:2", &sid2, NULL), 0);
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "moving", sid1, NULL, &r), 0);
+    rid = r->id;
+    v0 = ms_catalog_map_version(f->cat);
+    assert_int_equal(ms_catalog_move_begin(f->cat, rid, sid1, "x", &mv),
+                     RT_EINVAL); /* to its own owner */
+    assert_int_equal(ms_catalog_move_begin(f->cat, 999, sid2, "x", &mv),
+                     RT_ENOTFOUND);
+    assert_int_equal(
+        ms_catalog_move_begin(f->cat, rid, sid2, "127.0.0.1:2", &mv), 0);
+    mid = mv->move_id;
+    assert_int_equal(mv->new_epoch, 2);
+    assert_int_equal(mv->range->epoch, 1);
+    assert_int_equal(mv->target_server_id, sid2);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0); /* not a map change */
+    assert_int_equal(ms_catalog_set_draining(f->cat, sid1, true), 0);
+    assert_int_equal(ms_catalog_set_draining(f->cat, 77, true), RT_ENOTFOUND);
+
+    /* Reopen: the pending move and the draining flag are back. */
+    ms_catalog_close(f->cat);
+    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
+    assert_int_equal(ms_catalog_nmoves(f->cat), 1);
+    mv = ms_catalog_move_at(f->cat, 0);
+    assert_int_equal(mv->move_id, mid);
+    assert_string_equal(mv->target_addr, "127.0.0.1:2");
+    assert_true(ms_catalog_server_find(f->cat, sid1)->draining);
+    assert_false(ms_catalog_server_find(f->cat, sid2)->draining);
+
+    /* Commit: same id and bounds, new owner and epoch, record gone. */
+    assert_int_equal(ms_catalog_move_commit(f->cat, mid), 0);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_int_equal(r->server_id, sid2);
+    assert_int_equal(r->epoch, 2);
+    assert_true(r->high_inf);
+    assert_int_equal(ms_catalog_nmoves(f->cat), 0);
+    assert_true(ms_catalog_map_version(f->cat) > v0);
+    assert_int_equal(ms_catalog_move_commit(f->cat, mid), RT_ENOTFOUND);
+
+    /* A move whose range changed meanwhile cannot commit; forget it. */
+    assert_int_equal(
+        ms_catalog_move_begin(f->cat, rid, sid1, "127.0.0.1:1", &mv), 0);
+    mid = mv->move_id;
+    {
+        struct ms_range_put p = {rid, r->table_id, "", NULL, true, sid2, 5};
+        assert_int_equal(ms_catalog_update_ranges(f->cat, &p, 1, NULL, 0, NULL),
+                         0);
+    }
+    assert_int_equal(ms_catalog_move_commit(f->cat, mid), RT_ESTALE);
+    assert_int_equal(ms_catalog_nmoves(f->cat), 1);
+    assert_int_equal(ms_catalog_move_forget(f->cat, mid), 0);
+    assert_int_equal(ms_catalog_move_forget(f->cat, mid), RT_ENOTFOUND);
+    ms_catalog_close(f->cat);
+    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
+    assert_int_equal(ms_catalog_nmoves(f->cat), 0);
+    /* Move ids are never reused. */
+    assert_int_equal(
+        ms_catalog_move_begin(f->cat, rid, sid1, "127.0.0.1:1", &mv), 0);
+    assert_true(mv->move_id > mid);
 }
 
 int main(void)
@@ -465,6 +551,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
         cmocka_unit_test(test_policy_place),
+        cmocka_unit_test_setup_teardown(test_moves_and_draining, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

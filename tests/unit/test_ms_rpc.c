@@ -145,7 +145,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    const char *files[] = {"data.mdb", "lock.mdb", "master.lock"};
+    const char *files[] = {"data.mdb", "lock.mdb", "master.lock",
+                           "events.jsonl"};
     char path[128];
     if (f->ps.cli) {
         rt_rpc_client_close(f->ps.cli);
@@ -165,7 +166,7 @@ static int teardown(void **state)
         rt__map__free_unpacked(f->fe.last, NULL);
     }
     ms_status_destroy(f->st);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
         unlink(path);
     }

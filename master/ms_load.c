@@ -1,0 +1,536 @@
+/* Load model (see ms_load.h). */
+#include "ms_load.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_util.h"
+
+struct ms_load
+{
+    double tau_ms;
+    struct ms_vec ranges; /* struct ms_load_range *, by id */
+    struct ms_vec bounds; /* struct ms_load_bounds *, by range id */
+    struct ms_load_frame frames[MS_LOAD_HISTORY]; /* ring */
+    size_t nframes;
+    size_t frame_head; /* index of the oldest frame */
+    uint64_t next_frame;
+};
+
+/* ---- helpers ---- */
+
+static size_t ms__lr_lower_bound(const struct ms_vec *v, uint64_t id)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (((struct ms_load_range *)v->v[mid])->range_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static struct ms_load_range *ms__lr_find(const struct ms_load *ld,
+                                         uint64_t id,
+                                         size_t *idx)
+{
+    size_t i = ms__lr_lower_bound(&ld->ranges, id);
+    if (idx) {
+        *idx = i;
+    }
+    if (i < ld->ranges.n &&
+        ((struct ms_load_range *)ld->ranges.v[i])->range_id == id) {
+        return ld->ranges.v[i];
+    }
+    return NULL;
+}
+
+static struct ms_load_range *ms__lr_get(struct ms_load *ld, uint64_t id)
+{
+    size_t i;
+    struct ms_load_range *r = ms__lr_find(ld, id, &i);
+    if (!r) {
+        r = ms_xcalloc(1, sizeof(*r));
+        r->range_id = id;
+        ms_vec_insert(&ld->ranges, i, r);
+    }
+    return r;
+}
+
+static void ms__lr_free(struct ms_load_range *r)
+{
+    if (!r) {
+        return;
+    }
+    for (size_t i = 0; i < MS_LOAD_SAMPLES; i++) {
+        free(r->samples[i].pk);
+    }
+    free(r);
+}
+
+/* Appends a sample to the ring (the key is copied). */
+static void ms__sample_add(struct ms_load_range *r,
+                           const char *pk,
+                           double w,
+                           uint64_t at_ms)
+{
+    struct ms_pk_sample *s = &r->samples[r->sample_next];
+    free(s->pk);
+    s->pk = ms_xstrdup(pk);
+    s->w = w;
+    s->at_ms = at_ms;
+    r->sample_next = (r->sample_next + 1) % MS_LOAD_SAMPLES;
+    if (r->nsamples < MS_LOAD_SAMPLES) {
+        r->nsamples++;
+    }
+}
+
+static void ms__rates_scale(struct ms_load_rates *out,
+                            const struct ms_load_rates *in,
+                            double f)
+{
+    out->req_s = in->req_s * f;
+    out->ent_s = in->ent_s * f;
+    out->wbytes_s = in->wbytes_s * f;
+    out->exec_frac = in->exec_frac * f;
+    out->thr_s = in->thr_s * f;
+    out->scan_s = in->scan_s * f;
+}
+
+static void ms__rates_add(struct ms_load_rates *acc,
+                          const struct ms_load_rates *in)
+{
+    acc->req_s += in->req_s;
+    acc->ent_s += in->ent_s;
+    acc->wbytes_s += in->wbytes_s;
+    acc->exec_frac += in->exec_frac;
+    acc->thr_s += in->thr_s;
+    acc->scan_s += in->scan_s;
+}
+
+/* ---- lifecycle ---- */
+
+struct ms_load *ms_load_create(uint32_t tau_ms)
+{
+    struct ms_load *ld = ms_xcalloc(1, sizeof(*ld));
+    ld->tau_ms = tau_ms ? tau_ms : MS_LOAD_DEFAULT_TAU;
+    ld->next_frame = 1;
+    return ld;
+}
+
+static void ms__frame_clear(struct ms_load_frame *f)
+{
+    free(f->cells);
+    free(f->server_ids);
+    free(f->server_demand);
+    memset(f, 0, sizeof(*f));
+}
+
+void ms_load_destroy(struct ms_load *ld)
+{
+    if (!ld) {
+        return;
+    }
+    for (size_t i = 0; i < ld->ranges.n; i++) {
+        ms__lr_free(ld->ranges.v[i]);
+    }
+    ms_vec_free(&ld->ranges);
+    for (size_t i = 0; i < MS_LOAD_HISTORY; i++) {
+        ms__frame_clear(&ld->frames[i]);
+    }
+    for (size_t i = 0; i < ld->bounds.n; i++) {
+        struct ms_load_bounds *b = ld->bounds.v[i];
+        free(b->low);
+        free(b->high);
+        free(b);
+    }
+    ms_vec_free(&ld->bounds);
+    free(ld);
+}
+
+/* ---- reports ---- */
+
+void ms_load_report(struct ms_load *ld,
+                    uint64_t server_id,
+                    const Rt__RangeLoad *l,
+                    uint64_t max_server_eps,
+                    uint64_t max_range_eps,
+                    uint64_t now_ms)
+{
+    struct ms_load_range *r = ms__lr_get(ld, l->range_id);
+    struct ms_load_rates cur;
+    uint64_t dt = l->interval_ms;
+    double secs, alpha, w;
+
+    if (dt == 0) {
+        dt = r->last_ms && now_ms > r->last_ms ? now_ms - r->last_ms : 1000;
+    }
+    if (dt < 50) {
+        dt = 50; /* a burst of back-to-back heartbeats: no huge rates */
+    }
+    secs = (double)dt / 1000.0;
+    cur.req_s = (double)l->requests / secs;
+    cur.ent_s = (double)l->entities / secs;
+    cur.wbytes_s = (double)l->bytes_written / secs;
+    cur.exec_frac = (double)l->exec_us / 1000.0 / (double)dt;
+    cur.thr_s = (double)l->throttled / secs;
+    cur.scan_s = (double)l->scanned / secs;
+
+    if (r->reports == 0 && !r->estimated) {
+        r->avg = cur; /* the first report is the best estimate we have */
+        r->first_ms = now_ms;
+    } else {
+        struct ms_load_rates keep, add;
+        if (r->reports == 0) {
+            r->first_ms = now_ms;
+        }
+        alpha = 1.0 - exp(-(double)dt / ld->tau_ms);
+        ms__rates_scale(&keep, &r->avg, 1.0 - alpha);
+        ms__rates_scale(&add, &cur, alpha);
+        ms__rates_add(&keep, &add);
+        r->avg = keep;
+    }
+    r->cur = cur;
+    r->estimated = false;
+    r->reports++;
+    r->last_ms = now_ms;
+    r->server_id = server_id;
+    r->key_count = l->key_count;
+    r->key_bytes = l->key_bytes;
+    r->max_server_eps = max_server_eps;
+    r->max_range_eps = max_range_eps;
+    if (l->n_sample_pks) {
+        /* Every sample of a weighted reservoir stands for an equal share of
+         * the interval's load (+1: idle ranges still weigh something). */
+        w = ((double)l->entities + (double)l->throttled + 1.0) /
+            (double)l->n_sample_pks;
+        for (size_t i = 0; i < l->n_sample_pks; i++) {
+            if (l->sample_pks[i]) {
+                ms__sample_add(r, l->sample_pks[i], w, now_ms);
+            }
+        }
+    }
+}
+
+const struct ms_load_range *ms_load_find(const struct ms_load *ld,
+                                         uint64_t range_id)
+{
+    return ms__lr_find(ld, range_id, NULL);
+}
+
+void ms_load_forget(struct ms_load *ld, uint64_t range_id)
+{
+    size_t i;
+    struct ms_load_range *r = ms__lr_find(ld, range_id, &i);
+    if (r) {
+        ms_vec_remove(&ld->ranges, i);
+        ms__lr_free(r);
+    }
+}
+
+void ms_load_retain(struct ms_load *ld,
+                    bool (*keep)(uint64_t range_id, void *arg),
+                    void *arg)
+{
+    for (size_t i = 0; i < ld->ranges.n;) {
+        struct ms_load_range *r = ld->ranges.v[i];
+        if (keep(r->range_id, arg)) {
+            i++;
+        } else {
+            ms_vec_remove(&ld->ranges, i);
+            ms__lr_free(r);
+        }
+    }
+}
+
+/* ---- split / merge ---- */
+
+static bool ms__in_range(const char *pk, const char *low, const char *high)
+{
+    return strcmp(pk, low) >= 0 && (!high || strcmp(pk, high) < 0);
+}
+
+void ms_load_split(struct ms_load *ld,
+                   uint64_t parent,
+                   const char *key,
+                   uint64_t left,
+                   uint64_t right)
+{
+    struct ms_load_range *p = ms__lr_find(ld, parent, NULL);
+    struct ms_load_range *l, *r;
+    double wl = 0, wr = 0, share;
+
+    if (!p) {
+        return;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct ms_pk_sample *s = &p->samples[i];
+        if (strcmp(s->pk, key) < 0) {
+            wl += s->w;
+        } else {
+            wr += s->w;
+        }
+    }
+    share = wl + wr > 0 ? wl / (wl + wr) : 0.5;
+    l = ms__lr_get(ld, left); /* items are heap objects: @p stays valid */
+    r = ms__lr_get(ld, right);
+    l->server_id = r->server_id = p->server_id;
+    l->first_ms = r->first_ms = p->last_ms;
+    l->last_ms = r->last_ms = p->last_ms;
+    l->estimated = r->estimated = true;
+    ms__rates_scale(&l->avg, &p->avg, share);
+    ms__rates_scale(&r->avg, &p->avg, 1.0 - share);
+    ms__rates_scale(&l->cur, &p->cur, share);
+    ms__rates_scale(&r->cur, &p->cur, 1.0 - share);
+    l->key_count = (uint64_t)((double)p->key_count * share);
+    r->key_count = p->key_count - l->key_count;
+    l->key_bytes = (uint64_t)((double)p->key_bytes * share);
+    r->key_bytes = p->key_bytes - l->key_bytes;
+    l->max_range_eps = r->max_range_eps = p->max_range_eps;
+    l->max_server_eps = r->max_server_eps = p->max_server_eps;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct ms_pk_sample *s = &p->samples[i];
+        ms__sample_add(strcmp(s->pk, key) < 0 ? l : r, s->pk, s->w, s->at_ms);
+    }
+    ms_load_forget(ld, parent);
+}
+
+void ms_load_merge(struct ms_load *ld, uint64_t a, uint64_t b, uint64_t merged)
+{
+    struct ms_load_range *m = ms__lr_get(ld, merged);
+    const uint64_t src[2] = {a, b};
+    bool any = false;
+    for (int k = 0; k < 2; k++) {
+        struct ms_load_range *p = ms__lr_find(ld, src[k], NULL);
+        if (!p) {
+            continue;
+        }
+        any = true;
+        m->server_id = p->server_id;
+        if (p->last_ms > m->last_ms) {
+            m->last_ms = p->last_ms;
+            m->first_ms = p->last_ms;
+        }
+        ms__rates_add(&m->avg, &p->avg);
+        ms__rates_add(&m->cur, &p->cur);
+        m->key_count += p->key_count;
+        m->key_bytes += p->key_bytes;
+        m->max_range_eps = p->max_range_eps;
+        m->max_server_eps = p->max_server_eps;
+        for (size_t i = 0; i < p->nsamples; i++) {
+            const struct ms_pk_sample *s = &p->samples[i];
+            ms__sample_add(m, s->pk, s->w, s->at_ms);
+        }
+    }
+    m->estimated = true;
+    ms_load_forget(ld, a);
+    ms_load_forget(ld, b);
+    if (!any) {
+        ms_load_forget(ld, merged);
+    }
+}
+
+/* ---- split key ---- */
+
+struct ms__wpk
+{
+    const char *pk;
+    double w;
+};
+
+static int ms__wpk_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ms__wpk *)a)->pk,
+                  ((const struct ms__wpk *)b)->pk);
+}
+
+char *ms_load_split_key(const struct ms_load_range *r,
+                        const char *low,
+                        const char *high,
+                        uint64_t now_ms,
+                        double *left_share)
+{
+    struct ms__wpk *v;
+    size_t n = 0;
+    double total = 0, below = 0, best_diff = 0, best_below = 0;
+    const char *best = NULL;
+    char *out = NULL;
+
+    if (!r || r->nsamples == 0) {
+        return NULL;
+    }
+    v = ms_xcalloc(r->nsamples, sizeof(*v));
+    for (size_t i = 0; i < r->nsamples; i++) {
+        const struct ms_pk_sample *s = &r->samples[i];
+        if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
+            continue;
+        }
+        if (!ms__in_range(s->pk, low, high)) {
+            continue; /* reported before a split or merge changed the bounds */
+        }
+        v[n].pk = s->pk;
+        v[n].w = s->w;
+        total += s->w;
+        n++;
+    }
+    qsort(v, n, sizeof(*v), ms__wpk_cmp);
+    /* Candidate K = each distinct sampled key > low; the weight below K is
+     * the sum over samples with a smaller key. */
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double w_here = 0;
+        while (j < n && strcmp(v[j].pk, v[i].pk) == 0) {
+            w_here += v[j].w;
+            j++;
+        }
+        if (strcmp(v[i].pk, low) > 0 && below > 0) {
+            double diff = fabs(total - 2 * below);
+            if (!best || diff < best_diff) {
+                best = v[i].pk;
+                best_diff = diff;
+                best_below = below;
+            }
+        }
+        below += w_here;
+        i = j;
+    }
+    if (best) {
+        out = ms_xstrdup(best);
+        if (left_share) {
+            *left_share = total > 0 ? best_below / total : 0.5;
+        }
+    }
+    free(v);
+    return out;
+}
+
+/* ---- history ---- */
+
+static size_t ms__bounds_lower_bound(const struct ms_vec *v, uint64_t id)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (((struct ms_load_bounds *)v->v[mid])->range_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static const struct ms_load_bounds *ms__bounds_get(
+    struct ms_load *ld,
+    const struct ms_load_frame_range *fr,
+    uint64_t frame_n)
+{
+    size_t i = ms__bounds_lower_bound(&ld->bounds, fr->range_id);
+    struct ms_load_bounds *b;
+    if (i < ld->bounds.n &&
+        ((struct ms_load_bounds *)ld->bounds.v[i])->range_id == fr->range_id) {
+        b = ld->bounds.v[i];
+    } else {
+        b = ms_xcalloc(1, sizeof(*b));
+        b->range_id = fr->range_id;
+        b->table_id = fr->table_id;
+        b->low = ms_xstrdup(fr->low ? fr->low : "");
+        b->high = fr->high ? ms_xstrdup(fr->high) : NULL;
+        ms_vec_insert(&ld->bounds, i, b);
+    }
+    b->last_frame = frame_n;
+    return b;
+}
+
+static int ms__u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void ms_load_frame(struct ms_load *ld,
+                   uint64_t unix_ms,
+                   const struct ms_load_frame_range *ranges,
+                   size_t n)
+{
+    struct ms_load_frame *f;
+    uint64_t oldest;
+    size_t slot;
+
+    if (ld->nframes == MS_LOAD_HISTORY) {
+        slot = ld->frame_head;
+        ld->frame_head = (ld->frame_head + 1) % MS_LOAD_HISTORY;
+    } else {
+        slot = (ld->frame_head + ld->nframes) % MS_LOAD_HISTORY;
+        ld->nframes++;
+    }
+    f = &ld->frames[slot];
+    ms__frame_clear(f);
+    f->n = ld->next_frame++;
+    f->unix_ms = unix_ms;
+    f->cells = ms_xcalloc(n ? n : 1, sizeof(*f->cells));
+    f->ncells = n;
+    f->server_ids = ms_xcalloc(n ? n : 1, sizeof(*f->server_ids));
+    f->server_demand = ms_xcalloc(n ? n : 1, sizeof(*f->server_demand));
+    for (size_t i = 0; i < n; i++) {
+        const struct ms_load_range *r = ms__lr_find(ld, ranges[i].range_id, 0);
+        f->cells[i].b = ms__bounds_get(ld, &ranges[i], f->n);
+        f->cells[i].server_id = ranges[i].server_id;
+        f->cells[i].demand = r ? (float)ms_load_demand(&r->avg) : 0.0f;
+        f->server_ids[i] = ranges[i].server_id;
+    }
+    /* Server totals: distinct ids, then sums. */
+    qsort(f->server_ids, n, sizeof(*f->server_ids), ms__u64_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (f->nservers == 0 ||
+            f->server_ids[f->nservers - 1] != f->server_ids[i]) {
+            f->server_ids[f->nservers++] = f->server_ids[i];
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < f->nservers; j++) {
+            if (f->server_ids[j] == f->cells[i].server_id) {
+                f->server_demand[j] += f->cells[i].demand;
+                break;
+            }
+        }
+    }
+    /* Bounds no kept frame references any more go. */
+    oldest = ld->frames[ld->frame_head].n;
+    for (size_t i = 0; i < ld->bounds.n;) {
+        struct ms_load_bounds *b = ld->bounds.v[i];
+        if (b->last_frame < oldest) {
+            ms_vec_remove(&ld->bounds, i);
+            free(b->low);
+            free(b->high);
+            free(b);
+        } else {
+            i++;
+        }
+    }
+}
+
+size_t ms_load_nframes(const struct ms_load *ld)
+{
+    return ld->nframes;
+}
+
+const struct ms_load_frame *ms_load_frame_at(const struct ms_load *ld, size_t i)
+{
+    return &ld->frames[(ld->frame_head + i) % MS_LOAD_HISTORY];
+}
+
+size_t ms_load_nbounds(const struct ms_load *ld)
+{
+    return ld->bounds.n;
+}
+
+const struct ms_load_bounds *ms_load_bounds_at(const struct ms_load *ld,
+                                               size_t i)
+{
+    return ld->bounds.v[i];
+}
