@@ -287,8 +287,8 @@ cat >&2 <<BANNER
   account / key    $DEV_ACCOUNT / $DEV_KEY
   connection       $CONN
   status           http://$MASTER_HTTP/api/status
-  dashboard        http://$MASTER_HTTP/
                    $RTCTL_SHOWN status
+  dashboard        http://$MASTER_HTTP/
   data             $DATA (kept across restarts)
   logs             $LOGS/{master,ps1..ps$N_PS,frontend}.log
 
