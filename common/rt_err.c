@@ -96,6 +96,7 @@ const char *rt_http_reason(int status)
     case 411: return "Length Required";
     case 412: return "Precondition Failed";
     case 413: return "Request Entity Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

@@ -111,6 +111,26 @@
       "The request does not contain required host information.")             \
     X(EACCOUNT, -10042, 400, "InvalidResourceName",                          \
       "The specified resource name contains invalid characters.")            \
+    X(EXMETHODPOST, -10043, 400, "XMethodNotUsingPost",                      \
+      "The X-HTTP-Method header can only be used with POST.")                \
+    X(EXMETHODCOUNT, -10044, 400, "XMethodIncorrectCount",                   \
+      "More than one X-HTTP-Method header was specified.")                   \
+    X(EXMETHODVALUE, -10045, 400, "XMethodIncorrectValue",                   \
+      "The X-HTTP-Method header value is not valid.")                        \
+    X(ESOURCEIP, -10046, 403, "AuthorizationSourceIPMismatch",               \
+      "This request is not authorized to perform this operation using this " \
+      "source IP.")                                                          \
+    X(EPROTOCOL, -10047, 403, "AuthorizationProtocolMismatch",               \
+      "This request is not authorized to perform this operation using this " \
+      "protocol.")                                                           \
+    X(ERESTYPE, -10048, 403, "AuthorizationResourceTypeMismatch",            \
+      "This request is not authorized to perform this operation using this " \
+      "resource type.")                                                      \
+    X(ESERVICE, -10049, 403, "AuthorizationServiceMismatch",                 \
+      "This request is not authorized to perform this operation using this " \
+      "service.")                                                            \
+    X(EURILONG, -10050, 414, "InvalidUri",                                   \
+      "The request URI is too long.")                                        \
     /* Internal codes: never shown raw to clients; mapped at the edge. */    \
     X(ESTALE, -10100, 503, "ServerBusy",                                     \
       "The range is not served here at that epoch (stale partition map).")   \

@@ -1,14 +1,15 @@
 /* The Table REST operations (shared/table-api-spec.md §3): request
  * validation, authentication, dispatch to an operation, and turning a
- * finished job into the response. Runs on libmicrohttpd threads only;
- * everything that needs the cluster goes through req->job (fe_route on the
- * loop thread).
+ * finished job into the response. Runs on the request's worker thread
+ * (fe_http.c), inside libmicrohttpd's callbacks; everything that needs the
+ * cluster goes through req->job (the same worker's fe_route).
  *
  * Order of checks in fe_api_prepare (first failure answers):
  *   x-ms-version syntax (400 InvalidHeaderValue) -> account, host-style
  *   or path-style (400 InvalidUri) -> OPTIONS preflight (no auth) ->
  *   authentication (401/400/403) -> resource path (400) -> Host (400
- *   HostInformationNotPresent) -> `timeout` (400) -> verb (405) ->
+ *   HostInformationNotPresent) -> query hygiene: a decoded NUL, or a value
+ *   that is not UTF-8 (400) -> `timeout` (400) -> verb (405) ->
  *   X-HTTP-Method tunnelling (400 XMethod*) -> operation for (resource,
  *   verb) (405/501/400) -> Accept/$format on OData operations (415/400)
  *   -> writes on the read-only secondary (403) -> per-operation checks
@@ -46,7 +47,6 @@ struct fe_api_op {
     "application/json;odata=fullmetadata;streaming=true;charset=utf-8"
 
 #define FE_MSG_CORS_HEADER "A required CORS header is not present."
-#define FE_MSG_XMETHOD "The X-HTTP-Method header value is not valid."
 
 /* ---- Small helpers -------------------------------------------------- */
 
@@ -998,20 +998,26 @@ static int fe__parse_path(struct fe_req *req, const char *host)
  * is https behind a proxy that says so (X-Forwarded-Proto), else http. */
 static void fe__set_root(struct fe_req *req, const char *host)
 {
-    struct rt_buf root = RT_BUF_INIT;
     const char *proto = fe__req_header(req, "X-Forwarded-Proto");
     const char *scheme =
-        proto && strcasecmp(proto, "https") == 0 ? "https" : "http";
-    if (req->path.host_style) {
-        rt_buf_printf(&root, "%s://%s", scheme, host);
-    } else {
-        rt_buf_printf(&root, "%s://%s/%s", scheme, host, req->path.acct_seg);
-    }
-    req->root = strdup(rt_buf_cstr(&root));
-    rt_buf_free(&root);
-    if (!req->root) {
+        proto && strcasecmp(proto, "https") == 0 ? "https://" : "http://";
+    size_t sl = strlen(scheme), hl = strlen(host);
+    size_t al = req->path.host_style ? 0 : strlen(req->path.acct_seg);
+    char *p = malloc(sl + hl + 1 + al + 1);
+    if (!p) {
         abort();
     }
+    req->root = p;
+    memcpy(p, scheme, sl);
+    p += sl;
+    memcpy(p, host, hl);
+    p += hl;
+    if (!req->path.host_style) {
+        *p++ = '/';
+        memcpy(p, req->path.acct_seg, al);
+        p += al;
+    }
+    *p = '\0';
 }
 
 /* OData operations negotiate JSON (Accept/$format); the storage-XML ones
@@ -1031,25 +1037,48 @@ static int fe__xmethod(struct fe_req *req, const char **verb)
         return 0;
     }
     if (strcmp(req->method, "POST") != 0) {
-        fe__resp_error_as(req, 400, "XMethodNotUsingPost",
-                          "The X-HTTP-Method header can only be used with "
-                          "POST.");
+        fe__resp_error(req, RT_EXMETHODPOST, NULL);
         return -1;
     }
     if (fe__req_header_count(req, "X-HTTP-Method") != 1) {
-        fe__resp_error_as(req, 400, "XMethodIncorrectCount",
-                          "More than one X-HTTP-Method header was "
-                          "specified.");
+        fe__resp_error(req, RT_EXMETHODCOUNT, NULL);
         return -1;
     }
     if (strcmp(xm, "MERGE") != 0 && strcmp(xm, "PUT") != 0 &&
         strcmp(xm, "DELETE") != 0) {
-        fe__resp_error_as(req, 400, "XMethodIncorrectValue",
-                          FE_MSG_XMETHOD);
+        fe__resp_error(req, RT_EXMETHODVALUE, NULL);
         return -1;
     }
     *verb = xm;
     return 0;
+}
+
+/* Query parameters are used as C strings from here on, so a decoded NUL
+ * (which would silently cut a value) and, in values, bytes that are not
+ * UTF-8 are refused (spec §8, §9): 400 InvalidInput for $filter (like
+ * every other bad filter), 400 InvalidQueryParameterValue for the rest.
+ * SAS fields were checked before (fe_sas_authenticate: 403). Returns 0,
+ * or -1 with the error response set. */
+static int fe__check_query(struct fe_req *req)
+{
+    int why;
+    size_t bad = fe_query_check(&req->query, &why);
+    const struct fe_query_kv *kv;
+    if (bad == 0) {
+        return 0;
+    }
+    kv = &req->query.kv[bad - 1];
+    rt_log(RT_LOG_DEBUG, "query parameter #%zu: %s", bad,
+           why == FE_QUERY_NUL ? "NUL byte" : "not UTF-8");
+    if (kv->key_len == 7 && memcmp(kv->key, "$filter", 7) == 0) {
+        fe__resp_error(req, RT_EINVAL,
+                       why == FE_QUERY_NUL
+                           ? "The $filter holds a NUL character."
+                           : "The $filter is not valid UTF-8.");
+    } else {
+        fe__resp_error(req, RT_EQUERYPARAM, NULL);
+    }
+    return -1;
 }
 
 static int fe__api_prepare(struct fe_req *req)
@@ -1065,7 +1094,8 @@ static int fe__api_prepare(struct fe_req *req)
         return fe__error(req, RT_EHEADER, NULL);
     }
     req->xms_version = v;
-    fe_svc_secondary_path(req); /* Python's path-style secondary URLs */
+    /* Python's path-style secondary URLs (fe_url.h). */
+    req->raw_path_len = fe_url_secondary_fix(req->raw_path, req->raw_path_len);
     path_rc = fe__parse_path(req, host);
     if (!req->path.account_ok) {
         return fe__error(req, RT_EURI, NULL);
@@ -1084,6 +1114,9 @@ static int fe__api_prepare(struct fe_req *req)
         return fe__error(req, RT_EHOST, NULL);
     }
     fe__set_root(req, host);
+    if (fe__check_query(req) != 0) {
+        return FE_API_RESPOND;
+    }
     /* timeout=N seconds (spec §2): positive, clamped to 30. */
     timeout = fe_query_get(&req->query, "timeout");
     if (timeout && fe_hdr_timeout(timeout, &req->timeout_s) != 0) {

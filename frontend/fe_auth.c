@@ -1,4 +1,7 @@
 /* Shared Key authentication: see fe_auth.h. */
+/* SHA256_* (deprecated in OpenSSL 3, still the fastest way to copy a
+ * precomputed HMAC key schedule by value, as tests/load/rl_auth does). */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
 #include "fe_auth.h"
 
 #include <ctype.h>
@@ -11,11 +14,59 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 #include "rt_err.h"
 #include "rt_time.h"
 
+_Static_assert(sizeof(SHA256_CTX) <= FE_SHA256_STATE_SIZE,
+               "FE_SHA256_STATE_SIZE too small for SHA256_CTX");
+
 /* ---- Accounts ------------------------------------------------------- */
+
+/* HMAC-SHA256 key schedule of @key into @st[0] (inner) and @st[1]
+ * (outer) (RFC 2104). */
+static void fe__hmac_prepare(const uint8_t *key, size_t keylen,
+                             unsigned char st[2][FE_SHA256_STATE_SIZE])
+{
+    unsigned char k[64], pad[64];
+    SHA256_CTX c;
+    memset(k, 0, sizeof(k));
+    if (keylen > sizeof(k)) {
+        SHA256(key, keylen, k);
+    } else {
+        memcpy(k, key, keylen);
+    }
+    for (int side = 0; side < 2; side++) {
+        for (size_t i = 0; i < sizeof(pad); i++) {
+            pad[i] = (unsigned char)(k[i] ^ (side == 0 ? 0x36 : 0x5c));
+        }
+        SHA256_Init(&c);
+        SHA256_Update(&c, pad, sizeof(pad));
+        memcpy(st[side], &c, sizeof(c));
+    }
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
+    OPENSSL_cleanse(&c, sizeof(c));
+}
+
+/* Base64 HMAC-SHA256 of @msg with the key schedule @st. */
+static void fe__hmac_sign(const unsigned char st[2][FE_SHA256_STATE_SIZE],
+                          const char *msg, size_t n,
+                          char out[FE_AUTH_SIG_SIZE])
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256_CTX c;
+    memcpy(&c, st[0], sizeof(c));
+    SHA256_Update(&c, msg, n);
+    SHA256_Final(md, &c);
+    memcpy(&c, st[1], sizeof(c));
+    SHA256_Update(&c, md, sizeof(md));
+    SHA256_Final(md, &c);
+    EVP_EncodeBlock((unsigned char *)out, md, (int)sizeof(md));
+    OPENSSL_cleanse(md, sizeof(md));
+    OPENSSL_cleanse(&c, sizeof(c));
+}
 
 void fe_accounts_init(struct fe_accounts *a)
 {
@@ -101,6 +152,12 @@ int fe_accounts_add(struct fe_accounts *a, const char *name,
         }
         acct.keylen[1] = (size_t)len;
         acct.nkeys = 2;
+    }
+    for (int k = 0; k < acct.nkeys; k++) {
+        fe__hmac_prepare(acct.key[k], acct.keylen[k], acct.hmac[k]);
+    }
+    for (int k = 0; k < acct.nkeys; k++) {
+        fe__hmac_prepare(acct.key[k], acct.keylen[k], acct.hmac[k]);
     }
     for (size_t i = 0; i < a->n; i++) {
         if (strcmp(a->v[i].name, name) == 0) {
@@ -271,7 +328,9 @@ int fe_auth_check(const struct fe_account *acct, const char *msg, size_t n,
     for (int i = 0; i < acct->nkeys; i++) {
         char want[FE_AUTH_SIG_SIZE];
         size_t wlen;
-        fe_auth_sign(acct->key[i], acct->keylen[i], msg, n, want);
+        fe__hmac_sign((const unsigned char(*)[FE_SHA256_STATE_SIZE])
+                          acct->hmac[i],
+                      msg, n, want);
         wlen = strlen(want);
         /* The length of a valid signature is public (44); compare the
          * bytes in constant time. */

@@ -29,11 +29,19 @@
 /* Accepted clock skew for x-ms-date / Date (spec §7). */
 #define FE_AUTH_MAX_SKEW_SECS (15 * 60)
 
+/* Room for one SHA-256 state (OpenSSL's SHA256_CTX, checked in fe_auth.c). */
+#define FE_SHA256_STATE_SIZE 128
+
 struct fe_account {
     char name[FE_ACCOUNT_NAME_MAX + 1];
     uint8_t key[2][FE_KEY_MAX];
     size_t keylen[2];
     int nkeys; /* 1 or 2 */
+    /* Each key's HMAC-SHA256 key schedule (the SHA-256 states after the
+     * inner and the outer padded key), computed by fe_accounts_add: a
+     * signature check then costs two state copies, not a key setup.
+     * Secret like the keys (wiped with them). */
+    _Alignas(16) unsigned char hmac[2][2][FE_SHA256_STATE_SIZE];
 };
 
 struct fe_accounts {

@@ -49,7 +49,6 @@
 #define FE__JSON_CT_FULL \
     "application/json;odata=fullmetadata;streaming=true;charset=utf-8"
 
-#define FE__MSG_XMETHOD "The X-HTTP-Method header value is not valid."
 /* Headers per MIME part or inner request: real clients send about ten. */
 #define FE__MAX_HDRS 64
 /* RFC 2046 allows 70; be a little lenient. */
@@ -531,10 +530,14 @@ static int fe__op_build(struct fe_batch *b, size_t i,
     /* The verb, with POST + X-HTTP-Method tunnelling (§2). */
     v = fe__hval(&in->hdrs, "X-HTTP-Method", tmp);
     if (v) {
-        if (!fe__eq(verb, "POST") ||
-            (strcmp(v, "MERGE") != 0 && strcmp(v, "PUT") != 0 &&
-             strcmp(v, "DELETE") != 0)) {
-            return fe__fail(b, RT_EINVAL, idx, FE__MSG_XMETHOD,
+        /* The standalone codes (spec §8.2). */
+        if (!fe__eq(verb, "POST")) {
+            return fe__fail(b, RT_EXMETHODPOST, idx, NULL,
+                            "X-HTTP-Method on a non-POST");
+        }
+        if (strcmp(v, "MERGE") != 0 && strcmp(v, "PUT") != 0 &&
+            strcmp(v, "DELETE") != 0) {
+            return fe__fail(b, RT_EXMETHODVALUE, idx, NULL,
                             "bad X-HTTP-Method");
         }
         verb = fe__span_of(strcmp(v, "MERGE") == 0 ? "MERGE"
@@ -604,12 +607,14 @@ static int fe__op_build(struct fe_batch *b, size_t i,
         op->verb == FE_BATCH_DELETE) {
         v = fe__hval(&in->hdrs, "If-Match", tmp);
         if (v) {
-            if (!*v) {
-                return fe__fail(b, RT_EPRECOND, idx, NULL, "empty If-Match");
-            }
-            if (fe_odata_parse_etag(v, &op->if_match, &op->if_match_any) !=
-                0) {
-                return fe__fail(b, RT_EINVAL, idx, NULL, "bad If-Match");
+            /* fe_hdr_if_match, as for a standalone request: empty -> 412,
+             * not a weak ETag -> 400, a weak ETag we could not have issued
+             * (W/"0x8D...") -> matches nothing (412 from the server). */
+            rc = fe_hdr_if_match(v, &op->if_match, &op->if_match_any);
+            if (rc != 0) {
+                return fe__fail(b, rc, idx, NULL,
+                                rc == RT_EPRECOND ? "empty If-Match"
+                                                  : "bad If-Match");
             }
             if (op->if_match_any) {
                 op->if_match = 0;

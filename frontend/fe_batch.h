@@ -7,7 +7,7 @@
  *    byte for byte as §5.3/§5.4 show it. Callable from any thread; they
  *    never read outside the buffers they are given.
  *  - glue: fe_batch_prepare() / fe_batch_finish() are the $batch operation
- *    of fe_api.c (libmicrohttpd threads): one atomic FE_JOB_WRITE with every
+ *    of fe_api.c (the request's worker): one atomic FE_JOB_WRITE with every
  *    op in request order (one RPC to the range owning the PartitionKey), or
  *    one FE_JOB_GET for a batch holding a single GET.
  *
@@ -101,13 +101,16 @@ void fe_batch_free(struct fe_batch *b);
  *  - more than FE_BATCH_MAX_OPS parts in the changeset: RT_EINVAL at
  *    FE_BATCH_TOO_MANY_INDEX with FE_BATCH_MSG_TOO_MANY;
  *  - then per operation i, in order: the verb (POST + X-HTTP-Method
- *    tunnelling, misuse -> RT_EINVAL; unknown -> RT_EVERB; a GET inside a
+ *    tunnelling: on another verb -> RT_EXMETHODPOST, a value other than
+ *    MERGE/PUT/DELETE -> RT_EXMETHODVALUE; unknown -> RT_EVERB; a GET inside a
  *    changeset -> RT_EINVAL), the URL (fe_path_parse codes; RT_EURI for a
  *    resource that is not an entity or entity set; RT_EMETHOD when the verb
  *    does not fit it), the table is the first op's (case-insensitive; else
  *    RT_EDIFFPARTITIONS: another entity group), the URL keys
- *    (fe_odata_check_key), If-Match as standalone (empty -> RT_EPRECOND,
- *    malformed -> RT_EINVAL, missing on DELETE -> RT_EMISSINGHEADER), the
+ *    (fe_odata_check_key), If-Match as standalone (fe_hdr_if_match: empty
+ *    -> RT_EPRECOND, not a weak ETag -> RT_EINVAL, a weak ETag we could
+ *    not have issued matches nothing -> 412 from the server; missing on
+ *    DELETE -> RT_EMISSINGHEADER), the
  *    body's media type and entity (fe_odata_parse_entity codes; an insert
  *    without keys -> RT_ENEEDVALUE; its keys checked), the PartitionKey is
  *    the first op's (RT_EDIFFPARTITIONS), the (PK, RK) pair is new
@@ -157,7 +160,7 @@ void fe_batch_error_json(struct rt_buf *out,
                          const char *reqid,
                          const char *when);
 
-/* The $batch operation (fe_api.c dispatch; libmicrohttpd threads).
+/* The $batch operation (fe_api.c dispatch; the request's worker).
  * prepare: returns FE_API_RESPOND with the response set (request-level
  * error, or a 202 failure for a rule an operation broke), or FE_API_SUBMIT
  * with req->job set. What finish needs besides the job (Content-IDs,

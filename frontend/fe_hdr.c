@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/rand.h>
 
@@ -280,21 +281,65 @@ int fe_hdr_timeout(const char *s, unsigned *secs)
     return 0;
 }
 
+/* Request ids need to be unique, not secret: a per-thread xoshiro256**
+ * seeded once from OpenSSL's RNG (RAND_bytes per request cost a getpid()
+ * system call and an AES-CTR block; snprintf cost as much again). */
+static _Thread_local uint64_t fe__guid_s[4];
+static _Thread_local int fe__guid_seeded;
+
+static uint64_t fe__rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t fe__guid_next(void)
+{
+    uint64_t *s = fe__guid_s;
+    uint64_t r = fe__rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = fe__rotl(s[3], 45);
+    return r;
+}
+
 void fe_hdr_guid(char out[FE_GUID_SIZE])
 {
+    static const char hex[] = "0123456789abcdef";
     unsigned char b[16];
-    if (RAND_bytes(b, sizeof(b)) != 1) {
-        for (size_t i = 0; i < sizeof(b); i++) {
-            b[i] = (unsigned char)rand();
+    uint64_t x, y;
+    size_t o = 0;
+    if (!fe__guid_seeded) {
+        if (RAND_bytes((unsigned char *)fe__guid_s, sizeof(fe__guid_s)) !=
+            1) {
+            uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)out;
+            for (int i = 0; i < 4; i++) {
+                seed += 0x9E3779B97F4A7C15ULL;
+                fe__guid_s[i] = seed ^ (seed >> 31);
+            }
         }
+        fe__guid_s[0] |= 1; /* never all zero */
+        fe__guid_seeded = 1;
     }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, FE_GUID_SIZE,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x"
-             "%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-             b[11], b[12], b[13], b[14], b[15]);
+    x = fe__guid_next();
+    y = fe__guid_next();
+    for (int i = 0; i < 8; i++) {
+        b[i] = (unsigned char)(x >> (8 * i));
+        b[8 + i] = (unsigned char)(y >> (8 * i));
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) {
+            out[o++] = '-';
+        }
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
 }
 
 int fe_hdr_top(const char *s, unsigned max, unsigned *top)

@@ -2,7 +2,8 @@
  * no network: Accept/$format -> metadata level, x-ms-version syntax,
  * Prefer, client request id echo, $top, $select, request ids and the
  * opaque continuation tokens (shared/table-api-spec.md §2, §6.3, §6.4, §11).
- * Thread: pure functions (fe_hdr_guid uses OpenSSL's thread-safe RNG). */
+ * Thread: pure functions (fe_hdr_guid keeps a per-thread generator seeded
+ * from OpenSSL's RNG). */
 #ifndef FE_HDR_H
 #define FE_HDR_H
 

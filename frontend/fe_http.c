@@ -1,20 +1,43 @@
-/* libmicrohttpd glue and the HTTP-thread <-> loop-thread bridge. The life
- * of a request is described in fe_internal.h.
+/* libmicrohttpd glue and the share-nothing workers. The life of a request
+ * is described in fe_internal.h.
  *
- * Threads: the access handler, NOTIFY_COMPLETED and the response helpers
- * run on libmicrohttpd's pool threads; fe__on_async, fe__job_done and
- * fe_http_begin_stop run on the libuv loop thread. They share only the
- * queue (h->mu) and each request's atomic refs/phase/gone.
+ * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and a
+ * libmicrohttpd daemon in external epoll mode: a uv_poll watches the
+ * daemon's epoll fd, a uv_timer follows MHD_get_timeout(), and a uv_check
+ * runs the daemon once more at the end of a loop iteration in which RPC
+ * replies resumed connections, so a reply is written in the same
+ * iteration it arrived. The access handler, NOTIFY_COMPLETED, fe_route's
+ * callbacks and the response helpers all run on that one thread; nothing
+ * of a request is shared. The workers share only immutable settings, the
+ * listen socket (one file description, a dup per daemon) and fe_svc's
+ * locked policy snapshot. The main thread only starts and stops them.
  *
- * Failure modes: a body above --max-body -> 413 RequestBodyTooLarge (at
- * once when Content-Length says so, else after the body); shutdown ->
- * queued and new requests get 503 ServerBusy; a client that disconnects
- * while suspended is only noticed by libmicrohttpd after the resume (it
- * does not watch suspended sockets), so the loop never touches a freed
- * request: it holds a reference until it has resumed the connection. */
+ * Why external epoll and not MHD's own threads: with MHD's threads every
+ * request crossed from an MHD thread to the loop (uv_async) and back
+ * (MHD_resume_connection waking the MHD thread through its ITC): two
+ * cross-thread wake-ups per request, which cost more than the request.
+ * Why it is safe from the 128-ready-connections stall (DESIGN §8): MHD
+ * 0.9.75 drains its epoll set with `while (epoll_wait(..., 128, timeout)
+ * == 128)`, and with an internal thread the second epoll_wait blocks for
+ * the connection timeout when exactly 128 events were ready. MHD_run()
+ * in external mode passes a zero timeout, so that loop never blocks; the
+ * waiting happens in libuv's epoll, which has no such cap. Checked with
+ * 128, 129, 256 and 300 concurrent connections (frontend/README.md).
+ *
+ * Failure modes: URL over FE_URL_MAX -> 414 InvalidUri; header lines over
+ * FE_HEADERS_MAX -> 400 InvalidHeaderValue (both before the body, like
+ * 413); anything that does not even fit MHD's pool (FE_HTTP_POOL) gets
+ * MHD's own 414/431 page; a body above --max-body -> 413
+ * RequestBodyTooLarge (at once when Content-Length says so, else after the
+ * body); shutdown -> jobs in flight and new requests get 503 ServerBusy; a
+ * client that disconnects while suspended is only noticed after the resume
+ * (MHD does not watch suspended sockets). */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +45,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 #include <uv.h>
@@ -32,29 +56,49 @@
 #include "rt_log.h"
 #include "rt_time.h"
 
-struct fe_http {
-    struct MHD_Daemon *d;
-    const struct fe_http_cfg *cfg;
-    uv_loop_t *loop;
-    uv_async_t async;
-    pthread_mutex_t mu;
-    struct fe_req *qhead; /* under mu */
-    struct fe_req *qtail;
-    int stopping; /* under mu */
+/* Free fe_req objects kept per worker, and the largest buffer a recycled
+ * request keeps (bigger ones are freed, so one huge body does not stay
+ * pinned). */
+#define FE_FREE_REQS_MAX 256
+#define FE_KEEP_BUF_MAX (64 * 1024)
+
+struct fe_worker {
+    struct fe_http *h;
+    unsigned idx;
+    pthread_t thread;
+    int thread_started;
+    uv_loop_t loop;
+    int loop_ok;
     struct fe_route *route;
+    struct MHD_Daemon *d;
+    uv_poll_t poll;   /* the daemon's epoll fd */
+    uv_timer_t timer; /* MHD_get_timeout() */
+    uv_check_t check; /* MHD_run after resumes (need_run) */
+    uv_async_t stop;  /* fe_http_stop() */
+    uv_timer_t drain; /* shutdown: flush, then close */
+    int handles;      /* initialized handles still to close */
+    int closed;       /* fe__close_handles() ran */
+    int need_run;
+    int stopping;
+    uint64_t drain_until;
+    unsigned suspended; /* connections suspended and not yet re-entered */
+    struct fe_req *free_reqs;
+    unsigned nfree;
+    time_t date_sec; /* cached Date header */
+    char date[40];
+};
+
+struct fe_http {
+    const struct fe_http_cfg *cfg;
+    atomic_int stop_sent;
+    struct fe_worker *w;
+    unsigned n;
+    int listen_fd;
+    int ipv6;
     int port;
 };
 
 /* ---- Requests ------------------------------------------------------- */
-
-static char *fe__xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        abort();
-    }
-    return d;
-}
 
 static uint64_t fe__mono_ms(void)
 {
@@ -63,77 +107,182 @@ static uint64_t fe__mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static enum MHD_Result fe__query_iter(void *cls, enum MHD_ValueKind kind,
-                                      const char *key, const char *value)
+/* Keeps a buffer's memory for the next request unless it grew large. */
+static void fe__buf_recycle(struct rt_buf *b)
 {
-    struct fe_req *req = cls;
+    if (b->cap > FE_KEEP_BUF_MAX) {
+        rt_buf_free(b);
+    } else {
+        rt_buf_reset(b);
+    }
+}
+
+/* A zeroed request that keeps the buffers of a recycled one. */
+static struct fe_req *fe__req_get(struct fe_worker *w)
+{
+    struct fe_req *req = w->free_reqs;
+    if (!req) {
+        req = calloc(1, sizeof(*req));
+        if (!req) {
+            abort();
+        }
+    } else {
+        struct rt_buf keep[7];
+        struct fe_query q = req->query;
+        w->free_reqs = req->next_free;
+        w->nfree--;
+        keep[0] = req->pathbuf;
+        keep[1] = req->body;
+        keep[2] = req->hdrs;
+        keep[3] = req->rbody;
+        keep[4] = req->s1;
+        keep[5] = req->s2;
+        keep[6] = req->fenc;
+        memset(req, 0, sizeof(*req));
+        req->pathbuf = keep[0];
+        req->body = keep[1];
+        req->hdrs = keep[2];
+        req->rbody = keep[3];
+        req->s1 = keep[4];
+        req->s2 = keep[5];
+        req->fenc = keep[6];
+        req->query = q; /* emptied by fe__req_put, keeps its array */
+    }
+    return req;
+}
+
+/* Releases everything a request owns except the kept buffers, and puts
+ * it on the free list. */
+static void fe__req_put(struct fe_worker *w, struct fe_req *req)
+{
+    fe_api_req_free(req);
+    fe_job_free(&req->job);
+    fe_path_free(&req->path);
+    fe_entity_in_free(&req->ent);
+    for (size_t i = 0; i < req->query.n; i++) {
+        free(req->query.kv[i].key);
+        free(req->query.kv[i].val);
+    }
+    req->query.n = 0;
+    if (w->nfree >= FE_FREE_REQS_MAX) {
+        fe_query_free(&req->query);
+        rt_buf_free(&req->pathbuf);
+        rt_buf_free(&req->body);
+        rt_buf_free(&req->hdrs);
+        rt_buf_free(&req->rbody);
+        rt_buf_free(&req->s1);
+        rt_buf_free(&req->s2);
+        rt_buf_free(&req->fenc);
+        free(req);
+        return;
+    }
+    fe__buf_recycle(&req->pathbuf);
+    fe__buf_recycle(&req->body);
+    fe__buf_recycle(&req->hdrs);
+    fe__buf_recycle(&req->rbody);
+    fe__buf_recycle(&req->s1);
+    fe__buf_recycle(&req->s2);
+    fe__buf_recycle(&req->fenc);
+    req->next_free = w->free_reqs;
+    w->free_reqs = req;
+    w->nfree++;
+}
+
+static void fe__req_free_list(struct fe_worker *w)
+{
+    while (w->free_reqs) {
+        struct fe_req *req = w->free_reqs;
+        w->free_reqs = req->next_free;
+        fe_query_free(&req->query);
+        rt_buf_free(&req->pathbuf);
+        rt_buf_free(&req->body);
+        rt_buf_free(&req->hdrs);
+        rt_buf_free(&req->rbody);
+        rt_buf_free(&req->s1);
+        rt_buf_free(&req->s2);
+        rt_buf_free(&req->fenc);
+        free(req);
+    }
+    w->nfree = 0;
+}
+
+struct fe__args {
+    struct fe_req *req;
+    size_t bytes; /* the query string's length, '&' and '=' counted */
+};
+
+static enum MHD_Result fe__query_iter(void *cls, enum MHD_ValueKind kind,
+                                      const char *key, size_t key_size,
+                                      const char *value, size_t value_size)
+{
+    struct fe__args *a = cls;
     (void)kind;
-    fe_query_add(&req->query, key, value);
+    a->bytes += key_size + value_size + 2;
+    fe_query_add_n(&a->req->query, key, key_size, value, value_size);
     return MHD_YES;
 }
 
-static struct fe_req *fe__req_create(struct fe_http *h,
-                                     struct MHD_Connection *c,
-                                     const char *url, const char *method)
+static enum MHD_Result fe__hdr_size_iter(void *cls, enum MHD_ValueKind kind,
+                                         const char *key, size_t key_size,
+                                         const char *value,
+                                         size_t value_size)
 {
-    struct fe_req *req = calloc(1, sizeof(*req));
+    size_t *bytes = cls;
+    (void)kind;
+    (void)key;
+    (void)value;
+    *bytes += key_size + value_size + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
+/* Starts a request: the raw path, the decoded query (also measuring the
+ * URL), the request id and the version echoed on every response. Returns
+ * the request; *url_len gets the request target's length. */
+static struct fe_req *fe__req_create(struct fe_worker *w,
+                                     struct MHD_Connection *c,
+                                     const char *url, const char *method,
+                                     size_t *url_len)
+{
+    struct fe_req *req = fe__req_get(w);
+    struct fe__args args;
     const char *v;
-    if (!req) {
-        abort();
-    }
-    atomic_init(&req->refs, 1);
-    atomic_init(&req->phase, FE_REQ_BODY);
-    req->http = h;
-    req->cfg = h->cfg;
+    size_t n;
+
+    req->w = w;
+    req->cfg = w->h->cfg;
     req->conn = c;
     req->start_ms = fe__mono_ms();
     fe_hdr_guid(req->reqid);
-    req->method = fe__xstrdup(method);
+    req->method = method;
     /* Absolute-form request target: keep only the path. */
     if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0) {
         const char *p = strstr(url, "//") + 2;
         p = strchr(p, '/');
         url = p ? p : "/";
     }
-    req->raw_path = fe__xstrdup(url);
-    req->raw_path_len = strlen(req->raw_path);
-    fe_query_init(&req->query);
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, fe__query_iter, req);
-    rt_buf_init(&req->body);
-    rt_buf_init(&req->hdrs);
-    rt_buf_init(&req->rbody);
-    rt_buf_init(&req->s1);
-    rt_buf_init(&req->s2);
+    n = strlen(url);
+    rt_buf_append(&req->pathbuf, url, n);
+    req->raw_path = (char *)rt_buf_cstr(&req->pathbuf);
+    req->raw_path_len = n;
+    args.req = req;
+    args.bytes = 0;
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, fe__query_iter,
+                                &args);
+    *url_len = n + args.bytes;
     fe_path_init(&req->path);
     fe_entity_in_init(&req->ent);
     fe_job_init(&req->job, FE_JOB_GET);
     /* The version echoed on every response, errors included: the
      * request's when well-formed (checked again by fe_api_prepare). */
     v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-ms-version");
-    snprintf(req->version, sizeof(req->version), "%s",
-             v && fe_hdr_version_check(v) == 0 ? v : FE_VERSION_DEFAULT);
-    req->odata = 1;
-    return req;
-}
-
-static void fe__req_unref(struct fe_req *req)
-{
-    if (atomic_fetch_sub(&req->refs, 1) != 1) {
-        return;
+    if (!v || fe_hdr_version_check(v) != 0 ||
+        strlen(v) >= sizeof(req->version)) {
+        v = FE_VERSION_DEFAULT;
     }
-    fe_api_req_free(req);
-    fe_job_free(&req->job);
-    fe_path_free(&req->path);
-    fe_entity_in_free(&req->ent);
-    fe_query_free(&req->query);
-    rt_buf_free(&req->body);
-    rt_buf_free(&req->hdrs);
-    rt_buf_free(&req->rbody);
-    rt_buf_free(&req->s1);
-    rt_buf_free(&req->s2);
-    free(req->method);
-    free(req->raw_path);
-    free(req);
+    memcpy(req->version, v, strlen(v) + 1);
+    req->odata = 1;
+    req->phase = FE_REQ_BODY;
+    return req;
 }
 
 const char *fe__req_header(struct fe_req *req, const char *name)
@@ -214,7 +363,11 @@ void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
     struct rt_buf text = RT_BUF_INIT;
 
     rt_time_format_iso7(rt_time_now_ticks(), when);
-    rt_buf_printf(&text, "%s\nRequestId:%s\nTime:%s", msg, req->reqid, when);
+    rt_buf_append_str(&text, msg);
+    rt_buf_append_str(&text, "\nRequestId:");
+    rt_buf_append_str(&text, req->reqid);
+    rt_buf_append_str(&text, "\nTime:");
+    rt_buf_append_str(&text, when);
     req->status = status;
     rt_buf_reset(&req->hdrs);
     rt_buf_reset(&req->rbody);
@@ -255,30 +408,34 @@ void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
     }
 }
 
+/* The Date header, formatted once per second per worker. */
+static const char *fe__date(struct fe_worker *w)
+{
+    time_t now = time(NULL);
+    if (now != w->date_sec) {
+        rt_time_http_date(w->date, sizeof(w->date));
+        w->date_sec = now;
+    }
+    return w->date;
+}
+
+/* Queues the response built in @req. The body stays in req->rbody (the
+ * response points into it) until the request completes. */
 static enum MHD_Result fe__queue(struct fe_req *req)
 {
     struct MHD_Response *resp;
-    size_t len = 0;
-    uint8_t *data = rt_buf_steal(&req->rbody, &len);
-    char date[64];
     const char *cid;
     enum MHD_Result ret;
 
-    if (len) {
-        resp = MHD_create_response_from_buffer_with_free_callback(len, data,
-                                                                  free);
-    } else {
-        free(data);
-        resp = MHD_create_response_from_buffer(0, (void *)"",
-                                               MHD_RESPMEM_PERSISTENT);
-    }
+    resp = MHD_create_response_from_buffer(
+        req->rbody.len, req->rbody.len ? (void *)req->rbody.data : (void *)"",
+        MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         return MHD_NO;
     }
     MHD_add_response_header(resp, "x-ms-request-id", req->reqid);
     MHD_add_response_header(resp, "x-ms-version", req->version);
-    rt_time_http_date(date, sizeof(date));
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_DATE, date);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_DATE, fe__date(req->w));
     cid = fe__req_header(req, "x-ms-client-request-id");
     if (cid && fe_hdr_client_id_ok(cid)) {
         MHD_add_response_header(resp, "x-ms-client-request-id", cid);
@@ -291,141 +448,120 @@ static enum MHD_Result fe__queue(struct fe_req *req)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_SERVER, "rangetable");
     for (size_t off = 0; off < req->hdrs.len;) {
         const char *name = (const char *)req->hdrs.data + off;
-        const char *value = name + strlen(name) + 1;
+        size_t nl = strlen(name);
+        const char *value = name + nl + 1;
+        size_t vl = strlen(value);
         MHD_add_response_header(resp, name, value);
-        off += strlen(name) + 1 + strlen(value) + 1;
+        off += nl + 1 + vl + 1;
     }
     if (req->status == 0) {
         req->status = 500;
     }
     ret = MHD_queue_response(req->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
-    atomic_store(&req->phase, FE_REQ_DONE);
+    req->phase = FE_REQ_DONE;
     rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
            req->status,
            (unsigned long long)(fe__mono_ms() - req->start_ms));
     return ret;
 }
 
-/* ---- Bridge --------------------------------------------------------- */
+/* ---- Jobs ----------------------------------------------------------- */
 
-/* [loop] The job finished: the reply is in req->job; wake the HTTP side. */
+/* [loop] The job finished (an RPC callback, or inside fe_route_submit):
+ * the reply is in req->job. Resumes the connection; the daemon runs at the
+ * end of this loop iteration (fe__on_check). */
 static void fe__job_done(struct fe_job *job)
 {
     struct fe_req *req = job->data;
-    atomic_store(&req->phase, FE_REQ_REPLY);
-    MHD_resume_connection(req->conn);
-    fe__req_unref(req);
-}
-
-/* [loop] Drains the queue (sends coalesce: take everything). */
-static void fe__on_async(uv_async_t *a)
-{
-    struct fe_http *h = a->data;
-    struct fe_req *req;
-    int stopping;
-    pthread_mutex_lock(&h->mu);
-    req = h->qhead;
-    h->qhead = h->qtail = NULL;
-    stopping = h->stopping;
-    pthread_mutex_unlock(&h->mu);
-    while (req) {
-        struct fe_req *next = req->qnext;
-        req->qnext = NULL;
-        req->job.done_cb = fe__job_done;
-        req->job.data = req;
-        if (stopping) {
-            req->job.status = RT_ECANCELED;
-            fe__job_done(&req->job);
-        } else {
-            rt_log_set_reqid(req->reqid);
-            fe_route_submit(h->route, &req->job);
-        }
-        req = next;
-    }
-    rt_log_set_reqid(NULL);
-}
-
-/* [MHD] Hands the job to the loop. The connection is suspended first so
- * the loop can never resume it before it is suspended. */
-static void fe__submit(struct fe_req *req)
-{
-    struct fe_http *h = req->http;
-    atomic_store(&req->phase, FE_REQ_WAIT);
-    MHD_suspend_connection(req->conn);
-    pthread_mutex_lock(&h->mu);
-    if (h->stopping) {
-        pthread_mutex_unlock(&h->mu);
-        req->job.status = RT_ECANCELED;
-        atomic_store(&req->phase, FE_REQ_REPLY);
-        MHD_resume_connection(req->conn);
+    struct fe_worker *w = req->w;
+    req->job_active = 0;
+    if (req->completed) {
+        /* Cannot happen while the daemon runs (MHD never completes a
+         * suspended connection); kept safe for MHD_stop_daemon. */
+        fe__req_put(w, req);
         return;
     }
-    atomic_fetch_add(&req->refs, 1);
-    req->qnext = NULL;
-    if (h->qtail) {
-        h->qtail->qnext = req;
-    } else {
-        h->qhead = req;
-    }
-    h->qtail = req;
-    /* Under the lock: fe_http_begin_stop closes the handle only after
-     * setting stopping under the same lock. */
-    uv_async_send(&h->async);
-    pthread_mutex_unlock(&h->mu);
+    req->phase = FE_REQ_REPLY;
+    MHD_resume_connection(req->conn);
+    w->need_run = 1;
 }
 
-void fe_http_begin_stop(struct fe_http *h)
+/* Suspends the connection and runs the job on this worker's fe_route. */
+static void fe__submit(struct fe_req *req)
 {
-    struct fe_req *req;
-    pthread_mutex_lock(&h->mu);
-    h->stopping = 1;
-    req = h->qhead;
-    h->qhead = h->qtail = NULL;
-    pthread_mutex_unlock(&h->mu);
-    while (req) {
-        struct fe_req *next = req->qnext;
-        req->qnext = NULL;
-        req->job.data = req;
-        req->job.status = RT_ECANCELED;
-        fe__job_done(&req->job);
-        req = next;
-    }
-    uv_close((uv_handle_t *)&h->async, NULL);
+    struct fe_worker *w = req->w;
+    req->phase = FE_REQ_WAIT;
+    req->job.done_cb = fe__job_done;
+    req->job.data = req;
+    req->job_active = 1;
+    MHD_suspend_connection(req->conn);
+    req->suspended = 1;
+    w->suspended++;
+    fe_route_submit(w->route, &req->job);
 }
 
 /* ---- libmicrohttpd callbacks ---------------------------------------- */
+
+/* First call of a request: limits that can be judged from the request
+ * line and headers. Returns 1 when a response was queued (in *ret). */
+static int fe__early_checks(struct fe_req *req, size_t url_len,
+                            enum MHD_Result *ret)
+{
+    struct MHD_Connection *c = req->conn;
+    size_t hbytes = 0;
+    const char *cl;
+
+    if (url_len > FE_URL_MAX) {
+        fe__resp_error(req, RT_EURILONG, NULL);
+        *ret = fe__queue(req);
+        return 1;
+    }
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, fe__hdr_size_iter,
+                                &hbytes);
+    if (hbytes > FE_HEADERS_MAX) {
+        fe__resp_error(req, RT_EHEADER,
+                       "The size of the request headers is too long.");
+        *ret = fe__queue(req);
+        return 1;
+    }
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > req->cfg->max_body) {
+        const char *expect = MHD_lookup_connection_value(
+            c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        req->body_too_large = 1;
+        /* A client waiting for 100 Continue (or sending something absurd)
+         * gets the 413 before the body, without a 100. Others are already
+         * sending: the body is read and dropped so they can read the 413
+         * instead of a reset (SDKs map 413 to RequestTooLargeError). */
+        if ((expect && strcasecmp(expect, "100-continue") == 0) ||
+            strtoull(cl, NULL, 10) / 16 > req->cfg->max_body) {
+            fe__resp_error(req, RT_ETOOLARGE, NULL);
+            *ret = fe__queue(req);
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-    struct fe_http *h = cls;
+    struct fe_worker *w = cls;
     struct fe_req *req = *con_cls;
+    enum MHD_Result ret;
     (void)version;
 
     if (!req) {
-        const char *cl;
-        req = fe__req_create(h, c, url, method);
+        size_t url_len;
+        req = fe__req_create(w, c, url, method, &url_len);
         *con_cls = req;
         rt_log_set_reqid(req->reqid);
-        cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg->max_body) {
-            const char *expect = MHD_lookup_connection_value(
-                c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-            req->body_too_large = 1;
-            /* A client waiting for 100 Continue (or sending something
-             * absurd) gets the 413 before the body, without a 100. Others
-             * are already sending: the body is read and dropped so they
-             * can read the 413 instead of a reset (SDKs map 413 to
-             * RequestTooLargeError). */
-            if ((expect && strcasecmp(expect, "100-continue") == 0) ||
-                strtoull(cl, NULL, 10) / 16 > h->cfg->max_body) {
-                fe__resp_error(req, RT_ETOOLARGE, NULL);
-                return fe__queue(req);
-            }
+        if (fe__early_checks(req, url_len, &ret)) {
+            return ret;
         }
         return MHD_YES;
     }
@@ -433,10 +569,10 @@ static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (atomic_load(&req->phase) != FE_REQ_BODY || req->body_too_large) {
+        if (req->phase != FE_REQ_BODY || req->body_too_large) {
             return MHD_YES;
         }
-        if (req->body.len + n > h->cfg->max_body) {
+        if (req->body.len + n > req->cfg->max_body) {
             req->body_too_large = 1;
             rt_buf_free(&req->body);
             return MHD_YES;
@@ -444,7 +580,7 @@ static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
         rt_buf_append(&req->body, upload_data, n);
         return MHD_YES;
     }
-    switch (atomic_load(&req->phase)) {
+    switch (req->phase) {
     case FE_REQ_BODY:
         if (req->body_too_large) {
             fe__resp_error(req, RT_ETOOLARGE, NULL);
@@ -453,9 +589,16 @@ static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
         if (fe_api_prepare(req) != FE_API_SUBMIT) {
             return fe__queue(req);
         }
+        if (w->stopping) {
+            req->job.status = RT_ECANCELED; /* shutting down: 503 */
+            fe_api_finish(req);
+            return fe__queue(req);
+        }
         fe__submit(req);
         return MHD_YES;
     case FE_REQ_REPLY:
+        req->suspended = 0;
+        w->suspended--;
         fe_api_finish(req);
         return fe__queue(req);
     default:
@@ -466,8 +609,8 @@ static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
 static void fe__completed(void *cls, struct MHD_Connection *c, void **con_cls,
                           enum MHD_RequestTerminationCode toe)
 {
+    struct fe_worker *w = cls;
     struct fe_req *req = *con_cls;
-    (void)cls;
     (void)c;
     if (!req) {
         return;
@@ -477,8 +620,18 @@ static void fe__completed(void *cls, struct MHD_Connection *c, void **con_cls,
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", req->reqid,
                (int)toe);
     }
-    fe__req_unref(req);
+    if (req->suspended) {
+        /* Closed before the handler ran again (MHD_stop_daemon, or the
+         * client left while its reply was being resumed). */
+        req->suspended = 0;
+        w->suspended--;
+    }
     rt_log_set_reqid(NULL);
+    if (req->job_active) {
+        req->completed = 1; /* fe__job_done frees it */
+        return;
+    }
+    fe__req_put(w, req);
 }
 
 /* Keeps the URL and GET arguments raw: SharedKey signs the path as sent,
@@ -504,21 +657,135 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
     rt_log(RT_LOG_INFO, "libmicrohttpd: %s", msg);
 }
 
-int fe_http_start(const struct fe_http_cfg *cfg, uv_loop_t *loop,
-                  struct fe_route *route, struct fe_http **out)
+/* ---- The worker's loop ---------------------------------------------- */
+
+static void fe__on_timer(uv_timer_t *t);
+
+/* Runs the daemon (never blocks: zero epoll timeout) and re-arms the
+ * timer with what it asks for. Never called from inside a daemon
+ * callback. */
+static void fe__mhd_run(struct fe_worker *w)
 {
-    struct fe_http *h;
+    MHD_UNSIGNED_LONG_LONG t;
+    w->need_run = 0;
+    MHD_run(w->d);
+    if (w->closed) {
+        return;
+    }
+    if (w->need_run) {
+        /* A job finished inside this run (fe_route_submit may call done_cb
+         * at once): its resume must not wait for socket activity. */
+        uv_timer_start(&w->timer, fe__on_timer, 0, 0);
+        return;
+    }
+    if (MHD_get_timeout(w->d, &t) == MHD_YES) {
+        uv_timer_start(&w->timer, fe__on_timer, t, 0);
+    } else {
+        uv_timer_stop(&w->timer);
+    }
+}
+
+static void fe__on_poll(uv_poll_t *p, int status, int events)
+{
+    struct fe_worker *w = p->data;
+    (void)status;
+    (void)events;
+    fe__mhd_run(w);
+}
+
+static void fe__on_timer(uv_timer_t *t)
+{
+    fe__mhd_run(t->data);
+}
+
+static void fe__on_check(uv_check_t *c)
+{
+    struct fe_worker *w = c->data;
+    if (w->need_run) {
+        fe__mhd_run(w);
+    }
+}
+
+static void fe__on_handle_closed(uv_handle_t *hd)
+{
+    struct fe_worker *w = hd->data;
+    w->handles--;
+}
+
+static void fe__close_handles(struct fe_worker *w)
+{
+    w->closed = 1;
+    uv_close((uv_handle_t *)&w->poll, fe__on_handle_closed);
+    uv_close((uv_handle_t *)&w->timer, fe__on_handle_closed);
+    uv_close((uv_handle_t *)&w->check, fe__on_handle_closed);
+    uv_close((uv_handle_t *)&w->drain, fe__on_handle_closed);
+}
+
+/* Shutdown: keeps the daemon running until every job came back and every
+ * resumed connection was answered and flushed, then closes the handles
+ * (the loop ends). Bounded by FE_HTTP_DRAIN_MS. */
+static void fe__on_drain(uv_timer_t *t)
+{
+    struct fe_worker *w = t->data;
+    MHD_UNSIGNED_LONG_LONG to = 1;
+    fe__mhd_run(w);
+    if (MHD_get_timeout(w->d, &to) != MHD_YES) {
+        to = 1; /* nothing pending */
+    }
+    if ((w->suspended == 0 && to > 0) || uv_now(&w->loop) >= w->drain_until) {
+        if (w->suspended) {
+            rt_log(RT_LOG_WARN, "worker %u: %u requests still suspended "
+                                "after %d ms",
+                   w->idx, w->suspended, FE_HTTP_DRAIN_MS);
+        }
+        uv_timer_stop(&w->drain);
+        fe__close_handles(w);
+    }
+}
+
+/* [loop] fe_http_stop(): stop accepting, cancel the jobs in flight, drain. */
+static void fe__on_stop(uv_async_t *a)
+{
+    struct fe_worker *w = a->data;
+    MHD_socket fd;
+    if (w->stopping) {
+        return;
+    }
+    w->stopping = 1;
+    uv_close((uv_handle_t *)&w->stop, fe__on_handle_closed);
+    fd = MHD_quiesce_daemon(w->d);
+    if (fd != MHD_INVALID_SOCKET) {
+        close(fd);
+    }
+    fe_route_close(w->route); /* jobs in flight: RT_ECANCELED -> 503 */
+    w->drain_until = uv_now(&w->loop) + FE_HTTP_DRAIN_MS;
+    uv_timer_start(&w->drain, fe__on_drain, 0, 10);
+}
+
+static void *fe__worker_main(void *arg)
+{
+    struct fe_worker *w = arg;
+    char name[16];
+    snprintf(name, sizeof(name), "fe-worker-%u", w->idx);
+    pthread_setname_np(pthread_self(), name);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- Start / stop --------------------------------------------------- */
+
+/* Parses @listen and binds a non-blocking listening socket (one open file
+ * description for every worker). Returns the fd or -1 (logged). */
+static int fe__listen(struct fe_http *h, const char *listen_addr)
+{
     char host[256];
-    int port;
+    int port, fd, one = 1;
     struct sockaddr_storage ss;
     socklen_t sslen;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    const union MHD_DaemonInfo *info;
 
-    if (rt_split_hostport(cfg->listen, host, sizeof(host), &port) != 0) {
-        rt_log(RT_LOG_ERROR, "bad --listen address '%s'", cfg->listen);
-        return RT_ECONFIG;
+    if (rt_split_hostport(listen_addr, host, sizeof(host), &port) != 0) {
+        rt_log(RT_LOG_ERROR, "bad --listen address '%s'", listen_addr);
+        return -1;
     }
     memset(&ss, 0, sizeof(ss));
     if (host[0] == '[') {
@@ -540,7 +807,7 @@ int fe_http_start(const struct fe_http_cfg *cfg, uv_loop_t *loop,
         sin6->sin6_family = AF_INET6;
         sin6->sin6_port = htons((uint16_t)port);
         sslen = sizeof(*sin6);
-        flags |= MHD_USE_IPv6;
+        h->ipv6 = 1;
     } else if (strcmp(host, "localhost") == 0) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
         sin->sin_family = AF_INET;
@@ -549,47 +816,170 @@ int fe_http_start(const struct fe_http_cfg *cfg, uv_loop_t *loop,
         sslen = sizeof(*sin);
     } else {
         rt_log(RT_LOG_ERROR, "--listen needs an IP address, got '%s'", host);
+        return -1;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rt_log(RT_LOG_ERROR, "socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (h->ipv6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
+        listen(fd, 1024) != 0) {
+        rt_log(RT_LOG_ERROR, "cannot listen on %s: %s", listen_addr,
+               strerror(errno));
+        close(fd);
+        return -1;
+    }
+    sslen = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0) {
+        h->port = ntohs(ss.ss_family == AF_INET6
+                            ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                            : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return fd;
+}
+
+/* Sets up worker @w (loop, route, daemon, handles) on the calling thread;
+ * the worker thread only runs the loop. 0, RT_EINVAL or RT_ECONFIG. */
+static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
+{
+    const union MHD_DaemonInfo *info;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    int lfd, rc;
+
+    if (uv_loop_init(&w->loop) != 0) {
         return RT_ECONFIG;
     }
-    (void)sslen;
+    w->loop_ok = 1;
+    rc = fe_route_create(&w->loop, h->cfg->master, &w->route);
+    if (rc != 0) {
+        return RT_EINVAL;
+    }
+    lfd = dup(h->listen_fd);
+    if (lfd < 0) {
+        rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
+        return RT_ECONFIG;
+    }
+    if (h->ipv6) {
+        flags |= MHD_USE_IPv6;
+    }
+    w->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, fe__access, w,
+        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+        MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
+        MHD_OPTION_END);
+    if (!w->d) {
+        rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd",
+               w->idx);
+        close(lfd);
+        return RT_ECONFIG;
+    }
+    info = MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info || info->epoll_fd < 0 ||
+        uv_poll_init(&w->loop, &w->poll, info->epoll_fd) != 0) {
+        rt_log(RT_LOG_ERROR, "worker %u: no epoll fd", w->idx);
+        return RT_ECONFIG;
+    }
+    w->poll.data = w;
+    uv_timer_init(&w->loop, &w->timer);
+    w->timer.data = w;
+    uv_check_init(&w->loop, &w->check);
+    w->check.data = w;
+    uv_timer_init(&w->loop, &w->drain);
+    w->drain.data = w;
+    uv_async_init(&w->loop, &w->stop, fe__on_stop);
+    w->stop.data = w;
+    w->handles = 5;
+    uv_poll_start(&w->poll, UV_READABLE, fe__on_poll);
+    uv_check_start(&w->check, fe__on_check);
+    uv_timer_start(&w->timer, fe__on_timer, 0, 0);
+    return 0;
+}
 
+/* Tears down what fe__worker_init built, after the loop ended (or never
+ * ran). */
+static void fe__worker_fini(struct fe_worker *w)
+{
+    if (w->handles > 0 && !w->closed && w->loop_ok) {
+        /* Never ran (start failed): close the handles, let them finish. */
+        if (!uv_is_closing((uv_handle_t *)&w->stop)) {
+            uv_close((uv_handle_t *)&w->stop, fe__on_handle_closed);
+        }
+        fe__close_handles(w);
+    }
+    if (w->route) {
+        fe_route_close(w->route);
+    }
+    if (w->loop_ok) {
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+    }
+    if (w->d) {
+        MHD_run(w->d); /* process resumes still pending (drain cut short) */
+        MHD_stop_daemon(w->d);
+        w->d = NULL;
+    }
+    if (w->route) {
+        fe_route_destroy(w->route);
+        w->route = NULL;
+    }
+    fe__req_free_list(w);
+    if (w->loop_ok && uv_loop_close(&w->loop) != 0) {
+        rt_log(RT_LOG_WARN, "worker %u: loop closed with handles open",
+               w->idx);
+    }
+    w->loop_ok = 0;
+}
+
+int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
+{
+    struct fe_http *h;
+    unsigned n = cfg->threads ? cfg->threads : 1;
+    int rc = 0;
+
+    *out = NULL;
     h = calloc(1, sizeof(*h));
     if (!h) {
         abort();
     }
     h->cfg = cfg;
-    h->loop = loop;
-    h->route = route;
-    pthread_mutex_init(&h->mu, NULL);
-    if (uv_async_init(loop, &h->async, fe__on_async) != 0) {
-        pthread_mutex_destroy(&h->mu);
+    h->listen_fd = fe__listen(h, cfg->listen);
+    if (h->listen_fd < 0) {
         free(h);
         return RT_ECONFIG;
     }
-    h->async.data = h;
-
-    h->d = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, fe__access, h,
-        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)(cfg->threads ? cfg->threads : 1),
-        MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, h,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
-        MHD_OPTION_END);
-    if (!h->d) {
-        rt_log(RT_LOG_ERROR, "cannot listen on %s", cfg->listen);
-        uv_close((uv_handle_t *)&h->async, NULL);
-        /* The async handle is closed; free after the loop ran its close
-         * callbacks (the caller exits right away). */
-        h->stopping = 1;
-        *out = h;
-        return RT_ECONFIG;
+    h->w = calloc(n, sizeof(*h->w));
+    if (!h->w) {
+        abort();
     }
-    info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = info ? info->port : port;
+    h->n = n;
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        h->w[i].h = h;
+        h->w[i].idx = i;
+        rc = fe__worker_init(h, &h->w[i]);
+    }
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        struct fe_worker *w = &h->w[i];
+        if (pthread_create(&w->thread, NULL, fe__worker_main, w) != 0) {
+            rt_log(RT_LOG_ERROR, "cannot start worker %u", i);
+            rc = RT_ECONFIG;
+            break;
+        }
+        w->thread_started = 1;
+    }
+    if (rc != 0) {
+        fe_http_stop(h);
+        fe_http_destroy(h);
+        return rc;
+    }
     *out = h;
     return 0;
 }
@@ -599,14 +989,35 @@ int fe_http_port(const struct fe_http *h)
     return h->port;
 }
 
+void fe_http_stop(struct fe_http *h)
+{
+    if (atomic_exchange(&h->stop_sent, 1)) {
+        return; /* the async handles may be closed already */
+    }
+    for (unsigned i = 0; i < h->n; i++) {
+        struct fe_worker *w = &h->w[i];
+        if (w->thread_started) {
+            uv_async_send(&w->stop);
+        }
+    }
+}
+
 void fe_http_destroy(struct fe_http *h)
 {
     if (!h) {
         return;
     }
-    if (h->d) {
-        MHD_stop_daemon(h->d);
+    for (unsigned i = 0; i < h->n; i++) {
+        struct fe_worker *w = &h->w[i];
+        if (w->thread_started) {
+            pthread_join(w->thread, NULL);
+            w->thread_started = 0;
+        }
+        fe__worker_fini(w);
     }
-    pthread_mutex_destroy(&h->mu);
+    if (h->listen_fd >= 0) {
+        close(h->listen_fd);
+    }
+    free(h->w);
     free(h);
 }

@@ -1,6 +1,8 @@
-/* rt-frontend: flags, accounts, the libuv loop (this thread: all RPC), the
- * libmicrohttpd daemon (its own thread pool), signals and the port file.
- * The logic lives in the `fe` library; this file only wires it. */
+/* rt-frontend: flags, accounts, signals and the port file. The work
+ * happens in fe_http's worker threads (each a libuv loop with its own
+ * libmicrohttpd daemon and fe_route); this thread's loop only waits for
+ * SIGINT/SIGTERM. The logic lives in the `fe` library; this file only
+ * wires it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 
 #include "fe_auth.h"
 #include "fe_internal.h"
-#include "fe_route.h"
+#include "fe_svc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -19,7 +21,6 @@ struct fe_main {
     uv_loop_t loop;
     uv_signal_t sigint;
     uv_signal_t sigterm;
-    struct fe_route *route;
     struct fe_http *http;
     int stopping;
 };
@@ -32,8 +33,7 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     }
     m->stopping = 1;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
-    fe_http_begin_stop(m->http);
-    fe_route_close(m->route);
+    fe_http_stop(m->http);
     uv_close((uv_handle_t *)&m->sigint, NULL);
     uv_close((uv_handle_t *)&m->sigterm, NULL);
 }
@@ -50,7 +50,8 @@ int main(int argc, char **argv)
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
          "rt-master RPC address"},
         {"threads", RT_OPT_INT, &threads, "2",
-         "libmicrohttpd thread pool size"},
+         "worker threads (each: a libuv loop, a libmicrohttpd daemon and "
+         "its own connections to the master and partition servers)"},
         {"dev-account", RT_OPT_BOOL, &dev_account, "true",
          "serve devstoreaccount1 with the emulator's well-known key"},
         {"accounts", RT_OPT_STR, &accounts_file, NULL,
@@ -104,26 +105,22 @@ int main(int argc, char **argv)
 
     memset(&m, 0, sizeof(m));
     uv_loop_init(&m.loop);
-    rc = fe_route_create(&m.loop, master, &m.route);
-    if (rc != 0) {
-        fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
-        return 2;
-    }
     memset(&cfg, 0, sizeof(cfg));
     cfg.listen = listen;
+    cfg.master = master;
     cfg.threads = (unsigned)threads;
     cfg.max_body = (size_t)max_body;
     cfg.accounts = &accounts;
-    rc = fe_http_start(&cfg, &m.loop, m.route, &m.http);
+    rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
-        fe_route_close(m.route);
-        uv_run(&m.loop, UV_RUN_DEFAULT);
-        fe_http_destroy(m.http);
-        fe_route_destroy(m.route);
+        if (rc == RT_EINVAL) {
+            fprintf(stderr, "rt-frontend: bad --master address '%s'\n",
+                    master);
+        }
         uv_loop_close(&m.loop);
         fe_accounts_free(&accounts);
         rt_config_free(opts);
-        return 1;
+        return rc == RT_EINVAL ? 2 : 1;
     }
     if (port_file && *port_file) {
         const char *keys[] = {"http"};
@@ -150,8 +147,8 @@ int main(int argc, char **argv)
 
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
-    fe_http_destroy(m.http);
-    fe_route_destroy(m.route);
+    fe_http_destroy(m.http); /* waits for the workers to drain */
+    fe_svc_reset();
     if (uv_loop_close(&m.loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }

@@ -13,8 +13,9 @@
  * across ranges (docs/SKELETON-PLAN.md flows 6 and 7), copies the replies
  * into the job and fires job->done_cb exactly once.
  *
- * Thread: the libuv loop thread only (rt_rpc is loop-thread only). HTTP
- * threads never call in; fe_http hands jobs over through its queue.
+ * Thread: the thread running @loop only (rt_rpc is loop-thread only).
+ * Each fe_http worker has its own loop and its own fe_route; it submits
+ * from its libmicrohttpd callbacks on that same thread.
  *
  * Ownership: the job (and its inputs) belong to the caller and must stay
  * valid until done_cb. Outputs are owned by the job (fe_job_free releases

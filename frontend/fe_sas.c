@@ -299,14 +299,14 @@ static int fe__sas_common(const char *st, const char *se, const char *sip,
         if (!ok) {
             rt_errmsg_printf(why, "source IP %s outside sip",
                              ctx->client_ip ? ctx->client_ip : "?");
-            return FE_SAS_EIP;
+            return RT_ESOURCEIP;
         }
     }
     if (spr && *spr) {
         if (strcmp(spr, "https") == 0) {
             if (!ctx->https) {
                 rt_errmsg_printf(why, "SAS requires https");
-                return FE_SAS_EPROTOCOL;
+                return RT_EPROTOCOL;
             }
         } else if (strcmp(spr, "https,http") != 0 &&
                    strcmp(spr, "http,https") != 0) {
@@ -408,7 +408,7 @@ int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
         }
         if (!fe__has_service_t(p->ss)) {
             rt_errmsg_printf(why, "account SAS not for the table service");
-            return FE_SAS_ESERVICE;
+            return RT_ESERVICE;
         }
         out->kind = FE_SAS_ACCOUNT;
         return 0;
@@ -503,7 +503,7 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
             break;
         default:
             /* Never tables or service properties (spec §7.3). */
-            return FE_SAS_ERESTYPE;
+            return RT_ERESTYPE;
         }
         return (s->perms & all) == all ? 0 : RT_EPERM;
     }
@@ -544,7 +544,7 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
         break;
     }
     if (!(s->srt & rt)) {
-        return FE_SAS_ERESTYPE;
+        return RT_ERESTYPE;
     }
     if ((s->perms & all) != all || (any && !(s->perms & any))) {
         return RT_EPERM;
@@ -584,38 +584,19 @@ int fe_sas_key_in_range(const struct fe_sas *s, const char *pk,
 
 /* ---- Request glue ----------------------------------------------------- */
 
-struct fe__sas_err {
-    int code;
-    int http;
-    const char *azure;
-    const char *msg;
-};
-
 int fe_sas_respond(struct fe_req *req, int code)
 {
-    static const struct fe__sas_err errs[] = {
-        {FE_SAS_EIP, 403, "AuthorizationSourceIPMismatch",
-         "This request is not authorized to perform this operation using "
-         "this source IP."},
-        {FE_SAS_EPROTOCOL, 403, "AuthorizationProtocolMismatch",
-         "This request is not authorized to perform this operation using "
-         "this protocol."},
-        {FE_SAS_ERESTYPE, 403, "AuthorizationResourceTypeMismatch",
-         "This request is not authorized to perform this operation using "
-         "this resource type."},
-        {FE_SAS_ESERVICE, 403, "AuthorizationServiceMismatch",
-         "This request is not authorized to perform this operation using "
-         "this service."},
-    };
-    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
-        if (errs[i].code == code) {
-            fe__resp_error_as(req, errs[i].http, errs[i].azure, errs[i].msg);
-            return -1;
-        }
-    }
+    /* RT_ESOURCEIP, RT_EPROTOCOL, RT_ERESTYPE, RT_ESERVICE, RT_EAUTH,
+     * RT_EPERM, RT_EAUTHZ: all in the rt_err.h table (spec §8.2). */
     fe__resp_error(req, code, NULL);
     return -1;
 }
+
+/* Every query field fe_sas_parse reads. */
+static const char *const fe__sas_fields[] = {
+    "sv", "sig", "sp",  "st",  "se",  "sip", "spr", "tn",
+    "si", "spk", "srk", "epk", "erk", "ss",  "srt", "ses",
+};
 
 static const char *fe__query_get(const void *q, const char *key)
 {
@@ -656,6 +637,20 @@ int fe_sas_authenticate(struct fe_req *req)
     char ip[64];
     int kind, rc;
 
+    /* The token's fields are signed and compared as C strings: a field
+     * holding a decoded NUL would be verified cut short ("tn=t%00x" as
+     * "t"), so it fails here, before anything reads it. */
+    for (size_t i = 0; i < sizeof(fe__sas_fields) / sizeof(*fe__sas_fields);
+         i++) {
+        size_t n;
+        const char *v = fe_query_get_n(&req->query, fe__sas_fields[i], &n);
+        if (v && (memchr(v, 0, n) || !fe_url_utf8_valid(v, n))) {
+            rt_log(RT_LOG_INFO, "SAS rejected for %s %s: field %s holds a "
+                                "NUL or is not UTF-8",
+                   req->method, req->raw_path, fe__sas_fields[i]);
+            return fe_sas_respond(req, RT_EAUTH);
+        }
+    }
     kind = fe_sas_parse(&req->query, fe__query_get, &p);
     if (kind < 0) {
         rt_log(RT_LOG_INFO, "SAS rejected for %s %s: not a table or "

@@ -9,7 +9,7 @@
  *  - pure (any thread, no fe_req): fe_sas_parse(), fe_sas_string_to_sign(),
  *    fe_sas_verify(), fe_sas_allows(), fe_sas_key_in_range(). The unit
  *    tests drive these with tokens made by the Python SDK.
- *  - request glue (libmicrohttpd threads, called from fe_api.c):
+ *  - request glue (the request's worker thread, called from fe_api.c):
  *    fe_sas_authenticate() -> fe_sas_authorize() -> fe_sas_check_job() ->
  *    (loop runs the job) -> fe_sas_filter_scan(); fe_sas_check_op() is the
  *    per-operation check for entity group transactions. Each returns 0 when
@@ -28,14 +28,6 @@
 #include "rt_buf.h"
 
 struct fe_req;
-
-/* Errors outside the rt_err.h table (403 each, spec §8.2); fe_sas_respond()
- * turns them (and RT_EAUTH / RT_EPERM / RT_EAUTHZ) into the response. They
- * never travel in RPC replies. */
-#define FE_SAS_EIP (-10990)       /* AuthorizationSourceIPMismatch */
-#define FE_SAS_EPROTOCOL (-10991) /* AuthorizationProtocolMismatch */
-#define FE_SAS_ERESTYPE (-10992)  /* AuthorizationResourceTypeMismatch */
-#define FE_SAS_ESERVICE (-10993)  /* AuthorizationServiceMismatch */
 
 /* Operation kinds of fe_sas_check_op(): the Rt__OpKind values of
  * proto/rt.proto (OP_INSERT .. OP_UPSERT_MERGE) for writes, plus: */
@@ -141,7 +133,7 @@ void fe_sas_string_to_sign(struct rt_buf *out, enum fe_sas_kind kind,
  * "si" merge (unknown id, or a field in both -> AuthenticationFailed) ->
  * start/expiry -> sip -> spr; account SAS: signature -> times -> sip ->
  * spr -> ss has "t". On 0, @out is filled (free with fe_sas_clear).
- * Errors: RT_EAUTH, FE_SAS_EIP, FE_SAS_EPROTOCOL, FE_SAS_ESERVICE.
+ * Errors: RT_EAUTH, RT_ESOURCEIP, RT_EPROTOCOL, RT_ESERVICE.
  * @why (RT_ERRMSG_SIZE) gets a reason for the log. */
 int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
                   const struct fe_sas_ctx *ctx, struct fe_sas *out,
@@ -162,7 +154,7 @@ enum fe_sas_opclass {
 };
 
 /* May @s do @cls (for FE_SAS_C_ENTITY: @op_kind, an Rt__OpKind or
- * FE_SAS_OP_READ)? Returns 0, FE_SAS_ERESTYPE, RT_EPERM or RT_EAUTHZ
+ * FE_SAS_OP_READ)? Returns 0, RT_ERESTYPE, RT_EPERM or RT_EAUTHZ
  * (ACLs). Mapping: spec §7.3 (r; a; u; a+u for upserts; d) and §7.4. */
 int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
                   int op_kind);
@@ -195,7 +187,8 @@ int fe_sas_check_op(struct fe_req *req, int op_kind, const char *table,
 /* Before a finished query is written: drops entities past the SAS key
  * range and a continuation that points past it. */
 void fe_sas_filter_scan(struct fe_req *req);
-/* The 403 response for @code (one of the errors above). Returns -1. */
+/* The 403 response for @code (one of the errors above, all rt_err.h
+ * codes). Returns -1. */
 int fe_sas_respond(struct fe_req *req, int code);
 /* Releases req->sas (NULL-safe). */
 void fe_sas_free(struct fe_req *req);

@@ -70,6 +70,7 @@ struct fe__snap {
     size_t nacls;
     struct fe__acors *cors; /* by account */
     size_t ncors;
+    uint64_t version; /* the map's */
 };
 
 static pthread_rwlock_t fe__snap_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -180,9 +181,17 @@ void fe_svc_map_update(const Rt__Map *map)
         }
     }
     qsort(s->cors, s->ncors, sizeof(*s->cors), fe__acors_cmp);
+    s->version = map->version;
+    /* Every worker's fe_route installs the maps it receives; they arrive
+     * at slightly different times, so an older one must not replace a
+     * newer one (equal versions replace: the same map). */
     pthread_rwlock_wrlock(&fe__snap_lock);
     old = fe__snap;
-    fe__snap = s;
+    if (old && map->version < old->version) {
+        old = s; /* keep the newer snapshot, drop this one */
+    } else {
+        fe__snap = s;
+    }
     pthread_rwlock_unlock(&fe__snap_lock);
     fe__snap_free(old);
 }
@@ -1351,30 +1360,6 @@ void fe_svc_cors_headers(struct fe_req *req)
 }
 
 /* ==== Endpoints ======================================================== */
-
-void fe_svc_secondary_path(struct fe_req *req)
-{
-    char *p = req->raw_path;
-    const char *seg, *second;
-    size_t seglen, alen;
-    if (!p || p[0] != '/') {
-        return;
-    }
-    seg = p + 1;
-    seglen = strcspn(seg, "/");
-    if (seglen <= 10 || seg[seglen] != '/' ||
-        memcmp(seg + seglen - 10, "-secondary", 10) != 0) {
-        return;
-    }
-    alen = seglen - 10;
-    second = seg + seglen + 1;
-    if (strncmp(second, seg, alen) != 0 || second[alen] != '/') {
-        return;
-    }
-    /* "/X-secondary/X/rest" -> "/X-secondary/rest" */
-    memmove((char *)second - 1, second + alen, strlen(second + alen) + 1);
-    req->raw_path_len = strlen(req->raw_path);
-}
 
 void fe_svc_classify(struct fe_req *req)
 {

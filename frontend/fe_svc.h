@@ -6,15 +6,16 @@
  * (read by SAS "si", fe_sas.h) and every account's CORS rules.
  *
  * Layers:
- *  - the policy snapshot: fe_svc_map_update() [loop thread, from fe_route
- *    after each installed map] builds a new snapshot and swaps it in under
+ *  - the policy snapshot: fe_svc_map_update() [any worker's loop, from its
+ *    fe_route after each installed map] builds a new snapshot and swaps it
+ *    in (unless another worker already installed a newer map) under
  *    a lock; fe_svc_policy_lookup() / the CORS functions [any thread] read
  *    it under the same (reader) lock and copy what they need out.
  *  - pure XML (any thread): a small strict parser for these documents
  *    (fe_svc_xml_*), the ACL and service-properties readers and writers.
  *    Malformed or out-of-limit documents are RT_EXML (400
  *    InvalidXmlDocument), never a crash.
- *  - the endpoints [libmicrohttpd threads], wired into fe_api.c's dispatch
+ *  - the endpoints [the request's worker], wired into fe_api.c's dispatch
  *    as ordinary operations (prepare -> master RPC job -> finish). Their
  *    errors use the storage XML shape (§8.1).
  *
@@ -45,8 +46,9 @@ struct fe_req;
 
 /* ---- the policy snapshot ---- */
 
-/* [loop] Rebuilds the snapshot from @map (borrowed: everything needed is
- * copied). */
+/* [any worker's loop] Rebuilds the snapshot from @map (borrowed:
+ * everything needed is copied). A map older than the snapshot's (another
+ * worker already installed a newer one) is ignored. */
 void fe_svc_map_update(const Rt__Map *map);
 /* [any thread] fe_sas_policy_fn over the snapshot. */
 int fe_svc_policy_lookup(const char *account, const char *table,
@@ -134,15 +136,6 @@ int fe_svc_cors_match(Rt__CorsRule *const *rules, size_t n,
  * that every error they get, authentication included, is storage XML and
  * they carry no DataServiceVersion. Call right after the path is parsed. */
 void fe_svc_classify(struct fe_req *req);
-/* The Python SDK (azure-data-tables 12.x) sends a path-style secondary
- * request as /{acct}-secondary/{acct}/{rest} (it swaps the "host" netloc +
- * path after building the URL on the primary path) and signs the primary
- * path /{acct}/{rest}. This drops the repeated "/{acct}" from
- * req->raw_path in place, so the path parses as /{acct}-secondary/{rest}
- * and the secondary signature check (path without "-secondary") accepts
- * the SDK's signature. Anything else is left alone. Call before the path
- * is parsed. */
-void fe_svc_secondary_path(struct fe_req *req);
 /* OPTIONS: the preflight answer (no auth). Returns FE_API_RESPOND. */
 int fe_svc_preflight(struct fe_req *req);
 /* Adds Access-Control-Allow-Origin / -Expose-Headers / Vary: Origin (and

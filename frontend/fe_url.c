@@ -415,6 +415,33 @@ int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
     return fe__path_rest(raw, raw + n, p);
 }
 
+size_t fe_url_secondary_fix(char *raw, size_t n)
+{
+    const char *seg, *second, *nul;
+    size_t seglen, alen, rest;
+    if (n < 2 || raw[0] != '/') {
+        return n;
+    }
+    seg = raw + 1;
+    nul = memchr(seg, '/', n - 1);
+    if (!nul) {
+        return n;
+    }
+    seglen = (size_t)(nul - seg);
+    if (seglen <= 10 || memcmp(seg + seglen - 10, "-secondary", 10) != 0) {
+        return n;
+    }
+    alen = seglen - 10;
+    second = seg + seglen + 1;
+    rest = n - (size_t)(second - raw); /* bytes from the second segment */
+    if (rest <= alen || memcmp(second, seg, alen) != 0 || second[alen] != '/') {
+        return n;
+    }
+    /* "/X-secondary/X/rest" -> "/X-secondary/rest" (with the NUL). */
+    memmove((char *)second - 1, second + alen, rest - alen + 1);
+    return n - alen - 1;
+}
+
 int fe_url_host_style(const char *host, const char **label, size_t *label_len)
 {
     size_t n, dot;
@@ -465,30 +492,56 @@ void fe_query_free(struct fe_query *q)
     fe_query_init(q);
 }
 
-static char *fe__decode_dup(const char *s, size_t n)
+/* Decodes @s[0..n) into a malloc'd, NUL-terminated copy; *len gets the
+ * decoded length (which counts NULs that "%00" produced). */
+static char *fe__decode_dup(const char *s, size_t n, size_t *len)
 {
-    struct rt_buf b = RT_BUF_INIT;
-    char *d;
-    fe_url_decode(&b, s, n, 1);
-    d = fe__dup(b.len ? (const char *)b.data : "", b.len);
-    rt_buf_free(&b);
+    char *d = malloc(n + 1);
+    size_t k = 0;
+    if (!d) {
+        abort();
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%' && i + 2 < n &&
+            fe__hexval((unsigned char)s[i + 1]) >= 0 &&
+            fe__hexval((unsigned char)s[i + 2]) >= 0) {
+            d[k++] = (char)(fe__hexval((unsigned char)s[i + 1]) * 16 +
+                            fe__hexval((unsigned char)s[i + 2]));
+            i += 2;
+        } else if (c == '+') {
+            d[k++] = ' ';
+        } else {
+            d[k++] = c;
+        }
+    }
+    d[k] = '\0';
+    *len = k;
     return d;
 }
 
-void fe_query_add(struct fe_query *q, const char *key, const char *val)
+void fe_query_add_n(struct fe_query *q, const char *key, size_t key_len,
+                    const char *val, size_t val_len)
 {
+    struct fe_query_kv *kv;
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 8;
-        struct fe_query_kv *kv = realloc(q->kv, cap * sizeof(*kv));
+        kv = realloc(q->kv, cap * sizeof(*kv));
         if (!kv) {
             abort();
         }
         q->kv = kv;
         q->cap = cap;
     }
-    q->kv[q->n].key = fe__decode_dup(key, strlen(key));
-    q->kv[q->n].val = fe__decode_dup(val ? val : "", val ? strlen(val) : 0);
-    q->n++;
+    kv = &q->kv[q->n++];
+    kv->key = fe__decode_dup(key, key_len, &kv->key_len);
+    kv->val = fe__decode_dup(val ? val : "", val ? val_len : 0,
+                             &kv->val_len);
+}
+
+void fe_query_add(struct fe_query *q, const char *key, const char *val)
+{
+    fe_query_add_n(q, key, strlen(key), val, val ? strlen(val) : 0);
 }
 
 void fe_query_parse(struct fe_query *q, const char *s, size_t n)
@@ -497,7 +550,6 @@ void fe_query_parse(struct fe_query *q, const char *s, size_t n)
     while (i < n) {
         size_t start = i;
         size_t eq = (size_t)-1;
-        char *k, *v;
         while (i < n && s[i] != '&') {
             if (s[i] == '=' && eq == (size_t)-1) {
                 eq = i;
@@ -506,26 +558,88 @@ void fe_query_parse(struct fe_query *q, const char *s, size_t n)
         }
         if (i > start) {
             if (eq == (size_t)-1) {
-                k = fe__dup(s + start, i - start);
-                v = NULL;
+                fe_query_add_n(q, s + start, i - start, NULL, 0);
             } else {
-                k = fe__dup(s + start, eq - start);
-                v = fe__dup(s + eq + 1, i - eq - 1);
+                fe_query_add_n(q, s + start, eq - start, s + eq + 1,
+                               i - eq - 1);
             }
-            fe_query_add(q, k, v);
-            free(k);
-            free(v);
         }
         i++;
     }
 }
 
-const char *fe_query_get(const struct fe_query *q, const char *key)
+const char *fe_query_get_n(const struct fe_query *q, const char *key,
+                           size_t *len)
 {
+    size_t kl = strlen(key);
     for (size_t i = 0; i < q->n; i++) {
-        if (strcmp(q->kv[i].key, key) == 0) {
+        if (q->kv[i].key_len == kl && memcmp(q->kv[i].key, key, kl) == 0) {
+            if (len) {
+                *len = q->kv[i].val_len;
+            }
             return q->kv[i].val;
         }
     }
     return NULL;
+}
+
+const char *fe_query_get(const struct fe_query *q, const char *key)
+{
+    return fe_query_get_n(q, key, NULL);
+}
+
+int fe_url_utf8_valid(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlongs */
+            hi = c == 0xED ? 0x9F : 0xBF; /* no surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            lo = c == 0xF0 ? 0x90 : 0x80;
+            hi = c == 0xF4 ? 0x8F : 0xBF; /* <= U+10FFFF */
+        } else {
+            return 0;
+        }
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) {
+            return 0;
+        }
+        for (size_t k = 2; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        i += len;
+    }
+    return 1;
+}
+
+size_t fe_query_check(const struct fe_query *q, int *why)
+{
+    for (size_t i = 0; i < q->n; i++) {
+        const struct fe_query_kv *kv = &q->kv[i];
+        if (memchr(kv->key, 0, kv->key_len) ||
+            memchr(kv->val, 0, kv->val_len)) {
+            *why = FE_QUERY_NUL;
+            return i + 1;
+        }
+        if (!fe_url_utf8_valid(kv->val, kv->val_len)) {
+            *why = FE_QUERY_UTF8;
+            return i + 1;
+        }
+    }
+    *why = 0;
+    return 0;
 }

@@ -85,6 +85,18 @@ int fe_url_host_style(const char *host, const char **label,
 int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
                        size_t n, struct fe_path *p);
 
+/* Path-style secondary URLs of azure-data-tables 12.x: the Python SDK
+ * sends /{acct}-secondary/{acct}/{rest} (it swaps the "host" netloc + path
+ * after building the URL on the primary path) and signs the primary path
+ * /{acct}/{rest}. This drops the repeated "/{acct}" segment in place, when
+ * the first segment is "{acct}-secondary" and the second is exactly
+ * "{acct}" followed by "/", so the path parses as /{acct}-secondary/{rest}
+ * and the secondary signature rule (path without "-secondary", fe_auth)
+ * accepts the SDK's signature. Call before the path is parsed.
+ * Works on the raw path @raw[0..n) (NUL-terminated, kept so); returns the
+ * new length (n when nothing changed). */
+size_t fe_url_secondary_fix(char *raw, size_t n);
+
 /* Table name rules (spec §9): ^[A-Za-z][A-Za-z0-9]{2,62}$, "tables" (any
  * case) reserved. Returns 0, RT_EBADNAME (bad characters or reserved) or
  * RT_EOUTOFRANGE (bad length); *msg gets the client message (static). */
@@ -100,10 +112,17 @@ int fe_table_name_check(const char *s, size_t n, const char **msg);
     "key properties for the resource."
 
 /* Decoded query string. Keys and values are percent-decoded ('+' is a
- * space). The first occurrence of a key wins in fe_query_get(). */
+ * space) with explicit lengths: a "%00" decodes to a real NUL byte, so a
+ * value is a C string only up to its first NUL. fe_query_get() matches the
+ * whole key and returns values as C strings; fe_query_check() must have
+ * passed before a value is used as one (fe_api does it right after
+ * authentication; fe_sas checks its own fields with fe_query_get_n()).
+ * The first occurrence of a key wins. */
 struct fe_query_kv {
-    char *key;
-    char *val; /* "" when the argument had no '=' */
+    char *key; /* NUL-terminated after key_len bytes */
+    char *val; /* "" when the argument had no '='; NUL-terminated */
+    size_t key_len;
+    size_t val_len;
 };
 struct fe_query {
     struct fe_query_kv *kv;
@@ -112,11 +131,30 @@ struct fe_query {
 };
 void fe_query_init(struct fe_query *q);
 void fe_query_free(struct fe_query *q);
-/* Adds one raw argument (@val may be NULL). Both are copied. */
+/* Adds one raw (still percent-encoded) argument (@val may be NULL). Both
+ * are decoded into copies. */
 void fe_query_add(struct fe_query *q, const char *key, const char *val);
+/* The same with explicit lengths (@key and @val need no terminator). */
+void fe_query_add_n(struct fe_query *q, const char *key, size_t key_len,
+                    const char *val, size_t val_len);
 /* Parses a whole raw query string "a=1&b=2" (without '?'). */
 void fe_query_parse(struct fe_query *q, const char *s, size_t n);
-/* Value of @key (exact, case-sensitive) or NULL. Borrowed from @q. */
+/* Value of @key (the whole decoded key, exact, case-sensitive) or NULL.
+ * Borrowed from @q. */
 const char *fe_query_get(const struct fe_query *q, const char *key);
+/* The same, with the decoded value's length in *len (may hold NULs). */
+const char *fe_query_get_n(const struct fe_query *q, const char *key,
+                           size_t *len);
+
+/* Is @s[0..n) well-formed UTF-8 (no overlongs, surrogates or code points
+ * above U+10FFFF)? 1 or 0. */
+int fe_url_utf8_valid(const char *s, size_t n);
+
+/* Query hygiene (spec §8, §9: bad input is rejected, never truncated):
+ * returns 0, or the index + 1 of the first argument whose key or value
+ * holds a NUL byte (*why = FE_QUERY_NUL) or whose value is not UTF-8
+ * (*why = FE_QUERY_UTF8). */
+enum { FE_QUERY_NUL = 1, FE_QUERY_UTF8 = 2 };
+size_t fe_query_check(const struct fe_query *q, int *why);
 
 #endif

@@ -25,6 +25,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
+#   test_malformed      a few hundred bad requests (seeded): each gets a
+#                       complete 4xx with x-ms-error-code; nothing written
 #   test_balance        load balancing: policy split/move of a hot range,
 #                       rtctl split/move/merge/drain under load, SIGKILL
 #                       mid-move, master restarts, a stale front end
@@ -38,6 +40,7 @@ set(RT_INTEGRATION_TESTS
   test_sdk_js
   test_raw_http
   test_sas_acl_cors
+  test_malformed
   test_balance
 )
 

@@ -163,6 +163,19 @@ static void test_guid(void **state)
     assert_int_equal(a[8], '-');
     assert_int_equal(a[14], '4');
     assert_string_not_equal(a, b);
+    /* Lower-case hex in 8-4-4-4-12 groups, RFC 4122 variant, all fresh. */
+    for (int k = 0; k < 1000; k++) {
+        fe_hdr_guid(a);
+        for (int i = 0; i < 36; i++) {
+            if (i == 8 || i == 13 || i == 18 || i == 23) {
+                assert_int_equal(a[i], '-');
+            } else {
+                assert_non_null(strchr("0123456789abcdef", a[i]));
+            }
+        }
+        assert_non_null(strchr("89ab", a[19]));
+        assert_string_not_equal(a, b);
+    }
 }
 
 /* Version gates (spec §11): JSON named explicitly with a version before

@@ -383,7 +383,7 @@ static void test_service_protocol(void **state)
 {
     struct fx *f = *state;
     struct opts o = {"people", 0, NULL, 1, NULL};
-    assert_int_equal(verify(f, TOK_E, "people"), FE_SAS_EPROTOCOL);
+    assert_int_equal(verify(f, TOK_E, "people"), RT_EPROTOCOL);
     assert_int_equal(verify_o(f, TOK_E, &o), 0);
 }
 
@@ -455,13 +455,13 @@ static void test_service_allows(void **state)
         fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE), 0);
     s->perms = 15;
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_CREATE_TABLE, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_DELETE_TABLE, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ACL, 0), RT_EAUTHZ);
 }
 
@@ -504,9 +504,9 @@ static void test_account_container(void **state)
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_DELETE_TABLE, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, FE_SAS_OP_READ),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     s->perms = FE_SAS_A_WRITE;
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_CREATE_TABLE, 0), 0);
     s->perms = FE_SAS_A_READ;
@@ -520,19 +520,19 @@ static void test_account_ip_objects(void **state)
     struct fx *f = *state;
     struct fe_sas *s = &f->sas;
     struct opts o = {NULL, 0, "10.0.0.1", 0, NULL};
-    assert_int_equal(verify(f, TOK_K, NULL), FE_SAS_EIP); /* 127.0.0.1 */
+    assert_int_equal(verify(f, TOK_K, NULL), RT_ESOURCEIP); /* 127.0.0.1 */
     assert_int_equal(verify_o(f, TOK_K, &o), 0);
     assert_int_equal(
         fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_MERGE), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_QUERY, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0),
-                     FE_SAS_ERESTYPE);
+                     RT_ERESTYPE);
     o.ip = "::ffff:10.0.0.1";
     assert_int_equal(verify_o(f, TOK_K, &o), 0);
     o.ip = "10.0.0.2";
-    assert_int_equal(verify_o(f, TOK_K, &o), FE_SAS_EIP);
+    assert_int_equal(verify_o(f, TOK_K, &o), RT_ESOURCEIP);
     o.ip = "::1";
-    assert_int_equal(verify_o(f, TOK_K, &o), FE_SAS_EIP);
+    assert_int_equal(verify_o(f, TOK_K, &o), RT_ESOURCEIP);
     assert_int_equal(verify(f, TOK_I, NULL), 0);
     assert_int_equal(s->srt, FE_SAS_RT_OBJECT);
     /* Removing ss=t breaks the signature before the service check. */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -232,6 +233,99 @@ static void test_query(void **state)
     fe_query_free(&q);
 }
 
+/* A decoded NUL is kept with its length, never cuts a value, and makes the
+ * query fail fe_query_check; a key holding a NUL matches no name. */
+static void test_query_nul(void **state)
+{
+    struct fe_query q;
+    const char *v;
+    size_t n = 0;
+    int why = 0;
+    const char *qs = "$top=1%00x&$filter%00junk=a&$select=a";
+    (void)state;
+    fe_query_init(&q);
+    fe_query_parse(&q, qs, strlen(qs));
+    v = fe_query_get_n(&q, "$top", &n);
+    assert_non_null(v);
+    assert_int_equal(n, 3);
+    assert_memory_equal(v, "1\0x", 3);
+    assert_null(fe_query_get(&q, "$filter")); /* "$filter\0junk" */
+    assert_string_equal(fe_query_get(&q, "$select"), "a");
+    assert_int_equal(fe_query_check(&q, &why), 1);
+    assert_int_equal(why, FE_QUERY_NUL);
+    fe_query_free(&q);
+
+    fe_query_init(&q);
+    qs = "a=1&$filter%00=x";
+    fe_query_parse(&q, qs, strlen(qs));
+    assert_int_equal(fe_query_check(&q, &why), 2); /* NUL in a key */
+    assert_int_equal(why, FE_QUERY_NUL);
+    fe_query_free(&q);
+
+    fe_query_init(&q);
+    qs = "a=%C3%A9%E2%82%AC%F0%9F%98%80&b=ok";
+    fe_query_parse(&q, qs, strlen(qs));
+    assert_int_equal(fe_query_check(&q, &why), 0);
+    fe_query_free(&q);
+}
+
+/* Query values must be UTF-8: stray continuation bytes, truncated
+ * sequences, overlongs, surrogates and code points past U+10FFFF fail. */
+static void test_query_utf8(void **state)
+{
+    static const char *const bad[] = {
+        "%FF",          "%80",          "a%C3",         "%C0%AF",
+        "%E0%80%AF",    "%ED%A0%80",    "%F4%90%80%80", "%F8%88%80%80%80",
+        "x%E2%82",      "%C3%28",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct fe_query q;
+        char qs[64];
+        int why = 0;
+        snprintf(qs, sizeof(qs), "ok=1&v=%s", bad[i]);
+        fe_query_init(&q);
+        fe_query_parse(&q, qs, strlen(qs));
+        assert_int_equal(fe_query_check(&q, &why), 2);
+        assert_int_equal(why, FE_QUERY_UTF8);
+        fe_query_free(&q);
+    }
+    assert_true(fe_url_utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF */
+    assert_true(fe_url_utf8_valid("\xed\x9f\xbf", 3));     /* U+D7FF */
+    assert_false(fe_url_utf8_valid("\xed\xbf\xbf", 3));    /* surrogate */
+    assert_true(fe_url_utf8_valid("", 0));
+}
+
+/* The Python SDK's path-style secondary URL loses its repeated account
+ * segment; anything else is left alone. */
+static void test_secondary_fix(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"/acct-secondary/acct/Tables", "/acct-secondary/Tables"},
+        {"/acct-secondary/acct/t(PartitionKey='a',RowKey='b')",
+         "/acct-secondary/t(PartitionKey='a',RowKey='b')"},
+        {"/acct-secondary/acct/", "/acct-secondary/"},
+        {"/acct-secondary/acct", "/acct-secondary/acct"},     /* no '/' */
+        {"/acct-secondary/acctx/T", "/acct-secondary/acctx/T"}, /* other */
+        {"/acct-secondary/Tables", "/acct-secondary/Tables"},
+        {"/acct/acct/Tables", "/acct/acct/Tables"}, /* not secondary */
+        {"/-secondary/x", "/-secondary/x"},
+        {"/", "/"},
+        {"", ""},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[128];
+        size_t n = strlen(cases[i].in);
+        memcpy(buf, cases[i].in, n + 1);
+        n = fe_url_secondary_fix(buf, n);
+        assert_int_equal(n, strlen(cases[i].out));
+        assert_string_equal(buf, cases[i].out);
+    }
+}
+
 /* Host header -> addressing style (spec §1.1, Azurite's rule): IP
  * literals, localhost, host.docker.internal and dotless names are
  * path-style; any other DNS name gives its first label. */
@@ -318,6 +412,9 @@ int main(void)
         cmocka_unit_test(test_table_names),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_query),
+        cmocka_unit_test(test_query_nul),
+        cmocka_unit_test(test_query_utf8),
+        cmocka_unit_test(test_secondary_fix),
         cmocka_unit_test(test_host_style),
         cmocka_unit_test(test_host_paths),
     };
