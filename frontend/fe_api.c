@@ -70,10 +70,9 @@ static void fe__json_str(struct rt_buf *out, const char *s)
     rt_buf_append_u8(out, '"');
 }
 
-/* Appends "{root}/{table}(PartitionKey='p',RowKey='r')" (or without the
- * root when @root is NULL): quotes doubled, then percent-encoded. */
-static void fe__entity_path(struct rt_buf *out, const char *root,
-                            const char *table, const char *pk, const char *rk)
+/* See fe_internal.h. */
+void fe__entity_path(struct rt_buf *out, const char *root, const char *table,
+                     const char *pk, const char *rk)
 {
     const char *keys[2] = {pk, rk};
     if (root) {

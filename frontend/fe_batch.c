@@ -935,33 +935,6 @@ static const char *fe__ct_for(enum fe_meta m)
                                : FE__JSON_CT_MINIMAL;
 }
 
-/* "{root}/{table}(PartitionKey='p',RowKey='r')": quotes doubled, then
- * percent-encoded (as fe_api's Location). */
-static void fe__entity_url(struct rt_buf *out, const char *root,
-                           const char *table, const char *pk, const char *rk)
-{
-    const char *keys[2] = {pk, rk};
-    rt_buf_append_str(out, root);
-    rt_buf_append_u8(out, '/');
-    rt_buf_append_str(out, table);
-    for (int i = 0; i < 2; i++) {
-        struct rt_buf q = RT_BUF_INIT;
-        rt_buf_append_str(out, i == 0 ? "(PartitionKey='" : ",RowKey='");
-        for (const char *p = keys[i]; *p; p++) {
-            rt_buf_append_u8(&q, (uint8_t)*p);
-            if (*p == '\'') {
-                rt_buf_append_u8(&q, '\'');
-            }
-        }
-        if (q.len) {
-            fe_url_escape(out, (const char *)q.data, q.len);
-        }
-        rt_buf_append_u8(out, '\'');
-        rt_buf_free(&q);
-    }
-    rt_buf_append_u8(out, ')');
-}
-
 /* The 202 response: sets the status and the multipart Content-Type. */
 static void fe__respond_parts(struct fe_req *req, int changeset,
                               const struct fe_batch_part *parts, size_t n)
@@ -1176,10 +1149,10 @@ static void fe__finish_writes(struct fe_req *req, const struct fe__side *s,
         if (op->kind != RT__OP_KIND__OP_INSERT) {
             continue;
         }
-        fe__entity_url(&locs[i], req->root,
-                       req->job.table_name ? req->job.table_name
-                                           : req->job.table,
-                       op->pk, op->rk);
+        fe__entity_path(&locs[i], req->root,
+                        req->job.table_name ? req->job.table_name
+                                            : req->job.table,
+                        op->pk, op->rk);
         p->location = rt_buf_cstr(&locs[i]);
         if (s[i].prefer == FE_PREFER_NO_CONTENT) {
             p->preference_applied = "return-no-content";

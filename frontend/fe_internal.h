@@ -143,6 +143,12 @@ int fe_api_prepare(struct fe_req *req);
 void fe_api_finish(struct fe_req *req);
 /* Releases what fe_api_prepare allocated in @req. */
 void fe_api_req_free(struct fe_req *req);
+/* Appends "{root}/{table}(PartitionKey='p',RowKey='r')" to @out (or
+ * without "{root}/" when @root is NULL): quotes in the keys doubled, then
+ * percent-encoded. All strings borrowed. Used for Location/DataServiceId
+ * by fe_api.c and fe_batch.c. */
+void fe__entity_path(struct rt_buf *out, const char *root, const char *table,
+                     const char *pk, const char *rk);
 
 /* fe_http.c: helpers for building responses (the request's worker). */
 const char *fe__req_header(struct fe_req *req, const char *name);

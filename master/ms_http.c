@@ -4,12 +4,10 @@
  * master's loop state. */
 #include "ms_http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +19,7 @@
 #include "ms_util.h"
 #include "rt_buf.h"
 #include "rt_err.h"
+#include "rt_http.h"
 #include "rt_log.h"
 
 #define MS__POST_MAX (64u * 1024u)
@@ -46,29 +45,6 @@ struct ms__post
 /* The dashboard page (ms_dash.c). */
 extern const char ms_dashboard_html[];
 
-static enum MHD_Result ms__http_send(struct MHD_Connection *c,
-                                     unsigned int status,
-                                     const char *ctype,
-                                     const char *body,
-                                     bool take)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        strlen(body), (void *)body,
-        take ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    enum MHD_Result ret;
-    if (!r) {
-        if (take) {
-            free((void *)body);
-        }
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 static enum MHD_Result ms__http_json(struct MHD_Connection *c,
                                      unsigned int status,
                                      const char *msg)
@@ -79,9 +55,9 @@ static enum MHD_Result ms__http_json(struct MHD_Connection *c,
     text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!text) {
-        return ms__http_send(c, status, "application/json", "{}", false);
+        return rt_http_send(c, status, "application/json", "{}", false);
     }
-    return ms__http_send(c, status, "application/json", text, true);
+    return rt_http_send(c, status, "application/json", text, true);
 }
 
 static bool ms__parse_u64(const char *s, uint64_t *out)
@@ -213,7 +189,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
                 return MHD_YES; /* the body (if any) comes next */
             }
         }
-        return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                              "method not allowed\n", false);
     }
     if (*upload_data_size) {
@@ -229,7 +205,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
         if (!ms_admin_result(h->admin, p->req, &status, &body)) {
             return MHD_YES; /* spurious call: still running */
         }
-        return ms__http_send(c, (unsigned)status, "application/json",
+        return rt_http_send(c, (unsigned)status, "application/json",
                              ms_xstrdup(body), true);
     }
     if (p->too_large) {
@@ -294,7 +270,7 @@ static enum MHD_Result ms__http_events(struct ms_http *h,
     if (v && !ms__parse_u64(v, &limit)) {
         return ms__http_json(c, MHD_HTTP_BAD_REQUEST, "limit: a number");
     }
-    return ms__http_send(
+    return rt_http_send(
         c, MHD_HTTP_OK, "application/json",
         ms_events_json(h->events, since, since_ms, (size_t)limit), true);
 }
@@ -319,14 +295,14 @@ static enum MHD_Result ms__http_handler(void *cls,
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                              "method not allowed\n", false);
     }
     if (strcmp(url, "/health") == 0) {
-        return ms__http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
+        return rt_http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
-        return ms__http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+        return rt_http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
                              ms_dashboard_html, false);
     }
     if (strcmp(url, "/api/events") == 0) {
@@ -346,18 +322,18 @@ static enum MHD_Result ms__http_handler(void *cls,
                 strcmp(url, "/api/merge") == 0 ||
                 strcmp(url, "/api/move") == 0 ||
                 strcmp(url, "/api/drain") == 0)) {
-        return ms__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                              "use POST\n", false);
     } else {
-        return ms__http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
+        return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
                              false);
     }
     body = ms_status_copy(h->st, doc);
     if (!body) {
-        return ms__http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+        return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                              "starting\n", false);
     }
-    return ms__http_send(c, MHD_HTTP_OK, ctype, body, true);
+    return rt_http_send(c, MHD_HTTP_OK, ctype, body, true);
 }
 
 int ms_http_start(const char *host,
@@ -374,24 +350,10 @@ int ms_http_start(const char *host,
     const union MHD_DaemonInfo *info;
     struct ms_http *h;
 
-    memset(&ss, 0, sizeof(ss));
     if (!host || !*host || strcmp(host, "localhost") == 0) {
         host = "127.0.0.1";
     }
-    if (port < 0 || port > 65535) {
-        goto err_addr;
-    }
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-    } else if (inet_pton(AF_INET6, host,
-                         &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        flags |= MHD_USE_IPv6;
-    } else {
+    if (rt_http_sockaddr(host, port, &ss, &flags) != 0) {
         goto err_addr;
     }
 

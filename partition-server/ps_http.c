@@ -1,9 +1,7 @@
 /* Metrics HTTP listener (see ps_http.h). Modelled on master/ms_http.c. */
 #include "ps_http.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,7 @@
 
 #include "rt_config.h"
 #include "rt_err.h"
+#include "rt_http.h"
 #include "rt_log.h"
 
 struct ps_http
@@ -20,30 +19,6 @@ struct ps_http
     uv_mutex_t *mu;
     char *const *text;
 };
-
-static enum MHD_Result ps__http_send(struct MHD_Connection *c,
-                                     unsigned int status,
-                                     const char *ctype,
-                                     char *body,
-                                     bool take)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        strlen(body), body,
-        take ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    enum MHD_Result ret;
-
-    if (!r) {
-        if (take) {
-            free(body);
-        }
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
 
 static enum MHD_Result ps__http_handler(void *cls,
                                         struct MHD_Connection *c,
@@ -63,14 +38,14 @@ static enum MHD_Result ps__http_handler(void *cls,
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return ps__http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                              (char *)"method not allowed\n", false);
     }
     if (strcmp(url, "/health") == 0) {
-        return ps__http_send(c, MHD_HTTP_OK, "text/plain", (char *)"ok", false);
+        return rt_http_send(c, MHD_HTTP_OK, "text/plain", (char *)"ok", false);
     }
     if (strcmp(url, "/metrics") != 0) {
-        return ps__http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",
+        return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",
                              (char *)"not found\n", false);
     }
     uv_mutex_lock(h->mu);
@@ -79,10 +54,10 @@ static enum MHD_Result ps__http_handler(void *cls,
     }
     uv_mutex_unlock(h->mu);
     if (!body) {
-        return ps__http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+        return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                              (char *)"starting\n", false);
     }
-    return ps__http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body,
+    return rt_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body,
                          true);
 }
 
@@ -101,7 +76,6 @@ int ps_http_start(const char *addr,
     char host[256];
     int port;
 
-    memset(&ss, 0, sizeof(ss));
     if (rt_split_hostport(addr, host, sizeof(host), &port) != 0) {
         rt_errmsg_printf(errmsg, "bad --http address '%s'", addr);
         return RT_EINVAL;
@@ -109,17 +83,7 @@ int ps_http_start(const char *addr,
     if (!*host || strcmp(host, "localhost") == 0) {
         snprintf(host, sizeof(host), "127.0.0.1");
     }
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-    } else if (inet_pton(AF_INET6, host,
-                         &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        flags |= MHD_USE_IPv6;
-    } else {
+    if (rt_http_sockaddr(host, port, &ss, &flags) != 0) {
         rt_errmsg_printf(errmsg, "bad --http host '%s'", host);
         return RT_EINVAL;
     }

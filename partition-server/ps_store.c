@@ -1805,52 +1805,49 @@ err:
     return ps__mdb_err(rc);
 }
 
-int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n)
+/* Drop markers found by ps_store_pending_drops. */
+struct ps__drops {
+    uint64_t *ids;
+    size_t n;
+};
+
+/* ps_meta_cb over the PS_META_DROP prefix: keeps the table id of every
+ * well-formed marker (prefix + u64be). Stops with RT_ENOMEM. */
+static int ps__drops_add(const uint8_t *key, size_t kn, const uint8_t *val,
+                         size_t vn, void *arg)
 {
     const size_t plen = sizeof(PS_META_DROP) - 1;
-    MDB_txn *txn;
-    MDB_cursor *cur;
-    MDB_val k, v;
-    uint64_t *out = NULL;
-    size_t cnt = 0;
+    struct ps__drops *d = arg;
+    uint64_t *nids;
+
+    (void)val;
+    (void)vn;
+    if (kn != plen + 8) {
+        return 0;
+    }
+    nids = realloc(d->ids, (d->n + 1) * sizeof(*nids));
+    if (!nids) {
+        return RT_ENOMEM;
+    }
+    d->ids = nids;
+    d->ids[d->n++] = rt_get_u64be(key + plen);
+    return 0;
+}
+
+int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n)
+{
+    struct ps__drops d = {NULL, 0};
     int rc;
 
     *ids = NULL;
     *n = 0;
-    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    rc = ps_store_meta_scan(s, PS_META_DROP, ps__drops_add, &d);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        free(d.ids);
+        return rc;
     }
-    rc = mdb_cursor_open(txn, s->meta, &cur);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return ps__mdb_err(rc);
-    }
-    k = ps__val(PS_META_DROP, plen);
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size < plen || memcmp(k.mv_data, PS_META_DROP, plen) != 0) {
-            break;
-        }
-        if (k.mv_size != plen + 8) {
-            continue;
-        }
-        uint64_t *nout = realloc(out, (cnt + 1) * sizeof(*out));
-        if (!nout) {
-            rc = ENOMEM;
-            break;
-        }
-        out = nout;
-        out[cnt++] = rt_get_u64be((const uint8_t *)k.mv_data + plen);
-    }
-    mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    if (rc != 0 && rc != MDB_NOTFOUND) {
-        free(out);
-        return ps__mdb_err(rc);
-    }
-    *ids = out;
-    *n = cnt;
+    *ids = d.ids;
+    *n = d.n;
     return 0;
 }
 

@@ -1,0 +1,54 @@
+/* HTTP glue for the libmicrohttpd listeners (see rt_http.h). */
+#include "rt_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_err.h"
+
+int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
+                     unsigned int *flags)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (port < 0 || port > 65535) {
+        return RT_EINVAL;
+    }
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host,
+                         &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        *flags |= MHD_USE_IPv6;
+    } else {
+        return RT_EINVAL;
+    }
+    return 0;
+}
+
+enum MHD_Result rt_http_send(struct MHD_Connection *c, unsigned int status,
+                             const char *ctype, const char *body, bool take)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), (void *)body,
+        take ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+
+    if (!r) {
+        if (take) {
+            free((void *)body);
+        }
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}

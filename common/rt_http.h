@@ -1,0 +1,29 @@
+/* HTTP glue shared by the master's status API (master/ms_http.c) and the
+ * partition server's metrics listener (partition-server/ps_http.c), both
+ * plain libmicrohttpd daemons. Thread: any; the functions keep no state.
+ * The front end's Table API (frontend/fe_http.c) has its own response path
+ * and does not use this module. */
+#ifndef RT_HTTP_H
+#define RT_HTTP_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+/* Fills *@ss with the numeric IPv4 or IPv6 address @host (borrowed, no
+ * name lookup: callers map "localhost" themselves) and @port, and ORs
+ * MHD_USE_IPv6 into *@flags for an IPv6 address. *@ss is zeroed first.
+ * Returns 0, or RT_EINVAL when @host is not a numeric address or @port
+ * is outside 0..65535. */
+int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
+                     unsigned int *flags);
+
+/* Queues a complete response on @c: @body (NUL-terminated) with
+ * Content-Type @ctype and Cache-Control: no-store. With @take, @body is
+ * heap memory that becomes libmicrohttpd's (or is freed here on failure);
+ * without it, @body must outlive the response (a literal). Returns the
+ * MHD_Result to hand back from the access handler: MHD_NO on failure. */
+enum MHD_Result rt_http_send(struct MHD_Connection *c, unsigned int status,
+                             const char *ctype, const char *body, bool take);
+
+#endif
