@@ -7,13 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct rt_buf {
+struct rt_buf
+{
     uint8_t *data;
     size_t len;
     size_t cap;
 };
 
-#define RT_BUF_INIT {NULL, 0, 0}
+#define RT_BUF_INIT \
+    {               \
+        NULL, 0, 0  \
+    }
 
 void rt_buf_init(struct rt_buf *b);
 void rt_buf_free(struct rt_buf *b);
@@ -25,7 +29,8 @@ void rt_buf_append_str(struct rt_buf *b, const char *s);
 void rt_buf_append_u8(struct rt_buf *b, uint8_t v);
 void rt_buf_printf(struct rt_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Appends a NUL without counting it in len, so data can be used as a C string. */
+/* Appends a NUL without counting it in len, so data can be used as a C string.
+ */
 const char *rt_buf_cstr(struct rt_buf *b);
 /* Hands the memory to the caller (free with free()); b becomes empty. */
 uint8_t *rt_buf_steal(struct rt_buf *b, size_t *len);

@@ -8,7 +8,8 @@
 
 #include "rt_err.h"
 
-static struct rt_opt *rt__opt_find(struct rt_opt *opts, const char *name,
+static struct rt_opt *rt__opt_find(struct rt_opt *opts,
+                                   const char *name,
                                    size_t n)
 {
     for (struct rt_opt *o = opts; o->name; o++) {
@@ -23,42 +24,44 @@ static int rt__opt_set(struct rt_opt *o, const char *val)
 {
     char *end;
     switch (o->type) {
-    case RT_OPT_STR: {
-        char **p = o->ptr;
-        free(*p);
-        *p = strdup(val ? val : "");
-        return *p ? 0 : -1;
-    }
-    case RT_OPT_INT: {
-        long v;
-        if (!val || !*val) {
-            return -1;
+        case RT_OPT_STR: {
+            char **p = o->ptr;
+            free(*p);
+            *p = strdup(val ? val : "");
+            return *p ? 0 : -1;
         }
-        errno = 0;
-        v = strtol(val, &end, 10);
-        if (errno || *end) {
-            return -1;
+        case RT_OPT_INT: {
+            long v;
+            if (!val || !*val) {
+                return -1;
+            }
+            errno = 0;
+            v = strtol(val, &end, 10);
+            if (errno || *end) {
+                return -1;
+            }
+            *(long *)o->ptr = v;
+            return 0;
         }
-        *(long *)o->ptr = v;
-        return 0;
-    }
-    case RT_OPT_BOOL:
-        if (!val || !strcmp(val, "true") || !strcmp(val, "1") ||
-            !strcmp(val, "yes") || !strcmp(val, "on")) {
-            *(int *)o->ptr = 1;
-        } else if (!strcmp(val, "false") || !strcmp(val, "0") ||
-                   !strcmp(val, "no") || !strcmp(val, "off")) {
-            *(int *)o->ptr = 0;
-        } else {
-            return -1;
-        }
-        return 0;
+        case RT_OPT_BOOL:
+            if (!val || !strcmp(val, "true") || !strcmp(val, "1") ||
+                !strcmp(val, "yes") || !strcmp(val, "on")) {
+                *(int *)o->ptr = 1;
+            } else if (!strcmp(val, "false") || !strcmp(val, "0") ||
+                       !strcmp(val, "no") || !strcmp(val, "off")) {
+                *(int *)o->ptr = 0;
+            } else {
+                return -1;
+            }
+            return 0;
     }
     return -1;
 }
 
-void rt_config_usage(const char *prog, const char *summary,
-                     const struct rt_opt *opts, FILE *out)
+void rt_config_usage(const char *prog,
+                     const char *summary,
+                     const struct rt_opt *opts,
+                     FILE *out)
 {
     fprintf(out, "Usage: %s [options]\n%s\n\nOptions:\n", prog, summary);
     fprintf(out, "  %-28s %s\n", "--help", "print this help and exit");
@@ -85,14 +88,15 @@ static char *rt__trim(char *s)
         s++;
     }
     e = s + strlen(s);
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
-                     e[-1] == '\r')) {
+    while (e > s &&
+           (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) {
         *--e = '\0';
     }
     return s;
 }
 
-static int rt__config_file(const char *prog, struct rt_opt *opts,
+static int rt__config_file(const char *prog,
+                           struct rt_opt *opts,
                            const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -133,17 +137,22 @@ static int rt__config_file(const char *prog, struct rt_opt *opts,
     return 0;
 }
 
-int rt_config_parse(const char *prog, const char *summary, struct rt_opt *opts,
-                    int argc, char **argv, char **pos, int max_pos)
+int rt_config_parse(const char *prog,
+                    const char *summary,
+                    struct rt_opt *opts,
+                    int argc,
+                    char **argv,
+                    char **pos,
+                    int max_pos)
 {
     int npos = 0;
     for (struct rt_opt *o = opts; o->name; o++) {
         if (o->type == RT_OPT_STR) {
             *(char **)o->ptr = NULL;
         }
-        if (rt__opt_set(o, o->def ? o->def
+        if (rt__opt_set(o, o->def                  ? o->def
                            : o->type == RT_OPT_STR ? ""
-                           : "0") != 0) {
+                                                   : "0") != 0) {
             fprintf(stderr, "%s: bad default for %s\n", prog, o->name);
             exit(2);
         }
@@ -204,9 +213,8 @@ int rt_config_parse(const char *prog, const char *summary, struct rt_opt *opts,
                 exit(2);
             }
             val = argv[++i];
-        } else if (i + 1 < argc &&
-                   (!strcmp(argv[i + 1], "true") ||
-                    !strcmp(argv[i + 1], "false"))) {
+        } else if (i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
+                                    !strcmp(argv[i + 1], "false"))) {
             val = argv[++i];
         }
         if (rt__opt_set(o, val) != 0) {
@@ -227,8 +235,10 @@ void rt_config_free(struct rt_opt *opts)
     }
 }
 
-int rt_write_port_file(const char *path, const char *const *keys,
-                       const int *values, int n)
+int rt_write_port_file(const char *path,
+                       const char *const *keys,
+                       const int *values,
+                       int n)
 {
     char tmp[4096];
     FILE *f;

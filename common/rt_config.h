@@ -15,7 +15,8 @@ enum rt_opt_type {
     RT_OPT_BOOL, /* ptr: int *; "--flag" alone means true */
 };
 
-struct rt_opt {
+struct rt_opt
+{
     const char *name; /* long name without "--" */
     enum rt_opt_type type;
     void *ptr;
@@ -27,16 +28,25 @@ struct rt_opt {
  * the number of positional arguments, stored in @pos (up to @max_pos,
  * borrowed from argv). --help prints usage to stdout and exits 0; bad input
  * prints a message to stderr and exits 2. */
-int rt_config_parse(const char *prog, const char *summary, struct rt_opt *opts,
-                    int argc, char **argv, char **pos, int max_pos);
-void rt_config_usage(const char *prog, const char *summary,
-                     const struct rt_opt *opts, FILE *out);
+int rt_config_parse(const char *prog,
+                    const char *summary,
+                    struct rt_opt *opts,
+                    int argc,
+                    char **argv,
+                    char **pos,
+                    int max_pos);
+void rt_config_usage(const char *prog,
+                     const char *summary,
+                     const struct rt_opt *opts,
+                     FILE *out);
 void rt_config_free(struct rt_opt *opts);
 
 /* Writes "key=value\n" lines to @path atomically (tmp file + rename).
  * keys/values are parallel arrays of @n entries. Returns 0 or -errno. */
-int rt_write_port_file(const char *path, const char *const *keys,
-                       const int *values, int n);
+int rt_write_port_file(const char *path,
+                       const char *const *keys,
+                       const int *values,
+                       int n);
 
 /* Splits "host:port" into @host (size @hostlen) and @port. Returns 0 or
  * RT_EINVAL. */

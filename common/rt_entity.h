@@ -40,24 +40,26 @@ enum rt_edm {
 #define RT_VALUE_VERSION 1
 
 /* Limits (shared/table-api-spec.md §9); one place for all of them. */
-#define RT_MAX_USER_PROPS 252      /* 255 including PK, RK, Timestamp */
+#define RT_MAX_USER_PROPS 252 /* 255 including PK, RK, Timestamp */
 #define RT_MAX_PROP_NAME 255
-#define RT_MAX_STRING_UTF16 32767  /* Azure rejects 32768 UTF-16 units */
+#define RT_MAX_STRING_UTF16 32767 /* Azure rejects 32768 UTF-16 units */
 #define RT_MAX_BINARY 65536
 #define RT_MAX_ENTITY_BYTES (1024 * 1024)
-#define RT_MAX_KEY_UTF16 1024      /* PartitionKey / RowKey, §12 item 2 */
+#define RT_MAX_KEY_UTF16 1024 /* PartitionKey / RowKey, §12 item 2 */
 
-struct rt_prop {
+struct rt_prop
+{
     const char *name; /* not NUL-terminated */
     size_t name_len;
     enum rt_edm type;
     union {
-        struct {
+        struct
+        {
             const uint8_t *p; /* STRING (UTF-8) or BINARY bytes */
             size_t n;
         } bytes;
         int32_t i32;
-        int64_t i64; /* INT64 */
+        int64_t i64;    /* INT64 */
         uint64_t ticks; /* DATETIME */
         double d;
         int b;
@@ -66,7 +68,8 @@ struct rt_prop {
 };
 
 /* Writing a blob: begin, add each property, end (patches the count). */
-struct rt_props_writer {
+struct rt_props_writer
+{
     struct rt_buf *out;
     size_t start;
     unsigned count;
@@ -77,33 +80,46 @@ void rt_props_end(struct rt_props_writer *w);
 
 /* Reading a blob. rt_props_iter_init returns 0 or RT_ECORRUPT;
  * rt_props_next returns 1 (got one), 0 (end) or RT_ECORRUPT. */
-struct rt_props_iter {
+struct rt_props_iter
+{
     const uint8_t *p;
     const uint8_t *end;
     unsigned remaining;
 };
-int rt_props_iter_init(struct rt_props_iter *it, const uint8_t *blob,
-                       size_t n);
+int rt_props_iter_init(struct rt_props_iter *it, const uint8_t *blob, size_t n);
 int rt_props_next(struct rt_props_iter *it, struct rt_prop *out);
 /* Full structural check of a blob (types known, lengths in bounds, count
  * matches, no trailing bytes). Returns 0 or RT_ECORRUPT. */
 int rt_props_check(const uint8_t *blob, size_t n);
 /* Finds property @name; returns 1 and fills @out, 0 if absent, or
  * RT_ECORRUPT. */
-int rt_props_find(const uint8_t *blob, size_t n, const char *name,
-                  size_t name_len, struct rt_prop *out);
+int rt_props_find(const uint8_t *blob,
+                  size_t n,
+                  const char *name,
+                  size_t name_len,
+                  struct rt_prop *out);
 /* Merge (Azure Merge Entity): every property of @upd, then every property of
  * @old whose name @upd does not have. Result appended to @out as a blob.
  * Returns 0, RT_ECORRUPT (either blob), or RT_ETOOMANYPROPS when the result
  * would hold more than RT_MAX_USER_PROPS properties (nothing appended). */
-int rt_props_merge(struct rt_buf *out, const uint8_t *old, size_t old_n,
-                   const uint8_t *upd, size_t upd_n);
+int rt_props_merge(struct rt_buf *out,
+                   const uint8_t *old,
+                   size_t old_n,
+                   const uint8_t *upd,
+                   size_t upd_n);
 
 /* Stored value: header + blob. */
-void rt_value_encode(struct rt_buf *out, uint64_t ticks, uint8_t flags,
-                     const uint8_t *blob, size_t blob_n);
+void rt_value_encode(struct rt_buf *out,
+                     uint64_t ticks,
+                     uint8_t flags,
+                     const uint8_t *blob,
+                     size_t blob_n);
 /* Returns 0 or RT_ECORRUPT; *blob points into @value. */
-int rt_value_decode(const uint8_t *value, size_t n, uint64_t *ticks,
-                    uint8_t *flags, const uint8_t **blob, size_t *blob_n);
+int rt_value_decode(const uint8_t *value,
+                    size_t n,
+                    uint64_t *ticks,
+                    uint8_t *flags,
+                    const uint8_t **blob,
+                    size_t *blob_n);
 
 #endif

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <uv.h>
 
-struct rt__err_entry {
+struct rt__err_entry
+{
     int code;
     int http;
     const char *name;
@@ -14,7 +15,8 @@ struct rt__err_entry {
 };
 
 static const struct rt__err_entry rt__errs[] = {
-#define RT__ERR_ROW(name, code, http, azure, msg) {code, http, #name, azure, msg},
+#define RT__ERR_ROW(name, code, http, azure, msg) \
+    {code, http, #name, azure, msg},
     RT_ERR_MAP(RT__ERR_ROW)
 #undef RT__ERR_ROW
 };
@@ -83,25 +85,44 @@ const char *rt_strerror(int code)
 const char *rt_http_reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Request Entity Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+        case 200:
+            return "OK";
+        case 201:
+            return "Created";
+        case 202:
+            return "Accepted";
+        case 204:
+            return "No Content";
+        case 400:
+            return "Bad Request";
+        case 401:
+            return "Unauthorized";
+        case 403:
+            return "Forbidden";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 409:
+            return "Conflict";
+        case 411:
+            return "Length Required";
+        case 412:
+            return "Precondition Failed";
+        case 413:
+            return "Request Entity Too Large";
+        case 414:
+            return "URI Too Long";
+        case 415:
+            return "Unsupported Media Type";
+        case 500:
+            return "Internal Server Error";
+        case 501:
+            return "Not Implemented";
+        case 503:
+            return "Service Unavailable";
+        default:
+            return "Unknown";
     }
 }
 

@@ -15,134 +15,133 @@
 
 /* X(name, code, http, azure_code, message) — message texts from
  * shared/table-api-spec.md §8.2. */
-#define RT_ERR_MAP(X)                                                        \
-    X(EINVAL, -10001, 400, "InvalidInput",                                   \
-      "One of the request inputs is not valid.")                             \
-    X(ENOTFOUND, -10002, 404, "ResourceNotFound",                            \
-      "The specified resource does not exist.")                              \
-    X(ETABLENOTFOUND, -10003, 404, "TableNotFound",                          \
-      "The table specified does not exist.")                                 \
-    X(ETABLEEXISTS, -10004, 409, "TableAlreadyExists",                       \
-      "The table specified already exists.")                                 \
-    X(ETABLEBEINGDELETED, -10005, 409, "TableBeingDeleted",                  \
-      "The specified table is being deleted. Try operation later.")          \
-    X(EEXIST, -10006, 409, "EntityAlreadyExists",                            \
-      "The specified entity already exists.")                                \
-    X(EPRECOND, -10007, 412, "UpdateConditionNotSatisfied",                  \
-      "The update condition specified in the request was not satisfied.")    \
-    X(EOUTOFRANGE, -10008, 400, "OutOfRangeInput",                           \
-      "One of the request inputs is out of range.")                          \
-    X(EBADNAME, -10009, 400, "InvalidResourceName",                          \
-      "The specified resource name contains invalid characters.")            \
-    X(EVALUETYPE, -10010, 400, "InvalidValueType",                           \
-      "The value specified is invalid.")                                     \
-    X(ENEEDVALUE, -10011, 400, "PropertiesNeedValue",                        \
-      "The values are not specified for all properties in the entity.")      \
-    X(EPROPNAME, -10012, 400, "PropertyNameInvalid",                         \
-      "The property name is invalid.")                                       \
-    X(EPROPNAMELONG, -10013, 400, "PropertyNameTooLong",                     \
-      "The property name exceeds the maximum allowed length.")               \
-    X(EPROPTOOLARGE, -10014, 400, "PropertyValueTooLarge",                   \
-      "The property value exceeds the maximum allowed size (64KB). If the "  \
-      "property value is a string, it is UTF-16 encoded and the maximum "    \
-      "number of characters should be 32K or less.")                         \
-    X(EENTITYTOOLARGE, -10015, 400, "EntityTooLarge",                        \
-      "The entity is larger than the maximum size permitted.")               \
-    X(ETOOMANYPROPS, -10016, 400, "TooManyProperties",                       \
-      "The entity contains more properties than allowed.")                   \
-    X(EDUPPROPS, -10017, 400, "DuplicatePropertiesSpecified",                \
-      "A property is specified more than one time.")                         \
-    X(EDUPROW, -10018, 400, "InvalidDuplicateRow",                           \
-      "The batch request contains multiple changes with same row key. An "   \
-      "entity can appear only once in a batch request.")                     \
+#define RT_ERR_MAP(X)                                                          \
+    X(EINVAL, -10001, 400, "InvalidInput",                                     \
+      "One of the request inputs is not valid.")                               \
+    X(ENOTFOUND, -10002, 404, "ResourceNotFound",                              \
+      "The specified resource does not exist.")                                \
+    X(ETABLENOTFOUND, -10003, 404, "TableNotFound",                            \
+      "The table specified does not exist.")                                   \
+    X(ETABLEEXISTS, -10004, 409, "TableAlreadyExists",                         \
+      "The table specified already exists.")                                   \
+    X(ETABLEBEINGDELETED, -10005, 409, "TableBeingDeleted",                    \
+      "The specified table is being deleted. Try operation later.")            \
+    X(EEXIST, -10006, 409, "EntityAlreadyExists",                              \
+      "The specified entity already exists.")                                  \
+    X(EPRECOND, -10007, 412, "UpdateConditionNotSatisfied",                    \
+      "The update condition specified in the request was not satisfied.")      \
+    X(EOUTOFRANGE, -10008, 400, "OutOfRangeInput",                             \
+      "One of the request inputs is out of range.")                            \
+    X(EBADNAME, -10009, 400, "InvalidResourceName",                            \
+      "The specified resource name contains invalid characters.")              \
+    X(EVALUETYPE, -10010, 400, "InvalidValueType",                             \
+      "The value specified is invalid.")                                       \
+    X(ENEEDVALUE, -10011, 400, "PropertiesNeedValue",                          \
+      "The values are not specified for all properties in the entity.")        \
+    X(EPROPNAME, -10012, 400, "PropertyNameInvalid",                           \
+      "The property name is invalid.")                                         \
+    X(EPROPNAMELONG, -10013, 400, "PropertyNameTooLong",                       \
+      "The property name exceeds the maximum allowed length.")                 \
+    X(EPROPTOOLARGE, -10014, 400, "PropertyValueTooLarge",                     \
+      "The property value exceeds the maximum allowed size (64KB). If the "    \
+      "property value is a string, it is UTF-16 encoded and the maximum "      \
+      "number of characters should be 32K or less.")                           \
+    X(EENTITYTOOLARGE, -10015, 400, "EntityTooLarge",                          \
+      "The entity is larger than the maximum size permitted.")                 \
+    X(ETOOMANYPROPS, -10016, 400, "TooManyProperties",                         \
+      "The entity contains more properties than allowed.")                     \
+    X(EDUPPROPS, -10017, 400, "DuplicatePropertiesSpecified",                  \
+      "A property is specified more than one time.")                           \
+    X(EDUPROW, -10018, 400, "InvalidDuplicateRow",                             \
+      "The batch request contains multiple changes with same row key. An "     \
+      "entity can appear only once in a batch request.")                       \
     X(EDIFFPARTITIONS, -10019, 400, "CommandsInBatchActOnDifferentPartitions", \
-      "All commands in a batch must operate on same entity group.")          \
-    X(EJSONNOTSUPPORTED, -10020, 415, "JsonFormatNotSupported",              \
-      "JSON format is not supported.")                                       \
-    X(EATOMNOTSUPPORTED, -10021, 415, "AtomFormatNotSupported",              \
-      "Atom format is not supported.")                                       \
-    X(EMETHOD, -10022, 405, "MethodNotAllowed",                              \
-      "The requested method is not allowed on the specified resource.")      \
-    X(EVERB, -10023, 405, "UnsupportedHttpVerb",                             \
-      "The resource doesn't support the specified HTTP verb.")               \
-    X(ENOTIMPL, -10024, 501, "NotImplemented",                               \
-      "The requested operation is not implemented on the specified "         \
-      "resource.")                                                           \
-    X(EAUTH, -10025, 403, "AuthenticationFailed",                            \
-      "Server failed to authenticate the request. Make sure the value of "   \
-      "Authorization header is formed correctly including the signature.")   \
-    X(EAUTHINFO, -10026, 400, "InvalidAuthenticationInfo",                   \
-      "Authentication information is not given in the correct format. "      \
-      "Check the value of Authorization header.")                            \
-    X(ENOAUTH, -10027, 401, "NoAuthenticationInformation",                   \
-      "Server failed to authenticate the request. Please refer to the "      \
-      "information in the www-authenticate header.")                         \
-    X(EAUTHZ, -10028, 403, "AuthorizationFailure",                           \
-      "This request is not authorized to perform this operation.")           \
-    X(EPERM, -10029, 403, "AuthorizationPermissionMismatch",                 \
-      "This request is not authorized to perform this operation using this " \
-      "permission.")                                                         \
-    X(EHEADER, -10030, 400, "InvalidHeaderValue",                            \
-      "The value for one of the HTTP headers is not in the correct format.") \
-    X(EMISSINGHEADER, -10031, 400, "MissingRequiredHeader",                  \
-      "A required HTTP header was not specified.")                           \
-    X(EQUERYPARAM, -10032, 400, "InvalidQueryParameterValue",                \
-      "Value for one of the query parameters specified in the request URI "  \
-      "is invalid.")                                                         \
-    X(EURI, -10033, 400, "InvalidUri",                                       \
-      "The requested URI does not represent any resource on the server.")    \
-    X(EXML, -10034, 400, "InvalidXmlDocument",                               \
-      "The specified XML is not syntactically valid.")                       \
-    X(ETOOLARGE, -10035, 413, "RequestBodyTooLarge",                         \
-      "The request body is too large and exceeds the maximum permissible "   \
-      "limit.")                                                              \
-    X(ECORS, -10036, 403, "CorsPreflightFailure",                            \
-      "CORS not enabled or no matching rule found for this request.")        \
-    X(EINTERNAL, -10037, 500, "InternalError",                               \
-      "The server encountered an internal error. Please retry the request.") \
-    X(ETIMEDOUT, -10038, 500, "OperationTimedOut",                           \
-      "The operation could not be completed within the permitted time.")     \
-    X(EBUSY, -10039, 503, "ServerBusy",                                      \
-      "The server is currently unable to receive requests. Please retry "    \
-      "your request.")                                                       \
-    X(EENTITYNOTFOUND, -10040, 404, "EntityNotFound",                        \
-      "The specified entity does not exist.")                                \
-    X(EHOST, -10041, 400, "HostInformationNotPresent",                       \
-      "The request does not contain required host information.")             \
-    X(EACCOUNT, -10042, 400, "InvalidResourceName",                          \
-      "The specified resource name contains invalid characters.")            \
-    X(EXMETHODPOST, -10043, 400, "XMethodNotUsingPost",                      \
-      "The X-HTTP-Method header can only be used with POST.")                \
-    X(EXMETHODCOUNT, -10044, 400, "XMethodIncorrectCount",                   \
-      "More than one X-HTTP-Method header was specified.")                   \
-    X(EXMETHODVALUE, -10045, 400, "XMethodIncorrectValue",                   \
-      "The X-HTTP-Method header value is not valid.")                        \
-    X(ESOURCEIP, -10046, 403, "AuthorizationSourceIPMismatch",               \
-      "This request is not authorized to perform this operation using this " \
-      "source IP.")                                                          \
-    X(EPROTOCOL, -10047, 403, "AuthorizationProtocolMismatch",               \
-      "This request is not authorized to perform this operation using this " \
-      "protocol.")                                                           \
-    X(ERESTYPE, -10048, 403, "AuthorizationResourceTypeMismatch",            \
-      "This request is not authorized to perform this operation using this " \
-      "resource type.")                                                      \
-    X(ESERVICE, -10049, 403, "AuthorizationServiceMismatch",                 \
-      "This request is not authorized to perform this operation using this " \
-      "service.")                                                            \
-    X(EURILONG, -10050, 414, "InvalidUri",                                   \
-      "The request URI is too long.")                                        \
-    /* Internal codes: never shown raw to clients; mapped at the edge. */    \
-    X(ESTALE, -10100, 503, "ServerBusy",                                     \
-      "The range is not served here at that epoch (stale partition map).")   \
-    X(ENOCONN, -10101, 503, "ServerBusy",                                    \
-      "The server is currently unable to receive requests. Please retry "    \
-      "your request.")                                                       \
-    X(ECANCELED, -10102, 503, "ServerBusy", "Operation canceled.")           \
-    X(ENOMEM, -10103, 500, "InternalError", "Out of memory.")                \
-    X(EIO, -10104, 500, "InternalError", "I/O error.")                       \
-    X(ECORRUPT, -10105, 500, "InternalError", "Corrupt data.")               \
-    X(ENOSPACE, -10106, 500, "InternalError", "Storage is full.")            \
-    X(EPROTO, -10107, 500, "InternalError", "RPC protocol error.")           \
+      "All commands in a batch must operate on same entity group.")            \
+    X(EJSONNOTSUPPORTED, -10020, 415, "JsonFormatNotSupported",                \
+      "JSON format is not supported.")                                         \
+    X(EATOMNOTSUPPORTED, -10021, 415, "AtomFormatNotSupported",                \
+      "Atom format is not supported.")                                         \
+    X(EMETHOD, -10022, 405, "MethodNotAllowed",                                \
+      "The requested method is not allowed on the specified resource.")        \
+    X(EVERB, -10023, 405, "UnsupportedHttpVerb",                               \
+      "The resource doesn't support the specified HTTP verb.")                 \
+    X(ENOTIMPL, -10024, 501, "NotImplemented",                                 \
+      "The requested operation is not implemented on the specified "           \
+      "resource.")                                                             \
+    X(EAUTH, -10025, 403, "AuthenticationFailed",                              \
+      "Server failed to authenticate the request. Make sure the value of "     \
+      "Authorization header is formed correctly including the signature.")     \
+    X(EAUTHINFO, -10026, 400, "InvalidAuthenticationInfo",                     \
+      "Authentication information is not given in the correct format. "        \
+      "Check the value of Authorization header.")                              \
+    X(ENOAUTH, -10027, 401, "NoAuthenticationInformation",                     \
+      "Server failed to authenticate the request. Please refer to the "        \
+      "information in the www-authenticate header.")                           \
+    X(EAUTHZ, -10028, 403, "AuthorizationFailure",                             \
+      "This request is not authorized to perform this operation.")             \
+    X(EPERM, -10029, 403, "AuthorizationPermissionMismatch",                   \
+      "This request is not authorized to perform this operation using this "   \
+      "permission.")                                                           \
+    X(EHEADER, -10030, 400, "InvalidHeaderValue",                              \
+      "The value for one of the HTTP headers is not in the correct format.")   \
+    X(EMISSINGHEADER, -10031, 400, "MissingRequiredHeader",                    \
+      "A required HTTP header was not specified.")                             \
+    X(EQUERYPARAM, -10032, 400, "InvalidQueryParameterValue",                  \
+      "Value for one of the query parameters specified in the request URI "    \
+      "is invalid.")                                                           \
+    X(EURI, -10033, 400, "InvalidUri",                                         \
+      "The requested URI does not represent any resource on the server.")      \
+    X(EXML, -10034, 400, "InvalidXmlDocument",                                 \
+      "The specified XML is not syntactically valid.")                         \
+    X(ETOOLARGE, -10035, 413, "RequestBodyTooLarge",                           \
+      "The request body is too large and exceeds the maximum permissible "     \
+      "limit.")                                                                \
+    X(ECORS, -10036, 403, "CorsPreflightFailure",                              \
+      "CORS not enabled or no matching rule found for this request.")          \
+    X(EINTERNAL, -10037, 500, "InternalError",                                 \
+      "The server encountered an internal error. Please retry the request.")   \
+    X(ETIMEDOUT, -10038, 500, "OperationTimedOut",                             \
+      "The operation could not be completed within the permitted time.")       \
+    X(EBUSY, -10039, 503, "ServerBusy",                                        \
+      "The server is currently unable to receive requests. Please retry "      \
+      "your request.")                                                         \
+    X(EENTITYNOTFOUND, -10040, 404, "EntityNotFound",                          \
+      "The specified entity does not exist.")                                  \
+    X(EHOST, -10041, 400, "HostInformationNotPresent",                         \
+      "The request does not contain required host information.")               \
+    X(EACCOUNT, -10042, 400, "InvalidResourceName",                            \
+      "The specified resource name contains invalid characters.")              \
+    X(EXMETHODPOST, -10043, 400, "XMethodNotUsingPost",                        \
+      "The X-HTTP-Method header can only be used with POST.")                  \
+    X(EXMETHODCOUNT, -10044, 400, "XMethodIncorrectCount",                     \
+      "More than one X-HTTP-Method header was specified.")                     \
+    X(EXMETHODVALUE, -10045, 400, "XMethodIncorrectValue",                     \
+      "The X-HTTP-Method header value is not valid.")                          \
+    X(ESOURCEIP, -10046, 403, "AuthorizationSourceIPMismatch",                 \
+      "This request is not authorized to perform this operation using this "   \
+      "source IP.")                                                            \
+    X(EPROTOCOL, -10047, 403, "AuthorizationProtocolMismatch",                 \
+      "This request is not authorized to perform this operation using this "   \
+      "protocol.")                                                             \
+    X(ERESTYPE, -10048, 403, "AuthorizationResourceTypeMismatch",              \
+      "This request is not authorized to perform this operation using this "   \
+      "resource type.")                                                        \
+    X(ESERVICE, -10049, 403, "AuthorizationServiceMismatch",                   \
+      "This request is not authorized to perform this operation using this "   \
+      "service.")                                                              \
+    X(EURILONG, -10050, 414, "InvalidUri", "The request URI is too long.")     \
+    /* Internal codes: never shown raw to clients; mapped at the edge. */      \
+    X(ESTALE, -10100, 503, "ServerBusy",                                       \
+      "The range is not served here at that epoch (stale partition map).")     \
+    X(ENOCONN, -10101, 503, "ServerBusy",                                      \
+      "The server is currently unable to receive requests. Please retry "      \
+      "your request.")                                                         \
+    X(ECANCELED, -10102, 503, "ServerBusy", "Operation canceled.")             \
+    X(ENOMEM, -10103, 500, "InternalError", "Out of memory.")                  \
+    X(EIO, -10104, 500, "InternalError", "I/O error.")                         \
+    X(ECORRUPT, -10105, 500, "InternalError", "Corrupt data.")                 \
+    X(ENOSPACE, -10106, 500, "InternalError", "Storage is full.")              \
+    X(EPROTO, -10107, 500, "InternalError", "RPC protocol error.")             \
     X(ECONFIG, -10108, 500, "InternalError", "Bad configuration.")
 
 enum rt_err {

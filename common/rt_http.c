@@ -9,7 +9,9 @@
 
 #include "rt_err.h"
 
-int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
+int rt_http_sockaddr(const char *host,
+                     int port,
+                     struct sockaddr_storage *ss,
                      unsigned int *flags)
 {
     memset(ss, 0, sizeof(*ss));
@@ -32,8 +34,11 @@ int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
     return 0;
 }
 
-enum MHD_Result rt_http_send(struct MHD_Connection *c, unsigned int status,
-                             const char *ctype, const char *body, bool take)
+enum MHD_Result rt_http_send(struct MHD_Connection *c,
+                             unsigned int status,
+                             const char *ctype,
+                             const char *body,
+                             bool take)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(
         strlen(body), (void *)body,

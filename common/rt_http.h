@@ -15,7 +15,9 @@
  * MHD_USE_IPv6 into *@flags for an IPv6 address. *@ss is zeroed first.
  * Returns 0, or RT_EINVAL when @host is not a numeric address or @port
  * is outside 0..65535. */
-int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
+int rt_http_sockaddr(const char *host,
+                     int port,
+                     struct sockaddr_storage *ss,
                      unsigned int *flags);
 
 /* Queues a complete response on @c: @body (NUL-terminated) with
@@ -23,7 +25,10 @@ int rt_http_sockaddr(const char *host, int port, struct sockaddr_storage *ss,
  * heap memory that becomes libmicrohttpd's (or is freed here on failure);
  * without it, @body must outlive the response (a literal). Returns the
  * MHD_Result to hand back from the access handler: MHD_NO on failure. */
-enum MHD_Result rt_http_send(struct MHD_Connection *c, unsigned int status,
-                             const char *ctype, const char *body, bool take);
+enum MHD_Result rt_http_send(struct MHD_Connection *c,
+                             unsigned int status,
+                             const char *ctype,
+                             const char *body,
+                             bool take);
 
 #endif

@@ -20,21 +20,32 @@ void rt_key_enc(struct rt_buf *out, const char *s, size_t n);
 /* Decodes one enc() string starting at @in (length @n) into @out (appended).
  * Sets *consumed to the bytes read, terminator included.
  * Returns 0 or RT_ECORRUPT (no terminator, bad escape). */
-int rt_key_dec(const uint8_t *in, size_t n, size_t *consumed,
+int rt_key_dec(const uint8_t *in,
+               size_t n,
+               size_t *consumed,
                struct rt_buf *out);
 
 /* Full storage key of an entity. */
-void rt_key_entity(struct rt_buf *out, uint64_t table_id, const char *pk,
-                   size_t pklen, const char *rk, size_t rklen);
+void rt_key_entity(struct rt_buf *out,
+                   uint64_t table_id,
+                   const char *pk,
+                   size_t pklen,
+                   const char *rk,
+                   size_t rklen);
 /* Lower bound of all keys with PartitionKey >= @pk in the table:
  * table_id ‖ enc(pk). */
-void rt_key_pk_prefix(struct rt_buf *out, uint64_t table_id, const char *pk,
+void rt_key_pk_prefix(struct rt_buf *out,
+                      uint64_t table_id,
+                      const char *pk,
                       size_t pklen);
 /* First key after every key of the table: (table_id + 1) as 8 bytes BE. */
 void rt_key_table_end(struct rt_buf *out, uint64_t table_id);
 /* Splits a storage key into table id, PK and RK (PK and RK are appended to
  * @pk/@rk, which the caller owns). Returns 0 or RT_ECORRUPT. */
-int rt_key_split(const uint8_t *key, size_t n, uint64_t *table_id,
-                 struct rt_buf *pk, struct rt_buf *rk);
+int rt_key_split(const uint8_t *key,
+                 size_t n,
+                 uint64_t *table_id,
+                 struct rt_buf *pk,
+                 struct rt_buf *rk);
 
 #endif

@@ -52,8 +52,12 @@ void rt_log_set_reqid(const char *reqid)
     snprintf(rt__log_reqid, sizeof(rt__log_reqid), "%s", reqid);
 }
 
-void rt_log_write(enum rt_log_level level, const char *file, int line,
-                  const char *func, const char *fmt, ...)
+void rt_log_write(enum rt_log_level level,
+                  const char *file,
+                  int line,
+                  const char *func,
+                  const char *fmt,
+                  ...)
 {
     char msg[1024];
     char line_buf[1400];

@@ -23,13 +23,16 @@ int rt_log_enabled(enum rt_log_level level);
 /* Sets this thread's request id (copied, up to 63 bytes); NULL clears. */
 void rt_log_set_reqid(const char *reqid);
 
-void rt_log_write(enum rt_log_level level, const char *file, int line,
-                  const char *func, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void rt_log_write(enum rt_log_level level,
+                  const char *file,
+                  int line,
+                  const char *func,
+                  const char *fmt,
+                  ...) __attribute__((format(printf, 5, 6)));
 
-#define rt_log(level, ...)                                                 \
-    do {                                                                   \
-        if (rt_log_enabled(level))                                         \
+#define rt_log(level, ...)                                                    \
+    do {                                                                      \
+        if (rt_log_enabled(level))                                            \
             rt_log_write((level), __FILE__, __LINE__, __func__, __VA_ARGS__); \
     } while (0)
 

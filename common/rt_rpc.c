@@ -127,7 +127,8 @@ void rt_rpc_reader_close(struct rt_rpc_reader *r)
 
 /* Delivers the buffered frame; the reader is reset before the callback so a
  * callback that stops the stream leaves a consistent state. */
-static int reader_deliver(struct rt_rpc_reader *r, rt_rpc_frame_cb cb,
+static int reader_deliver(struct rt_rpc_reader *r,
+                          rt_rpc_frame_cb cb,
                           void *arg)
 {
     struct rt_rpc_hdr h = r->cur;
@@ -142,8 +143,11 @@ static int reader_deliver(struct rt_rpc_reader *r, rt_rpc_frame_cb cb,
     return rc;
 }
 
-int rt_rpc_reader_feed(struct rt_rpc_reader *r, const uint8_t *data, size_t n,
-                       rt_rpc_frame_cb cb, void *arg)
+int rt_rpc_reader_feed(struct rt_rpc_reader *r,
+                       const uint8_t *data,
+                       size_t n,
+                       rt_rpc_frame_cb cb,
+                       void *arg)
 {
     int rc;
 
@@ -221,7 +225,8 @@ int rt_rpc_reader_feed(struct rt_rpc_reader *r, const uint8_t *data, size_t n,
 /* Types                                                               */
 /* ------------------------------------------------------------------ */
 
-struct rt_rpc_pending {
+struct rt_rpc_pending
+{
     uint64_t id;
     uint64_t deadline; /* uv_now() ms */
     rt_rpc_reply_cb cb;
@@ -233,7 +238,8 @@ struct rt_rpc_pending {
 
 /* One TCP socket of a connection; replaced on reconnect. Freed in its close
  * callback. */
-struct rt_rpc_sock {
+struct rt_rpc_sock
+{
     uv_tcp_t tcp;
     uv_connect_t creq;
     struct rt_rpc_conn *conn;
@@ -241,18 +247,21 @@ struct rt_rpc_sock {
     uint8_t *rbuf;
 };
 
-struct rt_rpc_defer {
+struct rt_rpc_defer
+{
     uv_timer_t timer;
     struct rt_rpc_conn *conn;
 };
 
-struct rt_rpc_wreq {
+struct rt_rpc_wreq
+{
     uv_write_t req;
     struct rt_rpc_sock *sock;
     uint8_t *data;
 };
 
-struct rt_rpc_conn {
+struct rt_rpc_conn
+{
     uv_loop_t *loop;
     struct rt_rpc_server *srv; /* server-side conn (until detached) */
     struct rt_rpc_client *cli; /* client-side conn */
@@ -294,7 +303,8 @@ struct rt_rpc_conn {
     struct rt_rpc_conn *next;
 };
 
-struct rt_rpc_server {
+struct rt_rpc_server
+{
     uv_loop_t *loop;
     uv_tcp_t tcp;
     rt_rpc_request_cb on_request;
@@ -306,9 +316,10 @@ struct rt_rpc_server {
     int closing;
 };
 
-struct rt_rpc_client {
+struct rt_rpc_client
+{
     struct rt_rpc_conn *conn;
-    uv_timer_t timer; /* reconnect backoff and connect timeout */
+    uv_timer_t timer;          /* reconnect backoff and connect timeout */
     struct rt_rpc_sock *csock; /* connecting socket or NULL */
     struct sockaddr_storage addr;
     char addr_str[128];
@@ -416,7 +427,9 @@ static struct rt_rpc_pending *ht_remove(struct rt_rpc_conn *conn, uint64_t id)
 /* Pending calls: deadline heap                                        */
 /* ------------------------------------------------------------------ */
 
-static void heap_set(struct rt_rpc_conn *conn, size_t i, struct rt_rpc_pending *p)
+static void heap_set(struct rt_rpc_conn *conn,
+                     size_t i,
+                     struct rt_rpc_pending *p)
 {
     conn->heap[i] = p;
     p->heap_idx = i;
@@ -464,7 +477,8 @@ static void heap_push(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
 {
     if (conn->heap_len == conn->heap_cap) {
         conn->heap_cap = conn->heap_cap ? conn->heap_cap * 2 : 64;
-        conn->heap = rpc_realloc(conn->heap, conn->heap_cap * sizeof(*conn->heap));
+        conn->heap =
+            rpc_realloc(conn->heap, conn->heap_cap * sizeof(*conn->heap));
     }
     conn->heap[conn->heap_len++] = p;
     heap_up(conn, conn->heap_len - 1);
@@ -519,7 +533,8 @@ static void defer_timer_cb(uv_timer_t *t)
 }
 
 /* Queues @p to complete with @status on a later loop iteration. */
-static void defer_push(struct rt_rpc_conn *conn, struct rt_rpc_pending *p,
+static void defer_push(struct rt_rpc_conn *conn,
+                       struct rt_rpc_pending *p,
                        int status)
 {
     p->status = status;
@@ -614,8 +629,8 @@ static void flush_cb(uv_prepare_t *h)
     w->sock = conn->sock;
     w->data = conn->wbuf;
     uv_buf_t buf = uv_buf_init((char *)conn->wbuf, (unsigned)conn->wlen);
-    conn->whint = conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen
-                                                    : RT_RPC_WBUF_HINT_MAX;
+    conn->whint =
+        conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen : RT_RPC_WBUF_HINT_MAX;
     conn->wbuf = NULL;
     conn->wlen = 0;
     conn->wcap = 0;
@@ -630,12 +645,15 @@ static void flush_cb(uv_prepare_t *h)
 }
 
 /* Appends one frame to the write buffer and arms the flush. */
-static void queue_frame(struct rt_rpc_conn *conn, const struct rt_rpc_hdr *h,
-                        const uint8_t *body, size_t len)
+static void queue_frame(struct rt_rpc_conn *conn,
+                        const struct rt_rpc_hdr *h,
+                        const uint8_t *body,
+                        size_t len)
 {
     size_t need = conn->wlen + RT_RPC_HDR_SIZE + len;
     if (need > conn->wcap) {
-        size_t cap = conn->wcap ? conn->wcap : (conn->whint > 4096 ? conn->whint : 4096);
+        size_t cap =
+            conn->wcap ? conn->wcap : (conn->whint > 4096 ? conn->whint : 4096);
         while (cap < need) {
             cap *= 2;
         }
@@ -663,8 +681,10 @@ static void conn_handle_close_cb(uv_handle_t *h)
     conn_maybe_free(conn);
 }
 
-static struct rt_rpc_conn *conn_new(uv_loop_t *loop, rt_rpc_request_cb on_request,
-                                   rt_rpc_conn_cb on_conn, void *ud)
+static struct rt_rpc_conn *conn_new(uv_loop_t *loop,
+                                    rt_rpc_request_cb on_request,
+                                    rt_rpc_conn_cb on_conn,
+                                    void *ud)
 {
     struct rt_rpc_conn *conn = rpc_calloc(1, sizeof(*conn));
     conn->loop = loop;
@@ -985,8 +1005,8 @@ static void srv_connection_cb(uv_stream_t *s, int status)
     if (srv->closing) {
         return;
     }
-    struct rt_rpc_conn *conn = conn_new(srv->loop, srv->on_request,
-                                        srv->on_conn, srv->ud);
+    struct rt_rpc_conn *conn =
+        conn_new(srv->loop, srv->on_request, srv->on_conn, srv->ud);
     conn->srv = srv;
     conn->next = srv->conns;
     if (srv->conns) {
@@ -1012,9 +1032,13 @@ static void srv_connection_cb(uv_stream_t *s, int status)
     }
 }
 
-int rt_rpc_server_start(uv_loop_t *loop, const char *host, int port,
-                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
-                        void *ud, struct rt_rpc_server **out)
+int rt_rpc_server_start(uv_loop_t *loop,
+                        const char *host,
+                        int port,
+                        rt_rpc_request_cb on_request,
+                        rt_rpc_conn_cb on_conn,
+                        void *ud,
+                        struct rt_rpc_server **out)
 {
     struct sockaddr_storage ss;
     int rc = parse_ip(host ? host : "0.0.0.0", port, &ss);
@@ -1104,8 +1128,8 @@ static void client_timer_cb(uv_timer_t *t)
 static void client_schedule_retry(struct rt_rpc_client *c)
 {
     uint32_t delay = c->backoff_ms;
-    c->backoff_ms = delay * 2 > RT_RPC_BACKOFF_MAX_MS ? RT_RPC_BACKOFF_MAX_MS
-                                                      : delay * 2;
+    c->backoff_ms =
+        delay * 2 > RT_RPC_BACKOFF_MAX_MS ? RT_RPC_BACKOFF_MAX_MS : delay * 2;
     uv_timer_start(&c->timer, client_timer_cb, delay, 0);
 }
 
@@ -1142,9 +1166,9 @@ static void client_connect_cb(uv_connect_t *req, int status)
 static void client_start_connect(struct rt_rpc_client *c)
 {
     struct rt_rpc_sock *sock = sock_new(c->conn);
-    int rc = uv_tcp_connect(&sock->creq, &sock->tcp,
-                            (const struct sockaddr *)&c->addr,
-                            client_connect_cb);
+    int rc =
+        uv_tcp_connect(&sock->creq, &sock->tcp,
+                       (const struct sockaddr *)&c->addr, client_connect_cb);
     if (rc < 0) {
         rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
                uv_strerror(rc));
@@ -1156,12 +1180,16 @@ static void client_start_connect(struct rt_rpc_client *c)
     uv_timer_start(&c->timer, client_timer_cb, RT_RPC_CONNECT_TIMEOUT_MS, 0);
 }
 
-int rt_rpc_client_start(uv_loop_t *loop, const char *addr,
-                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
-                        void *ud, struct rt_rpc_client **out)
+int rt_rpc_client_start(uv_loop_t *loop,
+                        const char *addr,
+                        rt_rpc_request_cb on_request,
+                        rt_rpc_conn_cb on_conn,
+                        void *ud,
+                        struct rt_rpc_client **out)
 {
     struct sockaddr_storage ss;
-    if (parse_addr(addr, &ss) != 0 || strlen(addr) >= sizeof(((struct rt_rpc_client *)0)->addr_str)) {
+    if (parse_addr(addr, &ss) != 0 ||
+        strlen(addr) >= sizeof(((struct rt_rpc_client *)0)->addr_str)) {
         return RT_EINVAL;
     }
     struct rt_rpc_client *c = rpc_calloc(1, sizeof(*c));
@@ -1228,8 +1256,12 @@ void rt_rpc_client_close(struct rt_rpc_client *c)
 /* Calls and replies                                                   */
 /* ------------------------------------------------------------------ */
 
-int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
-                size_t len, uint32_t timeout_ms, rt_rpc_reply_cb cb,
+int rt_rpc_call(struct rt_rpc_conn *conn,
+                uint32_t method,
+                const uint8_t *body,
+                size_t len,
+                uint32_t timeout_ms,
+                rt_rpc_reply_cb cb,
                 void *arg)
 {
     if (len > RT_RPC_MAX_BODY) {
@@ -1248,8 +1280,11 @@ int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
         }
         return 0;
     }
-    struct rt_rpc_hdr h = {
-        .len = (uint32_t)len, .flags = 0, .method = method, .status = 0, .id = 0};
+    struct rt_rpc_hdr h = {.len = (uint32_t)len,
+                           .flags = 0,
+                           .method = method,
+                           .status = 0,
+                           .id = 0};
     if (p) {
         p->id = conn->next_id++;
         if (conn->next_id == 0) {
@@ -1271,9 +1306,12 @@ int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
 /* Packs @msg into a stack buffer when small, else the heap. */
 #define RT_RPC_PACK_STACK 4096
 
-int rt_rpc_call_pb(struct rt_rpc_conn *conn, uint32_t method,
-                   const ProtobufCMessage *msg, uint32_t timeout_ms,
-                   rt_rpc_reply_cb cb, void *arg)
+int rt_rpc_call_pb(struct rt_rpc_conn *conn,
+                   uint32_t method,
+                   const ProtobufCMessage *msg,
+                   uint32_t timeout_ms,
+                   rt_rpc_reply_cb cb,
+                   void *arg)
 {
     uint8_t stackbuf[RT_RPC_PACK_STACK];
     size_t n = msg ? protobuf_c_message_get_packed_size(msg) : 0;
@@ -1291,8 +1329,12 @@ int rt_rpc_call_pb(struct rt_rpc_conn *conn, uint32_t method,
     return rc;
 }
 
-int rt_rpc_reply(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                 int32_t status, const uint8_t *body, size_t len)
+int rt_rpc_reply(struct rt_rpc_conn *conn,
+                 uint64_t id,
+                 uint32_t method,
+                 int32_t status,
+                 const uint8_t *body,
+                 size_t len)
 {
     if (id == 0 || !conn->up || len > RT_RPC_MAX_BODY) {
         return 0;
@@ -1306,8 +1348,11 @@ int rt_rpc_reply(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
     return 0;
 }
 
-int rt_rpc_reply_pb(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                    int32_t status, const ProtobufCMessage *msg)
+int rt_rpc_reply_pb(struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method,
+                    int32_t status,
+                    const ProtobufCMessage *msg)
 {
     uint8_t stackbuf[RT_RPC_PACK_STACK];
     if (id == 0 || !conn->up) {
@@ -1331,8 +1376,11 @@ int rt_rpc_reply_pb(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
     return rc;
 }
 
-int rt_rpc_reply_err(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                     int32_t status, const char *message)
+int rt_rpc_reply_err(struct rt_rpc_conn *conn,
+                     uint64_t id,
+                     uint32_t method,
+                     int32_t status,
+                     const char *message)
 {
     Rt__Error e = RT__ERROR__INIT;
     e.message = (char *)(message ? message : rt_err_message(status));

@@ -36,7 +36,8 @@
 #define RT_RPC_F_REPLY 0x01
 #define RT_RPC_MAX_BODY (64u * 1024u * 1024u)
 
-struct rt_rpc_hdr {
+struct rt_rpc_hdr
+{
     uint32_t len;
     uint8_t flags;
     uint32_t method;
@@ -45,16 +46,19 @@ struct rt_rpc_hdr {
 };
 
 /* Pure framing helpers (unit-tested on their own). */
-void rt_rpc_hdr_encode(const struct rt_rpc_hdr *h, uint8_t out[RT_RPC_HDR_SIZE]);
+void rt_rpc_hdr_encode(const struct rt_rpc_hdr *h,
+                       uint8_t out[RT_RPC_HDR_SIZE]);
 /* Returns 0 or RT_EPROTO (bad magic, version or length). */
 int rt_rpc_hdr_decode(const uint8_t in[RT_RPC_HDR_SIZE], struct rt_rpc_hdr *h);
 
 /* Incremental frame reader: feed any byte chunks; each complete frame is
  * delivered to @cb (body borrowed for the call). Returns 0, or RT_EPROTO
  * after which the stream is unusable. */
-typedef int (*rt_rpc_frame_cb)(const struct rt_rpc_hdr *h, const uint8_t *body,
+typedef int (*rt_rpc_frame_cb)(const struct rt_rpc_hdr *h,
+                               const uint8_t *body,
                                void *arg);
-struct rt_rpc_reader {
+struct rt_rpc_reader
+{
     uint8_t hdr[RT_RPC_HDR_SIZE];
     size_t hdr_have;
     struct rt_rpc_hdr cur;
@@ -65,8 +69,11 @@ struct rt_rpc_reader {
 void rt_rpc_reader_init(struct rt_rpc_reader *r);
 void rt_rpc_reader_close(struct rt_rpc_reader *r);
 /* A non-zero return from @cb stops feeding and is returned. */
-int rt_rpc_reader_feed(struct rt_rpc_reader *r, const uint8_t *data, size_t n,
-                       rt_rpc_frame_cb cb, void *arg);
+int rt_rpc_reader_feed(struct rt_rpc_reader *r,
+                       const uint8_t *data,
+                       size_t n,
+                       rt_rpc_frame_cb cb,
+                       void *arg);
 
 struct rt_rpc_conn;
 struct rt_rpc_server;
@@ -75,14 +82,19 @@ struct rt_rpc_client;
 /* An incoming request: @body is borrowed for the call. Answer with
  * rt_rpc_reply() now or later (keep @conn alive with rt_rpc_conn_ref()).
  * One-way requests (id 0) must not be answered (rt_rpc_reply ignores them). */
-typedef void (*rt_rpc_request_cb)(struct rt_rpc_conn *conn, uint32_t method,
-                                  uint64_t id, const uint8_t *body, size_t len,
+typedef void (*rt_rpc_request_cb)(struct rt_rpc_conn *conn,
+                                  uint32_t method,
+                                  uint64_t id,
+                                  const uint8_t *body,
+                                  size_t len,
                                   void *ud);
 /* A reply: status 0 or the peer's RT_E* code; RT_ETIMEDOUT when no reply
  * came in time; RT_ENOCONN when the connection was down or dropped before
  * the reply; RT_ECANCELED when the client/server is being closed. @body is
  * borrowed for the call (NULL/0 on local errors). Fires exactly once. */
-typedef void (*rt_rpc_reply_cb)(int status, const uint8_t *body, size_t len,
+typedef void (*rt_rpc_reply_cb)(int status,
+                                const uint8_t *body,
+                                size_t len,
                                 void *arg);
 /* Connection came up (@up = 1) or went down (@up = 0). For servers, down
  * is the last callback for that conn. */
@@ -90,9 +102,13 @@ typedef void (*rt_rpc_conn_cb)(struct rt_rpc_conn *conn, int up, void *ud);
 
 /* Listens on @host:@port (port 0 = ephemeral; see rt_rpc_server_port).
  * @on_conn may be NULL. Returns 0 or a libuv error. */
-int rt_rpc_server_start(uv_loop_t *loop, const char *host, int port,
-                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
-                        void *ud, struct rt_rpc_server **out);
+int rt_rpc_server_start(uv_loop_t *loop,
+                        const char *host,
+                        int port,
+                        rt_rpc_request_cb on_request,
+                        rt_rpc_conn_cb on_conn,
+                        void *ud,
+                        struct rt_rpc_server **out);
 int rt_rpc_server_port(const struct rt_rpc_server *srv);
 /* Stops listening, closes every accepted connection (pending calls on them
  * get RT_ECANCELED) and frees the server once all handles are closed. */
@@ -101,9 +117,12 @@ void rt_rpc_server_close(struct rt_rpc_server *srv);
 /* Connects to "host:port" and keeps reconnecting. @on_request serves the
  * peer's calls on this connection (may be NULL); @on_conn reports up/down
  * (may be NULL). Returns 0 or RT_EINVAL (bad address). */
-int rt_rpc_client_start(uv_loop_t *loop, const char *addr,
-                        rt_rpc_request_cb on_request, rt_rpc_conn_cb on_conn,
-                        void *ud, struct rt_rpc_client **out);
+int rt_rpc_client_start(uv_loop_t *loop,
+                        const char *addr,
+                        rt_rpc_request_cb on_request,
+                        rt_rpc_conn_cb on_conn,
+                        void *ud,
+                        struct rt_rpc_client **out);
 /* The client's connection object; stable for the client's life, whether or
  * not it is currently connected. */
 struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c);
@@ -117,22 +136,39 @@ void rt_rpc_client_close(struct rt_rpc_client *c);
  * @timeout_ms 0 = default 5000. Returns 0 (cb will fire exactly once) or
  * RT_EINVAL (body too large). A down connection is reported through cb
  * with RT_ENOCONN on a later tick. */
-int rt_rpc_call(struct rt_rpc_conn *conn, uint32_t method, const uint8_t *body,
-                size_t len, uint32_t timeout_ms, rt_rpc_reply_cb cb,
+int rt_rpc_call(struct rt_rpc_conn *conn,
+                uint32_t method,
+                const uint8_t *body,
+                size_t len,
+                uint32_t timeout_ms,
+                rt_rpc_reply_cb cb,
                 void *arg);
 /* Packs @msg (may be NULL = empty body) and calls rt_rpc_call. */
-int rt_rpc_call_pb(struct rt_rpc_conn *conn, uint32_t method,
-                   const ProtobufCMessage *msg, uint32_t timeout_ms,
-                   rt_rpc_reply_cb cb, void *arg);
+int rt_rpc_call_pb(struct rt_rpc_conn *conn,
+                   uint32_t method,
+                   const ProtobufCMessage *msg,
+                   uint32_t timeout_ms,
+                   rt_rpc_reply_cb cb,
+                   void *arg);
 /* Answers request @id with @status and @body (copied). Silently dropped when
  * @id is 0 or the connection has gone. Returns 0. */
-int rt_rpc_reply(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                 int32_t status, const uint8_t *body, size_t len);
-int rt_rpc_reply_pb(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                    int32_t status, const ProtobufCMessage *msg);
+int rt_rpc_reply(struct rt_rpc_conn *conn,
+                 uint64_t id,
+                 uint32_t method,
+                 int32_t status,
+                 const uint8_t *body,
+                 size_t len);
+int rt_rpc_reply_pb(struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method,
+                    int32_t status,
+                    const ProtobufCMessage *msg);
 /* Error reply with an rt.Error{message} body. */
-int rt_rpc_reply_err(struct rt_rpc_conn *conn, uint64_t id, uint32_t method,
-                     int32_t status, const char *message);
+int rt_rpc_reply_err(struct rt_rpc_conn *conn,
+                     uint64_t id,
+                     uint32_t method,
+                     int32_t status,
+                     const char *message);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

@@ -32,7 +32,8 @@
 
 /* One REST operation: prepare on the first pass (returns FE_API_RESPOND or
  * FE_API_SUBMIT), finish after the job (only for FE_API_SUBMIT). */
-struct fe_api_op {
+struct fe_api_op
+{
     const char *name;
     int (*prepare)(struct fe_req *req);
     void (*finish)(struct fe_req *req);
@@ -71,8 +72,11 @@ static void fe__json_str(struct rt_buf *out, const char *s)
 }
 
 /* See fe_internal.h. */
-void fe__entity_path(struct rt_buf *out, const char *root, const char *table,
-                     const char *pk, const char *rk)
+void fe__entity_path(struct rt_buf *out,
+                     const char *root,
+                     const char *table,
+                     const char *pk,
+                     const char *rk)
 {
     const char *keys[2] = {pk, rk};
     if (root) {
@@ -162,8 +166,10 @@ static void fe__job_error(struct fe_req *req, int code)
 
 /* ---- Tables --------------------------------------------------------- */
 
-static void fe__table_json(struct fe_req *req, struct rt_buf *out,
-                           const char *name, int element)
+static void fe__table_json(struct fe_req *req,
+                           struct rt_buf *out,
+                           const char *name,
+                           int element)
 {
     rt_buf_append_u8(out, '{');
     if (element && req->meta != FE_META_NONE) {
@@ -197,8 +203,8 @@ static void fe__table_json(struct fe_req *req, struct rt_buf *out,
 static void fe__table_response(struct fe_req *req, int created)
 {
     struct rt_buf loc = RT_BUF_INIT;
-    const char *name = req->job.table_name ? req->job.table_name
-                                           : rt_buf_cstr(&req->s1);
+    const char *name =
+        req->job.table_name ? req->job.table_name : rt_buf_cstr(&req->s1);
     rt_buf_printf(&loc, "%s/Tables('%s')", req->root, name);
     if (created) {
         fe__resp_header(req, "Location", rt_buf_cstr(&loc));
@@ -377,9 +383,8 @@ static int fe__query_tables_prepare(struct fe_req *req)
         return FE_API_RESPOND;
     }
     for (const char *p = next ? next : ""; *p; p++) {
-        rt_buf_append_u8(&req->s1, (uint8_t)(*p >= 'A' && *p <= 'Z'
-                                                 ? *p - 'A' + 'a'
-                                                 : *p));
+        rt_buf_append_u8(
+            &req->s1, (uint8_t)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p));
     }
     fe_job_init(&req->job, FE_JOB_LIST_TABLES);
     req->job.account = req->path.account;
@@ -428,8 +433,12 @@ static void fe__query_tables_finish(struct fe_req *req)
  * InvalidInput, too long 400 OutOfRangeInput. Keys from a body (@body):
  * both 400 OutOfRangeInput, as the service reports them (spec §9,
  * unverified). Returns 0, or -1 with the error response set. */
-static int fe__check_keys(struct fe_req *req, const char *pk, size_t pklen,
-                          const char *rk, size_t rklen, int body)
+static int fe__check_keys(struct fe_req *req,
+                          const char *pk,
+                          size_t pklen,
+                          const char *rk,
+                          size_t rklen,
+                          int body)
 {
     int rc = fe_odata_check_key(pk, pklen);
     if (rc == 0) {
@@ -454,9 +463,9 @@ static int fe__insert_prepare(struct fe_req *req)
     if (rc != 0) {
         return fe__error(req, rc, NULL);
     }
-    rc = fe_odata_parse_entity(req->body.len ? (const char *)req->body.data
-                                             : "",
-                               req->body.len, &req->ent, errmsg);
+    rc =
+        fe_odata_parse_entity(req->body.len ? (const char *)req->body.data : "",
+                              req->body.len, &req->ent, errmsg);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "insert body rejected: %s", errmsg);
         return fe__error(req, rc, NULL);
@@ -506,9 +515,8 @@ static void fe__insert_finish(struct fe_req *req)
     /* The stored value is exactly header(ticks) + the blob we sent. */
     rt_value_encode(&value, op->ticks, 0, op->props.data, op->props.len);
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_entity(&req->rbody, &ctx, op->pk, strlen(op->pk),
-                              op->rk, strlen(op->rk), value.data, value.len,
-                              1) != 0) {
+    if (fe_odata_write_entity(&req->rbody, &ctx, op->pk, strlen(op->pk), op->rk,
+                              strlen(op->rk), value.data, value.len, 1) != 0) {
         rt_buf_free(&value);
         fe__resp_error(req, RT_EINTERNAL, NULL);
         return;
@@ -553,16 +561,15 @@ static void fe__get_entity_finish(struct fe_req *req)
         fe__job_error(req, code);
         return;
     }
-    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks,
-                        &flags, &blob, &blob_n) != 0) {
+    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
+                        &blob, &blob_n) != 0) {
         fe__resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_entity(&req->rbody, &ctx, req->path.pk,
-                              req->path.pklen, req->path.rk, req->path.rklen,
-                              req->job.value.data, req->job.value.len,
-                              1) != 0) {
+    if (fe_odata_write_entity(
+            &req->rbody, &ctx, req->path.pk, req->path.pklen, req->path.rk,
+            req->path.rklen, req->job.value.data, req->job.value.len, 1) != 0) {
         fe__resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
@@ -695,8 +702,7 @@ static void fe__query_entities_finish(struct fe_req *req)
         rt_buf_reset(&tok);
         fe_token_encode(&tok, (const char *)req->job.next_rk.data,
                         req->job.next_rk.len);
-        fe__resp_header(req, "x-ms-continuation-NextRowKey",
-                        rt_buf_cstr(&tok));
+        fe__resp_header(req, "x-ms-continuation-NextRowKey", rt_buf_cstr(&tok));
         rt_buf_free(&tok);
     }
     req->status = 200;
@@ -743,18 +749,17 @@ static int fe__modify_prepare(struct fe_req *req, const char *verb)
         if (rc != 0) {
             return fe__error(req, rc, NULL);
         }
-        rc = fe_odata_parse_entity(req->body.len
-                                       ? (const char *)req->body.data
-                                       : "",
-                                   req->body.len, &req->ent, errmsg);
+        rc = fe_odata_parse_entity(
+            req->body.len ? (const char *)req->body.data : "", req->body.len,
+            &req->ent, errmsg);
         if (rc != 0) {
             rt_log(RT_LOG_DEBUG, "%s body rejected: %s", verb, errmsg);
             return fe__error(req, rc, NULL);
         }
         /* Keys come from the URL (Azurite: URL wins over the body). */
         if (is_put) {
-            kind = im ? RT__OP_KIND__OP_REPLACE
-                      : RT__OP_KIND__OP_UPSERT_REPLACE;
+            kind =
+                im ? RT__OP_KIND__OP_REPLACE : RT__OP_KIND__OP_UPSERT_REPLACE;
         } else {
             kind = im ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
         }
@@ -815,16 +820,15 @@ static const struct fe_api_op fe__op_delete_table = {
 static const struct fe_api_op fe__op_get_table = {
     "GetTable", fe__get_table_prepare, fe__get_table_finish, 0};
 static const struct fe_api_op fe__op_query_entities = {
-    "QueryEntities", fe__query_entities_prepare, fe__query_entities_finish,
-    0};
+    "QueryEntities", fe__query_entities_prepare, fe__query_entities_finish, 0};
 static const struct fe_api_op fe__op_insert = {
     "InsertEntity", fe__insert_prepare, fe__insert_finish, 1};
 static const struct fe_api_op fe__op_get_entity = {
     "GetEntity", fe__get_entity_prepare, fe__get_entity_finish, 0};
 static const struct fe_api_op fe__op_put = {"UpdateEntity", fe__put_prepare,
                                             fe__modify_finish, 1};
-static const struct fe_api_op fe__op_merge = {
-    "MergeEntity", fe__merge_prepare, fe__modify_finish, 1};
+static const struct fe_api_op fe__op_merge = {"MergeEntity", fe__merge_prepare,
+                                              fe__modify_finish, 1};
 static const struct fe_api_op fe__op_delete_entity = {
     "DeleteEntity", fe__delete_entity_prepare, fe__modify_finish, 1};
 /* Issue 4, fe_svc.c: storage-XML operations (no DataServiceVersion). */
@@ -832,12 +836,12 @@ static const struct fe_api_op fe__op_get_acl = {
     "GetTableAcl", fe_svc_get_acl_prepare, fe_svc_get_acl_finish, 0};
 static const struct fe_api_op fe__op_set_acl = {
     "SetTableAcl", fe_svc_set_acl_prepare, fe_svc_set_acl_finish, 1};
-static const struct fe_api_op fe__op_get_props = {
-    "GetServiceProperties", fe_svc_get_props_prepare,
-    fe_svc_get_props_finish, 0};
-static const struct fe_api_op fe__op_set_props = {
-    "SetServiceProperties", fe_svc_set_props_prepare,
-    fe_svc_set_props_finish, 1};
+static const struct fe_api_op fe__op_get_props = {"GetServiceProperties",
+                                                  fe_svc_get_props_prepare,
+                                                  fe_svc_get_props_finish, 0};
+static const struct fe_api_op fe__op_set_props = {"SetServiceProperties",
+                                                  fe_svc_set_props_prepare,
+                                                  fe_svc_set_props_finish, 1};
 static const struct fe_api_op fe__op_stats = {
     "GetServiceStats", fe_svc_stats_prepare, fe_svc_stats_finish, 0};
 static const struct fe_api_op fe__op_batch = {
@@ -847,9 +851,8 @@ static const struct fe_api_op fe__op_batch = {
 
 static int fe__known_verb(const char *m)
 {
-    static const char *const verbs[] = {"GET",   "HEAD",   "POST",
-                                        "PUT",   "MERGE",  "PATCH",
-                                        "DELETE", "OPTIONS"};
+    static const char *const verbs[] = {"GET",   "HEAD",  "POST",   "PUT",
+                                        "MERGE", "PATCH", "DELETE", "OPTIONS"};
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         if (strcmp(m, verbs[i]) == 0) {
             return 1;
@@ -861,7 +864,8 @@ static int fe__known_verb(const char *m)
 /* Picks the operation for (resource, verb); NULL with *code set when
  * there is none. */
 static const struct fe_api_op *fe__route_op(struct fe_req *req,
-                                            const char *verb, int *code)
+                                            const char *verb,
+                                            int *code)
 {
     const struct fe_path *p = &req->path;
     int get = strcmp(verb, "GET") == 0;
@@ -872,44 +876,46 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
 
     *code = RT_EMETHOD;
     switch (p->kind) {
-    case FE_RES_SERVICE: {
-        const char *restype = fe_query_get(&req->query, "restype");
-        const char *comp = fe_query_get(&req->query, "comp");
-        if (restype && strcmp(restype, "service") == 0 && comp &&
-            strcmp(comp, "properties") == 0) {
-            return get ? &fe__op_get_props : put ? &fe__op_set_props : NULL;
-        }
-        if (restype && strcmp(restype, "service") == 0 && comp &&
-            strcmp(comp, "stats") == 0) {
-            return get ? &fe__op_stats : NULL;
-        }
-        *code = RT_EURI;
-        return NULL;
-    }
-    case FE_RES_TABLES:
-        return get ? &fe__op_query_tables : post ? &fe__op_create_table : NULL;
-    case FE_RES_TABLE_ONE:
-        return del ? &fe__op_delete_table : get ? &fe__op_get_table : NULL;
-    case FE_RES_TABLE:
-        if (fe_query_get(&req->query, "comp")) {
-            if (strcmp(fe_query_get(&req->query, "comp"), "acl") == 0) {
-                return get ? &fe__op_get_acl : put ? &fe__op_set_acl : NULL;
+        case FE_RES_SERVICE: {
+            const char *restype = fe_query_get(&req->query, "restype");
+            const char *comp = fe_query_get(&req->query, "comp");
+            if (restype && strcmp(restype, "service") == 0 && comp &&
+                strcmp(comp, "properties") == 0) {
+                return get ? &fe__op_get_props : put ? &fe__op_set_props : NULL;
             }
-            *code = RT_ENOTIMPL; /* other comp= values */
+            if (restype && strcmp(restype, "service") == 0 && comp &&
+                strcmp(comp, "stats") == 0) {
+                return get ? &fe__op_stats : NULL;
+            }
+            *code = RT_EURI;
             return NULL;
         }
-        return get ? &fe__op_query_entities : post ? &fe__op_insert : NULL;
-    case FE_RES_ENTITY:
-        return get     ? &fe__op_get_entity
-               : put   ? &fe__op_put
-               : merge ? &fe__op_merge
-               : del   ? &fe__op_delete_entity
-                       : NULL;
-    case FE_RES_BATCH:
-        return post ? &fe__op_batch : NULL; /* fe_batch.c */
-    default:
-        *code = RT_EURI;
-        return NULL;
+        case FE_RES_TABLES:
+            return get    ? &fe__op_query_tables
+                   : post ? &fe__op_create_table
+                          : NULL;
+        case FE_RES_TABLE_ONE:
+            return del ? &fe__op_delete_table : get ? &fe__op_get_table : NULL;
+        case FE_RES_TABLE:
+            if (fe_query_get(&req->query, "comp")) {
+                if (strcmp(fe_query_get(&req->query, "comp"), "acl") == 0) {
+                    return get ? &fe__op_get_acl : put ? &fe__op_set_acl : NULL;
+                }
+                *code = RT_ENOTIMPL; /* other comp= values */
+                return NULL;
+            }
+            return get ? &fe__op_query_entities : post ? &fe__op_insert : NULL;
+        case FE_RES_ENTITY:
+            return get     ? &fe__op_get_entity
+                   : put   ? &fe__op_put
+                   : merge ? &fe__op_merge
+                   : del   ? &fe__op_delete_entity
+                           : NULL;
+        case FE_RES_BATCH:
+            return post ? &fe__op_batch : NULL; /* fe_batch.c */
+        default:
+            *code = RT_EURI;
+            return NULL;
     }
 }
 
@@ -948,8 +954,8 @@ static int fe__authenticate(struct fe_req *req)
     if (rc == 0) {
         return 0;
     }
-    rt_log(RT_LOG_INFO, "auth failed for %s %s: %s", req->method,
-           req->raw_path, why);
+    rt_log(RT_LOG_INFO, "auth failed for %s %s: %s", req->method, req->raw_path,
+           why);
     fe__resp_error(req, rc, NULL);
     if (rc == RT_ENOAUTH) {
         fe__resp_header(req, "WWW-Authenticate", "SharedKey");

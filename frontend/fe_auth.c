@@ -26,7 +26,8 @@ _Static_assert(sizeof(SHA256_CTX) <= FE_SHA256_STATE_SIZE,
 
 /* HMAC-SHA256 key schedule of @key into @st[0] (inner) and @st[1]
  * (outer) (RFC 2104). */
-static void fe__hmac_prepare(const uint8_t *key, size_t keylen,
+static void fe__hmac_prepare(const uint8_t *key,
+                             size_t keylen,
                              unsigned char st[2][FE_SHA256_STATE_SIZE])
 {
     unsigned char k[64], pad[64];
@@ -52,7 +53,8 @@ static void fe__hmac_prepare(const uint8_t *key, size_t keylen,
 
 /* Base64 HMAC-SHA256 of @msg with the key schedule @st. */
 static void fe__hmac_sign(const unsigned char st[2][FE_SHA256_STATE_SIZE],
-                          const char *msg, size_t n,
+                          const char *msg,
+                          size_t n,
                           char out[FE_AUTH_SIG_SIZE])
 {
     unsigned char md[SHA256_DIGEST_LENGTH];
@@ -120,8 +122,10 @@ static int fe__b64_decode(const char *in, uint8_t *out, size_t outcap)
     return len;
 }
 
-int fe_accounts_add(struct fe_accounts *a, const char *name,
-                    const char *key1_b64, const char *key2_b64)
+int fe_accounts_add(struct fe_accounts *a,
+                    const char *name,
+                    const char *key1_b64,
+                    const char *key2_b64)
 {
     struct fe_account acct;
     struct fe_account *v;
@@ -182,8 +186,7 @@ int fe_accounts_load(struct fe_accounts *a, const char *path, char *errmsg)
     char line[1024];
     int lineno = 0;
     if (!f) {
-        rt_errmsg_printf(errmsg, "accounts file %s: %s", path,
-                         strerror(errno));
+        rt_errmsg_printf(errmsg, "accounts file %s: %s", path, strerror(errno));
         return RT_ECONFIG;
     }
     while (fgets(line, sizeof(line), f)) {
@@ -276,8 +279,10 @@ int fe_auth_parse_header(const char *value, struct fe_auth_hdr *out)
     return 0;
 }
 
-void fe_auth_canon_resource(struct rt_buf *out, const char *account,
-                            const char *raw_path, size_t raw_len,
+void fe_auth_canon_resource(struct rt_buf *out,
+                            const char *account,
+                            const char *raw_path,
+                            size_t raw_len,
                             const char *comp)
 {
     rt_buf_append_u8(out, '/');
@@ -289,9 +294,12 @@ void fe_auth_canon_resource(struct rt_buf *out, const char *account,
     }
 }
 
-void fe_auth_string_to_sign(struct rt_buf *out, enum fe_auth_scheme scheme,
-                            const char *verb, const char *content_md5,
-                            const char *content_type, const char *date,
+void fe_auth_string_to_sign(struct rt_buf *out,
+                            enum fe_auth_scheme scheme,
+                            const char *verb,
+                            const char *content_md5,
+                            const char *content_type,
+                            const char *date,
                             const char *canon_resource)
 {
     if (scheme == FE_AUTH_SHAREDKEY) {
@@ -307,8 +315,11 @@ void fe_auth_string_to_sign(struct rt_buf *out, enum fe_auth_scheme scheme,
     rt_buf_append_str(out, canon_resource);
 }
 
-void fe_auth_sign(const uint8_t *key, size_t keylen, const char *msg,
-                  size_t n, char out[FE_AUTH_SIG_SIZE])
+void fe_auth_sign(const uint8_t *key,
+                  size_t keylen,
+                  const char *msg,
+                  size_t n,
+                  char out[FE_AUTH_SIG_SIZE])
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int maclen = 0;
@@ -321,20 +332,24 @@ void fe_auth_sign(const uint8_t *key, size_t keylen, const char *msg,
     OPENSSL_cleanse(mac, sizeof(mac));
 }
 
-int fe_auth_check(const struct fe_account *acct, const char *msg, size_t n,
-                  const char *sig, size_t sig_len)
+int fe_auth_check(const struct fe_account *acct,
+                  const char *msg,
+                  size_t n,
+                  const char *sig,
+                  size_t sig_len)
 {
     int ok = 0;
     for (int i = 0; i < acct->nkeys; i++) {
         char want[FE_AUTH_SIG_SIZE];
         size_t wlen;
-        fe__hmac_sign((const unsigned char(*)[FE_SHA256_STATE_SIZE])
-                          acct->hmac[i],
-                      msg, n, want);
+        fe__hmac_sign(
+            (const unsigned char(*)[FE_SHA256_STATE_SIZE])acct->hmac[i], msg, n,
+            want);
         wlen = strlen(want);
         /* The length of a valid signature is public (44); compare the
          * bytes in constant time. */
-        if (wlen == sig_len && wlen > 0 && CRYPTO_memcmp(want, sig, wlen) == 0) {
+        if (wlen == sig_len && wlen > 0 &&
+            CRYPTO_memcmp(want, sig, wlen) == 0) {
             ok = 1;
         }
         OPENSSL_cleanse(want, sizeof(want));
@@ -344,8 +359,10 @@ int fe_auth_check(const struct fe_account *acct, const char *msg, size_t n,
 
 static int fe__verify_path(const struct fe_account *acct,
                            const struct fe_auth_req *r,
-                           const struct fe_auth_hdr *h, const char *date,
-                           const char *path, size_t path_len)
+                           const struct fe_auth_hdr *h,
+                           const char *date,
+                           const char *path,
+                           size_t path_len)
 {
     struct rt_buf res = RT_BUF_INIT;
     struct rt_buf sts = RT_BUF_INIT;
@@ -360,7 +377,8 @@ static int fe__verify_path(const struct fe_account *acct,
     return rc;
 }
 
-int fe_auth_verify(const struct fe_accounts *accts, const struct fe_auth_req *r,
+int fe_auth_verify(const struct fe_accounts *accts,
+                   const struct fe_auth_req *r,
                    char *why)
 {
     struct fe_auth_hdr h;
@@ -375,8 +393,8 @@ int fe_auth_verify(const struct fe_accounts *accts, const struct fe_auth_req *r,
     }
     rc = fe_auth_parse_header(r->authorization, &h);
     if (rc != 0) {
-        rt_errmsg_printf(why, "%s", rc == RT_EAUTH
-                                        ? "unsupported authorization scheme"
+        rt_errmsg_printf(why, "%s",
+                         rc == RT_EAUTH ? "unsupported authorization scheme"
                                         : "malformed Authorization header");
         return rc;
     }
@@ -387,8 +405,9 @@ int fe_auth_verify(const struct fe_accounts *accts, const struct fe_auth_req *r,
     }
     if (h.account_len != strlen(acct->name) ||
         memcmp(h.account, acct->name, h.account_len) != 0) {
-        rt_errmsg_printf(why, "Authorization account does not match the "
-                              "URL's account");
+        rt_errmsg_printf(why,
+                         "Authorization account does not match the "
+                         "URL's account");
         return RT_EAUTH;
     }
     /* x-ms-date wins over Date (spec §7.2; §12 item 8). */
@@ -425,9 +444,9 @@ int fe_auth_verify(const struct fe_accounts *accts, const struct fe_auth_req *r,
         }
     }
     if (rc != 0) {
-        rt_errmsg_printf(why, "signature mismatch (%s)",
-                         h.scheme == FE_AUTH_SHAREDKEY ? "SharedKey"
-                                                       : "SharedKeyLite");
+        rt_errmsg_printf(
+            why, "signature mismatch (%s)",
+            h.scheme == FE_AUTH_SHAREDKEY ? "SharedKey" : "SharedKeyLite");
     }
     return rc;
 }

@@ -18,7 +18,7 @@
 
 /* The storage emulator's well-known development account (spec §1.1). */
 #define FE_DEV_ACCOUNT "devstoreaccount1"
-#define FE_DEV_KEY                                                       \
+#define FE_DEV_KEY                                                        \
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZ" \
     "FPTOtr/KBHBeksoGMGw=="
 
@@ -32,7 +32,8 @@
 /* Room for one SHA-256 state (OpenSSL's SHA256_CTX, checked in fe_auth.c). */
 #define FE_SHA256_STATE_SIZE 128
 
-struct fe_account {
+struct fe_account
+{
     char name[FE_ACCOUNT_NAME_MAX + 1];
     uint8_t key[2][FE_KEY_MAX];
     size_t keylen[2];
@@ -44,7 +45,8 @@ struct fe_account {
     _Alignas(16) unsigned char hmac[2][2][FE_SHA256_STATE_SIZE];
 };
 
-struct fe_accounts {
+struct fe_accounts
+{
     struct fe_account *v;
     size_t n;
 };
@@ -54,8 +56,10 @@ void fe_accounts_init(struct fe_accounts *a);
 void fe_accounts_free(struct fe_accounts *a);
 /* Adds (or replaces) account @name with base64 keys (@key2_b64 may be
  * NULL). Returns 0 or RT_EINVAL (bad name, bad base64, key too long). */
-int fe_accounts_add(struct fe_accounts *a, const char *name,
-                    const char *key1_b64, const char *key2_b64);
+int fe_accounts_add(struct fe_accounts *a,
+                    const char *name,
+                    const char *key1_b64,
+                    const char *key2_b64);
 /* Reads lines "name base64key1 [base64key2]" ('#' comments, blank lines)
  * from @path. Returns 0, or RT_ECONFIG with a message in @errmsg
  * (RT_ERRMSG_SIZE bytes). */
@@ -71,7 +75,8 @@ enum fe_auth_scheme {
 
 /* A parsed "SharedKey|SharedKeyLite account:signature" header. Pointers
  * borrow from the header value. */
-struct fe_auth_hdr {
+struct fe_auth_hdr
+{
     enum fe_auth_scheme scheme;
     const char *account;
     size_t account_len;
@@ -86,8 +91,10 @@ int fe_auth_parse_header(const char *value, struct fe_auth_hdr *out);
 /* CanonicalizedResource (spec §7.1): "/" + @account + @raw_path (exactly
  * as sent, not decoded) + ("?comp=" + @comp when @comp is non-NULL).
  * Appended to @out. */
-void fe_auth_canon_resource(struct rt_buf *out, const char *account,
-                            const char *raw_path, size_t raw_len,
+void fe_auth_canon_resource(struct rt_buf *out,
+                            const char *account,
+                            const char *raw_path,
+                            size_t raw_len,
                             const char *comp);
 
 /* String-to-sign (spec §7.2), appended to @out:
@@ -95,22 +102,32 @@ void fe_auth_canon_resource(struct rt_buf *out, const char *account,
  *   SharedKeyLite: Date \n Resource
  * NULL header values count as empty. @date is the x-ms-date value if the
  * request has one, else the Date header. */
-void fe_auth_string_to_sign(struct rt_buf *out, enum fe_auth_scheme scheme,
-                            const char *verb, const char *content_md5,
-                            const char *content_type, const char *date,
+void fe_auth_string_to_sign(struct rt_buf *out,
+                            enum fe_auth_scheme scheme,
+                            const char *verb,
+                            const char *content_md5,
+                            const char *content_type,
+                            const char *date,
                             const char *canon_resource);
 
 /* out = base64(HMAC-SHA256(key, msg)), NUL-terminated. */
-void fe_auth_sign(const uint8_t *key, size_t keylen, const char *msg,
-                  size_t n, char out[FE_AUTH_SIG_SIZE]);
+void fe_auth_sign(const uint8_t *key,
+                  size_t keylen,
+                  const char *msg,
+                  size_t n,
+                  char out[FE_AUTH_SIG_SIZE]);
 
 /* Checks @sig against the signature of @msg under each key of @acct, in
  * constant time. Returns 0 or RT_EAUTH. */
-int fe_auth_check(const struct fe_account *acct, const char *msg, size_t n,
-                  const char *sig, size_t sig_len);
+int fe_auth_check(const struct fe_account *acct,
+                  const char *msg,
+                  size_t n,
+                  const char *sig,
+                  size_t sig_len);
 
 /* Everything the verifier needs from a request (all borrowed). */
-struct fe_auth_req {
+struct fe_auth_req
+{
     const char *verb;
     const char *authorization; /* NULL = absent */
     const char *content_md5;
@@ -119,10 +136,10 @@ struct fe_auth_req {
     const char *date;
     const char *raw_path; /* raw request path, no query string */
     size_t raw_path_len;
-    const char *comp;      /* decoded "comp" query value, NULL = absent */
-    const char *account;   /* from the URL, "-secondary" stripped */
-    const char *acct_seg;  /* the URL's first segment as sent */
-    int64_t now;           /* Unix seconds */
+    const char *comp;     /* decoded "comp" query value, NULL = absent */
+    const char *account;  /* from the URL, "-secondary" stripped */
+    const char *acct_seg; /* the URL's first segment as sent */
+    int64_t now;          /* Unix seconds */
 };
 
 /* Full Shared Key check of a request (spec §7): header present (else
@@ -133,7 +150,8 @@ struct fe_auth_req {
  * without "-secondary" are accepted (spec §7.1, §12 item 9).
  * @why (RT_ERRMSG_SIZE bytes) receives a reason for the log (never the
  * signature or key). */
-int fe_auth_verify(const struct fe_accounts *accts, const struct fe_auth_req *r,
+int fe_auth_verify(const struct fe_accounts *accts,
+                   const struct fe_auth_req *r,
                    char *why);
 
 #endif

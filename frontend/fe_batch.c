@@ -56,7 +56,8 @@
 
 /* ---- Spans ---------------------------------------------------------- */
 
-struct fe__span {
+struct fe__span
+{
     const char *p;
     size_t n;
 };
@@ -169,8 +170,11 @@ static int fe__delim(struct fe__span line, struct fe__span bnd)
  * delimiter) goes to parts[0..cap); *count gets the number of parts.
  * Preamble and epilogue are skipped. Returns 0, or -1 when there is no
  * close delimiter (truncated or not this boundary at all). */
-static int fe__mp_split(struct fe__span body, struct fe__span bnd,
-                        struct fe__span *parts, size_t cap, size_t *count)
+static int fe__mp_split(struct fe__span body,
+                        struct fe__span bnd,
+                        struct fe__span *parts,
+                        size_t cap,
+                        size_t *count)
 {
     size_t pos = 0, start = 0;
     int in_part = 0;
@@ -208,12 +212,14 @@ static int fe__mp_split(struct fe__span body, struct fe__span bnd,
     }
 }
 
-struct fe__hdr {
+struct fe__hdr
+{
     struct fe__span name;
     struct fe__span val;
 };
 
-struct fe__hdrs {
+struct fe__hdrs
+{
     struct fe__hdr h[FE__MAX_HDRS];
     size_t n;
 };
@@ -237,8 +243,8 @@ static int fe__headers(struct fe__span s, size_t *pos, struct fe__hdrs *h)
         }
         e = &h->h[h->n];
         e->name = fe__trim(fe__span_of(line.p, (size_t)(colon - line.p)));
-        e->val = fe__trim(fe__span_of(colon + 1,
-                                      line.n - (size_t)(colon - line.p) - 1));
+        e->val = fe__trim(
+            fe__span_of(colon + 1, line.n - (size_t)(colon - line.p) - 1));
         if (e->name.n == 0 || fe__is_ws(line.p[0])) {
             return -1; /* empty name or an obsolete folded line */
         }
@@ -263,7 +269,8 @@ static const struct fe__span *fe__hdr_get(const struct fe__hdrs *h,
  * absent). Returns 0, or -1 for a malformed parameter list or boundary
  * (empty, unterminated quote, longer than FE__MAX_BOUNDARY, control
  * characters). */
-static int fe__ctype(struct fe__span ct, struct fe__span *type,
+static int fe__ctype(struct fe__span ct,
+                     struct fe__span *type,
                      struct fe__span *bnd)
 {
     size_t i = 0;
@@ -331,7 +338,8 @@ static int fe__ctype(struct fe__span ct, struct fe__span *type,
 }
 
 /* One application/http part: its MIME headers and the request inside. */
-struct fe__inner {
+struct fe__inner
+{
     struct fe__hdrs mime;
     struct fe__span verb;
     struct fe__span url;
@@ -341,7 +349,8 @@ struct fe__inner {
 
 /* Parses part content @part. Returns 0 or -1 (malformed; @why says
  * what). */
-static int fe__inner_parse(struct fe__span part, struct fe__inner *in,
+static int fe__inner_parse(struct fe__span part,
+                           struct fe__inner *in,
                            const char **why)
 {
     size_t pos = 0;
@@ -359,8 +368,7 @@ static int fe__inner_parse(struct fe__span part, struct fe__inner *in,
         return -1;
     }
     ct = *v;
-    if (fe__ctype(ct, &type, &bnd) != 0 ||
-        !fe__ieq(type, "application/http")) {
+    if (fe__ctype(ct, &type, &bnd) != 0 || !fe__ieq(type, "application/http")) {
         *why = "part is not application/http";
         return -1;
     }
@@ -385,11 +393,10 @@ static int fe__inner_parse(struct fe__span part, struct fe__inner *in,
     }
     in->url = fe__span_of(sp1 + 1, (size_t)(sp2 - sp1 - 1));
     {
-        struct fe__span ver = fe__span_of(
-            sp2 + 1, line.n - (size_t)(sp2 + 1 - line.p));
+        struct fe__span ver =
+            fe__span_of(sp2 + 1, line.n - (size_t)(sp2 + 1 - line.p));
         if (in->verb.n == 0 || in->url.n == 0 || ver.n < 8 ||
-            strncmp(ver.p, "HTTP/1.", 7) != 0 ||
-            memchr(ver.p, ' ', ver.n)) {
+            strncmp(ver.p, "HTTP/1.", 7) != 0 || memchr(ver.p, ' ', ver.n)) {
             *why = "malformed request line";
             return -1;
         }
@@ -435,7 +442,10 @@ void fe_batch_free(struct fe_batch *b)
     b->fail_cid = NULL;
 }
 
-static int fe__fail(struct fe_batch *b, int code, int index, const char *msg,
+static int fe__fail(struct fe_batch *b,
+                    int code,
+                    int index,
+                    const char *msg,
                     const char *why)
 {
     b->code = code;
@@ -452,7 +462,8 @@ static int fe__fail(struct fe_batch *b, int code, int index, const char *msg,
 
 /* Inner header value as a C string in @tmp (reset first); NULL when
  * absent. */
-static const char *fe__hval(const struct fe__hdrs *h, const char *name,
+static const char *fe__hval(const struct fe__hdrs *h,
+                            const char *name,
                             struct rt_buf *tmp)
 {
     const struct fe__span *v = fe__hdr_get(h, name);
@@ -468,7 +479,8 @@ static const char *fe__hval(const struct fe__hdrs *h, const char *name,
  * host of an absolute URL and everything from '?' or '#'; a path whose
  * first segment is the account keeps it, any other path (host-style, or
  * relative to the service root) gets the account put in front. */
-static void fe__inner_path(struct fe__span url, const char *acct_seg,
+static void fe__inner_path(struct fe__span url,
+                           const char *acct_seg,
                            struct rt_buf *out)
 {
     struct fe__span p = url;
@@ -511,8 +523,10 @@ static void fe__inner_path(struct fe__span url, const char *acct_seg,
 
 /* Builds and validates operation @i (already appended to b->ops) from
  * @in. Returns 0 or the failing code (b->code etc. set). */
-static int fe__op_build(struct fe_batch *b, size_t i,
-                        const struct fe__inner *in, const char *acct_seg,
+static int fe__op_build(struct fe_batch *b,
+                        size_t i,
+                        const struct fe__inner *in,
+                        const char *acct_seg,
                         struct rt_buf *tmp)
 {
     struct fe_batch_op *op = &b->ops[i];
@@ -562,8 +576,7 @@ static int fe__op_build(struct fe_batch *b, size_t i,
         return fe__fail(b, RT_EINVAL, idx, NULL, "GET inside a changeset");
     }
     if (!b->changeset && op->verb != FE_BATCH_GET) {
-        return fe__fail(b, RT_EINVAL, -1, NULL,
-                        "a write outside a changeset");
+        return fe__fail(b, RT_EINVAL, -1, NULL, "a write outside a changeset");
     }
 
     /* The URL. */
@@ -612,9 +625,9 @@ static int fe__op_build(struct fe_batch *b, size_t i,
              * (W/"0x8D...") -> matches nothing (412 from the server). */
             rc = fe_hdr_if_match(v, &op->if_match, &op->if_match_any);
             if (rc != 0) {
-                return fe__fail(b, rc, idx, NULL,
-                                rc == RT_EPRECOND ? "empty If-Match"
-                                                  : "bad If-Match");
+                return fe__fail(
+                    b, rc, idx, NULL,
+                    rc == RT_EPRECOND ? "empty If-Match" : "bad If-Match");
             }
             if (op->if_match_any) {
                 op->if_match = 0;
@@ -624,11 +637,10 @@ static int fe__op_build(struct fe_batch *b, size_t i,
                             "DELETE without If-Match");
         }
         if (op->verb == FE_BATCH_PUT) {
-            op->kind = v ? RT__OP_KIND__OP_REPLACE
-                         : RT__OP_KIND__OP_UPSERT_REPLACE;
+            op->kind =
+                v ? RT__OP_KIND__OP_REPLACE : RT__OP_KIND__OP_UPSERT_REPLACE;
         } else if (op->verb == FE_BATCH_MERGE) {
-            op->kind = v ? RT__OP_KIND__OP_MERGE
-                         : RT__OP_KIND__OP_UPSERT_MERGE;
+            op->kind = v ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
         } else {
             op->kind = RT__OP_KIND__OP_DELETE;
         }
@@ -712,8 +724,11 @@ static struct fe_batch_op *fe__op_add(struct fe_batch *b, size_t cap)
     return op;
 }
 
-int fe_batch_parse(const char *content_type, const char *acct_seg,
-                   const uint8_t *body, size_t len, struct fe_batch *b)
+int fe_batch_parse(const char *content_type,
+                   const char *acct_seg,
+                   const uint8_t *body,
+                   size_t len,
+                   struct fe_batch *b)
 {
     struct fe__span all = fe__span_of((const char *)body, body ? len : 0);
     struct fe__span type, bnd, outer[2], cs, cs_type, cs_bnd;
@@ -835,21 +850,25 @@ static void fe__hline(struct rt_buf *o, const char *name, const char *val)
     rt_buf_append_str(o, "\r\n");
 }
 
-static void fe__part_write(struct rt_buf *o, const char *prefix,
-                           const char *id, const struct fe_batch_part *p)
+static void fe__part_write(struct rt_buf *o,
+                           const char *prefix,
+                           const char *id,
+                           const struct fe_batch_part *p)
 {
     rt_buf_append_str(o, "--");
     rt_buf_append_str(o, prefix);
     rt_buf_append_str(o, id);
-    rt_buf_append_str(o, "\r\nContent-Type: application/http\r\n"
-                         "Content-Transfer-Encoding: binary\r\n\r\n");
+    rt_buf_append_str(o,
+                      "\r\nContent-Type: application/http\r\n"
+                      "Content-Transfer-Encoding: binary\r\n\r\n");
     rt_buf_printf(o, "HTTP/1.1 %d %s\r\n", p->status,
                   rt_http_reason(p->status));
     if (p->content_id) {
         fe__hline(o, "Content-ID", p->content_id);
     }
-    rt_buf_append_str(o, "X-Content-Type-Options: nosniff\r\n"
-                         "Cache-Control: no-cache\r\n");
+    rt_buf_append_str(o,
+                      "X-Content-Type-Options: nosniff\r\n"
+                      "Cache-Control: no-cache\r\n");
     if (p->preference_applied) {
         fe__hline(o, "Preference-Applied", p->preference_applied);
     }
@@ -871,20 +890,22 @@ static void fe__part_write(struct rt_buf *o, const char *prefix,
     rt_buf_append_str(o, "\r\n");
 }
 
-void fe_batch_write(struct rt_buf *out, const char *batch_id,
+void fe_batch_write(struct rt_buf *out,
+                    const char *batch_id,
                     const char *changeset_id,
-                    const struct fe_batch_part *parts, size_t n)
+                    const struct fe_batch_part *parts,
+                    size_t n)
 {
     if (changeset_id) {
         rt_buf_append_str(out, "--batchresponse_");
         rt_buf_append_str(out, batch_id);
-        rt_buf_append_str(out, "\r\nContent-Type: multipart/mixed; "
-                               "boundary=changesetresponse_");
+        rt_buf_append_str(out,
+                          "\r\nContent-Type: multipart/mixed; "
+                          "boundary=changesetresponse_");
         rt_buf_append_str(out, changeset_id);
         rt_buf_append_str(out, "\r\n\r\n");
         for (size_t i = 0; i < n; i++) {
-            fe__part_write(out, "changesetresponse_", changeset_id,
-                           &parts[i]);
+            fe__part_write(out, "changesetresponse_", changeset_id, &parts[i]);
         }
         rt_buf_append_str(out, "--changesetresponse_");
         rt_buf_append_str(out, changeset_id);
@@ -899,8 +920,11 @@ void fe_batch_write(struct rt_buf *out, const char *batch_id,
     rt_buf_append_str(out, "--\r\n");
 }
 
-void fe_batch_error_json(struct rt_buf *out, int code, int index,
-                         const char *msg, const char *reqid,
+void fe_batch_error_json(struct rt_buf *out,
+                         int code,
+                         int index,
+                         const char *msg,
+                         const char *reqid,
                          const char *when)
 {
     struct rt_buf text = RT_BUF_INIT;
@@ -919,7 +943,8 @@ void fe_batch_error_json(struct rt_buf *out, int code, int index,
 
 /* What finish needs per op besides the job, one record per op in req->s2;
  * strings in req->s1. */
-struct fe__side {
+struct fe__side
+{
     uint32_t cid_off; /* into req->s1; FE__NO_CID when none */
     uint8_t verb;
     uint8_t prefer;
@@ -936,8 +961,10 @@ static const char *fe__ct_for(enum fe_meta m)
 }
 
 /* The 202 response: sets the status and the multipart Content-Type. */
-static void fe__respond_parts(struct fe_req *req, int changeset,
-                              const struct fe_batch_part *parts, size_t n)
+static void fe__respond_parts(struct fe_req *req,
+                              int changeset,
+                              const struct fe_batch_part *parts,
+                              size_t n)
 {
     char bid[FE_GUID_SIZE];
     char csid[FE_GUID_SIZE];
@@ -955,8 +982,12 @@ static void fe__respond_parts(struct fe_req *req, int changeset,
 }
 
 /* 202 with the single failure part of §5.4. */
-static void fe__respond_failure(struct fe_req *req, int changeset, int code,
-                                int index, const char *msg, const char *cid)
+static void fe__respond_failure(struct fe_req *req,
+                                int changeset,
+                                int code,
+                                int index,
+                                const char *msg,
+                                const char *cid)
 {
     struct fe_batch_part part;
     struct rt_buf json = RT_BUF_INIT;
@@ -979,7 +1010,8 @@ static void fe__respond_failure(struct fe_req *req, int changeset, int code,
            req->raw_path, index, part.status, rt_err_azure_code(code));
 }
 
-static void fe__side_append(struct fe_req *req, size_t off,
+static void fe__side_append(struct fe_req *req,
+                            size_t off,
                             const struct fe_batch_op *op)
 {
     struct fe__side s;
@@ -1000,9 +1032,8 @@ int fe_batch_prepare(struct fe_req *req)
     int rc;
 
     fe_batch_init(&b);
-    rc = fe_batch_parse(fe__req_header(req, "Content-Type"),
-                        req->path.acct_seg, req->body.data, req->body.len,
-                        &b);
+    rc = fe_batch_parse(fe__req_header(req, "Content-Type"), req->path.acct_seg,
+                        req->body.data, req->body.len, &b);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "batch rejected: %s", b.errmsg);
         if (b.index < 0) {
@@ -1049,8 +1080,8 @@ int fe_batch_prepare(struct fe_req *req)
         req->job.atomic = 1;
         for (size_t i = 0; i < b.nops; i++) {
             struct fe_batch_op *o = &b.ops[i];
-            struct fe_job_op *jo = fe_job_add_op(&req->job, o->kind, o->pk,
-                                                 o->rk);
+            struct fe_job_op *jo =
+                fe_job_add_op(&req->job, o->kind, o->pk, o->rk);
             jo->if_match_any = o->if_match_any;
             jo->if_match = o->if_match;
             jo->props = o->props; /* moved */
@@ -1075,7 +1106,8 @@ static const char *fe__side_cid(struct fe_req *req, const struct fe__side *s)
                                     : (const char *)req->s1.data + s->cid_off;
 }
 
-static void fe__odata_ctx(struct fe_req *req, const struct fe__side *s,
+static void fe__odata_ctx(struct fe_req *req,
+                          const struct fe__side *s,
                           struct fe_odata_ctx *ctx)
 {
     memset(ctx, 0, sizeof(*ctx));
@@ -1097,8 +1129,8 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
     size_t blob_n;
     char etag[64];
 
-    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks,
-                        &flags, &blob, &blob_n) != 0) {
+    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
+                        &blob, &blob_n) != 0) {
         fe__resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
@@ -1124,7 +1156,8 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
 }
 
 /* Changeset: one part per op, in request order (§5.3). */
-static void fe__finish_writes(struct fe_req *req, const struct fe__side *s,
+static void fe__finish_writes(struct fe_req *req,
+                              const struct fe__side *s,
                               size_t n)
 {
     struct fe_batch_part *parts = calloc(n, sizeof(*parts));
@@ -1149,10 +1182,10 @@ static void fe__finish_writes(struct fe_req *req, const struct fe__side *s,
         if (op->kind != RT__OP_KIND__OP_INSERT) {
             continue;
         }
-        fe__entity_path(&locs[i], req->root,
-                        req->job.table_name ? req->job.table_name
-                                            : req->job.table,
-                        op->pk, op->rk);
+        fe__entity_path(
+            &locs[i], req->root,
+            req->job.table_name ? req->job.table_name : req->job.table, op->pk,
+            op->rk);
         p->location = rt_buf_cstr(&locs[i]);
         if (s[i].prefer == FE_PREFER_NO_CONTENT) {
             p->preference_applied = "return-no-content";
@@ -1168,9 +1201,9 @@ static void fe__finish_writes(struct fe_req *req, const struct fe__side *s,
             rt_buf_reset(&value);
             rt_value_encode(&value, op->ticks, 0, op->props.data,
                             op->props.len);
-            if (fe_odata_write_entity(&bodies[i], &ctx, op->pk,
-                                      strlen(op->pk), op->rk, strlen(op->rk),
-                                      value.data, value.len, 1) != 0) {
+            if (fe_odata_write_entity(&bodies[i], &ctx, op->pk, strlen(op->pk),
+                                      op->rk, strlen(op->rk), value.data,
+                                      value.len, 1) != 0) {
                 failed = 1;
                 break;
             }
@@ -1208,8 +1241,7 @@ void fe_batch_finish(struct fe_req *req)
         code = RT_ENOTFOUND; /* spec §12 item 1 */
     }
     if (code != 0) {
-        if (!rt_err_is_rt(code) || rt_err_http_status(code) >= 500 ||
-            n == 0) {
+        if (!rt_err_is_rt(code) || rt_err_http_status(code) >= 500 || n == 0) {
             /* Nothing to blame on an operation: the plain error. */
             if (!rt_err_is_rt(code)) {
                 rt_log(RT_LOG_WARN, "batch on %s: %s",

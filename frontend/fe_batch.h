@@ -52,7 +52,8 @@ enum fe_batch_verb {
 };
 
 /* One parsed operation. Strings are malloc'd and owned by the batch. */
-struct fe_batch_op {
+struct fe_batch_op
+{
     enum fe_batch_verb verb;
     int kind;         /* Rt__OpKind for writes, 0 for GET */
     char *content_id; /* NULL when the part sent none */
@@ -67,7 +68,8 @@ struct fe_batch_op {
     struct rt_buf props; /* properties blob (not for DELETE / GET) */
 };
 
-struct fe_batch {
+struct fe_batch
+{
     struct fe_batch_op *ops;
     size_t nops;
     int changeset; /* 1: a changeset of writes; 0: a single GET */
@@ -125,7 +127,8 @@ int fe_batch_parse(const char *content_type,
                    struct fe_batch *b);
 
 /* One part of a batch response. Everything is borrowed for the call. */
-struct fe_batch_part {
+struct fe_batch_part
+{
     int status;
     const char *content_id;         /* NULL: no Content-ID line */
     const char *preference_applied; /* NULL: none */

@@ -110,16 +110,16 @@ int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out)
         size_t n = c ? (size_t)(c - p) : strlen(p);
         enum fe_meta m;
         switch (fe__media(p, n, &m)) {
-        case FE__MEDIA_JSON:
-            *out = m;
-            return 0;
-        case FE__MEDIA_ATOM:
-            atom = 1;
-            break;
-        case FE__MEDIA_ANY:
-            return 0;
-        case FE__MEDIA_OTHER:
-            break;
+            case FE__MEDIA_JSON:
+                *out = m;
+                return 0;
+            case FE__MEDIA_ATOM:
+                atom = 1;
+                break;
+            case FE__MEDIA_ANY:
+                return 0;
+            case FE__MEDIA_OTHER:
+                break;
         }
         p += n;
         if (*p == ',') {
@@ -150,7 +150,9 @@ static int fe__json_named(const char *accept, const char *format)
     return 0;
 }
 
-int fe_hdr_meta_v(const char *accept, const char *format, const char *version,
+int fe_hdr_meta_v(const char *accept,
+                  const char *format,
+                  const char *version,
                   enum fe_meta *out)
 {
     int rc = fe_hdr_meta(accept, format, out);
@@ -313,8 +315,7 @@ void fe_hdr_guid(char out[FE_GUID_SIZE])
     uint64_t x, y;
     size_t o = 0;
     if (!fe__guid_seeded) {
-        if (RAND_bytes((unsigned char *)fe__guid_s, sizeof(fe__guid_s)) !=
-            1) {
+        if (RAND_bytes((unsigned char *)fe__guid_s, sizeof(fe__guid_s)) != 1) {
             uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)out;
             for (int i = 0; i < 4; i++) {
                 seed += 0x9E3779B97F4A7C15ULL;
@@ -426,8 +427,8 @@ void fe_token_encode(struct rt_buf *out, const char *key, size_t n)
     const uint8_t *s = (const uint8_t *)key;
     size_t i = 0;
     for (; i + 3 <= n; i += 3) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) |
-                     s[i + 2];
+        uint32_t v =
+            ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
         rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
         rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
         rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 6) & 63]);

@@ -20,8 +20,8 @@
 /* Feature gates (spec §11), compared as strings (YYYY-MM-DD sorts). They
  * apply only to a version the client sent: a request without x-ms-version
  * is served leniently (frontend/README.md). */
-#define FE_VERSION_UPSERT "2011-08-18" /* upserts, $select, DSV 2.0 */
-#define FE_VERSION_JSON "2013-08-15"   /* JSON, Prefer, DSV 3.0 */
+#define FE_VERSION_UPSERT "2011-08-18"  /* upserts, $select, DSV 2.0 */
+#define FE_VERSION_JSON "2013-08-15"    /* JSON, Prefer, DSV 3.0 */
 #define FE_VERSION_NO_ATOM "2015-12-11" /* Atom refused from here on */
 
 /* Metadata level from Accept and $format (the query parameter wins).
@@ -33,7 +33,9 @@ int fe_hdr_meta(const char *accept, const char *format, enum fe_meta *out);
  * the client sent; NULL = none) is older than FE_VERSION_JSON and JSON is
  * asked for explicitly (Accept names application/json, or $format),
  * returns RT_EJSONNOTSUPPORTED. */
-int fe_hdr_meta_v(const char *accept, const char *format, const char *version,
+int fe_hdr_meta_v(const char *accept,
+                  const char *format,
+                  const char *version,
                   enum fe_meta *out);
 
 /* x-ms-version must be a well-formed YYYY-MM-DD not older than

@@ -37,8 +37,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +62,8 @@
 #define FE_FREE_REQS_MAX 256
 #define FE_KEEP_BUF_MAX (64 * 1024)
 
-struct fe_worker {
+struct fe_worker
+{
     struct fe_http *h;
     unsigned idx;
     pthread_t thread;
@@ -88,7 +89,8 @@ struct fe_worker {
     char date[40];
 };
 
-struct fe_http {
+struct fe_http
+{
     const struct fe_http_cfg *cfg;
     atomic_int stop_sent;
     struct fe_worker *w;
@@ -206,14 +208,18 @@ static void fe__req_free_list(struct fe_worker *w)
     w->nfree = 0;
 }
 
-struct fe__args {
+struct fe__args
+{
     struct fe_req *req;
     size_t bytes; /* the query string's length, '&' and '=' counted */
 };
 
-static enum MHD_Result fe__query_iter(void *cls, enum MHD_ValueKind kind,
-                                      const char *key, size_t key_size,
-                                      const char *value, size_t value_size)
+static enum MHD_Result fe__query_iter(void *cls,
+                                      enum MHD_ValueKind kind,
+                                      const char *key,
+                                      size_t key_size,
+                                      const char *value,
+                                      size_t value_size)
 {
     struct fe__args *a = cls;
     (void)kind;
@@ -222,8 +228,10 @@ static enum MHD_Result fe__query_iter(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
-static enum MHD_Result fe__hdr_size_iter(void *cls, enum MHD_ValueKind kind,
-                                         const char *key, size_t key_size,
+static enum MHD_Result fe__hdr_size_iter(void *cls,
+                                         enum MHD_ValueKind kind,
+                                         const char *key,
+                                         size_t key_size,
                                          const char *value,
                                          size_t value_size)
 {
@@ -240,7 +248,8 @@ static enum MHD_Result fe__hdr_size_iter(void *cls, enum MHD_ValueKind kind,
  * the request; *url_len gets the request target's length. */
 static struct fe_req *fe__req_create(struct fe_worker *w,
                                      struct MHD_Connection *c,
-                                     const char *url, const char *method,
+                                     const char *url,
+                                     const char *method,
                                      size_t *url_len)
 {
     struct fe_req *req = fe__req_get(w);
@@ -290,13 +299,16 @@ const char *fe__req_header(struct fe_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-struct fe__hdr_count {
+struct fe__hdr_count
+{
     const char *name;
     int n;
 };
 
-static enum MHD_Result fe__count_iter(void *cls, enum MHD_ValueKind kind,
-                                      const char *key, const char *value)
+static enum MHD_Result fe__count_iter(void *cls,
+                                      enum MHD_ValueKind kind,
+                                      const char *key,
+                                      const char *value)
 {
     struct fe__hdr_count *c = cls;
     (void)kind;
@@ -332,20 +344,20 @@ static void fe__xml_escape(struct rt_buf *out, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<':
-            rt_buf_append_str(out, "&lt;");
-            break;
-        case '>':
-            rt_buf_append_str(out, "&gt;");
-            break;
-        case '&':
-            rt_buf_append_str(out, "&amp;");
-            break;
-        case '"':
-            rt_buf_append_str(out, "&quot;");
-            break;
-        default:
-            rt_buf_append_u8(out, (uint8_t)*s);
+            case '<':
+                rt_buf_append_str(out, "&lt;");
+                break;
+            case '>':
+                rt_buf_append_str(out, "&gt;");
+                break;
+            case '&':
+                rt_buf_append_str(out, "&amp;");
+                break;
+            case '"':
+                rt_buf_append_str(out, "&quot;");
+                break;
+            default:
+                rt_buf_append_u8(out, (uint8_t)*s);
         }
     }
 }
@@ -356,7 +368,9 @@ void fe__resp_error(struct fe_req *req, int code, const char *msg)
                       msg ? msg : rt_err_message(code));
 }
 
-void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
+void fe__resp_error_as(struct fe_req *req,
+                       int status,
+                       const char *azure,
                        const char *msg)
 {
     char when[RT_TIME_ISO_SIZE];
@@ -398,8 +412,7 @@ void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
     if (req->status >= 500 && req->status != 501) {
         rt_log(RT_LOG_WARN, "%s %s -> %d %s", req->method, req->raw_path,
                req->status, azure);
-    } else if (req->status == 404 || req->status == 409 ||
-               req->status == 412) {
+    } else if (req->status == 404 || req->status == 409 || req->status == 412) {
         rt_log(RT_LOG_DEBUG, "%s %s -> %d %s", req->method, req->raw_path,
                req->status, azure);
     } else {
@@ -461,8 +474,7 @@ static enum MHD_Result fe__queue(struct fe_req *req)
     MHD_destroy_response(resp);
     req->phase = FE_REQ_DONE;
     rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status,
-           (unsigned long long)(fe__mono_ms() - req->start_ms));
+           req->status, (unsigned long long)(fe__mono_ms() - req->start_ms));
     return ret;
 }
 
@@ -505,7 +517,8 @@ static void fe__submit(struct fe_req *req)
 
 /* First call of a request: limits that can be judged from the request
  * line and headers. Returns 1 when a response was queued (in *ret). */
-static int fe__early_checks(struct fe_req *req, size_t url_len,
+static int fe__early_checks(struct fe_req *req,
+                            size_t url_len,
                             enum MHD_Result *ret)
 {
     struct MHD_Connection *c = req->conn;
@@ -517,8 +530,7 @@ static int fe__early_checks(struct fe_req *req, size_t url_len,
         *ret = fe__queue(req);
         return 1;
     }
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, fe__hdr_size_iter,
-                                &hbytes);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, fe__hdr_size_iter, &hbytes);
     if (hbytes > FE_HEADERS_MAX) {
         fe__resp_error(req, RT_EHEADER,
                        "The size of the request headers is too long.");
@@ -545,10 +557,14 @@ static int fe__early_checks(struct fe_req *req, size_t url_len,
     return 0;
 }
 
-static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
-                                  const char *url, const char *method,
-                                  const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+static enum MHD_Result fe__access(void *cls,
+                                  struct MHD_Connection *c,
+                                  const char *url,
+                                  const char *method,
+                                  const char *version,
+                                  const char *upload_data,
+                                  size_t *upload_data_size,
+                                  void **con_cls)
 {
     struct fe_worker *w = cls;
     struct fe_req *req = *con_cls;
@@ -581,32 +597,34 @@ static enum MHD_Result fe__access(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     switch (req->phase) {
-    case FE_REQ_BODY:
-        if (req->body_too_large) {
-            fe__resp_error(req, RT_ETOOLARGE, NULL);
-            return fe__queue(req);
-        }
-        if (fe_api_prepare(req) != FE_API_SUBMIT) {
-            return fe__queue(req);
-        }
-        if (w->stopping) {
-            req->job.status = RT_ECANCELED; /* shutting down: 503 */
+        case FE_REQ_BODY:
+            if (req->body_too_large) {
+                fe__resp_error(req, RT_ETOOLARGE, NULL);
+                return fe__queue(req);
+            }
+            if (fe_api_prepare(req) != FE_API_SUBMIT) {
+                return fe__queue(req);
+            }
+            if (w->stopping) {
+                req->job.status = RT_ECANCELED; /* shutting down: 503 */
+                fe_api_finish(req);
+                return fe__queue(req);
+            }
+            fe__submit(req);
+            return MHD_YES;
+        case FE_REQ_REPLY:
+            req->suspended = 0;
+            w->suspended--;
             fe_api_finish(req);
             return fe__queue(req);
-        }
-        fe__submit(req);
-        return MHD_YES;
-    case FE_REQ_REPLY:
-        req->suspended = 0;
-        w->suspended--;
-        fe_api_finish(req);
-        return fe__queue(req);
-    default:
-        return MHD_YES;
+        default:
+            return MHD_YES;
     }
 }
 
-static void fe__completed(void *cls, struct MHD_Connection *c, void **con_cls,
+static void fe__completed(void *cls,
+                          struct MHD_Connection *c,
+                          void **con_cls,
                           enum MHD_RequestTerminationCode toe)
 {
     struct fe_worker *w = cls;
@@ -734,8 +752,9 @@ static void fe__on_drain(uv_timer_t *t)
     }
     if ((w->suspended == 0 && to > 0) || uv_now(&w->loop) >= w->drain_until) {
         if (w->suspended) {
-            rt_log(RT_LOG_WARN, "worker %u: %u requests still suspended "
-                                "after %d ms",
+            rt_log(RT_LOG_WARN,
+                   "worker %u: %u requests still suspended "
+                   "after %d ms",
                    w->idx, w->suspended, FE_HTTP_DRAIN_MS);
         }
         uv_timer_stop(&w->drain);
@@ -795,8 +814,7 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
             host[n - 2] = '\0';
         }
     }
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) ==
-        1) {
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
         sin->sin_family = AF_INET;
         sin->sin_port = htons((uint16_t)port);
@@ -827,8 +845,7 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
     if (h->ipv6) {
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     }
-    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
-        listen(fd, 1024) != 0) {
+    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 1024) != 0) {
         rt_log(RT_LOG_ERROR, "cannot listen on %s: %s", listen_addr,
                strerror(errno));
         close(fd);
@@ -848,8 +865,8 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
 static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
 {
     const union MHD_DaemonInfo *info;
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     int lfd, rc;
 
     if (uv_loop_init(&w->loop) != 0) {
@@ -868,18 +885,16 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (h->ipv6) {
         flags |= MHD_USE_IPv6;
     }
-    w->d = MHD_start_daemon(
-        flags, 0, NULL, NULL, fe__access, w,
-        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-        MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
-        MHD_OPTION_END);
+    w->d = MHD_start_daemon(flags, 0, NULL, NULL, fe__access, w,
+                            MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL,
+                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+                            MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
+                            MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)FE_HTTP_POOL, MHD_OPTION_END);
     if (!w->d) {
-        rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd",
-               w->idx);
+        rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd", w->idx);
         close(lfd);
         return RT_ECONFIG;
     }
@@ -933,8 +948,7 @@ static void fe__worker_fini(struct fe_worker *w)
     }
     fe__req_free_list(w);
     if (w->loop_ok && uv_loop_close(&w->loop) != 0) {
-        rt_log(RT_LOG_WARN, "worker %u: loop closed with handles open",
-               w->idx);
+        rt_log(RT_LOG_WARN, "worker %u: loop closed with handles open", w->idx);
     }
     w->loop_ok = 0;
 }

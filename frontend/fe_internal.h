@@ -47,7 +47,8 @@ struct MHD_Connection;
 struct fe_http;
 
 /* Settings the workers read (immutable after start). */
-struct fe_http_cfg {
+struct fe_http_cfg
+{
     const char *listen; /* "host:port" */
     const char *master; /* rt-master RPC "host:port" (one fe_route each) */
     unsigned threads;   /* workers */
@@ -81,16 +82,17 @@ enum fe_req_phase {
 
 struct fe_worker;
 
-struct fe_req {
+struct fe_req
+{
     /* Plumbing (fe_http.c). */
     struct fe_worker *w;
     const struct fe_http_cfg *cfg;
     struct MHD_Connection *conn;
     struct fe_req *next_free;
     enum fe_req_phase phase;
-    int job_active;   /* submitted, done_cb not yet fired */
-    int suspended;    /* counted in the worker's suspended requests */
-    int completed;    /* MHD reported the request complete */
+    int job_active; /* submitted, done_cb not yet fired */
+    int suspended;  /* counted in the worker's suspended requests */
+    int completed;  /* MHD reported the request complete */
     uint64_t start_ms;
     int body_too_large;
 
@@ -105,10 +107,10 @@ struct fe_req {
 
     /* Parsed by fe_api.c. */
     struct fe_path path;
-    char version[16];       /* effective x-ms-version, echoed */
+    char version[16]; /* effective x-ms-version, echoed */
     enum fe_meta meta;
     enum fe_prefer prefer;
-    char *root;             /* "http://{Host}/{account segment}" */
+    char *root; /* "http://{Host}/{account segment}" */
     const struct fe_api_op *op;
     struct fe_job job;
     int job_used;
@@ -121,15 +123,15 @@ struct fe_req {
     struct rt_buf fenc;       /* its binary form (ScanReq.filter) */
     char *scan_lo;            /* PartitionKey bounds from the filter */
     char *scan_hi;
-    const char *xms_version;  /* x-ms-version as sent; NULL = none */
-    unsigned timeout_s;       /* `timeout` query parameter, 0 = none */
-    struct fe_sas *sas;       /* verified SAS token (fe_sas.h), or NULL */
+    const char *xms_version; /* x-ms-version as sent; NULL = none */
+    unsigned timeout_s;      /* `timeout` query parameter, 0 = none */
+    struct fe_sas *sas;      /* verified SAS token (fe_sas.h), or NULL */
 
     /* Response being built. */
     int status;
-    int odata;      /* add DataServiceVersion */
-    int xml_errors; /* errors in storage XML (preflight) */
-    struct rt_buf hdrs; /* "Name\0Value\0" pairs */
+    int odata;           /* add DataServiceVersion */
+    int xml_errors;      /* errors in storage XML (preflight) */
+    struct rt_buf hdrs;  /* "Name\0Value\0" pairs */
     struct rt_buf rbody; /* kept until the request completes (the response
                           * points into it) */
 };
@@ -147,8 +149,11 @@ void fe_api_req_free(struct fe_req *req);
  * without "{root}/" when @root is NULL): quotes in the keys doubled, then
  * percent-encoded. All strings borrowed. Used for Location/DataServiceId
  * by fe_api.c and fe_batch.c. */
-void fe__entity_path(struct rt_buf *out, const char *root, const char *table,
-                     const char *pk, const char *rk);
+void fe__entity_path(struct rt_buf *out,
+                     const char *root,
+                     const char *table,
+                     const char *pk,
+                     const char *rk);
 
 /* fe_http.c: helpers for building responses (the request's worker). */
 const char *fe__req_header(struct fe_req *req, const char *name);
@@ -160,7 +165,9 @@ void fe__resp_header(struct fe_req *req, const char *name, const char *value);
 void fe__resp_error(struct fe_req *req, int code, const char *msg);
 /* The same for an Azure code outside the rt_err.h table (e.g. the XMethod*
  * codes of spec §8.2): @status, @azure and @msg (all required). */
-void fe__resp_error_as(struct fe_req *req, int status, const char *azure,
+void fe__resp_error_as(struct fe_req *req,
+                       int status,
+                       const char *azure,
                        const char *msg);
 /* Unix seconds now (cfg->now_fn or time()). */
 int64_t fe__now(const struct fe_req *req);

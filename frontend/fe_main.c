@@ -17,7 +17,8 @@
 #include "rt_err.h"
 #include "rt_log.h"
 
-struct fe_main {
+struct fe_main
+{
     uv_loop_t loop;
     uv_signal_t sigint;
     uv_signal_t sigterm;
@@ -58,8 +59,7 @@ int main(int argc, char **argv)
          "file of 'name base64key1 [base64key2]' lines"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write 'http=PORT' here once listening"},
-        {"log-level", RT_OPT_STR, &log_level, "info",
-         "debug|info|warn|error"},
+        {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
         {NULL, 0, NULL, NULL, NULL},
@@ -80,8 +80,9 @@ int main(int argc, char **argv)
     }
     rt_log_init("fe", (enum rt_log_level)level);
     if (threads < 1 || threads > 256 || max_body < 1024) {
-        fprintf(stderr, "rt-frontend: --threads must be 1..256 and "
-                        "--max-body at least 1024\n");
+        fprintf(stderr,
+                "rt-frontend: --threads must be 1..256 and "
+                "--max-body at least 1024\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -98,8 +99,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (accounts.n == 0) {
-        fprintf(stderr, "rt-frontend: no accounts (use --dev-account or "
-                        "--accounts)\n");
+        fprintf(stderr,
+                "rt-frontend: no accounts (use --dev-account or "
+                "--accounts)\n");
         return 2;
     }
 
@@ -114,8 +116,7 @@ int main(int argc, char **argv)
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
         if (rc == RT_EINVAL) {
-            fprintf(stderr, "rt-frontend: bad --master address '%s'\n",
-                    master);
+            fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
         }
         uv_loop_close(&m.loop);
         fe_accounts_free(&accounts);
@@ -138,8 +139,9 @@ int main(int argc, char **argv)
     m.sigterm.data = &m;
     uv_signal_start(&m.sigint, fe__on_signal, SIGINT);
     uv_signal_start(&m.sigterm, fe__on_signal, SIGTERM);
-    rt_log(RT_LOG_INFO, "listening on %s (port %d), master %s, %ld threads, "
-                        "%zu account(s)",
+    rt_log(RT_LOG_INFO,
+           "listening on %s (port %d), master %s, %ld threads, "
+           "%zu account(s)",
            listen, fe_http_port(m.http), master, threads, accounts.n);
     if (exit_code != 0) {
         fe__on_signal(&m.sigterm, SIGTERM);

@@ -19,7 +19,8 @@ enum fe_meta {
     FE_META_FULL,
 };
 
-struct fe_entity_in {
+struct fe_entity_in
+{
     char *pk; /* malloc'd, NUL-terminated; NULL when absent */
     char *rk;
     struct rt_buf props; /* properties blob */
@@ -38,8 +39,10 @@ struct fe_entity_in {
  * fe_entity_in_init(); earlier contents are released first, so one @in may
  * be reused. On error @in is left empty (fe_entity_in_free is still safe to
  * call). Does not call fe_odata_check_key on the keys: callers do. */
-int fe_odata_parse_entity(const char *body, size_t len,
-                          struct fe_entity_in *in, char *errmsg);
+int fe_odata_parse_entity(const char *body,
+                          size_t len,
+                          struct fe_entity_in *in,
+                          char *errmsg);
 void fe_entity_in_init(struct fe_entity_in *in);
 void fe_entity_in_free(struct fe_entity_in *in);
 
@@ -49,7 +52,8 @@ void fe_entity_in_free(struct fe_entity_in *in);
 int fe_odata_check_key(const char *s, size_t n);
 
 /* Where an entity is written. */
-struct fe_odata_ctx {
+struct fe_odata_ctx
+{
     const char *root;    /* "http://127.0.0.1:10002/devstoreaccount1" */
     const char *account; /* "devstoreaccount1" */
     const char *table;   /* table name as created */
@@ -64,9 +68,14 @@ struct fe_odata_ctx {
  * 0 inside a query's "value" array. Order: odata.* annotations, PartitionKey,
  * RowKey, Timestamp, then the properties in stored order, each preceded by
  * "Name@odata.type" where §4.1/§4.2 require it. Returns 0 or RT_ECORRUPT. */
-int fe_odata_write_entity(struct rt_buf *out, const struct fe_odata_ctx *ctx,
-                          const char *pk, size_t pklen, const char *rk,
-                          size_t rklen, const uint8_t *value, size_t vlen,
+int fe_odata_write_entity(struct rt_buf *out,
+                          const struct fe_odata_ctx *ctx,
+                          const char *pk,
+                          size_t pklen,
+                          const char *rk,
+                          size_t rklen,
+                          const uint8_t *value,
+                          size_t vlen,
                           int element);
 
 /* ETag for @ticks: W/"datetime'2017-10-16T23%3A00%3A05.5000867Z'" (7

@@ -37,15 +37,17 @@
 #include "rt_log.h"
 #include "rt_rpc.h"
 
-struct fe__table_ix {
+struct fe__table_ix
+{
     const char *account; /* borrowed from the map message */
     char lname[64];      /* lower-case name */
     const char *name;
     uint64_t id;
 };
 
-struct fe__map {
-    Rt__Map *pb; /* owned (rt__map__free_unpacked) */
+struct fe__map
+{
+    Rt__Map *pb;                 /* owned (rt__map__free_unpacked) */
     struct fe__table_ix *tables; /* sorted by (account, lname) */
     size_t ntables;
     Rt__Range **ranges; /* sorted by (table_id, low) */
@@ -54,7 +56,8 @@ struct fe__map {
     size_t nservers;
 };
 
-struct fe__ps {
+struct fe__ps
+{
     struct fe_route *route;
     uint64_t id;
     char *addr;
@@ -63,7 +66,8 @@ struct fe__ps {
     struct fe_job *wait_tail;
 };
 
-struct fe_route {
+struct fe_route
+{
     uv_loop_t *loop;
     struct rt_rpc_client *master;
     struct fe__map map;
@@ -153,7 +157,9 @@ static void *fe__xrealloc(void *p, size_t n)
     return p;
 }
 
-struct fe_job_op *fe_job_add_op(struct fe_job *job, int kind, const char *pk,
+struct fe_job_op *fe_job_add_op(struct fe_job *job,
+                                int kind,
+                                const char *pk,
                                 const char *rk)
 {
     struct fe_job_op *op;
@@ -178,8 +184,7 @@ static void fe__job_finish(struct fe_job *job, int status)
     job->done_cb(job);
 }
 
-static void fe__job_set_table(struct fe_job *job, const char *name,
-                              uint64_t id)
+static void fe__job_set_table(struct fe_job *job, const char *name, uint64_t id)
 {
     if (!job->table_name || strcmp(job->table_name, name) != 0) {
         free(job->table_name);
@@ -235,7 +240,9 @@ static void fe__map_free(struct fe__map *m)
 }
 
 /* Takes @pb. */
-static void fe__map_install(struct fe_route *r, Rt__Map *pb, int force,
+static void fe__map_install(struct fe_route *r,
+                            Rt__Map *pb,
+                            int force,
                             const char *why)
 {
     struct fe__map m;
@@ -274,8 +281,9 @@ static void fe__map_install(struct fe_route *r, Rt__Map *pb, int force,
     r->map = m;
     r->have_map = 1;
     fe_svc_map_update(pb); /* stored policies and CORS rules (fe_svc.h) */
-    rt_log(RT_LOG_DEBUG, "map version %llu installed (%s): %zu tables, "
-                         "%zu ranges, %zu servers",
+    rt_log(RT_LOG_DEBUG,
+           "map version %llu installed (%s): %zu tables, "
+           "%zu ranges, %zu servers",
            (unsigned long long)pb->version, why, m.ntables, m.nranges,
            m.nservers);
 }
@@ -295,7 +303,8 @@ static const struct fe__table_ix *fe__map_table(const struct fe_route *r,
 }
 
 /* The range of table @tid holding @pk, or NULL (hole: stale map). */
-static const Rt__Range *fe__map_range(const struct fe_route *r, uint64_t tid,
+static const Rt__Range *fe__map_range(const struct fe_route *r,
+                                      uint64_t tid,
                                       const char *pk)
 {
     size_t lo = 0, hi = r->map.nranges;
@@ -487,7 +496,9 @@ static void fe__release_waiters(struct fe_route *r, int status)
     }
 }
 
-static void fe__on_get_map(int status, const uint8_t *body, size_t len,
+static void fe__on_get_map(int status,
+                           const uint8_t *body,
+                           size_t len,
                            void *arg)
 {
     struct fe_route *r = arg;
@@ -522,8 +533,8 @@ static void fe__wait_map(struct fe_job *job)
     }
     r->map_inflight = 1;
     r->inflight++;
-    if (rt_rpc_call_pb(rt_rpc_client_conn(r->master), RT__METHOD__GET_MAP,
-                       NULL, FE_ROUTE_TIMEOUT_MS, fe__on_get_map, r) != 0) {
+    if (rt_rpc_call_pb(rt_rpc_client_conn(r->master), RT__METHOD__GET_MAP, NULL,
+                       FE_ROUTE_TIMEOUT_MS, fe__on_get_map, r) != 0) {
         r->inflight--;
         r->map_inflight = 0;
         fe__release_waiters(r, RT_EINTERNAL);
@@ -551,7 +562,9 @@ static int fe__retryable(int status)
 }
 
 /* Logs an error reply's message (never shown to clients). */
-static int fe__error_index(const uint8_t *body, size_t len, const char *what,
+static int fe__error_index(const uint8_t *body,
+                           size_t len,
+                           const char *what,
                            int status)
 {
     Rt__Error *e;
@@ -573,7 +586,9 @@ static int fe__error_index(const uint8_t *body, size_t len, const char *what,
 
 /* ---- Master operations ---------------------------------------------- */
 
-static void fe__on_table_reply(int status, const uint8_t *body, size_t len,
+static void fe__on_table_reply(int status,
+                               const uint8_t *body,
+                               size_t len,
                                void *arg)
 {
     struct fe_job *job = arg;
@@ -598,20 +613,22 @@ static void fe__on_table_reply(int status, const uint8_t *body, size_t len,
     fe__job_finish(job, status);
 }
 
-static void fe__on_list_reply(int status, const uint8_t *body, size_t len,
+static void fe__on_list_reply(int status,
+                              const uint8_t *body,
+                              size_t len,
                               void *arg)
 {
     struct fe_job *job = arg;
     struct fe_route *r = job->route_;
     r->inflight--;
     if (status == 0) {
-        Rt__ListTablesResp *resp = rt__list_tables_resp__unpack(NULL, len,
-                                                                body);
+        Rt__ListTablesResp *resp =
+            rt__list_tables_resp__unpack(NULL, len, body);
         if (!resp) {
             status = RT_EPROTO;
         } else {
-            job->tables = fe__xrealloc(
-                NULL, (resp->n_tables + 1) * sizeof(*job->tables));
+            job->tables =
+                fe__xrealloc(NULL, (resp->n_tables + 1) * sizeof(*job->tables));
             for (size_t i = 0; i < resp->n_tables; i++) {
                 job->tables[i].name = fe__strdup(resp->tables[i]->name);
                 job->tables[i].id = resp->tables[i]->id;
@@ -642,19 +659,17 @@ static void fe__job_master(struct fe_job *job)
         rc = rt_rpc_call_pb(conn, RT__METHOD__LIST_TABLES, &req.base,
                             FE_ROUTE_TIMEOUT_MS, fe__on_list_reply, job);
     } else if (job->kind == FE_JOB_MASTER_CALL) {
-        rc = rt_rpc_call(conn, job->call_method, job->call_body,
-                         job->call_len, FE_ROUTE_TIMEOUT_MS,
-                         fe__on_table_reply, job);
+        rc = rt_rpc_call(conn, job->call_method, job->call_body, job->call_len,
+                         FE_ROUTE_TIMEOUT_MS, fe__on_table_reply, job);
     } else {
         Rt__TableReq req = RT__TABLE_REQ__INIT;
         req.account = (char *)job->account;
         req.name = (char *)job->table;
-        rc = rt_rpc_call_pb(conn,
-                            job->kind == FE_JOB_CREATE_TABLE
-                                ? RT__METHOD__CREATE_TABLE
-                                : RT__METHOD__DELETE_TABLE,
-                            &req.base, FE_ROUTE_TIMEOUT_MS, fe__on_table_reply,
-                            job);
+        rc = rt_rpc_call_pb(
+            conn,
+            job->kind == FE_JOB_CREATE_TABLE ? RT__METHOD__CREATE_TABLE
+                                             : RT__METHOD__DELETE_TABLE,
+            &req.base, FE_ROUTE_TIMEOUT_MS, fe__on_table_reply, job);
     }
     if (rc != 0) {
         r->inflight--;
@@ -664,7 +679,9 @@ static void fe__job_master(struct fe_job *job)
 
 /* ---- Entity operations ---------------------------------------------- */
 
-static void fe__on_write_reply(int status, const uint8_t *body, size_t len,
+static void fe__on_write_reply(int status,
+                               const uint8_t *body,
+                               size_t len,
                                void *arg)
 {
     struct fe_job *job = arg;
@@ -711,7 +728,9 @@ static void fe__on_write_reply(int status, const uint8_t *body, size_t len,
     }
 }
 
-static void fe__on_get_reply(int status, const uint8_t *body, size_t len,
+static void fe__on_get_reply(int status,
+                             const uint8_t *body,
+                             size_t len,
                              void *arg)
 {
     struct fe_job *job = arg;
@@ -737,7 +756,8 @@ static void fe__on_get_reply(int status, const uint8_t *body, size_t len,
     }
 }
 
-static void fe__job_next_token(struct fe_job *job, const char *pk,
+static void fe__job_next_token(struct fe_job *job,
+                               const char *pk,
                                const char *rk)
 {
     job->has_next = 1;
@@ -752,8 +772,7 @@ static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
     struct fe_job_ent *d;
     if (job->nents == job->ents_cap) {
         job->ents_cap = job->ents_cap ? job->ents_cap * 2 : 16;
-        job->ents = fe__xrealloc(job->ents,
-                                 job->ents_cap * sizeof(*job->ents));
+        job->ents = fe__xrealloc(job->ents, job->ents_cap * sizeof(*job->ents));
     }
     d = &job->ents[job->nents++];
     d->pk = fe__strdup(e->pk);
@@ -767,13 +786,16 @@ static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
 
 /* The range a scan hop was sent to, remembered for the reply (the map may
  * change while the RPC is out). */
-struct fe__hop {
+struct fe__hop
+{
     struct fe_job *job;
     char *high;
     int high_inf;
 };
 
-static void fe__on_scan_reply(int status, const uint8_t *body, size_t len,
+static void fe__on_scan_reply(int status,
+                              const uint8_t *body,
+                              size_t len,
                               void *arg)
 {
     struct fe__hop *hop = arg;
@@ -908,8 +930,7 @@ static void fe__job_entity(struct fe_job *job)
     if (job->kind == FE_JOB_WRITE) {
         Rt__WriteReq req = RT__WRITE_REQ__INIT;
         Rt__EntityOp *ops = fe__xrealloc(NULL, (job->nops + 1) * sizeof(*ops));
-        Rt__EntityOp **opp = fe__xrealloc(NULL,
-                                          (job->nops + 1) * sizeof(*opp));
+        Rt__EntityOp **opp = fe__xrealloc(NULL, (job->nops + 1) * sizeof(*opp));
         for (size_t i = 0; i < job->nops; i++) {
             Rt__EntityOp init = RT__ENTITY_OP__INIT;
             const struct fe_job_op *o = &job->ops[i];
@@ -947,10 +968,10 @@ static void fe__job_entity(struct fe_job *job)
         hop->high_inf = rg->high_inf;
         req.route = &ref;
         req.has_start = job->cur_has_;
-        req.start_pk = (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_pk_)
-                                              : "");
-        req.start_rk = (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_rk_)
-                                              : "");
+        req.start_pk =
+            (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_pk_) : "");
+        req.start_rk =
+            (char *)(job->cur_has_ ? rt_buf_cstr(&job->cur_rk_) : "");
         uint64_t now = uv_now(r->loop);
         uint64_t left = job->deadline_ > now ? job->deadline_ - now : 1;
         req.limit = (uint32_t)(limit - job->nents);
@@ -983,21 +1004,21 @@ static void fe__job_run(struct fe_job *job)
         return;
     }
     switch (job->kind) {
-    case FE_JOB_CREATE_TABLE:
-    case FE_JOB_DELETE_TABLE:
-    case FE_JOB_LIST_TABLES:
-    case FE_JOB_MASTER_CALL:
-        fe__job_master(job);
-        break;
-    case FE_JOB_GET_TABLE:
-    case FE_JOB_WRITE:
-    case FE_JOB_GET:
-    case FE_JOB_SCAN:
-        fe__job_entity(job);
-        break;
-    default:
-        fe__job_finish(job, RT_EINTERNAL);
-        break;
+        case FE_JOB_CREATE_TABLE:
+        case FE_JOB_DELETE_TABLE:
+        case FE_JOB_LIST_TABLES:
+        case FE_JOB_MASTER_CALL:
+            fe__job_master(job);
+            break;
+        case FE_JOB_GET_TABLE:
+        case FE_JOB_WRITE:
+        case FE_JOB_GET:
+        case FE_JOB_SCAN:
+            fe__job_entity(job);
+            break;
+        default:
+            fe__job_finish(job, RT_EINTERNAL);
+            break;
     }
 }
 
@@ -1034,8 +1055,7 @@ void fe_route_submit(struct fe_route *r, struct fe_job *job)
 
 /* ---- Master connection ---------------------------------------------- */
 
-static void fe__on_hello(int status, const uint8_t *body, size_t len,
-                         void *arg)
+static void fe__on_hello(int status, const uint8_t *body, size_t len, void *arg)
 {
     struct fe_route *r = arg;
     r->inflight--;
@@ -1070,8 +1090,11 @@ static void fe__on_master_conn(struct rt_rpc_conn *conn, int up, void *ud)
     }
 }
 
-static void fe__on_master_request(struct rt_rpc_conn *conn, uint32_t method,
-                                  uint64_t id, const uint8_t *body, size_t len,
+static void fe__on_master_request(struct rt_rpc_conn *conn,
+                                  uint32_t method,
+                                  uint64_t id,
+                                  const uint8_t *body,
+                                  size_t len,
                                   void *ud)
 {
     struct fe_route *r = ud;
@@ -1093,10 +1116,12 @@ static void fe__on_master_request(struct rt_rpc_conn *conn, uint32_t method,
         rt_rpc_reply(conn, id, method, 0, NULL, 0);
         return;
     }
-    rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "not served by rt-frontend");
+    rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
+                     "not served by rt-frontend");
 }
 
-int fe_route_create(uv_loop_t *loop, const char *master_addr,
+int fe_route_create(uv_loop_t *loop,
+                    const char *master_addr,
                     struct fe_route **out)
 {
     struct fe_route *r = calloc(1, sizeof(*r));

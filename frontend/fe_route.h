@@ -56,7 +56,8 @@ enum fe_job_kind {
 };
 
 /* One entity operation of a write (proto EntityOp). */
-struct fe_job_op {
+struct fe_job_op
+{
     int kind; /* Rt__OpKind */
     char *pk; /* malloc'd, NUL-free */
     char *rk;
@@ -70,7 +71,8 @@ struct fe_job_op {
 };
 
 /* One scanned entity (copied out of the reply). */
-struct fe_job_ent {
+struct fe_job_ent
+{
     char *pk;
     char *rk;
     uint8_t *value;
@@ -78,7 +80,8 @@ struct fe_job_ent {
 };
 
 /* One listed table. */
-struct fe_job_table {
+struct fe_job_table
+{
     char *name; /* as created */
     uint64_t id;
 };
@@ -86,7 +89,8 @@ struct fe_job_table {
 struct fe_job;
 typedef void (*fe_job_cb)(struct fe_job *job);
 
-struct fe_job {
+struct fe_job
+{
     enum fe_job_kind kind;
     /* Inputs (borrowed until done_cb). */
     const char *account;
@@ -107,10 +111,10 @@ struct fe_job {
      * does not follow ranges that begin after scan_hi. */
     const uint8_t *filter; /* rt_filter_encode() form; NULL = none */
     size_t filter_len;
-    const char *scan_lo;   /* NULL = unbounded */
-    const char *scan_hi;   /* inclusive; NULL = unbounded */
-    int scan_empty;        /* nothing can match: resolve the table only */
-    unsigned budget_ms;    /* page budget; 0 = FE_PAGE_BUDGET_MS */
+    const char *scan_lo;    /* NULL = unbounded */
+    const char *scan_hi;    /* inclusive; NULL = unbounded */
+    int scan_empty;         /* nothing can match: resolve the table only */
+    unsigned budget_ms;     /* page budget; 0 = FE_PAGE_BUDGET_MS */
     const char *list_start; /* LIST_TABLES: lower-case name, "" = first */
     /* MASTER_CALL (fe_svc.c): method and packed request body (borrowed);
      * the reply body lands in value. */
@@ -123,7 +127,7 @@ struct fe_job {
     int fail_index;
     char *table_name; /* resolved name as created (malloc'd) */
     uint64_t table_id;
-    struct rt_buf value; /* GET: stored value */
+    struct rt_buf value;     /* GET: stored value */
     struct fe_job_ent *ents; /* SCAN */
     size_t nents;
     size_t ents_cap;
@@ -155,14 +159,17 @@ void fe_job_init(struct fe_job *job, enum fe_job_kind kind);
 /* Frees ops and outputs (not the borrowed inputs). */
 void fe_job_free(struct fe_job *job);
 /* Appends an op (pk/rk copied; the caller fills props etc.). */
-struct fe_job_op *fe_job_add_op(struct fe_job *job, int kind, const char *pk,
+struct fe_job_op *fe_job_add_op(struct fe_job *job,
+                                int kind,
+                                const char *pk,
                                 const char *rk);
 
 struct fe_route;
 
 /* Starts connecting to the master at @master_addr ("host:port"). Returns 0
  * or RT_EINVAL (bad address). */
-int fe_route_create(uv_loop_t *loop, const char *master_addr,
+int fe_route_create(uv_loop_t *loop,
+                    const char *master_addr,
                     struct fe_route **out);
 /* Closes every RPC client: jobs in flight finish with RT_ECANCELED (their
  * done_cb fires), later submits finish with RT_ECANCELED at once. */

@@ -44,8 +44,7 @@
 
 /* ---- Parsing ---------------------------------------------------------- */
 
-int fe_sas_parse(const void *query, fe_sas_get_fn get,
-                 struct fe_sas_params *p)
+int fe_sas_parse(const void *query, fe_sas_get_fn get, struct fe_sas_params *p)
 {
     memset(p, 0, sizeof(*p));
     p->sv = get(query, "sv");
@@ -82,7 +81,8 @@ static void fe__line(struct rt_buf *out, const char *v)
     rt_buf_append_u8(out, '\n');
 }
 
-void fe_sas_string_to_sign(struct rt_buf *out, enum fe_sas_kind kind,
+void fe_sas_string_to_sign(struct rt_buf *out,
+                           enum fe_sas_kind kind,
                            const struct fe_sas_params *p,
                            const char *account)
 {
@@ -176,7 +176,7 @@ static int fe__ip(const char *s, int *is4, uint32_t *v4, uint8_t v6[16])
         return 0;
     }
     if (inet_pton(AF_INET6, s, &a6) == 1) {
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0,
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
                                            0, 0, 0, 0, 0xff, 0xff};
         if (memcmp(a6.s6_addr, mapped, 12) == 0) {
             *is4 = 1;
@@ -257,12 +257,14 @@ void fe_sas_clear(struct fe_sas *s)
 }
 
 /* Time window, sip, spr: shared by both kinds. */
-static int fe__sas_common(const char *st, const char *se, const char *sip,
-                          const char *spr, const struct fe_sas_ctx *ctx,
+static int fe__sas_common(const char *st,
+                          const char *se,
+                          const char *sip,
+                          const char *spr,
+                          const struct fe_sas_ctx *ctx,
                           char *why)
 {
-    uint64_t now = RT_TICKS_UNIX_EPOCH +
-                   (uint64_t)ctx->now * RT_TICKS_PER_SEC;
+    uint64_t now = RT_TICKS_UNIX_EPOCH + (uint64_t)ctx->now * RT_TICKS_PER_SEC;
     uint64_t t;
     int ok;
 
@@ -275,8 +277,9 @@ static int fe__sas_common(const char *st, const char *se, const char *sip,
         return RT_EAUTH;
     }
     if (now > t) {
-        rt_errmsg_printf(why, "Signature not valid in the specified time "
-                              "frame (expired)");
+        rt_errmsg_printf(why,
+                         "Signature not valid in the specified time "
+                         "frame (expired)");
         return RT_EAUTH;
     }
     if (st && *st) {
@@ -285,8 +288,9 @@ static int fe__sas_common(const char *st, const char *se, const char *sip,
             return RT_EAUTH;
         }
         if (now < t) {
-            rt_errmsg_printf(why, "Signature not valid in the specified "
-                                  "time frame (not yet valid)");
+            rt_errmsg_printf(why,
+                             "Signature not valid in the specified "
+                             "time frame (not yet valid)");
             return RT_EAUTH;
         }
     }
@@ -321,8 +325,11 @@ static int fe__sas_common(const char *st, const char *se, const char *sip,
  * (spec §7.3: a field in both the token and the policy is an error). */
 static int fe__sas_merge(const struct fe_sas_params *p,
                          const struct fe_sas_ctx *ctx,
-                         struct fe_sas_policy *pol, const char **sp,
-                         const char **st, const char **se, char *why)
+                         struct fe_sas_policy *pol,
+                         const char **sp,
+                         const char **st,
+                         const char **se,
+                         char *why)
 {
     *sp = p->sp;
     *st = p->st;
@@ -337,8 +344,9 @@ static int fe__sas_merge(const struct fe_sas_params *p,
     }
     if ((p->sp && pol->permission[0]) || (p->st && pol->start[0]) ||
         (p->se && pol->expiry[0])) {
-        rt_errmsg_printf(why, "a field is in both the SAS and its stored "
-                              "access policy");
+        rt_errmsg_printf(why,
+                         "a field is in both the SAS and its stored "
+                         "access policy");
         return RT_EAUTH;
     }
     if (pol->permission[0]) {
@@ -353,8 +361,10 @@ static int fe__sas_merge(const struct fe_sas_params *p,
     return 0;
 }
 
-int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
-                  const struct fe_sas_ctx *ctx, struct fe_sas *out,
+int fe_sas_verify(const struct fe_sas_params *p,
+                  enum fe_sas_kind kind,
+                  const struct fe_sas_ctx *ctx,
+                  struct fe_sas *out,
                   char *why)
 {
     const struct fe_account *acct;
@@ -398,8 +408,9 @@ int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
             rc = fe__perms(p->srt ? p->srt : "", "sco", &out->srt);
         }
         if (rc != 0 || !p->srt || !*p->srt || !p->ss || !*p->ss) {
-            rt_errmsg_printf(why, "account SAS sp/srt/ss missing or "
-                                  "malformed");
+            rt_errmsg_printf(why,
+                             "account SAS sp/srt/ss missing or "
+                             "malformed");
             return RT_EAUTH;
         }
         rc = fe__sas_common(p->st, p->se, p->sip, p->spr, ctx, why);
@@ -451,18 +462,18 @@ int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
 static unsigned fe__need_table(int op_kind)
 {
     switch (op_kind) {
-    case RT__OP_KIND__OP_INSERT:
-        return FE_SAS_P_ADD;
-    case RT__OP_KIND__OP_REPLACE:
-    case RT__OP_KIND__OP_MERGE:
-        return FE_SAS_P_UPDATE;
-    case RT__OP_KIND__OP_DELETE:
-        return FE_SAS_P_DELETE;
-    case RT__OP_KIND__OP_UPSERT_REPLACE:
-    case RT__OP_KIND__OP_UPSERT_MERGE:
-        return FE_SAS_P_ADD | FE_SAS_P_UPDATE;
-    default:
-        return FE_SAS_P_READ;
+        case RT__OP_KIND__OP_INSERT:
+            return FE_SAS_P_ADD;
+        case RT__OP_KIND__OP_REPLACE:
+        case RT__OP_KIND__OP_MERGE:
+            return FE_SAS_P_UPDATE;
+        case RT__OP_KIND__OP_DELETE:
+            return FE_SAS_P_DELETE;
+        case RT__OP_KIND__OP_UPSERT_REPLACE:
+        case RT__OP_KIND__OP_UPSERT_MERGE:
+            return FE_SAS_P_ADD | FE_SAS_P_UPDATE;
+        default:
+            return FE_SAS_P_READ;
     }
 }
 
@@ -470,23 +481,22 @@ static unsigned fe__need_table(int op_kind)
 static unsigned fe__need_account(int op_kind)
 {
     switch (op_kind) {
-    case RT__OP_KIND__OP_INSERT:
-        return FE_SAS_A_ADD;
-    case RT__OP_KIND__OP_REPLACE:
-    case RT__OP_KIND__OP_MERGE:
-        return FE_SAS_A_UPDATE;
-    case RT__OP_KIND__OP_DELETE:
-        return FE_SAS_A_DELETE;
-    case RT__OP_KIND__OP_UPSERT_REPLACE:
-    case RT__OP_KIND__OP_UPSERT_MERGE:
-        return FE_SAS_A_ADD | FE_SAS_A_UPDATE;
-    default:
-        return FE_SAS_A_READ;
+        case RT__OP_KIND__OP_INSERT:
+            return FE_SAS_A_ADD;
+        case RT__OP_KIND__OP_REPLACE:
+        case RT__OP_KIND__OP_MERGE:
+            return FE_SAS_A_UPDATE;
+        case RT__OP_KIND__OP_DELETE:
+            return FE_SAS_A_DELETE;
+        case RT__OP_KIND__OP_UPSERT_REPLACE:
+        case RT__OP_KIND__OP_UPSERT_MERGE:
+            return FE_SAS_A_ADD | FE_SAS_A_UPDATE;
+        default:
+            return FE_SAS_A_READ;
     }
 }
 
-int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
-                  int op_kind)
+int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind)
 {
     unsigned rt = 0, all = 0, any = 0;
 
@@ -495,53 +505,53 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
     }
     if (s->kind == FE_SAS_SERVICE) {
         switch (cls) {
-        case FE_SAS_C_QUERY:
-            all = FE_SAS_P_READ;
-            break;
-        case FE_SAS_C_ENTITY:
-            all = fe__need_table(op_kind);
-            break;
-        default:
-            /* Never tables or service properties (spec §7.3). */
-            return RT_ERESTYPE;
+            case FE_SAS_C_QUERY:
+                all = FE_SAS_P_READ;
+                break;
+            case FE_SAS_C_ENTITY:
+                all = fe__need_table(op_kind);
+                break;
+            default:
+                /* Never tables or service properties (spec §7.3). */
+                return RT_ERESTYPE;
         }
         return (s->perms & all) == all ? 0 : RT_EPERM;
     }
     switch (cls) {
-    case FE_SAS_C_SERVICE_READ:
-        rt = FE_SAS_RT_SERVICE;
-        all = FE_SAS_A_READ;
-        break;
-    case FE_SAS_C_SERVICE_WRITE:
-        rt = FE_SAS_RT_SERVICE;
-        all = FE_SAS_A_WRITE;
-        break;
-    case FE_SAS_C_LIST_TABLES:
-        /* Azure's account SAS page lists List Tables as service level,
-         * Azurite as container level: either resource type is enough. */
-        rt = FE_SAS_RT_SERVICE | FE_SAS_RT_CONTAINER;
-        all = FE_SAS_A_LIST;
-        break;
-    case FE_SAS_C_CREATE_TABLE:
-        rt = FE_SAS_RT_CONTAINER;
-        any = FE_SAS_A_CREATE | FE_SAS_A_WRITE;
-        break;
-    case FE_SAS_C_DELETE_TABLE:
-        rt = FE_SAS_RT_CONTAINER;
-        all = FE_SAS_A_DELETE;
-        break;
-    case FE_SAS_C_GET_TABLE:
-        rt = FE_SAS_RT_CONTAINER;
-        any = FE_SAS_A_READ | FE_SAS_A_LIST;
-        break;
-    case FE_SAS_C_QUERY:
-        rt = FE_SAS_RT_CONTAINER | FE_SAS_RT_OBJECT;
-        all = FE_SAS_A_READ;
-        break;
-    default:
-        rt = FE_SAS_RT_OBJECT;
-        all = fe__need_account(op_kind);
-        break;
+        case FE_SAS_C_SERVICE_READ:
+            rt = FE_SAS_RT_SERVICE;
+            all = FE_SAS_A_READ;
+            break;
+        case FE_SAS_C_SERVICE_WRITE:
+            rt = FE_SAS_RT_SERVICE;
+            all = FE_SAS_A_WRITE;
+            break;
+        case FE_SAS_C_LIST_TABLES:
+            /* Azure's account SAS page lists List Tables as service level,
+             * Azurite as container level: either resource type is enough. */
+            rt = FE_SAS_RT_SERVICE | FE_SAS_RT_CONTAINER;
+            all = FE_SAS_A_LIST;
+            break;
+        case FE_SAS_C_CREATE_TABLE:
+            rt = FE_SAS_RT_CONTAINER;
+            any = FE_SAS_A_CREATE | FE_SAS_A_WRITE;
+            break;
+        case FE_SAS_C_DELETE_TABLE:
+            rt = FE_SAS_RT_CONTAINER;
+            all = FE_SAS_A_DELETE;
+            break;
+        case FE_SAS_C_GET_TABLE:
+            rt = FE_SAS_RT_CONTAINER;
+            any = FE_SAS_A_READ | FE_SAS_A_LIST;
+            break;
+        case FE_SAS_C_QUERY:
+            rt = FE_SAS_RT_CONTAINER | FE_SAS_RT_OBJECT;
+            all = FE_SAS_A_READ;
+            break;
+        default:
+            rt = FE_SAS_RT_OBJECT;
+            all = fe__need_account(op_kind);
+            break;
     }
     if (!(s->srt & rt)) {
         return RT_ERESTYPE;
@@ -554,8 +564,11 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
 
 /* (pk, rk) vs (bpk, brk), ordinal; a NULL @brk stands for "" when @low and
  * for +infinity otherwise. */
-static int fe__key_cmp(const char *pk, const char *rk, const char *bpk,
-                       const char *brk, int low)
+static int fe__key_cmp(const char *pk,
+                       const char *rk,
+                       const char *bpk,
+                       const char *brk,
+                       int low)
 {
     int c = strcmp(pk, bpk);
     if (c != 0) {
@@ -567,8 +580,7 @@ static int fe__key_cmp(const char *pk, const char *rk, const char *bpk,
     return strcmp(rk, brk);
 }
 
-int fe_sas_key_in_range(const struct fe_sas *s, const char *pk,
-                        const char *rk)
+int fe_sas_key_in_range(const struct fe_sas *s, const char *pk, const char *rk)
 {
     if (s->kind != FE_SAS_SERVICE) {
         return 1;
@@ -611,8 +623,7 @@ static const char *fe__client_ip(struct fe_req *req, char *buf, size_t cap)
     if (!req->conn) {
         return NULL;
     }
-    ci = MHD_get_connection_info(req->conn,
-                                 MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr) {
         return NULL;
     }
@@ -645,16 +656,18 @@ int fe_sas_authenticate(struct fe_req *req)
         size_t n;
         const char *v = fe_query_get_n(&req->query, fe__sas_fields[i], &n);
         if (v && (memchr(v, 0, n) || !fe_url_utf8_valid(v, n))) {
-            rt_log(RT_LOG_INFO, "SAS rejected for %s %s: field %s holds a "
-                                "NUL or is not UTF-8",
+            rt_log(RT_LOG_INFO,
+                   "SAS rejected for %s %s: field %s holds a "
+                   "NUL or is not UTF-8",
                    req->method, req->raw_path, fe__sas_fields[i]);
             return fe_sas_respond(req, RT_EAUTH);
         }
     }
     kind = fe_sas_parse(&req->query, fe__query_get, &p);
     if (kind < 0) {
-        rt_log(RT_LOG_INFO, "SAS rejected for %s %s: not a table or "
-                            "account SAS (sv/sig/tn/ss missing)",
+        rt_log(RT_LOG_INFO,
+               "SAS rejected for %s %s: not a table or "
+               "account SAS (sv/sig/tn/ss missing)",
                req->method, req->raw_path);
         return fe_sas_respond(req, RT_EAUTH);
     }
@@ -696,38 +709,38 @@ static int fe__opclass(struct fe_req *req, const char *verb, int *op_kind)
     int get = strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0;
     *op_kind = FE_SAS_OP_READ;
     switch (req->path.kind) {
-    case FE_RES_SERVICE:
-        return get ? FE_SAS_C_SERVICE_READ : FE_SAS_C_SERVICE_WRITE;
-    case FE_RES_TABLES:
-        return get ? FE_SAS_C_LIST_TABLES : FE_SAS_C_CREATE_TABLE;
-    case FE_RES_TABLE_ONE:
-        return get ? FE_SAS_C_GET_TABLE : FE_SAS_C_DELETE_TABLE;
-    case FE_RES_TABLE:
-        if (comp) {
-            return FE_SAS_C_ACL;
+        case FE_RES_SERVICE:
+            return get ? FE_SAS_C_SERVICE_READ : FE_SAS_C_SERVICE_WRITE;
+        case FE_RES_TABLES:
+            return get ? FE_SAS_C_LIST_TABLES : FE_SAS_C_CREATE_TABLE;
+        case FE_RES_TABLE_ONE:
+            return get ? FE_SAS_C_GET_TABLE : FE_SAS_C_DELETE_TABLE;
+        case FE_RES_TABLE:
+            if (comp) {
+                return FE_SAS_C_ACL;
+            }
+            if (get) {
+                return FE_SAS_C_QUERY;
+            }
+            *op_kind = RT__OP_KIND__OP_INSERT;
+            return FE_SAS_C_ENTITY;
+        case FE_RES_ENTITY: {
+            int im = fe__req_header(req, "If-Match") != NULL;
+            if (get) {
+                *op_kind = FE_SAS_OP_READ;
+            } else if (strcmp(verb, "DELETE") == 0) {
+                *op_kind = RT__OP_KIND__OP_DELETE;
+            } else if (strcmp(verb, "PUT") == 0) {
+                *op_kind = im ? RT__OP_KIND__OP_REPLACE
+                              : RT__OP_KIND__OP_UPSERT_REPLACE;
+            } else {
+                *op_kind =
+                    im ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
+            }
+            return FE_SAS_C_ENTITY;
         }
-        if (get) {
-            return FE_SAS_C_QUERY;
-        }
-        *op_kind = RT__OP_KIND__OP_INSERT;
-        return FE_SAS_C_ENTITY;
-    case FE_RES_ENTITY: {
-        int im = fe__req_header(req, "If-Match") != NULL;
-        if (get) {
-            *op_kind = FE_SAS_OP_READ;
-        } else if (strcmp(verb, "DELETE") == 0) {
-            *op_kind = RT__OP_KIND__OP_DELETE;
-        } else if (strcmp(verb, "PUT") == 0) {
-            *op_kind = im ? RT__OP_KIND__OP_REPLACE
-                          : RT__OP_KIND__OP_UPSERT_REPLACE;
-        } else {
-            *op_kind = im ? RT__OP_KIND__OP_MERGE
-                          : RT__OP_KIND__OP_UPSERT_MERGE;
-        }
-        return FE_SAS_C_ENTITY;
-    }
-    default:
-        return -1;
+        default:
+            return -1;
     }
 }
 
@@ -749,8 +762,11 @@ int fe_sas_authorize(struct fe_req *req, const char *verb)
     return 0;
 }
 
-int fe_sas_check_op(struct fe_req *req, int op_kind, const char *table,
-                    const char *pk, const char *rk)
+int fe_sas_check_op(struct fe_req *req,
+                    int op_kind,
+                    const char *table,
+                    const char *pk,
+                    const char *rk)
 {
     struct fe_sas *s = req->sas;
     int rc;
@@ -780,44 +796,44 @@ int fe_sas_check_job(struct fe_req *req)
         return 0;
     }
     switch (job->kind) {
-    case FE_JOB_WRITE:
-        for (size_t i = 0; i < job->nops; i++) {
-            if (fe_sas_check_op(req, job->ops[i].kind, job->table,
-                                job->ops[i].pk, job->ops[i].rk) != 0) {
-                return -1;
+        case FE_JOB_WRITE:
+            for (size_t i = 0; i < job->nops; i++) {
+                if (fe_sas_check_op(req, job->ops[i].kind, job->table,
+                                    job->ops[i].pk, job->ops[i].rk) != 0) {
+                    return -1;
+                }
             }
-        }
-        return 0;
-    case FE_JOB_GET:
-        return fe_sas_check_op(req, FE_SAS_OP_READ, job->table, job->pk,
-                               job->rk);
-    case FE_JOB_SCAN:
-        if (s->kind == FE_SAS_SERVICE && job->table &&
-            strcasecmp(job->table, s->tn) != 0) {
-            return fe_sas_respond(req, RT_EAUTH);
-        }
-        if (s->kind == FE_SAS_SERVICE && s->spk) {
-            /* The query is intersected with the key range: start at its
-             * lower end (spec §7.3, "unverified": documented choice). */
-            const char *srk = s->srk ? s->srk : "";
-            if (!job->has_start ||
-                fe__key_cmp(job->pk ? job->pk : "", job->rk ? job->rk : "",
-                            s->spk, srk, 1) < 0) {
-                job->has_start = 1;
-                job->pk = s->spk;
-                job->rk = srk;
+            return 0;
+        case FE_JOB_GET:
+            return fe_sas_check_op(req, FE_SAS_OP_READ, job->table, job->pk,
+                                   job->rk);
+        case FE_JOB_SCAN:
+            if (s->kind == FE_SAS_SERVICE && job->table &&
+                strcasecmp(job->table, s->tn) != 0) {
+                return fe_sas_respond(req, RT_EAUTH);
             }
-            if (!job->scan_lo || strcmp(job->scan_lo, s->spk) < 0) {
-                job->scan_lo = s->spk;
+            if (s->kind == FE_SAS_SERVICE && s->spk) {
+                /* The query is intersected with the key range: start at its
+                 * lower end (spec §7.3, "unverified": documented choice). */
+                const char *srk = s->srk ? s->srk : "";
+                if (!job->has_start ||
+                    fe__key_cmp(job->pk ? job->pk : "", job->rk ? job->rk : "",
+                                s->spk, srk, 1) < 0) {
+                    job->has_start = 1;
+                    job->pk = s->spk;
+                    job->rk = srk;
+                }
+                if (!job->scan_lo || strcmp(job->scan_lo, s->spk) < 0) {
+                    job->scan_lo = s->spk;
+                }
             }
-        }
-        if (s->kind == FE_SAS_SERVICE && s->epk &&
-            (!job->scan_hi || strcmp(job->scan_hi, s->epk) > 0)) {
-            job->scan_hi = s->epk;
-        }
-        return 0;
-    default:
-        return 0;
+            if (s->kind == FE_SAS_SERVICE && s->epk &&
+                (!job->scan_hi || strcmp(job->scan_hi, s->epk) > 0)) {
+                job->scan_hi = s->epk;
+            }
+            return 0;
+        default:
+            return 0;
     }
 }
 

@@ -66,7 +66,8 @@ enum fe_sas_kind {
 
 /* The token's fields, percent-decoded (the query string is decoded once by
  * fe_url), borrowed from the query; NULL = absent. */
-struct fe_sas_params {
+struct fe_sas_params
+{
     const char *sv, *sig;
     const char *sp, *st, *se, *sip, *spr;
     const char *tn, *si, *spk, *srk, *epk, *erk; /* service SAS */
@@ -76,7 +77,8 @@ struct fe_sas_params {
 /* A stored access policy as the front end's map holds it (Set Table ACL,
  * spec §3.5); empty strings mean absent. */
 #define FE_SAS_TIME_MAX 40
-struct fe_sas_policy {
+struct fe_sas_policy
+{
     char start[FE_SAS_TIME_MAX];
     char expiry[FE_SAS_TIME_MAX];
     char permission[8];
@@ -84,29 +86,33 @@ struct fe_sas_policy {
 
 /* Looks up stored policy @id of @account's table @table (any case).
  * Returns 0 (filled @out) or RT_ENOTFOUND. Must be thread-safe. */
-typedef int (*fe_sas_policy_fn)(const char *account, const char *table,
-                                const char *id, struct fe_sas_policy *out);
+typedef int (*fe_sas_policy_fn)(const char *account,
+                                const char *table,
+                                const char *id,
+                                struct fe_sas_policy *out);
 
 /* Everything fe_sas_verify needs besides the token (all borrowed). */
-struct fe_sas_ctx {
+struct fe_sas_ctx
+{
     const struct fe_accounts *accounts;
-    const char *account; /* from the URL ("-secondary" stripped) */
-    const char *table;   /* the addressed table, NULL when the resource
-                          * has none (or it is known only later: batch) */
-    int64_t now;         /* Unix seconds */
-    const char *client_ip; /* textual IPv4/IPv6, NULL = unknown */
-    int https;           /* the request came over TLS */
+    const char *account;     /* from the URL ("-secondary" stripped) */
+    const char *table;       /* the addressed table, NULL when the resource
+                              * has none (or it is known only later: batch) */
+    int64_t now;             /* Unix seconds */
+    const char *client_ip;   /* textual IPv4/IPv6, NULL = unknown */
+    int https;               /* the request came over TLS */
     fe_sas_policy_fn policy; /* NULL: every "si" is unknown */
 };
 
 /* A verified token: what the request may do. */
-struct fe_sas {
+struct fe_sas
+{
     enum fe_sas_kind kind;
     char sv[16];
-    unsigned perms;   /* FE_SAS_P_* (service) or FE_SAS_A_* (account),
-                       * after the "si" merge */
-    unsigned srt;     /* account: FE_SAS_RT_* */
-    char *tn;         /* service: table name as signed (malloc'd) */
+    unsigned perms; /* FE_SAS_P_* (service) or FE_SAS_A_* (account),
+                     * after the "si" merge */
+    unsigned srt;   /* account: FE_SAS_RT_* */
+    char *tn;       /* service: table name as signed (malloc'd) */
     char *spk, *srk, *epk, *erk; /* service: key range, NULL = open */
 };
 
@@ -114,8 +120,7 @@ struct fe_sas {
  * FE_SAS_SERVICE, FE_SAS_ACCOUNT, or RT_EAUTH when the query has "sig" but
  * no sv, or neither tn nor ss/srt. */
 typedef const char *(*fe_sas_get_fn)(const void *q, const char *key);
-int fe_sas_parse(const void *query, fe_sas_get_fn get,
-                 struct fe_sas_params *p);
+int fe_sas_parse(const void *query, fe_sas_get_fn get, struct fe_sas_params *p);
 
 /* String-to-sign of @p for @account (spec §7.3 / §7.4), appended to @out:
  *  service, sv >= 2015-04-05: sp\nst\nse\n/table/{account}/{lower(tn)}\n
@@ -124,7 +129,8 @@ int fe_sas_parse(const void *query, fe_sas_get_fn get,
  *    /{account}/{lower(tn)}
  *  account: account\nsp\nss\nsrt\nst\nse\nsip\nspr\nsv\n (+ ses\n when
  *    sv >= 2020-12-06). */
-void fe_sas_string_to_sign(struct rt_buf *out, enum fe_sas_kind kind,
+void fe_sas_string_to_sign(struct rt_buf *out,
+                           enum fe_sas_kind kind,
                            const struct fe_sas_params *p,
                            const char *account);
 
@@ -135,8 +141,10 @@ void fe_sas_string_to_sign(struct rt_buf *out, enum fe_sas_kind kind,
  * spr -> ss has "t". On 0, @out is filled (free with fe_sas_clear).
  * Errors: RT_EAUTH, RT_ESOURCEIP, RT_EPROTOCOL, RT_ESERVICE.
  * @why (RT_ERRMSG_SIZE) gets a reason for the log. */
-int fe_sas_verify(const struct fe_sas_params *p, enum fe_sas_kind kind,
-                  const struct fe_sas_ctx *ctx, struct fe_sas *out,
+int fe_sas_verify(const struct fe_sas_params *p,
+                  enum fe_sas_kind kind,
+                  const struct fe_sas_ctx *ctx,
+                  struct fe_sas *out,
                   char *why);
 void fe_sas_clear(struct fe_sas *s);
 
@@ -148,22 +156,20 @@ enum fe_sas_opclass {
     FE_SAS_C_CREATE_TABLE,
     FE_SAS_C_DELETE_TABLE,
     FE_SAS_C_GET_TABLE,
-    FE_SAS_C_ACL,           /* get/set table ACL: Shared Key only */
-    FE_SAS_C_QUERY,         /* query entities */
-    FE_SAS_C_ENTITY,        /* one entity op: @op_kind says which */
+    FE_SAS_C_ACL,    /* get/set table ACL: Shared Key only */
+    FE_SAS_C_QUERY,  /* query entities */
+    FE_SAS_C_ENTITY, /* one entity op: @op_kind says which */
 };
 
 /* May @s do @cls (for FE_SAS_C_ENTITY: @op_kind, an Rt__OpKind or
  * FE_SAS_OP_READ)? Returns 0, RT_ERESTYPE, RT_EPERM or RT_EAUTHZ
  * (ACLs). Mapping: spec §7.3 (r; a; u; a+u for upserts; d) and §7.4. */
-int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls,
-                  int op_kind);
+int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind);
 
 /* Is (pk, rk) inside the service SAS key range [ (spk,srk), (epk,erk) ]
  * (ordinal, inclusive; a missing srk/erk leaves that end open within its
  * PartitionKey)? 1 or 0. */
-int fe_sas_key_in_range(const struct fe_sas *s, const char *pk,
-                        const char *rk);
+int fe_sas_key_in_range(const struct fe_sas *s, const char *pk, const char *rk);
 
 /* ---- request glue (fe_api.c) ---- */
 
@@ -182,8 +188,11 @@ int fe_sas_authorize(struct fe_req *req, const char *verb);
 int fe_sas_check_job(struct fe_req *req);
 /* One operation of an entity group transaction on @table with keys
  * @pk/@rk: @op_kind is an Rt__OpKind or FE_SAS_OP_READ. 0 or -1. */
-int fe_sas_check_op(struct fe_req *req, int op_kind, const char *table,
-                    const char *pk, const char *rk);
+int fe_sas_check_op(struct fe_req *req,
+                    int op_kind,
+                    const char *table,
+                    const char *pk,
+                    const char *rk);
 /* Before a finished query is written: drops entities past the SAS key
  * range and a continuation that points past it. */
 void fe_sas_filter_scan(struct fe_req *req);

@@ -50,7 +50,8 @@ static char *fe__xstrdup(const char *s)
 
 /* ==== The policy snapshot ============================================= */
 
-struct fe__tacl {
+struct fe__tacl
+{
     char *account;
     char lname[64];
     size_t n;
@@ -58,14 +59,16 @@ struct fe__tacl {
     struct fe_sas_policy pol[FE_ACL_MAX];
 };
 
-struct fe__acors {
+struct fe__acors
+{
     char *account;
     size_t n;
     Rt__CorsRule rules[FE_CORS_MAX];
     Rt__CorsRule *rulep[FE_CORS_MAX];
 };
 
-struct fe__snap {
+struct fe__snap
+{
     struct fe__tacl *acls; /* by (account, lname) */
     size_t nacls;
     struct fe__acors *cors; /* by account */
@@ -153,9 +156,8 @@ void fe_svc_map_update(const Rt__Map *map)
                      si->start ? si->start : "");
             snprintf(a->pol[a->n].expiry, sizeof(a->pol[a->n].expiry), "%s",
                      si->expiry ? si->expiry : "");
-            snprintf(a->pol[a->n].permission,
-                     sizeof(a->pol[a->n].permission), "%s",
-                     si->permission ? si->permission : "");
+            snprintf(a->pol[a->n].permission, sizeof(a->pol[a->n].permission),
+                     "%s", si->permission ? si->permission : "");
             a->n++;
         }
     }
@@ -206,8 +208,10 @@ void fe_svc_reset(void)
     fe__snap_free(old);
 }
 
-int fe_svc_policy_lookup(const char *account, const char *table,
-                         const char *id, struct fe_sas_policy *out)
+int fe_svc_policy_lookup(const char *account,
+                         const char *table,
+                         const char *id,
+                         struct fe_sas_policy *out)
 {
     struct fe__tacl key;
     const struct fe__tacl *a = NULL;
@@ -247,7 +251,8 @@ static const struct fe__acors *fe__cors_find(const char *account)
 
 /* ==== XML ============================================================== */
 
-struct fe__xp {
+struct fe__xp
+{
     const char *p;
     const char *end;
     int nodes;
@@ -329,7 +334,8 @@ static void fe__xutf8(struct rt_buf *b, unsigned long cp)
 /* At '&': decodes one reference into @b. */
 static int fe__xentity(struct fe__xp *x, struct rt_buf *b)
 {
-    static const struct {
+    static const struct
+    {
         const char *name;
         char c;
     } named[] = {{"lt;", '<'},
@@ -592,23 +598,23 @@ void fe_svc_xml_escape(struct rt_buf *out, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<':
-            rt_buf_append_str(out, "&lt;");
-            break;
-        case '>':
-            rt_buf_append_str(out, "&gt;");
-            break;
-        case '&':
-            rt_buf_append_str(out, "&amp;");
-            break;
-        case '"':
-            rt_buf_append_str(out, "&quot;");
-            break;
-        case '\'':
-            rt_buf_append_str(out, "&apos;");
-            break;
-        default:
-            rt_buf_append_u8(out, (uint8_t)*s);
+            case '<':
+                rt_buf_append_str(out, "&lt;");
+                break;
+            case '>':
+                rt_buf_append_str(out, "&gt;");
+                break;
+            case '&':
+                rt_buf_append_str(out, "&amp;");
+                break;
+            case '"':
+                rt_buf_append_str(out, "&quot;");
+                break;
+            case '\'':
+                rt_buf_append_str(out, "&apos;");
+                break;
+            default:
+                rt_buf_append_u8(out, (uint8_t)*s);
         }
     }
 }
@@ -617,7 +623,8 @@ void fe_svc_xml_escape(struct rt_buf *out, const char *s)
 
 /* The only child called @name: 0 (none, *out NULL), 1 (found), -1 (more
  * than one: malformed). */
-static int fe__xchild(const struct fe_xml_node *n, const char *name,
+static int fe__xchild(const struct fe_xml_node *n,
+                      const char *name,
                       const struct fe_xml_node **out)
 {
     int count = 0;
@@ -661,7 +668,9 @@ static char *fe__xtext_dup(const struct fe_xml_node *n)
 }
 
 /* Required (@req) boolean child: -1 malformed/missing, else 0 with *v. */
-static int fe__xbool(const struct fe_xml_node *n, const char *name, int req,
+static int fe__xbool(const struct fe_xml_node *n,
+                     const char *name,
+                     int req,
                      protobuf_c_boolean *v)
 {
     const struct fe_xml_node *c;
@@ -688,8 +697,10 @@ static int fe__xbool(const struct fe_xml_node *n, const char *name, int req,
 }
 
 /* Unsigned integer child: 0 (absent, *present 0), 1 (*v set), -1. */
-static int fe__xuint(const struct fe_xml_node *n, const char *name,
-                     uint32_t max, uint32_t *v)
+static int fe__xuint(const struct fe_xml_node *n,
+                     const char *name,
+                     uint32_t max,
+                     uint32_t *v)
 {
     const struct fe_xml_node *c;
     char buf[16];
@@ -792,27 +803,27 @@ int fe_svc_acl_parse(const char *xml, size_t n, struct fe_acl *out)
             }
         }
         switch (fe__xchild(c, "AccessPolicy", &ap)) {
-        case 0:
-            break;
-        case 1:
-            e->has_policy = 1;
-            if (fe__xchild(ap, "Start", &f) < 0 ||
-                (f && fe__acl_time(f, e->start) != 0)) {
+            case 0:
+                break;
+            case 1:
+                e->has_policy = 1;
+                if (fe__xchild(ap, "Start", &f) < 0 ||
+                    (f && fe__acl_time(f, e->start) != 0)) {
+                    goto err;
+                }
+                if (fe__xchild(ap, "Expiry", &f) < 0 ||
+                    (f && fe__acl_time(f, e->expiry) != 0)) {
+                    goto err;
+                }
+                if (fe__xchild(ap, "Permission", &f) < 0 ||
+                    (f &&
+                     (fe__xtext(f, e->permission, sizeof(e->permission)) != 0 ||
+                      !fe__perm_ok(e->permission)))) {
+                    goto err;
+                }
+                break;
+            default:
                 goto err;
-            }
-            if (fe__xchild(ap, "Expiry", &f) < 0 ||
-                (f && fe__acl_time(f, e->expiry) != 0)) {
-                goto err;
-            }
-            if (fe__xchild(ap, "Permission", &f) < 0 ||
-                (f && (fe__xtext(f, e->permission, sizeof(e->permission)) !=
-                           0 ||
-                       !fe__perm_ok(e->permission)))) {
-                goto err;
-            }
-            break;
-        default:
-            goto err;
         }
         out->n++;
     }
@@ -866,8 +877,10 @@ static char *fe__props_str(struct fe_svc_props *p, char *s)
     return s;
 }
 
-static int fe__retention(const struct fe_xml_node *n, int req,
-                         Rt__RetentionPolicy *r, Rt__RetentionPolicy **out)
+static int fe__retention(const struct fe_xml_node *n,
+                         int req,
+                         Rt__RetentionPolicy *r,
+                         Rt__RetentionPolicy **out)
 {
     const struct fe_xml_node *c;
     uint32_t days = 0;
@@ -892,8 +905,10 @@ static int fe__retention(const struct fe_xml_node *n, int req,
     return 0;
 }
 
-static int fe__version(struct fe_svc_props *p, const struct fe_xml_node *n,
-                       int req, char **out)
+static int fe__version(struct fe_svc_props *p,
+                       const struct fe_xml_node *n,
+                       int req,
+                       char **out)
 {
     const struct fe_xml_node *c;
     char buf[16];
@@ -912,8 +927,10 @@ static int fe__version(struct fe_svc_props *p, const struct fe_xml_node *n,
     return 0;
 }
 
-static int fe__metrics(struct fe_svc_props *p, const struct fe_xml_node *n,
-                       Rt__MetricsProps *m, Rt__RetentionPolicy *r)
+static int fe__metrics(struct fe_svc_props *p,
+                       const struct fe_xml_node *n,
+                       Rt__MetricsProps *m,
+                       Rt__RetentionPolicy *r)
 {
     rt__metrics_props__init(m);
     if (fe__version(p, n, 0, &m->version) != 0 ||
@@ -986,8 +1003,11 @@ static int fe__cors_list_ok(const char *s, int kind, int required)
     return items <= FE_CORS_ITEMS_MAX && prefixed <= FE_CORS_PREFIXED_MAX;
 }
 
-static int fe__cors_str(struct fe_svc_props *p, const struct fe_xml_node *r,
-                        const char *name, int kind, int required,
+static int fe__cors_str(struct fe_svc_props *p,
+                        const struct fe_xml_node *r,
+                        const char *name,
+                        int kind,
+                        int required,
                         char **out)
 {
     const struct fe_xml_node *c;
@@ -1012,78 +1032,78 @@ int fe_svc_props_parse(const char *xml, size_t n, struct fe_svc_props *out)
         goto err;
     }
     switch (fe__xchild(root, "Logging", &c)) {
-    case 1: {
-        Rt__LoggingProps *l = &out->logging;
-        rt__logging_props__init(l);
-        if (fe__version(out, c, 1, &l->version) != 0 ||
-            fe__xbool(c, "Delete", 1, &l->log_delete) != 0 ||
-            fe__xbool(c, "Read", 1, &l->log_read) != 0 ||
-            fe__xbool(c, "Write", 1, &l->log_write) != 0 ||
-            fe__retention(c, 1, &out->retention[0], &l->retention) != 0) {
-            goto err;
+        case 1: {
+            Rt__LoggingProps *l = &out->logging;
+            rt__logging_props__init(l);
+            if (fe__version(out, c, 1, &l->version) != 0 ||
+                fe__xbool(c, "Delete", 1, &l->log_delete) != 0 ||
+                fe__xbool(c, "Read", 1, &l->log_read) != 0 ||
+                fe__xbool(c, "Write", 1, &l->log_write) != 0 ||
+                fe__retention(c, 1, &out->retention[0], &l->retention) != 0) {
+                goto err;
+            }
+            out->msg.logging = l;
+            break;
         }
-        out->msg.logging = l;
-        break;
-    }
-    case 0:
-        break;
-    default:
-        goto err;
+        case 0:
+            break;
+        default:
+            goto err;
     }
     for (int i = 0; i < 2; i++) {
         switch (fe__xchild(root, i ? "MinuteMetrics" : "HourMetrics", &c)) {
-        case 1:
-            if (fe__metrics(out, c, &out->metrics[i],
-                            &out->retention[1 + i]) != 0) {
+            case 1:
+                if (fe__metrics(out, c, &out->metrics[i],
+                                &out->retention[1 + i]) != 0) {
+                    goto err;
+                }
+                if (i) {
+                    out->msg.minute_metrics = &out->metrics[i];
+                } else {
+                    out->msg.hour_metrics = &out->metrics[i];
+                }
+                break;
+            case 0:
+                break;
+            default:
                 goto err;
+        }
+    }
+    switch (fe__xchild(root, "Cors", &c)) {
+        case 1:
+            rt__cors_rules__init(&out->cors);
+            for (const struct fe_xml_node *r = c->child; r; r = r->next) {
+                Rt__CorsRule *rule;
+                uint32_t age = 0;
+                if (strcmp(r->name, "CorsRule") != 0) {
+                    continue;
+                }
+                if (out->cors.n_rules == FE_CORS_MAX) {
+                    goto err;
+                }
+                rule = &out->rules[out->cors.n_rules];
+                rt__cors_rule__init(rule);
+                if (fe__cors_str(out, r, "AllowedOrigins", FE__LIST_ORIGINS, 1,
+                                 &rule->allowed_origins) != 0 ||
+                    fe__cors_str(out, r, "AllowedMethods", FE__LIST_METHODS, 1,
+                                 &rule->allowed_methods) != 0 ||
+                    fe__cors_str(out, r, "AllowedHeaders", FE__LIST_HEADERS, 0,
+                                 &rule->allowed_headers) != 0 ||
+                    fe__cors_str(out, r, "ExposedHeaders", FE__LIST_HEADERS, 0,
+                                 &rule->exposed_headers) != 0 ||
+                    fe__xuint(r, "MaxAgeInSeconds", 0x7fffffff, &age) != 1) {
+                    goto err;
+                }
+                rule->max_age = age;
+                out->rulep[out->cors.n_rules++] = rule;
             }
-            if (i) {
-                out->msg.minute_metrics = &out->metrics[i];
-            } else {
-                out->msg.hour_metrics = &out->metrics[i];
-            }
+            out->cors.rules = out->cors.n_rules ? out->rulep : NULL;
+            out->msg.cors = &out->cors;
             break;
         case 0:
             break;
         default:
             goto err;
-        }
-    }
-    switch (fe__xchild(root, "Cors", &c)) {
-    case 1:
-        rt__cors_rules__init(&out->cors);
-        for (const struct fe_xml_node *r = c->child; r; r = r->next) {
-            Rt__CorsRule *rule;
-            uint32_t age = 0;
-            if (strcmp(r->name, "CorsRule") != 0) {
-                continue;
-            }
-            if (out->cors.n_rules == FE_CORS_MAX) {
-                goto err;
-            }
-            rule = &out->rules[out->cors.n_rules];
-            rt__cors_rule__init(rule);
-            if (fe__cors_str(out, r, "AllowedOrigins", FE__LIST_ORIGINS, 1,
-                             &rule->allowed_origins) != 0 ||
-                fe__cors_str(out, r, "AllowedMethods", FE__LIST_METHODS, 1,
-                             &rule->allowed_methods) != 0 ||
-                fe__cors_str(out, r, "AllowedHeaders", FE__LIST_HEADERS, 0,
-                             &rule->allowed_headers) != 0 ||
-                fe__cors_str(out, r, "ExposedHeaders", FE__LIST_HEADERS, 0,
-                             &rule->exposed_headers) != 0 ||
-                fe__xuint(r, "MaxAgeInSeconds", 0x7fffffff, &age) != 1) {
-                goto err;
-            }
-            rule->max_age = age;
-            out->rulep[out->cors.n_rules++] = rule;
-        }
-        out->cors.rules = out->cors.n_rules ? out->rulep : NULL;
-        out->msg.cors = &out->cors;
-        break;
-    case 0:
-        break;
-    default:
-        goto err;
     }
     fe_svc_xml_free(root);
     return 0;
@@ -1125,12 +1145,13 @@ static void fe__w_retention(struct rt_buf *out, const Rt__RetentionPolicy *r)
     rt_buf_append_str(out, "</RetentionPolicy>");
 }
 
-static void fe__w_metrics(struct rt_buf *out, const char *name,
+static void fe__w_metrics(struct rt_buf *out,
+                          const char *name,
                           const Rt__MetricsProps *m)
 {
     rt_buf_printf(out, "<%s>", name);
-    fe__w_str(out, "Version", m && m->version && *m->version ? m->version
-                                                             : "1.0");
+    fe__w_str(out, "Version",
+              m && m->version && *m->version ? m->version : "1.0");
     fe__w_bool(out, "Enabled", m && m->enabled);
     if (m && m->enabled) {
         fe__w_bool(out, "IncludeAPIs", m->include_apis);
@@ -1145,8 +1166,8 @@ void fe_svc_props_write(struct rt_buf *out, const Rt__ServiceProps *p)
     const Rt__CorsRules *c = p ? p->cors : NULL;
     rt_buf_append_str(out, FE_XML_DECL "<StorageServiceProperties>");
     rt_buf_append_str(out, "<Logging>");
-    fe__w_str(out, "Version", l && l->version && *l->version ? l->version
-                                                             : "1.0");
+    fe__w_str(out, "Version",
+              l && l->version && *l->version ? l->version : "1.0");
     fe__w_bool(out, "Delete", l && l->log_delete);
     fe__w_bool(out, "Read", l && l->log_read);
     fe__w_bool(out, "Write", l && l->log_write);
@@ -1197,7 +1218,9 @@ void fe_svc_stats_write(struct rt_buf *out, int64_t now)
 
 /* Does the comma list @list hold @item (case-insensitive; "*" matches
  * everything; with @prefix, "abc*" matches every item starting with abc)? */
-static int fe__list_has(const char *list, const char *item, size_t ilen,
+static int fe__list_has(const char *list,
+                        const char *item,
+                        size_t ilen,
                         int prefix)
 {
     const char *p = list ? list : "";
@@ -1231,8 +1254,10 @@ static int fe__list_has(const char *list, const char *item, size_t ilen,
     return 0;
 }
 
-int fe_svc_cors_match(Rt__CorsRule *const *rules, size_t n,
-                      const char *origin, const char *method,
+int fe_svc_cors_match(Rt__CorsRule *const *rules,
+                      size_t n,
+                      const char *origin,
+                      const char *method,
                       const char *req_headers)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1291,8 +1316,7 @@ int fe_svc_preflight(struct fe_req *req)
 {
     const char *origin = fe__req_header(req, "Origin");
     const char *method = fe__req_header(req, "Access-Control-Request-Method");
-    const char *headers =
-        fe__req_header(req, "Access-Control-Request-Headers");
+    const char *headers = fe__req_header(req, "Access-Control-Request-Headers");
     const struct fe__acors *c;
     int idx = -1;
 
@@ -1340,8 +1364,7 @@ void fe_svc_cors_headers(struct fe_req *req)
     }
     pthread_rwlock_rdlock(&fe__snap_lock);
     c = fe__cors_find(req->path.account);
-    idx = c ? fe_svc_cors_match(c->rulep, c->n, origin, req->method, NULL)
-            : -1;
+    idx = c ? fe_svc_cors_match(c->rulep, c->n, origin, req->method, NULL) : -1;
     if (idx >= 0) {
         const Rt__CorsRule *r = &c->rules[idx];
         if (fe__rule_any_origin(r)) {
@@ -1364,15 +1387,15 @@ void fe_svc_cors_headers(struct fe_req *req)
 void fe_svc_classify(struct fe_req *req)
 {
     if (req->path.kind == FE_RES_SERVICE ||
-        (req->path.kind == FE_RES_TABLE &&
-         fe_query_get(&req->query, "comp"))) {
+        (req->path.kind == FE_RES_TABLE && fe_query_get(&req->query, "comp"))) {
         req->xml_errors = 1;
         req->odata = 0;
     }
 }
 
 /* Submits a master call with @msg packed into req->s1. */
-static int fe__master_job(struct fe_req *req, uint32_t method,
+static int fe__master_job(struct fe_req *req,
+                          uint32_t method,
                           const ProtobufCMessage *msg)
 {
     size_t len = protobuf_c_message_get_packed_size(msg);

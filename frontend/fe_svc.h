@@ -51,16 +51,19 @@ struct fe_req;
  * worker already installed a newer one) is ignored. */
 void fe_svc_map_update(const Rt__Map *map);
 /* [any thread] fe_sas_policy_fn over the snapshot. */
-int fe_svc_policy_lookup(const char *account, const char *table,
-                         const char *id, struct fe_sas_policy *out);
+int fe_svc_policy_lookup(const char *account,
+                         const char *table,
+                         const char *id,
+                         struct fe_sas_policy *out);
 /* Frees the snapshot (shutdown, tests). */
 void fe_svc_reset(void);
 
 /* ---- XML ---- */
 
-struct fe_xml_node {
-    char *name;  /* local name (any "prefix:" dropped) */
-    char *text;  /* concatenated character data, entities decoded */
+struct fe_xml_node
+{
+    char *name; /* local name (any "prefix:" dropped) */
+    char *text; /* concatenated character data, entities decoded */
     struct fe_xml_node *child; /* first child */
     struct fe_xml_node *next;  /* next sibling */
 };
@@ -78,14 +81,16 @@ void fe_svc_xml_escape(struct rt_buf *out, const char *s);
 
 /* A table ACL as parsed from / written to XML (§3.4, §3.5). Times are
  * normalized to "YYYY-MM-DDThh:mm:ss.fffffffZ"; "" = absent. */
-struct fe_acl_id {
+struct fe_acl_id
+{
     char id[FE_ACL_ID_MAX + 1];
     int has_policy;
     char start[FE_SAS_TIME_MAX];
     char expiry[FE_SAS_TIME_MAX];
     char permission[8];
 };
-struct fe_acl {
+struct fe_acl
+{
     struct fe_acl_id v[FE_ACL_MAX];
     size_t n;
 };
@@ -97,7 +102,8 @@ int fe_svc_acl_parse(const char *xml, size_t n, struct fe_acl *out);
 void fe_svc_acl_write(struct rt_buf *out, const struct fe_acl *acl);
 
 /* A parsed Set Service Properties body: msg's absent sections are NULL. */
-struct fe_svc_props {
+struct fe_svc_props
+{
     Rt__ServiceProps msg;
     Rt__LoggingProps logging;
     Rt__MetricsProps metrics[2]; /* hour, minute */
@@ -126,8 +132,10 @@ void fe_svc_stats_write(struct rt_buf *out, int64_t now);
  * @method (in AllowedMethods) and every header of the comma list
  * @req_headers (NULL = none; "*", exact or "prefix*" match, any case).
  * Returns its index or -1. */
-int fe_svc_cors_match(Rt__CorsRule *const *rules, size_t n,
-                      const char *origin, const char *method,
+int fe_svc_cors_match(Rt__CorsRule *const *rules,
+                      size_t n,
+                      const char *origin,
+                      const char *method,
                       const char *req_headers);
 
 /* ---- endpoints (fe_api.c) ---- */

@@ -28,8 +28,7 @@ void fe_url_decode(struct rt_buf *out, const char *s, size_t n, int plus)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%' && i + 2 < n &&
-            fe__hexval((unsigned char)s[i + 1]) >= 0 &&
+        if (c == '%' && i + 2 < n && fe__hexval((unsigned char)s[i + 1]) >= 0 &&
             fe__hexval((unsigned char)s[i + 2]) >= 0) {
             dst[k++] = (uint8_t)(fe__hexval((unsigned char)s[i + 1]) * 16 +
                                  fe__hexval((unsigned char)s[i + 2]));
@@ -148,7 +147,8 @@ static int fe__literal(const char *s, size_t n, size_t *i, struct rt_buf *out)
 }
 
 /* One predicate item: [ident ws* '=' ws*] literal. */
-struct fe__key_item {
+struct fe__key_item
+{
     const char *name;
     size_t name_len;
     struct rt_buf val;
@@ -304,8 +304,7 @@ static int fe__resource(const char *d, size_t n, struct fe_path *p)
         }
         p->kind = FE_RES_TABLE_ONE;
         p->table = fe__dup((const char *)name.data, name.len);
-        rc = fe_table_name_check((const char *)name.data, name.len,
-                                 &p->errmsg);
+        rc = fe_table_name_check((const char *)name.data, name.len, &p->errmsg);
         rt_buf_free(&name);
         return rc;
     }
@@ -397,8 +396,11 @@ int fe_path_parse(const char *raw, size_t n, struct fe_path *p)
     return fe__path_rest(slash, end, p);
 }
 
-int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
-                       size_t n, struct fe_path *p)
+int fe_path_parse_host(const char *label,
+                       size_t label_len,
+                       const char *raw,
+                       size_t n,
+                       struct fe_path *p)
 {
     int rc = fe__account(label, label_len, p);
     if (rc != 0) {
@@ -503,8 +505,7 @@ static char *fe__decode_dup(const char *s, size_t n, size_t *len)
     }
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%' && i + 2 < n &&
-            fe__hexval((unsigned char)s[i + 1]) >= 0 &&
+        if (c == '%' && i + 2 < n && fe__hexval((unsigned char)s[i + 1]) >= 0 &&
             fe__hexval((unsigned char)s[i + 2]) >= 0) {
             d[k++] = (char)(fe__hexval((unsigned char)s[i + 1]) * 16 +
                             fe__hexval((unsigned char)s[i + 2]));
@@ -520,8 +521,11 @@ static char *fe__decode_dup(const char *s, size_t n, size_t *len)
     return d;
 }
 
-void fe_query_add_n(struct fe_query *q, const char *key, size_t key_len,
-                    const char *val, size_t val_len)
+void fe_query_add_n(struct fe_query *q,
+                    const char *key,
+                    size_t key_len,
+                    const char *val,
+                    size_t val_len)
 {
     struct fe_query_kv *kv;
     if (q->n == q->cap) {
@@ -535,8 +539,7 @@ void fe_query_add_n(struct fe_query *q, const char *key, size_t key_len,
     }
     kv = &q->kv[q->n++];
     kv->key = fe__decode_dup(key, key_len, &kv->key_len);
-    kv->val = fe__decode_dup(val ? val : "", val ? val_len : 0,
-                             &kv->val_len);
+    kv->val = fe__decode_dup(val ? val : "", val ? val_len : 0, &kv->val_len);
 }
 
 void fe_query_add(struct fe_query *q, const char *key, const char *val)
@@ -568,7 +571,8 @@ void fe_query_parse(struct fe_query *q, const char *s, size_t n)
     }
 }
 
-const char *fe_query_get_n(const struct fe_query *q, const char *key,
+const char *fe_query_get_n(const struct fe_query *q,
+                           const char *key,
                            size_t *len)
 {
     size_t kl = strlen(key);

@@ -35,21 +35,22 @@ enum fe_res_kind {
     FE_RES__NR
 };
 
-struct fe_path {
+struct fe_path
+{
     char *account;  /* malloc'd, "-secondary" stripped */
     char *acct_seg; /* malloc'd, the first segment as sent (decoded) */
     int secondary;  /* the account segment ended in "-secondary" */
     int host_style; /* account from the Host header, not the path */
     enum fe_res_kind kind;
-    char *table;    /* malloc'd decoded table name (TABLE_ONE, TABLE,
-                     * ENTITY), else NULL */
-    int parens;     /* TABLE: the "name()" form was used */
-    char *pk;       /* malloc'd decoded keys (ENTITY), else NULL */
+    char *table; /* malloc'd decoded table name (TABLE_ONE, TABLE,
+                  * ENTITY), else NULL */
+    int parens;  /* TABLE: the "name()" form was used */
+    char *pk;    /* malloc'd decoded keys (ENTITY), else NULL */
     char *rk;
     size_t pklen;
     size_t rklen;
     /* On error: which part failed. */
-    int account_ok; /* the account segment parsed (auth can proceed) */
+    int account_ok;     /* the account segment parsed (auth can proceed) */
     const char *errmsg; /* static client message, NULL = code default */
 };
 
@@ -74,16 +75,18 @@ int fe_path_parse(const char *raw, size_t n, struct fe_path *p);
  * returns 0. Otherwise host-style: returns 1 with *label and *label_len
  * set to the first DNS label (borrowed from @host, as sent; "-secondary"
  * not yet stripped). */
-int fe_url_host_style(const char *host, const char **label,
-                      size_t *label_len);
+int fe_url_host_style(const char *host, const char **label, size_t *label_len);
 
 /* Host-style variant of fe_path_parse(): the account is @label[0..n) (the
  * first DNS label of Host, "-secondary" stripped and noted like a path
  * segment) and the whole raw path @raw is the resource ("/" = service,
  * "/Tables", "/t(PartitionKey='p',RowKey='r')", ...). Same errors;
  * RT_EURI (account_ok 0) for a label that is not a valid account name. */
-int fe_path_parse_host(const char *label, size_t label_len, const char *raw,
-                       size_t n, struct fe_path *p);
+int fe_path_parse_host(const char *label,
+                       size_t label_len,
+                       const char *raw,
+                       size_t n,
+                       struct fe_path *p);
 
 /* Path-style secondary URLs of azure-data-tables 12.x: the Python SDK
  * sends /{acct}-secondary/{acct}/{rest} (it swaps the "host" netloc + path
@@ -104,10 +107,10 @@ int fe_table_name_check(const char *s, size_t n, const char **msg);
 
 #define FE_MSG_NAME_CHARS \
     "The specified resource name contains invalid characters."
-#define FE_MSG_NAME_LENGTH \
+#define FE_MSG_NAME_LENGTH                                              \
     "The specified resource name length is not within the permissible " \
     "limits."
-#define FE_MSG_KEY_COUNT \
+#define FE_MSG_KEY_COUNT                                                \
     "The number of keys specified in the URI does not match number of " \
     "key properties for the resource."
 
@@ -118,13 +121,15 @@ int fe_table_name_check(const char *s, size_t n, const char **msg);
  * passed before a value is used as one (fe_api does it right after
  * authentication; fe_sas checks its own fields with fe_query_get_n()).
  * The first occurrence of a key wins. */
-struct fe_query_kv {
+struct fe_query_kv
+{
     char *key; /* NUL-terminated after key_len bytes */
     char *val; /* "" when the argument had no '='; NUL-terminated */
     size_t key_len;
     size_t val_len;
 };
-struct fe_query {
+struct fe_query
+{
     struct fe_query_kv *kv;
     size_t n;
     size_t cap;
@@ -135,15 +140,19 @@ void fe_query_free(struct fe_query *q);
  * are decoded into copies. */
 void fe_query_add(struct fe_query *q, const char *key, const char *val);
 /* The same with explicit lengths (@key and @val need no terminator). */
-void fe_query_add_n(struct fe_query *q, const char *key, size_t key_len,
-                    const char *val, size_t val_len);
+void fe_query_add_n(struct fe_query *q,
+                    const char *key,
+                    size_t key_len,
+                    const char *val,
+                    size_t val_len);
 /* Parses a whole raw query string "a=1&b=2" (without '?'). */
 void fe_query_parse(struct fe_query *q, const char *s, size_t n);
 /* Value of @key (the whole decoded key, exact, case-sensitive) or NULL.
  * Borrowed from @q. */
 const char *fe_query_get(const struct fe_query *q, const char *key);
 /* The same, with the decoded value's length in *len (may hold NULs). */
-const char *fe_query_get_n(const struct fe_query *q, const char *key,
+const char *fe_query_get_n(const struct fe_query *q,
+                           const char *key,
                            size_t *len);
 
 /* Is @s[0..n) well-formed UTF-8 (no overlongs, surrogates or code points

@@ -200,7 +200,8 @@ json_t *ms_events_add_get(struct ms_events *ev, json_t *e)
     json_object_set_new(o, "unix_ms", json_integer((json_int_t)now));
     json_object_set_new(o, "time", json_string(iso));
     if (json_is_object(e)) {
-        json_object_foreach (e, k, v) {
+        json_object_foreach(e, k, v)
+        {
             if (strcmp(k, "seq") && strcmp(k, "unix_ms") && strcmp(k, "time")) {
                 json_object_set(o, k, v);
             }

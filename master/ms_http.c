@@ -190,7 +190,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
             }
         }
         return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                             "method not allowed\n", false);
+                            "method not allowed\n", false);
     }
     if (*upload_data_size) {
         if (p->body.len + *upload_data_size > MS__POST_MAX) {
@@ -206,7 +206,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
             return MHD_YES; /* spurious call: still running */
         }
         return rt_http_send(c, (unsigned)status, "application/json",
-                             ms_xstrdup(body), true);
+                            ms_xstrdup(body), true);
     }
     if (p->too_large) {
         return ms__http_json(c, MHD_HTTP_CONTENT_TOO_LARGE, "body too large");
@@ -296,14 +296,14 @@ static enum MHD_Result ms__http_handler(void *cls,
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                             "method not allowed\n", false);
+                            "method not allowed\n", false);
     }
     if (strcmp(url, "/health") == 0) {
         return rt_http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
         return rt_http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
-                             ms_dashboard_html, false);
+                            ms_dashboard_html, false);
     }
     if (strcmp(url, "/api/events") == 0) {
         return ms__http_events(h, c);
@@ -323,15 +323,15 @@ static enum MHD_Result ms__http_handler(void *cls,
                 strcmp(url, "/api/move") == 0 ||
                 strcmp(url, "/api/drain") == 0)) {
         return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                             "use POST\n", false);
+                            "use POST\n", false);
     } else {
         return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
-                             false);
+                            false);
     }
     body = ms_status_copy(h->st, doc);
     if (!body) {
         return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                             "starting\n", false);
+                            "starting\n", false);
     }
     return rt_http_send(c, MHD_HTTP_OK, ctype, body, true);
 }

@@ -39,14 +39,14 @@ static enum MHD_Result ps__http_handler(void *cls,
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                             (char *)"method not allowed\n", false);
+                            (char *)"method not allowed\n", false);
     }
     if (strcmp(url, "/health") == 0) {
         return rt_http_send(c, MHD_HTTP_OK, "text/plain", (char *)"ok", false);
     }
     if (strcmp(url, "/metrics") != 0) {
         return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",
-                             (char *)"not found\n", false);
+                            (char *)"not found\n", false);
     }
     uv_mutex_lock(h->mu);
     if (*h->text) {
@@ -55,10 +55,10 @@ static enum MHD_Result ps__http_handler(void *cls,
     uv_mutex_unlock(h->mu);
     if (!body) {
         return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                             (char *)"starting\n", false);
+                            (char *)"starting\n", false);
     }
     return rt_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body,
-                         true);
+                        true);
 }
 
 int ps_http_start(const char *addr,

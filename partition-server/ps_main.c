@@ -53,8 +53,7 @@ int main(int argc, char **argv)
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
          "LMDB map size (the most data this server can hold), MiB"},
-        {"log-level", RT_OPT_STR, &log_level, "info",
-         "debug|info|warn|error"},
+        {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {NULL, 0, NULL, NULL, NULL},
     };
     const char *summary =
@@ -64,8 +63,7 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     int level, rc, code = 0;
 
-    rt_config_parse("rt-partition-server", summary, opts, argc, argv, NULL,
-                    0);
+    rt_config_parse("rt-partition-server", summary, opts, argc, argv, NULL, 0);
     level = rt_log_level_parse(log_level);
     if (level < 0) {
         fprintf(stderr, "rt-partition-server: bad --log-level '%s'\n",
@@ -75,22 +73,25 @@ int main(int argc, char **argv)
     }
     rt_log_init("ps", (enum rt_log_level)level);
     if (!*data) {
-        fprintf(stderr, "rt-partition-server: --data DIR is required "
-                        "(try --help)\n");
+        fprintf(stderr,
+                "rt-partition-server: --data DIR is required "
+                "(try --help)\n");
         rt_config_free(opts);
         return 2;
     }
     if (max_server_eps < 0 || max_range_eps < 0 || move_chunk_kb < 1 ||
         move_chunk_kb > 16384) {
-        fprintf(stderr, "rt-partition-server: --max-server-eps and "
-                        "--max-range-eps must be 0 or positive, "
-                        "--move-chunk-kb 1..16384\n");
+        fprintf(stderr,
+                "rt-partition-server: --max-server-eps and "
+                "--max-range-eps must be 0 or positive, "
+                "--move-chunk-kb 1..16384\n");
         rt_config_free(opts);
         return 2;
     }
     if (max_pending < 1 || map_size_mb < 1) {
-        fprintf(stderr, "rt-partition-server: --max-pending and "
-                        "--map-size-mb must be positive\n");
+        fprintf(stderr,
+                "rt-partition-server: --max-pending and "
+                "--map-size-mb must be positive\n");
         rt_config_free(opts);
         return 2;
     }

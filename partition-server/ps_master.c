@@ -31,8 +31,12 @@
 
 /* Applies a full assignment from the master. @force (registration)
  * accepts any map_version. Persists when something changed. */
-static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
-                      uint64_t map_version, int force, int persist)
+static void ps__apply(struct ps_server *ps,
+                      Rt__Range *const *v,
+                      size_t n,
+                      uint64_t map_version,
+                      int force,
+                      int persist)
 {
     int changed;
 
@@ -58,8 +62,7 @@ static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
         for (size_t i = 0; i < ps->ranges.n; i++) {
             const struct ps_range *r = ps->ranges.v[i];
             rt_log(RT_LOG_DEBUG, "range %llu table %llu epoch %llu [%s, %s)",
-                   (unsigned long long)r->id,
-                   (unsigned long long)r->table_id,
+                   (unsigned long long)r->id, (unsigned long long)r->table_id,
                    (unsigned long long)r->epoch, r->low,
                    r->high ? r->high : "+inf");
         }
@@ -71,7 +74,9 @@ static void ps__apply(struct ps_server *ps, Rt__Range *const *v, size_t n,
 
 /* Registration */
 
-static void ps__register_cb(int status, const uint8_t *body, size_t len,
+static void ps__register_cb(int status,
+                            const uint8_t *body,
+                            size_t len,
                             void *arg)
 {
     struct ps_server *ps = arg;
@@ -88,8 +93,7 @@ static void ps__register_cb(int status, const uint8_t *body, size_t len,
     }
     resp = rt__register_resp__unpack(NULL, len, body);
     if (!resp || resp->server_id == 0) {
-        rt_log(RT_LOG_ERROR, "bad RegisterResp from master %s",
-               ps->cfg.master);
+        rt_log(RT_LOG_ERROR, "bad RegisterResp from master %s", ps->cfg.master);
         if (resp) {
             rt__register_resp__free_unpacked(resp, NULL);
         }
@@ -106,9 +110,11 @@ static void ps__register_cb(int status, const uint8_t *body, size_t len,
     ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 1, 0);
     ps__server_persist(ps, NULL, 0, 0);
     ps->registered = 1;
-    rt_log(RT_LOG_INFO, "registered with master %s as server %llu (%s), "
-           "%zu ranges", ps->cfg.master, (unsigned long long)ps->server_id,
-           ps->addr, ps->ranges.n);
+    rt_log(RT_LOG_INFO,
+           "registered with master %s as server %llu (%s), "
+           "%zu ranges",
+           ps->cfg.master, (unsigned long long)ps->server_id, ps->addr,
+           ps->ranges.n);
     rt__register_resp__free_unpacked(resp, NULL);
 }
 
@@ -129,9 +135,8 @@ static void ps__register(struct ps_server *ps)
     req.addr = ps->addr;
     req.n_range_ids = ps->ranges.n;
     req.range_ids = ids;
-    rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master),
-                        RT__METHOD__PS_REGISTER, &req.base,
-                        PS_MASTER_CALL_MS, ps__register_cb, ps);
+    rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__PS_REGISTER,
+                        &req.base, PS_MASTER_CALL_MS, ps__register_cb, ps);
     free(ids);
     if (rc == 0) {
         ps->register_inflight = 1;
@@ -142,7 +147,9 @@ static void ps__register(struct ps_server *ps)
 
 /* Heartbeats */
 
-static void ps__heartbeat_cb(int status, const uint8_t *body, size_t len,
+static void ps__heartbeat_cb(int status,
+                             const uint8_t *body,
+                             size_t len,
                              void *arg)
 {
     struct ps_server *ps = arg;
@@ -169,8 +176,10 @@ static void ps__heartbeat_cb(int status, const uint8_t *body, size_t len,
         return;
     }
     if (resp->server_id != 0 && resp->server_id != ps->server_id) {
-        rt_log(RT_LOG_WARN, "heartbeat reply for server %llu, we are %llu; "
-               "registering again", (unsigned long long)resp->server_id,
+        rt_log(RT_LOG_WARN,
+               "heartbeat reply for server %llu, we are %llu; "
+               "registering again",
+               (unsigned long long)resp->server_id,
                (unsigned long long)ps->server_id);
         ps->registered = 0;
     } else {
@@ -215,9 +224,9 @@ static void ps__heartbeat(struct ps_server *ps)
     req.pending = (uint32_t)ps_writer_pending(ps->writer);
     req.max_server_eps = ps->cfg.max_server_eps;
     req.max_range_eps = ps->cfg.max_range_eps;
-    rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master),
-                        RT__METHOD__PS_HEARTBEAT, &req.base,
-                        PS_MASTER_CALL_MS, ps__heartbeat_cb, ps);
+    rc =
+        rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__PS_HEARTBEAT,
+                       &req.base, PS_MASTER_CALL_MS, ps__heartbeat_cb, ps);
     free(loads);
     free(ptrs);
     if (rc != 0) {
@@ -270,8 +279,11 @@ static void ps__master_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
 
 /* Requests from the master */
 
-void ps_master_on_assign(struct ps_server *ps, struct rt_rpc_conn *conn,
-                         uint64_t id, const uint8_t *body, size_t len)
+void ps_master_on_assign(struct ps_server *ps,
+                         struct rt_rpc_conn *conn,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len)
 {
     const uint32_t method = RT__METHOD__ASSIGN_RANGES;
     Rt__Assignment *a = rt__assignment__unpack(NULL, len, body);
@@ -286,8 +298,11 @@ void ps_master_on_assign(struct ps_server *ps, struct rt_rpc_conn *conn,
     ps__server_persist(ps, conn, id, method);
 }
 
-void ps_master_on_drop(struct ps_server *ps, struct rt_rpc_conn *conn,
-                       uint64_t id, const uint8_t *body, size_t len)
+void ps_master_on_drop(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len)
 {
     Rt__DropTableReq *d = rt__drop_table_req__unpack(NULL, len, body);
 
@@ -299,8 +314,7 @@ void ps_master_on_drop(struct ps_server *ps, struct rt_rpc_conn *conn,
         }
         return;
     }
-    rt_log(RT_LOG_INFO, "dropping table %llu",
-           (unsigned long long)d->table_id);
+    rt_log(RT_LOG_INFO, "dropping table %llu", (unsigned long long)d->table_id);
     ps__server_drop(ps, d->table_id, conn, id);
     rt__drop_table_req__free_unpacked(d, NULL);
 }

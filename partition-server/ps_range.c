@@ -49,7 +49,6 @@ void ps_ranges_close(struct ps_ranges *rs)
     rs->n = 0;
 }
 
-
 int ps_range_contains(const struct ps_range *r, const char *pk)
 {
     /* strcmp compares as unsigned char: UTF-8 byte order = key order. */
@@ -59,8 +58,11 @@ int ps_range_contains(const struct ps_range *r, const char *pk)
     return r->high == NULL || strcmp(pk, r->high) < 0;
 }
 
-int ps_ranges_route(const struct ps_ranges *rs, uint64_t table_id,
-                    uint64_t range_id, uint64_t epoch, const char *pk,
+int ps_ranges_route(const struct ps_ranges *rs,
+                    uint64_t table_id,
+                    uint64_t range_id,
+                    uint64_t epoch,
+                    const char *pk,
                     struct ps_range **out)
 {
     struct ps_range *r = ps_ranges_find(rs, range_id);
@@ -75,19 +77,22 @@ int ps_ranges_route(const struct ps_ranges *rs, uint64_t table_id,
 }
 
 struct ps_range *ps_ranges_find_key(const struct ps_ranges *rs,
-                                    uint64_t table_id, const char *pk)
+                                    uint64_t table_id,
+                                    const char *pk)
 {
     for (size_t i = 0; i < rs->n; i++) {
-        if (rs->v[i]->table_id == table_id &&
-            ps_range_contains(rs->v[i], pk)) {
+        if (rs->v[i]->table_id == table_id && ps_range_contains(rs->v[i], pk)) {
             return rs->v[i];
         }
     }
     return NULL;
 }
 
-int ps_ranges_overlap(const struct ps_ranges *rs, uint64_t table_id,
-                      const char *low, const char *high, uint64_t skip_id)
+int ps_ranges_overlap(const struct ps_ranges *rs,
+                      uint64_t table_id,
+                      const char *low,
+                      const char *high,
+                      uint64_t skip_id)
 {
     for (size_t i = 0; i < rs->n; i++) {
         const struct ps_range *r = rs->v[i];
@@ -300,8 +305,11 @@ static double ps__uniform(struct ps_ranges *rs)
     return ((double)(ps__rand(rs) >> 11) + 0.5) / 9007199254740992.0;
 }
 
-void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
-                      uint64_t entities, uint64_t bytes, uint64_t exec_us,
+void ps_range_account(struct ps_ranges *rs,
+                      struct ps_range *r,
+                      uint64_t entities,
+                      uint64_t bytes,
+                      uint64_t exec_us,
                       const char *pk)
 {
     double key;
@@ -380,8 +388,11 @@ uint64_t ps_range_count_start(struct ps_range *r)
     return ++r->count_gen;
 }
 
-int ps_range_count_done(struct ps_range *r, uint64_t gen, uint64_t count,
-                        uint64_t bytes, uint64_t txn)
+int ps_range_count_done(struct ps_range *r,
+                        uint64_t gen,
+                        uint64_t count,
+                        uint64_t bytes,
+                        uint64_t txn)
 {
     if (gen != r->count_gen || r->count_state != PS_COUNT_RUNNING) {
         return 0;
@@ -402,45 +413,47 @@ int ps_range_count_done(struct ps_range *r, uint64_t gen, uint64_t count,
     return 1;
 }
 
-void ps_range_count_write(struct ps_range *r, uint64_t txn_id,
-                          int64_t dcount, int64_t dbytes)
+void ps_range_count_write(struct ps_range *r,
+                          uint64_t txn_id,
+                          int64_t dcount,
+                          int64_t dbytes)
 {
     if (txn_id == 0 || (dcount == 0 && dbytes == 0)) {
         return;
     }
     switch (r->count_state) {
-    case PS_COUNT_VALID:
-        if (txn_id > r->count_txn) {
-            r->key_count = ps__add_signed(r->key_count, dcount);
-            r->key_bytes = ps__add_signed(r->key_bytes, dbytes);
-        }
-        break;
-    case PS_COUNT_RUNNING:
-        /* Callbacks arrive in commit order: merge with the last entry of
-         * the same transaction (a group commit has many writes). */
-        if (r->n_pend > 0 && r->pend[r->n_pend - 1].txn_id == txn_id) {
-            r->pend[r->n_pend - 1].count += dcount;
-            r->pend[r->n_pend - 1].bytes += dbytes;
-            break;
-        }
-        if (r->n_pend == r->cap_pend) {
-            size_t ncap = r->cap_pend ? 2 * r->cap_pend : 64;
-            struct ps_count_delta *np =
-                realloc(r->pend, ncap * sizeof(*np));
-            if (!np) {
-                rt_log(RT_LOG_FATAL, "out of memory");
-                abort();
+        case PS_COUNT_VALID:
+            if (txn_id > r->count_txn) {
+                r->key_count = ps__add_signed(r->key_count, dcount);
+                r->key_bytes = ps__add_signed(r->key_bytes, dbytes);
             }
-            r->pend = np;
-            r->cap_pend = ncap;
-        }
-        r->pend[r->n_pend].txn_id = txn_id;
-        r->pend[r->n_pend].count = dcount;
-        r->pend[r->n_pend].bytes = dbytes;
-        r->n_pend++;
-        break;
-    default:
-        break; /* no count yet: the coming scan will see it */
+            break;
+        case PS_COUNT_RUNNING:
+            /* Callbacks arrive in commit order: merge with the last entry of
+             * the same transaction (a group commit has many writes). */
+            if (r->n_pend > 0 && r->pend[r->n_pend - 1].txn_id == txn_id) {
+                r->pend[r->n_pend - 1].count += dcount;
+                r->pend[r->n_pend - 1].bytes += dbytes;
+                break;
+            }
+            if (r->n_pend == r->cap_pend) {
+                size_t ncap = r->cap_pend ? 2 * r->cap_pend : 64;
+                struct ps_count_delta *np =
+                    realloc(r->pend, ncap * sizeof(*np));
+                if (!np) {
+                    rt_log(RT_LOG_FATAL, "out of memory");
+                    abort();
+                }
+                r->pend = np;
+                r->cap_pend = ncap;
+            }
+            r->pend[r->n_pend].txn_id = txn_id;
+            r->pend[r->n_pend].count = dcount;
+            r->pend[r->n_pend].bytes = dbytes;
+            r->n_pend++;
+            break;
+        default:
+            break; /* no count yet: the coming scan will see it */
     }
 }
 

@@ -23,9 +23,9 @@
 
 /* Entity totals of a range (ps_range_count_*): how far they can be trusted. */
 enum ps_count_state {
-    PS_COUNT_NONE,     /* never counted: totals are 0 */
-    PS_COUNT_RUNNING,  /* a count scan is out; totals are the last known */
-    PS_COUNT_VALID,    /* totals = count at count_txn + later deltas */
+    PS_COUNT_NONE,    /* never counted: totals are 0 */
+    PS_COUNT_RUNNING, /* a count scan is out; totals are the last known */
+    PS_COUNT_VALID,   /* totals = count at count_txn + later deltas */
     PS_COUNT__NR
 };
 
@@ -37,10 +37,11 @@ enum ps_count_state {
  * balance may go negative: large requests are never starved, and the long
  * run average stays at @rate. Kept in milli-tokens. rate 0 = no cap. */
 #define PS_TBUCKET_BURST_MS 100
-struct ps_tbucket {
-    uint64_t rate;     /* entities/s; 0 = unlimited */
-    int64_t mtokens;   /* balance, 1/1000 entity */
-    uint64_t last_ms;  /* loop clock of the last refill */
+struct ps_tbucket
+{
+    uint64_t rate;    /* entities/s; 0 = unlimited */
+    int64_t mtokens;  /* balance, 1/1000 entity */
+    uint64_t last_ms; /* loop clock of the last refill */
 };
 void ps_tbucket_init(struct ps_tbucket *b, uint64_t rate, uint64_t now_ms);
 /* Refills to @now_ms; 1 when a request may go ahead (balance > 0 or no
@@ -50,13 +51,15 @@ int ps_tbucket_admit(struct ps_tbucket *b, uint64_t now_ms);
 void ps_tbucket_charge(struct ps_tbucket *b, uint64_t entities);
 
 /* Effect of one committed write, kept while a count scan is out. */
-struct ps_count_delta {
+struct ps_count_delta
+{
     uint64_t txn_id;
     int64_t count;
     int64_t bytes;
 };
 
-struct ps_range {
+struct ps_range
+{
     uint64_t id;
     uint64_t table_id;
     uint64_t epoch;
@@ -85,15 +88,16 @@ struct ps_range {
     uint64_t key_count;
     uint64_t key_bytes;
     enum ps_count_state count_state;
-    uint64_t count_gen;  /* bumped when bounds change: a running count of
-                            an older generation is stale */
-    uint64_t count_txn;  /* snapshot the totals are based on (VALID) */
-    int count_wanted;    /* bounds are new: a count scan must be started */
+    uint64_t count_gen; /* bumped when bounds change: a running count of
+                           an older generation is stale */
+    uint64_t count_txn; /* snapshot the totals are based on (VALID) */
+    int count_wanted;   /* bounds are new: a count scan must be started */
     struct ps_count_delta *pend; /* writes seen while RUNNING */
     size_t n_pend, cap_pend;
 };
 
-struct ps_ranges {
+struct ps_ranges
+{
     struct ps_range **v; /* sorted by id */
     size_t n;
     uint64_t map_version; /* of the assignment applied last */
@@ -107,11 +111,15 @@ void ps_ranges_close(struct ps_ranges *rs);
 struct ps_range *ps_ranges_find(const struct ps_ranges *rs, uint64_t id);
 /* The range of @table_id holding @pk, or NULL. */
 struct ps_range *ps_ranges_find_key(const struct ps_ranges *rs,
-                                    uint64_t table_id, const char *pk);
+                                    uint64_t table_id,
+                                    const char *pk);
 /* 1 when some range of the set intersects [@low, @high) of @table_id
  * (@high NULL = unbounded); @skip_id (0 = none) is not considered. */
-int ps_ranges_overlap(const struct ps_ranges *rs, uint64_t table_id,
-                      const char *low, const char *high, uint64_t skip_id);
+int ps_ranges_overlap(const struct ps_ranges *rs,
+                      uint64_t table_id,
+                      const char *low,
+                      const char *high,
+                      uint64_t skip_id);
 /* Stops serving range @id (nothing else changes). Returns 1 if it was
  * served. Pointers to it become invalid. */
 int ps_ranges_remove(struct ps_ranges *rs, uint64_t id);
@@ -121,8 +129,11 @@ int ps_range_contains(const struct ps_range *r, const char *pk);
 /* Ownership check of one request (SKELETON-PLAN flow 6): this server owns
  * @range_id at exactly @epoch, for @table_id, and @pk (NULL = no key to
  * check) is inside it. Returns 0 and *out, or RT_ESTALE. */
-int ps_ranges_route(const struct ps_ranges *rs, uint64_t table_id,
-                    uint64_t range_id, uint64_t epoch, const char *pk,
+int ps_ranges_route(const struct ps_ranges *rs,
+                    uint64_t table_id,
+                    uint64_t range_id,
+                    uint64_t epoch,
+                    const char *pk,
                     struct ps_range **out);
 
 /* Serves exactly @v[0..n) from now on (borrowed; copied). Ranges that stay
@@ -142,8 +153,11 @@ int ps_ranges_unpack(struct ps_ranges *rs, const uint8_t *blob, size_t n);
  * weight max(1, @entities): a weighted reservoir (Efraimidis-Spirakis
  * A-Res) over requests, so a PK's chance to be sampled is proportional to
  * the entities its requests carried. */
-void ps_range_account(struct ps_ranges *rs, struct ps_range *r,
-                      uint64_t entities, uint64_t bytes, uint64_t exec_us,
+void ps_range_account(struct ps_ranges *rs,
+                      struct ps_range *r,
+                      uint64_t entities,
+                      uint64_t bytes,
+                      uint64_t exec_us,
                       const char *pk);
 /* Counts one request refused with RT_EBUSY for load (not for a freeze). */
 void ps_range_throttled(struct ps_range *r);
@@ -161,9 +175,14 @@ void ps_range_load_reset(struct ps_range *r, uint64_t now_ms);
  *    result of an older generation is ignored (returns 0), else 1.
  *  - ps_range_count_write: a write with @txn_id and deltas committed. */
 uint64_t ps_range_count_start(struct ps_range *r);
-int ps_range_count_done(struct ps_range *r, uint64_t gen, uint64_t count,
-                        uint64_t bytes, uint64_t txn);
-void ps_range_count_write(struct ps_range *r, uint64_t txn_id,
-                          int64_t dcount, int64_t dbytes);
+int ps_range_count_done(struct ps_range *r,
+                        uint64_t gen,
+                        uint64_t count,
+                        uint64_t bytes,
+                        uint64_t txn);
+void ps_range_count_write(struct ps_range *r,
+                          uint64_t txn_id,
+                          int64_t dcount,
+                          int64_t dbytes);
 
 #endif

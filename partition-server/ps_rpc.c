@@ -38,7 +38,8 @@
 /* An empty properties blob: count 0. */
 static const uint8_t ps__empty_props[2] = {0, 0};
 
-struct ps_write_req {
+struct ps_write_req
+{
     struct ps_job job;
     struct ps_server *ps;
     struct rt_rpc_conn *conn;
@@ -53,8 +54,11 @@ static uint64_t ps__now_us(void)
     return uv_hrtime() / 1000;
 }
 
-static void ps__reply_error(struct rt_rpc_conn *conn, uint64_t id,
-                            uint32_t method, int code, int index,
+static void ps__reply_error(struct rt_rpc_conn *conn,
+                            uint64_t id,
+                            uint32_t method,
+                            int code,
+                            int index,
                             const char *message)
 {
     Rt__Error e = RT__ERROR__INIT;
@@ -65,16 +69,18 @@ static void ps__reply_error(struct rt_rpc_conn *conn, uint64_t id,
 
 /* Ownership (RT_ESTALE), then a freeze for a move (RT_EBUSY, not counted
  * as throttling: the range is about to change hands). */
-static int ps__route(struct ps_server *ps, const Rt__RangeRef *ref,
-                     const char *pk, struct ps_range **out)
+static int ps__route(struct ps_server *ps,
+                     const Rt__RangeRef *ref,
+                     const char *pk,
+                     struct ps_range **out)
 {
     int rc;
 
     if (!ref) {
         return RT_EINVAL;
     }
-    rc = ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id,
-                         ref->epoch, pk, out);
+    rc = ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id, ref->epoch,
+                         pk, out);
     if (rc == 0 && (*out)->frozen) {
         return RT_EBUSY;
     }
@@ -95,7 +101,8 @@ static int ps__admit(struct ps_server *ps, struct ps_range *r)
     return 0;
 }
 
-static void ps__charge(struct ps_server *ps, struct ps_range *r,
+static void ps__charge(struct ps_server *ps,
+                       struct ps_range *r,
                        uint64_t entities)
 {
     ps_tbucket_charge(&ps->tb, entities);
@@ -135,8 +142,7 @@ static void ps__write_done(struct ps_job *job)
             w->status == RT_ECORRUPT || w->status == RT_ENOMEM ||
             w->status == RT_ETOOLARGE) {
             rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
-                   (unsigned long long)req->range_id,
-                   rt_strerror(w->status));
+                   (unsigned long long)req->range_id, rt_strerror(w->status));
         }
         ps__reply_error(req->conn, req->id, method, w->status,
                         w->atomic ? w->failed_index : -1, w->errmsg);
@@ -169,8 +175,11 @@ static void ps__write_done(struct ps_job *job)
     free(req);
 }
 
-static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
-                         uint64_t id, const uint8_t *body, size_t len)
+static void ps__on_write(struct ps_server *ps,
+                         struct rt_rpc_conn *conn,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len)
 {
     const uint32_t method = RT__METHOD__ENTITY_WRITE;
     Rt__WriteReq *msg = rt__write_req__unpack(NULL, len, body);
@@ -197,8 +206,7 @@ static void ps__on_write(struct ps_server *ps, struct rt_rpc_conn *conn,
         const Rt__EntityOp *op = msg->ops[i];
         if ((int)op->kind <= (int)RT__OP_KIND__OP_NONE ||
             (int)op->kind >= (int)PS_OP__NR) {
-            ps__reply_error(conn, id, method, RT_EINVAL, (int)i,
-                            "bad op kind");
+            ps__reply_error(conn, id, method, RT_EINVAL, (int)i, "bad op kind");
             goto out_free;
         }
         if (op->kind != RT__OP_KIND__OP_DELETE && op->props.len > 0 &&
@@ -278,8 +286,11 @@ out_free:
 
 /* ENTITY_GET */
 
-static void ps__on_get(struct ps_server *ps, struct rt_rpc_conn *conn,
-                       uint64_t id, const uint8_t *body, size_t len)
+static void ps__on_get(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len)
 {
     const uint32_t method = RT__METHOD__ENTITY_GET;
     Rt__GetReq *msg = rt__get_req__unpack(NULL, len, body);
@@ -300,8 +311,8 @@ static void ps__on_get(struct ps_server *ps, struct rt_rpc_conn *conn,
         ps__reply_error(conn, id, method, rc, -1, NULL);
         goto out;
     }
-    rc = ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk,
-                      &value);
+    rc =
+        ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk, &value);
     ps_range_account(&ps->ranges, r, rc == 0, 0, ps__now_us() - t0, msg->pk);
     ps__charge(ps, r, rc == 0);
     if (rc != 0) {
@@ -323,7 +334,8 @@ out:
 
 /* ENTITY_SCAN */
 
-struct ps_scan_req {
+struct ps_scan_req
+{
     uv_work_t work;
     struct ps_server *ps;
     struct rt_rpc_conn *conn;
@@ -423,7 +435,7 @@ static void ps__scan_after(uv_work_t *work, int status)
         return;
     }
     if (r) {
-        const char *pk = req->sc.n > 0 ? req->sc.recs[0].pk
+        const char *pk = req->sc.n > 0         ? req->sc.recs[0].pk
                          : req->msg->has_start ? req->msg->start_pk
                                                : NULL;
         ps_range_account(&ps->ranges, r, req->sc.n, 0, req->exec_us, pk);
@@ -441,8 +453,11 @@ static void ps__scan_after(uv_work_t *work, int status)
     ps__scan_free(req);
 }
 
-static void ps__on_scan(struct ps_server *ps, struct rt_rpc_conn *conn,
-                        uint64_t id, const uint8_t *body, size_t len)
+static void ps__on_scan(struct ps_server *ps,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        const uint8_t *body,
+                        size_t len)
 {
     const uint32_t method = RT__METHOD__ENTITY_SCAN;
     Rt__ScanReq *msg = rt__scan_req__unpack(NULL, len, body);
@@ -514,8 +529,11 @@ out:
 
 /* Dispatcher */
 
-void ps_rpc_on_request(struct rt_rpc_conn *conn, uint32_t method,
-                       uint64_t id, const uint8_t *body, size_t len,
+void ps_rpc_on_request(struct rt_rpc_conn *conn,
+                       uint32_t method,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len,
                        void *ud)
 {
     struct ps_server *ps = ud;
@@ -525,37 +543,37 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn, uint32_t method,
         return;
     }
     switch (method) {
-    case RT__METHOD__ENTITY_WRITE:
-        ps__on_write(ps, conn, id, body, len);
-        break;
-    case RT__METHOD__ENTITY_GET:
-        ps__on_get(ps, conn, id, body, len);
-        break;
-    case RT__METHOD__ENTITY_SCAN:
-        ps__on_scan(ps, conn, id, body, len);
-        break;
-    case RT__METHOD__PING: {
-        Rt__Empty e = RT__EMPTY__INIT;
-        rt_rpc_reply_pb(conn, id, method, 0, &e.base);
-        break;
-    }
-    case RT__METHOD__ASSIGN_RANGES:
-        ps_master_on_assign(ps, conn, id, body, len);
-        break;
-    case RT__METHOD__DROP_TABLE:
-        ps_master_on_drop(ps, conn, id, body, len);
-        break;
-    case RT__METHOD__MOVE_OUT:
-    case RT__METHOD__MOVE_ABORT:
-    case RT__METHOD__MOVE_DONE:
-    case RT__METHOD__MIGRATE_BEGIN:
-    case RT__METHOD__MIGRATE_DATA:
-    case RT__METHOD__MIGRATE_END:
-        ps_move_on_request(ps, conn, method, id, body, len);
-        break;
-    default:
-        ps__reply_error(conn, id, method, RT_ENOTIMPL, -1,
-                        "method not served by a partition server");
-        break;
+        case RT__METHOD__ENTITY_WRITE:
+            ps__on_write(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__ENTITY_GET:
+            ps__on_get(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__ENTITY_SCAN:
+            ps__on_scan(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__PING: {
+            Rt__Empty e = RT__EMPTY__INIT;
+            rt_rpc_reply_pb(conn, id, method, 0, &e.base);
+            break;
+        }
+        case RT__METHOD__ASSIGN_RANGES:
+            ps_master_on_assign(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__DROP_TABLE:
+            ps_master_on_drop(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__MOVE_OUT:
+        case RT__METHOD__MOVE_ABORT:
+        case RT__METHOD__MOVE_DONE:
+        case RT__METHOD__MIGRATE_BEGIN:
+        case RT__METHOD__MIGRATE_DATA:
+        case RT__METHOD__MIGRATE_END:
+            ps_move_on_request(ps, conn, method, id, body, len);
+            break;
+        default:
+            ps__reply_error(conn, id, method, RT_ENOTIMPL, -1,
+                            "method not served by a partition server");
+            break;
     }
 }

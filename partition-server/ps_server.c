@@ -23,7 +23,8 @@
 
 /* META and DROP jobs */
 
-struct ps_meta_req {
+struct ps_meta_req
+{
     struct ps_job job;
     struct rt_rpc_conn *conn; /* NULL: nobody to answer */
     uint64_t id;
@@ -49,8 +50,10 @@ static void ps__meta_done(struct ps_job *job)
     free(req);
 }
 
-void ps__server_persist(struct ps_server *ps, struct rt_rpc_conn *conn,
-                        uint64_t id, uint32_t method)
+void ps__server_persist(struct ps_server *ps,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint32_t method)
 {
     struct ps_meta_req *req = calloc(1, sizeof(*req));
 
@@ -74,7 +77,8 @@ void ps__server_persist(struct ps_server *ps, struct rt_rpc_conn *conn,
     ps_writer_submit(ps->writer, &req->job);
 }
 
-struct ps_drop_req {
+struct ps_drop_req
+{
     struct ps_job job;
     struct ps_server *ps;
     struct rt_rpc_conn *conn;
@@ -102,8 +106,10 @@ static void ps__drop_done(struct ps_job *job)
     free(req);
 }
 
-void ps__server_drop(struct ps_server *ps, uint64_t table_id,
-                     struct rt_rpc_conn *conn, uint64_t id)
+void ps__server_drop(struct ps_server *ps,
+                     uint64_t table_id,
+                     struct rt_rpc_conn *conn,
+                     uint64_t id)
 {
     struct ps_drop_req *req = calloc(1, sizeof(*req));
 
@@ -125,7 +131,8 @@ void ps__server_drop(struct ps_server *ps, uint64_t table_id,
 
 /* Count scans (load accounting: entity totals per range) */
 
-struct ps_count_req {
+struct ps_count_req
+{
     uv_work_t work;
     struct ps_server *ps;
     uint64_t range_id;
@@ -140,9 +147,9 @@ struct ps_count_req {
 static void ps__count_work(uv_work_t *work)
 {
     struct ps_count_req *req = container_of(work, struct ps_count_req, work);
-    req->rc = ps_store_range_stats(req->ps->store, req->table_id, req->low,
-                                   req->high, &req->count, &req->bytes,
-                                   &req->txn);
+    req->rc =
+        ps_store_range_stats(req->ps->store, req->table_id, req->low, req->high,
+                             &req->count, &req->bytes, &req->txn);
 }
 
 static void ps__count_after(uv_work_t *work, int status)
@@ -154,11 +161,9 @@ static void ps__count_after(uv_work_t *work, int status)
     ps->work_inflight--;
     if (r && r->count_gen == req->gen) {
         if (status == 0 && req->rc == 0) {
-            ps_range_count_done(r, req->gen, req->count, req->bytes,
-                                req->txn);
+            ps_range_count_done(r, req->gen, req->count, req->bytes, req->txn);
             rt_log(RT_LOG_DEBUG, "range %llu: %llu entities, %llu bytes",
-                   (unsigned long long)r->id,
-                   (unsigned long long)r->key_count,
+                   (unsigned long long)r->id, (unsigned long long)r->key_count,
                    (unsigned long long)r->key_bytes);
         } else {
             rt_log(RT_LOG_WARN, "counting range %llu failed: %s",
@@ -252,14 +257,15 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "ServerBusy for load.\n"
                   "# TYPE rt_ps_throttled_total counter\n"
                   "rt_ps_throttled_total %llu\n",
-                  (unsigned long long)ps->server_id, ps->addr,
-                  ps->registered, ps->ranges.n,
+                  (unsigned long long)ps->server_id, ps->addr, ps->registered,
+                  ps->ranges.n,
                   ps->writer ? ps_writer_pending(ps->writer) : (size_t)0,
                   (unsigned long long)ps->cfg.max_server_eps,
                   (unsigned long long)ps->cfg.max_range_eps,
                   (unsigned long long)ps->throttled_total);
 
-    static const struct {
+    static const struct
+    {
         const char *name, *type, *help;
     } rm[] = {
         {"rt_ps_range_requests_total", "counter", "Requests served."},
@@ -275,20 +281,36 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
         {"rt_ps_range_epoch", "gauge", "Epoch served."},
     };
     for (size_t m = 0; m < sizeof(rm) / sizeof(rm[0]); m++) {
-        rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", rm[m].name,
-                      rm[m].help, rm[m].name, rm[m].type);
+        rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", rm[m].name, rm[m].help,
+                      rm[m].name, rm[m].type);
         for (size_t i = 0; i < ps->ranges.n; i++) {
             const struct ps_range *r = ps->ranges.v[i];
             uint64_t v = 0;
             switch (m) {
-            case 0: v = r->tot_requests; break;
-            case 1: v = r->tot_entities; break;
-            case 2: v = r->tot_bytes; break;
-            case 3: v = r->tot_throttled; break;
-            case 4: v = r->key_count; break;
-            case 5: v = r->key_bytes; break;
-            case 6: v = (uint64_t)r->frozen; break;
-            default: v = r->epoch; break;
+                case 0:
+                    v = r->tot_requests;
+                    break;
+                case 1:
+                    v = r->tot_entities;
+                    break;
+                case 2:
+                    v = r->tot_bytes;
+                    break;
+                case 3:
+                    v = r->tot_throttled;
+                    break;
+                case 4:
+                    v = r->key_count;
+                    break;
+                case 5:
+                    v = r->key_bytes;
+                    break;
+                case 6:
+                    v = (uint64_t)r->frozen;
+                    break;
+                default:
+                    v = r->epoch;
+                    break;
             }
             rt_buf_printf(b, "%s{range=\"%llu\",table=\"%llu\"} %llu\n",
                           rm[m].name, (unsigned long long)r->id,
@@ -310,11 +332,15 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
     for (unsigned i = 0; i < PS_WRITER_HIST; i++) {
         cum += ws.hist[i];
         if (i + 1 < PS_WRITER_HIST) {
-            rt_buf_printf(b, "rt_ps_group_commit_size_bucket{le=\"%u\"} "
-                          "%llu\n", 1u << i, (unsigned long long)cum);
+            rt_buf_printf(b,
+                          "rt_ps_group_commit_size_bucket{le=\"%u\"} "
+                          "%llu\n",
+                          1u << i, (unsigned long long)cum);
         } else {
-            rt_buf_printf(b, "rt_ps_group_commit_size_bucket{le=\"+Inf\"} "
-                          "%llu\n", (unsigned long long)cum);
+            rt_buf_printf(b,
+                          "rt_ps_group_commit_size_bucket{le=\"+Inf\"} "
+                          "%llu\n",
+                          (unsigned long long)cum);
         }
     }
     rt_buf_printf(b,
@@ -329,8 +355,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "# TYPE rt_ps_migration_log_records_total counter\n"
                   "rt_ps_migration_log_records_total %llu\n",
                   (unsigned long long)ws.group_ops,
-                  (unsigned long long)ws.groups,
-                  (unsigned long long)ws.raw_kvs,
+                  (unsigned long long)ws.groups, (unsigned long long)ws.raw_kvs,
                   (unsigned long long)ws.captured);
     ps_move_metrics(ps, b);
 }
@@ -366,8 +391,7 @@ static int ps__metrics_start(struct ps_server *ps)
         return 0;
     }
     if ((rc = uv_mutex_init(&ps->metrics_mu)) != 0) {
-        snprintf(ps->errmsg, sizeof(ps->errmsg), "mutex: %s",
-                 uv_strerror(rc));
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "mutex: %s", uv_strerror(rc));
         return RT_EIO;
     }
     ps->metrics_mu_init = 1;
@@ -435,8 +459,8 @@ static int ps__listen(struct ps_server *ps)
                  ps->cfg.listen);
         return RT_EINVAL;
     }
-    rc = rt_rpc_server_start(ps->loop, host, port, ps_rpc_on_request, NULL,
-                             ps, &ps->rpc);
+    rc = rt_rpc_server_start(ps->loop, host, port, ps_rpc_on_request, NULL, ps,
+                             &ps->rpc);
     if (rc != 0) {
         ps->rpc = NULL;
         snprintf(ps->errmsg, sizeof(ps->errmsg), "listen on %s: %s",
@@ -448,10 +472,10 @@ static int ps__listen(struct ps_server *ps)
         snprintf(ps->addr, sizeof(ps->addr), "%s", ps->cfg.advertise);
     } else {
         /* A wildcard address is not something peers can dial. */
-        const char *h = (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") ||
-                         !*host)
-                            ? "127.0.0.1"
-                            : host;
+        const char *h =
+            (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
+                ? "127.0.0.1"
+                : host;
         snprintf(ps->addr, sizeof(ps->addr), "%s:%d", h, ps->port);
     }
     if (ps->cfg.port_file && *ps->cfg.port_file) {
@@ -468,7 +492,8 @@ static int ps__listen(struct ps_server *ps)
     return 0;
 }
 
-int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
+int ps_server_start(struct ps_server *ps,
+                    uv_loop_t *loop,
                     const struct ps_config *cfg)
 {
     char errmsg[RT_ERRMSG_SIZE] = "";
@@ -521,9 +546,10 @@ int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
                  cfg->master, rt_strerror(rc));
         return rc;
     }
-    rt_log(RT_LOG_INFO, "partition server up: rpc port %d (advertised %s), "
-           "data %s, server id %llu, %zu ranges, master %s", ps->port,
-           ps->addr, cfg->data, (unsigned long long)ps->server_id,
+    rt_log(RT_LOG_INFO,
+           "partition server up: rpc port %d (advertised %s), "
+           "data %s, server id %llu, %zu ranges, master %s",
+           ps->port, ps->addr, cfg->data, (unsigned long long)ps->server_id,
            ps->ranges.n, cfg->master);
     return 0;
 }

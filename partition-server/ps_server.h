@@ -20,18 +20,19 @@
 #include "rt_rpc.h"
 
 /* Strings are borrowed for the server's life. */
-struct ps_config {
-    const char *listen;    /* "host:port" (port 0 = ephemeral) */
-    const char *advertise; /* "" = the actual listen address */
-    const char *master;    /* "host:port" of rt-master */
-    const char *data;      /* LMDB directory */
-    const char *port_file; /* "" = none */
-    size_t max_pending;    /* queued write ops before RT_EBUSY */
-    size_t map_size;       /* LMDB map size in bytes */
+struct ps_config
+{
+    const char *listen;      /* "host:port" (port 0 = ephemeral) */
+    const char *advertise;   /* "" = the actual listen address */
+    const char *master;      /* "host:port" of rt-master */
+    const char *data;        /* LMDB directory */
+    const char *port_file;   /* "" = none */
+    size_t max_pending;      /* queued write ops before RT_EBUSY */
+    size_t map_size;         /* LMDB map size in bytes */
     uint64_t max_server_eps; /* entities/s for the whole server; 0 = none */
     uint64_t max_range_eps;  /* entities/s per range; 0 = none */
-    const char *http;      /* metrics "host:port"; NULL or "" = off */
-    size_t move_chunk;     /* MIGRATE_DATA body target; 0 = 256 KiB */
+    const char *http;        /* metrics "host:port"; NULL or "" = off */
+    size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
 };
 
 /* Heartbeat period (SKELETON-PLAN flow 1). */
@@ -41,15 +42,16 @@ struct ps_config {
 /* Most ops one ENTITY_WRITE may carry (a $batch has at most 100). */
 #define PS_MAX_OPS_PER_WRITE 1000
 
-struct ps_server {
+struct ps_server
+{
     uv_loop_t *loop;
     struct ps_config cfg;
     struct ps_store *store;
     struct ps_writer *writer;
     struct ps_ranges ranges;
     struct rt_rpc_server *rpc;
-    int port;       /* actual RPC port */
-    char addr[320]; /* advertised "host:port" */
+    int port;           /* actual RPC port */
+    char addr[320];     /* advertised "host:port" */
     uint64_t server_id; /* 0 until the master gives one */
 
     /* Master link (ps_master.c). */
@@ -72,9 +74,10 @@ struct ps_server {
     /* Range moves (ps_move.c). */
     struct ps_move_out *moves_out;
     struct ps_move_in *moves_in;
-    uint64_t span_seq;      /* next span drop marker id */
-    size_t span_drops;      /* span drops queued or running */
-    struct ps_move_counters {
+    uint64_t span_seq; /* next span drop marker id */
+    size_t span_drops; /* span drops queued or running */
+    struct ps_move_counters
+    {
         uint64_t out_done, out_failed, out_dropped;
         uint64_t in_done, in_aborted;
         uint64_t last_frozen_ms, last_snapshot_ms, last_entities;
@@ -98,7 +101,8 @@ struct ps_server {
  * writer, listens, writes the port file and starts the master link.
  * Returns 0, or an error with ps->errmsg set; on error call
  * ps_server_stop(), run the loop, then ps_server_close(). */
-int ps_server_start(struct ps_server *ps, uv_loop_t *loop,
+int ps_server_start(struct ps_server *ps,
+                    uv_loop_t *loop,
                     const struct ps_config *cfg);
 /* Stops everything: the master link, then the writer (queued writes finish
  * and are answered), then the listener. Idempotent. */
@@ -110,18 +114,27 @@ void ps_server_close(struct ps_server *ps);
 
 /* Request dispatcher for every connection, the front ends' and the
  * master's (ps_rpc.c). @ud is the struct ps_server. */
-void ps_rpc_on_request(struct rt_rpc_conn *conn, uint32_t method,
-                       uint64_t id, const uint8_t *body, size_t len,
+void ps_rpc_on_request(struct rt_rpc_conn *conn,
+                       uint32_t method,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len,
                        void *ud);
 
 /* Master link (ps_master.c): connect, register, heartbeat, and the
  * master's ASSIGN_RANGES / DROP_TABLE requests. */
 int ps_master_start(struct ps_server *ps);
 void ps_master_stop(struct ps_server *ps);
-void ps_master_on_assign(struct ps_server *ps, struct rt_rpc_conn *conn,
-                         uint64_t id, const uint8_t *body, size_t len);
-void ps_master_on_drop(struct ps_server *ps, struct rt_rpc_conn *conn,
-                       uint64_t id, const uint8_t *body, size_t len);
+void ps_master_on_assign(struct ps_server *ps,
+                         struct rt_rpc_conn *conn,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len);
+void ps_master_on_drop(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len);
 
 /* Range moves (ps_move.c, docs/DESIGN-moves.md). */
 struct ps_move_out;
@@ -136,8 +149,11 @@ void ps_move_stop(struct ps_server *ps);
 /* Frees what is left; after every threadpool request is back. */
 void ps_move_close(struct ps_server *ps);
 /* MOVE_OUT, MOVE_ABORT, MOVE_DONE, MIGRATE_BEGIN/DATA/END. */
-void ps_move_on_request(struct ps_server *ps, struct rt_rpc_conn *conn,
-                        uint32_t method, uint64_t id, const uint8_t *body,
+void ps_move_on_request(struct ps_server *ps,
+                        struct rt_rpc_conn *conn,
+                        uint32_t method,
+                        uint64_t id,
+                        const uint8_t *body,
                         size_t len);
 /* A new assignment was just applied (ps_ranges_set): settles frozen
  * ranges (see README "Moves"), ends moves whose range went away, and

@@ -39,13 +39,14 @@
 
 #define PS_META_SERVER_ID "server_id"
 #define PS_META_RANGES "ranges"
-#define PS_META_DROP "drop" /* ‖ u64be table_id */
+#define PS_META_DROP "drop"             /* ‖ u64be table_id */
 #define PS_META_BUCKET_LEN "bucket_len" /* u32le T */
 
 #define PS_BUCKET_VERSION 0xB1
 #define PS_BUCKET_HDR 8
 
-struct ps_store {
+struct ps_store
+{
     MDB_env *env;
     MDB_dbi data;
     MDB_dbi meta;
@@ -68,28 +69,28 @@ struct ps_store {
 static int ps__mdb_err(int rc)
 {
     switch (rc) {
-    case MDB_SUCCESS:
-        return 0;
-    case MDB_NOTFOUND:
-        return RT_ENOTFOUND;
-    case MDB_MAP_FULL:
-    case ENOSPC:
-        return RT_ENOSPACE;
-    case MDB_TXN_FULL:
-        return RT_ETOOLARGE;
-    case MDB_BAD_VALSIZE:
-        return RT_EOUTOFRANGE;
-    case MDB_READERS_FULL:
-        return RT_EBUSY;
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_INVALID:
-    case MDB_VERSION_MISMATCH:
-        return RT_ECORRUPT;
-    case ENOMEM:
-        return RT_ENOMEM;
-    default:
-        return RT_EIO;
+        case MDB_SUCCESS:
+            return 0;
+        case MDB_NOTFOUND:
+            return RT_ENOTFOUND;
+        case MDB_MAP_FULL:
+        case ENOSPC:
+            return RT_ENOSPACE;
+        case MDB_TXN_FULL:
+            return RT_ETOOLARGE;
+        case MDB_BAD_VALSIZE:
+            return RT_EOUTOFRANGE;
+        case MDB_READERS_FULL:
+            return RT_EBUSY;
+        case MDB_CORRUPTED:
+        case MDB_PAGE_NOTFOUND:
+        case MDB_INVALID:
+        case MDB_VERSION_MISMATCH:
+            return RT_ECORRUPT;
+        case ENOMEM:
+            return RT_ENOMEM;
+        default:
+            return RT_EIO;
     }
 }
 
@@ -189,8 +190,8 @@ static int ps__key_check(const char *s, size_t *units)
         size_t len = ps__utf8(p, &cp);
         /* Azure Table keys (spec §9): no / \ # ?, no control characters
          * U+0000-U+001F and U+007F-U+009F. */
-        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) ||
-            cp == '/' || cp == '\\' || cp == '#' || cp == '?') {
+        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == '/' ||
+            cp == '\\' || cp == '#' || cp == '?') {
             return RT_EINVAL;
         }
         u += len == 4 ? 2 : 1;
@@ -225,7 +226,9 @@ static size_t ps__utf16_units(const uint8_t *p, size_t n)
  * (name) + size(value)), lengths in UTF-16 units. Returns 0, RT_EINVAL
  * (malformed blob), RT_ETOOMANYPROPS, RT_EPROPTOOLARGE or
  * RT_EENTITYTOOLARGE. */
-static int ps__entity_check(const uint8_t *blob, size_t n, size_t pk_units,
+static int ps__entity_check(const uint8_t *blob,
+                            size_t n,
+                            size_t pk_units,
                             size_t rk_units)
 {
     struct rt_props_iter it;
@@ -243,35 +246,35 @@ static int ps__entity_check(const uint8_t *blob, size_t n, size_t pk_units,
             return RT_ETOOMANYPROPS;
         }
         switch (p.type) {
-        case RT_EDM_STRING: {
-            size_t u = ps__utf16_units(p.v.bytes.p, p.v.bytes.n);
-            if (u > RT_MAX_STRING_UTF16) {
-                return RT_EPROPTOOLARGE;
+            case RT_EDM_STRING: {
+                size_t u = ps__utf16_units(p.v.bytes.p, p.v.bytes.n);
+                if (u > RT_MAX_STRING_UTF16) {
+                    return RT_EPROPTOOLARGE;
+                }
+                vs = 2 * u + 4;
+                break;
             }
-            vs = 2 * u + 4;
-            break;
+            case RT_EDM_BINARY:
+                if (p.v.bytes.n > RT_MAX_BINARY) {
+                    return RT_EPROPTOOLARGE;
+                }
+                vs = p.v.bytes.n + 4;
+                break;
+            case RT_EDM_BOOL:
+                vs = 1;
+                break;
+            case RT_EDM_INT32:
+                vs = 4;
+                break;
+            case RT_EDM_GUID:
+                vs = 16;
+                break;
+            default:
+                vs = 8;
+                break;
         }
-        case RT_EDM_BINARY:
-            if (p.v.bytes.n > RT_MAX_BINARY) {
-                return RT_EPROPTOOLARGE;
-            }
-            vs = p.v.bytes.n + 4;
-            break;
-        case RT_EDM_BOOL:
-            vs = 1;
-            break;
-        case RT_EDM_INT32:
-            vs = 4;
-            break;
-        case RT_EDM_GUID:
-            vs = 16;
-            break;
-        default:
-            vs = 8;
-            break;
-        }
-        size += 8 + 2 * ps__utf16_units((const uint8_t *)p.name, p.name_len) +
-                vs;
+        size +=
+            8 + 2 * ps__utf16_units((const uint8_t *)p.name, p.name_len) + vs;
     }
     if (rv != 0 || it.p != it.end) {
         return RT_EINVAL;
@@ -281,13 +284,15 @@ static int ps__entity_check(const uint8_t *blob, size_t n, size_t pk_units,
 
 /* Buckets */
 
-struct ps__bucket {
+struct ps__bucket
+{
     const uint8_t *p;
     const uint8_t *end;
     uint32_t left;
 };
 
-struct ps__bent {
+struct ps__bent
+{
     const uint8_t *suf;
     size_t sn;
     const uint8_t *val;
@@ -332,8 +337,11 @@ static int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e)
     return 1;
 }
 
-static void ps__bucket_add(struct rt_buf *out, const uint8_t *suf, size_t sn,
-                           const uint8_t *val, size_t vn)
+static void ps__bucket_add(struct rt_buf *out,
+                           const uint8_t *suf,
+                           size_t sn,
+                           const uint8_t *val,
+                           size_t vn)
 {
     uint8_t *q = rt_buf_reserve(out, 8 + sn + vn);
     rt_put_u32le(q, (uint32_t)sn);
@@ -349,9 +357,13 @@ static void ps__bucket_add(struct rt_buf *out, const uint8_t *suf, size_t sn,
 
 /* Change records and capture */
 
-void ps_change_append(struct rt_buf *out, uint64_t txn_id,
-                      const uint8_t *key, size_t kn, const uint8_t *val,
-                      size_t vn, int deleted)
+void ps_change_append(struct rt_buf *out,
+                      uint64_t txn_id,
+                      const uint8_t *key,
+                      size_t kn,
+                      const uint8_t *val,
+                      size_t vn,
+                      int deleted)
 {
     uint8_t *q;
 
@@ -372,8 +384,7 @@ void ps_change_append(struct rt_buf *out, uint64_t txn_id,
     out->len += 17 + kn + vn;
 }
 
-int ps_change_next(const uint8_t *p, size_t n, size_t *off,
-                   struct ps_change *c)
+int ps_change_next(const uint8_t *p, size_t n, size_t *off, struct ps_change *c)
 {
     size_t o = *off, left;
     uint32_t kn, vn;
@@ -383,8 +394,8 @@ int ps_change_next(const uint8_t *p, size_t n, size_t *off,
     }
     left = n - o;
     if (left < 13 || (kn = rt_get_u32le(p + o + 9)) > left - 13 ||
-        left - 13 - kn < 4 || (vn = rt_get_u32le(p + o + 13 + kn)) >
-                                  left - 17 - kn) {
+        left - 13 - kn < 4 ||
+        (vn = rt_get_u32le(p + o + 13 + kn)) > left - 17 - kn) {
         return RT_ECORRUPT;
     }
     c->txn_id = rt_get_u64le(p + o);
@@ -418,8 +429,12 @@ void ps_store_capture_take(struct ps_store *s, struct rt_buf *out)
     rt_buf_reset(&s->cap);
 }
 
-static void ps__cap(struct ps_store *s, const uint8_t *key, size_t kn,
-                    const uint8_t *val, size_t vn, int deleted)
+static void ps__cap(struct ps_store *s,
+                    const uint8_t *key,
+                    size_t kn,
+                    const uint8_t *val,
+                    size_t vn,
+                    int deleted)
 {
     if (s->capture) {
         ps_change_append(&s->cap, s->cur_txn, key, kn, val, vn, deleted);
@@ -431,8 +446,11 @@ static void ps__cap(struct ps_store *s, const uint8_t *key, size_t kn,
 /* Finds the stored value of full storage key @key in @txn. On 0, *v points
  * into LMDB memory (valid until the next update in @txn or its end).
  * Returns 0, RT_ENOTFOUND, RT_ECORRUPT or an LMDB failure. */
-static int ps__lookup(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
-                      size_t kn, MDB_val *v)
+static int ps__lookup(struct ps_store *s,
+                      MDB_txn *txn,
+                      const uint8_t *key,
+                      size_t kn,
+                      MDB_val *v)
 {
     struct ps__bucket b;
     struct ps__bent e;
@@ -466,8 +484,11 @@ static int ps__lookup(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
 
 /* Puts (@val non-NULL) or deletes (@val NULL) the entry of long key @key in
  * its bucket, rewriting the bucket; an emptied bucket is deleted. */
-static int ps__bucket_put(struct ps_store *s, MDB_txn *txn,
-                          const uint8_t *key, size_t kn, const uint8_t *val,
+static int ps__bucket_put(struct ps_store *s,
+                          MDB_txn *txn,
+                          const uint8_t *key,
+                          size_t kn,
+                          const uint8_t *val,
                           size_t vn)
 {
     const uint8_t *suf = key + s->blen;
@@ -526,8 +547,12 @@ static int ps__bucket_put(struct ps_store *s, MDB_txn *txn,
     return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
 }
 
-static int ps__kv_put(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
-                      size_t kn, const uint8_t *val, size_t vn)
+static int ps__kv_put(struct ps_store *s,
+                      MDB_txn *txn,
+                      const uint8_t *key,
+                      size_t kn,
+                      const uint8_t *val,
+                      size_t vn)
 {
     if (kn < s->blen) {
         MDB_val k = ps__val(key, kn), v = ps__val(val, vn);
@@ -536,7 +561,9 @@ static int ps__kv_put(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
     return ps__bucket_put(s, txn, key, kn, val, vn);
 }
 
-static int ps__kv_del(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
+static int ps__kv_del(struct ps_store *s,
+                      MDB_txn *txn,
+                      const uint8_t *key,
                       size_t kn)
 {
     if (kn < s->blen) {
@@ -548,16 +575,17 @@ static int ps__kv_del(struct ps_store *s, MDB_txn *txn, const uint8_t *key,
 
 /* Ordered iteration over logical entries (bucket entries flattened). */
 
-struct ps__it {
+struct ps__it
+{
     struct ps_store *s;
     MDB_cursor *cur;
-    MDB_val k, v;         /* current LMDB record */
+    MDB_val k, v; /* current LMDB record */
     int in_bucket;
     struct ps__bucket b;
-    struct rt_buf kb;     /* full key of the current bucket entry */
-    const uint8_t *key;   /* current entry: full storage key */
+    struct rt_buf kb;   /* full key of the current bucket entry */
+    const uint8_t *key; /* current entry: full storage key */
     size_t kn;
-    const uint8_t *val;   /* its stored value (LMDB memory) */
+    const uint8_t *val; /* its stored value (LMDB memory) */
     size_t vn;
 };
 
@@ -694,8 +722,7 @@ static int ps__bucket_migrate(struct ps_store *s, MDB_txn *txn)
         vo += 8 + vn;
     }
     if (rc == 0 && moved > 0) {
-        rt_log(RT_LOG_INFO, "store: moved %zu long keys into buckets",
-               moved);
+        rt_log(RT_LOG_INFO, "store: moved %zu long keys into buckets", moved);
     }
     rt_buf_free(&keys);
     rt_buf_free(&vals);
@@ -703,8 +730,7 @@ static int ps__bucket_migrate(struct ps_store *s, MDB_txn *txn)
 }
 
 /* Reads or (first open) fixes T in meta. */
-static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn,
-                               char *errmsg)
+static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn, char *errmsg)
 {
     MDB_val k = ps__val(PS_META_BUCKET_LEN, strlen(PS_META_BUCKET_LEN)), v;
     uint8_t b[4];
@@ -717,9 +743,10 @@ static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn,
         }
         s->blen = rt_get_u32le(v.mv_data);
         if (s->blen > s->max_key || s->blen < 64) {
-            rt_errmsg_printf(errmsg, "store made with bucket key length %zu; "
-                             "this LMDB allows keys of %zu bytes", s->blen,
-                             s->max_key);
+            rt_errmsg_printf(errmsg,
+                             "store made with bucket key length %zu; "
+                             "this LMDB allows keys of %zu bytes",
+                             s->blen, s->max_key);
             return RT_ECORRUPT;
         }
         return 0;
@@ -742,7 +769,9 @@ static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn,
     return ps__mdb_err(rc);
 }
 
-int ps_store_open(const char *dir, size_t map_size, struct ps_store **out,
+int ps_store_open(const char *dir,
+                  size_t map_size,
+                  struct ps_store **out,
                   char *errmsg)
 {
     struct ps_store *s;
@@ -888,8 +917,11 @@ static uint64_t ps__next_ticks(struct ps_store *s, uint64_t old_ticks)
  * return value is 0 or an LMDB failure that poisons the transaction.
  * @check_only: evaluate every condition (merge and size included), change
  * nothing. Effects are added to @w's byte and delta counters. */
-static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
-                      struct ps_op *op, int check_only)
+static int ps__op_run(struct ps_store *s,
+                      MDB_txn *txn,
+                      struct ps_write *w,
+                      struct ps_op *op,
+                      int check_only)
 {
     MDB_val v;
     const uint8_t *old_blob = NULL, *blob;
@@ -912,8 +944,8 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
         return 0;
     }
     if (op->kind != PS_OP_DELETE &&
-        (rc = ps__entity_check(op->props, op->props_len, pk_units,
-                               rk_units)) != 0) {
+        (rc = ps__entity_check(op->props, op->props_len, pk_units, rk_units)) !=
+            0) {
         op->code = rc;
         return 0;
     }
@@ -939,30 +971,30 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
     }
 
     switch (op->kind) {
-    case PS_OP_INSERT:
-        /* Insert Entity: 409 EntityAlreadyExists. */
-        if (exists) {
-            op->code = RT_EEXIST;
-        }
-        break;
-    case PS_OP_REPLACE:
-    case PS_OP_MERGE:
-    case PS_OP_DELETE:
-        /* Update/Merge/Delete Entity: 404 ResourceNotFound when missing,
-         * 412 UpdateConditionNotSatisfied on an ETag mismatch. */
-        if (!exists) {
-            op->code = RT_ENOTFOUND;
-        } else if (!op->if_match_any && op->if_match != 0 &&
-                   op->if_match != old_ticks) {
-            op->code = RT_EPRECOND;
-        }
-        break;
-    case PS_OP_UPSERT_REPLACE:
-    case PS_OP_UPSERT_MERGE:
-        break;
-    default:
-        op->code = RT_EINVAL;
-        break;
+        case PS_OP_INSERT:
+            /* Insert Entity: 409 EntityAlreadyExists. */
+            if (exists) {
+                op->code = RT_EEXIST;
+            }
+            break;
+        case PS_OP_REPLACE:
+        case PS_OP_MERGE:
+        case PS_OP_DELETE:
+            /* Update/Merge/Delete Entity: 404 ResourceNotFound when missing,
+             * 412 UpdateConditionNotSatisfied on an ETag mismatch. */
+            if (!exists) {
+                op->code = RT_ENOTFOUND;
+            } else if (!op->if_match_any && op->if_match != 0 &&
+                       op->if_match != old_ticks) {
+                op->code = RT_EPRECOND;
+            }
+            break;
+        case PS_OP_UPSERT_REPLACE:
+        case PS_OP_UPSERT_MERGE:
+            break;
+        default:
+            op->code = RT_EINVAL;
+            break;
     }
     if (op->code != 0) {
         return 0;
@@ -985,8 +1017,8 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
 
     blob = op->props;
     blob_n = op->props_len;
-    merge = exists &&
-            (op->kind == PS_OP_MERGE || op->kind == PS_OP_UPSERT_MERGE);
+    merge =
+        exists && (op->kind == PS_OP_MERGE || op->kind == PS_OP_UPSERT_MERGE);
     if (merge) {
         /* Merge Entity: the update's properties, then the old ones it does
          * not name; the result must still be a valid entity. */
@@ -994,8 +1026,8 @@ static int ps__op_run(struct ps_store *s, MDB_txn *txn, struct ps_write *w,
         rc = rt_props_merge(&s->mbuf, old_blob, old_blob_n, op->props,
                             op->props_len);
         if (rc == 0) {
-            rc = ps__entity_check(s->mbuf.data, s->mbuf.len, pk_units,
-                                  rk_units);
+            rc =
+                ps__entity_check(s->mbuf.data, s->mbuf.len, pk_units, rk_units);
             if (rc == RT_EINVAL) {
                 rc = RT_ECORRUPT; /* the old blob, not the caller's */
             }
@@ -1058,8 +1090,7 @@ static int ps__batch_rules(const struct ps_write *w, int *code)
 
 /* Raw mode: storage-level puts and deletes (range moves). Every change is
  * checked before any is made, so a bad one fails only its own write. */
-static int ps__raw_apply(struct ps_store *s, MDB_txn *txn,
-                         struct ps_write *w)
+static int ps__raw_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
 {
     for (size_t i = 0; i < w->n_kvs; i++) {
         const struct ps_kv *kv = &w->kvs[i];
@@ -1092,8 +1123,7 @@ static int ps__raw_apply(struct ps_store *s, MDB_txn *txn,
 
 /* Applies one write inside @txn. Returns 0 or a code that poisons the
  * transaction (the caller aborts it). */
-static int ps__write_apply(struct ps_store *s, MDB_txn *txn,
-                           struct ps_write *w)
+static int ps__write_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
 {
     int rc, code = 0, bad;
 
@@ -1114,8 +1144,9 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn,
     if (w->n_ops > PS_BATCH_MAX_OPS) {
         w->status = RT_EINVAL;
         w->failed_index = PS_BATCH_MAX_OPS;
-        w->errmsg = "The batch request operation exceeds the maximum 100 "
-                    "changes per change set.";
+        w->errmsg =
+            "The batch request operation exceeds the maximum 100 "
+            "changes per change set.";
         return 0;
     }
     bad = ps__batch_rules(w, &code);
@@ -1152,7 +1183,8 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn,
     return 0;
 }
 
-static int ps__group_txn(struct ps_store *s, struct ps_write *const *w,
+static int ps__group_txn(struct ps_store *s,
+                         struct ps_write *const *w,
                          size_t n)
 {
     MDB_txn *txn;
@@ -1188,7 +1220,8 @@ static int ps__group_txn(struct ps_store *s, struct ps_write *const *w,
     return 0;
 }
 
-int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
+int ps_store_write_group(struct ps_store *s,
+                         struct ps_write *const *w,
                          size_t n)
 {
     int rc, last = 0;
@@ -1204,8 +1237,10 @@ int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
         ps__write_fail(w[0], rc);
         return rc;
     }
-    rt_log(RT_LOG_WARN, "group commit of %zu writes failed (%s); retrying "
-           "each alone", n, rt_strerror(rc));
+    rt_log(RT_LOG_WARN,
+           "group commit of %zu writes failed (%s); retrying "
+           "each alone",
+           n, rt_strerror(rc));
     for (size_t i = 0; i < n; i++) {
         rc = ps__group_txn(s, &w[i], 1);
         if (rc != 0) {
@@ -1218,8 +1253,11 @@ int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
 
 /* Reads */
 
-int ps_store_get(struct ps_store *s, uint64_t table_id, const char *pk,
-                 const char *rk, struct rt_buf *value)
+int ps_store_get(struct ps_store *s,
+                 uint64_t table_id,
+                 const char *pk,
+                 const char *rk,
+                 struct rt_buf *value)
 {
     struct rt_buf key = RT_BUF_INIT;
     MDB_txn *txn;
@@ -1263,7 +1301,9 @@ void ps_scan_free(struct ps_scan *sc)
  * exactly @s and before every key whose component is larger (rt_key.h: a
  * larger string continues with a byte >= 0x01 where @s ends, or an escaped
  * 0x00 0xFF). */
-static void ps__enc_bound(struct rt_buf *out, const char *s, size_t n,
+static void ps__enc_bound(struct rt_buf *out,
+                          const char *s,
+                          size_t n,
                           int after)
 {
     rt_key_enc(out, s, n);
@@ -1281,8 +1321,11 @@ static void ps__key_table(struct rt_buf *out, uint64_t table_id)
 /* Scan key range from the filter's bounds: *lo (when set) raises the start,
  * *hi (when set) lowers the end. Both are storage keys of @table_id. */
 static void ps__filter_keys(const struct rt_filter_bounds *fb,
-                            uint64_t table_id, struct rt_buf *lo, int *lo_set,
-                            struct rt_buf *hi, int *hi_set)
+                            uint64_t table_id,
+                            struct rt_buf *lo,
+                            int *lo_set,
+                            struct rt_buf *hi,
+                            int *hi_set)
 {
     *lo_set = *hi_set = 0;
     if (fb->pk_eq) {
@@ -1315,8 +1358,7 @@ static void ps__filter_keys(const struct rt_filter_bounds *fb,
     }
 }
 
-static int ps__select_has(const struct ps_scan *sc, const char *name,
-                          size_t n)
+static int ps__select_has(const struct ps_scan *sc, const char *name, size_t n)
 {
     for (size_t i = 0; i < sc->n_select; i++) {
         const char *s = sc->select[i];
@@ -1329,7 +1371,9 @@ static int ps__select_has(const struct ps_scan *sc, const char *name,
 
 /* Appends the projection of stored value @v (header unchanged, blob with
  * only the selected properties) to @out. */
-static int ps__project(const struct ps_scan *sc, const uint8_t *v, size_t vn,
+static int ps__project(const struct ps_scan *sc,
+                       const uint8_t *v,
+                       size_t vn,
                        struct rt_buf *out)
 {
     struct rt_props_writer pw;
@@ -1356,9 +1400,14 @@ static int ps__project(const struct ps_scan *sc, const uint8_t *v, size_t vn,
     return rv == 0 ? 0 : RT_ECORRUPT;
 }
 
-static int ps__scan_add(struct ps_scan *sc, size_t *cap, struct rt_buf *pk,
-                        struct rt_buf *rk, const uint8_t *v, size_t vn,
-                        int project, struct rt_buf *pbuf)
+static int ps__scan_add(struct ps_scan *sc,
+                        size_t *cap,
+                        struct rt_buf *pk,
+                        struct rt_buf *rk,
+                        const uint8_t *v,
+                        size_t vn,
+                        int project,
+                        struct rt_buf *pbuf)
 {
     struct ps_rec *r;
     int rc;
@@ -1406,8 +1455,8 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
                          ? sc->limit
                          : PS_SCAN_MAX_LIMIT;
     size_t max_bytes = sc->max_bytes ? sc->max_bytes : PS_SCAN_MAX_BYTES;
-    uint64_t deadline = ps__mono_ms() +
-                        (sc->budget_ms ? sc->budget_ms : PS_SCAN_BUDGET_MS);
+    uint64_t deadline =
+        ps__mono_ms() + (sc->budget_ms ? sc->budget_ms : PS_SCAN_BUDGET_MS);
     int end_from_filter = 0, lo_set, hi_set, out_of_time = 0;
     int keys_in_filter, project = 0;
     size_t cap = 0;
@@ -1434,9 +1483,8 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
             break;
         }
     }
-    keys_in_filter =
-        rt_filter_references(sc->filter, "PartitionKey", 12) ||
-        rt_filter_references(sc->filter, "RowKey", 6);
+    keys_in_filter = rt_filter_references(sc->filter, "PartitionKey", 12) ||
+                     rt_filter_references(sc->filter, "RowKey", 6);
     rt_filter_bounds(sc->filter, &fb);
     if (fb.empty) {
         sc->done = 1; /* no entity can match, here or anywhere */
@@ -1582,9 +1630,13 @@ out:
     return rc;
 }
 
-int ps_store_range_stats(struct ps_store *s, uint64_t table_id,
-                         const char *low, const char *high, uint64_t *count,
-                         uint64_t *bytes, uint64_t *txn_id)
+int ps_store_range_stats(struct ps_store *s,
+                         uint64_t table_id,
+                         const char *low,
+                         const char *high,
+                         uint64_t *count,
+                         uint64_t *bytes,
+                         uint64_t *txn_id)
 {
     struct rt_buf start = RT_BUF_INIT, end = RT_BUF_INIT;
     struct ps__it it;
@@ -1632,7 +1684,8 @@ int ps_store_range_stats(struct ps_store *s, uint64_t table_id,
 
 /* Meta */
 
-int ps_store_meta_load(struct ps_store *s, uint64_t *server_id,
+int ps_store_meta_load(struct ps_store *s,
+                       uint64_t *server_id,
                        struct rt_buf *ranges)
 {
     MDB_txn *txn;
@@ -1664,15 +1717,20 @@ out:
     return ps__mdb_err(rc);
 }
 
-int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
-                       const void *ranges, size_t ranges_len)
+int ps_store_meta_save(struct ps_store *s,
+                       uint64_t server_id,
+                       const void *ranges,
+                       size_t ranges_len)
 {
     return ps_store_meta_write(s, server_id, ranges, ranges_len, NULL, 0);
 }
 
-int ps_store_meta_write(struct ps_store *s, uint64_t server_id,
-                        const void *ranges, size_t ranges_len,
-                        const struct ps_meta_op *ops, size_t n_ops)
+int ps_store_meta_write(struct ps_store *s,
+                        uint64_t server_id,
+                        const void *ranges,
+                        size_t ranges_len,
+                        const struct ps_meta_op *ops,
+                        size_t n_ops)
 {
     MDB_txn *txn;
     MDB_val k, v;
@@ -1713,8 +1771,10 @@ int ps_store_meta_write(struct ps_store *s, uint64_t server_id,
 
 /* Drop table */
 
-int ps_store_drop_chunk(struct ps_store *s, uint64_t table_id,
-                        size_t max_keys, uint64_t *deleted)
+int ps_store_drop_chunk(struct ps_store *s,
+                        uint64_t table_id,
+                        size_t max_keys,
+                        uint64_t *deleted)
 {
     uint8_t lo[8], marker[sizeof(PS_META_DROP) - 1 + 8];
     struct rt_buf end = RT_BUF_INIT;
@@ -1806,15 +1866,19 @@ err:
 }
 
 /* Drop markers found by ps_store_pending_drops. */
-struct ps__drops {
+struct ps__drops
+{
     uint64_t *ids;
     size_t n;
 };
 
 /* ps_meta_cb over the PS_META_DROP prefix: keeps the table id of every
  * well-formed marker (prefix + u64be). Stops with RT_ENOMEM. */
-static int ps__drops_add(const uint8_t *key, size_t kn, const uint8_t *val,
-                         size_t vn, void *arg)
+static int ps__drops_add(const uint8_t *key,
+                         size_t kn,
+                         const uint8_t *val,
+                         size_t vn,
+                         void *arg)
 {
     const size_t plen = sizeof(PS_META_DROP) - 1;
     struct ps__drops *d = arg;
@@ -1853,7 +1917,9 @@ int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n)
 
 /* Meta scan */
 
-int ps_store_meta_scan(struct ps_store *s, const char *prefix, ps_meta_cb cb,
+int ps_store_meta_scan(struct ps_store *s,
+                       const char *prefix,
+                       ps_meta_cb cb,
                        void *arg)
 {
     size_t plen = strlen(prefix);
@@ -1892,7 +1958,8 @@ int ps_store_meta_scan(struct ps_store *s, const char *prefix, ps_meta_cb cb,
 
 /* Spans */
 
-void ps_span_keys(const struct ps_span *sp, struct rt_buf *lo,
+void ps_span_keys(const struct ps_span *sp,
+                  struct rt_buf *lo,
                   struct rt_buf *hi)
 {
     const char *low = sp->low ? sp->low : "";
@@ -1904,7 +1971,8 @@ void ps_span_keys(const struct ps_span *sp, struct rt_buf *lo,
     }
 }
 
-int ps_store_span_count(struct ps_store *s, const struct ps_span *sp,
+int ps_store_span_count(struct ps_store *s,
+                        const struct ps_span *sp,
                         uint64_t *count)
 {
     uint64_t bytes, txn;
@@ -1914,7 +1982,8 @@ int ps_store_span_count(struct ps_store *s, const struct ps_span *sp,
 
 /* Snapshots */
 
-struct ps_snap {
+struct ps_snap
+{
     struct ps_store *s;
     MDB_txn *txn;
     struct ps__it it;
@@ -1922,8 +1991,10 @@ struct ps_snap {
     int state; /* 0: not positioned; 1: it holds the next entry; 2: done */
 };
 
-int ps_store_snap_open(struct ps_store *s, const struct ps_span *sp,
-                       struct ps_snap **out, uint64_t *txn_id)
+int ps_store_snap_open(struct ps_store *s,
+                       const struct ps_span *sp,
+                       struct ps_snap **out,
+                       uint64_t *txn_id)
 {
     struct ps_snap *sn = calloc(1, sizeof(*sn));
     int rc;
@@ -1955,8 +2026,11 @@ int ps_store_snap_open(struct ps_store *s, const struct ps_span *sp,
     return 0;
 }
 
-int ps_store_snap_next(struct ps_snap *sn, struct rt_buf *out,
-                       size_t max_bytes, uint64_t *n, uint64_t *bytes)
+int ps_store_snap_next(struct ps_snap *sn,
+                       struct rt_buf *out,
+                       size_t max_bytes,
+                       uint64_t *n,
+                       uint64_t *bytes)
 {
     size_t added = 0;
     int rc = 0;
@@ -1969,16 +2043,15 @@ int ps_store_snap_next(struct ps_snap *sn, struct rt_buf *out,
         sn->state = 1;
     }
     for (; rc == 0; rc = ps__it_next(&sn->it)) {
-        if (ps__keycmp(sn->it.key, sn->it.kn, sn->end.data, sn->end.len) >=
-            0) {
+        if (ps__keycmp(sn->it.key, sn->it.kn, sn->end.data, sn->end.len) >= 0) {
             rc = RT_ENOTFOUND;
             break;
         }
         if (added >= max_bytes) {
             return 1; /* the current entry goes first next time */
         }
-        ps_change_append(out, 0, sn->it.key, sn->it.kn, sn->it.val,
-                         sn->it.vn, 0);
+        ps_change_append(out, 0, sn->it.key, sn->it.kn, sn->it.val, sn->it.vn,
+                         0);
         added += sn->it.kn + sn->it.vn;
         *n += 1;
         *bytes += sn->it.kn + sn->it.vn;
@@ -2004,8 +2077,10 @@ void ps_store_snap_close(struct ps_snap *sn)
 
 /* Span drops */
 
-void ps_store_span_marker(uint64_t seq, const struct ps_span *sp,
-                          struct rt_buf *key, struct rt_buf *val)
+void ps_store_span_marker(uint64_t seq,
+                          const struct ps_span *sp,
+                          struct rt_buf *key,
+                          struct rt_buf *val)
 {
     const char *low = sp->low ? sp->low : "";
     size_t ln = strlen(low), hn = sp->high ? strlen(sp->high) : 0;
@@ -2028,9 +2103,13 @@ void ps_store_span_marker(uint64_t seq, const struct ps_span *sp,
 
 /* Rewrites bucket record @k (value @v) without its entries whose full key
  * is in [@lo, @hi); deletes it when none is left. */
-static int ps__bucket_cut(struct ps_store *s, MDB_txn *txn, MDB_val k,
-                          MDB_val v, const struct rt_buf *lo,
-                          const struct rt_buf *hi, uint64_t *removed)
+static int ps__bucket_cut(struct ps_store *s,
+                          MDB_txn *txn,
+                          MDB_val k,
+                          MDB_val v,
+                          const struct rt_buf *lo,
+                          const struct rt_buf *hi,
+                          uint64_t *removed)
 {
     struct rt_buf *out = &s->bbuf;
     struct rt_buf full = RT_BUF_INIT;
@@ -2072,8 +2151,10 @@ static int ps__bucket_cut(struct ps_store *s, MDB_txn *txn, MDB_val k,
     return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
 }
 
-int ps_store_span_drop_chunk(struct ps_store *s, uint64_t seq,
-                             const struct ps_span *sp, size_t max_keys,
+int ps_store_span_drop_chunk(struct ps_store *s,
+                             uint64_t seq,
+                             const struct ps_span *sp,
+                             size_t max_keys,
                              uint64_t *deleted)
 {
     struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
@@ -2165,13 +2246,17 @@ out:
     return rc;
 }
 
-struct ps__spans_arg {
+struct ps__spans_arg
+{
     ps_span_cb cb;
     void *arg;
 };
 
-static int ps__spans_one(const uint8_t *key, size_t kn, const uint8_t *val,
-                         size_t vn, void *arg)
+static int ps__spans_one(const uint8_t *key,
+                         size_t kn,
+                         const uint8_t *val,
+                         size_t vn,
+                         void *arg)
 {
     const size_t plen = strlen(PS_META_SPAN_PREFIX);
     struct ps__spans_arg *a = arg;

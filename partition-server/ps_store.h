@@ -61,26 +61,28 @@ enum ps_op_kind {
 
 /* One entity operation. Inputs are borrowed (they must stay valid until
  * the write is done); outputs belong to the op: ps_write_reset() frees. */
-struct ps_op {
+struct ps_op
+{
     /* in */
     enum ps_op_kind kind;
     const char *pk; /* NUL-terminated UTF-8 */
     const char *rk;
     const uint8_t *props; /* properties blob; ignored for DELETE */
     size_t props_len;
-    int if_match_any; /* If-Match: * */
+    int if_match_any;  /* If-Match: * */
     uint64_t if_match; /* If-Match ETag as ticks; 0 = no condition */
     int want_value;    /* copy the stored value into @value */
     /* out */
-    int code;           /* 0, RT_EEXIST, RT_ENOTFOUND, RT_EPRECOND, ... */
-    uint64_t ticks;     /* new Timestamp (0 for DELETE or failure) */
+    int code;            /* 0, RT_EEXIST, RT_ENOTFOUND, RT_EPRECOND, ... */
+    uint64_t ticks;      /* new Timestamp (0 for DELETE or failure) */
     struct rt_buf value; /* stored value when want_value and code == 0 */
 };
 
 /* One raw storage-level change (range moves): put @val under full storage
  * key @key, or delete @key (@deleted). No entity rules, no Timestamp: the
  * value is stored as given. Long keys go to their bucket as usual. */
-struct ps_kv {
+struct ps_kv
+{
     const uint8_t *key;
     size_t kn;
     const uint8_t *val; /* ignored when deleted */
@@ -102,17 +104,18 @@ struct ps_kv {
  * more than RT_MAX_USER_PROPS properties (RT_ETOOMANYPROPS), a string or
  * binary value over its limit (RT_EPROPTOOLARGE), more than
  * RT_MAX_ENTITY_BYTES by Azure's size formula (RT_EENTITYTOOLARGE). */
-struct ps_write {
+struct ps_write
+{
     /* in */
     uint64_t table_id;
     struct ps_op *ops; /* borrowed array of @n_ops */
     size_t n_ops;
     int atomic;
     /* out */
-    int status;       /* 0; atomic: the failing op's code; any: an LMDB
-                         failure (RT_ENOSPACE, RT_EIO) that failed them all */
-    int failed_index; /* atomic: index of the failing op; else -1 */
-    const char *errmsg; /* static message for status, or NULL (default) */
+    int status;             /* 0; atomic: the failing op's code; any: an LMDB
+                               failure (RT_ENOSPACE, RT_EIO) that failed them all */
+    int failed_index;       /* atomic: index of the failing op; else -1 */
+    const char *errmsg;     /* static message for status, or NULL (default) */
     uint64_t bytes_written; /* key + value bytes put */
     /* Effect on the stored data (load accounting), valid when committed:
      * entities added minus removed, and key + value bytes added minus
@@ -136,7 +139,9 @@ void ps_write_reset(struct ps_write *w);
  * if absent, one level) with a map of @map_size bytes. On 0, *out belongs to
  * the caller (ps_store_close). On error @errmsg (RT_ERRMSG_SIZE) says why.
  * Errors: RT_EIO, RT_ECORRUPT, RT_ENOSPACE. */
-int ps_store_open(const char *dir, size_t map_size, struct ps_store **out,
+int ps_store_open(const char *dir,
+                  size_t map_size,
+                  struct ps_store **out,
                   char *errmsg);
 /* Closes the environment; no transaction may be running. NULL is ignored. */
 void ps_store_close(struct ps_store *s);
@@ -161,7 +166,8 @@ int ps_key_check(const char *s);
  * two writes ever share a Timestamp and a rewrite always moves it forward.
  * Returns 0 (outcomes are in each write) or a negative code when even the
  * retries failed (it is also in each failed write's status). */
-int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
+int ps_store_write_group(struct ps_store *s,
+                         struct ps_write *const *w,
                          size_t n);
 
 /* Change records: the common form of captured changes and migration
@@ -169,7 +175,8 @@ int ps_store_write_group(struct ps_store *s, struct ps_write *const *w,
  *   u64le txn_id ‖ u8 deleted ‖ u32le key_len ‖ key ‖ u32le val_len ‖ val
  * with the full storage key (long keys included) and the stored value
  * (empty for a delete). */
-struct ps_change {
+struct ps_change
+{
     uint64_t txn_id;
     int deleted;
     const uint8_t *key; /* points into the buffer read */
@@ -177,12 +184,18 @@ struct ps_change {
     const uint8_t *val;
     size_t vn;
 };
-void ps_change_append(struct rt_buf *out, uint64_t txn_id,
-                      const uint8_t *key, size_t kn, const uint8_t *val,
-                      size_t vn, int deleted);
+void ps_change_append(struct rt_buf *out,
+                      uint64_t txn_id,
+                      const uint8_t *key,
+                      size_t kn,
+                      const uint8_t *val,
+                      size_t vn,
+                      int deleted);
 /* Reads the record at *@off of @p[0..n) and advances *@off. Returns 1 (got
  * one), 0 (end) or RT_ECORRUPT. */
-int ps_change_next(const uint8_t *p, size_t n, size_t *off,
+int ps_change_next(const uint8_t *p,
+                   size_t n,
+                   size_t *off,
                    struct ps_change *c);
 
 /* Capture (writer thread only): while on, every put or delete a group
@@ -195,10 +208,14 @@ void ps_store_capture_take(struct ps_store *s, struct rt_buf *out);
 
 /* Point read. On 0 the stored value is appended to @value (caller-owned).
  * Errors: RT_ENOTFOUND, RT_EIO. */
-int ps_store_get(struct ps_store *s, uint64_t table_id, const char *pk,
-                 const char *rk, struct rt_buf *value);
+int ps_store_get(struct ps_store *s,
+                 uint64_t table_id,
+                 const char *pk,
+                 const char *rk,
+                 struct rt_buf *value);
 
-struct ps_rec {
+struct ps_rec
+{
     char *pk;
     char *rk;
     uint8_t *value; /* stored value, projected when the scan has a select */
@@ -215,7 +232,8 @@ struct ps_rec {
  * @budget_ms have passed (the clock is read every PS_SCAN_CLOCK_EVERY keys),
  * or after @max_scanned keys; then more = 1 and next_pk/next_rk name the
  * first key not examined (a page may be empty and still have more). */
-struct ps_scan {
+struct ps_scan
+{
     /* in */
     uint64_t table_id;
     const char *low;  /* range low PK, inclusive ("" = table start) */
@@ -227,20 +245,20 @@ struct ps_scan {
     size_t max_bytes; /* value byte budget (0 = PS_SCAN_MAX_BYTES); at least
                          one entity is always returned when one exists */
     const struct rt_filter *filter; /* NULL = every entity */
-    const char *const *select; /* projection: names kept in the returned
-                                  values' blobs; NULL/0 or a "*" = all */
+    const char *const *select;      /* projection: names kept in the returned
+                                       values' blobs; NULL/0 or a "*" = all */
     size_t n_select;
-    unsigned budget_ms;    /* 0 = PS_SCAN_BUDGET_MS */
-    uint64_t max_scanned;  /* keys examined per page; 0 = no limit */
+    unsigned budget_ms;   /* 0 = PS_SCAN_BUDGET_MS */
+    uint64_t max_scanned; /* keys examined per page; 0 = no limit */
     /* out */
     struct ps_rec *recs;
     size_t n;
     int more;      /* the range has more keys after the examined ones */
     char *next_pk; /* first unexamined key when more */
     char *next_rk;
-    int done;      /* !more and the filter's upper key bound (or an empty
-                      filter range) ended the scan: no key after it, in
-                      this range or any later one, can match */
+    int done;         /* !more and the filter's upper key bound (or an empty
+                         filter range) ended the scan: no key after it, in
+                         this range or any later one, can match */
     uint64_t scanned; /* keys examined */
     size_t bytes;     /* returned value bytes */
 };
@@ -259,19 +277,25 @@ void ps_scan_free(struct ps_scan *sc);
  * [low, high) (high NULL = unbounded), counted in one read transaction whose
  * id goes to *txn_id: a write with txn_id <= *txn_id is included, a later
  * one is not. Thread-safe. Errors: RT_EIO, RT_ECORRUPT. */
-int ps_store_range_stats(struct ps_store *s, uint64_t table_id,
-                         const char *low, const char *high, uint64_t *count,
-                         uint64_t *bytes, uint64_t *txn_id);
+int ps_store_range_stats(struct ps_store *s,
+                         uint64_t table_id,
+                         const char *low,
+                         const char *high,
+                         uint64_t *count,
+                         uint64_t *bytes,
+                         uint64_t *txn_id);
 
 /* A PartitionKey span of one table: [low, high), high NULL = unbounded.
  * Strings are borrowed. */
-struct ps_span {
+struct ps_span
+{
     uint64_t table_id;
     const char *low;
     const char *high;
 };
 /* Storage key bounds of @sp: [*lo, *hi) (appended). */
-void ps_span_keys(const struct ps_span *sp, struct rt_buf *lo,
+void ps_span_keys(const struct ps_span *sp,
+                  struct rt_buf *lo,
                   struct rt_buf *hi);
 
 /* Snapshot of one span (range moves): a read transaction kept open across
@@ -282,54 +306,75 @@ struct ps_snap;
  * txn_id <= *txn_id is in the snapshot, a later one is not. @sp is copied.
  * On 0, *out belongs to the caller (ps_store_snap_close, before the store
  * closes). Errors: RT_EIO, RT_EBUSY (no reader slot). */
-int ps_store_snap_open(struct ps_store *s, const struct ps_span *sp,
-                       struct ps_snap **out, uint64_t *txn_id);
+int ps_store_snap_open(struct ps_store *s,
+                       const struct ps_span *sp,
+                       struct ps_snap **out,
+                       uint64_t *txn_id);
 /* Appends the next entries as change records (txn_id 0, never deleted)
  * to @out until at least @max_bytes of keys and values were added or the
  * span ends; adds the number of entries to *n and their key + value bytes
  * to *bytes. Returns 1 (more left), 0 (span done) or RT_ECORRUPT/RT_EIO. */
-int ps_store_snap_next(struct ps_snap *sn, struct rt_buf *out,
-                       size_t max_bytes, uint64_t *n, uint64_t *bytes);
+int ps_store_snap_next(struct ps_snap *sn,
+                       struct rt_buf *out,
+                       size_t max_bytes,
+                       uint64_t *n,
+                       uint64_t *bytes);
 void ps_store_snap_close(struct ps_snap *sn);
 
 /* Entities of @sp (one read transaction). Thread-safe. */
-int ps_store_span_count(struct ps_store *s, const struct ps_span *sp,
+int ps_store_span_count(struct ps_store *s,
+                        const struct ps_span *sp,
                         uint64_t *count);
 
 /* Meta: server id (0 = none yet) and the owned-ranges blob (appended to
  * @ranges; empty when none was saved). */
-int ps_store_meta_load(struct ps_store *s, uint64_t *server_id,
+int ps_store_meta_load(struct ps_store *s,
+                       uint64_t *server_id,
                        struct rt_buf *ranges);
 /* Durably replaces server id and ranges blob (@ranges borrowed). */
-int ps_store_meta_save(struct ps_store *s, uint64_t server_id,
-                       const void *ranges, size_t ranges_len);
+int ps_store_meta_save(struct ps_store *s,
+                       uint64_t server_id,
+                       const void *ranges,
+                       size_t ranges_len);
 /* One more change of the meta DB, made in the same transaction. */
-struct ps_meta_op {
+struct ps_meta_op
+{
     const void *key;
     size_t kn;
     const void *val; /* ignored when del */
     size_t vn;
-    int del;         /* delete @key (missing is fine) */
+    int del; /* delete @key (missing is fine) */
 };
 /* ps_store_meta_save plus @ops, all in one durable transaction. */
-int ps_store_meta_write(struct ps_store *s, uint64_t server_id,
-                        const void *ranges, size_t ranges_len,
-                        const struct ps_meta_op *ops, size_t n_ops);
+int ps_store_meta_write(struct ps_store *s,
+                        uint64_t server_id,
+                        const void *ranges,
+                        size_t ranges_len,
+                        const struct ps_meta_op *ops,
+                        size_t n_ops);
 /* Calls @cb for every meta record whose key starts with @prefix (key and
  * value borrowed for the call), in key order. A non-zero return from @cb
  * stops and is returned. */
-typedef int (*ps_meta_cb)(const uint8_t *key, size_t kn, const uint8_t *val,
-                          size_t vn, void *arg);
-int ps_store_meta_scan(struct ps_store *s, const char *prefix, ps_meta_cb cb,
+typedef int (*ps_meta_cb)(const uint8_t *key,
+                          size_t kn,
+                          const uint8_t *val,
+                          size_t vn,
+                          void *arg);
+int ps_store_meta_scan(struct ps_store *s,
+                       const char *prefix,
+                       ps_meta_cb cb,
                        void *arg);
 
 /* Deletes up to @max_keys LMDB records of table @table_id in one
- * transaction (a bucket record counts once). While keys remain, a "drop" marker for the table is kept in meta so that a
- * restarted server finishes the job (ps_store_pending_drops). Adds the
- * number of entities deleted to *deleted. Returns 1 when keys remain, 0 when the table
- * is empty (marker removed), or a negative code. */
-int ps_store_drop_chunk(struct ps_store *s, uint64_t table_id,
-                        size_t max_keys, uint64_t *deleted);
+ * transaction (a bucket record counts once). While keys remain, a "drop" marker
+ * for the table is kept in meta so that a restarted server finishes the job
+ * (ps_store_pending_drops). Adds the number of entities deleted to *deleted.
+ * Returns 1 when keys remain, 0 when the table is empty (marker removed), or a
+ * negative code. */
+int ps_store_drop_chunk(struct ps_store *s,
+                        uint64_t table_id,
+                        size_t max_keys,
+                        uint64_t *deleted);
 /* Tables whose drop did not finish. On 0, *ids (malloc'd, free()) holds
  * *n ids. */
 int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n);
@@ -345,15 +390,18 @@ int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n);
  * the entities deleted to *deleted. Returns 1 (keys remain), 0 (span
  * empty, marker removed) or a negative code. */
 #define PS_META_SPAN_PREFIX "dspan"
-int ps_store_span_drop_chunk(struct ps_store *s, uint64_t seq,
-                             const struct ps_span *sp, size_t max_keys,
+int ps_store_span_drop_chunk(struct ps_store *s,
+                             uint64_t seq,
+                             const struct ps_span *sp,
+                             size_t max_keys,
                              uint64_t *deleted);
-void ps_store_span_marker(uint64_t seq, const struct ps_span *sp,
-                          struct rt_buf *key, struct rt_buf *val);
+void ps_store_span_marker(uint64_t seq,
+                          const struct ps_span *sp,
+                          struct rt_buf *key,
+                          struct rt_buf *val);
 /* Unfinished span drops, in seq order: calls @cb with each (span strings
  * borrowed for the call). */
-typedef void (*ps_span_cb)(uint64_t seq, const struct ps_span *sp,
-                           void *arg);
+typedef void (*ps_span_cb)(uint64_t seq, const struct ps_span *sp, void *arg);
 int ps_store_pending_spans(struct ps_store *s, ps_span_cb cb, void *arg);
 
 #endif

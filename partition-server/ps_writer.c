@@ -14,7 +14,8 @@
 #include "rt_err.h"
 #include "rt_log.h"
 
-struct ps_writer {
+struct ps_writer
+{
     uv_loop_t *loop;
     struct ps_store *store;
     uv_thread_t thread;
@@ -35,7 +36,8 @@ struct ps_writer {
     struct rt_buf capbuf;
 };
 
-static void ps__list_push(struct ps_job **head, struct ps_job **tail,
+static void ps__list_push(struct ps_job **head,
+                          struct ps_job **tail,
                           struct ps_job *job)
 {
     job->next = NULL;
@@ -54,7 +56,8 @@ static uint64_t ps__now_us(void)
 
 /* Writer thread */
 
-static void ps__writer_done(struct ps_writer *w, struct ps_job *head,
+static void ps__writer_done(struct ps_writer *w,
+                            struct ps_job *head,
                             struct ps_job *tail)
 {
     if (!head) {
@@ -115,10 +118,10 @@ static void ps__writer_distribute(struct ps_writer *w)
     while ((rc = ps_change_next(b->data, b->len, &off, &c)) == 1) {
         for (struct ps_mlog *l = w->logs; l; l = l->next) {
             size_t sz = 17 + c.kn + c.vn;
-            int k1 = memcmp(c.key, l->lo.data,
-                            c.kn < l->lo.len ? c.kn : l->lo.len);
-            int k2 = memcmp(c.key, l->hi.data,
-                            c.kn < l->hi.len ? c.kn : l->hi.len);
+            int k1 =
+                memcmp(c.key, l->lo.data, c.kn < l->lo.len ? c.kn : l->lo.len);
+            int k2 =
+                memcmp(c.key, l->hi.data, c.kn < l->hi.len ? c.kn : l->hi.len);
             if (k1 < 0 || (k1 == 0 && c.kn < l->lo.len) || k2 > 0 ||
                 (k2 == 0 && c.kn >= l->hi.len)) {
                 continue; /* outside [lo, hi) */
@@ -149,7 +152,8 @@ static unsigned ps__hist_slot(size_t ops)
     return i;
 }
 
-static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs,
+static void ps__writer_group(struct ps_writer *w,
+                             struct ps_job *jobs,
                              int capture)
 {
     struct ps_write *stack_writes[64];
@@ -208,41 +212,41 @@ static void ps__writer_group(struct ps_writer *w, struct ps_job *jobs,
     for (j = jobs; j; j = next) {
         next = j->next;
         switch (j->kind) {
-        case PS_JOB_WRITE:
-            j->status = j->u.write.status;
-            j->exec_us = ops ? dt * j->u.write.n_ops / ops : 0;
-            ps__list_push(&done_head, &done_tail, j);
-            break;
-        case PS_JOB_META:
-            t0 = ps__now_us();
-            j->status = ps_store_meta_write(
-                w->store, j->u.meta.server_id, j->u.meta.ranges,
-                j->u.meta.ranges_len, j->u.meta.ops, j->u.meta.n_ops);
-            j->exec_us = ps__now_us() - t0;
-            if (j->status != 0) {
-                rt_log(RT_LOG_ERROR, "persisting meta failed: %s",
-                       rt_strerror(j->status));
-            }
-            ps__list_push(&done_head, &done_tail, j);
-            break;
-        case PS_JOB_DROP_TABLE:
-            j->u.drop.deleted = 0;
-            j->exec_us = 0;
-            ps__list_push(&w->drops_head, &w->drops_tail, j);
-            break;
-        case PS_JOB_DROP_SPAN:
-            j->u.span.deleted = 0;
-            j->exec_us = 0;
-            ps__list_push(&w->drops_head, &w->drops_tail, j);
-            break;
-        case PS_JOB_BARRIER:
-            j->status = 0;
-            ps__list_push(&done_head, &done_tail, j);
-            break;
-        default:
-            j->status = RT_EINVAL;
-            ps__list_push(&done_head, &done_tail, j);
-            break;
+            case PS_JOB_WRITE:
+                j->status = j->u.write.status;
+                j->exec_us = ops ? dt * j->u.write.n_ops / ops : 0;
+                ps__list_push(&done_head, &done_tail, j);
+                break;
+            case PS_JOB_META:
+                t0 = ps__now_us();
+                j->status = ps_store_meta_write(
+                    w->store, j->u.meta.server_id, j->u.meta.ranges,
+                    j->u.meta.ranges_len, j->u.meta.ops, j->u.meta.n_ops);
+                j->exec_us = ps__now_us() - t0;
+                if (j->status != 0) {
+                    rt_log(RT_LOG_ERROR, "persisting meta failed: %s",
+                           rt_strerror(j->status));
+                }
+                ps__list_push(&done_head, &done_tail, j);
+                break;
+            case PS_JOB_DROP_TABLE:
+                j->u.drop.deleted = 0;
+                j->exec_us = 0;
+                ps__list_push(&w->drops_head, &w->drops_tail, j);
+                break;
+            case PS_JOB_DROP_SPAN:
+                j->u.span.deleted = 0;
+                j->exec_us = 0;
+                ps__list_push(&w->drops_head, &w->drops_tail, j);
+                break;
+            case PS_JOB_BARRIER:
+                j->status = 0;
+                ps__list_push(&done_head, &done_tail, j);
+                break;
+            default:
+                j->status = RT_EINVAL;
+                ps__list_push(&done_head, &done_tail, j);
+                break;
         }
     }
     if (writes != stack_writes) {
@@ -272,9 +276,11 @@ static void ps__writer_drop_step(struct ps_writer *w)
         }
         j->status = rc;
         if (rc == 0) {
-            rt_log(RT_LOG_INFO, "dropped span of table %llu [%s, %s): %llu "
-                   "keys deleted", (unsigned long long)sp->table_id,
-                   sp->low ? sp->low : "", sp->high ? sp->high : "+inf",
+            rt_log(RT_LOG_INFO,
+                   "dropped span of table %llu [%s, %s): %llu "
+                   "keys deleted",
+                   (unsigned long long)sp->table_id, sp->low ? sp->low : "",
+                   sp->high ? sp->high : "+inf",
                    (unsigned long long)j->u.span.deleted);
         } else {
             rt_log(RT_LOG_ERROR, "span drop in table %llu failed: %s",
@@ -372,15 +378,16 @@ static void ps__writer_async_cb(uv_async_t *a)
 
 static void ps__writer_close_cb(uv_handle_t *h)
 {
-    struct ps_writer *w = container_of((uv_async_t *)h, struct ps_writer,
-                                       async);
+    struct ps_writer *w =
+        container_of((uv_async_t *)h, struct ps_writer, async);
     uv_cond_destroy(&w->cond);
     uv_mutex_destroy(&w->mu);
     rt_buf_free(&w->capbuf);
     free(w);
 }
 
-int ps_writer_start(uv_loop_t *loop, struct ps_store *store,
+int ps_writer_start(uv_loop_t *loop,
+                    struct ps_store *store,
                     struct ps_writer **out)
 {
     struct ps_writer *w = calloc(1, sizeof(*w));
@@ -461,8 +468,10 @@ void ps_writer_log_remove(struct ps_writer *w, struct ps_mlog *log)
     uv_mutex_unlock(&w->mu);
 }
 
-uint64_t ps_writer_log_take(struct ps_writer *w, struct ps_mlog *log,
-                            struct rt_buf *out, int *overflow)
+uint64_t ps_writer_log_take(struct ps_writer *w,
+                            struct ps_mlog *log,
+                            struct rt_buf *out,
+                            int *overflow)
 {
     uint64_t n;
 

@@ -44,7 +44,8 @@ enum ps_job_kind {
 struct ps_job;
 typedef void (*ps_job_cb)(struct ps_job *job);
 
-struct ps_job {
+struct ps_job
+{
     enum ps_job_kind kind;
     ps_job_cb cb;
     int status;       /* WRITE: see u.write.status; META/DROP: 0 or RT_E*;
@@ -52,18 +53,21 @@ struct ps_job {
     uint64_t exec_us; /* writer time attributed to this job */
     union {
         struct ps_write write;
-        struct {
+        struct
+        {
             uint64_t server_id;
             const void *ranges; /* borrowed until cb */
             size_t ranges_len;
             const struct ps_meta_op *ops; /* more changes, same txn */
             size_t n_ops;
         } meta;
-        struct {
+        struct
+        {
             uint64_t table_id;
             uint64_t deleted; /* out */
         } drop;
-        struct {
+        struct
+        {
             uint64_t seq;        /* marker id (ps_store_span_drop_chunk) */
             struct ps_span span; /* strings borrowed until cb */
             uint64_t deleted;    /* out */
@@ -85,32 +89,35 @@ struct ps_writer;
 /* A migration log. The caller fills lo/hi (storage key bounds [lo, hi))
  * before ps_writer_log_add and keeps the struct until ps_writer_log_remove
  * returns; the other fields belong to the writer while registered. */
-struct ps_mlog {
+struct ps_mlog
+{
     struct rt_buf lo, hi;
     /* Protected by the writer's mutex (use ps_writer_log_take). */
-    struct rt_buf recs;  /* change records (ps_store.h) */
+    struct rt_buf recs; /* change records (ps_store.h) */
     uint64_t n;
     size_t bytes;
-    int overflow;        /* more than PS_MLOG_MAX_BYTES waited: records
-                            were lost, the move must fail */
+    int overflow; /* more than PS_MLOG_MAX_BYTES waited: records
+                     were lost, the move must fail */
     struct ps_mlog *next;
 };
 #define PS_MLOG_MAX_BYTES (256u * 1024u * 1024u)
 
 /* Group commit figures since start (metrics). */
 #define PS_WRITER_HIST 14 /* groups of <=1, <=2, <=4, ... <=4096, more ops */
-struct ps_writer_stats {
+struct ps_writer_stats
+{
     uint64_t groups;    /* group commits holding at least one write */
     uint64_t group_ops; /* entity ops and raw changes in them */
     uint64_t group_us;  /* time spent in them */
     uint64_t hist[PS_WRITER_HIST];
-    uint64_t raw_kvs;   /* raw changes applied (ranges moved in) */
-    uint64_t captured;  /* changes appended to migration logs */
+    uint64_t raw_kvs;  /* raw changes applied (ranges moved in) */
+    uint64_t captured; /* changes appended to migration logs */
 };
 
 /* Starts the thread. @store is borrowed and must outlive the writer.
  * Returns 0 or a libuv error. */
-int ps_writer_start(uv_loop_t *loop, struct ps_store *store,
+int ps_writer_start(uv_loop_t *loop,
+                    struct ps_store *store,
                     struct ps_writer **out);
 /* Queues @job (callback later, on the loop thread). Never after
  * ps_writer_stop. */
@@ -123,8 +130,10 @@ void ps_writer_log_add(struct ps_writer *w, struct ps_mlog *log);
 void ps_writer_log_remove(struct ps_writer *w, struct ps_mlog *log);
 /* Moves the records logged so far to @out (appended) and returns their
  * number; *overflow is set when records were dropped (PS_MLOG_MAX_BYTES). */
-uint64_t ps_writer_log_take(struct ps_writer *w, struct ps_mlog *log,
-                            struct rt_buf *out, int *overflow);
+uint64_t ps_writer_log_take(struct ps_writer *w,
+                            struct ps_mlog *log,
+                            struct rt_buf *out,
+                            int *overflow);
 /* Copies the group commit figures (any time, loop thread). */
 void ps_writer_stats(struct ps_writer *w, struct ps_writer_stats *out);
 

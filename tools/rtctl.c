@@ -369,7 +369,8 @@ static void rtctl_print_table(json_t *root)
     rtctl_tab_add(
         &t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"), rtctl_dup("STATE"),
                        rtctl_dup("RANGES"), rtctl_dup("LOAD/S")});
-    json_array_foreach (servers, i, o) {
+    json_array_foreach(servers, i, o)
+    {
         char state[48];
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "ranges", num[1], sizeof(num[1]));
@@ -390,7 +391,8 @@ static void rtctl_print_table(json_t *root)
         &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
                        rtctl_dup("HIGH"), rtctl_dup("SERVER"),
                        rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
-    json_array_foreach (ranges, i, o) {
+    json_array_foreach(ranges, i, o)
+    {
         char load[64];
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "server", num[1], sizeof(num[1]));
@@ -666,12 +668,14 @@ static int rtctl_drain_wait(const char *addr, uint64_t server, int timeout_s)
             }
             return 1;
         }
-        json_array_foreach (json_object_get(root, "servers"), i, o) {
+        json_array_foreach(json_object_get(root, "servers"), i, o)
+        {
             if (rtctl_jint(o, "id") == (long long)server) {
                 left = rtctl_jint(o, "ranges");
             }
         }
-        json_array_foreach (json_object_get(root, "ops"), i, o) {
+        json_array_foreach(json_object_get(root, "ops"), i, o)
+        {
             if (rtctl_jint(o, "server") == (long long)server ||
                 rtctl_jint(o, "to") == (long long)server) {
                 moving++;
@@ -739,7 +743,8 @@ static int rtctl_events(const char *addr,
             json_decref(root);
             return 1;
         }
-        json_array_foreach (root, i, e) {
+        json_array_foreach(root, i, e)
+        {
             if (as_json) {
                 json_dumpf(e, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);

@@ -76,7 +76,8 @@ extern char **environ;
 
 /* Options */
 
-static struct {
+static struct
+{
     char *dir;
     char *bin_dir;
     char *json;
@@ -129,8 +130,7 @@ static struct rt_opt bench_opts[] = {
     {"batch-depth", RT_OPT_INT, &O.batch_depth, "16",
      "outstanding 100-op entity group transactions"},
     {"get-depth", RT_OPT_INT, &O.get_depth, "256", "outstanding point gets"},
-    {"load-depth", RT_OPT_INT, &O.load_depth, "8",
-     "outstanding load calls"},
+    {"load-depth", RT_OPT_INT, &O.load_depth, "8", "outstanding load calls"},
     {"load-ops", RT_OPT_INT, &O.load_ops, "1000", "ops per load call"},
     {"scan-limit", RT_OPT_INT, &O.scan_limit, "1000", "scan page limit"},
     {"max-pending", RT_OPT_INT, &O.max_pending, "20000",
@@ -216,7 +216,8 @@ static double cpu_pid_s(pid_t pid)
 }
 
 /* Latency samples (µs), exact percentiles by sorting. */
-struct lat {
+struct lat
+{
     uint32_t *v;
     size_t n, cap;
 };
@@ -260,7 +261,8 @@ static void lat_free(struct lat *l)
 
 /* Processes we started (stopped by PID only). */
 
-struct child {
+struct child
+{
     const char *name;
     pid_t pid;
     char log[PATH_MAX];
@@ -295,8 +297,10 @@ static void child_stop(struct child *c)
             return;
         }
         if (now_ns() - t0 > 15ULL * 1000000000ULL) {
-            fprintf(stderr, "bench: %s (pid %d) ignored SIGTERM for 15 s, "
-                            "sending SIGKILL\n", c->name, (int)c->pid);
+            fprintf(stderr,
+                    "bench: %s (pid %d) ignored SIGTERM for 15 s, "
+                    "sending SIGKILL\n",
+                    c->name, (int)c->pid);
             kill(c->pid, SIGKILL);
             waitpid(c->pid, &st, 0);
             c->exited = 1;
@@ -363,7 +367,9 @@ static int log_scan(const struct child *c, int show, int *san)
     return n;
 }
 
-static int rm_cb(const char *path, const struct stat *sb, int flag,
+static int rm_cb(const char *path,
+                 const struct stat *sb,
+                 int flag,
                  struct FTW *ftw)
 {
     (void)sb;
@@ -460,8 +466,11 @@ static void child_start(struct child *c, const char *bin, char *const argv[])
 }
 
 /* Waits for @path to hold "key=port" for every key; fills @ports. */
-static void wait_port_file(struct child *c, const char *path,
-                           const char *const *keys, int *ports, int n)
+static void wait_port_file(struct child *c,
+                           const char *path,
+                           const char *const *keys,
+                           int *ports,
+                           int n)
 {
     uint64_t t0 = now_ns();
     for (;;) {
@@ -490,8 +499,7 @@ static void wait_port_file(struct child *c, const char *path,
         }
         check_interrupt();
         if (child_dead(c)) {
-            die("%s exited during start-up (status 0x%x)", c->name,
-                c->status);
+            die("%s exited during start-up (status 0x%x)", c->name, c->status);
         }
         if (now_ns() - t0 > 15ULL * 1000000000ULL) {
             die("%s wrote no port file %s in 15 s", c->name, path);
@@ -611,7 +619,8 @@ static void conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
     *(int *)ud = up;
 }
 
-struct sync_call {
+struct sync_call
+{
     int done;
     int status;
     uint8_t *body;
@@ -634,8 +643,10 @@ static void sync_cb(int status, const uint8_t *body, size_t len, void *arg)
 }
 
 /* Calls and waits; the caller frees sc->body. */
-static void call_sync(struct rt_rpc_conn *conn, uint32_t method,
-                      const ProtobufCMessage *msg, struct sync_call *sc)
+static void call_sync(struct rt_rpc_conn *conn,
+                      uint32_t method,
+                      const ProtobufCMessage *msg,
+                      struct sync_call *sc)
 {
     memset(sc, 0, sizeof(*sc));
     if (rt_rpc_call_pb(conn, method, msg, 10000, sync_cb, sc) != 0) {
@@ -647,8 +658,7 @@ static void call_sync(struct rt_rpc_conn *conn, uint32_t method,
     }
 }
 
-static const char *err_body_msg(const struct sync_call *sc, char *buf,
-                                size_t n)
+static const char *err_body_msg(const struct sync_call *sc, char *buf, size_t n)
 {
     Rt__Error *e = rt__error__unpack(NULL, sc->len, sc->body);
     snprintf(buf, n, "%s", e && e->message ? e->message : "");
@@ -785,13 +795,18 @@ static int value_bucket(const uint8_t *v, size_t n)
 
 /* 1. Raw LMDB baseline */
 
-struct lmdb_result {
-    double rate;  /* puts/s */
+struct lmdb_result
+{
+    double rate; /* puts/s */
     double commit_p50_ms, commit_p99_ms;
 };
 
-static void lmdb_phase(MDB_env *env, MDB_dbi dbi, uint64_t *kctr,
-                       int per_txn, long dur_ms, long warm_ms,
+static void lmdb_phase(MDB_env *env,
+                       MDB_dbi dbi,
+                       uint64_t *kctr,
+                       int per_txn,
+                       long dur_ms,
+                       long warm_ms,
                        struct lmdb_result *res)
 {
     struct rt_buf key = RT_BUF_INIT, val = RT_BUF_INIT, props = RT_BUF_INIT;
@@ -857,22 +872,24 @@ static void lmdb_phase(MDB_env *env, MDB_dbi dbi, uint64_t *kctr,
 enum ph_kind { PH_INSERT, PH_BATCH, PH_GET, PH_LOAD };
 
 struct phase;
-struct slot {
+struct slot
+{
     struct phase *ph;
     uint64_t t0;
-    uint64_t a;  /* kid, batch number or load start index */
-    unsigned n;  /* entities in the call */
+    uint64_t a; /* kid, batch number or load start index */
+    unsigned n; /* entities in the call */
 };
 
-struct phase {
+struct phase
+{
     enum ph_kind kind;
     int depth;
     struct rt_rpc_conn *conn;
     Rt__RangeRef *route;
     uint64_t t_start, t_meas, t_end; /* window [t_meas, t_end) */
-    uint64_t total;    /* PH_LOAD: entities to load */
-    uint64_t issued;   /* PH_LOAD: entities issued */
-    uint64_t loaded;   /* PH_LOAD: acknowledged */
+    uint64_t total;                  /* PH_LOAD: entities to load */
+    uint64_t issued;                 /* PH_LOAD: entities issued */
+    uint64_t loaded;                 /* PH_LOAD: acknowledged */
     uint64_t t_done;
     int outstanding;
     int stop;
@@ -889,7 +906,8 @@ struct phase {
 };
 
 /* Acknowledged key ids (for gets). */
-static struct {
+static struct
+{
     uint64_t *v;
     size_t n, cap;
 } have;
@@ -950,8 +968,8 @@ static int send_write(struct slot *s, size_t n, int atomic, uint32_t tmo)
     req.n_ops = n;
     req.ops = scratch_op_ptrs;
     req.atomic = atomic;
-    return rt_rpc_call_pb(s->ph->conn, RT__METHOD__ENTITY_WRITE, &req.base,
-                          tmo, ph_reply, s);
+    return rt_rpc_call_pb(s->ph->conn, RT__METHOD__ENTITY_WRITE, &req.base, tmo,
+                          ph_reply, s);
 }
 
 /* Issues the next call on @s. Returns 1 if issued, 0 if nothing to do. */
@@ -962,66 +980,66 @@ static int ph_issue(struct slot *s)
 
     s->t0 = now_ns();
     switch (ph->kind) {
-    case PH_INSERT: {
-        uint64_t k = next_single++;
-        scratch_reserve(1);
-        rt_buf_reset(&scratch_props);
-        key_single(k, scratch_keys[0][0], scratch_keys[0][1]);
-        scratch_off[0] = 0;
-        props_build(&scratch_props, k);
-        scratch_off[1] = scratch_props.len;
-        s->a = k;
-        s->n = 1;
-        rc = send_write(s, 1, 0, BENCH_WRITE_TIMEOUT_MS);
-        break;
-    }
-    case PH_BATCH: {
-        uint64_t b = next_batch++;
-        char pk[24];
-        scratch_reserve(100);
-        rt_buf_reset(&scratch_props);
-        key_batch_pk(b, pk);
-        for (unsigned j = 0; j < 100; j++) {
-            memcpy(scratch_keys[j][0], pk, sizeof(pk));
-            snprintf(scratch_keys[j][1], 24, "%03u", j);
-            scratch_off[j] = scratch_props.len;
-            props_build(&scratch_props, KID_BATCH | (b << 8) | j);
+        case PH_INSERT: {
+            uint64_t k = next_single++;
+            scratch_reserve(1);
+            rt_buf_reset(&scratch_props);
+            key_single(k, scratch_keys[0][0], scratch_keys[0][1]);
+            scratch_off[0] = 0;
+            props_build(&scratch_props, k);
+            scratch_off[1] = scratch_props.len;
+            s->a = k;
+            s->n = 1;
+            rc = send_write(s, 1, 0, BENCH_WRITE_TIMEOUT_MS);
+            break;
         }
-        scratch_off[100] = scratch_props.len;
-        s->a = b;
-        s->n = 100;
-        rc = send_write(s, 100, 1, BENCH_WRITE_TIMEOUT_MS);
-        break;
-    }
-    case PH_GET: {
-        Rt__GetReq req = RT__GET_REQ__INIT;
-        char pk[24], rk[24];
-        uint64_t kid = have.v[rng_next() % have.n];
-        key_from_kid(kid, pk, rk);
-        req.route = ph->route;
-        req.pk = pk;
-        req.rk = rk;
-        s->a = kid;
-        s->n = 1;
-        rc = rt_rpc_call_pb(ph->conn, RT__METHOD__ENTITY_GET, &req.base,
-                            BENCH_READ_TIMEOUT_MS, ph_reply, s);
-        break;
-    }
-    case PH_LOAD: {
-        uint64_t start = ph->issued;
-        unsigned n;
-        if (start >= ph->total) {
-            return 0;
+        case PH_BATCH: {
+            uint64_t b = next_batch++;
+            char pk[24];
+            scratch_reserve(100);
+            rt_buf_reset(&scratch_props);
+            key_batch_pk(b, pk);
+            for (unsigned j = 0; j < 100; j++) {
+                memcpy(scratch_keys[j][0], pk, sizeof(pk));
+                snprintf(scratch_keys[j][1], 24, "%03u", j);
+                scratch_off[j] = scratch_props.len;
+                props_build(&scratch_props, KID_BATCH | (b << 8) | j);
+            }
+            scratch_off[100] = scratch_props.len;
+            s->a = b;
+            s->n = 100;
+            rc = send_write(s, 100, 1, BENCH_WRITE_TIMEOUT_MS);
+            break;
         }
-        n = (unsigned)(ph->total - start < (uint64_t)O.load_ops
-                           ? ph->total - start
-                           : (uint64_t)O.load_ops);
-        ph->issued += n;
-        s->a = start;
-        s->n = n;
-        /* fall through to the resend path */
-        goto load_send;
-    }
+        case PH_GET: {
+            Rt__GetReq req = RT__GET_REQ__INIT;
+            char pk[24], rk[24];
+            uint64_t kid = have.v[rng_next() % have.n];
+            key_from_kid(kid, pk, rk);
+            req.route = ph->route;
+            req.pk = pk;
+            req.rk = rk;
+            s->a = kid;
+            s->n = 1;
+            rc = rt_rpc_call_pb(ph->conn, RT__METHOD__ENTITY_GET, &req.base,
+                                BENCH_READ_TIMEOUT_MS, ph_reply, s);
+            break;
+        }
+        case PH_LOAD: {
+            uint64_t start = ph->issued;
+            unsigned n;
+            if (start >= ph->total) {
+                return 0;
+            }
+            n = (unsigned)(ph->total - start < (uint64_t)O.load_ops
+                               ? ph->total - start
+                               : (uint64_t)O.load_ops);
+            ph->issued += n;
+            s->a = start;
+            s->n = n;
+            /* fall through to the resend path */
+            goto load_send;
+        }
     }
     goto sent;
 
@@ -1094,19 +1112,19 @@ static void ph_reply(int status, const uint8_t *body, size_t len, void *arg)
     }
     if (code == 0) {
         switch (ph->kind) {
-        case PH_INSERT:
-            have_add(s->a);
-            break;
-        case PH_BATCH:
-            for (unsigned j = 0; j < 100; j++) {
-                have_add(KID_BATCH | (s->a << 8) | j);
-            }
-            break;
-        case PH_LOAD:
-            ph->loaded += s->n;
-            break;
-        case PH_GET:
-            break;
+            case PH_INSERT:
+                have_add(s->a);
+                break;
+            case PH_BATCH:
+                for (unsigned j = 0; j < 100; j++) {
+                    have_add(KID_BATCH | (s->a << 8) | j);
+                }
+                break;
+            case PH_LOAD:
+                ph->loaded += s->n;
+                break;
+            case PH_GET:
+                break;
         }
         if (ph->kind == PH_LOAD || in_window) {
             ph->calls++;
@@ -1166,13 +1184,17 @@ static void ph_reply(int status, const uint8_t *body, size_t len, void *arg)
     }
 }
 
-static void ph_init(struct phase *ph, enum ph_kind kind, int depth,
-                    struct rt_rpc_conn *conn, Rt__RangeRef *route)
+static void ph_init(struct phase *ph,
+                    enum ph_kind kind,
+                    int depth,
+                    struct rt_rpc_conn *conn,
+                    Rt__RangeRef *route)
 {
     memset(ph, 0, sizeof(*ph));
     ph->kind = kind;
-    ph->depth = depth < 1 ? 1 : depth > BENCH_MAX_DEPTH ? BENCH_MAX_DEPTH
-                                                       : depth;
+    ph->depth = depth < 1                 ? 1
+                : depth > BENCH_MAX_DEPTH ? BENCH_MAX_DEPTH
+                                          : depth;
     ph->conn = conn;
     ph->route = route;
     ph->slots = calloc((size_t)ph->depth, sizeof(*ph->slots));
@@ -1216,8 +1238,7 @@ static void ph_run(struct phase *ph, long warm_ms, long dur_ms)
         double wall = secs_since(t0);
         double ps1 = cpu_pid_s(ch_ps.pid);
         ph->cpu_self_pct = 100.0 * (cpu_self_s() - self0) / wall;
-        ph->cpu_ps_pct = ps0 >= 0 && ps1 >= 0 ? 100.0 * (ps1 - ps0) / wall
-                                              : -1;
+        ph->cpu_ps_pct = ps0 >= 0 && ps1 >= 0 ? 100.0 * (ps1 - ps0) / wall : -1;
     }
 }
 
@@ -1234,7 +1255,8 @@ static double ph_rate(const struct phase *ph)
 
 /* 6. Scan */
 
-struct scan_result {
+struct scan_result
+{
     double rate;          /* entities examined per second */
     double returned_rate; /* entities returned per second */
     uint64_t pages, returned, bad_match;
@@ -1243,10 +1265,13 @@ struct scan_result {
     double cpu_self_pct, cpu_ps_pct;
 };
 
-static int filter_check(const char *pk, const char *rk, const uint8_t *v,
+static int filter_check(const char *pk,
+                        const char *rk,
+                        const uint8_t *v,
                         size_t n);
 
-struct scan_call {
+struct scan_call
+{
     int done;
     int status;
     Rt__ScanResp *resp;
@@ -1265,8 +1290,10 @@ static void scan_cb(int status, const uint8_t *body, size_t len, void *arg)
 
 /* Scans the whole range page by page. @max_pages 0 = all (a warm-up passes
  * a small number). */
-static void scan_run(struct rt_rpc_conn *conn, Rt__RangeRef *route,
-                     const struct rt_buf *filter, uint64_t max_pages,
+static void scan_run(struct rt_rpc_conn *conn,
+                     Rt__RangeRef *route,
+                     const struct rt_buf *filter,
+                     uint64_t max_pages,
                      struct scan_result *res)
 {
     char *start_pk = NULL, *start_rk = NULL;
@@ -1349,8 +1376,8 @@ static int filter_encode(struct rt_buf *out, char *why, size_t why_n)
 {
 #ifdef BENCH_HAVE_RT_FILTER
     char errmsg[RT_ERRMSG_SIZE] = "";
-    int rc = rt_filter_parse(BENCH_FILTER, strlen(BENCH_FILTER),
-                             &scan_filter, errmsg);
+    int rc = rt_filter_parse(BENCH_FILTER, strlen(BENCH_FILTER), &scan_filter,
+                             errmsg);
     if (rc != 0 || !scan_filter) {
         die("rt_filter_parse(\"%s\"): %s %s", BENCH_FILTER, rt_err_name(rc),
             errmsg);
@@ -1368,7 +1395,9 @@ static int filter_encode(struct rt_buf *out, char *why, size_t why_n)
 
 /* Does a returned entity match the scan filter (checked on our side)?
  * 1 yes, 0 no, <0 undecodable. */
-static int filter_check(const char *pk, const char *rk, const uint8_t *v,
+static int filter_check(const char *pk,
+                        const char *rk,
+                        const uint8_t *v,
                         size_t n)
 {
 #ifdef BENCH_HAVE_RT_FILTER
@@ -1391,12 +1420,14 @@ static int filter_check(const char *pk, const char *rk, const uint8_t *v,
 
 /* Set-up */
 
-struct table_ref {
+struct table_ref
+{
     Rt__RangeRef route;
     char server_addr[128];
 };
 
-static void create_table(struct rt_rpc_conn *ms, const char *name,
+static void create_table(struct rt_rpc_conn *ms,
+                         const char *name,
                          struct table_ref *out)
 {
     Rt__TableReq req = RT__TABLE_REQ__INIT;
@@ -1486,7 +1517,9 @@ static void wait_served(struct rt_rpc_conn *ps, struct table_ref *t)
     }
 }
 
-static void locate_bin(const char *name, const char *subdir, char *out,
+static void locate_bin(const char *name,
+                       const char *subdir,
+                       char *out,
                        size_t n)
 {
     char base[PATH_MAX];
@@ -1528,21 +1561,26 @@ static uint64_t file_size(const char *path)
 
 /* Report */
 
-struct row {
+struct row
+{
     const char *metric;
     double value;
     const char *unit;
-    double limit;       /* LMDB limit compared with, 0 = none */
+    double limit; /* LMDB limit compared with, 0 = none */
     const char *limit_name;
-    double goal;        /* 0 = none */
+    double goal; /* 0 = none */
     int lower_is_better;
 };
 
 static struct row rows[64];
 static int n_rows;
 
-static void row_add(const char *metric, double value, const char *unit,
-                    double limit, const char *limit_name, double goal)
+static void row_add(const char *metric,
+                    double value,
+                    const char *unit,
+                    double limit,
+                    const char *limit_name,
+                    double goal)
 {
     struct row *r = &rows[n_rows++];
     r->metric = metric;
@@ -1555,15 +1593,16 @@ static void row_add(const char *metric, double value, const char *unit,
 
 static void print_rate_line(const char *what, const struct phase *ph)
 {
-    printf("  %-34s %10.0f %-10s p50 %7.2f ms  p99 %7.2f ms  "
-           "(cpu: ps %3.0f%%, bench %3.0f%%)",
-           what, ph_rate(ph), ph->kind == PH_BATCH || ph->kind == PH_LOAD
-                                  ? "entities/s"
-                              : ph->kind == PH_GET ? "gets/s"
-                                                   : "inserts/s",
-           lat_pct_ms((struct lat *)&ph->lat, 50),
-           lat_pct_ms((struct lat *)&ph->lat, 99), ph->cpu_ps_pct,
-           ph->cpu_self_pct);
+    printf(
+        "  %-34s %10.0f %-10s p50 %7.2f ms  p99 %7.2f ms  "
+        "(cpu: ps %3.0f%%, bench %3.0f%%)",
+        what, ph_rate(ph),
+        ph->kind == PH_BATCH || ph->kind == PH_LOAD ? "entities/s"
+        : ph->kind == PH_GET                        ? "gets/s"
+                                                    : "inserts/s",
+        lat_pct_ms((struct lat *)&ph->lat, 50),
+        lat_pct_ms((struct lat *)&ph->lat, 99), ph->cpu_ps_pct,
+        ph->cpu_self_pct);
     if (ph->busy || ph->errors) {
         printf("  busy %" PRIu64 " errors %" PRIu64, ph->busy, ph->errors);
         if (ph->errors) {
@@ -1667,12 +1706,10 @@ int main(int argc, char **argv)
         tmp_root[0] = '\0';
         return 1;
     }
-    printf("bench_ps: data in %s%s\n", tmp_root,
-           O.quick ? " (quick)" : "");
+    printf("bench_ps: data in %s%s\n", tmp_root, O.quick ? " (quick)" : "");
     if (stat(tmp_root, &st_dir) == 0 && stat("/work", &st_work) == 0 &&
         st_dir.st_dev != st_work.st_dev) {
-        printf("  note: %s is not on the same filesystem as /work\n",
-               tmp_root);
+        printf("  note: %s is not on the same filesystem as /work\n", tmp_root);
     }
     printf("  binaries: %s, %s\n", master_bin, ps_bin);
     fflush(stdout);
@@ -1698,21 +1735,23 @@ int main(int argc, char **argv)
         {
             struct rt_buf pb = RT_BUF_INIT;
             props_build(&pb, 1);
-            printf("\n[1] raw LMDB, synced commits, %zu-byte values, random "
-                   "keys, %ld ms each (limits)\n",
-                   pb.len + RT_VALUE_HDR_SIZE, O.lmdb_ms);
+            printf(
+                "\n[1] raw LMDB, synced commits, %zu-byte values, random "
+                "keys, %ld ms each (limits)\n",
+                pb.len + RT_VALUE_HDR_SIZE, O.lmdb_ms);
             rt_buf_free(&pb);
         }
         lmdb_phase(env, dbi, &kctr, 1, O.lmdb_ms, O.warmup_ms, &lm1);
-        printf("  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
-               "ms\n",
-               "1 put per txn", lm1.rate, lm1.commit_p50_ms,
-               lm1.commit_p99_ms);
+        printf(
+            "  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
+            "ms\n",
+            "1 put per txn", lm1.rate, lm1.commit_p50_ms, lm1.commit_p99_ms);
         lmdb_phase(env, dbi, &kctr, 100, O.lmdb_ms, O.warmup_ms, &lm100);
-        printf("  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
-               "ms\n",
-               "100 puts per txn", lm100.rate, lm100.commit_p50_ms,
-               lm100.commit_p99_ms);
+        printf(
+            "  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
+            "ms\n",
+            "100 puts per txn", lm100.rate, lm100.commit_p50_ms,
+            lm100.commit_p99_ms);
         mdb_env_close(env);
         nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
         fflush(stdout);
@@ -1732,22 +1771,31 @@ int main(int argc, char **argv)
         snprintf(mport_file, sizeof(mport_file), "%s/master.port", tmp_root);
         snprintf(pport_file, sizeof(pport_file), "%s/ps.port", tmp_root);
         {
-            char *av[] = {master_bin, "--listen", "127.0.0.1:0", "--http",
-                          "127.0.0.1:0", "--data", ms_data, "--port-file",
-                          mport_file, "--log-level", O.server_log_level,
-                          NULL};
+            char *av[] = {master_bin,    "--listen",         "127.0.0.1:0",
+                          "--http",      "127.0.0.1:0",      "--data",
+                          ms_data,       "--port-file",      mport_file,
+                          "--log-level", O.server_log_level, NULL};
             child_start(&ch_master, master_bin, av);
         }
         wait_port_file(&ch_master, mport_file, mkeys, ms_ports, 2);
-        snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%d",
-                 ms_ports[0]);
+        snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%d", ms_ports[0]);
         {
             char maxp[32];
             snprintf(maxp, sizeof(maxp), "%ld", O.max_pending);
-            char *av[] = {ps_bin, "--listen", "127.0.0.1:0", "--master",
-                          master_addr, "--data", ps_data, "--port-file",
-                          pport_file, "--max-pending", maxp, "--log-level",
-                          O.server_log_level, NULL};
+            char *av[] = {ps_bin,
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--master",
+                          master_addr,
+                          "--data",
+                          ps_data,
+                          "--port-file",
+                          pport_file,
+                          "--max-pending",
+                          maxp,
+                          "--log-level",
+                          O.server_log_level,
+                          NULL};
             child_start(&ch_ps, ps_bin, av);
         }
         wait_port_file(&ch_ps, pport_file, pkeys, ps_port, 1);
@@ -1762,10 +1810,11 @@ int main(int argc, char **argv)
             }
             usleep(50000);
         }
-        printf("\n[2] cluster: rt-master pid %d (rpc %d, http %d), "
-               "rt-partition-server pid %d (rpc %d), up after %.2f s\n",
-               (int)ch_master.pid, ms_ports[0], ms_ports[1], (int)ch_ps.pid,
-               ps_port[0], secs_since(t0));
+        printf(
+            "\n[2] cluster: rt-master pid %d (rpc %d, http %d), "
+            "rt-partition-server pid %d (rpc %d), up after %.2f s\n",
+            (int)ch_master.pid, ms_ports[0], ms_ports[1], (int)ch_ps.pid,
+            ps_port[0], secs_since(t0));
 
         uv_loop_init(&loop);
         if (rt_rpc_client_start(&loop, master_addr, NULL, conn_cb, &ms_up,
@@ -1780,8 +1829,8 @@ int main(int argc, char **argv)
         if (strcmp(tbl_w.server_addr, tbl_s.server_addr) != 0) {
             die("tables on different servers?");
         }
-        if (rt_rpc_client_start(&loop, tbl_w.server_addr, NULL, conn_cb,
-                                &ps_up, &ps_cli) != 0) {
+        if (rt_rpc_client_start(&loop, tbl_w.server_addr, NULL, conn_cb, &ps_up,
+                                &ps_cli) != 0) {
             die("rt_rpc_client_start %s", tbl_w.server_addr);
         }
         if (loop_wait(&ps_up, 10000) != 0) {
@@ -1794,17 +1843,16 @@ int main(int argc, char **argv)
                ", epoch %" PRIu64 "), benchscan (table %" PRIu64
                ", range %" PRIu64 ") on %s\n",
                tbl_w.route.table_id, tbl_w.route.range_id, tbl_w.route.epoch,
-               tbl_s.route.table_id, tbl_s.route.range_id,
-               tbl_w.server_addr);
+               tbl_s.route.table_id, tbl_s.route.range_id, tbl_w.server_addr);
         {
             struct rt_buf pb = RT_BUF_INIT;
             char pk[24], rk[24];
             props_build(&pb, 1);
             key_single(1, pk, rk);
-            printf("  entity: 7 properties, %zu-byte blob, %zu-byte stored "
-                   "value, keys %zu+%zu bytes\n",
-                   pb.len, pb.len + RT_VALUE_HDR_SIZE, strlen(pk),
-                   strlen(rk));
+            printf(
+                "  entity: 7 properties, %zu-byte blob, %zu-byte stored "
+                "value, keys %zu+%zu bytes\n",
+                pb.len, pb.len + RT_VALUE_HDR_SIZE, strlen(pk), strlen(rk));
             rt_buf_free(&pb);
         }
         fflush(stdout);
@@ -1812,9 +1860,10 @@ int main(int argc, char **argv)
     struct rt_rpc_conn *psc = rt_rpc_client_conn(ps_cli);
 
     /* 3. Single inserts */
-    printf("\n[3] durable single-entity inserts (closed loop, %ld ms each, "
-           "%ld ms warm-up)\n",
-           O.insert_ms, O.warmup_ms);
+    printf(
+        "\n[3] durable single-entity inserts (closed loop, %ld ms each, "
+        "%ld ms warm-up)\n",
+        O.insert_ms, O.warmup_ms);
     for (int i = 0; i < n_clients; i++) {
         char what[64];
         ph_init(&ph_ins[i], PH_INSERT, (int)clients[i], psc, &tbl_w.route);
@@ -1825,18 +1874,20 @@ int main(int argc, char **argv)
     }
 
     /* 4. Entity group transactions */
-    printf("\n[4] entity group transactions: 100 inserts, one PK, atomic, "
-           "%ld outstanding\n",
-           O.batch_depth);
+    printf(
+        "\n[4] entity group transactions: 100 inserts, one PK, atomic, "
+        "%ld outstanding\n",
+        O.batch_depth);
     ph_init(&ph_b, PH_BATCH, (int)O.batch_depth, psc, &tbl_w.route);
     ph_run(&ph_b, O.warmup_ms, O.batch_ms);
     print_rate_line("100-op transactions", &ph_b);
     printf("  %-34s %10.0f txns/s\n", "", ph_rate(&ph_b) / 100.0);
 
     /* 5. Point gets */
-    printf("\n[5] point gets, %ld outstanding, random keys among %zu "
-           "acknowledged entities\n",
-           O.get_depth, have.n);
+    printf(
+        "\n[5] point gets, %ld outstanding, random keys among %zu "
+        "acknowledged entities\n",
+        O.get_depth, have.n);
     if (have.n == 0) {
         die("no acknowledged entities to read");
     }
@@ -1844,15 +1895,17 @@ int main(int argc, char **argv)
     ph_run(&ph_g, O.warmup_ms, O.get_ms);
     print_rate_line("gets", &ph_g);
     if (ph_g.notfound) {
-        printf("  PROBLEM: %" PRIu64 " gets of acknowledged keys answered "
+        printf("  PROBLEM: %" PRIu64
+               " gets of acknowledged keys answered "
                "not found\n",
                ph_g.notfound);
     }
 
     /* 6. Load + scan */
-    printf("\n[6] load %ld entities (%ld ops per call, non-atomic, %ld "
-           "outstanding) into benchscan, then scan\n",
-           O.entities, O.load_ops, O.load_depth);
+    printf(
+        "\n[6] load %ld entities (%ld ops per call, non-atomic, %ld "
+        "outstanding) into benchscan, then scan\n",
+        O.entities, O.load_ops, O.load_depth);
     fflush(stdout);
     ph_init(&ph_l, PH_LOAD, (int)O.load_depth, psc, &tbl_s.route);
     ph_l.total = (uint64_t)O.entities;
@@ -1869,14 +1922,14 @@ int main(int argc, char **argv)
            (double)ps_db_bytes / 1048576.0, have.n, ph_l.loaded,
            (double)ps_db_bytes / (double)(have.n + ph_l.loaded));
 
-    have_filter = !O.no_filter && filter_encode(&filter, filter_why,
-                                                sizeof(filter_why));
+    have_filter =
+        !O.no_filter && filter_encode(&filter, filter_why, sizeof(filter_why));
     if (O.no_filter) {
         snprintf(filter_why, sizeof(filter_why), "--no-filter");
     }
     if (have_filter) {
-        printf("  filter: %s (%zu bytes encoded, ~10%% match)\n",
-               BENCH_FILTER, filter.len);
+        printf("  filter: %s (%zu bytes encoded, ~10%% match)\n", BENCH_FILTER,
+               filter.len);
     } else {
         printf("  filter: none (%s)\n", filter_why);
     }
@@ -1885,13 +1938,13 @@ int main(int argc, char **argv)
     scan_run(psc, &tbl_s.route, have_filter ? &filter : NULL, 0, &sr);
     sr.rate = (double)ph_l.loaded / sr.secs;
     sr.returned_rate = (double)sr.returned / sr.secs;
-    printf("  %-34s %10.0f entities/s scanned (%" PRIu64 " in %.2f s, %"
-           PRIu64 " pages, page p50 %.2f ms p99 %.2f ms; cpu: ps %3.0f%%, "
+    printf("  %-34s %10.0f entities/s scanned (%" PRIu64 " in %.2f s, %" PRIu64
+           " pages, page p50 %.2f ms p99 %.2f ms; cpu: ps %3.0f%%, "
            "bench %3.0f%%)\n",
            "scan", sr.rate, ph_l.loaded, sr.secs, sr.pages, sr.page_p50_ms,
            sr.page_p99_ms, sr.cpu_ps_pct, sr.cpu_self_pct);
-    printf("  %-34s %10.0f entities/s returned (%" PRIu64 " returned)\n",
-           "", sr.returned_rate, sr.returned);
+    printf("  %-34s %10.0f entities/s returned (%" PRIu64 " returned)\n", "",
+           sr.returned_rate, sr.returned);
     if (have_filter) {
         if (sr.returned > ph_l.loaded / 5) {
             printf("  PROBLEM: the server returned %" PRIu64 " of %" PRIu64
@@ -1899,7 +1952,8 @@ int main(int argc, char **argv)
                    "applied\n",
                    sr.returned, ph_l.loaded);
         } else if (sr.bad_match) {
-            printf("  PROBLEM: %" PRIu64 " returned entities do not match "
+            printf("  PROBLEM: %" PRIu64
+                   " returned entities do not match "
                    "the filter\n",
                    sr.bad_match);
         }
@@ -1923,23 +1977,21 @@ int main(int argc, char **argv)
         }
         row_add("group txn 100 ops x16", ph_rate(&ph_b), "entities/s",
                 lm100.rate, "lmdb 100/txn", 0);
-        row_add("point get x256", ph_rate(&ph_g), "gets/s", 0, NULL,
-                GOAL_GETS);
-        row_add("load 1000/call x8", ph_rate(&ph_l), "entities/s",
-                lm100.rate, "lmdb 100/txn", 0);
+        row_add("point get x256", ph_rate(&ph_g), "gets/s", 0, NULL, GOAL_GETS);
+        row_add("load 1000/call x8", ph_rate(&ph_l), "entities/s", lm100.rate,
+                "lmdb 100/txn", 0);
         row_add(have_filter ? "filtered scan (examined)"
                             : "scan, no filter (examined)",
                 sr.rate, "entities/s", 0, NULL, GOAL_SCAN);
-        row_add("scan, returned", sr.returned_rate, "entities/s", 0, NULL,
-                0);
+        row_add("scan, returned", sr.returned_rate, "entities/s", 0, NULL, 0);
         row_add("raw lmdb 1 put/txn", lm1.rate, "puts/s", 0, NULL, 0);
         row_add("raw lmdb 100 puts/txn", lm100.rate, "puts/s", 0, NULL, 0);
 
         printf("\n%-30s %12s %-11s %-22s %s\n", "metric", "value", "unit",
                "vs LMDB limit", "vs goal");
-        printf("%-30s %12s %-11s %-22s %s\n",
-               "------------------------------", "------------",
-               "-----------", "----------------------", "----------------");
+        printf("%-30s %12s %-11s %-22s %s\n", "------------------------------",
+               "------------", "-----------", "----------------------",
+               "----------------");
         for (int i = 0; i < n_rows; i++) {
             char lim[48] = "", goal[48] = "";
             if (rows[i].limit > 0) {
@@ -1957,8 +2009,7 @@ int main(int argc, char **argv)
         printf("\nlatency (ms)                     p50       p99\n");
         for (int i = 0; i < n_clients; i++) {
             printf("  insert, %3ld client%s %s %9.2f %9.2f\n", clients[i],
-                   clients[i] == 1 ? " " : "s",
-                   clients[i] < 10 ? "   " : "   ",
+                   clients[i] == 1 ? " " : "s", clients[i] < 10 ? "   " : "   ",
                    lat_pct_ms(&ph_ins[i].lat, 50),
                    lat_pct_ms(&ph_ins[i].lat, 99));
         }
@@ -2041,8 +2092,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         struct child *c = i == 0 ? &ch_ps : &ch_master;
         if (!WIFEXITED(c->status) || WEXITSTATUS(c->status) != 0) {
-            printf("PROBLEM: %s exited with status 0x%x on SIGTERM\n",
-                   c->name, c->status);
+            printf("PROBLEM: %s exited with status 0x%x on SIGTERM\n", c->name,
+                   c->status);
             child_tail(c, 20);
             rc = 1;
         }
@@ -2056,9 +2107,10 @@ int main(int argc, char **argv)
             rc = 1;
         }
         if (warn) {
-            printf("note: %s logged %d warn/error lines (shown above; log "
-                   "kept with --keep)\n",
-                   c->name, warn);
+            printf(
+                "note: %s logged %d warn/error lines (shown above; log "
+                "kept with --keep)\n",
+                c->name, warn);
         }
     }
     printf("\ntotal %.1f s%s\n", secs_since(t_all),

@@ -13,8 +13,8 @@ size_t rl_b64_encode(const uint8_t *in, size_t n, char *out)
 {
     size_t o = 0, i = 0;
     for (; i + 2 < n; i += 3) {
-        uint32_t v = ((uint32_t)in[i] << 16) | ((uint32_t)in[i + 1] << 8) |
-                     in[i + 2];
+        uint32_t v =
+            ((uint32_t)in[i] << 16) | ((uint32_t)in[i + 1] << 8) | in[i + 2];
         out[o++] = rl__b64[v >> 18];
         out[o++] = rl__b64[(v >> 12) & 63];
         out[o++] = rl__b64[(v >> 6) & 63];
@@ -70,7 +70,8 @@ int rl_b64_decode(const char *in, uint8_t *out, size_t cap)
     return (int)o;
 }
 
-int rl_signer_init(struct rl_signer *s, const char *account,
+int rl_signer_init(struct rl_signer *s,
+                   const char *account,
                    const char *key_b64)
 {
     uint8_t key[128], pad[64];
@@ -111,8 +112,10 @@ void rl_signer_wipe(struct rl_signer *s)
     OPENSSL_cleanse(s, sizeof(*s));
 }
 
-void rl_signer_mac(const struct rl_signer *s, const struct rl_piece *pc,
-                   int n, char *out)
+void rl_signer_mac(const struct rl_signer *s,
+                   const struct rl_piece *pc,
+                   int n,
+                   char *out)
 {
     SHA256_CTX c = s->inner;
     uint8_t md[32];
@@ -126,9 +129,13 @@ void rl_signer_mac(const struct rl_signer *s, const struct rl_piece *pc,
     rl_b64_encode(md, sizeof(md), out);
 }
 
-void rl_sign_sharedkey(const struct rl_signer *s, const char *verb,
-                       const char *content_type, const char *date,
-                       const char *path, size_t path_len, char *out)
+void rl_sign_sharedkey(const struct rl_signer *s,
+                       const char *verb,
+                       const char *content_type,
+                       const char *date,
+                       const char *path,
+                       size_t path_len,
+                       char *out)
 {
     struct rl_piece pc[9] = {
         {verb, strlen(verb)},
@@ -144,8 +151,11 @@ void rl_sign_sharedkey(const struct rl_signer *s, const char *verb,
     rl_signer_mac(s, pc, 8, out);
 }
 
-void rl_sign_sharedkeylite(const struct rl_signer *s, const char *date,
-                           const char *path, size_t path_len, char *out)
+void rl_sign_sharedkeylite(const struct rl_signer *s,
+                           const char *date,
+                           const char *path,
+                           size_t path_len,
+                           char *out)
 {
     struct rl_piece pc[4] = {
         {date, strlen(date)},
@@ -160,9 +170,8 @@ void rl_http_date(time_t t, char *out)
 {
     static const char *const wd[] = {"Sun", "Mon", "Tue", "Wed",
                                      "Thu", "Fri", "Sat"};
-    static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr",
-                                     "May", "Jun", "Jul", "Aug",
-                                     "Sep", "Oct", "Nov", "Dec"};
+    static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     struct tm tm;
     char tmp[64];
     gmtime_r(&t, &tm);
@@ -206,19 +215,22 @@ static void rl__urlenc(const char *in, char *out, size_t n)
 
 #define RL_SAS_SV "2019-02-02"
 
-int rl_sas_account(const struct rl_signer *s, time_t start, time_t expiry,
-                   char *out, size_t n)
+int rl_sas_account(const struct rl_signer *s,
+                   time_t start,
+                   time_t expiry,
+                   char *out,
+                   size_t n)
 {
-    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64],
-        e_sig[160];
+    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64], e_sig[160];
     char sts[512];
     struct rl_piece pc[1];
     int k;
     rl__iso(start, st);
     rl__iso(expiry, se);
     /* account \n sp \n ss \n srt \n st \n se \n sip \n spr \n sv \n */
-    k = snprintf(sts, sizeof(sts), "%s\nrwdlacu\nt\nsco\n%s\n%s\n\nhttps,http\n"
-                 RL_SAS_SV "\n", s->account, st, se);
+    k = snprintf(sts, sizeof(sts),
+                 "%s\nrwdlacu\nt\nsco\n%s\n%s\n\nhttps,http\n" RL_SAS_SV "\n",
+                 s->account, st, se);
     pc[0].p = sts;
     pc[0].n = (size_t)k;
     rl_signer_mac(s, pc, 1, sig);
@@ -226,17 +238,23 @@ int rl_sas_account(const struct rl_signer *s, time_t start, time_t expiry,
     rl__urlenc(se, e_se, sizeof(e_se));
     rl__urlenc(sig, e_sig, sizeof(e_sig));
     k = snprintf(out, n,
-                 "sv=" RL_SAS_SV "&ss=t&srt=sco&sp=rwdlacu&st=%s&se=%s"
+                 "sv=" RL_SAS_SV
+                 "&ss=t&srt=sco&sp=rwdlacu&st=%s&se=%s"
                  "&spr=https%%2Chttp&sig=%s",
                  e_st, e_se, e_sig);
     return k > 0 && (size_t)k < n ? 0 : -1;
 }
 
-int rl_sas_table(const struct rl_signer *s, const char *table, const char *sp,
-                 time_t start, time_t expiry, char *out, size_t n)
+int rl_sas_table(const struct rl_signer *s,
+                 const char *table,
+                 const char *sp,
+                 time_t start,
+                 time_t expiry,
+                 char *out,
+                 size_t n)
 {
-    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64],
-        e_sig[160], lower[80];
+    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64], e_sig[160],
+        lower[80];
     char sts[512];
     struct rl_piece pc[1];
     size_t i;
@@ -260,7 +278,8 @@ int rl_sas_table(const struct rl_signer *s, const char *table, const char *sp,
     rl__urlenc(se, e_se, sizeof(e_se));
     rl__urlenc(sig, e_sig, sizeof(e_sig));
     k = snprintf(out, n,
-                 "sv=" RL_SAS_SV "&tn=%s&sp=%s&st=%s&se=%s&spr=https%%2Chttp"
+                 "sv=" RL_SAS_SV
+                 "&tn=%s&sp=%s&st=%s&se=%s&spr=https%%2Chttp"
                  "&sig=%s",
                  table, sp, e_st, e_se, e_sig);
     return k > 0 && (size_t)k < n ? 0 : -1;

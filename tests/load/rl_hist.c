@@ -92,8 +92,8 @@ double rl_hist_pct(const struct rl_hist *h, double p)
     for (unsigned i = 0; i < RL_HIST_NBUCKETS; i++) {
         seen += h->b[i];
         if (seen >= want) {
-            double v = (double)rl_hist_lower(i) +
-                       (double)(rl_hist_width(i) - 1) / 2.0;
+            double v =
+                (double)rl_hist_lower(i) + (double)(rl_hist_width(i) - 1) / 2.0;
             if (v < (double)h->min) {
                 v = (double)h->min;
             }

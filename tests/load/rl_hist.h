@@ -13,11 +13,13 @@
 #define RL_HIST_SUB_BITS 7
 #define RL_HIST_SUB (1u << RL_HIST_SUB_BITS)
 #define RL_HIST_MAX_BITS 40
-#define RL_HIST_NBUCKETS (RL_HIST_SUB * (RL_HIST_MAX_BITS - RL_HIST_SUB_BITS + 1))
+#define RL_HIST_NBUCKETS \
+    (RL_HIST_SUB * (RL_HIST_MAX_BITS - RL_HIST_SUB_BITS + 1))
 
-struct rl_hist {
+struct rl_hist
+{
     uint64_t count;
-    uint64_t sum;   /* us, for the mean */
+    uint64_t sum; /* us, for the mean */
     uint64_t min, max;
     uint32_t b[RL_HIST_NBUCKETS];
 };

@@ -73,8 +73,7 @@ static void rl__header(struct rl_resp *r, const char *l, size_t n)
     } else if (KEY("etag")) {
         rl__copy_val(r->etag, sizeof(r->etag), v, (size_t)(e - v));
     } else if (KEY("x-ms-error-code")) {
-        rl__copy_val(r->error_code, sizeof(r->error_code), v,
-                     (size_t)(e - v));
+        rl__copy_val(r->error_code, sizeof(r->error_code), v, (size_t)(e - v));
     } else if (KEY("x-ms-continuation-nextpartitionkey")) {
         rl__copy_val(r->next_pk, sizeof(r->next_pk), v, (size_t)(e - v));
     } else if (KEY("x-ms-continuation-nextrowkey")) {
@@ -179,97 +178,97 @@ int rl_resp_feed(struct rl_resp *r, const char *p, size_t n, size_t *used)
     size_t i = 0;
     while (i < n && r->state != RL_RESP_DONE) {
         switch (r->state) {
-        case RL_RESP_STATUS:
-        case RL_RESP_HEADERS:
-        case RL_RESP_CHUNK_SIZE:
-        case RL_RESP_CHUNK_CRLF:
-        case RL_RESP_TRAILER: {
-            /* Line-oriented states: gather one line. */
-            const char *nl = memchr(p + i, '\n', n - i);
-            size_t k = nl ? (size_t)(nl - (p + i)) : n - i;
-            size_t room = sizeof(r->line) - r->line_len;
-            size_t len;
-            if (k < room) {
-                memcpy(r->line + r->line_len, p + i, k);
-                r->line_len += k;
-            } else {
-                memcpy(r->line + r->line_len, p + i, room);
-                r->line_len += room; /* truncated: long lines are ignored */
-            }
-            i += k;
-            if (!nl) {
+            case RL_RESP_STATUS:
+            case RL_RESP_HEADERS:
+            case RL_RESP_CHUNK_SIZE:
+            case RL_RESP_CHUNK_CRLF:
+            case RL_RESP_TRAILER: {
+                /* Line-oriented states: gather one line. */
+                const char *nl = memchr(p + i, '\n', n - i);
+                size_t k = nl ? (size_t)(nl - (p + i)) : n - i;
+                size_t room = sizeof(r->line) - r->line_len;
+                size_t len;
+                if (k < room) {
+                    memcpy(r->line + r->line_len, p + i, k);
+                    r->line_len += k;
+                } else {
+                    memcpy(r->line + r->line_len, p + i, room);
+                    r->line_len += room; /* truncated: long lines are ignored */
+                }
+                i += k;
+                if (!nl) {
+                    break;
+                }
+                i++; /* the LF */
+                len = r->line_len;
+                if (len && r->line[len - 1] == '\r') {
+                    len--;
+                }
+                r->line_len = 0;
+                if (r->state == RL_RESP_STATUS) {
+                    if (len == 0) {
+                        continue; /* stray CRLF between responses */
+                    }
+                    if (rl__status_line(r, r->line, len) != 0) {
+                        return -1;
+                    }
+                    r->state = RL_RESP_HEADERS;
+                } else if (r->state == RL_RESP_HEADERS) {
+                    if (len == 0) {
+                        rl__headers_done(r);
+                    } else {
+                        rl__header(r, r->line, len);
+                    }
+                } else if (r->state == RL_RESP_CHUNK_SIZE) {
+                    char *end;
+                    unsigned long long sz;
+                    if (len >= sizeof(r->line)) {
+                        len = sizeof(r->line) - 1;
+                    }
+                    r->line[len] = '\0';
+                    sz = strtoull(r->line, &end, 16);
+                    if (end == r->line) {
+                        return -1;
+                    }
+                    if (sz == 0) {
+                        r->state = RL_RESP_TRAILER;
+                    } else {
+                        r->remaining = sz;
+                        r->state = RL_RESP_CHUNK_DATA;
+                    }
+                } else if (r->state == RL_RESP_CHUNK_CRLF) {
+                    if (len != 0) {
+                        return -1;
+                    }
+                    r->state = RL_RESP_CHUNK_SIZE;
+                } else { /* trailer */
+                    if (len == 0) {
+                        r->state = RL_RESP_DONE;
+                    }
+                }
                 break;
             }
-            i++; /* the LF */
-            len = r->line_len;
-            if (len && r->line[len - 1] == '\r') {
-                len--;
+            case RL_RESP_BODY_CL:
+            case RL_RESP_CHUNK_DATA: {
+                size_t k = n - i;
+                if ((uint64_t)k > r->remaining) {
+                    k = (size_t)r->remaining;
+                }
+                rl__body(r, p + i, k);
+                i += k;
+                r->remaining -= k;
+                if (r->remaining == 0) {
+                    r->state = r->state == RL_RESP_BODY_CL ? RL_RESP_DONE
+                                                           : RL_RESP_CHUNK_CRLF;
+                }
+                break;
             }
-            r->line_len = 0;
-            if (r->state == RL_RESP_STATUS) {
-                if (len == 0) {
-                    continue; /* stray CRLF between responses */
-                }
-                if (rl__status_line(r, r->line, len) != 0) {
-                    return -1;
-                }
-                r->state = RL_RESP_HEADERS;
-            } else if (r->state == RL_RESP_HEADERS) {
-                if (len == 0) {
-                    rl__headers_done(r);
-                } else {
-                    rl__header(r, r->line, len);
-                }
-            } else if (r->state == RL_RESP_CHUNK_SIZE) {
-                char *end;
-                unsigned long long sz;
-                if (len >= sizeof(r->line)) {
-                    len = sizeof(r->line) - 1;
-                }
-                r->line[len] = '\0';
-                sz = strtoull(r->line, &end, 16);
-                if (end == r->line) {
-                    return -1;
-                }
-                if (sz == 0) {
-                    r->state = RL_RESP_TRAILER;
-                } else {
-                    r->remaining = sz;
-                    r->state = RL_RESP_CHUNK_DATA;
-                }
-            } else if (r->state == RL_RESP_CHUNK_CRLF) {
-                if (len != 0) {
-                    return -1;
-                }
-                r->state = RL_RESP_CHUNK_SIZE;
-            } else { /* trailer */
-                if (len == 0) {
-                    r->state = RL_RESP_DONE;
-                }
-            }
-            break;
-        }
-        case RL_RESP_BODY_CL:
-        case RL_RESP_CHUNK_DATA: {
-            size_t k = n - i;
-            if ((uint64_t)k > r->remaining) {
-                k = (size_t)r->remaining;
-            }
-            rl__body(r, p + i, k);
-            i += k;
-            r->remaining -= k;
-            if (r->remaining == 0) {
-                r->state = r->state == RL_RESP_BODY_CL ? RL_RESP_DONE
-                                                       : RL_RESP_CHUNK_CRLF;
-            }
-            break;
-        }
-        case RL_RESP_BODY_EOF:
-            rl__body(r, p + i, n - i);
-            i = n;
-            break;
-        case RL_RESP_DONE:
-            break;
+            case RL_RESP_BODY_EOF:
+                rl__body(r, p + i, n - i);
+                i = n;
+                break;
+            case RL_RESP_DONE:
+                break;
         }
     }
     *used = i;

@@ -34,16 +34,17 @@ enum rl_resp_state {
 #define RL_HDR_LINE_MAX 2048
 #define RL_CONT_MAX 512
 
-struct rl_resp {
+struct rl_resp
+{
     /* Results */
     int status;
     int64_t content_length; /* -1 = none */
     int chunked;
     int conn_close;
     uint64_t body_bytes;
-    uint64_t entities;   /* RL_BODY_ENTITIES */
-    unsigned parts;      /* RL_BODY_BATCH: part status lines seen */
-    int part_fail;       /* first part status >= 300, 0 if none */
+    uint64_t entities; /* RL_BODY_ENTITIES */
+    unsigned parts;    /* RL_BODY_BATCH: part status lines seen */
+    int part_fail;     /* first part status >= 300, 0 if none */
     char etag[128];
     char next_pk[RL_CONT_MAX];
     char next_rk[RL_CONT_MAX];

@@ -53,8 +53,7 @@ double rl_rng_unit(struct rl_rng *r)
 
 /* Zipfian */
 
-static double rl__zeta_add(uint64_t from, uint64_t to, double theta,
-                           double acc)
+static double rl__zeta_add(uint64_t from, uint64_t to, double theta, double acc)
 {
     for (uint64_t i = from + 1; i <= to; i++) {
         acc += 1.0 / pow((double)i, theta);
@@ -108,7 +107,8 @@ uint64_t rl_zipf_next(struct rl_zipf *z, struct rl_rng *r, uint64_t n)
 
 /* Distributions */
 
-void rl_dist_init(struct rl_dist *d, const struct rl_dist_cfg *cfg,
+void rl_dist_init(struct rl_dist *d,
+                  const struct rl_dist_cfg *cfg,
                   uint64_t n_hint)
 {
     memset(d, 0, sizeof(*d));
@@ -118,39 +118,41 @@ void rl_dist_init(struct rl_dist *d, const struct rl_dist_cfg *cfg,
     }
 }
 
-uint64_t rl_dist_pick(struct rl_dist *d, struct rl_rng *r, uint64_t n,
+uint64_t rl_dist_pick(struct rl_dist *d,
+                      struct rl_rng *r,
+                      uint64_t n,
                       double elapsed_s)
 {
     if (n == 0) {
         return 0;
     }
     switch (d->cfg.kind) {
-    case RL_DIST_UNIFORM:
-        return rl_rng_below(r, n);
-    case RL_DIST_ZIPFIAN:
-        return rl_zipf_next(&d->zipf, r, n);
-    case RL_DIST_LATEST:
-        return n - 1 - rl_zipf_next(&d->zipf, r, n);
-    case RL_DIST_SEQ_ASC:
-        return d->seq++ % n;
-    case RL_DIST_SEQ_DESC:
-        return n - 1 - d->seq++ % n;
-    case RL_DIST_HOTSET: {
-        uint64_t hot = (uint64_t)(d->cfg.hot_fraction * (double)n);
-        uint64_t win;
-        if (hot < 1) {
-            hot = 1;
-        }
-        if (hot >= n || rl_rng_unit(r) >= d->cfg.hot_prob) {
+        case RL_DIST_UNIFORM:
             return rl_rng_below(r, n);
+        case RL_DIST_ZIPFIAN:
+            return rl_zipf_next(&d->zipf, r, n);
+        case RL_DIST_LATEST:
+            return n - 1 - rl_zipf_next(&d->zipf, r, n);
+        case RL_DIST_SEQ_ASC:
+            return d->seq++ % n;
+        case RL_DIST_SEQ_DESC:
+            return n - 1 - d->seq++ % n;
+        case RL_DIST_HOTSET: {
+            uint64_t hot = (uint64_t)(d->cfg.hot_fraction * (double)n);
+            uint64_t win;
+            if (hot < 1) {
+                hot = 1;
+            }
+            if (hot >= n || rl_rng_unit(r) >= d->cfg.hot_prob) {
+                return rl_rng_below(r, n);
+            }
+            win = d->cfg.hot_period_s > 0
+                      ? (uint64_t)(elapsed_s / d->cfg.hot_period_s)
+                      : 0;
+            return (win * hot + rl_rng_below(r, hot)) % n;
         }
-        win = d->cfg.hot_period_s > 0
-                  ? (uint64_t)(elapsed_s / d->cfg.hot_period_s)
-                  : 0;
-        return (win * hot + rl_rng_below(r, hot)) % n;
-    }
-    case RL_DIST__NR:
-        break;
+        case RL_DIST__NR:
+            break;
     }
     return 0;
 }
@@ -210,15 +212,15 @@ void rl_key_of(const struct rl_keymap *m, int64_t id, char *pk, char *rk)
     uint64_t row = m->partitions ? u / m->partitions : 0;
     rl_pk_of_index(m, pki, pk);
     switch (m->rk_scheme) {
-    case RL_KEY_HASH:
-        rl__hex16(rk, 'r', rl_mix64(row ^ 0x7a11ULL));
-        break;
-    case RL_KEY_REV:
-        rl__dec13(rk, 'r', 9999999999999ULL - row % 10000000000000ULL);
-        break;
-    case RL_KEY_SEQ:
-        rl__dec13(rk, 'r', row);
-        break;
+        case RL_KEY_HASH:
+            rl__hex16(rk, 'r', rl_mix64(row ^ 0x7a11ULL));
+            break;
+        case RL_KEY_REV:
+            rl__dec13(rk, 'r', 9999999999999ULL - row % 10000000000000ULL);
+            break;
+        case RL_KEY_SEQ:
+            rl__dec13(rk, 'r', row);
+            break;
     }
 }
 

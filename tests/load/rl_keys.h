@@ -24,7 +24,8 @@
 #define RL_KEY_MAX 24
 
 /* xoshiro256** */
-struct rl_rng {
+struct rl_rng
+{
     uint64_t s[4];
 };
 
@@ -46,7 +47,8 @@ enum rl_dist_kind {
     RL_DIST__NR
 };
 
-struct rl_dist_cfg {
+struct rl_dist_cfg
+{
     enum rl_dist_kind kind;
     double theta;        /* zipfian/latest, in (0, 1) */
     double hot_fraction; /* hotset: share of the keys that are hot */
@@ -57,7 +59,8 @@ struct rl_dist_cfg {
 /* Zipfian over ranks [0, n), Gray et al. / YCSB "ZipfianGenerator": rank 0
  * is the most popular. n may grow between calls (zeta is extended
  * incrementally, O(1) amortised per new item). */
-struct rl_zipf {
+struct rl_zipf
+{
     double theta, alpha, zeta2, zetan, eta;
     uint64_t n;
 };
@@ -65,23 +68,28 @@ struct rl_zipf {
 void rl_zipf_init(struct rl_zipf *z, double theta, uint64_t n);
 uint64_t rl_zipf_next(struct rl_zipf *z, struct rl_rng *r, uint64_t n);
 
-struct rl_dist {
+struct rl_dist
+{
     struct rl_dist_cfg cfg;
     struct rl_zipf zipf;
     uint64_t seq; /* sequential cursor */
 };
 
-void rl_dist_init(struct rl_dist *d, const struct rl_dist_cfg *cfg,
+void rl_dist_init(struct rl_dist *d,
+                  const struct rl_dist_cfg *cfg,
                   uint64_t n_hint);
 /* Picks an offset in [0, n) of an existing key (n > 0): 0 is the lowest
  * id. @elapsed_s drives the hot set's moves. */
-uint64_t rl_dist_pick(struct rl_dist *d, struct rl_rng *r, uint64_t n,
+uint64_t rl_dist_pick(struct rl_dist *d,
+                      struct rl_rng *r,
+                      uint64_t n,
                       double elapsed_s);
 
 enum rl_key_scheme { RL_KEY_SEQ, RL_KEY_HASH, RL_KEY_REV };
 
-struct rl_keymap {
-    uint64_t partitions; /* 0 = one PartitionKey per entity */
+struct rl_keymap
+{
+    uint64_t partitions;          /* 0 = one PartitionKey per entity */
     enum rl_key_scheme pk_scheme; /* SEQ or HASH */
     enum rl_key_scheme rk_scheme;
 };

@@ -2,13 +2,13 @@
  * gnuplot plots, and what rt-load asks the rangetable master (ranges of
  * the table, split/merge/move events). Runs on the main thread after the
  * run (the ranges query also once a second during it). */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -47,8 +47,8 @@ int rl_http_get_blocking(const char *hostport, const char *path, char **body)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     snprintf(req, sizeof(req),
-             "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n",
-             path, hostport);
+             "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n", path,
+             hostport);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
         close(fd);
@@ -75,7 +75,8 @@ int rl_http_get_blocking(const char *hostport, const char *path, char **body)
     return status;
 }
 
-int rl_master_ranges(const char *master_http, const char *account,
+int rl_master_ranges(const char *master_http,
+                     const char *account,
                      const char *table)
 {
     char *body;
@@ -108,10 +109,10 @@ int rl_master_ranges(const char *master_http, const char *account,
 /* Event time in unix seconds, or -1. */
 static double ev_time(json_t *e)
 {
-    static const char *const ms_keys[] = {"unix_ms", "ts_ms", "time_ms",
-                                          "t_ms", "timestamp_ms", "at_ms"};
+    static const char *const ms_keys[] = {"unix_ms", "ts_ms",        "time_ms",
+                                          "t_ms",    "timestamp_ms", "at_ms"};
     static const char *const keys[] = {"unix", "ts", "time", "timestamp",
-                                       "t", "at", "when"};
+                                       "t",    "at", "when"};
     for (size_t i = 0; i < sizeof(ms_keys) / sizeof(*ms_keys); i++) {
         json_t *v = json_object_get(e, ms_keys[i]);
         if (json_is_number(v)) {
@@ -144,8 +145,8 @@ static double ev_time(json_t *e)
 
 static void ev_text(json_t *e, char *out, size_t n)
 {
-    static const char *const type_keys[] = {"type", "kind", "event",
-                                            "action", "decision"};
+    static const char *const type_keys[] = {"type", "kind", "event", "action",
+                                            "decision"};
     const char *k;
     json_t *v;
     size_t len = 0;
@@ -186,8 +187,7 @@ static void ev_text(json_t *e, char *out, size_t n)
         out[n - 1] = '\0';
     }
     for (char *p = out; *p; p++) {
-        if (*p == ',' || *p == ';' || *p == '"' || *p == '\n' ||
-            *p == '\'') {
+        if (*p == ',' || *p == ';' || *p == '"' || *p == '\n' || *p == '\'') {
             *p = ' ';
         }
     }
@@ -222,14 +222,15 @@ static void ev_add(struct rl_result *r, json_t *e, double t0, double t1)
     }
 }
 
-void rl_fetch_events(const char *master_http, struct rl_result *r,
-                     double t0_unix, double t1_unix)
+void rl_fetch_events(const char *master_http,
+                     struct rl_result *r,
+                     double t0_unix,
+                     double t1_unix)
 {
     char *body = NULL;
     char path[128];
     json_t *root;
-    snprintf(path, sizeof(path), "/api/events?since_ms=%.0f",
-             t0_unix * 1000.0);
+    snprintf(path, sizeof(path), "/api/events?since_ms=%.0f", t0_unix * 1000.0);
     r->events_status = rl_http_get_blocking(master_http, path, &body);
     if (r->events_status != 200 || !body) {
         free(body);
@@ -237,8 +238,8 @@ void rl_fetch_events(const char *master_http, struct rl_result *r,
     }
     root = json_loads(body, JSON_DECODE_ANY, NULL);
     if (root) {
-        json_t *arr = json_is_array(root) ? root
-                                          : json_object_get(root, "events");
+        json_t *arr =
+            json_is_array(root) ? root : json_object_get(root, "events");
         size_t i;
         json_t *e;
         json_array_foreach(arr, i, e)
@@ -266,20 +267,20 @@ static double pct_ms(const struct rl_hist *h, double p)
     return rl_hist_pct(h, p) / 1000.0;
 }
 
-void rl_report_text(const struct rl_report_cfg *cfg,
-                    const struct rl_result *r)
+void rl_report_text(const struct rl_report_cfg *cfg, const struct rl_result *r)
 {
     const struct rl_counts *a = &r->all;
     printf("\nrt-load summary%s%s\n", cfg->label[0] ? ": " : "", cfg->label);
     printf("  endpoint %s, table %s, %s\n", cfg->endpoint, cfg->table,
            cfg->mode);
     printf("  mix %s, dist %s\n", cfg->mix, cfg->dist);
-    printf("  measured %.2f s: %" PRIu64 " ops = %.1f ops/s, %.1f "
+    printf("  measured %.2f s: %" PRIu64
+           " ops = %.1f ops/s, %.1f "
            "entities/s, %" PRIu64 " HTTP requests\n",
            r->secs, a->ops, (double)a->ops / r->secs,
            (double)a->entities / r->secs, a->requests);
-    printf("  %-13s %9s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)",
-           "ops/s", "p50", "p90", "p95", "p99", "p99.9", "max", "mean");
+    printf("  %-13s %9s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "ops/s",
+           "p50", "p90", "p95", "p99", "p99.9", "max", "mean");
     for (int op = -1; op < RL_OP__NR; op++) {
         const struct rl_hist *h = op < 0 ? &r->h_all : &r->h_op[op];
         const struct rl_counts *c = op < 0 ? a : &r->op[op];
@@ -289,22 +290,22 @@ void rl_report_text(const struct rl_report_cfg *cfg,
         printf("  %-13s %9.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
                op < 0 ? "all" : rl_op_name((enum rl_op)op),
                (double)c->ops / r->secs, pct_ms(h, 50), pct_ms(h, 90),
-               pct_ms(h, 95), pct_ms(h, 99), pct_ms(h, 99.9),
-               pct_ms(h, 100), rl_hist_mean(h) / 1000.0);
+               pct_ms(h, 95), pct_ms(h, 99), pct_ms(h, 99.9), pct_ms(h, 100),
+               rl_hist_mean(h) / 1000.0);
     }
     printf("  outcomes: ok %" PRIu64 ", 404 %" PRIu64 ", 409/412 %" PRIu64
            ", 503 after retries %" PRIu64 ", errors %" PRIu64
            " (timeouts %" PRIu64 ")\n",
            a->ok, a->not_found, a->conflict, a->throttled, a->errors,
            a->timeouts);
-    printf("  throttling: %" PRIu64 " answers 503 (%.2f%% of requests), %"
-           PRIu64 " retries\n",
-           a->r503, a->requests ? 100.0 * (double)a->r503 /
-                                      (double)a->requests
-                                : 0.0,
+    printf("  throttling: %" PRIu64
+           " answers 503 (%.2f%% of requests), %" PRIu64 " retries\n",
+           a->r503,
+           a->requests ? 100.0 * (double)a->r503 / (double)a->requests : 0.0,
            a->retries);
     if (r->unsent) {
-        printf("  open loop: %" PRIu64 " operations were due but never sent "
+        printf("  open loop: %" PRIu64
+               " operations were due but never sent "
                "(every connection busy): the target rate was not reached\n",
                r->unsent);
     }
@@ -320,13 +321,12 @@ void rl_report_text(const struct rl_report_cfg *cfg,
             printf(", %d events during the run\n", r->nevents);
             for (int i = 0; i < r->nevents && i < 20; i++) {
                 printf("    +%6.1f s  %s\n",
-                       r->events[i].unix_s - r->start_unix,
-                       r->events[i].text);
+                       r->events[i].unix_s - r->start_unix, r->events[i].text);
             }
         } else {
-            printf(" (events API: %s)\n",
-                   r->events_status == 404 ? "404, not there yet"
-                                           : "no answer");
+            printf(" (events API: %s)\n", r->events_status == 404
+                                              ? "404, not there yet"
+                                              : "no answer");
         }
     }
     fflush(stdout);
@@ -339,9 +339,10 @@ int rl_report_csv(const struct rl_report_cfg *cfg, const struct rl_result *r)
         fprintf(stderr, "rt-load: cannot write %s\n", cfg->csv);
         return -1;
     }
-    fprintf(f, "second,unix_time,phase,ops,ops_per_s,entities_per_s,p50_ms,"
-               "p95_ms,p99_ms,max_ms,answers_503,rate_503,retries,throttled,"
-               "not_found,conflict,errors,inflight,ranges,events\n");
+    fprintf(f,
+            "second,unix_time,phase,ops,ops_per_s,entities_per_s,p50_ms,"
+            "p95_ms,p99_ms,max_ms,answers_503,rate_503,retries,throttled,"
+            "not_found,conflict,errors,inflight,ranges,events\n");
     for (int i = 0; i < r->nrows; i++) {
         const struct rl_row *w = &r->rows[i];
         double span = i == 0 ? 1.0 : w->unix_time - r->rows[i - 1].unix_time;
@@ -353,8 +354,8 @@ int rl_report_csv(const struct rl_report_cfg *cfg, const struct rl_result *r)
         }
         fprintf(f,
                 "%d,%.3f,%s,%" PRIu64 ",%.1f,%.1f,%.3f,%.3f,%.3f,%.3f,%" PRIu64
-                ",%.4f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                ",%" PRIu64 ",%d,%d,\"%s\"\n",
+                ",%.4f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                ",%d,%d,\"%s\"\n",
                 w->sec, w->unix_time, w->warmup ? "warmup" : "run", w->c.ops,
                 (double)w->c.ops / span, (double)w->c.entities / span, w->p50,
                 w->p95, w->p99, w->max, w->c.r503,
@@ -370,33 +371,29 @@ int rl_report_csv(const struct rl_report_cfg *cfg, const struct rl_result *r)
 
 static json_t *counts_json(const struct rl_counts *c, double secs)
 {
-    return json_pack("{s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-                     "ops", (json_int_t)c->ops, "ops_per_s",
-                     (double)c->ops / secs, "entities_per_s",
-                     (double)c->entities / secs, "ok", (json_int_t)c->ok,
-                     "not_found", (json_int_t)c->not_found, "conflict",
-                     (json_int_t)c->conflict, "throttled",
-                     (json_int_t)c->throttled, "errors",
-                     (json_int_t)c->errors, "timeouts",
-                     (json_int_t)c->timeouts, "retries",
-                     (json_int_t)c->retries, "answers_503",
-                     (json_int_t)c->r503, "requests",
-                     (json_int_t)c->requests, "entities",
-                     (json_int_t)c->entities);
+    return json_pack(
+        "{s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ops",
+        (json_int_t)c->ops, "ops_per_s", (double)c->ops / secs,
+        "entities_per_s", (double)c->entities / secs, "ok", (json_int_t)c->ok,
+        "not_found", (json_int_t)c->not_found, "conflict",
+        (json_int_t)c->conflict, "throttled", (json_int_t)c->throttled,
+        "errors", (json_int_t)c->errors, "timeouts", (json_int_t)c->timeouts,
+        "retries", (json_int_t)c->retries, "answers_503", (json_int_t)c->r503,
+        "requests", (json_int_t)c->requests, "entities",
+        (json_int_t)c->entities);
 }
 
 static json_t *lat_json(const struct rl_hist *h)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "p50",
-                     pct_ms(h, 50), "p90", pct_ms(h, 90), "p95",
-                     pct_ms(h, 95), "p99", pct_ms(h, 99), "p999",
-                     pct_ms(h, 99.9), "max", pct_ms(h, 100), "min",
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "p50", pct_ms(h, 50),
+                     "p90", pct_ms(h, 90), "p95", pct_ms(h, 95), "p99",
+                     pct_ms(h, 99), "p999", pct_ms(h, 99.9), "max",
+                     pct_ms(h, 100), "min",
                      h->count ? (double)h->min / 1000.0 : 0.0, "mean",
                      rl_hist_mean(h) / 1000.0);
 }
 
-int rl_report_json(const struct rl_report_cfg *cfg,
-                   const struct rl_result *r)
+int rl_report_json(const struct rl_report_cfg *cfg, const struct rl_result *r)
 {
     json_t *root = json_object(), *ops = json_object(), *errs = json_array(),
            *evs = json_array();
@@ -424,20 +421,19 @@ int rl_report_json(const struct rl_report_cfg *cfg,
     json_object_set_new(root, "unsent", json_integer((json_int_t)r->unsent));
     for (int i = 0; i < r->nerrs; i++) {
         json_array_append_new(
-            errs, json_pack("{s:s,s:i,s:s,s:I,s:s}", "op", r->errs[i].op,
-                            "status", r->errs[i].status, "code",
-                            r->errs[i].code, "count",
-                            (json_int_t)r->errs[i].n, "detail",
-                            r->errs[i].detail));
+            errs,
+            json_pack("{s:s,s:i,s:s,s:I,s:s}", "op", r->errs[i].op, "status",
+                      r->errs[i].status, "code", r->errs[i].code, "count",
+                      (json_int_t)r->errs[i].n, "detail", r->errs[i].detail));
     }
     json_object_set_new(root, "errors", errs);
     json_object_set_new(root, "ranges_start", json_integer(r->ranges_start));
     json_object_set_new(root, "ranges_end", json_integer(r->ranges_end));
     for (int i = 0; i < r->nevents; i++) {
         json_array_append_new(
-            evs, json_pack("{s:f,s:s}", "t", r->events[i].unix_s -
-                                                 r->start_unix,
-                           "text", r->events[i].text));
+            evs,
+            json_pack("{s:f,s:s}", "t", r->events[i].unix_s - r->start_unix,
+                      "text", r->events[i].text));
     }
     json_object_set_new(root, "events", evs);
     if (!strcmp(cfg->json, "-")) {
@@ -452,8 +448,7 @@ int rl_report_json(const struct rl_report_cfg *cfg,
     return rc;
 }
 
-int rl_report_plot(const struct rl_report_cfg *cfg,
-                   const struct rl_result *r)
+int rl_report_plot(const struct rl_report_cfg *cfg, const struct rl_result *r)
 {
     char gp[1024], cmd[4096];
     FILE *f;
@@ -501,8 +496,9 @@ int rl_report_plot(const struct rl_report_cfg *cfg,
             cfg->csv, cfg->csv);
     fclose(f);
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "rt-load: gnuplot not found (apt-get install "
-                        "gnuplot-nox); plot script left in %s\n",
+        fprintf(stderr,
+                "rt-load: gnuplot not found (apt-get install "
+                "gnuplot-nox); plot script left in %s\n",
                 gp);
         return -1;
     }

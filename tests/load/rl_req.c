@@ -40,7 +40,9 @@ static int rl__is_ip_or_local(const char *h)
     return dots == 0 || alldig || h[0] == '[';
 }
 
-int rl_target_parse(struct rl_target *t, const char *url, const char *account,
+int rl_target_parse(struct rl_target *t,
+                    const char *url,
+                    const char *account,
                     char *err)
 {
     const char *p = url, *hs, *he, *ps;
@@ -49,8 +51,9 @@ int rl_target_parse(struct rl_target *t, const char *url, const char *account,
     if (strncmp(p, "http://", 7) == 0) {
         p += 7;
     } else if (strncmp(p, "https://", 8) == 0) {
-        rl__err(err, "https endpoints are not supported (no TLS in rt-load);"
-                     " use http:// or a local TLS-terminating proxy");
+        rl__err(err,
+                "https endpoints are not supported (no TLS in rt-load);"
+                " use http:// or a local TLS-terminating proxy");
         return -1;
     } else {
         rl__err(err, "endpoint must start with http://");
@@ -97,7 +100,7 @@ int rl_target_parse(struct rl_target *t, const char *url, const char *account,
     }
     t->path_style = rl__is_ip_or_local(t->host);
     if (t->path_style) {
-        const char *acct = seg[0] ? seg
+        const char *acct = seg[0]                ? seg
                            : account && *account ? account
                                                  : "devstoreaccount1";
         snprintf(t->base_path, sizeof(t->base_path), "/%s", acct);
@@ -123,7 +126,8 @@ int rl_target_parse(struct rl_target *t, const char *url, const char *account,
 
 /* Template building */
 
-struct rl__tb {
+struct rl__tb
+{
     char *p;
     size_t n, cap;
     struct rl_tmpl *t;
@@ -207,7 +211,8 @@ static void rl__part(const struct rl_reqcfg *c, struct rl_tmpl *t, int upsert)
 {
     struct rl__tb b = {NULL, 0, 0, t};
     memset(t, 0, sizeof(*t));
-    rl__tb_str(&b, "--" RL_CS_BOUNDARY "\r\nContent-Type: application/http"
+    rl__tb_str(&b, "--" RL_CS_BOUNDARY
+                   "\r\nContent-Type: application/http"
                    "\r\nContent-Transfer-Encoding: binary\r\n\r\n");
     rl__tb_str(&b, upsert ? "PUT " : "POST ");
     rl__tb_str(&b, c->t.origin);
@@ -221,8 +226,9 @@ static void rl__part(const struct rl_reqcfg *c, struct rl_tmpl *t, int upsert)
         rl__tb_slot(&b, RL_SLOT_RK, rl_rk_width(&c->km));
         rl__tb_str(&b, "')");
     }
-    rl__tb_str(&b, " HTTP/1.1\r\nContent-Type: application/json\r\n"
-                   "Accept: application/json;odata=nometadata\r\n");
+    rl__tb_str(&b,
+               " HTTP/1.1\r\nContent-Type: application/json\r\n"
+               "Accept: application/json;odata=nometadata\r\n");
     if (!upsert) {
         rl__tb_str(&b, "Prefer: return-no-content\r\n");
     }
@@ -280,13 +286,15 @@ void rl_reqcfg_free(struct rl_reqcfg *c)
 
 /* Request writing */
 
-struct rl__vals {
+struct rl__vals
+{
     char pk[RL_KEY_MAX], rk[RL_KEY_MAX];
     char bucket[3];
     char tag[17];
 };
 
-static void rl__vals_entity(const struct rl_reqcfg *c, int64_t id,
+static void rl__vals_entity(const struct rl_reqcfg *c,
+                            int64_t id,
                             struct rl__vals *v)
 {
     static const char hx[] = "0123456789abcdef";
@@ -303,7 +311,8 @@ static void rl__vals_entity(const struct rl_reqcfg *c, int64_t id,
     v->tag[16] = '\0';
 }
 
-static size_t rl__emit(const struct rl_tmpl *t, const struct rl__vals *v,
+static size_t rl__emit(const struct rl_tmpl *t,
+                       const struct rl__vals *v,
                        char *dst)
 {
     memcpy(dst, t->p, t->n);
@@ -317,10 +326,10 @@ static size_t rl__emit(const struct rl_tmpl *t, const struct rl__vals *v,
     return t->n;
 }
 
-#define PUT(s, n)                                                          \
-    do {                                                                   \
-        memcpy(buf + len, (s), (n));                                       \
-        len += (n);                                                        \
+#define PUT(s, n)                    \
+    do {                             \
+        memcpy(buf + len, (s), (n)); \
+        len += (n);                  \
     } while (0)
 #define PUTS(s) PUT((s), strlen(s))
 
@@ -354,8 +363,10 @@ static size_t rl__utoa(uint64_t v, char *out)
     return n;
 }
 
-size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
-                    const char *date, char *buf)
+size_t rl_req_build(const struct rl_reqcfg *c,
+                    const struct rl_reqargs *a,
+                    const char *date,
+                    char *buf)
 {
     const struct rl_target *t = &c->t;
     const char *verb = "GET", *ct = NULL;
@@ -369,58 +380,58 @@ size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
     char num[24];
 
     switch (a->rq) {
-    case RL_RQ_CREATE_TABLE:
-        verb = "POST";
-        ct = RL_JSON_CT;
-        prefer = "return-no-content";
-        break;
-    case RL_RQ_INSERT:
-        verb = "POST";
-        ct = RL_JSON_CT;
-        prefer = "return-no-content";
-        break;
-    case RL_RQ_GET:
-        entity_path = 1;
-        break;
-    case RL_RQ_UPSERT:
-        verb = "PUT";
-        ct = RL_JSON_CT;
-        entity_path = 1;
-        break;
-    case RL_RQ_UPSERT_MERGE:
-        verb = "PATCH";
-        ct = RL_JSON_CT;
-        entity_path = 1;
-        break;
-    case RL_RQ_UPDATE:
-        verb = "PUT";
-        ct = RL_JSON_CT;
-        ifmatch = "*";
-        entity_path = 1;
-        break;
-    case RL_RQ_MERGE:
-        verb = "PATCH";
-        ct = RL_JSON_CT;
-        ifmatch = a->etag && *a->etag ? a->etag : "*";
-        entity_path = 1;
-        break;
-    case RL_RQ_DELETE:
-        verb = "DELETE";
-        ifmatch = "*";
-        entity_path = 1;
-        break;
-    case RL_RQ_QPOINT:
-    case RL_RQ_QROWS:
-    case RL_RQ_QPARTS:
-    case RL_RQ_SCAN:
-    case RL_RQ_PAGE:
-        query_path = 1;
-        break;
-    case RL_RQ_BATCH_INSERT:
-    case RL_RQ_BATCH_UPSERT:
-        verb = "POST";
-        ct = RL_BATCH_CT;
-        break;
+        case RL_RQ_CREATE_TABLE:
+            verb = "POST";
+            ct = RL_JSON_CT;
+            prefer = "return-no-content";
+            break;
+        case RL_RQ_INSERT:
+            verb = "POST";
+            ct = RL_JSON_CT;
+            prefer = "return-no-content";
+            break;
+        case RL_RQ_GET:
+            entity_path = 1;
+            break;
+        case RL_RQ_UPSERT:
+            verb = "PUT";
+            ct = RL_JSON_CT;
+            entity_path = 1;
+            break;
+        case RL_RQ_UPSERT_MERGE:
+            verb = "PATCH";
+            ct = RL_JSON_CT;
+            entity_path = 1;
+            break;
+        case RL_RQ_UPDATE:
+            verb = "PUT";
+            ct = RL_JSON_CT;
+            ifmatch = "*";
+            entity_path = 1;
+            break;
+        case RL_RQ_MERGE:
+            verb = "PATCH";
+            ct = RL_JSON_CT;
+            ifmatch = a->etag && *a->etag ? a->etag : "*";
+            entity_path = 1;
+            break;
+        case RL_RQ_DELETE:
+            verb = "DELETE";
+            ifmatch = "*";
+            entity_path = 1;
+            break;
+        case RL_RQ_QPOINT:
+        case RL_RQ_QROWS:
+        case RL_RQ_QPARTS:
+        case RL_RQ_SCAN:
+        case RL_RQ_PAGE:
+            query_path = 1;
+            break;
+        case RL_RQ_BATCH_INSERT:
+        case RL_RQ_BATCH_UPSERT:
+            verb = "POST";
+            ct = RL_BATCH_CT;
+            break;
     }
     if (a->rq != RL_RQ_BATCH_INSERT && a->rq != RL_RQ_BATCH_UPSERT &&
         a->rq != RL_RQ_CREATE_TABLE) {
@@ -452,47 +463,47 @@ size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
     path1 = len;
     q0 = len;
     switch (a->rq) {
-    case RL_RQ_QPOINT:
-        PUTS("?$filter=PartitionKey%20eq%20'");
-        PUTS(v.pk);
-        PUTS("'%20and%20RowKey%20eq%20'");
-        PUTS(v.rk);
-        PUT("'", 1);
-        break;
-    case RL_RQ_QROWS:
-        PUTS("?$filter=PartitionKey%20eq%20'");
-        PUTS(v.pk);
-        PUTS("'%20and%20RowKey%20ge%20'");
-        PUTS(v.rk);
-        PUTS("'&$top=");
-        PUT(num, rl__utoa(c->range_len, num));
-        break;
-    case RL_RQ_QPARTS:
-        PUTS("?$filter=PartitionKey%20ge%20'");
-        PUTS(v.pk);
-        PUTS("'&$top=");
-        PUT(num, rl__utoa(c->page_size, num));
-        break;
-    case RL_RQ_SCAN:
-        PUTS("?$filter=");
-        PUTS(c->scan_filter);
-        PUTS("&$top=");
-        PUT(num, rl__utoa(c->page_size, num));
-        if (a->next_pk && *a->next_pk) {
-            PUTS("&NextPartitionKey=");
-            len += rl__urlenc_tok(a->next_pk, buf + len);
-            if (a->next_rk && *a->next_rk) {
-                PUTS("&NextRowKey=");
-                len += rl__urlenc_tok(a->next_rk, buf + len);
+        case RL_RQ_QPOINT:
+            PUTS("?$filter=PartitionKey%20eq%20'");
+            PUTS(v.pk);
+            PUTS("'%20and%20RowKey%20eq%20'");
+            PUTS(v.rk);
+            PUT("'", 1);
+            break;
+        case RL_RQ_QROWS:
+            PUTS("?$filter=PartitionKey%20eq%20'");
+            PUTS(v.pk);
+            PUTS("'%20and%20RowKey%20ge%20'");
+            PUTS(v.rk);
+            PUTS("'&$top=");
+            PUT(num, rl__utoa(c->range_len, num));
+            break;
+        case RL_RQ_QPARTS:
+            PUTS("?$filter=PartitionKey%20ge%20'");
+            PUTS(v.pk);
+            PUTS("'&$top=");
+            PUT(num, rl__utoa(c->page_size, num));
+            break;
+        case RL_RQ_SCAN:
+            PUTS("?$filter=");
+            PUTS(c->scan_filter);
+            PUTS("&$top=");
+            PUT(num, rl__utoa(c->page_size, num));
+            if (a->next_pk && *a->next_pk) {
+                PUTS("&NextPartitionKey=");
+                len += rl__urlenc_tok(a->next_pk, buf + len);
+                if (a->next_rk && *a->next_rk) {
+                    PUTS("&NextRowKey=");
+                    len += rl__urlenc_tok(a->next_rk, buf + len);
+                }
             }
-        }
-        break;
-    case RL_RQ_PAGE:
-        PUTS("?$top=");
-        PUT(num, rl__utoa(c->page_size, num));
-        break;
-    default:
-        break;
+            break;
+        case RL_RQ_PAGE:
+            PUTS("?$top=");
+            PUT(num, rl__utoa(c->page_size, num));
+            break;
+        default:
+            break;
     }
     has_query = len > q0;
     if (t->auth == RL_AUTH_SAS && t->sas[0]) {
@@ -512,8 +523,8 @@ size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
                               path1 - path0, sig);
             PUTS("Authorization: SharedKey ");
         } else {
-            rl_sign_sharedkeylite(&t->signer, date, buf + path0,
-                                  path1 - path0, sig);
+            rl_sign_sharedkeylite(&t->signer, date, buf + path0, path1 - path0,
+                                  sig);
             PUTS("Authorization: SharedKeyLite ");
         }
         PUTS(t->account);
@@ -540,31 +551,31 @@ size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
     /* The body goes after the headers; its length is known up front for
      * every kind, so write Content-Length first. */
     switch (a->rq) {
-    case RL_RQ_CREATE_TABLE:
-        body_len = 14 + strlen(t->table) + 2;
-        break;
-    case RL_RQ_INSERT:
-    case RL_RQ_UPSERT:
-    case RL_RQ_UPSERT_MERGE:
-    case RL_RQ_UPDATE:
-    case RL_RQ_MERGE:
-        body_len = c->body.n;
-        break;
-    case RL_RQ_BATCH_INSERT:
-    case RL_RQ_BATCH_UPSERT: {
-        const struct rl_tmpl *pt = a->rq == RL_RQ_BATCH_INSERT
-                                       ? &c->part_insert
-                                       : &c->part_upsert;
-        body_len = strlen("--" RL_BATCH_BOUNDARY "\r\nContent-Type: "
-                          "multipart/mixed; boundary=" RL_CS_BOUNDARY
-                          "\r\n\r\n") +
-                   (size_t)a->n * pt->n +
-                   strlen("--" RL_CS_BOUNDARY "--\r\n--" RL_BATCH_BOUNDARY
-                          "--\r\n");
-        break;
-    }
-    default:
-        body_len = 0;
+        case RL_RQ_CREATE_TABLE:
+            body_len = 14 + strlen(t->table) + 2;
+            break;
+        case RL_RQ_INSERT:
+        case RL_RQ_UPSERT:
+        case RL_RQ_UPSERT_MERGE:
+        case RL_RQ_UPDATE:
+        case RL_RQ_MERGE:
+            body_len = c->body.n;
+            break;
+        case RL_RQ_BATCH_INSERT:
+        case RL_RQ_BATCH_UPSERT: {
+            const struct rl_tmpl *pt =
+                a->rq == RL_RQ_BATCH_INSERT ? &c->part_insert : &c->part_upsert;
+            body_len =
+                strlen("--" RL_BATCH_BOUNDARY
+                       "\r\nContent-Type: "
+                       "multipart/mixed; boundary=" RL_CS_BOUNDARY "\r\n\r\n") +
+                (size_t)a->n * pt->n +
+                strlen("--" RL_CS_BOUNDARY "--\r\n--" RL_BATCH_BOUNDARY
+                       "--\r\n");
+            break;
+        }
+        default:
+            body_len = 0;
     }
     if (ct || body_len) {
         PUTS("Content-Length: ");
@@ -574,43 +585,44 @@ size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
     PUT("\r\n", 2);
     body = buf + len;
     switch (a->rq) {
-    case RL_RQ_CREATE_TABLE:
-        PUTS("{\"TableName\":\"");
-        PUTS(t->table);
-        PUTS("\"}");
-        break;
-    case RL_RQ_INSERT:
-    case RL_RQ_UPSERT:
-    case RL_RQ_UPSERT_MERGE:
-    case RL_RQ_UPDATE:
-    case RL_RQ_MERGE:
-        len += rl__emit(&c->body, &v, buf + len);
-        break;
-    case RL_RQ_BATCH_INSERT:
-    case RL_RQ_BATCH_UPSERT:
-        PUTS("--" RL_BATCH_BOUNDARY "\r\nContent-Type: multipart/mixed; "
-             "boundary=" RL_CS_BOUNDARY "\r\n\r\n");
-        for (unsigned i = 0; i < a->n; i++) {
-            if (a->rq == RL_RQ_BATCH_INSERT) {
-                int64_t vid = (int64_t)(a->brow0 + i);
-                rl__vals_entity(c, vid, &v);
-                rl_pk_of_index(&c->km, a->pk_index, v.pk);
-                rl_batch_rk(a->brow0 + i, v.rk);
-                if (rl_rk_width(&c->km) > 14) {
-                    /* Pad the batch row key to the template's width. */
-                    memset(v.rk + 14, '0', rl_rk_width(&c->km) - 14);
-                    v.rk[rl_rk_width(&c->km)] = '\0';
+        case RL_RQ_CREATE_TABLE:
+            PUTS("{\"TableName\":\"");
+            PUTS(t->table);
+            PUTS("\"}");
+            break;
+        case RL_RQ_INSERT:
+        case RL_RQ_UPSERT:
+        case RL_RQ_UPSERT_MERGE:
+        case RL_RQ_UPDATE:
+        case RL_RQ_MERGE:
+            len += rl__emit(&c->body, &v, buf + len);
+            break;
+        case RL_RQ_BATCH_INSERT:
+        case RL_RQ_BATCH_UPSERT:
+            PUTS("--" RL_BATCH_BOUNDARY
+                 "\r\nContent-Type: multipart/mixed; "
+                 "boundary=" RL_CS_BOUNDARY "\r\n\r\n");
+            for (unsigned i = 0; i < a->n; i++) {
+                if (a->rq == RL_RQ_BATCH_INSERT) {
+                    int64_t vid = (int64_t)(a->brow0 + i);
+                    rl__vals_entity(c, vid, &v);
+                    rl_pk_of_index(&c->km, a->pk_index, v.pk);
+                    rl_batch_rk(a->brow0 + i, v.rk);
+                    if (rl_rk_width(&c->km) > 14) {
+                        /* Pad the batch row key to the template's width. */
+                        memset(v.rk + 14, '0', rl_rk_width(&c->km) - 14);
+                        v.rk[rl_rk_width(&c->km)] = '\0';
+                    }
+                    len += rl__emit(&c->part_insert, &v, buf + len);
+                } else {
+                    rl__vals_entity(c, a->id0 + (int64_t)i * a->id_step, &v);
+                    len += rl__emit(&c->part_upsert, &v, buf + len);
                 }
-                len += rl__emit(&c->part_insert, &v, buf + len);
-            } else {
-                rl__vals_entity(c, a->id0 + (int64_t)i * a->id_step, &v);
-                len += rl__emit(&c->part_upsert, &v, buf + len);
             }
-        }
-        PUTS("--" RL_CS_BOUNDARY "--\r\n--" RL_BATCH_BOUNDARY "--\r\n");
-        break;
-    default:
-        break;
+            PUTS("--" RL_CS_BOUNDARY "--\r\n--" RL_BATCH_BOUNDARY "--\r\n");
+            break;
+        default:
+            break;
     }
     (void)body;
     return len;

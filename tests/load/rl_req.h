@@ -19,8 +19,9 @@ enum rl_auth_kind {
     RL_AUTH_NONE,
 };
 
-struct rl_target {
-    char host[256];        /* TCP destination */
+struct rl_target
+{
+    char host[256]; /* TCP destination */
     int port;
     char host_header[300]; /* Host: */
     char origin[400];      /* "http://host[:port]" for $batch inner URLs */
@@ -30,43 +31,48 @@ struct rl_target {
     enum rl_auth_kind auth;
     struct rl_signer signer;
     int have_key;
-    char sas[1024];        /* query string, no '?' */
+    char sas[1024]; /* query string, no '?' */
     char table[80];
 };
 
 /* Parses an endpoint URL "http://host[:port][/account]" into @t (account
  * from the first path segment for IP/localhost/dotless hosts, else from the
  * first DNS label; @account non-empty overrides). Returns 0 or -1. */
-int rl_target_parse(struct rl_target *t, const char *url, const char *account,
+int rl_target_parse(struct rl_target *t,
+                    const char *url,
+                    const char *account,
                     char *err);
 
 enum rl_slot_kind { RL_SLOT_PK, RL_SLOT_RK, RL_SLOT_BUCKET, RL_SLOT_TAG };
 
-struct rl_tmpl {
+struct rl_tmpl
+{
     char *p;
     size_t n;
     int nslots;
-    struct {
+    struct
+    {
         uint32_t off;
         uint8_t kind;
     } slot[8];
 };
 
-struct rl_reqcfg {
+struct rl_reqcfg
+{
     struct rl_target t;
     struct rl_keymap km;
     uint64_t entity_size;
     unsigned props;
-    unsigned page_size;  /* $top of page/scan/partition queries */
-    unsigned range_len;  /* $top of row-range queries */
+    unsigned page_size;    /* $top of page/scan/partition queries */
+    unsigned range_len;    /* $top of row-range queries */
     char scan_filter[512]; /* URL-encoded $filter of the scan op */
     /* Prepared */
-    char common[1024];   /* constant headers */
+    char common[1024]; /* constant headers */
     size_t common_len;
     struct rl_tmpl body;        /* entity JSON */
     struct rl_tmpl part_insert; /* $batch changeset part: POST /t */
     struct rl_tmpl part_upsert; /* $batch changeset part: PUT /t(PK,RK) */
-    size_t max_request;  /* buffer size that fits any request */
+    size_t max_request;         /* buffer size that fits any request */
     unsigned max_batch;
 };
 
@@ -82,32 +88,35 @@ enum rl_rq {
     RL_RQ_UPSERT,
     RL_RQ_UPSERT_MERGE,
     RL_RQ_UPDATE,
-    RL_RQ_MERGE,       /* If-Match: * unless args->etag */
+    RL_RQ_MERGE, /* If-Match: * unless args->etag */
     RL_RQ_DELETE,
     RL_RQ_QPOINT,
     RL_RQ_QROWS,
     RL_RQ_QPARTS,
-    RL_RQ_SCAN,        /* with args->next_pk/next_rk when continuing */
+    RL_RQ_SCAN, /* with args->next_pk/next_rk when continuing */
     RL_RQ_PAGE,
     RL_RQ_BATCH_INSERT, /* n parts: pk index, batch rows brow0.. */
     RL_RQ_BATCH_UPSERT, /* n parts: ids id0 + k * id_step */
 };
 
-struct rl_reqargs {
+struct rl_reqargs
+{
     enum rl_rq rq;
     int64_t id;          /* entity ops, queries */
     const char *etag;    /* MERGE with a condition */
     const char *next_pk; /* SCAN continuation (raw header values) */
     const char *next_rk;
-    unsigned n;          /* batch parts */
-    uint64_t pk_index;   /* BATCH_INSERT */
-    uint64_t brow0;      /* BATCH_INSERT: first batch row */
+    unsigned n;           /* batch parts */
+    uint64_t pk_index;    /* BATCH_INSERT */
+    uint64_t brow0;       /* BATCH_INSERT: first batch row */
     int64_t id0, id_step; /* BATCH_UPSERT */
 };
 
 /* Writes the request into @buf (rl_reqcfg.max_request bytes) signed with
  * @date (RFC 1123). Returns its length. */
-size_t rl_req_build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
-                    const char *date, char *buf);
+size_t rl_req_build(const struct rl_reqcfg *c,
+                    const struct rl_reqargs *a,
+                    const char *date,
+                    char *buf);
 
 #endif

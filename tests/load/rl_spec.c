@@ -10,13 +10,13 @@
 #include <strings.h>
 
 static const char *const rl__op_names[RL_OP__NR] = {
-    [RL_OP_INSERT] = "insert",         [RL_OP_GET] = "get",
-    [RL_OP_UPSERT] = "upsert",         [RL_OP_UPSERT_MERGE] = "upsert-merge",
-    [RL_OP_UPDATE] = "update",         [RL_OP_MERGE] = "merge",
-    [RL_OP_DELETE] = "delete",         [RL_OP_QPOINT] = "query-point",
-    [RL_OP_QROWS] = "query-rows",      [RL_OP_QPARTS] = "query-parts",
-    [RL_OP_SCAN] = "scan",             [RL_OP_PAGE] = "page",
-    [RL_OP_BATCH] = "batch",           [RL_OP_RMW] = "rmw",
+    [RL_OP_INSERT] = "insert",    [RL_OP_GET] = "get",
+    [RL_OP_UPSERT] = "upsert",    [RL_OP_UPSERT_MERGE] = "upsert-merge",
+    [RL_OP_UPDATE] = "update",    [RL_OP_MERGE] = "merge",
+    [RL_OP_DELETE] = "delete",    [RL_OP_QPOINT] = "query-point",
+    [RL_OP_QROWS] = "query-rows", [RL_OP_QPARTS] = "query-parts",
+    [RL_OP_SCAN] = "scan",        [RL_OP_PAGE] = "page",
+    [RL_OP_BATCH] = "batch",      [RL_OP_RMW] = "rmw",
 };
 
 static void rl__err(char *err, const char *fmt, ...)
@@ -167,8 +167,10 @@ void rl_mix_format(const struct rl_mix *mix, char *out, size_t n)
     }
 }
 
-int rl_ycsb_preset(const char *name, struct rl_mix *mix,
-                   struct rl_dist_cfg *dist, char *err)
+int rl_ycsb_preset(const char *name,
+                   struct rl_mix *mix,
+                   struct rl_dist_cfg *dist,
+                   char *err)
 {
     const char *n = name;
     const char *m;
@@ -183,28 +185,28 @@ int rl_ycsb_preset(const char *name, struct rl_mix *mix,
     dist->kind = RL_DIST_ZIPFIAN;
     dist->theta = 0.99;
     switch (tolower((unsigned char)*n)) {
-    case 'a':
-        m = "get=50,merge=50";
-        break;
-    case 'b':
-        m = "get=95,merge=5";
-        break;
-    case 'c':
-        m = "get=100";
-        break;
-    case 'd':
-        m = "get=95,insert=5";
-        dist->kind = RL_DIST_LATEST;
-        break;
-    case 'e':
-        m = "query-rows=95,insert=5";
-        break;
-    case 'f':
-        m = "get=50,rmw=50";
-        break;
-    default:
-        rl__err(err, "unknown workload '%s' (ycsb-a .. ycsb-f)", name);
-        return -1;
+        case 'a':
+            m = "get=50,merge=50";
+            break;
+        case 'b':
+            m = "get=95,merge=5";
+            break;
+        case 'c':
+            m = "get=100";
+            break;
+        case 'd':
+            m = "get=95,insert=5";
+            dist->kind = RL_DIST_LATEST;
+            break;
+        case 'e':
+            m = "query-rows=95,insert=5";
+            break;
+        case 'f':
+            m = "get=50,rmw=50";
+            break;
+        default:
+            rl__err(err, "unknown workload '%s' (ycsb-a .. ycsb-f)", name);
+            return -1;
     }
     return rl_mix_parse(m, mix, err);
 }
@@ -267,17 +269,17 @@ int rl_dist_parse(const char *s, struct rl_dist_cfg *d, char *err)
         d->kind = RL_DIST_ZIPFIAN;
     } else if (IS("latest")) {
         d->kind = RL_DIST_LATEST;
-    } else if (IS("seq-asc") || IS("sequential") || IS("seq") ||
-               IS("append")) {
+    } else if (IS("seq-asc") || IS("sequential") || IS("seq") || IS("append")) {
         d->kind = RL_DIST_SEQ_ASC;
     } else if (IS("seq-desc") || IS("prepend")) {
         d->kind = RL_DIST_SEQ_DESC;
     } else if (IS("hotset") || IS("hot")) {
         d->kind = RL_DIST_HOTSET;
     } else {
-        rl__err(err, "unknown distribution '%.*s' (uniform, zipfian[:theta], "
-                     "latest[:theta], seq-asc, seq-desc, "
-                     "hotset[:fraction[:prob[:period]]])",
+        rl__err(err,
+                "unknown distribution '%.*s' (uniform, zipfian[:theta], "
+                "latest[:theta], seq-asc, seq-desc, "
+                "hotset[:fraction[:prob[:period]]])",
                 (int)n, s);
         return -1;
     }
@@ -287,57 +289,61 @@ int rl_dist_parse(const char *s, struct rl_dist_cfg *d, char *err)
         return -1;
     }
     switch (d->kind) {
-    case RL_DIST_ZIPFIAN:
-    case RL_DIST_LATEST:
-        if (k > 1) {
-            rl__err(err, "%s takes one parameter (theta)",
-                    rl_dist_name(d->kind));
-            return -1;
-        }
-        if (k == 1) {
-            d->theta = v[0];
-        }
-        if (!(d->theta > 0 && d->theta < 1)) {
-            rl__err(err, "zipfian theta must be in (0, 1), got %g", d->theta);
-            return -1;
-        }
-        break;
-    case RL_DIST_HOTSET:
-        if (k >= 1) {
-            d->hot_fraction = v[0];
-        }
-        if (k >= 2) {
-            d->hot_prob = v[1];
-        }
-        if (k >= 3) {
-            d->hot_period_s = v[2];
-        }
-        if (!(d->hot_fraction > 0 && d->hot_fraction <= 1) ||
-            !(d->hot_prob >= 0 && d->hot_prob <= 1) ||
-            d->hot_period_s < 0) {
-            rl__err(err, "hotset: fraction in (0,1], probability in [0,1], "
-                         "period >= 0");
-            return -1;
-        }
-        break;
-    default:
-        if (k) {
-            rl__err(err, "%s takes no parameter", rl_dist_name(d->kind));
-            return -1;
-        }
+        case RL_DIST_ZIPFIAN:
+        case RL_DIST_LATEST:
+            if (k > 1) {
+                rl__err(err, "%s takes one parameter (theta)",
+                        rl_dist_name(d->kind));
+                return -1;
+            }
+            if (k == 1) {
+                d->theta = v[0];
+            }
+            if (!(d->theta > 0 && d->theta < 1)) {
+                rl__err(err, "zipfian theta must be in (0, 1), got %g",
+                        d->theta);
+                return -1;
+            }
+            break;
+        case RL_DIST_HOTSET:
+            if (k >= 1) {
+                d->hot_fraction = v[0];
+            }
+            if (k >= 2) {
+                d->hot_prob = v[1];
+            }
+            if (k >= 3) {
+                d->hot_period_s = v[2];
+            }
+            if (!(d->hot_fraction > 0 && d->hot_fraction <= 1) ||
+                !(d->hot_prob >= 0 && d->hot_prob <= 1) ||
+                d->hot_period_s < 0) {
+                rl__err(err,
+                        "hotset: fraction in (0,1], probability in [0,1], "
+                        "period >= 0");
+                return -1;
+            }
+            break;
+        default:
+            if (k) {
+                rl__err(err, "%s takes no parameter", rl_dist_name(d->kind));
+                return -1;
+            }
     }
     return 0;
 }
 
-int rl_scheme_parse(const char *s, int allow_rev, enum rl_key_scheme *out,
+int rl_scheme_parse(const char *s,
+                    int allow_rev,
+                    enum rl_key_scheme *out,
                     char *err)
 {
     if (!strcasecmp(s, "seq") || !strcasecmp(s, "sequential")) {
         *out = RL_KEY_SEQ;
     } else if (!strcasecmp(s, "hash") || !strcasecmp(s, "random")) {
         *out = RL_KEY_HASH;
-    } else if (allow_rev && (!strcasecmp(s, "rev") ||
-                             !strcasecmp(s, "reverse"))) {
+    } else if (allow_rev &&
+               (!strcasecmp(s, "rev") || !strcasecmp(s, "reverse"))) {
         *out = RL_KEY_REV;
     } else {
         rl__err(err, "unknown key scheme '%s' (seq, hash%s)", s,

@@ -20,13 +20,13 @@ enum rl_op {
     RL_OP_UPDATE,       /* PUT /t(PK,RK), If-Match: * */
     RL_OP_MERGE,        /* PATCH /t(PK,RK), If-Match: * */
     RL_OP_DELETE,       /* DELETE /t(PK,RK), If-Match: * */
-    RL_OP_QPOINT,       /* GET /t()?$filter=PartitionKey eq .. and RowKey eq .. */
-    RL_OP_QROWS,        /* row range in one partition: PK eq, RK ge, $top */
-    RL_OP_QPARTS,       /* partition range: PK ge .. and PK lt .., $top */
-    RL_OP_SCAN,         /* full scan with a property filter, all pages */
-    RL_OP_PAGE,         /* one query page: GET /t()?$top=N */
-    RL_OP_BATCH,        /* POST /$batch: N inserts in one PartitionKey */
-    RL_OP_RMW,          /* GET, then MERGE with If-Match: <ETag> (YCSB F) */
+    RL_OP_QPOINT, /* GET /t()?$filter=PartitionKey eq .. and RowKey eq .. */
+    RL_OP_QROWS,  /* row range in one partition: PK eq, RK ge, $top */
+    RL_OP_QPARTS, /* partition range: PK ge .. and PK lt .., $top */
+    RL_OP_SCAN,   /* full scan with a property filter, all pages */
+    RL_OP_PAGE,   /* one query page: GET /t()?$top=N */
+    RL_OP_BATCH,  /* POST /$batch: N inserts in one PartitionKey */
+    RL_OP_RMW,    /* GET, then MERGE with If-Match: <ETag> (YCSB F) */
     RL_OP__NR
 };
 
@@ -37,7 +37,8 @@ int rl_op_parse(const char *s, size_t n);
 int rl_op_is_insert(enum rl_op op);
 
 /* A mix: integer weights per op (0 = not used). */
-struct rl_mix {
+struct rl_mix
+{
     unsigned w[RL_OP__NR];
     unsigned total;
 };
@@ -58,8 +59,10 @@ void rl_mix_format(const struct rl_mix *mix, char *out, size_t n);
  *   f: get 50 / rmw 50, zipfian
  * (YCSB "update" writes one field: a MERGE.) @name is "a".."f" or
  * "ycsb-a".."ycsb-f" (any case). Returns 0 or -1. */
-int rl_ycsb_preset(const char *name, struct rl_mix *mix,
-                   struct rl_dist_cfg *dist, char *err);
+int rl_ycsb_preset(const char *name,
+                   struct rl_mix *mix,
+                   struct rl_dist_cfg *dist,
+                   char *err);
 
 /* "uniform", "zipfian[:theta]", "latest[:theta]", "seq-asc"/"sequential",
  * "seq-desc", "hotset[:fraction[:probability[:period_s]]]"
@@ -68,7 +71,9 @@ int rl_dist_parse(const char *s, struct rl_dist_cfg *d, char *err);
 const char *rl_dist_name(enum rl_dist_kind k);
 
 /* "seq", "hash", "rev" (rev only for RowKeys). */
-int rl_scheme_parse(const char *s, int allow_rev, enum rl_key_scheme *out,
+int rl_scheme_parse(const char *s,
+                    int allow_rev,
+                    enum rl_key_scheme *out,
                     char *err);
 
 /* Duration: "10" (seconds), "10s", "250ms", "2m", "1.5s" -> microseconds. */

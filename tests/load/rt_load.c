@@ -44,7 +44,8 @@
 
 /* Options */
 
-static struct {
+static struct
+{
     char *endpoint, *account, *key, *auth, *sas, *connect, *table;
     int create_table;
     long preload, preload_batch;
@@ -180,10 +181,12 @@ static const char rl_help_more[] =
     "\n"
     "Keys: entity id i -> PartitionKey index i mod --partitions (0: one per\n"
     "entity), row i div --partitions. Reads pick an existing id by --dist;\n"
-    "inserts take the next id (ascending; seq-desc: descending, prepend-only);\n"
+    "inserts take the next id (ascending; seq-desc: descending, "
+    "prepend-only);\n"
     "batches use their own RowKeys (b...) in the same partitions. With\n"
     "--partitions 0 --pk-scheme seq, seq-asc inserts are append-only and\n"
-    "seq-desc prepend-only in PartitionKey order; --pk-scheme hash spreads them.\n"
+    "seq-desc prepend-only in PartitionKey order; --pk-scheme hash spreads "
+    "them.\n"
     "\n"
     "Modes: closed loop (--workers N) or open loop (--rate R over "
     "--connections);\n"
@@ -218,7 +221,8 @@ static int RETRY_SDK;
 
 enum rl_mode { RL_MODE_PRELOAD, RL_MODE_RUN };
 
-static struct {
+static struct
+{
     pthread_mutex_t mu; /* ids and ack windows */
     int64_t next_hi, next_lo;
     int64_t ack_hi, ack_lo; /* readable ids: [ack_lo, ack_hi) */
@@ -226,15 +230,15 @@ static struct {
     uint64_t batch_row;
     /* Preload work */
     uint64_t pre_items, pre_next, pre_done_entities;
-    int pre_batch_ok;       /* 0 after the server refused $batch */
+    int pre_batch_ok; /* 0 after the server refused $batch */
     /* Run control (main writes, workers read) */
     enum rl_mode mode;
     volatile int go, stop;
     uint64_t t_start, t_warm, t_end; /* ns, uv_hrtime */
     uint64_t started_measured;
     int64_t insert_base;
-    int64_t keys;  /* ids [0, keys) exist before the run */
-    int read_ext;  /* reads follow the inserts (insert_base == keys) */
+    int64_t keys; /* ids [0, keys) exist before the run */
+    int read_ext; /* reads follow the inserts (insert_base == keys) */
 } G;
 
 static volatile sig_atomic_t interrupted;
@@ -250,7 +254,8 @@ enum rl_slot_state {
     SL_CLOSING,
 };
 
-struct rl_slot {
+struct rl_slot
+{
     struct rl_worker *w;
     uv_tcp_t tcp;
     uv_connect_t creq;
@@ -258,7 +263,7 @@ struct rl_slot {
     uv_timer_t timer;
     enum rl_slot_state st;
     int tcp_open;
-    int pending;   /* an operation waits for the connection */
+    int pending;     /* an operation waits for the connection */
     int conn_failed; /* the last connect attempt failed */
     int has_op;
     char *wbuf;
@@ -283,7 +288,8 @@ struct rl_slot {
     int ins_ack; /* id to acknowledge when done */
 };
 
-struct rl_worker {
+struct rl_worker
+{
     int idx;
     pthread_t th;
     uv_loop_t loop;
@@ -400,14 +406,14 @@ static int64_t new_id(void)
 static int64_t pick_id(struct rl_worker *w)
 {
     int64_t lo = __atomic_load_n(&G.ack_lo, __ATOMIC_ACQUIRE);
-    int64_t hi = G.read_ext ? __atomic_load_n(&G.ack_hi, __ATOMIC_ACQUIRE)
-                            : G.keys;
+    int64_t hi =
+        G.read_ext ? __atomic_load_n(&G.ack_hi, __ATOMIC_ACQUIRE) : G.keys;
     double el = (double)(now_ns() - G.t_start) / 1e9;
     if (hi <= lo) {
         return lo;
     }
-    return lo + (int64_t)rl_dist_pick(&w->dist, &w->rng, (uint64_t)(hi - lo),
-                                      el);
+    return lo +
+           (int64_t)rl_dist_pick(&w->dist, &w->rng, (uint64_t)(hi - lo), el);
 }
 
 /* Slots */
@@ -459,8 +465,11 @@ static void on_reconnect_timer(uv_timer_t *t)
     }
 }
 
-static void note_error(struct rl_worker *w, enum rl_op op, int status,
-                       const char *code, const char *detail)
+static void note_error(struct rl_worker *w,
+                       enum rl_op op,
+                       int status,
+                       const char *code,
+                       const char *detail)
 {
     int i;
     for (i = 0; i < w->nerrs; i++) {
@@ -522,7 +531,7 @@ static void op_record(struct rl_slot *s, int status, int timed_out)
     rl_hist_add(&w->h_int, us);
     if (c.errors) {
         note_error(w, s->op, status,
-                   timed_out ? "timeout"
+                   timed_out     ? "timeout"
                    : status == 0 ? "network"
                                  : s->resp.error_code,
                    status ? s->resp.body_head : "");
@@ -561,27 +570,26 @@ static void op_begin(struct rl_slot *s, uint64_t t_intended)
     if (G.mode == RL_MODE_PRELOAD) {
         s->op = RL_OP_BATCH; /* accounted as the preload */
     } else {
-        s->op = rl_mix_pick(&MIX, (unsigned)rl_rng_below(&w->rng,
-                                                         MIX.total));
+        s->op = rl_mix_pick(&MIX, (unsigned)rl_rng_below(&w->rng, MIX.total));
         switch (s->op) {
-        case RL_OP_INSERT:
-            s->id = new_id();
-            s->ins_ack = 1;
-            break;
-        case RL_OP_BATCH: {
-            int64_t any = pick_id(w);
-            s->pki = rl_pk_index_of(&RC.km, any);
-            s->bn = (unsigned)O.batch_size;
-            s->brow0 = __atomic_fetch_add(&G.batch_row, s->bn,
-                                          __ATOMIC_RELAXED);
-            break;
-        }
-        case RL_OP_SCAN:
-        case RL_OP_PAGE:
-            s->id = 0;
-            break;
-        default:
-            s->id = pick_id(w);
+            case RL_OP_INSERT:
+                s->id = new_id();
+                s->ins_ack = 1;
+                break;
+            case RL_OP_BATCH: {
+                int64_t any = pick_id(w);
+                s->pki = rl_pk_index_of(&RC.km, any);
+                s->bn = (unsigned)O.batch_size;
+                s->brow0 =
+                    __atomic_fetch_add(&G.batch_row, s->bn, __ATOMIC_RELAXED);
+                break;
+            }
+            case RL_OP_SCAN:
+            case RL_OP_PAGE:
+                s->id = 0;
+                break;
+            default:
+                s->id = pick_id(w);
         }
     }
     slot_send(s);
@@ -589,7 +597,9 @@ static void op_begin(struct rl_slot *s, uint64_t t_intended)
 
 /* Preload: claims the next item (or continues the current one in single
  * mode). Returns 0 when nothing is left. */
-static void preload_item_ids(uint64_t item, int64_t *id0, int64_t *step,
+static void preload_item_ids(uint64_t item,
+                             int64_t *id0,
+                             int64_t *step,
                              unsigned *n);
 
 static int preload_next(struct rl_slot *s)
@@ -613,7 +623,9 @@ static int preload_next(struct rl_slot *s)
 }
 
 /* Ids of preload item @item: id0 + k * step for k < n. */
-static void preload_item_ids(uint64_t item, int64_t *id0, int64_t *step,
+static void preload_item_ids(uint64_t item,
+                             int64_t *id0,
+                             int64_t *step,
                              unsigned *n)
 {
     uint64_t P = RC.km.partitions;
@@ -622,8 +634,8 @@ static void preload_item_ids(uint64_t item, int64_t *id0, int64_t *step,
     if (P == 0 || B == 1) {
         *id0 = (int64_t)(item * B);
         *step = 1;
-        *n = item * B >= N ? 0
-             : (unsigned)(N - item * B < B ? N - item * B : B);
+        *n =
+            item * B >= N ? 0 : (unsigned)(N - item * B < B ? N - item * B : B);
         return;
     }
     {
@@ -675,66 +687,66 @@ static void slot_send(struct rl_slot *s)
         }
     } else {
         switch (s->op) {
-        case RL_OP_INSERT:
-            a.rq = RL_RQ_INSERT;
-            break;
-        case RL_OP_GET:
-            a.rq = RL_RQ_GET;
-            break;
-        case RL_OP_UPSERT:
-            a.rq = RL_RQ_UPSERT;
-            break;
-        case RL_OP_UPSERT_MERGE:
-            a.rq = RL_RQ_UPSERT_MERGE;
-            break;
-        case RL_OP_UPDATE:
-            a.rq = RL_RQ_UPDATE;
-            break;
-        case RL_OP_MERGE:
-            a.rq = RL_RQ_MERGE;
-            break;
-        case RL_OP_DELETE:
-            a.rq = RL_RQ_DELETE;
-            break;
-        case RL_OP_QPOINT:
-            a.rq = RL_RQ_QPOINT;
-            mode = RL_BODY_ENTITIES;
-            break;
-        case RL_OP_QROWS:
-            a.rq = RL_RQ_QROWS;
-            mode = RL_BODY_ENTITIES;
-            break;
-        case RL_OP_QPARTS:
-            a.rq = RL_RQ_QPARTS;
-            mode = RL_BODY_ENTITIES;
-            break;
-        case RL_OP_SCAN:
-            a.rq = RL_RQ_SCAN;
-            a.next_pk = s->npk;
-            a.next_rk = s->nrk;
-            mode = RL_BODY_ENTITIES;
-            break;
-        case RL_OP_PAGE:
-            a.rq = RL_RQ_PAGE;
-            mode = RL_BODY_ENTITIES;
-            break;
-        case RL_OP_BATCH:
-            a.rq = RL_RQ_BATCH_INSERT;
-            a.n = s->bn;
-            a.pk_index = s->pki;
-            a.brow0 = s->brow0;
-            mode = RL_BODY_BATCH;
-            break;
-        case RL_OP_RMW:
-            if (s->phase == 0) {
+            case RL_OP_INSERT:
+                a.rq = RL_RQ_INSERT;
+                break;
+            case RL_OP_GET:
                 a.rq = RL_RQ_GET;
-            } else {
+                break;
+            case RL_OP_UPSERT:
+                a.rq = RL_RQ_UPSERT;
+                break;
+            case RL_OP_UPSERT_MERGE:
+                a.rq = RL_RQ_UPSERT_MERGE;
+                break;
+            case RL_OP_UPDATE:
+                a.rq = RL_RQ_UPDATE;
+                break;
+            case RL_OP_MERGE:
                 a.rq = RL_RQ_MERGE;
-                a.etag = s->etag;
-            }
-            break;
-        case RL_OP__NR:
-            break;
+                break;
+            case RL_OP_DELETE:
+                a.rq = RL_RQ_DELETE;
+                break;
+            case RL_OP_QPOINT:
+                a.rq = RL_RQ_QPOINT;
+                mode = RL_BODY_ENTITIES;
+                break;
+            case RL_OP_QROWS:
+                a.rq = RL_RQ_QROWS;
+                mode = RL_BODY_ENTITIES;
+                break;
+            case RL_OP_QPARTS:
+                a.rq = RL_RQ_QPARTS;
+                mode = RL_BODY_ENTITIES;
+                break;
+            case RL_OP_SCAN:
+                a.rq = RL_RQ_SCAN;
+                a.next_pk = s->npk;
+                a.next_rk = s->nrk;
+                mode = RL_BODY_ENTITIES;
+                break;
+            case RL_OP_PAGE:
+                a.rq = RL_RQ_PAGE;
+                mode = RL_BODY_ENTITIES;
+                break;
+            case RL_OP_BATCH:
+                a.rq = RL_RQ_BATCH_INSERT;
+                a.n = s->bn;
+                a.pk_index = s->pki;
+                a.brow0 = s->brow0;
+                mode = RL_BODY_BATCH;
+                break;
+            case RL_OP_RMW:
+                if (s->phase == 0) {
+                    a.rq = RL_RQ_GET;
+                } else {
+                    a.rq = RL_RQ_MERGE;
+                    a.etag = s->etag;
+                }
+                break;
+            case RL_OP__NR:
+                break;
         }
     }
     s->wlen = rl_req_build(&RC, &a, cur_date(), s->wbuf);
@@ -815,8 +827,7 @@ static void on_response(struct rl_slot *s)
                         "rt-load: preload: $batch answered %d%s%s; "
                         "using single upserts\n",
                         s->resp.part_fail ? s->resp.part_fail : status,
-                        s->resp.error_code[0] ? " " : "",
-                        s->resp.error_code);
+                        s->resp.error_code[0] ? " " : "", s->resp.error_code);
             }
             s->pre_single = 1;
             s->pre_t = 0;
@@ -866,25 +877,24 @@ static void on_response(struct rl_slot *s)
     }
     if (status >= 200 && status < 300) {
         switch (s->op) {
-        case RL_OP_INSERT:
-        case RL_OP_GET:
-        case RL_OP_UPSERT:
-        case RL_OP_UPSERT_MERGE:
-        case RL_OP_UPDATE:
-        case RL_OP_MERGE:
-        case RL_OP_DELETE:
-        case RL_OP_RMW:
-            s->entities += 1;
-            break;
-        case RL_OP_BATCH:
-            s->entities += s->bn;
-            break;
-        default:
-            s->entities += s->resp.entities;
+            case RL_OP_INSERT:
+            case RL_OP_GET:
+            case RL_OP_UPSERT:
+            case RL_OP_UPSERT_MERGE:
+            case RL_OP_UPDATE:
+            case RL_OP_MERGE:
+            case RL_OP_DELETE:
+            case RL_OP_RMW:
+                s->entities += 1;
+                break;
+            case RL_OP_BATCH:
+                s->entities += s->bn;
+                break;
+            default:
+                s->entities += s->resp.entities;
         }
     }
-    if (s->op == RL_OP_SCAN && status == 200 && s->resp.next_pk[0] &&
-        !G.stop) {
+    if (s->op == RL_OP_SCAN && status == 200 && s->resp.next_pk[0] && !G.stop) {
         memcpy(s->npk, s->resp.next_pk, sizeof(s->npk));
         memcpy(s->nrk, s->resp.next_rk, sizeof(s->nrk));
         slot_send(s);
@@ -984,10 +994,10 @@ static void connect_cb(uv_connect_t *req, int status)
     if (status != 0) {
         if (status != UV_ECANCELED) {
             static int said;
-            if (!w->started && !__atomic_exchange_n(&said, 1,
-                                                    __ATOMIC_RELAXED)) {
-                fprintf(stderr, "rt-load: connect to %s:%d: %s\n",
-                        RC.t.host, RC.t.port, uv_strerror(status));
+            if (!w->started &&
+                !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+                fprintf(stderr, "rt-load: connect to %s:%d: %s\n", RC.t.host,
+                        RC.t.port, uv_strerror(status));
             }
             s->conn_failed = 1;
             slot_close(s);
@@ -1020,8 +1030,8 @@ static void slot_connect(struct rl_slot *s)
     s->tcp_open = 1;
     s->creq.data = s;
     s->st = SL_CONNECTING;
-    rc = uv_tcp_connect(&s->creq, &s->tcp, (struct sockaddr *)&ADDR,
-                        connect_cb);
+    rc =
+        uv_tcp_connect(&s->creq, &s->tcp, (struct sockaddr *)&ADDR, connect_cb);
     if (rc != 0) {
         slot_close(s);
     }
@@ -1213,8 +1223,7 @@ static void worker_init(struct rl_worker *w, int idx, int nslots, double rate)
 static void worker_free(struct rl_worker *w)
 {
     if (uv_loop_close(&w->loop) != 0) {
-        fprintf(stderr, "rt-load: worker %d: loop not empty at exit\n",
-                w->idx);
+        fprintf(stderr, "rt-load: worker %d: loop not empty at exit\n", w->idx);
     }
     for (int i = 0; i < w->nslots; i++) {
         free(w->slots[i].wbuf);
@@ -1228,7 +1237,8 @@ static void worker_free(struct rl_worker *w)
 
 /* Main-thread view */
 
-static void snapshot_interval(struct rl_counts *c, struct rl_hist *h,
+static void snapshot_interval(struct rl_counts *c,
+                              struct rl_hist *h,
                               int *inflight)
 {
     memset(c, 0, sizeof(*c));
@@ -1319,10 +1329,9 @@ static int engine(enum rl_mode mode, struct rl_result *res)
     }
     for (int i = 0; i < NW; i++) {
         int n = nslots / NW + (i < nslots % NW);
-        worker_init(&W[i], i, n,
-                    mode == RL_MODE_RUN && O.rate > 0
-                        ? (double)O.rate / NW
-                        : 0);
+        worker_init(
+            &W[i], i, n,
+            mode == RL_MODE_RUN && O.rate > 0 ? (double)O.rate / NW : 0);
     }
     for (int i = 0; i < NW; i++) {
         if (pthread_create(&W[i].th, NULL, worker_main, &W[i]) != 0) {
@@ -1348,8 +1357,10 @@ static int engine(enum rl_mode mode, struct rl_result *res)
                 }
                 die("cannot connect to %s:%d", RC.t.host, RC.t.port);
             }
-            fprintf(stderr, "rt-load: only %d of %d connections up after "
-                            "10 s; starting anyway\n", connected, nslots);
+            fprintf(stderr,
+                    "rt-load: only %d of %d connections up after "
+                    "10 s; starting anyway\n",
+                    connected, nslots);
             break;
         }
         usleep(2000);
@@ -1384,8 +1395,7 @@ static int engine(enum rl_mode mode, struct rl_result *res)
                     end = 1;
                     break;
                 }
-                if (O.requests > 0 &&
-                    measured_done() >= (uint64_t)O.requests) {
+                if (O.requests > 0 && measured_done() >= (uint64_t)O.requests) {
                     end = 1;
                     break;
                 }
@@ -1416,16 +1426,16 @@ static int engine(enum rl_mode mode, struct rl_result *res)
             r.sec = sec;
             clock_gettime(CLOCK_REALTIME, &ts);
             r.unix_time = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-            r.warmup = G.t_start + (uint64_t)(sec - 1) * 1000000000ULL <
-                       G.t_warm;
+            r.warmup =
+                G.t_start + (uint64_t)(sec - 1) * 1000000000ULL < G.t_warm;
             r.p50 = rl_hist_pct(&h, 50) / 1000.0;
             r.p95 = rl_hist_pct(&h, 95) / 1000.0;
             r.p99 = rl_hist_pct(&h, 99) / 1000.0;
             r.max = rl_hist_pct(&h, 100) / 1000.0;
-            r.ranges = mode == RL_MODE_RUN && O.master_http[0]
-                           ? rl_master_ranges(O.master_http, RC.t.account,
-                                              RC.t.table)
-                           : -1;
+            r.ranges =
+                mode == RL_MODE_RUN && O.master_http[0]
+                    ? rl_master_ranges(O.master_http, RC.t.account, RC.t.table)
+                    : -1;
             if (mode == RL_MODE_RUN && res && span > 0) {
                 row_push(res, &r);
             }
@@ -1433,32 +1443,31 @@ static int engine(enum rl_mode mode, struct rl_result *res)
                 double rate = (double)r.c.ops / (span < 1 ? span : 1);
                 if (mode == RL_MODE_PRELOAD) {
                     static uint64_t prev;
-                    uint64_t done = __atomic_load_n(&G.pre_done_entities,
-                                                    __ATOMIC_RELAXED);
+                    uint64_t done =
+                        __atomic_load_n(&G.pre_done_entities, __ATOMIC_RELAXED);
                     fprintf(stderr,
-                            "rt-load preload [%4ds] %" PRIu64 "/%ld entities"
+                            "rt-load preload [%4ds] %" PRIu64
+                            "/%ld entities"
                             "  %.0f entities/s  in flight %d\n",
-                            sec, done, O.preload,
-                            (double)(done - prev) / span, r.inflight);
+                            sec, done, O.preload, (double)(done - prev) / span,
+                            r.inflight);
                     prev = done;
                 } else {
                     char rg[32] = "";
                     if (r.ranges >= 0) {
                         snprintf(rg, sizeof(rg), "  ranges %d", r.ranges);
                     }
-                    fprintf(stderr,
-                            "rt-load [%4ds %s] %8.0f ops/s  p50 %7.2f  p99 "
-                            "%7.2f  max %7.2f ms  503 %5.1f%%  retries %"
-                            PRIu64 "  err %" PRIu64 "  404 %" PRIu64
-                            "  in flight %d%s\n",
-                            sec, r.warmup ? "warm" : "run ", rate, r.p50,
-                            r.p99, r.max,
-                            r.c.requests
-                                ? 100.0 * (double)r.c.r503 /
-                                      (double)r.c.requests
-                                : 0.0,
-                            r.c.retries, r.c.errors, r.c.not_found,
-                            r.inflight, rg);
+                    fprintf(
+                        stderr,
+                        "rt-load [%4ds %s] %8.0f ops/s  p50 %7.2f  p99 "
+                        "%7.2f  max %7.2f ms  503 %5.1f%%  retries %" PRIu64
+                        "  err %" PRIu64 "  404 %" PRIu64 "  in flight %d%s\n",
+                        sec, r.warmup ? "warm" : "run ", rate, r.p50, r.p99,
+                        r.max,
+                        r.c.requests
+                            ? 100.0 * (double)r.c.r503 / (double)r.c.requests
+                            : 0.0,
+                        r.c.retries, r.c.errors, r.c.not_found, r.inflight, rg);
                 }
             }
         }
@@ -1531,8 +1540,8 @@ static int engine(enum rl_mode mode, struct rl_result *res)
             for (int k = 0; k < W[i].nerrs; k++) {
                 fprintf(stderr,
                         "rt-load: preload error: %" PRIu64 " x %d %s %s\n",
-                        W[i].errs[k].n, W[i].errs[k].status,
-                        W[i].errs[k].code, W[i].errs[k].detail);
+                        W[i].errs[k].n, W[i].errs[k].status, W[i].errs[k].code,
+                        W[i].errs[k].detail);
             }
         }
     }
@@ -1693,8 +1702,8 @@ int main(int argc, char **argv)
                      O.sas[0] == '?' ? O.sas + 1 : O.sas);
         } else if (RC.t.have_key) {
             time_t now = time(NULL);
-            if (rl_sas_account(&RC.t.signer, now - 900, now + 86400,
-                               RC.t.sas, sizeof(RC.t.sas)) != 0) {
+            if (rl_sas_account(&RC.t.signer, now - 900, now + 86400, RC.t.sas,
+                               sizeof(RC.t.sas)) != 0) {
                 die("cannot build the SAS token");
             }
         } else {
@@ -1749,10 +1758,11 @@ int main(int argc, char **argv)
     RC.page_size = (unsigned)(O.page_size > 0 ? O.page_size : 1000);
     RC.range_len = (unsigned)(O.range_len > 0 ? O.range_len : 50);
     urlenc_filter(O.scan_filter, RC.scan_filter, sizeof(RC.scan_filter));
-    if (rl_reqcfg_prepare(&RC, (unsigned)(O.batch_size > O.preload_batch
-                                              ? O.batch_size
-                                              : O.preload_batch),
-                          err) != 0) {
+    if (rl_reqcfg_prepare(
+            &RC,
+            (unsigned)(O.batch_size > O.preload_batch ? O.batch_size
+                                                      : O.preload_batch),
+            err) != 0) {
         die("%s", err);
     }
     if (O.workers < 1 || O.connections < 1 || O.threads < 1) {
@@ -1849,14 +1859,15 @@ int main(int argc, char **argv)
         }
         if (!O.quiet) {
             double s = (double)(now_ns() - t0) / 1e9;
-            fprintf(stderr, "rt-load: preloaded %" PRIu64 " entities in "
-                            "%.1f s (%.0f/s)\n",
-                    G.pre_done_entities, s,
-                    (double)G.pre_done_entities / s);
+            fprintf(stderr,
+                    "rt-load: preloaded %" PRIu64
+                    " entities in "
+                    "%.1f s (%.0f/s)\n",
+                    G.pre_done_entities, s, (double)G.pre_done_entities / s);
         }
         if (G.pre_done_entities < N) {
-            fprintf(stderr, "rt-load: preload incomplete: %" PRIu64
-                            " of %" PRIu64 "\n",
+            fprintf(stderr,
+                    "rt-load: preload incomplete: %" PRIu64 " of %" PRIu64 "\n",
                     G.pre_done_entities, N);
             rc = 1;
         }
@@ -1868,8 +1879,8 @@ int main(int argc, char **argv)
         die("out of memory");
     }
     if (O.master_http[0]) {
-        res->ranges_start = rl_master_ranges(O.master_http, RC.t.account,
-                                             RC.t.table);
+        res->ranges_start =
+            rl_master_ranges(O.master_http, RC.t.account, RC.t.table);
     }
     rl_mix_format(&MIX, mixbuf, sizeof(mixbuf));
     if (!O.quiet) {
@@ -1884,8 +1895,8 @@ int main(int argc, char **argv)
     {
         double t1 = res->start_unix + (double)(res->nrows + 1);
         if (O.master_http[0]) {
-            res->ranges_end = rl_master_ranges(O.master_http, RC.t.account,
-                                               RC.t.table);
+            res->ranges_end =
+                rl_master_ranges(O.master_http, RC.t.account, RC.t.table);
             rl_fetch_events(O.master_http, res, res->start_unix - 1, t1 + 1);
         } else {
             res->ranges_start = res->ranges_end = -1;

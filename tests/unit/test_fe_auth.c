@@ -46,9 +46,13 @@ static int teardown(void **state)
 
 /* ---- Helpers -------------------------------------------------------- */
 
-static const char *sts(struct rt_buf *b, enum fe_auth_scheme s,
-                       const char *verb, const char *ct, const char *date,
-                       const char *path, const char *comp)
+static const char *sts(struct rt_buf *b,
+                       enum fe_auth_scheme s,
+                       const char *verb,
+                       const char *ct,
+                       const char *date,
+                       const char *path,
+                       const char *comp)
 {
     struct rt_buf res = RT_BUF_INIT;
     rt_buf_reset(b);
@@ -58,7 +62,8 @@ static const char *sts(struct rt_buf *b, enum fe_auth_scheme s,
     return rt_buf_cstr(b);
 }
 
-static void expect_sig(const struct fe_accounts *a, const char *msg,
+static void expect_sig(const struct fe_accounts *a,
+                       const char *msg,
                        const char *want)
 {
     char got[FE_AUTH_SIG_SIZE];
@@ -77,9 +82,14 @@ static int64_t unix_of(const char *date)
     return t;
 }
 
-static void fill_req(struct fe_auth_req *r, const char *verb,
-                     const char *authz, const char *ct, const char *path,
-                     const char *account, const char *seg, const char *comp)
+static void fill_req(struct fe_auth_req *r,
+                     const char *verb,
+                     const char *authz,
+                     const char *ct,
+                     const char *path,
+                     const char *account,
+                     const char *seg,
+                     const char *comp)
 {
     memset(r, 0, sizeof(*r));
     r->verb = verb;
@@ -103,8 +113,8 @@ static void test_sharedkey_get(void **state)
     struct rt_buf b = RT_BUF_INIT;
     const char *s = sts(&b, FE_AUTH_SHAREDKEY, "GET", NULL, DATE1,
                         "/devstoreaccount1/Tables", NULL);
-    assert_string_equal(s, "GET\n\n\n" DATE1
-                           "\n/devstoreaccount1/devstoreaccount1/Tables");
+    assert_string_equal(
+        s, "GET\n\n\n" DATE1 "\n/devstoreaccount1/devstoreaccount1/Tables");
     expect_sig(*state, s, "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=");
     rt_buf_free(&b);
 }
@@ -113,9 +123,9 @@ static void test_sharedkey_get(void **state)
 static void test_sharedkey_post(void **state)
 {
     struct rt_buf b = RT_BUF_INIT;
-    const char *s = sts(&b, FE_AUTH_SHAREDKEY, "POST",
-                        "application/json;odata=nometadata", DATE1,
-                        "/devstoreaccount1/people", NULL);
+    const char *s =
+        sts(&b, FE_AUTH_SHAREDKEY, "POST", "application/json;odata=nometadata",
+            DATE1, "/devstoreaccount1/people", NULL);
     assert_string_equal(s, "POST\n\napplication/json;odata=nometadata\n" DATE1
                            "\n/devstoreaccount1/devstoreaccount1/people");
     expect_sig(*state, s, "OO8ecpkTMVQAtUAn27TxeCXYrFzyNmn9r8DS3PDUbGw=");
@@ -139,9 +149,9 @@ static void test_comp(void **state)
     struct rt_buf b = RT_BUF_INIT;
     const char *s = sts(&b, FE_AUTH_SHAREDKEY, "GET", NULL, DATE1,
                         "/devstoreaccount1/mytable", "acl");
-    assert_string_equal(
-        s, "GET\n\n\n" DATE1 "\n/devstoreaccount1/devstoreaccount1/mytable"
-           "?comp=acl");
+    assert_string_equal(s, "GET\n\n\n" DATE1
+                           "\n/devstoreaccount1/devstoreaccount1/mytable"
+                           "?comp=acl");
     expect_sig(*state, s, "5507Qt8emuG0YkWoFg2OtQH/JmgiyyrkLsHBiawyW58=");
     rt_buf_free(&b);
 }
@@ -151,8 +161,8 @@ static void test_wrong_key(void **state)
 {
     struct fe_accounts other;
     const struct fe_account *acct;
-    const char *msg = "GET\n\n\n" DATE1
-                      "\n/devstoreaccount1/devstoreaccount1/Tables";
+    const char *msg =
+        "GET\n\n\n" DATE1 "\n/devstoreaccount1/devstoreaccount1/Tables";
     const char *good = "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
     fe_accounts_init(&other);
     assert_int_equal(fe_accounts_add(&other, FE_DEV_ACCOUNT, OTHER_KEY, NULL),
@@ -161,12 +171,11 @@ static void test_wrong_key(void **state)
     assert_int_equal(fe_auth_check(acct, msg, strlen(msg), good, strlen(good)),
                      RT_EAUTH);
     acct = fe_accounts_find(*state, FE_DEV_ACCOUNT);
-    assert_int_equal(fe_auth_check(acct, msg, strlen(msg),
-                                   "bXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=",
-                                   44),
-                     RT_EAUTH);
-    assert_int_equal(fe_auth_check(acct, msg, strlen(msg), good, 43),
-                     RT_EAUTH);
+    assert_int_equal(
+        fe_auth_check(acct, msg, strlen(msg),
+                      "bXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=", 44),
+        RT_EAUTH);
+    assert_int_equal(fe_auth_check(acct, msg, strlen(msg), good, 43), RT_EAUTH);
     fe_accounts_free(&other);
 }
 
@@ -174,13 +183,12 @@ static void test_wrong_key(void **state)
 static void test_key2(void **state)
 {
     struct fe_accounts a;
-    const char *msg = "GET\n\n\n" DATE1
-                      "\n/devstoreaccount1/devstoreaccount1/Tables";
+    const char *msg =
+        "GET\n\n\n" DATE1 "\n/devstoreaccount1/devstoreaccount1/Tables";
     const char *good = "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
     (void)state;
     fe_accounts_init(&a);
-    assert_int_equal(fe_accounts_add(&a, FE_DEV_ACCOUNT, OTHER_KEY,
-                                     FE_DEV_KEY),
+    assert_int_equal(fe_accounts_add(&a, FE_DEV_ACCOUNT, OTHER_KEY, FE_DEV_KEY),
                      0);
     assert_int_equal(fe_auth_check(fe_accounts_find(&a, FE_DEV_ACCOUNT), msg,
                                    strlen(msg), good, strlen(good)),
@@ -202,8 +210,7 @@ static void test_parse_header(void **state)
     assert_int_equal(h.scheme, FE_AUTH_SHAREDKEYLITE);
     assert_int_equal(fe_auth_parse_header("SharedKey acct", &h), RT_EAUTHINFO);
     assert_int_equal(fe_auth_parse_header("SharedKey :sig", &h), RT_EAUTHINFO);
-    assert_int_equal(fe_auth_parse_header("SharedKey acct:", &h),
-                     RT_EAUTHINFO);
+    assert_int_equal(fe_auth_parse_header("SharedKey acct:", &h), RT_EAUTHINFO);
     assert_int_equal(fe_auth_parse_header("Basic dXNlcjpwdw==", &h),
                      RT_EAUTHINFO);
     assert_int_equal(fe_auth_parse_header("SharedKeyacct:sig", &h),
@@ -244,12 +251,14 @@ static void test_verify(void **state)
     assert_int_equal(fe_auth_verify(a, &r, why), RT_ENOAUTH);
     r.authorization = "SharedKey devstoreaccount1";
     assert_int_equal(fe_auth_verify(a, &r, why), RT_EAUTHINFO);
-    r.authorization = "SharedKey other:"
-                      "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
+    r.authorization =
+        "SharedKey other:"
+        "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
     assert_int_equal(fe_auth_verify(a, &r, why), RT_EAUTH);
     r.account = "nosuchaccount";
-    r.authorization = "SharedKey nosuchaccount:"
-                      "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
+    r.authorization =
+        "SharedKey nosuchaccount:"
+        "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
     assert_int_equal(fe_auth_verify(a, &r, why), RT_EAUTH);
 
     /* The raw path, %27 and all, is what was signed. */
@@ -278,8 +287,9 @@ static void test_secondary(void **state)
              NULL, "/devstoreaccount1-secondary/Tables", "devstoreaccount1",
              "devstoreaccount1-secondary", NULL);
     assert_int_equal(fe_auth_verify(a, &r, why), 0);
-    r.authorization = "SharedKeyLite devstoreaccount1:"
-                      "vpFjK7fRjHfv1FiamukN3yq7R/ioRgEgWlGgVlA/9Nw=";
+    r.authorization =
+        "SharedKeyLite devstoreaccount1:"
+        "vpFjK7fRjHfv1FiamukN3yq7R/ioRgEgWlGgVlA/9Nw=";
     assert_int_equal(fe_auth_verify(a, &r, why), 0);
 }
 
@@ -299,8 +309,9 @@ static void test_host_style(void **state)
              NULL, "/Tables", "devstoreaccount1", NULL, NULL);
     assert_int_equal(fe_auth_verify(a, &r, why), 0);
     /* The path-style signature of the same request does not verify. */
-    r.authorization = "SharedKey devstoreaccount1:"
-                      "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
+    r.authorization =
+        "SharedKey devstoreaccount1:"
+        "aXFIWneaQHd3oMlYqjw7rVCtAFE+bviqX39E2YJ5RGc=";
     assert_int_equal(fe_auth_verify(a, &r, why), RT_EAUTH);
 }
 
@@ -316,8 +327,8 @@ static void test_accounts_file(void **state)
     (void)state;
     assert_true(fd >= 0);
     f = fdopen(fd, "w");
-    fprintf(f, "# accounts\n\nacct1 %s\n  acct2 %s %s  # two keys\n", FE_DEV_KEY,
-            OTHER_KEY, FE_DEV_KEY);
+    fprintf(f, "# accounts\n\nacct1 %s\n  acct2 %s %s  # two keys\n",
+            FE_DEV_KEY, OTHER_KEY, FE_DEV_KEY);
     fclose(f);
     fe_accounts_init(&a);
     assert_int_equal(fe_accounts_load(&a, path, errmsg), 0);

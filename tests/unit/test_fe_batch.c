@@ -232,7 +232,9 @@ static const char js_batch[] =
 
 /* ---- Helpers -------------------------------------------------------- */
 
-static int parse(const char *ct, const char *body, size_t len,
+static int parse(const char *ct,
+                 const char *body,
+                 size_t len,
                  struct fe_batch *b)
 {
     fe_batch_init(b);
@@ -250,16 +252,18 @@ static int parse_str(const char *ct, const char *body, struct fe_batch *b)
 static void batch_begin(struct rt_buf *o)
 {
     rt_buf_init(o);
-    rt_buf_append_str(o, "--B\r\nContent-Type: multipart/mixed; "
-                         "boundary=C\r\n\r\n");
+    rt_buf_append_str(o,
+                      "--B\r\nContent-Type: multipart/mixed; "
+                      "boundary=C\r\n\r\n");
 }
 
 /* One changeset part holding @req (request line, headers, blank line,
  * body); @cid NULL = no Content-ID. */
 static void batch_part(struct rt_buf *o, const char *cid, const char *req)
 {
-    rt_buf_append_str(o, "--C\r\nContent-Type: application/http\r\n"
-                         "Content-Transfer-Encoding: binary\r\n");
+    rt_buf_append_str(o,
+                      "--C\r\nContent-Type: application/http\r\n"
+                      "Content-Transfer-Encoding: binary\r\n");
     if (cid) {
         rt_buf_printf(o, "Content-ID: %s\r\n", cid);
     }
@@ -276,7 +280,8 @@ static void batch_end(struct rt_buf *o)
 static void insert_req(char *out, size_t n, const char *pk, const char *rk)
 {
     snprintf(out, n,
-             "POST http://127.0.0.1:10002/" ACCT "/people HTTP/1.1\r\n"
+             "POST http://127.0.0.1:10002/" ACCT
+             "/people HTTP/1.1\r\n"
              "Content-Type: application/json\r\n"
              "Prefer: return-no-content\r\n\r\n"
              "{\"PartitionKey\":\"%s\",\"RowKey\":\"%s\",\"v\":1}",
@@ -284,8 +289,10 @@ static void insert_req(char *out, size_t n, const char *pk, const char *rk)
 }
 
 /* Parses a batch of @n inserts with the given PKs/RKs. */
-static int parse_inserts(const char *const *pks, const char *const *rks,
-                         size_t n, struct fe_batch *b)
+static int parse_inserts(const char *const *pks,
+                         const char *const *rks,
+                         size_t n,
+                         struct fe_batch *b)
 {
     struct rt_buf o;
     char req[512], cid[24];
@@ -432,15 +439,17 @@ static void test_quoted_boundaries(void **state)
     struct rt_buf o = RT_BUF_INIT;
     (void)state;
     insert_req(req, sizeof(req), "p", "1");
-    rt_buf_append_str(&o, "preamble to ignore\r\n--b a'tch\r\n"
-                          "content-type: Multipart/Mixed ;charset=x; "
-                          "BOUNDARY=\"c;s\"\r\n\r\n"
-                          "--c;s\r\n"
-                          "Content-Type: application/http; msgtype=request\r\n"
-                          "\r\n");
+    rt_buf_append_str(&o,
+                      "preamble to ignore\r\n--b a'tch\r\n"
+                      "content-type: Multipart/Mixed ;charset=x; "
+                      "BOUNDARY=\"c;s\"\r\n\r\n"
+                      "--c;s\r\n"
+                      "Content-Type: application/http; msgtype=request\r\n"
+                      "\r\n");
     rt_buf_append_str(&o, req);
-    rt_buf_append_str(&o, "\r\n--c;s--   \r\nepilogue\r\n--b a'tch--\r\n"
-                          "trailing epilogue");
+    rt_buf_append_str(&o,
+                      "\r\n--c;s--   \r\nepilogue\r\n--b a'tch--\r\n"
+                      "trailing epilogue");
     assert_int_equal(parse("multipart/mixed; boundary=\"b a'tch\"; x=y",
                            (const char *)o.data, o.len, &b),
                      0);
@@ -457,7 +466,8 @@ static void test_inner_url_forms(void **state)
 {
     static const char *const urls[] = {
         "http://127.0.0.1:10002/" ACCT "/people(PartitionKey='p',RowKey='1')",
-        "https://" ACCT ".table.core.windows.net/people(PartitionKey='p',"
+        "https://" ACCT
+        ".table.core.windows.net/people(PartitionKey='p',"
         "RowKey='1')",
         "/" ACCT "/people(PartitionKey='p',RowKey='1')",
         "/people(PartitionKey='p',RowKey='1')",
@@ -490,7 +500,8 @@ static void test_single_get(void **state)
         "Content-Transfer-Encoding: binary\r\n"
         "Content-ID: g1\r\n"
         "\r\n"
-        "GET http://127.0.0.1:10002/" ACCT "/people(PartitionKey='p',"
+        "GET http://127.0.0.1:10002/" ACCT
+        "/people(PartitionKey='p',"
         "RowKey='r%20x') HTTP/1.1\r\n"
         "Accept: application/json;odata=nometadata\r\n"
         "\r\n"
@@ -527,7 +538,8 @@ static void test_verbs(void **state)
     assert_int_equal(parse_one(req, &b), 0);
     assert_int_equal(b.ops[0].kind, RT__OP_KIND__OP_UPSERT_MERGE);
     fe_batch_free(&b);
-    snprintf(req, sizeof(req), "PUT %s HTTP/1.0\r\nPrefer: return-content\r\n"
+    snprintf(req, sizeof(req),
+             "PUT %s HTTP/1.0\r\nPrefer: return-content\r\n"
              "\r\n{}",
              ent);
     assert_int_equal(parse_one(req, &b), 0);
@@ -537,10 +549,11 @@ static void test_verbs(void **state)
     {
         struct rt_buf o;
         batch_begin(&o);
-        rt_buf_append_str(&o, "--C\r\nContent-Type: application/http\r\n\r\n"
-                              "DELETE people(PartitionKey='p',RowKey='1') "
-                              "HTTP/1.1\r\nContent-ID: 42\r\nIf-Match: *\r\n"
-                              "\r\n\r\n");
+        rt_buf_append_str(&o,
+                          "--C\r\nContent-Type: application/http\r\n\r\n"
+                          "DELETE people(PartitionKey='p',RowKey='1') "
+                          "HTTP/1.1\r\nContent-ID: 42\r\nIf-Match: *\r\n"
+                          "\r\n\r\n");
         batch_end(&o);
         assert_int_equal(parse(B_CT, (const char *)o.data, o.len, &b), 0);
         assert_string_equal(b.ops[0].content_id, "42");
@@ -656,8 +669,7 @@ static void test_duplicate_row(void **state)
                "DELETE people(PartitionKey='p',RowKey='x') HTTP/1.1\r\n"
                "If-Match: *\r\n");
     batch_end(&o);
-    assert_int_equal(parse(B_CT, (const char *)o.data, o.len, &b),
-                     RT_EDUPROW);
+    assert_int_equal(parse(B_CT, (const char *)o.data, o.len, &b), RT_EDUPROW);
     assert_int_equal(b.index, 1);
     assert_string_equal(b.fail_cid, "b");
     fe_batch_free(&b);
@@ -688,15 +700,15 @@ static void test_if_match_foreign(void **state)
 /* Per-operation failures carry the standalone codes at their index. */
 static void test_op_errors(void **state)
 {
-    static const struct {
+    static const struct
+    {
         const char *req;
         int code;
     } cases[] = {
         /* bad JSON */
         {"POST people HTTP/1.1\r\n\r\n{\"PartitionKey\":", RT_EINVAL},
         /* insert without RowKey */
-        {"POST people HTTP/1.1\r\n\r\n{\"PartitionKey\":\"p\"}",
-         RT_ENEEDVALUE},
+        {"POST people HTTP/1.1\r\n\r\n{\"PartitionKey\":\"p\"}", RT_ENEEDVALUE},
         /* insert with no body at all */
         {"POST people HTTP/1.1\r\n\r\n", RT_EINVAL},
         /* a bad property name */
@@ -759,8 +771,8 @@ static void test_op_errors(void **state)
         batch_end(&o);
         rc = parse(B_CT, (const char *)o.data, o.len, &b);
         if (rc != cases[i].code || b.index != 1) {
-            print_error("case %zu: rc %s index %d (%s)\n", i,
-                        rt_err_name(rc), b.index, b.errmsg);
+            print_error("case %zu: rc %s index %d (%s)\n", i, rt_err_name(rc),
+                        b.index, b.errmsg);
         }
         assert_int_equal(rc, cases[i].code);
         assert_int_equal(b.index, 1);
@@ -777,7 +789,8 @@ static void test_op_errors(void **state)
  * changeset or batch, a nested non-http part, a bad request line. */
 static void test_malformed(void **state)
 {
-    static const struct {
+    static const struct
+    {
         const char *ct;
         const char *body;
     } cases[] = {
@@ -792,69 +805,80 @@ static void test_malformed(void **state)
         {B_CT, "no delimiter at all"},
         {B_CT, "--Bx\r\n--Bx--\r\n"},
         /* two changesets */
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
-               "If-Match: *\r\n\r\n\r\n--C--\r\n"
-               "--B\r\nContent-Type: multipart/mixed; boundary=D\r\n\r\n"
-               "--D\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n"
-               "If-Match: *\r\n\r\n\r\n--D--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
+         "If-Match: *\r\n\r\n\r\n--C--\r\n"
+         "--B\r\nContent-Type: multipart/mixed; boundary=D\r\n\r\n"
+         "--D\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n"
+         "If-Match: *\r\n\r\n\r\n--D--\r\n--B--\r\n"},
         /* a GET next to a changeset */
-        {B_CT, "--B\r\nContent-Type: application/http\r\n\r\n"
-               "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n\r\n\r\n"
-               "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n"
-               "If-Match: *\r\n\r\n\r\n--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: application/http\r\n\r\n"
+         "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n\r\n\r\n"
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n"
+         "If-Match: *\r\n\r\n\r\n--C--\r\n--B--\r\n"},
         /* two GETs */
-        {B_CT, "--B\r\nContent-Type: application/http\r\n\r\n"
-               "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n\r\n\r\n"
-               "--B\r\nContent-Type: application/http\r\n\r\n"
-               "GET t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n\r\n\r\n"
-               "--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: application/http\r\n\r\n"
+         "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n\r\n\r\n"
+         "--B\r\nContent-Type: application/http\r\n\r\n"
+         "GET t1(PartitionKey='p',RowKey='2') HTTP/1.1\r\n\r\n\r\n"
+         "--B--\r\n"},
         /* a write outside a changeset */
-        {B_CT, "--B\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
-               "If-Match: *\r\n\r\n\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
+         "If-Match: *\r\n\r\n\r\n--B--\r\n"},
         /* empty changeset, changeset without a boundary, unknown type */
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C--\r\n--B--\r\n"},
         {B_CT, "--B\r\nContent-Type: multipart/mixed\r\n\r\n--B--\r\n"},
         {B_CT, "--B\r\nContent-Type: text/plain\r\n\r\nhi\r\n--B--\r\n"},
         {B_CT, "--B\r\n\r\nno headers\r\n--B--\r\n"},
         /* nested changeset inside the changeset; non-http part */
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: multipart/mixed; boundary=D\r\n\r\n"
-               "--D--\r\n--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: multipart/mixed; boundary=D\r\n\r\n"
+         "--D--\r\n--C--\r\n--B--\r\n"},
         /* bad request lines and headers */
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='1')\r\n\r\n--C--\r\n"
-               "--B--\r\n"},
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1 HTTP/2 x\r\n\r\n--C--\r\n--B--\r\n"},
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
-               "this is no header\r\n\r\n--C--\r\n--B--\r\n"},
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n\r\n\r\n"
-               "--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='1')\r\n\r\n--C--\r\n"
+         "--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1 HTTP/2 x\r\n\r\n--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
+         "this is no header\r\n\r\n--C--\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n\r\n\r\n"
+         "--C--\r\n--B--\r\n"},
         /* changeset never closed */
-        {B_CT, "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
-               "--C\r\nContent-Type: application/http\r\n\r\n"
-               "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
-               "If-Match: *\r\n\r\n\r\n--B--\r\n"},
+        {B_CT,
+         "--B\r\nContent-Type: multipart/mixed; boundary=C\r\n\r\n"
+         "--C\r\nContent-Type: application/http\r\n\r\n"
+         "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1\r\n"
+         "If-Match: *\r\n\r\n\r\n--B--\r\n"},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct fe_batch b;
         int rc = parse_str(cases[i].ct, cases[i].body, &b);
         if (rc != RT_EINVAL || b.index != -1) {
-            print_error("case %zu: rc %s index %d (%s)\n", i,
-                        rt_err_name(rc), b.index, b.errmsg);
+            print_error("case %zu: rc %s index %d (%s)\n", i, rt_err_name(rc),
+                        b.index, b.errmsg);
         }
         assert_int_equal(rc, RT_EINVAL);
         assert_int_equal(b.index, -1);
@@ -887,8 +911,8 @@ static void test_truncated(void **state)
  * bounds; a failure is always a code with a sane index. */
 static void test_mutations(void **state)
 {
-    static const char repl[] = {'-', '\r', '\n', ':', ' ', '"', '{', '\0',
-                                '\'', '%'};
+    static const char repl[] = {'-', '\r', '\n', ':',  ' ',
+                                '"', '{',  '\0', '\'', '%'};
     size_t full = strlen(py_batch);
     char *p = malloc(full);
     (void)state;
@@ -916,12 +940,23 @@ static void test_mutations(void **state)
 static void test_garbage(void **state)
 {
     static const char *const frags[] = {
-        "--B", "--B--", "--C", "--C--", "Content-Type: multipart/mixed; "
-        "boundary=C", "Content-Type: application/http", "",
-        "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1", "If-Match: *",
-        "POST t1 HTTP/1.1", "{\"PartitionKey\":\"p\",\"RowKey\":\"1\"}",
-        "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1", "x: y", ":",
-        "--", "\r"};
+        "--B",
+        "--B--",
+        "--C",
+        "--C--",
+        "Content-Type: multipart/mixed; "
+        "boundary=C",
+        "Content-Type: application/http",
+        "",
+        "DELETE t1(PartitionKey='p',RowKey='1') HTTP/1.1",
+        "If-Match: *",
+        "POST t1 HTTP/1.1",
+        "{\"PartitionKey\":\"p\",\"RowKey\":\"1\"}",
+        "GET t1(PartitionKey='p',RowKey='1') HTTP/1.1",
+        "x: y",
+        ":",
+        "--",
+        "\r"};
     uint32_t seed = 12345;
     (void)state;
     for (int round = 0; round < 3000; round++) {
@@ -940,8 +975,8 @@ static void test_garbage(void **state)
                 }
             } else {
                 rt_buf_append_str(
-                    &o, frags[(seed >> 16) % (sizeof(frags) /
-                                              sizeof(frags[0]))]);
+                    &o,
+                    frags[(seed >> 16) % (sizeof(frags) / sizeof(frags[0]))]);
             }
             rt_buf_append_str(&o, (seed >> 4) % 3 ? "\r\n" : "\n");
         }
@@ -986,9 +1021,12 @@ static void test_write_success(void **state)
         "Cache-Control: no-cache\r\n"
         "Preference-Applied: return-no-content\r\n"
         "DataServiceVersion: 3.0;\r\n"
-        "Location: " L1 "\r\n"
-        "DataServiceId: " L1 "\r\n"
-        "ETag: " E1 "\r\n"
+        "Location: " L1
+        "\r\n"
+        "DataServiceId: " L1
+        "\r\n"
+        "ETag: " E1
+        "\r\n"
         "\r\n"
         "\r\n"
         "--changesetresponse_S\r\n"
@@ -1000,7 +1038,8 @@ static void test_write_success(void **state)
         "X-Content-Type-Options: nosniff\r\n"
         "Cache-Control: no-cache\r\n"
         "DataServiceVersion: 3.0;\r\n"
-        "ETag: " E2 "\r\n"
+        "ETag: " E2
+        "\r\n"
         "\r\n"
         "\r\n"
         "--changesetresponse_S\r\n"
@@ -1050,10 +1089,14 @@ static void test_write_created(void **state)
         "X-Content-Type-Options: nosniff\r\n"
         "Cache-Control: no-cache\r\n"
         "DataServiceVersion: 3.0;\r\n"
-        "Content-Type: " JSON_CT "\r\n"
-        "Location: " L1 "\r\n"
-        "DataServiceId: " L1 "\r\n"
-        "ETag: " E1 "\r\n"
+        "Content-Type: " JSON_CT
+        "\r\n"
+        "Location: " L1
+        "\r\n"
+        "DataServiceId: " L1
+        "\r\n"
+        "ETag: " E1
+        "\r\n"
         "\r\n"
         "{\"PartitionKey\":\"p\",\"RowKey\":\"1\"}\r\n"
         "--changesetresponse_S--\r\n"
@@ -1097,7 +1140,8 @@ static void test_write_failure(void **state)
         "X-Content-Type-Options: nosniff\r\n"
         "Cache-Control: no-cache\r\n"
         "DataServiceVersion: 3.0;\r\n"
-        "Content-Type: " JSON_CT "\r\n"
+        "Content-Type: " JSON_CT
+        "\r\n"
         "\r\n";
     (void)state;
     fe_batch_error_json(&json, RT_EEXIST, 1, NULL, "rid",
@@ -1115,8 +1159,7 @@ static void test_write_failure(void **state)
                         "\r\n--changesetresponse_S--\r\n"
                         "--batchresponse_R--\r\n");
     rt_buf_reset(&json);
-    fe_batch_error_json(&json, RT_EINVAL, 99, FE_BATCH_MSG_TOO_MANY, "r",
-                        "t");
+    fe_batch_error_json(&json, RT_EINVAL, 99, FE_BATCH_MSG_TOO_MANY, "r", "t");
     assert_string_equal(
         rt_buf_cstr(&json),
         "{\"odata.error\":{\"code\":\"InvalidInput\",\"message\":{\"lang\":"
@@ -1132,19 +1175,22 @@ static void test_write_get(void **state)
 {
     struct fe_batch_part part;
     struct rt_buf o = RT_BUF_INIT;
-    const char *want = "--batchresponse_R\r\n"
-                       "Content-Type: application/http\r\n"
-                       "Content-Transfer-Encoding: binary\r\n"
-                       "\r\n"
-                       "HTTP/1.1 200 OK\r\n"
-                       "X-Content-Type-Options: nosniff\r\n"
-                       "Cache-Control: no-cache\r\n"
-                       "DataServiceVersion: 3.0;\r\n"
-                       "Content-Type: " JSON_CT "\r\n"
-                       "ETag: " E1 "\r\n"
-                       "\r\n"
-                       "{}\r\n"
-                       "--batchresponse_R--\r\n";
+    const char *want =
+        "--batchresponse_R\r\n"
+        "Content-Type: application/http\r\n"
+        "Content-Transfer-Encoding: binary\r\n"
+        "\r\n"
+        "HTTP/1.1 200 OK\r\n"
+        "X-Content-Type-Options: nosniff\r\n"
+        "Cache-Control: no-cache\r\n"
+        "DataServiceVersion: 3.0;\r\n"
+        "Content-Type: " JSON_CT
+        "\r\n"
+        "ETag: " E1
+        "\r\n"
+        "\r\n"
+        "{}\r\n"
+        "--batchresponse_R--\r\n";
     (void)state;
     memset(&part, 0, sizeof(part));
     part.status = 200;

@@ -31,9 +31,9 @@ static void test_meta(void **state)
     assert_int_equal(m, FE_META_MINIMAL);
     assert_int_equal(fe_hdr_meta("*/*", NULL, &m), 0);
     assert_int_equal(m, FE_META_MINIMAL);
-    assert_int_equal(fe_hdr_meta("application/atom+xml,application/xml", NULL,
-                                 &m),
-                     RT_EATOMNOTSUPPORTED);
+    assert_int_equal(
+        fe_hdr_meta("application/atom+xml,application/xml", NULL, &m),
+        RT_EATOMNOTSUPPORTED);
     assert_int_equal(fe_hdr_meta("application/atom+xml, application/json;"
                                  "odata=nometadata",
                                  NULL, &m),
@@ -122,8 +122,14 @@ static void test_select(void **state)
 /* Tokens round-trip any key, including empty and non-ASCII ones. */
 static void test_tokens(void **state)
 {
-    const char *keys[] = {"", "a", "ab", "abc", "p1", "o'k/#?",
-                          "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "x y+z"};
+    const char *keys[] = {"",
+                          "a",
+                          "ab",
+                          "abc",
+                          "p1",
+                          "o'k/#?",
+                          "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+                          "x y+z"};
     struct rt_buf tok = RT_BUF_INIT, back = RT_BUF_INIT;
     (void)state;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -191,19 +197,18 @@ static void test_version_gates(void **state)
                      RT_EJSONNOTSUPPORTED);
     assert_int_equal(fe_hdr_meta_v(NULL, "json", "2011-08-18", &m),
                      RT_EJSONNOTSUPPORTED);
-    assert_int_equal(fe_hdr_meta_v("application/json;odata=nometadata", NULL,
-                                   NULL, &m),
-                     0);
+    assert_int_equal(
+        fe_hdr_meta_v("application/json;odata=nometadata", NULL, NULL, &m), 0);
     assert_int_equal(m, FE_META_NONE);
     /* Nothing named: answered (as JSON) for any version. */
     assert_int_equal(fe_hdr_meta_v(NULL, NULL, "2009-09-19", &m), 0);
     assert_int_equal(fe_hdr_meta_v("*/*", NULL, "2009-09-19", &m), 0);
-    assert_int_equal(fe_hdr_meta_v("application/atom+xml", NULL, "2009-09-19",
-                                   &m),
-                     RT_EATOMNOTSUPPORTED);
-    assert_int_equal(fe_hdr_meta_v("application/atom+xml", NULL, "2019-02-02",
-                                   &m),
-                     RT_EATOMNOTSUPPORTED);
+    assert_int_equal(
+        fe_hdr_meta_v("application/atom+xml", NULL, "2009-09-19", &m),
+        RT_EATOMNOTSUPPORTED);
+    assert_int_equal(
+        fe_hdr_meta_v("application/atom+xml", NULL, "2019-02-02", &m),
+        RT_EATOMNOTSUPPORTED);
     assert_int_equal(fe_hdr_body_type_v("application/json", "2012-02-12"),
                      RT_EJSONNOTSUPPORTED);
     assert_int_equal(fe_hdr_body_type_v("application/json", "2019-02-02"), 0);
@@ -268,17 +273,15 @@ static void test_if_match(void **state)
     assert_int_equal(fe_hdr_if_match("*", &t, &any), 0);
     assert_true(any);
     assert_int_equal(
-        fe_hdr_if_match("W/\"datetime'2017-10-16T23%3A00%3A05.5000867Z'\"",
-                        &t, &any),
+        fe_hdr_if_match("W/\"datetime'2017-10-16T23%3A00%3A05.5000867Z'\"", &t,
+                        &any),
         0);
     assert_false(any);
     assert_true(t != 0 && t != FE_ETAG_NEVER);
-    assert_int_equal(fe_hdr_if_match("W/\"0x8D5B168C7B6E589\"", &t, &any),
-                     0);
+    assert_int_equal(fe_hdr_if_match("W/\"0x8D5B168C7B6E589\"", &t, &any), 0);
     assert_true(t == FE_ETAG_NEVER);
     assert_int_equal(
-        fe_hdr_if_match("W/\"datetime'2001-01-01T00%3A00%3A00Z'\"", &t,
-                        &any),
+        fe_hdr_if_match("W/\"datetime'2001-01-01T00%3A00%3A00Z'\"", &t, &any),
         0);
     assert_true(t == FE_ETAG_NEVER);
     assert_int_equal(fe_hdr_if_match("", &t, &any), RT_EPRECOND);
@@ -291,9 +294,12 @@ static void test_if_match(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_meta),     cmocka_unit_test(test_version),
-        cmocka_unit_test(test_misc_headers), cmocka_unit_test(test_top),
-        cmocka_unit_test(test_select),   cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_misc_headers),
+        cmocka_unit_test(test_top),
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_guid),
         cmocka_unit_test(test_version_gates),
         cmocka_unit_test(test_timeout),

@@ -34,7 +34,8 @@ static const char *const keys[NKEYS][2] = {
     {"i", "1"}, {"i", "2"}, {"q", "1"}, {"q", "2"}, {"r", "1"}, {"r", "2"},
 };
 
-struct fx {
+struct fx
+{
     uv_loop_t loop;
     struct rt_rpc_server *master;
     struct rt_rpc_server *ps[2];
@@ -53,8 +54,12 @@ struct fx {
 
 static struct fx *g_fx;
 
-static void master_req(struct rt_rpc_conn *conn, uint32_t method,
-                       uint64_t id, const uint8_t *body, size_t len, void *ud)
+static void master_req(struct rt_rpc_conn *conn,
+                       uint32_t method,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len,
+                       void *ud)
 {
     struct fx *f = ud;
     Rt__Map map = RT__MAP__INIT;
@@ -75,17 +80,16 @@ static void master_req(struct rt_rpc_conn *conn, uint32_t method,
         f->get_maps++;
     }
     for (int i = 0; i < 2; i++) {
-        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d",
-                 f->ps_port[i]);
+        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", f->ps_port[i]);
         s[i].id = (uint64_t)i + 1;
         s[i].addr = addr[i];
         s[i].state = 1;
     }
     /* Ranges deliberately listed out of order: the FE sorts them. */
-    rg[0].id = 12, rg[0].table_id = TABLE_ID, rg[0].low = "g",
-    rg[0].high = "p", rg[0].server_id = 2, rg[0].epoch = 1;
-    rg[1].id = 11, rg[1].table_id = TABLE_ID, rg[1].low = "",
-    rg[1].high = "g", rg[1].server_id = 1, rg[1].epoch = 1;
+    rg[0].id = 12, rg[0].table_id = TABLE_ID, rg[0].low = "g", rg[0].high = "p",
+    rg[0].server_id = 2, rg[0].epoch = 1;
+    rg[1].id = 11, rg[1].table_id = TABLE_ID, rg[1].low = "", rg[1].high = "g",
+    rg[1].server_id = 1, rg[1].epoch = 1;
     rg[2].id = 13, rg[2].table_id = TABLE_ID, rg[2].low = "p",
     rg[2].high_inf = 1, rg[2].server_id = 1, rg[2].epoch = 1;
     t.account = "acct";
@@ -101,7 +105,9 @@ static void master_req(struct rt_rpc_conn *conn, uint32_t method,
     rt_rpc_reply_pb(conn, id, method, 0, &map.base);
 }
 
-static int key_cmp(const char *pk1, const char *rk1, const char *pk2,
+static int key_cmp(const char *pk1,
+                   const char *rk1,
+                   const char *pk2,
                    const char *rk2)
 {
     int c = strcmp(pk1, pk2);
@@ -130,9 +136,8 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
         uv_sleep(f->slow_ms);
     }
     if (req->filter.len) {
-        assert_int_equal(rt_filter_decode(req->filter.data, req->filter.len,
-                                          &flt),
-                         0);
+        assert_int_equal(
+            rt_filter_decode(req->filter.data, req->filter.len, &flt), 0);
     }
     rt_filter_bounds(flt, &fb);
     for (int i = 0; i < NKEYS; i++) {
@@ -144,8 +149,8 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
             key_cmp(pk, rk, req->start_pk, req->start_rk) < 0) {
             continue;
         }
-        if (flt && rt_filter_eval(flt, pk, strlen(pk), rk, strlen(rk), 0,
-                                  NULL, 0) != 1) {
+        if (flt && rt_filter_eval(flt, pk, strlen(pk), rk, strlen(rk), 0, NULL,
+                                  0) != 1) {
             continue;
         }
         if (n == req->limit) {
@@ -169,16 +174,20 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
      * bound ends the scan inside this range. */
     if (!resp.more && !f->never_done &&
         (f->done_always ||
-         (fb.pk_hi.set && (!high || strncmp(fb.pk_hi.s, high, fb.pk_hi.n) <
-                                        0)))) {
+         (fb.pk_hi.set &&
+          (!high || strncmp(fb.pk_hi.s, high, fb.pk_hi.n) < 0)))) {
         resp.done = 1;
     }
     rt_rpc_reply_pb(conn, id, RT__METHOD__ENTITY_SCAN, 0, &resp.base);
     rt_filter_free(flt);
 }
 
-static void ps_req(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
-                   const uint8_t *body, size_t len, void *ud)
+static void ps_req(struct rt_rpc_conn *conn,
+                   uint32_t method,
+                   uint64_t id,
+                   const uint8_t *body,
+                   size_t len,
+                   void *ud)
 {
     struct fx *f = ud;
     if (f->always_stale) {
@@ -221,8 +230,7 @@ static int setup(void **state)
     assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0, master_req,
                                          NULL, f, &f->master),
                      0);
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d",
-             rt_rpc_server_port(f->master));
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", rt_rpc_server_port(f->master));
     assert_int_equal(fe_route_create(&f->loop, addr, &f->route), 0);
     /* Wait for the FE_HELLO map. */
     for (int i = 0; i < 2000 && fe_route_map_version(f->route) == 0; i++) {
@@ -443,9 +451,13 @@ static void test_server_down(void **state)
 
 /* Runs one FE_JOB_SCAN page with filter text @ftext (NULL = none), with
  * the bounds wired the way fe_api wires them; fills @job (caller frees). */
-static void filter_page(struct fx *f, struct fe_job *job, const char *ftext,
-                        struct rt_filter **flt, struct rt_buf *enc,
-                        char lo[8], char hi[8])
+static void filter_page(struct fx *f,
+                        struct fe_job *job,
+                        const char *ftext,
+                        struct rt_filter **flt,
+                        struct rt_buf *enc,
+                        char lo[8],
+                        char hi[8])
 {
     struct rt_filter_bounds fb;
     char msg[RT_ERRMSG_SIZE];

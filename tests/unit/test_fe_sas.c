@@ -36,7 +36,7 @@
 #define T_EXPIRY 1893542400
 #define T_INSIDE 1893500000
 
-#define KEY2_B64                                                          \
+#define KEY2_B64                                                           \
     "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEy" \
     "MzQ1Njc4OTo7PD0+Pw=="
 
@@ -47,28 +47,28 @@
 /* B: tn=people, sp=raud, st/se as A, protocol="https,http", start_pk=b
  * start_rk=2 end_pk=d end_rk=5 (ip_address_or_range was passed too, but
  * generate_table_sas of 12.4.2 drops it: no sip in the token) */
-#define TOK_B                                                               \
-    "st=2030-01-01T00%3A00%3A00Z&se=2030-01-02T00%3A00%3A00Z&sp=raud&spr="  \
-    "https%2Chttp&sv=2019-02-02&tn=people&spk=b&srk=2&epk=d&erk=5&sig="     \
+#define TOK_B                                                              \
+    "st=2030-01-01T00%3A00%3A00Z&se=2030-01-02T00%3A00%3A00Z&sp=raud&spr=" \
+    "https%2Chttp&sv=2019-02-02&tn=people&spk=b&srk=2&epk=d&erk=5&sig="    \
     "tGsUcj6yAbHW%2BVMum3O4t/sbueTLU8kMkdw33Yt1qsc%3D"
 /* C: tn=people, policy_id=pol1 (no sp/st/se) */
 #define TOK_C                                                               \
     "sv=2019-02-02&si=pol1&tn=people&sig=tBOaWkxDFKVLrVtMLz1oM5%2BGW765eAo" \
     "vWR30%2Bp1aYSI%3D"
 /* D: signed with key2 (KEY2_B64): tn=people, sp=raud, se=2030-01-02 */
-#define TOK_D                                                               \
-    "se=2030-01-02T00%3A00%3A00Z&sp=raud&sv=2019-02-02&tn=people&sig="      \
+#define TOK_D                                                          \
+    "se=2030-01-02T00%3A00%3A00Z&sp=raud&sv=2019-02-02&tn=people&sig=" \
     "x0Tmwj9ae9uzHScK1efgV5vaZLKoinlLT5ogQrzT8UM%3D"
 /* E: tn=people, sp=r, se=2030-01-02, protocol=https */
-#define TOK_E                                                               \
-    "se=2030-01-02T00%3A00%3A00Z&sp=r&spr=https&sv=2019-02-02&tn=people&"   \
+#define TOK_E                                                             \
+    "se=2030-01-02T00%3A00%3A00Z&sp=r&spr=https&sv=2019-02-02&tn=people&" \
     "sig=8TTR4KkbROYb0zYV7Fjgv7TT77PE2dWvvRWk8qQOCiY%3D"
 /* F: tn=people, sp=r, se=2030-01-02, start_pk="a b'c" (percent-encoded) */
 #define TOK_F                                                               \
     "se=2030-01-02T00%3A00%3A00Z&sp=r&sv=2019-02-02&tn=people&spk=a%20b%27" \
     "c&sig=OyHVFeM88K/xl%2BQSDi7UiCZas2YGoQ31tLGxFI7ypjo%3D"
 /* G2: account SAS, srt=sco (ResourceTypes.from_string), sp=rl, st/se as A */
-#define TOK_G2                                                              \
+#define TOK_G2                                                               \
     "st=2030-01-01T00%3A00%3A00Z&se=2030-01-02T00%3A00%3A00Z&sp=rl&sv=2019-" \
     "02-02&ss=t&srt=sco&sig=sCjQWl7fYVT9iRevsABvMheA/%2Bkx4jltlmH20j29eBo%3D"
 /* H2: account SAS, srt=c, sp=wdlc (create, write, delete, list), se */
@@ -84,8 +84,8 @@
     "sv=2013-08-15&tn=people&sp=r&se=2030-01-02T00%3A00%3A00Z&sig=woUH6Lbz" \
     "HmbTAYEFMIFlh6YwGv1%2FL49Fqk2h1Au9mIw%3D"
 /* K: account SAS srt=o, sp=raud, se, ip_address_or_range=10.0.0.1 */
-#define TOK_K                                                               \
-    "se=2030-01-02T00%3A00%3A00Z&sp=raud&sip=10.0.0.1&sv=2019-02-02&ss=t&"  \
+#define TOK_K                                                              \
+    "se=2030-01-02T00%3A00%3A00Z&sp=raud&sip=10.0.0.1&sv=2019-02-02&ss=t&" \
     "srt=o&sig=UnNKHqGkPCKOB5JJXoIhktsU2EAUAGZyndWUorgLSKs%3D"
 /* M: tn=people, policy_id=pol1 AND permission=r */
 #define TOK_M                                                               \
@@ -105,7 +105,8 @@
     "se=2030-01-02T00%3A00%3A00Z&sv=2019-02-02&si=pol1&tn=people&sig=hAC86" \
     "hevvTNHhJYGGckZDXuNOVGKuY86xPQCU72kw88%3D"
 
-struct fx {
+struct fx
+{
     struct fe_accounts accts;
     struct fe_query q;
     struct fe_sas sas;
@@ -116,9 +117,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     rt_log_init("test", RT_LOG_ERROR);
     fe_accounts_init(&f->accts);
-    assert_int_equal(fe_accounts_add(&f->accts, FE_DEV_ACCOUNT, FE_DEV_KEY,
-                                     KEY2_B64),
-                     0);
+    assert_int_equal(
+        fe_accounts_add(&f->accts, FE_DEV_ACCOUNT, FE_DEV_KEY, KEY2_B64), 0);
     fe_query_init(&f->q);
     *state = f;
     return 0;
@@ -144,7 +144,9 @@ static const char *qget(const void *q, const char *key)
 
 /* A stored policy table for "si": pol1 = {perm ra, expiry 2030-01-02},
  * old = {perm r, expiry 2020-01-01}. */
-static int fake_policy(const char *account, const char *table, const char *id,
+static int fake_policy(const char *account,
+                       const char *table,
+                       const char *id,
                        struct fe_sas_policy *out)
 {
     memset(out, 0, sizeof(*out));
@@ -165,7 +167,8 @@ static int fake_policy(const char *account, const char *table, const char *id,
     return RT_ENOTFOUND;
 }
 
-struct opts {
+struct opts
+{
     const char *table;
     int64_t now;
     const char *ip;
@@ -428,18 +431,18 @@ static void test_service_allows(void **state)
     assert_int_equal(verify(f, TOK_A, "people"), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_QUERY, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, FE_SAS_OP_READ), 0);
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT), RT_EPERM);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT),
+                     RT_EPERM);
     s->perms = FE_SAS_P_ADD;
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_QUERY, 0), RT_EPERM);
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT), 0);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT),
+                     0);
     assert_int_equal(
         fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_MERGE),
         RT_EPERM);
     s->perms = FE_SAS_P_UPDATE;
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_REPLACE), 0);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_REPLACE),
+                     0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_MERGE),
                      0);
     assert_int_equal(
@@ -448,20 +451,16 @@ static void test_service_allows(void **state)
     s->perms = FE_SAS_P_UPDATE | FE_SAS_P_ADD;
     assert_int_equal(
         fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_REPLACE), 0);
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE), RT_EPERM);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE),
+                     RT_EPERM);
     s->perms = FE_SAS_P_DELETE;
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE), 0);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE),
+                     0);
     s->perms = 15;
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0),
-                     RT_ERESTYPE);
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_CREATE_TABLE, 0),
-                     RT_ERESTYPE);
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_DELETE_TABLE, 0),
-                     RT_ERESTYPE);
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0),
-                     RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0), RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_CREATE_TABLE, 0), RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_DELETE_TABLE, 0), RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0), RT_ERESTYPE);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ACL, 0), RT_EAUTHZ);
 }
 
@@ -475,8 +474,8 @@ static void test_account_read_list(void **state)
     struct fe_sas *s = &f->sas;
     assert_int_equal(verify(f, TOK_G2, NULL), 0);
     assert_int_equal(s->kind, FE_SAS_ACCOUNT);
-    assert_int_equal(s->srt, FE_SAS_RT_SERVICE | FE_SAS_RT_CONTAINER |
-                                 FE_SAS_RT_OBJECT);
+    assert_int_equal(
+        s->srt, FE_SAS_RT_SERVICE | FE_SAS_RT_CONTAINER | FE_SAS_RT_OBJECT);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_WRITE, 0), RT_EPERM);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0), 0);
@@ -485,8 +484,8 @@ static void test_account_read_list(void **state)
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_DELETE_TABLE, 0), RT_EPERM);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_QUERY, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, FE_SAS_OP_READ), 0);
-    assert_int_equal(
-        fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT), RT_EPERM);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT),
+                     RT_EPERM);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ACL, 0), RT_EAUTHZ);
     assert_int_equal(verify_at(f, TOK_G2, T_START - 1), RT_EAUTH);
     assert_int_equal(verify_at(f, TOK_G2, T_EXPIRY + 1), RT_EAUTH);
@@ -505,8 +504,7 @@ static void test_account_container(void **state)
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_ENTITY, FE_SAS_OP_READ),
                      RT_ERESTYPE);
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0),
-                     RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_SERVICE_READ, 0), RT_ERESTYPE);
     s->perms = FE_SAS_A_WRITE;
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_CREATE_TABLE, 0), 0);
     s->perms = FE_SAS_A_READ;
@@ -525,8 +523,7 @@ static void test_account_ip_objects(void **state)
     assert_int_equal(
         fe_sas_allows(s, FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_MERGE), 0);
     assert_int_equal(fe_sas_allows(s, FE_SAS_C_QUERY, 0), 0);
-    assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0),
-                     RT_ERESTYPE);
+    assert_int_equal(fe_sas_allows(s, FE_SAS_C_LIST_TABLES, 0), RT_ERESTYPE);
     o.ip = "::ffff:10.0.0.1";
     assert_int_equal(verify_o(f, TOK_K, &o), 0);
     o.ip = "10.0.0.2";
@@ -536,8 +533,9 @@ static void test_account_ip_objects(void **state)
     assert_int_equal(verify(f, TOK_I, NULL), 0);
     assert_int_equal(s->srt, FE_SAS_RT_OBJECT);
     /* Removing ss=t breaks the signature before the service check. */
-    assert_int_equal(verify(f, "sv=2019-02-02&ss=b&srt=o&sp=r&se=2030-01-"
-                               "02&sig=AAAA",
+    assert_int_equal(verify(f,
+                            "sv=2019-02-02&ss=b&srt=o&sp=r&se=2030-01-"
+                            "02&sig=AAAA",
                             NULL),
                      RT_EAUTH);
 }
@@ -567,18 +565,17 @@ static void test_policy_snapshot(void **state)
     t.n_acl = 1;
     map.tables = tp;
     map.n_tables = 1;
-    assert_int_equal(fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "pol1",
-                                          &pol),
-                     RT_ENOTFOUND);
+    assert_int_equal(
+        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "pol1", &pol),
+        RT_ENOTFOUND);
     fe_svc_map_update(&map);
-    assert_int_equal(fe_svc_policy_lookup(FE_DEV_ACCOUNT, "PEOPLE", "pol1",
-                                          &pol),
-                     0);
+    assert_int_equal(
+        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "PEOPLE", "pol1", &pol), 0);
     assert_string_equal(pol.permission, "r");
     assert_string_equal(pol.start, "");
-    assert_int_equal(fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "POL1",
-                                          &pol),
-                     RT_ENOTFOUND);
+    assert_int_equal(
+        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "POL1", &pol),
+        RT_ENOTFOUND);
     assert_int_equal(fe_svc_policy_lookup("other", "people", "pol1", &pol),
                      RT_ENOTFOUND);
     fe_query_parse(&f->q, TOK_C, strlen(TOK_C));
@@ -589,8 +586,7 @@ static void test_policy_snapshot(void **state)
     ctx.table = "people";
     ctx.now = T_INSIDE;
     ctx.policy = fe_svc_policy_lookup;
-    assert_int_equal(fe_sas_verify(&p, FE_SAS_SERVICE, &ctx, &f->sas, why),
-                     0);
+    assert_int_equal(fe_sas_verify(&p, FE_SAS_SERVICE, &ctx, &f->sas, why), 0);
     assert_int_equal(f->sas.perms, FE_SAS_P_READ);
     fe_sas_clear(&f->sas);
     /* A new map without the ACL withdraws the policy. */
@@ -603,13 +599,13 @@ static void test_policy_snapshot(void **state)
 /* ---- Tests: XML ---- */
 
 /* The exact body the Python SDK sends for set_table_access_policy. */
-#define PY_ACL                                                              \
-    "<?xml version='1.0' encoding='utf-8'?>\n<SignedIdentifiers><Signed"    \
-    "Identifier><Id>p1</Id><AccessPolicy><Start>2024-01-01T00:00:00Z</"    \
-    "Start><Expiry>2024-02-01T00:00:00Z</Expiry><Permission>raud</"        \
-    "Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>"  \
-    "p2</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></"     \
-    "SignedIdentifier><SignedIdentifier><Id>p3</Id></SignedIdentifier></"  \
+#define PY_ACL                                                            \
+    "<?xml version='1.0' encoding='utf-8'?>\n<SignedIdentifiers><Signed"  \
+    "Identifier><Id>p1</Id><AccessPolicy><Start>2024-01-01T00:00:00Z</"   \
+    "Start><Expiry>2024-02-01T00:00:00Z</Expiry><Permission>raud</"       \
+    "Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>" \
+    "p2</Id><AccessPolicy><Permission>r</Permission></AccessPolicy></"    \
+    "SignedIdentifier><SignedIdentifier><Id>p3</Id></SignedIdentifier></" \
     "SignedIdentifiers>"
 
 /* The SDK's ACL document parses with times normalized and the absent
@@ -650,8 +646,7 @@ static void test_acl_roundtrip(void **state)
                         "<SignedIdentifiers />");
     rt_buf_free(&b);
     const char *selfclosed = "<SignedIdentifiers/>";
-    assert_int_equal(fe_svc_acl_parse(selfclosed, strlen(selfclosed), &acl),
-                     0);
+    assert_int_equal(fe_svc_acl_parse(selfclosed, strlen(selfclosed), &acl), 0);
     assert_int_equal(acl.n, 0);
 }
 
@@ -782,9 +777,10 @@ static void test_xml_malformed(void **state)
     assert_int_equal(fe_svc_xml_parse(deep, strlen(deep), &root), RT_EXML);
     /* Accepted: BOM, comments, PIs, attributes, CDATA, entities,
      * namespace prefixes. */
-    const char *ok = "\xef\xbb\xbf<?xml version=\"1.0\"?><!-- c --><ns:a "
-                     "xmlns:ns='u' k=\"v\"><b>x&lt;&#65;&#x42;<![CDATA[<c>]]>"
-                     "</b><?pi?><c/></ns:a>\n";
+    const char *ok =
+        "\xef\xbb\xbf<?xml version=\"1.0\"?><!-- c --><ns:a "
+        "xmlns:ns='u' k=\"v\"><b>x&lt;&#65;&#x42;<![CDATA[<c>]]>"
+        "</b><?pi?><c/></ns:a>\n";
     assert_int_equal(fe_svc_xml_parse(ok, strlen(ok), &root), 0);
     assert_string_equal(root->name, "a");
     assert_string_equal(root->child->name, "b");
@@ -841,9 +837,10 @@ static void test_props_roundtrip(void **state)
     fe_svc_props_free(&p);
     rt_buf_free(&b);
 
-    const char *only_cors = "<?xml version='1.0' encoding='utf-8'?>\n"
-                            "<StorageServiceProperties><Cors /></"
-                            "StorageServiceProperties>";
+    const char *only_cors =
+        "<?xml version='1.0' encoding='utf-8'?>\n"
+        "<StorageServiceProperties><Cors /></"
+        "StorageServiceProperties>";
     assert_int_equal(fe_svc_props_parse(only_cors, strlen(only_cors), &p), 0);
     assert_null(p.msg.logging);
     assert_null(p.msg.hour_metrics);
@@ -893,12 +890,13 @@ static int props_rc(const char *inner)
     return rc;
 }
 
-#define RULE(o, m, h)                                                     \
+#define RULE(o, m, h)                                                    \
     "<CorsRule><AllowedOrigins>" o "</AllowedOrigins><AllowedMethods>" m \
-    "</AllowedMethods><AllowedHeaders>" h "</AllowedHeaders>"            \
+    "</AllowedMethods><AllowedHeaders>" h                                \
+    "</AllowedHeaders>"                                                  \
     "<ExposedHeaders></ExposedHeaders><MaxAgeInSeconds>1</"              \
     "MaxAgeInSeconds></CorsRule>"
-#define LOGGING(extra)                                                    \
+#define LOGGING(extra)                                                   \
     "<Logging><Version>1.0</Version><Delete>false</Delete><Read>false</" \
     "Read><Write>false</Write>" extra "</Logging>"
 
@@ -917,12 +915,11 @@ static void test_props_limits(void **state)
         RT_EXML);
     assert_int_equal(props_rc("<Cors>" RULE("*", "FETCH", "") "</Cors>"),
                      RT_EXML);
-    assert_int_equal(props_rc("<Cors>" RULE("", "GET", "") "</Cors>"),
-                     RT_EXML);
+    assert_int_equal(props_rc("<Cors>" RULE("", "GET", "") "</Cors>"), RT_EXML);
     assert_int_equal(props_rc("<Cors>" RULE("*", "GET,,PUT", "") "</Cors>"),
                      RT_EXML);
-    assert_int_equal(
-        props_rc("<Cors>" RULE("*", "GET", "a*,b*,c*") "</Cors>"), RT_EXML);
+    assert_int_equal(props_rc("<Cors>" RULE("*", "GET", "a*,b*,c*") "</Cors>"),
+                     RT_EXML);
     assert_int_equal(props_rc("<Cors>" RULE("*", "GET", "a*,b*,c") "</Cors>"),
                      0);
     assert_int_equal(
@@ -981,27 +978,24 @@ static void test_cors_match(void **state)
     assert_int_equal(fe_svc_cors_match(rules, 2, "HTTP://B.COM", "put",
                                        "x-ms-meta-abc, X-MS-META-DATA-1"),
                      0);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.com", "PUT",
-                                       "x-ms-meta-other"),
-                     -1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.com", "GET",
-                                       "x-ms-meta-other"),
-                     -1);
+    assert_int_equal(
+        fe_svc_cors_match(rules, 2, "http://a.com", "PUT", "x-ms-meta-other"),
+        -1);
+    assert_int_equal(
+        fe_svc_cors_match(rules, 2, "http://a.com", "GET", "x-ms-meta-other"),
+        -1);
     assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "GET", NULL),
                      1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "GET", ""),
-                     1);
+    assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "GET", ""), 1);
     assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "PUT", NULL),
                      -1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.co", "DELETE",
-                                       NULL),
+    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.co", "DELETE", NULL),
                      -1);
     assert_int_equal(fe_svc_cors_match(rules, 0, "http://a.com", "GET", NULL),
                      -1);
     b.allowed_headers = "*";
     assert_int_equal(
-        fe_svc_cors_match(rules, 2, "http://z.com", "GET", "anything,else"),
-        1);
+        fe_svc_cors_match(rules, 2, "http://z.com", "GET", "anything,else"), 1);
 }
 
 int main(void)
@@ -1011,13 +1005,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sts_account, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_ok, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_service_tampered, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_service_tampered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_key2, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_service_protocol, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_service_protocol, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_bad_letters, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_service_si, setup, teardown),
@@ -1029,8 +1021,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_account_ip_objects, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_policy_snapshot, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_policy_snapshot, setup, teardown),
         cmocka_unit_test(test_acl_roundtrip),
         cmocka_unit_test(test_acl_limits),
         cmocka_unit_test(test_xml_malformed),

@@ -21,7 +21,9 @@ static int parse(const char *raw, struct fe_path *p)
     return fe_path_parse(raw, strlen(raw), p);
 }
 
-static void expect_entity(const char *raw, const char *table, const char *pk,
+static void expect_entity(const char *raw,
+                          const char *table,
+                          const char *pk,
                           const char *rk)
 {
     struct fe_path p;
@@ -130,8 +132,8 @@ static void test_keys(void **state)
     (void)state;
     expect_entity("/a1/people(PartitionKey='p1',RowKey='r1')", "people", "p1",
                   "r1");
-    expect_entity("/a1/people(PartitionKey=%27p1%27,RowKey=%27r1%27)",
-                  "people", "p1", "r1");
+    expect_entity("/a1/people(PartitionKey=%27p1%27,RowKey=%27r1%27)", "people",
+                  "p1", "r1");
     expect_entity("/a1/people(PartitionKey='a', RowKey='b')", "people", "a",
                   "b");
     expect_entity("/a1/people(RowKey='r',PartitionKey='p')", "people", "p",
@@ -160,8 +162,8 @@ static void test_bad_keys(void **state)
     fe_path_init(&p);
     assert_int_equal(parse("/a1/people(PartitionKey='p')", &p), RT_EINVAL);
     assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
-    assert_int_equal(
-        parse("/a1/people(PartitionKey='p',RowKey='r',X='y')", &p), RT_EINVAL);
+    assert_int_equal(parse("/a1/people(PartitionKey='p',RowKey='r',X='y')", &p),
+                     RT_EINVAL);
     assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
     assert_int_equal(parse("/a1/people('p')", &p), RT_EINVAL);
     assert_string_equal(p.errmsg, FE_MSG_KEY_COUNT);
@@ -187,8 +189,7 @@ static void test_table_names(void **state)
     memset(long_name, 'a', 64);
     long_name[64] = '\0';
     assert_int_equal(fe_table_name_check(long_name, 63, &msg), 0);
-    assert_int_equal(fe_table_name_check(long_name, 64, &msg),
-                     RT_EOUTOFRANGE);
+    assert_int_equal(fe_table_name_check(long_name, 64, &msg), RT_EOUTOFRANGE);
     assert_int_equal(fe_table_name_check("1abc", 4, &msg), RT_EBADNAME);
     assert_string_equal(msg, FE_MSG_NAME_CHARS);
     assert_int_equal(fe_table_name_check("ab-c", 4, &msg), RT_EBADNAME);
@@ -220,8 +221,9 @@ static void test_query(void **state)
     struct fe_query q;
     (void)state;
     fe_query_init(&q);
-    fe_query_parse(&q, "%24filter=PartitionKey%20eq%20%27a%27&$top=5&"
-                       "NextRowKey=1!4!cjE&flag&$top=9&x=a+b",
+    fe_query_parse(&q,
+                   "%24filter=PartitionKey%20eq%20%27a%27&$top=5&"
+                   "NextRowKey=1!4!cjE&flag&$top=9&x=a+b",
                    strlen("%24filter=PartitionKey%20eq%20%27a%27&$top=5&"
                           "NextRowKey=1!4!cjE&flag&$top=9&x=a+b"));
     assert_string_equal(fe_query_get(&q, "$filter"), "PartitionKey eq 'a'");
@@ -274,9 +276,9 @@ static void test_query_nul(void **state)
 static void test_query_utf8(void **state)
 {
     static const char *const bad[] = {
-        "%FF",          "%80",          "a%C3",         "%C0%AF",
-        "%E0%80%AF",    "%ED%A0%80",    "%F4%90%80%80", "%F8%88%80%80%80",
-        "x%E2%82",      "%C3%28",
+        "%FF",       "%80",       "a%C3",         "%C0%AF",
+        "%E0%80%AF", "%ED%A0%80", "%F4%90%80%80", "%F8%88%80%80%80",
+        "x%E2%82",   "%C3%28",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -300,14 +302,15 @@ static void test_query_utf8(void **state)
  * segment; anything else is left alone. */
 static void test_secondary_fix(void **state)
 {
-    static const struct {
+    static const struct
+    {
         const char *in, *out;
     } cases[] = {
         {"/acct-secondary/acct/Tables", "/acct-secondary/Tables"},
         {"/acct-secondary/acct/t(PartitionKey='a',RowKey='b')",
          "/acct-secondary/t(PartitionKey='a',RowKey='b')"},
         {"/acct-secondary/acct/", "/acct-secondary/"},
-        {"/acct-secondary/acct", "/acct-secondary/acct"},     /* no '/' */
+        {"/acct-secondary/acct", "/acct-secondary/acct"},       /* no '/' */
         {"/acct-secondary/acctx/T", "/acct-secondary/acctx/T"}, /* other */
         {"/acct-secondary/Tables", "/acct-secondary/Tables"},
         {"/acct/acct/Tables", "/acct/acct/Tables"}, /* not secondary */
@@ -376,8 +379,7 @@ static void test_host_paths(void **state)
     fe_path_free(&p);
     assert_int_equal(
         fe_path_parse_host("acct-secondary", 14,
-                           "/people(PartitionKey='a',RowKey=%27b%27)", 40,
-                           &p),
+                           "/people(PartitionKey='a',RowKey=%27b%27)", 40, &p),
         0);
     assert_true(p.secondary);
     assert_string_equal(p.account, "acct");

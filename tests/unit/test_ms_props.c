@@ -177,8 +177,8 @@ static void test_acl_limits(void **state)
     assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
                      RT_EXML);
     static const char *bad[] = {"w", "ar", "rr", "dr", "raudx", "R"};
-    static const char *good[] = {"r", "a", "u", "d", "ra", "rd", "aud",
-                                 "raud", ""};
+    static const char *good[] = {"r",  "a",   "u",    "d", "ra",
+                                 "rd", "aud", "raud", ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         acl[0] = entry("x", NULL, NULL, bad[i]);
         assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
@@ -208,8 +208,7 @@ static void test_acl_dies_with_table(void **state)
     struct ms_acl_entry acl[1] = {entry("p", NULL, NULL, "r")};
     create(f, "acct", "Short");
     assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "short", acl, 1), 0);
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "short", NULL),
-                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "short", NULL), 0);
     create(f, "acct", "Short");
     assert_int_equal(ms_catalog_table_find(f->cat, "acct", "short")->nacl, 0);
 }
@@ -366,8 +365,7 @@ static void test_grace_purge(void **state)
     fx_reopen(f, 1000);
     create(f, "acct", "First");
     create(f, "acct", "Second");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "first", NULL),
-                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "first", NULL), 0);
     f->now_ms += 600;
     assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "second", NULL),
                      0);
@@ -384,8 +382,7 @@ static void test_grace_purge(void **state)
 
     fx_reopen(f, 0);
     create(f, "acct", "Third");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "third", NULL),
-                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "third", NULL), 0);
     assert_int_equal(ms_catalog_ntombstones(f->cat), 0);
     create(f, "acct", "Third");
 }
@@ -397,13 +394,11 @@ static void test_grace_renew(void **state)
     struct fx *f = *state;
     fx_reopen(f, 1000);
     create(f, "acct", "Renew");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL),
-                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL), 0);
     f->now_ms += 1000;
     create(f, "acct", "RENEW");
     f->now_ms += 500;
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL),
-                     0);
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL), 0);
     assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
     f->now_ms += 999;
     assert_true(ms_catalog_table_deleting(f->cat, "acct", "Renew"));

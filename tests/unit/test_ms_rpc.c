@@ -612,9 +612,9 @@ static void test_acl_props_grace(void **state)
         Rt__CorsRule rule = RT__CORS_RULE__INIT, *rules[1] = {&rule};
         Rt__LoggingProps log = RT__LOGGING_PROPS__INIT;
         req.account = "acct";
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
-                              &req.base, &r),
-                         0);
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS, &req.base, &r),
+            0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_non_null(got);
@@ -649,9 +649,9 @@ static void test_acl_props_grace(void **state)
             0);
         free(r.body);
         req.props = NULL;
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
-                              &req.base, &r),
-                         0);
+        assert_int_equal(
+            call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS, &req.base, &r),
+            0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_non_null(got->cors);

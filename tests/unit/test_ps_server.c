@@ -24,7 +24,8 @@
 
 #define MAX_RANGES 4
 
-struct master {
+struct master
+{
     struct rt_rpc_server *srv;
     int port;
     struct rt_rpc_conn *ps_conn; /* the PS's connection (ref held) */
@@ -50,8 +51,11 @@ struct master {
 
 static struct master M;
 
-static void master_set_range(size_t i, uint64_t id, uint64_t table,
-                             const char *low, const char *high,
+static void master_set_range(size_t i,
+                             uint64_t id,
+                             uint64_t table,
+                             const char *low,
+                             const char *high,
                              uint64_t epoch)
 {
     Rt__Range *r = &M.ranges[i];
@@ -66,8 +70,11 @@ static void master_set_range(size_t i, uint64_t id, uint64_t table,
     M.range_ptrs[i] = r;
 }
 
-static void master_on_request(struct rt_rpc_conn *conn, uint32_t method,
-                              uint64_t id, const uint8_t *body, size_t len,
+static void master_on_request(struct rt_rpc_conn *conn,
+                              uint32_t method,
+                              uint64_t id,
+                              const uint8_t *body,
+                              size_t len,
                               void *ud)
 {
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
@@ -119,7 +126,8 @@ static void master_on_request(struct rt_rpc_conn *conn, uint32_t method,
 
 /* Fixture: loop, server, client */
 
-struct fx {
+struct fx
+{
     uv_loop_t loop;
     char dir[64];
     char data[96];
@@ -129,7 +137,9 @@ struct fx {
     int cli_up;
 };
 
-static int rm_cb(const char *path, const struct stat *sb, int flag,
+static int rm_cb(const char *path,
+                 const struct stat *sb,
+                 int flag,
                  struct FTW *ftw)
 {
     (void)sb;
@@ -196,12 +206,10 @@ static int setup(void **state)
     M.n_ranges = 1;
     M.map_version = 3;
     assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0,
-                                         master_on_request, NULL, NULL,
-                                         &M.srv),
+                                         master_on_request, NULL, NULL, &M.srv),
                      0);
     M.port = rt_rpc_server_port(M.srv);
-    snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1:%d",
-             M.port);
+    snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1:%d", M.port);
     *state = f;
     return 0;
 }
@@ -230,7 +238,8 @@ static int teardown(void **state)
 
 /* Helpers: synchronous calls */
 
-struct reply {
+struct reply
+{
     int done;
     int status;
     struct rt_buf body;
@@ -244,12 +253,14 @@ static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
     r->done = 1;
 }
 
-static void call(struct fx *f, struct rt_rpc_conn *conn, uint32_t method,
-                 const ProtobufCMessage *msg, struct reply *r)
+static void call(struct fx *f,
+                 struct rt_rpc_conn *conn,
+                 uint32_t method,
+                 const ProtobufCMessage *msg,
+                 struct reply *r)
 {
     memset(r, 0, sizeof(*r));
-    assert_int_equal(rt_rpc_call_pb(conn, method, msg, 3000, reply_cb, r),
-                     0);
+    assert_int_equal(rt_rpc_call_pb(conn, method, msg, 3000, reply_cb, r), 0);
     run_until(f, &r->done);
 }
 
@@ -257,9 +268,8 @@ static void connect_client(struct fx *f)
 {
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->ps.port);
-    assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb,
-                                         f, &f->cli),
-                     0);
+    assert_int_equal(
+        rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb, f, &f->cli), 0);
     run_until(f, &f->cli_up);
 }
 
@@ -279,9 +289,14 @@ static void props1(struct rt_buf *out, const char *name, const char *value)
 }
 
 /* One-op write; returns the reply status, *code the op's code. */
-static int write1(struct fx *f, uint64_t range, uint64_t epoch,
-                  Rt__OpKind kind, const char *pk, const char *rk,
-                  int *code, struct rt_buf *value)
+static int write1(struct fx *f,
+                  uint64_t range,
+                  uint64_t epoch,
+                  Rt__OpKind kind,
+                  const char *pk,
+                  const char *rk,
+                  int *code,
+                  struct rt_buf *value)
 {
     struct rt_buf props = RT_BUF_INIT;
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
@@ -322,8 +337,12 @@ static int write1(struct fx *f, uint64_t range, uint64_t epoch,
     return r.status;
 }
 
-static int get1(struct fx *f, uint64_t range, uint64_t epoch, const char *pk,
-                const char *rk, struct rt_buf *value)
+static int get1(struct fx *f,
+                uint64_t range,
+                uint64_t epoch,
+                const char *pk,
+                const char *rk,
+                struct rt_buf *value)
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__GetReq req = RT__GET_REQ__INIT;
@@ -334,11 +353,9 @@ static int get1(struct fx *f, uint64_t range, uint64_t epoch, const char *pk,
     req.route = &ref;
     req.pk = (char *)pk;
     req.rk = (char *)rk;
-    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_GET, &req.base,
-         &r);
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_GET, &req.base, &r);
     if (r.status == 0 && value) {
-        Rt__GetResp *resp =
-            rt__get_resp__unpack(NULL, r.body.len, r.body.data);
+        Rt__GetResp *resp = rt__get_resp__unpack(NULL, r.body.len, r.body.data);
         assert_non_null(resp);
         rt_buf_append(value, resp->value.data, resp->value.len);
         rt__get_resp__free_unpacked(resp, NULL);
@@ -348,8 +365,13 @@ static int get1(struct fx *f, uint64_t range, uint64_t epoch, const char *pk,
 }
 
 /* Scans range @range; returns the status, *n entities, *more. */
-static int scan1(struct fx *f, uint64_t range, uint64_t epoch,
-                 unsigned limit, size_t *n, int *more, char *first_pk)
+static int scan1(struct fx *f,
+                 uint64_t range,
+                 uint64_t epoch,
+                 unsigned limit,
+                 size_t *n,
+                 int *more,
+                 char *first_pk)
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__ScanReq req = RT__SCAN_REQ__INIT;
@@ -359,8 +381,7 @@ static int scan1(struct fx *f, uint64_t range, uint64_t epoch,
     ref.epoch = epoch;
     req.route = &ref;
     req.limit = limit;
-    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base,
-         &r);
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base, &r);
     if (r.status == 0) {
         Rt__ScanResp *resp =
             rt__scan_resp__unpack(NULL, r.body.len, r.body.data);
@@ -396,14 +417,12 @@ static void test_register_and_serve(void **state)
     assert_int_equal(f->ps.server_id, 7);
     connect_client(f);
 
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk",
-                            &code, &v1),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk", &code, &v1), 0);
     assert_int_equal(code, 0);
     assert_true(v1.len > RT_VALUE_HDR_SIZE);
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk",
-                            &code, NULL),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk", &code, NULL), 0);
     assert_int_equal(code, RT_EEXIST);
     assert_int_equal(get1(f, 1, 1, "pk", "rk", &v2), 0);
     assert_int_equal(v1.len, v2.len);
@@ -413,16 +432,16 @@ static void test_register_and_serve(void **state)
     /* Wrong epoch, unknown range: stale. */
     assert_int_equal(get1(f, 1, 2, "pk", "rk", NULL), RT_ESTALE);
     assert_int_equal(get1(f, 9, 1, "pk", "rk", NULL), RT_ESTALE);
-    assert_int_equal(write1(f, 1, 0, RT__OP_KIND__OP_INSERT, "x", "y", &code,
-                            NULL),
-                     RT_ESTALE);
+    assert_int_equal(
+        write1(f, 1, 0, RT__OP_KIND__OP_INSERT, "x", "y", &code, NULL),
+        RT_ESTALE);
 
     size_t n;
     int more;
     char first[64] = "";
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_UPSERT_REPLACE, "a",
-                            "1", &code, NULL),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_UPSERT_REPLACE, "a", "1", &code, NULL),
+        0);
     assert_int_equal(scan1(f, 1, 1, 1, &n, &more, first), 0);
     assert_int_equal(n, 1);
     assert_true(more);
@@ -457,12 +476,10 @@ static void test_assign_and_drop(void **state)
     ps_start(f);
     run_until(f, &f->ps.registered);
     connect_client(f);
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "1", &code,
-                            NULL),
-                     0);
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "x", "1", &code,
-                            NULL),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "1", &code, NULL), 0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "x", "1", &code, NULL), 0);
 
     master_set_range(0, 1, 5, "", "m", 2);
     master_set_range(1, 2, 5, "m", NULL, 1);
@@ -523,9 +540,8 @@ static void test_atomic_error_index(void **state)
     ps_start(f);
     run_until(f, &f->ps.registered);
     connect_client(f);
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "p", "old",
-                            &code, NULL),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "p", "old", &code, NULL), 0);
     props1(&props, "k", "v");
     ref.table_id = 5;
     ref.range_id = 1;
@@ -565,7 +581,8 @@ static void test_atomic_error_index(void **state)
 
 /* Many pipelined writes all complete (they share group commits); with a
  * small --max-pending the excess is shed with ServerBusy, never queued. */
-struct multi {
+struct multi
+{
     int outstanding;
     int ok;
     int busy;
@@ -615,10 +632,10 @@ static void send_many(struct fx *f, int n, struct multi *m)
     for (int i = 0; i < n; i++) {
         snprintf(rk, sizeof(rk), "%06d", i);
         m->outstanding++;
-        assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
-                                        RT__METHOD__ENTITY_WRITE, &req.base,
-                                        5000, multi_cb, m),
-                         0);
+        assert_int_equal(
+            rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE,
+                           &req.base, 5000, multi_cb, m),
+            0);
     }
     run_until(f, &m->all_done);
     rt_buf_free(&props);
@@ -668,8 +685,12 @@ static void encode_filter(const char *text, struct rt_buf *out)
 /* Scans range 1 (epoch 1) with @filter (encoded; NULL = none) and
  * @select; returns the status and the unpacked reply in *out (caller
  * frees with rt__scan_resp__free_unpacked). */
-static int scanf1(struct fx *f, const struct rt_buf *filter, char **select,
-                  size_t n_select, unsigned limit, Rt__ScanResp **out)
+static int scanf1(struct fx *f,
+                  const struct rt_buf *filter,
+                  char **select,
+                  size_t n_select,
+                  unsigned limit,
+                  Rt__ScanResp **out)
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__ScanReq req = RT__SCAN_REQ__INIT;
@@ -685,8 +706,7 @@ static int scanf1(struct fx *f, const struct rt_buf *filter, char **select,
     }
     req.select = select;
     req.n_select = n_select;
-    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base,
-         &r);
+    call(f, rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN, &req.base, &r);
     *out = NULL;
     if (r.status == 0) {
         *out = rt__scan_resp__unpack(NULL, r.body.len, r.body.data);
@@ -704,7 +724,7 @@ static void load_many(struct fx *f, const char *pk, int n)
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__EntityOp *ops = calloc(1000, sizeof(*ops));
     Rt__EntityOp **ptrs = calloc(1000, sizeof(*ptrs));
-    char (*rks)[8] = calloc(1000, 8);
+    char(*rks)[8] = calloc(1000, 8);
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
     struct multi m;
 
@@ -733,10 +753,10 @@ static void load_many(struct fx *f, const char *pk, int n)
             uv_run(&f->loop, UV_RUN_ONCE);
         }
         m.outstanding++;
-        assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
-                                        RT__METHOD__ENTITY_WRITE, &req.base,
-                                        10000, multi_cb, &m),
-                         0);
+        assert_int_equal(
+            rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE,
+                           &req.base, 10000, multi_cb, &m),
+            0);
     }
     while (m.outstanding > 0) {
         uv_run(&f->loop, UV_RUN_ONCE);
@@ -768,8 +788,8 @@ static void test_filter_scan_rpc(void **state)
         for (int j = 0; j < 3; j++) {
             char rk[4];
             snprintf(rk, sizeof(rk), "%d", j);
-            assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, pks[i],
-                                    rk, &code, NULL),
+            assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_INSERT, pks[i], rk,
+                                    &code, NULL),
                              0);
             assert_int_equal(code, 0);
         }
@@ -808,7 +828,8 @@ static void test_filter_scan_rpc(void **state)
     rt_buf_free(&flt);
 }
 
-struct order {
+struct order
+{
     int seq;
     int scan_at;
     int get_at;
@@ -817,7 +838,9 @@ struct order {
     int both;
 };
 
-static void order_scan_cb(int status, const uint8_t *body, size_t len,
+static void order_scan_cb(int status,
+                          const uint8_t *body,
+                          size_t len,
                           void *arg)
 {
     struct order *o = arg;
@@ -828,8 +851,7 @@ static void order_scan_cb(int status, const uint8_t *body, size_t len,
     o->both = o->get_at && o->scan_at;
 }
 
-static void order_get_cb(int status, const uint8_t *body, size_t len,
-                         void *arg)
+static void order_get_cb(int status, const uint8_t *body, size_t len, void *arg)
 {
     struct order *o = arg;
     (void)body;
@@ -865,14 +887,14 @@ static void test_scan_off_loop(void **state)
     greq.pk = "p";
     greq.rk = "000007";
     memset(&o, 0, sizeof(o));
-    assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
-                                    RT__METHOD__ENTITY_SCAN, &sreq.base,
-                                    10000, order_scan_cb, &o),
-                     0);
-    assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->cli),
-                                    RT__METHOD__ENTITY_GET, &greq.base, 10000,
-                                    order_get_cb, &o),
-                     0);
+    assert_int_equal(
+        rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_SCAN,
+                       &sreq.base, 10000, order_scan_cb, &o),
+        0);
+    assert_int_equal(
+        rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_GET,
+                       &greq.base, 10000, order_get_cb, &o),
+        0);
     run_until(f, &o.both);
     assert_int_equal(o.get_status, 0);
     assert_int_equal(o.scan_status, 0);
@@ -893,9 +915,8 @@ static void test_load_totals(void **state)
     run_until(f, &f->ps.registered);
     connect_client(f);
     load_many(f, "p", 2500);
-    assert_int_equal(write1(f, 1, 1, RT__OP_KIND__OP_DELETE, "p", "000001",
-                            &code, NULL),
-                     0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_DELETE, "p", "000001", &code, NULL), 0);
     assert_int_equal(code, 0);
     int hb = M.heartbeats + 2;
     while (M.heartbeats < hb) {
@@ -997,18 +1018,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_register_and_serve, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_assign_and_drop, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_assign_and_drop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_error_index, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_and_busy, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_filter_scan_rpc, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_filter_scan_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scan_off_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_totals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_rules_rpc, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_batch_rules_rpc, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

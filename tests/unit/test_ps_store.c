@@ -4,9 +4,9 @@
  * accounting pieces of ps_range.h — on a real LMDB env in a temporary
  * directory, without RPC or threads. */
 #include <ftw.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +27,15 @@
 
 #define MAP_SIZE (64u * 1024u * 1024u)
 
-struct fx {
+struct fx
+{
     char dir[64];
     struct ps_store *s;
 };
 
-static int rm_cb(const char *path, const struct stat *sb, int flag,
+static int rm_cb(const char *path,
+                 const struct stat *sb,
+                 int flag,
                  struct FTW *ftw)
 {
     (void)sb;
@@ -79,7 +82,9 @@ static void props1(struct rt_buf *out, const char *name, const char *value)
     rt_props_end(&w);
 }
 
-static struct ps_op mkop(enum ps_op_kind kind, const char *pk, const char *rk,
+static struct ps_op mkop(enum ps_op_kind kind,
+                         const char *pk,
+                         const char *rk,
                          const struct rt_buf *props)
 {
     struct ps_op op;
@@ -93,7 +98,9 @@ static struct ps_op mkop(enum ps_op_kind kind, const char *pk, const char *rk,
     return op;
 }
 
-static struct ps_write mkwrite(uint64_t table, struct ps_op *ops, size_t n,
+static struct ps_write mkwrite(uint64_t table,
+                               struct ps_op *ops,
+                               size_t n,
                                int atomic)
 {
     struct ps_write w;
@@ -116,7 +123,9 @@ static int apply1(struct ps_store *s, uint64_t table, struct ps_op *op)
     return op->code;
 }
 
-static void put(struct ps_store *s, uint64_t table, const char *pk,
+static void put(struct ps_store *s,
+                uint64_t table,
+                const char *pk,
                 const char *rk)
 {
     struct rt_buf props = RT_BUF_INIT;
@@ -127,7 +136,9 @@ static void put(struct ps_store *s, uint64_t table, const char *pk,
     rt_buf_free(&props);
 }
 
-static int exists(struct ps_store *s, uint64_t table, const char *pk,
+static int exists(struct ps_store *s,
+                  uint64_t table,
+                  const char *pk,
                   const char *rk)
 {
     struct rt_buf v = RT_BUF_INIT;
@@ -143,8 +154,8 @@ static uint64_t value_ticks(const struct rt_buf *v)
     uint8_t flags;
     const uint8_t *blob;
     size_t n;
-    assert_int_equal(rt_value_decode(v->data, v->len, &ticks, &flags, &blob,
-                                     &n), 0);
+    assert_int_equal(
+        rt_value_decode(v->data, v->len, &ticks, &flags, &blob, &n), 0);
     return ticks;
 }
 
@@ -157,8 +168,8 @@ static const char *value_prop(const struct rt_buf *v, const char *name)
     const uint8_t *blob;
     size_t n;
     struct rt_prop p;
-    assert_int_equal(rt_value_decode(v->data, v->len, &ticks, &flags, &blob,
-                                     &n), 0);
+    assert_int_equal(
+        rt_value_decode(v->data, v->len, &ticks, &flags, &blob, &n), 0);
     if (rt_props_find(blob, n, name, strlen(name), &p) != 1) {
         return NULL;
     }
@@ -384,12 +395,12 @@ static void test_scan_order_and_pages(void **state)
     struct fx *f = *state;
     /* Inserted out of order; "a" < "a\x01"? no NULs: "a" < "ab" < "b". */
     const char *keys[][2] = {
-        {"b", "1"}, {"a", "2"}, {"ab", "1"}, {"a", "1"}, {"b", "0"},
-        {"a", "10"}, {"c", ""},
+        {"b", "1"}, {"a", "2"},  {"ab", "1"}, {"a", "1"},
+        {"b", "0"}, {"a", "10"}, {"c", ""},
     };
     const char *want[][2] = {
-        {"a", "1"}, {"a", "10"}, {"a", "2"}, {"ab", "1"}, {"b", "0"},
-        {"b", "1"}, {"c", ""},
+        {"a", "1"}, {"a", "10"}, {"a", "2"}, {"ab", "1"},
+        {"b", "0"}, {"b", "1"},  {"c", ""},
     };
     for (size_t i = 0; i < 7; i++) {
         put(f->s, 5, keys[i][0], keys[i][1]);
@@ -603,7 +614,9 @@ static void test_drop_table(void **state)
 /* Helpers: bulk data, filters, long keys */
 
 /* Writes @n ops in one atomic-free write (one group). */
-static void put_many(struct ps_store *s, uint64_t table, struct ps_op *ops,
+static void put_many(struct ps_store *s,
+                     uint64_t table,
+                     struct ps_op *ops,
                      size_t n)
 {
     struct ps_write w = mkwrite(table, ops, n, 0);
@@ -642,8 +655,11 @@ static struct ps_scan mkscan(uint64_t t, const char *low, const char *high)
 
 /* Runs @sc page by page (resuming at next_pk/next_rk) until !more; returns
  * the entities as "pk|rk" lines appended to @out and the page count. */
-static int scan_all(struct ps_store *s, struct ps_scan *sc,
-                    struct rt_buf *out, uint64_t *scanned, int *done)
+static int scan_all(struct ps_store *s,
+                    struct ps_scan *sc,
+                    struct rt_buf *out,
+                    uint64_t *scanned,
+                    int *done)
 {
     char *npk = NULL, *nrk = NULL;
     int pages = 0;
@@ -680,8 +696,7 @@ static int scan_all(struct ps_store *s, struct ps_scan *sc,
 }
 
 /* Lines "pk|rk" of the matching entities of table 20 built by load20(). */
-static const char *scan_text(struct ps_store *s, struct ps_scan *sc,
-                             int *done)
+static const char *scan_text(struct ps_store *s, struct ps_scan *sc, int *done)
 {
     static struct rt_buf out;
     uint64_t scanned;
@@ -739,7 +754,8 @@ static char *rep(const char *ch, size_t n)
     return s;
 }
 
-struct kv {
+struct kv
+{
     char *pk;
     char *rk;
 };
@@ -760,8 +776,8 @@ static void test_long_key_limits(void **state)
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT, v = RT_BUF_INIT;
     char *ascii = rep("k", 1024), *ascii1 = rep("k", 1025);
-    char *euro = rep("\xe2\x82\xac", 1024);        /* 3 bytes, 1 unit */
-    char *smile = rep("\xf0\x9f\x98\x80", 512);    /* 4 bytes, 2 units */
+    char *euro = rep("\xe2\x82\xac", 1024);     /* 3 bytes, 1 unit */
+    char *smile = rep("\xf0\x9f\x98\x80", 512); /* 4 bytes, 2 units */
     char *smile1 = rep("\xf0\x9f\x98\x80", 513);
     props1(&props, "x", "1");
 
@@ -815,8 +831,8 @@ static void test_long_key_order(void **state)
     struct fx *f = *state;
     const size_t T = ps_store_bucket_len(f->s);
     /* Storage key length = 8 + (|pk| + 2) + (|rk| + 2). */
-    const size_t pk_lens[] = {1, 2, 100, T - 20, T - 14, T - 13, T - 12,
-                              T - 11, T - 10, T - 3, T + 5, 1000};
+    const size_t pk_lens[] = {1,      2,      100,    T - 20, T - 14, T - 13,
+                              T - 12, T - 11, T - 10, T - 3,  T + 5,  1000};
     struct kv keys[600];
     size_t n = 0;
     struct rt_buf props = RT_BUF_INIT;
@@ -877,8 +893,8 @@ static void test_long_key_order(void **state)
     /* Insert in a scrambled order, several groups. */
     for (size_t step = 0; step < 7; step++) {
         for (size_t i = step; i < n; i += 7) {
-            struct ps_op op = mkop(PS_OP_INSERT, keys[i].pk, keys[i].rk,
-                                   &props);
+            struct ps_op op =
+                mkop(PS_OP_INSERT, keys[i].pk, keys[i].rk, &props);
             op.want_value = 0;
             assert_int_equal(apply1(f->s, 3, &op), 0);
         }
@@ -924,8 +940,8 @@ static void test_long_key_order(void **state)
 
     /* Range totals count bucket entries one by one. */
     uint64_t cnt, bytes, txn;
-    assert_int_equal(ps_store_range_stats(f->s, 3, "", NULL, &cnt, &bytes,
-                                          &txn), 0);
+    assert_int_equal(
+        ps_store_range_stats(f->s, 3, "", NULL, &cnt, &bytes, &txn), 0);
     assert_int_equal(cnt, n);
 
     /* Every other key deleted: gets and scans agree. */
@@ -1038,11 +1054,27 @@ static void test_long_key_migration(void **state)
 static void test_key_characters(void **state)
 {
     struct fx *f = *state;
-    const char *bad[] = {"a/b", "a\\b", "#", "x?", "\x01", "\x1f", "\x7f",
-                         "\xc2\x80", "\xc2\x9f", "\xff", "\xc3", "\xc0\x80",
-                         "\xed\xa0\x80", "\xf4\x90\x80\x80"};
-    const char *good[] = {"", " ", "a b", "\xc2\xa0", "~!@$%^&*()",
-                          "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    const char *bad[] = {"a/b",
+                         "a\\b",
+                         "#",
+                         "x?",
+                         "\x01",
+                         "\x1f",
+                         "\x7f",
+                         "\xc2\x80",
+                         "\xc2\x9f",
+                         "\xff",
+                         "\xc3",
+                         "\xc0\x80",
+                         "\xed\xa0\x80",
+                         "\xf4\x90\x80\x80"};
+    const char *good[] = {"",
+                          " ",
+                          "a b",
+                          "\xc2\xa0",
+                          "~!@$%^&*()",
+                          "\xe2\x82\xac",
+                          "\xf0\x9f\x98\x80"};
     struct rt_buf props = RT_BUF_INIT;
     props1(&props, "x", "1");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1243,7 +1275,8 @@ static void test_batch_failing_op(void **state)
     rt_buf_reset(&many);
     props_n(&many, "n", 60, 1);
 
-    struct {
+    struct
+    {
         enum ps_op_kind kind;
         const char *rk;
         uint64_t if_match;
@@ -1292,19 +1325,18 @@ static void test_batch_failing_op(void **state)
 static void test_filter_scan(void **state)
 {
     struct fx *f = *state;
-    struct {
+    struct
+    {
         const char *filter;
         const char *low, *high;
         const char *want;
         uint64_t scanned;
         int done;
     } cases[] = {
-        {"PartitionKey eq 'b'", "", NULL,
-         "b|1\nb|2\nb|3\nb|4\nb|5\n", 5, 1},
+        {"PartitionKey eq 'b'", "", NULL, "b|1\nb|2\nb|3\nb|4\nb|5\n", 5, 1},
         {"PartitionKey eq 'b' and RowKey ge '2' and RowKey lt '4'", "", NULL,
          "b|2\nb|3\n", 2, 1},
-        {"RowKey le '2' and PartitionKey eq 'c'", "", NULL,
-         "c|1\nc|2\n", 2, 1},
+        {"RowKey le '2' and PartitionKey eq 'c'", "", NULL, "c|1\nc|2\n", 2, 1},
         {"PartitionKey eq 'c' and RowKey gt '4'", "", NULL, "c|5\n", 1, 1},
         {"PartitionKey gt 'c'", "", NULL,
          "d|1\nd|2\nd|3\nd|4\nd|5\ne|1\ne|2\ne|3\ne|4\ne|5\n", 10, 0},
@@ -1315,8 +1347,7 @@ static void test_filter_scan(void **state)
         {"not (n lt 41)", "", NULL, "e|1\ne|2\ne|3\ne|4\ne|5\n", 25, 0},
         {"n eq 'x'", "", NULL, "", 25, 0}, /* type mismatch: no match */
         /* Range [b, d): the filter's bound below the range end. */
-        {"PartitionKey lt 'c'", "b", "d",
-         "b|1\nb|2\nb|3\nb|4\nb|5\n", 5, 1},
+        {"PartitionKey lt 'c'", "b", "d", "b|1\nb|2\nb|3\nb|4\nb|5\n", 5, 1},
         {"PartitionKey lt 'x'", "b", "d",
          "b|1\nb|2\nb|3\nb|4\nb|5\nc|1\nc|2\nc|3\nc|4\nc|5\n", 10, 0},
         {"PartitionKey lt 'b'", "c", "d", "", 0, 1},
@@ -1416,7 +1447,7 @@ static void test_scan_budgets(void **state)
     struct fx *f = *state;
     enum { N = 30000 };
     struct ps_op *ops = calloc(1000, sizeof(*ops));
-    char (*rks)[8] = calloc(1000, 8);
+    char(*rks)[8] = calloc(1000, 8);
     struct rt_buf props = RT_BUF_INIT, needle = RT_BUF_INIT;
     props1(&props, "x", "hay");
     props1(&needle, "x", "needle");
@@ -1485,10 +1516,10 @@ static void test_range_stats_and_deltas(void **state)
     props1(&props, "x", "1");
     props1(&big, "x", "a much longer value than before");
     struct ps_op ops[4] = {
-        mkop(PS_OP_INSERT, "b", "9", &props),          /* +1 */
-        mkop(PS_OP_DELETE, "c", "1", NULL),            /* -1 */
-        mkop(PS_OP_UPSERT_MERGE, "b", "1", &big),      /* grows */
-        mkop(PS_OP_INSERT, "b", "1", &props),          /* fails */
+        mkop(PS_OP_INSERT, "b", "9", &props),     /* +1 */
+        mkop(PS_OP_DELETE, "c", "1", NULL),       /* -1 */
+        mkop(PS_OP_UPSERT_MERGE, "b", "1", &big), /* grows */
+        mkop(PS_OP_INSERT, "b", "1", &props),     /* fails */
     };
     struct ps_write w = mkwrite(20, ops, 4, 0);
     struct ps_write *wp = &w;
@@ -1523,7 +1554,7 @@ static void test_range_count_reconcile(void **state)
     assert_int_equal(r.count_state, PS_COUNT_VALID);
     assert_int_equal(r.key_count, 40 + 2 - 1 + 1);
     assert_int_equal(r.key_bytes, 4000 + 200 - 50 + 1);
-    ps_range_count_write(&r, 8, 5, 5);    /* late callback, counted */
+    ps_range_count_write(&r, 8, 5, 5); /* late callback, counted */
     ps_range_count_write(&r, 11, -3, -30);
     assert_int_equal(r.key_count, 39);
     assert_int_equal(r.key_bytes, 4121);
@@ -1804,8 +1835,7 @@ static void test_span_marker(void **state)
     assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, &op, 1), 0);
     assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(ps_store_span_drop_chunk(f->s, 11, &sp, 2, &deleted),
-                     1);
+    assert_int_equal(ps_store_span_drop_chunk(f->s, 11, &sp, 2, &deleted), 1);
     n = 0;
     assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
     assert_int_equal(n, 1);
@@ -1822,25 +1852,21 @@ static void test_span_marker(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_insert_then_get, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_insert_then_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dup_insert_neighbours, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_atomic_all_or_nothing, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_conditional_ops, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timestamps_increase, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_scan_order_and_pages, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_scan_range_bounds, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_persist_reopen, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_persist_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drop_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_long_key_limits, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_long_key_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_migration, setup,
                                         teardown),
@@ -1850,8 +1876,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_batch_partition_and_dup, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_batch_failing_op, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_batch_failing_op, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_scan_pages, setup,
                                         teardown),

@@ -23,7 +23,8 @@
 #define N_PIPELINE 10000
 #define MAX_DEFERRED N_PIPELINE
 
-struct deferred_reply {
+struct deferred_reply
+{
     struct rt_rpc_conn *conn;
     uint64_t id;
     uint32_t method;
@@ -31,7 +32,8 @@ struct deferred_reply {
     size_t len;
 };
 
-struct fx {
+struct fx
+{
     uv_loop_t loop;
     uv_timer_t watchdog;
     uv_timer_t aux; /* per-test helper timer */
@@ -157,8 +159,12 @@ static void srv_count_conn(struct rt_rpc_conn *conn, int up, void *ud)
     }
 }
 
-static void srv_echo(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
-                     const uint8_t *body, size_t len, void *ud)
+static void srv_echo(struct rt_rpc_conn *conn,
+                     uint32_t method,
+                     uint64_t id,
+                     const uint8_t *body,
+                     size_t len,
+                     void *ud)
 {
     struct fx *f = ud;
     f->requests++;
@@ -217,13 +223,16 @@ static void test_hdr_reject(void **state)
     assert_int_equal(rt_rpc_hdr_decode(buf, &d), RT_EPROTO);
 }
 
-struct collected {
+struct collected
+{
     int n;
     struct rt_rpc_hdr h[64];
     uint8_t body[64][128];
 };
 
-static int collect_cb(const struct rt_rpc_hdr *h, const uint8_t *body, void *arg)
+static int collect_cb(const struct rt_rpc_hdr *h,
+                      const uint8_t *body,
+                      void *arg)
 {
     struct collected *c = arg;
     assert_true(c->n < 64);
@@ -278,7 +287,8 @@ static void test_reader_bytewise(void **state)
     }
     rt_rpc_reader_init(&r);
     for (size_t k = 0; k < n; k++) {
-        assert_int_equal(rt_rpc_reader_feed(&r, stream + k, 1, collect_cb, &c), 0);
+        assert_int_equal(rt_rpc_reader_feed(&r, stream + k, 1, collect_cb, &c),
+                         0);
     }
     rt_rpc_reader_close(&r);
     check_frames(&c, 1, 3);
@@ -329,7 +339,8 @@ static void test_reader_bad(void **state)
     n += put_frame(2, stream + n);
     stream[second + 5] = 0; /* magic of the second frame */
     rt_rpc_reader_init(&r);
-    assert_int_equal(rt_rpc_reader_feed(&r, stream, n, collect_cb, &c), RT_EPROTO);
+    assert_int_equal(rt_rpc_reader_feed(&r, stream, n, collect_cb, &c),
+                     RT_EPROTO);
     assert_int_equal(c.n, 1);
     assert_int_equal(rt_rpc_reader_feed(&r, stream, second, collect_cb, &c),
                      RT_EPROTO);
@@ -366,8 +377,12 @@ static void pipeline_flush_cb(uv_timer_t *t)
 }
 
 /* Echoes even-indexed requests now and defers odd ones to a timer. */
-static void srv_pipeline(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
-                         const uint8_t *body, size_t len, void *ud)
+static void srv_pipeline(struct rt_rpc_conn *conn,
+                         uint32_t method,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len,
+                         void *ud)
 {
     struct fx *f = ud;
     f->requests++;
@@ -392,7 +407,9 @@ static void srv_pipeline(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
     }
 }
 
-static void pipeline_reply_cb(int status, const uint8_t *body, size_t len,
+static void pipeline_reply_cb(int status,
+                              const uint8_t *body,
+                              size_t len,
                               void *arg)
 {
     uint32_t i = (uint32_t)(uintptr_t)arg;
@@ -447,8 +464,12 @@ static void test_pipeline(void **state)
 /* Timeouts and drops                                                  */
 /* ------------------------------------------------------------------ */
 
-static void srv_ignore(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
-                       const uint8_t *body, size_t len, void *ud)
+static void srv_ignore(struct rt_rpc_conn *conn,
+                       uint32_t method,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len,
+                       void *ud)
 {
     struct fx *f = ud;
     (void)conn;
@@ -459,7 +480,9 @@ static void srv_ignore(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
     f->requests++;
 }
 
-static void timeout_reply_cb(int status, const uint8_t *body, size_t len,
+static void timeout_reply_cb(int status,
+                             const uint8_t *body,
+                             size_t len,
                              void *arg)
 {
     (void)arg;
@@ -502,8 +525,11 @@ static void test_timeout(void **state)
 
 #define N_DROP 5
 
-static void srv_drop_after(struct rt_rpc_conn *conn, uint32_t method,
-                           uint64_t id, const uint8_t *body, size_t len,
+static void srv_drop_after(struct rt_rpc_conn *conn,
+                           uint32_t method,
+                           uint64_t id,
+                           const uint8_t *body,
+                           size_t len,
                            void *ud)
 {
     struct fx *f = ud;
@@ -521,7 +547,9 @@ static void srv_drop_after(struct rt_rpc_conn *conn, uint32_t method,
     }
 }
 
-static void drop_reply_cb(int status, const uint8_t *body, size_t len,
+static void drop_reply_cb(int status,
+                          const uint8_t *body,
+                          size_t len,
                           void *arg)
 {
     int i = (int)(uintptr_t)arg;
@@ -581,7 +609,9 @@ static void test_drop(void **state)
 /* Reconnect                                                           */
 /* ------------------------------------------------------------------ */
 
-static void reconnect_reply_cb(int status, const uint8_t *body, size_t len,
+static void reconnect_reply_cb(int status,
+                               const uint8_t *body,
+                               size_t len,
                                void *arg)
 {
     (void)arg;
@@ -606,7 +636,9 @@ static void cli_reconnect_conn(struct rt_rpc_conn *conn, int up, void *ud)
                 reconnect_reply_cb, NULL);
 }
 
-static void down_reply_cb(int status, const uint8_t *body, size_t len,
+static void down_reply_cb(int status,
+                          const uint8_t *body,
+                          size_t len,
                           void *arg)
 {
     (void)body;
@@ -639,7 +671,8 @@ static void test_reconnect(void **state)
     uv_tcp_init(&F.loop, &probe);
     uv_ip4_addr("127.0.0.1", 0, &sa);
     assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&ss, &sl), 0);
+    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&ss, &sl),
+                     0);
     F.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     uv_close((uv_handle_t *)&probe, NULL);
 
@@ -658,7 +691,9 @@ static void test_reconnect(void **state)
     assert_int_equal(F.status[0], 0);
 }
 
-static void connecting_reply_cb(int status, const uint8_t *body, size_t len,
+static void connecting_reply_cb(int status,
+                                const uint8_t *body,
+                                size_t len,
                                 void *arg)
 {
     (void)arg;
@@ -723,17 +758,20 @@ static void srv_sym_conn(struct rt_rpc_conn *conn, int up, void *ud)
         return;
     }
     f->srv_up++;
-    assert_int_equal(rt_rpc_call(conn, RT__METHOD__PING,
-                                 (const uint8_t *)"hello", 5, 0, sym_reply_cb,
-                                 f),
-                     0);
+    assert_int_equal(
+        rt_rpc_call(conn, RT__METHOD__PING, (const uint8_t *)"hello", 5, 0,
+                    sym_reply_cb, f),
+        0);
     assert_int_equal(rt_rpc_call(conn, RT__METHOD__MAP_UPDATE,
                                  (const uint8_t *)"push", 4, 0, NULL, NULL),
                      0);
 }
 
-static void cli_sym_request(struct rt_rpc_conn *conn, uint32_t method,
-                            uint64_t id, const uint8_t *body, size_t len,
+static void cli_sym_request(struct rt_rpc_conn *conn,
+                            uint32_t method,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len,
                             void *ud)
 {
     struct fx *f = ud;
@@ -766,8 +804,12 @@ static void test_symmetric(void **state)
     assert_int_equal(F.bad, 0);
 }
 
-static void srv_err(struct rt_rpc_conn *conn, uint32_t method, uint64_t id,
-                    const uint8_t *body, size_t len, void *ud)
+static void srv_err(struct rt_rpc_conn *conn,
+                    uint32_t method,
+                    uint64_t id,
+                    const uint8_t *body,
+                    size_t len,
+                    void *ud)
 {
     (void)body;
     (void)len;
@@ -796,8 +838,8 @@ static void cli_err_conn(struct rt_rpc_conn *conn, int up, void *ud)
     }
     req.account = "devstoreaccount1";
     req.name = "people";
-    assert_int_equal(rt_rpc_call_pb(conn, RT__METHOD__CREATE_TABLE, &req.base, 0,
-                                    err_reply_cb, NULL),
+    assert_int_equal(rt_rpc_call_pb(conn, RT__METHOD__CREATE_TABLE, &req.base,
+                                    0, err_reply_cb, NULL),
                      0);
 }
 
@@ -817,7 +859,9 @@ static void test_error_reply(void **state)
 /* Close                                                               */
 /* ------------------------------------------------------------------ */
 
-static void cancel_reply_cb(int status, const uint8_t *body, size_t len,
+static void cancel_reply_cb(int status,
+                            const uint8_t *body,
+                            size_t len,
                             void *arg)
 {
     int i = (int)(uintptr_t)arg;
@@ -827,8 +871,11 @@ static void cancel_reply_cb(int status, const uint8_t *body, size_t len,
     F.calls_done[i]++;
 }
 
-static void srv_close_on_request(struct rt_rpc_conn *conn, uint32_t method,
-                                 uint64_t id, const uint8_t *body, size_t len,
+static void srv_close_on_request(struct rt_rpc_conn *conn,
+                                 uint32_t method,
+                                 uint64_t id,
+                                 const uint8_t *body,
+                                 size_t len,
                                  void *ud)
 {
     (void)conn;
@@ -873,8 +920,7 @@ static void test_close_cancels(void **state)
 #define BIG_LEN (3u * 1024u * 1024u + 17u)
 #define N_BIG 3
 
-static void big_reply_cb(int status, const uint8_t *body, size_t len,
-                         void *arg)
+static void big_reply_cb(int status, const uint8_t *body, size_t len, void *arg)
 {
     uint32_t seed = (uint32_t)(uintptr_t)arg;
     int ok = status == 0 && len == BIG_LEN;
@@ -906,10 +952,10 @@ static void cli_big_conn(struct rt_rpc_conn *conn, int up, void *ud)
     }
     free(body);
     /* Over the limit: refused up front, cb never fires. */
-    assert_int_equal(rt_rpc_call(conn, RT__METHOD__PING, NULL,
-                                 (size_t)RT_RPC_MAX_BODY + 1, 0, big_reply_cb,
-                                 NULL),
-                     RT_EINVAL);
+    assert_int_equal(
+        rt_rpc_call(conn, RT__METHOD__PING, NULL, (size_t)RT_RPC_MAX_BODY + 1,
+                    0, big_reply_cb, NULL),
+        RT_EINVAL);
 }
 
 /* Multi-megabyte bodies spanning many reads arrive intact, both ways. */
@@ -924,7 +970,8 @@ static void test_big_bodies(void **state)
     assert_int_equal(F.bad, 0);
 }
 
-struct raw {
+struct raw
+{
     uv_tcp_t tcp;
     uv_connect_t creq;
     uv_write_t wreq;
@@ -968,7 +1015,8 @@ static void test_garbage_closes(void **state)
     start_server(srv_echo, srv_garbage_conn);
     uv_tcp_init(&F.loop, &r.tcp);
     uv_ip4_addr("127.0.0.1", F.port, &sa);
-    uv_tcp_connect(&r.creq, &r.tcp, (const struct sockaddr *)&sa, raw_connect_cb);
+    uv_tcp_connect(&r.creq, &r.tcp, (const struct sockaddr *)&sa,
+                   raw_connect_cb);
     uv_run(&F.loop, UV_RUN_DEFAULT);
     /* fx_finish ran; the raw socket still holds the loop open. */
     uv_close((uv_handle_t *)&r.tcp, NULL);
@@ -985,7 +1033,8 @@ static void test_bad_addr(void **state)
     (void)state;
     fx_init();
     assert_int_equal(
-        rt_rpc_client_start(&F.loop, "nocolon", NULL, NULL, NULL, &c), RT_EINVAL);
+        rt_rpc_client_start(&F.loop, "nocolon", NULL, NULL, NULL, &c),
+        RT_EINVAL);
     assert_int_equal(
         rt_rpc_client_start(&F.loop, "127.0.0.1:x", NULL, NULL, NULL, &c),
         RT_EINVAL);

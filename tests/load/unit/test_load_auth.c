@@ -17,7 +17,7 @@
 #include "rl_req.h"
 #include "rl_spec.h"
 
-#define DEV_KEY                                                          \
+#define DEV_KEY                                                           \
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZ" \
     "FPTOtr/KBHBeksoGMGw=="
 #define DATE "Mon, 14 Oct 2013 18:25:49 GMT"
@@ -31,8 +31,8 @@ static void test_sharedkey_post(void **state)
     const char *path = "/devstoreaccount1/people";
     (void)state;
     assert_int_equal(rl_signer_init(&s, "devstoreaccount1", DEV_KEY), 0);
-    rl_sign_sharedkey(&s, "POST", "application/json", DATE, path,
-                      strlen(path), sig);
+    rl_sign_sharedkey(&s, "POST", "application/json", DATE, path, strlen(path),
+                      sig);
     assert_string_equal(sig, "qjZcfDl3bw3yzkBsRTJjKuYiIU6ZMREG4WE4oUdVAxE=");
     rl_signer_wipe(&s);
 }
@@ -72,18 +72,17 @@ static void test_sas(void **state)
     time_t st = 1704067200; /* 2024-01-01T00:00:00Z */
     (void)state;
     assert_int_equal(rl_signer_init(&s, "devstoreaccount1", DEV_KEY), 0);
-    assert_int_equal(rl_sas_account(&s, st, st + 86400, tok, sizeof(tok)),
-                     0);
+    assert_int_equal(rl_sas_account(&s, st, st + 86400, tok, sizeof(tok)), 0);
     assert_non_null(strstr(tok, "sv=2019-02-02&ss=t&srt=sco&sp=rwdlacu"));
     assert_non_null(strstr(tok, "st=2024-01-01T00%3A00%3A00Z"));
-    assert_non_null(strstr(
-        tok, "sig=s5Jwv8ar7gX7Ufdig1LYSzBU4SPHwk2PexfKPefwvTg%3D"));
-    assert_int_equal(rl_sas_table(&s, "People", "raud", st, st + 86400, tok,
-                                  sizeof(tok)),
-                     0);
+    assert_non_null(
+        strstr(tok, "sig=s5Jwv8ar7gX7Ufdig1LYSzBU4SPHwk2PexfKPefwvTg%3D"));
+    assert_int_equal(
+        rl_sas_table(&s, "People", "raud", st, st + 86400, tok, sizeof(tok)),
+        0);
     assert_non_null(strstr(tok, "tn=People&sp=raud"));
-    assert_non_null(strstr(
-        tok, "sig=%2B1plYatlCxUCZF0muBfPgF8EQNfmFegtV4QNQ%2FUK854%3D"));
+    assert_non_null(
+        strstr(tok, "sig=%2B1plYatlCxUCZF0muBfPgF8EQNfmFegtV4QNQ%2FUK854%3D"));
     assert_int_equal(rl_sas_account(&s, st, st + 1, tok, 20), -1);
 }
 
@@ -117,7 +116,8 @@ static void test_b64(void **state)
 
 /* test_request_signed's request config and buffer, freed by the teardown
  * even when an assertion ends the test early. */
-struct req_fixture {
+struct req_fixture
+{
     struct rl_reqcfg c;
     char *buf;
 };
@@ -148,7 +148,8 @@ static int req_teardown(void **state)
 /* rl_req_build writes no NUL: terminate the request at its returned
  * length (the buffer has one spare byte) so it can be searched as a
  * string. */
-static size_t build(const struct rl_reqcfg *c, const struct rl_reqargs *a,
+static size_t build(const struct rl_reqcfg *c,
+                    const struct rl_reqargs *a,
                     char *buf)
 {
     size_t len = rl_req_build(c, a, DATE, buf);
@@ -167,10 +168,10 @@ static void test_request_signed(void **state)
     char *buf;
     const char *p;
     size_t len;
-    assert_int_equal(rl_target_parse(&c->t,
-                                     "http://127.0.0.1:10002/devstoreaccount1",
-                                     "", err),
-                     0);
+    assert_int_equal(
+        rl_target_parse(&c->t, "http://127.0.0.1:10002/devstoreaccount1", "",
+                        err),
+        0);
     assert_string_equal(c->t.account, "devstoreaccount1");
     assert_string_equal(c->t.base_path, "/devstoreaccount1");
     strcpy(c->t.table, "people");
@@ -192,8 +193,8 @@ static void test_request_signed(void **state)
     a.id = 7;
     len = build(c, &a, buf);
     assert_int_equal(strlen(buf), len);
-    assert_true(strncmp(buf, "POST /devstoreaccount1/people HTTP/1.1\r\n",
-                        40) == 0);
+    assert_true(
+        strncmp(buf, "POST /devstoreaccount1/people HTTP/1.1\r\n", 40) == 0);
     rl_sign_sharedkey(&c->t.signer, "POST", "application/json", DATE,
                       "/devstoreaccount1/people", 24, sig);
     snprintf(want, sizeof(want),
@@ -223,8 +224,9 @@ static void test_request_signed(void **state)
         assert_int_equal(atoi(cl + 16), strlen(p + 4));
     }
     assert_non_null(strstr(buf, "POST /devstoreaccount1/$batch HTTP/1.1"));
-    assert_non_null(strstr(p, "POST http://127.0.0.1:10002/devstoreaccount1/"
-                              "people HTTP/1.1"));
+    assert_non_null(strstr(p,
+                           "POST http://127.0.0.1:10002/devstoreaccount1/"
+                           "people HTTP/1.1"));
     assert_non_null(strstr(p, "\"RowKey\":\"b0000000000102\""));
     /* Host-style: no account in the path. */
     assert_int_equal(

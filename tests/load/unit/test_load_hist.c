@@ -1,10 +1,10 @@
 /* rl_hist: log-bucketed latency histogram. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <math.h>
 
 #include <cmocka.h>
 

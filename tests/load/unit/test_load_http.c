@@ -15,7 +15,9 @@
 
 /* Feeds @s in pieces of @step bytes; returns the feed result and the
  * number of bytes consumed. */
-static int feed_steps(struct rl_resp *r, const char *s, size_t step,
+static int feed_steps(struct rl_resp *r,
+                      const char *s,
+                      size_t step,
                       size_t *consumed)
 {
     size_t off = 0, n = strlen(s);
@@ -92,16 +94,16 @@ static void test_content_length_any_split(void **state)
 static void test_back_to_back(void **state)
 {
     struct rl_resp *r = *state;
-    const char two[] = "HTTP/1.1 204 No Content\r\nETag: x\r\n\r\n"
-                       "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n"
-                       "x-ms-error-code: ResourceNotFound\r\n\r\n{}";
+    const char two[] =
+        "HTTP/1.1 204 No Content\r\nETag: x\r\n\r\n"
+        "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n"
+        "x-ms-error-code: ResourceNotFound\r\n\r\n{}";
     size_t used;
     rl_resp_begin(r, RL_BODY_IGNORE);
     assert_int_equal(rl_resp_feed(r, two, strlen(two), &used), 1);
     assert_int_equal(r->status, 204);
     rl_resp_begin(r, RL_BODY_IGNORE);
-    assert_int_equal(rl_resp_feed(r, two + used, strlen(two) - used, &used),
-                     1);
+    assert_int_equal(rl_resp_feed(r, two + used, strlen(two) - used, &used), 1);
     assert_int_equal(r->status, 404);
     assert_string_equal(r->error_code, "ResourceNotFound");
     assert_string_equal(r->body_head, "{}");
@@ -111,12 +113,13 @@ static void test_back_to_back(void **state)
 static void test_chunked(void **state)
 {
     struct rl_resp *r = *state;
-    const char resp[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
-                        "\r\n"
-                        "5;ext=1\r\n\"RowK\r\n"
-                        "c\r\ney\":\"x\"\"RowK\r\n"
-                        "4\r\ney\":\r\n"
-                        "0\r\nX-Trailer: 1\r\n\r\n";
+    const char resp[] =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+        "\r\n"
+        "5;ext=1\r\n\"RowK\r\n"
+        "c\r\ney\":\"x\"\"RowK\r\n"
+        "4\r\ney\":\r\n"
+        "0\r\nX-Trailer: 1\r\n\r\n";
     for (size_t step = 1; step < sizeof(resp); step++) {
         size_t used;
         rl_resp_begin(r, RL_BODY_ENTITIES);
@@ -164,8 +167,9 @@ static void test_batch_parts(void **state)
 static void test_interim_and_eof(void **state)
 {
     struct rl_resp *r = *state;
-    const char a[] = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
-                     "Content-Length: 0\r\n\r\n";
+    const char a[] =
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
+        "Content-Length: 0\r\n\r\n";
     const char b[] = "HTTP/1.0 200 OK\r\n\r\nhello";
     size_t used;
     rl_resp_begin(r, RL_BODY_IGNORE);
@@ -183,8 +187,9 @@ static void test_errors(void **state)
 {
     struct rl_resp *r = *state;
     const char bad[] = "SMTP ready\r\n";
-    const char badchunk[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
-                            "\r\nzz\r\n";
+    const char badchunk[] =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+        "\r\nzz\r\n";
     size_t used;
     rl_resp_begin(r, RL_BODY_IGNORE);
     assert_int_equal(rl_resp_feed(r, bad, strlen(bad), &used), -1);
@@ -207,8 +212,7 @@ int main(void)
                                         resp_teardown),
         cmocka_unit_test_setup_teardown(test_interim_and_eof, resp_setup,
                                         resp_teardown),
-        cmocka_unit_test_setup_teardown(test_errors, resp_setup,
-                                        resp_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, resp_setup, resp_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,11 @@
 /* rl_keys: random numbers, key distributions, id -> key mapping. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 
 #include <cmocka.h>
 
@@ -13,7 +13,9 @@
 
 /* Helpers */
 
-static uint64_t *sample(struct rl_dist_cfg *cfg, uint64_t n, int draws,
+static uint64_t *sample(struct rl_dist_cfg *cfg,
+                        uint64_t n,
+                        int draws,
                         double elapsed)
 {
     struct rl_dist d;
@@ -145,8 +147,8 @@ static void test_hotset(void **state)
                               .hot_fraction = 0.01,
                               .hot_prob = 0.9,
                               .hot_period_s = 10};
-    uint64_t *c0 = sample(&cfg, 10000, 100000, 5);   /* window 0 */
-    uint64_t *c1 = sample(&cfg, 10000, 100000, 15);  /* window 1 */
+    uint64_t *c0 = sample(&cfg, 10000, 100000, 5);  /* window 0 */
+    uint64_t *c1 = sample(&cfg, 10000, 100000, 15); /* window 1 */
     uint64_t h0 = 0, h1 = 0;
     (void)state;
     for (int i = 0; i < 100; i++) {
@@ -164,12 +166,12 @@ static void test_hotset(void **state)
  * their ids; P partitions hold ids mod P. */
 static void test_keys(void **state)
 {
-    struct rl_keymap seq = {.partitions = 0, .pk_scheme = RL_KEY_SEQ,
-                            .rk_scheme = RL_KEY_SEQ};
-    struct rl_keymap hash = {.partitions = 10, .pk_scheme = RL_KEY_HASH,
-                             .rk_scheme = RL_KEY_HASH};
-    struct rl_keymap rev = {.partitions = 10, .pk_scheme = RL_KEY_SEQ,
-                            .rk_scheme = RL_KEY_REV};
+    struct rl_keymap seq = {
+        .partitions = 0, .pk_scheme = RL_KEY_SEQ, .rk_scheme = RL_KEY_SEQ};
+    struct rl_keymap hash = {
+        .partitions = 10, .pk_scheme = RL_KEY_HASH, .rk_scheme = RL_KEY_HASH};
+    struct rl_keymap rev = {
+        .partitions = 10, .pk_scheme = RL_KEY_SEQ, .rk_scheme = RL_KEY_REV};
     char pk[RL_KEY_MAX], rk[RL_KEY_MAX], pk2[RL_KEY_MAX], rk2[RL_KEY_MAX];
     (void)state;
     for (int64_t id = -50; id < 50; id++) {
@@ -198,14 +200,10 @@ static void test_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rng_seed),
-        cmocka_unit_test(test_uniform),
-        cmocka_unit_test(test_zipfian),
-        cmocka_unit_test(test_zipfian_growing),
-        cmocka_unit_test(test_latest),
-        cmocka_unit_test(test_sequential),
-        cmocka_unit_test(test_hotset),
-        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_rng_seed), cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_zipfian),  cmocka_unit_test(test_zipfian_growing),
+        cmocka_unit_test(test_latest),   cmocka_unit_test(test_sequential),
+        cmocka_unit_test(test_hotset),   cmocka_unit_test(test_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,8 +44,7 @@ static void test_mix_forms(void **state)
     assert_int_equal(rl_mix_parse("get=99.5,delete=0.5", &m, err), 0);
     assert_int_equal(m.w[RL_OP_GET], 99500);
     assert_int_equal(m.w[RL_OP_DELETE], 500);
-    assert_int_equal(rl_mix_parse("read=1,upsert-merge=1,rmw=1", &m, err),
-                     0);
+    assert_int_equal(rl_mix_parse("read=1,upsert-merge=1,rmw=1", &m, err), 0);
     assert_int_equal(m.w[RL_OP_GET], 1);
     assert_int_equal(m.w[RL_OP_UPSERT_MERGE], 1);
 }
@@ -157,9 +156,9 @@ static void test_units(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mix),       cmocka_unit_test(test_mix_forms),
+        cmocka_unit_test(test_mix),        cmocka_unit_test(test_mix_forms),
         cmocka_unit_test(test_mix_errors), cmocka_unit_test(test_ycsb),
-        cmocka_unit_test(test_dist),      cmocka_unit_test(test_units),
+        cmocka_unit_test(test_dist),       cmocka_unit_test(test_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
