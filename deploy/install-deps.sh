@@ -22,7 +22,7 @@ RT_BUILD_PKGS=(
 # JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
 # @azure/data-tables into the build tree and needs Node >= 20).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
-    nodejs)
+    nodejs clang-format)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then
