@@ -340,28 +340,6 @@ void fe__resp_header(struct fe_req *req, const char *name, const char *value)
     rt_buf_append(&req->hdrs, value, strlen(value) + 1);
 }
 
-static void fe__xml_escape(struct rt_buf *out, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-            case '<':
-                rt_buf_append_str(out, "&lt;");
-                break;
-            case '>':
-                rt_buf_append_str(out, "&gt;");
-                break;
-            case '&':
-                rt_buf_append_str(out, "&amp;");
-                break;
-            case '"':
-                rt_buf_append_str(out, "&quot;");
-                break;
-            default:
-                rt_buf_append_u8(out, (uint8_t)*s);
-        }
-    }
-}
-
 void fe__resp_error(struct fe_req *req, int code, const char *msg)
 {
     fe__resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
@@ -391,9 +369,9 @@ void fe__resp_error_as(struct fe_req *req,
         rt_buf_append_str(&req->rbody,
                           "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error>"
                           "<Code>");
-        fe__xml_escape(&req->rbody, azure);
+        fe_xml_escape(&req->rbody, azure);
         rt_buf_append_str(&req->rbody, "</Code><Message>");
-        fe__xml_escape(&req->rbody, rt_buf_cstr(&text));
+        fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
         rt_buf_append_str(&req->rbody, "</Message></Error>");
     } else {
         fe__resp_header(req, "Content-Type",

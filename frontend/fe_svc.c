@@ -594,31 +594,6 @@ int fe_svc_xml_parse(const char *buf, size_t n, struct fe_xml_node **root)
     return 0;
 }
 
-void fe_svc_xml_escape(struct rt_buf *out, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-            case '<':
-                rt_buf_append_str(out, "&lt;");
-                break;
-            case '>':
-                rt_buf_append_str(out, "&gt;");
-                break;
-            case '&':
-                rt_buf_append_str(out, "&amp;");
-                break;
-            case '"':
-                rt_buf_append_str(out, "&quot;");
-                break;
-            case '\'':
-                rt_buf_append_str(out, "&apos;");
-                break;
-            default:
-                rt_buf_append_u8(out, (uint8_t)*s);
-        }
-    }
-}
-
 /* ---- helpers over the tree ---- */
 
 /* The only child called @name: 0 (none, *out NULL), 1 (found), -1 (more
@@ -847,7 +822,7 @@ void fe_svc_acl_write(struct rt_buf *out, const struct fe_acl *acl)
     for (size_t i = 0; i < acl->n; i++) {
         const struct fe_acl_id *e = &acl->v[i];
         rt_buf_append_str(out, "<SignedIdentifier><Id>");
-        fe_svc_xml_escape(out, e->id);
+        fe_xml_escape(out, e->id);
         rt_buf_append_str(out, "</Id>");
         if (e->has_policy) {
             rt_buf_append_str(out, "<AccessPolicy>");
@@ -1131,7 +1106,7 @@ static void fe__w_bool(struct rt_buf *out, const char *name, int v)
 static void fe__w_str(struct rt_buf *out, const char *name, const char *v)
 {
     rt_buf_printf(out, "<%s>", name);
-    fe_svc_xml_escape(out, v ? v : "");
+    fe_xml_escape(out, v ? v : "");
     rt_buf_printf(out, "</%s>", name);
 }
 

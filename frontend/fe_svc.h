@@ -76,8 +76,6 @@ struct fe_xml_node
  * caller's (fe_svc_xml_free). */
 int fe_svc_xml_parse(const char *buf, size_t n, struct fe_xml_node **root);
 void fe_svc_xml_free(struct fe_xml_node *node);
-/* Appends @s with & < > " ' escaped. */
-void fe_svc_xml_escape(struct rt_buf *out, const char *s);
 
 /* A table ACL as parsed from / written to XML (§3.4, §3.5). Times are
  * normalized to "YYYY-MM-DDThh:mm:ss.fffffffZ"; "" = absent. */

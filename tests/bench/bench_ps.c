@@ -57,9 +57,7 @@
 #include "rt_rpc.h"
 #include "rt_time.h"
 
-#ifdef BENCH_HAVE_RT_FILTER
 #include "rt_filter.h"
-#endif
 
 extern char **environ;
 
@@ -772,27 +770,6 @@ static void props_build(struct rt_buf *out, uint64_t seed)
     rt_props_end(&w);
 }
 
-#ifndef BENCH_HAVE_RT_FILTER
-/* Bucket of a stored value (rt_value), -1 if absent. */
-static int value_bucket(const uint8_t *v, size_t n)
-{
-    uint64_t ticks;
-    uint8_t flags;
-    const uint8_t *blob;
-    size_t blob_n;
-    struct rt_prop p;
-
-    if (rt_value_decode(v, n, &ticks, &flags, &blob, &blob_n) != 0) {
-        return -2;
-    }
-    if (rt_props_find(blob, blob_n, "Bucket", 6, &p) != 1 ||
-        p.type != RT_EDM_INT32) {
-        return -1;
-    }
-    return p.v.i32;
-}
-#endif
-
 /* 1. Raw LMDB baseline */
 
 struct lmdb_result
@@ -1365,16 +1342,13 @@ static void scan_run(struct rt_rpc_conn *conn,
     lat_free(&lat);
 }
 
-/* The scan filter, parsed once (NULL when the module is absent). */
-#ifdef BENCH_HAVE_RT_FILTER
+/* The scan filter, parsed once (NULL with --no-filter). */
 static struct rt_filter *scan_filter;
-#endif
 
-/* Encodes BENCH_FILTER into @out when the filter module exists. Returns 1
- * (encoded), 0 (module not available), or dies on a parse error. */
-static int filter_encode(struct rt_buf *out, char *why, size_t why_n)
+/* Parses BENCH_FILTER once and encodes it into @out; dies on a parse
+ * error. */
+static void filter_encode(struct rt_buf *out)
 {
-#ifdef BENCH_HAVE_RT_FILTER
     char errmsg[RT_ERRMSG_SIZE] = "";
     int rc = rt_filter_parse(BENCH_FILTER, strlen(BENCH_FILTER), &scan_filter,
                              errmsg);
@@ -1383,14 +1357,6 @@ static int filter_encode(struct rt_buf *out, char *why, size_t why_n)
             errmsg);
     }
     rt_filter_encode(scan_filter, out);
-    (void)why;
-    (void)why_n;
-    return 1;
-#else
-    (void)out;
-    snprintf(why, why_n, "module not yet available");
-    return 0;
-#endif
 }
 
 /* Does a returned entity match the scan filter (checked on our side)?
@@ -1400,7 +1366,6 @@ static int filter_check(const char *pk,
                         const uint8_t *v,
                         size_t n)
 {
-#ifdef BENCH_HAVE_RT_FILTER
     uint64_t ticks;
     uint8_t flags;
     const uint8_t *blob;
@@ -1410,12 +1375,6 @@ static int filter_check(const char *pk,
     }
     return rt_filter_eval(scan_filter, pk, strlen(pk), rk, strlen(rk), ticks,
                           blob, blob_n);
-#else
-    int b = value_bucket(v, n);
-    (void)pk;
-    (void)rk;
-    return b < -1 ? b : b >= 0 && b < 10;
-#endif
 }
 
 /* Set-up */
@@ -1644,7 +1603,6 @@ int main(int argc, char **argv)
     struct phase ph_b, ph_g, ph_l;
     struct scan_result sr, warm;
     struct rt_buf filter = RT_BUF_INIT;
-    char filter_why[128] = "";
     int have_filter;
     uint64_t t_all = now_ns();
     int rc = 0;
@@ -1922,16 +1880,13 @@ int main(int argc, char **argv)
            (double)ps_db_bytes / 1048576.0, have.n, ph_l.loaded,
            (double)ps_db_bytes / (double)(have.n + ph_l.loaded));
 
-    have_filter =
-        !O.no_filter && filter_encode(&filter, filter_why, sizeof(filter_why));
-    if (O.no_filter) {
-        snprintf(filter_why, sizeof(filter_why), "--no-filter");
-    }
+    have_filter = !O.no_filter;
     if (have_filter) {
+        filter_encode(&filter);
         printf("  filter: %s (%zu bytes encoded, ~10%% match)\n", BENCH_FILTER,
                filter.len);
     } else {
-        printf("  filter: none (%s)\n", filter_why);
+        printf("  filter: none (--no-filter)\n");
     }
     /* Warm-up: the first pages (brings the loop and page cache up). */
     scan_run(psc, &tbl_s.route, have_filter ? &filter : NULL, 20, &warm);
@@ -2131,9 +2086,7 @@ int main(int argc, char **argv)
     free(ph_l.slots);
     lat_free(&ph_l.lat);
     rt_buf_free(&filter);
-#ifdef BENCH_HAVE_RT_FILTER
     rt_filter_free(scan_filter);
-#endif
     rt_buf_free(&scratch_props);
     free(scratch_ops);
     free(scratch_op_ptrs);
