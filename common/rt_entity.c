@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rt_err.h"
+#include "rt_utf8.h"
 
 void rt_props_begin(struct rt_props_writer *w, struct rt_buf *out)
 {
@@ -332,4 +333,101 @@ int rt_value_decode(const uint8_t *value,
     *blob = value + RT_VALUE_HDR_SIZE;
     *blob_n = n - RT_VALUE_HDR_SIZE;
     return 0;
+}
+
+/* Validation (table-api-spec.md §9) */
+
+int rt_entity_key_check(const char *s, size_t n, size_t *units)
+{
+    const uint8_t *p = (const uint8_t *)s, *end = p + n;
+    size_t u = 0;
+
+    while (p < end) {
+        uint32_t cp;
+        size_t len = rt_utf8_decode(p, end, &cp);
+        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == '/' ||
+            cp == '\\' || cp == '#' || cp == '?') {
+            return RT_EINVAL;
+        }
+        u += len == 4 ? 2 : 1;
+        p += len;
+    }
+    if (u > RT_MAX_KEY_UTF16) {
+        return RT_EOUTOFRANGE;
+    }
+    if (units) {
+        *units = u;
+    }
+    return 0;
+}
+
+size_t rt_prop_azure_size(const struct rt_prop *p)
+{
+    size_t vs;
+    switch (p->type) {
+        case RT_EDM_STRING:
+            vs = 2 * rt_utf8_utf16_units(p->v.bytes.p, p->v.bytes.n) + 4;
+            break;
+        case RT_EDM_BINARY:
+            vs = p->v.bytes.n + 4;
+            break;
+        case RT_EDM_BOOL:
+            vs = 1;
+            break;
+        case RT_EDM_INT32:
+            vs = 4;
+            break;
+        case RT_EDM_GUID:
+            vs = 16;
+            break;
+        default:
+            vs = 8;
+            break;
+    }
+    return 8 + 2 * rt_utf8_utf16_units(p->name, p->name_len) + vs;
+}
+
+int rt_prop_check_limits(const struct rt_prop *p)
+{
+    /* A string over 3 bytes per unit cannot be within the unit limit;
+     * the byte test keeps the count off huge values. */
+    if (p->type == RT_EDM_STRING &&
+        (p->v.bytes.n > (size_t)RT_MAX_STRING_UTF16 * 3 ||
+         rt_utf8_utf16_units(p->v.bytes.p, p->v.bytes.n) >
+             RT_MAX_STRING_UTF16)) {
+        return RT_EPROPTOOLARGE;
+    }
+    if (p->type == RT_EDM_BINARY && p->v.bytes.n > RT_MAX_BINARY) {
+        return RT_EPROPTOOLARGE;
+    }
+    return 0;
+}
+
+int rt_entity_check(const uint8_t *blob,
+                    size_t n,
+                    size_t pk_units,
+                    size_t rk_units)
+{
+    struct rt_props_iter it;
+    struct rt_prop p;
+    size_t size = 4 + 2 * (pk_units + rk_units);
+    unsigned count = 0;
+    int rv;
+
+    if (rt_props_iter_init(&it, blob, n) != 0) {
+        return RT_EINVAL;
+    }
+    while ((rv = rt_props_next(&it, &p)) == 1) {
+        if (++count > RT_MAX_USER_PROPS) {
+            return RT_ETOOMANYPROPS;
+        }
+        if (rt_prop_check_limits(&p) != 0) {
+            return RT_EPROPTOOLARGE;
+        }
+        size += rt_prop_azure_size(&p);
+    }
+    if (rv != 0 || it.p != it.end) {
+        return RT_EINVAL;
+    }
+    return size > RT_MAX_ENTITY_BYTES ? RT_EENTITYTOOLARGE : 0;
 }

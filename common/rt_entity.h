@@ -108,6 +108,36 @@ int rt_props_merge(struct rt_buf *out,
                    const uint8_t *upd,
                    size_t upd_n);
 
+/* Azure's key rules (table-api-spec.md §9), one implementation for the
+ * front end and the store: @s (@n bytes, not NUL-terminated) must be valid
+ * UTF-8 without / \ # ?, control characters U+0000-U+001F or
+ * U+007F-U+009F, and at most RT_MAX_KEY_UTF16 UTF-16 units. Returns 0,
+ * RT_EINVAL (bad character or encoding) or RT_EOUTOFRANGE (too long); on 0
+ * and @units non-NULL, *units is the length in UTF-16 units. */
+int rt_entity_key_check(const char *s, size_t n, size_t *units);
+
+/* Azure's size of one property (table-api-spec.md §9): 8 + 2 * UTF-16
+ * units of the name + the value's size (strings 4 + 2 * units, binary
+ * 4 + bytes, Bool 1, Int32 4, Guid 16, the rest 8). The name and a
+ * string value must be valid UTF-8. */
+size_t rt_prop_azure_size(const struct rt_prop *p);
+
+/* The limits of one property value: a string of at most
+ * RT_MAX_STRING_UTF16 units, a binary of at most RT_MAX_BINARY bytes.
+ * Returns 0 or RT_EPROPTOOLARGE. */
+int rt_prop_check_limits(const struct rt_prop *p);
+
+/* Checks a properties blob as it would be stored, for keys of @pk_units
+ * and @rk_units UTF-16 units: structure, at most RT_MAX_USER_PROPS
+ * properties, every value within rt_prop_check_limits, and Azure's entity
+ * size 4 + 2 * (pk_units + rk_units) + the sum of rt_prop_azure_size at
+ * most RT_MAX_ENTITY_BYTES. Returns 0, RT_EINVAL (malformed blob),
+ * RT_ETOOMANYPROPS, RT_EPROPTOOLARGE or RT_EENTITYTOOLARGE. */
+int rt_entity_check(const uint8_t *blob,
+                    size_t n,
+                    size_t pk_units,
+                    size_t rk_units);
+
 /* Stored value: header + blob. */
 void rt_value_encode(struct rt_buf *out,
                      uint64_t ticks,

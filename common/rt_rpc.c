@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -36,40 +37,6 @@
 #define RT_RPC_CONNECT_TIMEOUT_MS 3000
 #define RT_RPC_READ_BUF (64 * 1024)
 #define RT_RPC_WBUF_HINT_MAX (256 * 1024)
-
-/* ------------------------------------------------------------------ */
-/* Helpers                                                             */
-/* ------------------------------------------------------------------ */
-
-static void *rpc_malloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n);
-        abort();
-    }
-    return p;
-}
-
-static void *rpc_calloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (!p) {
-        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n * sz);
-        abort();
-    }
-    return p;
-}
-
-static void *rpc_realloc(void *old, size_t n)
-{
-    void *p = realloc(old, n ? n : 1);
-    if (!p) {
-        rt_log(RT_LOG_FATAL, "out of memory (%zu bytes)", n);
-        abort();
-    }
-    return p;
-}
 
 /* ------------------------------------------------------------------ */
 /* Framing                                                             */
@@ -197,7 +164,7 @@ int rt_rpc_reader_feed(struct rt_rpc_reader *r,
                 }
                 continue;
             }
-            r->body = rpc_malloc(r->cur.len);
+            r->body = rt_xmalloc(r->cur.len);
             r->body_have = 0;
             if (n == 0) {
                 break;
@@ -375,7 +342,7 @@ static void ht_insert(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
         struct rt_rpc_pending **old = conn->ht;
         size_t old_cap = conn->ht_cap;
         conn->ht_cap = old_cap ? old_cap * 2 : 64;
-        conn->ht = rpc_calloc(conn->ht_cap, sizeof(*conn->ht));
+        conn->ht = rt_xcalloc(conn->ht_cap, sizeof(*conn->ht));
         conn->ht_len = 0;
         for (size_t i = 0; i < old_cap; i++) {
             if (old[i]) {
@@ -478,7 +445,7 @@ static void heap_push(struct rt_rpc_conn *conn, struct rt_rpc_pending *p)
     if (conn->heap_len == conn->heap_cap) {
         conn->heap_cap = conn->heap_cap ? conn->heap_cap * 2 : 64;
         conn->heap =
-            rpc_realloc(conn->heap, conn->heap_cap * sizeof(*conn->heap));
+            rt_xrealloc(conn->heap, conn->heap_cap * sizeof(*conn->heap));
     }
     conn->heap[conn->heap_len++] = p;
     heap_up(conn, conn->heap_len - 1);
@@ -546,7 +513,7 @@ static void defer_push(struct rt_rpc_conn *conn,
     }
     conn->defer_tail = p;
     if (conn->defer == NULL) {
-        struct rt_rpc_defer *d = rpc_malloc(sizeof(*d));
+        struct rt_rpc_defer *d = rt_xmalloc(sizeof(*d));
         d->conn = conn;
         uv_timer_init(conn->loop, &d->timer);
         conn->nhandles++;
@@ -625,7 +592,7 @@ static void flush_cb(uv_prepare_t *h)
         conn->wlen = 0;
         return;
     }
-    struct rt_rpc_wreq *w = rpc_malloc(sizeof(*w));
+    struct rt_rpc_wreq *w = rt_xmalloc(sizeof(*w));
     w->sock = conn->sock;
     w->data = conn->wbuf;
     uv_buf_t buf = uv_buf_init((char *)conn->wbuf, (unsigned)conn->wlen);
@@ -657,7 +624,7 @@ static void queue_frame(struct rt_rpc_conn *conn,
         while (cap < need) {
             cap *= 2;
         }
-        conn->wbuf = rpc_realloc(conn->wbuf, cap);
+        conn->wbuf = rt_xrealloc(conn->wbuf, cap);
         conn->wcap = cap;
     }
     rt_rpc_hdr_encode(h, conn->wbuf + conn->wlen);
@@ -686,7 +653,7 @@ static struct rt_rpc_conn *conn_new(uv_loop_t *loop,
                                     rt_rpc_conn_cb on_conn,
                                     void *ud)
 {
-    struct rt_rpc_conn *conn = rpc_calloc(1, sizeof(*conn));
+    struct rt_rpc_conn *conn = rt_xcalloc(1, sizeof(*conn));
     conn->loop = loop;
     conn->on_request = on_request;
     conn->on_conn = on_conn;
@@ -771,7 +738,7 @@ static void sock_close_cb(uv_handle_t *h)
 
 static struct rt_rpc_sock *sock_new(struct rt_rpc_conn *conn)
 {
-    struct rt_rpc_sock *sock = rpc_calloc(1, sizeof(*sock));
+    struct rt_rpc_sock *sock = rt_xcalloc(1, sizeof(*sock));
     sock->conn = conn;
     rt_rpc_reader_init(&sock->reader);
     uv_tcp_init(conn->loop, &sock->tcp);
@@ -860,7 +827,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct rt_rpc_sock *sock = container_of(h, struct rt_rpc_sock, tcp);
     (void)suggested;
     if (sock->rbuf == NULL) {
-        sock->rbuf = rpc_malloc(RT_RPC_READ_BUF);
+        sock->rbuf = rt_xmalloc(RT_RPC_READ_BUF);
     }
     *buf = uv_buf_init((char *)sock->rbuf, RT_RPC_READ_BUF);
 }
@@ -1045,7 +1012,7 @@ int rt_rpc_server_start(uv_loop_t *loop,
     if (rc != 0) {
         return UV_EINVAL;
     }
-    struct rt_rpc_server *srv = rpc_calloc(1, sizeof(*srv));
+    struct rt_rpc_server *srv = rt_xcalloc(1, sizeof(*srv));
     srv->loop = loop;
     srv->on_request = on_request;
     srv->on_conn = on_conn;
@@ -1192,7 +1159,7 @@ int rt_rpc_client_start(uv_loop_t *loop,
         strlen(addr) >= sizeof(((struct rt_rpc_client *)0)->addr_str)) {
         return RT_EINVAL;
     }
-    struct rt_rpc_client *c = rpc_calloc(1, sizeof(*c));
+    struct rt_rpc_client *c = rt_xcalloc(1, sizeof(*c));
     c->addr = ss;
     snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
     c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
@@ -1269,7 +1236,7 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
     }
     struct rt_rpc_pending *p = NULL;
     if (cb) {
-        p = rpc_malloc(sizeof(*p));
+        p = rt_xmalloc(sizeof(*p));
         p->cb = cb;
         p->arg = arg;
         p->next = NULL;
@@ -1318,7 +1285,7 @@ int rt_rpc_call_pb(struct rt_rpc_conn *conn,
     if (n > RT_RPC_MAX_BODY) {
         return RT_EINVAL;
     }
-    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rpc_malloc(n);
+    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rt_xmalloc(n);
     if (n) {
         protobuf_c_message_pack(msg, buf);
     }
@@ -1365,7 +1332,7 @@ int rt_rpc_reply_pb(struct rt_rpc_conn *conn,
         return rt_rpc_reply_err(conn, id, method, RT_EINTERNAL,
                                 "reply too large");
     }
-    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rpc_malloc(n);
+    uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : rt_xmalloc(n);
     if (n) {
         protobuf_c_message_pack(msg, buf);
     }
