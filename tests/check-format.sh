@@ -12,7 +12,7 @@ fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     mapfile -t files < <(git ls-files '*.c' '*.h')
 else
-    mapfile -t files < <(find common frontend master partition-server tools \
+    mapfile -t files < <(find common frontend master partition-server tools bench \
         tests -name '*.[ch]' -not -path '*/build*')
 fi
 "$cf" --dry-run -Werror "${files[@]}"

@@ -63,3 +63,14 @@ endfunction()
 foreach(t ${RT_INTEGRATION_TESTS})
   rt_integration_test(${t})
 endforeach()
+
+# rt-load against a real cluster (rtcluster.py): a 3-second run, 0 errors.
+add_test(NAME integration_rt_load_smoke
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/rt_load_smoke.py
+          --rt-load $<TARGET_FILE:rt-load>
+          --workdir ${CMAKE_CURRENT_BINARY_DIR}/tmp-rt-load-smoke)
+set_tests_properties(integration_rt_load_smoke PROPERTIES
+  LABELS integration
+  TIMEOUT 180
+  ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
+  RESOURCE_LOCK rt_integration)

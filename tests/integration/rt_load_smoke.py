@@ -3,7 +3,7 @@ tests/integration/rtcluster.py, a 3-second mixed run with a preload, and
 the checks that every operation completed with no error and that the JSON
 summary and the CSV are written. Exit 0 on success.
 
-    smoke_test.py --rt-load build/tests/load/rt-load --workdir /tmp/x
+    rt_load_smoke.py --rt-load build/tools/rt-load --workdir /tmp/x
 """
 
 import argparse
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, HERE)
 
 from rtcluster import Cluster  # noqa: E402
 

@@ -105,7 +105,7 @@ static struct rt_opt bench_opts[] = {
     {"bin-dir", RT_OPT_STR, &O.bin_dir, "",
      "build tree root holding master/rt-master and "
      "partition-server/rt-partition-server (or a dir holding both); default: "
-     "../.. from this binary"},
+     ".. from this binary"},
     {"quick", RT_OPT_BOOL, &O.quick, NULL,
      "~30 s smoke run (short phases, 100k entities)"},
     {"json", RT_OPT_STR, &O.json, "", "also write the JSON line to FILE"},
@@ -1493,7 +1493,7 @@ static void locate_bin(const char *name,
             die("readlink /proc/self/exe: %s", strerror(errno));
         }
         exe[k] = '\0';
-        snprintf(base, sizeof(base), "%s/../..", dirname(exe));
+        snprintf(base, sizeof(base), "%s/..", dirname(exe));
     }
     snprintf(cand[0], sizeof(cand[0]), "%s/%s/%s", base, subdir, name);
     snprintf(cand[1], sizeof(cand[1]), "%s/%s", base, name);

@@ -1,9 +1,9 @@
-# Shared helpers for the rt-load scenario scripts, tests/bench/compare-azurite
-# and tests/bench/bench-fe (sourced, bash). Starts a local rangetable cluster
+# Shared helpers for the rt-load scenario scripts, bench/compare-azurite
+# and bench/bench-fe (sourced, bash). Starts a local rangetable cluster
 # on ephemeral loopback ports (port files), stops only the PIDs it started.
 #
 #   RT_BUILD_DIR   build tree with master/, partition-server/, frontend/,
-#                  tests/load/ (default: build/release, built if missing)
+#                  tools/ (default: build/release, built if missing)
 #   RT_LOG_LEVEL   daemons' --log-level (default warn)
 #
 # After rt_cluster_start N_PS DIR: RT_ENDPOINT (http://127.0.0.1:PORT/
@@ -14,7 +14,7 @@ RT_ROOT=${RT_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 RT_BUILD_DIR=${RT_BUILD_DIR:-$RT_ROOT/build/release}
 [[ "$RT_BUILD_DIR" == /* ]] || RT_BUILD_DIR=$RT_ROOT/$RT_BUILD_DIR
 RT_LOG_LEVEL=${RT_LOG_LEVEL:-warn}
-RT_LOAD=$RT_BUILD_DIR/tests/load/rt-load
+RT_LOAD=$RT_BUILD_DIR/tools/rt-load
 RT_PIDS=()
 
 rt_say() { printf '[%s] %s\n' "${RT_SCRIPT_NAME:-rt}" "$*" >&2; }
@@ -27,7 +27,7 @@ rt_die() {
 rt_build() {
     local need=0 b
     for b in master/rt-master partition-server/rt-partition-server \
-        frontend/rt-frontend tests/load/rt-load "$@"; do
+        frontend/rt-frontend tools/rt-load "$@"; do
         [[ -x "$RT_BUILD_DIR/$b" ]] || need=1
     done
     if ((need)); then
@@ -197,7 +197,7 @@ rt_step() {
     "$RT_LOAD" --endpoint "$EP" --quiet --json "$json" "${RT_MH_ARGS[@]}" \
         "$@" | sed -n 's/^  \(all\|outcomes\|throttling\|error\)/  \1/p' >&2 || true
     # shellcheck disable=SC2086
-    python3 "$RT_ROOT/tests/load/scenarios/summarize.py" "$csv" "$json" $cols
+    python3 "$RT_ROOT/tools/rt-load/scenarios/summarize.py" "$csv" "$json" $cols
     rm -f "$json"
 }
 
