@@ -108,7 +108,7 @@ RTCTL_BIN=$BUILD_DIR/tools/rtctl
 if ((BUILD)); then
     ./deploy/install-deps.sh
     say "building (Release) in ${BUILD_DIR#"$ROOT"/}"
-    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DRT_TESTS=OFF >/dev/null
     cmake --build "$BUILD_DIR" -j"$(nproc)" \
         --target rt-master rt-partition-server rt-frontend rtctl
 fi
