@@ -39,7 +39,7 @@ enum rt_edm {
 #define RT_VALUE_HDR_SIZE 16
 #define RT_VALUE_VERSION 1
 
-/* Limits (shared/table-api-spec.md §9); one place for all of them. */
+/* Limits (docs/table-api-spec.md §9); one place for all of them. */
 #define RT_MAX_USER_PROPS 252 /* 255 including PK, RK, Timestamp */
 #define RT_MAX_PROP_NAME 255
 #define RT_MAX_STRING_UTF16 32767 /* Azure rejects 32768 UTF-16 units */

@@ -14,7 +14,7 @@
 #define RT_ERRMSG_SIZE 256
 
 /* X(name, code, http, azure_code, message) — message texts from
- * shared/table-api-spec.md §8.2. */
+ * docs/table-api-spec.md §8.2. */
 #define RT_ERR_MAP(X)                                                          \
     X(EINVAL, -10001, 400, "InvalidInput",                                     \
       "One of the request inputs is not valid.")                               \

@@ -1,4 +1,4 @@
-/* OData $filter (shared/table-api-spec.md §6.1-6.2): parse the text the
+/* OData $filter (docs/table-api-spec.md §6.1-6.2): parse the text the
  * front end receives, ship it to partition servers in a compact binary form
  * (ScanReq.filter), evaluate it directly on the entity properties blob
  * (rt_entity.h; no JSON is ever built), and derive the key range a scan can

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every C source against .clang-format (shared/STYLE.md §9, clang-format 14).
+# Every C source against .clang-format (docs/STYLE.md §9, clang-format 14).
 # Registered with ctest as "format"; run by hand to see the offending lines.
 # Fix with: clang-format -i $(git ls-files '*.c' '*.h')
 set -euo pipefail

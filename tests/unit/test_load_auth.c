@@ -1,7 +1,7 @@
 /* rl_auth: SharedKey / SharedKeyLite signatures and SAS tokens. The
  * expected values were computed independently with
  * `openssl dgst -sha256 -mac HMAC -macopt hexkey:<dev key> -binary | base64`
- * over the string-to-sign of shared/table-api-spec.md §7.2-7.4. */
+ * over the string-to-sign of docs/table-api-spec.md §7.2-7.4. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Authentication for rt-load (shared/table-api-spec.md §7): SharedKey and
+/* Authentication for rt-load (docs/table-api-spec.md §7): SharedKey and
  * SharedKeyLite request signing, account and table-service SAS tokens, and
  * the RFC 1123 date they sign.
  *
