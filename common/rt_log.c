@@ -52,6 +52,11 @@ void rt_log_set_reqid(const char *reqid)
     snprintf(rt__log_reqid, sizeof(rt__log_reqid), "%s", reqid);
 }
 
+const char *rt_log_reqid(void)
+{
+    return rt__log_reqid;
+}
+
 void rt_log_write(enum rt_log_level level,
                   const char *file,
                   int line,

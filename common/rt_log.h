@@ -22,6 +22,11 @@ void rt_log_set_level(enum rt_log_level min_level);
 int rt_log_enabled(enum rt_log_level level);
 /* Sets this thread's request id (copied, up to 63 bytes); NULL clears. */
 void rt_log_set_reqid(const char *reqid);
+/* This thread's request id, "" when none. Valid until the next
+ * rt_log_set_reqid on this thread. rt_rpc_call sends it with each request
+ * and the receiving side sets it around its handler, so one id follows a
+ * request through every process's log lines. */
+const char *rt_log_reqid(void);
 
 void rt_log_write(enum rt_log_level level,
                   const char *file,

@@ -611,13 +611,17 @@ static void flush_cb(uv_prepare_t *h)
     }
 }
 
-/* Appends one frame to the write buffer and arms the flush. */
-static void queue_frame(struct rt_rpc_conn *conn,
-                        const struct rt_rpc_hdr *h,
-                        const uint8_t *body,
-                        size_t len)
+/* Appends one frame to the write buffer and arms the flush. @h->len must
+ * be @plen + @len: the body is @pre (a request-id prefix, may be empty)
+ * followed by @body. */
+static void queue_frame2(struct rt_rpc_conn *conn,
+                         const struct rt_rpc_hdr *h,
+                         const uint8_t *pre,
+                         size_t plen,
+                         const uint8_t *body,
+                         size_t len)
 {
-    size_t need = conn->wlen + RT_RPC_HDR_SIZE + len;
+    size_t need = conn->wlen + RT_RPC_HDR_SIZE + plen + len;
     if (need > conn->wcap) {
         size_t cap =
             conn->wcap ? conn->wcap : (conn->whint > 4096 ? conn->whint : 4096);
@@ -628,13 +632,24 @@ static void queue_frame(struct rt_rpc_conn *conn,
         conn->wcap = cap;
     }
     rt_rpc_hdr_encode(h, conn->wbuf + conn->wlen);
+    if (plen) {
+        memcpy(conn->wbuf + conn->wlen + RT_RPC_HDR_SIZE, pre, plen);
+    }
     if (len) {
-        memcpy(conn->wbuf + conn->wlen + RT_RPC_HDR_SIZE, body, len);
+        memcpy(conn->wbuf + conn->wlen + RT_RPC_HDR_SIZE + plen, body, len);
     }
     conn->wlen = need;
     if (!uv_is_active((uv_handle_t *)&conn->flush)) {
         uv_prepare_start(&conn->flush, flush_cb);
     }
+}
+
+static void queue_frame(struct rt_rpc_conn *conn,
+                        const struct rt_rpc_hdr *h,
+                        const uint8_t *body,
+                        size_t len)
+{
+    queue_frame2(conn, h, NULL, 0, body, len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -794,6 +809,36 @@ static void conn_drop(struct rt_rpc_conn *conn, int status)
 /* Reading                                                             */
 /* ------------------------------------------------------------------ */
 
+/* Runs the request callback with the sender's request id, if any, as this
+ * thread's log request id (restoring the previous one after). */
+static void deliver_request(struct rt_rpc_conn *conn,
+                            const struct rt_rpc_hdr *h,
+                            const uint8_t *body)
+{
+    char prev[RT_RPC_REQID_MAX + 1];
+    char id[RT_RPC_REQID_MAX + 1];
+    size_t n;
+
+    if (!(h->flags & RT_RPC_F_REQID)) {
+        conn->on_request(conn, h->method, h->id, body, h->len, conn->ud);
+        return;
+    }
+    n = h->len ? body[0] : 0;
+    if (h->len == 0 || n == 0 || n > RT_RPC_REQID_MAX || n + 1 > h->len ||
+        memchr(body + 1, '\0', n)) {
+        rt_rpc_reply_err(conn, h->id, h->method, RT_EPROTO,
+                         "malformed request id prefix");
+        return;
+    }
+    memcpy(id, body + 1, n);
+    id[n] = '\0';
+    snprintf(prev, sizeof(prev), "%s", rt_log_reqid());
+    rt_log_set_reqid(id);
+    conn->on_request(conn, h->method, h->id, body + 1 + n, h->len - 1 - n,
+                     conn->ud);
+    rt_log_set_reqid(prev[0] ? prev : NULL);
+}
+
 static int frame_cb(const struct rt_rpc_hdr *h, const uint8_t *body, void *arg)
 {
     struct rt_rpc_sock *sock = arg;
@@ -813,7 +858,7 @@ static int frame_cb(const struct rt_rpc_hdr *h, const uint8_t *body, void *arg)
             free(p);
         }
     } else if (conn->on_request) {
-        conn->on_request(conn, h->method, h->id, body, h->len, conn->ud);
+        deliver_request(conn, h, body);
     } else {
         rt_rpc_reply_err(conn, h->id, h->method, RT_ENOTIMPL,
                          "no request handler on this connection");
@@ -1231,8 +1276,17 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
                 rt_rpc_reply_cb cb,
                 void *arg)
 {
-    if (len > RT_RPC_MAX_BODY) {
+    const char *reqid = rt_log_reqid();
+    size_t rn = strnlen(reqid, RT_RPC_REQID_MAX);
+    uint8_t pre[1 + RT_RPC_REQID_MAX];
+    size_t plen = rn ? 1 + rn : 0;
+
+    if (len > RT_RPC_MAX_BODY - plen) {
         return RT_EINVAL;
+    }
+    if (rn) {
+        pre[0] = (uint8_t)rn;
+        memcpy(pre + 1, reqid, rn);
     }
     struct rt_rpc_pending *p = NULL;
     if (cb) {
@@ -1247,8 +1301,8 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
         }
         return 0;
     }
-    struct rt_rpc_hdr h = {.len = (uint32_t)len,
-                           .flags = 0,
+    struct rt_rpc_hdr h = {.len = (uint32_t)(plen + len),
+                           .flags = rn ? RT_RPC_F_REQID : 0,
                            .method = method,
                            .status = 0,
                            .id = 0};
@@ -1266,7 +1320,7 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
         }
         h.id = p->id;
     }
-    queue_frame(conn, &h, body, len);
+    queue_frame2(conn, &h, pre, plen, body, len);
     return 0;
 }
 

@@ -4,11 +4,20 @@
  *   u32be len      body length (<= RT_RPC_MAX_BODY, else framing error)
  *   u16be magic    0x5254 ("RT")
  *   u8    version  1
- *   u8    flags    bit0 RT_RPC_F_REPLY
+ *   u8    flags    bit0 RT_RPC_F_REPLY, bit1 RT_RPC_F_REQID
  *   u32be method   enum Rt__Method (proto/rt.proto)
  *   i32be status   replies: 0 or RT_E*; requests: 0
  *   u64be id       request id, echoed in the reply; 0 = one-way (no reply)
  * A framing error (bad magic/version/length) closes the connection.
+ *
+ * Request id: a request sent while the calling thread has a log request id
+ * (rt_log_set_reqid) carries it: flag RT_RPC_F_REQID, and the body starts
+ * with u8 n (1..RT_RPC_REQID_MAX) and the n bytes of the id, counted in
+ * `len`, before the message. The receiver strips it, sets it as its own
+ * thread's request id while the request callback runs, and restores the
+ * previous one after, so the callee's log lines name the client's
+ * x-ms-request-id. A malformed prefix is answered RT_EPROTO. Replies never
+ * carry one.
  *
  * Connections are symmetric: on an established connection either side may
  * call the other; many requests may be outstanding; replies may come in any
@@ -34,6 +43,8 @@
 #define RT_RPC_MAGIC 0x5254
 #define RT_RPC_VERSION 1
 #define RT_RPC_F_REPLY 0x01
+#define RT_RPC_F_REQID 0x02
+#define RT_RPC_REQID_MAX 63
 #define RT_RPC_MAX_BODY (64u * 1024u * 1024u)
 
 struct rt_rpc_hdr

@@ -17,6 +17,7 @@ import hmac
 import http.client
 import json
 import os
+import time
 import uuid
 
 import pytest
@@ -291,6 +292,43 @@ def test_raw_http_headers_and_errors(cluster, table):
     r, body = _request(cluster, "GET", path,
                        _sign(cluster, "GET", path, key=wrong))
     _check_error(r, body, 403, "AuthenticationFailed", "bad signature")
+
+
+def test_request_id_reaches_master_and_partition_server(cluster):
+    """The front end's x-ms-request-id travels with the RPCs a request
+    causes: the master's log line for the table it created and the
+    partition server's line for the range it was assigned name it."""
+    name = "reqidtrail"
+    path = "/" + cluster.account + "/Tables"
+    headers = _sign(cluster, "POST", path, content_type="application/json")
+    headers["Content-Type"] = "application/json"
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.fe_port,
+                                      timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps({"TableName": name}),
+                     headers=headers)
+        r = conn.getresponse()
+        body = r.read()
+    finally:
+        conn.close()
+    assert r.status == 201, body
+    rid = r.getheader("x-ms-request-id")
+    assert rid, r.getheaders()
+    tag = "req=%s " % rid
+
+    def lines(proc):
+        with open(proc.stderr_path, errors="replace") as f:
+            return [ln for ln in f if tag in ln]
+
+    deadline = time.time() + 5
+    while True:
+        ms = lines(cluster.proc("master"))
+        ps = [ln for p in cluster.pss for ln in lines(p)]
+        if (ms and ps) or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert any(name in ln for ln in ms), "master: no line with %s" % tag
+    assert ps, "no partition-server line with %s" % tag
 
 
 def test_concurrent_inserts(cluster):
