@@ -12,33 +12,9 @@
 
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "th_props.h"
 
 /* Fixture / Helpers */
-
-static struct rt_prop mk(const char *name, enum rt_edm t)
-{
-    struct rt_prop p;
-    memset(&p, 0, sizeof(p));
-    p.name = name;
-    p.name_len = strlen(name);
-    p.type = t;
-    return p;
-}
-
-static struct rt_prop mk_str(const char *name, const char *v)
-{
-    struct rt_prop p = mk(name, RT_EDM_STRING);
-    p.v.bytes.p = (const uint8_t *)v;
-    p.v.bytes.n = strlen(v);
-    return p;
-}
-
-static struct rt_prop mk_i32(const char *name, int32_t v)
-{
-    struct rt_prop p = mk(name, RT_EDM_INT32);
-    p.v.i32 = v;
-    return p;
-}
 
 /* A blob with one property of every type. */
 static void build_all(struct rt_buf *b)
@@ -48,32 +24,32 @@ static void build_all(struct rt_buf *b)
     static const uint8_t bin[] = {0, 1, 2, 0xff};
 
     rt_props_begin(&w, b);
-    p = mk_str("S", "h\xc3\xa9llo");
+    p = th_prop_str("S", "h\xc3\xa9llo");
     rt_props_add(&w, &p);
-    p = mk("Bin", RT_EDM_BINARY);
+    p = th_prop("Bin", RT_EDM_BINARY);
     p.v.bytes.p = bin;
     p.v.bytes.n = sizeof(bin);
     rt_props_add(&w, &p);
-    p = mk("B", RT_EDM_BOOL);
+    p = th_prop("B", RT_EDM_BOOL);
     p.v.b = 1;
     rt_props_add(&w, &p);
-    p = mk("When", RT_EDM_DATETIME);
+    p = th_prop("When", RT_EDM_DATETIME);
     p.v.ticks = 633515328000000000ULL;
     rt_props_add(&w, &p);
-    p = mk("D", RT_EDM_DOUBLE);
+    p = th_prop("D", RT_EDM_DOUBLE);
     p.v.d = -1.5e300;
     rt_props_add(&w, &p);
-    p = mk("G", RT_EDM_GUID);
+    p = th_prop("G", RT_EDM_GUID);
     for (int i = 0; i < 16; i++) {
         p.v.guid[i] = (uint8_t)(0xf0 + i);
     }
     rt_props_add(&w, &p);
-    p = mk_i32("I", INT32_MIN);
+    p = th_prop_i32("I", INT32_MIN);
     rt_props_add(&w, &p);
-    p = mk("L", RT_EDM_INT64);
+    p = th_prop("L", RT_EDM_INT64);
     p.v.i64 = INT64_MIN + 1;
     rt_props_add(&w, &p);
-    p = mk_str("Empty", "");
+    p = th_prop_str("Empty", "");
     rt_props_add(&w, &p);
     rt_props_end(&w);
 }
@@ -142,7 +118,7 @@ static void test_exact_layout(void **state)
 {
     struct rt_buf b = RT_BUF_INIT;
     struct rt_props_writer w;
-    struct rt_prop p = mk_i32("Ab", 0x01020304);
+    struct rt_prop p = th_prop_i32("Ab", 0x01020304);
     static const uint8_t want[] = {1, 0, RT_EDM_INT32, 2, 'A', 'b', 4, 3, 2, 1};
     (void)state;
     rt_props_begin(&w, &b);
@@ -158,7 +134,7 @@ static void test_double_bits(void **state)
 {
     struct rt_buf b = RT_BUF_INIT;
     struct rt_props_writer w;
-    struct rt_prop p = mk("D", RT_EDM_DOUBLE), q;
+    struct rt_prop p = th_prop("D", RT_EDM_DOUBLE), q;
     (void)state;
     rt_props_begin(&w, &b);
     p.v.d = NAN;
@@ -272,18 +248,18 @@ static void test_merge(void **state)
     (void)state;
 
     rt_props_begin(&w, &old);
-    p = mk_str("A", "old");
+    p = th_prop_str("A", "old");
     rt_props_add(&w, &p);
-    p = mk_i32("B", 1);
+    p = th_prop_i32("B", 1);
     rt_props_add(&w, &p);
-    p = mk_i32("C", 3);
+    p = th_prop_i32("C", 3);
     rt_props_add(&w, &p);
     rt_props_end(&w);
 
     rt_props_begin(&w, &upd);
-    p = mk_str("B", "now a string");
+    p = th_prop_str("B", "now a string");
     rt_props_add(&w, &p);
-    p = mk_i32("D", 4);
+    p = th_prop_i32("D", 4);
     rt_props_add(&w, &p);
     rt_props_end(&w);
 
@@ -320,14 +296,14 @@ static void test_merge_too_many(void **state)
     rt_props_begin(&w, &old);
     for (int i = 0; i < 200; i++) {
         snprintf(names[i], sizeof(names[i]), "o%d", i);
-        struct rt_prop p = mk_i32(names[i], i);
+        struct rt_prop p = th_prop_i32(names[i], i);
         rt_props_add(&w, &p);
     }
     rt_props_end(&w);
     rt_props_begin(&w, &upd);
     for (int i = 200; i < 300; i++) {
         snprintf(names[i], sizeof(names[i]), "u%d", i);
-        struct rt_prop p = mk_i32(names[i], i);
+        struct rt_prop p = th_prop_i32(names[i], i);
         rt_props_add(&w, &p);
     }
     rt_props_end(&w);

@@ -15,6 +15,7 @@
 #include "rt_err.h"
 #include "rt_filter.h"
 #include "rt_time.h"
+#include "th_props.h"
 
 /* Fixture */
 
@@ -33,64 +34,54 @@ static uint64_t ticks_of(const char *iso)
     return t;
 }
 
-static struct rt_prop mk(const char *name, enum rt_edm type)
-{
-    struct rt_prop p;
-    memset(&p, 0, sizeof(p));
-    p.name = name;
-    p.name_len = strlen(name);
-    p.type = type;
-    return p;
-}
-
 /* The standard entity: one property of every type, plus numeric twins. */
 static void std_blob(struct rt_buf *b)
 {
     struct rt_props_writer w;
     struct rt_prop p;
     rt_props_begin(&w, b);
-    p = mk("Name", RT_EDM_STRING);
+    p = th_prop("Name", RT_EDM_STRING);
     p.v.bytes.p = (const uint8_t *)"Alice";
     p.v.bytes.n = 5;
     rt_props_add(&w, &p);
-    p = mk("Quote", RT_EDM_STRING);
+    p = th_prop("Quote", RT_EDM_STRING);
     p.v.bytes.p = (const uint8_t *)"O'Brien";
     p.v.bytes.n = 7;
     rt_props_add(&w, &p);
-    p = mk("Age", RT_EDM_INT32);
+    p = th_prop("Age", RT_EDM_INT32);
     p.v.i32 = 30;
     rt_props_add(&w, &p);
-    p = mk("Big", RT_EDM_INT64);
+    p = th_prop("Big", RT_EDM_INT64);
     p.v.i64 = 5000000000LL;
     rt_props_add(&w, &p);
-    p = mk("Count64", RT_EDM_INT64);
+    p = th_prop("Count64", RT_EDM_INT64);
     p.v.i64 = 30;
     rt_props_add(&w, &p);
-    p = mk("Precise", RT_EDM_INT64);
+    p = th_prop("Precise", RT_EDM_INT64);
     p.v.i64 = 9007199254740993LL; /* 2^53 + 1: not a double */
     rt_props_add(&w, &p);
-    p = mk("Score", RT_EDM_DOUBLE);
+    p = th_prop("Score", RT_EDM_DOUBLE);
     p.v.d = 2.5;
     rt_props_add(&w, &p);
-    p = mk("Whole", RT_EDM_DOUBLE);
+    p = th_prop("Whole", RT_EDM_DOUBLE);
     p.v.d = 30.0;
     rt_props_add(&w, &p);
-    p = mk("Nan", RT_EDM_DOUBLE);
+    p = th_prop("Nan", RT_EDM_DOUBLE);
     p.v.d = NAN;
     rt_props_add(&w, &p);
-    p = mk("IsActive", RT_EDM_BOOL);
+    p = th_prop("IsActive", RT_EDM_BOOL);
     p.v.b = 1;
     rt_props_add(&w, &p);
-    p = mk("IsDeleted", RT_EDM_BOOL);
+    p = th_prop("IsDeleted", RT_EDM_BOOL);
     p.v.b = 0;
     rt_props_add(&w, &p);
-    p = mk("Born", RT_EDM_DATETIME);
+    p = th_prop("Born", RT_EDM_DATETIME);
     p.v.ticks = ticks_of("1990-05-01T00:00:00Z");
     rt_props_add(&w, &p);
-    p = mk("Id", RT_EDM_GUID);
+    p = th_prop("Id", RT_EDM_GUID);
     memcpy(p.v.guid, guid1, 16);
     rt_props_add(&w, &p);
-    p = mk("Data", RT_EDM_BINARY);
+    p = th_prop("Data", RT_EDM_BINARY);
     p.v.bytes.p = bin1;
     p.v.bytes.n = 3;
     rt_props_add(&w, &p);
@@ -576,7 +567,7 @@ static void test_eval_blob(void **state)
     /* Query Tables: a tiny TableName blob. */
     struct rt_buf b = RT_BUF_INIT;
     struct rt_props_writer w;
-    struct rt_prop p = mk("TableName", RT_EDM_STRING);
+    struct rt_prop p = th_prop("TableName", RT_EDM_STRING);
     p.v.bytes.p = (const uint8_t *)"mytable";
     p.v.bytes.n = 7;
     rt_props_begin(&w, &b);
@@ -756,7 +747,7 @@ static void rnd_entity(struct rt_buf *b, char *pk, char *rk)
     struct rt_prop p;
     rt_props_begin(&w, b);
     if (rand() % 4) {
-        p = mk("Age", rand() % 2 ? RT_EDM_INT32 : RT_EDM_STRING);
+        p = th_prop("Age", rand() % 2 ? RT_EDM_INT32 : RT_EDM_STRING);
         if (p.type == RT_EDM_INT32) {
             p.v.i32 = 28 + rand() % 4;
         } else {
@@ -766,18 +757,18 @@ static void rnd_entity(struct rt_buf *b, char *pk, char *rk)
         rt_props_add(&w, &p);
     }
     if (rand() % 4) {
-        p = mk("Name", RT_EDM_STRING);
+        p = th_prop("Name", RT_EDM_STRING);
         p.v.bytes.p = (const uint8_t *)(rand() % 2 ? "Alice" : "Bob");
         p.v.bytes.n = strlen((const char *)p.v.bytes.p);
         rt_props_add(&w, &p);
     }
     if (rand() % 2) {
-        p = mk("IsActive", RT_EDM_BOOL);
+        p = th_prop("IsActive", RT_EDM_BOOL);
         p.v.b = rand() % 2;
         rt_props_add(&w, &p);
     }
     if (rand() % 2) {
-        p = mk("Score", RT_EDM_DOUBLE);
+        p = th_prop("Score", RT_EDM_DOUBLE);
         p.v.d = rand() % 3 == 0 ? NAN : 2.0 + (rand() % 3) * 0.5;
         rt_props_add(&w, &p);
     }
@@ -1099,14 +1090,14 @@ static void test_throughput(void **state)
     for (int i = 0; i < 10; i++) {
         snprintf(names[i], sizeof(names[i]), "Property%d", i);
         if (i % 3 == 0) {
-            p = mk(names[i], RT_EDM_STRING);
+            p = th_prop(names[i], RT_EDM_STRING);
             p.v.bytes.p = (const uint8_t *)"some string value";
             p.v.bytes.n = 17;
         } else if (i % 3 == 1) {
-            p = mk(names[i], RT_EDM_INT32);
+            p = th_prop(names[i], RT_EDM_INT32);
             p.v.i32 = i * 10;
         } else {
-            p = mk(names[i], RT_EDM_DOUBLE);
+            p = th_prop(names[i], RT_EDM_DOUBLE);
             p.v.d = i * 1.5;
         }
         rt_props_add(&w, &p);
