@@ -15,7 +15,7 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
     "Python with azure-data-tables and pytest, for integration tests")
 
 # One ctest test per file. What each covers:
-#   test_skeleton       SDK round trip, restart survival, rtctl (issue 2)
+#   test_skeleton       SDK round trip, restart survival, rtctl
 #   test_recovery       partition server / master restarts
 #   test_crash          SIGKILL mid-stream: no acknowledged write lost
 #   test_fe_api         addressing, versions, \$filter routing, accounts

@@ -1,6 +1,6 @@
 """Raw HTTP helpers for the black-box API tests (test_raw_http.py,
 test_malformed.py, test_sdk_*.py): our own SharedKey / SharedKeyLite signer
-(shared/table-api-spec.md §7), service/account SAS builders (§7.3/§7.4), a
+(docs/table-api-spec.md §7), service/account SAS builders (§7.3/§7.4), a
 keep-alive client on http.client, and a byte-level client on a plain socket
 for requests http.client refuses to send (garbage headers, no Host, bad
 request lines).

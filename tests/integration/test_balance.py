@@ -1,4 +1,4 @@
-"""Load balancing end to end (issue 6): real processes (rtcluster.py), the
+"""Load balancing end to end: real processes (rtcluster.py), the
 Python SDK and rt-load as clients, rtctl as the operator.
 
 1. A hot key range driven by rt-load on a cluster whose partition servers

@@ -1,4 +1,4 @@
-"""Entity group transactions (POST /$batch, shared/table-api-spec.md §5)
+"""Entity group transactions (POST /$batch, docs/table-api-spec.md §5)
 against a real cluster.
 
 The Python SDK's TableClient.submit_transaction for every operation kind

@@ -1,4 +1,4 @@
-"""Crash safety (DESIGN §6, issue 3): SIGKILL the partition server that owns
+"""Crash safety (DESIGN §6): SIGKILL the partition server that owns
 a table while several clients stream inserts and merges through the SDK,
 restart it on the same data directory, and check that
 

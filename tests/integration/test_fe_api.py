@@ -1,11 +1,11 @@
-"""Front end REST API (issue 4): $filter/$select/$top on entities and tables,
+"""Front end REST API: $filter/$select/$top on entities and tables,
 addressing (host-style, path-style, -secondary), accounts from a file with
 two keys, x-ms-version gates, Prefer/Location/ETag headers, If-Match rules,
 `timeout`, continuation-token tolerance, key and size validation, formats
 and metadata shapes, X-HTTP-Method errors, and TableBeingDeleted.
 
 The Python SDK (azure.data.tables) drives what it can; raw HTTP (signed here
-with SharedKey, shared/table-api-spec.md §7) checks the headers, status codes
+with SharedKey, docs/table-api-spec.md §7) checks the headers, status codes
 and error codes the SDK hides. Expectations come from the spec and from the
 choices documented in frontend/README.md.
 """

@@ -18,7 +18,7 @@ an error body (a $batch may instead answer 202 whose failing part carries
 the 4xx and the odata.error); none may time out or see its connection
 closed without a response. Afterwards nothing was written, the entity the
 conditional requests targeted is unchanged, the cluster still serves the
-Python SDK, and no daemon has a sanitizer report (spec §8, issue 4).
+Python SDK, and no daemon has a sanitizer report (spec §8).
 """
 
 import base64

@@ -1,6 +1,6 @@
 """Raw HTTP against the front end: what the SDKs hide. Requests are built
 and signed by hand (rawhttp.py: SharedKey, SharedKeyLite, SAS) and the
-expectations come from shared/table-api-spec.md:
+expectations come from docs/table-api-spec.md:
 
 - headers on every response (§2): x-ms-request-id, x-ms-version, Date,
   x-ms-client-request-id echo rules, Cache-Control, X-Content-Type-Options,

@@ -1,11 +1,11 @@
-"""Issue 4: shared access signatures, table ACLs (stored access policies),
+"""Shared access signatures, table ACLs (stored access policies),
 service properties and stats, CORS and the table-deletion grace period,
 driven with the official Python SDK (azure-data-tables 12.4.2) and, where
 the SDK hides the wire (preflights, error bodies, limits), raw HTTP.
 
 The cluster of this module runs the master with a short deletion grace
 period (--delete-grace-ms 8000) so the TableBeingDeleted test does not wait
-30 s. Expectations come from shared/table-api-spec.md §3.3-§3.8, §7, §8.
+30 s. Expectations come from docs/table-api-spec.md §3.3-§3.8, §7, §8.
 """
 
 import base64

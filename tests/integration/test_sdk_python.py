@@ -1,5 +1,5 @@
 """The official Python SDK (azure-data-tables 12.4.2, Debian python3-azure)
-against a real cluster: every operation of shared/table-api-spec.md §3
+against a real cluster: every operation of docs/table-api-spec.md §3
 through TableServiceClient / TableClient, every EDM type, the limits of §9,
 the exact error codes of §8, ETag/Timestamp rules (§4.3, §4.4), $filter on
 every type (§6), paging, transactions (§5), ACLs, service properties, SAS
@@ -212,7 +212,7 @@ def test_delete_missing_table_no_error(svc):
 
 def test_delete_then_recreate_is_being_deleted(svc):
     """Recreating a just-deleted name: 409 TableBeingDeleted during the
-    deletion grace period (issue 4, §3.3)."""
+    deletion grace period (spec §3.3)."""
     name = tname("grace")
     svc.create_table(name)
     svc.delete_table(name)

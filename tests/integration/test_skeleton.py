@@ -1,4 +1,4 @@
-"""Walking skeleton (issue 2): the official Python SDK against a real cluster.
+"""Walking skeleton: the official Python SDK against a real cluster.
 
 A master, three partition servers and a front end (tests/integration/
 rtcluster.py); create a table, insert 100 entities over 7 PartitionKeys, get
