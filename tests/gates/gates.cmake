@@ -6,3 +6,18 @@ add_test(NAME gate_configure_line1
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check-configure-no-test-deps.sh
           ${CMAKE_CURRENT_BINARY_DIR}/gate-configure)
 set_tests_properties(gate_configure_line1 PROPERTIES LABELS gate TIMEOUT 300)
+
+#   cycles             no two files of one component's library call each
+#                      other in a circle (check-cycles.py reads `nm`); the
+#                      selftest shows the check catches one
+add_test(NAME gate_cycles
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/check-cycles.py
+          --nm ${CMAKE_NM}
+          $<TARGET_FILE:rt> $<TARGET_FILE:rt_lmdb> $<TARGET_FILE:rt_http>
+          $<TARGET_FILE:rtload> $<TARGET_FILE:th>)
+set_tests_properties(gate_cycles PROPERTIES LABELS gate TIMEOUT 60)
+add_test(NAME gate_cycles_selftest
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check-cycles-selftest.sh
+          ${RT_INTEGRATION_PYTHON} ${CMAKE_C_COMPILER} ${CMAKE_NM}
+          ${CMAKE_CURRENT_BINARY_DIR}/cycles-selftest)
+set_tests_properties(gate_cycles_selftest PROPERTIES LABELS gate TIMEOUT 60)
