@@ -215,15 +215,36 @@ static void rl__urlenc(const char *in, char *out, size_t n)
 
 #define RL_SAS_SV "2019-02-02"
 
+/* The URL-encoded start, expiry and signature of a SAS token. */
+struct rl_sas_enc
+{
+    char st[64], se[64], sig[160];
+};
+
+/* Signs the string-to-sign @sts and encodes what goes into the query. */
+static void rl__sas_sign(const struct rl_signer *s,
+                         const char *sts,
+                         size_t n,
+                         const char *st,
+                         const char *se,
+                         struct rl_sas_enc *enc)
+{
+    char sig[RL_SIG_LEN + 1];
+    struct rl_piece pc[1] = {{.p = sts, .n = n}};
+    rl_signer_mac(s, pc, 1, sig);
+    rl__urlenc(st, enc->st, sizeof(enc->st));
+    rl__urlenc(se, enc->se, sizeof(enc->se));
+    rl__urlenc(sig, enc->sig, sizeof(enc->sig));
+}
+
 int rl_sas_account(const struct rl_signer *s,
                    time_t start,
                    time_t expiry,
                    char *out,
                    size_t n)
 {
-    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64], e_sig[160];
-    char sts[512];
-    struct rl_piece pc[1];
+    char st[24], se[24], sts[512];
+    struct rl_sas_enc enc;
     int k;
     rl__iso(start, st);
     rl__iso(expiry, se);
@@ -231,17 +252,12 @@ int rl_sas_account(const struct rl_signer *s,
     k = snprintf(sts, sizeof(sts),
                  "%s\nrwdlacu\nt\nsco\n%s\n%s\n\nhttps,http\n" RL_SAS_SV "\n",
                  s->account, st, se);
-    pc[0].p = sts;
-    pc[0].n = (size_t)k;
-    rl_signer_mac(s, pc, 1, sig);
-    rl__urlenc(st, e_st, sizeof(e_st));
-    rl__urlenc(se, e_se, sizeof(e_se));
-    rl__urlenc(sig, e_sig, sizeof(e_sig));
+    rl__sas_sign(s, sts, (size_t)k, st, se, &enc);
     k = snprintf(out, n,
                  "sv=" RL_SAS_SV
                  "&ss=t&srt=sco&sp=rwdlacu&st=%s&se=%s"
                  "&spr=https%%2Chttp&sig=%s",
-                 e_st, e_se, e_sig);
+                 enc.st, enc.se, enc.sig);
     return k > 0 && (size_t)k < n ? 0 : -1;
 }
 
@@ -253,10 +269,8 @@ int rl_sas_table(const struct rl_signer *s,
                  char *out,
                  size_t n)
 {
-    char st[24], se[24], sig[RL_SIG_LEN + 1], e_st[64], e_se[64], e_sig[160],
-        lower[80];
-    char sts[512];
-    struct rl_piece pc[1];
+    char st[24], se[24], sts[512], lower[80];
+    struct rl_sas_enc enc;
     size_t i;
     int k;
     for (i = 0; table[i] && i + 1 < sizeof(lower); i++) {
@@ -271,16 +285,11 @@ int rl_sas_table(const struct rl_signer *s,
                  "%s\n%s\n%s\n/table/%s/%s\n\n\nhttps,http\n" RL_SAS_SV
                  "\n\n\n\n",
                  sp, st, se, s->account, lower);
-    pc[0].p = sts;
-    pc[0].n = (size_t)k;
-    rl_signer_mac(s, pc, 1, sig);
-    rl__urlenc(st, e_st, sizeof(e_st));
-    rl__urlenc(se, e_se, sizeof(e_se));
-    rl__urlenc(sig, e_sig, sizeof(e_sig));
+    rl__sas_sign(s, sts, (size_t)k, st, se, &enc);
     k = snprintf(out, n,
                  "sv=" RL_SAS_SV
                  "&tn=%s&sp=%s&st=%s&se=%s&spr=https%%2Chttp"
                  "&sig=%s",
-                 table, sp, e_st, e_se, e_sig);
+                 table, sp, enc.st, enc.se, enc.sig);
     return k > 0 && (size_t)k < n ? 0 : -1;
 }
