@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ms_util.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 
 struct ms_admin
@@ -19,7 +19,7 @@ struct ms_admin
 
 struct ms_admin *ms_admin_create(void)
 {
-    struct ms_admin *adm = ms_xcalloc(1, sizeof(*adm));
+    struct ms_admin *adm = rt_xcalloc(1, sizeof(*adm));
     pthread_mutex_init(&adm->lock, NULL);
     return adm;
 }
@@ -58,7 +58,7 @@ void ms_admin_destroy(struct ms_admin *adm)
 
 struct ms_admin_req *ms_admin_req_new(enum ms_admin_kind kind)
 {
-    struct ms_admin_req *req = ms_xcalloc(1, sizeof(*req));
+    struct ms_admin_req *req = rt_xcalloc(1, sizeof(*req));
     req->kind = kind;
     req->refs = 1;
     return req;
@@ -95,7 +95,7 @@ int ms_admin_attach(struct ms_admin *adm,
                     ms_admin_cb cb,
                     void *arg)
 {
-    uv_async_t *a = ms_xcalloc(1, sizeof(*a));
+    uv_async_t *a = rt_xcalloc(1, sizeof(*a));
     int rc = uv_async_init(loop, a, ms__async_cb);
     if (rc) {
         free(a);
@@ -131,7 +131,7 @@ void ms_admin_detach(struct ms_admin *adm)
         list = r->next;
         r->next = NULL;
         ms_admin_complete(adm, r, 503,
-                          ms_xstrdup("{\"error\":\"master is stopping\"}"));
+                          rt_xstrdup("{\"error\":\"master is stopping\"}"));
     }
     if (a) {
         uv_close((uv_handle_t *)a, ms__async_close_cb);
@@ -144,7 +144,7 @@ void ms_admin_submit(struct ms_admin *adm, struct ms_admin_req *req)
     req->refs++;
     if (!adm->async) {
         ms__set_result(req, 503,
-                       ms_xstrdup("{\"error\":\"master is stopping\"}"));
+                       rt_xstrdup("{\"error\":\"master is stopping\"}"));
         ms__unref(req); /* still held by the caller */
         pthread_mutex_unlock(&adm->lock);
         if (req->wake) {

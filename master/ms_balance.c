@@ -37,8 +37,10 @@
 #include <time.h>
 
 #include "ms_internal.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_time.h"
 
 #define MS__MAX_DECISIONS 64
 #define MS__ABORT_TIMEOUT_MS 5000
@@ -69,9 +71,9 @@ static struct ms_rmeta *ms__rmeta(struct ms_master *m, uint64_t id)
     if (i < m->rmeta.n && ((struct ms_rmeta *)m->rmeta.v[i])->range_id == id) {
         return m->rmeta.v[i];
     }
-    rm = ms_xcalloc(1, sizeof(*rm));
+    rm = rt_xcalloc(1, sizeof(*rm));
     rm->range_id = id;
-    rm->born_ms = ms_now_ms();
+    rm->born_ms = rt_time_mono_ms();
     ms_vec_insert(&m->rmeta, i, rm);
     return rm;
 }
@@ -98,7 +100,7 @@ static void ms__rmeta_prune(struct ms_master *m)
 void ms__balance_range_created(struct ms_master *m, uint64_t range_id)
 {
     struct ms_rmeta *rm = ms__rmeta(m, range_id);
-    rm->born_ms = ms_now_ms();
+    rm->born_ms = rt_time_mono_ms();
     rm->split_ms = 0;
 }
 
@@ -150,11 +152,11 @@ static struct ms_op *ms__op_new(struct ms_master *m,
                                 const char *origin,
                                 struct ms_admin_req *req)
 {
-    struct ms_op *op = ms_xcalloc(1, sizeof(*op));
+    struct ms_op *op = rt_xcalloc(1, sizeof(*op));
     op->m = m;
     op->kind = kind;
     op->origin = origin;
-    op->t0_ms = ms_now_ms();
+    op->t0_ms = rt_time_mono_ms();
     op->req = req;
     op->ev = json_object();
     ms_vec_push(&m->ops, op);
@@ -177,7 +179,7 @@ static void ms__op_maybe_free(struct ms_op *op)
     json_decref(op->ev);
     if (op->req) {
         ms_admin_complete(m->admin, op->req, 503,
-                          ms_xstrdup("{\"error\":\"master is stopping\"}"));
+                          rt_xstrdup("{\"error\":\"master is stopping\"}"));
     }
     free(op);
     if (!m->stopping) {
@@ -209,7 +211,7 @@ static char *ms__json_text(json_t *o)
 {
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER |
                                 JSON_REAL_PRECISION(10) | JSON_ENSURE_ASCII);
-    return s ? s : ms_xstrdup("{}");
+    return s ? s : rt_xstrdup("{}");
 }
 
 /* Answers an admin request with an error (no op involved). */
@@ -258,8 +260,9 @@ static void ms__op_finish(struct ms_op *op, int rc, const char *error)
                         json_string(rc == 0                  ? "ok"
                                     : op->kind == MS_OP_MOVE ? "aborted"
                                                              : "failed"));
-    json_object_set_new(e, "duration_ms",
-                        json_integer((json_int_t)(ms_now_ms() - op->t0_ms)));
+    json_object_set_new(
+        e, "duration_ms",
+        json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
     if (rc) {
         json_object_set_new(e, "error", json_string(error ? error : ""));
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
@@ -392,7 +395,7 @@ static void ms__split_assigned_cb(int status,
     }
     json_object_set_new(
         op->ev, "assign_ms",
-        json_integer((json_int_t)(ms_now_ms() - op->out_done_ms)));
+        json_integer((json_int_t)(rt_time_mono_ms() - op->out_done_ms)));
     ms__op_finish(op, 0, NULL);
 }
 
@@ -400,7 +403,7 @@ static void ms__split_assigned_cb(int status,
  * once when the server is not connected). */
 static void ms__assign_then_finish(struct ms_op *op, uint64_t sid)
 {
-    op->out_done_ms = ms_now_ms();
+    op->out_done_ms = rt_time_mono_ms();
     op->calls++;
     if (ms__assign_push(op->m, sid, 0, ms__split_assigned_cb, op) != 0) {
         ms__split_assigned_cb(RT_ENOCONN, NULL, 0, op);
@@ -457,7 +460,7 @@ static int ms__do_split(struct ms_master *m,
     l = ms_load_find(m->load, range_id);
     if (!key) {
         median = ms_load_split_key(l, r->low, r->high_inf ? NULL : r->high,
-                                   ms_now_ms(), &share);
+                                   rt_time_mono_ms(), &share);
         if (!median) {
             snprintf(err, errlen,
                      "range %" PRIu64
@@ -509,7 +512,7 @@ static int ms__do_split(struct ms_master *m,
     ms_load_split(m->load, range_id, key, ids[0], ids[1]);
     for (int i = 0; i < 2; i++) {
         rm = ms__rmeta(m, ids[i]);
-        rm->born_ms = rm->split_ms = ms_now_ms();
+        rm->born_ms = rm->split_ms = rt_time_mono_ms();
     }
     m->n_splits++;
     json_t *nr = json_array();
@@ -643,7 +646,7 @@ static int ms__do_merge(struct ms_master *m,
     op->new_ids[0] = id;
     ms_load_merge(m->load, dels[0], dels[1], id);
     rm = ms__rmeta(m, id);
-    rm->born_ms = ms_now_ms();
+    rm->born_ms = rt_time_mono_ms();
     rm->split_ms = split_ms;
     m->n_merges++;
     json_object_set_new(op->ev, "new_range", json_integer((json_int_t)id));
@@ -680,7 +683,7 @@ static void ms__move_abort(struct ms_op *op, int rc, const char *why)
         json_object_set_new(e, "outcome", json_string("aborted"));
         json_object_set_new(
             e, "duration_ms",
-            json_integer((json_int_t)(ms_now_ms() - op->t0_ms)));
+            json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
         json_object_set_new(e, "error", json_string(why));
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
         op->ev = ms__event_get(m, e);
@@ -785,7 +788,7 @@ static void ms__abort_kick(struct ms_op *op)
         if (!s->seen || !s->conn || !rt_rpc_conn_is_up(s->conn)) {
             continue;
         }
-        c = ms_xcalloc(1, sizeof(*c));
+        c = rt_xcalloc(1, sizeof(*c));
         c->op = op;
         c->source = source;
         if (ms__server_call(m, sid, RT__METHOD__MOVE_ABORT, "MOVE_ABORT",
@@ -810,7 +813,7 @@ static void ms__move_assigned_cb(int status,
     struct ms_op *op = arg;
     struct ms_master *m = op->m;
     Rt__MoveAbort done = RT__MOVE_ABORT__INIT;
-    uint64_t now = ms_now_ms();
+    uint64_t now = rt_time_mono_ms();
     struct ms_server *src;
     (void)body;
     (void)len;
@@ -872,7 +875,7 @@ static void ms__move_out_cb(int status,
     int rc;
 
     op->calls--;
-    op->out_done_ms = ms_now_ms();
+    op->out_done_ms = rt_time_mono_ms();
     if (m->stopping) {
         /* The record stays: the next start aborts it. */
         op->finished = true;
@@ -923,7 +926,7 @@ static void ms__move_out_cb(int status,
         ms__move_abort(op, RT_ENOCONN, "the target is down");
         return;
     }
-    t = ms_now_ms();
+    t = rt_time_mono_ms();
     rc = ms_catalog_move_commit(m->cat, op->move_id);
     if (rc) {
         snprintf(why, sizeof(why), "commit: %s", rt_strerror(rc));
@@ -931,7 +934,7 @@ static void ms__move_out_cb(int status,
         return;
     }
     json_object_set_new(mv, "commit_ms",
-                        json_integer((json_int_t)(ms_now_ms() - t)));
+                        json_integer((json_int_t)(rt_time_mono_ms() - t)));
     op->state = MS_MOVE_ASSIGNING;
     ms__map_changed(m, false);
     op->calls++;
@@ -1063,7 +1066,7 @@ static int ms__do_move(struct ms_master *m,
 
 void ms__balance_init(struct ms_master *m)
 {
-    uint64_t now = ms_now_ms();
+    uint64_t now = rt_time_mono_ms();
     m->start_ms = now;
     for (size_t i = 0; i < ms_catalog_nranges(m->cat); i++) {
         struct ms_rmeta *rm = ms__rmeta(m, ms_catalog_range_at(m->cat, i)->id);
@@ -1112,7 +1115,7 @@ void ms__balance_fini(struct ms_master *m)
         json_decref(op->ev);
         if (op->req) {
             ms_admin_complete(m->admin, op->req, 503,
-                              ms_xstrdup("{\"error\":\"master stopped\"}"));
+                              rt_xstrdup("{\"error\":\"master stopped\"}"));
         }
         free(op);
     }
@@ -1159,7 +1162,7 @@ void ms__balance_loads(struct ms_master *m,
                        struct ms_server *s,
                        const Rt__HeartbeatReq *req)
 {
-    uint64_t now = ms_now_ms();
+    uint64_t now = rt_time_mono_ms();
     s->pending = req->pending;
     s->max_server_eps = req->max_server_eps;
     s->max_range_eps = req->max_range_eps;
@@ -1190,9 +1193,9 @@ static int ms__rv_cmp(const void *a, const void *b)
 void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
 {
     size_t ns = m->servers.n, nr = ms_catalog_nranges(m->cat);
-    struct ms_server_view *sv = ms_xcalloc(ns ? ns : 1, sizeof(*sv));
-    struct ms_range_view *rv = ms_xcalloc(nr ? nr : 1, sizeof(*rv));
-    size_t *counts = ms_xcalloc(ns ? ns : 1, sizeof(*counts));
+    struct ms_server_view *sv = rt_xcalloc(ns ? ns : 1, sizeof(*sv));
+    struct ms_range_view *rv = rt_xcalloc(nr ? nr : 1, sizeof(*rv));
+    size_t *counts = rt_xcalloc(ns ? ns : 1, sizeof(*counts));
     ms__range_counts(m, counts);
     for (size_t i = 0; i < ns; i++) {
         const struct ms_server *s = m->servers.v[i];
@@ -1229,7 +1232,7 @@ void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
     view->nservers = ns;
     view->ranges = rv;
     view->nranges = nr;
-    view->now_ms = ms_now_ms();
+    view->now_ms = rt_time_mono_ms();
     view->moves = ms__balance_moves(m);
 }
 
@@ -1433,7 +1436,7 @@ static uint64_t ms__unix_ms(void)
 static void ms__history_frame(struct ms_master *m)
 {
     size_t nr = ms_catalog_nranges(m->cat);
-    struct ms_load_frame_range *fr = ms_xcalloc(nr ? nr : 1, sizeof(*fr));
+    struct ms_load_frame_range *fr = rt_xcalloc(nr ? nr : 1, sizeof(*fr));
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(m->cat, i);
         fr[i].range_id = r->id;
@@ -1449,7 +1452,7 @@ static void ms__history_frame(struct ms_master *m)
 
 void ms__balance_tick(struct ms_master *m)
 {
-    uint64_t now = ms_now_ms();
+    uint64_t now = rt_time_mono_ms();
     if (m->stopping) {
         return;
     }
@@ -1457,7 +1460,7 @@ void ms__balance_tick(struct ms_master *m)
     /* Aborted moves not settled yet: ms__abort_kick may free ops, so
      * walk a copy of their move ids. */
     if (m->ops.n) {
-        uint64_t *ids = ms_xcalloc(m->ops.n, sizeof(*ids));
+        uint64_t *ids = rt_xcalloc(m->ops.n, sizeof(*ids));
         size_t n = 0;
         for (size_t i = 0; i < m->ops.n; i++) {
             const struct ms_op *op = m->ops.v[i];

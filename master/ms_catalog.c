@@ -22,8 +22,10 @@
 
 #include "ms_util.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
+#include "rt_lmdb.h"
 #include "rt_log.h"
 
 #define MS__MAPSIZE (1ull << 30) /* sparse file; grows on demand */
@@ -77,26 +79,15 @@ static const char *const ms__counter_keys[MS__NCOUNTERS] = {
 
 /* ---- helpers ---- */
 
-static int ms__mdb_err(int rc)
+/* LMDB codes -> RT_E* through the common table (rt_lmdb.h), with one
+ * difference: MDB_TXN_FULL there means "the client's request is too large"
+ * (413). No catalog transaction carries client-sized data (names, ACLs and
+ * CORS rules are bounded, see the limits in ms_catalog.h), so here it is a
+ * storage fault and answers 500 like a full map. */
+static int ms__catalog_err(int rc)
 {
-    switch (rc) {
-        case 0:
-            return 0;
-        case MDB_NOTFOUND:
-            return RT_ENOTFOUND;
-        case MDB_MAP_FULL:
-        case MDB_TXN_FULL:
-            return RT_ENOSPACE;
-        case MDB_CORRUPTED:
-        case MDB_PAGE_NOTFOUND:
-        case MDB_INVALID:
-        case MDB_VERSION_MISMATCH:
-            return RT_ECORRUPT;
-        case ENOMEM:
-            return RT_ENOMEM;
-        default:
-            return RT_EIO;
-    }
+    int err = rt_lmdb_err(rc);
+    return err == RT_ETOOLARGE ? RT_ENOSPACE : err;
 }
 
 static void ms__lower(char *dst, const char *src, size_t cap)
@@ -220,14 +211,14 @@ static struct ms_acl_entry *ms__acl_copy(const struct ms_acl_entry *src,
     if (n == 0) {
         return NULL;
     }
-    acl = ms_xcalloc(n, sizeof(*acl));
+    acl = rt_xcalloc(n, sizeof(*acl));
     for (size_t i = 0; i < n; i++) {
-        acl[i].id = ms_xstrdup(src[i].id ? src[i].id : "");
+        acl[i].id = rt_xstrdup(src[i].id ? src[i].id : "");
         acl[i].has_policy = src[i].has_policy;
-        acl[i].start = ms_xstrdup(src[i].start ? src[i].start : "");
-        acl[i].expiry = ms_xstrdup(src[i].expiry ? src[i].expiry : "");
+        acl[i].start = rt_xstrdup(src[i].start ? src[i].start : "");
+        acl[i].expiry = rt_xstrdup(src[i].expiry ? src[i].expiry : "");
         acl[i].permission =
-            ms_xstrdup(src[i].permission ? src[i].permission : "");
+            rt_xstrdup(src[i].permission ? src[i].permission : "");
     }
     return acl;
 }
@@ -284,23 +275,23 @@ static struct ms_table *ms__table_new(uint64_t id,
                                       const char *account,
                                       const char *name)
 {
-    struct ms_table *t = ms_xcalloc(1, sizeof(*t));
+    struct ms_table *t = rt_xcalloc(1, sizeof(*t));
     size_t n = strlen(name) + 1;
     t->id = id;
-    t->account = ms_xstrdup(account);
-    t->name = ms_xstrdup(name);
-    t->lname = ms_xmalloc(n);
+    t->account = rt_xstrdup(account);
+    t->name = rt_xstrdup(name);
+    t->lname = rt_xmalloc(n);
     ms__lower(t->lname, name, n);
     return t;
 }
 
 static struct ms_range *ms__range_new(const struct ms_range_put *p, uint64_t id)
 {
-    struct ms_range *r = ms_xcalloc(1, sizeof(*r));
+    struct ms_range *r = rt_xcalloc(1, sizeof(*r));
     r->id = id;
     r->table_id = p->table_id;
-    r->low = ms_xstrdup(p->low ? p->low : "");
-    r->high = ms_xstrdup(p->high_inf || !p->high ? "" : p->high);
+    r->low = rt_xstrdup(p->low ? p->low : "");
+    r->high = rt_xstrdup(p->high_inf || !p->high ? "" : p->high);
     r->high_inf = p->high_inf;
     r->server_id = p->server_id;
     r->epoch = p->epoch;
@@ -569,7 +560,7 @@ static int ms__txn_finish(struct ms_catalog *cat,
     }
     if (rc) {
         rt_log(RT_LOG_ERROR, "catalog: %s: lmdb: %s", what, mdb_strerror(rc));
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     cat->ctr = *ctr;
     return 0;
@@ -591,7 +582,7 @@ static int ms__load_counters(struct ms_catalog *cat, MDB_txn *txn)
             continue;
         }
         if (rc) {
-            return ms__mdb_err(rc);
+            return ms__catalog_err(rc);
         }
         if (v.mv_size != 8) {
             return RT_ECORRUPT;
@@ -612,7 +603,7 @@ static int ms__load_db(struct ms_catalog *cat,
     MDB_val k, v;
     int rc = mdb_cursor_open(txn, dbi, &cur);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
         int err = one(cat, &k, &v);
@@ -622,7 +613,7 @@ static int ms__load_db(struct ms_catalog *cat,
         }
     }
     mdb_cursor_close(cur);
-    return rc == MDB_NOTFOUND ? 0 : ms__mdb_err(rc);
+    return rc == MDB_NOTFOUND ? 0 : ms__catalog_err(rc);
 }
 
 static int ms__load_table(struct ms_catalog *cat,
@@ -640,16 +631,16 @@ static int ms__load_table(struct ms_catalog *cat,
     }
     t = ms__table_new(m->id, m->account, m->name);
     if (m->n_acl) {
-        t->acl = ms_xcalloc(m->n_acl, sizeof(*t->acl));
+        t->acl = rt_xcalloc(m->n_acl, sizeof(*t->acl));
         t->nacl = m->n_acl;
         for (size_t i = 0; i < m->n_acl; i++) {
             const Rt__SignedIdentifier *si = m->acl[i];
-            t->acl[i].id = ms_xstrdup(si->id ? si->id : "");
+            t->acl[i].id = rt_xstrdup(si->id ? si->id : "");
             t->acl[i].has_policy = si->has_policy;
-            t->acl[i].start = ms_xstrdup(si->start ? si->start : "");
-            t->acl[i].expiry = ms_xstrdup(si->expiry ? si->expiry : "");
+            t->acl[i].start = rt_xstrdup(si->start ? si->start : "");
+            t->acl[i].expiry = rt_xstrdup(si->expiry ? si->expiry : "");
             t->acl[i].permission =
-                ms_xstrdup(si->permission ? si->permission : "");
+                rt_xstrdup(si->permission ? si->permission : "");
         }
     }
     rt__table__free_unpacked(m, NULL);
@@ -695,9 +686,9 @@ static int ms__load_server(struct ms_catalog *cat,
         }
         return RT_ECORRUPT;
     }
-    s = ms_xcalloc(1, sizeof(*s));
+    s = rt_xcalloc(1, sizeof(*s));
     s->id = m->id;
-    s->addr = ms_xstrdup(m->addr ? m->addr : "");
+    s->addr = rt_xstrdup(m->addr ? m->addr : "");
     s->draining = m->state == MS_SERVER_REC_DRAINING;
     rt__server__free_unpacked(m, NULL);
     ms__mirror_put_server(cat, s);
@@ -717,8 +708,8 @@ static int ms__load_props(struct ms_catalog *cat,
         }
         return RT_ECORRUPT;
     }
-    p = ms_xcalloc(1, sizeof(*p));
-    p->account = ms_xmalloc(k->mv_size + 1);
+    p = rt_xcalloc(1, sizeof(*p));
+    p->account = rt_xmalloc(k->mv_size + 1);
     memcpy(p->account, k->mv_data, k->mv_size);
     p->account[k->mv_size] = '\0';
     p->props = m;
@@ -737,9 +728,9 @@ static int ms__load_tomb(struct ms_catalog *cat,
     if (!nul || v->mv_size != 8) {
         return RT_ECORRUPT;
     }
-    t = ms_xcalloc(1, sizeof(*t));
-    t->account = ms_xstrdup(key);
-    t->lname = ms_xmalloc(k->mv_size - (size_t)(nul - key));
+    t = rt_xcalloc(1, sizeof(*t));
+    t->account = rt_xstrdup(key);
+    t->lname = rt_xmalloc(k->mv_size - (size_t)(nul - key));
     memcpy(t->lname, nul + 1, k->mv_size - (size_t)(nul - key) - 1);
     t->lname[k->mv_size - (size_t)(nul - key) - 1] = '\0';
     t->until_ms = rt_get_u64be(v->mv_data);
@@ -829,7 +820,7 @@ err_lmdb:
         rt_errmsg_printf(errmsg, "open catalog databases: lmdb: %s",
                          mdb_strerror(rc));
     }
-    return ms__mdb_err(rc);
+    return ms__catalog_err(rc);
 }
 
 /* mkdir -p: 0 or -1 with errno. */
@@ -859,7 +850,7 @@ static int ms__mkdir_p(const char *dir)
 
 int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
 {
-    struct ms_catalog *cat = ms_xcalloc(1, sizeof(*cat));
+    struct ms_catalog *cat = rt_xcalloc(1, sizeof(*cat));
     char path[4096];
     int rc, err;
 
@@ -902,7 +893,7 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
             rt_errmsg_printf(errmsg, "open lmdb env %s: %s", dir,
                              mdb_strerror(rc));
         }
-        err = ms__mdb_err(rc);
+        err = ms__catalog_err(rc);
         goto err_after_alloc;
     }
     err = ms__open_dbs(cat, errmsg);
@@ -1017,7 +1008,7 @@ void ms_catalog_list_tables(const struct ms_catalog *cat,
                             const struct ms_table **next)
 {
     size_t n = strlen(start) + 1;
-    char *lstart = ms_xmalloc(n);
+    char *lstart = rt_xmalloc(n);
     size_t i, end;
     if (limit == 0 || limit > 1000) {
         limit = 1000;
@@ -1136,7 +1127,7 @@ int ms_catalog_create_table(struct ms_catalog *cat,
 
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        err = ms__mdb_err(rc);
+        err = ms__catalog_err(rc);
         goto err_after_alloc;
     }
     rc = ms__put_table(txn, cat, t);
@@ -1191,7 +1182,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
     ctr.map_version++;
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     ms__table_key(&key, t->account, t->lname);
     k.mv_size = key.len;
@@ -1220,9 +1211,9 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
         if (old) {
             old->until_ms = until_ms;
         } else {
-            struct ms__tomb *nt = ms_xcalloc(1, sizeof(*nt));
-            nt->account = ms_xstrdup(t->account);
-            nt->lname = ms_xstrdup(t->lname);
+            struct ms__tomb *nt = rt_xcalloc(1, sizeof(*nt));
+            nt->account = rt_xstrdup(t->account);
+            nt->lname = rt_xstrdup(t->lname);
             nt->until_ms = until_ms;
             ms_vec_insert(&cat->tombs,
                           ms__tombs_lower_bound(cat, t->account, t->lname), nt);
@@ -1247,7 +1238,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
                 j++;
             }
             if (j == drop->nservers) {
-                drop->server_ids = ms_xrealloc(
+                drop->server_ids = rt_xrealloc(
                     drop->server_ids, (drop->nservers + 1) * sizeof(uint64_t));
                 drop->server_ids[drop->nservers++] = r->server_id;
             }
@@ -1299,7 +1290,7 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
             return RT_EINVAL;
         }
     }
-    built = ms_xcalloc(nput ? nput : 1, sizeof(*built));
+    built = rt_xcalloc(nput ? nput : 1, sizeof(*built));
     for (size_t i = 0; i < nput; i++) {
         built[i] = ms__range_new(&puts[i],
                                  puts[i].id ? puts[i].id : ctr.next_range_id++);
@@ -1308,7 +1299,7 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
 
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        err = ms__mdb_err(rc);
+        err = ms__catalog_err(rc);
         goto err_after_build;
     }
     for (size_t i = 0; rc == 0 && i < ndel; i++) {
@@ -1367,9 +1358,9 @@ int ms_catalog_register_server(struct ms_catalog *cat,
         *id_out = old->id;
         return 0;
     }
-    s = ms_xcalloc(1, sizeof(*s));
+    s = rt_xcalloc(1, sizeof(*s));
     s->id = want_id ? want_id : ctr.next_server_id++;
-    s->addr = ms_xstrdup(addr);
+    s->addr = rt_xstrdup(addr);
     s->draining = old ? old->draining : false;
     if (s->id >= ctr.next_server_id) {
         ctr.next_server_id = s->id + 1;
@@ -1378,7 +1369,7 @@ int ms_catalog_register_server(struct ms_catalog *cat,
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
         ms__server_free(s);
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, s);
     err = ms__txn_finish(cat, txn, rc, &ctr, "register server");
@@ -1402,7 +1393,7 @@ int ms_catalog_bump_version(struct ms_catalog *cat)
     ctr.map_version++;
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     return ms__txn_finish(cat, txn, 0, &ctr, "bump map version");
 }
@@ -1476,7 +1467,7 @@ int ms_catalog_set_acl(struct ms_catalog *cat,
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
         ms__acl_free(tmp.acl, tmp.nacl);
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     rc = ms__put_table(txn, cat, &tmp);
     err = ms__txn_finish(cat, txn, rc, &ctr, "set table acl");
@@ -1567,7 +1558,7 @@ int ms_catalog_set_props(struct ms_catalog *cat,
                                 : (old ? old->minute_metrics : NULL);
     merged.cors = update->cors ? update->cors : (old ? old->cors : NULL);
     len = rt__service_props__get_packed_size(&merged);
-    buf = ms_xmalloc(len ? len : 1);
+    buf = rt_xmalloc(len ? len : 1);
     rt__service_props__pack(&merged, buf);
     fresh = rt__service_props__unpack(NULL, len, buf);
     if (!fresh) {
@@ -1577,7 +1568,7 @@ int ms_catalog_set_props(struct ms_catalog *cat,
     ctr.map_version++;
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        err = ms__mdb_err(rc);
+        err = ms__catalog_err(rc);
         goto err_after_pack;
     }
     k.mv_size = strlen(account);
@@ -1597,8 +1588,8 @@ int ms_catalog_set_props(struct ms_catalog *cat,
         rt__service_props__free_unpacked(p->props, NULL);
         p->props = fresh;
     } else {
-        struct ms_props *p = ms_xcalloc(1, sizeof(*p));
-        p->account = ms_xstrdup(account);
+        struct ms_props *p = rt_xcalloc(1, sizeof(*p));
+        p->account = rt_xstrdup(account);
         p->props = fresh;
         ms_vec_insert(&cat->props, i, p);
     }
@@ -1661,7 +1652,7 @@ int ms_catalog_purge_tombstones(struct ms_catalog *cat)
     }
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     for (size_t i = 0; rc == 0 && i < cat->tombs.n; i++) {
         const struct ms__tomb *t = cat->tombs.v[i];
@@ -1706,7 +1697,7 @@ int ms_catalog_set_draining(struct ms_catalog *cat,
     tmp.draining = draining;
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, &tmp);
     /* Not a map change: counters written back unchanged. */
@@ -1790,7 +1781,7 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     msg.target_addr = (char *)target_addr;
     msg.new_epoch = r->epoch + 1;
     len = rt__move_req__get_packed_size(&msg);
-    buf = ms_xmalloc(len);
+    buf = rt_xmalloc(len);
     rt__move_req__pack(&msg, buf);
     copy = rt__move_req__unpack(NULL, len, buf);
     if (!copy) {
@@ -1799,7 +1790,7 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     }
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        err = ms__mdb_err(rc);
+        err = ms__catalog_err(rc);
         goto err_after_copy;
     }
     rc = ms__put_u64key_msg(txn, cat->db_moves, msg.move_id, &msg.base);
@@ -1849,7 +1840,7 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(nr);
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     rc = ms__put_range(txn, cat, nr);
     if (rc == 0) {
@@ -1877,7 +1868,7 @@ int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id)
     }
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
-        return ms__mdb_err(rc);
+        return ms__catalog_err(rc);
     }
     rc = ms__del_u64key(txn, cat->db_moves, move_id);
     err = ms__txn_finish(cat, txn, rc, &cat->ctr, "forget move");

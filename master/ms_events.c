@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ms_util.h"
+#include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -102,7 +102,7 @@ static void ms__load(struct ms_events *ev, const char *path)
         ms__ring_put(
             ev, seq,
             (uint64_t)json_integer_value(json_object_get(o, "unix_ms")),
-            ms_xstrdup(line));
+            rt_xstrdup(line));
         json_decref(o);
     }
     free(line);
@@ -118,12 +118,12 @@ int ms_events_open(const char *dir,
                    struct ms_events **out,
                    char *errmsg)
 {
-    struct ms_events *ev = ms_xcalloc(1, sizeof(*ev));
+    struct ms_events *ev = rt_xcalloc(1, sizeof(*ev));
     char path[4096];
     struct stat st;
 
     ev->cap = cap ? cap : MS_EVENTS_DEFAULT_CAP;
-    ev->ring = ms_xcalloc(ev->cap, sizeof(*ev->ring));
+    ev->ring = rt_xcalloc(ev->cap, sizeof(*ev->ring));
     ev->fd = -1;
     pthread_mutex_init(&ev->lock, NULL);
     if (dir) {
@@ -211,11 +211,11 @@ json_t *ms_events_add_get(struct ms_events *ev, json_t *e)
     text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER |
                              JSON_REAL_PRECISION(10) | JSON_ENSURE_ASCII);
     if (!text) {
-        text = ms_xstrdup("{}");
+        text = rt_xstrdup("{}");
     }
     if (ev->fd >= 0) {
         size_t n = strlen(text);
-        char *line = ms_xmalloc(n + 1);
+        char *line = rt_xmalloc(n + 1);
         ssize_t w;
         memcpy(line, text, n);
         line[n] = '\n';

@@ -16,7 +16,7 @@
 #include "ms_admin.h"
 #include "ms_events.h"
 #include "ms_status.h"
-#include "ms_util.h"
+#include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_http.h"
@@ -147,7 +147,7 @@ static struct ms_admin_req *ms__post_req(struct MHD_Connection *c,
     req->range_id = rid;
     req->server_id = sid;
     if (p->kind == MS_ADMIN_SPLIT && key && *key) {
-        req->key = ms_xstrdup(key);
+        req->key = rt_xstrdup(key);
     }
     req->cancel =
         cancel && (strcmp(cancel, "1") == 0 || strcmp(cancel, "true") == 0);
@@ -182,7 +182,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
                       {"/api/drain", MS_ADMIN_DRAIN}};
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
             if (strcmp(url, routes[i].url) == 0) {
-                p = ms_xcalloc(1, sizeof(*p));
+                p = rt_xcalloc(1, sizeof(*p));
                 p->kind = routes[i].kind;
                 rt_buf_init(&p->body);
                 *con_cls = p;
@@ -206,7 +206,7 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
             return MHD_YES; /* spurious call: still running */
         }
         return rt_http_send(c, (unsigned)status, "application/json",
-                            ms_xstrdup(body), true);
+                            rt_xstrdup(body), true);
     }
     if (p->too_large) {
         return ms__http_json(c, MHD_HTTP_CONTENT_TOO_LARGE, "body too large");
@@ -357,7 +357,7 @@ int ms_http_start(const char *host,
         goto err_addr;
     }
 
-    h = ms_xcalloc(1, sizeof(*h));
+    h = rt_xcalloc(1, sizeof(*h));
     h->st = st;
     h->events = events;
     h->admin = admin;

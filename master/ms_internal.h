@@ -32,7 +32,7 @@ struct ms_server
     uint64_t id;
     enum ms_server_state state;
     bool seen;                /* registered or heartbeated since we started */
-    uint64_t last_hb_ms;      /* ms_now_ms() of the last register/heartbeat */
+    uint64_t last_hb_ms;      /* monotonic ms of the last register/heartbeat */
     struct rt_rpc_conn *conn; /* its connection (ref held), or NULL */
     uint32_t pending;         /* queued write ops at the last heartbeat */
     uint64_t max_server_eps;  /* its caps, from heartbeats (0 = none) */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ms_util.h"
+#include "rt_alloc.h"
 
 struct ms_load
 {
@@ -54,7 +55,7 @@ static struct ms_load_range *ms__lr_get(struct ms_load *ld, uint64_t id)
     size_t i;
     struct ms_load_range *r = ms__lr_find(ld, id, &i);
     if (!r) {
-        r = ms_xcalloc(1, sizeof(*r));
+        r = rt_xcalloc(1, sizeof(*r));
         r->range_id = id;
         ms_vec_insert(&ld->ranges, i, r);
     }
@@ -80,7 +81,7 @@ static void ms__sample_add(struct ms_load_range *r,
 {
     struct ms_pk_sample *s = &r->samples[r->sample_next];
     free(s->pk);
-    s->pk = ms_xstrdup(pk);
+    s->pk = rt_xstrdup(pk);
     s->w = w;
     s->at_ms = at_ms;
     r->sample_next = (r->sample_next + 1) % MS_LOAD_SAMPLES;
@@ -116,7 +117,7 @@ static void ms__rates_add(struct ms_load_rates *acc,
 
 struct ms_load *ms_load_create(uint32_t tau_ms)
 {
-    struct ms_load *ld = ms_xcalloc(1, sizeof(*ld));
+    struct ms_load *ld = rt_xcalloc(1, sizeof(*ld));
     ld->tau_ms = tau_ms ? tau_ms : MS_LOAD_DEFAULT_TAU;
     ld->next_frame = 1;
     return ld;
@@ -363,7 +364,7 @@ char *ms_load_split_key(const struct ms_load_range *r,
     if (!r || r->nsamples == 0) {
         return NULL;
     }
-    v = ms_xcalloc(r->nsamples, sizeof(*v));
+    v = rt_xcalloc(r->nsamples, sizeof(*v));
     for (size_t i = 0; i < r->nsamples; i++) {
         const struct ms_pk_sample *s = &r->samples[i];
         if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
@@ -399,7 +400,7 @@ char *ms_load_split_key(const struct ms_load_range *r,
         i = j;
     }
     if (best) {
-        out = ms_xstrdup(best);
+        out = rt_xstrdup(best);
         if (left_share) {
             *left_share = total > 0 ? best_below / total : 0.5;
         }
@@ -435,11 +436,11 @@ static const struct ms_load_bounds *ms__bounds_get(
         ((struct ms_load_bounds *)ld->bounds.v[i])->range_id == fr->range_id) {
         b = ld->bounds.v[i];
     } else {
-        b = ms_xcalloc(1, sizeof(*b));
+        b = rt_xcalloc(1, sizeof(*b));
         b->range_id = fr->range_id;
         b->table_id = fr->table_id;
-        b->low = ms_xstrdup(fr->low ? fr->low : "");
-        b->high = fr->high ? ms_xstrdup(fr->high) : NULL;
+        b->low = rt_xstrdup(fr->low ? fr->low : "");
+        b->high = fr->high ? rt_xstrdup(fr->high) : NULL;
         ms_vec_insert(&ld->bounds, i, b);
     }
     b->last_frame = frame_n;
@@ -472,10 +473,10 @@ void ms_load_frame(struct ms_load *ld,
     ms__frame_clear(f);
     f->n = ld->next_frame++;
     f->unix_ms = unix_ms;
-    f->cells = ms_xcalloc(n ? n : 1, sizeof(*f->cells));
+    f->cells = rt_xcalloc(n ? n : 1, sizeof(*f->cells));
     f->ncells = n;
-    f->server_ids = ms_xcalloc(n ? n : 1, sizeof(*f->server_ids));
-    f->server_demand = ms_xcalloc(n ? n : 1, sizeof(*f->server_demand));
+    f->server_ids = rt_xcalloc(n ? n : 1, sizeof(*f->server_ids));
+    f->server_demand = rt_xcalloc(n ? n : 1, sizeof(*f->server_demand));
     for (size_t i = 0; i < n; i++) {
         const struct ms_load_range *r = ms__lr_find(ld, ranges[i].range_id, 0);
         f->cells[i].b = ms__bounds_get(ld, &ranges[i], f->n);

@@ -10,8 +10,10 @@
 
 #include "ms_internal.h"
 #include "ms_status.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_time.h"
 
 #define MS__DEFAULT_TICK_MS 500
 #define MS__DEFAULT_ASSIGN_MS 2000
@@ -49,7 +51,7 @@ struct ms_server *ms__server_get(struct ms_master *m, uint64_t id)
     if (i < m->servers.n && ((struct ms_server *)m->servers.v[i])->id == id) {
         return m->servers.v[i];
     }
-    s = ms_xcalloc(1, sizeof(*s));
+    s = rt_xcalloc(1, sizeof(*s));
     s->id = id;
     s->state = MS_SERVER_DOWN;
     ms_vec_insert(&m->servers, i, s);
@@ -98,7 +100,7 @@ bool ms__server_alive(struct ms_master *m, struct ms_server *s)
 {
     (void)m;
     s->seen = true;
-    s->last_hb_ms = ms_now_ms();
+    s->last_hb_ms = rt_time_mono_ms();
     if (s->state != MS_SERVER_UP) {
         s->state = MS_SERVER_UP;
         return true;
@@ -142,14 +144,14 @@ static void ms__map_build(struct ms_master *m)
     size_t nacl = 0, ai = 0, na = 0;
     Rt__SignedIdentifier *acl;
     Rt__SignedIdentifier **aclp;
-    Rt__AccountProps *av = ms_xcalloc(np ? np : 1, sizeof(*av));
-    Rt__AccountProps **avp = ms_xcalloc(np ? np : 1, sizeof(*avp));
-    Rt__Server *sv = ms_xcalloc(ns ? ns : 1, sizeof(*sv));
-    Rt__Server **svp = ms_xcalloc(ns ? ns : 1, sizeof(*svp));
-    Rt__Range *rv = ms_xcalloc(nr ? nr : 1, sizeof(*rv));
-    Rt__Range **rvp = ms_xcalloc(nr ? nr : 1, sizeof(*rvp));
-    Rt__Table *tv = ms_xcalloc(nt ? nt : 1, sizeof(*tv));
-    Rt__Table **tvp = ms_xcalloc(nt ? nt : 1, sizeof(*tvp));
+    Rt__AccountProps *av = rt_xcalloc(np ? np : 1, sizeof(*av));
+    Rt__AccountProps **avp = rt_xcalloc(np ? np : 1, sizeof(*avp));
+    Rt__Server *sv = rt_xcalloc(ns ? ns : 1, sizeof(*sv));
+    Rt__Server **svp = rt_xcalloc(ns ? ns : 1, sizeof(*svp));
+    Rt__Range *rv = rt_xcalloc(nr ? nr : 1, sizeof(*rv));
+    Rt__Range **rvp = rt_xcalloc(nr ? nr : 1, sizeof(*rvp));
+    Rt__Table *tv = rt_xcalloc(nt ? nt : 1, sizeof(*tv));
+    Rt__Table **tvp = rt_xcalloc(nt ? nt : 1, sizeof(*tvp));
     Rt__Map map = RT__MAP__INIT;
 
     for (size_t i = 0; i < ns; i++) {
@@ -168,8 +170,8 @@ static void ms__map_build(struct ms_master *m)
     for (size_t i = 0; i < nt; i++) {
         nacl += ms_catalog_table_at(m->cat, i)->nacl;
     }
-    acl = ms_xcalloc(nacl ? nacl : 1, sizeof(*acl));
-    aclp = ms_xcalloc(nacl ? nacl : 1, sizeof(*aclp));
+    acl = rt_xcalloc(nacl ? nacl : 1, sizeof(*acl));
+    aclp = rt_xcalloc(nacl ? nacl : 1, sizeof(*aclp));
     for (size_t i = 0; i < nt; i++) {
         const struct ms_table *t = ms_catalog_table_at(m->cat, i);
         rt__table__init(&tv[i]);
@@ -211,7 +213,7 @@ static void ms__map_build(struct ms_master *m)
 
     free(m->map_buf);
     m->map_len = rt__map__get_packed_size(&map);
-    m->map_buf = ms_xmalloc(m->map_len);
+    m->map_buf = rt_xmalloc(m->map_len);
     rt__map__pack(&map, m->map_buf);
     m->map_valid = true;
 
@@ -273,8 +275,8 @@ size_t ms__assignment(struct ms_master *m,
                       Rt__Range ***ptrs)
 {
     size_t nr = ms_catalog_nranges(m->cat), n = 0;
-    Rt__Range *rv = ms_xcalloc(nr ? nr : 1, sizeof(*rv));
-    Rt__Range **rvp = ms_xcalloc(nr ? nr : 1, sizeof(*rvp));
+    Rt__Range *rv = rt_xcalloc(nr ? nr : 1, sizeof(*rv));
+    Rt__Range **rvp = rt_xcalloc(nr ? nr : 1, sizeof(*rvp));
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(m->cat, i);
         if (r->server_id == server_id) {
@@ -336,7 +338,7 @@ int ms__server_call(struct ms_master *m,
                server_id);
         return RT_ENOCONN;
     }
-    c = ms_xcalloc(1, sizeof(*c));
+    c = rt_xcalloc(1, sizeof(*c));
     c->m = m;
     c->server_id = server_id;
     c->what = what;
@@ -376,7 +378,7 @@ int ms__assign_push(struct ms_master *m,
 void ms__status_refresh(struct ms_master *m)
 {
     char *json, *metrics;
-    m->snapshot_ms = ms_now_ms();
+    m->snapshot_ms = rt_time_mono_ms();
     if (!m->status) {
         return;
     }
@@ -406,7 +408,7 @@ void ms_master_set_status(struct ms_master *m, struct ms_status *st)
 static void ms__tick_cb(uv_timer_t *t)
 {
     struct ms_master *m = t->data;
-    uint64_t now = ms_now_ms();
+    uint64_t now = rt_time_mono_ms();
     bool changed = false;
 
     for (size_t i = 0; i < m->servers.n; i++) {
@@ -448,7 +450,7 @@ int ms_master_start(uv_loop_t *loop,
                     struct ms_master **out,
                     char *errmsg)
 {
-    struct ms_master *m = ms_xcalloc(1, sizeof(*m));
+    struct ms_master *m = rt_xcalloc(1, sizeof(*m));
     int rc;
 
     m->loop = loop;

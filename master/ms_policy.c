@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ms_util.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 
 const char *ms_decision_kind_name(enum ms_decision_kind k)
@@ -134,7 +135,7 @@ static struct ms__smark *ms__smark(struct ms__dflt *p, uint64_t id)
             return &p->smarks[i];
         }
     }
-    p->smarks = ms_xrealloc(p->smarks, (p->nsmarks + 1) * sizeof(*p->smarks));
+    p->smarks = rt_xrealloc(p->smarks, (p->nsmarks + 1) * sizeof(*p->smarks));
     p->smarks[p->nsmarks].server_id = id;
     p->smarks[p->nsmarks].over_since = 0;
     return &p->smarks[p->nsmarks++];
@@ -156,7 +157,7 @@ static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
         ((struct ms__mark *)p->marks.v[lo])->range_id == id) {
         return p->marks.v[lo];
     }
-    mk = ms_xcalloc(1, sizeof(*mk));
+    mk = rt_xcalloc(1, sizeof(*mk));
     mk->range_id = id;
     ms_vec_insert(&p->marks, lo, mk);
     return mk;
@@ -458,8 +459,8 @@ static void ms__pass_moves(struct ms__dflt *p,
 {
     const struct ms_policy_config *c = &p->cfg;
     size_t ns = v->nservers, neligible = 0;
-    double *load = ms_xcalloc(ns ? ns : 1, sizeof(*load));
-    bool *taken = ms_xcalloc(ns ? ns : 1, sizeof(*taken));
+    double *load = rt_xcalloc(ns ? ns : 1, sizeof(*load));
+    bool *taken = rt_xcalloc(ns ? ns : 1, sizeof(*taken));
     unsigned moves = v->moves;
     double mean = 0;
 
@@ -650,7 +651,7 @@ static size_t ms__dflt_decide(void *state,
                               size_t max)
 {
     struct ms__dflt *p = state;
-    bool *used = ms_xcalloc(v->nranges ? v->nranges : 1, sizeof(*used));
+    bool *used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*used));
     size_t n = 0;
 
     p->calls++;
@@ -686,7 +687,7 @@ int ms_policy_create(const char *name,
 {
     struct ms__dflt *p;
     if (!name || strcmp(name, "default") == 0) {
-        p = ms_xcalloc(1, sizeof(*p));
+        p = rt_xcalloc(1, sizeof(*p));
         if (cfg) {
             p->cfg = *cfg;
         } else {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ms_internal.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 
@@ -26,7 +27,7 @@
 static struct ms_peer *ms__peer_new(struct ms_master *m,
                                     struct rt_rpc_conn *conn)
 {
-    struct ms_peer *p = ms_xcalloc(1, sizeof(*p));
+    struct ms_peer *p = rt_xcalloc(1, sizeof(*p));
     p->m = m;
     p->conn = conn;
     rt_rpc_conn_ref(conn);
@@ -363,14 +364,14 @@ static void ms__h_create(struct ms_master *m,
     ms__balance_range_created(m, r->id);
     ms__map_changed(m, false);
 
-    op = ms_xcalloc(1, sizeof(*op));
+    op = rt_xcalloc(1, sizeof(*op));
     op->m = m;
     op->conn = peer->conn;
     rt_rpc_conn_ref(op->conn);
     op->id = id;
     op->table_id = t->id;
-    op->account = ms_xstrdup(t->account);
-    op->name = ms_xstrdup(t->name);
+    op->account = rt_xstrdup(t->account);
+    op->name = rt_xstrdup(t->name);
     if (ms__assign_push(m, sid, 0, ms__create_assigned_cb, op) != 0) {
         ms__create_finish(op); /* not connected: the heartbeat reconciles */
     }
@@ -445,8 +446,8 @@ static void ms__h_list(struct ms_master *m,
     }
     ms_catalog_list_tables(m->cat, ms__str(req->account), ms__str(req->start),
                            req->limit, &first, &count, &next);
-    tv = ms_xcalloc(count ? count : 1, sizeof(*tv));
-    tvp = ms_xcalloc(count ? count : 1, sizeof(*tvp));
+    tv = rt_xcalloc(count ? count : 1, sizeof(*tv));
+    tvp = rt_xcalloc(count ? count : 1, sizeof(*tvp));
     for (size_t i = 0; i < count; i++) {
         const struct ms_table *t = ms_catalog_table_at(m->cat, first + i);
         rt__table__init(&tv[i]);

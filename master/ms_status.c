@@ -10,9 +10,11 @@
 #include <string.h>
 
 #include "ms_internal.h"
+#include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_time.h"
 
 struct ms_status
 {
@@ -22,7 +24,7 @@ struct ms_status
 
 struct ms_status *ms_status_create(void)
 {
-    struct ms_status *st = ms_xcalloc(1, sizeof(*st));
+    struct ms_status *st = rt_xcalloc(1, sizeof(*st));
     pthread_mutex_init(&st->lock, NULL);
     return st;
 }
@@ -71,7 +73,7 @@ char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc)
     RT_PRE((int)doc >= 0 && doc < MS_STATUS__NR);
     pthread_mutex_lock(&st->lock);
     if (st->docs[doc]) {
-        copy = ms_xstrdup(st->docs[doc]);
+        copy = rt_xstrdup(st->docs[doc]);
     }
     pthread_mutex_unlock(&st->lock);
     return copy;
@@ -90,7 +92,7 @@ static json_t *ms__json_key(const char *s)
 {
     json_t *j = json_string(s);
     if (!j) {
-        char *copy = ms_xstrdup(s);
+        char *copy = rt_xstrdup(s);
         for (char *p = copy; *p; p++) {
             if ((unsigned char)*p >= 0x80) {
                 *p = '?';
@@ -247,7 +249,7 @@ static char *ms__build_json(struct ms_master *m,
     json_decref(root);
     if (!out) {
         rt_log(RT_LOG_ERROR, "status: cannot encode JSON");
-        out = ms_xstrdup("{}");
+        out = rt_xstrdup("{}");
     }
     return out;
 }
@@ -374,15 +376,15 @@ char *ms_status_build_history(struct ms_master *m)
     json_object_set_new(root, "frames", frames);
     out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(root);
-    return out ? out : ms_xstrdup("{}");
+    return out ? out : rt_xstrdup("{}");
 }
 
 void ms_status_build(struct ms_master *m, char **json, char **metrics)
 {
     size_t *counts =
-        ms_xcalloc(m->servers.n ? m->servers.n : 1, sizeof(*counts));
+        rt_xcalloc(m->servers.n ? m->servers.n : 1, sizeof(*counts));
     ms__range_counts(m, counts);
-    *json = ms__build_json(m, counts, ms_now_ms());
+    *json = ms__build_json(m, counts, rt_time_mono_ms());
     *metrics = ms__build_metrics(m);
     free(counts);
 }
