@@ -29,6 +29,8 @@
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
  * failed, 503 master stopping; otherwise 200 with the event. */
+#include "ms_balance.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +38,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ms_internal.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -50,12 +51,12 @@
 
 /* ---- range bookkeeping ---- */
 
-static size_t ms__rmeta_lb(const struct ms_master *m, uint64_t id)
+static size_t ms__rmeta_lb(const struct ms_balance *b, uint64_t id)
 {
-    size_t lo = 0, hi = m->rmeta.n;
+    size_t lo = 0, hi = b->rmeta.n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_rmeta *)m->rmeta.v[mid])->range_id < id) {
+        if (((struct ms_rmeta *)b->rmeta.v[mid])->range_id < id) {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -64,42 +65,42 @@ static size_t ms__rmeta_lb(const struct ms_master *m, uint64_t id)
     return lo;
 }
 
-static struct ms_rmeta *ms__rmeta(struct ms_master *m, uint64_t id)
+static struct ms_rmeta *ms__rmeta(struct ms_balance *b, uint64_t id)
 {
-    size_t i = ms__rmeta_lb(m, id);
+    size_t i = ms__rmeta_lb(b, id);
     struct ms_rmeta *rm;
-    if (i < m->rmeta.n && ((struct ms_rmeta *)m->rmeta.v[i])->range_id == id) {
-        return m->rmeta.v[i];
+    if (i < b->rmeta.n && ((struct ms_rmeta *)b->rmeta.v[i])->range_id == id) {
+        return b->rmeta.v[i];
     }
     rm = rt_xcalloc(1, sizeof(*rm));
     rm->range_id = id;
     rm->born_ms = rt_time_mono_ms();
-    ms_vec_insert(&m->rmeta, i, rm);
+    ms_vec_insert(&b->rmeta, i, rm);
     return rm;
 }
 
 static bool ms__range_exists(uint64_t id, void *arg)
 {
-    struct ms_master *m = arg;
-    return ms_catalog_range_find(m->cat, id) != NULL;
+    struct ms_balance *b = arg;
+    return ms_catalog_range_find(b->cl->cat, id) != NULL;
 }
 
-static void ms__rmeta_prune(struct ms_master *m)
+static void ms__rmeta_prune(struct ms_balance *b)
 {
-    for (size_t i = 0; i < m->rmeta.n;) {
-        struct ms_rmeta *rm = m->rmeta.v[i];
-        if (!ms_catalog_range_find(m->cat, rm->range_id)) {
-            free(ms_vec_remove(&m->rmeta, i));
+    for (size_t i = 0; i < b->rmeta.n;) {
+        struct ms_rmeta *rm = b->rmeta.v[i];
+        if (!ms_catalog_range_find(b->cl->cat, rm->range_id)) {
+            free(ms_vec_remove(&b->rmeta, i));
         } else {
             i++;
         }
     }
-    ms_load_retain(m->load, ms__range_exists, m);
+    ms_load_retain(b->load, ms__range_exists, b);
 }
 
-void ms__balance_range_created(struct ms_master *m, uint64_t range_id)
+void ms_balance_range_created(struct ms_balance *b, uint64_t range_id)
 {
-    struct ms_rmeta *rm = ms__rmeta(m, range_id);
+    struct ms_rmeta *rm = ms__rmeta(b, range_id);
     rm->born_ms = rt_time_mono_ms();
     rm->split_ms = 0;
 }
@@ -114,10 +115,10 @@ static bool ms__op_holds(const struct ms_op *op)
              op->s_settled);
 }
 
-bool ms__balance_busy(struct ms_master *m, uint64_t range_id)
+bool ms_balance_busy(struct ms_balance *b, uint64_t range_id)
 {
-    for (size_t i = 0; i < m->ops.n; i++) {
-        const struct ms_op *op = m->ops.v[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        const struct ms_op *op = b->ops.v[i];
         if (!op->finished && ms__op_holds(op) &&
             (op->range_id == range_id || op->range_id2 == range_id)) {
             return true;
@@ -126,64 +127,64 @@ bool ms__balance_busy(struct ms_master *m, uint64_t range_id)
     return false;
 }
 
-unsigned ms__balance_moves(struct ms_master *m)
+unsigned ms_balance_moves(struct ms_balance *b)
 {
     unsigned n = 0;
-    for (size_t i = 0; i < m->ops.n; i++) {
-        const struct ms_op *op = m->ops.v[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        const struct ms_op *op = b->ops.v[i];
         n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op);
     }
     return n;
 }
 
-static unsigned ms__server_moving(struct ms_master *m, uint64_t sid)
+static unsigned ms__server_moving(struct ms_balance *b, uint64_t sid)
 {
     unsigned n = 0;
-    for (size_t i = 0; i < m->ops.n; i++) {
-        const struct ms_op *op = m->ops.v[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        const struct ms_op *op = b->ops.v[i];
         n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op) &&
              (op->server_id == sid || op->dst == sid);
     }
     return n;
 }
 
-static struct ms_op *ms__op_new(struct ms_master *m,
+static struct ms_op *ms__op_new(struct ms_balance *b,
                                 enum ms_op_kind kind,
                                 const char *origin,
                                 struct ms_admin_req *req)
 {
     struct ms_op *op = rt_xcalloc(1, sizeof(*op));
-    op->m = m;
+    op->b = b;
     op->kind = kind;
     op->origin = origin;
     op->t0_ms = rt_time_mono_ms();
     op->req = req;
     op->ev = json_object();
-    ms_vec_push(&m->ops, op);
+    ms_vec_push(&b->ops, op);
     return op;
 }
 
 /* Frees @op once it is finished and nothing of ours for it is in flight. */
 static void ms__op_maybe_free(struct ms_op *op)
 {
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     if (!op->finished || op->calls) {
         return;
     }
-    for (size_t i = 0; i < m->ops.n; i++) {
-        if (m->ops.v[i] == op) {
-            ms_vec_remove(&m->ops, i);
+    for (size_t i = 0; i < b->ops.n; i++) {
+        if (b->ops.v[i] == op) {
+            ms_vec_remove(&b->ops, i);
             break;
         }
     }
     json_decref(op->ev);
     if (op->req) {
-        ms_admin_complete(m->admin, op->req, 503,
+        ms_admin_complete(b->admin, op->req, 503,
                           rt_xstrdup("{\"error\":\"master is stopping\"}"));
     }
     free(op);
-    if (!m->stopping) {
-        ms__status_refresh(m);
+    if (!b->cl->stopping) {
+        ms_cluster_changed(b->cl);
     }
 }
 
@@ -215,7 +216,7 @@ static char *ms__json_text(json_t *o)
 }
 
 /* Answers an admin request with an error (no op involved). */
-static void ms__admin_fail(struct ms_master *m,
+static void ms__admin_fail(struct ms_balance *b,
                            struct ms_admin_req *req,
                            int rc,
                            const char *msg)
@@ -223,32 +224,32 @@ static void ms__admin_fail(struct ms_master *m,
     json_t *o = json_object();
     json_object_set_new(o, "error", json_string(msg));
     json_object_set_new(o, "code", json_string(rt_err_name(rc)));
-    ms_admin_complete(m->admin, req, ms__http_status(rc), ms__json_text(o));
+    ms_admin_complete(b->admin, req, ms__http_status(rc), ms__json_text(o));
     json_decref(o);
 }
 
-uint64_t ms__event(struct ms_master *m, json_t *e)
+uint64_t ms_balance_event(struct ms_balance *b, json_t *e)
 {
-    if (!m->events) {
+    if (!b->events) {
         json_decref(e);
         return 0;
     }
-    return ms_events_add(m->events, e);
+    return ms_events_add(b->events, e);
 }
 
 /* Records @e (taken) and returns the event as stored (new reference). */
-static json_t *ms__event_get(struct ms_master *m, json_t *e)
+static json_t *ms__event_get(struct ms_balance *b, json_t *e)
 {
-    if (!m->events) {
+    if (!b->events) {
         return e;
     }
-    return ms_events_add_get(m->events, e);
+    return ms_events_add_get(b->events, e);
 }
 
 /* Finishes @op with outcome @rc: writes its event, answers the operator. */
 static void ms__op_finish(struct ms_op *op, int rc, const char *error)
 {
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     json_t *e = op->ev;
 
     if (op->finished) {
@@ -267,15 +268,15 @@ static void ms__op_finish(struct ms_op *op, int rc, const char *error)
         json_object_set_new(e, "error", json_string(error ? error : ""));
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
     }
-    if (m->stopping) {
+    if (b->cl->stopping) {
         /* No event: a move still unsettled is aborted by the next start. */
         op->ev = e;
         ms__op_maybe_free(op);
         return;
     }
-    op->ev = ms__event_get(m, e);
+    op->ev = ms__event_get(b, e);
     if (op->req) {
-        ms_admin_complete(m->admin, op->req, rc ? ms__http_status(rc) : 200,
+        ms_admin_complete(b->admin, op->req, rc ? ms__http_status(rc) : 200,
                           ms__json_text(op->ev));
         op->req = NULL;
     }
@@ -294,7 +295,7 @@ static json_t *ms__str_or_null(const char *s)
     return j ? j : json_string("?");
 }
 
-json_t *ms__load_json(const struct ms_load_range *l, bool samples)
+json_t *ms_balance_load_json(const struct ms_load_range *l, bool samples)
 {
     json_t *o = json_object();
     struct ms_load_rates z = {0};
@@ -338,11 +339,11 @@ json_t *ms__load_json(const struct ms_load_range *l, bool samples)
 }
 
 /* range, table, table_id, low, high, server, epoch of @r into @e. */
-static void ms__ev_range(struct ms_master *m,
+static void ms__ev_range(struct ms_balance *b,
                          json_t *e,
                          const struct ms_range *r)
 {
-    const struct ms_table *t = ms_catalog_table_by_id(m->cat, r->table_id);
+    const struct ms_table *t = ms_catalog_table_by_id(b->cl->cat, r->table_id);
     json_object_set_new(e, "range", json_integer((json_int_t)r->id));
     json_object_set_new(e, "table", t ? json_string(t->name) : json_null());
     json_object_set_new(e, "table_id", json_integer((json_int_t)r->table_id));
@@ -384,8 +385,8 @@ static void ms__split_assigned_cb(int status,
     (void)body;
     (void)len;
     op->calls--;
-    if (!op->m->stopping) {
-        ms__map_push(op->m);
+    if (!op->b->cl->stopping) {
+        ms_cluster_map_push(op->b->cl);
     }
     if (status) {
         /* Committed either way: the owner's next heartbeat reply carries
@@ -405,22 +406,16 @@ static void ms__assign_then_finish(struct ms_op *op, uint64_t sid)
 {
     op->out_done_ms = rt_time_mono_ms();
     op->calls++;
-    if (ms__assign_push(op->m, sid, 0, ms__split_assigned_cb, op) != 0) {
+    if (ms_cluster_assign_push(op->b->cl, sid, 0, ms__split_assigned_cb, op) !=
+        0) {
         ms__split_assigned_cb(RT_ENOCONN, NULL, 0, op);
     }
-}
-
-static bool ms__server_usable(struct ms_master *m, uint64_t sid)
-{
-    struct ms_server *s = ms__server_find(m, sid);
-    return s && s->state == MS_SERVER_UP && s->conn &&
-           rt_rpc_conn_is_up(s->conn);
 }
 
 /* Splits @range_id at @key (NULL: the load median). Returns 0 (the op
  * finishes later and answers @req) or an error (@req untouched, @err
  * says why). */
-static int ms__do_split(struct ms_master *m,
+static int ms__do_split(struct ms_balance *b,
                         uint64_t range_id,
                         const char *key,
                         const char *origin,
@@ -429,7 +424,7 @@ static int ms__do_split(struct ms_master *m,
                         char *err,
                         size_t errlen)
 {
-    const struct ms_range *r = ms_catalog_range_find(m->cat, range_id);
+    const struct ms_range *r = ms_catalog_range_find(b->cl->cat, range_id);
     const struct ms_load_range *l;
     struct ms_range_put puts[2];
     char *median = NULL;
@@ -443,7 +438,7 @@ static int ms__do_split(struct ms_master *m,
         snprintf(err, errlen, "no range %" PRIu64, range_id);
         return RT_ENOTFOUND;
     }
-    if (ms__balance_busy(m, range_id)) {
+    if (ms_balance_busy(b, range_id)) {
         snprintf(err, errlen,
                  "range %" PRIu64
                  " is busy (a move, split or "
@@ -451,13 +446,13 @@ static int ms__do_split(struct ms_master *m,
                  range_id);
         return RT_EBUSY;
     }
-    if (!ms__server_usable(m, r->server_id)) {
+    if (!ms_cluster_server_usable(b->cl, r->server_id)) {
         snprintf(err, errlen,
                  "server %" PRIu64 " owning range %" PRIu64 " is down",
                  r->server_id, range_id);
         return RT_EBUSY;
     }
-    l = ms_load_find(m->load, range_id);
+    l = ms_load_find(b->load, range_id);
     if (!key) {
         median = ms_load_split_key(l, r->low, r->high_inf ? NULL : r->high,
                                    rt_time_mono_ms(), &share);
@@ -479,8 +474,8 @@ static int ms__do_split(struct ms_master *m,
         free(median);
         return RT_EINVAL;
     }
-    op = ms__op_new(m, MS_OP_SPLIT, origin, req);
-    ms__ev_range(m, op->ev, r);
+    op = ms__op_new(b, MS_OP_SPLIT, origin, req);
+    ms__ev_range(b, op->ev, r);
     json_object_set_new(op->ev, "kind", json_string("split"));
     json_object_set_new(op->ev, "origin", json_string(origin));
     json_object_set_new(op->ev, "key", ms__str_or_null(key));
@@ -489,7 +484,7 @@ static int ms__do_split(struct ms_master *m,
                             json_real(round(share * 1000) / 1000));
     }
     ms__ev_decision(op->ev, d);
-    json_object_set_new(op->ev, "load", ms__load_json(l, true));
+    json_object_set_new(op->ev, "load", ms_balance_load_json(l, true));
     op->range_id = range_id;
     op->server_id = sid = r->server_id;
     epoch = r->epoch + 1;
@@ -498,7 +493,7 @@ static int ms__do_split(struct ms_master *m,
         (struct ms_range_put){0, table_id, r->low, key, false, sid, epoch};
     puts[1] = (struct ms_range_put){0,           table_id, key,  r->high,
                                     r->high_inf, sid,      epoch};
-    rc = ms_catalog_update_ranges(m->cat, puts, 2, &range_id, 1, ids);
+    rc = ms_catalog_update_ranges(b->cl->cat, puts, 2, &range_id, 1, ids);
     if (rc) {
         snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
         free(median);
@@ -509,12 +504,12 @@ static int ms__do_split(struct ms_master *m,
     /* r is gone from the catalog now. */
     op->new_ids[0] = ids[0];
     op->new_ids[1] = ids[1];
-    ms_load_split(m->load, range_id, key, ids[0], ids[1]);
+    ms_load_split(b->load, range_id, key, ids[0], ids[1]);
     for (int i = 0; i < 2; i++) {
-        rm = ms__rmeta(m, ids[i]);
+        rm = ms__rmeta(b, ids[i]);
         rm->born_ms = rm->split_ms = rt_time_mono_ms();
     }
-    m->n_splits++;
+    b->n_splits++;
     json_t *nr = json_array();
     json_array_append_new(nr, json_integer((json_int_t)ids[0]));
     json_array_append_new(nr, json_integer((json_int_t)ids[1]));
@@ -525,14 +520,14 @@ static int ms__do_split(struct ms_master *m,
            " on server %" PRIu64 " (%s)",
            range_id, key, ids[0], ids[1], sid, origin);
     free(median);
-    ms__map_changed(m, false);
+    ms_cluster_map_changed(b->cl, false);
     ms__assign_then_finish(op, sid);
     return 0;
 }
 
 /* ---- merge ---- */
 
-static int ms__do_merge(struct ms_master *m,
+static int ms__do_merge(struct ms_balance *bal,
                         uint64_t a_id,
                         uint64_t b_id,
                         const char *origin,
@@ -541,7 +536,7 @@ static int ms__do_merge(struct ms_master *m,
                         char *err,
                         size_t errlen)
 {
-    const struct ms_range *a = ms_catalog_range_find(m->cat, a_id);
+    const struct ms_range *a = ms_catalog_range_find(bal->cl->cat, a_id);
     const struct ms_range *b = NULL;
     struct ms_range_put put;
     uint64_t dels[2], id, sid, split_ms = 0;
@@ -556,9 +551,9 @@ static int ms__do_merge(struct ms_master *m,
     }
     if (b_id == 0) {
         /* The right-hand neighbour of the same table. */
-        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(m->cat);
+        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(bal->cl->cat);
              i++) {
-            const struct ms_range *x = ms_catalog_range_at(m->cat, i);
+            const struct ms_range *x = ms_catalog_range_at(bal->cl->cat, i);
             if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
                 b = x;
                 break;
@@ -573,7 +568,7 @@ static int ms__do_merge(struct ms_master *m,
             return RT_EINVAL;
         }
     } else {
-        b = ms_catalog_range_find(m->cat, b_id);
+        b = ms_catalog_range_find(bal->cl->cat, b_id);
         if (!b) {
             snprintf(err, errlen, "no range %" PRIu64, b_id);
             return RT_ENOTFOUND;
@@ -594,17 +589,17 @@ static int ms__do_merge(struct ms_master *m,
                  a->id, b->id, a->server_id, b->server_id);
         return RT_EBUSY;
     }
-    if (ms__balance_busy(m, a->id) || ms__balance_busy(m, b->id)) {
+    if (ms_balance_busy(bal, a->id) || ms_balance_busy(bal, b->id)) {
         snprintf(err, errlen, "range %" PRIu64 " or %" PRIu64 " is busy", a->id,
                  b->id);
         return RT_EBUSY;
     }
-    if (!ms__server_usable(m, a->server_id)) {
+    if (!ms_cluster_server_usable(bal->cl, a->server_id)) {
         snprintf(err, errlen, "server %" PRIu64 " is down", a->server_id);
         return RT_EBUSY;
     }
-    op = ms__op_new(m, MS_OP_MERGE, origin, req);
-    ms__ev_range(m, op->ev, a);
+    op = ms__op_new(bal, MS_OP_MERGE, origin, req);
+    ms__ev_range(bal, op->ev, a);
     json_object_set_new(op->ev, "kind", json_string("merge"));
     json_object_set_new(op->ev, "origin", json_string(origin));
     json_object_set_new(op->ev, "range2", json_integer((json_int_t)b->id));
@@ -612,10 +607,10 @@ static int ms__do_merge(struct ms_master *m,
                         b->high_inf ? json_null() : ms__str_or_null(b->high));
     ms__ev_decision(op->ev, d);
     parts = json_array();
-    json_array_append_new(parts,
-                          ms__load_json(ms_load_find(m->load, a->id), false));
-    json_array_append_new(parts,
-                          ms__load_json(ms_load_find(m->load, b->id), false));
+    json_array_append_new(
+        parts, ms_balance_load_json(ms_load_find(bal->load, a->id), false));
+    json_array_append_new(
+        parts, ms_balance_load_json(ms_load_find(bal->load, b->id), false));
     json_object_set_new(op->ev, "loads", parts);
     op->range_id = a->id;
     op->range_id2 = b->id;
@@ -631,12 +626,12 @@ static int ms__do_merge(struct ms_master *m,
     dels[0] = a->id;
     dels[1] = b->id;
     for (int i = 0; i < 2; i++) {
-        rm = ms__rmeta(m, dels[i]);
+        rm = ms__rmeta(bal, dels[i]);
         if (rm->split_ms > split_ms) {
             split_ms = rm->split_ms;
         }
     }
-    rc = ms_catalog_update_ranges(m->cat, &put, 1, dels, 2, &id);
+    rc = ms_catalog_update_ranges(bal->cl->cat, &put, 1, dels, 2, &id);
     if (rc) {
         snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
         op->req = NULL;
@@ -644,11 +639,11 @@ static int ms__do_merge(struct ms_master *m,
         return rc;
     }
     op->new_ids[0] = id;
-    ms_load_merge(m->load, dels[0], dels[1], id);
-    rm = ms__rmeta(m, id);
+    ms_load_merge(bal->load, dels[0], dels[1], id);
+    rm = ms__rmeta(bal, id);
     rm->born_ms = rt_time_mono_ms();
     rm->split_ms = split_ms;
-    m->n_merges++;
+    bal->n_merges++;
     json_object_set_new(op->ev, "new_range", json_integer((json_int_t)id));
     json_object_set_new(op->ev, "new_epoch",
                         json_integer((json_int_t)put.epoch));
@@ -656,7 +651,7 @@ static int ms__do_merge(struct ms_master *m,
            "merged ranges %" PRIu64 " and %" PRIu64 " -> %" PRIu64
            " on server %" PRIu64 " (%s)",
            dels[0], dels[1], id, sid, origin);
-    ms__map_changed(m, false);
+    ms_cluster_map_changed(bal->cl, false);
     ms__assign_then_finish(op, sid);
     return 0;
 }
@@ -664,21 +659,21 @@ static int ms__do_merge(struct ms_master *m,
 /* ---- move ---- */
 
 static void ms__abort_kick(struct ms_op *op);
-static void ms__run_drains(struct ms_master *m);
+static void ms__run_drains(struct ms_balance *b);
 
 /* The move failed before the commit: abort both ends (DESIGN-moves 6). */
 static void ms__move_abort(struct ms_op *op, int rc, const char *why)
 {
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     op->state = MS_MOVE_ABORTING;
-    m->n_aborts++;
+    b->n_aborts++;
     rt_log(RT_LOG_WARN,
            "move %" PRIu64 " of range %" PRIu64 " from server %" PRIu64
            " to %" PRIu64 " aborted: %s",
            op->move_id, op->range_id, op->server_id, op->dst, why);
     /* The event and the operator's answer now; the two ends settle in
      * the background (the op stays until they have). */
-    if (!op->reported && !m->stopping) {
+    if (!op->reported && !b->cl->stopping) {
         json_t *e = op->ev;
         json_object_set_new(e, "outcome", json_string("aborted"));
         json_object_set_new(
@@ -686,10 +681,10 @@ static void ms__move_abort(struct ms_op *op, int rc, const char *why)
             json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
         json_object_set_new(e, "error", json_string(why));
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-        op->ev = ms__event_get(m, e);
+        op->ev = ms__event_get(b, e);
         op->reported = true;
         if (op->req) {
-            ms_admin_complete(m->admin, op->req, ms__http_status(rc),
+            ms_admin_complete(b->admin, op->req, ms__http_status(rc),
                               ms__json_text(op->ev));
             op->req = NULL;
         }
@@ -700,8 +695,8 @@ static void ms__move_abort(struct ms_op *op, int rc, const char *why)
 /* Both ends acknowledged the abort: forget the record, free the op. */
 static void ms__abort_settled(struct ms_op *op)
 {
-    struct ms_master *m = op->m;
-    int rc = ms_catalog_move_forget(m->cat, op->move_id);
+    struct ms_balance *b = op->b;
+    int rc = ms_catalog_move_forget(b->cl->cat, op->move_id);
     if (rc && rc != RT_ENOTFOUND) {
         rt_log(RT_LOG_ERROR, "move %" PRIu64 ": cannot forget the record: %s",
                op->move_id, rt_strerror(rc));
@@ -750,7 +745,7 @@ static void ms__abort_cb(int status, const uint8_t *body, size_t len, void *arg)
             op->t_settled = true;
         }
     }
-    if (op->m->stopping) {
+    if (op->b->cl->stopping) {
         op->finished = true;
         ms__op_maybe_free(op);
         return;
@@ -767,16 +762,16 @@ static void ms__abort_cb(int status, const uint8_t *body, size_t len, void *arg)
  * later ticks. */
 static void ms__abort_kick(struct ms_op *op)
 {
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     Rt__MoveAbort ab = RT__MOVE_ABORT__INIT;
     ab.move_id = op->move_id;
     ab.range_id = op->range_id;
-    for (int k = 0; k < 2 && !m->stopping; k++) {
+    for (int k = 0; k < 2 && !b->cl->stopping; k++) {
         bool source = k == 0;
         bool *settled = source ? &op->s_settled : &op->t_settled;
         bool *inflight = source ? &op->s_inflight : &op->t_inflight;
         uint64_t sid = source ? op->server_id : op->dst;
-        struct ms_server *s = ms__server_find(m, sid);
+        struct ms_server *s = ms_cluster_server_find(b->cl, sid);
         struct ms__abort_call *c;
         if (*settled || *inflight) {
             continue;
@@ -791,7 +786,7 @@ static void ms__abort_kick(struct ms_op *op)
         c = rt_xcalloc(1, sizeof(*c));
         c->op = op;
         c->source = source;
-        if (ms__server_call(m, sid, RT__METHOD__MOVE_ABORT, "MOVE_ABORT",
+        if (ms_cluster_call(b->cl, sid, RT__METHOD__MOVE_ABORT, "MOVE_ABORT",
                             &ab.base, MS__ABORT_TIMEOUT_MS, ms__abort_cb,
                             c) == 0) {
             op->calls++;
@@ -811,19 +806,19 @@ static void ms__move_assigned_cb(int status,
                                  void *arg)
 {
     struct ms_op *op = arg;
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     Rt__MoveAbort done = RT__MOVE_ABORT__INIT;
     uint64_t now = rt_time_mono_ms();
     struct ms_server *src;
     (void)body;
     (void)len;
     op->calls--;
-    if (m->stopping) {
+    if (b->cl->stopping) {
         op->finished = true;
         ms__op_maybe_free(op);
         return;
     }
-    ms__map_push(m);
+    ms_cluster_map_push(b->cl);
     if (status) {
         json_object_set_new(op->ev, "assign_error",
                             json_string(rt_strerror(status)));
@@ -836,18 +831,18 @@ static void ms__move_assigned_cb(int status,
                         json_integer((json_int_t)(now - op->out_done_ms)));
     done.move_id = op->move_id;
     done.range_id = op->range_id;
-    ms__server_call(m, op->server_id, RT__METHOD__MOVE_DONE, "MOVE_DONE",
+    ms_cluster_call(b->cl, op->server_id, RT__METHOD__MOVE_DONE, "MOVE_DONE",
                     &done.base, MS__DONE_TIMEOUT_MS, NULL, NULL);
-    src = ms__server_find(m, op->server_id);
+    src = ms_cluster_server_find(b->cl, op->server_id);
     if (src) {
         src->move_ms = now;
     }
-    src = ms__server_find(m, op->dst);
+    src = ms_cluster_server_find(b->cl, op->dst);
     if (src) {
         src->move_ms = now;
     }
-    ms__rmeta(m, op->range_id)->move_ms = now;
-    m->n_moves++;
+    ms__rmeta(b, op->range_id)->move_ms = now;
+    b->n_moves++;
     rt_log(RT_LOG_INFO,
            "moved range %" PRIu64 " from server %" PRIu64 " to %" PRIu64
            " (move %" PRIu64 ", frozen %" PRIu64 " ms at the source, %" PRIu64
@@ -856,7 +851,7 @@ static void ms__move_assigned_cb(int status,
            now - op->t0_ms);
     ms__op_finish(op, 0, NULL);
     /* A drained server reports "done" at once; the next range moves. */
-    ms__run_drains(m);
+    ms__run_drains(b);
 }
 
 static void ms__move_out_cb(int status,
@@ -865,7 +860,7 @@ static void ms__move_out_cb(int status,
                             void *arg)
 {
     struct ms_op *op = arg;
-    struct ms_master *m = op->m;
+    struct ms_balance *b = op->b;
     const struct ms_range *r;
     struct ms_server *src, *dst;
     Rt__MoveResp *resp;
@@ -876,7 +871,7 @@ static void ms__move_out_cb(int status,
 
     op->calls--;
     op->out_done_ms = rt_time_mono_ms();
-    if (m->stopping) {
+    if (b->cl->stopping) {
         /* The record stays: the next start aborts it. */
         op->finished = true;
         ms__op_maybe_free(op);
@@ -908,9 +903,9 @@ static void ms__move_out_cb(int status,
     rt__move_resp__free_unpacked(resp, NULL);
 
     /* Did anything change while it copied? */
-    r = ms_catalog_range_find(m->cat, op->range_id);
-    src = ms__server_find(m, op->server_id);
-    dst = ms__server_find(m, op->dst);
+    r = ms_catalog_range_find(b->cl->cat, op->range_id);
+    src = ms_cluster_server_find(b->cl, op->server_id);
+    dst = ms_cluster_server_find(b->cl, op->dst);
     if (!r || r->server_id != op->server_id || r->epoch + 1 != op->new_epoch) {
         ms__move_abort(op, RT_ESTALE, "the range changed while it was copied");
         return;
@@ -927,7 +922,7 @@ static void ms__move_out_cb(int status,
         return;
     }
     t = rt_time_mono_ms();
-    rc = ms_catalog_move_commit(m->cat, op->move_id);
+    rc = ms_catalog_move_commit(b->cl->cat, op->move_id);
     if (rc) {
         snprintf(why, sizeof(why), "commit: %s", rt_strerror(rc));
         ms__move_abort(op, rc, why);
@@ -936,15 +931,16 @@ static void ms__move_out_cb(int status,
     json_object_set_new(mv, "commit_ms",
                         json_integer((json_int_t)(rt_time_mono_ms() - t)));
     op->state = MS_MOVE_ASSIGNING;
-    ms__map_changed(m, false);
+    ms_cluster_map_changed(b->cl, false);
     op->calls++;
-    if (ms__assign_push(m, op->dst, 0, ms__move_assigned_cb, op) != 0) {
+    if (ms_cluster_assign_push(b->cl, op->dst, 0, ms__move_assigned_cb, op) !=
+        0) {
         ms__move_assigned_cb(RT_ENOCONN, NULL, 0, op);
     }
 }
 
 /* Moves @range_id to @dst. Returns 0 (finishes later) or an error. */
-static int ms__do_move(struct ms_master *m,
+static int ms__do_move(struct ms_balance *b,
                        uint64_t range_id,
                        uint64_t dst,
                        const char *origin,
@@ -953,9 +949,9 @@ static int ms__do_move(struct ms_master *m,
                        char *err,
                        size_t errlen)
 {
-    const struct ms_range *r = ms_catalog_range_find(m->cat, range_id);
-    const struct ms_server_rec *rec = ms_catalog_server_find(m->cat, dst);
-    const struct ms_load_range *l = ms_load_find(m->load, range_id);
+    const struct ms_range *r = ms_catalog_range_find(b->cl->cat, range_id);
+    const struct ms_server_rec *rec = ms_catalog_server_find(b->cl->cat, dst);
+    const struct ms_load_range *l = ms_load_find(b->load, range_id);
     Rt__MoveReq msg = RT__MOVE_REQ__INIT;
     Rt__Range rng = RT__RANGE__INIT;
     const Rt__MoveReq *mv;
@@ -978,16 +974,16 @@ static int ms__do_move(struct ms_master *m,
                  range_id, dst);
         return RT_EINVAL;
     }
-    if (ms__balance_busy(m, range_id)) {
+    if (ms_balance_busy(b, range_id)) {
         snprintf(err, errlen, "range %" PRIu64 " is busy", range_id);
         return RT_EBUSY;
     }
-    if (!ms__server_usable(m, r->server_id)) {
+    if (!ms_cluster_server_usable(b->cl, r->server_id)) {
         snprintf(err, errlen, "source server %" PRIu64 " is down",
                  r->server_id);
         return RT_EBUSY;
     }
-    if (!ms__server_usable(m, dst)) {
+    if (!ms_cluster_server_usable(b->cl, dst)) {
         snprintf(err, errlen, "target server %" PRIu64 " is down", dst);
         return RT_EBUSY;
     }
@@ -995,20 +991,20 @@ static int ms__do_move(struct ms_master *m,
         snprintf(err, errlen, "target server %" PRIu64 " is draining", dst);
         return RT_EBUSY;
     }
-    src = ms__server_find(m, r->server_id);
-    op = ms__op_new(m, MS_OP_MOVE, origin, req);
-    ms__ev_range(m, op->ev, r);
+    src = ms_cluster_server_find(b->cl, r->server_id);
+    op = ms__op_new(b, MS_OP_MOVE, origin, req);
+    ms__ev_range(b, op->ev, r);
     json_object_set_new(op->ev, "kind", json_string("move"));
     json_object_set_new(op->ev, "origin", json_string(origin));
     json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
     ms__ev_decision(op->ev, d);
-    json_object_set_new(op->ev, "load", ms__load_json(l, false));
+    json_object_set_new(op->ev, "load", ms_balance_load_json(l, false));
     op->range_id = range_id;
     op->server_id = r->server_id;
     op->dst = dst;
     op->state = MS_MOVE_COPYING;
     op->src_reg_gen = src->reg_gen;
-    rc = ms_catalog_move_begin(m->cat, range_id, dst, rec->addr, &mv);
+    rc = ms_catalog_move_begin(b->cl->cat, range_id, dst, rec->addr, &mv);
     if (rc) {
         snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
         op->req = NULL;
@@ -1026,7 +1022,7 @@ static int ms__do_move(struct ms_master *m,
     /* Generous: copying takes about 1 s per 1M small entities here. */
     bytes = l ? l->key_bytes : 0;
     keys = l ? l->key_count : 0;
-    timeout = (m->cfg.move_timeout_ms ? m->cfg.move_timeout_ms : 30000) +
+    timeout = (b->move_timeout_ms ? b->move_timeout_ms : 30000) +
               bytes / 20000 + keys / 100;
     if (timeout > 3600 * 1000) {
         timeout = 3600 * 1000;
@@ -1049,7 +1045,7 @@ static int ms__do_move(struct ms_master *m,
            " (%s), timeout %" PRIu64 " ms",
            op->move_id, range_id, keys, bytes, op->server_id, dst, origin,
            timeout);
-    rc = ms__server_call(m, op->server_id, RT__METHOD__MOVE_OUT, "MOVE_OUT",
+    rc = ms_cluster_call(b->cl, op->server_id, RT__METHOD__MOVE_OUT, "MOVE_OUT",
                          &msg.base, (uint32_t)timeout, ms__move_out_cb, op);
     if (rc) {
         /* Recorded already: abort it properly (answers @req). */
@@ -1058,24 +1054,40 @@ static int ms__do_move(struct ms_master *m,
         return 0;
     }
     op->calls++;
-    ms__status_refresh(m); /* the move shows in "ops" at once */
+    ms_cluster_changed(b->cl); /* the move shows in "ops" at once */
     return 0;
 }
 
 /* ---- restart: unsettled moves ---- */
 
-void ms__balance_init(struct ms_master *m)
+void ms_balance_init(struct ms_balance *b,
+                     struct ms_cluster *cl,
+                     struct ms_load *load,
+                     struct ms_events *events,
+                     struct ms_policy *policy,
+                     const struct ms_policy_config *policy_cfg,
+                     uint32_t tick_ms,
+                     uint32_t move_timeout_ms)
 {
     uint64_t now = rt_time_mono_ms();
-    m->start_ms = now;
-    for (size_t i = 0; i < ms_catalog_nranges(m->cat); i++) {
-        struct ms_rmeta *rm = ms__rmeta(m, ms_catalog_range_at(m->cat, i)->id);
+    memset(b, 0, sizeof(*b));
+    b->cl = cl;
+    b->load = load;
+    b->events = events;
+    b->policy = policy;
+    b->policy_cfg = *policy_cfg;
+    b->tick_ms = tick_ms;
+    b->move_timeout_ms = move_timeout_ms;
+    b->start_ms = now;
+    for (size_t i = 0; i < ms_catalog_nranges(b->cl->cat); i++) {
+        struct ms_rmeta *rm =
+            ms__rmeta(b, ms_catalog_range_at(b->cl->cat, i)->id);
         /* Conservative: what we do not know counts as just split. */
         rm->born_ms = rm->split_ms = now;
     }
-    for (size_t i = 0; i < ms_catalog_nmoves(m->cat); i++) {
-        const Rt__MoveReq *mv = ms_catalog_move_at(m->cat, i);
-        struct ms_op *op = ms__op_new(m, MS_OP_MOVE, "restart", NULL);
+    for (size_t i = 0; i < ms_catalog_nmoves(b->cl->cat); i++) {
+        const Rt__MoveReq *mv = ms_catalog_move_at(b->cl->cat, i);
+        struct ms_op *op = ms__op_new(b, MS_OP_MOVE, "restart", NULL);
         json_t *e = json_object(), *mvj = json_object();
         op->move_id = mv->move_id;
         op->range_id = mv->range->id;
@@ -1097,40 +1109,40 @@ void ms__balance_init(struct ms_master *m)
         json_object_set_new(e, "outcome", json_string("aborted"));
         json_object_set_new(e, "error",
                             json_string("master restarted before the commit"));
-        ms__event(m, e);
+        ms_balance_event(b, e);
         rt_log(RT_LOG_WARN,
                "move %" PRIu64 " of range %" PRIu64 " (server %" PRIu64
                " -> %" PRIu64
                ") was not committed before the restart: "
                "aborting it once both servers are back",
                op->move_id, op->range_id, op->server_id, op->dst);
-        m->n_aborts++;
+        b->n_aborts++;
     }
 }
 
-void ms__balance_fini(struct ms_master *m)
+void ms_balance_fini(struct ms_balance *b)
 {
-    for (size_t i = 0; i < m->ops.n; i++) {
-        struct ms_op *op = m->ops.v[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        struct ms_op *op = b->ops.v[i];
         json_decref(op->ev);
         if (op->req) {
-            ms_admin_complete(m->admin, op->req, 503,
+            ms_admin_complete(b->admin, op->req, 503,
                               rt_xstrdup("{\"error\":\"master stopped\"}"));
         }
         free(op);
     }
-    ms_vec_free(&m->ops);
-    for (size_t i = 0; i < m->rmeta.n; i++) {
-        free(m->rmeta.v[i]);
+    ms_vec_free(&b->ops);
+    for (size_t i = 0; i < b->rmeta.n; i++) {
+        free(b->rmeta.v[i]);
     }
-    ms_vec_free(&m->rmeta);
+    ms_vec_free(&b->rmeta);
 }
 
-void ms__balance_on_register(struct ms_master *m, struct ms_server *s)
+void ms_balance_on_register(struct ms_balance *b, struct ms_server *s)
 {
     s->reg_gen++;
-    for (size_t i = 0; i < m->ops.n; i++) {
-        struct ms_op *op = m->ops.v[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        struct ms_op *op = b->ops.v[i];
         if (op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING &&
             op->server_id == s->id && !op->s_settled) {
             /* Its registration reply lists the range at the old epoch:
@@ -1140,11 +1152,11 @@ void ms__balance_on_register(struct ms_master *m, struct ms_server *s)
     }
 }
 
-void ms__balance_server_state(struct ms_master *m,
-                              struct ms_server *s,
-                              const char *why)
+void ms_balance_server_state(struct ms_balance *b,
+                             struct ms_server *s,
+                             const char *why)
 {
-    const struct ms_server_rec *rec = ms_catalog_server_find(m->cat, s->id);
+    const struct ms_server_rec *rec = ms_catalog_server_find(b->cl->cat, s->id);
     json_t *e = json_object();
     json_object_set_new(
         e, "kind",
@@ -1153,14 +1165,14 @@ void ms__balance_server_state(struct ms_master *m,
     json_object_set_new(e, "addr", json_string(rec ? rec->addr : ""));
     json_object_set_new(
         e, "ranges",
-        json_integer((json_int_t)ms_catalog_server_nranges(m->cat, s->id)));
+        json_integer((json_int_t)ms_catalog_server_nranges(b->cl->cat, s->id)));
     json_object_set_new(e, "reason", json_string(why));
-    ms__event(m, e);
+    ms_balance_event(b, e);
 }
 
-void ms__balance_loads(struct ms_master *m,
-                       struct ms_server *s,
-                       const Rt__HeartbeatReq *req)
+void ms_balance_loads(struct ms_balance *b,
+                      struct ms_server *s,
+                      const Rt__HeartbeatReq *req)
 {
     uint64_t now = rt_time_mono_ms();
     s->pending = req->pending;
@@ -1168,13 +1180,14 @@ void ms__balance_loads(struct ms_master *m,
     s->max_range_eps = req->max_range_eps;
     for (size_t i = 0; i < req->n_loads; i++) {
         const Rt__RangeLoad *l = req->loads[i];
-        const struct ms_range *r = ms_catalog_range_find(m->cat, l->range_id);
+        const struct ms_range *r =
+            ms_catalog_range_find(b->cl->cat, l->range_id);
         /* Only the owner's word counts (a source still reports a range it
          * is handing over; an old id may linger for a heartbeat). */
         if (!r || r->server_id != s->id) {
             continue;
         }
-        ms_load_report(m->load, s->id, l, req->max_server_eps,
+        ms_load_report(b->load, s->id, l, req->max_server_eps,
                        req->max_range_eps, now);
     }
 }
@@ -1190,16 +1203,17 @@ static int ms__rv_cmp(const void *a, const void *b)
     return strcmp(x->low, y->low);
 }
 
-void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
+static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
 {
-    size_t ns = m->servers.n, nr = ms_catalog_nranges(m->cat);
+    size_t ns = b->cl->servers.n, nr = ms_catalog_nranges(b->cl->cat);
     struct ms_server_view *sv = rt_xcalloc(ns ? ns : 1, sizeof(*sv));
     struct ms_range_view *rv = rt_xcalloc(nr ? nr : 1, sizeof(*rv));
     size_t *counts = rt_xcalloc(ns ? ns : 1, sizeof(*counts));
-    ms__range_counts(m, counts);
+    ms_cluster_range_counts(b->cl, counts);
     for (size_t i = 0; i < ns; i++) {
-        const struct ms_server *s = m->servers.v[i];
-        const struct ms_server_rec *rec = ms_catalog_server_find(m->cat, s->id);
+        const struct ms_server *s = b->cl->servers.v[i];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(b->cl->cat, s->id);
         sv[i].id = s->id;
         sv[i].up =
             s->state == MS_SERVER_UP && s->conn && rt_rpc_conn_is_up(s->conn);
@@ -1208,23 +1222,23 @@ void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
         sv[i].pending = s->pending;
         sv[i].max_server_eps = s->max_server_eps;
         sv[i].max_range_eps = s->max_range_eps;
-        sv[i].moving = ms__server_moving(m, s->id);
+        sv[i].moving = ms__server_moving(b, s->id);
         sv[i].move_ms = s->move_ms;
     }
     for (size_t i = 0; i < nr; i++) {
-        const struct ms_range *r = ms_catalog_range_at(m->cat, i);
-        const struct ms_rmeta *rm = ms__rmeta(m, r->id);
+        const struct ms_range *r = ms_catalog_range_at(b->cl->cat, i);
+        const struct ms_rmeta *rm = ms__rmeta(b, r->id);
         rv[i].id = r->id;
         rv[i].table_id = r->table_id;
         rv[i].low = r->low;
         rv[i].high = r->high_inf ? NULL : r->high;
         rv[i].server_id = r->server_id;
         rv[i].epoch = r->epoch;
-        rv[i].busy = ms__balance_busy(m, r->id);
+        rv[i].busy = ms_balance_busy(b, r->id);
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
-        rv[i].load = ms_load_find(m->load, r->id);
+        rv[i].load = ms_load_find(b->load, r->id);
     }
     qsort(rv, nr, sizeof(*rv), ms__rv_cmp);
     free(counts);
@@ -1233,10 +1247,10 @@ void ms__cluster_view(struct ms_master *m, struct ms_cluster_view *view)
     view->ranges = rv;
     view->nranges = nr;
     view->now_ms = rt_time_mono_ms();
-    view->moves = ms__balance_moves(m);
+    view->moves = ms_balance_moves(b);
 }
 
-void ms__cluster_view_free(struct ms_cluster_view *view)
+static void ms__view_free(struct ms_cluster_view *view)
 {
     free((void *)view->servers);
     free((void *)view->ranges);
@@ -1244,11 +1258,21 @@ void ms__cluster_view_free(struct ms_cluster_view *view)
     view->ranges = NULL;
 }
 
+uint64_t ms_balance_place(struct ms_balance *b)
+{
+    struct ms_cluster_view view;
+    uint64_t sid;
+    ms__view(b, &view);
+    sid = ms_policy_place(b->policy, &view);
+    ms__view_free(&view);
+    return sid;
+}
+
 /* ---- the tick ---- */
 
-static void ms__mark_event(struct ms_master *m, const struct ms_decision *d)
+static void ms__mark_event(struct ms_balance *b, const struct ms_decision *d)
 {
-    const struct ms_range *r = ms_catalog_range_find(m->cat, d->range_id);
+    const struct ms_range *r = ms_catalog_range_find(b->cl->cat, d->range_id);
     json_t *e = json_object();
     if (!r) {
         json_decref(e);
@@ -1256,17 +1280,17 @@ static void ms__mark_event(struct ms_master *m, const struct ms_decision *d)
     }
     json_object_set_new(e, "kind", json_string(ms_decision_kind_name(d->kind)));
     json_object_set_new(e, "origin", json_string("policy"));
-    ms__ev_range(m, e, r);
+    ms__ev_range(b, e, r);
     ms__ev_decision(e, d);
-    json_object_set_new(e, "load",
-                        ms__load_json(ms_load_find(m->load, r->id), false));
+    json_object_set_new(
+        e, "load", ms_balance_load_json(ms_load_find(b->load, r->id), false));
     if (d->kind == MS_DECIDE_HOT) {
-        m->n_hot++;
+        b->n_hot++;
     }
-    ms__event(m, e);
+    ms_balance_event(b, e);
 }
 
-static void ms__sync_fail_event(struct ms_master *m,
+static void ms__sync_fail_event(struct ms_balance *b,
                                 const struct ms_decision *d,
                                 int rc,
                                 const char *err)
@@ -1279,37 +1303,37 @@ static void ms__sync_fail_event(struct ms_master *m,
     json_object_set_new(e, "outcome", json_string("failed"));
     json_object_set_new(e, "error", json_string(err));
     json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-    ms__event(m, e);
+    ms_balance_event(b, e);
 }
 
-static void ms__run_policy(struct ms_master *m)
+static void ms__run_policy(struct ms_balance *b)
 {
     struct ms_decision d[MS__MAX_DECISIONS];
     struct ms_cluster_view view;
     char err[256];
     size_t n;
 
-    ms__cluster_view(m, &view);
-    n = ms_policy_decide(&m->policy, &view, d, MS__MAX_DECISIONS);
-    ms__cluster_view_free(&view);
+    ms__view(b, &view);
+    n = ms_policy_decide(b->policy, &view, d, MS__MAX_DECISIONS);
+    ms__view_free(&view);
     for (size_t i = 0; i < n; i++) {
         int rc = 0;
         err[0] = '\0';
         switch (d[i].kind) {
             case MS_DECIDE_HOT:
             case MS_DECIDE_COOL:
-                ms__mark_event(m, &d[i]);
+                ms__mark_event(b, &d[i]);
                 break;
             case MS_DECIDE_SPLIT:
-                rc = ms__do_split(m, d[i].range_id, d[i].key, "policy", &d[i],
+                rc = ms__do_split(b, d[i].range_id, d[i].key, "policy", &d[i],
                                   NULL, err, sizeof(err));
                 break;
             case MS_DECIDE_MERGE:
-                rc = ms__do_merge(m, d[i].range_id, d[i].range_id2, "policy",
+                rc = ms__do_merge(b, d[i].range_id, d[i].range_id2, "policy",
                                   &d[i], NULL, err, sizeof(err));
                 break;
             case MS_DECIDE_MOVE:
-                rc = ms__do_move(m, d[i].range_id, d[i].server_id, "policy",
+                rc = ms__do_move(b, d[i].range_id, d[i].server_id, "policy",
                                  &d[i], NULL, err, sizeof(err));
                 break;
             default:
@@ -1318,39 +1342,40 @@ static void ms__run_policy(struct ms_master *m)
         if (rc) {
             rt_log(RT_LOG_WARN, "policy %s of range %" PRIu64 " not done: %s",
                    ms_decision_kind_name(d[i].kind), d[i].range_id, err);
-            ms__sync_fail_event(m, &d[i], rc, err);
+            ms__sync_fail_event(b, &d[i], rc, err);
         }
     }
     ms_decisions_free(d, n);
 }
 
 /* The least-loaded usable, non-draining server other than @not. */
-static uint64_t ms__drain_target(struct ms_master *m, uint64_t not )
+static uint64_t ms__drain_target(struct ms_balance *b, uint64_t not )
 {
     uint64_t best = 0;
     double best_load = 0;
     size_t best_n = 0;
-    for (size_t i = 0; i < m->servers.n; i++) {
-        const struct ms_server *s = m->servers.v[i];
-        const struct ms_server_rec *rec = ms_catalog_server_find(m->cat, s->id);
+    for (size_t i = 0; i < b->cl->servers.n; i++) {
+        const struct ms_server *s = b->cl->servers.v[i];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(b->cl->cat, s->id);
         double load = 0;
         size_t n = 0;
-        if (s->id == not || !ms__server_usable(m, s->id) || !rec ||
+        if (s->id == not || !ms_cluster_server_usable(b->cl, s->id) || !rec ||
             rec->draining) {
             continue;
         }
-        for (size_t j = 0; j < ms_catalog_nranges(m->cat); j++) {
-            const struct ms_range *r = ms_catalog_range_at(m->cat, j);
+        for (size_t j = 0; j < ms_catalog_nranges(b->cl->cat); j++) {
+            const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             const struct ms_load_range *l;
             if (r->server_id != s->id) {
                 continue;
             }
             n++;
-            l = ms_load_find(m->load, r->id);
+            l = ms_load_find(b->load, r->id);
             load += l ? ms_load_demand(&l->avg) : 0;
         }
         /* Pending moves into it count as well. */
-        n += ms__server_moving(m, s->id);
+        n += ms__server_moving(b, s->id);
         if (!best || load < best_load || (load == best_load && n < best_n)) {
             best = s->id;
             best_load = load;
@@ -1360,49 +1385,48 @@ static uint64_t ms__drain_target(struct ms_master *m, uint64_t not )
     return best;
 }
 
-static void ms__run_drains(struct ms_master *m)
+static void ms__run_drains(struct ms_balance *b)
 {
-    unsigned cap =
-        m->cfg.policy_cfg.max_moves ? m->cfg.policy_cfg.max_moves : 1;
+    unsigned cap = b->policy_cfg.max_moves ? b->policy_cfg.max_moves : 1;
     char err[256];
-    for (size_t i = 0; i < ms_catalog_nservers(m->cat); i++) {
-        const struct ms_server_rec *rec = ms_catalog_server_at(m->cat, i);
+    for (size_t i = 0; i < ms_catalog_nservers(b->cl->cat); i++) {
+        const struct ms_server_rec *rec = ms_catalog_server_at(b->cl->cat, i);
         struct ms_server *s;
         size_t left;
         if (!rec->draining) {
             continue;
         }
-        s = ms__server_find(m, rec->id);
-        left = ms_catalog_server_nranges(m->cat, rec->id);
+        s = ms_cluster_server_find(b->cl, rec->id);
+        left = ms_catalog_server_nranges(b->cl->cat, rec->id);
         if (left == 0) {
-            if (s && !s->drain_reported && ms__server_moving(m, rec->id) == 0) {
+            if (s && !s->drain_reported && ms__server_moving(b, rec->id) == 0) {
                 json_t *e = json_object();
                 s->drain_reported = true;
                 json_object_set_new(e, "kind", json_string("drain"));
                 json_object_set_new(e, "server",
                                     json_integer((json_int_t)rec->id));
                 json_object_set_new(e, "outcome", json_string("done"));
-                ms__event(m, e);
+                ms_balance_event(b, e);
                 rt_log(RT_LOG_INFO, "server %" PRIu64 " drained", rec->id);
             }
             continue;
         }
-        if (!ms__server_usable(m, rec->id)) {
+        if (!ms_cluster_server_usable(b->cl, rec->id)) {
             continue;
         }
         for (size_t j = 0;
-             j < ms_catalog_nranges(m->cat) && ms__balance_moves(m) < cap;
+             j < ms_catalog_nranges(b->cl->cat) && ms_balance_moves(b) < cap;
              j++) {
-            const struct ms_range *r = ms_catalog_range_at(m->cat, j);
+            const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             uint64_t t;
-            if (r->server_id != rec->id || ms__balance_busy(m, r->id)) {
+            if (r->server_id != rec->id || ms_balance_busy(b, r->id)) {
                 continue;
             }
-            t = ms__drain_target(m, rec->id);
+            t = ms__drain_target(b, rec->id);
             if (!t) {
                 break;
             }
-            if (ms__do_move(m, r->id, t, "drain", NULL, NULL, err,
+            if (ms__do_move(b, r->id, t, "drain", NULL, NULL, err,
                             sizeof(err)) != 0) {
                 rt_log(RT_LOG_WARN, "drain of server %" PRIu64 ": %s", rec->id,
                        err);
@@ -1433,12 +1457,12 @@ static uint64_t ms__unix_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void ms__history_frame(struct ms_master *m)
+static void ms__history_frame(struct ms_balance *b)
 {
-    size_t nr = ms_catalog_nranges(m->cat);
+    size_t nr = ms_catalog_nranges(b->cl->cat);
     struct ms_load_frame_range *fr = rt_xcalloc(nr ? nr : 1, sizeof(*fr));
     for (size_t i = 0; i < nr; i++) {
-        const struct ms_range *r = ms_catalog_range_at(m->cat, i);
+        const struct ms_range *r = ms_catalog_range_at(b->cl->cat, i);
         fr[i].range_id = r->id;
         fr[i].table_id = r->table_id;
         fr[i].low = r->low;
@@ -1446,31 +1470,31 @@ static void ms__history_frame(struct ms_master *m)
         fr[i].server_id = r->server_id;
     }
     qsort(fr, nr, sizeof(*fr), ms__fr_cmp);
-    ms_load_frame(m->load, ms__unix_ms(), fr, nr);
+    ms_load_frame(b->load, ms__unix_ms(), fr, nr);
     free(fr);
 }
 
-void ms__balance_tick(struct ms_master *m)
+bool ms_balance_tick(struct ms_balance *b)
 {
     uint64_t now = rt_time_mono_ms();
-    if (m->stopping) {
-        return;
+    if (b->cl->stopping) {
+        return false;
     }
-    ms__rmeta_prune(m);
+    ms__rmeta_prune(b);
     /* Aborted moves not settled yet: ms__abort_kick may free ops, so
      * walk a copy of their move ids. */
-    if (m->ops.n) {
-        uint64_t *ids = rt_xcalloc(m->ops.n, sizeof(*ids));
+    if (b->ops.n) {
+        uint64_t *ids = rt_xcalloc(b->ops.n, sizeof(*ids));
         size_t n = 0;
-        for (size_t i = 0; i < m->ops.n; i++) {
-            const struct ms_op *op = m->ops.v[i];
+        for (size_t i = 0; i < b->ops.n; i++) {
+            const struct ms_op *op = b->ops.v[i];
             if (op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING) {
                 ids[n++] = op->move_id;
             }
         }
         for (size_t k = 0; k < n; k++) {
-            for (size_t i = 0; i < m->ops.n; i++) {
-                struct ms_op *op = m->ops.v[i];
+            for (size_t i = 0; i < b->ops.n; i++) {
+                struct ms_op *op = b->ops.v[i];
                 if (op->kind == MS_OP_MOVE && op->move_id == ids[k] &&
                     op->state == MS_MOVE_ABORTING) {
                     ms__abort_kick(op);
@@ -1480,44 +1504,45 @@ void ms__balance_tick(struct ms_master *m)
         }
         free(ids);
     }
-    ms__run_policy(m);
-    ms__run_drains(m);
-    if (now - m->frame_ms + m->cfg.tick_ms / 2 >= MS__FRAME_MS) {
-        m->frame_ms = now;
-        ms__history_frame(m);
-        ms__status_history(m);
+    ms__run_policy(b);
+    ms__run_drains(b);
+    if (now - b->frame_ms + b->tick_ms / 2 >= MS__FRAME_MS) {
+        b->frame_ms = now;
+        ms__history_frame(b);
+        return true;
     }
+    return false;
 }
 
 /* ---- operator requests ---- */
 
-void ms__balance_admin(struct ms_admin_req *req, void *arg)
+void ms_balance_admin(struct ms_admin_req *req, void *arg)
 {
-    struct ms_master *m = arg;
+    struct ms_balance *b = arg;
     char err[256] = "";
     int rc = 0;
 
-    if (m->stopping) {
-        ms__admin_fail(m, req, RT_EBUSY, "master is stopping");
+    if (b->cl->stopping) {
+        ms__admin_fail(b, req, RT_EBUSY, "master is stopping");
         return;
     }
     switch (req->kind) {
         case MS_ADMIN_SPLIT:
-            rc = ms__do_split(m, req->range_id, req->key, "manual", NULL, req,
+            rc = ms__do_split(b, req->range_id, req->key, "manual", NULL, req,
                               err, sizeof(err));
             break;
         case MS_ADMIN_MERGE:
-            rc = ms__do_merge(m, req->range_id, 0, "manual", NULL, req, err,
+            rc = ms__do_merge(b, req->range_id, 0, "manual", NULL, req, err,
                               sizeof(err));
             break;
         case MS_ADMIN_MOVE:
-            rc = ms__do_move(m, req->range_id, req->server_id, "manual", NULL,
+            rc = ms__do_move(b, req->range_id, req->server_id, "manual", NULL,
                              req, err, sizeof(err));
             break;
         case MS_ADMIN_DRAIN: {
             const struct ms_server_rec *rec =
-                ms_catalog_server_find(m->cat, req->server_id);
-            struct ms_server *s = ms__server_find(m, req->server_id);
+                ms_catalog_server_find(b->cl->cat, req->server_id);
+            struct ms_server *s = ms_cluster_server_find(b->cl, req->server_id);
             json_t *e;
             if (!rec) {
                 snprintf(err, sizeof(err), "no server %" PRIu64,
@@ -1525,7 +1550,8 @@ void ms__balance_admin(struct ms_admin_req *req, void *arg)
                 rc = RT_ENOTFOUND;
                 break;
             }
-            rc = ms_catalog_set_draining(m->cat, req->server_id, !req->cancel);
+            rc = ms_catalog_set_draining(b->cl->cat, req->server_id,
+                                         !req->cancel);
             if (rc) {
                 snprintf(err, sizeof(err), "catalog: %s", rt_strerror(rc));
                 break;
@@ -1544,15 +1570,15 @@ void ms__balance_admin(struct ms_admin_req *req, void *arg)
             json_object_set_new(
                 e, "ranges",
                 json_integer((json_int_t)ms_catalog_server_nranges(
-                    m->cat, req->server_id)));
-            e = ms__event_get(m, e);
+                    b->cl->cat, req->server_id)));
+            e = ms__event_get(b, e);
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,
                    req->cancel ? "no longer draining" : "draining");
-            ms__status_refresh(m);
-            ms_admin_complete(m->admin, req, 200, ms__json_text(e));
+            ms_cluster_changed(b->cl);
+            ms_admin_complete(b->admin, req, 200, ms__json_text(e));
             json_decref(e);
             if (!req->cancel) {
-                ms__run_drains(m);
+                ms__run_drains(b);
             }
             return;
         }
@@ -1562,6 +1588,6 @@ void ms__balance_admin(struct ms_admin_req *req, void *arg)
             break;
     }
     if (rc) {
-        ms__admin_fail(m, req, rc, err);
+        ms__admin_fail(b, req, rc, err);
     }
 }

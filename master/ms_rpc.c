@@ -10,12 +10,16 @@
  * dropped by rt_rpc.
  *
  * Every failure is answered with rt_rpc_reply_err() and an RT_E* code. */
+#include "ms_rpc.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ms_internal.h"
+#include "ms_balance.h"
+#include "ms_catalog.h"
+#include "ms_cluster.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -24,63 +28,20 @@
 
 /* ---- connections ---- */
 
-static struct ms_peer *ms__peer_new(struct ms_master *m,
-                                    struct rt_rpc_conn *conn)
+void ms_rpc_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
 {
-    struct ms_peer *p = rt_xcalloc(1, sizeof(*p));
-    p->m = m;
-    p->conn = conn;
-    rt_rpc_conn_ref(conn);
-    rt_rpc_conn_set_data(conn, p);
-    ms_vec_push(&m->peers, p);
-    return p;
-}
-
-static void ms__vec_remove_ptr(struct ms_vec *vec, void *item)
-{
-    for (size_t i = 0; i < vec->n; i++) {
-        if (vec->v[i] == item) {
-            ms_vec_remove(vec, i);
-            return;
-        }
-    }
-}
-
-void ms__on_conn(struct rt_rpc_conn *conn, int up, void *ud)
-{
-    struct ms_master *m = ud;
+    struct ms_rpc *rpc = ud;
     struct ms_peer *p = rt_rpc_conn_data(conn);
 
     if (up) {
         if (!p) {
-            ms__peer_new(m, conn);
+            ms_cluster_peer_new(rpc->cl, conn);
         }
         return;
     }
-    if (!p) {
-        return;
+    if (p) {
+        ms_cluster_peer_gone(rpc->cl, p);
     }
-    if (p->subscribed) {
-        ms__vec_remove_ptr(&m->subscribers, p);
-        rt_rpc_conn_unref(conn);
-        rt_log(RT_LOG_INFO, "front end unsubscribed (connection closed)");
-    }
-    if (p->server_id) {
-        struct ms_server *s = ms__server_find(m, p->server_id);
-        if (s && s->conn == conn) {
-            s->conn = NULL;
-            rt_rpc_conn_unref(conn);
-            rt_log(RT_LOG_INFO,
-                   "server %" PRIu64
-                   " connection closed (down after "
-                   "%" PRIu32 " ms without heartbeat)",
-                   s->id, m->cfg.heartbeat_timeout_ms);
-        }
-    }
-    ms__vec_remove_ptr(&m->peers, p);
-    rt_rpc_conn_set_data(conn, NULL);
-    rt_rpc_conn_unref(conn);
-    free(p);
 }
 
 /* ---- helpers ---- */
@@ -120,7 +81,7 @@ static void ms__reply_table(struct rt_rpc_conn *conn,
     rt_rpc_reply_pb(conn, id, method, 0, &t.base);
 }
 
-static void ms__reply_assignment(struct ms_master *m,
+static void ms__reply_assignment(struct ms_rpc *rpc,
                                  struct rt_rpc_conn *conn,
                                  uint64_t id,
                                  uint32_t method,
@@ -129,28 +90,28 @@ static void ms__reply_assignment(struct ms_master *m,
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
     Rt__Range *rv, **rvp;
     resp.server_id = server_id;
-    resp.n_ranges = ms__assignment(m, server_id, &rv, &rvp);
+    resp.n_ranges = ms_cluster_assignment(rpc->cl, server_id, &rv, &rvp);
     resp.ranges = rvp;
-    resp.map_version = ms_catalog_map_version(m->cat);
+    resp.map_version = ms_catalog_map_version(rpc->cl->cat);
     rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
     free(rv);
     free(rvp);
 }
 
-static void ms__reply_map(struct ms_master *m,
+static void ms__reply_map(struct ms_rpc *rpc,
                           struct rt_rpc_conn *conn,
                           uint64_t id,
                           uint32_t method)
 {
     const uint8_t *buf;
     size_t len;
-    ms__map_packed(m, &buf, &len);
+    ms_cluster_map_packed(rpc->cl, &buf, &len);
     rt_rpc_reply(conn, id, method, 0, buf, len);
 }
 
 /* ---- flow 1: partition servers ---- */
 
-static void ms__h_register(struct ms_master *m,
+static void ms__h_register(struct ms_rpc *rpc,
                            struct ms_peer *peer,
                            uint64_t id,
                            const uint8_t *body,
@@ -173,23 +134,23 @@ static void ms__h_register(struct ms_master *m,
                          "register: addr is required");
         goto out;
     }
-    rc = ms_catalog_register_server(m->cat, req->server_id, req->addr, &sid,
-                                    &addr_changed);
+    rc = ms_catalog_register_server(rpc->cl->cat, req->server_id, req->addr,
+                                    &sid, &addr_changed);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
         goto out;
     }
-    s = ms__server_get(m, sid);
-    ms__server_attach(m, s, peer);
-    came_up = ms__server_alive(m, s);
+    s = ms_cluster_server_get(rpc->cl, sid);
+    ms_cluster_server_attach(rpc->cl, s, peer);
+    came_up = ms_cluster_server_alive(rpc->cl, s);
     /* Its reply below lists its ranges: that settles aborted moves. */
-    ms__balance_on_register(m, s);
+    ms_balance_on_register(rpc->bal, s);
     if (came_up) {
-        ms__balance_server_state(m, s, "registered");
+        ms_balance_server_state(rpc->bal, s, "registered");
     }
     for (size_t i = 0; i < req->n_range_ids; i++) {
         const struct ms_range *r =
-            ms_catalog_range_find(m->cat, req->range_ids[i]);
+            ms_catalog_range_find(rpc->cl->cat, req->range_ids[i]);
         if (!r || r->server_id != sid) {
             unknown++;
         }
@@ -200,20 +161,20 @@ static void ms__h_register(struct ms_master *m,
            "ranges (%zu not assigned to it), assigned %zu",
            sid, req->server_id ? "" : " (new id)", rt_rpc_conn_peer(peer->conn),
            req->addr, req->n_range_ids, unknown,
-           ms_catalog_server_nranges(m->cat, sid));
+           ms_catalog_server_nranges(rpc->cl->cat, sid));
     if (addr_changed || came_up) {
         /* An addr change was versioned by the catalog already. */
-        ms__map_changed(m, !addr_changed);
+        ms_cluster_map_changed(rpc->cl, !addr_changed);
     }
-    ms__reply_assignment(m, peer->conn, id, method, sid);
+    ms__reply_assignment(rpc, peer->conn, id, method, sid);
     if (addr_changed || came_up) {
-        ms__map_push(m);
+        ms_cluster_map_push(rpc->cl);
     }
 out:
     rt__register_req__free_unpacked(req, NULL);
 }
 
-static void ms__h_heartbeat(struct ms_master *m,
+static void ms__h_heartbeat(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
                             const uint8_t *body,
@@ -228,7 +189,7 @@ static void ms__h_heartbeat(struct ms_master *m,
     if (!req) {
         return;
     }
-    s = req->server_id ? ms__server_find(m, req->server_id) : NULL;
+    s = req->server_id ? ms_cluster_server_find(rpc->cl, req->server_id) : NULL;
     if (!s) {
         char msg[96];
         snprintf(msg, sizeof(msg),
@@ -237,18 +198,18 @@ static void ms__h_heartbeat(struct ms_master *m,
         rt_rpc_reply_err(peer->conn, id, method, RT_ENOTFOUND, msg);
         goto out;
     }
-    ms__server_attach(m, s, peer);
-    came_up = ms__server_alive(m, s);
+    ms_cluster_server_attach(rpc->cl, s, peer);
+    came_up = ms_cluster_server_alive(rpc->cl, s);
     /* The load model (ms_load.h) for the policy and the dashboard. */
-    ms__balance_loads(m, s, req);
+    ms_balance_loads(rpc->bal, s, req);
     if (came_up) {
         rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
-        ms__balance_server_state(m, s, "heartbeat");
-        ms__map_changed(m, true);
+        ms_balance_server_state(rpc->bal, s, "heartbeat");
+        ms_cluster_map_changed(rpc->cl, true);
     }
-    ms__reply_assignment(m, peer->conn, id, method, s->id);
+    ms__reply_assignment(rpc, peer->conn, id, method, s->id);
     if (came_up) {
-        ms__map_push(m);
+        ms_cluster_map_push(rpc->cl);
     }
 out:
     rt__heartbeat_req__free_unpacked(req, NULL);
@@ -256,23 +217,17 @@ out:
 
 /* ---- flow 2: front ends ---- */
 
-static void ms__h_hello(struct ms_master *m, struct ms_peer *peer, uint64_t id)
+static void ms__h_hello(struct ms_rpc *rpc, struct ms_peer *peer, uint64_t id)
 {
-    if (!peer->subscribed) {
-        peer->subscribed = true;
-        rt_rpc_conn_ref(peer->conn);
-        ms_vec_push(&m->subscribers, peer);
-        rt_log(RT_LOG_INFO, "front end %s subscribed to map updates",
-               rt_rpc_conn_peer(peer->conn));
-    }
-    ms__reply_map(m, peer->conn, id, RT__METHOD__FE_HELLO);
+    ms_cluster_subscribe(rpc->cl, peer);
+    ms__reply_map(rpc, peer->conn, id, RT__METHOD__FE_HELLO);
 }
 
 /* ---- flow 3: create table ---- */
 
 struct ms__create_op
 {
-    struct ms_master *m;
+    struct ms_rpc *rpc;
     struct rt_rpc_conn *conn; /* the caller's (ref held) */
     uint64_t id;
     uint64_t table_id;
@@ -282,7 +237,7 @@ struct ms__create_op
 
 static void ms__create_finish(struct ms__create_op *op)
 {
-    ms__map_push(op->m);
+    ms_cluster_map_push(op->rpc->cl);
     ms__reply_table(op->conn, op->id, RT__METHOD__CREATE_TABLE, op->account,
                     op->name, op->table_id);
     rt_rpc_conn_unref(op->conn);
@@ -296,13 +251,13 @@ static void ms__create_assigned_cb(int status,
                                    size_t len,
                                    void *arg)
 {
-    (void)status; /* logged by ms__server_call; success either way */
+    (void)status; /* logged by ms_cluster_call; success either way */
     (void)body;
     (void)len;
     ms__create_finish(arg);
 }
 
-static void ms__h_create(struct ms_master *m,
+static void ms__h_create(struct ms_rpc *rpc,
                          struct ms_peer *peer,
                          uint64_t id,
                          const uint8_t *body,
@@ -313,7 +268,6 @@ static void ms__h_create(struct ms_master *m,
                                    method, body, len);
     const struct ms_table *t;
     const struct ms_range *r;
-    struct ms_cluster_view view;
     struct ms__create_op *op;
     uint64_t sid;
     const char *account, *name;
@@ -333,18 +287,16 @@ static void ms__h_create(struct ms_master *m,
                          "account is required");
         goto out;
     }
-    if (ms_catalog_table_find(m->cat, account, name)) {
+    if (ms_catalog_table_find(rpc->cl->cat, account, name)) {
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEEXISTS, NULL);
         goto out;
     }
-    if (ms_catalog_table_deleting(m->cat, account, name)) {
+    if (ms_catalog_table_deleting(rpc->cl->cat, account, name)) {
         /* Spec §3.2/§3.3: 409 TableBeingDeleted during the grace period. */
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEBEINGDELETED, NULL);
         goto out;
     }
-    ms__cluster_view(m, &view);
-    sid = ms_policy_place(&m->policy, &view);
-    ms__cluster_view_free(&view);
+    sid = ms_balance_place(rpc->bal);
     if (!sid) {
         rt_log(RT_LOG_WARN, "create table %s/%s: no live partition server",
                account, name);
@@ -352,7 +304,7 @@ static void ms__h_create(struct ms_master *m,
                          "no live partition server");
         goto out;
     }
-    rc = ms_catalog_create_table(m->cat, account, name, sid, &t, &r);
+    rc = ms_catalog_create_table(rpc->cl->cat, account, name, sid, &t, &r);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
         goto out;
@@ -360,19 +312,21 @@ static void ms__h_create(struct ms_master *m,
     rt_log(RT_LOG_INFO,
            "table %s/%s created: id %" PRIu64 ", range %" PRIu64
            " on server %" PRIu64 ", map version %" PRIu64,
-           account, t->name, t->id, r->id, sid, ms_catalog_map_version(m->cat));
-    ms__balance_range_created(m, r->id);
-    ms__map_changed(m, false);
+           account, t->name, t->id, r->id, sid,
+           ms_catalog_map_version(rpc->cl->cat));
+    ms_balance_range_created(rpc->bal, r->id);
+    ms_cluster_map_changed(rpc->cl, false);
 
     op = rt_xcalloc(1, sizeof(*op));
-    op->m = m;
+    op->rpc = rpc;
     op->conn = peer->conn;
     rt_rpc_conn_ref(op->conn);
     op->id = id;
     op->table_id = t->id;
     op->account = rt_xstrdup(t->account);
     op->name = rt_xstrdup(t->name);
-    if (ms__assign_push(m, sid, 0, ms__create_assigned_cb, op) != 0) {
+    if (ms_cluster_assign_push(rpc->cl, sid, 0, ms__create_assigned_cb, op) !=
+        0) {
         ms__create_finish(op); /* not connected: the heartbeat reconciles */
     }
 out:
@@ -381,7 +335,7 @@ out:
 
 /* ---- flow 4: delete table ---- */
 
-static void ms__h_delete(struct ms_master *m,
+static void ms__h_delete(struct ms_rpc *rpc,
                          struct ms_peer *peer,
                          uint64_t id,
                          const uint8_t *body,
@@ -396,7 +350,7 @@ static void ms__h_delete(struct ms_master *m,
     if (!req) {
         return;
     }
-    rc = ms_catalog_delete_table(m->cat, ms__str(req->account),
+    rc = ms_catalog_delete_table(rpc->cl->cat, ms__str(req->account),
                                  ms__str(req->name), &drop);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
@@ -407,19 +361,19 @@ static void ms__h_delete(struct ms_master *m,
            ", dropping on %zu servers, "
            "map version %" PRIu64,
            ms__str(req->account), ms__str(req->name), drop.table_id,
-           drop.nservers, ms_catalog_map_version(m->cat));
-    ms__map_changed(m, false);
+           drop.nservers, ms_catalog_map_version(rpc->cl->cat));
+    ms_cluster_map_changed(rpc->cl, false);
     for (size_t i = 0; i < drop.nservers; i++) {
         Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
         d.table_id = drop.table_id;
         /* Not waited for: a server that misses it drops the ranges when
          * its next heartbeat reply no longer lists them. */
-        ms__server_call(m, drop.server_ids[i], RT__METHOD__DROP_TABLE,
+        ms_cluster_call(rpc->cl, drop.server_ids[i], RT__METHOD__DROP_TABLE,
                         "DROP_TABLE", &d.base, MS__DROP_TIMEOUT_MS, NULL, NULL);
-        ms__assign_push(m, drop.server_ids[i], 0, NULL, NULL);
+        ms_cluster_assign_push(rpc->cl, drop.server_ids[i], 0, NULL, NULL);
     }
     ms_table_drop_free(&drop);
-    ms__map_push(m);
+    ms_cluster_map_push(rpc->cl);
     rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
 out:
     rt__table_req__free_unpacked(req, NULL);
@@ -427,7 +381,7 @@ out:
 
 /* ---- flow 5: list / get ---- */
 
-static void ms__h_list(struct ms_master *m,
+static void ms__h_list(struct ms_rpc *rpc,
                        struct ms_peer *peer,
                        uint64_t id,
                        const uint8_t *body,
@@ -444,12 +398,13 @@ static void ms__h_list(struct ms_master *m,
     if (!req) {
         return;
     }
-    ms_catalog_list_tables(m->cat, ms__str(req->account), ms__str(req->start),
-                           req->limit, &first, &count, &next);
+    ms_catalog_list_tables(rpc->cl->cat, ms__str(req->account),
+                           ms__str(req->start), req->limit, &first, &count,
+                           &next);
     tv = rt_xcalloc(count ? count : 1, sizeof(*tv));
     tvp = rt_xcalloc(count ? count : 1, sizeof(*tvp));
     for (size_t i = 0; i < count; i++) {
-        const struct ms_table *t = ms_catalog_table_at(m->cat, first + i);
+        const struct ms_table *t = ms_catalog_table_at(rpc->cl->cat, first + i);
         rt__table__init(&tv[i]);
         tv[i].account = t->account;
         tv[i].name = t->name;
@@ -465,7 +420,7 @@ static void ms__h_list(struct ms_master *m,
     rt__list_tables_req__free_unpacked(req, NULL);
 }
 
-static void ms__h_get_table(struct ms_master *m,
+static void ms__h_get_table(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
                             const uint8_t *body,
@@ -478,7 +433,7 @@ static void ms__h_get_table(struct ms_master *m,
     if (!req) {
         return;
     }
-    t = ms_catalog_table_find(m->cat, ms__str(req->account),
+    t = ms_catalog_table_find(rpc->cl->cat, ms__str(req->account),
                               ms__str(req->name));
     if (t) {
         ms__reply_table(peer->conn, id, method, t->account, t->name, t->id);
@@ -490,7 +445,7 @@ static void ms__h_get_table(struct ms_master *m,
 
 /* ---- table ACLs and service properties (issue 4) ---- */
 
-static void ms__h_get_acl(struct ms_master *m,
+static void ms__h_get_acl(struct ms_rpc *rpc,
                           struct ms_peer *peer,
                           uint64_t id,
                           const uint8_t *body,
@@ -505,7 +460,7 @@ static void ms__h_get_acl(struct ms_master *m,
     if (!req) {
         return;
     }
-    t = ms_catalog_table_find(m->cat, ms__str(req->account),
+    t = ms_catalog_table_find(rpc->cl->cat, ms__str(req->account),
                               ms__str(req->name));
     if (!t) {
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
@@ -524,7 +479,7 @@ out:
     rt__acl_req__free_unpacked(req, NULL);
 }
 
-static void ms__h_set_acl(struct ms_master *m,
+static void ms__h_set_acl(struct ms_rpc *rpc,
                           struct ms_peer *peer,
                           uint64_t id,
                           const uint8_t *body,
@@ -551,8 +506,8 @@ static void ms__h_set_acl(struct ms_master *m,
         acl[i].expiry = si->expiry;
         acl[i].permission = si->permission;
     }
-    rc = ms_catalog_set_acl(m->cat, ms__str(req->account), ms__str(req->name),
-                            acl, req->n_acl);
+    rc = ms_catalog_set_acl(rpc->cl->cat, ms__str(req->account),
+                            ms__str(req->name), acl, req->n_acl);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
         goto out;
@@ -560,17 +515,17 @@ static void ms__h_set_acl(struct ms_master *m,
     rt_log(RT_LOG_INFO,
            "table %s/%s: ACL set (%zu identifiers), map version %" PRIu64,
            ms__str(req->account), ms__str(req->name), req->n_acl,
-           ms_catalog_map_version(m->cat));
+           ms_catalog_map_version(rpc->cl->cat));
     /* Push first: the caller's front end subscribes on this connection,
      * so it has the new ACL before it sees the reply. */
-    ms__map_changed(m, false);
-    ms__map_push(m);
+    ms_cluster_map_changed(rpc->cl, false);
+    ms_cluster_map_push(rpc->cl);
     rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
 out:
     rt__acl_req__free_unpacked(req, NULL);
 }
 
-static void ms__h_get_props(struct ms_master *m,
+static void ms__h_get_props(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
                             const uint8_t *body,
@@ -585,12 +540,12 @@ static void ms__h_get_props(struct ms_master *m,
         return;
     }
     /* Never set: all sections absent; the front end emits the defaults. */
-    p = ms_catalog_props(m->cat, ms__str(req->account));
+    p = ms_catalog_props(rpc->cl->cat, ms__str(req->account));
     rt_rpc_reply_pb(peer->conn, id, method, 0, p ? &p->base : &empty.base);
     rt__service_props_req__free_unpacked(req, NULL);
 }
 
-static void ms__h_set_props(struct ms_master *m,
+static void ms__h_set_props(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
                             const uint8_t *body,
@@ -604,7 +559,7 @@ static void ms__h_set_props(struct ms_master *m,
     if (!req) {
         return;
     }
-    rc = ms_catalog_set_props(m->cat, ms__str(req->account),
+    rc = ms_catalog_set_props(rpc->cl->cat, ms__str(req->account),
                               req->props ? req->props : &empty);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
@@ -612,9 +567,9 @@ static void ms__h_set_props(struct ms_master *m,
     }
     rt_log(RT_LOG_INFO,
            "account %s: service properties set, map version %" PRIu64,
-           ms__str(req->account), ms_catalog_map_version(m->cat));
-    ms__map_changed(m, false);
-    ms__map_push(m);
+           ms__str(req->account), ms_catalog_map_version(rpc->cl->cat));
+    ms_cluster_map_changed(rpc->cl, false);
+    ms_cluster_map_push(rpc->cl);
     rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
 out:
     rt__service_props_req__free_unpacked(req, NULL);
@@ -622,60 +577,60 @@ out:
 
 /* ---- dispatch ---- */
 
-void ms__on_request(struct rt_rpc_conn *conn,
-                    uint32_t method,
-                    uint64_t id,
-                    const uint8_t *body,
-                    size_t len,
-                    void *ud)
+void ms_rpc_on_request(struct rt_rpc_conn *conn,
+                       uint32_t method,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len,
+                       void *ud)
 {
-    struct ms_master *m = ud;
+    struct ms_rpc *rpc = ud;
     struct ms_peer *peer = rt_rpc_conn_data(conn);
 
-    m->rpc_requests++;
+    rpc->cl->rpc_requests++;
     if (!peer) {
-        peer = ms__peer_new(m, conn);
+        peer = ms_cluster_peer_new(rpc->cl, conn);
     }
-    if (m->stopping) {
+    if (rpc->cl->stopping) {
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "master is stopping");
         return;
     }
     switch (method) {
         case RT__METHOD__PS_REGISTER:
-            ms__h_register(m, peer, id, body, len);
+            ms__h_register(rpc, peer, id, body, len);
             break;
         case RT__METHOD__PS_HEARTBEAT:
-            ms__h_heartbeat(m, peer, id, body, len);
+            ms__h_heartbeat(rpc, peer, id, body, len);
             break;
         case RT__METHOD__FE_HELLO:
-            ms__h_hello(m, peer, id);
+            ms__h_hello(rpc, peer, id);
             break;
         case RT__METHOD__GET_MAP:
-            ms__reply_map(m, conn, id, method);
+            ms__reply_map(rpc, conn, id, method);
             break;
         case RT__METHOD__CREATE_TABLE:
-            ms__h_create(m, peer, id, body, len);
+            ms__h_create(rpc, peer, id, body, len);
             break;
         case RT__METHOD__DELETE_TABLE:
-            ms__h_delete(m, peer, id, body, len);
+            ms__h_delete(rpc, peer, id, body, len);
             break;
         case RT__METHOD__LIST_TABLES:
-            ms__h_list(m, peer, id, body, len);
+            ms__h_list(rpc, peer, id, body, len);
             break;
         case RT__METHOD__GET_TABLE:
-            ms__h_get_table(m, peer, id, body, len);
+            ms__h_get_table(rpc, peer, id, body, len);
             break;
         case RT__METHOD__GET_ACL:
-            ms__h_get_acl(m, peer, id, body, len);
+            ms__h_get_acl(rpc, peer, id, body, len);
             break;
         case RT__METHOD__SET_ACL:
-            ms__h_set_acl(m, peer, id, body, len);
+            ms__h_set_acl(rpc, peer, id, body, len);
             break;
         case RT__METHOD__GET_SERVICE_PROPS:
-            ms__h_get_props(m, peer, id, body, len);
+            ms__h_get_props(rpc, peer, id, body, len);
             break;
         case RT__METHOD__SET_SERVICE_PROPS:
-            ms__h_set_props(m, peer, id, body, len);
+            ms__h_set_props(rpc, peer, id, body, len);
             break;
         case RT__METHOD__PING:
             rt_rpc_reply(conn, id, method, 0, NULL, 0);

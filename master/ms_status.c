@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ms_internal.h"
+#include "ms_balance.h"
+#include "ms_catalog.h"
+#include "ms_cluster.h"
+#include "ms_policy.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
@@ -104,7 +107,8 @@ static json_t *ms__json_key(const char *s)
     return j;
 }
 
-static char *ms__build_json(struct ms_master *m,
+static char *ms__build_json(struct ms_cluster *cl,
+                            struct ms_balance *bal,
                             const size_t *counts,
                             uint64_t now)
 {
@@ -114,9 +118,10 @@ static char *ms__build_json(struct ms_master *m,
     json_t *tables = json_array();
     char *out;
 
-    for (size_t i = 0; i < m->servers.n; i++) {
-        const struct ms_server *s = m->servers.v[i];
-        const struct ms_server_rec *rec = ms_catalog_server_find(m->cat, s->id);
+    for (size_t i = 0; i < cl->servers.n; i++) {
+        const struct ms_server *s = cl->servers.v[i];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(cl->cat, s->id);
         json_t *o = json_object();
         json_object_set_new(o, "id", ms__json_u64(s->id));
         json_object_set_new(o, "addr", json_string(rec ? rec->addr : ""));
@@ -133,13 +138,13 @@ static char *ms__build_json(struct ms_master *m,
             struct ms_load_rates sum = {0};
             uint64_t keys = 0, bytes = 0;
             json_t *lo;
-            for (size_t j = 0; j < ms_catalog_nranges(m->cat); j++) {
-                const struct ms_range *r = ms_catalog_range_at(m->cat, j);
+            for (size_t j = 0; j < ms_catalog_nranges(cl->cat); j++) {
+                const struct ms_range *r = ms_catalog_range_at(cl->cat, j);
                 const struct ms_load_range *l;
                 if (r->server_id != s->id) {
                     continue;
                 }
-                l = ms_load_find(m->load, r->id);
+                l = ms_load_find(bal->load, r->id);
                 if (!l) {
                     continue;
                 }
@@ -172,9 +177,9 @@ static char *ms__build_json(struct ms_master *m,
         json_object_set_new(o, "max_range_eps", ms__json_u64(s->max_range_eps));
         json_array_append_new(servers, o);
     }
-    for (size_t i = 0; i < ms_catalog_nranges(m->cat); i++) {
-        const struct ms_range *r = ms_catalog_range_at(m->cat, i);
-        const struct ms_table *t = ms_catalog_table_by_id(m->cat, r->table_id);
+    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
+        const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
+        const struct ms_table *t = ms_catalog_table_by_id(cl->cat, r->table_id);
         json_t *o = json_object();
         json_object_set_new(o, "id", ms__json_u64(r->id));
         json_object_set_new(o, "table", t ? json_string(t->name) : json_null());
@@ -187,20 +192,21 @@ static char *ms__build_json(struct ms_master *m,
         json_object_set_new(o, "server", ms__json_u64(r->server_id));
         json_object_set_new(o, "epoch", ms__json_u64(r->epoch));
         {
-            const struct ms_load_range *l = ms_load_find(m->load, r->id);
-            const struct ms_server *s = ms__server_find(m, r->server_id);
-            double thr = ms_policy_hot_threshold(&m->cfg.policy_cfg,
+            const struct ms_load_range *l = ms_load_find(bal->load, r->id);
+            const struct ms_server *s =
+                ms_cluster_server_find(cl, r->server_id);
+            double thr = ms_policy_hot_threshold(&bal->policy_cfg,
                                                  s ? s->max_range_eps : 0);
-            json_object_set_new(o, "load", ms__load_json(l, false));
+            json_object_set_new(o, "load", ms_balance_load_json(l, false));
             json_object_set_new(
                 o, "hot", json_boolean(l && ms_load_demand(&l->avg) >= thr));
             json_object_set_new(o, "busy",
-                                json_boolean(ms__balance_busy(m, r->id)));
+                                json_boolean(ms_balance_busy(bal, r->id)));
         }
         json_array_append_new(ranges, o);
     }
-    for (size_t i = 0; i < ms_catalog_ntables(m->cat); i++) {
-        const struct ms_table *t = ms_catalog_table_at(m->cat, i);
+    for (size_t i = 0; i < ms_catalog_ntables(cl->cat); i++) {
+        const struct ms_table *t = ms_catalog_table_at(cl->cat, i);
         json_t *o = json_object();
         json_object_set_new(o, "account", json_string(t->account));
         json_object_set_new(o, "name", json_string(t->name));
@@ -211,16 +217,16 @@ static char *ms__build_json(struct ms_master *m,
     json_object_set_new(root, "ranges", ranges);
     json_object_set_new(root, "tables", tables);
     json_object_set_new(root, "map_version",
-                        ms__json_u64(ms_catalog_map_version(m->cat)));
+                        ms__json_u64(ms_catalog_map_version(cl->cat)));
     {
         json_t *pol = json_object(), *ops = json_array();
-        const struct ms_policy_config *c = &m->cfg.policy_cfg;
-        json_object_set_new(pol, "name", json_string(m->policy.ops->name));
+        const struct ms_policy_config *c = &bal->policy_cfg;
+        json_object_set_new(pol, "name", json_string(bal->policy->ops->name));
         json_object_set_new(pol, "split_eps", json_real(c->split_eps));
         json_object_set_new(pol, "max_moves", ms__json_u64(c->max_moves));
         json_object_set_new(root, "policy", pol);
-        for (size_t i = 0; i < m->ops.n; i++) {
-            const struct ms_op *op = m->ops.v[i];
+        for (size_t i = 0; i < bal->ops.n; i++) {
+            const struct ms_op *op = bal->ops.v[i];
             static const char *const kinds[] = {"split", "merge", "move"};
             static const char *const states[] = {"copying", "assigning",
                                                  "aborting"};
@@ -242,7 +248,7 @@ static char *ms__build_json(struct ms_master *m,
         json_object_set_new(root, "ops", ops);
         json_object_set_new(
             root, "events_seq",
-            ms__json_u64(m->events ? ms_events_last_seq(m->events) : 0));
+            ms__json_u64(bal->events ? ms_events_last_seq(bal->events) : 0));
     }
     out = json_dumps(
         root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
@@ -262,13 +268,13 @@ static void ms__metric(struct rt_buf *b,
     rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static char *ms__build_metrics(struct ms_master *m)
+static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
 {
     struct rt_buf b = RT_BUF_INIT;
     size_t up = 0, down = 0, len;
     char *out;
-    for (size_t i = 0; i < m->servers.n; i++) {
-        if (((struct ms_server *)m->servers.v[i])->state == MS_SERVER_UP) {
+    for (size_t i = 0; i < cl->servers.n; i++) {
+        if (((struct ms_server *)cl->servers.v[i])->state == MS_SERVER_UP) {
             up++;
         } else {
             down++;
@@ -279,66 +285,66 @@ static char *ms__build_metrics(struct ms_master *m)
     rt_buf_printf(&b, "rt_master_servers{state=\"up\"} %zu\n", up);
     rt_buf_printf(&b, "rt_master_servers{state=\"down\"} %zu\n", down);
     ms__metric(&b, "rt_master_ranges", "gauge", "Ranges in the partition map.");
-    rt_buf_printf(&b, "rt_master_ranges %zu\n", ms_catalog_nranges(m->cat));
+    rt_buf_printf(&b, "rt_master_ranges %zu\n", ms_catalog_nranges(cl->cat));
     ms__metric(&b, "rt_master_tables", "gauge",
                "Tables in the catalog (all accounts).");
-    rt_buf_printf(&b, "rt_master_tables %zu\n", ms_catalog_ntables(m->cat));
+    rt_buf_printf(&b, "rt_master_tables %zu\n", ms_catalog_ntables(cl->cat));
     ms__metric(&b, "rt_master_map_version", "gauge",
                "Version of the partition map.");
     rt_buf_printf(&b, "rt_master_map_version %" PRIu64 "\n",
-                  ms_catalog_map_version(m->cat));
+                  ms_catalog_map_version(cl->cat));
     ms__metric(&b, "rt_master_fe_subscribers", "gauge",
                "Front-end connections subscribed to map updates.");
-    rt_buf_printf(&b, "rt_master_fe_subscribers %zu\n", m->subscribers.n);
+    rt_buf_printf(&b, "rt_master_fe_subscribers %zu\n", cl->subscribers.n);
     ms__metric(&b, "rt_master_rpc_requests_total", "counter",
                "RPC requests received by the master.");
     rt_buf_printf(&b, "rt_master_rpc_requests_total %" PRIu64 "\n",
-                  m->rpc_requests);
+                  cl->rpc_requests);
     ms__metric(&b, "rt_master_map_pushes_total", "counter",
                "MAP_UPDATE broadcasts to front ends.");
     rt_buf_printf(&b, "rt_master_map_pushes_total %" PRIu64 "\n",
-                  m->map_pushes);
+                  cl->map_pushes);
     ms__metric(&b, "rt_master_splits_total", "counter",
                "Range splits committed (policy and operator).");
-    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n", m->n_splits);
+    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n", bal->n_splits);
     ms__metric(&b, "rt_master_merges_total", "counter",
                "Range merges committed.");
-    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n", m->n_merges);
+    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n", bal->n_merges);
     ms__metric(&b, "rt_master_moves_total", "counter",
                "Range moves by outcome.");
     rt_buf_printf(&b, "rt_master_moves_total{outcome=\"ok\"} %" PRIu64 "\n",
-                  m->n_moves);
+                  bal->n_moves);
     rt_buf_printf(&b,
                   "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
-                  m->n_aborts);
+                  bal->n_aborts);
     ms__metric(&b, "rt_master_moves_inflight", "gauge",
                "Range moves in flight.");
-    rt_buf_printf(&b, "rt_master_moves_inflight %u\n", ms__balance_moves(m));
+    rt_buf_printf(&b, "rt_master_moves_inflight %u\n", ms_balance_moves(bal));
     ms__metric(&b, "rt_master_hot_marks_total", "counter",
                "Times a range was marked hot by the policy.");
-    rt_buf_printf(&b, "rt_master_hot_marks_total %" PRIu64 "\n", m->n_hot);
+    rt_buf_printf(&b, "rt_master_hot_marks_total %" PRIu64 "\n", bal->n_hot);
     ms__metric(&b, "rt_master_events_total", "counter",
                "Events recorded since this master started.");
     rt_buf_printf(&b, "rt_master_events_total %" PRIu64 "\n",
-                  m->events ? ms_events_added(m->events) : 0);
+                  bal->events ? ms_events_added(bal->events) : 0);
     rt_buf_cstr(&b);
     out = (char *)rt_buf_steal(&b, &len);
     return out;
 }
 
-char *ms_status_build_history(struct ms_master *m)
+char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
 {
     json_t *root = json_object(), *tables = json_object();
     json_t *ranges = json_object(), *frames = json_array();
     char key[32], *out;
 
-    for (size_t i = 0; i < ms_catalog_ntables(m->cat); i++) {
-        const struct ms_table *t = ms_catalog_table_at(m->cat, i);
+    for (size_t i = 0; i < ms_catalog_ntables(cl->cat); i++) {
+        const struct ms_table *t = ms_catalog_table_at(cl->cat, i);
         snprintf(key, sizeof(key), "%" PRIu64, t->id);
         json_object_set_new(tables, key, json_string(t->name));
     }
-    for (size_t i = 0; i < ms_load_nbounds(m->load); i++) {
-        const struct ms_load_bounds *b = ms_load_bounds_at(m->load, i);
+    for (size_t i = 0; i < ms_load_nbounds(bal->load); i++) {
+        const struct ms_load_bounds *b = ms_load_bounds_at(bal->load, i);
         json_t *o = json_object();
         snprintf(key, sizeof(key), "%" PRIu64, b->range_id);
         json_object_set_new(o, "table_id", ms__json_u64(b->table_id));
@@ -347,8 +353,8 @@ char *ms_status_build_history(struct ms_master *m)
                             b->high ? ms__json_key(b->high) : json_null());
         json_object_set_new(ranges, key, o);
     }
-    for (size_t i = 0; i < ms_load_nframes(m->load); i++) {
-        const struct ms_load_frame *f = ms_load_frame_at(m->load, i);
+    for (size_t i = 0; i < ms_load_nframes(bal->load); i++) {
+        const struct ms_load_frame *f = ms_load_frame_at(bal->load, i);
         json_t *fo = json_object(), *r = json_array(), *s = json_array();
         for (size_t j = 0; j < f->ncells; j++) {
             json_t *c = json_array();
@@ -370,7 +376,7 @@ char *ms_status_build_history(struct ms_master *m)
     }
     json_object_set_new(root, "step_ms", json_integer(1000));
     json_object_set_new(root, "threshold",
-                        json_real(m->cfg.policy_cfg.split_eps));
+                        json_real(bal->policy_cfg.split_eps));
     json_object_set_new(root, "tables", tables);
     json_object_set_new(root, "ranges", ranges);
     json_object_set_new(root, "frames", frames);
@@ -379,12 +385,15 @@ char *ms_status_build_history(struct ms_master *m)
     return out ? out : rt_xstrdup("{}");
 }
 
-void ms_status_build(struct ms_master *m, char **json, char **metrics)
+void ms_status_build(struct ms_cluster *cl,
+                     struct ms_balance *bal,
+                     char **json,
+                     char **metrics)
 {
     size_t *counts =
-        rt_xcalloc(m->servers.n ? m->servers.n : 1, sizeof(*counts));
-    ms__range_counts(m, counts);
-    *json = ms__build_json(m, counts, rt_time_mono_ms());
-    *metrics = ms__build_metrics(m);
+        rt_xcalloc(cl->servers.n ? cl->servers.n : 1, sizeof(*counts));
+    ms_cluster_range_counts(cl, counts);
+    *json = ms__build_json(cl, bal, counts, rt_time_mono_ms());
+    *metrics = ms__build_metrics(cl, bal);
     free(counts);
 }

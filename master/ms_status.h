@@ -3,13 +3,15 @@
  * handed over under a mutex. The HTTP thread only ever copies them, so it
  * never touches loop-thread state.
  *
- * Thread: ms_status_publish() from the loop thread, ms_status_copy() from
- * any thread; create/destroy from the owner when no other thread uses it. */
+ * Thread: ms_status_publish() and the builders from the loop thread,
+ * ms_status_copy() from any thread; create/destroy from the owner when no
+ * other thread uses it. */
 #ifndef MS_STATUS_H
 #define MS_STATUS_H
 
+struct ms_balance;
+struct ms_cluster;
 struct ms_status;
-struct ms_master;
 
 enum ms_status_doc {
     MS_STATUS_JSON,    /* GET /api/status */
@@ -31,11 +33,14 @@ void ms_status_publish_doc(struct ms_status *st,
  * been published yet. */
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc);
 
-/* Builds both documents from @m's current state (loop thread). The shape
- * of the JSON is in master/README.md ("HTTP API"). Returns malloc'd
- * strings. */
-void ms_status_build(struct ms_master *m, char **json, char **metrics);
+/* Builds both documents from the cluster state and the balancer (loop
+ * thread; both borrowed). The shape of the JSON is in master/README.md
+ * ("HTTP API"). Returns malloc'd strings. */
+void ms_status_build(struct ms_cluster *cl,
+                     struct ms_balance *bal,
+                     char **json,
+                     char **metrics);
 /* The load history document (master/README.md, GET /api/history). */
-char *ms_status_build_history(struct ms_master *m);
+char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal);
 
 #endif
