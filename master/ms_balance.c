@@ -1,1064 +1,39 @@
-/* Load balancing: the load model fed by heartbeats, the policy asked on
- * every tick, and the execution of its decisions and of the operator's
- * (rtctl split / merge / move / drain), each recorded as an event.
+/* Load balancing: the decision loop (contract in ms_balance.h).
  *
- * Split (R on S at K): one durable catalog transaction replaces R by
- * [low, K) and [K, high) with new ids at epoch + 1; ASSIGN_RANGES to S and
- * wait for its reply (bounded); push the map; event. Merge is the same
- * with two adjacent ranges of one server. Nothing is copied: both live in
- * S's LMDB. A front end with the old map gets StaleEpoch and refreshes.
+ * Every tick: prune the bookkeeping of ranges that are gone, retry
+ * unsettled aborts, build the policy's view of the cluster (servers with
+ * their load and moves, ranges in key order with their load, age and
+ * busy flag), ask the policy, and hand each split, merge or move it
+ * decides to ms_exec.c; hot/cool marks only write an event. Then drains:
+ * a draining server's ranges move, one at a time up to max_moves, to the
+ * least-loaded usable server. Once a second a history frame for the heat
+ * map.
  *
- * Move (R from S to T, docs/DESIGN-moves.md):
- *   1. record the move durably (ms_catalog_move_begin: move id, new
- *      epoch); MOVE_OUT to S with a timeout proportional to R's size;
- *   2. S copies R to T, freezes R and answers with the figures;
- *   3. check nothing changed meanwhile (R's epoch and owner, S did not
- *      register again — its registration reply would have unfrozen R —,
- *      T up and connected), then commit R -> T @ new epoch durably
- *      (ms_catalog_move_commit, which also drops the record);
- *   4. ASSIGN_RANGES to T, wait for the reply; push the map; MOVE_DONE to
- *      S (not waited for: S's next heartbeat reply no longer lists R,
- *      which settles it too); event with the frozen window.
- * Any failure before step 3's commit aborts: MOVE_ABORT to S (unfreeze)
- * and T (discard), repeated on later ticks until each end acknowledged
- * (S's registration also counts: its reply lists R), then the record is
- * forgotten. A master restart finds unsettled records and aborts them
- * the same way once S and T are back.
- *
- * Failure modes the caller of an admin request sees: 400 bad arguments,
- * 404 no such range/server, 409 the range is busy or the request makes
- * no sense now (server down, nothing to split at), 500 the catalog
- * failed, 503 master stopping; otherwise 200 with the event. */
+ * Operator requests (rtctl split / merge / move / drain) arrive here from
+ * the HTTP thread through ms_admin and are handed to ms_exec.c the same
+ * way; what a refused request gets is listed in ms_exec.c. */
 #include "ms_balance.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ms_catalog.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
 
 #define MS__MAX_DECISIONS 64
-#define MS__ABORT_TIMEOUT_MS 5000
-#define MS__DONE_TIMEOUT_MS 5000
 #define MS__FRAME_MS 1000
-#define MS__EVENT_SAMPLES 32
 
-/* ---- range bookkeeping ---- */
+/* ms_exec_moved_cb: a move finished; a drain goes on with its next
+ * range at once. */
+static void ms__moved(void *arg);
 
-static size_t ms__rmeta_lb(const struct ms_balance *b, uint64_t id)
-{
-    size_t lo = 0, hi = b->rmeta.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_rmeta *)b->rmeta.v[mid])->range_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-static struct ms_rmeta *ms__rmeta(struct ms_balance *b, uint64_t id)
-{
-    size_t i = ms__rmeta_lb(b, id);
-    struct ms_rmeta *rm;
-    if (i < b->rmeta.n && ((struct ms_rmeta *)b->rmeta.v[i])->range_id == id) {
-        return b->rmeta.v[i];
-    }
-    rm = rt_xcalloc(1, sizeof(*rm));
-    rm->range_id = id;
-    rm->born_ms = rt_time_mono_ms();
-    ms_vec_insert(&b->rmeta, i, rm);
-    return rm;
-}
-
-static bool ms__range_exists(uint64_t id, void *arg)
-{
-    struct ms_balance *b = arg;
-    return ms_catalog_range_find(b->cl->cat, id) != NULL;
-}
-
-static void ms__rmeta_prune(struct ms_balance *b)
-{
-    for (size_t i = 0; i < b->rmeta.n;) {
-        struct ms_rmeta *rm = b->rmeta.v[i];
-        if (!ms_catalog_range_find(b->cl->cat, rm->range_id)) {
-            free(ms_vec_remove(&b->rmeta, i));
-        } else {
-            i++;
-        }
-    }
-    ms_load_retain(b->load, ms__range_exists, b);
-}
-
-void ms_balance_range_created(struct ms_balance *b, uint64_t range_id)
-{
-    struct ms_rmeta *rm = ms__rmeta(b, range_id);
-    rm->born_ms = rt_time_mono_ms();
-    rm->split_ms = 0;
-}
-
-/* ---- ops ---- */
-
-static bool ms__op_holds(const struct ms_op *op)
-{
-    /* An aborting move keeps its range busy until the source has
-     * unfrozen it; the target's cleanup may take longer. */
-    return !(op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING &&
-             op->s_settled);
-}
-
-bool ms_balance_busy(struct ms_balance *b, uint64_t range_id)
-{
-    for (size_t i = 0; i < b->ops.n; i++) {
-        const struct ms_op *op = b->ops.v[i];
-        if (!op->finished && ms__op_holds(op) &&
-            (op->range_id == range_id || op->range_id2 == range_id)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-unsigned ms_balance_moves(struct ms_balance *b)
-{
-    unsigned n = 0;
-    for (size_t i = 0; i < b->ops.n; i++) {
-        const struct ms_op *op = b->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op);
-    }
-    return n;
-}
-
-static unsigned ms__server_moving(struct ms_balance *b, uint64_t sid)
-{
-    unsigned n = 0;
-    for (size_t i = 0; i < b->ops.n; i++) {
-        const struct ms_op *op = b->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op) &&
-             (op->server_id == sid || op->dst == sid);
-    }
-    return n;
-}
-
-static struct ms_op *ms__op_new(struct ms_balance *b,
-                                enum ms_op_kind kind,
-                                const char *origin,
-                                struct ms_admin_req *req)
-{
-    struct ms_op *op = rt_xcalloc(1, sizeof(*op));
-    op->b = b;
-    op->kind = kind;
-    op->origin = origin;
-    op->t0_ms = rt_time_mono_ms();
-    op->req = req;
-    op->ev = json_object();
-    ms_vec_push(&b->ops, op);
-    return op;
-}
-
-/* Frees @op once it is finished and nothing of ours for it is in flight. */
-static void ms__op_maybe_free(struct ms_op *op)
-{
-    struct ms_balance *b = op->b;
-    if (!op->finished || op->calls) {
-        return;
-    }
-    for (size_t i = 0; i < b->ops.n; i++) {
-        if (b->ops.v[i] == op) {
-            ms_vec_remove(&b->ops, i);
-            break;
-        }
-    }
-    json_decref(op->ev);
-    if (op->req) {
-        ms_admin_complete(b->admin, op->req, 503,
-                          rt_xstrdup("{\"error\":\"master is stopping\"}"));
-    }
-    free(op);
-    if (!b->cl->stopping) {
-        ms_cluster_changed(b->cl);
-    }
-}
-
-static int ms__http_status(int rc)
-{
-    switch (rc) {
-        case 0:
-            return 200;
-        case RT_EINVAL:
-            return 400;
-        case RT_ENOTFOUND:
-            return 404;
-        case RT_EBUSY:
-        case RT_ESTALE:
-        case RT_ENOCONN:
-            return 409;
-        case RT_ETIMEDOUT:
-            return 504;
-        default:
-            return 500;
-    }
-}
-
-static char *ms__json_text(json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER |
-                                JSON_REAL_PRECISION(10) | JSON_ENSURE_ASCII);
-    return s ? s : rt_xstrdup("{}");
-}
-
-/* Answers an admin request with an error (no op involved). */
-static void ms__admin_fail(struct ms_balance *b,
-                           struct ms_admin_req *req,
-                           int rc,
-                           const char *msg)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "error", json_string(msg));
-    json_object_set_new(o, "code", json_string(rt_err_name(rc)));
-    ms_admin_complete(b->admin, req, ms__http_status(rc), ms__json_text(o));
-    json_decref(o);
-}
-
-uint64_t ms_balance_event(struct ms_balance *b, json_t *e)
-{
-    if (!b->events) {
-        json_decref(e);
-        return 0;
-    }
-    return ms_events_add(b->events, e);
-}
-
-/* Records @e (taken) and returns the event as stored (new reference). */
-static json_t *ms__event_get(struct ms_balance *b, json_t *e)
-{
-    if (!b->events) {
-        return e;
-    }
-    return ms_events_add_get(b->events, e);
-}
-
-/* Finishes @op with outcome @rc: writes its event, answers the operator. */
-static void ms__op_finish(struct ms_op *op, int rc, const char *error)
-{
-    struct ms_balance *b = op->b;
-    json_t *e = op->ev;
-
-    if (op->finished) {
-        return;
-    }
-    op->finished = true;
-    op->reported = true;
-    json_object_set_new(e, "outcome",
-                        json_string(rc == 0                  ? "ok"
-                                    : op->kind == MS_OP_MOVE ? "aborted"
-                                                             : "failed"));
-    json_object_set_new(
-        e, "duration_ms",
-        json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
-    if (rc) {
-        json_object_set_new(e, "error", json_string(error ? error : ""));
-        json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-    }
-    if (b->cl->stopping) {
-        /* No event: a move still unsettled is aborted by the next start. */
-        op->ev = e;
-        ms__op_maybe_free(op);
-        return;
-    }
-    op->ev = ms__event_get(b, e);
-    if (op->req) {
-        ms_admin_complete(b->admin, op->req, rc ? ms__http_status(rc) : 200,
-                          ms__json_text(op->ev));
-        op->req = NULL;
-    }
-    ms__op_maybe_free(op);
-}
-
-/* ---- JSON helpers ---- */
-
-static json_t *ms__str_or_null(const char *s)
-{
-    json_t *j;
-    if (!s) {
-        return json_null();
-    }
-    j = json_string(s);
-    return j ? j : json_string("?");
-}
-
-json_t *ms_balance_load_json(const struct ms_load_range *l, bool samples)
-{
-    json_t *o = json_object();
-    struct ms_load_rates z = {0};
-    const struct ms_load_rates *a = l ? &l->avg : &z;
-    json_object_set_new(o, "demand", json_real(round(ms_load_demand(a))));
-    json_object_set_new(o, "ent_s", json_real(round(a->ent_s)));
-    json_object_set_new(o, "req_s", json_real(round(a->req_s)));
-    json_object_set_new(o, "wbytes_s", json_real(round(a->wbytes_s)));
-    json_object_set_new(o, "thr_s", json_real(round(a->thr_s)));
-    json_object_set_new(o, "scan_s", json_real(round(a->scan_s)));
-    json_object_set_new(o, "exec_frac",
-                        json_real(round(a->exec_frac * 1000) / 1000));
-    json_object_set_new(o, "keys",
-                        json_integer(l ? (json_int_t)l->key_count : 0));
-    json_object_set_new(o, "bytes",
-                        json_integer(l ? (json_int_t)l->key_bytes : 0));
-    if (l && l->estimated) {
-        json_object_set_new(o, "estimated", json_true());
-    }
-    if (samples && l && l->nsamples) {
-        json_t *arr = json_array();
-        size_t n =
-            l->nsamples < MS__EVENT_SAMPLES ? l->nsamples : MS__EVENT_SAMPLES;
-        /* The most recent ones. */
-        for (size_t k = 0; k < n; k++) {
-            size_t idx =
-                (l->sample_next + MS_LOAD_SAMPLES - 1 - k) % MS_LOAD_SAMPLES;
-            const struct ms_pk_sample *s = &l->samples[idx];
-            json_t *p;
-            if (!s->pk) {
-                continue;
-            }
-            p = json_array();
-            json_array_append_new(p, ms__str_or_null(s->pk));
-            json_array_append_new(p, json_real(round(s->w * 10) / 10));
-            json_array_append_new(arr, p);
-        }
-        json_object_set_new(o, "samples", arr);
-    }
-    return o;
-}
-
-/* range, table, table_id, low, high, server, epoch of @r into @e. */
-static void ms__ev_range(struct ms_balance *b,
-                         json_t *e,
-                         const struct ms_range *r)
-{
-    const struct ms_table *t = ms_catalog_table_by_id(b->cl->cat, r->table_id);
-    json_object_set_new(e, "range", json_integer((json_int_t)r->id));
-    json_object_set_new(e, "table", t ? json_string(t->name) : json_null());
-    json_object_set_new(e, "table_id", json_integer((json_int_t)r->table_id));
-    json_object_set_new(e, "low", ms__str_or_null(r->low));
-    json_object_set_new(e, "high",
-                        r->high_inf ? json_null() : ms__str_or_null(r->high));
-    json_object_set_new(e, "server", json_integer((json_int_t)r->server_id));
-    json_object_set_new(e, "epoch", json_integer((json_int_t)r->epoch));
-}
-
-static void ms__ev_decision(json_t *e, const struct ms_decision *d)
-{
-    if (!d) {
-        return;
-    }
-    json_object_set_new(e, "reason", json_string(d->reason));
-    if (d->threshold > 0) {
-        json_object_set_new(e, "threshold", json_real(round(d->threshold)));
-    }
-    if (d->kind == MS_DECIDE_MOVE) {
-        json_object_set_new(e, "src_demand", json_real(round(d->src_load)));
-        json_object_set_new(e, "dst_demand", json_real(round(d->dst_load)));
-        json_object_set_new(e, "mean_demand", json_real(round(d->mean_load)));
-    }
-    if (d->kind == MS_DECIDE_SPLIT) {
-        json_object_set_new(e, "left_share",
-                            json_real(round(d->share * 1000) / 1000));
-    }
-}
-
-/* ---- split ---- */
-
-static void ms__split_assigned_cb(int status,
-                                  const uint8_t *body,
-                                  size_t len,
-                                  void *arg)
-{
-    struct ms_op *op = arg;
-    (void)body;
-    (void)len;
-    op->calls--;
-    if (!op->b->cl->stopping) {
-        ms_cluster_map_push(op->b->cl);
-    }
-    if (status) {
-        /* Committed either way: the owner's next heartbeat reply carries
-         * the new assignment. */
-        json_object_set_new(op->ev, "assign_error",
-                            json_string(rt_strerror(status)));
-    }
-    json_object_set_new(
-        op->ev, "assign_ms",
-        json_integer((json_int_t)(rt_time_mono_ms() - op->out_done_ms)));
-    ms__op_finish(op, 0, NULL);
-}
-
-/* Sends ASSIGN_RANGES to @sid for @op and finishes it on the reply (or at
- * once when the server is not connected). */
-static void ms__assign_then_finish(struct ms_op *op, uint64_t sid)
-{
-    op->out_done_ms = rt_time_mono_ms();
-    op->calls++;
-    if (ms_cluster_assign_push(op->b->cl, sid, 0, ms__split_assigned_cb, op) !=
-        0) {
-        ms__split_assigned_cb(RT_ENOCONN, NULL, 0, op);
-    }
-}
-
-/* Splits @range_id at @key (NULL: the load median). Returns 0 (the op
- * finishes later and answers @req) or an error (@req untouched, @err
- * says why). */
-static int ms__do_split(struct ms_balance *b,
-                        uint64_t range_id,
-                        const char *key,
-                        const char *origin,
-                        const struct ms_decision *d,
-                        struct ms_admin_req *req,
-                        char *err,
-                        size_t errlen)
-{
-    const struct ms_range *r = ms_catalog_range_find(b->cl->cat, range_id);
-    const struct ms_load_range *l;
-    struct ms_range_put puts[2];
-    char *median = NULL;
-    uint64_t ids[2], epoch, sid, table_id;
-    struct ms_op *op;
-    struct ms_rmeta *rm;
-    double share = -1;
-    int rc;
-
-    if (!r) {
-        snprintf(err, errlen, "no range %" PRIu64, range_id);
-        return RT_ENOTFOUND;
-    }
-    if (ms_balance_busy(b, range_id)) {
-        snprintf(err, errlen,
-                 "range %" PRIu64
-                 " is busy (a move, split or "
-                 "merge of it is in flight)",
-                 range_id);
-        return RT_EBUSY;
-    }
-    if (!ms_cluster_server_usable(b->cl, r->server_id)) {
-        snprintf(err, errlen,
-                 "server %" PRIu64 " owning range %" PRIu64 " is down",
-                 r->server_id, range_id);
-        return RT_EBUSY;
-    }
-    l = ms_load_find(b->load, range_id);
-    if (!key) {
-        median = ms_load_split_key(l, r->low, r->high_inf ? NULL : r->high,
-                                   rt_time_mono_ms(), &share);
-        if (!median) {
-            snprintf(err, errlen,
-                     "range %" PRIu64
-                     " has no load samples "
-                     "with two PartitionKeys: give the split key",
-                     range_id);
-            return RT_EBUSY;
-        }
-        key = median;
-    }
-    if (strcmp(key, r->low) <= 0 ||
-        (!r->high_inf && strcmp(key, r->high) >= 0)) {
-        snprintf(err, errlen,
-                 "split key must lie strictly inside the "
-                 "range (low < key < high)");
-        free(median);
-        return RT_EINVAL;
-    }
-    op = ms__op_new(b, MS_OP_SPLIT, origin, req);
-    ms__ev_range(b, op->ev, r);
-    json_object_set_new(op->ev, "kind", json_string("split"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
-    json_object_set_new(op->ev, "key", ms__str_or_null(key));
-    if (share >= 0) {
-        json_object_set_new(op->ev, "left_share",
-                            json_real(round(share * 1000) / 1000));
-    }
-    ms__ev_decision(op->ev, d);
-    json_object_set_new(op->ev, "load", ms_balance_load_json(l, true));
-    op->range_id = range_id;
-    op->server_id = sid = r->server_id;
-    epoch = r->epoch + 1;
-    table_id = r->table_id;
-    puts[0] =
-        (struct ms_range_put){0, table_id, r->low, key, false, sid, epoch};
-    puts[1] = (struct ms_range_put){0,           table_id, key,  r->high,
-                                    r->high_inf, sid,      epoch};
-    rc = ms_catalog_update_ranges(b->cl->cat, puts, 2, &range_id, 1, ids);
-    if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
-        free(median);
-        op->req = NULL; /* answered by the caller */
-        ms__op_finish(op, rc, err);
-        return rc;
-    }
-    /* r is gone from the catalog now. */
-    op->new_ids[0] = ids[0];
-    op->new_ids[1] = ids[1];
-    ms_load_split(b->load, range_id, key, ids[0], ids[1]);
-    for (int i = 0; i < 2; i++) {
-        rm = ms__rmeta(b, ids[i]);
-        rm->born_ms = rm->split_ms = rt_time_mono_ms();
-    }
-    b->n_splits++;
-    json_t *nr = json_array();
-    json_array_append_new(nr, json_integer((json_int_t)ids[0]));
-    json_array_append_new(nr, json_integer((json_int_t)ids[1]));
-    json_object_set_new(op->ev, "new_ranges", nr);
-    json_object_set_new(op->ev, "new_epoch", json_integer((json_int_t)epoch));
-    rt_log(RT_LOG_INFO,
-           "split range %" PRIu64 " at '%s' -> %" PRIu64 ", %" PRIu64
-           " on server %" PRIu64 " (%s)",
-           range_id, key, ids[0], ids[1], sid, origin);
-    free(median);
-    ms_cluster_map_changed(b->cl, false);
-    ms__assign_then_finish(op, sid);
-    return 0;
-}
-
-/* ---- merge ---- */
-
-static int ms__do_merge(struct ms_balance *bal,
-                        uint64_t a_id,
-                        uint64_t b_id,
-                        const char *origin,
-                        const struct ms_decision *d,
-                        struct ms_admin_req *req,
-                        char *err,
-                        size_t errlen)
-{
-    const struct ms_range *a = ms_catalog_range_find(bal->cl->cat, a_id);
-    const struct ms_range *b = NULL;
-    struct ms_range_put put;
-    uint64_t dels[2], id, sid, split_ms = 0;
-    struct ms_op *op;
-    struct ms_rmeta *rm;
-    json_t *parts;
-    int rc;
-
-    if (!a) {
-        snprintf(err, errlen, "no range %" PRIu64, a_id);
-        return RT_ENOTFOUND;
-    }
-    if (b_id == 0) {
-        /* The right-hand neighbour of the same table. */
-        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(bal->cl->cat);
-             i++) {
-            const struct ms_range *x = ms_catalog_range_at(bal->cl->cat, i);
-            if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
-                b = x;
-                break;
-            }
-        }
-        if (!b) {
-            snprintf(err, errlen,
-                     "range %" PRIu64
-                     " is the last of its "
-                     "table: nothing to merge it with",
-                     a_id);
-            return RT_EINVAL;
-        }
-    } else {
-        b = ms_catalog_range_find(bal->cl->cat, b_id);
-        if (!b) {
-            snprintf(err, errlen, "no range %" PRIu64, b_id);
-            return RT_ENOTFOUND;
-        }
-    }
-    if (a->table_id != b->table_id || a->high_inf ||
-        strcmp(a->high, b->low) != 0) {
-        snprintf(err, errlen,
-                 "ranges %" PRIu64 " and %" PRIu64 " are not adjacent", a->id,
-                 b->id);
-        return RT_EINVAL;
-    }
-    if (a->server_id != b->server_id) {
-        snprintf(err, errlen,
-                 "ranges %" PRIu64 " and %" PRIu64
-                 " are on "
-                 "servers %" PRIu64 " and %" PRIu64 ": move one first",
-                 a->id, b->id, a->server_id, b->server_id);
-        return RT_EBUSY;
-    }
-    if (ms_balance_busy(bal, a->id) || ms_balance_busy(bal, b->id)) {
-        snprintf(err, errlen, "range %" PRIu64 " or %" PRIu64 " is busy", a->id,
-                 b->id);
-        return RT_EBUSY;
-    }
-    if (!ms_cluster_server_usable(bal->cl, a->server_id)) {
-        snprintf(err, errlen, "server %" PRIu64 " is down", a->server_id);
-        return RT_EBUSY;
-    }
-    op = ms__op_new(bal, MS_OP_MERGE, origin, req);
-    ms__ev_range(bal, op->ev, a);
-    json_object_set_new(op->ev, "kind", json_string("merge"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
-    json_object_set_new(op->ev, "range2", json_integer((json_int_t)b->id));
-    json_object_set_new(op->ev, "high",
-                        b->high_inf ? json_null() : ms__str_or_null(b->high));
-    ms__ev_decision(op->ev, d);
-    parts = json_array();
-    json_array_append_new(
-        parts, ms_balance_load_json(ms_load_find(bal->load, a->id), false));
-    json_array_append_new(
-        parts, ms_balance_load_json(ms_load_find(bal->load, b->id), false));
-    json_object_set_new(op->ev, "loads", parts);
-    op->range_id = a->id;
-    op->range_id2 = b->id;
-    op->server_id = sid = a->server_id;
-    put =
-        (struct ms_range_put){0,
-                              a->table_id,
-                              a->low,
-                              b->high,
-                              b->high_inf,
-                              sid,
-                              (a->epoch > b->epoch ? a->epoch : b->epoch) + 1};
-    dels[0] = a->id;
-    dels[1] = b->id;
-    for (int i = 0; i < 2; i++) {
-        rm = ms__rmeta(bal, dels[i]);
-        if (rm->split_ms > split_ms) {
-            split_ms = rm->split_ms;
-        }
-    }
-    rc = ms_catalog_update_ranges(bal->cl->cat, &put, 1, dels, 2, &id);
-    if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
-        op->req = NULL;
-        ms__op_finish(op, rc, err);
-        return rc;
-    }
-    op->new_ids[0] = id;
-    ms_load_merge(bal->load, dels[0], dels[1], id);
-    rm = ms__rmeta(bal, id);
-    rm->born_ms = rt_time_mono_ms();
-    rm->split_ms = split_ms;
-    bal->n_merges++;
-    json_object_set_new(op->ev, "new_range", json_integer((json_int_t)id));
-    json_object_set_new(op->ev, "new_epoch",
-                        json_integer((json_int_t)put.epoch));
-    rt_log(RT_LOG_INFO,
-           "merged ranges %" PRIu64 " and %" PRIu64 " -> %" PRIu64
-           " on server %" PRIu64 " (%s)",
-           dels[0], dels[1], id, sid, origin);
-    ms_cluster_map_changed(bal->cl, false);
-    ms__assign_then_finish(op, sid);
-    return 0;
-}
-
-/* ---- move ---- */
-
-static void ms__abort_kick(struct ms_op *op);
-static void ms__run_drains(struct ms_balance *b);
-
-/* The move failed before the commit: abort both ends (DESIGN-moves 6). */
-static void ms__move_abort(struct ms_op *op, int rc, const char *why)
-{
-    struct ms_balance *b = op->b;
-    op->state = MS_MOVE_ABORTING;
-    b->n_aborts++;
-    rt_log(RT_LOG_WARN,
-           "move %" PRIu64 " of range %" PRIu64 " from server %" PRIu64
-           " to %" PRIu64 " aborted: %s",
-           op->move_id, op->range_id, op->server_id, op->dst, why);
-    /* The event and the operator's answer now; the two ends settle in
-     * the background (the op stays until they have). */
-    if (!op->reported && !b->cl->stopping) {
-        json_t *e = op->ev;
-        json_object_set_new(e, "outcome", json_string("aborted"));
-        json_object_set_new(
-            e, "duration_ms",
-            json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
-        json_object_set_new(e, "error", json_string(why));
-        json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-        op->ev = ms__event_get(b, e);
-        op->reported = true;
-        if (op->req) {
-            ms_admin_complete(b->admin, op->req, ms__http_status(rc),
-                              ms__json_text(op->ev));
-            op->req = NULL;
-        }
-    }
-    ms__abort_kick(op);
-}
-
-/* Both ends acknowledged the abort: forget the record, free the op. */
-static void ms__abort_settled(struct ms_op *op)
-{
-    struct ms_balance *b = op->b;
-    int rc = ms_catalog_move_forget(b->cl->cat, op->move_id);
-    if (rc && rc != RT_ENOTFOUND) {
-        rt_log(RT_LOG_ERROR, "move %" PRIu64 ": cannot forget the record: %s",
-               op->move_id, rt_strerror(rc));
-        return; /* retried on the next tick */
-    }
-    rt_log(RT_LOG_INFO,
-           "move %" PRIu64 " of range %" PRIu64
-           " settled "
-           "(aborted on both ends)",
-           op->move_id, op->range_id);
-    op->finished = true;
-    ms__op_maybe_free(op);
-}
-
-struct ms__abort_call
-{
-    struct ms_op *op;
-    bool source;
-};
-
-static void ms__abort_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct ms__abort_call *c = arg;
-    struct ms_op *op = c->op;
-    bool source = c->source;
-    (void)body;
-    (void)len;
-    free(c);
-    op->calls--;
-    if (source) {
-        op->s_inflight = false;
-    } else {
-        op->t_inflight = false;
-    }
-    if (status == 0 || (status != RT_ENOCONN && status != RT_ETIMEDOUT &&
-                        status != RT_ECANCELED)) {
-        /* Answered: done (an error code from the server means it knows
-         * nothing to undo). */
-        if (status) {
-            rt_log(RT_LOG_WARN, "MOVE_ABORT %" PRIu64 " to %s: %s", op->move_id,
-                   source ? "source" : "target", rt_strerror(status));
-        }
-        if (source) {
-            op->s_settled = true;
-        } else {
-            op->t_settled = true;
-        }
-    }
-    if (op->b->cl->stopping) {
-        op->finished = true;
-        ms__op_maybe_free(op);
-        return;
-    }
-    if (op->s_settled && op->t_settled) {
-        ms__abort_settled(op);
-    } else {
-        ms__op_maybe_free(op);
-    }
-}
-
-/* Sends MOVE_ABORT to the ends that have not acknowledged it and are
- * connected (and registered since we started); others are retried on
- * later ticks. */
-static void ms__abort_kick(struct ms_op *op)
-{
-    struct ms_balance *b = op->b;
-    Rt__MoveAbort ab = RT__MOVE_ABORT__INIT;
-    ab.move_id = op->move_id;
-    ab.range_id = op->range_id;
-    for (int k = 0; k < 2 && !b->cl->stopping; k++) {
-        bool source = k == 0;
-        bool *settled = source ? &op->s_settled : &op->t_settled;
-        bool *inflight = source ? &op->s_inflight : &op->t_inflight;
-        uint64_t sid = source ? op->server_id : op->dst;
-        struct ms_server *s = ms_cluster_server_find(b->cl, sid);
-        struct ms__abort_call *c;
-        if (*settled || *inflight) {
-            continue;
-        }
-        if (!s) {
-            *settled = true; /* a server we have never heard of */
-            continue;
-        }
-        if (!s->seen || !s->conn || !rt_rpc_conn_is_up(s->conn)) {
-            continue;
-        }
-        c = rt_xcalloc(1, sizeof(*c));
-        c->op = op;
-        c->source = source;
-        if (ms_cluster_call(b->cl, sid, RT__METHOD__MOVE_ABORT, "MOVE_ABORT",
-                            &ab.base, MS__ABORT_TIMEOUT_MS, ms__abort_cb,
-                            c) == 0) {
-            op->calls++;
-            *inflight = true;
-        } else {
-            free(c);
-        }
-    }
-    if (op->s_settled && op->t_settled && !op->finished) {
-        ms__abort_settled(op);
-    }
-}
-
-static void ms__move_assigned_cb(int status,
-                                 const uint8_t *body,
-                                 size_t len,
-                                 void *arg)
-{
-    struct ms_op *op = arg;
-    struct ms_balance *b = op->b;
-    Rt__MoveAbort done = RT__MOVE_ABORT__INIT;
-    uint64_t now = rt_time_mono_ms();
-    struct ms_server *src;
-    (void)body;
-    (void)len;
-    op->calls--;
-    if (b->cl->stopping) {
-        op->finished = true;
-        ms__op_maybe_free(op);
-        return;
-    }
-    ms_cluster_map_push(b->cl);
-    if (status) {
-        json_object_set_new(op->ev, "assign_error",
-                            json_string(rt_strerror(status)));
-    }
-    /* Source frozen from its freeze until front ends have the new map. */
-    json_object_set_new(
-        op->ev, "busy_ms",
-        json_integer((json_int_t)(op->frozen_ms + (now - op->out_done_ms))));
-    json_object_set_new(op->ev, "commit_assign_ms",
-                        json_integer((json_int_t)(now - op->out_done_ms)));
-    done.move_id = op->move_id;
-    done.range_id = op->range_id;
-    ms_cluster_call(b->cl, op->server_id, RT__METHOD__MOVE_DONE, "MOVE_DONE",
-                    &done.base, MS__DONE_TIMEOUT_MS, NULL, NULL);
-    src = ms_cluster_server_find(b->cl, op->server_id);
-    if (src) {
-        src->move_ms = now;
-    }
-    src = ms_cluster_server_find(b->cl, op->dst);
-    if (src) {
-        src->move_ms = now;
-    }
-    ms__rmeta(b, op->range_id)->move_ms = now;
-    b->n_moves++;
-    rt_log(RT_LOG_INFO,
-           "moved range %" PRIu64 " from server %" PRIu64 " to %" PRIu64
-           " (move %" PRIu64 ", frozen %" PRIu64 " ms at the source, %" PRIu64
-           " ms in all)",
-           op->range_id, op->server_id, op->dst, op->move_id, op->frozen_ms,
-           now - op->t0_ms);
-    ms__op_finish(op, 0, NULL);
-    /* A drained server reports "done" at once; the next range moves. */
-    ms__run_drains(b);
-}
-
-static void ms__move_out_cb(int status,
-                            const uint8_t *body,
-                            size_t len,
-                            void *arg)
-{
-    struct ms_op *op = arg;
-    struct ms_balance *b = op->b;
-    const struct ms_range *r;
-    struct ms_server *src, *dst;
-    Rt__MoveResp *resp;
-    json_t *mv;
-    char why[200];
-    uint64_t t;
-    int rc;
-
-    op->calls--;
-    op->out_done_ms = rt_time_mono_ms();
-    if (b->cl->stopping) {
-        /* The record stays: the next start aborts it. */
-        op->finished = true;
-        ms__op_maybe_free(op);
-        return;
-    }
-    mv = json_object_get(op->ev, "move");
-    json_object_set_new(
-        mv, "copy_ms", json_integer((json_int_t)(op->out_done_ms - op->t0_ms)));
-    if (status) {
-        snprintf(why, sizeof(why), "MOVE_OUT: %s", rt_strerror(status));
-        ms__move_abort(op, status, why);
-        return;
-    }
-    resp = rt__move_resp__unpack(NULL, len, body);
-    if (!resp) {
-        ms__move_abort(op, RT_EINVAL, "MOVE_OUT: undecodable MoveResp");
-        return;
-    }
-    op->frozen_ms = resp->frozen_ms;
-    json_object_set_new(mv, "entities",
-                        json_integer((json_int_t)resp->entities));
-    json_object_set_new(mv, "bytes", json_integer((json_int_t)resp->bytes));
-    json_object_set_new(mv, "snapshot_ms",
-                        json_integer((json_int_t)resp->snapshot_ms));
-    json_object_set_new(mv, "frozen_ms",
-                        json_integer((json_int_t)resp->frozen_ms));
-    json_object_set_new(mv, "tail_rounds",
-                        json_integer((json_int_t)resp->tail_rounds));
-    rt__move_resp__free_unpacked(resp, NULL);
-
-    /* Did anything change while it copied? */
-    r = ms_catalog_range_find(b->cl->cat, op->range_id);
-    src = ms_cluster_server_find(b->cl, op->server_id);
-    dst = ms_cluster_server_find(b->cl, op->dst);
-    if (!r || r->server_id != op->server_id || r->epoch + 1 != op->new_epoch) {
-        ms__move_abort(op, RT_ESTALE, "the range changed while it was copied");
-        return;
-    }
-    if (!src || src->reg_gen != op->src_reg_gen) {
-        /* Its registration reply listed the range: it has unfrozen it. */
-        ms__move_abort(op, RT_ESTALE,
-                       "the source registered again while copying");
-        return;
-    }
-    if (!dst || dst->state != MS_SERVER_UP || !dst->conn ||
-        !rt_rpc_conn_is_up(dst->conn)) {
-        ms__move_abort(op, RT_ENOCONN, "the target is down");
-        return;
-    }
-    t = rt_time_mono_ms();
-    rc = ms_catalog_move_commit(b->cl->cat, op->move_id);
-    if (rc) {
-        snprintf(why, sizeof(why), "commit: %s", rt_strerror(rc));
-        ms__move_abort(op, rc, why);
-        return;
-    }
-    json_object_set_new(mv, "commit_ms",
-                        json_integer((json_int_t)(rt_time_mono_ms() - t)));
-    op->state = MS_MOVE_ASSIGNING;
-    ms_cluster_map_changed(b->cl, false);
-    op->calls++;
-    if (ms_cluster_assign_push(b->cl, op->dst, 0, ms__move_assigned_cb, op) !=
-        0) {
-        ms__move_assigned_cb(RT_ENOCONN, NULL, 0, op);
-    }
-}
-
-/* Moves @range_id to @dst. Returns 0 (finishes later) or an error. */
-static int ms__do_move(struct ms_balance *b,
-                       uint64_t range_id,
-                       uint64_t dst,
-                       const char *origin,
-                       const struct ms_decision *d,
-                       struct ms_admin_req *req,
-                       char *err,
-                       size_t errlen)
-{
-    const struct ms_range *r = ms_catalog_range_find(b->cl->cat, range_id);
-    const struct ms_server_rec *rec = ms_catalog_server_find(b->cl->cat, dst);
-    const struct ms_load_range *l = ms_load_find(b->load, range_id);
-    Rt__MoveReq msg = RT__MOVE_REQ__INIT;
-    Rt__Range rng = RT__RANGE__INIT;
-    const Rt__MoveReq *mv;
-    struct ms_server *src;
-    struct ms_op *op;
-    uint64_t bytes, keys, timeout;
-    json_t *mvj;
-    int rc;
-
-    if (!r) {
-        snprintf(err, errlen, "no range %" PRIu64, range_id);
-        return RT_ENOTFOUND;
-    }
-    if (!rec) {
-        snprintf(err, errlen, "no server %" PRIu64, dst);
-        return RT_ENOTFOUND;
-    }
-    if (r->server_id == dst) {
-        snprintf(err, errlen, "range %" PRIu64 " is already on server %" PRIu64,
-                 range_id, dst);
-        return RT_EINVAL;
-    }
-    if (ms_balance_busy(b, range_id)) {
-        snprintf(err, errlen, "range %" PRIu64 " is busy", range_id);
-        return RT_EBUSY;
-    }
-    if (!ms_cluster_server_usable(b->cl, r->server_id)) {
-        snprintf(err, errlen, "source server %" PRIu64 " is down",
-                 r->server_id);
-        return RT_EBUSY;
-    }
-    if (!ms_cluster_server_usable(b->cl, dst)) {
-        snprintf(err, errlen, "target server %" PRIu64 " is down", dst);
-        return RT_EBUSY;
-    }
-    if (rec->draining) {
-        snprintf(err, errlen, "target server %" PRIu64 " is draining", dst);
-        return RT_EBUSY;
-    }
-    src = ms_cluster_server_find(b->cl, r->server_id);
-    op = ms__op_new(b, MS_OP_MOVE, origin, req);
-    ms__ev_range(b, op->ev, r);
-    json_object_set_new(op->ev, "kind", json_string("move"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
-    json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
-    ms__ev_decision(op->ev, d);
-    json_object_set_new(op->ev, "load", ms_balance_load_json(l, false));
-    op->range_id = range_id;
-    op->server_id = r->server_id;
-    op->dst = dst;
-    op->state = MS_MOVE_COPYING;
-    op->src_reg_gen = src->reg_gen;
-    rc = ms_catalog_move_begin(b->cl->cat, range_id, dst, rec->addr, &mv);
-    if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
-        op->req = NULL;
-        ms__op_finish(op, rc, err);
-        return rc;
-    }
-    op->move_id = mv->move_id;
-    op->new_epoch = mv->new_epoch;
-    mvj = json_object();
-    json_object_set_new(mvj, "id", json_integer((json_int_t)op->move_id));
-    json_object_set_new(mvj, "new_epoch",
-                        json_integer((json_int_t)op->new_epoch));
-    json_object_set_new(op->ev, "move", mvj);
-
-    /* Generous: copying takes about 1 s per 1M small entities here. */
-    bytes = l ? l->key_bytes : 0;
-    keys = l ? l->key_count : 0;
-    timeout = (b->move_timeout_ms ? b->move_timeout_ms : 30000) +
-              bytes / 20000 + keys / 100;
-    if (timeout > 3600 * 1000) {
-        timeout = 3600 * 1000;
-    }
-    rng.id = r->id;
-    rng.table_id = r->table_id;
-    rng.low = r->low;
-    rng.high = r->high;
-    rng.high_inf = r->high_inf;
-    rng.server_id = r->server_id;
-    rng.epoch = r->epoch;
-    msg.move_id = op->move_id;
-    msg.range = &rng;
-    msg.target_server_id = dst;
-    msg.target_addr = rec->addr;
-    msg.new_epoch = op->new_epoch;
-    rt_log(RT_LOG_INFO,
-           "move %" PRIu64 ": range %" PRIu64 " (%" PRIu64 " keys, %" PRIu64
-           " bytes) from server %" PRIu64 " to %" PRIu64
-           " (%s), timeout %" PRIu64 " ms",
-           op->move_id, range_id, keys, bytes, op->server_id, dst, origin,
-           timeout);
-    rc = ms_cluster_call(b->cl, op->server_id, RT__METHOD__MOVE_OUT, "MOVE_OUT",
-                         &msg.base, (uint32_t)timeout, ms__move_out_cb, op);
-    if (rc) {
-        /* Recorded already: abort it properly (answers @req). */
-        snprintf(err, errlen, "MOVE_OUT: %s", rt_strerror(rc));
-        ms__move_abort(op, rc, err);
-        return 0;
-    }
-    op->calls++;
-    ms_cluster_changed(b->cl); /* the move shows in "ops" at once */
-    return 0;
-}
-
-/* ---- restart: unsettled moves ---- */
+/* ---- lifecycle and what the balancer hears ---- */
 
 void ms_balance_init(struct ms_balance *b,
                      struct ms_cluster *cl,
@@ -1069,7 +44,6 @@ void ms_balance_init(struct ms_balance *b,
                      uint32_t tick_ms,
                      uint32_t move_timeout_ms)
 {
-    uint64_t now = rt_time_mono_ms();
     memset(b, 0, sizeof(*b));
     b->cl = cl;
     b->load = load;
@@ -1077,79 +51,27 @@ void ms_balance_init(struct ms_balance *b,
     b->policy = policy;
     b->policy_cfg = *policy_cfg;
     b->tick_ms = tick_ms;
-    b->move_timeout_ms = move_timeout_ms;
-    b->start_ms = now;
-    for (size_t i = 0; i < ms_catalog_nranges(b->cl->cat); i++) {
-        struct ms_rmeta *rm =
-            ms__rmeta(b, ms_catalog_range_at(b->cl->cat, i)->id);
-        /* Conservative: what we do not know counts as just split. */
-        rm->born_ms = rm->split_ms = now;
-    }
-    for (size_t i = 0; i < ms_catalog_nmoves(b->cl->cat); i++) {
-        const Rt__MoveReq *mv = ms_catalog_move_at(b->cl->cat, i);
-        struct ms_op *op = ms__op_new(b, MS_OP_MOVE, "restart", NULL);
-        json_t *e = json_object(), *mvj = json_object();
-        op->move_id = mv->move_id;
-        op->range_id = mv->range->id;
-        op->server_id = mv->range->server_id;
-        op->dst = mv->target_server_id;
-        op->new_epoch = mv->new_epoch;
-        op->state = MS_MOVE_ABORTING;
-        op->reported = true; /* its event is written here */
-        json_object_set_new(e, "kind", json_string("move"));
-        json_object_set_new(e, "origin", json_string("restart"));
-        json_object_set_new(e, "range", json_integer((json_int_t)op->range_id));
-        json_object_set_new(e, "server",
-                            json_integer((json_int_t)op->server_id));
-        json_object_set_new(e, "to", json_integer((json_int_t)op->dst));
-        json_object_set_new(mvj, "id", json_integer((json_int_t)op->move_id));
-        json_object_set_new(mvj, "new_epoch",
-                            json_integer((json_int_t)op->new_epoch));
-        json_object_set_new(e, "move", mvj);
-        json_object_set_new(e, "outcome", json_string("aborted"));
-        json_object_set_new(e, "error",
-                            json_string("master restarted before the commit"));
-        ms_balance_event(b, e);
-        rt_log(RT_LOG_WARN,
-               "move %" PRIu64 " of range %" PRIu64 " (server %" PRIu64
-               " -> %" PRIu64
-               ") was not committed before the restart: "
-               "aborting it once both servers are back",
-               op->move_id, op->range_id, op->server_id, op->dst);
-        b->n_aborts++;
-    }
+    ms_exec_init(&b->exec, cl, load, events, move_timeout_ms, ms__moved, b);
 }
 
 void ms_balance_fini(struct ms_balance *b)
 {
-    for (size_t i = 0; i < b->ops.n; i++) {
-        struct ms_op *op = b->ops.v[i];
-        json_decref(op->ev);
-        if (op->req) {
-            ms_admin_complete(b->admin, op->req, 503,
-                              rt_xstrdup("{\"error\":\"master stopped\"}"));
-        }
-        free(op);
-    }
-    ms_vec_free(&b->ops);
-    for (size_t i = 0; i < b->rmeta.n; i++) {
-        free(b->rmeta.v[i]);
-    }
-    ms_vec_free(&b->rmeta);
+    ms_exec_fini(&b->exec);
+}
+
+void ms_balance_set_admin(struct ms_balance *b, struct ms_admin *admin)
+{
+    b->exec.admin = admin;
 }
 
 void ms_balance_on_register(struct ms_balance *b, struct ms_server *s)
 {
-    s->reg_gen++;
-    for (size_t i = 0; i < b->ops.n; i++) {
-        struct ms_op *op = b->ops.v[i];
-        if (op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING &&
-            op->server_id == s->id && !op->s_settled) {
-            /* Its registration reply lists the range at the old epoch:
-             * the source unfreezes it (ps README, "Moves"). */
-            op->s_settled = true;
-        }
-    }
+    ms_exec_on_register(&b->exec, s);
+}
+
+void ms_balance_range_created(struct ms_balance *b, uint64_t range_id)
+{
+    ms_exec_range_created(&b->exec, range_id);
 }
 
 void ms_balance_server_state(struct ms_balance *b,
@@ -1167,7 +89,7 @@ void ms_balance_server_state(struct ms_balance *b,
         e, "ranges",
         json_integer((json_int_t)ms_catalog_server_nranges(b->cl->cat, s->id)));
     json_object_set_new(e, "reason", json_string(why));
-    ms_balance_event(b, e);
+    ms_exec_event(&b->exec, e);
 }
 
 void ms_balance_loads(struct ms_balance *b,
@@ -1222,19 +144,19 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         sv[i].pending = s->pending;
         sv[i].max_server_eps = s->max_server_eps;
         sv[i].max_range_eps = s->max_range_eps;
-        sv[i].moving = ms__server_moving(b, s->id);
+        sv[i].moving = ms_exec_server_moving(&b->exec, s->id);
         sv[i].move_ms = s->move_ms;
     }
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(b->cl->cat, i);
-        const struct ms_rmeta *rm = ms__rmeta(b, r->id);
+        const struct ms_rmeta *rm = ms_exec_rmeta(&b->exec, r->id);
         rv[i].id = r->id;
         rv[i].table_id = r->table_id;
         rv[i].low = r->low;
         rv[i].high = r->high_inf ? NULL : r->high;
         rv[i].server_id = r->server_id;
         rv[i].epoch = r->epoch;
-        rv[i].busy = ms_balance_busy(b, r->id);
+        rv[i].busy = ms_exec_busy(&b->exec, r->id);
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
@@ -1247,7 +169,7 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
     view->ranges = rv;
     view->nranges = nr;
     view->now_ms = rt_time_mono_ms();
-    view->moves = ms_balance_moves(b);
+    view->moves = ms_exec_moves(&b->exec);
 }
 
 static void ms__view_free(struct ms_cluster_view *view)
@@ -1280,14 +202,14 @@ static void ms__mark_event(struct ms_balance *b, const struct ms_decision *d)
     }
     json_object_set_new(e, "kind", json_string(ms_decision_kind_name(d->kind)));
     json_object_set_new(e, "origin", json_string("policy"));
-    ms__ev_range(b, e, r);
-    ms__ev_decision(e, d);
-    json_object_set_new(
-        e, "load", ms_balance_load_json(ms_load_find(b->load, r->id), false));
+    ms_exec_ev_range(&b->exec, e, r);
+    ms_exec_ev_decision(e, d);
+    json_object_set_new(e, "load",
+                        ms_exec_load_json(ms_load_find(b->load, r->id), false));
     if (d->kind == MS_DECIDE_HOT) {
         b->n_hot++;
     }
-    ms_balance_event(b, e);
+    ms_exec_event(&b->exec, e);
 }
 
 static void ms__sync_fail_event(struct ms_balance *b,
@@ -1299,11 +221,11 @@ static void ms__sync_fail_event(struct ms_balance *b,
     json_object_set_new(e, "kind", json_string(ms_decision_kind_name(d->kind)));
     json_object_set_new(e, "origin", json_string("policy"));
     json_object_set_new(e, "range", json_integer((json_int_t)d->range_id));
-    ms__ev_decision(e, d);
+    ms_exec_ev_decision(e, d);
     json_object_set_new(e, "outcome", json_string("failed"));
     json_object_set_new(e, "error", json_string(err));
     json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-    ms_balance_event(b, e);
+    ms_exec_event(&b->exec, e);
 }
 
 static void ms__run_policy(struct ms_balance *b)
@@ -1325,16 +247,16 @@ static void ms__run_policy(struct ms_balance *b)
                 ms__mark_event(b, &d[i]);
                 break;
             case MS_DECIDE_SPLIT:
-                rc = ms__do_split(b, d[i].range_id, d[i].key, "policy", &d[i],
-                                  NULL, err, sizeof(err));
+                rc = ms_exec_split(&b->exec, d[i].range_id, d[i].key, "policy",
+                                   &d[i], NULL, err, sizeof(err));
                 break;
             case MS_DECIDE_MERGE:
-                rc = ms__do_merge(b, d[i].range_id, d[i].range_id2, "policy",
-                                  &d[i], NULL, err, sizeof(err));
+                rc = ms_exec_merge(&b->exec, d[i].range_id, d[i].range_id2,
+                                   "policy", &d[i], NULL, err, sizeof(err));
                 break;
             case MS_DECIDE_MOVE:
-                rc = ms__do_move(b, d[i].range_id, d[i].server_id, "policy",
-                                 &d[i], NULL, err, sizeof(err));
+                rc = ms_exec_move(&b->exec, d[i].range_id, d[i].server_id,
+                                  "policy", &d[i], NULL, err, sizeof(err));
                 break;
             default:
                 break;
@@ -1375,7 +297,7 @@ static uint64_t ms__drain_target(struct ms_balance *b, uint64_t not )
             load += l ? ms_load_demand(&l->avg) : 0;
         }
         /* Pending moves into it count as well. */
-        n += ms__server_moving(b, s->id);
+        n += ms_exec_server_moving(&b->exec, s->id);
         if (!best || load < best_load || (load == best_load && n < best_n)) {
             best = s->id;
             best_load = load;
@@ -1399,14 +321,15 @@ static void ms__run_drains(struct ms_balance *b)
         s = ms_cluster_server_find(b->cl, rec->id);
         left = ms_catalog_server_nranges(b->cl->cat, rec->id);
         if (left == 0) {
-            if (s && !s->drain_reported && ms__server_moving(b, rec->id) == 0) {
+            if (s && !s->drain_reported &&
+                ms_exec_server_moving(&b->exec, rec->id) == 0) {
                 json_t *e = json_object();
                 s->drain_reported = true;
                 json_object_set_new(e, "kind", json_string("drain"));
                 json_object_set_new(e, "server",
                                     json_integer((json_int_t)rec->id));
                 json_object_set_new(e, "outcome", json_string("done"));
-                ms_balance_event(b, e);
+                ms_exec_event(&b->exec, e);
                 rt_log(RT_LOG_INFO, "server %" PRIu64 " drained", rec->id);
             }
             continue;
@@ -1414,20 +337,20 @@ static void ms__run_drains(struct ms_balance *b)
         if (!ms_cluster_server_usable(b->cl, rec->id)) {
             continue;
         }
-        for (size_t j = 0;
-             j < ms_catalog_nranges(b->cl->cat) && ms_balance_moves(b) < cap;
+        for (size_t j = 0; j < ms_catalog_nranges(b->cl->cat) &&
+                           ms_exec_moves(&b->exec) < cap;
              j++) {
             const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             uint64_t t;
-            if (r->server_id != rec->id || ms_balance_busy(b, r->id)) {
+            if (r->server_id != rec->id || ms_exec_busy(&b->exec, r->id)) {
                 continue;
             }
             t = ms__drain_target(b, rec->id);
             if (!t) {
                 break;
             }
-            if (ms__do_move(b, r->id, t, "drain", NULL, NULL, err,
-                            sizeof(err)) != 0) {
+            if (ms_exec_move(&b->exec, r->id, t, "drain", NULL, NULL, err,
+                             sizeof(err)) != 0) {
                 rt_log(RT_LOG_WARN, "drain of server %" PRIu64 ": %s", rec->id,
                        err);
                 break;
@@ -1437,6 +360,11 @@ static void ms__run_drains(struct ms_balance *b)
             break;
         }
     }
+}
+
+static void ms__moved(void *arg)
+{
+    ms__run_drains(arg);
 }
 
 /* ---- history ---- */
@@ -1480,30 +408,8 @@ bool ms_balance_tick(struct ms_balance *b)
     if (b->cl->stopping) {
         return false;
     }
-    ms__rmeta_prune(b);
-    /* Aborted moves not settled yet: ms__abort_kick may free ops, so
-     * walk a copy of their move ids. */
-    if (b->ops.n) {
-        uint64_t *ids = rt_xcalloc(b->ops.n, sizeof(*ids));
-        size_t n = 0;
-        for (size_t i = 0; i < b->ops.n; i++) {
-            const struct ms_op *op = b->ops.v[i];
-            if (op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING) {
-                ids[n++] = op->move_id;
-            }
-        }
-        for (size_t k = 0; k < n; k++) {
-            for (size_t i = 0; i < b->ops.n; i++) {
-                struct ms_op *op = b->ops.v[i];
-                if (op->kind == MS_OP_MOVE && op->move_id == ids[k] &&
-                    op->state == MS_MOVE_ABORTING) {
-                    ms__abort_kick(op);
-                    break;
-                }
-            }
-        }
-        free(ids);
-    }
+    ms_exec_rmeta_prune(&b->exec);
+    ms_exec_retry_aborts(&b->exec);
     ms__run_policy(b);
     ms__run_drains(b);
     if (now - b->frame_ms + b->tick_ms / 2 >= MS__FRAME_MS) {
@@ -1523,21 +429,21 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
     int rc = 0;
 
     if (b->cl->stopping) {
-        ms__admin_fail(b, req, RT_EBUSY, "master is stopping");
+        ms_exec_admin_fail(&b->exec, req, RT_EBUSY, "master is stopping");
         return;
     }
     switch (req->kind) {
         case MS_ADMIN_SPLIT:
-            rc = ms__do_split(b, req->range_id, req->key, "manual", NULL, req,
-                              err, sizeof(err));
+            rc = ms_exec_split(&b->exec, req->range_id, req->key, "manual",
+                               NULL, req, err, sizeof(err));
             break;
         case MS_ADMIN_MERGE:
-            rc = ms__do_merge(b, req->range_id, 0, "manual", NULL, req, err,
-                              sizeof(err));
+            rc = ms_exec_merge(&b->exec, req->range_id, 0, "manual", NULL, req,
+                               err, sizeof(err));
             break;
         case MS_ADMIN_MOVE:
-            rc = ms__do_move(b, req->range_id, req->server_id, "manual", NULL,
-                             req, err, sizeof(err));
+            rc = ms_exec_move(&b->exec, req->range_id, req->server_id, "manual",
+                              NULL, req, err, sizeof(err));
             break;
         case MS_ADMIN_DRAIN: {
             const struct ms_server_rec *rec =
@@ -1571,11 +477,11 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 e, "ranges",
                 json_integer((json_int_t)ms_catalog_server_nranges(
                     b->cl->cat, req->server_id)));
-            e = ms__event_get(b, e);
+            e = ms_exec_event_get(&b->exec, e);
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,
                    req->cancel ? "no longer draining" : "draining");
             ms_cluster_changed(b->cl);
-            ms_admin_complete(b->admin, req, 200, ms__json_text(e));
+            ms_admin_complete(b->exec.admin, req, 200, ms_exec_json_text(e));
             json_decref(e);
             if (!req->cancel) {
                 ms__run_drains(b);
@@ -1588,6 +494,6 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
             break;
     }
     if (rc) {
-        ms__admin_fail(b, req, rc, err);
+        ms_exec_admin_fail(&b->exec, req, rc, err);
     }
 }

@@ -226,7 +226,7 @@ int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm)
     int rc = ms_admin_attach(adm, m->loop, ms_balance_admin, &m->bal);
     if (rc == 0) {
         m->admin = adm;
-        m->bal.admin = adm;
+        ms_balance_set_admin(&m->bal, adm);
     }
     return rc;
 }

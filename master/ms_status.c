@@ -197,11 +197,11 @@ static char *ms__build_json(struct ms_cluster *cl,
                 ms_cluster_server_find(cl, r->server_id);
             double thr = ms_policy_hot_threshold(&bal->policy_cfg,
                                                  s ? s->max_range_eps : 0);
-            json_object_set_new(o, "load", ms_balance_load_json(l, false));
+            json_object_set_new(o, "load", ms_exec_load_json(l, false));
             json_object_set_new(
                 o, "hot", json_boolean(l && ms_load_demand(&l->avg) >= thr));
             json_object_set_new(o, "busy",
-                                json_boolean(ms_balance_busy(bal, r->id)));
+                                json_boolean(ms_exec_busy(&bal->exec, r->id)));
         }
         json_array_append_new(ranges, o);
     }
@@ -225,11 +225,9 @@ static char *ms__build_json(struct ms_cluster *cl,
         json_object_set_new(pol, "split_eps", json_real(c->split_eps));
         json_object_set_new(pol, "max_moves", ms__json_u64(c->max_moves));
         json_object_set_new(root, "policy", pol);
-        for (size_t i = 0; i < bal->ops.n; i++) {
-            const struct ms_op *op = bal->ops.v[i];
+        for (size_t i = 0; i < bal->exec.ops.n; i++) {
+            const struct ms_op *op = bal->exec.ops.v[i];
             static const char *const kinds[] = {"split", "merge", "move"};
-            static const char *const states[] = {"copying", "assigning",
-                                                 "aborting"};
             json_t *oj = json_object();
             json_object_set_new(oj, "kind", json_string(kinds[op->kind]));
             json_object_set_new(oj, "range", ms__json_u64(op->range_id));
@@ -237,8 +235,9 @@ static char *ms__build_json(struct ms_cluster *cl,
             if (op->kind == MS_OP_MOVE) {
                 json_object_set_new(oj, "to", ms__json_u64(op->dst));
                 json_object_set_new(oj, "move_id", ms__json_u64(op->move_id));
-                json_object_set_new(oj, "state",
-                                    json_string(states[op->state]));
+                json_object_set_new(
+                    oj, "state",
+                    json_string(ms_exec_move_state_name(op->state)));
             }
             json_object_set_new(oj, "origin", json_string(op->origin));
             json_object_set_new(oj, "running_ms",
@@ -306,20 +305,23 @@ static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
                   cl->map_pushes);
     ms__metric(&b, "rt_master_splits_total", "counter",
                "Range splits committed (policy and operator).");
-    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n", bal->n_splits);
+    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n",
+                  bal->exec.n_splits);
     ms__metric(&b, "rt_master_merges_total", "counter",
                "Range merges committed.");
-    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n", bal->n_merges);
+    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n",
+                  bal->exec.n_merges);
     ms__metric(&b, "rt_master_moves_total", "counter",
                "Range moves by outcome.");
     rt_buf_printf(&b, "rt_master_moves_total{outcome=\"ok\"} %" PRIu64 "\n",
-                  bal->n_moves);
+                  bal->exec.n_moves);
     rt_buf_printf(&b,
                   "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
-                  bal->n_aborts);
+                  bal->exec.n_aborts);
     ms__metric(&b, "rt_master_moves_inflight", "gauge",
                "Range moves in flight.");
-    rt_buf_printf(&b, "rt_master_moves_inflight %u\n", ms_balance_moves(bal));
+    rt_buf_printf(&b, "rt_master_moves_inflight %u\n",
+                  ms_exec_moves(&bal->exec));
     ms__metric(&b, "rt_master_hot_marks_total", "counter",
                "Times a range was marked hot by the policy.");
     rt_buf_printf(&b, "rt_master_hot_marks_total %" PRIu64 "\n", bal->n_hot);
