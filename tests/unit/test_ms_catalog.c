@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -14,56 +13,34 @@
 #include "ms_policy.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "th_ms.h"
 
 /* ---- Fixture ---- */
 
-struct fx
-{
-    char dir[64];
-    struct ms_catalog *cat;
-};
-
-static void fx_reopen(struct fx *f)
-{
-    char errmsg[RT_ERRMSG_SIZE];
-    if (f->cat) {
-        ms_catalog_close(f->cat);
-        f->cat = NULL;
-    }
-    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
-}
-
+/* Each test gets a fresh catalog in its own temporary directory. */
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    rt_log_init("test", RT_LOG_WARN);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_catalog.XXXXXX");
-    if (!mkdtemp(f->dir)) {
+    struct th_ms_cat *f = calloc(1, sizeof(*f));
+    if (!f || th_ms_cat_setup(f, "test_ms_catalog") != 0) {
+        free(f);
         return -1;
     }
-    fx_reopen(f);
     *state = f;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fx *f = *state;
-    const char *files[] = {"data.mdb", "lock.mdb", "master.lock"};
-    char path[128];
-    ms_catalog_close(f->cat);
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
-        unlink(path);
-    }
-    rmdir(f->dir);
-    free(f);
+    th_ms_cat_teardown(*state);
+    free(*state);
     return 0;
 }
 
 /* ---- Helpers ---- */
 
-static uint64_t create(struct fx *f, const char *account, const char *name)
+static uint64_t create(struct th_ms_cat *f,
+                       const char *account,
+                       const char *name)
 {
     const struct ms_table *t = NULL;
     const struct ms_range *r = NULL;
@@ -104,7 +81,7 @@ static void test_name_check(void **state)
  * can be found in any case and keeps the case it was created with. */
 static void test_create_get(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     const struct ms_table *t;
     const struct ms_range *r;
     uint64_t v0 = ms_catalog_map_version(f->cat);
@@ -135,7 +112,7 @@ static void test_create_get(void **state)
  * a refused create changes nothing. */
 static void test_clash(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     create(f, "acct", "Orders");
     uint64_t v = ms_catalog_map_version(f->cat);
     assert_int_equal(
@@ -156,7 +133,7 @@ static void test_clash(void **state)
  * missing table is RT_ENOTFOUND. */
 static void test_delete(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     struct ms_table_drop drop;
     uint64_t id = create(f, "acct", "Gone");
     create(f, "acct", "Stays");
@@ -179,7 +156,7 @@ static void test_delete(void **state)
  * after a restart. */
 static void test_ids_not_reused(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     const struct ms_table *t;
     const struct ms_range *r;
     uint64_t id1 = create(f, "acct", "Again");
@@ -191,7 +168,7 @@ static void test_ids_not_reused(void **state)
     assert_true(r->id > rid1);
     uint64_t id2 = t->id, rid2 = r->id;
     assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "again", NULL), 0);
-    fx_reopen(f);
+    th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_ntables(f->cat), 0);
     assert_int_equal(
         ms_catalog_create_table(f->cat, "acct", "Again", 1, &t, &r), 0);
@@ -203,7 +180,7 @@ static void test_ids_not_reused(void **state)
  * servers and the map version. */
 static void test_persistence(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     uint64_t sid;
     create(f, "acct", "Alpha");
     create(f, "acct", "beta");
@@ -211,7 +188,7 @@ static void test_persistence(void **state)
     assert_int_equal(
         ms_catalog_register_server(f->cat, 0, "127.0.0.1:4000", &sid, NULL), 0);
     uint64_t v = ms_catalog_map_version(f->cat);
-    fx_reopen(f);
+    th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_map_version(f->cat), v);
     assert_int_equal(ms_catalog_ntables(f->cat), 3);
     assert_int_equal(ms_catalog_nranges(f->cat), 3);
@@ -227,7 +204,7 @@ static void test_persistence(void **state)
     assert_string_equal(ms_catalog_server_find(f->cat, sid)->addr,
                         "127.0.0.1:4000");
     assert_int_equal(ms_catalog_bump_version(f->cat), 0);
-    fx_reopen(f);
+    th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_map_version(f->cat), v + 1);
 }
 
@@ -235,7 +212,7 @@ static void test_persistence(void **state)
  * (inclusive, any case) and limit, and names the next table. */
 static void test_list_paging(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     const char *names[] = {"delta", "Alpha", "charlie", "Bravo", "echo"};
     const char *order[] = {"Alpha", "Bravo", "charlie", "delta", "echo"};
     size_t first, count;
@@ -286,7 +263,7 @@ static void test_list_paging(void **state)
 /* The page size is capped at 1000. */
 static void test_list_limit_cap(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     char name[16];
     size_t first, count;
     const struct ms_table *next;
@@ -305,7 +282,7 @@ static void test_list_limit_cap(void **state)
  * unknown id is adopted and the counter moves past it; all persist. */
 static void test_servers(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     uint64_t a, b, c, d;
     bool changed;
     uint64_t v0 = ms_catalog_map_version(f->cat);
@@ -334,7 +311,7 @@ static void test_servers(void **state)
     assert_int_equal(ms_catalog_register_server(f->cat, 0, "", &d, NULL),
                      RT_EINVAL);
 
-    fx_reopen(f);
+    th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_nservers(f->cat), 3);
     assert_string_equal(ms_catalog_server_find(f->cat, a)->addr, "h:9");
     assert_string_equal(ms_catalog_server_find(f->cat, b)->addr, "h:2");
@@ -348,7 +325,7 @@ static void test_servers(void **state)
  * change: new ranges get fresh ids, replaced ranges keep theirs. */
 static void test_update_ranges(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     const struct ms_table *t;
     const struct ms_range *r;
     uint64_t ids[2];
@@ -374,7 +351,7 @@ static void test_update_ranges(void **state)
                      0);
     assert_int_equal(ids[0], rid);
     assert_true(ids[1] > rid);
-    fx_reopen(f);
+    th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_nranges(f->cat), 2);
     r = ms_catalog_range_find(f->cat, rid);
     assert_string_equal(r->high, "m");
@@ -422,7 +399,7 @@ static void test_update_ranges(void **state)
 /* A second master on the same directory is refused. */
 static void test_dir_lock(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     struct ms_catalog *other = NULL;
     char errmsg[RT_ERRMSG_SIZE];
     assert_int_equal(ms_catalog_open(f->dir, &other, errmsg), RT_EIO);
@@ -466,7 +443,7 @@ static void test_policy_place(void **state)
  * the commit; draining survives a reopen. */
 static void test_moves_and_draining(void **state)
 {
-    struct fx *f = *state;
+    struct th_ms_cat *f = *state;
     const struct ms_range *r;
     const Rt__MoveReq *mv;
     uint64_t sid1, sid2, v0, rid, mid;

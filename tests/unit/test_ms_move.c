@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,6 +24,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_rpc.h"
+#include "th_ms.h"
 
 /* ---- Fixture ---- */
 
@@ -57,7 +57,7 @@ struct fake_ps
 struct fx
 {
     uv_loop_t loop;
-    char dir[64];
+    char dir[TH_MS_DIR_SIZE];
     struct ms_master *m;
     struct ms_status *st;
     struct ms_admin *adm;
@@ -209,8 +209,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     rt_log_init("test", RT_LOG_WARN);
     uv_loop_init(&f->loop);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_move.XXXXXX");
-    if (!mkdtemp(f->dir)) {
+    if (th_ms_dir_create(f->dir, "test_ms_move") != 0) {
+        free(f);
         return -1;
     }
     f->st = ms_status_create();
@@ -227,9 +227,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    const char *files[] = {"data.mdb", "lock.mdb", "master.lock",
-                           "events.jsonl"};
-    char path[128];
     if (f->m) {
         stop_master(f);
     }
@@ -237,73 +234,15 @@ static int teardown(void **state)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     ms_status_destroy(f->st);
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
-        unlink(path);
-    }
-    rmdir(f->dir);
+    th_ms_dir_remove(f->dir);
     free(f);
     return 0;
 }
 
 /* ---- Helpers ---- */
 
-#define WAIT_UNTIL(f, cond)                             \
-    do {                                                \
-        uint64_t end__ = uv_now(&(f)->loop) + 5000;     \
-        while (!(cond) && uv_now(&(f)->loop) < end__) { \
-            uv_run(&(f)->loop, UV_RUN_ONCE);            \
-        }                                               \
-        assert_true(cond);                              \
-    } while (0)
-
-/* Turns the loop for @ms. */
-static void spin(struct fx *f, uint64_t ms)
-{
-    uint64_t end = uv_now(&f->loop) + ms;
-    while (uv_now(&f->loop) < end) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-    }
-}
-
-struct reply
-{
-    int done;
-    int status;
-    uint8_t *body;
-    size_t len;
-};
-
-static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct reply *r = arg;
-    r->done = 1;
-    r->status = status;
-    r->len = len;
-    r->body = malloc(len ? len : 1);
-    if (len) {
-        memcpy(r->body, body, len);
-    }
-}
-
-static int call(struct fx *f,
-                struct rt_rpc_client *c,
-                uint32_t method,
-                const ProtobufCMessage *msg,
-                struct reply *r)
-{
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(
-        rt_rpc_call_pb(rt_rpc_client_conn(c), method, msg, 5000, reply_cb, r),
-        0);
-    WAIT_UNTIL(f, r->done);
-    return r->status;
-}
-
-static void wait_up(struct fx *f, struct rt_rpc_client *c)
-{
-    WAIT_UNTIL(f, rt_rpc_conn_is_up(rt_rpc_client_conn(c)));
-}
+/* The loop turns until @cond holds, for at most 5000 ms. */
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 5000, cond)
 
 /* Starts fake server @i (keeping its id from an earlier life) and
  * registers it. */
@@ -312,15 +251,16 @@ static void ps_start(struct fx *f, int i)
     struct fake_ps *ps = &f->ps[i];
     Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
     Rt__RegisterResp *resp;
-    struct reply r;
+    struct th_ms_reply r;
     assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
                                          ps, &ps->cli),
                      0);
-    wait_up(f, ps->cli);
+    th_ms_wait_up(&f->loop, ps->cli);
     req.server_id = ps->id;
     req.addr = ps->addr;
-    assert_int_equal(call(f, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r),
-                     0);
+    assert_int_equal(
+        th_ms_call(&f->loop, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r),
+        0);
     resp = rt__register_resp__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(resp);
@@ -333,7 +273,7 @@ static void fe_start(struct fx *f)
 {
     assert_int_equal(
         rt_rpc_client_start(&f->loop, f->addr, NULL, NULL, NULL, &f->fe), 0);
-    wait_up(f, f->fe);
+    th_ms_wait_up(&f->loop, f->fe);
 }
 
 /* Heartbeat of fake server @i with one load entry (@range_id 0: none). */
@@ -346,7 +286,7 @@ static void ps_heartbeat(struct fx *f,
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     Rt__RangeLoad load = RT__RANGE_LOAD__INIT, *loads[1] = {&load};
     Rt__RegisterResp *resp;
-    struct reply r;
+    struct th_ms_reply r;
     size_t n = 0;
     while (pks && pks[n]) {
         n++;
@@ -364,8 +304,9 @@ static void ps_heartbeat(struct fx *f,
         req.n_loads = 1;
         req.loads = loads;
     }
-    assert_int_equal(
-        call(f, f->ps[i].cli, RT__METHOD__PS_HEARTBEAT, &req.base, &r), 0);
+    assert_int_equal(th_ms_call(&f->loop, f->ps[i].cli,
+                                RT__METHOD__PS_HEARTBEAT, &req.base, &r),
+                     0);
     resp = rt__register_resp__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(resp);
@@ -376,13 +317,14 @@ static void ps_heartbeat(struct fx *f,
 static uint64_t create_table(struct fx *f, const char *name)
 {
     Rt__TableReq req = RT__TABLE_REQ__INIT;
-    struct reply r;
+    struct th_ms_reply r;
     Rt__Table *t;
     uint64_t id;
     req.account = "acct";
     req.name = (char *)name;
-    assert_int_equal(call(f, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r),
-                     0);
+    assert_int_equal(
+        th_ms_call(&f->loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r),
+        0);
     t = rt__table__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(t);
@@ -393,9 +335,10 @@ static uint64_t create_table(struct fx *f, const char *name)
 
 static Rt__Map *get_map(struct fx *f)
 {
-    struct reply r;
+    struct th_ms_reply r;
     Rt__Map *map;
-    assert_int_equal(call(f, f->fe, RT__METHOD__GET_MAP, NULL, &r), 0);
+    assert_int_equal(th_ms_call(&f->loop, f->fe, RT__METHOD__GET_MAP, NULL, &r),
+                     0);
     map = rt__map__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(map);
@@ -616,7 +559,7 @@ static void test_move_timeout(void **state)
     assert_int_equal(epoch, 1);
     /* The late answer changes nothing. */
     reply_move_ok(f->ps[0].held_conn, f->ps[0].held_id);
-    spin(f, 200);
+    th_ms_spin(&f->loop, 200);
     map_range(f, rid, &server, &epoch, NULL);
     assert_int_equal(server, f->ps[0].id);
 }
@@ -648,11 +591,12 @@ static void test_source_reregisters(void **state)
     WAIT_UNTIL(f, f->ps[0].move_outs == 1);
     {
         Rt__RegisterReq rr = RT__REGISTER_REQ__INIT;
-        struct reply r;
+        struct th_ms_reply r;
         rr.server_id = f->ps[0].id;
         rr.addr = f->ps[0].addr;
-        assert_int_equal(
-            call(f, f->ps[0].cli, RT__METHOD__PS_REGISTER, &rr.base, &r), 0);
+        assert_int_equal(th_ms_call(&f->loop, f->ps[0].cli,
+                                    RT__METHOD__PS_REGISTER, &rr.base, &r),
+                         0);
         free(r.body);
     }
     reply_move_ok(f->ps[0].held_conn, f->ps[0].held_id);
@@ -863,7 +807,7 @@ static void test_drain(void **state)
         assert_non_null(strstr(b, "cancelled"));
         ms_admin_release(f->adm, req);
     }
-    spin(f, 100);
+    th_ms_spin(&f->loop, 100);
     json = ms_status_copy(f->st, MS_STATUS_JSON);
     assert_null(strstr(json, "\"draining\":true"));
     free(json);
@@ -904,7 +848,7 @@ static void test_policy_end_to_end(void **state)
                 }
             }
         }
-        spin(f, 100);
+        th_ms_spin(&f->loop, 100);
         map = get_map(f);
         split = map->n_ranges >= 2;
         for (size_t i = 0; i < map->n_ranges; i++) {

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -16,14 +15,14 @@
 #include "rt.pb-c.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "th_ms.h"
 
 /* ---- Fixture ---- */
 
 struct fx
 {
-    char dir[64];
-    struct ms_catalog *cat;
-    uint64_t now_ms; /* the fake wall clock */
+    struct th_ms_cat c; /* catalog in a temporary directory */
+    uint64_t now_ms;    /* the fake wall clock */
 };
 
 static uint64_t fx_clock(void *arg)
@@ -34,22 +33,16 @@ static uint64_t fx_clock(void *arg)
 /* (Re)opens the catalog with the fake clock and @grace_ms. */
 static void fx_reopen(struct fx *f, uint64_t grace_ms)
 {
-    char errmsg[RT_ERRMSG_SIZE];
-    if (f->cat) {
-        ms_catalog_close(f->cat);
-        f->cat = NULL;
-    }
-    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
-    ms_catalog_set_clock(f->cat, fx_clock, f);
-    ms_catalog_set_delete_grace(f->cat, grace_ms);
+    th_ms_cat_reopen(&f->c);
+    ms_catalog_set_clock(f->c.cat, fx_clock, f);
+    ms_catalog_set_delete_grace(f->c.cat, grace_ms);
 }
 
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    rt_log_init("test", RT_LOG_WARN);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_props.XXXXXX");
-    if (!mkdtemp(f->dir)) {
+    if (!f || th_ms_cat_setup(&f->c, "test_ms_props") != 0) {
+        free(f);
         return -1;
     }
     f->now_ms = 1700000000000ull;
@@ -61,14 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    const char *files[] = {"data.mdb", "lock.mdb", "master.lock"};
-    char path[128];
-    ms_catalog_close(f->cat);
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
-        unlink(path);
-    }
-    rmdir(f->dir);
+    th_ms_cat_teardown(&f->c);
     free(f);
     return 0;
 }
@@ -78,7 +64,7 @@ static int teardown(void **state)
 static void create(struct fx *f, const char *account, const char *name)
 {
     assert_int_equal(
-        ms_catalog_create_table(f->cat, account, name, 1, NULL, NULL), 0);
+        ms_catalog_create_table(f->c.cat, account, name, 1, NULL, NULL), 0);
 }
 
 static struct ms_acl_entry entry(const char *id,
@@ -117,15 +103,15 @@ static void test_acl_set_persist(void **state)
     const struct ms_table *t;
     uint64_t v;
     create(f, "acct", "People");
-    v = ms_catalog_map_version(f->cat);
+    v = ms_catalog_map_version(f->c.cat);
     acl[0] = entry("p1", "2024-01-01T00:00:00.0000000Z",
                    "2024-02-01T00:00:00.0000000Z", "raud");
     acl[1] = entry("p2", NULL, NULL, "r");
     acl[2] = entry("p3", NULL, NULL, NULL);
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "PEOPLE", acl, 3), 0);
-    assert_int_equal(ms_catalog_map_version(f->cat), v + 1);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "PEOPLE", acl, 3), 0);
+    assert_int_equal(ms_catalog_map_version(f->c.cat), v + 1);
     fx_reopen(f, 0);
-    t = ms_catalog_table_find(f->cat, "acct", "people");
+    t = ms_catalog_table_find(f->c.cat, "acct", "people");
     assert_non_null(t);
     assert_int_equal(t->nacl, 3);
     assert_string_equal(t->acl[0].id, "p1");
@@ -139,9 +125,11 @@ static void test_acl_set_persist(void **state)
     assert_string_equal(t->acl[2].id, "p3");
     assert_false(t->acl[2].has_policy);
     /* An empty ACL clears it, durably. */
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "people", NULL, 0), 0);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "people", NULL, 0),
+                     0);
     fx_reopen(f, 0);
-    assert_int_equal(ms_catalog_table_find(f->cat, "acct", "people")->nacl, 0);
+    assert_int_equal(ms_catalog_table_find(f->c.cat, "acct", "people")->nacl,
+                     0);
 }
 
 /* The documented limits (spec §3.5, §9) are RT_EXML and change nothing;
@@ -161,43 +149,43 @@ static void test_acl_limits(void **state)
         static const char *ids[] = {"a", "b", "c", "d", "e", "f"};
         acl[i] = entry(ids[i], NULL, NULL, "r");
     }
-    v = ms_catalog_map_version(f->cat);
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 6),
+    v = ms_catalog_map_version(f->c.cat);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 6),
                      RT_EXML);
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 5), 0);
-    assert_int_equal(ms_catalog_map_version(f->cat), v + 1);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 5), 0);
+    assert_int_equal(ms_catalog_map_version(f->c.cat), v + 1);
     v++;
     acl[0] = entry(id65, NULL, NULL, "r");
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 1),
                      RT_EXML);
     acl[0] = entry(id64, NULL, NULL, "r");
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1), 0);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 1), 0);
     v++;
     acl[0] = entry("", NULL, NULL, "r");
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 1),
                      RT_EXML);
     static const char *bad[] = {"w", "ar", "rr", "dr", "raudx", "R"};
     static const char *good[] = {"r",  "a",   "u",    "d", "ra",
                                  "rd", "aud", "raud", ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         acl[0] = entry("x", NULL, NULL, bad[i]);
-        assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
+        assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 1),
                          RT_EXML);
     }
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         acl[0] = entry("x", NULL, NULL, good[i]);
-        assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 1),
+        assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 1),
                          0);
         v++;
     }
     acl[0] = entry("same", NULL, NULL, "r");
     acl[1] = entry("same", NULL, NULL, "a");
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "limits", acl, 2),
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "limits", acl, 2),
                      RT_EXML);
-    assert_int_equal(ms_catalog_map_version(f->cat), v);
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "nosuch", acl, 1),
+    assert_int_equal(ms_catalog_map_version(f->c.cat), v);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "nosuch", acl, 1),
                      RT_ETABLENOTFOUND);
-    assert_int_equal(ms_catalog_set_acl(f->cat, "other", "limits", acl, 1),
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "other", "limits", acl, 1),
                      RT_ETABLENOTFOUND);
 }
 
@@ -207,10 +195,11 @@ static void test_acl_dies_with_table(void **state)
     struct fx *f = *state;
     struct ms_acl_entry acl[1] = {entry("p", NULL, NULL, "r")};
     create(f, "acct", "Short");
-    assert_int_equal(ms_catalog_set_acl(f->cat, "acct", "short", acl, 1), 0);
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "short", NULL), 0);
+    assert_int_equal(ms_catalog_set_acl(f->c.cat, "acct", "short", acl, 1), 0);
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "short", NULL),
+                     0);
     create(f, "acct", "Short");
-    assert_int_equal(ms_catalog_table_find(f->cat, "acct", "short")->nacl, 0);
+    assert_int_equal(ms_catalog_table_find(f->c.cat, "acct", "short")->nacl, 0);
 }
 
 /* ---- Tests: service properties ---- */
@@ -230,17 +219,17 @@ static void test_props_merge_persist(void **state)
     Rt__CorsRule r2 = rule("*", "GET");
     Rt__CorsRule *rules[2] = {&r1, &r2};
     const Rt__ServiceProps *p;
-    uint64_t v = ms_catalog_map_version(f->cat);
+    uint64_t v = ms_catalog_map_version(f->c.cat);
 
-    assert_null(ms_catalog_props(f->cat, "acct"));
+    assert_null(ms_catalog_props(f->c.cat, "acct"));
     log.version = "1.0";
     log.log_read = true;
     ret.enabled = true;
     ret.days = 7;
     log.retention = &ret;
     up.logging = &log;
-    assert_int_equal(ms_catalog_set_props(f->cat, "acct", &up), 0);
-    assert_int_equal(ms_catalog_map_version(f->cat), v + 1);
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "acct", &up), 0);
+    assert_int_equal(ms_catalog_map_version(f->c.cat), v + 1);
 
     /* Only CORS and hour metrics now: logging is kept. */
     memset(&up, 0, sizeof(up));
@@ -252,9 +241,9 @@ static void test_props_merge_persist(void **state)
     cors.n_rules = 2;
     cors.rules = rules;
     up.cors = &cors;
-    assert_int_equal(ms_catalog_set_props(f->cat, "acct", &up), 0);
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "acct", &up), 0);
     fx_reopen(f, 0);
-    p = ms_catalog_props(f->cat, "acct");
+    p = ms_catalog_props(f->c.cat, "acct");
     assert_non_null(p);
     assert_non_null(p->logging);
     assert_true(p->logging->log_read);
@@ -268,9 +257,9 @@ static void test_props_merge_persist(void **state)
     assert_string_equal(p->cors->rules[0]->allowed_origins, "http://a.com");
     assert_string_equal(p->cors->rules[1]->allowed_methods, "GET");
     assert_int_equal(p->cors->rules[0]->max_age, 60);
-    assert_null(ms_catalog_props(f->cat, "other"));
-    assert_int_equal(ms_catalog_nprops(f->cat), 1);
-    assert_string_equal(ms_catalog_props_at(f->cat, 0)->account, "acct");
+    assert_null(ms_catalog_props(f->c.cat, "other"));
+    assert_int_equal(ms_catalog_nprops(f->c.cat), 1);
+    assert_string_equal(ms_catalog_props_at(f->c.cat, 0)->account, "acct");
 
     /* An empty <Cors/> clears the rules and keeps everything else. */
     memset(&up, 0, sizeof(up));
@@ -278,9 +267,9 @@ static void test_props_merge_persist(void **state)
     cors.n_rules = 0;
     cors.rules = NULL;
     up.cors = &cors;
-    assert_int_equal(ms_catalog_set_props(f->cat, "acct", &up), 0);
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "acct", &up), 0);
     fx_reopen(f, 0);
-    p = ms_catalog_props(f->cat, "acct");
+    p = ms_catalog_props(f->c.cat, "acct");
     assert_non_null(p->cors);
     assert_int_equal(p->cors->n_rules, 0);
     assert_non_null(p->logging);
@@ -296,17 +285,17 @@ static void test_props_limits(void **state)
     Rt__CorsRules cors = RT__CORS_RULES__INIT;
     Rt__CorsRule r = rule("*", "GET");
     Rt__CorsRule *rules[6] = {&r, &r, &r, &r, &r, &r};
-    uint64_t v = ms_catalog_map_version(f->cat);
+    uint64_t v = ms_catalog_map_version(f->c.cat);
     cors.rules = rules;
     cors.n_rules = 6;
     up.cors = &cors;
-    assert_int_equal(ms_catalog_set_props(f->cat, "acct", &up), RT_EXML);
-    assert_int_equal(ms_catalog_set_props(f->cat, "", &up), RT_EINVAL);
-    assert_int_equal(ms_catalog_map_version(f->cat), v);
-    assert_null(ms_catalog_props(f->cat, "acct"));
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "acct", &up), RT_EXML);
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "", &up), RT_EINVAL);
+    assert_int_equal(ms_catalog_map_version(f->c.cat), v);
+    assert_null(ms_catalog_props(f->c.cat, "acct"));
     cors.n_rules = 5;
-    assert_int_equal(ms_catalog_set_props(f->cat, "acct", &up), 0);
-    assert_int_equal(ms_catalog_props(f->cat, "acct")->cors->n_rules, 5);
+    assert_int_equal(ms_catalog_set_props(f->c.cat, "acct", &up), 0);
+    assert_int_equal(ms_catalog_props(f->c.cat, "acct")->cors->n_rules, 5);
 }
 
 /* ---- Tests: deletion grace period ---- */
@@ -319,23 +308,23 @@ static void test_grace_blocks_create(void **state)
     struct fx *f = *state;
     fx_reopen(f, 30000);
     create(f, "acct", "Orders");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "orders", NULL),
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "orders", NULL),
                      0);
-    assert_true(ms_catalog_table_deleting(f->cat, "acct", "ORDERS"));
-    assert_false(ms_catalog_table_deleting(f->cat, "other", "orders"));
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
+    assert_true(ms_catalog_table_deleting(f->c.cat, "acct", "ORDERS"));
+    assert_false(ms_catalog_table_deleting(f->c.cat, "other", "orders"));
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 1);
     assert_int_equal(
-        ms_catalog_create_table(f->cat, "acct", "oRdErS", 1, NULL, NULL),
+        ms_catalog_create_table(f->c.cat, "acct", "oRdErS", 1, NULL, NULL),
         RT_ETABLEBEINGDELETED);
     create(f, "other", "Orders");
     f->now_ms += 29999;
     assert_int_equal(
-        ms_catalog_create_table(f->cat, "acct", "Orders", 1, NULL, NULL),
+        ms_catalog_create_table(f->c.cat, "acct", "Orders", 1, NULL, NULL),
         RT_ETABLEBEINGDELETED);
     f->now_ms += 1;
-    assert_false(ms_catalog_table_deleting(f->cat, "acct", "orders"));
+    assert_false(ms_catalog_table_deleting(f->c.cat, "acct", "orders"));
     create(f, "acct", "Orders");
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 0);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 0);
 }
 
 /* Tombstones are durable: a restarted master still refuses the name until
@@ -345,12 +334,12 @@ static void test_grace_persists(void **state)
     struct fx *f = *state;
     fx_reopen(f, 10000);
     create(f, "acct", "Durable");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "durable", NULL),
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "durable", NULL),
                      0);
     fx_reopen(f, 0); /* a later grace setting does not shorten it */
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 1);
     assert_int_equal(
-        ms_catalog_create_table(f->cat, "acct", "Durable", 1, NULL, NULL),
+        ms_catalog_create_table(f->c.cat, "acct", "Durable", 1, NULL, NULL),
         RT_ETABLEBEINGDELETED);
     f->now_ms += 10000;
     fx_reopen(f, 0);
@@ -365,25 +354,27 @@ static void test_grace_purge(void **state)
     fx_reopen(f, 1000);
     create(f, "acct", "First");
     create(f, "acct", "Second");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "first", NULL), 0);
-    f->now_ms += 600;
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "second", NULL),
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "first", NULL),
                      0);
-    assert_int_equal(ms_catalog_purge_tombstones(f->cat), 0);
-    f->now_ms += 400; /* first expires now, second in 600 ms */
-    assert_int_equal(ms_catalog_purge_tombstones(f->cat), 1);
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
-    fx_reopen(f, 1000);
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
-    assert_true(ms_catalog_table_deleting(f->cat, "acct", "second"));
     f->now_ms += 600;
-    assert_int_equal(ms_catalog_purge_tombstones(f->cat), 1);
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 0);
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "second", NULL),
+                     0);
+    assert_int_equal(ms_catalog_purge_tombstones(f->c.cat), 0);
+    f->now_ms += 400; /* first expires now, second in 600 ms */
+    assert_int_equal(ms_catalog_purge_tombstones(f->c.cat), 1);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 1);
+    fx_reopen(f, 1000);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 1);
+    assert_true(ms_catalog_table_deleting(f->c.cat, "acct", "second"));
+    f->now_ms += 600;
+    assert_int_equal(ms_catalog_purge_tombstones(f->c.cat), 1);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 0);
 
     fx_reopen(f, 0);
     create(f, "acct", "Third");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "third", NULL), 0);
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 0);
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "third", NULL),
+                     0);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 0);
     create(f, "acct", "Third");
 }
 
@@ -394,16 +385,18 @@ static void test_grace_renew(void **state)
     struct fx *f = *state;
     fx_reopen(f, 1000);
     create(f, "acct", "Renew");
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL), 0);
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "renew", NULL),
+                     0);
     f->now_ms += 1000;
     create(f, "acct", "RENEW");
     f->now_ms += 500;
-    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "renew", NULL), 0);
-    assert_int_equal(ms_catalog_ntombstones(f->cat), 1);
+    assert_int_equal(ms_catalog_delete_table(f->c.cat, "acct", "renew", NULL),
+                     0);
+    assert_int_equal(ms_catalog_ntombstones(f->c.cat), 1);
     f->now_ms += 999;
-    assert_true(ms_catalog_table_deleting(f->cat, "acct", "Renew"));
+    assert_true(ms_catalog_table_deleting(f->c.cat, "acct", "Renew"));
     f->now_ms += 1;
-    assert_false(ms_catalog_table_deleting(f->cat, "acct", "Renew"));
+    assert_false(ms_catalog_table_deleting(f->c.cat, "acct", "Renew"));
 }
 
 int main(void)

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -20,6 +19,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_rpc.h"
+#include "th_ms.h"
 
 /* ---- Fixture ---- */
 
@@ -43,7 +43,7 @@ struct fake_fe
 struct fx
 {
     uv_loop_t loop;
-    char dir[64];
+    char dir[TH_MS_DIR_SIZE];
     struct ms_master *m;
     struct ms_status *st;
     char addr[64];
@@ -132,8 +132,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     rt_log_init("test", RT_LOG_WARN);
     uv_loop_init(&f->loop);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ms_rpc.XXXXXX");
-    if (!mkdtemp(f->dir)) {
+    if (th_ms_dir_create(f->dir, "test_ms_rpc") != 0) {
+        free(f);
         return -1;
     }
     f->st = ms_status_create();
@@ -145,9 +145,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    const char *files[] = {"data.mdb", "lock.mdb", "master.lock",
-                           "events.jsonl"};
-    char path[128];
     if (f->ps.cli) {
         rt_rpc_client_close(f->ps.cli);
     }
@@ -166,72 +163,15 @@ static int teardown(void **state)
         rt__map__free_unpacked(f->fe.last, NULL);
     }
     ms_status_destroy(f->st);
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(path, sizeof(path), "%s/%s", f->dir, files[i]);
-        unlink(path);
-    }
-    rmdir(f->dir);
+    th_ms_dir_remove(f->dir);
     free(f);
     return 0;
 }
 
 /* ---- Helpers ---- */
 
-struct reply
-{
-    int done;
-    int status;
-    uint8_t *body;
-    size_t len;
-};
-
-static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct reply *r = arg;
-    r->done = 1;
-    r->status = status;
-    r->len = len;
-    r->body = malloc(len ? len : 1);
-    if (len) {
-        memcpy(r->body, body, len);
-    }
-}
-
-/* Turns the loop until @cond holds or 3 s pass (the master's tick timer
- * keeps UV_RUN_ONCE from blocking for long). */
-#define WAIT_UNTIL(f, cond)                             \
-    do {                                                \
-        uint64_t end__ = uv_now(&(f)->loop) + 3000;     \
-        while (!(cond) && uv_now(&(f)->loop) < end__) { \
-            uv_run(&(f)->loop, UV_RUN_ONCE);            \
-        }                                               \
-        assert_true(cond);                              \
-    } while (0)
-
-static void wait_up(struct fx *f, struct rt_rpc_client *c)
-{
-    uint64_t end = uv_now(&f->loop) + 3000;
-    while (!rt_rpc_conn_is_up(rt_rpc_client_conn(c)) &&
-           uv_now(&f->loop) < end) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-    }
-    assert_true(rt_rpc_conn_is_up(rt_rpc_client_conn(c)));
-}
-
-/* Calls and waits; returns the status, body in *r (free r->body). */
-static int call(struct fx *f,
-                struct rt_rpc_client *c,
-                uint32_t method,
-                const ProtobufCMessage *msg,
-                struct reply *r)
-{
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(
-        rt_rpc_call_pb(rt_rpc_client_conn(c), method, msg, 5000, reply_cb, r),
-        0);
-    WAIT_UNTIL(f, r->done);
-    return r->status;
-}
+/* The loop turns until @cond holds, for at most 3000 ms. */
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 3000, cond)
 
 static int call_table(struct fx *f,
                       uint32_t method,
@@ -240,11 +180,11 @@ static int call_table(struct fx *f,
                       Rt__Table **out)
 {
     Rt__TableReq req = RT__TABLE_REQ__INIT;
-    struct reply r;
+    struct th_ms_reply r;
     int status;
     req.account = (char *)account;
     req.name = (char *)name;
-    status = call(f, f->fe.cli, method, &req.base, &r);
+    status = th_ms_call(&f->loop, f->fe.cli, method, &req.base, &r);
     if (out) {
         *out = status == 0 ? rt__table__unpack(NULL, r.len, r.body) : NULL;
     }
@@ -266,19 +206,20 @@ static void start_clients(struct fx *f)
     assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, fe_on_request, NULL,
                                          &f->fe, &f->fe.cli),
                      0);
-    wait_up(f, f->ps.cli);
-    wait_up(f, f->fe.cli);
+    th_ms_wait_up(&f->loop, f->ps.cli);
+    th_ms_wait_up(&f->loop, f->fe.cli);
 }
 
 static Rt__RegisterResp *ps_register(struct fx *f, uint64_t id)
 {
     Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
     Rt__RegisterResp *resp;
-    struct reply r;
+    struct th_ms_reply r;
     req.server_id = id;
     req.addr = "127.0.0.1:5555";
-    assert_int_equal(call(f, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r),
-                     0);
+    assert_int_equal(
+        th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r),
+        0);
     resp = rt__register_resp__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(resp);
@@ -290,13 +231,14 @@ static Rt__RegisterResp *ps_heartbeat(struct fx *f, uint64_t id, int *status)
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     Rt__RangeLoad load = RT__RANGE_LOAD__INIT, *loads[1] = {&load};
     Rt__RegisterResp *resp = NULL;
-    struct reply r;
+    struct th_ms_reply r;
     req.server_id = id;
     load.range_id = 1;
     load.requests = 10;
     req.n_loads = 1;
     req.loads = loads;
-    *status = call(f, f->ps.cli, RT__METHOD__PS_HEARTBEAT, &req.base, &r);
+    *status = th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_HEARTBEAT,
+                         &req.base, &r);
     if (*status == 0) {
         resp = rt__register_resp__unpack(NULL, r.len, r.body);
         assert_non_null(resp);
@@ -307,9 +249,10 @@ static Rt__RegisterResp *ps_heartbeat(struct fx *f, uint64_t id, int *status)
 
 static Rt__Map *fe_hello(struct fx *f)
 {
-    struct reply r;
+    struct th_ms_reply r;
     Rt__Map *map;
-    assert_int_equal(call(f, f->fe.cli, RT__METHOD__FE_HELLO, NULL, &r), 0);
+    assert_int_equal(
+        th_ms_call(&f->loop, f->fe.cli, RT__METHOD__FE_HELLO, NULL, &r), 0);
     map = rt__map__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(map);
@@ -390,11 +333,12 @@ static void test_flows(void **state)
     {
         Rt__ListTablesReq req = RT__LIST_TABLES_REQ__INIT;
         Rt__ListTablesResp *resp;
-        struct reply r;
+        struct th_ms_reply r;
         req.account = "acct";
         req.limit = 1;
-        assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__LIST_TABLES, &req.base, &r), 0);
+        assert_int_equal(th_ms_call(&f->loop, f->fe.cli,
+                                    RT__METHOD__LIST_TABLES, &req.base, &r),
+                         0);
         resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_int_equal(resp->n_tables, 1);
@@ -403,8 +347,9 @@ static void test_flows(void **state)
         rt__list_tables_resp__free_unpacked(resp, NULL);
         req.start = "people";
         req.limit = 0;
-        assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__LIST_TABLES, &req.base, &r), 0);
+        assert_int_equal(th_ms_call(&f->loop, f->fe.cli,
+                                    RT__METHOD__LIST_TABLES, &req.base, &r),
+                         0);
         resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_int_equal(resp->n_tables, 1);
@@ -536,7 +481,7 @@ static void test_acl_props_grace(void **state)
     struct fx *f = *state;
     Rt__RegisterResp *rr;
     Rt__Map *map;
-    struct reply r;
+    struct th_ms_reply r;
     int updates;
 
     f->grace_ms = 60000;
@@ -565,13 +510,15 @@ static void test_acl_props_grace(void **state)
         req.name = "PEOPLE";
         req.acl = ids;
         req.n_acl = 6;
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-                         RT_EXML);
+        assert_int_equal(
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+            RT_EXML);
         free(r.body);
         req.n_acl = 2;
         updates = f->fe.updates;
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-                         0);
+        assert_int_equal(
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+            0);
         free(r.body);
         assert_true(f->fe.updates > updates);
         assert_int_equal(f->fe.last->n_tables, 1);
@@ -579,16 +526,18 @@ static void test_acl_props_grace(void **state)
         assert_string_equal(f->fe.last->tables[0]->acl[0]->id, "read");
         assert_string_equal(f->fe.last->tables[0]->acl[0]->permission, "r");
         req.name = "nosuch";
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-                         RT_ETABLENOTFOUND);
+        assert_int_equal(
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
+            RT_ETABLENOTFOUND);
         free(r.body);
     }
     {
         Rt__AclReq req = RT__ACL_REQ__INIT, *resp;
         req.account = "acct";
         req.name = "people";
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
-                         0);
+        assert_int_equal(
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
+            0);
         resp = rt__acl_req__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_non_null(resp);
@@ -599,8 +548,9 @@ static void test_acl_props_grace(void **state)
         assert_false(resp->acl[1]->has_policy);
         rt__acl_req__free_unpacked(resp, NULL);
         req.name = "nosuch";
-        assert_int_equal(call(f, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
-                         RT_ETABLENOTFOUND);
+        assert_int_equal(
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
+            RT_ETABLENOTFOUND);
         free(r.body);
     }
 
@@ -613,7 +563,8 @@ static void test_acl_props_grace(void **state)
         Rt__LoggingProps log = RT__LOGGING_PROPS__INIT;
         req.account = "acct";
         assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS, &req.base, &r),
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+                       &req.base, &r),
             0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
         free(r.body);
@@ -630,7 +581,8 @@ static void test_acl_props_grace(void **state)
         req.props = &props;
         updates = f->fe.updates;
         assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS, &req.base, &r),
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
+                       &req.base, &r),
             0);
         free(r.body);
         assert_true(f->fe.updates > updates);
@@ -645,12 +597,14 @@ static void test_acl_props_grace(void **state)
         log.log_write = true;
         props.logging = &log;
         assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS, &req.base, &r),
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
+                       &req.base, &r),
             0);
         free(r.body);
         req.props = NULL;
         assert_int_equal(
-            call(f, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS, &req.base, &r),
+            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+                       &req.base, &r),
             0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
         free(r.body);
