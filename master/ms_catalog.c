@@ -1545,8 +1545,8 @@ int ms_catalog_set_props(struct ms_catalog *cat,
         return RT_EXML;
     }
     /* Sections present in @update replace, absent ones are kept
-     * (spec §3.6). The merged message borrows from both; packing and
-     * unpacking it again gives the catalog its own copy. */
+     * (docs/table-api-spec.md §3.6). The merged message borrows from both;
+     * packing and unpacking it again gives the catalog its own copy. */
     old = ms_catalog_props(cat, account);
     merged.logging =
         update->logging ? update->logging : (old ? old->logging : NULL);

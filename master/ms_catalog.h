@@ -26,17 +26,17 @@
  * (field acl).
  *
  * Ids (tables, ranges, servers) are monotonic and never reused, so a
- * deleted and re-created table gets a new id (DESIGN §3). The map version
- * goes up by one in the same transaction as every change of tables, ranges
- * or server addresses; ms_catalog_bump_version() covers changes the catalog
- * does not store (server liveness).
+ * deleted and re-created table gets a new id (docs/DESIGN.md §3). The map
+ * version goes up by one in the same transaction as every change of tables,
+ * ranges or server addresses; ms_catalog_bump_version() covers changes the
+ * catalog does not store (server liveness).
  *
- * Deletion grace period (spec §3.3): with ms_catalog_set_delete_grace() >
- * 0, deleting a table leaves a durable tombstone of its (account,
- * lower-case name) for that long; creating the name meanwhile fails with
- * RT_ETABLEBEINGDELETED. Expired tombstones are ignored by create and
- * removed by ms_catalog_purge_tombstones() (or by the create that finds
- * one). Tombstone times are wall-clock (they survive restarts).
+ * Deletion grace period (docs/table-api-spec.md §3.3): with
+ * ms_catalog_set_delete_grace() > 0, deleting a table leaves a durable
+ * tombstone of its (account, lower-case name) for that long; creating the name
+ * meanwhile fails with RT_ETABLEBEINGDELETED. Expired tombstones are ignored by
+ * create and removed by ms_catalog_purge_tombstones() (or by the create that
+ * finds one). Tombstone times are wall-clock (they survive restarts).
  *
  * Thread: not thread-safe; the master uses it from its loop thread only.
  * Pointers returned by the read functions are owned by the catalog and stay
@@ -52,10 +52,10 @@
 
 #define MS_TABLE_NAME_MAX 63
 #define MS_ACCOUNT_MAX 255
-/* Table ACL limits (spec §3.5, §9). */
+/* Table ACL limits (docs/table-api-spec.md §3.5, §9). */
 #define MS_ACL_MAX 5
 #define MS_ACL_ID_MAX 64
-/* CORS rules per account (spec §3.6, §9). */
+/* CORS rules per account (docs/table-api-spec.md §3.6, §9). */
 #define MS_CORS_MAX 5
 
 struct ms_catalog;
@@ -238,7 +238,7 @@ int ms_catalog_register_server(struct ms_catalog *cat,
  * Errors: RT_EIO, RT_ENOSPACE. */
 int ms_catalog_bump_version(struct ms_catalog *cat);
 
-/* ---- table ACLs (spec §3.4, §3.5) ---- */
+/* ---- table ACLs (docs/table-api-spec.md §3.4, §3.5) ---- */
 
 /* Fills @out (rt__signed_identifier__init'ed here) borrowing @e's strings. */
 void ms_acl_to_pb(const struct ms_acl_entry *e, Rt__SignedIdentifier *out);
@@ -258,7 +258,7 @@ int ms_catalog_set_acl(struct ms_catalog *cat,
                        const struct ms_acl_entry *acl,
                        size_t n);
 
-/* ---- service properties (spec §3.6) ---- */
+/* ---- service properties (docs/table-api-spec.md §3.6) ---- */
 
 /* Accounts with stored properties, ordered by account. */
 size_t ms_catalog_nprops(const struct ms_catalog *cat);
@@ -297,7 +297,7 @@ size_t ms_catalog_ntombstones(const struct ms_catalog *cat);
  * transaction). Returns how many were removed, or RT_EIO / RT_ENOSPACE. */
 int ms_catalog_purge_tombstones(struct ms_catalog *cat);
 
-/* ---- load balancing (issue 6) ---- */
+/* ---- load balancing ---- */
 
 /* Marks @server_id as draining (or not), durably. Not a map change.
  * Errors: RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */

@@ -1,7 +1,7 @@
 /* Events: every load-balancing decision and its outcome, and every server
- * state change, as one JSON object per event (issue 6 "Every decision is
- * an event"). The master adds them on its loop thread; the HTTP thread
- * reads them (GET /api/events).
+ * state change, as one JSON object per event, so that every
+ * decision can be explained after the fact. The master adds them on its loop
+ * thread; the HTTP thread reads them (GET /api/events).
  *
  * Each event gets a sequence number (`seq`, strictly increasing across
  * restarts), `unix_ms` (wall clock) and `time` (ISO 8601 UTC). The last

@@ -717,7 +717,8 @@ int ms_exec_merge(struct ms_exec *ex,
 
 static void ms__abort_kick(struct ms_op *op);
 
-/* The move failed before the commit: abort both ends (DESIGN-moves 6). */
+/* The move failed before the commit: abort both ends
+ * (docs/DESIGN-moves.md, "Move": failure before the commit). */
 static void ms__move_abort(struct ms_op *op, int rc, const char *why)
 {
     struct ms_exec *ex = op->ex;

@@ -1,6 +1,6 @@
-/* Status HTTP API on libmicrohttpd. Poll mode, not epoll: DESIGN §8 notes
- * an epoll stall in 0.9.75. Every handler answers on its first call from a
- * copy of a published document, so nothing here blocks or touches the
+/* Status HTTP API on libmicrohttpd. Poll mode, not epoll: docs/DESIGN.md §8
+ * notes an epoll stall in 0.9.75. Every handler answers on its first call from
+ * a copy of a published document, so nothing here blocks or touches the
  * master's loop state. */
 #include "ms_http.h"
 

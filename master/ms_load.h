@@ -1,6 +1,6 @@
 /* Load model: what the partition servers' heartbeats say about each range,
  * turned into rates, smoothed, and kept as a short history for the
- * dashboard's heat map (DESIGN §4).
+ * dashboard's heat map (docs/DESIGN.md §4).
  *
  * Each heartbeat carries, per range, counters since the previous heartbeat
  * and the length of that interval (rt.RangeLoad). ms_load_report() turns

@@ -1,9 +1,11 @@
-/* Master core: the catalog, the partition map, partition-server liveness
- * and the RPC service of rt-master (SKELETON-PLAN flows 1-5).
+/* Master core: rt-master as one object — the catalog, the partition map,
+ * partition-server liveness, load balancing and the RPC service.
  *
  * It owns an rt_rpc_server on the loop it is started on, one liveness
- * timer, the catalog (ms_catalog.h) and the placement policy
- * (ms_policy.h). Partition servers register and heartbeat; front ends say
+ * timer, the catalog (ms_catalog.h), the load model (ms_load.h), the
+ * event log (ms_events.h), the policy (ms_policy.h), the cluster state
+ * (ms_cluster.h), the balancer (ms_balance.h) and the RPC handlers
+ * (ms_rpc.h). Partition servers register and heartbeat; front ends say
  * FE_HELLO and get MAP_UPDATE pushed on every map change; table
  * create/delete/list/get are answered from the catalog.
  *

@@ -1,8 +1,8 @@
 /* Policy: where ranges go and how the partition map is reshaped. A policy
  * is a vtable over a read-only view of the cluster, chosen by name in the
  * master's configuration (--policy), so another policy can be dropped in
- * and compared (DESIGN §4). It never touches the catalog or the network:
- * the master builds the view, asks, carries the answer out and records
+ * and compared (docs/DESIGN.md §4). It never touches the catalog or the
+ * network: the master builds the view, asks, carries the answer out and records
  * every decision, with the reason the policy gave, as an event.
  *
  * Two operations:

@@ -1,5 +1,6 @@
-/* RPC service of the master: one handler per method of the "master" groups
- * in proto/rt.proto, behaving as SKELETON-PLAN flows 1-5.
+/* RPC service of the master (contract in ms_rpc.h): one handler per
+ * method of the "master" groups in proto/rt.proto, as listed in
+ * master/README.md ("RPC").
  *
  * Happy paths answer at once, except CREATE_TABLE, which commits, then
  * waits (bounded by the assign timeout) for the owning partition server to
@@ -109,7 +110,7 @@ static void ms__reply_map(struct ms_rpc *rpc,
     rt_rpc_reply(conn, id, method, 0, buf, len);
 }
 
-/* ---- flow 1: partition servers ---- */
+/* ---- partition servers: register, heartbeat ---- */
 
 static void ms__h_register(struct ms_rpc *rpc,
                            struct ms_peer *peer,
@@ -215,7 +216,7 @@ out:
     rt__heartbeat_req__free_unpacked(req, NULL);
 }
 
-/* ---- flow 2: front ends ---- */
+/* ---- front ends: hello ---- */
 
 static void ms__h_hello(struct ms_rpc *rpc, struct ms_peer *peer, uint64_t id)
 {
@@ -223,7 +224,7 @@ static void ms__h_hello(struct ms_rpc *rpc, struct ms_peer *peer, uint64_t id)
     ms__reply_map(rpc, peer->conn, id, RT__METHOD__FE_HELLO);
 }
 
-/* ---- flow 3: create table ---- */
+/* ---- create table ---- */
 
 struct ms__create_op
 {
@@ -333,7 +334,7 @@ out:
     rt__table_req__free_unpacked(req, NULL);
 }
 
-/* ---- flow 4: delete table ---- */
+/* ---- delete table ---- */
 
 static void ms__h_delete(struct ms_rpc *rpc,
                          struct ms_peer *peer,
@@ -379,7 +380,7 @@ out:
     rt__table_req__free_unpacked(req, NULL);
 }
 
-/* ---- flow 5: list / get ---- */
+/* ---- list / get tables ---- */
 
 static void ms__h_list(struct ms_rpc *rpc,
                        struct ms_peer *peer,
@@ -443,7 +444,7 @@ static void ms__h_get_table(struct ms_rpc *rpc,
     rt__table_req__free_unpacked(req, NULL);
 }
 
-/* ---- table ACLs and service properties (issue 4) ---- */
+/* ---- table ACLs and service properties ---- */
 
 static void ms__h_get_acl(struct ms_rpc *rpc,
                           struct ms_peer *peer,

@@ -132,7 +132,7 @@ static char *ms__build_json(struct ms_cluster *cl,
         json_object_set_new(
             o, "last_heartbeat_ms_ago",
             s->seen ? ms__json_u64(now - s->last_hb_ms) : json_null());
-        /* Load balancing (issue 6). */
+        /* Load balancing: draining, and the sum of its ranges' loads. */
         json_object_set_new(o, "draining", json_boolean(rec && rec->draining));
         {
             struct ms_load_rates sum = {0};

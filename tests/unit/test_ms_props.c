@@ -1,6 +1,6 @@
-/* Unit tests: the master catalog's issue-4 state (master/ms_catalog.h):
- * table ACLs, per-account service properties and the deletion grace
- * period (tombstones), without RPC. */
+/* Unit tests: the master catalog's access and account state
+ * (master/ms_catalog.h): table ACLs, per-account service properties and
+ * the deletion grace period (tombstones), without RPC. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,8 +132,8 @@ static void test_acl_set_persist(void **state)
                      0);
 }
 
-/* The documented limits (spec §3.5, §9) are RT_EXML and change nothing;
- * a missing table is RT_ETABLENOTFOUND. */
+/* The documented limits (docs/table-api-spec.md §3.5, §9) are RT_EXML and
+ * change nothing; a missing table is RT_ETABLENOTFOUND. */
 static void test_acl_limits(void **state)
 {
     struct fx *f = *state;

@@ -1,7 +1,8 @@
 /* Loop test: the master's RPC service in-process on port 0, driven by
- * rt_rpc clients playing a partition server and a front end (SKELETON-PLAN
- * flows 1-5). Everything runs on one loop; calls are made "synchronous" by
- * turning the loop until their reply has come. */
+ * rt_rpc clients playing a partition server and a front end (register,
+ * heartbeat, FE_HELLO, create/delete/list/get tables, ACLs, service
+ * properties; master/README.md "RPC"). Everything runs on one loop; calls are
+ * made "synchronous" by turning the loop until their reply has come. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -261,7 +262,7 @@ static Rt__Map *fe_hello(struct fx *f)
 
 /* ---- Tests ---- */
 
-/* The table lifecycle of flows 1-5 over real connections. */
+/* Register, hello, create, list, get and delete over real connections. */
 static void test_flows(void **state)
 {
     struct fx *f = *state;
