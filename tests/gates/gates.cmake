@@ -14,7 +14,8 @@ add_test(NAME gate_cycles
   COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/check-cycles.py
           --nm ${CMAKE_NM}
           $<TARGET_FILE:rt> $<TARGET_FILE:rt_lmdb> $<TARGET_FILE:rt_http>
-          $<TARGET_FILE:rtload> $<TARGET_FILE:th>)
+          $<TARGET_FILE:rtload> $<TARGET_FILE:th> $<TARGET_FILE:th_ms>
+          $<TARGET_FILE:ms>)
 set_tests_properties(gate_cycles PROPERTIES LABELS gate TIMEOUT 60)
 add_test(NAME gate_cycles_selftest
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check-cycles-selftest.sh
