@@ -23,6 +23,7 @@
 
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "rt_text.h"
 #include "rt_time.h"
 
 /* ------------------------------------------------------------------ */
@@ -260,20 +261,6 @@ static int rt__is_ident(char c)
     return rt__is_ident_start(c) || rt__is_digit(c);
 }
 
-static int rt__hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int rt__word_is(const char *s, size_t n, const char *kw)
 {
     size_t k = strlen(kw);
@@ -379,7 +366,7 @@ static int rt__lex_typed(struct rt__fparser *p, size_t start, size_t plen)
                 di++;
                 continue;
             }
-            int hv = rt__hexval(body[i]);
+            int hv = rt_hexval(body[i]);
             if (hv < 0) {
                 goto bad_guid;
             }
@@ -405,7 +392,7 @@ static int rt__lex_typed(struct rt__fparser *p, size_t start, size_t plen)
             return RT_ENOMEM;
         }
         for (size_t i = 0; i < bn; i += 2) {
-            int hi = rt__hexval(body[i]), lo = rt__hexval(body[i + 1]);
+            int hi = rt_hexval(body[i]), lo = rt_hexval(body[i + 1]);
             if (hi < 0 || lo < 0) {
                 free(b);
                 rt__perr(p,

@@ -15,6 +15,7 @@
 
 #include "rt_entity.h"
 #include "rt_err.h"
+#include "rt_text.h"
 #include "rt_time.h"
 
 #define FE__TYPE_SUFFIX "@odata.type"
@@ -315,20 +316,6 @@ static void fe__guid_text(const uint8_t g[16], char out[37])
     *q = '\0';
 }
 
-static int fe__hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int fe__guid_parse(const char *s, size_t n, uint8_t g[16])
 {
     int k = 0;
@@ -343,7 +330,7 @@ static int fe__guid_parse(const char *s, size_t n, uint8_t g[16])
             i++;
             continue;
         }
-        int h = fe__hexval((uint8_t)s[i]), l = fe__hexval((uint8_t)s[i + 1]);
+        int h = rt_hexval((uint8_t)s[i]), l = rt_hexval((uint8_t)s[i + 1]);
         if (h < 0 || l < 0) {
             return RT_EINVAL;
         }

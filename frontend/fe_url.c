@@ -7,20 +7,7 @@
 #include <strings.h>
 
 #include "rt_err.h"
-
-static int fe__hexval(int c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
+#include "rt_text.h"
 
 void fe_url_decode(struct rt_buf *out, const char *s, size_t n, int plus)
 {
@@ -28,10 +15,10 @@ void fe_url_decode(struct rt_buf *out, const char *s, size_t n, int plus)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%' && i + 2 < n && fe__hexval((unsigned char)s[i + 1]) >= 0 &&
-            fe__hexval((unsigned char)s[i + 2]) >= 0) {
-            dst[k++] = (uint8_t)(fe__hexval((unsigned char)s[i + 1]) * 16 +
-                                 fe__hexval((unsigned char)s[i + 2]));
+        if (c == '%' && i + 2 < n && rt_hexval((unsigned char)s[i + 1]) >= 0 &&
+            rt_hexval((unsigned char)s[i + 2]) >= 0) {
+            dst[k++] = (uint8_t)(rt_hexval((unsigned char)s[i + 1]) * 16 +
+                                 rt_hexval((unsigned char)s[i + 2]));
             i += 2;
         } else if (c == '+' && plus) {
             dst[k++] = ' ';
@@ -505,10 +492,10 @@ static char *fe__decode_dup(const char *s, size_t n, size_t *len)
     }
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%' && i + 2 < n && fe__hexval((unsigned char)s[i + 1]) >= 0 &&
-            fe__hexval((unsigned char)s[i + 2]) >= 0) {
-            d[k++] = (char)(fe__hexval((unsigned char)s[i + 1]) * 16 +
-                            fe__hexval((unsigned char)s[i + 2]));
+        if (c == '%' && i + 2 < n && rt_hexval((unsigned char)s[i + 1]) >= 0 &&
+            rt_hexval((unsigned char)s[i + 2]) >= 0) {
+            d[k++] = (char)(rt_hexval((unsigned char)s[i + 1]) * 16 +
+                            rt_hexval((unsigned char)s[i + 2]));
             i += 2;
         } else if (c == '+') {
             d[k++] = ' ';

@@ -1,5 +1,7 @@
 /* The rules that every component shares from common/: strict UTF-8, UTF-16
- * lengths, Azure's key and entity limits, and the LMDB error mapping. */
+ * lengths, hexadecimal digits, Azure's key and entity limits, and the LMDB
+ * error mapping. */
+#include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_lmdb.h"
+#include "rt_text.h"
 #include "rt_utf8.h"
 
 /* Helpers */
@@ -237,6 +240,26 @@ static void test_alloc_copies(void **state)
     free(s);
 }
 
+/* Hex digits of either case have their value; nothing else is a digit. */
+static void test_hexval(void **state)
+{
+    const char *digits = "0123456789abcdef";
+    (void)state;
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(rt_hexval(digits[i]), i);
+        assert_int_equal(rt_hexval(toupper((unsigned char)digits[i])), i);
+    }
+    assert_int_equal(rt_hexval('g'), -1);
+    assert_int_equal(rt_hexval('G'), -1);
+    assert_int_equal(rt_hexval('/'), -1);
+    assert_int_equal(rt_hexval(':'), -1);
+    assert_int_equal(rt_hexval('@'), -1);
+    assert_int_equal(rt_hexval('`'), -1);
+    assert_int_equal(rt_hexval('\0'), -1);
+    assert_int_equal(rt_hexval((char)0xC3), -1);
+    assert_int_equal(rt_hexval(0xC3), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_entity_check),
         cmocka_unit_test(test_lmdb_err),
         cmocka_unit_test(test_alloc_copies),
+        cmocka_unit_test(test_hexval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
