@@ -440,9 +440,9 @@ static int fe__check_keys(struct fe_req *req,
                           size_t rklen,
                           int body)
 {
-    int rc = fe_odata_check_key(pk, pklen);
+    int rc = rt_entity_key_check(pk, pklen, NULL);
     if (rc == 0) {
-        rc = fe_odata_check_key(rk, rklen);
+        rc = rt_entity_key_check(rk, rklen, NULL);
     }
     if (rc == RT_EINVAL && body) {
         rc = RT_EOUTOFRANGE;

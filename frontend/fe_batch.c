@@ -602,9 +602,9 @@ static int fe__op_build(struct fe_batch *b,
         return fe__fail(b, RT_EDIFFPARTITIONS, idx, NULL, "another table");
     }
     if (op->verb != FE_BATCH_INSERT) {
-        rc = fe_odata_check_key(path.pk, path.pklen);
+        rc = rt_entity_key_check(path.pk, path.pklen, NULL);
         if (rc == 0) {
-            rc = fe_odata_check_key(path.rk, path.rklen);
+            rc = rt_entity_key_check(path.rk, path.rklen, NULL);
         }
         if (rc != 0) {
             fe_path_free(&path);
@@ -670,9 +670,9 @@ static int fe__op_build(struct fe_batch *b,
                 return fe__fail(b, RT_ENEEDVALUE, idx, NULL,
                                 "insert without keys");
             }
-            rc = fe_odata_check_key(ent.pk, strlen(ent.pk));
+            rc = rt_entity_key_check(ent.pk, strlen(ent.pk), NULL);
             if (rc == 0) {
-                rc = fe_odata_check_key(ent.rk, strlen(ent.rk));
+                rc = rt_entity_key_check(ent.rk, strlen(ent.rk), NULL);
             }
             if (rc != 0) {
                 fe_entity_in_free(&ent);

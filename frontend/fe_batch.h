@@ -58,7 +58,7 @@ struct fe_batch_op
     int kind;         /* Rt__OpKind for writes, 0 for GET */
     char *content_id; /* NULL when the part sent none */
     char *table;      /* decoded table name as written in the URL */
-    char *pk;         /* NUL-free (checked by fe_odata_check_key) */
+    char *pk;         /* NUL-free (checked by rt_entity_key_check) */
     char *rk;
     int if_match_any;
     uint64_t if_match; /* ticks; 0 = no condition */
@@ -109,7 +109,7 @@ void fe_batch_free(struct fe_batch *b);
  *    resource that is not an entity or entity set; RT_EMETHOD when the verb
  *    does not fit it), the table is the first op's (case-insensitive; else
  *    RT_EDIFFPARTITIONS: another entity group), the URL keys
- *    (fe_odata_check_key), If-Match as standalone (fe_hdr_if_match: empty
+ *    (rt_entity_key_check), If-Match as standalone (fe_hdr_if_match: empty
  *    -> RT_EPRECOND, not a weak ETag -> RT_EINVAL, a weak ETag we could
  *    not have issued matches nothing -> 412 from the server; missing on
  *    DELETE -> RT_EMISSINGHEADER), the

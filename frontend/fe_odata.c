@@ -17,64 +17,10 @@
 #include "rt_err.h"
 #include "rt_text.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 #define FE__TYPE_SUFFIX "@odata.type"
 #define FE__TYPE_SUFFIX_LEN (sizeof(FE__TYPE_SUFFIX) - 1)
-
-/* ---- UTF-8 helpers ---------------------------------------------------- */
-
-/* Length (1..4) of the valid UTF-8 sequence at @p, or 0 if invalid. Stores
- * the code point in *cp. */
-static size_t fe__utf8_seq(const uint8_t *p, const uint8_t *end, uint32_t *cp)
-{
-    uint8_t c = p[0];
-    size_t left = (size_t)(end - p);
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        if (left < 2 || (p[1] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x1F) << 6) | (p[1] & 0x3F);
-        return 2;
-    }
-    if (c >= 0xE0 && c <= 0xEF) {
-        uint8_t lo = c == 0xE0 ? 0xA0 : 0x80;
-        uint8_t hi = c == 0xED ? 0x9F : 0xBF;
-        if (left < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) |
-              (p[2] & 0x3F);
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        uint8_t lo = c == 0xF0 ? 0x90 : 0x80;
-        uint8_t hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (left < 4 || p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 ||
-            (p[3] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) |
-              ((uint32_t)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-        return 4;
-    }
-    return 0;
-}
-
-/* UTF-16 code units of valid UTF-8 text: one per sequence, two for a
- * 4-byte sequence (a surrogate pair). */
-static size_t fe__utf16_units(const uint8_t *s, size_t n)
-{
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++) {
-        u += (s[i] & 0xC0) != 0x80;
-        u += s[i] >= 0xF0;
-    }
-    return u;
-}
 
 /* ---- escaping --------------------------------------------------------- */
 
@@ -116,7 +62,7 @@ void fe_json_escape(struct rt_buf *out, const char *s, size_t n)
             p++;
         } else {
             uint32_t cp;
-            size_t len = fe__utf8_seq(p, end, &cp);
+            size_t len = rt_utf8_decode(p, end, &cp);
             if (len) {
                 rt_buf_reserve(out, (size_t)(end - p));
                 memcpy(out->data + out->len, p, len);
@@ -613,25 +559,6 @@ static int fe__convert(json_t *v,
     return RT_EINVAL;
 }
 
-/* §9 size of a property value. */
-static size_t fe__value_size(const struct rt_prop *p)
-{
-    switch (p->type) {
-        case RT_EDM_STRING:
-            return 2 * fe__utf16_units(p->v.bytes.p, p->v.bytes.n) + 4;
-        case RT_EDM_BINARY:
-            return p->v.bytes.n + 4;
-        case RT_EDM_BOOL:
-            return 1;
-        case RT_EDM_INT32:
-            return 4;
-        case RT_EDM_GUID:
-            return 16;
-        default:
-            return 8;
-    }
-}
-
 /* jansson refuses integers beyond long long. The OData reader treats them
  * as Double (spec §4.2), so rewrite each such integer token as "<digits>.0"
  * and let jansson read a real. Returns a malloc'd copy or NULL if nothing
@@ -770,7 +697,7 @@ static int fe__take_key(json_t *obj,
         return RT_ENOMEM;
     }
     memcpy(*dst, s, sn + 1);
-    *units = fe__utf16_units((const uint8_t *)s, sn);
+    *units = rt_utf8_utf16_units(s, sn);
     return 0;
 }
 
@@ -893,11 +820,7 @@ int fe_odata_parse_entity(const char *body,
                     k, kn);
             goto fail;
         }
-        if ((p.type == RT_EDM_STRING &&
-             (p.v.bytes.n > RT_MAX_STRING_UTF16 * 3 ||
-              fe__utf16_units(p.v.bytes.p, p.v.bytes.n) >
-                  RT_MAX_STRING_UTF16)) ||
-            (p.type == RT_EDM_BINARY && p.v.bytes.n > RT_MAX_BINARY)) {
+        if (rt_prop_check_limits(&p) != 0) {
             rv = fe__err(errmsg, RT_EPROPTOOLARGE, "value of %.*s is too large",
                          k, kn);
             goto fail;
@@ -907,8 +830,7 @@ int fe_odata_parse_entity(const char *body,
                          "more than 252 properties%.*s", "", 0);
             goto fail;
         }
-        size += 8 + 2 * fe__utf16_units((const uint8_t *)k, kn) +
-                fe__value_size(&p);
+        size += rt_prop_azure_size(&p);
         rt_props_add(&w, &p);
     }
     rt_props_end(&w);
@@ -929,24 +851,6 @@ fail:
     rt_buf_free(&scratch);
     fe_entity_in_free(in);
     return rv;
-}
-
-int fe_odata_check_key(const char *s, size_t n)
-{
-    const uint8_t *p = (const uint8_t *)s, *end = p + n;
-    size_t units = 0;
-
-    while (p < end) {
-        uint32_t cp;
-        size_t len = fe__utf8_seq(p, end, &cp);
-        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == '/' ||
-            cp == '\\' || cp == '#' || cp == '?') {
-            return RT_EINVAL;
-        }
-        units += len == 4 ? 2 : 1;
-        p += len;
-    }
-    return units > RT_MAX_KEY_UTF16 ? RT_EOUTOFRANGE : 0;
 }
 
 /* ---- writing ---------------------------------------------------------- */

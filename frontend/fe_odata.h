@@ -38,18 +38,13 @@ struct fe_entity_in
  * (RT_ERRMSG_SIZE bytes). @in must have been initialised with
  * fe_entity_in_init(); earlier contents are released first, so one @in may
  * be reused. On error @in is left empty (fe_entity_in_free is still safe to
- * call). Does not call fe_odata_check_key on the keys: callers do. */
+ * call). Does not apply the key rules (rt_entity_key_check): callers do. */
 int fe_odata_parse_entity(const char *body,
                           size_t len,
                           struct fe_entity_in *in,
                           char *errmsg);
 void fe_entity_in_init(struct fe_entity_in *in);
 void fe_entity_in_free(struct fe_entity_in *in);
-
-/* Validates a PartitionKey/RowKey value (§9: no / \ # ?, no U+0000-001F,
- * U+007F-009F, valid UTF-8, at most RT_MAX_KEY_UTF16 UTF-16 units).
- * Returns 0, RT_EINVAL or RT_EOUTOFRANGE. */
-int fe_odata_check_key(const char *s, size_t n);
 
 /* Where an entity is written. */
 struct fe_odata_ctx
