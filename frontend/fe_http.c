@@ -102,13 +102,6 @@ struct fe_http
 
 /* ---- Requests ------------------------------------------------------- */
 
-static uint64_t fe__mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Keeps a buffer's memory for the next request unless it grew large. */
 static void fe__buf_recycle(struct rt_buf *b)
 {
@@ -260,7 +253,7 @@ static struct fe_req *fe__req_create(struct fe_worker *w,
     req->w = w;
     req->cfg = w->h->cfg;
     req->conn = c;
-    req->start_ms = fe__mono_ms();
+    req->start_ms = rt_time_mono_ms();
     fe_hdr_guid(req->reqid);
     req->method = method;
     /* Absolute-form request target: keep only the path. */
@@ -452,7 +445,8 @@ static enum MHD_Result fe__queue(struct fe_req *req)
     MHD_destroy_response(resp);
     req->phase = FE_REQ_DONE;
     rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status, (unsigned long long)(fe__mono_ms() - req->start_ms));
+           req->status,
+           (unsigned long long)(rt_time_mono_ms() - req->start_ms));
     return ret;
 }
 

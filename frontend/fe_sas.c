@@ -34,6 +34,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 /* sip/spr lines and the "/table" resource prefix (spec §7.3). */
 #define FE_SAS_SV_MODERN "2015-04-05"
@@ -655,7 +656,7 @@ int fe_sas_authenticate(struct fe_req *req)
          i++) {
         size_t n;
         const char *v = fe_query_get_n(&req->query, fe__sas_fields[i], &n);
-        if (v && (memchr(v, 0, n) || !fe_url_utf8_valid(v, n))) {
+        if (v && (memchr(v, 0, n) || !rt_utf8_valid(v, n))) {
             rt_log(RT_LOG_INFO,
                    "SAS rejected for %s %s: field %s holds a "
                    "NUL or is not UTF-8",

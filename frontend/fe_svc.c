@@ -24,7 +24,9 @@
 #include "fe_internal.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_text.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 #define FE_XML_CT "application/xml"
 #define FE_XML_DECL "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
@@ -312,25 +314,6 @@ static size_t fe__xname(struct fe__xp *x, const char **start)
     return (size_t)(x->p - s);
 }
 
-static void fe__xutf8(struct rt_buf *b, unsigned long cp)
-{
-    if (cp < 0x80) {
-        rt_buf_append_u8(b, (uint8_t)cp);
-    } else if (cp < 0x800) {
-        rt_buf_append_u8(b, (uint8_t)(0xc0 | (cp >> 6)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | (cp & 0x3f)));
-    } else if (cp < 0x10000) {
-        rt_buf_append_u8(b, (uint8_t)(0xe0 | (cp >> 12)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | ((cp >> 6) & 0x3f)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | (cp & 0x3f)));
-    } else {
-        rt_buf_append_u8(b, (uint8_t)(0xf0 | (cp >> 18)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | ((cp >> 12) & 0x3f)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | ((cp >> 6) & 0x3f)));
-        rt_buf_append_u8(b, (uint8_t)(0x80 | (cp & 0x3f)));
-    }
-}
-
 /* At '&': decodes one reference into @b. */
 static int fe__xentity(struct fe__xp *x, struct rt_buf *b)
 {
@@ -355,11 +338,8 @@ static int fe__xentity(struct fe__xp *x, struct rt_buf *b)
         while (x->p < x->end && *x->p != ';') {
             int d;
             char c = *x->p;
-            if (isdigit((unsigned char)c)) {
-                d = c - '0';
-            } else if (hex && isxdigit((unsigned char)c)) {
-                d = tolower((unsigned char)c) - 'a' + 10;
-            } else {
+            d = hex ? rt_hexval(c) : isdigit((unsigned char)c) ? c - '0' : -1;
+            if (d < 0) {
                 return -1;
             }
             cp = cp * (hex ? 16 : 10) + (unsigned long)d;
@@ -373,7 +353,10 @@ static int fe__xentity(struct fe__xp *x, struct rt_buf *b)
             return -1;
         }
         x->p++;
-        fe__xutf8(b, cp);
+        {
+            uint8_t *q = rt_buf_reserve(b, 4);
+            b->len += rt_utf8_encode((uint32_t)cp, q);
+        }
         return 0;
     }
     for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {

@@ -8,6 +8,7 @@
 
 #include "rt_err.h"
 #include "rt_text.h"
+#include "rt_utf8.h"
 
 void fe_url_decode(struct rt_buf *out, const char *s, size_t n, int plus)
 {
@@ -579,44 +580,6 @@ const char *fe_query_get(const struct fe_query *q, const char *key)
     return fe_query_get_n(q, key, NULL);
 }
 
-int fe_url_utf8_valid(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlongs */
-            hi = c == 0xED ? 0x9F : 0xBF; /* no surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF; /* <= U+10FFFF */
-        } else {
-            return 0;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) {
-            return 0;
-        }
-        for (size_t k = 2; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) {
-                return 0;
-            }
-        }
-        i += len;
-    }
-    return 1;
-}
-
 size_t fe_query_check(const struct fe_query *q, int *why)
 {
     for (size_t i = 0; i < q->n; i++) {
@@ -626,7 +589,7 @@ size_t fe_query_check(const struct fe_query *q, int *why)
             *why = FE_QUERY_NUL;
             return i + 1;
         }
-        if (!fe_url_utf8_valid(kv->val, kv->val_len)) {
+        if (!rt_utf8_valid(kv->val, kv->val_len)) {
             *why = FE_QUERY_UTF8;
             return i + 1;
         }

@@ -155,10 +155,6 @@ const char *fe_query_get_n(const struct fe_query *q,
                            const char *key,
                            size_t *len);
 
-/* Is @s[0..n) well-formed UTF-8 (no overlongs, surrogates or code points
- * above U+10FFFF)? 1 or 0. */
-int fe_url_utf8_valid(const char *s, size_t n);
-
 /* Query hygiene (spec §8, §9: bad input is rejected, never truncated):
  * returns 0, or the index + 1 of the first argument whose key or value
  * holds a NUL byte (*why = FE_QUERY_NUL) or whose value is not UTF-8

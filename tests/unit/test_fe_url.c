@@ -12,6 +12,7 @@
 
 #include "fe_url.h"
 #include "rt_err.h"
+#include "rt_utf8.h"
 
 /* ---- Helpers -------------------------------------------------------- */
 
@@ -292,10 +293,10 @@ static void test_query_utf8(void **state)
         assert_int_equal(why, FE_QUERY_UTF8);
         fe_query_free(&q);
     }
-    assert_true(fe_url_utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF */
-    assert_true(fe_url_utf8_valid("\xed\x9f\xbf", 3));     /* U+D7FF */
-    assert_false(fe_url_utf8_valid("\xed\xbf\xbf", 3));    /* surrogate */
-    assert_true(fe_url_utf8_valid("", 0));
+    assert_true(rt_utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF */
+    assert_true(rt_utf8_valid("\xed\x9f\xbf", 3));     /* U+D7FF */
+    assert_false(rt_utf8_valid("\xed\xbf\xbf", 3));    /* surrogate */
+    assert_true(rt_utf8_valid("", 0));
 }
 
 /* The Python SDK's path-style secondary URL loses its repeated account
