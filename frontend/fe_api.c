@@ -25,6 +25,7 @@
 #include "fe_sas.h"
 #include "fe_svc.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
@@ -587,7 +588,6 @@ static void fe__get_entity_finish(struct fe_req *req)
 static char *fe__bound_dup(const struct rt_filter_bound *b, int upper)
 {
     size_t n;
-    char *d;
     if (!b->set) {
         return NULL;
     }
@@ -598,13 +598,7 @@ static char *fe__bound_dup(const struct rt_filter_bound *b, int upper)
         }
         n = strlen(b->s);
     }
-    d = malloc(n + 1);
-    if (!d) {
-        abort();
-    }
-    memcpy(d, b->s, n);
-    d[n] = '\0';
-    return d;
+    return rt_xstrndup(b->s, n);
 }
 
 /* Query Entities — GET /{table}() (spec §3.9, §6.3, §6.4). */
@@ -1008,10 +1002,7 @@ static void fe__set_root(struct fe_req *req, const char *host)
         proto && strcasecmp(proto, "https") == 0 ? "https://" : "http://";
     size_t sl = strlen(scheme), hl = strlen(host);
     size_t al = req->path.host_style ? 0 : strlen(req->path.acct_seg);
-    char *p = malloc(sl + hl + 1 + al + 1);
-    if (!p) {
-        abort();
-    }
+    char *p = rt_xmalloc(sl + hl + 1 + al + 1);
     req->root = p;
     memcpy(p, scheme, sl);
     p += sl;

@@ -16,6 +16,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_time.h"
 
@@ -170,10 +171,7 @@ int fe_accounts_add(struct fe_accounts *a,
             return 0;
         }
     }
-    v = realloc(a->v, (a->n + 1) * sizeof(*v));
-    if (!v) {
-        abort();
-    }
+    v = rt_xrealloc(a->v, (a->n + 1) * sizeof(*v));
     a->v = v;
     a->v[a->n++] = acct;
     OPENSSL_cleanse(&acct, sizeof(acct));

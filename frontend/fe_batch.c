@@ -38,6 +38,7 @@
 #include "fe_internal.h"
 #include "fe_url.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_log.h"
 #include "rt_time.h"
@@ -100,18 +101,10 @@ static int fe__eq(struct fe__span s, const char *lit)
     return s.n == n && memcmp(s.p, lit, n) == 0;
 }
 
-/* malloc'd NUL-terminated copy (allocation failure aborts, rt_buf policy). */
+/* malloc'd NUL-terminated copy (allocation failure aborts, rt_alloc.h). */
 static char *fe__dup(struct fe__span s)
 {
-    char *d = malloc(s.n + 1);
-    if (!d) {
-        abort();
-    }
-    if (s.n) {
-        memcpy(d, s.p, s.n);
-    }
-    d[s.n] = '\0';
-    return d;
+    return rt_xstrndup(s.p, s.n);
 }
 
 static char *fe__strdup(const char *s)
@@ -713,10 +706,7 @@ static struct fe_batch_op *fe__op_add(struct fe_batch *b, size_t cap)
 {
     struct fe_batch_op *op;
     if (!b->ops) {
-        b->ops = calloc(cap, sizeof(*b->ops));
-        if (!b->ops) {
-            abort();
-        }
+        b->ops = rt_xcalloc(cap, sizeof(*b->ops));
     }
     op = &b->ops[b->nops++];
     memset(op, 0, sizeof(*op));
@@ -765,11 +755,8 @@ int fe_batch_parse(const char *content_type,
                             "changesets, or a GET mixed with writes)"
                           : "empty batch");
     }
-    in = malloc(sizeof(*in));
-    mime = malloc(sizeof(*mime));
-    if (!in || !mime) {
-        abort();
-    }
+    in = rt_xmalloc(sizeof(*in));
+    mime = rt_xmalloc(sizeof(*mime));
     if (fe__headers(outer[0], &pos, mime) != 0 ||
         !(v = fe__hdr_get(mime, "Content-Type"))) {
         rc = fe__fail(b, RT_EINVAL, -1, NULL, "malformed batch part");
@@ -1049,10 +1036,7 @@ int fe_batch_prepare(struct fe_req *req)
     /* Strings first (offsets stay valid), then pointers into req->s1. */
     rt_buf_reset(&req->s1);
     rt_buf_reset(&req->s2);
-    cid_offs = calloc(b.nops, sizeof(*cid_offs));
-    if (!cid_offs) {
-        abort();
-    }
+    cid_offs = rt_xcalloc(b.nops, sizeof(*cid_offs));
     table_off = req->s1.len;
     rt_buf_append(&req->s1, b.ops[0].table, strlen(b.ops[0].table) + 1);
     if (!b.changeset) {
@@ -1160,16 +1144,13 @@ static void fe__finish_writes(struct fe_req *req,
                               const struct fe__side *s,
                               size_t n)
 {
-    struct fe_batch_part *parts = calloc(n, sizeof(*parts));
-    struct rt_buf *locs = calloc(n, sizeof(*locs));
-    struct rt_buf *bodies = calloc(n, sizeof(*bodies));
-    char(*etags)[64] = calloc(n, sizeof(*etags));
+    struct fe_batch_part *parts = rt_xcalloc(n, sizeof(*parts));
+    struct rt_buf *locs = rt_xcalloc(n, sizeof(*locs));
+    struct rt_buf *bodies = rt_xcalloc(n, sizeof(*bodies));
+    char(*etags)[64] = rt_xcalloc(n, sizeof(*etags));
     struct rt_buf value = RT_BUF_INIT;
     int failed = 0;
 
-    if (!parts || !locs || !bodies || !etags) {
-        abort();
-    }
     for (size_t i = 0; i < n && i < req->job.nops; i++) {
         const struct fe_job_op *op = &req->job.ops[i];
         struct fe_batch_part *p = &parts[i];

@@ -10,6 +10,7 @@
 
 #include <openssl/rand.h>
 
+#include "rt_alloc.h"
 #include "rt_err.h"
 
 /* Trims spaces/tabs in place around s[*b..*e). */
@@ -388,10 +389,7 @@ int fe_hdr_select(const char *s, char ***names, size_t *n)
     if (count > 255) {
         return RT_EQUERYPARAM;
     }
-    arr = malloc(count * sizeof(char *) + total + count);
-    if (!arr) {
-        abort();
-    }
+    arr = rt_xmalloc(count * sizeof(char *) + total + count);
     strs = (char *)(arr + count);
     for (const char *p = s;;) {
         size_t len = strcspn(p, ",");

@@ -51,6 +51,7 @@
 #include <uv.h>
 
 #include "fe_internal.h"
+#include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -117,10 +118,7 @@ static struct fe_req *fe__req_get(struct fe_worker *w)
 {
     struct fe_req *req = w->free_reqs;
     if (!req) {
-        req = calloc(1, sizeof(*req));
-        if (!req) {
-            abort();
-        }
+        req = rt_xcalloc(1, sizeof(*req));
     } else {
         struct rt_buf keep[7];
         struct fe_query q = req->query;
@@ -932,20 +930,14 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
     int rc = 0;
 
     *out = NULL;
-    h = calloc(1, sizeof(*h));
-    if (!h) {
-        abort();
-    }
+    h = rt_xcalloc(1, sizeof(*h));
     h->cfg = cfg;
     h->listen_fd = fe__listen(h, cfg->listen);
     if (h->listen_fd < 0) {
         free(h);
         return RT_ECONFIG;
     }
-    h->w = calloc(n, sizeof(*h->w));
-    if (!h->w) {
-        abort();
-    }
+    h->w = rt_xcalloc(n, sizeof(*h->w));
     h->n = n;
     for (unsigned i = 0; i < n && rc == 0; i++) {
         h->w[i].h = h;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_text.h"
@@ -692,11 +693,7 @@ static int fe__take_key(json_t *obj,
     if (memchr(s, 0, sn)) {
         return fe__err(errmsg, RT_EINVAL, "%.*s contains U+0000", name, n);
     }
-    *dst = malloc(sn + 1);
-    if (!*dst) {
-        return RT_ENOMEM;
-    }
-    memcpy(*dst, s, sn + 1);
+    *dst = rt_xstrndup(s, sn);
     *units = rt_utf8_utf16_units(s, sn);
     return 0;
 }

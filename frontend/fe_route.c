@@ -34,6 +34,7 @@
 
 #include "fe_svc.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_log.h"
 #include "rt_rpc.h"
 
@@ -139,36 +140,18 @@ void fe_job_free(struct fe_job *job)
     job->table_name = NULL;
 }
 
-static char *fe__strdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        abort();
-    }
-    return d;
-}
-
-static void *fe__xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n);
-    if (!p) {
-        abort();
-    }
-    return p;
-}
-
 struct fe_job_op *fe_job_add_op(struct fe_job *job,
                                 int kind,
                                 const char *pk,
                                 const char *rk)
 {
     struct fe_job_op *op;
-    job->ops = fe__xrealloc(job->ops, (job->nops + 1) * sizeof(*job->ops));
+    job->ops = rt_xrealloc(job->ops, (job->nops + 1) * sizeof(*job->ops));
     op = &job->ops[job->nops++];
     memset(op, 0, sizeof(*op));
     op->kind = kind;
-    op->pk = fe__strdup(pk);
-    op->rk = fe__strdup(rk);
+    op->pk = rt_xstrdup(pk);
+    op->rk = rt_xstrdup(rk);
     rt_buf_init(&op->props);
     rt_buf_init(&op->value);
     return op;
@@ -188,7 +171,7 @@ static void fe__job_set_table(struct fe_job *job, const char *name, uint64_t id)
 {
     if (!job->table_name || strcmp(job->table_name, name) != 0) {
         free(job->table_name);
-        job->table_name = fe__strdup(name);
+        job->table_name = rt_xstrdup(name);
     }
     job->table_id = id;
 }
@@ -255,7 +238,7 @@ static void fe__map_install(struct fe_route *r,
     }
     memset(&m, 0, sizeof(m));
     m.pb = pb;
-    m.tables = fe__xrealloc(NULL, (pb->n_tables + 1) * sizeof(*m.tables));
+    m.tables = rt_xrealloc(NULL, (pb->n_tables + 1) * sizeof(*m.tables));
     for (size_t i = 0; i < pb->n_tables; i++) {
         struct fe__table_ix *t = &m.tables[m.ntables++];
         t->account = pb->tables[i]->account;
@@ -264,13 +247,13 @@ static void fe__map_install(struct fe_route *r,
         t->id = pb->tables[i]->id;
     }
     qsort(m.tables, m.ntables, sizeof(*m.tables), fe__table_cmp);
-    m.ranges = fe__xrealloc(NULL, (pb->n_ranges + 1) * sizeof(*m.ranges));
+    m.ranges = rt_xrealloc(NULL, (pb->n_ranges + 1) * sizeof(*m.ranges));
     if (pb->n_ranges) {
         memcpy(m.ranges, pb->ranges, pb->n_ranges * sizeof(*m.ranges));
     }
     m.nranges = pb->n_ranges;
     qsort(m.ranges, m.nranges, sizeof(*m.ranges), fe__range_cmp);
-    m.servers = fe__xrealloc(NULL, (pb->n_servers + 1) * sizeof(*m.servers));
+    m.servers = rt_xrealloc(NULL, (pb->n_servers + 1) * sizeof(*m.servers));
     if (pb->n_servers) {
         memcpy(m.servers, pb->servers, pb->n_servers * sizeof(*m.servers));
     }
@@ -371,13 +354,10 @@ static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
             return NULL;
         }
         free(p->addr);
-        p->addr = fe__strdup(srv->addr);
+        p->addr = rt_xstrdup(srv->addr);
     }
     if (!p) {
-        p = calloc(1, sizeof(*p));
-        if (!p) {
-            abort();
-        }
+        p = rt_xcalloc(1, sizeof(*p));
         p->route = r;
         p->id = id;
         if (rt_rpc_client_start(r->loop, srv->addr, NULL, fe__on_ps_conn, p,
@@ -387,10 +367,10 @@ static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
             free(p);
             return NULL;
         }
-        p->addr = fe__strdup(srv->addr);
+        p->addr = rt_xstrdup(srv->addr);
         if (r->nps == r->ps_cap) {
             r->ps_cap = r->ps_cap ? r->ps_cap * 2 : 8;
-            r->ps = fe__xrealloc(r->ps, r->ps_cap * sizeof(*r->ps));
+            r->ps = rt_xrealloc(r->ps, r->ps_cap * sizeof(*r->ps));
         }
         r->ps[r->nps++] = p;
     }
@@ -628,14 +608,14 @@ static void fe__on_list_reply(int status,
             status = RT_EPROTO;
         } else {
             job->tables =
-                fe__xrealloc(NULL, (resp->n_tables + 1) * sizeof(*job->tables));
+                rt_xrealloc(NULL, (resp->n_tables + 1) * sizeof(*job->tables));
             for (size_t i = 0; i < resp->n_tables; i++) {
-                job->tables[i].name = fe__strdup(resp->tables[i]->name);
+                job->tables[i].name = rt_xstrdup(resp->tables[i]->name);
                 job->tables[i].id = resp->tables[i]->id;
             }
             job->ntables = resp->n_tables;
             if (resp->next && resp->next[0]) {
-                job->next_table = fe__strdup(resp->next);
+                job->next_table = rt_xstrdup(resp->next);
             }
             rt__list_tables_resp__free_unpacked(resp, NULL);
         }
@@ -772,13 +752,13 @@ static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
     struct fe_job_ent *d;
     if (job->nents == job->ents_cap) {
         job->ents_cap = job->ents_cap ? job->ents_cap * 2 : 16;
-        job->ents = fe__xrealloc(job->ents, job->ents_cap * sizeof(*job->ents));
+        job->ents = rt_xrealloc(job->ents, job->ents_cap * sizeof(*job->ents));
     }
     d = &job->ents[job->nents++];
-    d->pk = fe__strdup(e->pk);
-    d->rk = fe__strdup(e->rk);
+    d->pk = rt_xstrdup(e->pk);
+    d->rk = rt_xstrdup(e->rk);
     d->vlen = e->value.len;
-    d->value = fe__xrealloc(NULL, d->vlen ? d->vlen : 1);
+    d->value = rt_xrealloc(NULL, d->vlen ? d->vlen : 1);
     if (d->vlen) {
         memcpy(d->value, e->value.data, d->vlen);
     }
@@ -929,8 +909,8 @@ static void fe__job_entity(struct fe_job *job)
     r->inflight++;
     if (job->kind == FE_JOB_WRITE) {
         Rt__WriteReq req = RT__WRITE_REQ__INIT;
-        Rt__EntityOp *ops = fe__xrealloc(NULL, (job->nops + 1) * sizeof(*ops));
-        Rt__EntityOp **opp = fe__xrealloc(NULL, (job->nops + 1) * sizeof(*opp));
+        Rt__EntityOp *ops = rt_xrealloc(NULL, (job->nops + 1) * sizeof(*ops));
+        Rt__EntityOp **opp = rt_xrealloc(NULL, (job->nops + 1) * sizeof(*opp));
         for (size_t i = 0; i < job->nops; i++) {
             Rt__EntityOp init = RT__ENTITY_OP__INIT;
             const struct fe_job_op *o = &job->ops[i];
@@ -962,9 +942,9 @@ static void fe__job_entity(struct fe_job *job)
     } else {
         Rt__ScanReq req = RT__SCAN_REQ__INIT;
         unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
-        struct fe__hop *hop = fe__xrealloc(NULL, sizeof(*hop));
+        struct fe__hop *hop = rt_xrealloc(NULL, sizeof(*hop));
         hop->job = job;
-        hop->high = fe__strdup(rg->high_inf ? "" : rg->high);
+        hop->high = rt_xstrdup(rg->high_inf ? "" : rg->high);
         hop->high_inf = rg->high_inf;
         req.route = &ref;
         req.has_start = job->cur_has_;
@@ -1124,11 +1104,8 @@ int fe_route_create(uv_loop_t *loop,
                     const char *master_addr,
                     struct fe_route **out)
 {
-    struct fe_route *r = calloc(1, sizeof(*r));
+    struct fe_route *r = rt_xcalloc(1, sizeof(*r));
     int rc;
-    if (!r) {
-        abort();
-    }
     r->loop = loop;
     uv_timer_init(loop, &r->tick);
     r->tick.data = r;

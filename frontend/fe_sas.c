@@ -31,6 +31,7 @@
 #include "fe_internal.h"
 #include "fe_svc.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
@@ -234,17 +235,10 @@ static int fe__sip_allows(const char *sip, const char *client)
 
 /* ---- Verification ----------------------------------------------------- */
 
+/* A copy of @s, or NULL when @s is NULL. */
 static char *fe__dup(const char *s)
 {
-    char *d;
-    if (!s) {
-        return NULL;
-    }
-    d = strdup(s);
-    if (!d) {
-        abort();
-    }
-    return d;
+    return s ? rt_xstrdup(s) : NULL;
 }
 
 void fe_sas_clear(struct fe_sas *s)
@@ -683,10 +677,7 @@ int fe_sas_authenticate(struct fe_req *req)
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
     ctx.https = 0; /* the front end speaks plain HTTP */
     ctx.policy = fe_svc_policy_lookup;
-    s = calloc(1, sizeof(*s));
-    if (!s) {
-        abort();
-    }
+    s = rt_xcalloc(1, sizeof(*s));
     rc = fe_sas_verify(&p, (enum fe_sas_kind)kind, &ctx, s, why);
     if (rc != 0) {
         free(s);

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "fe_internal.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_text.h"
@@ -31,24 +32,6 @@
 #define FE_XML_CT "application/xml"
 #define FE_XML_DECL "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
 #define FE_MSG_CORS_HEADER "A required CORS header is not present."
-
-static void *fe__xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        abort();
-    }
-    return p;
-}
-
-static char *fe__xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        abort();
-    }
-    return d;
-}
 
 /* ==== The policy snapshot ============================================= */
 
@@ -127,20 +110,14 @@ static void fe__lower(char *dst, size_t cap, const char *src)
 
 void fe_svc_map_update(const Rt__Map *map)
 {
-    struct fe__snap *s = calloc(1, sizeof(*s));
+    struct fe__snap *s = rt_xcalloc(1, sizeof(*s));
     struct fe__snap *old;
     size_t nacl = 0;
-    if (!s) {
-        abort();
-    }
     for (size_t i = 0; i < map->n_tables; i++) {
         nacl += map->tables[i]->n_acl ? 1 : 0;
     }
-    s->acls = calloc(nacl ? nacl : 1, sizeof(*s->acls));
-    s->cors = calloc(map->n_accounts ? map->n_accounts : 1, sizeof(*s->cors));
-    if (!s->acls || !s->cors) {
-        abort();
-    }
+    s->acls = rt_xcalloc(nacl, sizeof(*s->acls));
+    s->cors = rt_xcalloc(map->n_accounts, sizeof(*s->cors));
     for (size_t i = 0; i < map->n_tables; i++) {
         const Rt__Table *t = map->tables[i];
         struct fe__tacl *a;
@@ -148,7 +125,7 @@ void fe_svc_map_update(const Rt__Map *map)
             continue;
         }
         a = &s->acls[s->nacls++];
-        a->account = fe__xstrdup(t->account);
+        a->account = rt_xstrdup(t->account);
         fe__lower(a->lname, sizeof(a->lname), t->name);
         for (size_t j = 0; j < t->n_acl && a->n < FE_ACL_MAX; j++) {
             const Rt__SignedIdentifier *si = t->acl[j];
@@ -171,14 +148,14 @@ void fe_svc_map_update(const Rt__Map *map)
             continue;
         }
         c = &s->cors[s->ncors++];
-        c->account = fe__xstrdup(ap->account);
+        c->account = rt_xstrdup(ap->account);
         for (size_t j = 0; j < ap->n_cors && c->n < FE_CORS_MAX; j++) {
             Rt__CorsRule *r = &c->rules[c->n];
             rt__cors_rule__init(r);
-            r->allowed_origins = fe__xstrdup(ap->cors[j]->allowed_origins);
-            r->allowed_methods = fe__xstrdup(ap->cors[j]->allowed_methods);
-            r->allowed_headers = fe__xstrdup(ap->cors[j]->allowed_headers);
-            r->exposed_headers = fe__xstrdup(ap->cors[j]->exposed_headers);
+            r->allowed_origins = rt_xstrdup(ap->cors[j]->allowed_origins);
+            r->allowed_methods = rt_xstrdup(ap->cors[j]->allowed_methods);
+            r->allowed_headers = rt_xstrdup(ap->cors[j]->allowed_headers);
+            r->exposed_headers = rt_xstrdup(ap->cors[j]->exposed_headers);
             r->max_age = ap->cors[j]->max_age;
             c->rulep[c->n] = r;
             c->n++;
@@ -398,13 +375,10 @@ static int fe__xelement(struct fe__xp *x, int depth, struct fe_xml_node **out)
     if (!nlen) {
         return -1;
     }
-    n = calloc(1, sizeof(*n));
-    if (!n) {
-        abort();
-    }
+    n = rt_xcalloc(1, sizeof(*n));
     local = memchr(name, ':', nlen);
     local = local ? local + 1 : name;
-    n->name = fe__xmalloc(nlen - (size_t)(local - name) + 1);
+    n->name = rt_xmalloc(nlen - (size_t)(local - name) + 1);
     memcpy(n->name, local, nlen - (size_t)(local - name));
     n->name[nlen - (size_t)(local - name)] = '\0';
     tail = &n->child;
@@ -450,7 +424,7 @@ static int fe__xelement(struct fe__xp *x, int depth, struct fe_xml_node **out)
             goto err;
         }
         x->p++;
-        n->text = fe__xstrdup("");
+        n->text = rt_xstrdup("");
         *out = n;
         return 0;
     }
@@ -517,7 +491,7 @@ static int fe__xelement(struct fe__xp *x, int depth, struct fe_xml_node **out)
         }
         rt_buf_append_u8(&text, (uint8_t)*x->p++);
     }
-    n->text = fe__xstrdup(rt_buf_cstr(&text));
+    n->text = rt_xstrdup(rt_buf_cstr(&text));
     if (strlen(n->text) != text.len) {
         goto err; /* NUL via CDATA */
     }
@@ -620,7 +594,7 @@ static int fe__xtext(const struct fe_xml_node *n, char *buf, size_t cap)
 static char *fe__xtext_dup(const struct fe_xml_node *n)
 {
     size_t cap = strlen(n->text) + 1;
-    char *buf = fe__xmalloc(cap);
+    char *buf = rt_xmalloc(cap);
     fe__xtext(n, buf, cap);
     return buf;
 }
@@ -875,13 +849,13 @@ static int fe__version(struct fe_svc_props *p,
         return -1;
     }
     if (k == 0) {
-        *out = fe__props_str(p, fe__xstrdup("1.0"));
+        *out = fe__props_str(p, rt_xstrdup("1.0"));
         return 0;
     }
     if (fe__xtext(c, buf, sizeof(buf)) != 0 || !buf[0]) {
         return -1;
     }
-    *out = fe__props_str(p, fe__xstrdup(buf));
+    *out = fe__props_str(p, rt_xstrdup(buf));
     return 0;
 }
 
@@ -973,7 +947,7 @@ static int fe__cors_str(struct fe_svc_props *p,
     if (k < 0 || (k == 0 && required)) {
         return -1;
     }
-    *out = fe__props_str(p, k ? fe__xtext_dup(c) : fe__xstrdup(""));
+    *out = fe__props_str(p, k ? fe__xtext_dup(c) : rt_xstrdup(""));
     return fe__cors_list_ok(*out, kind, required) ? 0 : -1;
 }
 

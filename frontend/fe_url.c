@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_text.h"
 #include "rt_utf8.h"
@@ -83,19 +84,6 @@ void fe_path_free(struct fe_path *p)
     free(p->pk);
     free(p->rk);
     fe_path_init(p);
-}
-
-static char *fe__dup(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (!d) {
-        abort();
-    }
-    if (n) {
-        memcpy(d, s, n);
-    }
-    d[n] = '\0';
-    return d;
 }
 
 static int fe__is_ws(char c)
@@ -221,9 +209,9 @@ static int fe__key_predicate(const char *s, size_t n, struct fe_path *p)
         }
     }
     p->pklen = items[pk_at].val.len;
-    p->pk = fe__dup((const char *)items[pk_at].val.data, p->pklen);
+    p->pk = rt_xstrndup((const char *)items[pk_at].val.data, p->pklen);
     p->rklen = items[rk_at].val.len;
-    p->rk = fe__dup((const char *)items[rk_at].val.data, p->rklen);
+    p->rk = rt_xstrndup((const char *)items[rk_at].val.data, p->rklen);
 out:
     for (size_t k = 0; k < nitems; k++) {
         rt_buf_free(&items[k].val);
@@ -291,12 +279,12 @@ static int fe__resource(const char *d, size_t n, struct fe_path *p)
             return RT_EURI;
         }
         p->kind = FE_RES_TABLE_ONE;
-        p->table = fe__dup((const char *)name.data, name.len);
+        p->table = rt_xstrndup((const char *)name.data, name.len);
         rc = fe_table_name_check((const char *)name.data, name.len, &p->errmsg);
         rt_buf_free(&name);
         return rc;
     }
-    p->table = fe__dup(d, name_len);
+    p->table = rt_xstrndup(d, name_len);
     rc = fe_table_name_check(d, name_len, &p->errmsg);
     if (rc != 0) {
         p->kind = FE_RES_TABLE;
@@ -325,12 +313,12 @@ static int fe__account(const char *seg, size_t n, struct fe_path *p)
             return RT_EURI;
         }
     }
-    p->acct_seg = fe__dup(seg, n);
+    p->acct_seg = rt_xstrndup(seg, n);
     if (n > 10 && memcmp(seg + n - 10, "-secondary", 10) == 0) {
         p->secondary = 1;
         n -= 10;
     }
-    p->account = fe__dup(seg, n);
+    p->account = rt_xstrndup(seg, n);
     p->account_ok = 1;
     return 0;
 }
@@ -486,11 +474,8 @@ void fe_query_free(struct fe_query *q)
  * decoded length (which counts NULs that "%00" produced). */
 static char *fe__decode_dup(const char *s, size_t n, size_t *len)
 {
-    char *d = malloc(n + 1);
+    char *d = rt_xmalloc(n + 1);
     size_t k = 0;
-    if (!d) {
-        abort();
-    }
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '%' && i + 2 < n && rt_hexval((unsigned char)s[i + 1]) >= 0 &&
@@ -518,10 +503,7 @@ void fe_query_add_n(struct fe_query *q,
     struct fe_query_kv *kv;
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 8;
-        kv = realloc(q->kv, cap * sizeof(*kv));
-        if (!kv) {
-            abort();
-        }
+        kv = rt_xrealloc(q->kv, cap * sizeof(*kv));
         q->kv = kv;
         q->cap = cap;
     }
