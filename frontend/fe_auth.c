@@ -16,6 +16,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include "fe_b64.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_time.h"
@@ -66,7 +67,7 @@ static void fe__hmac_sign(const unsigned char st[2][FE_SHA256_STATE_SIZE],
     memcpy(&c, st[1], sizeof(c));
     SHA256_Update(&c, md, sizeof(md));
     SHA256_Final(md, &c);
-    EVP_EncodeBlock((unsigned char *)out, md, (int)sizeof(md));
+    fe_b64_encode(md, sizeof(md), out);
     OPENSSL_cleanse(md, sizeof(md));
     OPENSSL_cleanse(&c, sizeof(c));
 }
@@ -86,35 +87,18 @@ void fe_accounts_free(struct fe_accounts *a)
     fe_accounts_init(a);
 }
 
-/* Strict base64 decode. Returns the decoded length or -1. */
-static int fe__b64_decode(const char *in, uint8_t *out, size_t outcap)
+/* An account key: strict, non-empty base64 (fe_b64_decode) of at most
+ * @outcap bytes. Returns the key length or -1. */
+static int fe__key_decode(const char *in, uint8_t *out, size_t outcap)
 {
     size_t n = strlen(in);
-    size_t pad = 0;
     uint8_t tmp[FE_KEY_MAX * 2];
     int len;
-    if (n == 0 || n % 4 != 0 || n / 4 * 3 > sizeof(tmp)) {
+    if (n == 0 || FE_B64_DECODED_SIZE(n) > sizeof(tmp)) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        char c = in[i];
-        if (!(isalnum((unsigned char)c) || c == '+' || c == '/' ||
-              (c == '=' && i >= n - 2))) {
-            return -1;
-        }
-    }
-    if (in[n - 1] == '=') {
-        pad++;
-    }
-    if (in[n - 2] == '=') {
-        pad++;
-    }
-    len = EVP_DecodeBlock(tmp, (const unsigned char *)in, (int)n);
-    if (len < 0 || (size_t)len < pad) {
-        return -1;
-    }
-    len -= (int)pad;
-    if ((size_t)len > outcap) {
+    len = fe_b64_decode(in, n, tmp);
+    if (len < 0 || (size_t)len > outcap) {
         OPENSSL_cleanse(tmp, sizeof(tmp));
         return -1;
     }
@@ -143,14 +127,14 @@ int fe_accounts_add(struct fe_accounts *a,
     }
     memset(&acct, 0, sizeof(acct));
     memcpy(acct.name, name, nlen);
-    len = fe__b64_decode(key1_b64, acct.key[0], FE_KEY_MAX);
+    len = fe__key_decode(key1_b64, acct.key[0], FE_KEY_MAX);
     if (len <= 0) {
         return RT_EINVAL;
     }
     acct.keylen[0] = (size_t)len;
     acct.nkeys = 1;
     if (key2_b64) {
-        len = fe__b64_decode(key2_b64, acct.key[1], FE_KEY_MAX);
+        len = fe__key_decode(key2_b64, acct.key[1], FE_KEY_MAX);
         if (len <= 0) {
             OPENSSL_cleanse(&acct, sizeof(acct));
             return RT_EINVAL;
@@ -326,7 +310,7 @@ void fe_auth_sign(const uint8_t *key,
         out[0] = '\0';
         return;
     }
-    EVP_EncodeBlock((unsigned char *)out, mac, (int)maclen);
+    fe_b64_encode(mac, maclen, out);
     OPENSSL_cleanse(mac, sizeof(mac));
 }
 

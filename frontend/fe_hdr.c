@@ -10,6 +10,7 @@
 
 #include <openssl/rand.h>
 
+#include "fe_b64.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 
@@ -416,57 +417,13 @@ int fe_hdr_select(const char *s, char ***names, size_t *n)
 
 /* ---- Continuation tokens -------------------------------------------- */
 
-static const char fe__b64url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 void fe_token_encode(struct rt_buf *out, const char *key, size_t n)
 {
-    struct rt_buf b = RT_BUF_INIT;
-    const uint8_t *s = (const uint8_t *)key;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v =
-            ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 6) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[v & 63]);
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 18) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 12) & 63]);
-        rt_buf_append_u8(&b, (uint8_t)fe__b64url[(v >> 6) & 63]);
-    }
-    rt_buf_printf(out, "1!%zu!", b.len);
-    if (b.len) {
-        rt_buf_append(out, b.data, b.len);
-    }
-    rt_buf_free(&b);
-}
-
-static int fe__b64val(char c)
-{
-    if (c >= 'A' && c <= 'Z') {
-        return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-        return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-        return c - '0' + 52;
-    }
-    if (c == '-' || c == '+' || c == ' ') {
-        return 62; /* ' ': a '+' that went through form decoding */
-    }
-    if (c == '_' || c == '/') {
-        return 63;
-    }
-    return -1;
+    char *text = rt_xmalloc(FE_B64_ENCODED_SIZE(n));
+    size_t len = fe_b64url_encode(key, n, text);
+    rt_buf_printf(out, "1!%zu!", len);
+    rt_buf_append(out, text, len);
+    free(text);
 }
 
 int fe_token_decode(const char *tok, struct rt_buf *out)
@@ -475,8 +432,7 @@ int fe_token_decode(const char *tok, struct rt_buf *out)
     char *end;
     unsigned long len;
     size_t n;
-    uint32_t acc = 0;
-    int bits = 0;
+    int k;
 
     if (strncmp(tok, "1!", 2) != 0) {
         return RT_EINVAL;
@@ -497,21 +453,10 @@ int fe_token_decode(const char *tok, struct rt_buf *out)
     if (n != len && strlen(p) != len) {
         return RT_EINVAL;
     }
-    if (n % 4 == 1) {
+    k = fe_b64url_decode(p, n, rt_buf_reserve(out, FE_B64_DECODED_SIZE(n)));
+    if (k < 0) {
         return RT_EINVAL;
     }
-    for (size_t i = 0; i < n; i++) {
-        int v = fe__b64val(p[i]);
-        if (v < 0) {
-            return RT_EINVAL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            rt_buf_append_u8(out, (uint8_t)(acc >> bits));
-            acc &= (1u << bits) - 1;
-        }
-    }
+    out->len += (size_t)k;
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_b64.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
@@ -118,99 +119,10 @@ static void fe__key_literal(struct rt_buf *out, const char *s, size_t n)
 
 /* ---- base64 ----------------------------------------------------------- */
 
-static const char fe__b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static void fe__b64_encode(struct rt_buf *out, const uint8_t *p, size_t n)
+static void fe__b64_append(struct rt_buf *out, const uint8_t *p, size_t n)
 {
-    uint8_t *q = rt_buf_reserve(out, (n + 2) / 3 * 4);
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v =
-            ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
-        *q++ = (uint8_t)fe__b64[v >> 18];
-        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
-        *q++ = (uint8_t)fe__b64[(v >> 6) & 63];
-        *q++ = (uint8_t)fe__b64[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        *q++ = (uint8_t)fe__b64[v >> 18];
-        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
-        *q++ = '=';
-        *q++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
-        *q++ = (uint8_t)fe__b64[v >> 18];
-        *q++ = (uint8_t)fe__b64[(v >> 12) & 63];
-        *q++ = (uint8_t)fe__b64[(v >> 6) & 63];
-        *q++ = '=';
-    }
-    out->len = (size_t)(q - out->data);
-}
-
-static int fe__b64_val(uint8_t c)
-{
-    if (c >= 'A' && c <= 'Z') {
-        return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-        return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-        return c - '0' + 52;
-    }
-    if (c == '+') {
-        return 62;
-    }
-    if (c == '/') {
-        return 63;
-    }
-    return -1;
-}
-
-/* Strict standard base64 (padded, no whitespace) appended to @out.
- * Returns 0 or RT_EINVAL (@out unchanged). */
-static int fe__b64_decode(struct rt_buf *out, const uint8_t *s, size_t n)
-{
-    size_t start = out->len;
-    uint8_t *q;
-
-    if (n % 4) {
-        return RT_EINVAL;
-    }
-    q = rt_buf_reserve(out, n / 4 * 3);
-    for (size_t i = 0; i < n; i += 4) {
-        int a = fe__b64_val(s[i]), b = fe__b64_val(s[i + 1]);
-        int c = fe__b64_val(s[i + 2]), d = fe__b64_val(s[i + 3]);
-        int last = i + 4 == n;
-        if (a < 0 || b < 0) {
-            goto bad;
-        }
-        if (last && s[i + 2] == '=' && s[i + 3] == '=') {
-            *q++ = (uint8_t)((a << 2) | (b >> 4));
-            break;
-        }
-        if (c < 0) {
-            goto bad;
-        }
-        if (last && s[i + 3] == '=') {
-            *q++ = (uint8_t)((a << 2) | (b >> 4));
-            *q++ = (uint8_t)(((b & 15) << 4) | (c >> 2));
-            break;
-        }
-        if (d < 0) {
-            goto bad;
-        }
-        *q++ = (uint8_t)((a << 2) | (b >> 4));
-        *q++ = (uint8_t)(((b & 15) << 4) | (c >> 2));
-        *q++ = (uint8_t)(((c & 3) << 6) | d);
-    }
-    out->len = (size_t)(q - out->data);
-    return 0;
-bad:
-    out->len = start;
-    return RT_EINVAL;
+    char *q = (char *)rt_buf_reserve(out, FE_B64_ENCODED_SIZE(n));
+    out->len += fe_b64_encode(p, n, q);
 }
 
 /* ---- number and GUID text --------------------------------------------- */
@@ -453,6 +365,7 @@ static int fe__convert(json_t *v,
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     size_t sn = s ? json_string_length(v) : 0;
     int64_t i64;
+    int len;
 
     if (!annotated) {
         if (s) {
@@ -550,9 +463,12 @@ static int fe__convert(json_t *v,
                 return RT_EPROPTOOLARGE;
             }
             rt_buf_reset(scratch);
-            if (fe__b64_decode(scratch, (const uint8_t *)s, sn) != 0) {
+            len = fe_b64_decode(
+                s, sn, rt_buf_reserve(scratch, FE_B64_DECODED_SIZE(sn)));
+            if (len < 0) {
                 return RT_EINVAL;
             }
+            scratch->len = (size_t)len;
             p->v.bytes.p = scratch->data;
             p->v.bytes.n = scratch->len;
             return 0;
@@ -1022,7 +938,7 @@ int fe_odata_write_entity(struct rt_buf *out,
                 }
                 fe__member(out, &first, p.name, p.name_len);
                 rt_buf_append_u8(out, '"');
-                fe__b64_encode(out, p.v.bytes.p, p.v.bytes.n);
+                fe__b64_append(out, p.v.bytes.p, p.v.bytes.n);
                 rt_buf_append_u8(out, '"');
                 break;
             case RT_EDM_BOOL:
