@@ -474,24 +474,9 @@ void fe_query_free(struct fe_query *q)
  * decoded length (which counts NULs that "%00" produced). */
 static char *fe__decode_dup(const char *s, size_t n, size_t *len)
 {
-    char *d = rt_xmalloc(n + 1);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%' && i + 2 < n && rt_hexval((unsigned char)s[i + 1]) >= 0 &&
-            rt_hexval((unsigned char)s[i + 2]) >= 0) {
-            d[k++] = (char)(rt_hexval((unsigned char)s[i + 1]) * 16 +
-                            rt_hexval((unsigned char)s[i + 2]));
-            i += 2;
-        } else if (c == '+') {
-            d[k++] = ' ';
-        } else {
-            d[k++] = c;
-        }
-    }
-    d[k] = '\0';
-    *len = k;
-    return d;
+    struct rt_buf b = RT_BUF_INIT;
+    fe_url_decode(&b, s, n, 1);
+    return (char *)rt_buf_steal(&b, len);
 }
 
 void fe_query_add_n(struct fe_query *q,
