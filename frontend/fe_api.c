@@ -1,4 +1,4 @@
-/* The Table REST operations (shared/table-api-spec.md §3): request
+/* The Table REST operations (docs/table-api-spec.md §3): request
  * validation, authentication, dispatch to an operation, and turning a
  * finished job into the response. Runs on the request's worker thread
  * (fe_http.c), inside libmicrohttpd's callbacks; everything that needs the
@@ -47,8 +47,6 @@ struct fe_api_op
     "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
 #define FE_JSON_CT_FULL \
     "application/json;odata=fullmetadata;streaming=true;charset=utf-8"
-
-#define FE_MSG_CORS_HEADER "A required CORS header is not present."
 
 /* ---- Small helpers -------------------------------------------------- */
 
@@ -555,9 +553,8 @@ static void fe__get_entity_finish(struct fe_req *req)
     char etag[64];
     int code = req->job.status;
 
-    if (code == RT_EENTITYNOTFOUND) {
-        code = RT_ENOTFOUND; /* spec §3.10, §12 item 1 */
-    }
+    /* A missing entity is RT_ENOTFOUND, "ResourceNotFound" as the service
+     * answers, not the documented "EntityNotFound" (spec §12 item 1). */
     if (code != 0) {
         fe__job_error(req, code);
         return;
@@ -791,9 +788,6 @@ static void fe__modify_finish(struct fe_req *req)
     const struct fe_job_op *op = &req->job.ops[0];
     char etag[64];
     int code = req->job.status;
-    if (code == RT_EENTITYNOTFOUND) {
-        code = RT_ENOTFOUND;
-    }
     if (code != 0) {
         fe__job_error(req, code);
         return;
@@ -825,7 +819,7 @@ static const struct fe_api_op fe__op_merge = {"MergeEntity", fe__merge_prepare,
                                               fe__modify_finish, 1};
 static const struct fe_api_op fe__op_delete_entity = {
     "DeleteEntity", fe__delete_entity_prepare, fe__modify_finish, 1};
-/* Issue 4, fe_svc.c: storage-XML operations (no DataServiceVersion). */
+/* fe_svc.c: the storage-XML operations (no DataServiceVersion). */
 static const struct fe_api_op fe__op_get_acl = {
     "GetTableAcl", fe_svc_get_acl_prepare, fe_svc_get_acl_finish, 0};
 static const struct fe_api_op fe__op_set_acl = {
@@ -913,11 +907,11 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
     }
 }
 
-/* OPTIONS: CORS preflight needs no auth; CORS rules are a later issue, so
- * every well-formed preflight is refused (spec §3.8). */
+/* OPTIONS: a CORS preflight needs no auth; the account's CORS rules from
+ * the map allow or refuse it (spec §3.8). */
 static int fe__preflight(struct fe_req *req)
 {
-    return fe_svc_preflight(req); /* CORS rules from the map (fe_svc.c) */
+    return fe_svc_preflight(req);
 }
 
 /* Returns 0 when authenticated, -1 with the error response set. */

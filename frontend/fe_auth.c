@@ -1,6 +1,6 @@
 /* Shared Key authentication: see fe_auth.h. */
 /* SHA256_* (deprecated in OpenSSL 3, still the fastest way to copy a
- * precomputed HMAC key schedule by value, as tests/load/rl_auth does). */
+ * precomputed HMAC key schedule by value, as tools/rt-load/rl_auth.c does). */
 #define OPENSSL_SUPPRESS_DEPRECATED 1
 #include "fe_auth.h"
 

@@ -1,4 +1,4 @@
-/* Shared Key authentication (shared/table-api-spec.md §7, §7.1, §7.2):
+/* Shared Key authentication (docs/table-api-spec.md §7, §7.1, §7.2):
  * the account/key table, Authorization header parsing, the Table-service
  * string-to-sign for SharedKey and SharedKeyLite, HMAC-SHA256 signing and
  * constant-time verification against key1 or key2.

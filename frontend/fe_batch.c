@@ -1,4 +1,4 @@
-/* Entity group transactions (shared/table-api-spec.md §5): the multipart
+/* Entity group transactions (docs/table-api-spec.md §5): the multipart
  * parser and validator, the multipart response writer, and the $batch
  * operation glue for fe_api.c.
  *
@@ -1218,9 +1218,6 @@ void fe_batch_finish(struct fe_req *req)
     int code = req->job.status;
     int idx;
 
-    if (code == RT_EENTITYNOTFOUND) {
-        code = RT_ENOTFOUND; /* spec §12 item 1 */
-    }
     if (code != 0) {
         if (!rt_err_is_rt(code) || rt_err_http_status(code) >= 500 || n == 0) {
             /* Nothing to blame on an operation: the plain error. */

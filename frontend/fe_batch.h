@@ -1,4 +1,4 @@
-/* Entity group transactions: POST /$batch (shared/table-api-spec.md §5).
+/* Entity group transactions: POST /$batch (docs/table-api-spec.md §5).
  *
  * Two halves:
  *  - pure: fe_batch_parse() turns the multipart/mixed request into a list

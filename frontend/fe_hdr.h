@@ -1,7 +1,7 @@
 /* Request header and query-parameter rules of the Table REST API that need
  * no network: Accept/$format -> metadata level, x-ms-version syntax,
  * Prefer, client request id echo, $top, $select, request ids and the
- * opaque continuation tokens (shared/table-api-spec.md §2, §6.3, §6.4, §11).
+ * opaque continuation tokens (docs/table-api-spec.md §2, §6.3, §6.4, §11).
  * Thread: pure functions (fe_hdr_guid keeps a per-thread generator seeded
  * from OpenSSL's RNG). */
 #ifndef FE_HDR_H

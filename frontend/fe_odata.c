@@ -2,7 +2,7 @@
  *
  * Parsing: jansson builds the tree (JSON_REJECT_DUPLICATES), then one pass
  * over the members converts each value straight into the properties blob,
- * applying the type rules of shared/table-api-spec.md §4.2 and the limits of
+ * applying the type rules of docs/table-api-spec.md §4.2 and the limits of
  * §9. Writing: one pass over the stored value appends JSON text to the
  * caller's buffer; no tree, no per-property allocation. */
 #include "fe_odata.h"

@@ -2,7 +2,7 @@
  * per-entity CPU cost. Parsing uses jansson (JSON_REJECT_DUPLICATES) and
  * goes straight to the properties blob; writing goes straight from the
  * stored value to JSON text without building a JSON tree.
- * Rules: shared/table-api-spec.md §4 (types, annotations, metadata levels,
+ * Rules: docs/table-api-spec.md §4 (types, annotations, metadata levels,
  * DateTime, ETag) and §9 (names and limits).
  * Thread: pure functions, callable from any thread. */
 #ifndef FE_ODATA_H

@@ -1,4 +1,4 @@
-/* Shared access signatures (shared/table-api-spec.md §7.3 service SAS for
+/* Shared access signatures (docs/table-api-spec.md §7.3 service SAS for
  * tables, §7.4 account SAS): parsing the token out of the query string,
  * the string-to-sign, HMAC-SHA256 against key1/key2 in constant time, the
  * stored-policy merge for "si", the time / IP / protocol checks and the

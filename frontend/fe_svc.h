@@ -1,4 +1,4 @@
-/* The non-OData operations of the Table service (shared/table-api-spec.md
+/* The non-OData operations of the Table service (docs/table-api-spec.md
  * §3.4-§3.8): Get/Set Table ACL, Get/Set Table Service Properties, Get
  * Table Service Stats, CORS preflight (OPTIONS) and the CORS headers of
  * ordinary responses. Also the front end's thread-safe copy of what the

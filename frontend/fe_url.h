@@ -5,7 +5,7 @@
  * libmicrohttpd is told not to unescape anything (fe_http installs an
  * identity MHD_OPTION_UNESCAPE_CALLBACK), so the path handed to
  * fe_path_parse() is the raw request-target path exactly as the client sent
- * it; the raw form is what SharedKey signs (shared/table-api-spec.md §7.1).
+ * it; the raw form is what SharedKey signs (docs/table-api-spec.md §7.1).
  * The parser decodes the resource segment itself, then parses it
  * (spec §1.3: percent-decode -> parse Name(PartitionKey='..',RowKey='..')
  * with '' meaning ' inside a literal).

@@ -1,5 +1,5 @@
 /* Shared Key: string-to-sign, signatures and the full request check
- * (shared/table-api-spec.md §7.1, §7.2). Expected signatures were computed
+ * (docs/table-api-spec.md §7.1, §7.2). Expected signatures were computed
  * independently once with
  *   printf '<string-to-sign>' | openssl dgst -sha256 -mac HMAC \
  *       -macopt hexkey:<hex of the dev key> -binary | base64

@@ -1,4 +1,4 @@
-/* Entity group transactions (shared/table-api-spec.md §5): the multipart
+/* Entity group transactions (docs/table-api-spec.md §5): the multipart
  * parser and validator against batches captured byte for byte from the
  * Python (azure-data-tables 12.4.2) and JavaScript (@azure/data-tables
  * 13.3.2) SDKs, their LF-only and quoted-boundary variants, every batch rule

@@ -1,4 +1,4 @@
-/* Request header and query-parameter rules (shared/table-api-spec.md §2,
+/* Request header and query-parameter rules (docs/table-api-spec.md §2,
  * §6.3, §6.4, §11): metadata level, version syntax, Prefer, request id
  * echo, $top, $select and continuation tokens. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* URL parsing (shared/table-api-spec.md §1.1, §1.2, §1.3, §9): host-style
+/* URL parsing (docs/table-api-spec.md §1.1, §1.2, §1.3, §9): host-style
  * vs path-style addressing, account and secondary, Tables forms, key
  * predicates, table names and the decoded query string. */
 #include <setjmp.h>
