@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "fe_batch.h"
+#include "fe_cors.h"
 #include "fe_internal.h"
 #include "fe_sas.h"
 #include "fe_svc.h"
@@ -911,7 +912,7 @@ static const struct fe_api_op *fe__route_op(struct fe_req *req,
  * the map allow or refuse it (spec §3.8). */
 static int fe__preflight(struct fe_req *req)
 {
-    return fe_svc_preflight(req);
+    return fe_cors_preflight(req);
 }
 
 /* Returns 0 when authenticated, -1 with the error response set. */
@@ -1149,7 +1150,7 @@ int fe_api_prepare(struct fe_req *req)
 {
     int rc = fe__api_prepare(req);
     if (rc == FE_API_RESPOND) {
-        fe_svc_cors_headers(req); /* CORS on responses (spec §3.8) */
+        fe_cors_headers(req); /* CORS on responses (spec §3.8) */
     }
     return rc;
 }
@@ -1162,7 +1163,7 @@ void fe_api_finish(struct fe_req *req)
         fe_sas_filter_scan(req); /* SAS key range end (fe_sas.c) */
         req->op->finish(req);
     }
-    fe_svc_cors_headers(req);
+    fe_cors_headers(req);
 }
 
 void fe_api_req_free(struct fe_req *req)

@@ -51,6 +51,7 @@
 #include <uv.h>
 
 #include "fe_internal.h"
+#include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"

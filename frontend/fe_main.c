@@ -10,9 +10,10 @@
 
 #include <uv.h>
 
+#include "fe_acl.h"
 #include "fe_auth.h"
+#include "fe_cors.h"
 #include "fe_internal.h"
-#include "fe_svc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -150,7 +151,8 @@ int main(int argc, char **argv)
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
     fe_http_destroy(m.http); /* waits for the workers to drain */
-    fe_svc_reset();
+    fe_acl_reset();
+    fe_cors_reset();
     if (uv_loop_close(&m.loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }

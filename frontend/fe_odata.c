@@ -1076,28 +1076,3 @@ int fe_odata_parse_etag(const char *s, uint64_t *ticks, int *any)
     *ticks = t;
     return 0;
 }
-
-void fe_xml_escape(struct rt_buf *out, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-            case '<':
-                rt_buf_append_str(out, "&lt;");
-                break;
-            case '>':
-                rt_buf_append_str(out, "&gt;");
-                break;
-            case '&':
-                rt_buf_append_str(out, "&amp;");
-                break;
-            case '"':
-                rt_buf_append_str(out, "&quot;");
-                break;
-            case '\'':
-                rt_buf_append_str(out, "&apos;");
-                break;
-            default:
-                rt_buf_append_u8(out, (uint8_t)*s);
-        }
-    }
-}

@@ -82,9 +82,6 @@ int fe_odata_parse_etag(const char *s, uint64_t *ticks, int *any);
 
 /* Appends @s JSON-escaped (without quotes). */
 void fe_json_escape(struct rt_buf *out, const char *s, size_t n);
-/* Appends the NUL-terminated @s with the five XML special characters
- * escaped (element content and attribute values alike). */
-void fe_xml_escape(struct rt_buf *out, const char *s);
 /* Appends @s percent-encoded for use inside a URL path segment (RFC 3986
  * unreserved kept, everything else %XX). */
 void fe_url_escape(struct rt_buf *out, const char *s, size_t n);

@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_svc.h"
+#include "fe_acl.h"
+#include "fe_cors.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
@@ -263,7 +264,8 @@ static void fe__map_install(struct fe_route *r,
     fe__map_free(&r->map);
     r->map = m;
     r->have_map = 1;
-    fe_svc_map_update(pb); /* stored policies and CORS rules (fe_svc.h) */
+    fe_acl_map_update(pb);  /* stored access policies */
+    fe_cors_map_update(pb); /* CORS rules */
     rt_log(RT_LOG_DEBUG,
            "map version %llu installed (%s): %zu tables, "
            "%zu ranges, %zu servers",

@@ -28,8 +28,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "fe_acl.h"
 #include "fe_internal.h"
-#include "fe_svc.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -676,7 +676,7 @@ int fe_sas_authenticate(struct fe_req *req)
     ctx.now = fe__now(req);
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
     ctx.https = 0; /* the front end speaks plain HTTP */
-    ctx.policy = fe_svc_policy_lookup;
+    ctx.policy = fe_acl_policy_lookup;
     s = rt_xcalloc(1, sizeof(*s));
     rc = fe_sas_verify(&p, (enum fe_sas_kind)kind, &ctx, s, why);
     if (rc != 0) {

@@ -1,5 +1,7 @@
 /* Unit tests: shared access signatures (frontend/fe_sas.h) and the pure
- * parts of the ACL / service-properties / CORS module (frontend/fe_svc.h).
+ * parts of the storage-XML operations: the XML reader (fe_xml.h), table
+ * ACLs and stored policies (fe_acl.h), service properties (fe_svc.h) and
+ * CORS rules (fe_cors.h).
  *
  * The SAS tokens below were generated offline with the Python SDK
  * (azure-data-tables 12.4.2, /usr/bin/python3) for the development account
@@ -22,9 +24,12 @@
 
 #include <cmocka.h>
 
+#include "fe_acl.h"
+#include "fe_cors.h"
 #include "fe_sas.h"
 #include "fe_svc.h"
 #include "fe_url.h"
+#include "fe_xml.h"
 #include "rt.pb-c.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -130,7 +135,8 @@ static int teardown(void **state)
     fe_sas_clear(&f->sas);
     fe_query_free(&f->q);
     fe_accounts_free(&f->accts);
-    fe_svc_reset();
+    fe_acl_reset();
+    fe_cors_reset();
     free(f);
     return 0;
 }
@@ -566,17 +572,18 @@ static void test_policy_snapshot(void **state)
     map.tables = tp;
     map.n_tables = 1;
     assert_int_equal(
-        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "pol1", &pol),
+        fe_acl_policy_lookup(FE_DEV_ACCOUNT, "people", "pol1", &pol),
         RT_ENOTFOUND);
-    fe_svc_map_update(&map);
+    fe_acl_map_update(&map);
+    fe_cors_map_update(&map);
     assert_int_equal(
-        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "PEOPLE", "pol1", &pol), 0);
+        fe_acl_policy_lookup(FE_DEV_ACCOUNT, "PEOPLE", "pol1", &pol), 0);
     assert_string_equal(pol.permission, "r");
     assert_string_equal(pol.start, "");
     assert_int_equal(
-        fe_svc_policy_lookup(FE_DEV_ACCOUNT, "people", "POL1", &pol),
+        fe_acl_policy_lookup(FE_DEV_ACCOUNT, "people", "POL1", &pol),
         RT_ENOTFOUND);
-    assert_int_equal(fe_svc_policy_lookup("other", "people", "pol1", &pol),
+    assert_int_equal(fe_acl_policy_lookup("other", "people", "pol1", &pol),
                      RT_ENOTFOUND);
     fe_query_parse(&f->q, TOK_C, strlen(TOK_C));
     assert_int_equal(fe_sas_parse(&f->q, qget, &p), FE_SAS_SERVICE);
@@ -585,13 +592,14 @@ static void test_policy_snapshot(void **state)
     ctx.account = FE_DEV_ACCOUNT;
     ctx.table = "people";
     ctx.now = T_INSIDE;
-    ctx.policy = fe_svc_policy_lookup;
+    ctx.policy = fe_acl_policy_lookup;
     assert_int_equal(fe_sas_verify(&p, FE_SAS_SERVICE, &ctx, &f->sas, why), 0);
     assert_int_equal(f->sas.perms, FE_SAS_P_READ);
     fe_sas_clear(&f->sas);
     /* A new map without the ACL withdraws the policy. */
     t.n_acl = 0;
-    fe_svc_map_update(&map);
+    fe_acl_map_update(&map);
+    fe_cors_map_update(&map);
     assert_int_equal(fe_sas_verify(&p, FE_SAS_SERVICE, &ctx, &f->sas, why),
                      RT_EAUTH);
 }
@@ -615,7 +623,7 @@ static void test_acl_roundtrip(void **state)
     struct fe_acl acl;
     struct rt_buf b = RT_BUF_INIT;
     (void)state;
-    assert_int_equal(fe_svc_acl_parse(PY_ACL, strlen(PY_ACL), &acl), 0);
+    assert_int_equal(fe_acl_parse(PY_ACL, strlen(PY_ACL), &acl), 0);
     assert_int_equal(acl.n, 3);
     assert_string_equal(acl.v[0].id, "p1");
     assert_true(acl.v[0].has_policy);
@@ -625,7 +633,7 @@ static void test_acl_roundtrip(void **state)
     assert_string_equal(acl.v[1].start, "");
     assert_string_equal(acl.v[1].permission, "r");
     assert_false(acl.v[2].has_policy);
-    fe_svc_acl_write(&b, &acl);
+    fe_acl_write(&b, &acl);
     assert_string_equal(
         rt_buf_cstr(&b),
         "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers>"
@@ -636,24 +644,24 @@ static void test_acl_roundtrip(void **state)
         "Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>"
         "p3</Id></SignedIdentifier></SignedIdentifiers>");
     /* Empty bodies clear; the empty ACL is written self-closed. */
-    assert_int_equal(fe_svc_acl_parse("", 0, &acl), 0);
+    assert_int_equal(fe_acl_parse("", 0, &acl), 0);
     assert_int_equal(acl.n, 0);
-    assert_int_equal(fe_svc_acl_parse(" \r\n", 3, &acl), 0);
+    assert_int_equal(fe_acl_parse(" \r\n", 3, &acl), 0);
     rt_buf_reset(&b);
-    fe_svc_acl_write(&b, &acl);
+    fe_acl_write(&b, &acl);
     assert_string_equal(rt_buf_cstr(&b),
                         "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
                         "<SignedIdentifiers />");
     rt_buf_free(&b);
     const char *selfclosed = "<SignedIdentifiers/>";
-    assert_int_equal(fe_svc_acl_parse(selfclosed, strlen(selfclosed), &acl), 0);
+    assert_int_equal(fe_acl_parse(selfclosed, strlen(selfclosed), &acl), 0);
     assert_int_equal(acl.n, 0);
 }
 
 static int acl_rc(const char *doc)
 {
     struct fe_acl acl;
-    return fe_svc_acl_parse(doc, strlen(doc), &acl);
+    return fe_acl_parse(doc, strlen(doc), &acl);
 }
 
 /* Limits and malformed identifiers are InvalidXmlDocument (spec §3.5). */
@@ -729,7 +737,7 @@ static void test_xml_malformed(void **state)
     size_t n = strlen(PY_ACL);
     (void)state;
     for (size_t i = 0; i < n; i++) {
-        int rc = fe_svc_xml_parse(PY_ACL, i, &root);
+        int rc = fe_xml_parse(PY_ACL, i, &root);
         assert_int_equal(rc, RT_EXML);
         assert_null(root);
     }
@@ -760,12 +768,11 @@ static void test_xml_malformed(void **state)
         "<a>< b/></a>",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(fe_svc_xml_parse(bad[i], strlen(bad[i]), &root),
-                         RT_EXML);
+        assert_int_equal(fe_xml_parse(bad[i], strlen(bad[i]), &root), RT_EXML);
         assert_null(root);
     }
     /* Embedded NUL. */
-    assert_int_equal(fe_svc_xml_parse("<a>\0</a>", 8, &root), RT_EXML);
+    assert_int_equal(fe_xml_parse("<a>\0</a>", 8, &root), RT_EXML);
     /* Nesting beyond the limit. */
     deep[0] = '\0';
     for (int i = 0; i < FE_XML_DEPTH_MAX + 1; i++) {
@@ -774,19 +781,19 @@ static void test_xml_malformed(void **state)
     for (int i = 0; i < FE_XML_DEPTH_MAX + 1; i++) {
         strcat(deep, "</a>");
     }
-    assert_int_equal(fe_svc_xml_parse(deep, strlen(deep), &root), RT_EXML);
+    assert_int_equal(fe_xml_parse(deep, strlen(deep), &root), RT_EXML);
     /* Accepted: BOM, comments, PIs, attributes, CDATA, entities,
      * namespace prefixes. */
     const char *ok =
         "\xef\xbb\xbf<?xml version=\"1.0\"?><!-- c --><ns:a "
         "xmlns:ns='u' k=\"v\"><b>x&lt;&#65;&#x42;<![CDATA[<c>]]>"
         "</b><?pi?><c/></ns:a>\n";
-    assert_int_equal(fe_svc_xml_parse(ok, strlen(ok), &root), 0);
+    assert_int_equal(fe_xml_parse(ok, strlen(ok), &root), 0);
     assert_string_equal(root->name, "a");
     assert_string_equal(root->child->name, "b");
     assert_string_equal(root->child->text, "x<AB<c>");
     assert_string_equal(root->child->next->name, "c");
-    fe_svc_xml_free(root);
+    fe_xml_free(root);
 }
 
 /* The exact body the Python SDK sends for set_service_properties. */
@@ -973,29 +980,23 @@ static void test_cors_match(void **state)
     b.allowed_origins = "*";
     b.allowed_methods = "GET";
     b.allowed_headers = "";
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.com", "PUT", NULL),
-                     0);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "HTTP://B.COM", "put",
-                                       "x-ms-meta-abc, X-MS-META-DATA-1"),
+    assert_int_equal(fe_cors_match(rules, 2, "http://a.com", "PUT", NULL), 0);
+    assert_int_equal(fe_cors_match(rules, 2, "HTTP://B.COM", "put",
+                                   "x-ms-meta-abc, X-MS-META-DATA-1"),
                      0);
     assert_int_equal(
-        fe_svc_cors_match(rules, 2, "http://a.com", "PUT", "x-ms-meta-other"),
-        -1);
+        fe_cors_match(rules, 2, "http://a.com", "PUT", "x-ms-meta-other"), -1);
     assert_int_equal(
-        fe_svc_cors_match(rules, 2, "http://a.com", "GET", "x-ms-meta-other"),
-        -1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "GET", NULL),
-                     1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "GET", ""), 1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://c.com", "PUT", NULL),
+        fe_cors_match(rules, 2, "http://a.com", "GET", "x-ms-meta-other"), -1);
+    assert_int_equal(fe_cors_match(rules, 2, "http://c.com", "GET", NULL), 1);
+    assert_int_equal(fe_cors_match(rules, 2, "http://c.com", "GET", ""), 1);
+    assert_int_equal(fe_cors_match(rules, 2, "http://c.com", "PUT", NULL), -1);
+    assert_int_equal(fe_cors_match(rules, 2, "http://a.co", "DELETE", NULL),
                      -1);
-    assert_int_equal(fe_svc_cors_match(rules, 2, "http://a.co", "DELETE", NULL),
-                     -1);
-    assert_int_equal(fe_svc_cors_match(rules, 0, "http://a.com", "GET", NULL),
-                     -1);
+    assert_int_equal(fe_cors_match(rules, 0, "http://a.com", "GET", NULL), -1);
     b.allowed_headers = "*";
     assert_int_equal(
-        fe_svc_cors_match(rules, 2, "http://z.com", "GET", "anything,else"), 1);
+        fe_cors_match(rules, 2, "http://z.com", "GET", "anything,else"), 1);
 }
 
 int main(void)

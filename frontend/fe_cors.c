@@ -1,0 +1,331 @@
+/* CORS: see fe_cors.h.
+ *
+ * The rules live in a snapshot rebuilt whole from each map and swapped in
+ * under a write lock; the preflight and the response headers hold the read
+ * lock while they match and copy the rule's values into the response. */
+#include "fe_cors.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fe_internal.h"
+#include "fe_xml.h"
+#include "rt_alloc.h"
+#include "rt_err.h"
+
+#define FE_MSG_CORS_HEADER "A required CORS header is not present."
+
+/* ==== The accounts' rules ============================================== */
+
+struct fe__acors
+{
+    char *account;
+    size_t n;
+    Rt__CorsRule rules[FE_CORS_MAX];
+    Rt__CorsRule *rulep[FE_CORS_MAX];
+};
+
+struct fe__cors_snap
+{
+    struct fe__acors *cors; /* by account */
+    size_t ncors;
+    uint64_t version; /* the map's */
+};
+
+static pthread_rwlock_t fe__cors_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct fe__cors_snap *fe__cors_snap;
+
+static void fe__cors_snap_free(struct fe__cors_snap *s)
+{
+    if (!s) {
+        return;
+    }
+    for (size_t i = 0; i < s->ncors; i++) {
+        free(s->cors[i].account);
+        for (size_t j = 0; j < s->cors[i].n; j++) {
+            free(s->cors[i].rules[j].allowed_origins);
+            free(s->cors[i].rules[j].allowed_methods);
+            free(s->cors[i].rules[j].allowed_headers);
+            free(s->cors[i].rules[j].exposed_headers);
+        }
+    }
+    free(s->cors);
+    free(s);
+}
+
+static int fe__acors_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct fe__acors *)a)->account,
+                  ((const struct fe__acors *)b)->account);
+}
+
+void fe_cors_map_update(const Rt__Map *map)
+{
+    struct fe__cors_snap *s = rt_xcalloc(1, sizeof(*s));
+    struct fe__cors_snap *old;
+    s->cors = rt_xcalloc(map->n_accounts, sizeof(*s->cors));
+    for (size_t i = 0; i < map->n_accounts; i++) {
+        const Rt__AccountProps *ap = map->accounts[i];
+        struct fe__acors *c;
+        if (!ap->n_cors) {
+            continue;
+        }
+        c = &s->cors[s->ncors++];
+        c->account = rt_xstrdup(ap->account);
+        for (size_t j = 0; j < ap->n_cors && c->n < FE_CORS_MAX; j++) {
+            Rt__CorsRule *r = &c->rules[c->n];
+            rt__cors_rule__init(r);
+            r->allowed_origins = rt_xstrdup(ap->cors[j]->allowed_origins);
+            r->allowed_methods = rt_xstrdup(ap->cors[j]->allowed_methods);
+            r->allowed_headers = rt_xstrdup(ap->cors[j]->allowed_headers);
+            r->exposed_headers = rt_xstrdup(ap->cors[j]->exposed_headers);
+            r->max_age = ap->cors[j]->max_age;
+            c->rulep[c->n] = r;
+            c->n++;
+        }
+    }
+    qsort(s->cors, s->ncors, sizeof(*s->cors), fe__acors_cmp);
+    s->version = map->version;
+    /* Every worker's fe_route installs the maps it receives; an older one
+     * must not replace a newer one (as in fe_acl_map_update). */
+    pthread_rwlock_wrlock(&fe__cors_lock);
+    old = fe__cors_snap;
+    if (old && map->version < old->version) {
+        old = s; /* keep the newer snapshot, drop this one */
+    } else {
+        fe__cors_snap = s;
+    }
+    pthread_rwlock_unlock(&fe__cors_lock);
+    fe__cors_snap_free(old);
+}
+
+void fe_cors_reset(void)
+{
+    struct fe__cors_snap *old;
+    pthread_rwlock_wrlock(&fe__cors_lock);
+    old = fe__cors_snap;
+    fe__cors_snap = NULL;
+    pthread_rwlock_unlock(&fe__cors_lock);
+    fe__cors_snap_free(old);
+}
+
+/* The account's rules; call with the lock held. NULL when none. */
+static const struct fe__acors *fe__cors_find(const char *account)
+{
+    struct fe__acors key;
+    if (!fe__cors_snap || !account) {
+        return NULL;
+    }
+    key.account = (char *)account;
+    return bsearch(&key, fe__cors_snap->cors, fe__cors_snap->ncors, sizeof(key),
+                   fe__acors_cmp);
+}
+
+/* ==== Rule lists ======================================================= */
+
+/* Splits the comma list at *p: the next item, trimmed of white space, in
+ * *b and *len (which may be 0); *p moves past the item's comma, or becomes
+ * NULL after the last item. Call only while *p is not NULL. */
+static void fe__list_next(const char **p, const char **b, size_t *len)
+{
+    const char *comma = strchr(*p, ',');
+    const char *e = comma ? comma : *p + strlen(*p);
+    const char *s = *p;
+    while (s < e && fe_xml_is_space(*s)) {
+        s++;
+    }
+    while (e > s && fe_xml_is_space(e[-1])) {
+        e--;
+    }
+    *b = s;
+    *len = (size_t)(e - s);
+    *p = comma ? comma + 1 : NULL;
+}
+
+static int fe__method_ok(const char *m, size_t n)
+{
+    static const char *const ok[] = {"DELETE", "GET",     "HEAD", "MERGE",
+                                     "POST",   "OPTIONS", "PUT",  "PATCH"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        if (strlen(ok[i]) == n && strncasecmp(ok[i], m, n) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int fe_cors_list_ok(const char *s, enum fe_cors_list kind, int required)
+{
+    size_t items = 0, prefixed = 0;
+    int star = 0;
+    if (!*s) {
+        return !required;
+    }
+    for (const char *p = s; p;) {
+        const char *b;
+        size_t len;
+        fe__list_next(&p, &b, &len);
+        if (len == 0 || len > FE_CORS_ITEM_LEN_MAX) {
+            return 0;
+        }
+        if (len == 1 && *b == '*') {
+            star = 1;
+        } else if (kind == FE_CORS_LIST_METHODS && !fe__method_ok(b, len)) {
+            return 0;
+        } else if (kind == FE_CORS_LIST_HEADERS && b[len - 1] == '*') {
+            prefixed++;
+        } else {
+            items++;
+        }
+    }
+    if (kind == FE_CORS_LIST_METHODS && star) {
+        return 0;
+    }
+    return items <= FE_CORS_ITEMS_MAX && prefixed <= FE_CORS_PREFIXED_MAX;
+}
+
+/* ==== Matching and answering (spec §3.8) ============================== */
+
+/* Does the comma list @list hold @item (case-insensitive; "*" matches
+ * everything; with @prefix, "abc*" matches every item starting with abc)? */
+static int fe__list_has(const char *list,
+                        const char *item,
+                        size_t ilen,
+                        int prefix)
+{
+    for (const char *p = list ? list : ""; p && *p;) {
+        const char *b;
+        size_t len;
+        fe__list_next(&p, &b, &len);
+        if (len == 1 && *b == '*') {
+            return 1;
+        }
+        if (len == ilen && strncasecmp(b, item, len) == 0) {
+            return 1;
+        }
+        if (prefix && len > 0 && b[len - 1] == '*' && ilen >= len - 1 &&
+            strncasecmp(b, item, len - 1) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int fe_cors_match(Rt__CorsRule *const *rules,
+                  size_t n,
+                  const char *origin,
+                  const char *method,
+                  const char *req_headers)
+{
+    for (size_t i = 0; i < n; i++) {
+        const Rt__CorsRule *r = rules[i];
+        int ok = 1;
+        if (!fe__list_has(r->allowed_origins, origin, strlen(origin), 0) ||
+            !fe__list_has(r->allowed_methods, method, strlen(method), 0)) {
+            continue;
+        }
+        for (const char *p = req_headers ? req_headers : ""; p && *p && ok;) {
+            const char *b;
+            size_t len;
+            fe__list_next(&p, &b, &len);
+            if (len > 0 && !fe__list_has(r->allowed_headers, b, len, 1)) {
+                ok = 0;
+            }
+        }
+        if (ok) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Is "*" one of the rule's allowed origins? */
+static int fe__rule_any_origin(const Rt__CorsRule *r)
+{
+    const char *p = r->allowed_origins ? r->allowed_origins : "";
+    while (*p) {
+        p += strspn(p, " \t,");
+        if (*p == '*') {
+            const char *q = p + 1;
+            q += strspn(q, " \t");
+            if (*q == ',' || *q == '\0') {
+                return 1;
+            }
+        }
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+int fe_cors_preflight(struct fe_req *req)
+{
+    const char *origin = fe__req_header(req, "Origin");
+    const char *method = fe__req_header(req, "Access-Control-Request-Method");
+    const char *headers = fe__req_header(req, "Access-Control-Request-Headers");
+    const struct fe__acors *c;
+    int idx = -1;
+
+    req->xml_errors = 1;
+    req->odata = 0;
+    if (!origin || !*origin || !method || !*method) {
+        fe__resp_error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
+        return FE_API_RESPOND;
+    }
+    pthread_rwlock_rdlock(&fe__cors_lock);
+    c = fe__cors_find(req->path.account);
+    if (c) {
+        idx = fe_cors_match(c->rulep, c->n, origin, method, headers);
+    }
+    if (idx >= 0) {
+        char age[16];
+        snprintf(age, sizeof(age), "%u", (unsigned)c->rules[idx].max_age);
+        req->status = 200;
+        fe__resp_header(req, "Access-Control-Allow-Origin", origin);
+        fe__resp_header(req, "Access-Control-Allow-Methods", method);
+        if (headers && *headers) {
+            fe__resp_header(req, "Access-Control-Allow-Headers", headers);
+        }
+        fe__resp_header(req, "Access-Control-Max-Age", age);
+        fe__resp_header(req, "Access-Control-Allow-Credentials", "true");
+    }
+    pthread_rwlock_unlock(&fe__cors_lock);
+    if (idx < 0) {
+        fe__resp_error(req, RT_ECORS, NULL);
+    }
+    return FE_API_RESPOND;
+}
+
+void fe_cors_headers(struct fe_req *req)
+{
+    const char *origin;
+    const struct fe__acors *c;
+    int idx;
+    if (strcmp(req->method, "OPTIONS") == 0 || !req->path.account) {
+        return;
+    }
+    origin = fe__req_header(req, "Origin");
+    if (!origin || !*origin) {
+        return;
+    }
+    pthread_rwlock_rdlock(&fe__cors_lock);
+    c = fe__cors_find(req->path.account);
+    idx = c ? fe_cors_match(c->rulep, c->n, origin, req->method, NULL) : -1;
+    if (idx >= 0) {
+        const Rt__CorsRule *r = &c->rules[idx];
+        if (fe__rule_any_origin(r)) {
+            fe__resp_header(req, "Access-Control-Allow-Origin", "*");
+        } else {
+            fe__resp_header(req, "Access-Control-Allow-Origin", origin);
+            fe__resp_header(req, "Access-Control-Allow-Credentials", "true");
+        }
+        if (r->exposed_headers && *r->exposed_headers) {
+            fe__resp_header(req, "Access-Control-Expose-Headers",
+                            r->exposed_headers);
+        }
+        fe__resp_header(req, "Vary", "Origin");
+    }
+    pthread_rwlock_unlock(&fe__cors_lock);
+}
