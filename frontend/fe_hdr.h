@@ -14,12 +14,12 @@
 #include "rt_buf.h"
 
 /* The version assumed when a request sends none (spec §11: "behave as the
- * oldest"; we still answer JSON, see frontend/README.md). */
+ * oldest"; we still answer JSON, see frontend/DESIGN-api.md). */
 #define FE_VERSION_DEFAULT "2009-09-19"
 #define FE_VERSION_MIN "2009-04-14"
 /* Feature gates (spec §11), compared as strings (YYYY-MM-DD sorts). They
  * apply only to a version the client sent: a request without x-ms-version
- * is served leniently (frontend/README.md). */
+ * is served leniently (frontend/DESIGN-api.md). */
 #define FE_VERSION_UPSERT "2011-08-18"  /* upserts, $select, DSV 2.0 */
 #define FE_VERSION_JSON "2013-08-15"    /* JSON, Prefer, DSV 3.0 */
 #define FE_VERSION_NO_ATOM "2015-12-11" /* Atom refused from here on */

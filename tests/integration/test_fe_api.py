@@ -7,7 +7,7 @@ and metadata shapes, X-HTTP-Method errors, and TableBeingDeleted.
 The Python SDK (azure.data.tables) drives what it can; raw HTTP (signed here
 with SharedKey, docs/table-api-spec.md §7) checks the headers, status codes
 and error codes the SDK hides. Expectations come from the spec and from the
-choices documented in frontend/README.md.
+choices documented in frontend/DESIGN-api.md.
 """
 
 import base64

@@ -343,7 +343,7 @@ def gen_headers(rng, target_path):
                    .replace("json", "jso"))
     for i, ct in enumerate(cts):
         # The front end reads unknown media types as JSON (lenient, see
-        # frontend/README.md), so the body is not JSON either: whatever
+        # frontend/DESIGN-api.md), so the body is not JSON either: whatever
         # way it is read, the answer must be a 4xx and nothing written.
         body = "PartitionKey=m&RowKey=ct%02d" % i
         out.append(insert("headers", "Content-Type %r" % ct[:20], body,
