@@ -1,7 +1,7 @@
 /* fe_route against an in-process fake master and two fake partition
  * servers on one libuv loop: map subscription, table miss -> GET_MAP,
  * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, scans that continue
- * across ranges (docs/SKELETON-PLAN.md flows 2, 6, 7), and $filter scans:
+ * across ranges (docs/DESIGN.md §2, step 4), and $filter scans:
  * the filter travels to the servers, its PartitionKey bounds pick the first
  * range and stop the walk, ScanResp.done ends it, and the page time budget
  * ends a page early with a continuation. */
