@@ -1,16 +1,16 @@
 /* Table ACLs: see fe_acl.h.
  *
- * The snapshot is rebuilt whole from each map and swapped in under a
- * write lock; lookups hold the read lock only while they copy one policy
- * out, so a SAS check never waits for more than one swap. */
+ * The snapshot is rebuilt whole from each map and installed as an
+ * fe_snap; lookups hold its read lock only while they copy one policy out,
+ * so a SAS check never waits for more than one swap. */
 #include "fe_acl.h"
 
 #include <ctype.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_snap.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -31,11 +31,9 @@ struct fe__acl_snap
 {
     struct fe__tacl *acls; /* by (account, lname) */
     size_t nacls;
-    uint64_t version; /* the map's */
 };
 
-static pthread_rwlock_t fe__acl_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct fe__acl_snap *fe__acl_snap;
+static struct fe_snap fe__acls = FE_SNAP_INIT;
 
 static void fe__acl_snap_free(struct fe__acl_snap *s)
 {
@@ -68,7 +66,6 @@ static void fe__lower(char *dst, size_t cap, const char *src)
 void fe_acl_map_update(const Rt__Map *map)
 {
     struct fe__acl_snap *s = rt_xcalloc(1, sizeof(*s));
-    struct fe__acl_snap *old;
     size_t nacl = 0;
     for (size_t i = 0; i < map->n_tables; i++) {
         nacl += map->tables[i]->n_acl ? 1 : 0;
@@ -97,29 +94,12 @@ void fe_acl_map_update(const Rt__Map *map)
         }
     }
     qsort(s->acls, s->nacls, sizeof(*s->acls), fe__tacl_cmp);
-    s->version = map->version;
-    /* Every worker's fe_route installs the maps it receives; they arrive
-     * at slightly different times, so an older one must not replace a
-     * newer one (equal versions replace: the same map). */
-    pthread_rwlock_wrlock(&fe__acl_lock);
-    old = fe__acl_snap;
-    if (old && map->version < old->version) {
-        old = s; /* keep the newer snapshot, drop this one */
-    } else {
-        fe__acl_snap = s;
-    }
-    pthread_rwlock_unlock(&fe__acl_lock);
-    fe__acl_snap_free(old);
+    fe__acl_snap_free(fe_snap_install(&fe__acls, s, map->version));
 }
 
 void fe_acl_reset(void)
 {
-    struct fe__acl_snap *old;
-    pthread_rwlock_wrlock(&fe__acl_lock);
-    old = fe__acl_snap;
-    fe__acl_snap = NULL;
-    pthread_rwlock_unlock(&fe__acl_lock);
-    fe__acl_snap_free(old);
+    fe__acl_snap_free(fe_snap_take(&fe__acls));
 }
 
 int fe_acl_policy_lookup(const char *account,
@@ -128,6 +108,7 @@ int fe_acl_policy_lookup(const char *account,
                          struct fe_sas_policy *out)
 {
     struct fe__tacl key;
+    const struct fe__acl_snap *s;
     const struct fe__tacl *a = NULL;
     int rc = RT_ENOTFOUND;
     if (!account || !table || !id || strlen(table) >= sizeof(key.lname)) {
@@ -135,10 +116,9 @@ int fe_acl_policy_lookup(const char *account,
     }
     key.account = (char *)account;
     fe__lower(key.lname, sizeof(key.lname), table);
-    pthread_rwlock_rdlock(&fe__acl_lock);
-    if (fe__acl_snap) {
-        a = bsearch(&key, fe__acl_snap->acls, fe__acl_snap->nacls, sizeof(key),
-                    fe__tacl_cmp);
+    s = fe_snap_read(&fe__acls);
+    if (s) {
+        a = bsearch(&key, s->acls, s->nacls, sizeof(key), fe__tacl_cmp);
     }
     for (size_t i = 0; a && i < a->n; i++) {
         if (strcmp(a->ids[i], id) == 0) {
@@ -147,7 +127,7 @@ int fe_acl_policy_lookup(const char *account,
             break;
         }
     }
-    pthread_rwlock_unlock(&fe__acl_lock);
+    fe_snap_read_end(&fe__acls);
     return rc;
 }
 

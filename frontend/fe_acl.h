@@ -8,10 +8,10 @@
  *    Malformed or out-of-limit documents are RT_EXML (400
  *    InvalidXmlDocument), never a crash.
  *  - the policy snapshot: fe_acl_map_update() [any worker's loop, from its
- *    fe_route after each installed map] builds a new snapshot and swaps it
- *    in (unless another worker already installed a newer map) under a
- *    lock; fe_acl_policy_lookup() [any thread] reads it under the same
- *    (reader) lock and copies the policy out.
+ *    fe_route after each installed map] builds a new snapshot and
+ *    installs it (fe_snap.h: unless another worker already installed a
+ *    newer map); fe_acl_policy_lookup() [any thread] reads it under the
+ *    snapshot's read lock and copies the policy out.
  *
  * The Get/Set Table ACL endpoints are in fe_svc.h.
  * Ownership: the snapshot is owned by this module (fe_acl_reset() frees

@@ -1,17 +1,17 @@
 /* CORS: see fe_cors.h.
  *
- * The rules live in a snapshot rebuilt whole from each map and swapped in
- * under a write lock; the preflight and the response headers hold the read
- * lock while they match and copy the rule's values into the response. */
+ * The rules live in a snapshot rebuilt whole from each map and installed
+ * as an fe_snap; the preflight and the response headers hold its read lock
+ * while they match and copy the rule's values into the response. */
 #include "fe_cors.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "fe_internal.h"
+#include "fe_snap.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -32,11 +32,9 @@ struct fe__cors_snap
 {
     struct fe__acors *cors; /* by account */
     size_t ncors;
-    uint64_t version; /* the map's */
 };
 
-static pthread_rwlock_t fe__cors_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct fe__cors_snap *fe__cors_snap;
+static struct fe_snap fe__rules = FE_SNAP_INIT;
 
 static void fe__cors_snap_free(struct fe__cors_snap *s)
 {
@@ -65,7 +63,6 @@ static int fe__acors_cmp(const void *a, const void *b)
 void fe_cors_map_update(const Rt__Map *map)
 {
     struct fe__cors_snap *s = rt_xcalloc(1, sizeof(*s));
-    struct fe__cors_snap *old;
     s->cors = rt_xcalloc(map->n_accounts, sizeof(*s->cors));
     for (size_t i = 0; i < map->n_accounts; i++) {
         const Rt__AccountProps *ap = map->accounts[i];
@@ -88,40 +85,24 @@ void fe_cors_map_update(const Rt__Map *map)
         }
     }
     qsort(s->cors, s->ncors, sizeof(*s->cors), fe__acors_cmp);
-    s->version = map->version;
-    /* Every worker's fe_route installs the maps it receives; an older one
-     * must not replace a newer one (as in fe_acl_map_update). */
-    pthread_rwlock_wrlock(&fe__cors_lock);
-    old = fe__cors_snap;
-    if (old && map->version < old->version) {
-        old = s; /* keep the newer snapshot, drop this one */
-    } else {
-        fe__cors_snap = s;
-    }
-    pthread_rwlock_unlock(&fe__cors_lock);
-    fe__cors_snap_free(old);
+    fe__cors_snap_free(fe_snap_install(&fe__rules, s, map->version));
 }
 
 void fe_cors_reset(void)
 {
-    struct fe__cors_snap *old;
-    pthread_rwlock_wrlock(&fe__cors_lock);
-    old = fe__cors_snap;
-    fe__cors_snap = NULL;
-    pthread_rwlock_unlock(&fe__cors_lock);
-    fe__cors_snap_free(old);
+    fe__cors_snap_free(fe_snap_take(&fe__rules));
 }
 
-/* The account's rules; call with the lock held. NULL when none. */
-static const struct fe__acors *fe__cors_find(const char *account)
+/* @account's rules in the snapshot @s (NULL allowed), or NULL when none. */
+static const struct fe__acors *fe__cors_find(const struct fe__cors_snap *s,
+                                             const char *account)
 {
     struct fe__acors key;
-    if (!fe__cors_snap || !account) {
+    if (!s || !account) {
         return NULL;
     }
     key.account = (char *)account;
-    return bsearch(&key, fe__cors_snap->cors, fe__cors_snap->ncors, sizeof(key),
-                   fe__acors_cmp);
+    return bsearch(&key, s->cors, s->ncors, sizeof(key), fe__acors_cmp);
 }
 
 /* ==== Rule lists ======================================================= */
@@ -274,8 +255,7 @@ int fe_cors_preflight(struct fe_req *req)
         fe__resp_error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
         return FE_API_RESPOND;
     }
-    pthread_rwlock_rdlock(&fe__cors_lock);
-    c = fe__cors_find(req->path.account);
+    c = fe__cors_find(fe_snap_read(&fe__rules), req->path.account);
     if (c) {
         idx = fe_cors_match(c->rulep, c->n, origin, method, headers);
     }
@@ -291,7 +271,7 @@ int fe_cors_preflight(struct fe_req *req)
         fe__resp_header(req, "Access-Control-Max-Age", age);
         fe__resp_header(req, "Access-Control-Allow-Credentials", "true");
     }
-    pthread_rwlock_unlock(&fe__cors_lock);
+    fe_snap_read_end(&fe__rules);
     if (idx < 0) {
         fe__resp_error(req, RT_ECORS, NULL);
     }
@@ -310,8 +290,7 @@ void fe_cors_headers(struct fe_req *req)
     if (!origin || !*origin) {
         return;
     }
-    pthread_rwlock_rdlock(&fe__cors_lock);
-    c = fe__cors_find(req->path.account);
+    c = fe__cors_find(fe_snap_read(&fe__rules), req->path.account);
     idx = c ? fe_cors_match(c->rulep, c->n, origin, req->method, NULL) : -1;
     if (idx >= 0) {
         const Rt__CorsRule *r = &c->rules[idx];
@@ -327,5 +306,5 @@ void fe_cors_headers(struct fe_req *req)
         }
         fe__resp_header(req, "Vary", "Origin");
     }
-    pthread_rwlock_unlock(&fe__cors_lock);
+    fe_snap_read_end(&fe__rules);
 }

@@ -4,11 +4,11 @@
  * limits a rule must keep when Set Service Properties stores it.
  *
  * Layers:
- *  - the rules snapshot: fe_cors_map_update() [any worker's loop, from its
- *    fe_route after each installed map] builds a new snapshot and swaps it
- *    in (unless another worker already installed a newer map) under a
- *    lock; fe_cors_preflight() / fe_cors_headers() [the request's worker]
- *    read it under the same (reader) lock.
+ *  - the rules snapshot: fe_cors_map_update() [any worker's loop, from
+ *    its fe_route after each installed map] builds a new snapshot and
+ *    installs it (fe_snap.h: unless another worker already installed a
+ *    newer map); fe_cors_preflight() / fe_cors_headers() [the request's
+ *    worker] read it under the snapshot's read lock.
  *  - pure matching and checking (any thread): fe_cors_match,
  *    fe_cors_list_ok.
  *
