@@ -13,11 +13,9 @@
  * -> 503 ServerBusy; all in the storage XML error shape (spec §8.1). */
 #include "fe_svc.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "fe_acl.h"

@@ -4,7 +4,7 @@
  * element with its attributes, content and end tag, and recurses for child
  * elements; fe__xmisc skips what may stand between top-level items. Every
  * limit (depth, element count, character references) is checked as the
- * bytes are read, so a hostile document costs at most its own length. */
+ * bytes are read, and anything malformed ends the parse with RT_EXML. */
 #include "fe_xml.h"
 
 #include <ctype.h>
@@ -440,6 +440,8 @@ int fe_xml_uint(const struct fe_xml_node *n,
     *v = (uint32_t)x;
     return 1;
 }
+
+/* ---- writing ---- */
 
 void fe_xml_escape(struct rt_buf *out, const char *s)
 {
