@@ -14,15 +14,18 @@
  *   verb) (405/501/400) -> Accept/$format on OData operations (415/400)
  *   -> writes on the read-only secondary (403) -> per-operation checks
  *   (bodies, keys, If-Match, $filter, $top, $select, version gates). */
+#include "fe_api.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "fe_auth.h"
 #include "fe_batch.h"
 #include "fe_cors.h"
-#include "fe_internal.h"
+#include "fe_req.h"
 #include "fe_sas.h"
 #include "fe_svc.h"
 #include "rt.pb-c.h"
@@ -71,7 +74,7 @@ static void fe__json_str(struct rt_buf *out, const char *s)
     rt_buf_append_u8(out, '"');
 }
 
-/* See fe_internal.h. */
+/* See fe_api.h. */
 void fe__entity_path(struct rt_buf *out,
                      const char *root,
                      const char *table,
@@ -939,7 +942,7 @@ static int fe__authenticate(struct fe_req *req)
     /* Host-style: the raw path holds no account segment. */
     ar.acct_seg = req->path.host_style ? NULL : req->path.acct_seg;
     ar.now = fe__now(req);
-    rc = fe_auth_verify(req->cfg->accounts, &ar, why);
+    rc = fe_auth_verify(req->accounts, &ar, why);
     if (rc == 0) {
         return 0;
     }
@@ -961,7 +964,7 @@ static int fe__authenticate(struct fe_req *req)
  * Returns fe_path_parse()'s code. */
 static int fe__parse_path(struct fe_req *req, const char *host)
 {
-    const struct fe_accounts *accts = req->cfg->accounts;
+    const struct fe_accounts *accts = req->accounts;
     const char *label;
     size_t llen;
     struct fe_path alt;

@@ -35,7 +35,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fe_internal.h"
+#include "fe_api.h"
+#include "fe_req.h"
 #include "fe_url.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fe_internal.h"
+#include "fe_req.h"
 #include "fe_snap.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"

@@ -1,5 +1,5 @@
 /* libmicrohttpd glue and the share-nothing workers. The life of a request
- * is described in fe_internal.h.
+ * is described in fe_http.h.
  *
  * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and a
  * libmicrohttpd daemon in external epoll mode: a uv_poll watches the
@@ -50,19 +50,44 @@
 #include <microhttpd.h>
 #include <uv.h>
 
-#include "fe_internal.h"
-#include "fe_xml.h"
+#include "fe_api.h"
+#include "fe_http.h"
+#include "fe_req.h"
+#include "fe_route.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
 
-/* Free fe_req objects kept per worker, and the largest buffer a recycled
+/* Free requests kept per worker, and the largest buffer a recycled
  * request keeps (bigger ones are freed, so one huge body does not stay
  * pinned). */
 #define FE_FREE_REQS_MAX 256
 #define FE_KEEP_BUF_MAX (64 * 1024)
+
+enum fe__phase {
+    FE__BODY,  /* reading headers/body */
+    FE__WAIT,  /* suspended, job running in fe_route */
+    FE__REPLY, /* job done, connection resumed */
+    FE__DONE,  /* response queued */
+};
+
+/* A request and what the worker needs to carry it through libmicrohttpd.
+ * The fe_req comes first: fe_route's done_cb gets it back from job->data. */
+struct fe__hreq
+{
+    struct fe_req req;
+    struct fe_worker *w;
+    struct MHD_Connection *conn;
+    struct fe__hreq *next_free;
+    enum fe__phase phase;
+    int job_active; /* submitted, done_cb not yet fired */
+    int suspended;  /* counted in the worker's suspended requests */
+    int completed;  /* MHD reported the request complete */
+    uint64_t start_ms;
+    int body_too_large;
+};
 
 struct fe_worker
 {
@@ -85,7 +110,7 @@ struct fe_worker
     int stopping;
     uint64_t drain_until;
     unsigned suspended; /* connections suspended and not yet re-entered */
-    struct fe_req *free_reqs;
+    struct fe__hreq *free_reqs;
     unsigned nfree;
     time_t date_sec; /* cached Date header */
     char date[40];
@@ -104,98 +129,49 @@ struct fe_http
 
 /* ---- Requests ------------------------------------------------------- */
 
-/* Keeps a buffer's memory for the next request unless it grew large. */
-static void fe__buf_recycle(struct rt_buf *b)
+/* A request in its start state, reusing a recycled one's buffers. */
+static struct fe__hreq *fe__req_get(struct fe_worker *w)
 {
-    if (b->cap > FE_KEEP_BUF_MAX) {
-        rt_buf_free(b);
+    struct fe__hreq *hr = w->free_reqs;
+    if (!hr) {
+        hr = rt_xcalloc(1, sizeof(*hr));
     } else {
-        rt_buf_reset(b);
-    }
-}
-
-/* A zeroed request that keeps the buffers of a recycled one. */
-static struct fe_req *fe__req_get(struct fe_worker *w)
-{
-    struct fe_req *req = w->free_reqs;
-    if (!req) {
-        req = rt_xcalloc(1, sizeof(*req));
-    } else {
-        struct rt_buf keep[7];
-        struct fe_query q = req->query;
-        w->free_reqs = req->next_free;
+        w->free_reqs = hr->next_free;
         w->nfree--;
-        keep[0] = req->pathbuf;
-        keep[1] = req->body;
-        keep[2] = req->hdrs;
-        keep[3] = req->rbody;
-        keep[4] = req->s1;
-        keep[5] = req->s2;
-        keep[6] = req->fenc;
-        memset(req, 0, sizeof(*req));
-        req->pathbuf = keep[0];
-        req->body = keep[1];
-        req->hdrs = keep[2];
-        req->rbody = keep[3];
-        req->s1 = keep[4];
-        req->s2 = keep[5];
-        req->fenc = keep[6];
-        req->query = q; /* emptied by fe__req_put, keeps its array */
     }
-    return req;
+    fe_req_reset(&hr->req);
+    hr->next_free = NULL;
+    hr->phase = FE__BODY;
+    hr->job_active = 0;
+    hr->suspended = 0;
+    hr->completed = 0;
+    hr->body_too_large = 0;
+    return hr;
 }
 
 /* Releases everything a request owns except the kept buffers, and puts
  * it on the free list. */
-static void fe__req_put(struct fe_worker *w, struct fe_req *req)
+static void fe__req_put(struct fe_worker *w, struct fe__hreq *hr)
 {
-    fe_api_req_free(req);
-    fe_job_free(&req->job);
-    fe_path_free(&req->path);
-    fe_entity_in_free(&req->ent);
-    for (size_t i = 0; i < req->query.n; i++) {
-        free(req->query.kv[i].key);
-        free(req->query.kv[i].val);
-    }
-    req->query.n = 0;
+    fe_api_req_free(&hr->req);
+    fe_req_clear(&hr->req, FE_KEEP_BUF_MAX);
     if (w->nfree >= FE_FREE_REQS_MAX) {
-        fe_query_free(&req->query);
-        rt_buf_free(&req->pathbuf);
-        rt_buf_free(&req->body);
-        rt_buf_free(&req->hdrs);
-        rt_buf_free(&req->rbody);
-        rt_buf_free(&req->s1);
-        rt_buf_free(&req->s2);
-        rt_buf_free(&req->fenc);
-        free(req);
+        fe_req_fini(&hr->req);
+        free(hr);
         return;
     }
-    fe__buf_recycle(&req->pathbuf);
-    fe__buf_recycle(&req->body);
-    fe__buf_recycle(&req->hdrs);
-    fe__buf_recycle(&req->rbody);
-    fe__buf_recycle(&req->s1);
-    fe__buf_recycle(&req->s2);
-    fe__buf_recycle(&req->fenc);
-    req->next_free = w->free_reqs;
-    w->free_reqs = req;
+    hr->next_free = w->free_reqs;
+    w->free_reqs = hr;
     w->nfree++;
 }
 
 static void fe__req_free_list(struct fe_worker *w)
 {
     while (w->free_reqs) {
-        struct fe_req *req = w->free_reqs;
-        w->free_reqs = req->next_free;
-        fe_query_free(&req->query);
-        rt_buf_free(&req->pathbuf);
-        rt_buf_free(&req->body);
-        rt_buf_free(&req->hdrs);
-        rt_buf_free(&req->rbody);
-        rt_buf_free(&req->s1);
-        rt_buf_free(&req->s2);
-        rt_buf_free(&req->fenc);
-        free(req);
+        struct fe__hreq *hr = w->free_reqs;
+        w->free_reqs = hr->next_free;
+        fe_req_fini(&hr->req);
+        free(hr);
     }
     w->nfree = 0;
 }
@@ -220,176 +196,59 @@ static enum MHD_Result fe__query_iter(void *cls,
     return MHD_YES;
 }
 
-static enum MHD_Result fe__hdr_size_iter(void *cls,
-                                         enum MHD_ValueKind kind,
-                                         const char *key,
-                                         size_t key_size,
-                                         const char *value,
-                                         size_t value_size)
+/* Captures every header once (the strings stay in MHD's pool for the
+ * request's life) and measures the header block. */
+static enum MHD_Result fe__hdr_iter(void *cls,
+                                    enum MHD_ValueKind kind,
+                                    const char *key,
+                                    size_t key_size,
+                                    const char *value,
+                                    size_t value_size)
 {
-    size_t *bytes = cls;
+    struct fe__args *a = cls;
     (void)kind;
-    (void)key;
-    (void)value;
-    *bytes += key_size + value_size + 4; /* ": " and CRLF */
+    a->bytes += key_size + value_size + 4; /* ": " and CRLF */
+    fe_req_add_header(a->req, key, value ? value : "");
     return MHD_YES;
 }
 
 /* Starts a request: the raw path, the decoded query (also measuring the
- * URL), the request id and the version echoed on every response. Returns
- * the request; *url_len gets the request target's length. */
-static struct fe_req *fe__req_create(struct fe_worker *w,
-                                     struct MHD_Connection *c,
-                                     const char *url,
-                                     const char *method,
-                                     size_t *url_len)
+ * URL), the headers (measured too), the peer and the version echoed on
+ * every response. Returns the request; *url_len gets the request target's
+ * length, *hdr_bytes the header block's. */
+static struct fe__hreq *fe__req_create(struct fe_worker *w,
+                                       struct MHD_Connection *c,
+                                       const char *url,
+                                       const char *method,
+                                       size_t *url_len,
+                                       size_t *hdr_bytes)
 {
-    struct fe_req *req = fe__req_get(w);
+    struct fe__hreq *hr = fe__req_get(w);
+    struct fe_req *req = &hr->req;
+    const union MHD_ConnectionInfo *ci;
     struct fe__args args;
-    const char *v;
-    size_t n;
 
-    req->w = w;
-    req->cfg = w->h->cfg;
-    req->conn = c;
-    req->start_ms = rt_time_mono_ms();
-    fe_hdr_guid(req->reqid);
+    hr->w = w;
+    hr->conn = c;
+    hr->start_ms = rt_time_mono_ms();
+    req->accounts = w->h->cfg->accounts;
     req->method = method;
-    /* Absolute-form request target: keep only the path. */
-    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0) {
-        const char *p = strstr(url, "//") + 2;
-        p = strchr(p, '/');
-        url = p ? p : "/";
-    }
-    n = strlen(url);
-    rt_buf_append(&req->pathbuf, url, n);
-    req->raw_path = (char *)rt_buf_cstr(&req->pathbuf);
-    req->raw_path_len = n;
+    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    req->peer = ci ? ci->client_addr : NULL;
+    fe_req_set_path(req, url);
     args.req = req;
     args.bytes = 0;
     MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, fe__query_iter,
                                 &args);
-    *url_len = n + args.bytes;
-    fe_path_init(&req->path);
-    fe_entity_in_init(&req->ent);
-    fe_job_init(&req->job, FE_JOB_GET);
-    /* The version echoed on every response, errors included: the
-     * request's when well-formed (checked again by fe_api_prepare). */
-    v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-ms-version");
-    if (!v || fe_hdr_version_check(v) != 0 ||
-        strlen(v) >= sizeof(req->version)) {
-        v = FE_VERSION_DEFAULT;
-    }
-    memcpy(req->version, v, strlen(v) + 1);
-    req->odata = 1;
-    req->phase = FE_REQ_BODY;
-    return req;
-}
-
-const char *fe__req_header(struct fe_req *req, const char *name)
-{
-    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-}
-
-struct fe__hdr_count
-{
-    const char *name;
-    int n;
-};
-
-static enum MHD_Result fe__count_iter(void *cls,
-                                      enum MHD_ValueKind kind,
-                                      const char *key,
-                                      const char *value)
-{
-    struct fe__hdr_count *c = cls;
-    (void)kind;
-    (void)value;
-    if (strcasecmp(key, c->name) == 0) {
-        c->n++;
-    }
-    return MHD_YES;
-}
-
-int fe__req_header_count(struct fe_req *req, const char *name)
-{
-    struct fe__hdr_count c = {name, 0};
-    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, fe__count_iter, &c);
-    return c.n;
-}
-
-int64_t fe__now(const struct fe_req *req)
-{
-    (void)req;
-    return (int64_t)time(NULL);
+    *url_len = req->raw_path_len + args.bytes;
+    args.bytes = 0;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, fe__hdr_iter, &args);
+    *hdr_bytes = args.bytes;
+    fe_req_headers_done(req);
+    return hr;
 }
 
 /* ---- Responses ------------------------------------------------------ */
-
-void fe__resp_header(struct fe_req *req, const char *name, const char *value)
-{
-    rt_buf_append(&req->hdrs, name, strlen(name) + 1);
-    rt_buf_append(&req->hdrs, value, strlen(value) + 1);
-}
-
-void fe__resp_error(struct fe_req *req, int code, const char *msg)
-{
-    fe__resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
-                      msg ? msg : rt_err_message(code));
-}
-
-void fe__resp_error_as(struct fe_req *req,
-                       int status,
-                       const char *azure,
-                       const char *msg)
-{
-    char when[RT_TIME_ISO_SIZE];
-    struct rt_buf text = RT_BUF_INIT;
-
-    rt_time_format_iso7(rt_time_now_ticks(), when);
-    rt_buf_append_str(&text, msg);
-    rt_buf_append_str(&text, "\nRequestId:");
-    rt_buf_append_str(&text, req->reqid);
-    rt_buf_append_str(&text, "\nTime:");
-    rt_buf_append_str(&text, when);
-    req->status = status;
-    rt_buf_reset(&req->hdrs);
-    rt_buf_reset(&req->rbody);
-    fe__resp_header(req, "x-ms-error-code", azure);
-    if (req->xml_errors) {
-        fe__resp_header(req, "Content-Type", "application/xml");
-        rt_buf_append_str(&req->rbody,
-                          "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error>"
-                          "<Code>");
-        fe_xml_escape(&req->rbody, azure);
-        rt_buf_append_str(&req->rbody, "</Code><Message>");
-        fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
-        rt_buf_append_str(&req->rbody, "</Message></Error>");
-    } else {
-        fe__resp_header(req, "Content-Type",
-                        "application/json;odata=minimalmetadata;"
-                        "streaming=true;charset=utf-8");
-        rt_buf_append_str(&req->rbody, "{\"odata.error\":{\"code\":\"");
-        fe_json_escape(&req->rbody, azure, strlen(azure));
-        rt_buf_append_str(&req->rbody,
-                          "\",\"message\":{\"lang\":\"en-US\",\"value\":\"");
-        fe_json_escape(&req->rbody, (const char *)text.data, text.len);
-        rt_buf_append_str(&req->rbody, "\"}}}");
-    }
-    rt_buf_free(&text);
-    /* Errors: 5xx at warn; 4xx at info, except the outcomes clients
-     * provoke on purpose all day (404, 409, 412: *IfNotExists, ETags). */
-    if (req->status >= 500 && req->status != 501) {
-        rt_log(RT_LOG_WARN, "%s %s -> %d %s", req->method, req->raw_path,
-               req->status, azure);
-    } else if (req->status == 404 || req->status == 409 || req->status == 412) {
-        rt_log(RT_LOG_DEBUG, "%s %s -> %d %s", req->method, req->raw_path,
-               req->status, azure);
-    } else {
-        rt_log(RT_LOG_INFO, "%s %s -> %d %s", req->method, req->raw_path,
-               req->status, azure);
-    }
-}
 
 /* The Date header, formatted once per second per worker. */
 static const char *fe__date(struct fe_worker *w)
@@ -402,10 +261,11 @@ static const char *fe__date(struct fe_worker *w)
     return w->date;
 }
 
-/* Queues the response built in @req. The body stays in req->rbody (the
+/* Queues the response built in @hr. The body stays in req->rbody (the
  * response points into it) until the request completes. */
-static enum MHD_Result fe__queue(struct fe_req *req)
+static enum MHD_Result fe__queue(struct fe__hreq *hr)
 {
+    struct fe_req *req = &hr->req;
     struct MHD_Response *resp;
     const char *cid;
     enum MHD_Result ret;
@@ -418,7 +278,7 @@ static enum MHD_Result fe__queue(struct fe_req *req)
     }
     MHD_add_response_header(resp, "x-ms-request-id", req->reqid);
     MHD_add_response_header(resp, "x-ms-version", req->version);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_DATE, fe__date(req->w));
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_DATE, fe__date(hr->w));
     cid = fe__req_header(req, "x-ms-client-request-id");
     if (cid && fe_hdr_client_id_ok(cid)) {
         MHD_add_response_header(resp, "x-ms-client-request-id", cid);
@@ -440,12 +300,11 @@ static enum MHD_Result fe__queue(struct fe_req *req)
     if (req->status == 0) {
         req->status = 500;
     }
-    ret = MHD_queue_response(req->conn, (unsigned)req->status, resp);
+    ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
-    req->phase = FE_REQ_DONE;
+    hr->phase = FE__DONE;
     rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status,
-           (unsigned long long)(rt_time_mono_ms() - req->start_ms));
+           req->status, (unsigned long long)(rt_time_mono_ms() - hr->start_ms));
     return ret;
 }
 
@@ -456,72 +315,70 @@ static enum MHD_Result fe__queue(struct fe_req *req)
  * end of this loop iteration (fe__on_check). */
 static void fe__job_done(struct fe_job *job)
 {
-    struct fe_req *req = job->data;
-    struct fe_worker *w = req->w;
-    req->job_active = 0;
-    if (req->completed) {
+    struct fe__hreq *hr = job->data;
+    struct fe_worker *w = hr->w;
+    hr->job_active = 0;
+    if (hr->completed) {
         /* Cannot happen while the daemon runs (MHD never completes a
          * suspended connection); kept safe for MHD_stop_daemon. */
-        fe__req_put(w, req);
+        fe__req_put(w, hr);
         return;
     }
-    req->phase = FE_REQ_REPLY;
-    MHD_resume_connection(req->conn);
+    hr->phase = FE__REPLY;
+    MHD_resume_connection(hr->conn);
     w->need_run = 1;
 }
 
 /* Suspends the connection and runs the job on this worker's fe_route. */
-static void fe__submit(struct fe_req *req)
+static void fe__submit(struct fe__hreq *hr)
 {
-    struct fe_worker *w = req->w;
-    req->phase = FE_REQ_WAIT;
-    req->job.done_cb = fe__job_done;
-    req->job.data = req;
-    req->job_active = 1;
-    MHD_suspend_connection(req->conn);
-    req->suspended = 1;
+    struct fe_worker *w = hr->w;
+    hr->phase = FE__WAIT;
+    hr->req.job.done_cb = fe__job_done;
+    hr->req.job.data = hr;
+    hr->job_active = 1;
+    MHD_suspend_connection(hr->conn);
+    hr->suspended = 1;
     w->suspended++;
-    fe_route_submit(w->route, &req->job);
+    fe_route_submit(w->route, &hr->req.job);
 }
 
 /* ---- libmicrohttpd callbacks ---------------------------------------- */
 
 /* First call of a request: limits that can be judged from the request
  * line and headers. Returns 1 when a response was queued (in *ret). */
-static int fe__early_checks(struct fe_req *req,
+static int fe__early_checks(struct fe__hreq *hr,
                             size_t url_len,
+                            size_t hbytes,
                             enum MHD_Result *ret)
 {
-    struct MHD_Connection *c = req->conn;
-    size_t hbytes = 0;
+    struct fe_req *req = &hr->req;
+    size_t max_body = hr->w->h->cfg->max_body;
     const char *cl;
 
     if (url_len > FE_URL_MAX) {
         fe__resp_error(req, RT_EURILONG, NULL);
-        *ret = fe__queue(req);
+        *ret = fe__queue(hr);
         return 1;
     }
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, fe__hdr_size_iter, &hbytes);
     if (hbytes > FE_HEADERS_MAX) {
         fe__resp_error(req, RT_EHEADER,
                        "The size of the request headers is too long.");
-        *ret = fe__queue(req);
+        *ret = fe__queue(hr);
         return 1;
     }
-    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > req->cfg->max_body) {
-        const char *expect = MHD_lookup_connection_value(
-            c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-        req->body_too_large = 1;
+    cl = fe__req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > max_body) {
+        const char *expect = fe__req_header(req, MHD_HTTP_HEADER_EXPECT);
+        hr->body_too_large = 1;
         /* A client waiting for 100 Continue (or sending something absurd)
          * gets the 413 before the body, without a 100. Others are already
          * sending: the body is read and dropped so they can read the 413
          * instead of a reset (SDKs map 413 to RequestTooLargeError). */
         if ((expect && strcasecmp(expect, "100-continue") == 0) ||
-            strtoull(cl, NULL, 10) / 16 > req->cfg->max_body) {
+            strtoull(cl, NULL, 10) / 16 > max_body) {
             fe__resp_error(req, RT_ETOOLARGE, NULL);
-            *ret = fe__queue(req);
+            *ret = fe__queue(hr);
             return 1;
         }
     }
@@ -538,56 +395,58 @@ static enum MHD_Result fe__access(void *cls,
                                   void **con_cls)
 {
     struct fe_worker *w = cls;
-    struct fe_req *req = *con_cls;
+    struct fe__hreq *hr = *con_cls;
+    struct fe_req *req;
     enum MHD_Result ret;
     (void)version;
 
-    if (!req) {
-        size_t url_len;
-        req = fe__req_create(w, c, url, method, &url_len);
-        *con_cls = req;
-        rt_log_set_reqid(req->reqid);
-        if (fe__early_checks(req, url_len, &ret)) {
+    if (!hr) {
+        size_t url_len, hbytes;
+        hr = fe__req_create(w, c, url, method, &url_len, &hbytes);
+        *con_cls = hr;
+        rt_log_set_reqid(hr->req.reqid);
+        if (fe__early_checks(hr, url_len, hbytes, &ret)) {
             return ret;
         }
         return MHD_YES;
     }
+    req = &hr->req;
     rt_log_set_reqid(req->reqid);
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (req->phase != FE_REQ_BODY || req->body_too_large) {
+        if (hr->phase != FE__BODY || hr->body_too_large) {
             return MHD_YES;
         }
-        if (req->body.len + n > req->cfg->max_body) {
-            req->body_too_large = 1;
+        if (req->body.len + n > w->h->cfg->max_body) {
+            hr->body_too_large = 1;
             rt_buf_free(&req->body);
             return MHD_YES;
         }
         rt_buf_append(&req->body, upload_data, n);
         return MHD_YES;
     }
-    switch (req->phase) {
-        case FE_REQ_BODY:
-            if (req->body_too_large) {
+    switch (hr->phase) {
+        case FE__BODY:
+            if (hr->body_too_large) {
                 fe__resp_error(req, RT_ETOOLARGE, NULL);
-                return fe__queue(req);
+                return fe__queue(hr);
             }
             if (fe_api_prepare(req) != FE_API_SUBMIT) {
-                return fe__queue(req);
+                return fe__queue(hr);
             }
             if (w->stopping) {
                 req->job.status = RT_ECANCELED; /* shutting down: 503 */
                 fe_api_finish(req);
-                return fe__queue(req);
+                return fe__queue(hr);
             }
-            fe__submit(req);
+            fe__submit(hr);
             return MHD_YES;
-        case FE_REQ_REPLY:
-            req->suspended = 0;
+        case FE__REPLY:
+            hr->suspended = 0;
             w->suspended--;
             fe_api_finish(req);
-            return fe__queue(req);
+            return fe__queue(hr);
         default:
             return MHD_YES;
     }
@@ -599,28 +458,28 @@ static void fe__completed(void *cls,
                           enum MHD_RequestTerminationCode toe)
 {
     struct fe_worker *w = cls;
-    struct fe_req *req = *con_cls;
+    struct fe__hreq *hr = *con_cls;
     (void)c;
-    if (!req) {
+    if (!hr) {
         return;
     }
     *con_cls = NULL;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", req->reqid,
+        rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
                (int)toe);
     }
-    if (req->suspended) {
+    if (hr->suspended) {
         /* Closed before the handler ran again (MHD_stop_daemon, or the
          * client left while its reply was being resumed). */
-        req->suspended = 0;
+        hr->suspended = 0;
         w->suspended--;
     }
     rt_log_set_reqid(NULL);
-    if (req->job_active) {
-        req->completed = 1; /* fe__job_done frees it */
+    if (hr->job_active) {
+        hr->completed = 1; /* fe__job_done frees it */
         return;
     }
-    fe__req_put(w, req);
+    fe__req_put(w, hr);
 }
 
 /* Keeps the URL and GET arguments raw: SharedKey signs the path as sent,

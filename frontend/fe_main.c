@@ -13,7 +13,7 @@
 #include "fe_acl.h"
 #include "fe_auth.h"
 #include "fe_cors.h"
-#include "fe_internal.h"
+#include "fe_http.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"

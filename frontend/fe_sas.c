@@ -20,7 +20,6 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +28,7 @@
 #include <sys/socket.h>
 
 #include "fe_acl.h"
-#include "fe_internal.h"
+#include "fe_req.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -613,16 +612,10 @@ static const char *fe__query_get(const void *q, const char *key)
 /* The client's address as text, or NULL. */
 static const char *fe__client_ip(struct fe_req *req, char *buf, size_t cap)
 {
-    const union MHD_ConnectionInfo *ci;
-    const struct sockaddr *sa;
-    if (!req->conn) {
+    const struct sockaddr *sa = req->peer;
+    if (!sa) {
         return NULL;
     }
-    ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr) {
-        return NULL;
-    }
-    sa = ci->client_addr;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
         return inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)cap);
@@ -667,7 +660,7 @@ int fe_sas_authenticate(struct fe_req *req)
         return fe_sas_respond(req, RT_EAUTH);
     }
     memset(&ctx, 0, sizeof(ctx));
-    ctx.accounts = req->cfg->accounts;
+    ctx.accounts = req->accounts;
     ctx.account = req->path.account;
     if ((req->path.kind == FE_RES_TABLE || req->path.kind == FE_RES_ENTITY) &&
         req->path.table) {

@@ -20,7 +20,7 @@
 
 #include "fe_acl.h"
 #include "fe_cors.h"
-#include "fe_internal.h"
+#include "fe_req.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"

@@ -1,0 +1,234 @@
+/* Request: building a request, reading its headers and building its
+ * response, without any HTTP library (the contract is in fe_req.h).
+ *
+ * Header lookups walk the list the transport filled once, in arrival
+ * order, comparing names case-insensitively; a request carries a dozen
+ * headers, so this costs what libmicrohttpd's own lookup did. */
+#include "fe_req.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "fe_xml.h"
+#include "rt_alloc.h"
+#include "rt_err.h"
+#include "rt_log.h"
+#include "rt_time.h"
+
+/* ---- Building a request --------------------------------------------- */
+
+/* Keeps a buffer's memory for the next request unless it grew past
+ * @keep_max. */
+static void fe__buf_recycle(struct rt_buf *b, size_t keep_max)
+{
+    if (b->cap > keep_max) {
+        rt_buf_free(b);
+    } else {
+        rt_buf_reset(b);
+    }
+}
+
+void fe_req_reset(struct fe_req *req)
+{
+    struct rt_buf keep[7];
+    struct fe_query q = req->query; /* emptied by fe_req_clear */
+    struct fe_req_hdr *in = req->in;
+    size_t in_cap = req->in_cap;
+
+    keep[0] = req->pathbuf;
+    keep[1] = req->body;
+    keep[2] = req->hdrs;
+    keep[3] = req->rbody;
+    keep[4] = req->s1;
+    keep[5] = req->s2;
+    keep[6] = req->fenc;
+    memset(req, 0, sizeof(*req));
+    req->pathbuf = keep[0];
+    req->body = keep[1];
+    req->hdrs = keep[2];
+    req->rbody = keep[3];
+    req->s1 = keep[4];
+    req->s2 = keep[5];
+    req->fenc = keep[6];
+    req->query = q;
+    req->in = in;
+    req->in_cap = in_cap;
+
+    fe_hdr_guid(req->reqid);
+    fe_path_init(&req->path);
+    fe_entity_in_init(&req->ent);
+    fe_job_init(&req->job, FE_JOB_GET);
+    memcpy(req->version, FE_VERSION_DEFAULT, sizeof(FE_VERSION_DEFAULT));
+    req->odata = 1;
+}
+
+void fe_req_set_path(struct fe_req *req, const char *url)
+{
+    size_t n;
+    /* Absolute-form request target: keep only the path. */
+    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0) {
+        const char *p = strstr(url, "//") + 2;
+        p = strchr(p, '/');
+        url = p ? p : "/";
+    }
+    n = strlen(url);
+    rt_buf_reset(&req->pathbuf);
+    rt_buf_append(&req->pathbuf, url, n);
+    req->raw_path = (char *)rt_buf_cstr(&req->pathbuf);
+    req->raw_path_len = n;
+}
+
+void fe_req_add_header(struct fe_req *req, const char *name, const char *value)
+{
+    if (req->nin == req->in_cap) {
+        size_t cap = req->in_cap ? 2 * req->in_cap : 16;
+        req->in = rt_xrealloc(req->in, cap * sizeof(*req->in));
+        req->in_cap = cap;
+    }
+    req->in[req->nin].name = name;
+    req->in[req->nin].value = value;
+    req->nin++;
+}
+
+void fe_req_headers_done(struct fe_req *req)
+{
+    const char *v = fe__req_header(req, "x-ms-version");
+    if (!v || fe_hdr_version_check(v) != 0 ||
+        strlen(v) >= sizeof(req->version)) {
+        v = FE_VERSION_DEFAULT;
+    }
+    memcpy(req->version, v, strlen(v) + 1);
+}
+
+void fe_req_clear(struct fe_req *req, size_t keep_max)
+{
+    fe_job_free(&req->job);
+    fe_path_free(&req->path);
+    fe_entity_in_free(&req->ent);
+    for (size_t i = 0; i < req->query.n; i++) {
+        free(req->query.kv[i].key);
+        free(req->query.kv[i].val);
+    }
+    req->query.n = 0;
+    req->nin = 0;
+    fe__buf_recycle(&req->pathbuf, keep_max);
+    fe__buf_recycle(&req->body, keep_max);
+    fe__buf_recycle(&req->hdrs, keep_max);
+    fe__buf_recycle(&req->rbody, keep_max);
+    fe__buf_recycle(&req->s1, keep_max);
+    fe__buf_recycle(&req->s2, keep_max);
+    fe__buf_recycle(&req->fenc, keep_max);
+}
+
+void fe_req_fini(struct fe_req *req)
+{
+    fe_query_free(&req->query);
+    free(req->in);
+    req->in = NULL;
+    req->nin = req->in_cap = 0;
+    rt_buf_free(&req->pathbuf);
+    rt_buf_free(&req->body);
+    rt_buf_free(&req->hdrs);
+    rt_buf_free(&req->rbody);
+    rt_buf_free(&req->s1);
+    rt_buf_free(&req->s2);
+    rt_buf_free(&req->fenc);
+}
+
+/* ---- Reading the request -------------------------------------------- */
+
+const char *fe__req_header(const struct fe_req *req, const char *name)
+{
+    for (size_t i = 0; i < req->nin; i++) {
+        if (strcasecmp(req->in[i].name, name) == 0) {
+            return req->in[i].value;
+        }
+    }
+    return NULL;
+}
+
+int fe__req_header_count(const struct fe_req *req, const char *name)
+{
+    int n = 0;
+    for (size_t i = 0; i < req->nin; i++) {
+        if (strcasecmp(req->in[i].name, name) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
+int64_t fe__now(const struct fe_req *req)
+{
+    (void)req;
+    return (int64_t)time(NULL);
+}
+
+/* ---- Building the response ------------------------------------------ */
+
+void fe__resp_header(struct fe_req *req, const char *name, const char *value)
+{
+    rt_buf_append(&req->hdrs, name, strlen(name) + 1);
+    rt_buf_append(&req->hdrs, value, strlen(value) + 1);
+}
+
+void fe__resp_error(struct fe_req *req, int code, const char *msg)
+{
+    fe__resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
+                      msg ? msg : rt_err_message(code));
+}
+
+void fe__resp_error_as(struct fe_req *req,
+                       int status,
+                       const char *azure,
+                       const char *msg)
+{
+    char when[RT_TIME_ISO_SIZE];
+    struct rt_buf text = RT_BUF_INIT;
+
+    rt_time_format_iso7(rt_time_now_ticks(), when);
+    rt_buf_append_str(&text, msg);
+    rt_buf_append_str(&text, "\nRequestId:");
+    rt_buf_append_str(&text, req->reqid);
+    rt_buf_append_str(&text, "\nTime:");
+    rt_buf_append_str(&text, when);
+    req->status = status;
+    rt_buf_reset(&req->hdrs);
+    rt_buf_reset(&req->rbody);
+    fe__resp_header(req, "x-ms-error-code", azure);
+    if (req->xml_errors) {
+        fe__resp_header(req, "Content-Type", "application/xml");
+        rt_buf_append_str(&req->rbody,
+                          "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error>"
+                          "<Code>");
+        fe_xml_escape(&req->rbody, azure);
+        rt_buf_append_str(&req->rbody, "</Code><Message>");
+        fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
+        rt_buf_append_str(&req->rbody, "</Message></Error>");
+    } else {
+        fe__resp_header(req, "Content-Type",
+                        "application/json;odata=minimalmetadata;"
+                        "streaming=true;charset=utf-8");
+        rt_buf_append_str(&req->rbody, "{\"odata.error\":{\"code\":\"");
+        fe_json_escape(&req->rbody, azure, strlen(azure));
+        rt_buf_append_str(&req->rbody,
+                          "\",\"message\":{\"lang\":\"en-US\",\"value\":\"");
+        fe_json_escape(&req->rbody, (const char *)text.data, text.len);
+        rt_buf_append_str(&req->rbody, "\"}}}");
+    }
+    rt_buf_free(&text);
+    /* Errors: 5xx at warn; 4xx at info, except the outcomes clients
+     * provoke on purpose all day (404, 409, 412: *IfNotExists, ETags). */
+    if (req->status >= 500 && req->status != 501) {
+        rt_log(RT_LOG_WARN, "%s %s -> %d %s", req->method, req->raw_path,
+               req->status, azure);
+    } else if (req->status == 404 || req->status == 409 || req->status == 412) {
+        rt_log(RT_LOG_DEBUG, "%s %s -> %d %s", req->method, req->raw_path,
+               req->status, azure);
+    } else {
+        rt_log(RT_LOG_INFO, "%s %s -> %d %s", req->method, req->raw_path,
+               req->status, azure);
+    }
+}
