@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fe_acl.h"
 #include "fe_auth.h"
 #include "fe_batch.h"
 #include "fe_cors.h"
@@ -72,37 +73,6 @@ static void fe__json_str(struct rt_buf *out, const char *s)
     rt_buf_append_u8(out, '"');
     fe_json_escape(out, s, strlen(s));
     rt_buf_append_u8(out, '"');
-}
-
-/* See fe_api.h. */
-void fe__entity_path(struct rt_buf *out,
-                     const char *root,
-                     const char *table,
-                     const char *pk,
-                     const char *rk)
-{
-    const char *keys[2] = {pk, rk};
-    if (root) {
-        rt_buf_append_str(out, root);
-        rt_buf_append_u8(out, '/');
-    }
-    rt_buf_append_str(out, table);
-    for (int i = 0; i < 2; i++) {
-        struct rt_buf q = RT_BUF_INIT;
-        rt_buf_append_str(out, i == 0 ? "(PartitionKey='" : ",RowKey='");
-        for (const char *p = keys[i]; *p; p++) {
-            rt_buf_append_u8(&q, (uint8_t)*p);
-            if (*p == '\'') {
-                rt_buf_append_u8(&q, '\'');
-            }
-        }
-        if (q.len) {
-            fe_url_escape(out, (const char *)q.data, q.len);
-        }
-        rt_buf_append_u8(out, '\'');
-        rt_buf_free(&q);
-    }
-    rt_buf_append_u8(out, ')');
 }
 
 /* Preference-Applied echoes the honoured Prefer value (spec §3.2). */
@@ -505,7 +475,7 @@ static void fe__insert_finish(struct fe_req *req)
         return;
     }
     fe_odata_etag(op->ticks, etag);
-    fe__entity_path(&loc, req->root, req->job.table_name, op->pk, op->rk);
+    fe_odata_entity_path(&loc, req->root, req->job.table_name, op->pk, op->rk);
     fe__resp_header(req, "ETag", etag);
     fe__resp_header(req, "Location", rt_buf_cstr(&loc));
     fe__resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
@@ -926,7 +896,8 @@ static int fe__authenticate(struct fe_req *req)
     int rc;
 
     if (fe_query_get(&req->query, "sig")) {
-        return fe_sas_authenticate(req); /* spec §7.3/§7.4 (fe_sas.c) */
+        /* spec §7.3/§7.4; "si" reads the map's stored policies. */
+        return fe_sas_authenticate(req, fe_acl_policy_lookup);
     }
     memset(&ar, 0, sizeof(ar));
     ar.verb = req->method;

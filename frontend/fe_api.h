@@ -11,7 +11,6 @@
 #define FE_API_H
 
 #include "fe_req.h"
-#include "rt_buf.h"
 
 /* Validates, authenticates and dispatches @req. Returns FE_API_RESPOND
  * (req->status, hdrs and rbody set) or FE_API_SUBMIT (req->job set; run
@@ -22,14 +21,5 @@ int fe_api_prepare(struct fe_req *req);
 void fe_api_finish(struct fe_req *req);
 /* Releases what fe_api_prepare allocated in @req (safe to call twice). */
 void fe_api_req_free(struct fe_req *req);
-/* Appends "{root}/{table}(PartitionKey='p',RowKey='r')" to @out (or
- * without "{root}/" when @root is NULL): quotes in the keys doubled, then
- * percent-encoded. All strings borrowed. Used for Location/DataServiceId
- * by fe_api.c and fe_batch.c. */
-void fe__entity_path(struct rt_buf *out,
-                     const char *root,
-                     const char *table,
-                     const char *pk,
-                     const char *rk);
 
 #endif

@@ -35,7 +35,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fe_api.h"
 #include "fe_req.h"
 #include "fe_url.h"
 #include "rt.pb-c.h"
@@ -1164,7 +1163,7 @@ static void fe__finish_writes(struct fe_req *req,
         if (op->kind != RT__OP_KIND__OP_INSERT) {
             continue;
         }
-        fe__entity_path(
+        fe_odata_entity_path(
             &locs[i], req->root,
             req->job.table_name ? req->job.table_name : req->job.table, op->pk,
             op->rk);

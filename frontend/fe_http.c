@@ -50,7 +50,9 @@
 #include <microhttpd.h>
 #include <uv.h>
 
+#include "fe_acl.h"
 #include "fe_api.h"
+#include "fe_cors.h"
 #include "fe_http.h"
 #include "fe_req.h"
 #include "fe_route.h"
@@ -690,6 +692,16 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
     return fd;
 }
 
+/* fe_route observer: stored policies and CORS rules follow every map any
+ * worker installs (fe_acl and fe_cors each keep one snapshot for all
+ * workers). */
+static void fe__on_map(const Rt__Map *map, void *data)
+{
+    (void)data;
+    fe_acl_map_update(map);
+    fe_cors_map_update(map);
+}
+
 /* Sets up worker @w (loop, route, daemon, handles) on the calling thread;
  * the worker thread only runs the loop. 0, RT_EINVAL or RT_ECONFIG. */
 static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
@@ -707,6 +719,7 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
+    fe_route_on_map(w->route, fe__on_map, NULL);
     lfd = dup(h->listen_fd);
     if (lfd < 0) {
         rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));

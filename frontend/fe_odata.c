@@ -1076,3 +1076,33 @@ int fe_odata_parse_etag(const char *s, uint64_t *ticks, int *any)
     *ticks = t;
     return 0;
 }
+
+void fe_odata_entity_path(struct rt_buf *out,
+                          const char *root,
+                          const char *table,
+                          const char *pk,
+                          const char *rk)
+{
+    const char *keys[2] = {pk, rk};
+    if (root) {
+        rt_buf_append_str(out, root);
+        rt_buf_append_u8(out, '/');
+    }
+    rt_buf_append_str(out, table);
+    for (int i = 0; i < 2; i++) {
+        struct rt_buf q = RT_BUF_INIT;
+        rt_buf_append_str(out, i == 0 ? "(PartitionKey='" : ",RowKey='");
+        for (const char *p = keys[i]; *p; p++) {
+            rt_buf_append_u8(&q, (uint8_t)*p);
+            if (*p == '\'') {
+                rt_buf_append_u8(&q, '\'');
+            }
+        }
+        if (q.len) {
+            fe_url_escape(out, (const char *)q.data, q.len);
+        }
+        rt_buf_append_u8(out, '\'');
+        rt_buf_free(&q);
+    }
+    rt_buf_append_u8(out, ')');
+}

@@ -85,5 +85,14 @@ void fe_json_escape(struct rt_buf *out, const char *s, size_t n);
 /* Appends @s percent-encoded for use inside a URL path segment (RFC 3986
  * unreserved kept, everything else %XX). */
 void fe_url_escape(struct rt_buf *out, const char *s, size_t n);
+/* Appends "{root}/{table}(PartitionKey='p',RowKey='r')" to @out (or
+ * without "{root}/" when @root is NULL): quotes in the keys doubled, then
+ * percent-encoded. All strings borrowed. The Location / DataServiceId of
+ * an entity (single requests and $batch parts alike). */
+void fe_odata_entity_path(struct rt_buf *out,
+                          const char *root,
+                          const char *table,
+                          const char *pk,
+                          const char *rk);
 
 #endif

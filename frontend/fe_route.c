@@ -32,8 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_acl.h"
-#include "fe_cors.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
@@ -84,6 +82,8 @@ struct fe_route
     struct fe_job *wait_tail;
     unsigned inflight; /* RPCs whose reply callback has not fired */
     int closing;
+    fe_route_map_cb map_cb; /* observer of installed maps, or NULL */
+    void *map_cb_data;
 };
 
 static void fe__job_run(struct fe_job *job);
@@ -264,8 +264,9 @@ static void fe__map_install(struct fe_route *r,
     fe__map_free(&r->map);
     r->map = m;
     r->have_map = 1;
-    fe_acl_map_update(pb);  /* stored access policies */
-    fe_cors_map_update(pb); /* CORS rules */
+    if (r->map_cb) {
+        r->map_cb(pb, r->map_cb_data);
+    }
     rt_log(RT_LOG_DEBUG,
            "map version %llu installed (%s): %zu tables, "
            "%zu ranges, %zu servers",
@@ -1158,6 +1159,12 @@ void fe_route_close(struct fe_route *r)
     for (size_t i = 0; i < r->nps; i++) {
         rt_rpc_client_close(r->ps[i]->client);
     }
+}
+
+void fe_route_on_map(struct fe_route *r, fe_route_map_cb cb, void *data)
+{
+    r->map_cb = cb;
+    r->map_cb_data = data;
 }
 
 uint64_t fe_route_map_version(const struct fe_route *r)

@@ -179,6 +179,14 @@ void fe_route_close(struct fe_route *r);
 void fe_route_destroy(struct fe_route *r);
 /* Runs @job (see the module comment). */
 void fe_route_submit(struct fe_route *r, struct fe_job *job);
+/* Called on the loop after each map @r installs (@map borrowed for the
+ * call), with the @data given to fe_route_on_map. */
+struct Rt__Map;
+typedef void (*fe_route_map_cb)(const struct Rt__Map *map, void *data);
+/* Registers the one map observer (NULL: none). Call before the loop runs,
+ * so that no map is missed. The front end feeds its stored-policy and CORS
+ * snapshots this way (fe_http.c), so the router knows nothing of them. */
+void fe_route_on_map(struct fe_route *r, fe_route_map_cb cb, void *data);
 /* Current map version (0 = no map yet). */
 uint64_t fe_route_map_version(const struct fe_route *r);
 

@@ -27,7 +27,6 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "fe_acl.h"
 #include "fe_req.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
@@ -627,7 +626,7 @@ static const char *fe__client_ip(struct fe_req *req, char *buf, size_t cap)
     return NULL;
 }
 
-int fe_sas_authenticate(struct fe_req *req)
+int fe_sas_authenticate(struct fe_req *req, fe_sas_policy_fn policy)
 {
     struct fe_sas_params p;
     struct fe_sas_ctx ctx;
@@ -669,7 +668,7 @@ int fe_sas_authenticate(struct fe_req *req)
     ctx.now = fe__now(req);
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
     ctx.https = 0; /* the front end speaks plain HTTP */
-    ctx.policy = fe_acl_policy_lookup;
+    ctx.policy = policy;
     s = rt_xcalloc(1, sizeof(*s));
     rc = fe_sas_verify(&p, (enum fe_sas_kind)kind, &ctx, s, why);
     if (rc != 0) {

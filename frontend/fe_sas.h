@@ -174,10 +174,11 @@ int fe_sas_key_in_range(const struct fe_sas *s, const char *pk, const char *rk);
 /* ---- request glue (fe_api.c) ---- */
 
 /* The query has "sig": parses and verifies the token (fe_sas_verify with
- * the map's stored policies, the client address and the clock), stores it
- * in req->sas and makes sv the request's version. 0 or -1 (response set:
- * 403 with the code of the failed check). */
-int fe_sas_authenticate(struct fe_req *req);
+ * the stored policies @policy looks up (NULL: every "si" is unknown), the
+ * client address and the clock), stores it in req->sas and makes sv the
+ * request's version. 0 or -1 (response set: 403 with the code of the
+ * failed check). */
+int fe_sas_authenticate(struct fe_req *req, fe_sas_policy_fn policy);
 /* After routing, before the operation's prepare: resource type and
  * permission of the operation @verb (after X-HTTP-Method) addresses. $batch
  * is left to fe_sas_check_job / fe_sas_check_op. 0 or -1. */
