@@ -26,6 +26,7 @@
 #include "fe_auth.h"
 #include "fe_batch.h"
 #include "fe_cors.h"
+#include "fe_op.h"
 #include "fe_req.h"
 #include "fe_sas.h"
 #include "fe_svc.h"
@@ -675,12 +676,12 @@ static void fe__query_entities_finish(struct fe_req *req)
 }
 
 /* Update / Merge / Delete / Insert-Or-Replace / Insert-Or-Merge
- * (spec §3.12-3.15): the verb and If-Match pick the op kind. */
-static int fe__modify_prepare(struct fe_req *req, const char *verb)
+ * (spec §3.12-3.15): the verb, If-Match and the version pick the op kind
+ * (fe_op.h). */
+static int fe__modify_prepare(struct fe_req *req, enum fe_op_verb verb)
 {
     const char *im = fe__req_header(req, "If-Match");
-    int is_delete = strcmp(verb, "DELETE") == 0;
-    int is_put = strcmp(verb, "PUT") == 0;
+    int is_delete = verb == FE_OP_DELETE;
     uint64_t ticks = 0;
     int any = 0;
     int kind;
@@ -698,18 +699,13 @@ static int fe__modify_prepare(struct fe_req *req, const char *verb)
         if (rc != 0) {
             return fe__error(req, rc, NULL);
         }
-    } else if (is_delete) {
-        /* Documented as required; spec §3.14 suggests 400. */
-        return fe__error(req, RT_EMISSINGHEADER, NULL);
-    } else if (req->xms_version &&
-               strcmp(req->xms_version, FE_VERSION_UPSERT) < 0) {
-        /* No Insert-Or-Replace/Merge before 2011-08-18 (spec §3.12, §10):
-         * If-Match is required there. */
-        return fe__error(req, RT_EMISSINGHEADER, NULL);
     }
-    if (is_delete) {
-        kind = RT__OP_KIND__OP_DELETE;
-    } else {
+    /* DELETE, and before 2011-08-18 PUT and MERGE, need If-Match. */
+    rc = fe_op_kind(verb, im != NULL, req->xms_version, &kind);
+    if (rc != 0) {
+        return fe__error(req, rc, NULL);
+    }
+    if (!is_delete) {
         rc = fe__check_body_type(req);
         if (rc != 0) {
             return fe__error(req, rc, NULL);
@@ -718,16 +714,10 @@ static int fe__modify_prepare(struct fe_req *req, const char *verb)
             req->body.len ? (const char *)req->body.data : "", req->body.len,
             &req->ent, errmsg);
         if (rc != 0) {
-            rt_log(RT_LOG_DEBUG, "%s body rejected: %s", verb, errmsg);
+            rt_log(RT_LOG_DEBUG, "%s body rejected: %s", req->op->name, errmsg);
             return fe__error(req, rc, NULL);
         }
         /* Keys come from the URL (Azurite: URL wins over the body). */
-        if (is_put) {
-            kind =
-                im ? RT__OP_KIND__OP_REPLACE : RT__OP_KIND__OP_UPSERT_REPLACE;
-        } else {
-            kind = im ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
-        }
     }
     fe_job_init(&req->job, FE_JOB_WRITE);
     req->job.account = req->path.account;
@@ -744,17 +734,17 @@ static int fe__modify_prepare(struct fe_req *req, const char *verb)
 
 static int fe__put_prepare(struct fe_req *req)
 {
-    return fe__modify_prepare(req, "PUT");
+    return fe__modify_prepare(req, FE_OP_PUT);
 }
 
 static int fe__merge_prepare(struct fe_req *req)
 {
-    return fe__modify_prepare(req, "MERGE");
+    return fe__modify_prepare(req, FE_OP_MERGE);
 }
 
 static int fe__delete_entity_prepare(struct fe_req *req)
 {
-    return fe__modify_prepare(req, "DELETE");
+    return fe__modify_prepare(req, FE_OP_DELETE);
 }
 
 static void fe__modify_finish(struct fe_req *req)

@@ -520,6 +520,7 @@ static int fe__op_build(struct fe_batch *b,
                         size_t i,
                         const struct fe__inner *in,
                         const char *acct_seg,
+                        const char *version,
                         struct rt_buf *tmp)
 {
     struct fe_batch_op *op = &b->ops[i];
@@ -529,7 +530,7 @@ static int fe__op_build(struct fe_batch *b,
     struct fe_entity_in ent;
     char errmsg[RT_ERRMSG_SIZE] = "";
     const char *v;
-    int rc = 0, idx = (int)i;
+    int rc = 0, idx = (int)i, vi;
 
     if (cid) {
         op->content_id = fe__dup(*cid);
@@ -552,23 +553,15 @@ static int fe__op_build(struct fe_batch *b,
                                                    : "DELETE",
                            strlen(v));
     }
-    if (fe__eq(verb, "POST")) {
-        op->verb = FE_BATCH_INSERT;
-    } else if (fe__eq(verb, "PUT")) {
-        op->verb = FE_BATCH_PUT;
-    } else if (fe__eq(verb, "MERGE") || fe__eq(verb, "PATCH")) {
-        op->verb = FE_BATCH_MERGE;
-    } else if (fe__eq(verb, "DELETE")) {
-        op->verb = FE_BATCH_DELETE;
-    } else if (fe__eq(verb, "GET")) {
-        op->verb = FE_BATCH_GET;
-    } else {
+    vi = fe_op_verb_of(verb.p, verb.n);
+    if (vi < 0) {
         return fe__fail(b, RT_EVERB, idx, NULL, "unsupported verb");
     }
-    if (b->changeset && op->verb == FE_BATCH_GET) {
+    op->verb = (enum fe_op_verb)vi;
+    if (b->changeset && op->verb == FE_OP_GET) {
         return fe__fail(b, RT_EINVAL, idx, NULL, "GET inside a changeset");
     }
-    if (!b->changeset && op->verb != FE_BATCH_GET) {
+    if (!b->changeset && op->verb != FE_OP_GET) {
         return fe__fail(b, RT_EINVAL, -1, NULL, "a write outside a changeset");
     }
 
@@ -585,7 +578,7 @@ static int fe__op_build(struct fe_batch *b,
         fe_path_free(&path);
         return fe__fail(b, RT_EURI, idx, NULL, "URL is not an entity");
     }
-    if ((op->verb == FE_BATCH_INSERT) != (path.kind == FE_RES_TABLE)) {
+    if ((op->verb == FE_OP_INSERT) != (path.kind == FE_RES_TABLE)) {
         fe_path_free(&path);
         return fe__fail(b, RT_EMETHOD, idx, NULL, "verb does not fit URL");
     }
@@ -594,7 +587,7 @@ static int fe__op_build(struct fe_batch *b,
         fe_path_free(&path);
         return fe__fail(b, RT_EDIFFPARTITIONS, idx, NULL, "another table");
     }
-    if (op->verb != FE_BATCH_INSERT) {
+    if (op->verb != FE_OP_INSERT) {
         rc = rt_entity_key_check(path.pk, path.pklen, NULL);
         if (rc == 0) {
             rc = rt_entity_key_check(path.rk, path.rklen, NULL);
@@ -608,9 +601,11 @@ static int fe__op_build(struct fe_batch *b,
     }
     fe_path_free(&path);
 
-    /* If-Match, with the standalone rules (§3.12-3.14). */
-    if (op->verb == FE_BATCH_PUT || op->verb == FE_BATCH_MERGE ||
-        op->verb == FE_BATCH_DELETE) {
+    /* If-Match, with the standalone rules (§3.12-3.14); an insert's is
+     * ignored. */
+    v = NULL;
+    if (op->verb == FE_OP_PUT || op->verb == FE_OP_MERGE ||
+        op->verb == FE_OP_DELETE) {
         v = fe__hval(&in->hdrs, "If-Match", tmp);
         if (v) {
             /* fe_hdr_if_match, as for a standalone request: empty -> 412,
@@ -625,25 +620,25 @@ static int fe__op_build(struct fe_batch *b,
             if (op->if_match_any) {
                 op->if_match = 0;
             }
-        } else if (op->verb == FE_BATCH_DELETE) {
-            return fe__fail(b, RT_EMISSINGHEADER, idx, NULL,
-                            "DELETE without If-Match");
         }
-        if (op->verb == FE_BATCH_PUT) {
-            op->kind =
-                v ? RT__OP_KIND__OP_REPLACE : RT__OP_KIND__OP_UPSERT_REPLACE;
-        } else if (op->verb == FE_BATCH_MERGE) {
-            op->kind = v ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
-        } else {
-            op->kind = RT__OP_KIND__OP_DELETE;
+    }
+    /* The kind from the one table single requests use (fe_op.h), under
+     * the batch request's x-ms-version: DELETE without If-Match, and an
+     * upsert before 2011-08-18, fail this operation with the code the
+     * standalone request gets. */
+    if (op->verb != FE_OP_GET) {
+        rc = fe_op_kind(op->verb, v != NULL, version, &op->kind);
+        if (rc != 0) {
+            return fe__fail(b, rc, idx, NULL,
+                            op->verb == FE_OP_DELETE
+                                ? "DELETE without If-Match"
+                                : "upsert before " FE_VERSION_UPSERT);
         }
-    } else if (op->verb == FE_BATCH_INSERT) {
-        op->kind = RT__OP_KIND__OP_INSERT;
     }
 
     /* The entity. */
-    if (op->verb == FE_BATCH_INSERT || op->verb == FE_BATCH_PUT ||
-        op->verb == FE_BATCH_MERGE) {
+    if (op->verb == FE_OP_INSERT || op->verb == FE_OP_PUT ||
+        op->verb == FE_OP_MERGE) {
         rc = fe_hdr_body_type(fe__hval(&in->hdrs, "Content-Type", tmp));
         if (rc != 0) {
             return fe__fail(b, rc, idx, NULL, "body media type");
@@ -657,7 +652,7 @@ static int fe__op_build(struct fe_batch *b,
             rt_log(RT_LOG_DEBUG, "batch operation %d: %s", idx, errmsg);
             return rc;
         }
-        if (op->verb == FE_BATCH_INSERT) {
+        if (op->verb == FE_OP_INSERT) {
             if (!ent.pk || !ent.rk) {
                 fe_entity_in_free(&ent);
                 return fe__fail(b, RT_ENEEDVALUE, idx, NULL,
@@ -716,6 +711,7 @@ static struct fe_batch_op *fe__op_add(struct fe_batch *b, size_t cap)
 
 int fe_batch_parse(const char *content_type,
                    const char *acct_seg,
+                   const char *version,
                    const uint8_t *body,
                    size_t len,
                    struct fe_batch *b)
@@ -775,7 +771,7 @@ int fe_batch_parse(const char *content_type,
             goto out;
         }
         fe__op_add(b, 1);
-        rc = fe__op_build(b, 0, in, acct_seg, &tmp);
+        rc = fe__op_build(b, 0, in, acct_seg, version, &tmp);
         goto out;
     }
     if (!fe__ieq(cs_type, "multipart/mixed") || cs_bnd.n == 0) {
@@ -810,7 +806,7 @@ int fe_batch_parse(const char *content_type,
             goto out;
         }
         fe__op_add(b, n);
-        rc = fe__op_build(b, i, in, acct_seg, &tmp);
+        rc = fe__op_build(b, i, in, acct_seg, version, &tmp);
         if (rc != 0) {
             goto out;
         }
@@ -1020,7 +1016,7 @@ int fe_batch_prepare(struct fe_req *req)
 
     fe_batch_init(&b);
     rc = fe_batch_parse(fe__req_header(req, "Content-Type"), req->path.acct_seg,
-                        req->body.data, req->body.len, &b);
+                        req->xms_version, req->body.data, req->body.len, &b);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "batch rejected: %s", b.errmsg);
         if (b.index < 0) {

@@ -28,6 +28,7 @@
 
 #include "fe_hdr.h"
 #include "fe_odata.h"
+#include "fe_op.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 
@@ -42,23 +43,14 @@
     "The batch request operation exceeds the maximum 100 changes per " \
     "change set."
 
-enum fe_batch_verb {
-    FE_BATCH_INSERT, /* POST {table} */
-    FE_BATCH_PUT,    /* PUT: Update (If-Match) / Insert Or Replace */
-    FE_BATCH_MERGE,  /* MERGE or PATCH: Merge / Insert Or Merge */
-    FE_BATCH_DELETE, /* DELETE, If-Match required */
-    FE_BATCH_GET,    /* GET one entity, only as the batch's single part */
-    FE_BATCH__NR
-};
-
 /* One parsed operation. Strings are malloc'd and owned by the batch. */
 struct fe_batch_op
 {
-    enum fe_batch_verb verb;
-    int kind;         /* Rt__OpKind for writes, 0 for GET */
-    char *content_id; /* NULL when the part sent none */
-    char *table;      /* decoded table name as written in the URL */
-    char *pk;         /* NUL-free (checked by rt_entity_key_check) */
+    enum fe_op_verb verb; /* FE_OP_GET only as the batch's single part */
+    int kind;             /* Rt__OpKind for writes (fe_op_kind), 0 for GET */
+    char *content_id;     /* NULL when the part sent none */
+    char *table;          /* decoded table name as written in the URL */
+    char *pk;             /* NUL-free (checked by rt_entity_key_check) */
     char *rk;
     int if_match_any;
     uint64_t if_match; /* ticks; 0 = no condition */
@@ -90,7 +82,9 @@ void fe_batch_free(struct fe_batch *b);
 /* Parses and validates a batch request body @body[0..len) (borrowed; need
  * not be NUL-terminated) sent with @content_type (the outer header, may be
  * NULL). @acct_seg is the account segment of the outer path
- * ("devstoreaccount1") used to strip and complete inner URLs. @b must be
+ * ("devstoreaccount1") used to strip and complete inner URLs. @version is
+ * the batch request's x-ms-version (NULL: none sent): the operations run
+ * under it, whatever x-ms-version an inner part carries. @b must be
  * initialised.
  *
  * Rules, in order (first failure wins):
@@ -111,8 +105,9 @@ void fe_batch_free(struct fe_batch *b);
  *    RT_EDIFFPARTITIONS: another entity group), the URL keys
  *    (rt_entity_key_check), If-Match as standalone (fe_hdr_if_match: empty
  *    -> RT_EPRECOND, not a weak ETag -> RT_EINVAL, a weak ETag we could
- *    not have issued matches nothing -> 412 from the server; missing on
- *    DELETE -> RT_EMISSINGHEADER), the
+ *    not have issued matches nothing -> 412 from the server), the
+ *    operation (fe_op_kind, as standalone: missing If-Match on DELETE,
+ *    or on PUT/MERGE before 2011-08-18 -> RT_EMISSINGHEADER), the
  *    body's media type and entity (fe_odata_parse_entity codes; an insert
  *    without keys -> RT_ENEEDVALUE; its keys checked), the PartitionKey is
  *    the first op's (RT_EDIFFPARTITIONS), the (PK, RK) pair is new
@@ -122,6 +117,7 @@ void fe_batch_free(struct fe_batch *b);
  * with fe_batch_free). */
 int fe_batch_parse(const char *content_type,
                    const char *acct_seg,
+                   const char *version,
                    const uint8_t *body,
                    size_t len,
                    struct fe_batch *b);

@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "fe_op.h"
 #include "fe_req.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
@@ -709,18 +710,14 @@ static int fe__opclass(struct fe_req *req, const char *verb, int *op_kind)
             *op_kind = RT__OP_KIND__OP_INSERT;
             return FE_SAS_C_ENTITY;
         case FE_RES_ENTITY: {
+            /* Routing let only GET, PUT, MERGE/PATCH and DELETE through. No
+             * version: a refused form (DELETE or, before 2011-08-18, an
+             * upsert without If-Match) is refused by the operation later;
+             * the permission is judged on the kind it asks for. */
             int im = fe__req_header(req, "If-Match") != NULL;
-            if (get) {
-                *op_kind = FE_SAS_OP_READ;
-            } else if (strcmp(verb, "DELETE") == 0) {
-                *op_kind = RT__OP_KIND__OP_DELETE;
-            } else if (strcmp(verb, "PUT") == 0) {
-                *op_kind = im ? RT__OP_KIND__OP_REPLACE
-                              : RT__OP_KIND__OP_UPSERT_REPLACE;
-            } else {
-                *op_kind =
-                    im ? RT__OP_KIND__OP_MERGE : RT__OP_KIND__OP_UPSERT_MERGE;
-            }
+            int v = get ? FE_OP_GET : fe_op_verb_of(verb, strlen(verb));
+            (void)fe_op_kind(v < 0 ? FE_OP_MERGE : (enum fe_op_verb)v, im, NULL,
+                             op_kind);
             return FE_SAS_C_ENTITY;
         }
         default:

@@ -25,13 +25,14 @@
 #include <stdint.h>
 
 #include "fe_auth.h"
+#include "fe_op.h"
 #include "rt_buf.h"
 
 struct fe_req;
 
 /* Operation kinds of fe_sas_check_op(): the Rt__OpKind values of
  * proto/rt.proto (OP_INSERT .. OP_UPSERT_MERGE) for writes, plus: */
-#define FE_SAS_OP_READ 100 /* a GET of one entity (or a query) */
+#define FE_SAS_OP_READ FE_OP_KIND_READ /* a GET of one entity or a query */
 
 /* Table SAS permission bits (sp of a service SAS, spec §7.3). */
 enum {

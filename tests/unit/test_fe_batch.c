@@ -238,7 +238,7 @@ static int parse(const char *ct,
                  struct fe_batch *b)
 {
     fe_batch_init(b);
-    return fe_batch_parse(ct, ACCT, (const uint8_t *)body, len, b);
+    return fe_batch_parse(ct, ACCT, NULL, (const uint8_t *)body, len, b);
 }
 
 static int parse_str(const char *ct, const char *body, struct fe_batch *b)
@@ -355,18 +355,18 @@ static void check_six(const struct fe_batch *b, int with_cids)
         }
     }
     assert_int_equal(b->ops[0].prefer, FE_PREFER_NO_CONTENT);
-    assert_int_equal(b->ops[0].verb, FE_BATCH_INSERT);
+    assert_int_equal(b->ops[0].verb, FE_OP_INSERT);
     assert_int_equal(b->ops[0].has_meta, 1);
     assert_int_equal(b->ops[0].meta, FE_META_MINIMAL);
-    assert_int_equal(b->ops[1].verb, FE_BATCH_MERGE);
+    assert_int_equal(b->ops[1].verb, FE_OP_MERGE);
     assert_int_equal(b->ops[1].if_match_any, 1);
-    assert_int_equal(b->ops[2].verb, FE_BATCH_PUT);
+    assert_int_equal(b->ops[2].verb, FE_OP_PUT);
     assert_int_equal(b->ops[2].if_match_any, 0);
     fe_odata_etag(b->ops[2].if_match, etag);
     assert_string_equal(etag, ETAG_S);
     assert_int_equal(b->ops[3].if_match, 0);
     assert_int_equal(b->ops[3].if_match_any, 0);
-    assert_int_equal(b->ops[5].verb, FE_BATCH_DELETE);
+    assert_int_equal(b->ops[5].verb, FE_OP_DELETE);
     assert_int_equal(b->ops[5].if_match_any, 1);
 }
 
@@ -512,7 +512,7 @@ static void test_single_get(void **state)
                      0);
     assert_int_equal(b.changeset, 0);
     assert_int_equal(b.nops, 1);
-    assert_int_equal(b.ops[0].verb, FE_BATCH_GET);
+    assert_int_equal(b.ops[0].verb, FE_OP_GET);
     assert_string_equal(b.ops[0].rk, "r x");
     assert_string_equal(b.ops[0].content_id, "g1");
     assert_int_equal(b.ops[0].meta, FE_META_NONE);
@@ -780,6 +780,83 @@ static void test_op_errors(void **state)
         fe_batch_free(&b);
         rt_buf_free(&o);
     }
+}
+
+/* Parses [insert, @mid, insert] under x-ms-version @version. */
+static int parse_versioned(const char *version,
+                           const char *mid,
+                           struct fe_batch *b)
+{
+    struct rt_buf o;
+    char req[512];
+    int rc;
+    batch_begin(&o);
+    insert_req(req, sizeof(req), "p", "first");
+    batch_part(&o, "c0", req);
+    batch_part(&o, "c1", mid);
+    insert_req(req, sizeof(req), "p", "last");
+    batch_part(&o, "c2", req);
+    batch_end(&o);
+    fe_batch_init(b);
+    rc = fe_batch_parse(B_CT, ACCT, version, o.data, o.len, b);
+    rt_buf_free(&o);
+    return rc;
+}
+
+/* Before 2011-08-18 there is no Insert Or Replace/Merge: a PUT, MERGE or
+ * PATCH without If-Match fails its operation with the standalone request's
+ * 400 MissingRequiredHeader; with If-Match, or from 2011-08-18 on (or
+ * without x-ms-version), it is an update or an upsert. */
+static void test_version_gate(void **state)
+{
+    static const char *const upserts[] = {
+        "PUT people(PartitionKey='p',RowKey='z') HTTP/1.1\r\n\r\n{}",
+        "MERGE people(PartitionKey='p',RowKey='z') HTTP/1.1\r\n\r\n{}",
+        "PATCH people(PartitionKey='p',RowKey='z') HTTP/1.1\r\n\r\n{}",
+        "POST people(PartitionKey='p',RowKey='z') HTTP/1.1\r\n"
+        "X-HTTP-Method: PUT\r\n\r\n{}",
+    };
+    static const int kinds[] = {
+        RT__OP_KIND__OP_UPSERT_REPLACE,
+        RT__OP_KIND__OP_UPSERT_MERGE,
+        RT__OP_KIND__OP_UPSERT_MERGE,
+        RT__OP_KIND__OP_UPSERT_REPLACE,
+    };
+    struct fe_batch b;
+    (void)state;
+    for (size_t i = 0; i < sizeof(upserts) / sizeof(upserts[0]); i++) {
+        assert_int_equal(parse_versioned("2009-09-19", upserts[i], &b),
+                         RT_EMISSINGHEADER);
+        assert_int_equal(b.code, RT_EMISSINGHEADER);
+        assert_int_equal(b.index, 1);
+        assert_string_equal(b.fail_cid, "c1");
+        fe_batch_free(&b);
+        assert_int_equal(parse_versioned("2011-08-18", upserts[i], &b), 0);
+        assert_int_equal(b.ops[1].kind, kinds[i]);
+        fe_batch_free(&b);
+        assert_int_equal(parse_versioned(NULL, upserts[i], &b), 0);
+        assert_int_equal(b.ops[1].kind, kinds[i]);
+        fe_batch_free(&b);
+    }
+    /* With If-Match the old version updates. */
+    assert_int_equal(
+        parse_versioned("2009-09-19",
+                        "PUT people(PartitionKey='p',RowKey='z') HTTP/1.1\r\n"
+                        "If-Match: *\r\n\r\n{}",
+                        &b),
+        0);
+    assert_int_equal(b.ops[1].kind, RT__OP_KIND__OP_REPLACE);
+    assert_int_equal(b.ops[0].kind, RT__OP_KIND__OP_INSERT);
+    fe_batch_free(&b);
+    /* A malformed If-Match still wins over the version rule (order). */
+    assert_int_equal(
+        parse_versioned("2009-09-19",
+                        "MERGE people(PartitionKey='p',RowKey='z') "
+                        "HTTP/1.1\r\nIf-Match: \"abc\"\r\n\r\n{}",
+                        &b),
+        RT_EINVAL);
+    assert_int_equal(b.index, 1);
+    fe_batch_free(&b);
 }
 
 /* ---- Tests: malformed requests -------------------------------------- */
@@ -1219,6 +1296,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_row),
         cmocka_unit_test(test_if_match_foreign),
         cmocka_unit_test(test_op_errors),
+        cmocka_unit_test(test_version_gate),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_mutations),
