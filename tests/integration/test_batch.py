@@ -106,13 +106,18 @@ def _sign(cluster, verb, path, content_type=""):
 
 
 def raw_batch(cluster, body, boundary="batch_raw", content_type=None,
-              sign=True, verb="POST"):
-    """POSTs @body (str or bytes) to /$batch; returns (response, bytes)."""
+              sign=True, verb="POST", version=None):
+    """POSTs @body (str or bytes) to /$batch; returns (response, bytes).
+    @version replaces x-ms-version (and drops Accept, which names JSON:
+    versions before 2013-08-15 refuse it)."""
     if isinstance(body, str):
         body = body.encode()
     ct = content_type or "multipart/mixed; boundary=%s" % boundary
     path = "/%s/$batch" % cluster.account
     headers = _sign(cluster, verb, path, ct) if sign else {}
+    if version:
+        headers["x-ms-version"] = version
+        headers.pop("Accept", None)
     headers["Content-Type"] = ct
     conn = http.client.HTTPConnection("127.0.0.1", cluster.fe_port,
                                       timeout=30)
@@ -582,6 +587,40 @@ def test_raw_failure_part(cluster, tc):
     assert re.match(r"1:The specified entity already exists\.\n"
                     r"RequestId:[0-9a-f-]{36}\nTime:\d{4}-", msg), msg
     assert keys_of(tc) == [("p", "x")]
+
+
+def test_raw_upsert_before_2011_08_18(cluster, tc):
+    """Before 2011-08-18 there is no Insert Or Replace/Merge: a change set
+    holding a PUT or MERGE without If-Match fails that operation with the
+    single request's 400 MissingRequiredHeader (202, one failure part),
+    and nothing is applied."""
+    t = tc.table_name
+    for verb in ("PUT", "MERGE"):
+        upsert = "\n".join([
+            "%s http://127.0.0.1:%d/%s/%s HTTP/1.1" % (
+                verb, cluster.fe_port, cluster.account,
+                entity_url(t, "p", "u")),
+            "Content-Type: application/json", "", json.dumps({"a": 1})])
+        body = changeset([
+            ("a", insert_req(cluster, t, {"PartitionKey": "p",
+                                          "RowKey": "y"})),
+            ("b", upsert),
+        ])
+        r, rb = raw_batch(cluster, body, version="2011-03-28")
+        parts = check_202(r, rb)
+        assert len(parts) == 1, parts
+        st, h, b = parts[0]
+        assert st == 400
+        assert h["Content-ID"] == "b"
+        doc = json.loads(b)
+        assert doc["odata.error"]["code"] == "MissingRequiredHeader"
+        assert doc["odata.error"]["message"]["value"].startswith("1:")
+        assert keys_of(tc) == []
+        r, rb = raw_batch(cluster, body, version="2011-08-18")
+        assert [p[0] for p in check_202(r, rb)] == [204, 204]
+        assert keys_of(tc) == [("p", "u"), ("p", "y")]
+        tc.delete_entity("p", "u")
+        tc.delete_entity("p", "y")
 
 
 def test_raw_lf_only(cluster, tc):
