@@ -7,8 +7,9 @@
  *  - the document (any thread, pure): fe_acl_parse / fe_acl_write.
  *    Malformed or out-of-limit documents are RT_EXML (400
  *    InvalidXmlDocument), never a crash.
- *  - the policy snapshot: fe_acl_map_update() [any worker's loop, from its
- *    fe_route after each installed map] builds a new snapshot and
+ *  - the policy snapshot: fe_acl_map_update() [any worker's loop, after
+ *    each map its fe_route installs: fe_http.c makes it part of the
+ *    route's map observer] builds a new snapshot and
  *    installs it (fe_snap.h: unless another worker already installed a
  *    newer map); fe_acl_policy_lookup() [any thread] reads it under the
  *    snapshot's read lock and copies the policy out.

@@ -1,8 +1,9 @@
 /* The Table REST operations (docs/table-api-spec.md §3): request
  * validation, authentication, dispatch to an operation, and turning a
  * finished job into the response. Runs on the request's worker thread
- * (fe_http.c), inside libmicrohttpd's callbacks; everything that needs the
- * cluster goes through req->job (the same worker's fe_route).
+ * with a request a transport filled (fe_req.h; fe_http.c in the server, a
+ * unit test by hand); everything that needs the cluster goes through
+ * req->job, which the caller runs (the worker's fe_route).
  *
  * Order of checks in fe_api_prepare (first failure answers):
  *   x-ms-version syntax (400 InvalidHeaderValue) -> account, host-style

@@ -4,8 +4,9 @@
  * limits a rule must keep when Set Service Properties stores it.
  *
  * Layers:
- *  - the rules snapshot: fe_cors_map_update() [any worker's loop, from
- *    its fe_route after each installed map] builds a new snapshot and
+ *  - the rules snapshot: fe_cors_map_update() [any worker's loop, after
+ *    each map its fe_route installs: fe_http.c makes it part of the
+ *    route's map observer] builds a new snapshot and
  *    installs it (fe_snap.h: unless another worker already installed a
  *    newer map); fe_cors_preflight() / fe_cors_headers() [the request's
  *    worker] read it under the snapshot's read lock.

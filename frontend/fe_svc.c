@@ -3,10 +3,11 @@
  * Happy path of Set Table ACL: fe_svc_set_acl_prepare parses the XML
  * (limits checked here, then again by the master), packs an rt.AclReq into
  * req->s1 and submits an FE_JOB_MASTER_CALL (SET_ACL); the master commits,
- * pushes the new map (fe_route installs it and calls fe_acl_map_update, so
- * this front end sees the policy before the reply) and replies; the finish
- * step answers 204. Get/Set Service Properties work the same way with
- * GET/SET_SERVICE_PROPS; Get Table ACL with GET_ACL.
+ * pushes the new map (fe_route installs it and its map observer calls
+ * fe_acl_map_update, so this front end sees the policy before the reply)
+ * and replies; the finish step answers 204. Get/Set Service Properties
+ * work the same way with GET/SET_SERVICE_PROPS; Get Table ACL with
+ * GET_ACL.
  *
  * Failure modes: malformed XML or a broken limit -> 400 InvalidXmlDocument
  * before any RPC; a missing table -> 404 TableNotFound; master unreachable
