@@ -45,6 +45,7 @@ enum { FE_API_RESPOND = 1, FE_API_SUBMIT = 2 };
 struct fe_req_hdr
 {
     const char *name;
+    size_t name_len; /* compared first: most lookups miss on length */
     const char *value;
 };
 
