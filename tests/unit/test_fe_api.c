@@ -2,10 +2,10 @@
  * (fe_req.h, no libmicrohttpd, no cluster): which check answers first when
  * a request breaks several rules at once (the order fe_api_prepare
  * documents), which job each verb / If-Match / x-ms-version combination
- * dispatches to, the pre-2011-08-18 upsert rule for single requests and
- * inside a $batch change set, and the response fe_api_finish builds from a
- * finished job. Requests are signed with SharedKey for the development
- * account, as an SDK would. */
+ * dispatches to (and fe_op's table underneath), the pre-2011-08-18 upsert
+ * rule for single requests and inside a $batch change set, and the
+ * response fe_api_finish builds from a finished job. Requests are signed
+ * with SharedKey for the development account, as an SDK would. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +20,7 @@
 #include "fe_api.h"
 #include "fe_auth.h"
 #include "fe_batch.h"
+#include "fe_op.h"
 #include "fe_req.h"
 #include "rt.pb-c.h"
 #include "rt_err.h"
@@ -203,6 +204,53 @@ static void expect_error(struct treq *t, int rc, int status, const char *code)
 
 /* A small entity body. */
 #define ENTITY_JSON "{\"PartitionKey\":\"p\",\"RowKey\":\"r\",\"v\":1}"
+
+/* ---- Tests: the operation table ------------------------------------- */
+
+/* fe_op: the verbs it knows (MERGE and PATCH are one), the kind for each
+ * verb with and without If-Match, and the refusals: DELETE without
+ * If-Match always, an upsert only before 2011-08-18 (the kind is still
+ * reported, for the SAS check). */
+static void test_op_table(void **state)
+{
+    int kind = -1;
+    (void)state;
+    assert_int_equal(fe_op_verb_of("POST", 4), FE_OP_INSERT);
+    assert_int_equal(fe_op_verb_of("PUT", 3), FE_OP_PUT);
+    assert_int_equal(fe_op_verb_of("MERGE", 5), FE_OP_MERGE);
+    assert_int_equal(fe_op_verb_of("PATCH", 5), FE_OP_MERGE);
+    assert_int_equal(fe_op_verb_of("DELETE", 6), FE_OP_DELETE);
+    assert_int_equal(fe_op_verb_of("GET", 3), FE_OP_GET);
+    assert_int_equal(fe_op_verb_of("HEAD", 4), -1);
+    assert_int_equal(fe_op_verb_of("put", 3), -1);
+    assert_int_equal(fe_op_verb_of("PUTX", 3), FE_OP_PUT); /* length-bound */
+
+    assert_int_equal(fe_op_kind(FE_OP_INSERT, 0, V_OLD, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_INSERT);
+    assert_int_equal(fe_op_kind(FE_OP_PUT, 1, V_OLD, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_REPLACE);
+    assert_int_equal(fe_op_kind(FE_OP_PUT, 0, V_NEW, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_UPSERT_REPLACE);
+    assert_int_equal(fe_op_kind(FE_OP_PUT, 0, NULL, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_UPSERT_REPLACE);
+    assert_int_equal(fe_op_kind(FE_OP_PUT, 0, "2011-08-17", &kind),
+                     RT_EMISSINGHEADER);
+    assert_int_equal(kind, RT__OP_KIND__OP_UPSERT_REPLACE);
+    assert_int_equal(fe_op_kind(FE_OP_MERGE, 1, V_NEW, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_MERGE);
+    assert_int_equal(fe_op_kind(FE_OP_MERGE, 0, "2011-08-18", &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_UPSERT_MERGE);
+    assert_int_equal(fe_op_kind(FE_OP_MERGE, 0, V_OLD, &kind),
+                     RT_EMISSINGHEADER);
+    assert_int_equal(fe_op_kind(FE_OP_DELETE, 1, V_OLD, &kind), 0);
+    assert_int_equal(kind, RT__OP_KIND__OP_DELETE);
+    kind = -1;
+    assert_int_equal(fe_op_kind(FE_OP_DELETE, 0, V_NEW, &kind),
+                     RT_EMISSINGHEADER);
+    assert_int_equal(kind, RT__OP_KIND__OP_DELETE);
+    assert_int_equal(fe_op_kind(FE_OP_GET, 0, V_OLD, &kind), 0);
+    assert_int_equal(kind, FE_OP_KIND_READ);
+}
 
 /* ---- Tests: the order of checks ------------------------------------- */
 
@@ -588,6 +636,7 @@ static void test_finish(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_check_order),
         cmocka_unit_test(test_error_headers),
         cmocka_unit_test(test_batch_oversize),
