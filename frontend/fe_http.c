@@ -338,6 +338,7 @@ static void fe__submit(struct fe__hreq *hr)
     hr->phase = FE__WAIT;
     hr->req.job.done_cb = fe__job_done;
     hr->req.job.data = hr;
+    hr->req.job.reqid = hr->req.reqid;
     hr->job_active = 1;
     MHD_suspend_connection(hr->conn);
     hr->suspended = 1;

@@ -982,6 +982,9 @@ static void fe__job_entity(struct fe_job *job)
 static void fe__job_run(struct fe_job *job)
 {
     struct fe_route *r = job->route_;
+    /* A retry runs from a timer, where the thread's request id is that of
+     * whichever request ran last: the job's RPCs must carry its own. */
+    rt_log_set_reqid(job->reqid);
     if (r->closing) {
         fe__job_finish(job, RT_ECANCELED);
         return;
@@ -1067,6 +1070,7 @@ static void fe__on_master_conn(struct rt_rpc_conn *conn, int up, void *ud)
         return;
     }
     r->inflight++;
+    rt_log_set_reqid(NULL); /* the route's own call, not a request's */
     if (rt_rpc_call_pb(conn, RT__METHOD__FE_HELLO, NULL, FE_ROUTE_TIMEOUT_MS,
                        fe__on_hello, r) != 0) {
         r->inflight--;

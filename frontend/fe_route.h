@@ -93,6 +93,8 @@ struct fe_job
 {
     enum fe_job_kind kind;
     /* Inputs (borrowed until done_cb). */
+    const char *reqid; /* the client's request id, sent with every RPC the
+                        * job makes, retries included; NULL = none */
     const char *account;
     const char *table; /* any case */
     /* WRITE: ops (owned by the job, see fe_job_add_op) */
