@@ -1,4 +1,4 @@
-/* The Table REST operations (shared/table-api-spec.md §3): validation,
+/* The Table REST operations (docs/table-api-spec.md §3): validation,
  * authentication and the order of checks, dispatch to one operation, and
  * the response from a finished job. fe_api.c holds the OData table and
  * entity operations; the $batch (fe_batch.h) and the storage-XML ones

@@ -1,6 +1,6 @@
 /* Entity operations: the one table that says which write (or read) a
  * request on an entity performs, from its verb, whether it sent If-Match
- * and the x-ms-version in force (shared/table-api-spec.md §1.3,
+ * and the x-ms-version in force (docs/table-api-spec.md §1.3,
  * §3.11-§3.15, §10). Single requests (fe_api.c), every operation of a
  * $batch change set (fe_batch.c) and the SAS permission check (fe_sas.c)
  * all ask it, so they cannot disagree.

@@ -9,8 +9,7 @@
  * range, sends the RPC(s) (waiting up to FE_ROUTE_CONNECT_WAIT_MS for a
  * server connection that is not up yet), retries on RT_ESTALE/RT_ENOCONN
  * after refreshing the map (at most FE_ROUTE_TRIES tries, then RT_EBUSY),
- * follows a scan
- * across ranges (docs/SKELETON-PLAN.md flows 6 and 7), copies the replies
+ * follows a scan across ranges (docs/DESIGN.md §2), copies the replies
  * into the job and fires job->done_cb exactly once.
  *
  * Thread: the thread running @loop only (rt_rpc is loop-thread only).

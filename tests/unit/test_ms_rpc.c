@@ -473,10 +473,10 @@ static void test_restart(void **state)
     rt__table__free_unpacked(t, NULL);
 }
 
-/* Issue 4 over RPC: SET_ACL / GET_ACL (limits, missing table), the ACL
- * and the account's CORS rules pushed in the map before the reply,
- * SET_SERVICE_PROPS merging sections, and 409 TableBeingDeleted for a
- * name in its deletion grace period. */
+/* Table ACLs and service properties over RPC: SET_ACL / GET_ACL (limits,
+ * missing table), the ACL and the account's CORS rules pushed in the map before
+ * the reply, SET_SERVICE_PROPS merging sections, and 409 TableBeingDeleted for
+ * a name in its deletion grace period. */
 static void test_acl_props_grace(void **state)
 {
     struct fx *f = *state;
