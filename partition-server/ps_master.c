@@ -26,6 +26,7 @@
 #include "ps_internal.h"
 #include "ps_server.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 
@@ -121,13 +122,9 @@ static void ps__register_cb(int status,
 static void ps__register(struct ps_server *ps)
 {
     Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
-    uint64_t *ids = calloc(ps->ranges.n ? ps->ranges.n : 1, sizeof(*ids));
+    uint64_t *ids = rt_xcalloc(ps->ranges.n, sizeof(*ids));
     int rc;
 
-    if (!ids) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     for (size_t i = 0; i < ps->ranges.n; i++) {
         ids[i] = ps->ranges.v[i]->id;
     }
@@ -192,15 +189,11 @@ static void ps__heartbeat(struct ps_server *ps)
 {
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     size_t n = ps->ranges.n;
-    Rt__RangeLoad *loads = calloc(n ? n : 1, sizeof(*loads));
-    Rt__RangeLoad **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    Rt__RangeLoad *loads = rt_xcalloc(n, sizeof(*loads));
+    Rt__RangeLoad **ptrs = rt_xcalloc(n, sizeof(*ptrs));
     uint64_t now = uv_now(ps->loop);
     int rc;
 
-    if (!loads || !ptrs) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     for (size_t i = 0; i < n; i++) {
         struct ps_range *r = ps->ranges.v[i];
         rt__range_load__init(&loads[i]);

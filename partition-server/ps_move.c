@@ -43,6 +43,7 @@
 #include "ps_internal.h"
 #include "ps_server.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_key.h"
@@ -141,26 +142,6 @@ struct ps_move_in
 
 /* Helpers */
 
-static void *ps__xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    return p;
-}
-
-static char *ps__xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    return d;
-}
-
 static uint64_t ps__ms_since(uint64_t t0_ns, uint64_t t1_ns)
 {
     return t1_ns > t0_ns ? (t1_ns - t0_ns) / 1000000u : 0;
@@ -226,7 +207,7 @@ struct ps_mjob
 
 static struct ps_mjob *ps__mjob_new(struct ps_server *ps)
 {
-    struct ps_mjob *m = ps__xcalloc(1, sizeof(*m));
+    struct ps_mjob *m = rt_xcalloc(1, sizeof(*m));
     m->ps = ps;
     rt_buf_init(&m->blob);
     rt_buf_init(&m->keys);
@@ -336,11 +317,11 @@ static struct ps_sjob *ps__span_drop(struct ps_server *ps,
                                      uint64_t seq,
                                      const struct ps_span *sp)
 {
-    struct ps_sjob *sj = ps__xcalloc(1, sizeof(*sj));
+    struct ps_sjob *sj = rt_xcalloc(1, sizeof(*sj));
 
     sj->ps = ps;
-    sj->low = ps__xstrdup(sp->low);
-    sj->high = sp->high ? ps__xstrdup(sp->high) : NULL;
+    sj->low = rt_xstrdup(sp->low);
+    sj->high = sp->high ? rt_xstrdup(sp->high) : NULL;
     sj->job.kind = PS_JOB_DROP_SPAN;
     sj->job.cb = ps__sjob_cb;
     sj->job.u.span.seq = seq;
@@ -523,8 +504,8 @@ static void ps__pack_data(uint64_t move_id,
     while (ps_change_next(p, n, &off, &c) == 1) {
         cnt++;
     }
-    kv = ps__xcalloc(cnt, sizeof(*kv));
-    ptrs = ps__xcalloc(cnt, sizeof(*ptrs));
+    kv = rt_xcalloc(cnt, sizeof(*kv));
+    ptrs = rt_xcalloc(cnt, sizeof(*ptrs));
     off = 0;
     for (size_t i = 0; i < cnt && ps_change_next(p, n, &off, &c) == 1; i++) {
         rt__key_value__init(&kv[i]);
@@ -629,7 +610,7 @@ static void ps__snap_after(uv_work_t *work, int status)
 
 static void ps__mvout_produce(struct ps_move_out *mv)
 {
-    struct ps_snapwork *sw = ps__xcalloc(1, sizeof(*sw));
+    struct ps_snapwork *sw = rt_xcalloc(1, sizeof(*sw));
     int rc;
 
     sw->mv = mv;
@@ -927,7 +908,7 @@ static void ps__barrier(struct ps_server *ps,
                         void (*done)(void *, int),
                         void *arg)
 {
-    struct ps_barrier *b = ps__xcalloc(1, sizeof(*b));
+    struct ps_barrier *b = rt_xcalloc(1, sizeof(*b));
     b->done = done;
     b->arg = arg;
     b->job.kind = PS_JOB_BARRIER;
@@ -1024,7 +1005,7 @@ static void ps__move_out_req(struct ps_server *ps,
         goto out;
     }
 
-    mv = ps__xcalloc(1, sizeof(*mv));
+    mv = rt_xcalloc(1, sizeof(*mv));
     mv->ps = ps;
     mv->refs = 1;
     mv->state = PS_MVOUT_SYNC;
@@ -1033,9 +1014,9 @@ static void ps__move_out_req(struct ps_server *ps,
     mv->table_id = r->table_id;
     mv->epoch = r->epoch;
     mv->new_epoch = req->new_epoch;
-    mv->low = ps__xstrdup(r->low);
-    mv->high = r->high ? ps__xstrdup(r->high) : NULL;
-    mv->target = ps__xstrdup(req->target_addr);
+    mv->low = rt_xstrdup(r->low);
+    mv->high = r->high ? rt_xstrdup(r->high) : NULL;
+    mv->target = rt_xstrdup(req->target_addr);
     rt_buf_init(&mv->marker);
     rt_buf_init(&mv->pend);
     {
@@ -1179,15 +1160,15 @@ static struct ps_move_in *ps__mvin_new(struct ps_server *ps,
                                        uint64_t move_id,
                                        const Rt__Range *r)
 {
-    struct ps_move_in *mi = ps__xcalloc(1, sizeof(*mi));
+    struct ps_move_in *mi = rt_xcalloc(1, sizeof(*mi));
     struct ps_span sp;
 
     mi->ps = ps;
     mi->move_id = move_id;
     mi->range_id = r->id;
     mi->table_id = r->table_id;
-    mi->low = ps__xstrdup(r->low);
-    mi->high = r->high_inf ? NULL : ps__xstrdup(r->high);
+    mi->low = rt_xstrdup(r->low);
+    mi->high = r->high_inf ? NULL : rt_xstrdup(r->high);
     rt_buf_init(&mi->lo);
     rt_buf_init(&mi->hi);
     sp.table_id = mi->table_id;
@@ -1324,7 +1305,7 @@ static void ps__migrate_begin(struct ps_server *ps,
     mi->state = PS_MVIN_CLEARING;
     mi->gen = ++ps->span_seq; /* any unique number */
 
-    w = ps__xcalloc(1, sizeof(*w));
+    w = rt_xcalloc(1, sizeof(*w));
     w->ps = ps;
     w->move_id = mi->move_id;
     w->gen = mi->gen;
@@ -1434,7 +1415,7 @@ static void ps__migrate_data(struct ps_server *ps,
         }
         bytes += kv->key.len + kv->value.len;
     }
-    d = ps__xcalloc(1, sizeof(*d) + md->n_kvs * sizeof(struct ps_kv));
+    d = rt_xcalloc(1, sizeof(*d) + md->n_kvs * sizeof(struct ps_kv));
     d->msg = md;
     d->w.ps = ps;
     d->w.move_id = mi->move_id;
@@ -1531,7 +1512,7 @@ static void ps__migrate_end(struct ps_server *ps,
         ps__reply_error(conn, id, method, RT_ECORRUPT, "record count mismatch");
         goto out;
     }
-    w = ps__xcalloc(1, sizeof(*w));
+    w = rt_xcalloc(1, sizeof(*w));
     w->ps = ps;
     w->move_id = mi->move_id;
     w->gen = mi->gen;
@@ -1794,7 +1775,7 @@ static int ps__restore_out(const uint8_t *key,
         }
         return 0;
     }
-    mv = ps__xcalloc(1, sizeof(*mv));
+    mv = rt_xcalloc(1, sizeof(*mv));
     mv->ps = ps;
     mv->refs = 1;
     mv->state = PS_MVOUT_DONE;
@@ -1803,9 +1784,9 @@ static int ps__restore_out(const uint8_t *key,
     mv->table_id = r->table_id;
     mv->epoch = r->epoch;
     mv->new_epoch = req->new_epoch;
-    mv->low = ps__xstrdup(r->low);
-    mv->high = r->high ? ps__xstrdup(r->high) : NULL;
-    mv->target = ps__xstrdup(req->target_addr);
+    mv->low = rt_xstrdup(r->low);
+    mv->high = r->high ? rt_xstrdup(r->high) : NULL;
+    mv->target = rt_xstrdup(req->target_addr);
     rt_buf_init(&mv->marker);
     rt_buf_append(&mv->marker, val, vn);
     mv->marker_put = 1;

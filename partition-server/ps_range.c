@@ -5,18 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
-
-static char *ps__xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    return d;
-}
 
 static void ps__range_free(struct ps_range *r)
 {
@@ -165,15 +156,11 @@ struct ps_range *ps_ranges_find(const struct ps_ranges *rs, uint64_t id)
 
 int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
 {
-    struct ps_range **nv = calloc(n ? n : 1, sizeof(*nv));
-    unsigned char *kept = calloc(rs->n ? rs->n : 1, 1);
+    struct ps_range **nv = rt_xcalloc(n, sizeof(*nv));
+    unsigned char *kept = rt_xcalloc(rs->n, 1);
     size_t nn = 0;
     int changed = 0;
 
-    if (!nv || !kept) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     for (size_t i = 0; i < n; i++) {
         const Rt__Range *d = v[i];
         size_t at = ps__ranges_index(rs, d->id);
@@ -203,19 +190,15 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
                 continue;
             }
             changed = 1;
-            r = calloc(1, sizeof(*r));
-            if (!r) {
-                rt_log(RT_LOG_FATAL, "out of memory");
-                abort();
-            }
+            r = rt_xcalloc(1, sizeof(*r));
             r->id = d->id;
             r->count_wanted = 1;
             ps_tbucket_init(&r->tb, rs->range_eps, 0);
         }
         r->table_id = d->table_id;
         r->epoch = d->epoch;
-        r->low = ps__xstrdup(d->low);
-        r->high = d->high_inf ? NULL : ps__xstrdup(d->high);
+        r->low = rt_xstrdup(d->low);
+        r->high = d->high_inf ? NULL : rt_xstrdup(d->high);
         nv[nn++] = r;
     }
     for (size_t j = 0; j < rs->n; j++) {
@@ -247,14 +230,10 @@ int ps_ranges_remove(struct ps_ranges *rs, uint64_t id)
 void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
 {
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
-    Rt__Range *items = calloc(rs->n ? rs->n : 1, sizeof(*items));
-    Rt__Range **ptrs = calloc(rs->n ? rs->n : 1, sizeof(*ptrs));
+    Rt__Range *items = rt_xcalloc(rs->n, sizeof(*items));
+    Rt__Range **ptrs = rt_xcalloc(rs->n, sizeof(*ptrs));
     size_t len;
 
-    if (!items || !ptrs) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     for (size_t i = 0; i < rs->n; i++) {
         const struct ps_range *r = rs->v[i];
         rt__range__init(&items[i]);
@@ -332,7 +311,7 @@ void ps_range_account(struct ps_ranges *rs,
      * load, not only the request count. */
     key = log(ps__uniform(rs)) / (double)(entities ? entities : 1);
     if (r->n_sample < PS_SAMPLE_MAX) {
-        r->sample[r->n_sample] = ps__xstrdup(pk);
+        r->sample[r->n_sample] = rt_xstrdup(pk);
         r->sample_key[r->n_sample++] = key;
         return;
     }
@@ -343,7 +322,7 @@ void ps_range_account(struct ps_ranges *rs,
     }
     if (key > r->sample_key[min]) {
         free(r->sample[min]);
-        r->sample[min] = ps__xstrdup(pk);
+        r->sample[min] = rt_xstrdup(pk);
         r->sample_key[min] = key;
     }
 }
@@ -438,13 +417,7 @@ void ps_range_count_write(struct ps_range *r,
             }
             if (r->n_pend == r->cap_pend) {
                 size_t ncap = r->cap_pend ? 2 * r->cap_pend : 64;
-                struct ps_count_delta *np =
-                    realloc(r->pend, ncap * sizeof(*np));
-                if (!np) {
-                    rt_log(RT_LOG_FATAL, "out of memory");
-                    abort();
-                }
-                r->pend = np;
+                r->pend = rt_xrealloc(r->pend, ncap * sizeof(*r->pend));
                 r->cap_pend = ncap;
             }
             r->pend[r->n_pend].txn_id = txn_id;

@@ -30,6 +30,7 @@
 #include "ps_internal.h"
 #include "ps_server.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
@@ -148,12 +149,8 @@ static void ps__write_done(struct ps_job *job)
                         w->atomic ? w->failed_index : -1, w->errmsg);
     } else {
         Rt__WriteResp resp = RT__WRITE_RESP__INIT;
-        Rt__OpResult *res = calloc(w->n_ops, sizeof(*res));
-        Rt__OpResult **resp_ptrs = calloc(w->n_ops, sizeof(*resp_ptrs));
-        if (!res || !resp_ptrs) {
-            rt_log(RT_LOG_FATAL, "out of memory");
-            abort();
-        }
+        Rt__OpResult *res = rt_xcalloc(w->n_ops, sizeof(*res));
+        Rt__OpResult **resp_ptrs = rt_xcalloc(w->n_ops, sizeof(*resp_ptrs));
         for (size_t i = 0; i < w->n_ops; i++) {
             const struct ps_op *op = &w->ops[i];
             rt__op_result__init(&res[i]);
@@ -351,28 +348,14 @@ struct ps_scan_req
     struct rt_buf reply; /* packed ScanResp when rc == 0 */
 };
 
-static char *ps__xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    return d;
-}
-
 static void ps__scan_pack(struct ps_scan_req *req)
 {
     struct ps_scan *sc = &req->sc;
     Rt__ScanResp resp = RT__SCAN_RESP__INIT;
-    Rt__EntityRec *recs = calloc(sc->n ? sc->n : 1, sizeof(*recs));
-    Rt__EntityRec **ptrs = calloc(sc->n ? sc->n : 1, sizeof(*ptrs));
+    Rt__EntityRec *recs = rt_xcalloc(sc->n, sizeof(*recs));
+    Rt__EntityRec **ptrs = rt_xcalloc(sc->n, sizeof(*ptrs));
     size_t len;
 
-    if (!recs || !ptrs) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     for (size_t i = 0; i < sc->n; i++) {
         rt__entity_rec__init(&recs[i]);
         recs[i].pk = sc->recs[i].pk;
@@ -499,8 +482,8 @@ static void ps__on_scan(struct ps_server *ps,
     req->range_id = r->id;
     req->msg = msg;
     req->filter = filter;
-    req->low = ps__xstrdup(r->low);
-    req->high = r->high ? ps__xstrdup(r->high) : NULL;
+    req->low = rt_xstrdup(r->low);
+    req->high = r->high ? rt_xstrdup(r->high) : NULL;
     rt_buf_init(&req->reply);
     req->sc.table_id = r->table_id;
     req->sc.low = req->low;

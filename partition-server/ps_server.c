@@ -17,6 +17,7 @@
 #include "ps_http.h"
 #include "ps_internal.h"
 #include "rt.pb-c.h"
+#include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -55,12 +56,8 @@ void ps__server_persist(struct ps_server *ps,
                         uint64_t id,
                         uint32_t method)
 {
-    struct ps_meta_req *req = calloc(1, sizeof(*req));
+    struct ps_meta_req *req = rt_xcalloc(1, sizeof(*req));
 
-    if (!req) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     req->conn = conn;
     req->id = id;
     req->method = method;
@@ -111,12 +108,8 @@ void ps__server_drop(struct ps_server *ps,
                      struct rt_rpc_conn *conn,
                      uint64_t id)
 {
-    struct ps_drop_req *req = calloc(1, sizeof(*req));
+    struct ps_drop_req *req = rt_xcalloc(1, sizeof(*req));
 
-    if (!req) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
     req->ps = ps;
     req->conn = conn;
     req->id = id;
@@ -187,12 +180,9 @@ void ps__server_count_wanted(struct ps_server *ps)
         if (!r->count_wanted) {
             continue;
         }
-        req = calloc(1, sizeof(*req));
-        if (!req || !(req->low = strdup(r->low)) ||
-            (r->high && !(req->high = strdup(r->high)))) {
-            rt_log(RT_LOG_FATAL, "out of memory");
-            abort();
-        }
+        req = rt_xcalloc(1, sizeof(*req));
+        req->low = rt_xstrdup(r->low);
+        req->high = r->high ? rt_xstrdup(r->high) : NULL;
         req->ps = ps;
         req->range_id = r->id;
         req->table_id = r->table_id;

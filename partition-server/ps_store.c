@@ -28,12 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
 #include "rt_key.h"
+#include "rt_lmdb.h"
 #include "rt_log.h"
 #include "rt_time.h"
 
@@ -65,35 +66,6 @@ struct ps_store
 
 /* Helpers */
 
-/* LMDB result -> RT_E* (the one place where LMDB codes are translated). */
-static int ps__mdb_err(int rc)
-{
-    switch (rc) {
-        case MDB_SUCCESS:
-            return 0;
-        case MDB_NOTFOUND:
-            return RT_ENOTFOUND;
-        case MDB_MAP_FULL:
-        case ENOSPC:
-            return RT_ENOSPACE;
-        case MDB_TXN_FULL:
-            return RT_ETOOLARGE;
-        case MDB_BAD_VALSIZE:
-            return RT_EOUTOFRANGE;
-        case MDB_READERS_FULL:
-            return RT_EBUSY;
-        case MDB_CORRUPTED:
-        case MDB_PAGE_NOTFOUND:
-        case MDB_INVALID:
-        case MDB_VERSION_MISMATCH:
-            return RT_ECORRUPT;
-        case ENOMEM:
-            return RT_ENOMEM;
-        default:
-            return RT_EIO;
-    }
-}
-
 static int ps__keycmp(const void *a, size_t an, const void *b, size_t bn)
 {
     size_t m = an < bn ? an : bn;
@@ -112,174 +84,11 @@ static MDB_val ps__val(const void *p, size_t n)
     return v;
 }
 
-static char *ps__strdup_buf(struct rt_buf *b)
-{
-    char *s = malloc(b->len + 1);
-    if (!s) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    if (b->len) {
-        memcpy(s, b->data, b->len);
-    }
-    s[b->len] = '\0';
-    return s;
-}
-
-static uint64_t ps__mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Validation (spec §9) */
-
-/* Decodes one UTF-8 sequence of NUL-terminated @p: returns its length and
- * *cp, or 0 for invalid UTF-8 (overlong, surrogate, truncated, > U+10FFFF).
- * A continuation byte is read only after the previous one was valid, so
- * the NUL terminator is never passed. */
-static size_t ps__utf8(const uint8_t *p, uint32_t *cp)
-{
-    uint8_t c = p[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        if ((p[1] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x1F) << 6) | (p[1] & 0x3F);
-        return 2;
-    }
-    if (c >= 0xE0 && c <= 0xEF) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) |
-              (p[2] & 0x3F);
-        if (*cp < 0x800 || (*cp >= 0xD800 && *cp <= 0xDFFF)) {
-            return 0;
-        }
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
-            (p[3] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) |
-              ((uint32_t)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-        if (*cp < 0x10000 || *cp > 0x10FFFF) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
-/* ps_key_check, also returning the UTF-16 length in *units. */
-static int ps__key_check(const char *s, size_t *units)
-{
-    const uint8_t *p = (const uint8_t *)s;
-    size_t u = 0;
-
-    while (*p) {
-        uint32_t cp;
-        size_t len = ps__utf8(p, &cp);
-        /* Azure Table keys (spec §9): no / \ # ?, no control characters
-         * U+0000-U+001F and U+007F-U+009F. */
-        if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == '/' ||
-            cp == '\\' || cp == '#' || cp == '?') {
-            return RT_EINVAL;
-        }
-        u += len == 4 ? 2 : 1;
-        p += len;
-    }
-    *units = u;
-    return u > RT_MAX_KEY_UTF16 ? RT_EOUTOFRANGE : 0;
-}
 
 int ps_key_check(const char *s)
 {
-    size_t units;
-    return ps__key_check(s, &units);
-}
-
-/* UTF-16 code units of UTF-8 text that is known to be well formed enough:
- * every byte that is not a continuation byte starts a unit, 4-byte
- * sequences count two. */
-static size_t ps__utf16_units(const uint8_t *p, size_t n)
-{
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80) {
-            u += p[i] >= 0xF0 ? 2 : 1;
-        }
-    }
-    return u;
-}
-
-/* Checks the properties blob of an entity as it would be stored, with
- * Azure's size formula (spec §9): 4 + 2·(len PK + len RK) + Σ(8 + 2·len
- * (name) + size(value)), lengths in UTF-16 units. Returns 0, RT_EINVAL
- * (malformed blob), RT_ETOOMANYPROPS, RT_EPROPTOOLARGE or
- * RT_EENTITYTOOLARGE. */
-static int ps__entity_check(const uint8_t *blob,
-                            size_t n,
-                            size_t pk_units,
-                            size_t rk_units)
-{
-    struct rt_props_iter it;
-    struct rt_prop p;
-    size_t size = 4 + 2 * (pk_units + rk_units);
-    unsigned count = 0;
-    int rv;
-
-    if (rt_props_iter_init(&it, blob, n) != 0) {
-        return RT_EINVAL;
-    }
-    while ((rv = rt_props_next(&it, &p)) == 1) {
-        size_t vs;
-        if (++count > RT_MAX_USER_PROPS) {
-            return RT_ETOOMANYPROPS;
-        }
-        switch (p.type) {
-            case RT_EDM_STRING: {
-                size_t u = ps__utf16_units(p.v.bytes.p, p.v.bytes.n);
-                if (u > RT_MAX_STRING_UTF16) {
-                    return RT_EPROPTOOLARGE;
-                }
-                vs = 2 * u + 4;
-                break;
-            }
-            case RT_EDM_BINARY:
-                if (p.v.bytes.n > RT_MAX_BINARY) {
-                    return RT_EPROPTOOLARGE;
-                }
-                vs = p.v.bytes.n + 4;
-                break;
-            case RT_EDM_BOOL:
-                vs = 1;
-                break;
-            case RT_EDM_INT32:
-                vs = 4;
-                break;
-            case RT_EDM_GUID:
-                vs = 16;
-                break;
-            default:
-                vs = 8;
-                break;
-        }
-        size +=
-            8 + 2 * ps__utf16_units((const uint8_t *)p.name, p.name_len) + vs;
-    }
-    if (rv != 0 || it.p != it.end) {
-        return RT_EINVAL;
-    }
-    return size > RT_MAX_ENTITY_BYTES ? RT_EENTITYTOOLARGE : 0;
+    return rt_entity_key_check(s, strlen(s), NULL);
 }
 
 /* Buckets */
@@ -459,12 +268,12 @@ static int ps__lookup(struct ps_store *s,
 
     if (kn < s->blen) {
         k = ps__val(key, kn);
-        return ps__mdb_err(mdb_get(txn, s->data, &k, v));
+        return rt_lmdb_err(mdb_get(txn, s->data, &k, v));
     }
     k = ps__val(key, s->blen);
     rc = mdb_get(txn, s->data, &k, v);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     if (ps__bucket_open(v, &b) != 0) {
         return RT_ECORRUPT;
@@ -509,7 +318,7 @@ static int ps__bucket_put(struct ps_store *s,
 
     rc = mdb_get(txn, s->data, &k, &v);
     if (rc != 0 && rc != MDB_NOTFOUND) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     if (rc == 0) {
         if (ps__bucket_open(&v, &b) != 0) {
@@ -540,11 +349,11 @@ static int ps__bucket_put(struct ps_store *s,
     }
     if (count == 0) {
         rc = mdb_del(txn, s->data, &k, NULL);
-        return rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
     }
     rt_put_u32le(out->data + 4, count);
     v = ps__val(out->data, out->len);
-    return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
+    return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
 }
 
 static int ps__kv_put(struct ps_store *s,
@@ -556,7 +365,7 @@ static int ps__kv_put(struct ps_store *s,
 {
     if (kn < s->blen) {
         MDB_val k = ps__val(key, kn), v = ps__val(val, vn);
-        return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
+        return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
     }
     return ps__bucket_put(s, txn, key, kn, val, vn);
 }
@@ -568,7 +377,7 @@ static int ps__kv_del(struct ps_store *s,
 {
     if (kn < s->blen) {
         MDB_val k = ps__val(key, kn);
-        return ps__mdb_err(mdb_del(txn, s->data, &k, NULL));
+        return rt_lmdb_err(mdb_del(txn, s->data, &k, NULL));
     }
     return ps__bucket_put(s, txn, key, kn, NULL, 0);
 }
@@ -596,7 +405,7 @@ static int ps__it_load(struct ps__it *it, MDB_cursor_op op)
     for (;;) {
         int rc = mdb_cursor_get(it->cur, &it->k, &it->v, op);
         if (rc != 0) {
-            return ps__mdb_err(rc);
+            return rt_lmdb_err(rc);
         }
         op = MDB_NEXT;
         if (it->k.mv_size != it->s->blen) {
@@ -672,7 +481,7 @@ static int ps__it_open(struct ps__it *it, struct ps_store *s, MDB_txn *txn)
     memset(it, 0, sizeof(*it));
     it->s = s;
     rt_buf_init(&it->kb);
-    return ps__mdb_err(mdb_cursor_open(txn, s->data, &it->cur));
+    return rt_lmdb_err(mdb_cursor_open(txn, s->data, &it->cur));
 }
 
 static void ps__it_close(struct ps__it *it)
@@ -698,7 +507,7 @@ static int ps__bucket_migrate(struct ps_store *s, MDB_txn *txn)
 
     rc = mdb_cursor_open(txn, s->data, &cur);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -708,13 +517,13 @@ static int ps__bucket_migrate(struct ps_store *s, MDB_txn *txn)
         }
     }
     mdb_cursor_close(cur);
-    rc = rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+    rc = rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
     for (size_t ko = 0, vo = 0; rc == 0 && ko < keys.len; moved++) {
         uint32_t kn = rt_get_u32le(keys.data + ko);
         uint32_t vn = rt_get_u32le(vals.data + vo);
         const uint8_t *kp = keys.data + ko + 4, *vp = vals.data + vo + 4;
         k = ps__val(kp, kn);
-        rc = ps__mdb_err(mdb_del(txn, s->data, &k, NULL));
+        rc = rt_lmdb_err(mdb_del(txn, s->data, &k, NULL));
         if (rc == 0) {
             rc = ps__bucket_put(s, txn, kp, kn, vp, vn);
         }
@@ -753,7 +562,7 @@ static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn, char *errmsg)
     }
     if (rc != MDB_NOTFOUND) {
         rt_errmsg_printf(errmsg, "meta: %s", mdb_strerror(rc));
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     s->blen = s->max_key - 1;
     if ((rc = ps__bucket_migrate(s, txn)) != 0) {
@@ -766,7 +575,7 @@ static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn, char *errmsg)
     if (rc != 0) {
         rt_errmsg_printf(errmsg, "meta: %s", mdb_strerror(rc));
     }
-    return ps__mdb_err(rc);
+    return rt_lmdb_err(rc);
 }
 
 int ps_store_open(const char *dir,
@@ -843,7 +652,7 @@ err_after_create:
 err_after_alloc:
     free(s);
     rt_errmsg_printf(errmsg, "lmdb open %s: %s", dir, mdb_strerror(rc));
-    return ps__mdb_err(rc);
+    return rt_lmdb_err(rc);
 }
 
 void ps_store_close(struct ps_store *s)
@@ -938,13 +747,13 @@ static int ps__op_run(struct ps_store *s,
         return 0;
     }
     /* Validation first: Azure answers 400 before looking at the data. */
-    if ((rc = ps__key_check(op->pk, &pk_units)) != 0 ||
-        (rc = ps__key_check(op->rk, &rk_units)) != 0) {
+    if ((rc = rt_entity_key_check(op->pk, strlen(op->pk), &pk_units)) != 0 ||
+        (rc = rt_entity_key_check(op->rk, strlen(op->rk), &rk_units)) != 0) {
         op->code = rc;
         return 0;
     }
     if (op->kind != PS_OP_DELETE &&
-        (rc = ps__entity_check(op->props, op->props_len, pk_units, rk_units)) !=
+        (rc = rt_entity_check(op->props, op->props_len, pk_units, rk_units)) !=
             0) {
         op->code = rc;
         return 0;
@@ -1026,8 +835,7 @@ static int ps__op_run(struct ps_store *s,
         rc = rt_props_merge(&s->mbuf, old_blob, old_blob_n, op->props,
                             op->props_len);
         if (rc == 0) {
-            rc =
-                ps__entity_check(s->mbuf.data, s->mbuf.len, pk_units, rk_units);
+            rc = rt_entity_check(s->mbuf.data, s->mbuf.len, pk_units, rk_units);
             if (rc == RT_EINVAL) {
                 rc = RT_ECORRUPT; /* the old blob, not the caller's */
             }
@@ -1197,7 +1005,7 @@ static int ps__group_txn(struct ps_store *s,
     }
     rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     id = (uint64_t)mdb_txn_id(txn);
     s->cur_txn = id;
@@ -1212,7 +1020,7 @@ static int ps__group_txn(struct ps_store *s,
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
         s->cap.len = mark;
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     for (size_t i = 0; i < n; i++) {
         w[i]->txn_id = id;
@@ -1268,7 +1076,7 @@ int ps_store_get(struct ps_store *s,
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0) {
         rt_buf_free(&key);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     rc = ps__lookup(s, txn, key.data, key.len, &v);
     if (rc == 0) {
@@ -1438,8 +1246,8 @@ static int ps__scan_add(struct ps_scan *sc,
         memcpy(r->value, v, vn);
     }
     r->value_len = vn;
-    r->pk = ps__strdup_buf(pk);
-    r->rk = ps__strdup_buf(rk);
+    r->pk = rt_xstrndup((const char *)pk->data, pk->len);
+    r->rk = rt_xstrndup((const char *)rk->data, rk->len);
     sc->n++;
     sc->bytes += vn;
     return 0;
@@ -1456,7 +1264,7 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
                          : PS_SCAN_MAX_LIMIT;
     size_t max_bytes = sc->max_bytes ? sc->max_bytes : PS_SCAN_MAX_BYTES;
     uint64_t deadline =
-        ps__mono_ms() + (sc->budget_ms ? sc->budget_ms : PS_SCAN_BUDGET_MS);
+        rt_time_mono_ms() + (sc->budget_ms ? sc->budget_ms : PS_SCAN_BUDGET_MS);
     int end_from_filter = 0, lo_set, hi_set, out_of_time = 0;
     int keys_in_filter, project = 0;
     size_t cap = 0;
@@ -1529,7 +1337,7 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
 
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0) {
-        rc = ps__mdb_err(rc);
+        rc = rt_lmdb_err(rc);
         txn = NULL;
         goto out;
     }
@@ -1553,13 +1361,13 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
                 goto out_err;
             }
             sc->more = 1;
-            sc->next_pk = ps__strdup_buf(&pk);
-            sc->next_rk = ps__strdup_buf(&rk);
+            sc->next_pk = rt_xstrndup((const char *)pk.data, pk.len);
+            sc->next_rk = rt_xstrndup((const char *)rk.data, rk.len);
             break;
         }
         sc->scanned++;
         if (sc->scanned % PS_SCAN_CLOCK_EVERY == 0 &&
-            ps__mono_ms() >= deadline) {
+            rt_time_mono_ms() >= deadline) {
             out_of_time = 1; /* stop before the next key */
         }
         if (sc->filter) {
@@ -1654,7 +1462,7 @@ int ps_store_range_stats(struct ps_store *s,
     if (rc != 0) {
         rt_buf_free(&start);
         rt_buf_free(&end);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     *txn_id = (uint64_t)mdb_txn_id(txn);
     rc = ps__it_open(&it, s, txn);
@@ -1695,7 +1503,7 @@ int ps_store_meta_load(struct ps_store *s,
     *server_id = 0;
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     k = ps__val(PS_META_SERVER_ID, strlen(PS_META_SERVER_ID));
     rc = mdb_get(txn, s->meta, &k, &v);
@@ -1714,7 +1522,7 @@ int ps_store_meta_load(struct ps_store *s,
     }
 out:
     mdb_txn_abort(txn);
-    return ps__mdb_err(rc);
+    return rt_lmdb_err(rc);
 }
 
 int ps_store_meta_save(struct ps_store *s,
@@ -1739,7 +1547,7 @@ int ps_store_meta_write(struct ps_store *s,
 
     rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     rt_put_u64le(id, server_id);
     k = ps__val(PS_META_SERVER_ID, strlen(PS_META_SERVER_ID));
@@ -1764,9 +1572,9 @@ int ps_store_meta_write(struct ps_store *s,
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
-    return ps__mdb_err(mdb_txn_commit(txn));
+    return rt_lmdb_err(mdb_txn_commit(txn));
 }
 
 /* Drop table */
@@ -1794,7 +1602,7 @@ int ps_store_drop_chunk(struct ps_store *s,
     rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0) {
         rt_buf_free(&end);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     rc = mdb_cursor_open(txn, s->data, &cur);
     if (rc != 0) {
@@ -1854,7 +1662,7 @@ int ps_store_drop_chunk(struct ps_store *s,
     rc = mdb_txn_commit(txn);
     rt_buf_free(&end);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     *deleted += entities;
     return more;
@@ -1862,7 +1670,7 @@ int ps_store_drop_chunk(struct ps_store *s,
 err:
     mdb_txn_abort(txn);
     rt_buf_free(&end);
-    return ps__mdb_err(rc);
+    return rt_lmdb_err(rc);
 }
 
 /* Drop markers found by ps_store_pending_drops. */
@@ -1930,12 +1738,12 @@ int ps_store_meta_scan(struct ps_store *s,
 
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0) {
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     rc = mdb_cursor_open(txn, s->meta, &cur);
     if (rc != 0) {
         mdb_txn_abort(txn);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     k = ps__val(prefix, plen);
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
@@ -1953,7 +1761,7 @@ int ps_store_meta_scan(struct ps_store *s,
     if (stop != 0) {
         return stop;
     }
-    return rc == 0 || rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
 }
 
 /* Spans */
@@ -2011,7 +1819,7 @@ int ps_store_snap_open(struct ps_store *s,
         rt_buf_free(&sn->start);
         rt_buf_free(&sn->end);
         free(sn);
-        return ps__mdb_err(rc);
+        return rt_lmdb_err(rc);
     }
     rc = ps__it_open(&sn->it, s, sn->txn);
     if (rc != 0) {
@@ -2144,11 +1952,11 @@ static int ps__bucket_cut(struct ps_store *s,
     }
     if (kept == 0) {
         rc = mdb_del(txn, s->data, &k, NULL);
-        return rc == MDB_NOTFOUND ? 0 : ps__mdb_err(rc);
+        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
     }
     rt_put_u32le(out->data + 4, kept);
     v = ps__val(out->data, out->len);
-    return ps__mdb_err(mdb_put(txn, s->data, &k, &v, 0));
+    return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
 }
 
 int ps_store_span_drop_chunk(struct ps_store *s,
@@ -2171,7 +1979,7 @@ int ps_store_span_drop_chunk(struct ps_store *s,
     ps_store_span_marker(seq, sp, &mk, &mv);
     rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0) {
-        rc = ps__mdb_err(rc);
+        rc = rt_lmdb_err(rc);
         goto out;
     }
     rc = ps__it_open(&it, s, txn);
@@ -2197,7 +2005,7 @@ int ps_store_span_drop_chunk(struct ps_store *s,
         if (it.in_bucket) {
             rc = ps__bucket_cut(s, txn, it.k, it.v, &lo, &hi, &entities);
         } else {
-            rc = ps__mdb_err(mdb_cursor_del(it.cur, 0));
+            rc = rt_lmdb_err(mdb_cursor_del(it.cur, 0));
             entities++;
         }
         if (rc != 0) {
@@ -2219,14 +2027,14 @@ int ps_store_span_drop_chunk(struct ps_store *s,
         }
     }
     if (rc != 0) {
-        rc = ps__mdb_err(rc);
+        rc = rt_lmdb_err(rc);
         goto err;
     }
     ps__it_close(&it);
     it_open = 0;
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
-        rc = ps__mdb_err(rc);
+        rc = rt_lmdb_err(rc);
         goto out;
     }
     *deleted += entities;
@@ -2269,19 +2077,9 @@ static int ps__spans_one(const uint8_t *key,
         rt_log(RT_LOG_WARN, "store: ignoring a malformed span marker");
         return 0;
     }
-    low = malloc(ln + 1);
+    low = rt_xstrndup((const char *)val + 13, ln);
     if (val[8]) {
-        high = malloc(hn + 1);
-    }
-    if (!low || (val[8] && !high)) {
-        rt_log(RT_LOG_FATAL, "out of memory");
-        abort();
-    }
-    memcpy(low, val + 13, ln);
-    low[ln] = '\0';
-    if (high) {
-        memcpy(high, val + 17 + ln, hn);
-        high[hn] = '\0';
+        high = rt_xstrndup((const char *)val + 17 + ln, hn);
     }
     sp.table_id = rt_get_u64le(val);
     sp.low = low;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
 
@@ -168,11 +169,7 @@ static void ps__writer_group(struct ps_writer *w,
         }
     }
     if (nw > cap) {
-        writes = malloc(nw * sizeof(*writes));
-        if (!writes) {
-            rt_log(RT_LOG_FATAL, "out of memory");
-            abort();
-        }
+        writes = rt_xmalloc(nw * sizeof(*writes));
     }
     nw = 0;
     for (j = jobs; j; j = j->next) {
