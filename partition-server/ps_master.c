@@ -20,11 +20,13 @@
  *    a frozen range missing from it was committed to its target (dropped
  *    here), and one still listed in a registration reply was not (it is
  *    unfrozen). */
+#include "ps_master.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_internal.h"
-#include "ps_server.h"
+#include "ps_jobs.h"
+#include "ps_move.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -56,7 +58,7 @@ static void ps__apply(struct ps_server *ps,
             ps->ranges.v[i]->load_since_ms = uv_now(ps->loop);
         }
     }
-    ps__server_count_wanted(ps);
+    ps_jobs_count_wanted(ps);
     if (changed) {
         rt_log(RT_LOG_INFO, "serving %zu ranges (map v%llu)", ps->ranges.n,
                (unsigned long long)map_version);
@@ -69,7 +71,7 @@ static void ps__apply(struct ps_server *ps,
         }
     }
     if (changed && persist) {
-        ps__server_persist(ps, NULL, 0, 0);
+        ps_jobs_persist(ps, NULL, 0, 0);
     }
 }
 
@@ -109,7 +111,7 @@ static void ps__register_cb(int status,
         ps->server_id = resp->server_id;
     }
     ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 1, 0);
-    ps__server_persist(ps, NULL, 0, 0);
+    ps_jobs_persist(ps, NULL, 0, 0);
     ps->registered = 1;
     rt_log(RT_LOG_INFO,
            "registered with master %s as server %llu (%s), "
@@ -288,7 +290,7 @@ void ps_master_on_assign(struct ps_server *ps,
     ps__apply(ps, a->ranges, a->n_ranges, a->map_version, 0, 0);
     rt__assignment__free_unpacked(a, NULL);
     /* Answer once the (possibly unchanged) set is durable. */
-    ps__server_persist(ps, conn, id, method);
+    ps_jobs_persist(ps, conn, id, method);
 }
 
 void ps_master_on_drop(struct ps_server *ps,
@@ -308,13 +310,13 @@ void ps_master_on_drop(struct ps_server *ps,
         return;
     }
     rt_log(RT_LOG_INFO, "dropping table %llu", (unsigned long long)d->table_id);
-    ps__server_drop(ps, d->table_id, conn, id);
+    ps_jobs_drop(ps, d->table_id, conn, id);
     rt__drop_table_req__free_unpacked(d, NULL);
 }
 
 /* Start / stop */
 
-int ps_master_start(struct ps_server *ps)
+int ps_master_start(struct ps_server *ps, rt_rpc_request_cb on_request)
 {
     int rc;
 
@@ -323,7 +325,7 @@ int ps_master_start(struct ps_server *ps)
         return rc;
     }
     ps->hb_timer_init = 1;
-    rc = rt_rpc_client_start(ps->loop, ps->cfg.master, ps_rpc_on_request,
+    rc = rt_rpc_client_start(ps->loop, ps->cfg.master, on_request,
                              ps__master_conn_cb, ps, &ps->master);
     if (rc != 0) {
         ps->master = NULL;

@@ -37,11 +37,11 @@
  * what was received (span drop) and forgets it.
  *
  * Thread: loop thread only, except the snapshot work functions. */
+#include "ps_move.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_internal.h"
-#include "ps_server.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"

@@ -24,11 +24,13 @@
  * Scan failure modes: malformed body or filter: RT_EINVAL; not our range,
  * or a resume key at or past its high end: RT_ESTALE; store failure:
  * RT_EIO / RT_ECORRUPT; shutting down before the work ran: RT_EBUSY. */
+#include "ps_rpc.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_internal.h"
-#include "ps_server.h"
+#include "ps_master.h"
+#include "ps_move.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"

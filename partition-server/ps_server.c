@@ -1,5 +1,6 @@
-/* Server wiring: start-up order, shutdown order, meta and drop jobs,
- * metrics.
+/* Server wiring: start-up order, shutdown order, metrics. The modules
+ * below it (ps_rpc, ps_master, ps_move, ps_jobs) never call back up here:
+ * the server hands the master link its request dispatcher.
  *
  * Start: store -> meta (server id, ranges) -> writer -> resume unfinished
  * drops, span drops and frozen ranges (ps_move_start) -> metrics HTTP ->
@@ -15,201 +16,14 @@
 #include <string.h>
 
 #include "ps_http.h"
-#include "ps_internal.h"
-#include "rt.pb-c.h"
+#include "ps_jobs.h"
+#include "ps_master.h"
+#include "ps_move.h"
+#include "ps_rpc.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
-
-/* META and DROP jobs */
-
-struct ps_meta_req
-{
-    struct ps_job job;
-    struct rt_rpc_conn *conn; /* NULL: nobody to answer */
-    uint64_t id;
-    uint32_t method;
-    struct rt_buf blob;
-};
-
-static void ps__meta_done(struct ps_job *job)
-{
-    struct ps_meta_req *req = container_of(job, struct ps_meta_req, job);
-
-    if (req->conn) {
-        if (job->status == 0) {
-            Rt__Empty e = RT__EMPTY__INIT;
-            rt_rpc_reply_pb(req->conn, req->id, req->method, 0, &e.base);
-        } else {
-            rt_rpc_reply_err(req->conn, req->id, req->method, job->status,
-                             "persisting ranges failed");
-        }
-        rt_rpc_conn_unref(req->conn);
-    }
-    rt_buf_free(&req->blob);
-    free(req);
-}
-
-void ps__server_persist(struct ps_server *ps,
-                        struct rt_rpc_conn *conn,
-                        uint64_t id,
-                        uint32_t method)
-{
-    struct ps_meta_req *req = rt_xcalloc(1, sizeof(*req));
-
-    req->conn = conn;
-    req->id = id;
-    req->method = method;
-    rt_buf_init(&req->blob);
-    ps_ranges_pack(&ps->ranges, &req->blob);
-    req->job.kind = PS_JOB_META;
-    req->job.cb = ps__meta_done;
-    req->job.u.meta.server_id = ps->server_id;
-    req->job.u.meta.ranges = req->blob.data;
-    req->job.u.meta.ranges_len = req->blob.len;
-    if (conn) {
-        rt_rpc_conn_ref(conn);
-    }
-    ps_writer_submit(ps->writer, &req->job);
-}
-
-struct ps_drop_req
-{
-    struct ps_job job;
-    struct ps_server *ps;
-    struct rt_rpc_conn *conn;
-    uint64_t id;
-};
-
-static void ps__drop_done(struct ps_job *job)
-{
-    struct ps_drop_req *req = container_of(job, struct ps_drop_req, job);
-
-    if (job->status == 0 && !req->ps->stopping) {
-        ps__server_recount_table(req->ps, job->u.drop.table_id);
-    }
-    if (req->conn) {
-        if (job->status == 0) {
-            Rt__Empty e = RT__EMPTY__INIT;
-            rt_rpc_reply_pb(req->conn, req->id, RT__METHOD__DROP_TABLE, 0,
-                            &e.base);
-        } else {
-            rt_rpc_reply_err(req->conn, req->id, RT__METHOD__DROP_TABLE,
-                             job->status, "drop table failed");
-        }
-        rt_rpc_conn_unref(req->conn);
-    }
-    free(req);
-}
-
-void ps__server_drop(struct ps_server *ps,
-                     uint64_t table_id,
-                     struct rt_rpc_conn *conn,
-                     uint64_t id)
-{
-    struct ps_drop_req *req = rt_xcalloc(1, sizeof(*req));
-
-    req->ps = ps;
-    req->conn = conn;
-    req->id = id;
-    req->job.kind = PS_JOB_DROP_TABLE;
-    req->job.cb = ps__drop_done;
-    req->job.u.drop.table_id = table_id;
-    if (conn) {
-        rt_rpc_conn_ref(conn);
-    }
-    ps_writer_submit(ps->writer, &req->job);
-}
-
-/* Count scans (load accounting: entity totals per range) */
-
-struct ps_count_req
-{
-    uv_work_t work;
-    struct ps_server *ps;
-    uint64_t range_id;
-    uint64_t table_id;
-    uint64_t gen;
-    char *low;
-    char *high; /* NULL = unbounded */
-    int rc;
-    uint64_t count, bytes, txn;
-};
-
-static void ps__count_work(uv_work_t *work)
-{
-    struct ps_count_req *req = container_of(work, struct ps_count_req, work);
-    req->rc =
-        ps_store_range_stats(req->ps->store, req->table_id, req->low, req->high,
-                             &req->count, &req->bytes, &req->txn);
-}
-
-static void ps__count_after(uv_work_t *work, int status)
-{
-    struct ps_count_req *req = container_of(work, struct ps_count_req, work);
-    struct ps_server *ps = req->ps;
-    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
-
-    ps->work_inflight--;
-    if (r && r->count_gen == req->gen) {
-        if (status == 0 && req->rc == 0) {
-            ps_range_count_done(r, req->gen, req->count, req->bytes, req->txn);
-            rt_log(RT_LOG_DEBUG, "range %llu: %llu entities, %llu bytes",
-                   (unsigned long long)r->id, (unsigned long long)r->key_count,
-                   (unsigned long long)r->key_bytes);
-        } else {
-            rt_log(RT_LOG_WARN, "counting range %llu failed: %s",
-                   (unsigned long long)r->id,
-                   rt_strerror(status ? RT_ECANCELED : req->rc));
-            r->count_state = PS_COUNT_NONE;
-        }
-    }
-    free(req->low);
-    free(req->high);
-    free(req);
-}
-
-void ps__server_count_wanted(struct ps_server *ps)
-{
-    for (size_t i = 0; i < ps->ranges.n && !ps->stopping; i++) {
-        struct ps_range *r = ps->ranges.v[i];
-        struct ps_count_req *req;
-        int rc;
-
-        if (!r->count_wanted) {
-            continue;
-        }
-        req = rt_xcalloc(1, sizeof(*req));
-        req->low = rt_xstrdup(r->low);
-        req->high = r->high ? rt_xstrdup(r->high) : NULL;
-        req->ps = ps;
-        req->range_id = r->id;
-        req->table_id = r->table_id;
-        req->gen = ps_range_count_start(r);
-        rc = uv_queue_work(ps->loop, &req->work, ps__count_work,
-                           ps__count_after);
-        if (rc != 0) {
-            rt_log(RT_LOG_ERROR, "uv_queue_work: %s", uv_strerror(rc));
-            r->count_state = PS_COUNT_NONE;
-            free(req->low);
-            free(req->high);
-            free(req);
-            continue;
-        }
-        ps->work_inflight++;
-    }
-}
-
-void ps__server_recount_table(struct ps_server *ps, uint64_t table_id)
-{
-    for (size_t i = 0; i < ps->ranges.n; i++) {
-        if (ps->ranges.v[i]->table_id == table_id) {
-            ps->ranges.v[i]->count_wanted = 1;
-        }
-    }
-    ps__server_count_wanted(ps);
-}
 
 /* Metrics: a Prometheus text page rebuilt every second on the loop and
  * published under metrics_mu for the HTTP thread (ps_http.h). */
@@ -433,7 +247,7 @@ static int ps__resume_drops(struct ps_server *ps)
     for (size_t i = 0; i < n; i++) {
         rt_log(RT_LOG_INFO, "resuming drop of table %llu",
                (unsigned long long)ids[i]);
-        ps__server_drop(ps, ids[i], NULL, 0);
+        ps_jobs_drop(ps, ids[i], NULL, 0);
     }
     free(ids);
     return 0;
@@ -523,14 +337,14 @@ int ps_server_start(struct ps_server *ps,
     for (size_t i = 0; i < ps->ranges.n; i++) {
         ps_range_load_reset(ps->ranges.v[i], uv_now(loop));
     }
-    ps__server_count_wanted(ps);
+    ps_jobs_count_wanted(ps);
     if ((rc = ps__metrics_start(ps)) != 0) {
         return rc;
     }
     if ((rc = ps__listen(ps)) != 0) {
         return rc;
     }
-    rc = ps_master_start(ps);
+    rc = ps_master_start(ps, ps_rpc_on_request);
     if (rc != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "master link to %s: %s",
                  cfg->master, rt_strerror(rc));

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "ps_move.h"
 #include "ps_server.h"
 #include "rt.pb-c.h"
 #include "rt_entity.h"

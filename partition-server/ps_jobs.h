@@ -1,0 +1,37 @@
+/* Jobs: asynchronous operations on the server's state shared by the
+ * server, the RPC handlers and the master link: persist the owned ranges,
+ * drop a table, count the entities of ranges.
+ *
+ * Thread: loop thread only. The META and DROP jobs run on the writer
+ * thread (ps_writer.h), count scans on the libuv threadpool, counted in
+ * ps->work_inflight (ps_server_close waits for them). */
+#ifndef PS_JOBS_H
+#define PS_JOBS_H
+
+#include <stdint.h>
+
+#include "ps_state.h"
+#include "rt_rpc.h"
+
+/* Queues a META job persisting server id + owned ranges (a snapshot taken
+ * now). When @conn is set, answers request @id with @method (Empty, or the
+ * error) once the commit is durable; @conn is ref'd until then. */
+void ps_jobs_persist(struct ps_server *ps,
+                     struct rt_rpc_conn *conn,
+                     uint64_t id,
+                     uint32_t method);
+/* Queues a drop of every key of @table_id; answers @conn/@id (if @conn)
+ * with DROP_TABLE when the table is empty, then recounts the table's
+ * ranges. @conn is ref'd until then. */
+void ps_jobs_drop(struct ps_server *ps,
+                  uint64_t table_id,
+                  struct rt_rpc_conn *conn,
+                  uint64_t id);
+/* Starts a count scan (uv_queue_work) for every range with count_wanted
+ * (new, or bounds changed); the result lands in its totals. Does nothing
+ * while the server is stopping. */
+void ps_jobs_count_wanted(struct ps_server *ps);
+/* Marks every range of @table_id for a recount and starts the scans. */
+void ps_jobs_recount_table(struct ps_server *ps, uint64_t table_id);
+
+#endif

@@ -1,0 +1,96 @@
+/* State: the one struct ps_server of a partition server process and its
+ * configuration, shared by the modules that run on the loop thread
+ * (ps_server, ps_rpc, ps_master, ps_move, ps_jobs). Only types live here,
+ * no functions, so each of those modules can include it without
+ * depending on another: ps_server.c owns the struct (start, stop, close);
+ * the others read and update the parts their comments name.
+ *
+ * Thread: the loop thread, except metrics_text (metrics_mu). */
+#ifndef PS_STATE_H
+#define PS_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "ps_range.h"
+#include "ps_store.h"
+#include "ps_writer.h"
+#include "rt_rpc.h"
+
+struct ps_move_out;
+struct ps_move_in;
+struct ps_http;
+
+/* Strings are borrowed for the server's life. */
+struct ps_config
+{
+    const char *listen;      /* "host:port" (port 0 = ephemeral) */
+    const char *advertise;   /* "" = the actual listen address */
+    const char *master;      /* "host:port" of rt-master */
+    const char *data;        /* LMDB directory */
+    const char *port_file;   /* "" = none */
+    size_t max_pending;      /* queued write ops before RT_EBUSY */
+    size_t map_size;         /* LMDB map size in bytes */
+    uint64_t max_server_eps; /* entities/s for the whole server; 0 = none */
+    uint64_t max_range_eps;  /* entities/s per range; 0 = none */
+    const char *http;        /* metrics "host:port"; NULL or "" = off */
+    size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
+};
+
+struct ps_server
+{
+    uv_loop_t *loop;
+    struct ps_config cfg;
+    struct ps_store *store;
+    struct ps_writer *writer;
+    struct ps_ranges ranges;
+    struct rt_rpc_server *rpc;
+    int port;           /* actual RPC port */
+    char addr[320];     /* advertised "host:port" */
+    uint64_t server_id; /* 0 until the master gives one */
+
+    /* Master link (ps_master.c). */
+    struct rt_rpc_client *master;
+    uv_timer_t hb_timer;
+    int hb_timer_init;
+    int registered;
+    int register_inflight;
+    int hb_inflight;
+
+    /* uv_queue_work requests out (scans, count scans, move snapshots);
+     * the store must not close before they are back (ps_server_close
+     * waits). */
+    size_t work_inflight;
+
+    /* Throttling: --max-server-eps (per-range buckets are in the ranges). */
+    struct ps_tbucket tb;
+    uint64_t throttled_total;
+
+    /* Range moves (ps_move.c). */
+    struct ps_move_out *moves_out; /* opaque: ps_move.c */
+    struct ps_move_in *moves_in;
+    uint64_t span_seq; /* next span drop marker id */
+    size_t span_drops; /* span drops queued or running */
+    struct ps_move_counters
+    {
+        uint64_t out_done, out_failed, out_dropped;
+        uint64_t in_done, in_aborted;
+        uint64_t last_frozen_ms, last_snapshot_ms, last_entities;
+    } mvc;
+
+    /* Metrics (ps_http.c): a text snapshot rebuilt every second on the
+     * loop, read by the HTTP thread under metrics_mu only. */
+    struct ps_http *http;
+    int http_port;
+    uv_timer_t metrics_timer;
+    int metrics_timer_init;
+    uv_mutex_t metrics_mu;
+    int metrics_mu_init;
+    char *metrics_text; /* protected by metrics_mu */
+
+    int stopping;
+    char errmsg[256];
+};
+
+#endif
