@@ -1,0 +1,133 @@
+/* Store internals shared by the files of the store (ps_store.c: env,
+ * open/close, long-key buckets, point access, iteration, change capture;
+ * ps_store_write.c: group commits; ps_store_scan.c: gets, scans,
+ * snapshots; ps_store_meta.c: meta records, table and span drops). Not
+ * for other modules: they use ps_store.h.
+ *
+ * Thread: as the public function calling them (ps_store.h). */
+#ifndef PS_STORE_INT_H
+#define PS_STORE_INT_H
+
+#include <lmdb.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_store.h"
+#include "rt_buf.h"
+
+#define PS_META_SERVER_ID "server_id"
+#define PS_META_RANGES "ranges"
+#define PS_META_DROP "drop"             /* ‖ u64be table_id */
+#define PS_META_BUCKET_LEN "bucket_len" /* u32le T */
+
+#define PS_BUCKET_VERSION 0xB1
+#define PS_BUCKET_HDR 8
+
+struct ps_store
+{
+    MDB_env *env;
+    MDB_dbi data;
+    MDB_dbi meta;
+    size_t max_key;
+    size_t blen; /* T */
+    /* Writer thread only. */
+    uint64_t last_ticks;
+    struct rt_buf kbuf;
+    struct rt_buf vbuf;
+    struct rt_buf mbuf;
+    struct rt_buf bbuf;
+    int capture;      /* record committed changes (ps_store_capture) */
+    uint64_t cur_txn; /* id of the write transaction being built */
+    struct rt_buf cap;
+};
+
+/* Byte order of keys (memcmp, shorter first on a tie). */
+int ps__keycmp(const void *a, size_t an, const void *b, size_t bn);
+/* An MDB_val borrowing @p. */
+MDB_val ps__val(const void *p, size_t n);
+
+/* Buckets (the layout is in ps_store.c's header comment). */
+struct ps__bucket
+{
+    const uint8_t *p;
+    const uint8_t *end;
+    uint32_t left;
+};
+
+struct ps__bent
+{
+    const uint8_t *suf;
+    size_t sn;
+    const uint8_t *val;
+    size_t vn;
+};
+
+/* Starts reading the bucket value @v (borrowed). Returns 0 or
+ * RT_ECORRUPT. */
+int ps__bucket_open(const MDB_val *v, struct ps__bucket *b);
+/* Returns 1 (got @e), 0 (end) or RT_ECORRUPT. */
+int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e);
+/* Appends one entry to a bucket being built in @out. */
+void ps__bucket_add(struct rt_buf *out,
+                    const uint8_t *suf,
+                    size_t sn,
+                    const uint8_t *val,
+                    size_t vn);
+
+/* Records a change in the capture buffer when capture is on (writer
+ * thread). */
+void ps__cap(struct ps_store *s,
+             const uint8_t *key,
+             size_t kn,
+             const uint8_t *val,
+             size_t vn,
+             int deleted);
+
+/* Point access to the data DB, hiding the buckets. */
+
+/* Finds the stored value of full storage key @key in @txn. On 0, *v points
+ * into LMDB memory (valid until the next update in @txn or its end).
+ * Returns 0, RT_ENOTFOUND, RT_ECORRUPT or an LMDB failure. */
+int ps__lookup(struct ps_store *s,
+               MDB_txn *txn,
+               const uint8_t *key,
+               size_t kn,
+               MDB_val *v);
+/* Stores @val under @key in write transaction @txn. Returns 0 or an
+ * error (RT_ENOSPACE, RT_ECORRUPT, ...). */
+int ps__kv_put(struct ps_store *s,
+               MDB_txn *txn,
+               const uint8_t *key,
+               size_t kn,
+               const uint8_t *val,
+               size_t vn);
+/* Deletes @key in write transaction @txn (absent is not an error).
+ * Returns 0 or an error. */
+int ps__kv_del(struct ps_store *s, MDB_txn *txn, const uint8_t *key, size_t kn);
+
+/* Ordered iteration over logical entries (bucket entries flattened). */
+struct ps__it
+{
+    struct ps_store *s;
+    MDB_cursor *cur;
+    MDB_val k, v; /* current LMDB record */
+    int in_bucket;
+    struct ps__bucket b;
+    struct rt_buf kb;   /* full key of the current bucket entry */
+    const uint8_t *key; /* current entry: full storage key */
+    size_t kn;
+    const uint8_t *val; /* its stored value (LMDB memory) */
+    size_t vn;
+};
+
+/* Opens a cursor on the data DB in @txn. Returns 0 or an error. */
+int ps__it_open(struct ps__it *it, struct ps_store *s, MDB_txn *txn);
+/* Positions on the first entry whose full key is >= @key. Returns 0,
+ * RT_ENOTFOUND (end) or an error. */
+int ps__it_seek(struct ps__it *it, const uint8_t *key, size_t kn);
+/* Moves to the next entry. Returns 0, RT_ENOTFOUND (end) or an error. */
+int ps__it_next(struct ps__it *it);
+/* Closes the cursor; the transaction stays open. */
+void ps__it_close(struct ps__it *it);
+
+#endif

@@ -1,0 +1,503 @@
+/* Store metadata: the meta records (server id, owned ranges, drop and
+ * span drop markers, extra records of range moves), chunked table drops
+ * and the key spans a range move leaves behind (chunked drop, resume
+ * after a restart). Writes run on the writer thread. */
+#include "ps_store.h"
+#include "ps_store_int.h"
+
+#include <lmdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_alloc.h"
+#include "rt_err.h"
+#include "rt_key.h"
+#include "rt_lmdb.h"
+#include "rt_log.h"
+
+/* Meta */
+
+int ps_store_meta_load(struct ps_store *s,
+                       uint64_t *server_id,
+                       struct rt_buf *ranges)
+{
+    MDB_txn *txn;
+    MDB_val k, v;
+    int rc;
+
+    *server_id = 0;
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    k = ps__val(PS_META_SERVER_ID, strlen(PS_META_SERVER_ID));
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == 0 && v.mv_size == 8) {
+        *server_id = rt_get_u64le(v.mv_data);
+    } else if (rc != 0 && rc != MDB_NOTFOUND) {
+        goto out;
+    }
+    k = ps__val(PS_META_RANGES, strlen(PS_META_RANGES));
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == 0) {
+        rt_buf_append(ranges, v.mv_data, v.mv_size);
+    }
+    if (rc == MDB_NOTFOUND) {
+        rc = 0;
+    }
+out:
+    mdb_txn_abort(txn);
+    return rt_lmdb_err(rc);
+}
+
+int ps_store_meta_save(struct ps_store *s,
+                       uint64_t server_id,
+                       const void *ranges,
+                       size_t ranges_len)
+{
+    return ps_store_meta_write(s, server_id, ranges, ranges_len, NULL, 0);
+}
+
+int ps_store_meta_write(struct ps_store *s,
+                        uint64_t server_id,
+                        const void *ranges,
+                        size_t ranges_len,
+                        const struct ps_meta_op *ops,
+                        size_t n_ops)
+{
+    MDB_txn *txn;
+    MDB_val k, v;
+    uint8_t id[8];
+    int rc;
+
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    rt_put_u64le(id, server_id);
+    k = ps__val(PS_META_SERVER_ID, strlen(PS_META_SERVER_ID));
+    v = ps__val(id, sizeof(id));
+    rc = mdb_put(txn, s->meta, &k, &v, 0);
+    if (rc == 0) {
+        k = ps__val(PS_META_RANGES, strlen(PS_META_RANGES));
+        v = ps__val(ranges, ranges_len);
+        rc = mdb_put(txn, s->meta, &k, &v, 0);
+    }
+    for (size_t i = 0; rc == 0 && i < n_ops; i++) {
+        k = ps__val(ops[i].key, ops[i].kn);
+        if (ops[i].del) {
+            rc = mdb_del(txn, s->meta, &k, NULL);
+            if (rc == MDB_NOTFOUND) {
+                rc = 0;
+            }
+        } else {
+            v = ps__val(ops[i].val, ops[i].vn);
+            rc = mdb_put(txn, s->meta, &k, &v, 0);
+        }
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rt_lmdb_err(rc);
+    }
+    return rt_lmdb_err(mdb_txn_commit(txn));
+}
+
+/* Drop table */
+
+int ps_store_drop_chunk(struct ps_store *s,
+                        uint64_t table_id,
+                        size_t max_keys,
+                        uint64_t *deleted)
+{
+    uint8_t lo[8], marker[sizeof(PS_META_DROP) - 1 + 8];
+    struct rt_buf end = RT_BUF_INIT;
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    size_t n = 0;
+    uint64_t entities = 0;
+    int more = 0;
+    int rc;
+
+    rt_put_u64be(lo, table_id);
+    rt_key_table_end(&end, table_id);
+    memcpy(marker, PS_META_DROP, sizeof(PS_META_DROP) - 1);
+    rt_put_u64be(marker + sizeof(PS_META_DROP) - 1, table_id);
+
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        rt_buf_free(&end);
+        return rt_lmdb_err(rc);
+    }
+    rc = mdb_cursor_open(txn, s->data, &cur);
+    if (rc != 0) {
+        goto err;
+    }
+    for (;;) {
+        /* Re-seek after each delete: simple, and a B-tree descent costs
+         * about a microsecond. */
+        k = ps__val(lo, sizeof(lo));
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc == MDB_NOTFOUND ||
+            (rc == 0 &&
+             ps__keycmp(k.mv_data, k.mv_size, end.data, end.len) >= 0)) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) {
+            break;
+        }
+        if (n >= max_keys) {
+            more = 1;
+            break;
+        }
+        if (k.mv_size == s->blen) {
+            struct ps__bucket b;
+            if (ps__bucket_open(&v, &b) != 0) {
+                rc = MDB_CORRUPTED;
+                break;
+            }
+            entities += b.left; /* a bucket holds this many entities */
+        } else {
+            entities++;
+        }
+        rc = mdb_cursor_del(cur, 0);
+        if (rc != 0) {
+            break;
+        }
+        n++;
+    }
+    mdb_cursor_close(cur);
+    if (rc != 0) {
+        goto err;
+    }
+    k = ps__val(marker, sizeof(marker));
+    if (more) {
+        v = ps__val("", 0);
+        rc = mdb_put(txn, s->meta, &k, &v, 0);
+    } else {
+        rc = mdb_del(txn, s->meta, &k, NULL);
+        if (rc == MDB_NOTFOUND) {
+            rc = 0;
+        }
+    }
+    if (rc != 0) {
+        goto err;
+    }
+    rc = mdb_txn_commit(txn);
+    rt_buf_free(&end);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    *deleted += entities;
+    return more;
+
+err:
+    mdb_txn_abort(txn);
+    rt_buf_free(&end);
+    return rt_lmdb_err(rc);
+}
+
+/* Drop markers found by ps_store_pending_drops. */
+struct ps__drops
+{
+    uint64_t *ids;
+    size_t n;
+};
+
+/* ps_meta_cb over the PS_META_DROP prefix: keeps the table id of every
+ * well-formed marker (prefix + u64be). Stops with RT_ENOMEM. */
+static int ps__drops_add(const uint8_t *key,
+                         size_t kn,
+                         const uint8_t *val,
+                         size_t vn,
+                         void *arg)
+{
+    const size_t plen = sizeof(PS_META_DROP) - 1;
+    struct ps__drops *d = arg;
+    uint64_t *nids;
+
+    (void)val;
+    (void)vn;
+    if (kn != plen + 8) {
+        return 0;
+    }
+    nids = realloc(d->ids, (d->n + 1) * sizeof(*nids));
+    if (!nids) {
+        return RT_ENOMEM;
+    }
+    d->ids = nids;
+    d->ids[d->n++] = rt_get_u64be(key + plen);
+    return 0;
+}
+
+int ps_store_pending_drops(struct ps_store *s, uint64_t **ids, size_t *n)
+{
+    struct ps__drops d = {NULL, 0};
+    int rc;
+
+    *ids = NULL;
+    *n = 0;
+    rc = ps_store_meta_scan(s, PS_META_DROP, ps__drops_add, &d);
+    if (rc != 0) {
+        free(d.ids);
+        return rc;
+    }
+    *ids = d.ids;
+    *n = d.n;
+    return 0;
+}
+
+/* Meta scan */
+
+int ps_store_meta_scan(struct ps_store *s,
+                       const char *prefix,
+                       ps_meta_cb cb,
+                       void *arg)
+{
+    size_t plen = strlen(prefix);
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc, stop = 0;
+
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    rc = mdb_cursor_open(txn, s->meta, &cur);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rt_lmdb_err(rc);
+    }
+    k = ps__val(prefix, plen);
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
+            break;
+        }
+        stop = cb(k.mv_data, k.mv_size, v.mv_data, v.mv_size, arg);
+        if (stop != 0) {
+            break;
+        }
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    if (stop != 0) {
+        return stop;
+    }
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
+}
+
+/* Span drops */
+
+void ps_store_span_marker(uint64_t seq,
+                          const struct ps_span *sp,
+                          struct rt_buf *key,
+                          struct rt_buf *val)
+{
+    const char *low = sp->low ? sp->low : "";
+    size_t ln = strlen(low), hn = sp->high ? strlen(sp->high) : 0;
+    uint8_t *q;
+
+    rt_buf_append(key, PS_META_SPAN_PREFIX, strlen(PS_META_SPAN_PREFIX));
+    rt_put_u64be(rt_buf_reserve(key, 8), seq);
+    key->len += 8;
+    q = rt_buf_reserve(val, 17 + ln + hn);
+    rt_put_u64le(q, sp->table_id);
+    q[8] = sp->high != NULL;
+    rt_put_u32le(q + 9, (uint32_t)ln);
+    memcpy(q + 13, low, ln);
+    rt_put_u32le(q + 13 + ln, (uint32_t)hn);
+    if (hn) {
+        memcpy(q + 17 + ln, sp->high, hn);
+    }
+    val->len += 17 + ln + hn;
+}
+
+/* Rewrites bucket record @k (value @v) without its entries whose full key
+ * is in [@lo, @hi); deletes it when none is left. */
+static int ps__bucket_cut(struct ps_store *s,
+                          MDB_txn *txn,
+                          MDB_val k,
+                          MDB_val v,
+                          const struct rt_buf *lo,
+                          const struct rt_buf *hi,
+                          uint64_t *removed)
+{
+    struct rt_buf *out = &s->bbuf;
+    struct rt_buf full = RT_BUF_INIT;
+    struct ps__bucket b;
+    struct ps__bent e;
+    uint32_t kept = 0;
+    int rc;
+
+    if (ps__bucket_open(&v, &b) != 0) {
+        return RT_ECORRUPT;
+    }
+    rt_buf_reset(out);
+    rt_buf_reserve(out, PS_BUCKET_HDR);
+    memset(out->data, 0, PS_BUCKET_HDR);
+    out->data[0] = PS_BUCKET_VERSION;
+    out->len = PS_BUCKET_HDR;
+    while ((rc = ps__bucket_next(&b, &e)) == 1) {
+        rt_buf_reset(&full);
+        rt_buf_append(&full, k.mv_data, k.mv_size);
+        rt_buf_append(&full, e.suf, e.sn);
+        if (ps__keycmp(full.data, full.len, lo->data, lo->len) >= 0 &&
+            ps__keycmp(full.data, full.len, hi->data, hi->len) < 0) {
+            *removed += 1;
+            continue;
+        }
+        ps__bucket_add(out, e.suf, e.sn, e.val, e.vn);
+        kept++;
+    }
+    rt_buf_free(&full);
+    if (rc != 0) {
+        return RT_ECORRUPT;
+    }
+    if (kept == 0) {
+        rc = mdb_del(txn, s->data, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
+    }
+    rt_put_u32le(out->data + 4, kept);
+    v = ps__val(out->data, out->len);
+    return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
+}
+
+int ps_store_span_drop_chunk(struct ps_store *s,
+                             uint64_t seq,
+                             const struct ps_span *sp,
+                             size_t max_keys,
+                             uint64_t *deleted)
+{
+    struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
+    struct rt_buf mk = RT_BUF_INIT, mv = RT_BUF_INIT;
+    uint64_t entities = 0;
+    struct ps__it it;
+    MDB_txn *txn;
+    MDB_val k, v;
+    size_t n = 0;
+    int more = 0, it_open = 0;
+    int rc;
+
+    ps_span_keys(sp, &lo, &hi);
+    ps_store_span_marker(seq, sp, &mk, &mv);
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        rc = rt_lmdb_err(rc);
+        goto out;
+    }
+    rc = ps__it_open(&it, s, txn);
+    if (rc != 0) {
+        goto err;
+    }
+    it_open = 1;
+    for (;;) {
+        /* Re-seek after each change, as ps_store_drop_chunk does. */
+        rc = ps__it_seek(&it, lo.data, lo.len);
+        if (rc == RT_ENOTFOUND ||
+            (rc == 0 && ps__keycmp(it.key, it.kn, hi.data, hi.len) >= 0)) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) {
+            break;
+        }
+        if (n >= max_keys) {
+            more = 1;
+            break;
+        }
+        if (it.in_bucket) {
+            rc = ps__bucket_cut(s, txn, it.k, it.v, &lo, &hi, &entities);
+        } else {
+            rc = rt_lmdb_err(mdb_cursor_del(it.cur, 0));
+            entities++;
+        }
+        if (rc != 0) {
+            break;
+        }
+        n++;
+    }
+    if (rc != 0) {
+        goto err;
+    }
+    k = ps__val(mk.data, mk.len);
+    if (more) {
+        v = ps__val(mv.data, mv.len);
+        rc = mdb_put(txn, s->meta, &k, &v, 0);
+    } else {
+        rc = mdb_del(txn, s->meta, &k, NULL);
+        if (rc == MDB_NOTFOUND) {
+            rc = 0;
+        }
+    }
+    if (rc != 0) {
+        rc = rt_lmdb_err(rc);
+        goto err;
+    }
+    ps__it_close(&it);
+    it_open = 0;
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        rc = rt_lmdb_err(rc);
+        goto out;
+    }
+    *deleted += entities;
+    rc = more;
+    goto out;
+
+err:
+    if (it_open) {
+        ps__it_close(&it);
+    }
+    mdb_txn_abort(txn);
+out:
+    rt_buf_free(&lo);
+    rt_buf_free(&hi);
+    rt_buf_free(&mk);
+    rt_buf_free(&mv);
+    return rc;
+}
+
+struct ps__spans_arg
+{
+    ps_span_cb cb;
+    void *arg;
+};
+
+static int ps__spans_one(const uint8_t *key,
+                         size_t kn,
+                         const uint8_t *val,
+                         size_t vn,
+                         void *arg)
+{
+    const size_t plen = strlen(PS_META_SPAN_PREFIX);
+    struct ps__spans_arg *a = arg;
+    struct ps_span sp;
+    char *low, *high = NULL;
+    uint32_t ln, hn;
+
+    if (kn != plen + 8 || vn < 17 || (ln = rt_get_u32le(val + 9)) > vn - 17 ||
+        (hn = rt_get_u32le(val + 13 + ln)) != vn - 17 - ln) {
+        rt_log(RT_LOG_WARN, "store: ignoring a malformed span marker");
+        return 0;
+    }
+    low = rt_xstrndup((const char *)val + 13, ln);
+    if (val[8]) {
+        high = rt_xstrndup((const char *)val + 17 + ln, hn);
+    }
+    sp.table_id = rt_get_u64le(val);
+    sp.low = low;
+    sp.high = high;
+    a->cb(rt_get_u64be(key + plen), &sp, a->arg);
+    free(low);
+    free(high);
+    return 0;
+}
+
+int ps_store_pending_spans(struct ps_store *s, ps_span_cb cb, void *arg)
+{
+    struct ps__spans_arg a = {cb, arg};
+    return ps_store_meta_scan(s, PS_META_SPAN_PREFIX, ps__spans_one, &a);
+}

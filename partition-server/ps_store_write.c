@@ -1,0 +1,408 @@
+/* Store write path: entity operations (insert, replace, merge, delete,
+ * upserts), entity group transaction rules, Timestamps, raw changes of
+ * ranges moving in, and the group commit that runs them (writer thread).
+ *
+ * Happy path of a group commit: one write transaction; each write's ops run
+ * in order (validate, read the old value, check existence and If-Match,
+ * build and validate the new entity, stamp ticks, put or delete); commit
+ * with sync. Failure modes and what callers see:
+ *  - an op's own validation or condition fails: that op's code, nothing
+ *    else changes (every check runs before any put of that op);
+ *  - an atomic write: the batch rules (count, one PK, no row twice) first,
+ *    then every op is checked (merges included), nothing is put unless all
+ *    pass; the failing op's code and index come back in the write;
+ *  - LMDB fails (map full, I/O): the transaction is aborted, never
+ *    continued; every write in the group is then retried alone, so only the
+ *    writes that cannot fit fail (status RT_ENOSPACE / RT_EIO). */
+#include "ps_store.h"
+#include "ps_store_int.h"
+
+#include <lmdb.h>
+#include <string.h>
+
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_key.h"
+#include "rt_lmdb.h"
+#include "rt_log.h"
+#include "rt_time.h"
+
+/* Entity operations */
+
+void ps_write_reset(struct ps_write *w)
+{
+    for (size_t i = 0; i < w->n_ops; i++) {
+        struct ps_op *op = &w->ops[i];
+        op->code = 0;
+        op->ticks = 0;
+        rt_buf_free(&op->value);
+    }
+    w->status = 0;
+    w->failed_index = -1;
+    w->errmsg = NULL;
+    w->bytes_written = 0;
+    w->count_delta = 0;
+    w->bytes_delta = 0;
+    w->txn_id = 0;
+}
+
+/* Fails the whole write: outputs cleared, @rc in status. failed_index and
+ * errmsg are kept (the attempt that failed set them). */
+static void ps__write_fail(struct ps_write *w, int rc)
+{
+    int idx = w->failed_index;
+    const char *msg = w->errmsg;
+    ps_write_reset(w);
+    w->status = rc;
+    w->failed_index = idx;
+    w->errmsg = msg;
+}
+
+static uint64_t ps__next_ticks(struct ps_store *s, uint64_t old_ticks)
+{
+    uint64_t t = rt_time_now_ticks();
+    if (t <= s->last_ticks) {
+        t = s->last_ticks + 1;
+    }
+    if (t <= old_ticks) {
+        t = old_ticks + 1;
+    }
+    return t;
+}
+
+/* Runs one op inside @txn. The op's own outcome goes to op->code; the
+ * return value is 0 or an LMDB failure that poisons the transaction.
+ * @check_only: evaluate every condition (merge and size included), change
+ * nothing. Effects are added to @w's byte and delta counters. */
+static int ps__op_run(struct ps_store *s,
+                      MDB_txn *txn,
+                      struct ps_write *w,
+                      struct ps_op *op,
+                      int check_only)
+{
+    MDB_val v;
+    const uint8_t *old_blob = NULL, *blob;
+    size_t old_blob_n = 0, blob_n, pk_units, rk_units, old_len = 0;
+    uint64_t old_ticks = 0;
+    uint8_t old_flags;
+    int exists, merge;
+    int rc;
+
+    op->code = 0;
+    op->ticks = 0;
+    if ((int)op->kind <= 0 || (int)op->kind >= (int)PS_OP__NR) {
+        op->code = RT_EINVAL;
+        return 0;
+    }
+    /* Validation first: Azure answers 400 before looking at the data. */
+    if ((rc = rt_entity_key_check(op->pk, strlen(op->pk), &pk_units)) != 0 ||
+        (rc = rt_entity_key_check(op->rk, strlen(op->rk), &rk_units)) != 0) {
+        op->code = rc;
+        return 0;
+    }
+    if (op->kind != PS_OP_DELETE &&
+        (rc = rt_entity_check(op->props, op->props_len, pk_units, rk_units)) !=
+            0) {
+        op->code = rc;
+        return 0;
+    }
+    rt_buf_reset(&s->kbuf);
+    rt_key_entity(&s->kbuf, w->table_id, op->pk, strlen(op->pk), op->rk,
+                  strlen(op->rk));
+    rc = ps__lookup(s, txn, s->kbuf.data, s->kbuf.len, &v);
+    if (rc != 0 && rc != RT_ENOTFOUND) {
+        if (rc == RT_ECORRUPT) {
+            op->code = rc;
+            return 0;
+        }
+        return rc;
+    }
+    exists = rc == 0;
+    if (exists) {
+        old_len = v.mv_size;
+        if (rt_value_decode(v.mv_data, v.mv_size, &old_ticks, &old_flags,
+                            &old_blob, &old_blob_n) != 0) {
+            op->code = RT_ECORRUPT;
+            return 0;
+        }
+    }
+
+    switch (op->kind) {
+        case PS_OP_INSERT:
+            /* Insert Entity: 409 EntityAlreadyExists. */
+            if (exists) {
+                op->code = RT_EEXIST;
+            }
+            break;
+        case PS_OP_REPLACE:
+        case PS_OP_MERGE:
+        case PS_OP_DELETE:
+            /* Update/Merge/Delete Entity: 404 ResourceNotFound when missing,
+             * 412 UpdateConditionNotSatisfied on an ETag mismatch. */
+            if (!exists) {
+                op->code = RT_ENOTFOUND;
+            } else if (!op->if_match_any && op->if_match != 0 &&
+                       op->if_match != old_ticks) {
+                op->code = RT_EPRECOND;
+            }
+            break;
+        case PS_OP_UPSERT_REPLACE:
+        case PS_OP_UPSERT_MERGE:
+            break;
+        default:
+            op->code = RT_EINVAL;
+            break;
+    }
+    if (op->code != 0) {
+        return 0;
+    }
+
+    if (op->kind == PS_OP_DELETE) {
+        if (check_only) {
+            return 0;
+        }
+        rc = ps__kv_del(s, txn, s->kbuf.data, s->kbuf.len);
+        if (rc != 0) {
+            return rc;
+        }
+        ps__cap(s, s->kbuf.data, s->kbuf.len, NULL, 0, 1);
+        w->bytes_written += s->kbuf.len;
+        w->count_delta -= 1;
+        w->bytes_delta -= (int64_t)(s->kbuf.len + old_len);
+        return 0;
+    }
+
+    blob = op->props;
+    blob_n = op->props_len;
+    merge =
+        exists && (op->kind == PS_OP_MERGE || op->kind == PS_OP_UPSERT_MERGE);
+    if (merge) {
+        /* Merge Entity: the update's properties, then the old ones it does
+         * not name; the result must still be a valid entity. */
+        rt_buf_reset(&s->mbuf);
+        rc = rt_props_merge(&s->mbuf, old_blob, old_blob_n, op->props,
+                            op->props_len);
+        if (rc == 0) {
+            rc = rt_entity_check(s->mbuf.data, s->mbuf.len, pk_units, rk_units);
+            if (rc == RT_EINVAL) {
+                rc = RT_ECORRUPT; /* the old blob, not the caller's */
+            }
+        }
+        if (rc != 0) {
+            op->code = rc;
+            return 0;
+        }
+        blob = s->mbuf.data;
+        blob_n = s->mbuf.len;
+    }
+    if (check_only) {
+        return 0;
+    }
+
+    uint64_t ticks = ps__next_ticks(s, old_ticks);
+    rt_buf_reset(&s->vbuf);
+    rt_value_encode(&s->vbuf, ticks, 0, blob, blob_n);
+    rc = ps__kv_put(s, txn, s->kbuf.data, s->kbuf.len, s->vbuf.data,
+                    s->vbuf.len);
+    if (rc != 0) {
+        return rc;
+    }
+    ps__cap(s, s->kbuf.data, s->kbuf.len, s->vbuf.data, s->vbuf.len, 0);
+    s->last_ticks = ticks;
+    op->ticks = ticks;
+    w->bytes_written += s->kbuf.len + s->vbuf.len;
+    if (exists) {
+        w->bytes_delta += (int64_t)s->vbuf.len - (int64_t)old_len;
+    } else {
+        w->count_delta += 1;
+        w->bytes_delta += (int64_t)(s->kbuf.len + s->vbuf.len);
+    }
+    if (op->want_value) {
+        rt_buf_reset(&op->value);
+        rt_buf_append(&op->value, s->vbuf.data, s->vbuf.len);
+    }
+    return 0;
+}
+
+/* Entity group transaction rules (spec §5.2), in op order so the first
+ * offending op is named: one PartitionKey, and each entity once. Returns
+ * the index of the offending op (its code in *code) or -1. */
+static int ps__batch_rules(const struct ps_write *w, int *code)
+{
+    for (size_t j = 1; j < w->n_ops; j++) {
+        if (strcmp(w->ops[j].pk, w->ops[0].pk) != 0) {
+            *code = RT_EDIFFPARTITIONS;
+            return (int)j;
+        }
+        for (size_t i = 0; i < j; i++) {
+            if (strcmp(w->ops[i].rk, w->ops[j].rk) == 0) {
+                *code = RT_EDUPROW;
+                return (int)j;
+            }
+        }
+    }
+    return -1;
+}
+
+/* Raw mode: storage-level puts and deletes (range moves). Every change is
+ * checked before any is made, so a bad one fails only its own write. */
+static int ps__raw_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
+{
+    for (size_t i = 0; i < w->n_kvs; i++) {
+        const struct ps_kv *kv = &w->kvs[i];
+        if (kv->kn <= 8 || kv->kn > RT_KEY_MAX ||
+            (!kv->deleted && kv->vn == 0)) {
+            w->status = RT_EINVAL;
+            w->failed_index = (int)i;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < w->n_kvs; i++) {
+        const struct ps_kv *kv = &w->kvs[i];
+        int rc;
+        if (kv->deleted) {
+            rc = ps__kv_del(s, txn, kv->key, kv->kn);
+            if (rc == RT_ENOTFOUND) {
+                rc = 0;
+            }
+        } else {
+            rc = ps__kv_put(s, txn, kv->key, kv->kn, kv->val, kv->vn);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        ps__cap(s, kv->key, kv->kn, kv->val, kv->vn, kv->deleted);
+        w->bytes_written += kv->kn + (kv->deleted ? 0 : kv->vn);
+    }
+    return 0;
+}
+
+/* Applies one write inside @txn. Returns 0 or a code that poisons the
+ * transaction (the caller aborts it). */
+static int ps__write_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
+{
+    int rc, code = 0, bad;
+
+    if (w->kvs) {
+        return ps__raw_apply(s, txn, w);
+    }
+    if (!w->atomic) {
+        for (size_t i = 0; i < w->n_ops; i++) {
+            rc = ps__op_run(s, txn, w, &w->ops[i], 0);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+
+    /* Atomic: batch rules, then check everything, then put everything. */
+    if (w->n_ops > PS_BATCH_MAX_OPS) {
+        w->status = RT_EINVAL;
+        w->failed_index = PS_BATCH_MAX_OPS;
+        w->errmsg =
+            "The batch request operation exceeds the maximum 100 "
+            "changes per change set.";
+        return 0;
+    }
+    bad = ps__batch_rules(w, &code);
+    if (bad >= 0) {
+        w->ops[bad].code = code;
+        w->status = code;
+        w->failed_index = bad;
+        return 0;
+    }
+    for (size_t i = 0; i < w->n_ops; i++) {
+        rc = ps__op_run(s, txn, w, &w->ops[i], 1);
+        if (rc != 0) {
+            return rc;
+        }
+        if (w->ops[i].code != 0) {
+            w->status = w->ops[i].code;
+            w->failed_index = (int)i;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < w->n_ops; i++) {
+        rc = ps__op_run(s, txn, w, &w->ops[i], 0);
+        if (rc != 0) {
+            return rc;
+        }
+        if (w->ops[i].code != 0) {
+            /* The checks above saw the same state, so this cannot happen;
+             * if it does, earlier ops are already put: abort the whole
+             * transaction so the write stays all-or-nothing. */
+            w->failed_index = (int)i;
+            return w->ops[i].code;
+        }
+    }
+    return 0;
+}
+
+static int ps__group_txn(struct ps_store *s,
+                         struct ps_write *const *w,
+                         size_t n)
+{
+    MDB_txn *txn;
+    uint64_t id;
+    size_t mark = s->cap.len;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        ps_write_reset(w[i]);
+    }
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    id = (uint64_t)mdb_txn_id(txn);
+    s->cur_txn = id;
+    for (size_t i = 0; i < n; i++) {
+        rc = ps__write_apply(s, txn, w[i]);
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+            s->cap.len = mark; /* nothing of it was committed */
+            return rc;
+        }
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        s->cap.len = mark;
+        return rt_lmdb_err(rc);
+    }
+    for (size_t i = 0; i < n; i++) {
+        w[i]->txn_id = id;
+    }
+    return 0;
+}
+
+int ps_store_write_group(struct ps_store *s,
+                         struct ps_write *const *w,
+                         size_t n)
+{
+    int rc, last = 0;
+
+    if (n == 0) {
+        return 0;
+    }
+    rc = ps__group_txn(s, w, n);
+    if (rc == 0) {
+        return 0;
+    }
+    if (n == 1) {
+        ps__write_fail(w[0], rc);
+        return rc;
+    }
+    rt_log(RT_LOG_WARN,
+           "group commit of %zu writes failed (%s); retrying "
+           "each alone",
+           n, rt_strerror(rc));
+    for (size_t i = 0; i < n; i++) {
+        rc = ps__group_txn(s, &w[i], 1);
+        if (rc != 0) {
+            ps__write_fail(w[i], rc);
+            last = rc;
+        }
+    }
+    return last;
+}
