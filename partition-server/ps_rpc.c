@@ -264,8 +264,9 @@ static void ps__on_write(struct ps_server *ps,
         }
         o->if_match_any = op->if_match_any;
         o->if_match = op->if_match;
-        /* Insert Entity echoes the entity (Prefer: return-content). */
-        o->want_value = op->kind == RT__OP_KIND__OP_INSERT;
+        /* The stored value of an insert, only when asked for (the front
+         * end rebuilds its echo from what it sent). */
+        o->want_value = op->kind == RT__OP_KIND__OP_INSERT && op->return_value;
         rt_buf_init(&o->value);
     }
     req->job.kind = PS_JOB_WRITE;

@@ -288,15 +288,18 @@ static void props1(struct rt_buf *out, const char *name, const char *value)
     rt_props_end(&w);
 }
 
-/* One-op write; returns the reply status, *code the op's code. */
-static int write1(struct fx *f,
-                  uint64_t range,
-                  uint64_t epoch,
-                  Rt__OpKind kind,
-                  const char *pk,
-                  const char *rk,
-                  int *code,
-                  struct rt_buf *value)
+/* One-op write; returns the reply status, *code the op's code. With
+ * @return_value the op asks for the stored value, appended to @value
+ * (which may be NULL) together with whatever the reply carries. */
+static int write1_opt(struct fx *f,
+                      uint64_t range,
+                      uint64_t epoch,
+                      Rt__OpKind kind,
+                      const char *pk,
+                      const char *rk,
+                      int return_value,
+                      int *code,
+                      struct rt_buf *value)
 {
     struct rt_buf props = RT_BUF_INIT;
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
@@ -314,6 +317,7 @@ static int write1(struct fx *f,
     op.rk = (char *)rk;
     op.props.data = props.data;
     op.props.len = props.len;
+    op.return_value = return_value;
     req.route = &ref;
     req.n_ops = 1;
     req.ops = ops;
@@ -335,6 +339,20 @@ static int write1(struct fx *f,
     rt_buf_free(&r.body);
     rt_buf_free(&props);
     return r.status;
+}
+
+/* One-op write asking for the stored value when @value is set. */
+static int write1(struct fx *f,
+                  uint64_t range,
+                  uint64_t epoch,
+                  Rt__OpKind kind,
+                  const char *pk,
+                  const char *rk,
+                  int *code,
+                  struct rt_buf *value)
+{
+    return write1_opt(f, range, epoch, kind, pk, rk, value != NULL, code,
+                      value);
 }
 
 static int get1(struct fx *f,
@@ -417,6 +435,12 @@ static void test_register_and_serve(void **state)
     assert_int_equal(f->ps.server_id, 7);
     connect_client(f);
 
+    /* An insert returns the stored value only when asked for. */
+    assert_int_equal(
+        write1_opt(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk0", "rk", 0, &code, &v1),
+        0);
+    assert_int_equal(code, 0);
+    assert_int_equal(v1.len, 0);
     assert_int_equal(
         write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "pk", "rk", &code, &v1), 0);
     assert_int_equal(code, 0);
@@ -447,7 +471,7 @@ static void test_register_and_serve(void **state)
     assert_true(more);
     assert_string_equal(first, "a");
     assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), 0);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     assert_false(more);
 
     /* Heartbeats carry the load of the requests above. */
