@@ -6,7 +6,6 @@
  * drives MOVE_OUT / ASSIGN_RANGES / MOVE_DONE / MOVE_ABORT like rt-master
  * will, and one front-end client per server. */
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -31,6 +30,9 @@
 #include "rt_err.h"
 #include "rt_key.h"
 #include "rt_log.h"
+#include "th_dir.h"
+#include "th_props.h"
+#include "th_rpc.h"
 
 #define TABLE 5
 #define MAX_RANGES 4
@@ -185,25 +187,9 @@ static void master_on_request(struct rt_rpc_conn *conn,
     rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
 }
 
-static int rm_cb(const char *path,
-                 const struct stat *sb,
-                 int flag,
-                 struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void run_until(struct fx *f, const int *flag)
 {
-    uint64_t end = uv_now(&f->loop) + RUN_LIMIT_MS;
-    while (!*flag) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        uv_update_time(&f->loop);
-        assert_true(uv_now(&f->loop) < end);
-    }
+    assert_int_equal(th_run_until(&f->loop, flag, RUN_LIMIT_MS), 0);
 }
 
 /* Runs the loop for about @ms. */
@@ -217,13 +203,6 @@ static void run_for(struct fx *f, uint64_t ms)
         usleep(200);
         uv_update_time(&f->loop);
     }
-}
-
-static void cli_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
-{
-    struct srv *s = ud;
-    (void)conn;
-    s->cli_up = up;
 }
 
 static void srv_start(struct fx *f, int i)
@@ -253,8 +232,9 @@ static void srv_start(struct fx *f, int i)
     s->running = 1;
     run_until(f, &s->ps.registered);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", s->ps.port);
-    assert_int_equal(
-        rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb, s, &s->cli), 0);
+    assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, th_rpc_conn_cb,
+                                         &s->cli_up, &s->cli),
+                     0);
     run_until(f, &s->cli_up);
 }
 
@@ -286,8 +266,7 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     rt_log_init("test", RT_LOG_WARN);
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ps_move.XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(th_dir_create("test_ps_move", f->dir, sizeof(f->dir)), 0);
     for (int i = 0; i < 2; i++) {
         snprintf(f->s[i].data, sizeof(f->s[i].data), "%s/data%d", f->dir, i);
         snprintf(f->s[i].port_file, sizeof(f->s[i].port_file), "%s/port%d",
@@ -341,35 +320,19 @@ static int teardown(void **state)
         }
     }
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    nftw(f->dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    th_dir_remove(f->dir);
     free(f);
     return 0;
 }
 
 /* Helpers: calls */
 
-struct reply
-{
-    int done;
-    int status;
-    struct rt_buf body;
-};
-
-static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct reply *r = arg;
-    r->status = status;
-    rt_buf_append(&r->body, body, len);
-    r->done = 1;
-}
-
 static void call_async(struct rt_rpc_conn *conn,
                        uint32_t method,
                        const ProtobufCMessage *msg,
-                       struct reply *r)
+                       struct th_reply *r)
 {
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(rt_rpc_call_pb(conn, method, msg, 60000, reply_cb, r), 0);
+    assert_int_equal(th_rpc_call_async(conn, method, msg, 60000, r), 0);
 }
 
 static int call(struct fx *f,
@@ -377,26 +340,11 @@ static int call(struct fx *f,
                 uint32_t method,
                 const ProtobufCMessage *msg)
 {
-    struct reply r;
+    struct th_reply r;
     call_async(conn, method, msg, &r);
     run_until(f, &r.done);
     rt_buf_free(&r.body);
     return r.status;
-}
-
-static void props1(struct rt_buf *out, const char *name, const char *value)
-{
-    struct rt_props_writer w;
-    struct rt_prop p;
-    memset(&p, 0, sizeof(p));
-    p.name = name;
-    p.name_len = strlen(name);
-    p.type = RT_EDM_STRING;
-    p.v.bytes.p = (const uint8_t *)value;
-    p.v.bytes.n = strlen(value);
-    rt_props_begin(&w, out);
-    rt_props_add(&w, &p);
-    rt_props_end(&w);
 }
 
 static int write1(struct fx *f,
@@ -414,7 +362,7 @@ static int write1(struct fx *f,
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
     int rc;
 
-    props1(&props, "v", v);
+    th_props1(&props, "v", v);
     ref.table_id = TABLE;
     ref.range_id = range;
     ref.epoch = epoch;
@@ -451,27 +399,6 @@ static int get1(struct fx *f,
                 &req.base);
 }
 
-struct multi
-{
-    int outstanding;
-    int ok, busy, other;
-};
-
-static void multi_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct multi *m = arg;
-    (void)body;
-    (void)len;
-    m->outstanding--;
-    if (status == 0) {
-        m->ok++;
-    } else if (status == RT_EBUSY) {
-        m->busy++;
-    } else {
-        m->other++;
-    }
-}
-
 /* Writes entities (pk_fmt % i, rk_fmt % i) for i in [0, n) with v = "0",
  * @per ops per request, up to 8 requests out. */
 static void load(struct fx *f,
@@ -490,9 +417,9 @@ static void load(struct fx *f,
     char(*pks)[1200] = calloc((size_t)per, 1200);
     char(*rks)[1200] = calloc((size_t)per, 1200);
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
-    struct multi m;
+    struct th_multi m;
 
-    props1(&props, "v", "0");
+    th_props1(&props, "v", "0");
     ref.table_id = TABLE;
     ref.range_id = range;
     ref.epoch = epoch;
@@ -519,7 +446,7 @@ static void load(struct fx *f,
         m.outstanding++;
         assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->s[s].cli),
                                         RT__METHOD__ENTITY_WRITE, &req.base,
-                                        30000, multi_cb, &m),
+                                        30000, th_rpc_multi_cb, &m),
                          0);
     }
     while (m.outstanding > 0) {
@@ -819,7 +746,7 @@ static void drv_send(struct drv_op *op)
 
     snprintf(rk, sizeof(rk), "k%07d", op->key);
     snprintf(v, sizeof(v), "%u", op->version);
-    props1(&props, "v", v);
+    th_props1(&props, "v", v);
     ref.table_id = TABLE;
     ref.range_id = 1;
     ref.epoch = d->target == 0 ? 1 : 2;
@@ -1002,7 +929,7 @@ static void test_move_under_writes(void **state)
     struct fx *f = *state;
     Rt__MoveReq mr;
     Rt__Range rr;
-    struct reply r;
+    struct th_reply r;
     struct driver d;
     struct dump ds, dt;
     Rt__MoveResp *resp;
@@ -1100,7 +1027,7 @@ static void test_move_abort_mid_stream(void **state)
     struct fx *f = *state;
     Rt__MoveReq mr;
     Rt__Range rr;
-    struct reply r;
+    struct th_reply r;
 
     srv_start(f, 0);
     srv_start(f, 1);
@@ -1139,7 +1066,7 @@ static void test_move_target_down(void **state)
     struct fx *f = *state;
     Rt__MoveReq mr;
     Rt__Range rr;
-    struct reply r;
+    struct th_reply r;
 
     srv_start(f, 0);
     srv_start(f, 1);
@@ -1178,7 +1105,7 @@ static void test_move_target_down_frozen(void **state)
     struct fx *f = *state;
     Rt__MoveReq mr;
     Rt__Range rr;
-    struct reply r;
+    struct th_reply r;
     struct driver d;
 
     srv_start(f, 0);
@@ -1281,9 +1208,10 @@ static void test_move_restart_frozen(void **state)
     {
         char addr[64];
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->s[0].ps.port);
-        assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb,
-                                             &f->s[0], &f->s[0].cli),
-                         0);
+        assert_int_equal(
+            rt_rpc_client_start(&f->loop, addr, NULL, th_rpc_conn_cb,
+                                &f->s[0].cli_up, &f->s[0].cli),
+            0);
         run_until(f, &f->s[0].cli_up);
     }
     assert_int_equal(write1(f, 0, 1, 1, "p", "k000000", "z"), 0);
@@ -1336,7 +1264,7 @@ static void test_move_target_restart(void **state)
 
     /* A stopping server refuses to take part. */
     {
-        struct reply r;
+        struct th_reply r;
         Rt__MigrateBegin mb = RT__MIGRATE_BEGIN__INIT;
         mb.move_id = 111;
         mb.range = &rr;
@@ -1351,7 +1279,7 @@ static void test_move_target_restart(void **state)
 
 /* Tests: throttling */
 
-static void send_writes(struct fx *f, int n, struct multi *m, int *key)
+static void send_writes(struct fx *f, int n, struct th_multi *m, int *key)
 {
     struct rt_buf props = RT_BUF_INIT;
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
@@ -1360,7 +1288,7 @@ static void send_writes(struct fx *f, int n, struct multi *m, int *key)
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
     char rk[16];
 
-    props1(&props, "v", "t");
+    th_props1(&props, "v", "t");
     ref.table_id = TABLE;
     ref.range_id = 1;
     ref.epoch = 1;
@@ -1377,13 +1305,13 @@ static void send_writes(struct fx *f, int n, struct multi *m, int *key)
         m->outstanding++;
         assert_int_equal(rt_rpc_call_pb(rt_rpc_client_conn(f->s[0].cli),
                                         RT__METHOD__ENTITY_WRITE, &req.base,
-                                        30000, multi_cb, m),
+                                        30000, th_rpc_multi_cb, m),
                          0);
     }
     rt_buf_free(&props);
 }
 
-static void wait_multi(struct fx *f, struct multi *m)
+static void wait_multi(struct fx *f, struct th_multi *m)
 {
     while (m->outstanding > 0) {
         uv_run(&f->loop, UV_RUN_ONCE);
@@ -1397,7 +1325,7 @@ static void wait_multi(struct fx *f, struct multi *m)
 static void test_throttle(void **state)
 {
     struct fx *f = *state;
-    struct multi m;
+    struct th_multi m;
     int key = 0;
     uint64_t t0, ms;
 
@@ -1609,9 +1537,10 @@ static void proc_start(struct fx *f, int i)
         fclose(fp);
     }
     if (!s->cli) {
-        assert_int_equal(rt_rpc_client_start(&f->loop, listen, NULL,
-                                             cli_conn_cb, s, &s->cli),
-                         0);
+        assert_int_equal(
+            rt_rpc_client_start(&f->loop, listen, NULL, th_rpc_conn_cb,
+                                &s->cli_up, &s->cli),
+            0);
     }
     run_until(f, &s->cli_up);
 }
@@ -1715,7 +1644,7 @@ static void kill_scenario(struct fx *f, enum kill_case kc)
 {
     Rt__MoveReq mr;
     Rt__Range rr;
-    struct reply r;
+    struct th_reply r;
     struct driver d;
     struct ps_store *st;
     int committed = kc == KILL_SOURCE_COMMITTED;

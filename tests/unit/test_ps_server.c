@@ -2,7 +2,6 @@
  * master (rt_rpc_server) that answers PS_REGISTER / PS_HEARTBEAT with a
  * scripted assignment, a front-end client (rt_rpc_client), and the server
  * itself (ps_server.h) with its writer thread and LMDB in a temp dir. */
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +18,9 @@
 #include "rt_err.h"
 #include "rt_filter.h"
 #include "rt_log.h"
+#include "th_dir.h"
+#include "th_props.h"
+#include "th_rpc.h"
 
 /* Fixture: fake master */
 
@@ -137,32 +139,9 @@ struct fx
     int cli_up;
 };
 
-static int rm_cb(const char *path,
-                 const struct stat *sb,
-                 int flag,
-                 struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void run_until(struct fx *f, const int *flag)
 {
-    uint64_t end = uv_now(&f->loop) + 5000;
-    while (!*flag) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        uv_update_time(&f->loop);
-        assert_true(uv_now(&f->loop) < end);
-    }
-}
-
-static void cli_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
-{
-    struct fx *f = ud;
-    (void)conn;
-    f->cli_up = up;
+    assert_int_equal(th_run_until(&f->loop, flag, 5000), 0);
 }
 
 static size_t max_pending = 20000;
@@ -196,8 +175,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     rt_log_init("test", RT_LOG_WARN);
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ps_server.XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(th_dir_create("test_ps_server", f->dir, sizeof(f->dir)),
+                     0);
     snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
 
     max_pending = 20000;
@@ -231,36 +210,20 @@ static int teardown(void **state)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ps_server_close(&f->ps);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    nftw(f->dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    th_dir_remove(f->dir);
     free(f);
     return 0;
 }
 
 /* Helpers: synchronous calls */
 
-struct reply
-{
-    int done;
-    int status;
-    struct rt_buf body;
-};
-
-static void reply_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct reply *r = arg;
-    r->status = status;
-    rt_buf_append(&r->body, body, len);
-    r->done = 1;
-}
-
 static void call(struct fx *f,
                  struct rt_rpc_conn *conn,
                  uint32_t method,
                  const ProtobufCMessage *msg,
-                 struct reply *r)
+                 struct th_reply *r)
 {
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(rt_rpc_call_pb(conn, method, msg, 3000, reply_cb, r), 0);
+    assert_int_equal(th_rpc_call_async(conn, method, msg, 3000, r), 0);
     run_until(f, &r->done);
 }
 
@@ -268,24 +231,8 @@ static void connect_client(struct fx *f)
 {
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->ps.port);
-    assert_int_equal(
-        rt_rpc_client_start(&f->loop, addr, NULL, cli_conn_cb, f, &f->cli), 0);
-    run_until(f, &f->cli_up);
-}
-
-static void props1(struct rt_buf *out, const char *name, const char *value)
-{
-    struct rt_props_writer w;
-    struct rt_prop p;
-    memset(&p, 0, sizeof(p));
-    p.name = name;
-    p.name_len = strlen(name);
-    p.type = RT_EDM_STRING;
-    p.v.bytes.p = (const uint8_t *)value;
-    p.v.bytes.n = strlen(value);
-    rt_props_begin(&w, out);
-    rt_props_add(&w, &p);
-    rt_props_end(&w);
+    assert_int_equal(th_rpc_connect(&f->loop, addr, &f->cli_up, 5000, &f->cli),
+                     0);
 }
 
 /* One-op write; returns the reply status, *code the op's code. With
@@ -306,9 +253,9 @@ static int write1_opt(struct fx *f,
     Rt__EntityOp op = RT__ENTITY_OP__INIT;
     Rt__EntityOp *ops[1] = {&op};
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
 
-    props1(&props, "v", rk);
+    th_props1(&props, "v", rk);
     ref.table_id = 5;
     ref.range_id = range;
     ref.epoch = epoch;
@@ -364,7 +311,7 @@ static int get1(struct fx *f,
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__GetReq req = RT__GET_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     ref.table_id = 5;
     ref.range_id = range;
     ref.epoch = epoch;
@@ -393,7 +340,7 @@ static int scan1(struct fx *f,
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__ScanReq req = RT__SCAN_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     ref.table_id = 5;
     ref.range_id = range;
     ref.epoch = epoch;
@@ -493,7 +440,7 @@ static void test_assign_and_drop(void **state)
     struct fx *f = *state;
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
     Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     size_t n;
     int more, code;
 
@@ -558,7 +505,7 @@ static void test_atomic_error_index(void **state)
     Rt__EntityOp o0 = RT__ENTITY_OP__INIT, o1 = RT__ENTITY_OP__INIT;
     Rt__EntityOp *ops[2] = {&o0, &o1};
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     int code;
 
     ps_start(f);
@@ -566,7 +513,7 @@ static void test_atomic_error_index(void **state)
     connect_client(f);
     assert_int_equal(
         write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "p", "old", &code, NULL), 0);
-    props1(&props, "k", "v");
+    th_props1(&props, "k", "v");
     ref.table_id = 5;
     ref.range_id = 1;
     ref.epoch = 1;
@@ -605,33 +552,7 @@ static void test_atomic_error_index(void **state)
 
 /* Many pipelined writes all complete (they share group commits); with a
  * small --max-pending the excess is shed with ServerBusy, never queued. */
-struct multi
-{
-    int outstanding;
-    int ok;
-    int busy;
-    int other;
-    int all_done;
-};
-
-static void multi_cb(int status, const uint8_t *body, size_t len, void *arg)
-{
-    struct multi *m = arg;
-    (void)body;
-    (void)len;
-    if (status == 0) {
-        m->ok++;
-    } else if (status == RT_EBUSY) {
-        m->busy++;
-    } else {
-        m->other++;
-    }
-    if (--m->outstanding == 0) {
-        m->all_done = 1;
-    }
-}
-
-static void send_many(struct fx *f, int n, struct multi *m)
+static void send_many(struct fx *f, int n, struct th_multi *m)
 {
     struct rt_buf props = RT_BUF_INIT;
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
@@ -641,7 +562,7 @@ static void send_many(struct fx *f, int n, struct multi *m)
     char rk[32];
 
     memset(m, 0, sizeof(*m));
-    props1(&props, "k", "v");
+    th_props1(&props, "k", "v");
     ref.table_id = 5;
     ref.range_id = 1;
     ref.epoch = 1;
@@ -658,7 +579,7 @@ static void send_many(struct fx *f, int n, struct multi *m)
         m->outstanding++;
         assert_int_equal(
             rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE,
-                           &req.base, 5000, multi_cb, m),
+                           &req.base, 5000, th_rpc_multi_cb, m),
             0);
     }
     run_until(f, &m->all_done);
@@ -668,7 +589,7 @@ static void send_many(struct fx *f, int n, struct multi *m)
 static void test_pipelined_and_busy(void **state)
 {
     struct fx *f = *state;
-    struct multi m;
+    struct th_multi m;
     size_t n;
     int more;
 
@@ -718,7 +639,7 @@ static int scanf1(struct fx *f,
 {
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
     Rt__ScanReq req = RT__SCAN_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     ref.table_id = 5;
     ref.range_id = 1;
     ref.epoch = 1;
@@ -750,9 +671,9 @@ static void load_many(struct fx *f, const char *pk, int n)
     Rt__EntityOp **ptrs = calloc(1000, sizeof(*ptrs));
     char(*rks)[8] = calloc(1000, 8);
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
-    struct multi m;
+    struct th_multi m;
 
-    props1(&props, "v", "hay");
+    th_props1(&props, "v", "hay");
     ref.table_id = 5;
     ref.range_id = 1;
     ref.epoch = 1;
@@ -779,7 +700,7 @@ static void load_many(struct fx *f, const char *pk, int n)
         m.outstanding++;
         assert_int_equal(
             rt_rpc_call_pb(rt_rpc_client_conn(f->cli), RT__METHOD__ENTITY_WRITE,
-                           &req.base, 10000, multi_cb, &m),
+                           &req.base, 10000, th_rpc_multi_cb, &m),
             0);
     }
     while (m.outstanding > 0) {
@@ -977,7 +898,7 @@ static void test_batch_rules_rpc(void **state)
     Rt__EntityOp *ptrs[101];
     char rks[101][8];
     Rt__WriteReq req = RT__WRITE_REQ__INIT;
-    struct reply r;
+    struct th_reply r;
     Rt__Error *e;
 
     master_set_range(0, 1, 5, "", "m", 1);
@@ -986,7 +907,7 @@ static void test_batch_rules_rpc(void **state)
     ps_start(f);
     run_until(f, &f->ps.registered);
     connect_client(f);
-    props1(&props, "k", "v");
+    th_props1(&props, "k", "v");
     for (int i = 0; i < 101; i++) {
         rt__entity_op__init(&ops[i]);
         snprintf(rks[i], sizeof(rks[i]), "%03d", i);

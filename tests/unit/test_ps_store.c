@@ -3,7 +3,6 @@
  * (buckets), filtered and budgeted scans, meta, table drops, and the load
  * accounting pieces of ps_range.h — on a real LMDB env in a temporary
  * directory, without RPC or threads. */
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +21,8 @@
 #include "rt_err.h"
 #include "rt_filter.h"
 #include "rt_key.h"
+#include "th_dir.h"
+#include "th_props.h"
 
 /* Fixture */
 
@@ -33,23 +34,11 @@ struct fx
     struct ps_store *s;
 };
 
-static int rm_cb(const char *path,
-                 const struct stat *sb,
-                 int flag,
-                 struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
     char errmsg[RT_ERRMSG_SIZE] = "";
-    snprintf(f->dir, sizeof(f->dir), "/tmp/test_ps_store.XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(th_dir_create("test_ps_store", f->dir, sizeof(f->dir)), 0);
     assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
     *state = f;
     return 0;
@@ -59,28 +48,12 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     ps_store_close(f->s);
-    nftw(f->dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    th_dir_remove(f->dir);
     free(f);
     return 0;
 }
 
 /* Helpers */
-
-/* A properties blob with one string property name=value. */
-static void props1(struct rt_buf *out, const char *name, const char *value)
-{
-    struct rt_props_writer w;
-    struct rt_prop p;
-    memset(&p, 0, sizeof(p));
-    p.name = name;
-    p.name_len = strlen(name);
-    p.type = RT_EDM_STRING;
-    p.v.bytes.p = (const uint8_t *)value;
-    p.v.bytes.n = strlen(value);
-    rt_props_begin(&w, out);
-    rt_props_add(&w, &p);
-    rt_props_end(&w);
-}
 
 static struct ps_op mkop(enum ps_op_kind kind,
                          const char *pk,
@@ -129,7 +102,7 @@ static void put(struct ps_store *s,
                 const char *rk)
 {
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "v", rk);
+    th_props1(&props, "v", rk);
     struct ps_op op = mkop(PS_OP_UPSERT_REPLACE, pk, rk, &props);
     assert_int_equal(apply1(s, table, &op), 0);
     rt_buf_free(&op.value);
@@ -185,7 +158,7 @@ static void test_insert_then_get(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT, v = RT_BUF_INIT;
-    props1(&props, "name", "alice");
+    th_props1(&props, "name", "alice");
     struct ps_op op = mkop(PS_OP_INSERT, "p1", "r1", &props);
 
     assert_int_equal(apply1(f->s, 7, &op), 0);
@@ -211,7 +184,7 @@ static void test_dup_insert_neighbours(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     put(f->s, 1, "old", "r");
 
     struct ps_op o1 = mkop(PS_OP_INSERT, "a", "r", &props);
@@ -241,7 +214,7 @@ static void test_atomic_all_or_nothing(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     put(f->s, 1, "p", "exists");
 
     struct ps_op ops[3] = {
@@ -303,8 +276,8 @@ static void test_conditional_ops(void **state)
 {
     struct fx *f = *state;
     struct rt_buf a = RT_BUF_INIT, b = RT_BUF_INIT, v = RT_BUF_INIT;
-    props1(&a, "a", "1");
-    props1(&b, "b", "2");
+    th_props1(&a, "a", "1");
+    th_props1(&b, "b", "2");
 
     struct ps_op op = mkop(PS_OP_REPLACE, "p", "r", &a);
     assert_int_equal(apply1(f->s, 1, &op), RT_ENOTFOUND);
@@ -358,7 +331,7 @@ static void test_timestamps_increase(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     struct ps_op ops[6];
     struct ps_write ws[6];
     struct ps_write *wp[6];
@@ -550,7 +523,7 @@ static void test_persist_reopen(void **state)
     uint64_t before = value_ticks(&v);
     rt_buf_free(&v);
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "y");
+    th_props1(&props, "x", "y");
     struct ps_op op = mkop(PS_OP_UPSERT_REPLACE, "k", "v", &props);
     assert_int_equal(apply1(f->s, 3, &op), 0);
     assert_true(op.ticks > before);
@@ -779,7 +752,7 @@ static void test_long_key_limits(void **state)
     char *euro = rep("\xe2\x82\xac", 1024);     /* 3 bytes, 1 unit */
     char *smile = rep("\xf0\x9f\x98\x80", 512); /* 4 bytes, 2 units */
     char *smile1 = rep("\xf0\x9f\x98\x80", 513);
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
 
     assert_true(ps_store_bucket_len(f->s) < ps_store_max_key(f->s));
     struct ps_op op = mkop(PS_OP_INSERT, euro, euro, &props);
@@ -800,7 +773,7 @@ static void test_long_key_limits(void **state)
 
     /* Merge and delete through the bucket. */
     struct rt_buf b2 = RT_BUF_INIT;
-    props1(&b2, "y", "2");
+    th_props1(&b2, "y", "2");
     op = mkop(PS_OP_MERGE, euro, euro, &b2);
     assert_int_equal(apply1(f->s, 1, &op), 0);
     rt_buf_free(&op.value);
@@ -837,7 +810,7 @@ static void test_long_key_order(void **state)
     size_t n = 0;
     struct rt_buf props = RT_BUF_INIT;
 
-    props1(&props, "x", "v");
+    th_props1(&props, "x", "v");
     for (size_t i = 0; i < sizeof(pk_lens) / sizeof(pk_lens[0]); i++) {
         size_t pl = pk_lens[i];
         for (int c = 0; c < 2; c++) {
@@ -1004,7 +977,7 @@ static void test_long_key_migration(void **state)
     put(f->s, 1, "zz", "1");
     ps_store_close(f->s);
     f->s = NULL;
-    props1(&props, "x", "old");
+    th_props1(&props, "x", "old");
     rt_value_encode(&val, 42, 0, props.data, props.len);
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
@@ -1076,7 +1049,7 @@ static void test_key_characters(void **state)
                           "\xe2\x82\xac",
                           "\xf0\x9f\x98\x80"};
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct ps_op op = mkop(PS_OP_UPSERT_REPLACE, bad[i], "r", &props);
         assert_int_equal(apply1(f->s, 1, &op), RT_EINVAL);
@@ -1188,7 +1161,7 @@ static void test_batch_too_many_ops(void **state)
     struct rt_buf props = RT_BUF_INIT;
     struct ps_op ops[101];
     char rks[101][8];
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     for (int i = 0; i < 101; i++) {
         snprintf(rks[i], sizeof(rks[i]), "%03d", i);
         ops[i] = mkop(PS_OP_INSERT, "p", rks[i], &props);
@@ -1222,7 +1195,7 @@ static void test_batch_partition_and_dup(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     struct ps_op ops[5] = {
         mkop(PS_OP_INSERT, "p", "1", &props),
         mkop(PS_OP_INSERT, "p", "2", &props),
@@ -1266,7 +1239,7 @@ static void test_batch_failing_op(void **state)
 {
     struct fx *f = *state;
     struct rt_buf props = RT_BUF_INIT, many = RT_BUF_INIT;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     props_n(&many, "m", 200, 1);
     put(f->s, 1, "p", "old");
     struct ps_op seed = mkop(PS_OP_INSERT, "p", "wide", &many);
@@ -1449,8 +1422,8 @@ static void test_scan_budgets(void **state)
     struct ps_op *ops = calloc(1000, sizeof(*ops));
     char(*rks)[8] = calloc(1000, 8);
     struct rt_buf props = RT_BUF_INIT, needle = RT_BUF_INIT;
-    props1(&props, "x", "hay");
-    props1(&needle, "x", "needle");
+    th_props1(&props, "x", "hay");
+    th_props1(&needle, "x", "needle");
     for (int g = 0; g < N / 1000; g++) {
         for (int i = 0; i < 1000; i++) {
             snprintf(rks[i], 8, "%06d", g * 1000 + i);
@@ -1513,8 +1486,8 @@ static void test_range_stats_and_deltas(void **state)
     assert_int_equal(c0, 10);
     assert_true(b0 > 10 * RT_VALUE_HDR_SIZE);
 
-    props1(&props, "x", "1");
-    props1(&big, "x", "a much longer value than before");
+    th_props1(&props, "x", "1");
+    th_props1(&big, "x", "a much longer value than before");
     struct ps_op ops[4] = {
         mkop(PS_OP_INSERT, "b", "9", &props),     /* +1 */
         mkop(PS_OP_DELETE, "c", "1", NULL),       /* -1 */
@@ -1609,7 +1582,7 @@ static void test_capture(void **state)
     struct rt_buf props = RT_BUF_INIT, cap = RT_BUF_INIT;
     struct ps_change c;
     size_t off = 0;
-    props1(&props, "x", "1");
+    th_props1(&props, "x", "1");
     put(f->s, 1, "p", "old");
 
     ps_store_capture(f->s, 1);
@@ -1655,7 +1628,7 @@ static void test_raw_writes(void **state)
     char longpk[900];
     memset(longpk, 'L', sizeof(longpk) - 1);
     longpk[sizeof(longpk) - 1] = '\0';
-    props1(&props, "x", "raw");
+    th_props1(&props, "x", "raw");
     rt_value_encode(&val, 12345, 0, props.data, props.len);
     rt_key_entity(&k1, 3, "p", 1, "r", 1);
     rt_key_entity(&k2, 3, longpk, strlen(longpk), "r", 1);
