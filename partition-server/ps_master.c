@@ -1,5 +1,5 @@
 /* Master link: registration, heartbeats, assignments, table drops
- * (SKELETON-PLAN flow 1).
+ * (docs/DESIGN.md §2: the heartbeat and load report; §4).
  *
  * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
  * meta (0 the first time), addr, range ids} -> the reply gives our id and

@@ -1,5 +1,5 @@
 /* Master link: connect, register, heartbeat, and the master's
- * ASSIGN_RANGES / DROP_TABLE requests (docs/DESIGN.md, flow 1). The link
+ * ASSIGN_RANGES / DROP_TABLE requests (docs/DESIGN.md §2, §4). The link
  * owns the hb_timer, master and registered fields of struct ps_server.
  *
  * Thread: loop thread only. */

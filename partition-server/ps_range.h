@@ -29,7 +29,7 @@ enum ps_count_state {
     PS_COUNT__NR
 };
 
-/* Token bucket for throttling (DESIGN §4, issue 6 "Throttling"): @rate
+/* Token bucket for throttling (docs/DESIGN.md §4, "Throttling"): @rate
  * entities per second, refilled every millisecond of the loop clock, at
  * most PS_TBUCKET_BURST_MS worth of tokens banked. A request is admitted
  * while the balance is positive and then charged what it really cost (a
@@ -78,7 +78,7 @@ struct ps_range
     uint64_t tot_entities;
     uint64_t tot_bytes;
     uint64_t tot_throttled;
-    /* Moving out (ps_move.c): every request gets RT_EBUSY. */
+    /* Moving out (ps_move_out.c): every request gets RT_EBUSY. */
     int frozen;
     struct ps_tbucket tb; /* per-range cap (--max-range-eps) */
     char *sample[PS_SAMPLE_MAX];
@@ -126,9 +126,9 @@ int ps_ranges_remove(struct ps_ranges *rs, uint64_t id);
 /* 1 when @pk (NUL-terminated) is inside [low, high). */
 int ps_range_contains(const struct ps_range *r, const char *pk);
 
-/* Ownership check of one request (SKELETON-PLAN flow 6): this server owns
- * @range_id at exactly @epoch, for @table_id, and @pk (NULL = no key to
- * check) is inside it. Returns 0 and *out, or RT_ESTALE. */
+/* Ownership check of one request (docs/DESIGN.md §2, step 3): this
+ * server owns @range_id at exactly @epoch, for @table_id, and @pk (NULL =
+ * no key to check) is inside it. Returns 0 and *out, or RT_ESTALE. */
 int ps_ranges_route(const struct ps_ranges *rs,
                     uint64_t table_id,
                     uint64_t range_id,

@@ -67,8 +67,8 @@ struct ps_server
     struct ps_tbucket tb;
     uint64_t throttled_total;
 
-    /* Range moves (ps_move.c). */
-    struct ps_move_out *moves_out; /* opaque: ps_move.c */
+    /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
+    struct ps_move_out *moves_out;
     struct ps_move_in *moves_in;
     uint64_t span_seq; /* next span drop marker id */
     size_t span_drops; /* span drops queued or running */
