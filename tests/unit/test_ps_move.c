@@ -1,7 +1,7 @@
 /* Range moves, splits, merges, throttling and metrics of the partition
  * server (docs/DESIGN-moves.md), over real RPC in one process and one
  * loop: two servers (S = slot 0, T = slot 1), each with its writer thread
- * and LMDB in a temp dir, a fake master (rt_rpc_server) that answers
+ * and LMDB in a temp dir, a fake master (th_fake_master) that answers
  * PS_REGISTER / PS_HEARTBEAT with a scripted assignment per server and
  * drives MOVE_OUT / ASSIGN_RANGES / MOVE_DONE / MOVE_ABORT like rt-master
  * will, and one front-end client per server. */
@@ -31,11 +31,11 @@
 #include "rt_key.h"
 #include "rt_log.h"
 #include "th_dir.h"
+#include "th_fake_master.h"
 #include "th_props.h"
 #include "th_rpc.h"
 
 #define TABLE 5
-#define MAX_RANGES 4
 #define RUN_LIMIT_MS 60000
 
 /* Fixture: servers */
@@ -66,34 +66,10 @@ struct fx
     struct srv s[2];
 };
 
-/* Fixture: fake master */
+/* Fixture: fake master (slot 0: the source S, id 7; slot 1: the target
+ * T, id 8) */
 
-struct mslot
-{
-    uint64_t id;
-    char addr[64]; /* a process's address, known before it registers */
-    struct rt_rpc_conn *conn; /* the server's master link (ref held) */
-    Rt__Range ranges[MAX_RANGES];
-    Rt__Range *ptrs[MAX_RANGES];
-    char low[MAX_RANGES][32];
-    char high[MAX_RANGES][32];
-    size_t n;
-    int registers;
-    int heartbeats;
-    uint64_t hb_throttled; /* summed */
-    uint64_t hb_requests;
-    uint64_t hb_max_server_eps;
-    uint64_t hb_max_range_eps;
-    uint64_t hb_keys[16]; /* last key_count by range id */
-};
-
-static struct
-{
-    struct rt_rpc_server *srv;
-    uint64_t map_version;
-    struct mslot slot[2];
-    struct fx *f;
-} M;
+static struct th_fake_master M;
 
 static void slot_set(int s,
                      size_t i,
@@ -102,89 +78,7 @@ static void slot_set(int s,
                      const char *high,
                      uint64_t epoch)
 {
-    struct mslot *m = &M.slot[s];
-    Rt__Range *r = &m->ranges[i];
-    rt__range__init(r);
-    snprintf(m->low[i], sizeof(m->low[i]), "%s", low);
-    snprintf(m->high[i], sizeof(m->high[i]), "%s", high ? high : "");
-    r->id = id;
-    r->table_id = TABLE;
-    r->low = m->low[i];
-    r->high = m->high[i];
-    r->high_inf = high == NULL;
-    r->server_id = m->id;
-    r->epoch = epoch;
-    m->ptrs[i] = r;
-}
-
-static int slot_of(const char *addr, struct rt_rpc_conn *conn)
-{
-    for (int i = 0; i < 2; i++) {
-        if (M.f->s[i].running && strcmp(M.f->s[i].ps.addr, addr) == 0) {
-            return i;
-        }
-        if (M.slot[i].addr[0] && strcmp(M.slot[i].addr, addr) == 0) {
-            return i;
-        }
-    }
-    for (int i = 0; i < 2; i++) {
-        if (M.slot[i].conn == conn) {
-            return i;
-        }
-    }
-    return -1;
-}
-
-static void master_on_request(struct rt_rpc_conn *conn,
-                              uint32_t method,
-                              uint64_t id,
-                              const uint8_t *body,
-                              size_t len,
-                              void *ud)
-{
-    Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
-    int s;
-    (void)ud;
-
-    if (method == RT__METHOD__PS_REGISTER) {
-        Rt__RegisterReq *req = rt__register_req__unpack(NULL, len, body);
-        assert_non_null(req);
-        s = slot_of(req->addr, conn);
-        rt__register_req__free_unpacked(req, NULL);
-        assert_true(s >= 0);
-        M.slot[s].registers++;
-        if (M.slot[s].conn != conn) {
-            if (M.slot[s].conn) {
-                rt_rpc_conn_unref(M.slot[s].conn);
-            }
-            rt_rpc_conn_ref(conn);
-            M.slot[s].conn = conn;
-        }
-    } else if (method == RT__METHOD__PS_HEARTBEAT) {
-        Rt__HeartbeatReq *req = rt__heartbeat_req__unpack(NULL, len, body);
-        assert_non_null(req);
-        s = req->server_id == M.slot[0].id ? 0 : 1;
-        M.slot[s].heartbeats++;
-        M.slot[s].hb_max_server_eps = req->max_server_eps;
-        M.slot[s].hb_max_range_eps = req->max_range_eps;
-        for (size_t i = 0; i < req->n_loads; i++) {
-            const Rt__RangeLoad *l = req->loads[i];
-            M.slot[s].hb_throttled += l->throttled;
-            M.slot[s].hb_requests += l->requests;
-            if (l->range_id < 16) {
-                M.slot[s].hb_keys[l->range_id] = l->key_count;
-            }
-        }
-        rt__heartbeat_req__free_unpacked(req, NULL);
-    } else {
-        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake master");
-        return;
-    }
-    resp.server_id = M.slot[s].id;
-    resp.n_ranges = M.slot[s].n;
-    resp.ranges = M.slot[s].ptrs;
-    resp.map_version = M.map_version;
-    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    th_fake_master_set_range(&M, s, i, id, TABLE, low, high, epoch);
 }
 
 static void run_until(struct fx *f, const int *flag)
@@ -230,12 +124,25 @@ static void srv_start(struct fx *f, int i)
     }
     assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
     s->running = 1;
+    snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
     run_until(f, &s->ps.registered);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", s->ps.port);
     assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, th_rpc_conn_cb,
                                          &s->cli_up, &s->cli),
                      0);
     run_until(f, &s->cli_up);
+}
+
+/* Starts server @i again on its data and configuration (a new port), as
+ * after a crash, without waiting for anything. */
+static void srv_restart(struct fx *f, int i)
+{
+    struct srv *s = &f->s[i];
+    struct ps_config cfg = s->ps.cfg;
+
+    assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
+    s->running = 1;
+    snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
 }
 
 static void srv_stop(struct fx *f, int i)
@@ -255,10 +162,7 @@ static void srv_stop(struct fx *f, int i)
     }
     ps_server_close(&s->ps);
     s->running = 0;
-    if (M.slot[i].conn) {
-        rt_rpc_conn_unref(M.slot[i].conn);
-        M.slot[i].conn = NULL;
-    }
+    th_fake_master_forget(&M, i);
 }
 
 static int setup(void **state)
@@ -274,18 +178,14 @@ static int setup(void **state)
         f->s[i].http = "";
     }
     memset(&M, 0, sizeof(M));
-    M.f = f;
     M.map_version = 3;
     M.slot[0].id = 7;
     M.slot[1].id = 8;
     slot_set(0, 0, 1, "", NULL, 1); /* S serves the whole table */
     M.slot[0].n = 1;
     M.slot[1].n = 0;
-    assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0,
-                                         master_on_request, NULL, NULL, &M.srv),
-                     0);
-    snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1:%d",
-             rt_rpc_server_port(M.srv));
+    assert_int_equal(th_fake_master_start(&M, &f->loop), 0);
+    snprintf(f->master_addr, sizeof(f->master_addr), "%s", M.addr);
     *state = f;
     return 0;
 }
@@ -307,12 +207,9 @@ static int teardown(void **state)
         if (f->s[i].running && !f->s[i].ps.stopping) {
             ps_server_stop(&f->s[i].ps);
         }
-        if (M.slot[i].conn) {
-            rt_rpc_conn_unref(M.slot[i].conn);
-            M.slot[i].conn = NULL;
-        }
     }
-    rt_rpc_server_close(M.srv);
+    assert_int_equal(M.bad_requests, 0);
+    th_fake_master_close(&M);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 2; i++) {
         if (f->s[i].running) {
@@ -1192,11 +1089,7 @@ static void test_move_restart_frozen(void **state)
     /* Listed again at registration (the master aborted): unfrozen. */
     srv_stop(f, 0);
     M.slot[0].registers = 0;
-    {
-        struct ps_config cfg = f->s[0].ps.cfg;
-        assert_int_equal(ps_server_start(&f->s[0].ps, &f->loop, &cfg), 0);
-    }
-    f->s[0].running = 1;
+    srv_restart(f, 0);
     assert_true(ps_ranges_find(&f->s[0].ps.ranges, 1)->frozen);
     assert_string_equal(state_of(f, 0, 1), "done");
     run_until(f, &f->s[0].ps.registered);
@@ -1220,11 +1113,7 @@ static void test_move_restart_frozen(void **state)
                      0);
     srv_stop(f, 0);
     commit_to_target(f, 2);
-    {
-        struct ps_config cfg = f->s[0].ps.cfg;
-        assert_int_equal(ps_server_start(&f->s[0].ps, &f->loop, &cfg), 0);
-    }
-    f->s[0].running = 1;
+    srv_restart(f, 0);
     assert_true(ps_ranges_find(&f->s[0].ps.ranges, 1)->frozen);
     run_until(f, &f->s[0].ps.registered);
     assert_null(ps_ranges_find(&f->s[0].ps.ranges, 1));
@@ -1249,11 +1138,7 @@ static void test_move_target_restart(void **state)
     assert_int_equal(call(f, M.slot[0].conn, RT__METHOD__MOVE_OUT, &mr.base),
                      0);
     srv_stop(f, 1);
-    {
-        struct ps_config cfg = f->s[1].ps.cfg;
-        assert_int_equal(ps_server_start(&f->s[1].ps, &f->loop, &cfg), 0);
-    }
-    f->s[1].running = 1;
+    srv_restart(f, 1);
     run_until(f, &f->s[1].ps.registered);
     assert_int_equal(span_count(f, 1), 3000);
     assert_int_equal(move_abort(f, 1, RT__METHOD__MOVE_ABORT, 110, 1), 0);

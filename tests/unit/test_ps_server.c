@@ -1,5 +1,5 @@
 /* Partition server over real RPC, in one process and one loop: a fake
- * master (rt_rpc_server) that answers PS_REGISTER / PS_HEARTBEAT with a
+ * master (th_fake_master) that answers PS_REGISTER / PS_HEARTBEAT with a
  * scripted assignment, a front-end client (rt_rpc_client), and the server
  * itself (ps_server.h) with its writer thread and LMDB in a temp dir. */
 #include <setjmp.h>
@@ -19,39 +19,13 @@
 #include "rt_filter.h"
 #include "rt_log.h"
 #include "th_dir.h"
+#include "th_fake_master.h"
 #include "th_props.h"
 #include "th_rpc.h"
 
-/* Fixture: fake master */
+/* Fixture: fake master (one server, id 7) */
 
-#define MAX_RANGES 4
-
-struct master
-{
-    struct rt_rpc_server *srv;
-    int port;
-    struct rt_rpc_conn *ps_conn; /* the PS's connection (ref held) */
-    /* What it answers. */
-    Rt__Range ranges[MAX_RANGES];
-    Rt__Range *range_ptrs[MAX_RANGES];
-    size_t n_ranges;
-    uint64_t map_version;
-    /* What it saw. */
-    int registers;
-    uint64_t reg_server_id;
-    char reg_addr[128];
-    size_t reg_n_range_ids;
-    uint64_t reg_range_ids[MAX_RANGES];
-    int heartbeats;
-    uint64_t hb_requests; /* summed over all heartbeats */
-    size_t hb_samples;
-    /* Last heartbeat's load of range 1. */
-    uint64_t hb_key_count;
-    uint64_t hb_key_bytes;
-    uint64_t hb_interval_ms;
-};
-
-static struct master M;
+static struct th_fake_master M;
 
 static void master_set_range(size_t i,
                              uint64_t id,
@@ -60,70 +34,7 @@ static void master_set_range(size_t i,
                              const char *high,
                              uint64_t epoch)
 {
-    Rt__Range *r = &M.ranges[i];
-    rt__range__init(r);
-    r->id = id;
-    r->table_id = table;
-    r->low = (char *)low;
-    r->high = (char *)(high ? high : "");
-    r->high_inf = high == NULL;
-    r->server_id = 7;
-    r->epoch = epoch;
-    M.range_ptrs[i] = r;
-}
-
-static void master_on_request(struct rt_rpc_conn *conn,
-                              uint32_t method,
-                              uint64_t id,
-                              const uint8_t *body,
-                              size_t len,
-                              void *ud)
-{
-    Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
-    (void)ud;
-    resp.server_id = 7;
-    resp.n_ranges = M.n_ranges;
-    resp.ranges = M.range_ptrs;
-    resp.map_version = M.map_version;
-
-    if (method == RT__METHOD__PS_REGISTER) {
-        Rt__RegisterReq *req = rt__register_req__unpack(NULL, len, body);
-        assert_non_null(req);
-        M.registers++;
-        M.reg_server_id = req->server_id;
-        snprintf(M.reg_addr, sizeof(M.reg_addr), "%s", req->addr);
-        M.reg_n_range_ids = req->n_range_ids;
-        for (size_t i = 0; i < req->n_range_ids && i < MAX_RANGES; i++) {
-            M.reg_range_ids[i] = req->range_ids[i];
-        }
-        rt__register_req__free_unpacked(req, NULL);
-        if (M.ps_conn != conn) {
-            if (M.ps_conn) {
-                rt_rpc_conn_unref(M.ps_conn);
-            }
-            rt_rpc_conn_ref(conn);
-            M.ps_conn = conn;
-        }
-        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
-    } else if (method == RT__METHOD__PS_HEARTBEAT) {
-        Rt__HeartbeatReq *req = rt__heartbeat_req__unpack(NULL, len, body);
-        assert_non_null(req);
-        assert_int_equal(req->server_id, 7);
-        M.heartbeats++;
-        for (size_t i = 0; i < req->n_loads; i++) {
-            M.hb_requests += req->loads[i]->requests;
-            M.hb_samples += req->loads[i]->n_sample_pks;
-            if (req->loads[i]->range_id == 1) {
-                M.hb_key_count = req->loads[i]->key_count;
-                M.hb_key_bytes = req->loads[i]->key_bytes;
-                M.hb_interval_ms = req->loads[i]->interval_ms;
-            }
-        }
-        rt__heartbeat_req__free_unpacked(req, NULL);
-        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
-    } else {
-        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake master");
-    }
+    th_fake_master_set_range(&M, 0, i, id, table, low, high, epoch);
 }
 
 /* Fixture: loop, server, client */
@@ -181,14 +92,12 @@ static int setup(void **state)
 
     max_pending = 20000;
     memset(&M, 0, sizeof(M));
+    M.slot[0].id = 7;
     master_set_range(0, 1, 5, "", NULL, 1);
-    M.n_ranges = 1;
+    M.slot[0].n = 1;
     M.map_version = 3;
-    assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0,
-                                         master_on_request, NULL, NULL, &M.srv),
-                     0);
-    M.port = rt_rpc_server_port(M.srv);
-    snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1:%d", M.port);
+    assert_int_equal(th_fake_master_start(&M, &f->loop), 0);
+    snprintf(f->master_addr, sizeof(f->master_addr), "%s", M.addr);
     *state = f;
     return 0;
 }
@@ -202,11 +111,8 @@ static int teardown(void **state)
     if (!f->ps.stopping) {
         ps_server_stop(&f->ps);
     }
-    if (M.ps_conn) {
-        rt_rpc_conn_unref(M.ps_conn);
-        M.ps_conn = NULL;
-    }
-    rt_rpc_server_close(M.srv);
+    assert_int_equal(M.bad_requests, 0);
+    th_fake_master_close(&M);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ps_server_close(&f->ps);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -375,10 +281,10 @@ static void test_register_and_serve(void **state)
 
     ps_start(f);
     run_until(f, &f->ps.registered);
-    assert_int_equal(M.registers, 1);
-    assert_int_equal(M.reg_server_id, 0);
+    assert_int_equal(M.slot[0].registers, 1);
+    assert_int_equal(M.slot[0].reg_server_id, 0);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->ps.port);
-    assert_string_equal(M.reg_addr, addr);
+    assert_string_equal(M.slot[0].reg_addr, addr);
     assert_int_equal(f->ps.server_id, 7);
     connect_client(f);
 
@@ -422,13 +328,13 @@ static void test_register_and_serve(void **state)
     assert_false(more);
 
     /* Heartbeats carry the load of the requests above. */
-    while (M.hb_requests == 0) {
-        int hb = M.heartbeats + 1;
-        while (M.heartbeats < hb) {
+    while (M.slot[0].hb_requests == 0) {
+        int hb = M.slot[0].heartbeats + 1;
+        while (M.slot[0].heartbeats < hb) {
             uv_run(&f->loop, UV_RUN_ONCE);
         }
     }
-    assert_true(M.hb_samples > 0);
+    assert_true(M.slot[0].hb_samples > 0);
     rt_buf_free(&v1);
     rt_buf_free(&v2);
 }
@@ -454,12 +360,12 @@ static void test_assign_and_drop(void **state)
 
     master_set_range(0, 1, 5, "", "m", 2);
     master_set_range(1, 2, 5, "m", NULL, 1);
-    M.n_ranges = 2;
+    M.slot[0].n = 2;
     M.map_version = 4;
     a.n_ranges = 2;
-    a.ranges = M.range_ptrs;
+    a.ranges = M.slot[0].ptrs;
     a.map_version = 4;
-    call(f, M.ps_conn, RT__METHOD__ASSIGN_RANGES, &a.base, &r);
+    call(f, M.slot[0].conn, RT__METHOD__ASSIGN_RANGES, &a.base, &r);
     assert_int_equal(r.status, 0);
     rt_buf_free(&r.body);
 
@@ -473,7 +379,7 @@ static void test_assign_and_drop(void **state)
     assert_false(more);
 
     d.table_id = 5;
-    call(f, M.ps_conn, RT__METHOD__DROP_TABLE, &d.base, &r);
+    call(f, M.slot[0].conn, RT__METHOD__DROP_TABLE, &d.base, &r);
     assert_int_equal(r.status, 0);
     rt_buf_free(&r.body);
     assert_int_equal(scan1(f, 2, 1, 0, &n, &more, NULL), 0);
@@ -483,17 +389,17 @@ static void test_assign_and_drop(void **state)
     rt_rpc_client_close(f->cli);
     f->cli = NULL;
     ps_stop(f);
-    int before = M.registers;
+    int before = M.slot[0].registers;
     ps_start(f);
     assert_int_equal(f->ps.server_id, 7);
     assert_int_equal(f->ps.ranges.n, 2);
-    while (M.registers == before || !f->ps.registered) {
+    while (M.slot[0].registers == before || !f->ps.registered) {
         uv_run(&f->loop, UV_RUN_ONCE);
     }
-    assert_int_equal(M.reg_server_id, 7);
-    assert_int_equal(M.reg_n_range_ids, 2);
-    assert_int_equal(M.reg_range_ids[0], 1);
-    assert_int_equal(M.reg_range_ids[1], 2);
+    assert_int_equal(M.slot[0].reg_server_id, 7);
+    assert_int_equal(M.slot[0].reg_n_range_ids, 2);
+    assert_int_equal(M.slot[0].reg_range_ids[0], 1);
+    assert_int_equal(M.slot[0].reg_range_ids[1], 2);
 }
 
 /* An atomic write failing at op 1 writes nothing and reports the index. */
@@ -863,26 +769,27 @@ static void test_load_totals(void **state)
     assert_int_equal(
         write1(f, 1, 1, RT__OP_KIND__OP_DELETE, "p", "000001", &code, NULL), 0);
     assert_int_equal(code, 0);
-    int hb = M.heartbeats + 2;
-    while (M.heartbeats < hb) {
+    int hb = M.slot[0].heartbeats + 2;
+    while (M.slot[0].heartbeats < hb) {
         uv_run(&f->loop, UV_RUN_ONCE);
     }
-    assert_int_equal(M.hb_key_count, 2499);
-    assert_true(M.hb_key_bytes > 2499 * RT_VALUE_HDR_SIZE);
-    assert_true(M.hb_interval_ms >= 500 && M.hb_interval_ms < 5000);
-    uint64_t bytes = M.hb_key_bytes;
+    assert_int_equal(M.slot[0].hb_keys[1], 2499);
+    assert_true(M.slot[0].hb_key_bytes[1] > 2499 * RT_VALUE_HDR_SIZE);
+    assert_true(M.slot[0].hb_interval_ms[1] >= 500 &&
+                M.slot[0].hb_interval_ms[1] < 5000);
+    uint64_t bytes = M.slot[0].hb_key_bytes[1];
 
     rt_rpc_client_close(f->cli);
     f->cli = NULL;
     ps_stop(f);
     ps_start(f);
     run_until(f, &f->ps.registered);
-    hb = M.heartbeats + 2;
-    while (M.heartbeats < hb) {
+    hb = M.slot[0].heartbeats + 2;
+    while (M.slot[0].heartbeats < hb) {
         uv_run(&f->loop, UV_RUN_ONCE);
     }
-    assert_int_equal(M.hb_key_count, 2499);
-    assert_int_equal(M.hb_key_bytes, bytes);
+    assert_int_equal(M.slot[0].hb_keys[1], 2499);
+    assert_int_equal(M.slot[0].hb_key_bytes[1], bytes);
 }
 
 /* An entity group transaction naming another PartitionKey (even one
@@ -903,7 +810,7 @@ static void test_batch_rules_rpc(void **state)
 
     master_set_range(0, 1, 5, "", "m", 1);
     master_set_range(1, 2, 5, "m", NULL, 1);
-    M.n_ranges = 2;
+    M.slot[0].n = 2;
     ps_start(f);
     run_until(f, &f->ps.registered);
     connect_client(f);
