@@ -15,7 +15,7 @@ add_test(NAME gate_cycles
           --nm ${CMAKE_NM}
           $<TARGET_FILE:rt> $<TARGET_FILE:rt_lmdb> $<TARGET_FILE:rt_http>
           $<TARGET_FILE:rtload> $<TARGET_FILE:th> $<TARGET_FILE:th_ms>
-          $<TARGET_FILE:ms> $<TARGET_FILE:fe>)
+          $<TARGET_FILE:ms> $<TARGET_FILE:fe> $<TARGET_FILE:ps>)
 set_tests_properties(gate_cycles PROPERTIES LABELS gate TIMEOUT 60)
 add_test(NAME gate_cycles_selftest
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check-cycles-selftest.sh
