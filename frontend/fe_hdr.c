@@ -13,6 +13,7 @@
 #include "fe_b64.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
+#include "rt_rand.h"
 
 /* Trims spaces/tabs in place around s[*b..*e). */
 static void fe__trim(const char *s, size_t *b, size_t *e)
@@ -288,27 +289,8 @@ int fe_hdr_timeout(const char *s, unsigned *secs)
 /* Request ids need to be unique, not secret: a per-thread xoshiro256**
  * seeded once from OpenSSL's RNG (RAND_bytes per request cost a getpid()
  * system call and an AES-CTR block; snprintf cost as much again). */
-static _Thread_local uint64_t fe__guid_s[4];
+static _Thread_local struct rt_rng fe__guid_rng;
 static _Thread_local int fe__guid_seeded;
-
-static uint64_t fe__rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t fe__guid_next(void)
-{
-    uint64_t *s = fe__guid_s;
-    uint64_t r = fe__rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = fe__rotl(s[3], 45);
-    return r;
-}
 
 void fe_hdr_guid(char out[FE_GUID_SIZE])
 {
@@ -317,18 +299,17 @@ void fe_hdr_guid(char out[FE_GUID_SIZE])
     uint64_t x, y;
     size_t o = 0;
     if (!fe__guid_seeded) {
-        if (RAND_bytes((unsigned char *)fe__guid_s, sizeof(fe__guid_s)) != 1) {
-            uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)out;
-            for (int i = 0; i < 4; i++) {
-                seed += 0x9E3779B97F4A7C15ULL;
-                fe__guid_s[i] = seed ^ (seed >> 31);
-            }
+        uint64_t seed[4];
+        if (RAND_bytes((unsigned char *)seed, sizeof(seed)) == 1) {
+            rt_rng_seed_bytes(&fe__guid_rng, seed);
+        } else {
+            rt_rng_seed(&fe__guid_rng,
+                        (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)out);
         }
-        fe__guid_s[0] |= 1; /* never all zero */
         fe__guid_seeded = 1;
     }
-    x = fe__guid_next();
-    y = fe__guid_next();
+    x = rt_rng_next(&fe__guid_rng);
+    y = rt_rng_next(&fe__guid_rng);
     for (int i = 0; i < 8; i++) {
         b[i] = (unsigned char)(x >> (8 * i));
         b[8 + i] = (unsigned char)(y >> (8 * i));

@@ -19,10 +19,10 @@ static uint64_t *sample(struct rl_dist_cfg *cfg,
                         double elapsed)
 {
     struct rl_dist d;
-    struct rl_rng r;
+    struct rt_rng r;
     uint64_t *cnt = calloc(n, sizeof(*cnt));
     assert_non_null(cnt);
-    rl_rng_seed(&r, 42);
+    rt_rng_seed(&r, 42);
     rl_dist_init(&d, cfg, n);
     for (int i = 0; i < draws; i++) {
         uint64_t v = rl_dist_pick(&d, &r, n, elapsed);
@@ -37,15 +37,15 @@ static uint64_t *sample(struct rl_dist_cfg *cfg,
 /* The same seed gives the same sequence; another seed does not. */
 static void test_rng_seed(void **state)
 {
-    struct rl_rng a, b, c;
+    struct rt_rng a, b, c;
     (void)state;
-    rl_rng_seed(&a, 7);
-    rl_rng_seed(&b, 7);
-    rl_rng_seed(&c, 8);
+    rt_rng_seed(&a, 7);
+    rt_rng_seed(&b, 7);
+    rt_rng_seed(&c, 8);
     for (int i = 0; i < 100; i++) {
-        uint64_t x = rl_rng_next(&a);
-        assert_true(x == rl_rng_next(&b));
-        assert_true(x != rl_rng_next(&c));
+        uint64_t x = rt_rng_next(&a);
+        assert_true(x == rt_rng_next(&b));
+        assert_true(x != rt_rng_next(&c));
     }
 }
 
@@ -99,10 +99,10 @@ static void test_zipfian_growing(void **state)
 {
     struct rl_dist_cfg cfg = {.kind = RL_DIST_ZIPFIAN, .theta = 0.9};
     struct rl_dist d;
-    struct rl_rng r;
+    struct rt_rng r;
     uint64_t zero = 0;
     (void)state;
-    rl_rng_seed(&r, 1);
+    rt_rng_seed(&r, 1);
     rl_dist_init(&d, &cfg, 10);
     for (uint64_t n = 10; n < 20010; n++) {
         uint64_t v = rl_dist_pick(&d, &r, n, 0);
@@ -128,9 +128,9 @@ static void test_sequential(void **state)
     struct rl_dist_cfg up = {.kind = RL_DIST_SEQ_ASC};
     struct rl_dist_cfg down = {.kind = RL_DIST_SEQ_DESC};
     struct rl_dist a, b;
-    struct rl_rng r;
+    struct rt_rng r;
     (void)state;
-    rl_rng_seed(&r, 1);
+    rt_rng_seed(&r, 1);
     rl_dist_init(&a, &up, 5);
     rl_dist_init(&b, &down, 5);
     for (int i = 0; i < 12; i++) {

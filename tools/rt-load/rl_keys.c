@@ -4,53 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t rl_mix64(uint64_t x)
-{
-    /* splitmix64 finaliser */
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-void rl_rng_seed(struct rl_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        seed = rl_mix64(seed + (uint64_t)i);
-        r->s[i] = seed ? seed : 1;
-    }
-}
-
-static inline uint64_t rl__rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t rl_rng_next(struct rl_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t res = rl__rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rl__rotl(s[3], 45);
-    return res;
-}
-
-uint64_t rl_rng_below(struct rl_rng *r, uint64_t n)
-{
-    /* Lemire's multiply-shift; bias < n / 2^64. */
-    return (uint64_t)(((unsigned __int128)rl_rng_next(r) * n) >> 64);
-}
-
-double rl_rng_unit(struct rl_rng *r)
-{
-    return (double)(rl_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* Zipfian */
 
 static double rl__zeta_add(uint64_t from, uint64_t to, double theta, double acc)
@@ -80,7 +33,7 @@ void rl_zipf_init(struct rl_zipf *z, double theta, uint64_t n)
     rl__zipf_eta(z);
 }
 
-uint64_t rl_zipf_next(struct rl_zipf *z, struct rl_rng *r, uint64_t n)
+uint64_t rl_zipf_next(struct rl_zipf *z, struct rt_rng *r, uint64_t n)
 {
     double u, uz;
     uint64_t v;
@@ -93,7 +46,7 @@ uint64_t rl_zipf_next(struct rl_zipf *z, struct rl_rng *r, uint64_t n)
         rl__zipf_eta(z);
     }
     /* (A shrinking n keeps the larger zeta: close enough, and rare.) */
-    u = rl_rng_unit(r);
+    u = rt_rng_unit(r);
     uz = u * z->zetan;
     if (uz < 1.0) {
         return 0;
@@ -119,7 +72,7 @@ void rl_dist_init(struct rl_dist *d,
 }
 
 uint64_t rl_dist_pick(struct rl_dist *d,
-                      struct rl_rng *r,
+                      struct rt_rng *r,
                       uint64_t n,
                       double elapsed_s)
 {
@@ -128,7 +81,7 @@ uint64_t rl_dist_pick(struct rl_dist *d,
     }
     switch (d->cfg.kind) {
         case RL_DIST_UNIFORM:
-            return rl_rng_below(r, n);
+            return rt_rng_below(r, n);
         case RL_DIST_ZIPFIAN:
             return rl_zipf_next(&d->zipf, r, n);
         case RL_DIST_LATEST:
@@ -143,13 +96,13 @@ uint64_t rl_dist_pick(struct rl_dist *d,
             if (hot < 1) {
                 hot = 1;
             }
-            if (hot >= n || rl_rng_unit(r) >= d->cfg.hot_prob) {
-                return rl_rng_below(r, n);
+            if (hot >= n || rt_rng_unit(r) >= d->cfg.hot_prob) {
+                return rt_rng_below(r, n);
             }
             win = d->cfg.hot_period_s > 0
                       ? (uint64_t)(elapsed_s / d->cfg.hot_period_s)
                       : 0;
-            return (win * hot + rl_rng_below(r, hot)) % n;
+            return (win * hot + rt_rng_below(r, hot)) % n;
         }
         case RL_DIST__NR:
             break;
@@ -193,7 +146,7 @@ static void rl__hex16(char *out, char prefix, uint64_t v)
 void rl_pk_of_index(const struct rl_keymap *m, uint64_t pki, char *pk)
 {
     if (m->pk_scheme == RL_KEY_HASH) {
-        rl__hex16(pk, 'p', rl_mix64(pki ^ 0x5eedULL));
+        rl__hex16(pk, 'p', rt_mix64(pki ^ 0x5eedULL));
     } else {
         rl__dec13(pk, 'p', pki);
     }
@@ -213,7 +166,7 @@ void rl_key_of(const struct rl_keymap *m, int64_t id, char *pk, char *rk)
     rl_pk_of_index(m, pki, pk);
     switch (m->rk_scheme) {
         case RL_KEY_HASH:
-            rl__hex16(rk, 'r', rl_mix64(row ^ 0x7a11ULL));
+            rl__hex16(rk, 'r', rt_mix64(row ^ 0x7a11ULL));
             break;
         case RL_KEY_REV:
             rl__dec13(rk, 'r', 9999999999999ULL - row % 10000000000000ULL);

@@ -13,29 +13,17 @@
  *                "r" + 13 digits of (10^13 - 1 - row) (rev: newest first).
  * Every key is made of [a-z0-9], so it needs no escaping anywhere, and its
  * width is fixed per scheme.
- * Thread: struct rl_dist and struct rl_rng belong to one thread. */
+ * Thread: struct rl_dist and struct rt_rng belong to one thread. */
 #ifndef RL_KEYS_H
 #define RL_KEYS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt_rand.h"
+
 #define RL_ID_OFFSET 1000000000000LL /* 10^12 */
 #define RL_KEY_MAX 24
-
-/* xoshiro256** */
-struct rl_rng
-{
-    uint64_t s[4];
-};
-
-void rl_rng_seed(struct rl_rng *r, uint64_t seed);
-uint64_t rl_rng_next(struct rl_rng *r);
-/* Uniform in [0, n) (n > 0), without modulo bias worth noticing. */
-uint64_t rl_rng_below(struct rl_rng *r, uint64_t n);
-/* Uniform double in [0, 1). */
-double rl_rng_unit(struct rl_rng *r);
-uint64_t rl_mix64(uint64_t x);
 
 enum rl_dist_kind {
     RL_DIST_UNIFORM,
@@ -66,7 +54,7 @@ struct rl_zipf
 };
 
 void rl_zipf_init(struct rl_zipf *z, double theta, uint64_t n);
-uint64_t rl_zipf_next(struct rl_zipf *z, struct rl_rng *r, uint64_t n);
+uint64_t rl_zipf_next(struct rl_zipf *z, struct rt_rng *r, uint64_t n);
 
 struct rl_dist
 {
@@ -81,7 +69,7 @@ void rl_dist_init(struct rl_dist *d,
 /* Picks an offset in [0, n) of an existing key (n > 0): 0 is the lowest
  * id. @elapsed_s drives the hot set's moves. */
 uint64_t rl_dist_pick(struct rl_dist *d,
-                      struct rl_rng *r,
+                      struct rt_rng *r,
                       uint64_t n,
                       double elapsed_s);
 

@@ -195,7 +195,7 @@ static void rl__body_into(const struct rl_reqcfg *c, struct rl__tb *b)
         fill_len = (c->entity_size - base) / nfill;
     }
     for (unsigned i = 0; i < nfill; i++) {
-        uint64_t h = rl_mix64(0xf111 + i);
+        uint64_t h = rt_mix64(0xf111 + i);
         snprintf(name, sizeof(name), ",\"P%02u\":\"", i + 2);
         rl__tb_str(b, name);
         for (size_t k = 0; k < fill_len; k++) {
@@ -298,7 +298,7 @@ static void rl__vals_entity(const struct rl_reqcfg *c,
                             struct rl__vals *v)
 {
     static const char hx[] = "0123456789abcdef";
-    uint64_t h = rl_mix64((uint64_t)id);
+    uint64_t h = rt_mix64((uint64_t)id);
     unsigned bk = (unsigned)(h % 100);
     rl_key_of(&c->km, id, v->pk, v->rk);
     v->bucket[0] = bk >= 10 ? (char)('0' + bk / 10) : ' ';

@@ -298,7 +298,7 @@ struct rl_worker
     int nslots;
     int connected;
     int busy; /* slots with an operation */
-    struct rl_rng rng;
+    struct rt_rng rng;
     struct rl_dist dist;
     /* Open loop */
     double rate;
@@ -570,7 +570,7 @@ static void op_begin(struct rl_slot *s, uint64_t t_intended)
     if (G.mode == RL_MODE_PRELOAD) {
         s->op = RL_OP_BATCH; /* accounted as the preload */
     } else {
-        s->op = rl_mix_pick(&MIX, (unsigned)rl_rng_below(&w->rng, MIX.total));
+        s->op = rl_mix_pick(&MIX, (unsigned)rt_rng_below(&w->rng, MIX.total));
         switch (s->op) {
             case RL_OP_INSERT:
                 s->id = new_id();
@@ -787,7 +787,7 @@ static void on_backoff(uv_timer_t *t)
 static uint64_t backoff_ms(struct rl_slot *s)
 {
     double d = (double)RETRY_BASE_MS * pow(2.0, (double)(s->attempts - 1));
-    d *= 0.8 + 0.4 * rl_rng_unit(&s->w->rng);
+    d *= 0.8 + 0.4 * rt_rng_unit(&s->w->rng);
     if (d > (double)RETRY_CAP_MS) {
         d = (double)RETRY_CAP_MS;
     }
@@ -1196,7 +1196,7 @@ static void worker_init(struct rl_worker *w, int idx, int nslots, double rate)
         rl_hist_reset(&w->h_op[i]);
     }
     rl_hist_reset(&w->h_int);
-    rl_rng_seed(&w->rng, (uint64_t)O.seed * 1000003ULL + (uint64_t)idx);
+    rt_rng_seed(&w->rng, (uint64_t)O.seed * 1000003ULL + (uint64_t)idx);
     {
         int64_t n = G.ack_hi - G.ack_lo;
         rl_dist_init(&w->dist, &DIST, n > 1 ? (uint64_t)n : 1000);
