@@ -47,21 +47,14 @@ void ms_rpc_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
 
 /* ---- helpers ---- */
 
-/* Unpacks a request body; a malformed one is answered with RT_EINVAL and
- * NULL comes back. Free the result with its type's __free_unpacked(). */
-static void *ms__unpack(const ProtobufCMessageDescriptor *desc,
-                        struct rt_rpc_conn *conn,
-                        uint64_t id,
-                        uint32_t method,
-                        const uint8_t *body,
-                        size_t len)
-{
-    ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, body);
-    if (!msg) {
-        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "malformed request body");
-    }
-    return msg;
-}
+/* A handler: @req is the request body decoded with its method's
+ * descriptor (NULL for the methods that take none), borrowed: the
+ * dispatcher frees it after the handler returns. */
+typedef void (*ms__handler)(struct ms_rpc *rpc,
+                            struct ms_peer *peer,
+                            uint64_t id,
+                            uint32_t method,
+                            void *req);
 
 static const char *ms__str(const char *s)
 {
@@ -82,14 +75,22 @@ static void ms__reply_table(struct rt_rpc_conn *conn,
     rt_rpc_reply_pb(conn, id, method, 0, &t.base);
 }
 
+/* Answers a registration or heartbeat with the server's assignment. When
+ * the map changed (@changed; @bump: its version is not raised yet), the
+ * map is marked changed before the reply and pushed after it. */
 static void ms__reply_assignment(struct ms_rpc *rpc,
                                  struct rt_rpc_conn *conn,
                                  uint64_t id,
                                  uint32_t method,
-                                 uint64_t server_id)
+                                 uint64_t server_id,
+                                 bool changed,
+                                 bool bump)
 {
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
     Rt__Range *rv, **rvp;
+    if (changed) {
+        ms_cluster_map_changed(rpc->cl, bump);
+    }
     resp.server_id = server_id;
     resp.n_ranges = ms_cluster_assignment(rpc->cl, server_id, &rv, &rvp);
     resp.ranges = rvp;
@@ -97,6 +98,21 @@ static void ms__reply_assignment(struct ms_rpc *rpc,
     rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
     free(rv);
     free(rvp);
+    if (changed) {
+        ms_cluster_map_push(rpc->cl);
+    }
+}
+
+/* A committed change of the map (version raised by the catalog) is
+ * answered with Empty only after MAP_UPDATE went out: a front end that
+ * subscribed on this connection has the new map before the reply. */
+static void ms__reply_pushed(struct ms_rpc *rpc,
+                             struct rt_rpc_conn *conn,
+                             uint64_t id,
+                             uint32_t method)
+{
+    ms_cluster_map_push(rpc->cl);
+    rt_rpc_reply(conn, id, method, 0, NULL, 0);
 }
 
 static void ms__reply_map(struct ms_rpc *rpc,
@@ -115,31 +131,26 @@ static void ms__reply_map(struct ms_rpc *rpc,
 static void ms__h_register(struct ms_rpc *rpc,
                            struct ms_peer *peer,
                            uint64_t id,
-                           const uint8_t *body,
-                           size_t len)
+                           uint32_t method,
+                           void *arg)
 {
-    const uint32_t method = RT__METHOD__PS_REGISTER;
-    Rt__RegisterReq *req = ms__unpack(&rt__register_req__descriptor, peer->conn,
-                                      id, method, body, len);
+    const Rt__RegisterReq *req = arg;
     struct ms_server *s;
     uint64_t sid;
     bool addr_changed, came_up;
     size_t unknown = 0;
     int rc;
 
-    if (!req) {
-        return;
-    }
     if (!req->addr || !*req->addr) {
         rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
                          "register: addr is required");
-        goto out;
+        return;
     }
     rc = ms_catalog_register_server(rpc->cl->cat, req->server_id, req->addr,
                                     &sid, &addr_changed);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
-        goto out;
+        return;
     }
     s = ms_cluster_server_get(rpc->cl, sid);
     ms_cluster_server_attach(rpc->cl, s, peer);
@@ -163,33 +174,21 @@ static void ms__h_register(struct ms_rpc *rpc,
            sid, req->server_id ? "" : " (new id)", rt_rpc_conn_peer(peer->conn),
            req->addr, req->n_range_ids, unknown,
            ms_catalog_server_nranges(rpc->cl->cat, sid));
-    if (addr_changed || came_up) {
-        /* An addr change was versioned by the catalog already. */
-        ms_cluster_map_changed(rpc->cl, !addr_changed);
-    }
-    ms__reply_assignment(rpc, peer->conn, id, method, sid);
-    if (addr_changed || came_up) {
-        ms_cluster_map_push(rpc->cl);
-    }
-out:
-    rt__register_req__free_unpacked(req, NULL);
+    /* An addr change was versioned by the catalog already. */
+    ms__reply_assignment(rpc, peer->conn, id, method, sid,
+                         addr_changed || came_up, !addr_changed);
 }
 
 static void ms__h_heartbeat(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
-                            const uint8_t *body,
-                            size_t len)
+                            uint32_t method,
+                            void *arg)
 {
-    const uint32_t method = RT__METHOD__PS_HEARTBEAT;
-    Rt__HeartbeatReq *req = ms__unpack(&rt__heartbeat_req__descriptor,
-                                       peer->conn, id, method, body, len);
+    Rt__HeartbeatReq *req = arg;
     struct ms_server *s;
     bool came_up;
 
-    if (!req) {
-        return;
-    }
     s = req->server_id ? ms_cluster_server_find(rpc->cl, req->server_id) : NULL;
     if (!s) {
         char msg[96];
@@ -197,7 +196,7 @@ static void ms__h_heartbeat(struct ms_rpc *rpc,
                  "unknown server id %" PRIu64 ": register first",
                  req->server_id);
         rt_rpc_reply_err(peer->conn, id, method, RT_ENOTFOUND, msg);
-        goto out;
+        return;
     }
     ms_cluster_server_attach(rpc->cl, s, peer);
     came_up = ms_cluster_server_alive(rpc->cl, s);
@@ -206,22 +205,42 @@ static void ms__h_heartbeat(struct ms_rpc *rpc,
     if (came_up) {
         rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
         ms_balance_server_state(rpc->bal, s, "heartbeat");
-        ms_cluster_map_changed(rpc->cl, true);
     }
-    ms__reply_assignment(rpc, peer->conn, id, method, s->id);
-    if (came_up) {
-        ms_cluster_map_push(rpc->cl);
-    }
-out:
-    rt__heartbeat_req__free_unpacked(req, NULL);
+    ms__reply_assignment(rpc, peer->conn, id, method, s->id, came_up, true);
 }
 
-/* ---- front ends: hello ---- */
+/* ---- front ends: hello, map ---- */
 
-static void ms__h_hello(struct ms_rpc *rpc, struct ms_peer *peer, uint64_t id)
+static void ms__h_hello(struct ms_rpc *rpc,
+                        struct ms_peer *peer,
+                        uint64_t id,
+                        uint32_t method,
+                        void *arg)
 {
+    (void)arg;
     ms_cluster_subscribe(rpc->cl, peer);
-    ms__reply_map(rpc, peer->conn, id, RT__METHOD__FE_HELLO);
+    ms__reply_map(rpc, peer->conn, id, method);
+}
+
+static void ms__h_get_map(struct ms_rpc *rpc,
+                          struct ms_peer *peer,
+                          uint64_t id,
+                          uint32_t method,
+                          void *arg)
+{
+    (void)arg;
+    ms__reply_map(rpc, peer->conn, id, method);
+}
+
+static void ms__h_ping(struct ms_rpc *rpc,
+                       struct ms_peer *peer,
+                       uint64_t id,
+                       uint32_t method,
+                       void *arg)
+{
+    (void)rpc;
+    (void)arg;
+    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
 }
 
 /* ---- create table ---- */
@@ -261,41 +280,34 @@ static void ms__create_assigned_cb(int status,
 static void ms__h_create(struct ms_rpc *rpc,
                          struct ms_peer *peer,
                          uint64_t id,
-                         const uint8_t *body,
-                         size_t len)
+                         uint32_t method,
+                         void *arg)
 {
-    const uint32_t method = RT__METHOD__CREATE_TABLE;
-    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
-                                   method, body, len);
+    const Rt__TableReq *req = arg;
+    const char *account = ms__str(req->account), *name = ms__str(req->name);
     const struct ms_table *t;
     const struct ms_range *r;
     struct ms__create_op *op;
     uint64_t sid;
-    const char *account, *name;
     int rc;
 
-    if (!req) {
-        return;
-    }
-    account = ms__str(req->account);
-    name = ms__str(req->name);
     if (ms_table_name_check(name) != 0) {
         rt_rpc_reply_err(peer->conn, id, method, RT_EBADNAME, NULL);
-        goto out;
+        return;
     }
     if (!*account || strlen(account) > MS_ACCOUNT_MAX) {
         rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
                          "account is required");
-        goto out;
+        return;
     }
     if (ms_catalog_table_find(rpc->cl->cat, account, name)) {
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEEXISTS, NULL);
-        goto out;
+        return;
     }
     if (ms_catalog_table_deleting(rpc->cl->cat, account, name)) {
         /* Spec §3.2/§3.3: 409 TableBeingDeleted during the grace period. */
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEBEINGDELETED, NULL);
-        goto out;
+        return;
     }
     sid = ms_balance_place(rpc->bal);
     if (!sid) {
@@ -303,12 +315,12 @@ static void ms__h_create(struct ms_rpc *rpc,
                account, name);
         rt_rpc_reply_err(peer->conn, id, method, RT_EBUSY,
                          "no live partition server");
-        goto out;
+        return;
     }
     rc = ms_catalog_create_table(rpc->cl->cat, account, name, sid, &t, &r);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
-        goto out;
+        return;
     }
     rt_log(RT_LOG_INFO,
            "table %s/%s created: id %" PRIu64 ", range %" PRIu64
@@ -330,8 +342,6 @@ static void ms__h_create(struct ms_rpc *rpc,
         0) {
         ms__create_finish(op); /* not connected: the heartbeat reconciles */
     }
-out:
-    rt__table_req__free_unpacked(req, NULL);
 }
 
 /* ---- delete table ---- */
@@ -339,23 +349,18 @@ out:
 static void ms__h_delete(struct ms_rpc *rpc,
                          struct ms_peer *peer,
                          uint64_t id,
-                         const uint8_t *body,
-                         size_t len)
+                         uint32_t method,
+                         void *arg)
 {
-    const uint32_t method = RT__METHOD__DELETE_TABLE;
-    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
-                                   method, body, len);
+    const Rt__TableReq *req = arg;
     struct ms_table_drop drop;
     int rc;
 
-    if (!req) {
-        return;
-    }
     rc = ms_catalog_delete_table(rpc->cl->cat, ms__str(req->account),
                                  ms__str(req->name), &drop);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
-        goto out;
+        return;
     }
     rt_log(RT_LOG_INFO,
            "table %s/%s deleted: id %" PRIu64
@@ -374,10 +379,7 @@ static void ms__h_delete(struct ms_rpc *rpc,
         ms_cluster_assign_push(rpc->cl, drop.server_ids[i], 0, NULL, NULL);
     }
     ms_table_drop_free(&drop);
-    ms_cluster_map_push(rpc->cl);
-    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
-out:
-    rt__table_req__free_unpacked(req, NULL);
+    ms__reply_pushed(rpc, peer->conn, id, method);
 }
 
 /* ---- list / get tables ---- */
@@ -385,20 +387,15 @@ out:
 static void ms__h_list(struct ms_rpc *rpc,
                        struct ms_peer *peer,
                        uint64_t id,
-                       const uint8_t *body,
-                       size_t len)
+                       uint32_t method,
+                       void *arg)
 {
-    const uint32_t method = RT__METHOD__LIST_TABLES;
-    Rt__ListTablesReq *req = ms__unpack(&rt__list_tables_req__descriptor,
-                                        peer->conn, id, method, body, len);
+    const Rt__ListTablesReq *req = arg;
     Rt__ListTablesResp resp = RT__LIST_TABLES_RESP__INIT;
     const struct ms_table *next;
     Rt__Table *tv, **tvp;
     size_t first, count;
 
-    if (!req) {
-        return;
-    }
     ms_catalog_list_tables(rpc->cl->cat, ms__str(req->account),
                            ms__str(req->start), req->limit, &first, &count,
                            &next);
@@ -418,30 +415,22 @@ static void ms__h_list(struct ms_rpc *rpc,
     rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
     free(tv);
     free(tvp);
-    rt__list_tables_req__free_unpacked(req, NULL);
 }
 
 static void ms__h_get_table(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
-                            const uint8_t *body,
-                            size_t len)
+                            uint32_t method,
+                            void *arg)
 {
-    const uint32_t method = RT__METHOD__GET_TABLE;
-    Rt__TableReq *req = ms__unpack(&rt__table_req__descriptor, peer->conn, id,
-                                   method, body, len);
-    const struct ms_table *t;
-    if (!req) {
-        return;
-    }
-    t = ms_catalog_table_find(rpc->cl->cat, ms__str(req->account),
-                              ms__str(req->name));
+    const Rt__TableReq *req = arg;
+    const struct ms_table *t = ms_catalog_table_find(
+        rpc->cl->cat, ms__str(req->account), ms__str(req->name));
     if (t) {
         ms__reply_table(peer->conn, id, method, t->account, t->name, t->id);
     } else {
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
     }
-    rt__table_req__free_unpacked(req, NULL);
 }
 
 /* ---- table ACLs and service properties ---- */
@@ -449,23 +438,17 @@ static void ms__h_get_table(struct ms_rpc *rpc,
 static void ms__h_get_acl(struct ms_rpc *rpc,
                           struct ms_peer *peer,
                           uint64_t id,
-                          const uint8_t *body,
-                          size_t len)
+                          uint32_t method,
+                          void *arg)
 {
-    const uint32_t method = RT__METHOD__GET_ACL;
-    Rt__AclReq *req =
-        ms__unpack(&rt__acl_req__descriptor, peer->conn, id, method, body, len);
+    const Rt__AclReq *req = arg;
     Rt__AclReq resp = RT__ACL_REQ__INIT;
     Rt__SignedIdentifier sv[MS_ACL_MAX], *svp[MS_ACL_MAX];
-    const struct ms_table *t;
-    if (!req) {
-        return;
-    }
-    t = ms_catalog_table_find(rpc->cl->cat, ms__str(req->account),
-                              ms__str(req->name));
+    const struct ms_table *t = ms_catalog_table_find(
+        rpc->cl->cat, ms__str(req->account), ms__str(req->name));
     if (!t) {
         rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
-        goto out;
+        return;
     }
     resp.account = t->account;
     resp.name = t->name;
@@ -476,28 +459,21 @@ static void ms__h_get_acl(struct ms_rpc *rpc,
     resp.n_acl = t->nacl < MS_ACL_MAX ? t->nacl : MS_ACL_MAX;
     resp.acl = svp;
     rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
-out:
-    rt__acl_req__free_unpacked(req, NULL);
 }
 
 static void ms__h_set_acl(struct ms_rpc *rpc,
                           struct ms_peer *peer,
                           uint64_t id,
-                          const uint8_t *body,
-                          size_t len)
+                          uint32_t method,
+                          void *arg)
 {
-    const uint32_t method = RT__METHOD__SET_ACL;
-    Rt__AclReq *req =
-        ms__unpack(&rt__acl_req__descriptor, peer->conn, id, method, body, len);
+    const Rt__AclReq *req = arg;
     struct ms_acl_entry acl[MS_ACL_MAX];
     int rc;
-    if (!req) {
-        return;
-    }
     if (req->n_acl > MS_ACL_MAX) {
         rt_rpc_reply_err(peer->conn, id, method, RT_EXML,
                          "more than 5 signed identifiers");
-        goto out;
+        return;
     }
     for (size_t i = 0; i < req->n_acl; i++) {
         const Rt__SignedIdentifier *si = req->acl[i];
@@ -511,72 +487,77 @@ static void ms__h_set_acl(struct ms_rpc *rpc,
                             ms__str(req->name), acl, req->n_acl);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
-        goto out;
+        return;
     }
     rt_log(RT_LOG_INFO,
            "table %s/%s: ACL set (%zu identifiers), map version %" PRIu64,
            ms__str(req->account), ms__str(req->name), req->n_acl,
            ms_catalog_map_version(rpc->cl->cat));
-    /* Push first: the caller's front end subscribes on this connection,
-     * so it has the new ACL before it sees the reply. */
     ms_cluster_map_changed(rpc->cl, false);
-    ms_cluster_map_push(rpc->cl);
-    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
-out:
-    rt__acl_req__free_unpacked(req, NULL);
+    ms__reply_pushed(rpc, peer->conn, id, method);
 }
 
 static void ms__h_get_props(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
-                            const uint8_t *body,
-                            size_t len)
+                            uint32_t method,
+                            void *arg)
 {
-    const uint32_t method = RT__METHOD__GET_SERVICE_PROPS;
-    Rt__ServicePropsReq *req = ms__unpack(&rt__service_props_req__descriptor,
-                                          peer->conn, id, method, body, len);
-    const Rt__ServiceProps *p;
+    const Rt__ServicePropsReq *req = arg;
     Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
-    if (!req) {
-        return;
-    }
     /* Never set: all sections absent; the front end emits the defaults. */
-    p = ms_catalog_props(rpc->cl->cat, ms__str(req->account));
+    const Rt__ServiceProps *p =
+        ms_catalog_props(rpc->cl->cat, ms__str(req->account));
     rt_rpc_reply_pb(peer->conn, id, method, 0, p ? &p->base : &empty.base);
-    rt__service_props_req__free_unpacked(req, NULL);
 }
 
 static void ms__h_set_props(struct ms_rpc *rpc,
                             struct ms_peer *peer,
                             uint64_t id,
-                            const uint8_t *body,
-                            size_t len)
+                            uint32_t method,
+                            void *arg)
 {
-    const uint32_t method = RT__METHOD__SET_SERVICE_PROPS;
-    Rt__ServicePropsReq *req = ms__unpack(&rt__service_props_req__descriptor,
-                                          peer->conn, id, method, body, len);
+    const Rt__ServicePropsReq *req = arg;
     Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
-    int rc;
-    if (!req) {
-        return;
-    }
-    rc = ms_catalog_set_props(rpc->cl->cat, ms__str(req->account),
-                              req->props ? req->props : &empty);
+    int rc = ms_catalog_set_props(rpc->cl->cat, ms__str(req->account),
+                                  req->props ? req->props : &empty);
     if (rc) {
         rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
-        goto out;
+        return;
     }
     rt_log(RT_LOG_INFO,
            "account %s: service properties set, map version %" PRIu64,
            ms__str(req->account), ms_catalog_map_version(rpc->cl->cat));
     ms_cluster_map_changed(rpc->cl, false);
-    ms_cluster_map_push(rpc->cl);
-    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
-out:
-    rt__service_props_req__free_unpacked(req, NULL);
+    ms__reply_pushed(rpc, peer->conn, id, method);
 }
 
 /* ---- dispatch ---- */
+
+/* Every method the master serves: its request type (NULL: the body is
+ * ignored) and its handler. */
+static const struct ms__method
+{
+    uint32_t method;
+    const ProtobufCMessageDescriptor *req;
+    ms__handler fn;
+} ms__methods[] = {
+    {RT__METHOD__PS_REGISTER, &rt__register_req__descriptor, ms__h_register},
+    {RT__METHOD__PS_HEARTBEAT, &rt__heartbeat_req__descriptor, ms__h_heartbeat},
+    {RT__METHOD__FE_HELLO, NULL, ms__h_hello},
+    {RT__METHOD__GET_MAP, NULL, ms__h_get_map},
+    {RT__METHOD__CREATE_TABLE, &rt__table_req__descriptor, ms__h_create},
+    {RT__METHOD__DELETE_TABLE, &rt__table_req__descriptor, ms__h_delete},
+    {RT__METHOD__LIST_TABLES, &rt__list_tables_req__descriptor, ms__h_list},
+    {RT__METHOD__GET_TABLE, &rt__table_req__descriptor, ms__h_get_table},
+    {RT__METHOD__GET_ACL, &rt__acl_req__descriptor, ms__h_get_acl},
+    {RT__METHOD__SET_ACL, &rt__acl_req__descriptor, ms__h_set_acl},
+    {RT__METHOD__GET_SERVICE_PROPS, &rt__service_props_req__descriptor,
+     ms__h_get_props},
+    {RT__METHOD__SET_SERVICE_PROPS, &rt__service_props_req__descriptor,
+     ms__h_set_props},
+    {RT__METHOD__PING, NULL, ms__h_ping},
+};
 
 void ms_rpc_on_request(struct rt_rpc_conn *conn,
                        uint32_t method,
@@ -587,6 +568,8 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
 {
     struct ms_rpc *rpc = ud;
     struct ms_peer *peer = rt_rpc_conn_data(conn);
+    const struct ms__method *m = NULL;
+    ProtobufCMessage *req = NULL;
 
     rpc->cl->rpc_requests++;
     if (!peer) {
@@ -596,51 +579,29 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "master is stopping");
         return;
     }
-    switch (method) {
-        case RT__METHOD__PS_REGISTER:
-            ms__h_register(rpc, peer, id, body, len);
+    for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
+        if (ms__methods[i].method == method) {
+            m = &ms__methods[i];
             break;
-        case RT__METHOD__PS_HEARTBEAT:
-            ms__h_heartbeat(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__FE_HELLO:
-            ms__h_hello(rpc, peer, id);
-            break;
-        case RT__METHOD__GET_MAP:
-            ms__reply_map(rpc, conn, id, method);
-            break;
-        case RT__METHOD__CREATE_TABLE:
-            ms__h_create(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__DELETE_TABLE:
-            ms__h_delete(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__LIST_TABLES:
-            ms__h_list(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__GET_TABLE:
-            ms__h_get_table(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__GET_ACL:
-            ms__h_get_acl(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__SET_ACL:
-            ms__h_set_acl(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__GET_SERVICE_PROPS:
-            ms__h_get_props(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__SET_SERVICE_PROPS:
-            ms__h_set_props(rpc, peer, id, body, len);
-            break;
-        case RT__METHOD__PING:
-            rt_rpc_reply(conn, id, method, 0, NULL, 0);
-            break;
-        default:
-            rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
-                   method, rt_rpc_conn_peer(conn));
-            rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
-                             "method not served by the master");
-            break;
+        }
+    }
+    if (!m) {
+        rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
+               method, rt_rpc_conn_peer(conn));
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
+                         "method not served by the master");
+        return;
+    }
+    if (m->req) {
+        req = protobuf_c_message_unpack(m->req, NULL, len, body);
+        if (!req) {
+            rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                             "malformed request body");
+            return;
+        }
+    }
+    m->fn(rpc, peer, id, method, req);
+    if (req) {
+        protobuf_c_message_free_unpacked(req, NULL);
     }
 }
