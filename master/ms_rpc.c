@@ -47,14 +47,20 @@ void ms_rpc_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
 
 /* ---- helpers ---- */
 
+/* The request being handled: whom to answer (peer->conn), with which id
+ * and method. */
+struct ms__req
+{
+    struct ms_rpc *rpc;
+    struct ms_peer *peer;
+    uint64_t id;
+    uint32_t method;
+};
+
 /* A handler: @req is the request body decoded with its method's
  * descriptor (NULL for the methods that take none), borrowed: the
  * dispatcher frees it after the handler returns. */
-typedef void (*ms__handler)(struct ms_rpc *rpc,
-                            struct ms_peer *peer,
-                            uint64_t id,
-                            uint32_t method,
-                            void *req);
+typedef void (*ms__handler)(const struct ms__req *q, void *req);
 
 static const char *ms__str(const char *s)
 {
@@ -75,64 +81,67 @@ static void ms__reply_table(struct rt_rpc_conn *conn,
     rt_rpc_reply_pb(conn, id, method, 0, &t.base);
 }
 
+static void ms__fail(const struct ms__req *q, int rc, const char *msg)
+{
+    rt_rpc_reply_err(q->peer->conn, q->id, q->method, rc, msg);
+}
+
+/* Replies @msg (NULL: an empty body). */
+static void ms__reply_pb(const struct ms__req *q, const ProtobufCMessage *msg)
+{
+    if (msg) {
+        rt_rpc_reply_pb(q->peer->conn, q->id, q->method, 0, msg);
+    } else {
+        rt_rpc_reply(q->peer->conn, q->id, q->method, 0, NULL, 0);
+    }
+}
+
 /* Answers a registration or heartbeat with the server's assignment. When
  * the map changed (@changed; @bump: its version is not raised yet), the
  * map is marked changed before the reply and pushed after it. */
-static void ms__reply_assignment(struct ms_rpc *rpc,
-                                 struct rt_rpc_conn *conn,
-                                 uint64_t id,
-                                 uint32_t method,
+static void ms__reply_assignment(const struct ms__req *q,
                                  uint64_t server_id,
                                  bool changed,
                                  bool bump)
 {
+    struct ms_cluster *cl = q->rpc->cl;
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
     Rt__Range *rv, **rvp;
     if (changed) {
-        ms_cluster_map_changed(rpc->cl, bump);
+        ms_cluster_map_changed(cl, bump);
     }
     resp.server_id = server_id;
-    resp.n_ranges = ms_cluster_assignment(rpc->cl, server_id, &rv, &rvp);
+    resp.n_ranges = ms_cluster_assignment(cl, server_id, &rv, &rvp);
     resp.ranges = rvp;
-    resp.map_version = ms_catalog_map_version(rpc->cl->cat);
-    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    resp.map_version = ms_catalog_map_version(cl->cat);
+    ms__reply_pb(q, &resp.base);
     free(rv);
     free(rvp);
     if (changed) {
-        ms_cluster_map_push(rpc->cl);
+        ms_cluster_map_push(cl);
     }
 }
 
 /* A committed change of the map (version raised by the catalog) is
  * answered with Empty only after MAP_UPDATE went out: a front end that
  * subscribed on this connection has the new map before the reply. */
-static void ms__reply_pushed(struct ms_rpc *rpc,
-                             struct rt_rpc_conn *conn,
-                             uint64_t id,
-                             uint32_t method)
+static void ms__reply_pushed(const struct ms__req *q)
 {
-    ms_cluster_map_push(rpc->cl);
-    rt_rpc_reply(conn, id, method, 0, NULL, 0);
+    ms_cluster_map_push(q->rpc->cl);
+    ms__reply_pb(q, NULL);
 }
 
-static void ms__reply_map(struct ms_rpc *rpc,
-                          struct rt_rpc_conn *conn,
-                          uint64_t id,
-                          uint32_t method)
+static void ms__reply_map(const struct ms__req *q)
 {
     const uint8_t *buf;
     size_t len;
-    ms_cluster_map_packed(rpc->cl, &buf, &len);
-    rt_rpc_reply(conn, id, method, 0, buf, len);
+    ms_cluster_map_packed(q->rpc->cl, &buf, &len);
+    rt_rpc_reply(q->peer->conn, q->id, q->method, 0, buf, len);
 }
 
 /* ---- partition servers: register, heartbeat ---- */
 
-static void ms__h_register(struct ms_rpc *rpc,
-                           struct ms_peer *peer,
-                           uint64_t id,
-                           uint32_t method,
-                           void *arg)
+static void ms__h_register(const struct ms__req *q, void *arg)
 {
     const Rt__RegisterReq *req = arg;
     struct ms_server *s;
@@ -142,27 +151,26 @@ static void ms__h_register(struct ms_rpc *rpc,
     int rc;
 
     if (!req->addr || !*req->addr) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
-                         "register: addr is required");
+        ms__fail(q, RT_EINVAL, "register: addr is required");
         return;
     }
-    rc = ms_catalog_register_server(rpc->cl->cat, req->server_id, req->addr,
+    rc = ms_catalog_register_server(q->rpc->cl->cat, req->server_id, req->addr,
                                     &sid, &addr_changed);
     if (rc) {
-        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        ms__fail(q, rc, NULL);
         return;
     }
-    s = ms_cluster_server_get(rpc->cl, sid);
-    ms_cluster_server_attach(rpc->cl, s, peer);
-    came_up = ms_cluster_server_alive(rpc->cl, s);
+    s = ms_cluster_server_get(q->rpc->cl, sid);
+    ms_cluster_server_attach(q->rpc->cl, s, q->peer);
+    came_up = ms_cluster_server_alive(q->rpc->cl, s);
     /* Its reply below lists its ranges: that settles aborted moves. */
-    ms_balance_on_register(rpc->bal, s);
+    ms_balance_on_register(q->rpc->bal, s);
     if (came_up) {
-        ms_balance_server_state(rpc->bal, s, "registered");
+        ms_balance_server_state(q->rpc->bal, s, "registered");
     }
     for (size_t i = 0; i < req->n_range_ids; i++) {
         const struct ms_range *r =
-            ms_catalog_range_find(rpc->cl->cat, req->range_ids[i]);
+            ms_catalog_range_find(q->rpc->cl->cat, req->range_ids[i]);
         if (!r || r->server_id != sid) {
             unknown++;
         }
@@ -171,76 +179,59 @@ static void ms__h_register(struct ms_rpc *rpc,
            "server %" PRIu64
            " registered%s from %s, addr %s, reports %zu "
            "ranges (%zu not assigned to it), assigned %zu",
-           sid, req->server_id ? "" : " (new id)", rt_rpc_conn_peer(peer->conn),
-           req->addr, req->n_range_ids, unknown,
-           ms_catalog_server_nranges(rpc->cl->cat, sid));
+           sid, req->server_id ? "" : " (new id)",
+           rt_rpc_conn_peer(q->peer->conn), req->addr, req->n_range_ids,
+           unknown, ms_catalog_server_nranges(q->rpc->cl->cat, sid));
     /* An addr change was versioned by the catalog already. */
-    ms__reply_assignment(rpc, peer->conn, id, method, sid,
-                         addr_changed || came_up, !addr_changed);
+    ms__reply_assignment(q, sid, addr_changed || came_up, !addr_changed);
 }
 
-static void ms__h_heartbeat(struct ms_rpc *rpc,
-                            struct ms_peer *peer,
-                            uint64_t id,
-                            uint32_t method,
-                            void *arg)
+static void ms__h_heartbeat(const struct ms__req *q, void *arg)
 {
     Rt__HeartbeatReq *req = arg;
     struct ms_server *s;
     bool came_up;
 
-    s = req->server_id ? ms_cluster_server_find(rpc->cl, req->server_id) : NULL;
+    s = req->server_id ? ms_cluster_server_find(q->rpc->cl, req->server_id)
+                       : NULL;
     if (!s) {
         char msg[96];
         snprintf(msg, sizeof(msg),
                  "unknown server id %" PRIu64 ": register first",
                  req->server_id);
-        rt_rpc_reply_err(peer->conn, id, method, RT_ENOTFOUND, msg);
+        ms__fail(q, RT_ENOTFOUND, msg);
         return;
     }
-    ms_cluster_server_attach(rpc->cl, s, peer);
-    came_up = ms_cluster_server_alive(rpc->cl, s);
+    ms_cluster_server_attach(q->rpc->cl, s, q->peer);
+    came_up = ms_cluster_server_alive(q->rpc->cl, s);
     /* The load model (ms_load.h) for the policy and the dashboard. */
-    ms_balance_loads(rpc->bal, s, req);
+    ms_balance_loads(q->rpc->bal, s, req);
     if (came_up) {
         rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
-        ms_balance_server_state(rpc->bal, s, "heartbeat");
+        ms_balance_server_state(q->rpc->bal, s, "heartbeat");
     }
-    ms__reply_assignment(rpc, peer->conn, id, method, s->id, came_up, true);
+    ms__reply_assignment(q, s->id, came_up, true);
 }
 
 /* ---- front ends: hello, map ---- */
 
-static void ms__h_hello(struct ms_rpc *rpc,
-                        struct ms_peer *peer,
-                        uint64_t id,
-                        uint32_t method,
-                        void *arg)
+static void ms__h_hello(const struct ms__req *q, void *arg)
 {
     (void)arg;
-    ms_cluster_subscribe(rpc->cl, peer);
-    ms__reply_map(rpc, peer->conn, id, method);
+    ms_cluster_subscribe(q->rpc->cl, q->peer);
+    ms__reply_map(q);
 }
 
-static void ms__h_get_map(struct ms_rpc *rpc,
-                          struct ms_peer *peer,
-                          uint64_t id,
-                          uint32_t method,
-                          void *arg)
+static void ms__h_get_map(const struct ms__req *q, void *arg)
 {
     (void)arg;
-    ms__reply_map(rpc, peer->conn, id, method);
+    ms__reply_map(q);
 }
 
-static void ms__h_ping(struct ms_rpc *rpc,
-                       struct ms_peer *peer,
-                       uint64_t id,
-                       uint32_t method,
-                       void *arg)
+static void ms__h_ping(const struct ms__req *q, void *arg)
 {
-    (void)rpc;
     (void)arg;
-    rt_rpc_reply(peer->conn, id, method, 0, NULL, 0);
+    ms__reply_pb(q, NULL);
 }
 
 /* ---- create table ---- */
@@ -277,11 +268,7 @@ static void ms__create_assigned_cb(int status,
     ms__create_finish(arg);
 }
 
-static void ms__h_create(struct ms_rpc *rpc,
-                         struct ms_peer *peer,
-                         uint64_t id,
-                         uint32_t method,
-                         void *arg)
+static void ms__h_create(const struct ms__req *q, void *arg)
 {
     const Rt__TableReq *req = arg;
     const char *account = ms__str(req->account), *name = ms__str(req->name);
@@ -292,74 +279,68 @@ static void ms__h_create(struct ms_rpc *rpc,
     int rc;
 
     if (ms_table_name_check(name) != 0) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_EBADNAME, NULL);
+        ms__fail(q, RT_EBADNAME, NULL);
         return;
     }
     if (!*account || strlen(account) > MS_ACCOUNT_MAX) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_EINVAL,
-                         "account is required");
+        ms__fail(q, RT_EINVAL, "account is required");
         return;
     }
-    if (ms_catalog_table_find(rpc->cl->cat, account, name)) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEEXISTS, NULL);
+    if (ms_catalog_table_find(q->rpc->cl->cat, account, name)) {
+        ms__fail(q, RT_ETABLEEXISTS, NULL);
         return;
     }
-    if (ms_catalog_table_deleting(rpc->cl->cat, account, name)) {
+    if (ms_catalog_table_deleting(q->rpc->cl->cat, account, name)) {
         /* Spec §3.2/§3.3: 409 TableBeingDeleted during the grace period. */
-        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLEBEINGDELETED, NULL);
+        ms__fail(q, RT_ETABLEBEINGDELETED, NULL);
         return;
     }
-    sid = ms_balance_place(rpc->bal);
+    sid = ms_balance_place(q->rpc->bal);
     if (!sid) {
         rt_log(RT_LOG_WARN, "create table %s/%s: no live partition server",
                account, name);
-        rt_rpc_reply_err(peer->conn, id, method, RT_EBUSY,
-                         "no live partition server");
+        ms__fail(q, RT_EBUSY, "no live partition server");
         return;
     }
-    rc = ms_catalog_create_table(rpc->cl->cat, account, name, sid, &t, &r);
+    rc = ms_catalog_create_table(q->rpc->cl->cat, account, name, sid, &t, &r);
     if (rc) {
-        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        ms__fail(q, rc, NULL);
         return;
     }
     rt_log(RT_LOG_INFO,
            "table %s/%s created: id %" PRIu64 ", range %" PRIu64
            " on server %" PRIu64 ", map version %" PRIu64,
            account, t->name, t->id, r->id, sid,
-           ms_catalog_map_version(rpc->cl->cat));
-    ms_balance_range_created(rpc->bal, r->id);
-    ms_cluster_map_changed(rpc->cl, false);
+           ms_catalog_map_version(q->rpc->cl->cat));
+    ms_balance_range_created(q->rpc->bal, r->id);
+    ms_cluster_map_changed(q->rpc->cl, false);
 
     op = rt_xcalloc(1, sizeof(*op));
-    op->rpc = rpc;
-    op->conn = peer->conn;
+    op->rpc = q->rpc;
+    op->conn = q->peer->conn;
     rt_rpc_conn_ref(op->conn);
-    op->id = id;
+    op->id = q->id;
     op->table_id = t->id;
     op->account = rt_xstrdup(t->account);
     op->name = rt_xstrdup(t->name);
-    if (ms_cluster_assign_push(rpc->cl, sid, 0, ms__create_assigned_cb, op) !=
-        0) {
+    if (ms_cluster_assign_push(q->rpc->cl, sid, 0, ms__create_assigned_cb,
+                               op) != 0) {
         ms__create_finish(op); /* not connected: the heartbeat reconciles */
     }
 }
 
 /* ---- delete table ---- */
 
-static void ms__h_delete(struct ms_rpc *rpc,
-                         struct ms_peer *peer,
-                         uint64_t id,
-                         uint32_t method,
-                         void *arg)
+static void ms__h_delete(const struct ms__req *q, void *arg)
 {
     const Rt__TableReq *req = arg;
     struct ms_table_drop drop;
     int rc;
 
-    rc = ms_catalog_delete_table(rpc->cl->cat, ms__str(req->account),
+    rc = ms_catalog_delete_table(q->rpc->cl->cat, ms__str(req->account),
                                  ms__str(req->name), &drop);
     if (rc) {
-        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        ms__fail(q, rc, NULL);
         return;
     }
     rt_log(RT_LOG_INFO,
@@ -367,28 +348,24 @@ static void ms__h_delete(struct ms_rpc *rpc,
            ", dropping on %zu servers, "
            "map version %" PRIu64,
            ms__str(req->account), ms__str(req->name), drop.table_id,
-           drop.nservers, ms_catalog_map_version(rpc->cl->cat));
-    ms_cluster_map_changed(rpc->cl, false);
+           drop.nservers, ms_catalog_map_version(q->rpc->cl->cat));
+    ms_cluster_map_changed(q->rpc->cl, false);
     for (size_t i = 0; i < drop.nservers; i++) {
         Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
         d.table_id = drop.table_id;
         /* Not waited for: a server that misses it drops the ranges when
          * its next heartbeat reply no longer lists them. */
-        ms_cluster_call(rpc->cl, drop.server_ids[i], RT__METHOD__DROP_TABLE,
+        ms_cluster_call(q->rpc->cl, drop.server_ids[i], RT__METHOD__DROP_TABLE,
                         "DROP_TABLE", &d.base, MS__DROP_TIMEOUT_MS, NULL, NULL);
-        ms_cluster_assign_push(rpc->cl, drop.server_ids[i], 0, NULL, NULL);
+        ms_cluster_assign_push(q->rpc->cl, drop.server_ids[i], 0, NULL, NULL);
     }
     ms_table_drop_free(&drop);
-    ms__reply_pushed(rpc, peer->conn, id, method);
+    ms__reply_pushed(q);
 }
 
 /* ---- list / get tables ---- */
 
-static void ms__h_list(struct ms_rpc *rpc,
-                       struct ms_peer *peer,
-                       uint64_t id,
-                       uint32_t method,
-                       void *arg)
+static void ms__h_list(const struct ms__req *q, void *arg)
 {
     const Rt__ListTablesReq *req = arg;
     Rt__ListTablesResp resp = RT__LIST_TABLES_RESP__INIT;
@@ -396,13 +373,14 @@ static void ms__h_list(struct ms_rpc *rpc,
     Rt__Table *tv, **tvp;
     size_t first, count;
 
-    ms_catalog_list_tables(rpc->cl->cat, ms__str(req->account),
+    ms_catalog_list_tables(q->rpc->cl->cat, ms__str(req->account),
                            ms__str(req->start), req->limit, &first, &count,
                            &next);
     tv = rt_xcalloc(count ? count : 1, sizeof(*tv));
     tvp = rt_xcalloc(count ? count : 1, sizeof(*tvp));
     for (size_t i = 0; i < count; i++) {
-        const struct ms_table *t = ms_catalog_table_at(rpc->cl->cat, first + i);
+        const struct ms_table *t =
+            ms_catalog_table_at(q->rpc->cl->cat, first + i);
         rt__table__init(&tv[i]);
         tv[i].account = t->account;
         tv[i].name = t->name;
@@ -412,42 +390,35 @@ static void ms__h_list(struct ms_rpc *rpc,
     resp.n_tables = count;
     resp.tables = tvp;
     resp.next = next ? next->lname : (char *)"";
-    rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
+    ms__reply_pb(q, &resp.base);
     free(tv);
     free(tvp);
 }
 
-static void ms__h_get_table(struct ms_rpc *rpc,
-                            struct ms_peer *peer,
-                            uint64_t id,
-                            uint32_t method,
-                            void *arg)
+static void ms__h_get_table(const struct ms__req *q, void *arg)
 {
     const Rt__TableReq *req = arg;
     const struct ms_table *t = ms_catalog_table_find(
-        rpc->cl->cat, ms__str(req->account), ms__str(req->name));
+        q->rpc->cl->cat, ms__str(req->account), ms__str(req->name));
     if (t) {
-        ms__reply_table(peer->conn, id, method, t->account, t->name, t->id);
+        ms__reply_table(q->peer->conn, q->id, q->method, t->account, t->name,
+                        t->id);
     } else {
-        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
+        ms__fail(q, RT_ETABLENOTFOUND, NULL);
     }
 }
 
 /* ---- table ACLs and service properties ---- */
 
-static void ms__h_get_acl(struct ms_rpc *rpc,
-                          struct ms_peer *peer,
-                          uint64_t id,
-                          uint32_t method,
-                          void *arg)
+static void ms__h_get_acl(const struct ms__req *q, void *arg)
 {
     const Rt__AclReq *req = arg;
     Rt__AclReq resp = RT__ACL_REQ__INIT;
     Rt__SignedIdentifier sv[MS_ACL_MAX], *svp[MS_ACL_MAX];
     const struct ms_table *t = ms_catalog_table_find(
-        rpc->cl->cat, ms__str(req->account), ms__str(req->name));
+        q->rpc->cl->cat, ms__str(req->account), ms__str(req->name));
     if (!t) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_ETABLENOTFOUND, NULL);
+        ms__fail(q, RT_ETABLENOTFOUND, NULL);
         return;
     }
     resp.account = t->account;
@@ -458,21 +429,16 @@ static void ms__h_get_acl(struct ms_rpc *rpc,
     }
     resp.n_acl = t->nacl < MS_ACL_MAX ? t->nacl : MS_ACL_MAX;
     resp.acl = svp;
-    rt_rpc_reply_pb(peer->conn, id, method, 0, &resp.base);
+    ms__reply_pb(q, &resp.base);
 }
 
-static void ms__h_set_acl(struct ms_rpc *rpc,
-                          struct ms_peer *peer,
-                          uint64_t id,
-                          uint32_t method,
-                          void *arg)
+static void ms__h_set_acl(const struct ms__req *q, void *arg)
 {
     const Rt__AclReq *req = arg;
     struct ms_acl_entry acl[MS_ACL_MAX];
     int rc;
     if (req->n_acl > MS_ACL_MAX) {
-        rt_rpc_reply_err(peer->conn, id, method, RT_EXML,
-                         "more than 5 signed identifiers");
+        ms__fail(q, RT_EXML, "more than 5 signed identifiers");
         return;
     }
     for (size_t i = 0; i < req->n_acl; i++) {
@@ -483,53 +449,45 @@ static void ms__h_set_acl(struct ms_rpc *rpc,
         acl[i].expiry = si->expiry;
         acl[i].permission = si->permission;
     }
-    rc = ms_catalog_set_acl(rpc->cl->cat, ms__str(req->account),
+    rc = ms_catalog_set_acl(q->rpc->cl->cat, ms__str(req->account),
                             ms__str(req->name), acl, req->n_acl);
     if (rc) {
-        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        ms__fail(q, rc, NULL);
         return;
     }
     rt_log(RT_LOG_INFO,
            "table %s/%s: ACL set (%zu identifiers), map version %" PRIu64,
            ms__str(req->account), ms__str(req->name), req->n_acl,
-           ms_catalog_map_version(rpc->cl->cat));
-    ms_cluster_map_changed(rpc->cl, false);
-    ms__reply_pushed(rpc, peer->conn, id, method);
+           ms_catalog_map_version(q->rpc->cl->cat));
+    ms_cluster_map_changed(q->rpc->cl, false);
+    ms__reply_pushed(q);
 }
 
-static void ms__h_get_props(struct ms_rpc *rpc,
-                            struct ms_peer *peer,
-                            uint64_t id,
-                            uint32_t method,
-                            void *arg)
+static void ms__h_get_props(const struct ms__req *q, void *arg)
 {
     const Rt__ServicePropsReq *req = arg;
     Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
     /* Never set: all sections absent; the front end emits the defaults. */
     const Rt__ServiceProps *p =
-        ms_catalog_props(rpc->cl->cat, ms__str(req->account));
-    rt_rpc_reply_pb(peer->conn, id, method, 0, p ? &p->base : &empty.base);
+        ms_catalog_props(q->rpc->cl->cat, ms__str(req->account));
+    ms__reply_pb(q, p ? &p->base : &empty.base);
 }
 
-static void ms__h_set_props(struct ms_rpc *rpc,
-                            struct ms_peer *peer,
-                            uint64_t id,
-                            uint32_t method,
-                            void *arg)
+static void ms__h_set_props(const struct ms__req *q, void *arg)
 {
     const Rt__ServicePropsReq *req = arg;
     Rt__ServiceProps empty = RT__SERVICE_PROPS__INIT;
-    int rc = ms_catalog_set_props(rpc->cl->cat, ms__str(req->account),
+    int rc = ms_catalog_set_props(q->rpc->cl->cat, ms__str(req->account),
                                   req->props ? req->props : &empty);
     if (rc) {
-        rt_rpc_reply_err(peer->conn, id, method, rc, NULL);
+        ms__fail(q, rc, NULL);
         return;
     }
     rt_log(RT_LOG_INFO,
            "account %s: service properties set, map version %" PRIu64,
-           ms__str(req->account), ms_catalog_map_version(rpc->cl->cat));
-    ms_cluster_map_changed(rpc->cl, false);
-    ms__reply_pushed(rpc, peer->conn, id, method);
+           ms__str(req->account), ms_catalog_map_version(q->rpc->cl->cat));
+    ms_cluster_map_changed(q->rpc->cl, false);
+    ms__reply_pushed(q);
 }
 
 /* ---- dispatch ---- */
@@ -567,16 +525,16 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
                        void *ud)
 {
     struct ms_rpc *rpc = ud;
-    struct ms_peer *peer = rt_rpc_conn_data(conn);
+    struct ms__req q = {rpc, rt_rpc_conn_data(conn), id, method};
     const struct ms__method *m = NULL;
     ProtobufCMessage *req = NULL;
 
     rpc->cl->rpc_requests++;
-    if (!peer) {
-        peer = ms_cluster_peer_new(rpc->cl, conn);
+    if (!q.peer) {
+        q.peer = ms_cluster_peer_new(rpc->cl, conn);
     }
     if (rpc->cl->stopping) {
-        rt_rpc_reply_err(conn, id, method, RT_EBUSY, "master is stopping");
+        ms__fail(&q, RT_EBUSY, "master is stopping");
         return;
     }
     for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
@@ -588,19 +546,17 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
     if (!m) {
         rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
                method, rt_rpc_conn_peer(conn));
-        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
-                         "method not served by the master");
+        ms__fail(&q, RT_ENOTIMPL, "method not served by the master");
         return;
     }
     if (m->req) {
         req = protobuf_c_message_unpack(m->req, NULL, len, body);
         if (!req) {
-            rt_rpc_reply_err(conn, id, method, RT_EINVAL,
-                             "malformed request body");
+            ms__fail(&q, RT_EINVAL, "malformed request body");
             return;
         }
     }
-    m->fn(rpc, peer, id, method, req);
+    m->fn(&q, req);
     if (req) {
         protobuf_c_message_free_unpacked(req, NULL);
     }
