@@ -305,16 +305,13 @@ json_t *ms_exec_event_get(struct ms_exec *ex, json_t *e)
     return ms_events_add_get(ex->events, e);
 }
 
-/* Finishes @op with outcome @rc: writes its event, answers the operator. */
-static void ms__op_finish(struct ms_op *op, int rc, const char *error)
+/* Writes @op's outcome (@rc, @error) into its event, records the event
+ * and answers the operator waiting for @op. */
+static void ms__op_report(struct ms_op *op, int rc, const char *error)
 {
     struct ms_exec *ex = op->ex;
     json_t *e = op->ev;
 
-    if (op->finished) {
-        return;
-    }
-    op->finished = true;
     op->reported = true;
     json_object_set_new(e, "outcome",
                         json_string(rc == 0                  ? "ok"
@@ -327,19 +324,41 @@ static void ms__op_finish(struct ms_op *op, int rc, const char *error)
         json_object_set_new(e, "error", json_string(error ? error : ""));
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
     }
-    if (ex->cl->stopping) {
-        /* No event: a move still unsettled is aborted by the next start. */
-        op->ev = e;
-        ms__op_maybe_free(op);
-        return;
-    }
     op->ev = ms_exec_event_get(ex, e);
     if (op->req) {
-        ms_admin_complete(ex->admin, op->req, rc ? ms__http_status(rc) : 200,
+        ms_admin_complete(ex->admin, op->req, ms__http_status(rc),
                           ms_exec_json_text(op->ev));
         op->req = NULL;
     }
+}
+
+/* Finishes @op with outcome @rc: writes its event, answers the operator. */
+static void ms__op_finish(struct ms_op *op, int rc, const char *error)
+{
+    if (op->finished) {
+        return;
+    }
+    op->finished = true;
+    if (op->ex->cl->stopping) {
+        /* No event: a move still unsettled is aborted by the next start. */
+        op->reported = true;
+    } else {
+        ms__op_report(op, rc, error);
+    }
     ms__op_maybe_free(op);
+}
+
+/* The catalog refused @op's change: @op fails at once (its event is
+ * written) and the caller answers the operator with @err. */
+static int ms__op_catalog_fail(struct ms_op *op,
+                               int rc,
+                               char *err,
+                               size_t errlen)
+{
+    snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
+    op->req = NULL;
+    ms__op_finish(op, rc, err);
+    return rc;
 }
 
 /* ---- JSON helpers ---- */
@@ -552,11 +571,8 @@ int ms_exec_split(struct ms_exec *ex,
                                     r->high_inf, sid,      epoch};
     rc = ms_catalog_update_ranges(ex->cl->cat, puts, 2, &range_id, 1, ids);
     if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
         free(median);
-        op->req = NULL; /* answered by the caller */
-        ms__op_finish(op, rc, err);
-        return rc;
+        return ms__op_catalog_fail(op, rc, err, errlen);
     }
     /* r is gone from the catalog now. */
     op->new_ids[0] = ids[0];
@@ -690,10 +706,7 @@ int ms_exec_merge(struct ms_exec *ex,
     }
     rc = ms_catalog_update_ranges(ex->cl->cat, &put, 1, dels, 2, &id);
     if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
-        op->req = NULL;
-        ms__op_finish(op, rc, err);
-        return rc;
+        return ms__op_catalog_fail(op, rc, err, errlen);
     }
     op->new_ids[0] = id;
     ms_load_merge(ex->load, dels[0], dels[1], id);
@@ -731,20 +744,7 @@ static void ms__move_abort(struct ms_op *op, int rc, const char *why)
     /* The event and the operator's answer now; the two ends settle in
      * the background (the op stays until they have). */
     if (!op->reported && !ex->cl->stopping) {
-        json_t *e = op->ev;
-        json_object_set_new(e, "outcome", json_string("aborted"));
-        json_object_set_new(
-            e, "duration_ms",
-            json_integer((json_int_t)(rt_time_mono_ms() - op->t0_ms)));
-        json_object_set_new(e, "error", json_string(why));
-        json_object_set_new(e, "code", json_string(rt_err_name(rc)));
-        op->ev = ms_exec_event_get(ex, e);
-        op->reported = true;
-        if (op->req) {
-            ms_admin_complete(ex->admin, op->req, ms__http_status(rc),
-                              ms_exec_json_text(op->ev));
-            op->req = NULL;
-        }
+        ms__op_report(op, rc, why);
     }
     ms__abort_kick(op);
 }
@@ -1069,10 +1069,7 @@ int ms_exec_move(struct ms_exec *ex,
     op->src_reg_gen = src->reg_gen;
     rc = ms_catalog_move_begin(ex->cl->cat, range_id, dst, rec->addr, &mv);
     if (rc) {
-        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
-        op->req = NULL;
-        ms__op_finish(op, rc, err);
-        return rc;
+        return ms__op_catalog_fail(op, rc, err, errlen);
     }
     op->move_id = mv->move_id;
     op->new_epoch = mv->new_epoch;
