@@ -222,6 +222,43 @@ static struct ms_op *ms__op_new(struct ms_exec *ex,
     return op;
 }
 
+static const char *const ms__op_kind_names[] = {
+    [MS_OP_SPLIT] = "split",
+    [MS_OP_MERGE] = "merge",
+    [MS_OP_MOVE] = "move",
+};
+
+/* Starts an operation of @kind on @r (owner included); its event opens
+ * with the range, the kind and @origin. */
+static struct ms_op *ms__op_begin(struct ms_exec *ex,
+                                  enum ms_op_kind kind,
+                                  const char *origin,
+                                  struct ms_admin_req *req,
+                                  const struct ms_range *r)
+{
+    struct ms_op *op = ms__op_new(ex, kind, origin, req);
+    ms_exec_ev_range(ex, op->ev, r);
+    json_object_set_new(op->ev, "kind", json_string(ms__op_kind_names[kind]));
+    json_object_set_new(op->ev, "origin", json_string(origin));
+    op->range_id = r->id;
+    op->server_id = r->server_id;
+    return op;
+}
+
+/* The range an operator or the policy names, or NULL with @err saying
+ * there is none (the caller returns RT_ENOTFOUND). */
+static const struct ms_range *ms__range_arg(struct ms_exec *ex,
+                                            uint64_t id,
+                                            char *err,
+                                            size_t errlen)
+{
+    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, id);
+    if (!r) {
+        snprintf(err, errlen, "no range %" PRIu64, id);
+    }
+    return r;
+}
+
 /* Frees @op once it is finished and nothing of ours for it is in flight. */
 static void ms__op_maybe_free(struct ms_op *op)
 {
@@ -500,7 +537,7 @@ int ms_exec_split(struct ms_exec *ex,
                   char *err,
                   size_t errlen)
 {
-    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, range_id);
+    const struct ms_range *r = ms__range_arg(ex, range_id, err, errlen);
     const struct ms_load_range *l;
     struct ms_range_put puts[2];
     char *median = NULL;
@@ -511,7 +548,6 @@ int ms_exec_split(struct ms_exec *ex,
     int rc;
 
     if (!r) {
-        snprintf(err, errlen, "no range %" PRIu64, range_id);
         return RT_ENOTFOUND;
     }
     if (ms_exec_busy(ex, range_id)) {
@@ -550,10 +586,7 @@ int ms_exec_split(struct ms_exec *ex,
         free(median);
         return RT_EINVAL;
     }
-    op = ms__op_new(ex, MS_OP_SPLIT, origin, req);
-    ms_exec_ev_range(ex, op->ev, r);
-    json_object_set_new(op->ev, "kind", json_string("split"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
+    op = ms__op_begin(ex, MS_OP_SPLIT, origin, req, r);
     json_object_set_new(op->ev, "key", ms__str_or_null(key));
     if (share >= 0) {
         json_object_set_new(op->ev, "left_share",
@@ -561,8 +594,7 @@ int ms_exec_split(struct ms_exec *ex,
     }
     ms_exec_ev_decision(op->ev, d);
     json_object_set_new(op->ev, "load", ms_exec_load_json(l, true));
-    op->range_id = range_id;
-    op->server_id = sid = r->server_id;
+    sid = r->server_id;
     epoch = r->epoch + 1;
     table_id = r->table_id;
     puts[0] =
@@ -609,7 +641,7 @@ int ms_exec_merge(struct ms_exec *ex,
                   char *err,
                   size_t errlen)
 {
-    const struct ms_range *a = ms_catalog_range_find(ex->cl->cat, a_id);
+    const struct ms_range *a = ms__range_arg(ex, a_id, err, errlen);
     const struct ms_range *b = NULL;
     struct ms_range_put put;
     uint64_t dels[2], id, sid, split_ms = 0;
@@ -619,7 +651,6 @@ int ms_exec_merge(struct ms_exec *ex,
     int rc;
 
     if (!a) {
-        snprintf(err, errlen, "no range %" PRIu64, a_id);
         return RT_ENOTFOUND;
     }
     if (b_id == 0) {
@@ -641,9 +672,8 @@ int ms_exec_merge(struct ms_exec *ex,
             return RT_EINVAL;
         }
     } else {
-        b = ms_catalog_range_find(ex->cl->cat, b_id);
+        b = ms__range_arg(ex, b_id, err, errlen);
         if (!b) {
-            snprintf(err, errlen, "no range %" PRIu64, b_id);
             return RT_ENOTFOUND;
         }
     }
@@ -671,10 +701,7 @@ int ms_exec_merge(struct ms_exec *ex,
         snprintf(err, errlen, "server %" PRIu64 " is down", a->server_id);
         return RT_EBUSY;
     }
-    op = ms__op_new(ex, MS_OP_MERGE, origin, req);
-    ms_exec_ev_range(ex, op->ev, a);
-    json_object_set_new(op->ev, "kind", json_string("merge"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
+    op = ms__op_begin(ex, MS_OP_MERGE, origin, req, a);
     json_object_set_new(op->ev, "range2", json_integer((json_int_t)b->id));
     json_object_set_new(op->ev, "high",
                         b->high_inf ? json_null() : ms__str_or_null(b->high));
@@ -685,9 +712,8 @@ int ms_exec_merge(struct ms_exec *ex,
     json_array_append_new(
         parts, ms_exec_load_json(ms_load_find(ex->load, b->id), false));
     json_object_set_new(op->ev, "loads", parts);
-    op->range_id = a->id;
     op->range_id2 = b->id;
-    op->server_id = sid = a->server_id;
+    sid = a->server_id;
     put =
         (struct ms_range_put){0,
                               a->table_id,
@@ -1012,7 +1038,7 @@ int ms_exec_move(struct ms_exec *ex,
                  char *err,
                  size_t errlen)
 {
-    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, range_id);
+    const struct ms_range *r = ms__range_arg(ex, range_id, err, errlen);
     const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, dst);
     const struct ms_load_range *l = ms_load_find(ex->load, range_id);
     Rt__MoveReq msg = RT__MOVE_REQ__INIT;
@@ -1025,7 +1051,6 @@ int ms_exec_move(struct ms_exec *ex,
     int rc;
 
     if (!r) {
-        snprintf(err, errlen, "no range %" PRIu64, range_id);
         return RT_ENOTFOUND;
     }
     if (!rec) {
@@ -1055,15 +1080,10 @@ int ms_exec_move(struct ms_exec *ex,
         return RT_EBUSY;
     }
     src = ms_cluster_server_find(ex->cl, r->server_id);
-    op = ms__op_new(ex, MS_OP_MOVE, origin, req);
-    ms_exec_ev_range(ex, op->ev, r);
-    json_object_set_new(op->ev, "kind", json_string("move"));
-    json_object_set_new(op->ev, "origin", json_string(origin));
+    op = ms__op_begin(ex, MS_OP_MOVE, origin, req, r);
     json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
     ms_exec_ev_decision(op->ev, d);
     json_object_set_new(op->ev, "load", ms_exec_load_json(l, false));
-    op->range_id = range_id;
-    op->server_id = r->server_id;
     op->dst = dst;
     ms__move_set_state(op, MS_MOVE_COPYING);
     op->src_reg_gen = src->reg_gen;
