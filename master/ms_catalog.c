@@ -484,18 +484,24 @@ static int ms__put_table(MDB_txn *txn,
     return rc;
 }
 
+void ms_range_to_pb(const struct ms_range *r, Rt__Range *out)
+{
+    rt__range__init(out);
+    out->id = r->id;
+    out->table_id = r->table_id;
+    out->low = r->low;
+    out->high = r->high;
+    out->high_inf = r->high_inf;
+    out->server_id = r->server_id;
+    out->epoch = r->epoch;
+}
+
 static int ms__put_range(MDB_txn *txn,
                          struct ms_catalog *cat,
                          const struct ms_range *r)
 {
-    Rt__Range msg = RT__RANGE__INIT;
-    msg.id = r->id;
-    msg.table_id = r->table_id;
-    msg.low = r->low;
-    msg.high = r->high;
-    msg.high_inf = r->high_inf;
-    msg.server_id = r->server_id;
-    msg.epoch = r->epoch;
+    Rt__Range msg;
+    ms_range_to_pb(r, &msg);
     return ms__put_u64key_msg(txn, cat->db_ranges, r->id, &msg.base);
 }
 
@@ -1756,7 +1762,7 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     const struct ms_range *r = ms_catalog_range_find(cat, range_id);
     struct ms_counters ctr = cat->ctr;
     Rt__MoveReq msg = RT__MOVE_REQ__INIT, *copy;
-    Rt__Range rng = RT__RANGE__INIT;
+    Rt__Range rng;
     uint8_t *buf;
     size_t len;
     MDB_txn *txn;
@@ -1768,13 +1774,7 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     if (!target_addr || !*target_addr || target_id == r->server_id) {
         return RT_EINVAL;
     }
-    rng.id = r->id;
-    rng.table_id = r->table_id;
-    rng.low = r->low;
-    rng.high = r->high;
-    rng.high_inf = r->high_inf;
-    rng.server_id = r->server_id;
-    rng.epoch = r->epoch;
+    ms_range_to_pb(r, &rng);
     msg.move_id = ctr.next_move_id++;
     msg.range = &rng;
     msg.target_server_id = target_id;

@@ -99,6 +99,10 @@ struct ms_range
     uint64_t epoch;
 };
 
+/* Fills @out (rt__range__init'ed here) borrowing @r's strings: the
+ * range as stored, in the map, in an assignment and in a move record. */
+void ms_range_to_pb(const struct ms_range *r, Rt__Range *out);
+
 /* rt.Server.state as stored in the catalog (the map's up/down state is
  * runtime only): a server being drained. */
 #define MS_SERVER_REC_DRAINING 3

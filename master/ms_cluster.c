@@ -240,18 +240,6 @@ void ms_cluster_changed(struct ms_cluster *cl)
     }
 }
 
-static void ms__range_pb(Rt__Range *out, const struct ms_range *r)
-{
-    rt__range__init(out);
-    out->id = r->id;
-    out->table_id = r->table_id;
-    out->low = r->low;
-    out->high = r->high;
-    out->high_inf = r->high_inf;
-    out->server_id = r->server_id;
-    out->epoch = r->epoch;
-}
-
 static void ms__map_build(struct ms_cluster *cl)
 {
     size_t ns = cl->servers.n;
@@ -282,7 +270,7 @@ static void ms__map_build(struct ms_cluster *cl)
         svp[i] = &sv[i];
     }
     for (size_t i = 0; i < nr; i++) {
-        ms__range_pb(&rv[i], ms_catalog_range_at(cl->cat, i));
+        ms_range_to_pb(ms_catalog_range_at(cl->cat, i), &rv[i]);
         rvp[i] = &rv[i];
     }
     for (size_t i = 0; i < nt; i++) {
@@ -400,7 +388,7 @@ size_t ms_cluster_assignment(struct ms_cluster *cl,
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
         if (r->server_id == server_id) {
-            ms__range_pb(&rv[n], r);
+            ms_range_to_pb(r, &rv[n]);
             rvp[n] = &rv[n];
             n++;
         }
