@@ -754,6 +754,17 @@ int ms_exec_merge(struct ms_exec *ex,
 
 /* ---- move ---- */
 
+/* The "move" object of a move's event: {"id", "new_epoch"}; the copy
+ * and commit figures are added to it as the move goes. */
+static json_t *ms__move_json(const struct ms_op *op)
+{
+    json_t *mv = json_object();
+    json_object_set_new(mv, "id", json_integer((json_int_t)op->move_id));
+    json_object_set_new(mv, "new_epoch",
+                        json_integer((json_int_t)op->new_epoch));
+    return mv;
+}
+
 static void ms__abort_kick(struct ms_op *op);
 
 /* The move failed before the commit: abort both ends
@@ -1041,13 +1052,10 @@ int ms_exec_move(struct ms_exec *ex,
     const struct ms_range *r = ms__range_arg(ex, range_id, err, errlen);
     const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, dst);
     const struct ms_load_range *l = ms_load_find(ex->load, range_id);
-    Rt__MoveReq msg = RT__MOVE_REQ__INIT;
-    Rt__Range rng = RT__RANGE__INIT;
     const Rt__MoveReq *mv;
     struct ms_server *src;
     struct ms_op *op;
     uint64_t bytes, keys, timeout;
-    json_t *mvj;
     int rc;
 
     if (!r) {
@@ -1093,11 +1101,7 @@ int ms_exec_move(struct ms_exec *ex,
     }
     op->move_id = mv->move_id;
     op->new_epoch = mv->new_epoch;
-    mvj = json_object();
-    json_object_set_new(mvj, "id", json_integer((json_int_t)op->move_id));
-    json_object_set_new(mvj, "new_epoch",
-                        json_integer((json_int_t)op->new_epoch));
-    json_object_set_new(op->ev, "move", mvj);
+    json_object_set_new(op->ev, "move", ms__move_json(op));
 
     /* Generous: copying takes about 1 s per 1M small entities here. */
     bytes = l ? l->key_bytes : 0;
@@ -1107,27 +1111,16 @@ int ms_exec_move(struct ms_exec *ex,
     if (timeout > 3600 * 1000) {
         timeout = 3600 * 1000;
     }
-    rng.id = r->id;
-    rng.table_id = r->table_id;
-    rng.low = r->low;
-    rng.high = r->high;
-    rng.high_inf = r->high_inf;
-    rng.server_id = r->server_id;
-    rng.epoch = r->epoch;
-    msg.move_id = op->move_id;
-    msg.range = &rng;
-    msg.target_server_id = dst;
-    msg.target_addr = rec->addr;
-    msg.new_epoch = op->new_epoch;
     rt_log(RT_LOG_INFO,
            "move %" PRIu64 ": range %" PRIu64 " (%" PRIu64 " keys, %" PRIu64
            " bytes) from server %" PRIu64 " to %" PRIu64
            " (%s), timeout %" PRIu64 " ms",
            op->move_id, range_id, keys, bytes, op->server_id, dst, origin,
            timeout);
+    /* The move record is the MOVE_OUT request (DESIGN-moves.md). */
     rc =
         ms_cluster_call(ex->cl, op->server_id, RT__METHOD__MOVE_OUT, "MOVE_OUT",
-                        &msg.base, (uint32_t)timeout, ms__move_out_cb, op);
+                        &mv->base, (uint32_t)timeout, ms__move_out_cb, op);
     if (rc) {
         /* Recorded already: abort it properly (answers @req). */
         snprintf(err, errlen, "MOVE_OUT: %s", rt_strerror(rc));
@@ -1194,7 +1187,7 @@ void ms_exec_init(struct ms_exec *ex,
     for (size_t i = 0; i < ms_catalog_nmoves(ex->cl->cat); i++) {
         const Rt__MoveReq *mv = ms_catalog_move_at(ex->cl->cat, i);
         struct ms_op *op = ms__op_new(ex, MS_OP_MOVE, "restart", NULL);
-        json_t *e = json_object(), *mvj = json_object();
+        json_t *e = json_object();
         op->move_id = mv->move_id;
         op->range_id = mv->range->id;
         op->server_id = mv->range->server_id;
@@ -1208,10 +1201,7 @@ void ms_exec_init(struct ms_exec *ex,
         json_object_set_new(e, "server",
                             json_integer((json_int_t)op->server_id));
         json_object_set_new(e, "to", json_integer((json_int_t)op->dst));
-        json_object_set_new(mvj, "id", json_integer((json_int_t)op->move_id));
-        json_object_set_new(mvj, "new_epoch",
-                            json_integer((json_int_t)op->new_epoch));
-        json_object_set_new(e, "move", mvj);
+        json_object_set_new(e, "move", ms__move_json(op));
         json_object_set_new(e, "outcome", json_string("aborted"));
         json_object_set_new(e, "error",
                             json_string("master restarted before the commit"));
