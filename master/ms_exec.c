@@ -513,15 +513,15 @@ static void ms__split_assigned_cb(int status,
     ms__op_finish(op, 0, NULL);
 }
 
-/* Sends ASSIGN_RANGES to @sid for @op and finishes it on the reply (or at
- * once when the server is not connected). */
-static void ms__assign_then_finish(struct ms_op *op, uint64_t sid)
+/* @op's change of the map is committed: marks the map changed and sends
+ * ASSIGN_RANGES to @sid; @cb gets the reply, or RT_ENOCONN at once when
+ * @sid is not connected (its next heartbeat reply carries the ranges). */
+static void ms__op_assign(struct ms_op *op, uint64_t sid, rt_rpc_reply_cb cb)
 {
-    op->out_done_ms = rt_time_mono_ms();
+    ms_cluster_map_changed(op->ex->cl, false);
     op->calls++;
-    if (ms_cluster_assign_push(op->ex->cl, sid, 0, ms__split_assigned_cb, op) !=
-        0) {
-        ms__split_assigned_cb(RT_ENOCONN, NULL, 0, op);
+    if (ms_cluster_assign_push(op->ex->cl, sid, 0, cb, op) != 0) {
+        cb(RT_ENOCONN, NULL, 0, op);
     }
 }
 
@@ -625,8 +625,8 @@ int ms_exec_split(struct ms_exec *ex,
            " on server %" PRIu64 " (%s)",
            range_id, key, ids[0], ids[1], sid, origin);
     free(median);
-    ms_cluster_map_changed(ex->cl, false);
-    ms__assign_then_finish(op, sid);
+    op->out_done_ms = rt_time_mono_ms();
+    ms__op_assign(op, sid, ms__split_assigned_cb);
     return 0;
 }
 
@@ -747,8 +747,8 @@ int ms_exec_merge(struct ms_exec *ex,
            "merged ranges %" PRIu64 " and %" PRIu64 " -> %" PRIu64
            " on server %" PRIu64 " (%s)",
            dels[0], dels[1], id, sid, origin);
-    ms_cluster_map_changed(ex->cl, false);
-    ms__assign_then_finish(op, sid);
+    op->out_done_ms = rt_time_mono_ms();
+    ms__op_assign(op, sid, ms__split_assigned_cb);
     return 0;
 }
 
@@ -1031,12 +1031,7 @@ static void ms__move_out_cb(int status,
     json_object_set_new(mv, "commit_ms",
                         json_integer((json_int_t)(rt_time_mono_ms() - t)));
     ms__move_set_state(op, MS_MOVE_ASSIGNING);
-    ms_cluster_map_changed(ex->cl, false);
-    op->calls++;
-    if (ms_cluster_assign_push(ex->cl, op->dst, 0, ms__move_assigned_cb, op) !=
-        0) {
-        ms__move_assigned_cb(RT_ENOCONN, NULL, 0, op);
-    }
+    ms__op_assign(op, op->dst, ms__move_assigned_cb);
 }
 
 /* Moves @range_id to @dst. Returns 0 (finishes later) or an error. */
