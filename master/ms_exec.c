@@ -897,6 +897,21 @@ static void ms__abort_kick(struct ms_op *op)
     }
 }
 
+/* A call of move @op was answered: one call less in flight. Once the
+ * master is stopping nothing more happens: @op is finished (freed when
+ * its last call is back; the next start aborts a move not committed)
+ * and false comes back. */
+static bool ms__move_answered(struct ms_op *op)
+{
+    op->calls--;
+    if (op->ex->cl->stopping) {
+        op->finished = true;
+        ms__op_maybe_free(op);
+        return false;
+    }
+    return true;
+}
+
 static void ms__move_assigned_cb(int status,
                                  const uint8_t *body,
                                  size_t len,
@@ -906,13 +921,9 @@ static void ms__move_assigned_cb(int status,
     struct ms_exec *ex = op->ex;
     Rt__MoveAbort done = RT__MOVE_ABORT__INIT;
     uint64_t now = rt_time_mono_ms();
-    struct ms_server *src;
     (void)body;
     (void)len;
-    op->calls--;
-    if (ex->cl->stopping) {
-        op->finished = true;
-        ms__op_maybe_free(op);
+    if (!ms__move_answered(op)) {
         return;
     }
     ms_cluster_map_push(ex->cl);
@@ -930,13 +941,12 @@ static void ms__move_assigned_cb(int status,
     done.range_id = op->range_id;
     ms_cluster_call(ex->cl, op->server_id, RT__METHOD__MOVE_DONE, "MOVE_DONE",
                     &done.base, MS__DONE_TIMEOUT_MS, NULL, NULL);
-    src = ms_cluster_server_find(ex->cl, op->server_id);
-    if (src) {
-        src->move_ms = now;
-    }
-    src = ms_cluster_server_find(ex->cl, op->dst);
-    if (src) {
-        src->move_ms = now;
+    for (int k = 0; k < 2; k++) {
+        struct ms_server *s =
+            ms_cluster_server_find(ex->cl, k == 0 ? op->server_id : op->dst);
+        if (s) {
+            s->move_ms = now; /* the server cool-down starts */
+        }
     }
     ms_exec_rmeta(ex, op->range_id)->move_ms = now;
     ex->n_moves++;
@@ -969,12 +979,8 @@ static void ms__move_out_cb(int status,
     uint64_t t;
     int rc;
 
-    op->calls--;
     op->out_done_ms = rt_time_mono_ms();
-    if (ex->cl->stopping) {
-        /* The record stays: the next start aborts it. */
-        op->finished = true;
-        ms__op_maybe_free(op);
+    if (!ms__move_answered(op)) {
         return;
     }
     mv = json_object_get(op->ev, "move");
