@@ -73,19 +73,35 @@ static void ms__set_result(struct ms_admin_req *req, int status, char *body)
     req->body = body;
 }
 
+/* Empties the queue (lock held); returns its requests, oldest first. */
+static struct ms_admin_req *ms__take_all(struct ms_admin *adm)
+{
+    struct ms_admin_req *list = adm->head;
+    adm->head = adm->tail = NULL;
+    return list;
+}
+
+/* Unlinks the first request of @list (NULL when empty). */
+static struct ms_admin_req *ms__pop(struct ms_admin_req **list)
+{
+    struct ms_admin_req *r = *list;
+    if (r) {
+        *list = r->next;
+        r->next = NULL;
+    }
+    return r;
+}
+
 static void ms__async_cb(uv_async_t *h)
 {
     struct ms_admin *adm = h->data;
-    struct ms_admin_req *list;
+    struct ms_admin_req *list, *r;
 
+    /* Sends coalesce: everything queued so far. */
     pthread_mutex_lock(&adm->lock);
-    list = adm->head;
-    adm->head = adm->tail = NULL;
+    list = ms__take_all(adm);
     pthread_mutex_unlock(&adm->lock);
-    while (list) {
-        struct ms_admin_req *r = list;
-        list = r->next;
-        r->next = NULL;
+    while ((r = ms__pop(&list))) {
         adm->cb(r, adm->cb_arg);
     }
 }
@@ -117,19 +133,15 @@ static void ms__async_close_cb(uv_handle_t *h)
 
 void ms_admin_detach(struct ms_admin *adm)
 {
-    struct ms_admin_req *list;
+    struct ms_admin_req *list, *r;
     uv_async_t *a;
 
     pthread_mutex_lock(&adm->lock);
     a = adm->async;
     adm->async = NULL;
-    list = adm->head;
-    adm->head = adm->tail = NULL;
+    list = ms__take_all(adm);
     pthread_mutex_unlock(&adm->lock);
-    while (list) {
-        struct ms_admin_req *r = list;
-        list = r->next;
-        r->next = NULL;
+    while ((r = ms__pop(&list))) {
         ms_admin_complete(adm, r, 503,
                           rt_xstrdup("{\"error\":\"master is stopping\"}"));
     }
