@@ -284,20 +284,22 @@ char *ms_events_json(struct ms_events *ev,
     return (char *)rt_buf_steal(&b, &len);
 }
 
+/* Reads @field of @ev under its lock. */
+static uint64_t ms__locked_read(struct ms_events *ev, const uint64_t *field)
+{
+    uint64_t v;
+    pthread_mutex_lock(&ev->lock);
+    v = *field;
+    pthread_mutex_unlock(&ev->lock);
+    return v;
+}
+
 uint64_t ms_events_last_seq(struct ms_events *ev)
 {
-    uint64_t s;
-    pthread_mutex_lock(&ev->lock);
-    s = ev->last_seq;
-    pthread_mutex_unlock(&ev->lock);
-    return s;
+    return ms__locked_read(ev, &ev->last_seq);
 }
 
 uint64_t ms_events_added(struct ms_events *ev)
 {
-    uint64_t s;
-    pthread_mutex_lock(&ev->lock);
-    s = ev->added;
-    pthread_mutex_unlock(&ev->lock);
-    return s;
+    return ms__locked_read(ev, &ev->added);
 }
