@@ -144,53 +144,10 @@ static size_t ms__tables_lower_bound(const struct ms_catalog *cat,
     return lo;
 }
 
-/* First index of an id-sorted vector whose item id >= @id; @id_of reads
- * the id of an item. */
-static size_t ms__ids_lower_bound(const struct ms_vec *vec,
-                                  uint64_t id,
-                                  uint64_t (*id_of)(const void *))
-{
-    size_t lo = 0, hi = vec->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (id_of(vec->v[mid]) < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-static uint64_t ms__table_id_of(const void *p)
-{
-    return ((const struct ms_table *)p)->id;
-}
-
-static uint64_t ms__range_id_of(const void *p)
-{
-    return ((const struct ms_range *)p)->id;
-}
-
-static uint64_t ms__server_id_of(const void *p)
-{
-    return ((const struct ms_server_rec *)p)->id;
-}
-
-static void *ms__ids_find(const struct ms_vec *vec,
-                          uint64_t id,
-                          uint64_t (*id_of)(const void *),
-                          size_t *idx)
-{
-    size_t i = ms__ids_lower_bound(vec, id, id_of);
-    if (i < vec->n && id_of(vec->v[i]) == id) {
-        if (idx) {
-            *idx = i;
-        }
-        return vec->v[i];
-    }
-    return NULL;
-}
+#define MS__TABLE_ID offsetof(struct ms_table, id)
+#define MS__RANGE_ID offsetof(struct ms_range, id)
+#define MS__SERVER_ID offsetof(struct ms_server_rec, id)
+#define MS__MOVE_ID offsetof(Rt__MoveReq, move_id)
 
 static void ms__acl_free(struct ms_acl_entry *acl, size_t n)
 {
@@ -303,16 +260,15 @@ static void ms__mirror_add_table(struct ms_catalog *cat, struct ms_table *t)
 {
     ms_vec_insert(&cat->tables,
                   ms__tables_lower_bound(cat, t->account, t->lname), t);
-    ms_vec_insert(
-        &cat->tables_by_id,
-        ms__ids_lower_bound(&cat->tables_by_id, t->id, ms__table_id_of), t);
+    ms_vec_insert(&cat->tables_by_id,
+                  ms_vec_lower_bound(&cat->tables_by_id, MS__TABLE_ID, t->id),
+                  t);
 }
 
 static void ms__mirror_put_range(struct ms_catalog *cat, struct ms_range *r)
 {
-    size_t i = ms__ids_lower_bound(&cat->ranges, r->id, ms__range_id_of);
-    if (i < cat->ranges.n &&
-        ((struct ms_range *)cat->ranges.v[i])->id == r->id) {
+    size_t i;
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, r->id, &i)) {
         ms__range_free(cat->ranges.v[i]);
         cat->ranges.v[i] = r;
         return;
@@ -323,9 +279,8 @@ static void ms__mirror_put_range(struct ms_catalog *cat, struct ms_range *r)
 static void ms__mirror_put_server(struct ms_catalog *cat,
                                   struct ms_server_rec *s)
 {
-    size_t i = ms__ids_lower_bound(&cat->servers, s->id, ms__server_id_of);
-    if (i < cat->servers.n &&
-        ((struct ms_server_rec *)cat->servers.v[i])->id == s->id) {
+    size_t i;
+    if (ms_vec_find(&cat->servers, MS__SERVER_ID, s->id, &i)) {
         ms__server_free(cat->servers.v[i]);
         cat->servers.v[i] = s;
         return;
@@ -1002,7 +957,7 @@ const struct ms_table *ms_catalog_table_find(const struct ms_catalog *cat,
 const struct ms_table *ms_catalog_table_by_id(const struct ms_catalog *cat,
                                               uint64_t id)
 {
-    return ms__ids_find(&cat->tables_by_id, id, ms__table_id_of, NULL);
+    return ms_vec_find(&cat->tables_by_id, MS__TABLE_ID, id, NULL);
 }
 
 void ms_catalog_list_tables(const struct ms_catalog *cat,
@@ -1053,7 +1008,7 @@ const struct ms_range *ms_catalog_range_at(const struct ms_catalog *cat,
 const struct ms_range *ms_catalog_range_find(const struct ms_catalog *cat,
                                              uint64_t id)
 {
-    return ms__ids_find(&cat->ranges, id, ms__range_id_of, NULL);
+    return ms_vec_find(&cat->ranges, MS__RANGE_ID, id, NULL);
 }
 
 size_t ms_catalog_server_nranges(const struct ms_catalog *cat,
@@ -1083,7 +1038,7 @@ const struct ms_server_rec *ms_catalog_server_at(const struct ms_catalog *cat,
 const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
                                                    uint64_t id)
 {
-    return ms__ids_find(&cat->servers, id, ms__server_id_of, NULL);
+    return ms_vec_find(&cat->servers, MS__SERVER_ID, id, NULL);
 }
 
 /* ---- mutations ---- */
@@ -1254,7 +1209,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
     ti = ms__tables_lower_bound(cat, t->account, t->lname);
     RT_POST(ti < cat->tables.n && cat->tables.v[ti] == t);
     ms_vec_remove(&cat->tables, ti);
-    if (ms__ids_find(&cat->tables_by_id, t->id, ms__table_id_of, &tid_i)) {
+    if (ms_vec_find(&cat->tables_by_id, MS__TABLE_ID, t->id, &tid_i)) {
         ms_vec_remove(&cat->tables_by_id, tid_i);
     }
     ms__table_free(t);
@@ -1320,7 +1275,7 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
     }
     for (size_t i = 0; i < ndel; i++) {
         size_t idx;
-        if (ms__ids_find(&cat->ranges, dels[i], ms__range_id_of, &idx)) {
+        if (ms_vec_find(&cat->ranges, MS__RANGE_ID, dels[i], &idx)) {
             ms__range_free(ms_vec_remove(&cat->ranges, idx));
         }
     }
@@ -1717,20 +1672,6 @@ int ms_catalog_set_draining(struct ms_catalog *cat,
 
 /* ---- moves ---- */
 
-static size_t ms__moves_lower_bound(const struct ms_catalog *cat, uint64_t id)
-{
-    size_t lo = 0, hi = cat->moves.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((Rt__MoveReq *)cat->moves.v[mid])->move_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 size_t ms_catalog_nmoves(const struct ms_catalog *cat)
 {
     return cat->moves.n;
@@ -1745,12 +1686,7 @@ const Rt__MoveReq *ms_catalog_move_at(const struct ms_catalog *cat, size_t i)
 const Rt__MoveReq *ms_catalog_move_find(const struct ms_catalog *cat,
                                         uint64_t move_id)
 {
-    size_t i = ms__moves_lower_bound(cat, move_id);
-    if (i < cat->moves.n &&
-        ((Rt__MoveReq *)cat->moves.v[i])->move_id == move_id) {
-        return cat->moves.v[i];
-    }
-    return NULL;
+    return ms_vec_find(&cat->moves, MS__MOVE_ID, move_id, NULL);
 }
 
 int ms_catalog_move_begin(struct ms_catalog *cat,
@@ -1799,7 +1735,9 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
         goto err_after_copy;
     }
     free(buf);
-    ms_vec_insert(&cat->moves, ms__moves_lower_bound(cat, copy->move_id), copy);
+    ms_vec_insert(&cat->moves,
+                  ms_vec_lower_bound(&cat->moves, MS__MOVE_ID, copy->move_id),
+                  copy);
     *out = copy;
     return 0;
 
@@ -1852,18 +1790,17 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
         return err;
     }
     ms__mirror_put_range(cat, nr);
-    idx = ms__moves_lower_bound(cat, move_id);
+    idx = ms_vec_lower_bound(&cat->moves, MS__MOVE_ID, move_id);
     rt__move_req__free_unpacked(ms_vec_remove(&cat->moves, idx), NULL);
     return 0;
 }
 
 int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id)
 {
-    size_t idx = ms__moves_lower_bound(cat, move_id);
+    size_t idx;
     MDB_txn *txn;
     int rc, err;
-    if (idx >= cat->moves.n ||
-        ((Rt__MoveReq *)cat->moves.v[idx])->move_id != move_id) {
+    if (!ms_vec_find(&cat->moves, MS__MOVE_ID, move_id, &idx)) {
         return RT_ENOTFOUND;
     }
     rc = ms__txn_begin(cat, &txn);

@@ -64,35 +64,19 @@ void ms_cluster_fini(struct ms_cluster *cl)
 
 /* ---- servers ---- */
 
-static size_t ms__server_lower_bound(const struct ms_cluster *cl, uint64_t id)
-{
-    size_t lo = 0, hi = cl->servers.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_server *)cl->servers.v[mid])->id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
+#define MS__SERVER_ID offsetof(struct ms_server, id)
 
 struct ms_server *ms_cluster_server_find(struct ms_cluster *cl, uint64_t id)
 {
-    size_t i = ms__server_lower_bound(cl, id);
-    if (i < cl->servers.n && ((struct ms_server *)cl->servers.v[i])->id == id) {
-        return cl->servers.v[i];
-    }
-    return NULL;
+    return ms_vec_find(&cl->servers, MS__SERVER_ID, id, NULL);
 }
 
 struct ms_server *ms_cluster_server_get(struct ms_cluster *cl, uint64_t id)
 {
-    size_t i = ms__server_lower_bound(cl, id);
-    struct ms_server *s;
-    if (i < cl->servers.n && ((struct ms_server *)cl->servers.v[i])->id == id) {
-        return cl->servers.v[i];
+    size_t i;
+    struct ms_server *s = ms_vec_find(&cl->servers, MS__SERVER_ID, id, &i);
+    if (s) {
+        return s;
     }
     s = rt_xcalloc(1, sizeof(*s));
     s->id = id;
@@ -156,9 +140,8 @@ void ms_cluster_range_counts(struct ms_cluster *cl, size_t *counts)
     memset(counts, 0, cl->servers.n * sizeof(*counts));
     for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
         uint64_t sid = ms_catalog_range_at(cl->cat, i)->server_id;
-        size_t j = ms__server_lower_bound(cl, sid);
-        if (j < cl->servers.n &&
-            ((struct ms_server *)cl->servers.v[j])->id == sid) {
+        size_t j;
+        if (ms_vec_find(&cl->servers, MS__SERVER_ID, sid, &j)) {
             counts[j]++;
         }
     }

@@ -49,27 +49,13 @@
 
 /* ---- range bookkeeping ---- */
 
-static size_t ms__rmeta_lb(const struct ms_exec *ex, uint64_t id)
-{
-    size_t lo = 0, hi = ex->rmeta.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_rmeta *)ex->rmeta.v[mid])->range_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 struct ms_rmeta *ms_exec_rmeta(struct ms_exec *ex, uint64_t id)
 {
-    size_t i = ms__rmeta_lb(ex, id);
-    struct ms_rmeta *rm;
-    if (i < ex->rmeta.n &&
-        ((struct ms_rmeta *)ex->rmeta.v[i])->range_id == id) {
-        return ex->rmeta.v[i];
+    size_t i;
+    struct ms_rmeta *rm =
+        ms_vec_find(&ex->rmeta, offsetof(struct ms_rmeta, range_id), id, &i);
+    if (rm) {
+        return rm;
     }
     rm = rt_xcalloc(1, sizeof(*rm));
     rm->range_id = id;

@@ -21,33 +21,12 @@ struct ms_load
 
 /* ---- helpers ---- */
 
-static size_t ms__lr_lower_bound(const struct ms_vec *v, uint64_t id)
-{
-    size_t lo = 0, hi = v->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_load_range *)v->v[mid])->range_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 static struct ms_load_range *ms__lr_find(const struct ms_load *ld,
                                          uint64_t id,
                                          size_t *idx)
 {
-    size_t i = ms__lr_lower_bound(&ld->ranges, id);
-    if (idx) {
-        *idx = i;
-    }
-    if (i < ld->ranges.n &&
-        ((struct ms_load_range *)ld->ranges.v[i])->range_id == id) {
-        return ld->ranges.v[i];
-    }
-    return NULL;
+    return ms_vec_find(&ld->ranges, offsetof(struct ms_load_range, range_id),
+                       id, idx);
 }
 
 static struct ms_load_range *ms__lr_get(struct ms_load *ld, uint64_t id)
@@ -411,31 +390,16 @@ char *ms_load_split_key(const struct ms_load_range *r,
 
 /* ---- history ---- */
 
-static size_t ms__bounds_lower_bound(const struct ms_vec *v, uint64_t id)
-{
-    size_t lo = 0, hi = v->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms_load_bounds *)v->v[mid])->range_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 static const struct ms_load_bounds *ms__bounds_get(
     struct ms_load *ld,
     const struct ms_load_frame_range *fr,
     uint64_t frame_n)
 {
-    size_t i = ms__bounds_lower_bound(&ld->bounds, fr->range_id);
-    struct ms_load_bounds *b;
-    if (i < ld->bounds.n &&
-        ((struct ms_load_bounds *)ld->bounds.v[i])->range_id == fr->range_id) {
-        b = ld->bounds.v[i];
-    } else {
+    size_t i;
+    struct ms_load_bounds *b =
+        ms_vec_find(&ld->bounds, offsetof(struct ms_load_bounds, range_id),
+                    fr->range_id, &i);
+    if (!b) {
         b = rt_xcalloc(1, sizeof(*b));
         b->range_id = fr->range_id;
         b->table_id = fr->table_id;

@@ -143,23 +143,15 @@ static struct ms__smark *ms__smark(struct ms__dflt *p, uint64_t id)
 
 static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
 {
-    size_t lo = 0, hi = p->marks.n;
-    struct ms__mark *mk;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (((struct ms__mark *)p->marks.v[mid])->range_id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo < p->marks.n &&
-        ((struct ms__mark *)p->marks.v[lo])->range_id == id) {
-        return p->marks.v[lo];
+    size_t at;
+    struct ms__mark *mk =
+        ms_vec_find(&p->marks, offsetof(struct ms__mark, range_id), id, &at);
+    if (mk) {
+        return mk;
     }
     mk = rt_xcalloc(1, sizeof(*mk));
     mk->range_id = id;
-    ms_vec_insert(&p->marks, lo, mk);
+    ms_vec_insert(&p->marks, at, mk);
     return mk;
 }
 

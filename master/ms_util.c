@@ -28,6 +28,41 @@ void ms_vec_push(struct ms_vec *vec, void *item)
     ms_vec_insert(vec, vec->n, item);
 }
 
+static uint64_t ms__vec_key(const struct ms_vec *vec, size_t i, size_t key_off)
+{
+    uint64_t key;
+    memcpy(&key, (const char *)vec->v[i] + key_off, sizeof(key));
+    return key;
+}
+
+size_t ms_vec_lower_bound(const struct ms_vec *vec,
+                          size_t key_off,
+                          uint64_t key)
+{
+    size_t lo = 0, hi = vec->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms__vec_key(vec, mid, key_off) < key) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+void *ms_vec_find(const struct ms_vec *vec,
+                  size_t key_off,
+                  uint64_t key,
+                  size_t *at)
+{
+    size_t i = ms_vec_lower_bound(vec, key_off, key);
+    if (at) {
+        *at = i;
+    }
+    return i < vec->n && ms__vec_key(vec, i, key_off) == key ? vec->v[i] : NULL;
+}
+
 void *ms_vec_remove(struct ms_vec *vec, size_t i)
 {
     void *item = vec->v[i];

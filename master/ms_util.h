@@ -1,11 +1,13 @@
 /* A growable array of pointers, used by the master's modules for their
- * lists (catalog tables and ranges, servers, operations). Memory comes from
+ * lists (catalog tables and ranges, servers, operations), and the one
+ * binary search over such a list kept sorted by a 64-bit id. Memory comes from
  * rt_xrealloc (common/rt_alloc.h): growing never fails, it aborts.
  * Thread: no shared state; each vector belongs to its owner. */
 #ifndef MS_UTIL_H
 #define MS_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Growable array of pointers; the items are owned by whoever fills it.
  * Zero-initialise to get an empty vector. */
@@ -22,5 +24,18 @@ void ms_vec_insert(struct ms_vec *vec, size_t i, void *item);
 void ms_vec_push(struct ms_vec *vec, void *item);
 /* Removes and returns item @i. */
 void *ms_vec_remove(struct ms_vec *vec, size_t i);
+
+/* Vectors kept sorted by a uint64_t key that every item holds at byte
+ * offset @key_off (offsetof(struct x, id)): binary search. */
+/* The first index whose item's key is >= @key (n when none). */
+size_t ms_vec_lower_bound(const struct ms_vec *vec,
+                          size_t key_off,
+                          uint64_t key);
+/* The item whose key is @key, or NULL. *@at (may be NULL) gets its index,
+ * or where an item with @key goes (for ms_vec_insert()). */
+void *ms_vec_find(const struct ms_vec *vec,
+                  size_t key_off,
+                  uint64_t key,
+                  size_t *at);
 
 #endif
