@@ -71,6 +71,12 @@ double ms_policy_hot_threshold(const struct ms_policy_config *cfg,
     return t;
 }
 
+/* A server that may be given ranges: up and not being drained. */
+static bool ms__eligible(const struct ms_server_view *s)
+{
+    return s->up && !s->draining;
+}
+
 /* ---- placement (both policies) ---- */
 
 static uint64_t ms__fewest_place(void *state,
@@ -80,7 +86,7 @@ static uint64_t ms__fewest_place(void *state,
     (void)state;
     for (size_t i = 0; i < view->nservers; i++) {
         const struct ms_server_view *s = &view->servers[i];
-        if (!s->up || s->draining) {
+        if (!ms__eligible(s)) {
             continue;
         }
         if (!best || s->nranges < best->nranges ||
@@ -315,7 +321,7 @@ static bool ms__split_helps(const struct ms_cluster_view *v,
     ls = ms__server_load(v, s->id);
     for (size_t j = 0; j < v->nservers; j++) {
         const struct ms_server_view *t = &v->servers[j];
-        if (t->id == s->id || !t->up || t->draining) {
+        if (t->id == s->id || !ms__eligible(t)) {
             continue;
         }
         if (ls - ms__server_load(v, t->id) > d / 2) {
@@ -370,11 +376,27 @@ static void ms__pass_splits(struct ms__dflt *p,
     }
 }
 
+/* Above this demand a server is over the mean of the eligible servers
+ * by move_tolerance_pct%. */
+static double ms__over_threshold(const struct ms_policy_config *c, double mean)
+{
+    return mean * (1.0 + c->move_tolerance_pct / 100.0);
+}
+
+/* A server with demand @load gives ranges away: over the threshold and
+ * at least move_min_eps above the mean. */
+static bool ms__overloaded(const struct ms_policy_config *c,
+                           double load,
+                           double mean)
+{
+    return load > ms__over_threshold(c, mean) && load - mean >= c->move_min_eps;
+}
+
 static bool ms__server_free(const struct ms_policy_config *c,
                             const struct ms_cluster_view *v,
                             const struct ms_server_view *s)
 {
-    return s->up && !s->draining && s->moving == 0 &&
+    return ms__eligible(s) && s->moving == 0 &&
            ms__since(v->now_ms, s->move_ms, c->server_cooldown_ms);
 }
 
@@ -430,7 +452,7 @@ static void ms__balance_split(struct ms__dflt *p,
     d->load = ms__demand(best);
     d->src_load = load_s;
     d->mean_load = mean;
-    d->threshold = mean * (1.0 + c->move_tolerance_pct / 100.0);
+    d->threshold = ms__over_threshold(c, mean);
     d->share = share;
     snprintf(d->reason, sizeof(d->reason),
              "server %" PRIu64
@@ -458,7 +480,7 @@ static void ms__pass_moves(struct ms__dflt *p,
 
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
-        if (s->up && !s->draining) {
+        if (ms__eligible(s)) {
             neligible++;
         }
     }
@@ -470,7 +492,7 @@ static void ms__pass_moves(struct ms__dflt *p,
         }
     }
     for (size_t j = 0; j < ns; j++) {
-        if (v->servers[j].up && !v->servers[j].draining) {
+        if (ms__eligible(&v->servers[j])) {
             mean += load[j];
         }
     }
@@ -484,9 +506,7 @@ static void ms__pass_moves(struct ms__dflt *p,
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
         struct ms__smark *sm = ms__smark(p, s->id);
-        bool over = s->up && !s->draining &&
-                    load[j] > mean * (1.0 + c->move_tolerance_pct / 100.0) &&
-                    load[j] - mean >= c->move_min_eps;
+        bool over = ms__eligible(s) && ms__overloaded(c, load[j], mean);
         if (!over) {
             sm->over_since = 0;
         } else if (!sm->over_since) {
@@ -504,8 +524,7 @@ static void ms__pass_moves(struct ms__dflt *p,
             if (taken[j] || !ms__server_free(c, v, s)) {
                 continue;
             }
-            if (load[j] <= mean * (1.0 + c->move_tolerance_pct / 100.0) ||
-                load[j] - mean < c->move_min_eps) {
+            if (!ms__overloaded(c, load[j], mean)) {
                 continue;
             }
             if (si == ns || load[j] > load[si]) {
@@ -563,7 +582,7 @@ static void ms__pass_moves(struct ms__dflt *p,
             d->src_load = load[si];
             d->dst_load = load[ti];
             d->mean_load = mean;
-            d->threshold = mean * (1.0 + c->move_tolerance_pct / 100.0);
+            d->threshold = ms__over_threshold(c, mean);
             snprintf(d->reason, sizeof(d->reason),
                      "server %" PRIu64
                      " demand %.0f/s > mean %.0f/s + %u%%; "
