@@ -148,31 +148,26 @@ int main(int argc, char **argv)
     if (level < 0) {
         fprintf(stderr, "rt-master: --log-level: unknown level '%s'\n",
                 log_level);
-        rt_config_free(opts);
-        return 2;
+        goto bad_flags;
     }
     rt_log_init("ms", (enum rt_log_level)level);
     if (ms__hostport("listen", listen, rpc_host, sizeof(rpc_host), &rpc_port) !=
             0 ||
         (*http && ms__hostport("http", http, http_host, sizeof(http_host),
                                &http_port) != 0)) {
-        rt_config_free(opts);
-        return 2;
+        goto bad_flags;
     }
     if (hb_timeout <= 0 || hb_timeout > 3600 * 1000) {
         fprintf(stderr, "rt-master: --heartbeat-timeout-ms: out of range\n");
-        rt_config_free(opts);
-        return 2;
+        goto bad_flags;
     }
     if (delete_grace < 0 || delete_grace > 7L * 24 * 3600 * 1000) {
         fprintf(stderr, "rt-master: --delete-grace-ms: out of range\n");
-        rt_config_free(opts);
-        return 2;
+        goto bad_flags;
     }
     if (!*data) {
         fprintf(stderr, "rt-master: --data is required\n");
-        rt_config_free(opts);
-        return 2;
+        goto bad_flags;
     }
     {
         const long *nonneg[] = {
@@ -184,8 +179,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++) {
             if (*nonneg[i] < 0 || *nonneg[i] > 1000L * 1000 * 1000) {
                 fprintf(stderr, "rt-master: policy flags must be >= 0\n");
-                rt_config_free(opts);
-                return 2;
+                goto bad_flags;
             }
         }
         if (split_eps == 0 || split_max < 2 || hot_exit > 100 ||
@@ -195,8 +189,7 @@ int main(int argc, char **argv)
                     "rt-master: --split-eps, --events-max and "
                     "--load-tau-ms must be > 0, --split-max-ranges >= 2, "
                     "--hot-exit-pct and --move-gain-pct <= 100\n");
-            rt_config_free(opts);
-            return 2;
+            goto bad_flags;
         }
     }
     signal(SIGPIPE, SIG_IGN);
@@ -285,4 +278,8 @@ out_loop:
     rt_log(RT_LOG_INFO, "rt-master exiting (%d)", exit_code);
     rt_config_free(opts);
     return exit_code;
+
+bad_flags: /* the message is out already */
+    rt_config_free(opts);
+    return 2;
 }
