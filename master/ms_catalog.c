@@ -126,22 +126,27 @@ static int ms__table_cmp(const char *acct_a,
     return c ? c : strcmp(lname_a, lname_b);
 }
 
+/* The key of the tables and the tombstones: (account, lower-case name). */
+struct ms__name_key
+{
+    const char *account;
+    const char *lname;
+};
+
+static int ms__table_vs_key(const void *item, const void *key)
+{
+    const struct ms_table *t = item;
+    const struct ms__name_key *k = key;
+    return ms__table_cmp(t->account, t->lname, k->account, k->lname);
+}
+
 /* First index whose (account, lname) >= the key. */
 static size_t ms__tables_lower_bound(const struct ms_catalog *cat,
                                      const char *account,
                                      const char *lname)
 {
-    size_t lo = 0, hi = cat->tables.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct ms_table *t = cat->tables.v[mid];
-        if (ms__table_cmp(t->account, t->lname, account, lname) < 0) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
+    const struct ms__name_key k = {account, lname};
+    return ms_vec_lower_bound_by(&cat->tables, ms__table_vs_key, &k);
 }
 
 #define MS__TABLE_ID offsetof(struct ms_table, id)
@@ -300,21 +305,19 @@ static uint64_t ms__wall_ms(const struct ms_catalog *cat)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static int ms__tomb_vs_key(const void *item, const void *key)
+{
+    const struct ms__tomb *t = item;
+    const struct ms__name_key *k = key;
+    return ms__table_cmp(t->account, t->lname, k->account, k->lname);
+}
+
 static size_t ms__tombs_lower_bound(const struct ms_catalog *cat,
                                     const char *account,
                                     const char *lname)
 {
-    size_t lo = 0, hi = cat->tombs.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct ms__tomb *t = cat->tombs.v[mid];
-        if (ms__table_cmp(t->account, t->lname, account, lname) < 0) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
+    const struct ms__name_key k = {account, lname};
+    return ms_vec_lower_bound_by(&cat->tombs, ms__tomb_vs_key, &k);
 }
 
 static struct ms__tomb *ms__tomb_find(const struct ms_catalog *cat,
@@ -1444,20 +1447,15 @@ int ms_catalog_set_acl(struct ms_catalog *cat,
 
 /* ---- service properties ---- */
 
+static int ms__props_vs_account(const void *item, const void *account)
+{
+    return strcmp(((const struct ms_props *)item)->account, account);
+}
+
 static size_t ms__props_lower_bound(const struct ms_catalog *cat,
                                     const char *account)
 {
-    size_t lo = 0, hi = cat->props.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(((struct ms_props *)cat->props.v[mid])->account, account) <
-            0) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
+    return ms_vec_lower_bound_by(&cat->props, ms__props_vs_account, account);
 }
 
 size_t ms_catalog_nprops(const struct ms_catalog *cat)

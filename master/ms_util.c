@@ -35,20 +35,42 @@ static uint64_t ms__vec_key(const struct ms_vec *vec, size_t i, size_t key_off)
     return key;
 }
 
-size_t ms_vec_lower_bound(const struct ms_vec *vec,
-                          size_t key_off,
-                          uint64_t key)
+size_t ms_vec_lower_bound_by(const struct ms_vec *vec,
+                             int (*cmp)(const void *item, const void *key),
+                             const void *key)
 {
     size_t lo = 0, hi = vec->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ms__vec_key(vec, mid, key_off) < key) {
+        if (cmp(vec->v[mid], key) < 0) {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
     return lo;
+}
+
+struct ms__u64_key
+{
+    size_t off;
+    uint64_t key;
+};
+
+static int ms__u64_cmp(const void *item, const void *key)
+{
+    const struct ms__u64_key *k = key;
+    uint64_t v;
+    memcpy(&v, (const char *)item + k->off, sizeof(v));
+    return v < k->key ? -1 : v > k->key;
+}
+
+size_t ms_vec_lower_bound(const struct ms_vec *vec,
+                          size_t key_off,
+                          uint64_t key)
+{
+    const struct ms__u64_key k = {key_off, key};
+    return ms_vec_lower_bound_by(vec, ms__u64_cmp, &k);
 }
 
 void *ms_vec_find(const struct ms_vec *vec,

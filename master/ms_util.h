@@ -1,6 +1,6 @@
 /* A growable array of pointers, used by the master's modules for their
  * lists (catalog tables and ranges, servers, operations), and the one
- * binary search over such a list kept sorted by a 64-bit id. Memory comes from
+ * binary search over such a list kept sorted. Memory comes from
  * rt_xrealloc (common/rt_alloc.h): growing never fails, it aborts.
  * Thread: no shared state; each vector belongs to its owner. */
 #ifndef MS_UTIL_H
@@ -25,8 +25,15 @@ void ms_vec_push(struct ms_vec *vec, void *item);
 /* Removes and returns item @i. */
 void *ms_vec_remove(struct ms_vec *vec, size_t i);
 
+/* Binary search in a sorted vector: the first index whose item does not
+ * sort before @key (n when none). @cmp(item, key) is < 0 when the item
+ * sorts before the key. */
+size_t ms_vec_lower_bound_by(const struct ms_vec *vec,
+                             int (*cmp)(const void *item, const void *key),
+                             const void *key);
+
 /* Vectors kept sorted by a uint64_t key that every item holds at byte
- * offset @key_off (offsetof(struct x, id)): binary search. */
+ * offset @key_off (offsetof(struct x, id)). */
 /* The first index whose item's key is >= @key (n when none). */
 size_t ms_vec_lower_bound(const struct ms_vec *vec,
                           size_t key_off,
