@@ -723,14 +723,20 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     MDB_txn *txn;
     int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
     int err;
+    /* Every database, and what loads its records into the mirror (the
+     * counters are read first, on their own). */
     struct
     {
         const char *name;
         MDB_dbi *dbi;
-    } dbs[7] = {{"tables", &cat->db_tables},   {"ranges", &cat->db_ranges},
-                {"servers", &cat->db_servers}, {"counters", &cat->db_counters},
-                {"props", &cat->db_props},     {"deleted", &cat->db_deleted},
-                {"moves", &cat->db_moves}};
+        int (*load)(struct ms_catalog *, const MDB_val *, const MDB_val *);
+    } dbs[7] = {{"tables", &cat->db_tables, ms__load_table},
+                {"ranges", &cat->db_ranges, ms__load_range},
+                {"servers", &cat->db_servers, ms__load_server},
+                {"counters", &cat->db_counters, NULL},
+                {"props", &cat->db_props, ms__load_props},
+                {"deleted", &cat->db_deleted, ms__load_tomb},
+                {"moves", &cat->db_moves, ms__load_move}};
     if (rc) {
         goto err_lmdb;
     }
@@ -747,23 +753,10 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
     cat->ctr.map_version = 0;
     cat->ctr.next_move_id = 1;
     err = ms__load_counters(cat, txn);
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_tables, ms__load_table);
-    }
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_ranges, ms__load_range);
-    }
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_servers, ms__load_server);
-    }
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_props, ms__load_props);
-    }
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_deleted, ms__load_tomb);
-    }
-    if (!err) {
-        err = ms__load_db(cat, txn, cat->db_moves, ms__load_move);
+    for (int i = 0; i < 7 && !err; i++) {
+        if (dbs[i].load) {
+            err = ms__load_db(cat, txn, *dbs[i].dbi, dbs[i].load);
+        }
     }
     if (err) {
         mdb_txn_abort(txn);
