@@ -595,17 +595,13 @@ static int ms__load_table(struct ms_catalog *cat,
     }
     t = ms__table_new(m->id, m->account, m->name);
     if (m->n_acl) {
-        t->acl = rt_xcalloc(m->n_acl, sizeof(*t->acl));
-        t->nacl = m->n_acl;
+        struct ms_acl_entry *acl = rt_xcalloc(m->n_acl, sizeof(*acl));
         for (size_t i = 0; i < m->n_acl; i++) {
-            const Rt__SignedIdentifier *si = m->acl[i];
-            t->acl[i].id = rt_xstrdup(si->id ? si->id : "");
-            t->acl[i].has_policy = si->has_policy;
-            t->acl[i].start = rt_xstrdup(si->start ? si->start : "");
-            t->acl[i].expiry = rt_xstrdup(si->expiry ? si->expiry : "");
-            t->acl[i].permission =
-                rt_xstrdup(si->permission ? si->permission : "");
+            ms_acl_from_pb(m->acl[i], &acl[i]);
         }
+        t->acl = ms__acl_copy(acl, m->n_acl);
+        t->nacl = m->n_acl;
+        free(acl);
     }
     rt__table__free_unpacked(m, NULL);
     ms__mirror_add_table(cat, t);
@@ -1365,6 +1361,15 @@ void ms_acl_to_pb(const struct ms_acl_entry *e, Rt__SignedIdentifier *out)
     out->start = e->start;
     out->expiry = e->expiry;
     out->permission = e->permission;
+}
+
+void ms_acl_from_pb(const Rt__SignedIdentifier *si, struct ms_acl_entry *out)
+{
+    out->id = si->id;
+    out->has_policy = si->has_policy;
+    out->start = si->start;
+    out->expiry = si->expiry;
+    out->permission = si->permission;
 }
 
 int ms_acl_check(const struct ms_acl_entry *acl, size_t n)

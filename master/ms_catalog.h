@@ -246,6 +246,8 @@ int ms_catalog_bump_version(struct ms_catalog *cat);
 
 /* Fills @out (rt__signed_identifier__init'ed here) borrowing @e's strings. */
 void ms_acl_to_pb(const struct ms_acl_entry *e, Rt__SignedIdentifier *out);
+/* The other way: fills @out borrowing @si's strings. */
+void ms_acl_from_pb(const Rt__SignedIdentifier *si, struct ms_acl_entry *out);
 
 /* 0 when @acl (@n entries) is within the limits: n <= MS_ACL_MAX, ids
  * 1..MS_ACL_ID_MAX bytes and distinct, permission characters a subsequence

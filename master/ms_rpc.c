@@ -442,12 +442,7 @@ static void ms__h_set_acl(const struct ms__req *q, void *arg)
         return;
     }
     for (size_t i = 0; i < req->n_acl; i++) {
-        const Rt__SignedIdentifier *si = req->acl[i];
-        acl[i].id = si->id;
-        acl[i].has_policy = si->has_policy;
-        acl[i].start = si->start;
-        acl[i].expiry = si->expiry;
-        acl[i].permission = si->permission;
+        ms_acl_from_pb(req->acl[i], &acl[i]);
     }
     rc = ms_catalog_set_acl(q->rpc->cl->cat, ms__str(req->account),
                             ms__str(req->name), acl, req->n_acl);
