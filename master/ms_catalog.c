@@ -580,6 +580,16 @@ static int ms__load_db(struct ms_catalog *cat,
     return rc == MDB_NOTFOUND ? 0 : ms__catalog_err(rc);
 }
 
+/* A stored record that does not decode or breaks a rule: frees @m (may
+ * be NULL) and the catalog does not open. */
+static int ms__corrupt(ProtobufCMessage *m)
+{
+    if (m) {
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    return RT_ECORRUPT;
+}
+
 static int ms__load_table(struct ms_catalog *cat,
                           const MDB_val *k,
                           const MDB_val *v)
@@ -588,10 +598,7 @@ static int ms__load_table(struct ms_catalog *cat,
     struct ms_table *t;
     (void)k;
     if (!m || !m->account || !m->name || m->id == 0) {
-        if (m) {
-            rt__table__free_unpacked(m, NULL);
-        }
-        return RT_ECORRUPT;
+        return ms__corrupt((ProtobufCMessage *)m);
     }
     t = ms__table_new(m->id, m->account, m->name);
     if (m->n_acl) {
@@ -616,10 +623,7 @@ static int ms__load_range(struct ms_catalog *cat,
     struct ms_range_put p;
     (void)k;
     if (!m || m->id == 0) {
-        if (m) {
-            rt__range__free_unpacked(m, NULL);
-        }
-        return RT_ECORRUPT;
+        return ms__corrupt((ProtobufCMessage *)m);
     }
     p.id = m->id;
     p.table_id = m->table_id;
@@ -641,10 +645,7 @@ static int ms__load_server(struct ms_catalog *cat,
     struct ms_server_rec *s;
     (void)k;
     if (!m || m->id == 0) {
-        if (m) {
-            rt__server__free_unpacked(m, NULL);
-        }
-        return RT_ECORRUPT;
+        return ms__corrupt((ProtobufCMessage *)m);
     }
     s = rt_xcalloc(1, sizeof(*s));
     s->id = m->id;
@@ -663,10 +664,7 @@ static int ms__load_props(struct ms_catalog *cat,
         rt__service_props__unpack(NULL, v->mv_size, v->mv_data);
     struct ms_props *p;
     if (!m || k->mv_size == 0 || k->mv_size > MS_ACCOUNT_MAX) {
-        if (m) {
-            rt__service_props__free_unpacked(m, NULL);
-        }
-        return RT_ECORRUPT;
+        return ms__corrupt((ProtobufCMessage *)m);
     }
     p = rt_xcalloc(1, sizeof(*p));
     p->account = rt_xmalloc(k->mv_size + 1);
@@ -705,10 +703,7 @@ static int ms__load_move(struct ms_catalog *cat,
     Rt__MoveReq *m = rt__move_req__unpack(NULL, v->mv_size, v->mv_data);
     (void)k;
     if (!m || m->move_id == 0 || !m->range) {
-        if (m) {
-            rt__move_req__free_unpacked(m, NULL);
-        }
-        return RT_ECORRUPT;
+        return ms__corrupt((ProtobufCMessage *)m);
     }
     ms_vec_push(&cat->moves, m); /* key order = move id order */
     return 0;
