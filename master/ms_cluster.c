@@ -73,15 +73,12 @@ struct ms_server *ms_cluster_server_find(struct ms_cluster *cl, uint64_t id)
 
 struct ms_server *ms_cluster_server_get(struct ms_cluster *cl, uint64_t id)
 {
-    size_t i;
-    struct ms_server *s = ms_vec_find(&cl->servers, MS__SERVER_ID, id, &i);
-    if (s) {
-        return s;
+    bool created;
+    struct ms_server *s =
+        ms_vec_get(&cl->servers, MS__SERVER_ID, id, sizeof(*s), &created);
+    if (created) {
+        s->state = MS_SERVER_DOWN;
     }
-    s = rt_xcalloc(1, sizeof(*s));
-    s->id = id;
-    s->state = MS_SERVER_DOWN;
-    ms_vec_insert(&cl->servers, i, s);
     return s;
 }
 

@@ -51,16 +51,13 @@
 
 struct ms_rmeta *ms_exec_rmeta(struct ms_exec *ex, uint64_t id)
 {
-    size_t i;
+    bool created;
     struct ms_rmeta *rm =
-        ms_vec_find(&ex->rmeta, offsetof(struct ms_rmeta, range_id), id, &i);
-    if (rm) {
-        return rm;
+        ms_vec_get(&ex->rmeta, offsetof(struct ms_rmeta, range_id), id,
+                   sizeof(*rm), &created);
+    if (created) {
+        rm->born_ms = rt_time_mono_ms();
     }
-    rm = rt_xcalloc(1, sizeof(*rm));
-    rm->range_id = id;
-    rm->born_ms = rt_time_mono_ms();
-    ms_vec_insert(&ex->rmeta, i, rm);
     return rm;
 }
 

@@ -395,17 +395,14 @@ static const struct ms_load_bounds *ms__bounds_get(
     const struct ms_load_frame_range *fr,
     uint64_t frame_n)
 {
-    size_t i;
+    bool created;
     struct ms_load_bounds *b =
-        ms_vec_find(&ld->bounds, offsetof(struct ms_load_bounds, range_id),
-                    fr->range_id, &i);
-    if (!b) {
-        b = rt_xcalloc(1, sizeof(*b));
-        b->range_id = fr->range_id;
+        ms_vec_get(&ld->bounds, offsetof(struct ms_load_bounds, range_id),
+                   fr->range_id, sizeof(*b), &created);
+    if (created) {
         b->table_id = fr->table_id;
         b->low = rt_xstrdup(fr->low ? fr->low : "");
         b->high = fr->high ? rt_xstrdup(fr->high) : NULL;
-        ms_vec_insert(&ld->bounds, i, b);
     }
     b->last_frame = frame_n;
     return b;

@@ -149,16 +149,8 @@ static struct ms__smark *ms__smark(struct ms__dflt *p, uint64_t id)
 
 static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
 {
-    size_t at;
-    struct ms__mark *mk =
-        ms_vec_find(&p->marks, offsetof(struct ms__mark, range_id), id, &at);
-    if (mk) {
-        return mk;
-    }
-    mk = rt_xcalloc(1, sizeof(*mk));
-    mk->range_id = id;
-    ms_vec_insert(&p->marks, at, mk);
-    return mk;
+    return ms_vec_get(&p->marks, offsetof(struct ms__mark, range_id), id,
+                      sizeof(struct ms__mark), NULL);
 }
 
 static const struct ms_server_view *ms__server(const struct ms_cluster_view *v,

@@ -85,6 +85,25 @@ void *ms_vec_find(const struct ms_vec *vec,
     return i < vec->n && ms__vec_key(vec, i, key_off) == key ? vec->v[i] : NULL;
 }
 
+void *ms_vec_get(struct ms_vec *vec,
+                 size_t key_off,
+                 uint64_t key,
+                 size_t size,
+                 bool *created)
+{
+    size_t i;
+    void *item = ms_vec_find(vec, key_off, key, &i);
+    if (created) {
+        *created = !item;
+    }
+    if (!item) {
+        item = rt_xcalloc(1, size);
+        memcpy((char *)item + key_off, &key, sizeof(key));
+        ms_vec_insert(vec, i, item);
+    }
+    return item;
+}
+
 void *ms_vec_remove(struct ms_vec *vec, size_t i)
 {
     void *item = vec->v[i];

@@ -6,6 +6,7 @@
 #ifndef MS_UTIL_H
 #define MS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,5 +45,13 @@ void *ms_vec_find(const struct ms_vec *vec,
                   size_t key_off,
                   uint64_t key,
                   size_t *at);
+/* The item whose key is @key; when there is none, a new zeroed item of
+ * @size bytes (rt_xcalloc: owned by whoever owns the items) holding @key
+ * is inserted in its place and *@created (may be NULL) is set. */
+void *ms_vec_get(struct ms_vec *vec,
+                 size_t key_off,
+                 uint64_t key,
+                 size_t size,
+                 bool *created);
 
 #endif
