@@ -137,8 +137,7 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         const struct ms_server_rec *rec =
             ms_catalog_server_find(b->cl->cat, s->id);
         sv[i].id = s->id;
-        sv[i].up =
-            s->state == MS_SERVER_UP && s->conn && rt_rpc_conn_is_up(s->conn);
+        sv[i].up = ms_cluster_server_usable(b->cl, s->id);
         sv[i].draining = rec && rec->draining;
         sv[i].nranges = counts[i];
         sv[i].pending = s->pending;

@@ -955,7 +955,7 @@ static void ms__move_out_cb(int status,
     struct ms_op *op = arg;
     struct ms_exec *ex = op->ex;
     const struct ms_range *r;
-    struct ms_server *src, *dst;
+    struct ms_server *src;
     Rt__MoveResp *resp;
     json_t *mv;
     char why[200];
@@ -994,7 +994,6 @@ static void ms__move_out_cb(int status,
     /* Did anything change while it copied? */
     r = ms_catalog_range_find(ex->cl->cat, op->range_id);
     src = ms_cluster_server_find(ex->cl, op->server_id);
-    dst = ms_cluster_server_find(ex->cl, op->dst);
     if (!r || r->server_id != op->server_id || r->epoch + 1 != op->new_epoch) {
         ms__move_abort(op, RT_ESTALE, "the range changed while it was copied");
         return;
@@ -1005,8 +1004,7 @@ static void ms__move_out_cb(int status,
                        "the source registered again while copying");
         return;
     }
-    if (!dst || dst->state != MS_SERVER_UP || !dst->conn ||
-        !rt_rpc_conn_is_up(dst->conn)) {
+    if (!ms_cluster_server_usable(ex->cl, op->dst)) {
         ms__move_abort(op, RT_ENOCONN, "the target is down");
         return;
     }
