@@ -293,7 +293,6 @@ char *ms_exec_json_text(json_t *o)
     return s ? s : rt_xstrdup("{}");
 }
 
-/* Answers an admin request with an error (no op involved). */
 void ms_exec_admin_fail(struct ms_exec *ex,
                         struct ms_admin_req *req,
                         int rc,
@@ -316,7 +315,6 @@ uint64_t ms_exec_event(struct ms_exec *ex, json_t *e)
     return ms_events_add(ex->events, e);
 }
 
-/* Records @e (taken) and returns the event as stored (new reference). */
 json_t *ms_exec_event_get(struct ms_exec *ex, json_t *e)
 {
     if (!ex->events) {
@@ -436,7 +434,6 @@ json_t *ms_exec_load_json(const struct ms_load_range *l, bool samples)
     return o;
 }
 
-/* range, table, table_id, low, high, server, epoch of @r into @e. */
 void ms_exec_ev_range(struct ms_exec *ex, json_t *e, const struct ms_range *r)
 {
     const struct ms_table *t = ms_catalog_table_by_id(ex->cl->cat, r->table_id);
@@ -508,9 +505,6 @@ static void ms__op_assign(struct ms_op *op, uint64_t sid, rt_rpc_reply_cb cb)
     }
 }
 
-/* Splits @range_id at @key (NULL: the load median). Returns 0 (the op
- * finishes later and answers @req) or an error (@req untouched, @err
- * says why). */
 int ms_exec_split(struct ms_exec *ex,
                   uint64_t range_id,
                   const char *key,
@@ -1021,7 +1015,6 @@ static void ms__move_out_cb(int status,
     ms__op_assign(op, op->dst, ms__move_assigned_cb);
 }
 
-/* Moves @range_id to @dst. Returns 0 (finishes later) or an error. */
 int ms_exec_move(struct ms_exec *ex,
                  uint64_t range_id,
                  uint64_t dst,
