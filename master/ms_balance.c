@@ -246,17 +246,22 @@ static void ms__run_policy(struct ms_balance *b)
                 ms__mark_event(b, &d[i]);
                 break;
             case MS_DECIDE_SPLIT:
-                rc = ms_exec_split(&b->exec, d[i].range_id, d[i].key, "policy",
-                                   &d[i], NULL, err, sizeof(err));
-                break;
             case MS_DECIDE_MERGE:
-                rc = ms_exec_merge(&b->exec, d[i].range_id, d[i].range_id2,
-                                   "policy", &d[i], NULL, err, sizeof(err));
+            case MS_DECIDE_MOVE: {
+                const struct ms_exec_order o = {
+                    .kind = d[i].kind == MS_DECIDE_SPLIT   ? MS_OP_SPLIT
+                            : d[i].kind == MS_DECIDE_MERGE ? MS_OP_MERGE
+                                                           : MS_OP_MOVE,
+                    .range_id = d[i].range_id,
+                    .range_id2 = d[i].range_id2,
+                    .dst = d[i].server_id,
+                    .key = d[i].key,
+                    .origin = "policy",
+                    .d = &d[i],
+                };
+                rc = ms_exec_start(&b->exec, &o, err, sizeof(err));
                 break;
-            case MS_DECIDE_MOVE:
-                rc = ms_exec_move(&b->exec, d[i].range_id, d[i].server_id,
-                                  "policy", &d[i], NULL, err, sizeof(err));
-                break;
+            }
             default:
                 break;
         }
@@ -340,16 +345,16 @@ static void ms__run_drains(struct ms_balance *b)
                            ms_exec_moves(&b->exec) < cap;
              j++) {
             const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
-            uint64_t t;
+            struct ms_exec_order o = {.kind = MS_OP_MOVE, .origin = "drain"};
             if (r->server_id != rec->id || ms_exec_busy(&b->exec, r->id)) {
                 continue;
             }
-            t = ms__drain_target(b, rec->id);
-            if (!t) {
+            o.range_id = r->id;
+            o.dst = ms__drain_target(b, rec->id);
+            if (!o.dst) {
                 break;
             }
-            if (ms_exec_move(&b->exec, r->id, t, "drain", NULL, NULL, err,
-                             sizeof(err)) != 0) {
+            if (ms_exec_start(&b->exec, &o, err, sizeof(err)) != 0) {
                 rt_log(RT_LOG_WARN, "drain of server %" PRIu64 ": %s", rec->id,
                        err);
                 break;
@@ -433,17 +438,22 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
     }
     switch (req->kind) {
         case MS_ADMIN_SPLIT:
-            rc = ms_exec_split(&b->exec, req->range_id, req->key, "manual",
-                               NULL, req, err, sizeof(err));
-            break;
         case MS_ADMIN_MERGE:
-            rc = ms_exec_merge(&b->exec, req->range_id, 0, "manual", NULL, req,
-                               err, sizeof(err));
+        case MS_ADMIN_MOVE: {
+            /* rtctl merge names the left-hand range only. */
+            const struct ms_exec_order o = {
+                .kind = req->kind == MS_ADMIN_SPLIT   ? MS_OP_SPLIT
+                        : req->kind == MS_ADMIN_MERGE ? MS_OP_MERGE
+                                                      : MS_OP_MOVE,
+                .range_id = req->range_id,
+                .dst = req->server_id,
+                .key = req->key,
+                .origin = "manual",
+                .req = req,
+            };
+            rc = ms_exec_start(&b->exec, &o, err, sizeof(err));
             break;
-        case MS_ADMIN_MOVE:
-            rc = ms_exec_move(&b->exec, req->range_id, req->server_id, "manual",
-                              NULL, req, err, sizeof(err));
-            break;
+        }
         case MS_ADMIN_DRAIN: {
             const struct ms_server_rec *rec =
                 ms_catalog_server_find(b->cl->cat, req->server_id);

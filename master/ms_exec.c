@@ -211,25 +211,24 @@ static const char *const ms__op_kind_names[] = {
     [MS_OP_MOVE] = "move",
 };
 
-/* Starts an operation of @kind on @r (owner included); its event opens
- * with the range, the kind and @origin. */
+/* Starts the operation @o orders on its range @r (owner included); its
+ * event opens with the range, the kind and the origin. */
 static struct ms_op *ms__op_begin(struct ms_exec *ex,
-                                  enum ms_op_kind kind,
-                                  const char *origin,
-                                  struct ms_admin_req *req,
+                                  const struct ms_exec_order *o,
                                   const struct ms_range *r)
 {
-    struct ms_op *op = ms__op_new(ex, kind, origin, req);
+    struct ms_op *op = ms__op_new(ex, o->kind, o->origin, o->req);
     ms_exec_ev_range(ex, op->ev, r);
-    json_object_set_new(op->ev, "kind", json_string(ms__op_kind_names[kind]));
-    json_object_set_new(op->ev, "origin", json_string(origin));
+    json_object_set_new(op->ev, "kind",
+                        json_string(ms__op_kind_names[o->kind]));
+    json_object_set_new(op->ev, "origin", json_string(o->origin));
     op->range_id = r->id;
     op->server_id = r->server_id;
     return op;
 }
 
-/* The range an operator or the policy names, or NULL with @err saying
- * there is none (the caller returns RT_ENOTFOUND). */
+/* The range an order names, or NULL with @err saying there is none (the
+ * caller returns RT_ENOTFOUND). */
 static const struct ms_range *ms__range_arg(struct ms_exec *ex,
                                             uint64_t id,
                                             char *err,
@@ -505,16 +504,14 @@ static void ms__op_assign(struct ms_op *op, uint64_t sid, rt_rpc_reply_cb cb)
     }
 }
 
-int ms_exec_split(struct ms_exec *ex,
-                  uint64_t range_id,
-                  const char *key,
-                  const char *origin,
-                  const struct ms_decision *d,
-                  struct ms_admin_req *req,
-                  char *err,
-                  size_t errlen)
+static int ms__split(struct ms_exec *ex,
+                     const struct ms_exec_order *o,
+                     const struct ms_range *r,
+                     char *err,
+                     size_t errlen)
 {
-    const struct ms_range *r = ms__range_arg(ex, range_id, err, errlen);
+    uint64_t range_id = r->id;
+    const char *key = o->key;
     const struct ms_load_range *l;
     struct ms_range_put puts[2];
     char *median = NULL;
@@ -524,9 +521,6 @@ int ms_exec_split(struct ms_exec *ex,
     double share = -1;
     int rc;
 
-    if (!r) {
-        return RT_ENOTFOUND;
-    }
     if (ms_exec_busy(ex, range_id)) {
         snprintf(err, errlen,
                  "range %" PRIu64
@@ -563,13 +557,13 @@ int ms_exec_split(struct ms_exec *ex,
         free(median);
         return RT_EINVAL;
     }
-    op = ms__op_begin(ex, MS_OP_SPLIT, origin, req, r);
+    op = ms__op_begin(ex, o, r);
     json_object_set_new(op->ev, "key", ms__str_or_null(key));
     if (share >= 0) {
         json_object_set_new(op->ev, "left_share",
                             json_real(round(share * 1000) / 1000));
     }
-    ms_exec_ev_decision(op->ev, d);
+    ms_exec_ev_decision(op->ev, o->d);
     json_object_set_new(op->ev, "load", ms_exec_load_json(l, true));
     sid = r->server_id;
     epoch = r->epoch + 1;
@@ -600,7 +594,7 @@ int ms_exec_split(struct ms_exec *ex,
     rt_log(RT_LOG_INFO,
            "split range %" PRIu64 " at '%s' -> %" PRIu64 ", %" PRIu64
            " on server %" PRIu64 " (%s)",
-           range_id, key, ids[0], ids[1], sid, origin);
+           range_id, key, ids[0], ids[1], sid, o->origin);
     free(median);
     op->out_done_ms = rt_time_mono_ms();
     ms__op_assign(op, sid, ms__split_assigned_cb);
@@ -609,16 +603,12 @@ int ms_exec_split(struct ms_exec *ex,
 
 /* ---- merge ---- */
 
-int ms_exec_merge(struct ms_exec *ex,
-                  uint64_t a_id,
-                  uint64_t b_id,
-                  const char *origin,
-                  const struct ms_decision *d,
-                  struct ms_admin_req *req,
-                  char *err,
-                  size_t errlen)
+static int ms__merge(struct ms_exec *ex,
+                     const struct ms_exec_order *o,
+                     const struct ms_range *a,
+                     char *err,
+                     size_t errlen)
 {
-    const struct ms_range *a = ms__range_arg(ex, a_id, err, errlen);
     const struct ms_range *b = NULL;
     struct ms_range_put put;
     uint64_t dels[2], id, sid, split_ms = 0;
@@ -627,10 +617,7 @@ int ms_exec_merge(struct ms_exec *ex,
     json_t *parts;
     int rc;
 
-    if (!a) {
-        return RT_ENOTFOUND;
-    }
-    if (b_id == 0) {
+    if (o->range_id2 == 0) {
         /* The right-hand neighbour of the same table. */
         for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(ex->cl->cat);
              i++) {
@@ -645,11 +632,11 @@ int ms_exec_merge(struct ms_exec *ex,
                      "range %" PRIu64
                      " is the last of its "
                      "table: nothing to merge it with",
-                     a_id);
+                     a->id);
             return RT_EINVAL;
         }
     } else {
-        b = ms__range_arg(ex, b_id, err, errlen);
+        b = ms__range_arg(ex, o->range_id2, err, errlen);
         if (!b) {
             return RT_ENOTFOUND;
         }
@@ -678,11 +665,11 @@ int ms_exec_merge(struct ms_exec *ex,
         snprintf(err, errlen, "server %" PRIu64 " is down", a->server_id);
         return RT_EBUSY;
     }
-    op = ms__op_begin(ex, MS_OP_MERGE, origin, req, a);
+    op = ms__op_begin(ex, o, a);
     json_object_set_new(op->ev, "range2", json_integer((json_int_t)b->id));
     json_object_set_new(op->ev, "high",
                         b->high_inf ? json_null() : ms__str_or_null(b->high));
-    ms_exec_ev_decision(op->ev, d);
+    ms_exec_ev_decision(op->ev, o->d);
     parts = json_array();
     json_array_append_new(
         parts, ms_exec_load_json(ms_load_find(ex->load, a->id), false));
@@ -723,7 +710,7 @@ int ms_exec_merge(struct ms_exec *ex,
     rt_log(RT_LOG_INFO,
            "merged ranges %" PRIu64 " and %" PRIu64 " -> %" PRIu64
            " on server %" PRIu64 " (%s)",
-           dels[0], dels[1], id, sid, origin);
+           dels[0], dels[1], id, sid, o->origin);
     op->out_done_ms = rt_time_mono_ms();
     ms__op_assign(op, sid, ms__split_assigned_cb);
     return 0;
@@ -1015,16 +1002,13 @@ static void ms__move_out_cb(int status,
     ms__op_assign(op, op->dst, ms__move_assigned_cb);
 }
 
-int ms_exec_move(struct ms_exec *ex,
-                 uint64_t range_id,
-                 uint64_t dst,
-                 const char *origin,
-                 const struct ms_decision *d,
-                 struct ms_admin_req *req,
-                 char *err,
-                 size_t errlen)
+static int ms__move(struct ms_exec *ex,
+                    const struct ms_exec_order *o,
+                    const struct ms_range *r,
+                    char *err,
+                    size_t errlen)
 {
-    const struct ms_range *r = ms__range_arg(ex, range_id, err, errlen);
+    uint64_t range_id = r->id, dst = o->dst;
     const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, dst);
     const struct ms_load_range *l = ms_load_find(ex->load, range_id);
     const Rt__MoveReq *mv;
@@ -1033,9 +1017,6 @@ int ms_exec_move(struct ms_exec *ex,
     uint64_t bytes, keys, timeout;
     int rc;
 
-    if (!r) {
-        return RT_ENOTFOUND;
-    }
     if (!rec) {
         snprintf(err, errlen, "no server %" PRIu64, dst);
         return RT_ENOTFOUND;
@@ -1063,9 +1044,9 @@ int ms_exec_move(struct ms_exec *ex,
         return RT_EBUSY;
     }
     src = ms_cluster_server_find(ex->cl, r->server_id);
-    op = ms__op_begin(ex, MS_OP_MOVE, origin, req, r);
+    op = ms__op_begin(ex, o, r);
     json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
-    ms_exec_ev_decision(op->ev, d);
+    ms_exec_ev_decision(op->ev, o->d);
     json_object_set_new(op->ev, "load", ms_exec_load_json(l, false));
     op->dst = dst;
     ms__move_set_state(op, MS_MOVE_COPYING);
@@ -1090,7 +1071,7 @@ int ms_exec_move(struct ms_exec *ex,
            "move %" PRIu64 ": range %" PRIu64 " (%" PRIu64 " keys, %" PRIu64
            " bytes) from server %" PRIu64 " to %" PRIu64
            " (%s), timeout %" PRIu64 " ms",
-           op->move_id, range_id, keys, bytes, op->server_id, dst, origin,
+           op->move_id, range_id, keys, bytes, op->server_id, dst, o->origin,
            timeout);
     /* The move record is the MOVE_OUT request (DESIGN-moves.md). */
     rc =
@@ -1105,6 +1086,29 @@ int ms_exec_move(struct ms_exec *ex,
     op->calls++;
     ms_cluster_changed(ex->cl); /* the move shows in "ops" at once */
     return 0;
+}
+
+/* ---- starting ---- */
+
+int ms_exec_start(struct ms_exec *ex,
+                  const struct ms_exec_order *o,
+                  char *err,
+                  size_t errlen)
+{
+    const struct ms_range *r = ms__range_arg(ex, o->range_id, err, errlen);
+    if (!r) {
+        return RT_ENOTFOUND;
+    }
+    switch (o->kind) {
+        case MS_OP_SPLIT:
+            return ms__split(ex, o, r, err, errlen);
+        case MS_OP_MERGE:
+            return ms__merge(ex, o, r, err, errlen);
+        case MS_OP_MOVE:
+            return ms__move(ex, o, r, err, errlen);
+    }
+    snprintf(err, errlen, "unknown operation %d", (int)o->kind);
+    return RT_EINVAL;
 }
 
 void ms_exec_retry_aborts(struct ms_exec *ex)

@@ -5,7 +5,7 @@
  * appeared, was last split or moved), and the event of each outcome.
  *
  * Whoever decides (ms_balance.c: the policy, drains, the operator) calls
- * ms_exec_split/merge/move; nothing here decides. When a move completes
+ * ms_exec_start() with an order; nothing here decides. When a move completes
  * it fires the moved callback given to ms_exec_init(), so the decider can
  * go on (the next range of a drain).
  *
@@ -122,44 +122,38 @@ void ms_exec_init(struct ms_exec *ex,
  * bookkeeping; only after the loop ran dry. */
 void ms_exec_fini(struct ms_exec *ex);
 
-/* ---- starting operations ----
- * Each returns 0 when the operation started (it finishes later, writes
- * its event and answers @req, which may be NULL) or an error with @err
- * (@errlen bytes) saying why; then @req is untouched and the caller
- * answers it. @origin is a static string; @d (may be NULL) is the policy
- * decision behind it, recorded in the event.
+/* ---- starting operations ---- */
+
+/* What to start: a split of @range_id at @key (NULL: the load median), a
+ * merge of @range_id with @range_id2 (0: its right-hand neighbour) or a
+ * move of @range_id to server @dst. @origin is a static string ("policy",
+ * "manual", "drain"); @d (may be NULL) is the policy decision behind it,
+ * recorded in the event; @req (may be NULL) is the operator waiting for
+ * it. Everything is borrowed. */
+struct ms_exec_order
+{
+    enum ms_op_kind kind;
+    uint64_t range_id;
+    uint64_t range_id2;
+    uint64_t dst;
+    const char *key;
+    const char *origin;
+    const struct ms_decision *d;
+    struct ms_admin_req *req;
+};
+
+/* Returns 0 when the operation started (it finishes later, writes its
+ * event and answers @o->req) or an error with @err (@errlen bytes) saying
+ * why; then @o->req is untouched and the caller answers it. A move that
+ * fails after it was recorded is not an error here: it aborts and
+ * reports like any other.
  * Errors: RT_ENOTFOUND (no such range or server), RT_EINVAL (arguments
  * that make no sense), RT_EBUSY (the range is busy or a server is down or
  * draining), or a catalog error. */
-
-/* Splits @range_id at @key (NULL: the load median). */
-int ms_exec_split(struct ms_exec *ex,
-                  uint64_t range_id,
-                  const char *key,
-                  const char *origin,
-                  const struct ms_decision *d,
-                  struct ms_admin_req *req,
+int ms_exec_start(struct ms_exec *ex,
+                  const struct ms_exec_order *o,
                   char *err,
                   size_t errlen);
-/* Merges @a_id with @b_id (0: its right-hand neighbour). */
-int ms_exec_merge(struct ms_exec *ex,
-                  uint64_t a_id,
-                  uint64_t b_id,
-                  const char *origin,
-                  const struct ms_decision *d,
-                  struct ms_admin_req *req,
-                  char *err,
-                  size_t errlen);
-/* Moves @range_id to server @dst. A failure after the move was recorded
- * is not an error here: the move aborts and reports like any other. */
-int ms_exec_move(struct ms_exec *ex,
-                 uint64_t range_id,
-                 uint64_t dst,
-                 const char *origin,
-                 const struct ms_decision *d,
-                 struct ms_admin_req *req,
-                 char *err,
-                 size_t errlen);
 
 /* ---- progress ---- */
 
