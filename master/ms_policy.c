@@ -183,17 +183,25 @@ static bool ms__since(uint64_t now, uint64_t t, uint32_t ms)
     return t == 0 || now >= t + ms;
 }
 
-static struct ms_decision *ms__emit(struct ms_decision *out,
-                                    size_t *n,
-                                    size_t max,
+/* What one decide() call has decided so far: d[0 .. n) of at most max,
+ * and which ranges of the view a pass has used already. */
+struct ms__out
+{
+    struct ms_decision *d;
+    size_t n;
+    size_t max;
+    bool *used;
+};
+
+static struct ms_decision *ms__emit(struct ms__out *o,
                                     enum ms_decision_kind kind,
                                     uint64_t range_id)
 {
     struct ms_decision *d;
-    if (*n >= max) {
+    if (o->n >= o->max) {
         return NULL;
     }
-    d = &out[(*n)++];
+    d = &o->d[o->n++];
     memset(d, 0, sizeof(*d));
     d->kind = kind;
     d->range_id = range_id;
@@ -203,9 +211,7 @@ static struct ms_decision *ms__emit(struct ms_decision *out,
 /* Pass 1: hot / cold marks. */
 static void ms__pass_marks(struct ms__dflt *p,
                            const struct ms_cluster_view *v,
-                           struct ms_decision *out,
-                           size_t *n,
-                           size_t max)
+                           struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
     for (size_t i = 0; i < v->nranges; i++) {
@@ -234,8 +240,7 @@ static void ms__pass_marks(struct ms__dflt *p,
                 busy >= (double)c->split_busy_pct * c->hot_exit_pct / 100.0 &&
                 d >= c->split_eps / 4 * c->hot_exit_pct / 100.0);
         if (!mk->hot && enter) {
-            struct ms_decision *dd =
-                ms__emit(out, n, max, MS_DECIDE_HOT, r->id);
+            struct ms_decision *dd = ms__emit(o, MS_DECIDE_HOT, r->id);
             mk->hot = true;
             mk->hot_since = v->now_ms;
             if (dd) {
@@ -245,8 +250,7 @@ static void ms__pass_marks(struct ms__dflt *p,
                          "demand %.0f/s >= %.0f/s (busy %.0f%%)", d, thr, busy);
             }
         } else if (mk->hot && !stay) {
-            struct ms_decision *dd =
-                ms__emit(out, n, max, MS_DECIDE_COOL, r->id);
+            struct ms_decision *dd = ms__emit(o, MS_DECIDE_COOL, r->id);
             mk->hot = false;
             if (dd) {
                 dd->load = d;
@@ -326,13 +330,10 @@ static bool ms__split_helps(const struct ms_cluster_view *v,
 /* Pass 2: splits. */
 static void ms__pass_splits(struct ms__dflt *p,
                             const struct ms_cluster_view *v,
-                            bool *used,
-                            struct ms_decision *out,
-                            size_t *n,
-                            size_t max)
+                            struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
-    for (size_t i = 0; i < v->nranges && *n < max; i++) {
+    for (size_t i = 0; i < v->nranges && o->n < o->max; i++) {
         const struct ms_range_view *r = &v->ranges[i];
         const struct ms_server_view *s = ms__server(v, r->server_id);
         struct ms__mark *mk;
@@ -340,7 +341,7 @@ static void ms__pass_splits(struct ms__dflt *p,
         double share = 0.5;
         char *key;
 
-        if (!r->load || !s || !s->up || r->busy || used[i]) {
+        if (!r->load || !s || !s->up || r->busy || o->used[i]) {
             continue;
         }
         mk = ms__mark_get(p, r->id);
@@ -354,7 +355,7 @@ static void ms__pass_splits(struct ms__dflt *p,
         if (!key) {
             continue; /* one PartitionKey carries it all: cannot split */
         }
-        d = ms__emit(out, n, max, MS_DECIDE_SPLIT, r->id);
+        d = ms__emit(o, MS_DECIDE_SPLIT, r->id);
         d->key = key;
         d->load = ms__demand(r);
         d->threshold = ms_policy_hot_threshold(c, ms__range_cap(r, s));
@@ -364,7 +365,7 @@ static void ms__pass_splits(struct ms__dflt *p,
                  "leaves %.0f%% of the sampled load on the left",
                  d->load, d->threshold,
                  (double)(v->now_ms - mk->hot_since) / 1000.0, share * 100);
-        used[i] = true;
+        o->used[i] = true;
     }
 }
 
@@ -397,13 +398,10 @@ static bool ms__server_free(const struct ms_policy_config *c,
  * median. */
 static void ms__balance_split(struct ms__dflt *p,
                               const struct ms_cluster_view *v,
-                              bool *used,
+                              struct ms__out *o,
                               size_t si,
                               double load_s,
-                              double mean,
-                              struct ms_decision *out,
-                              size_t *n,
-                              size_t max)
+                              double mean)
 {
     const struct ms_policy_config *c = &p->cfg;
     const struct ms_range_view *best = NULL;
@@ -417,7 +415,7 @@ static void ms__balance_split(struct ms__dflt *p,
         if (r->server_id != v->servers[si].id) {
             continue;
         }
-        if (used[i]) {
+        if (o->used[i]) {
             return; /* already split or moved in this call */
         }
         if (r->busy || !r->load ||
@@ -431,7 +429,7 @@ static void ms__balance_split(struct ms__dflt *p,
     }
     if (!best || ms__demand(best) < c->move_min_eps ||
         ms__table_nranges(v, best->table_id) >= c->split_max_ranges ||
-        *n >= max) {
+        o->n >= o->max) {
         return;
     }
     key =
@@ -439,7 +437,7 @@ static void ms__balance_split(struct ms__dflt *p,
     if (!key) {
         return;
     }
-    d = ms__emit(out, n, max, MS_DECIDE_SPLIT, best->id);
+    d = ms__emit(o, MS_DECIDE_SPLIT, best->id);
     d->key = key;
     d->load = ms__demand(best);
     d->src_load = load_s;
@@ -452,16 +450,13 @@ static void ms__balance_split(struct ms__dflt *p,
              "whole range evens it out: split its busiest (%.0f/s) so a part "
              "can move",
              v->servers[si].id, load_s, mean, c->move_tolerance_pct, d->load);
-    used[bi] = true;
+    o->used[bi] = true;
 }
 
 /* Pass 3: moves. */
 static void ms__pass_moves(struct ms__dflt *p,
                            const struct ms_cluster_view *v,
-                           bool *used,
-                           struct ms_decision *out,
-                           size_t *n,
-                           size_t max)
+                           struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
     size_t ns = v->nservers, neligible = 0;
@@ -506,7 +501,7 @@ static void ms__pass_moves(struct ms__dflt *p,
         }
     }
 
-    while (moves < c->max_moves && *n < max) {
+    while (moves < c->max_moves && o->n < o->max) {
         const struct ms_range_view *best = NULL;
         double best_max = 0, lr_best = 0;
         size_t si = ns, ti = ns;
@@ -540,7 +535,7 @@ static void ms__pass_moves(struct ms__dflt *p,
         for (size_t i = 0; i < v->nranges; i++) {
             const struct ms_range_view *r = &v->ranges[i];
             double lr, nm;
-            if (r->server_id != v->servers[si].id || r->busy || used[i] ||
+            if (r->server_id != v->servers[si].id || r->busy || o->used[i] ||
                 !r->load ||
                 !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
                 continue;
@@ -562,13 +557,12 @@ static void ms__pass_moves(struct ms__dflt *p,
              * the server has been over for split_sustain_ms. */
             if (v->now_ms >= ms__smark(p, v->servers[si].id)->over_since +
                                  c->split_sustain_ms) {
-                ms__balance_split(p, v, used, si, load[si], mean, out, n, max);
+                ms__balance_split(p, v, o, si, load[si], mean);
             }
             continue;
         }
         {
-            struct ms_decision *d =
-                ms__emit(out, n, max, MS_DECIDE_MOVE, best->id);
+            struct ms_decision *d = ms__emit(o, MS_DECIDE_MOVE, best->id);
             d->server_id = v->servers[ti].id;
             d->load = lr_best;
             d->src_load = load[si];
@@ -585,7 +579,7 @@ static void ms__pass_moves(struct ms__dflt *p,
                      v->servers[ti].id, load[ti], lr_best, best_max);
             for (size_t i = 0; i < v->nranges; i++) {
                 if (&v->ranges[i] == best) {
-                    used[i] = true;
+                    o->used[i] = true;
                 }
             }
             taken[ti] = true;
@@ -602,21 +596,18 @@ out:
 /* Pass 4: one merge. */
 static void ms__pass_merges(struct ms__dflt *p,
                             const struct ms_cluster_view *v,
-                            bool *used,
-                            struct ms_decision *out,
-                            size_t *n,
-                            size_t max)
+                            struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
-    for (size_t i = 0; i + 1 < v->nranges && *n < max; i++) {
+    for (size_t i = 0; i + 1 < v->nranges && o->n < o->max; i++) {
         const struct ms_range_view *a = &v->ranges[i], *b = &v->ranges[i + 1];
         const struct ms_server_view *s = ms__server(v, a->server_id);
         struct ms__mark *ma, *mb;
         struct ms_decision *d;
         if (a->table_id != b->table_id || !a->high ||
             strcmp(a->high, b->low) != 0 || a->server_id != b->server_id ||
-            !s || !s->up || a->busy || b->busy || used[i] || used[i + 1] ||
-            !a->load || !b->load) {
+            !s || !s->up || a->busy || b->busy || o->used[i] ||
+            o->used[i + 1] || !a->load || !b->load) {
             continue;
         }
         if (a->load->key_bytes + b->load->key_bytes > c->merge_max_bytes) {
@@ -633,7 +624,7 @@ static void ms__pass_merges(struct ms__dflt *p,
             v->now_ms < mb->cold_since + c->merge_sustain_ms) {
             continue;
         }
-        d = ms__emit(out, n, max, MS_DECIDE_MERGE, a->id);
+        d = ms__emit(o, MS_DECIDE_MERGE, a->id);
         d->range_id2 = b->id;
         d->load = ms__demand(a);
         d->load2 = ms__demand(b);
@@ -643,7 +634,7 @@ static void ms__pass_merges(struct ms__dflt *p,
                  " bytes together",
                  c->merge_eps, c->merge_sustain_ms / 1000.0, d->load, d->load2,
                  a->load->key_bytes + b->load->key_bytes);
-        used[i] = used[i + 1] = true;
+        o->used[i] = o->used[i + 1] = true;
         break;
     }
 }
@@ -654,16 +645,16 @@ static size_t ms__dflt_decide(void *state,
                               size_t max)
 {
     struct ms__dflt *p = state;
-    bool *used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*used));
-    size_t n = 0;
+    struct ms__out o = {out, 0, max, NULL};
 
     p->calls++;
-    ms__pass_marks(p, v, out, &n, max);
-    ms__pass_splits(p, v, used, out, &n, max);
-    ms__pass_moves(p, v, used, out, &n, max);
-    ms__pass_merges(p, v, used, out, &n, max);
-    free(used);
-    return n;
+    o.used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*o.used));
+    ms__pass_marks(p, v, &o);
+    ms__pass_splits(p, v, &o);
+    ms__pass_moves(p, v, &o);
+    ms__pass_merges(p, v, &o);
+    free(o.used);
+    return o.n;
 }
 
 static void ms__dflt_destroy(void *state)
