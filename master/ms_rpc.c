@@ -10,7 +10,10 @@
  * the assignment. If the caller's connection is gone by then, the reply is
  * dropped by rt_rpc.
  *
- * Every failure is answered with rt_rpc_reply_err() and an RT_E* code. */
+ * The dispatcher decodes each request with the type its row in the
+ * method table names (a malformed one gets RT_EINVAL) and frees it after
+ * the handler. Every failure is answered with ms__fail() and an RT_E*
+ * code. */
 #include "ms_rpc.h"
 
 #include <inttypes.h>
