@@ -267,6 +267,18 @@ static void ms__metric(struct rt_buf *b,
     rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric with one unlabelled sample: its HELP and TYPE lines, then
+ * "@name @value". */
+static void ms__metric1(struct rt_buf *b,
+                        const char *name,
+                        const char *type,
+                        const char *help,
+                        uint64_t value)
+{
+    ms__metric(b, name, type, help);
+    rt_buf_printf(b, "%s %" PRIu64 "\n", name, value);
+}
+
 static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
 {
     struct rt_buf b = RT_BUF_INIT;
@@ -283,34 +295,26 @@ static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
                "Partition servers known to the master, by state.");
     rt_buf_printf(&b, "rt_master_servers{state=\"up\"} %zu\n", up);
     rt_buf_printf(&b, "rt_master_servers{state=\"down\"} %zu\n", down);
-    ms__metric(&b, "rt_master_ranges", "gauge", "Ranges in the partition map.");
-    rt_buf_printf(&b, "rt_master_ranges %zu\n", ms_catalog_nranges(cl->cat));
-    ms__metric(&b, "rt_master_tables", "gauge",
-               "Tables in the catalog (all accounts).");
-    rt_buf_printf(&b, "rt_master_tables %zu\n", ms_catalog_ntables(cl->cat));
-    ms__metric(&b, "rt_master_map_version", "gauge",
-               "Version of the partition map.");
-    rt_buf_printf(&b, "rt_master_map_version %" PRIu64 "\n",
-                  ms_catalog_map_version(cl->cat));
-    ms__metric(&b, "rt_master_fe_subscribers", "gauge",
-               "Front-end connections subscribed to map updates.");
-    rt_buf_printf(&b, "rt_master_fe_subscribers %zu\n", cl->subscribers.n);
-    ms__metric(&b, "rt_master_rpc_requests_total", "counter",
-               "RPC requests received by the master.");
-    rt_buf_printf(&b, "rt_master_rpc_requests_total %" PRIu64 "\n",
-                  cl->rpc_requests);
-    ms__metric(&b, "rt_master_map_pushes_total", "counter",
-               "MAP_UPDATE broadcasts to front ends.");
-    rt_buf_printf(&b, "rt_master_map_pushes_total %" PRIu64 "\n",
-                  cl->map_pushes);
-    ms__metric(&b, "rt_master_splits_total", "counter",
-               "Range splits committed (policy and operator).");
-    rt_buf_printf(&b, "rt_master_splits_total %" PRIu64 "\n",
-                  bal->exec.n_splits);
-    ms__metric(&b, "rt_master_merges_total", "counter",
-               "Range merges committed.");
-    rt_buf_printf(&b, "rt_master_merges_total %" PRIu64 "\n",
-                  bal->exec.n_merges);
+    ms__metric1(&b, "rt_master_ranges", "gauge", "Ranges in the partition map.",
+                ms_catalog_nranges(cl->cat));
+    ms__metric1(&b, "rt_master_tables", "gauge",
+                "Tables in the catalog (all accounts).",
+                ms_catalog_ntables(cl->cat));
+    ms__metric1(&b, "rt_master_map_version", "gauge",
+                "Version of the partition map.",
+                ms_catalog_map_version(cl->cat));
+    ms__metric1(&b, "rt_master_fe_subscribers", "gauge",
+                "Front-end connections subscribed to map updates.",
+                cl->subscribers.n);
+    ms__metric1(&b, "rt_master_rpc_requests_total", "counter",
+                "RPC requests received by the master.", cl->rpc_requests);
+    ms__metric1(&b, "rt_master_map_pushes_total", "counter",
+                "MAP_UPDATE broadcasts to front ends.", cl->map_pushes);
+    ms__metric1(&b, "rt_master_splits_total", "counter",
+                "Range splits committed (policy and operator).",
+                bal->exec.n_splits);
+    ms__metric1(&b, "rt_master_merges_total", "counter",
+                "Range merges committed.", bal->exec.n_merges);
     ms__metric(&b, "rt_master_moves_total", "counter",
                "Range moves by outcome.");
     rt_buf_printf(&b, "rt_master_moves_total{outcome=\"ok\"} %" PRIu64 "\n",
@@ -318,17 +322,13 @@ static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
     rt_buf_printf(&b,
                   "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
                   bal->exec.n_aborts);
-    ms__metric(&b, "rt_master_moves_inflight", "gauge",
-               "Range moves in flight.");
-    rt_buf_printf(&b, "rt_master_moves_inflight %u\n",
-                  ms_exec_moves(&bal->exec));
-    ms__metric(&b, "rt_master_hot_marks_total", "counter",
-               "Times a range was marked hot by the policy.");
-    rt_buf_printf(&b, "rt_master_hot_marks_total %" PRIu64 "\n", bal->n_hot);
-    ms__metric(&b, "rt_master_events_total", "counter",
-               "Events recorded since this master started.");
-    rt_buf_printf(&b, "rt_master_events_total %" PRIu64 "\n",
-                  bal->events ? ms_events_added(bal->events) : 0);
+    ms__metric1(&b, "rt_master_moves_inflight", "gauge",
+                "Range moves in flight.", ms_exec_moves(&bal->exec));
+    ms__metric1(&b, "rt_master_hot_marks_total", "counter",
+                "Times a range was marked hot by the policy.", bal->n_hot);
+    ms__metric1(&b, "rt_master_events_total", "counter",
+                "Events recorded since this master started.",
+                bal->events ? ms_events_added(bal->events) : 0);
     rt_buf_cstr(&b);
     out = (char *)rt_buf_steal(&b, &len);
     return out;
