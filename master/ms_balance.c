@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ms_catalog.h"
 #include "rt_alloc.h"
@@ -382,13 +381,6 @@ static int ms__fr_cmp(const void *a, const void *b)
     return strcmp(x->low, y->low);
 }
 
-static uint64_t ms__unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void ms__history_frame(struct ms_balance *b)
 {
     size_t nr = ms_catalog_nranges(b->cl->cat);
@@ -402,7 +394,7 @@ static void ms__history_frame(struct ms_balance *b)
         fr[i].server_id = r->server_id;
     }
     qsort(fr, nr, sizeof(*fr), ms__fr_cmp);
-    ms_load_frame(b->load, ms__unix_ms(), fr, nr);
+    ms_load_frame(b->load, ms_unix_ms(), fr, nr);
     free(fr);
 }
 

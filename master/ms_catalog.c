@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ms_util.h"
@@ -297,12 +296,7 @@ static void ms__mirror_put_server(struct ms_catalog *cat,
 
 static uint64_t ms__wall_ms(const struct ms_catalog *cat)
 {
-    struct timespec ts;
-    if (cat->clock) {
-        return cat->clock(cat->clock_arg);
-    }
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return cat->clock ? cat->clock(cat->clock_arg) : ms_unix_ms();
 }
 
 static int ms__tomb_vs_key(const void *item, const void *key)

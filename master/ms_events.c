@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
@@ -38,13 +39,6 @@ struct ms_events
     int fd; /* -1: memory only */
     bool write_failed;
 };
-
-static uint64_t ms__unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Appends to the ring (lock held); takes @text. */
 static void ms__ring_put(struct ms_events *ev,
@@ -180,7 +174,7 @@ json_t *ms_events_add_get(struct ms_events *ev, json_t *e)
 {
     json_t *o = json_object();
     char iso[64];
-    uint64_t now = ms__unix_ms(), seq;
+    uint64_t now = ms_unix_ms(), seq;
     time_t secs = (time_t)(now / 1000);
     struct tm tm;
     const char *k;

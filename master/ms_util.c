@@ -2,8 +2,16 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_alloc.h"
+
+uint64_t ms_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 void ms_vec_free(struct ms_vec *vec)
 {

@@ -1,6 +1,7 @@
 /* A growable array of pointers, used by the master's modules for their
  * lists (catalog tables and ranges, servers, operations), and the one
- * binary search over such a list kept sorted. Memory comes from
+ * binary search over such a list kept sorted; the wall clock in
+ * milliseconds. Memory comes from
  * rt_xrealloc (common/rt_alloc.h): growing never fails, it aborts.
  * Thread: no shared state; each vector belongs to its owner. */
 #ifndef MS_UTIL_H
@@ -53,5 +54,8 @@ void *ms_vec_get(struct ms_vec *vec,
                  uint64_t key,
                  size_t size,
                  bool *created);
+
+/* Wall-clock milliseconds since the Unix epoch (CLOCK_REALTIME). */
+uint64_t ms_unix_ms(void);
 
 #endif
