@@ -167,25 +167,17 @@ int ms_master_start(uv_loop_t *loop,
             rt_errmsg_printf(errmsg, "unknown policy '%s' (default|none)",
                              cfg->policy ? cfg->policy : "");
         }
-        free(m);
-        return rc;
+        goto err_after_alloc;
     }
     m->load = ms_load_create(m->cfg.load_tau_ms);
 
     rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
     if (rc) {
-        ms_policy_destroy(&m->policy);
-        ms_load_destroy(m->load);
-        free(m);
-        return rc;
+        goto err_after_load;
     }
     rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events, errmsg);
     if (rc) {
-        ms_catalog_close(m->cat);
-        ms_policy_destroy(&m->policy);
-        ms_load_destroy(m->load);
-        free(m);
-        return rc;
+        goto err_after_catalog;
     }
     ms_catalog_set_delete_grace(m->cat, m->cfg.delete_grace_ms);
     ms_cluster_init(&m->cl, m->cat, m->cfg.heartbeat_timeout_ms,
@@ -219,6 +211,15 @@ int ms_master_start(uv_loop_t *loop,
            ms_catalog_map_version(m->cat), m->policy.ops->name);
     *out = m;
     return 0;
+
+err_after_catalog:
+    ms_catalog_close(m->cat);
+err_after_load:
+    ms_policy_destroy(&m->policy);
+    ms_load_destroy(m->load);
+err_after_alloc:
+    free(m);
+    return rc;
 }
 
 int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm)
