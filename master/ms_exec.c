@@ -468,6 +468,19 @@ void ms_exec_ev_decision(json_t *e, const struct ms_decision *d)
 
 /* ---- split ---- */
 
+/* The owner answered ASSIGN_RANGES for @op's committed change (@status):
+ * the front ends get the new map now. A failure only goes into the
+ * event: committed either way, the owner's next heartbeat reply carries
+ * the new assignment. */
+static void ms__op_assigned(struct ms_op *op, int status)
+{
+    ms_cluster_map_push(op->ex->cl);
+    if (status) {
+        json_object_set_new(op->ev, "assign_error",
+                            json_string(rt_strerror(status)));
+    }
+}
+
 static void ms__split_assigned_cb(int status,
                                   const uint8_t *body,
                                   size_t len,
@@ -478,13 +491,7 @@ static void ms__split_assigned_cb(int status,
     (void)len;
     op->calls--;
     if (!op->ex->cl->stopping) {
-        ms_cluster_map_push(op->ex->cl);
-    }
-    if (status) {
-        /* Committed either way: the owner's next heartbeat reply carries
-         * the new assignment. */
-        json_object_set_new(op->ev, "assign_error",
-                            json_string(rt_strerror(status)));
+        ms__op_assigned(op, status);
     }
     json_object_set_new(
         op->ev, "assign_ms",
@@ -890,11 +897,7 @@ static void ms__move_assigned_cb(int status,
     if (!ms__move_answered(op)) {
         return;
     }
-    ms_cluster_map_push(ex->cl);
-    if (status) {
-        json_object_set_new(op->ev, "assign_error",
-                            json_string(rt_strerror(status)));
-    }
+    ms__op_assigned(op, status);
     /* Source frozen from its freeze until front ends have the new map. */
     json_object_set_new(
         op->ev, "busy_ms",
