@@ -662,52 +662,79 @@ static void fe__job_master(struct fe_job *job)
 
 /* ---- Entity operations ---------------------------------------------- */
 
+/* What every entity reply goes through before its body is read: the route
+ * is closing (RT_ECANCELED), the range moved or its server is unreachable
+ * (another try), or the server answered with an error (logged and returned
+ * as is; a write also keeps the index of the operation that failed).
+ * Returns 1 when the job has been dealt with, 0 when the reply succeeded
+ * and its body is the caller's to decode. */
+static int fe__entity_reply_done(struct fe_job *job,
+                                 int status,
+                                 const uint8_t *body,
+                                 size_t len,
+                                 const char *what)
+{
+    struct fe_route *r = job->route_;
+    int index;
+    r->inflight--;
+    if (r->closing) {
+        fe__job_finish(job, RT_ECANCELED);
+        return 1;
+    }
+    if (fe__retryable(status)) {
+        fe__job_retry(job, status);
+        return 1;
+    }
+    if (status != 0) {
+        index = fe__error_index(body, len, what, status);
+        if (job->kind == FE_JOB_WRITE) {
+            job->fail_index = index;
+        }
+        fe__job_finish(job, status);
+        return 1;
+    }
+    return 0;
+}
+
 static void fe__on_write_reply(int status,
                                const uint8_t *body,
                                size_t len,
                                void *arg)
 {
     struct fe_job *job = arg;
-    struct fe_route *r = job->route_;
-    r->inflight--;
-    if (r->closing) {
-        fe__job_finish(job, RT_ECANCELED);
-    } else if (fe__retryable(status)) {
-        fe__job_retry(job, status);
-    } else if (status != 0) {
-        job->fail_index = fe__error_index(body, len, "ENTITY_WRITE", status);
-        fe__job_finish(job, status);
-    } else {
-        Rt__WriteResp *resp = rt__write_resp__unpack(NULL, len, body);
-        int first = 0;
-        if (!resp) {
-            fe__job_finish(job, RT_EPROTO);
-        } else {
-            for (size_t i = 0; i < resp->n_results && i < job->nops; i++) {
-                const Rt__OpResult *res = resp->results[i];
-                struct fe_job_op *op = &job->ops[i];
-                op->code = res->code;
-                op->ticks = res->ticks;
-                rt_buf_reset(&op->value);
-                if (res->value.len) {
-                    rt_buf_append(&op->value, res->value.data, res->value.len);
-                }
-                if (res->code != 0 && first == 0) {
-                    first = res->code;
-                    job->fail_index = (int)i;
-                }
-            }
-            if (resp->n_results < job->nops && first == 0) {
-                first = RT_EPROTO;
-            }
-            rt__write_resp__free_unpacked(resp, NULL);
-            if (fe__retryable(first)) {
-                job->fail_index = -1;
-                fe__job_retry(job, first);
-            } else {
-                fe__job_finish(job, first);
-            }
+    Rt__WriteResp *resp;
+    int first = 0;
+    if (fe__entity_reply_done(job, status, body, len, "ENTITY_WRITE")) {
+        return;
+    }
+    resp = rt__write_resp__unpack(NULL, len, body);
+    if (!resp) {
+        fe__job_finish(job, RT_EPROTO);
+        return;
+    }
+    for (size_t i = 0; i < resp->n_results && i < job->nops; i++) {
+        const Rt__OpResult *res = resp->results[i];
+        struct fe_job_op *op = &job->ops[i];
+        op->code = res->code;
+        op->ticks = res->ticks;
+        rt_buf_reset(&op->value);
+        if (res->value.len) {
+            rt_buf_append(&op->value, res->value.data, res->value.len);
         }
+        if (res->code != 0 && first == 0) {
+            first = res->code;
+            job->fail_index = (int)i;
+        }
+    }
+    if (resp->n_results < job->nops && first == 0) {
+        first = RT_EPROTO;
+    }
+    rt__write_resp__free_unpacked(resp, NULL);
+    if (fe__retryable(first)) {
+        job->fail_index = -1;
+        fe__job_retry(job, first);
+    } else {
+        fe__job_finish(job, first);
     }
 }
 
@@ -717,26 +744,19 @@ static void fe__on_get_reply(int status,
                              void *arg)
 {
     struct fe_job *job = arg;
-    struct fe_route *r = job->route_;
-    r->inflight--;
-    if (r->closing) {
-        fe__job_finish(job, RT_ECANCELED);
-    } else if (fe__retryable(status)) {
-        fe__job_retry(job, status);
-    } else if (status != 0) {
-        fe__error_index(body, len, "ENTITY_GET", status);
-        fe__job_finish(job, status);
-    } else {
-        Rt__GetResp *resp = rt__get_resp__unpack(NULL, len, body);
-        if (!resp) {
-            fe__job_finish(job, RT_EPROTO);
-        } else {
-            rt_buf_reset(&job->value);
-            rt_buf_append(&job->value, resp->value.data, resp->value.len);
-            rt__get_resp__free_unpacked(resp, NULL);
-            fe__job_finish(job, job->value.len ? 0 : RT_ENOTFOUND);
-        }
+    Rt__GetResp *resp;
+    if (fe__entity_reply_done(job, status, body, len, "ENTITY_GET")) {
+        return;
     }
+    resp = rt__get_resp__unpack(NULL, len, body);
+    if (!resp) {
+        fe__job_finish(job, RT_EPROTO);
+        return;
+    }
+    rt_buf_reset(&job->value);
+    rt_buf_append(&job->value, resp->value.data, resp->value.len);
+    rt__get_resp__free_unpacked(resp, NULL);
+    fe__job_finish(job, job->value.len ? 0 : RT_ENOTFOUND);
 }
 
 static void fe__job_next_token(struct fe_job *job,
@@ -787,18 +807,7 @@ static void fe__on_scan_reply(int status,
     Rt__ScanResp *resp;
     unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
 
-    r->inflight--;
-    if (r->closing) {
-        fe__job_finish(job, RT_ECANCELED);
-        goto out;
-    }
-    if (fe__retryable(status)) {
-        fe__job_retry(job, status);
-        goto out;
-    }
-    if (status != 0) {
-        fe__error_index(body, len, "ENTITY_SCAN", status);
-        fe__job_finish(job, status);
+    if (fe__entity_reply_done(job, status, body, len, "ENTITY_SCAN")) {
         goto out;
     }
     resp = rt__scan_resp__unpack(NULL, len, body);
