@@ -56,14 +56,20 @@ struct fe__map
     size_t nservers;
 };
 
+/* Jobs waiting in order, linked through fe_job.wait_next_. */
+struct fe__jobq
+{
+    struct fe_job *head;
+    struct fe_job *tail;
+};
+
 struct fe__ps
 {
     struct fe_route *route;
     uint64_t id;
     char *addr;
     struct rt_rpc_client *client;
-    struct fe_job *wait_head; /* parked until the connection is up */
-    struct fe_job *wait_tail;
+    struct fe__jobq wait; /* parked until the connection is up */
 };
 
 struct fe_route
@@ -78,9 +84,8 @@ struct fe_route
     uv_timer_t tick; /* expires parked jobs */
     int parked;      /* jobs parked on any server */
     int map_inflight;
-    struct fe_job *wait_head;
-    struct fe_job *wait_tail;
-    unsigned inflight; /* RPCs whose reply callback has not fired */
+    struct fe__jobq wait; /* waiting for GET_MAP */
+    unsigned inflight;    /* RPCs whose reply callback has not fired */
     int closing;
     fe_route_map_cb map_cb; /* observer of installed maps, or NULL */
     void *map_cb_data;
@@ -92,6 +97,39 @@ static void fe__job_retry(struct fe_job *job, int why);
 static void fe__on_tick(uv_timer_t *t);
 
 /* ---- Jobs ----------------------------------------------------------- */
+
+static void fe__jobq_push(struct fe__jobq *q, struct fe_job *job)
+{
+    job->wait_next_ = NULL;
+    if (q->tail) {
+        q->tail->wait_next_ = job;
+    } else {
+        q->head = job;
+    }
+    q->tail = job;
+}
+
+/* The first job, unlinked, or NULL when @q is empty. */
+static struct fe_job *fe__jobq_pop(struct fe__jobq *q)
+{
+    struct fe_job *job = q->head;
+    if (job) {
+        q->head = job->wait_next_;
+        if (!q->head) {
+            q->tail = NULL;
+        }
+        job->wait_next_ = NULL;
+    }
+    return job;
+}
+
+/* Empties @q: the jobs it held, for the caller to pop. */
+static struct fe__jobq fe__jobq_take(struct fe__jobq *q)
+{
+    struct fe__jobq all = *q;
+    q->head = q->tail = NULL;
+    return all;
+}
 
 void fe_job_init(struct fe_job *job, enum fe_job_kind kind)
 {
@@ -385,13 +423,7 @@ static void fe__ps_park(struct fe__ps *p, struct fe_job *job)
 {
     struct fe_route *r = p->route;
     job->park_until_ = uv_now(r->loop) + FE_ROUTE_CONNECT_WAIT_MS;
-    job->wait_next_ = NULL;
-    if (p->wait_tail) {
-        p->wait_tail->wait_next_ = job;
-    } else {
-        p->wait_head = job;
-    }
-    p->wait_tail = job;
+    fe__jobq_push(&p->wait, job);
     if (r->parked++ == 0) {
         uv_timer_start(&r->tick, fe__on_tick, 50, 50);
     }
@@ -399,27 +431,19 @@ static void fe__ps_park(struct fe__ps *p, struct fe_job *job)
 
 /* Takes @p's parked jobs whose wait is over at @now (all of them when
  * @all), in order; the rest stay parked. */
-static struct fe_job *fe__ps_unpark(struct fe__ps *p, uint64_t now, int all)
+static struct fe__jobq fe__ps_unpark(struct fe__ps *p, uint64_t now, int all)
 {
-    struct fe_job *out = NULL, **tail = &out;
-    struct fe_job *keep = NULL, **ktail = &keep;
-    struct fe_job *j = p->wait_head;
-    p->wait_head = p->wait_tail = NULL;
-    while (j) {
-        struct fe_job *next = j->wait_next_;
-        j->wait_next_ = NULL;
+    struct fe__jobq out = {NULL, NULL};
+    struct fe__jobq parked = fe__jobq_take(&p->wait);
+    struct fe_job *j;
+    while ((j = fe__jobq_pop(&parked)) != NULL) {
         if (all || j->park_until_ <= now) {
-            *tail = j;
-            tail = &j->wait_next_;
+            fe__jobq_push(&out, j);
             p->route->parked--;
         } else {
-            *ktail = j;
-            ktail = &j->wait_next_;
-            p->wait_tail = j;
+            fe__jobq_push(&p->wait, j);
         }
-        j = next;
     }
-    p->wait_head = keep;
     return out;
 }
 
@@ -427,17 +451,15 @@ static void fe__on_ps_conn(struct rt_rpc_conn *conn, int up, void *ud)
 {
     struct fe__ps *p = ud;
     struct fe_route *r = p->route;
+    struct fe__jobq due;
     struct fe_job *j;
     (void)conn;
     if (!up || r->closing) {
         return;
     }
-    j = fe__ps_unpark(p, 0, 1);
-    while (j) {
-        struct fe_job *next = j->wait_next_;
-        j->wait_next_ = NULL;
+    due = fe__ps_unpark(p, 0, 1);
+    while ((j = fe__jobq_pop(&due)) != NULL) {
         fe__job_entity(j);
-        j = next;
     }
 }
 
@@ -446,12 +468,10 @@ static void fe__on_tick(uv_timer_t *t)
     struct fe_route *r = t->data;
     uint64_t now = uv_now(r->loop);
     for (size_t i = 0; i < r->nps; i++) {
-        struct fe_job *j = fe__ps_unpark(r->ps[i], now, 0);
-        while (j) {
-            struct fe_job *next = j->wait_next_;
-            j->wait_next_ = NULL;
+        struct fe__jobq due = fe__ps_unpark(r->ps[i], now, 0);
+        struct fe_job *j;
+        while ((j = fe__jobq_pop(&due)) != NULL) {
             fe__job_retry(j, RT_ENOCONN);
-            j = next;
         }
     }
     if (r->parked == 0) {
@@ -463,11 +483,10 @@ static void fe__on_tick(uv_timer_t *t)
 
 static void fe__release_waiters(struct fe_route *r, int status)
 {
-    struct fe_job *j = r->wait_head;
-    r->wait_head = r->wait_tail = NULL;
-    while (j) {
-        struct fe_job *next = j->wait_next_;
-        j->wait_next_ = NULL;
+    /* Taken first: a job run here may wait for the next map again. */
+    struct fe__jobq waiting = fe__jobq_take(&r->wait);
+    struct fe_job *j;
+    while ((j = fe__jobq_pop(&waiting)) != NULL) {
         if (r->closing) {
             fe__job_finish(j, RT_ECANCELED);
         } else if (status != 0) {
@@ -475,7 +494,6 @@ static void fe__release_waiters(struct fe_route *r, int status)
         } else {
             fe__job_run(j);
         }
-        j = next;
     }
 }
 
@@ -504,13 +522,7 @@ static void fe__on_get_map(int status,
 static void fe__wait_map(struct fe_job *job)
 {
     struct fe_route *r = job->route_;
-    job->wait_next_ = NULL;
-    if (r->wait_tail) {
-        r->wait_tail->wait_next_ = job;
-    } else {
-        r->wait_head = job;
-    }
-    r->wait_tail = job;
+    fe__jobq_push(&r->wait, job);
     if (r->map_inflight) {
         return;
     }
@@ -1159,12 +1171,10 @@ void fe_route_close(struct fe_route *r)
     }
     r->closing = 1;
     for (size_t i = 0; i < r->nps; i++) {
-        struct fe_job *j = fe__ps_unpark(r->ps[i], 0, 1);
-        while (j) {
-            struct fe_job *next = j->wait_next_;
-            j->wait_next_ = NULL;
+        struct fe__jobq all = fe__ps_unpark(r->ps[i], 0, 1);
+        struct fe_job *j;
+        while ((j = fe__jobq_pop(&all)) != NULL) {
             fe__job_finish(j, RT_ECANCELED);
-            j = next;
         }
     }
     uv_close((uv_handle_t *)&r->tick, NULL);
