@@ -250,6 +250,21 @@ static void fe__lower(char *dst, size_t cap, const char *src)
     dst[i] = '\0';
 }
 
+/* A sorted copy of the @n elements of @size bytes at @src (malloc'd, never
+ * NULL); the map's index arrays, whose messages stay the map's. */
+static void *fe__sorted_copy(const void *src,
+                             size_t n,
+                             size_t size,
+                             int (*cmp)(const void *, const void *))
+{
+    void *ix = rt_xrealloc(NULL, (n + 1) * size);
+    if (n) {
+        memcpy(ix, src, n * size);
+    }
+    qsort(ix, n, size, cmp);
+    return ix;
+}
+
 static void fe__map_free(struct fe__map *m)
 {
     if (m->pb) {
@@ -286,18 +301,12 @@ static void fe__map_install(struct fe_route *r,
         t->id = pb->tables[i]->id;
     }
     qsort(m.tables, m.ntables, sizeof(*m.tables), fe__table_cmp);
-    m.ranges = rt_xrealloc(NULL, (pb->n_ranges + 1) * sizeof(*m.ranges));
-    if (pb->n_ranges) {
-        memcpy(m.ranges, pb->ranges, pb->n_ranges * sizeof(*m.ranges));
-    }
+    m.ranges = fe__sorted_copy(pb->ranges, pb->n_ranges, sizeof(*m.ranges),
+                               fe__range_cmp);
     m.nranges = pb->n_ranges;
-    qsort(m.ranges, m.nranges, sizeof(*m.ranges), fe__range_cmp);
-    m.servers = rt_xrealloc(NULL, (pb->n_servers + 1) * sizeof(*m.servers));
-    if (pb->n_servers) {
-        memcpy(m.servers, pb->servers, pb->n_servers * sizeof(*m.servers));
-    }
+    m.servers = fe__sorted_copy(pb->servers, pb->n_servers, sizeof(*m.servers),
+                                fe__server_cmp);
     m.nservers = pb->n_servers;
-    qsort(m.servers, m.nservers, sizeof(*m.servers), fe__server_cmp);
 
     fe__map_free(&r->map);
     r->map = m;
