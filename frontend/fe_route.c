@@ -590,15 +590,35 @@ static int fe__error_index(const uint8_t *body,
 
 /* ---- Master operations ---------------------------------------------- */
 
+/* What every master reply goes through first: an error reply is logged and
+ * returned as is (a master operation is never retried). Returns 1 when the
+ * job has been finished, 0 when the reply succeeded and its body is the
+ * caller's to decode. */
+static int fe__master_reply_failed(struct fe_job *job,
+                                   int status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   const char *what)
+{
+    job->route_->inflight--;
+    if (status != 0) {
+        fe__error_index(body, len, what, status);
+        fe__job_finish(job, status);
+        return 1;
+    }
+    return 0;
+}
+
 static void fe__on_table_reply(int status,
                                const uint8_t *body,
                                size_t len,
                                void *arg)
 {
     struct fe_job *job = arg;
-    struct fe_route *r = job->route_;
-    r->inflight--;
-    if (status == 0 && job->kind == FE_JOB_CREATE_TABLE) {
+    if (fe__master_reply_failed(job, status, body, len, "table op")) {
+        return;
+    }
+    if (job->kind == FE_JOB_CREATE_TABLE) {
         Rt__Table *t = rt__table__unpack(NULL, len, body);
         if (!t) {
             status = RT_EPROTO;
@@ -606,13 +626,11 @@ static void fe__on_table_reply(int status,
             fe__job_set_table(job, t->name[0] ? t->name : job->table, t->id);
             rt__table__free_unpacked(t, NULL);
         }
-    } else if (status == 0 && job->kind == FE_JOB_MASTER_CALL) {
+    } else if (job->kind == FE_JOB_MASTER_CALL) {
         rt_buf_reset(&job->value);
         if (len) {
             rt_buf_append(&job->value, body, len);
         }
-    } else if (status != 0) {
-        fe__error_index(body, len, "table op", status);
     }
     fe__job_finish(job, status);
 }
@@ -623,30 +641,27 @@ static void fe__on_list_reply(int status,
                               void *arg)
 {
     struct fe_job *job = arg;
-    struct fe_route *r = job->route_;
-    r->inflight--;
-    if (status == 0) {
-        Rt__ListTablesResp *resp =
-            rt__list_tables_resp__unpack(NULL, len, body);
-        if (!resp) {
-            status = RT_EPROTO;
-        } else {
-            job->tables =
-                rt_xrealloc(NULL, (resp->n_tables + 1) * sizeof(*job->tables));
-            for (size_t i = 0; i < resp->n_tables; i++) {
-                job->tables[i].name = rt_xstrdup(resp->tables[i]->name);
-                job->tables[i].id = resp->tables[i]->id;
-            }
-            job->ntables = resp->n_tables;
-            if (resp->next && resp->next[0]) {
-                job->next_table = rt_xstrdup(resp->next);
-            }
-            rt__list_tables_resp__free_unpacked(resp, NULL);
-        }
-    } else {
-        fe__error_index(body, len, "LIST_TABLES", status);
+    Rt__ListTablesResp *resp;
+    if (fe__master_reply_failed(job, status, body, len, "LIST_TABLES")) {
+        return;
     }
-    fe__job_finish(job, status);
+    resp = rt__list_tables_resp__unpack(NULL, len, body);
+    if (!resp) {
+        fe__job_finish(job, RT_EPROTO);
+        return;
+    }
+    job->tables =
+        rt_xrealloc(NULL, (resp->n_tables + 1) * sizeof(*job->tables));
+    for (size_t i = 0; i < resp->n_tables; i++) {
+        job->tables[i].name = rt_xstrdup(resp->tables[i]->name);
+        job->tables[i].id = resp->tables[i]->id;
+    }
+    job->ntables = resp->n_tables;
+    if (resp->next && resp->next[0]) {
+        job->next_table = rt_xstrdup(resp->next);
+    }
+    rt__list_tables_resp__free_unpacked(resp, NULL);
+    fe__job_finish(job, 0);
 }
 
 static void fe__job_master(struct fe_job *job)
