@@ -59,7 +59,7 @@ struct fe_api_op
 
 static int fe__error(struct fe_req *req, int code, const char *msg)
 {
-    fe__resp_error(req, code, msg);
+    fe_req_resp_error(req, code, msg);
     return FE_API_RESPOND;
 }
 
@@ -81,15 +81,15 @@ static void fe__json_str(struct rt_buf *out, const char *s)
 static void fe__prefer_applied(struct fe_req *req)
 {
     if (req->prefer == FE_PREFER_NO_CONTENT) {
-        fe__resp_header(req, "Preference-Applied", "return-no-content");
+        fe_req_resp_header(req, "Preference-Applied", "return-no-content");
     } else if (req->prefer == FE_PREFER_CONTENT) {
-        fe__resp_header(req, "Preference-Applied", "return-content");
+        fe_req_resp_header(req, "Preference-Applied", "return-content");
     }
 }
 
 static int fe__check_body_type(struct fe_req *req)
 {
-    return fe_hdr_body_type_v(fe__req_header(req, "Content-Type"),
+    return fe_hdr_body_type_v(fe_req_header(req, "Content-Type"),
                               req->xms_version);
 }
 
@@ -100,7 +100,7 @@ static enum fe_prefer fe__prefer(struct fe_req *req)
     if (req->xms_version && strcmp(req->xms_version, FE_VERSION_JSON) < 0) {
         return FE_PREFER_NONE;
     }
-    return fe_hdr_prefer(fe__req_header(req, "Prefer"));
+    return fe_hdr_prefer(fe_req_header(req, "Prefer"));
 }
 
 /* $select into req->select. */
@@ -128,7 +128,7 @@ static void fe__odata_ctx(struct fe_req *req, struct fe_odata_ctx *ctx)
     ctx->nselect = req->nselect;
 }
 
-/* A job's error as the response (fe__resp_error logs it once). */
+/* A job's error as the response (fe_req_resp_error logs it once). */
 static void fe__job_error(struct fe_req *req, int code)
 {
     if (!rt_err_is_rt(code)) {
@@ -136,7 +136,7 @@ static void fe__job_error(struct fe_req *req, int code)
         rt_log(RT_LOG_WARN, "%s on %s: %s", req->op->name,
                req->path.table ? req->path.table : "-", rt_strerror(code));
     }
-    fe__resp_error(req, code, NULL);
+    fe_req_resp_error(req, code, NULL);
 }
 
 /* ---- Tables --------------------------------------------------------- */
@@ -182,8 +182,8 @@ static void fe__table_response(struct fe_req *req, int created)
         req->job.table_name ? req->job.table_name : rt_buf_cstr(&req->s1);
     rt_buf_printf(&loc, "%s/Tables('%s')", req->root, name);
     if (created) {
-        fe__resp_header(req, "Location", rt_buf_cstr(&loc));
-        fe__resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
+        fe_req_resp_header(req, "Location", rt_buf_cstr(&loc));
+        fe_req_resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
         fe__prefer_applied(req);
     }
     rt_buf_free(&loc);
@@ -192,7 +192,7 @@ static void fe__table_response(struct fe_req *req, int created)
         return;
     }
     req->status = created ? 201 : 200;
-    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
     fe__table_json(req, &req->rbody, name, 1);
 }
 
@@ -309,8 +309,8 @@ static int fe__filter(struct fe_req *req, const char *text)
     int rc = rt_filter_parse(text, strlen(text), &req->filter, msg);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "bad $filter: %s", msg);
-        fe__resp_error(req, rc == RT_EINVAL ? RT_EINVAL : RT_EINTERNAL,
-                       rc == RT_EINVAL && msg[0] ? msg : NULL);
+        fe_req_resp_error(req, rc == RT_EINVAL ? RT_EINVAL : RT_EINTERNAL,
+                          rc == RT_EINVAL && msg[0] ? msg : NULL);
         return -1;
     }
     return 0;
@@ -395,11 +395,11 @@ static void fe__query_tables_finish(struct fe_req *req)
     }
     rt_buf_append_str(b, "]}");
     if (req->job.next_table) {
-        fe__resp_header(req, "x-ms-continuation-NextTableName",
-                        req->job.next_table);
+        fe_req_resp_header(req, "x-ms-continuation-NextTableName",
+                           req->job.next_table);
     }
     req->status = 200;
-    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }
 
 /* ---- Entities ------------------------------------------------------- */
@@ -423,7 +423,7 @@ static int fe__check_keys(struct fe_req *req,
         rc = RT_EOUTOFRANGE;
     }
     if (rc != 0) {
-        fe__resp_error(req, rc, NULL);
+        fe_req_resp_error(req, rc, NULL);
         return -1;
     }
     return 0;
@@ -478,9 +478,9 @@ static void fe__insert_finish(struct fe_req *req)
     }
     fe_odata_etag(op->ticks, etag);
     fe_odata_entity_path(&loc, req->root, req->job.table_name, op->pk, op->rk);
-    fe__resp_header(req, "ETag", etag);
-    fe__resp_header(req, "Location", rt_buf_cstr(&loc));
-    fe__resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
+    fe_req_resp_header(req, "ETag", etag);
+    fe_req_resp_header(req, "Location", rt_buf_cstr(&loc));
+    fe_req_resp_header(req, "DataServiceId", rt_buf_cstr(&loc));
     fe__prefer_applied(req);
     rt_buf_free(&loc);
     if (req->prefer == FE_PREFER_NO_CONTENT) {
@@ -493,12 +493,12 @@ static void fe__insert_finish(struct fe_req *req)
     if (fe_odata_write_entity(&req->rbody, &ctx, op->pk, strlen(op->pk), op->rk,
                               strlen(op->rk), value.data, value.len, 1) != 0) {
         rt_buf_free(&value);
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     rt_buf_free(&value);
     req->status = 201;
-    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }
 
 /* Get Entity — GET /{table}(PartitionKey='p',RowKey='r') (spec §3.10). */
@@ -537,19 +537,19 @@ static void fe__get_entity_finish(struct fe_req *req)
     }
     if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
                         &blob, &blob_n) != 0) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe__odata_ctx(req, &ctx);
     if (fe_odata_write_entity(
             &req->rbody, &ctx, req->path.pk, req->path.pklen, req->path.rk,
             req->path.rklen, req->job.value.data, req->job.value.len, 1) != 0) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe_odata_etag(ticks, etag);
-    fe__resp_header(req, "ETag", etag);
-    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(req, "ETag", etag);
+    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
     req->status = 200;
 }
 
@@ -655,7 +655,7 @@ static void fe__query_entities_finish(struct fe_req *req)
         }
         if (fe_odata_write_entity(b, &ctx, e->pk, strlen(e->pk), e->rk,
                                   strlen(e->rk), e->value, e->vlen, 0) != 0) {
-            fe__resp_error(req, RT_EINTERNAL, NULL);
+            fe_req_resp_error(req, RT_EINTERNAL, NULL);
             return;
         }
     }
@@ -664,16 +664,17 @@ static void fe__query_entities_finish(struct fe_req *req)
         struct rt_buf tok = RT_BUF_INIT;
         fe_token_encode(&tok, (const char *)req->job.next_pk.data,
                         req->job.next_pk.len);
-        fe__resp_header(req, "x-ms-continuation-NextPartitionKey",
-                        rt_buf_cstr(&tok));
+        fe_req_resp_header(req, "x-ms-continuation-NextPartitionKey",
+                           rt_buf_cstr(&tok));
         rt_buf_reset(&tok);
         fe_token_encode(&tok, (const char *)req->job.next_rk.data,
                         req->job.next_rk.len);
-        fe__resp_header(req, "x-ms-continuation-NextRowKey", rt_buf_cstr(&tok));
+        fe_req_resp_header(req, "x-ms-continuation-NextRowKey",
+                           rt_buf_cstr(&tok));
         rt_buf_free(&tok);
     }
     req->status = 200;
-    fe__resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }
 
 /* Update / Merge / Delete / Insert-Or-Replace / Insert-Or-Merge
@@ -681,7 +682,7 @@ static void fe__query_entities_finish(struct fe_req *req)
  * (fe_op.h). */
 static int fe__modify_prepare(struct fe_req *req, enum fe_op_verb verb)
 {
-    const char *im = fe__req_header(req, "If-Match");
+    const char *im = fe_req_header(req, "If-Match");
     int is_delete = verb == FE_OP_DELETE;
     uint64_t ticks = 0;
     int any = 0;
@@ -759,7 +760,7 @@ static void fe__modify_finish(struct fe_req *req)
     }
     if (op->kind != RT__OP_KIND__OP_DELETE) {
         fe_odata_etag(op->ticks, etag);
-        fe__resp_header(req, "ETag", etag);
+        fe_req_resp_header(req, "ETag", etag);
     }
     req->status = 204;
 }
@@ -892,27 +893,27 @@ static int fe__authenticate(struct fe_req *req)
     }
     memset(&ar, 0, sizeof(ar));
     ar.verb = req->method;
-    ar.authorization = fe__req_header(req, "Authorization");
-    ar.content_md5 = fe__req_header(req, "Content-MD5");
-    ar.content_type = fe__req_header(req, "Content-Type");
-    ar.x_ms_date = fe__req_header(req, "x-ms-date");
-    ar.date = fe__req_header(req, "Date");
+    ar.authorization = fe_req_header(req, "Authorization");
+    ar.content_md5 = fe_req_header(req, "Content-MD5");
+    ar.content_type = fe_req_header(req, "Content-Type");
+    ar.x_ms_date = fe_req_header(req, "x-ms-date");
+    ar.date = fe_req_header(req, "Date");
     ar.raw_path = req->raw_path;
     ar.raw_path_len = req->raw_path_len;
     ar.comp = fe_query_get(&req->query, "comp");
     ar.account = req->path.account;
     /* Host-style: the raw path holds no account segment. */
     ar.acct_seg = req->path.host_style ? NULL : req->path.acct_seg;
-    ar.now = fe__now(req);
+    ar.now = fe_req_now(req);
     rc = fe_auth_verify(req->accounts, &ar, why);
     if (rc == 0) {
         return 0;
     }
     rt_log(RT_LOG_INFO, "auth failed for %s %s: %s", req->method, req->raw_path,
            why);
-    fe__resp_error(req, rc, NULL);
+    fe_req_resp_error(req, rc, NULL);
     if (rc == RT_ENOAUTH) {
-        fe__resp_header(req, "WWW-Authenticate", "SharedKey");
+        fe_req_resp_header(req, "WWW-Authenticate", "SharedKey");
     }
     return -1;
 }
@@ -957,7 +958,7 @@ static int fe__parse_path(struct fe_req *req, const char *host)
  * is https behind a proxy that says so (X-Forwarded-Proto), else http. */
 static void fe__set_root(struct fe_req *req, const char *host)
 {
-    const char *proto = fe__req_header(req, "X-Forwarded-Proto");
+    const char *proto = fe_req_header(req, "X-Forwarded-Proto");
     const char *scheme =
         proto && strcasecmp(proto, "https") == 0 ? "https://" : "http://";
     size_t sl = strlen(scheme), hl = strlen(host);
@@ -988,21 +989,21 @@ static int fe__odata_request(struct fe_req *req)
  * or DELETE. Returns 0 (*verb set), or -1 with the error response set. */
 static int fe__xmethod(struct fe_req *req, const char **verb)
 {
-    const char *xm = fe__req_header(req, "X-HTTP-Method");
+    const char *xm = fe_req_header(req, "X-HTTP-Method");
     if (!xm) {
         return 0;
     }
     if (strcmp(req->method, "POST") != 0) {
-        fe__resp_error(req, RT_EXMETHODPOST, NULL);
+        fe_req_resp_error(req, RT_EXMETHODPOST, NULL);
         return -1;
     }
-    if (fe__req_header_count(req, "X-HTTP-Method") != 1) {
-        fe__resp_error(req, RT_EXMETHODCOUNT, NULL);
+    if (fe_req_header_count(req, "X-HTTP-Method") != 1) {
+        fe_req_resp_error(req, RT_EXMETHODCOUNT, NULL);
         return -1;
     }
     if (strcmp(xm, "MERGE") != 0 && strcmp(xm, "PUT") != 0 &&
         strcmp(xm, "DELETE") != 0) {
-        fe__resp_error(req, RT_EXMETHODVALUE, NULL);
+        fe_req_resp_error(req, RT_EXMETHODVALUE, NULL);
         return -1;
     }
     *verb = xm;
@@ -1027,20 +1028,20 @@ static int fe__check_query(struct fe_req *req)
     rt_log(RT_LOG_DEBUG, "query parameter #%zu: %s", bad,
            why == FE_QUERY_NUL ? "NUL byte" : "not UTF-8");
     if (kv->key_len == 7 && memcmp(kv->key, "$filter", 7) == 0) {
-        fe__resp_error(req, RT_EINVAL,
-                       why == FE_QUERY_NUL
-                           ? "The $filter holds a NUL character."
-                           : "The $filter is not valid UTF-8.");
+        fe_req_resp_error(req, RT_EINVAL,
+                          why == FE_QUERY_NUL
+                              ? "The $filter holds a NUL character."
+                              : "The $filter is not valid UTF-8.");
     } else {
-        fe__resp_error(req, RT_EQUERYPARAM, NULL);
+        fe_req_resp_error(req, RT_EQUERYPARAM, NULL);
     }
     return -1;
 }
 
 static int fe__api_prepare(struct fe_req *req)
 {
-    const char *v = fe__req_header(req, "x-ms-version");
-    const char *host = fe__req_header(req, "Host");
+    const char *v = fe_req_header(req, "x-ms-version");
+    const char *host = fe_req_header(req, "Host");
     const char *timeout;
     const char *verb = req->method;
     const struct fe_api_op *op;
@@ -1089,7 +1090,7 @@ static int fe__api_prepare(struct fe_req *req)
         return fe__error(req, code, NULL);
     }
     if (fe__odata_request(req)) {
-        rc = fe_hdr_meta_v(fe__req_header(req, "Accept"),
+        rc = fe_hdr_meta_v(fe_req_header(req, "Accept"),
                            fe_query_get(&req->query, "$format"),
                            req->xms_version, &req->meta);
         if (rc != 0) {
@@ -1123,7 +1124,7 @@ int fe_api_prepare(struct fe_req *req)
 void fe_api_finish(struct fe_req *req)
 {
     if (req->job.status == RT_ECANCELED) {
-        fe__resp_error(req, RT_EBUSY, NULL); /* shutting down */
+        fe_req_resp_error(req, RT_EBUSY, NULL); /* shutting down */
     } else {
         fe_sas_filter_scan(req); /* SAS key range end (fe_sas.c) */
         req->op->finish(req);

@@ -959,7 +959,7 @@ static void fe__respond_parts(struct fe_req *req,
     rt_buf_reset(&req->hdrs);
     fe_batch_write(&req->rbody, bid, changeset ? csid : NULL, parts, n);
     rt_buf_printf(&ct, "multipart/mixed; boundary=batchresponse_%s", bid);
-    fe__resp_header(req, "Content-Type", rt_buf_cstr(&ct));
+    fe_req_resp_header(req, "Content-Type", rt_buf_cstr(&ct));
     rt_buf_free(&ct);
     req->status = 202;
 }
@@ -1015,12 +1015,12 @@ int fe_batch_prepare(struct fe_req *req)
     int rc;
 
     fe_batch_init(&b);
-    rc = fe_batch_parse(fe__req_header(req, "Content-Type"), req->path.acct_seg,
+    rc = fe_batch_parse(fe_req_header(req, "Content-Type"), req->path.acct_seg,
                         req->xms_version, req->body.data, req->body.len, &b);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "batch rejected: %s", b.errmsg);
         if (b.index < 0) {
-            fe__resp_error(req, b.code, b.msg);
+            fe_req_resp_error(req, b.code, b.msg);
         } else {
             fe__respond_failure(req, b.changeset, b.code, b.index, b.msg,
                                 b.fail_cid);
@@ -1111,7 +1111,7 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
 
     if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
                         &blob, &blob_n) != 0) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe__odata_ctx(req, s, &ctx);
@@ -1120,7 +1120,7 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
                               req->job.value.data, req->job.value.len,
                               1) != 0) {
         rt_buf_free(&json);
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe_odata_etag(ticks, etag);
@@ -1191,7 +1191,7 @@ static void fe__finish_writes(struct fe_req *req,
         }
     }
     if (failed || req->job.nops != n) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
     } else {
         fe__respond_parts(req, 1, parts, n);
     }
@@ -1222,7 +1222,7 @@ void fe_batch_finish(struct fe_req *req)
                        req->job.table ? req->job.table : "-",
                        rt_strerror(code));
             }
-            fe__resp_error(req, code, NULL);
+            fe_req_resp_error(req, code, NULL);
             return;
         }
         idx = req->job.fail_index;
@@ -1234,7 +1234,7 @@ void fe_batch_finish(struct fe_req *req)
         return;
     }
     if (n == 0) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     if (!changeset) {

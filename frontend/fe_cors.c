@@ -243,16 +243,16 @@ static int fe__rule_any_origin(const Rt__CorsRule *r)
 
 int fe_cors_preflight(struct fe_req *req)
 {
-    const char *origin = fe__req_header(req, "Origin");
-    const char *method = fe__req_header(req, "Access-Control-Request-Method");
-    const char *headers = fe__req_header(req, "Access-Control-Request-Headers");
+    const char *origin = fe_req_header(req, "Origin");
+    const char *method = fe_req_header(req, "Access-Control-Request-Method");
+    const char *headers = fe_req_header(req, "Access-Control-Request-Headers");
     const struct fe__acors *c;
     int idx = -1;
 
     req->xml_errors = 1;
     req->odata = 0;
     if (!origin || !*origin || !method || !*method) {
-        fe__resp_error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
+        fe_req_resp_error(req, RT_EHEADER, FE_MSG_CORS_HEADER);
         return FE_API_RESPOND;
     }
     c = fe__cors_find(fe_snap_read(&fe__rules), req->path.account);
@@ -263,17 +263,17 @@ int fe_cors_preflight(struct fe_req *req)
         char age[16];
         snprintf(age, sizeof(age), "%u", (unsigned)c->rules[idx].max_age);
         req->status = 200;
-        fe__resp_header(req, "Access-Control-Allow-Origin", origin);
-        fe__resp_header(req, "Access-Control-Allow-Methods", method);
+        fe_req_resp_header(req, "Access-Control-Allow-Origin", origin);
+        fe_req_resp_header(req, "Access-Control-Allow-Methods", method);
         if (headers && *headers) {
-            fe__resp_header(req, "Access-Control-Allow-Headers", headers);
+            fe_req_resp_header(req, "Access-Control-Allow-Headers", headers);
         }
-        fe__resp_header(req, "Access-Control-Max-Age", age);
-        fe__resp_header(req, "Access-Control-Allow-Credentials", "true");
+        fe_req_resp_header(req, "Access-Control-Max-Age", age);
+        fe_req_resp_header(req, "Access-Control-Allow-Credentials", "true");
     }
     fe_snap_read_end(&fe__rules);
     if (idx < 0) {
-        fe__resp_error(req, RT_ECORS, NULL);
+        fe_req_resp_error(req, RT_ECORS, NULL);
     }
     return FE_API_RESPOND;
 }
@@ -286,7 +286,7 @@ void fe_cors_headers(struct fe_req *req)
     if (strcmp(req->method, "OPTIONS") == 0 || !req->path.account) {
         return;
     }
-    origin = fe__req_header(req, "Origin");
+    origin = fe_req_header(req, "Origin");
     if (!origin || !*origin) {
         return;
     }
@@ -295,16 +295,16 @@ void fe_cors_headers(struct fe_req *req)
     if (idx >= 0) {
         const Rt__CorsRule *r = &c->rules[idx];
         if (fe__rule_any_origin(r)) {
-            fe__resp_header(req, "Access-Control-Allow-Origin", "*");
+            fe_req_resp_header(req, "Access-Control-Allow-Origin", "*");
         } else {
-            fe__resp_header(req, "Access-Control-Allow-Origin", origin);
-            fe__resp_header(req, "Access-Control-Allow-Credentials", "true");
+            fe_req_resp_header(req, "Access-Control-Allow-Origin", origin);
+            fe_req_resp_header(req, "Access-Control-Allow-Credentials", "true");
         }
         if (r->exposed_headers && *r->exposed_headers) {
-            fe__resp_header(req, "Access-Control-Expose-Headers",
-                            r->exposed_headers);
+            fe_req_resp_header(req, "Access-Control-Expose-Headers",
+                               r->exposed_headers);
         }
-        fe__resp_header(req, "Vary", "Origin");
+        fe_req_resp_header(req, "Vary", "Origin");
     }
     fe_snap_read_end(&fe__rules);
 }

@@ -281,7 +281,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     MHD_add_response_header(resp, "x-ms-request-id", req->reqid);
     MHD_add_response_header(resp, "x-ms-version", req->version);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_DATE, fe__date(hr->w));
-    cid = fe__req_header(req, "x-ms-client-request-id");
+    cid = fe_req_header(req, "x-ms-client-request-id");
     if (cid && fe_hdr_client_id_ok(cid)) {
         MHD_add_response_header(resp, "x-ms-client-request-id", cid);
     }
@@ -360,19 +360,19 @@ static int fe__early_checks(struct fe__hreq *hr,
     const char *cl;
 
     if (url_len > FE_URL_MAX) {
-        fe__resp_error(req, RT_EURILONG, NULL);
+        fe_req_resp_error(req, RT_EURILONG, NULL);
         *ret = fe__queue(hr);
         return 1;
     }
     if (hbytes > FE_HEADERS_MAX) {
-        fe__resp_error(req, RT_EHEADER,
-                       "The size of the request headers is too long.");
+        fe_req_resp_error(req, RT_EHEADER,
+                          "The size of the request headers is too long.");
         *ret = fe__queue(hr);
         return 1;
     }
-    cl = fe__req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    cl = fe_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > max_body) {
-        const char *expect = fe__req_header(req, MHD_HTTP_HEADER_EXPECT);
+        const char *expect = fe_req_header(req, MHD_HTTP_HEADER_EXPECT);
         hr->body_too_large = 1;
         /* A client waiting for 100 Continue (or sending something absurd)
          * gets the 413 before the body, without a 100. Others are already
@@ -380,7 +380,7 @@ static int fe__early_checks(struct fe__hreq *hr,
          * instead of a reset (SDKs map 413 to RequestTooLargeError). */
         if ((expect && strcasecmp(expect, "100-continue") == 0) ||
             strtoull(cl, NULL, 10) / 16 > max_body) {
-            fe__resp_error(req, RT_ETOOLARGE, NULL);
+            fe_req_resp_error(req, RT_ETOOLARGE, NULL);
             *ret = fe__queue(hr);
             return 1;
         }
@@ -432,7 +432,7 @@ static enum MHD_Result fe__access(void *cls,
     switch (hr->phase) {
         case FE__BODY:
             if (hr->body_too_large) {
-                fe__resp_error(req, RT_ETOOLARGE, NULL);
+                fe_req_resp_error(req, RT_ETOOLARGE, NULL);
                 return fe__queue(hr);
             }
             if (fe_api_prepare(req) != FE_API_SUBMIT) {

@@ -95,7 +95,7 @@ void fe_req_add_header(struct fe_req *req, const char *name, const char *value)
 
 void fe_req_headers_done(struct fe_req *req)
 {
-    const char *v = fe__req_header(req, "x-ms-version");
+    const char *v = fe_req_header(req, "x-ms-version");
     if (!v || fe_hdr_version_check(v) != 0 ||
         strlen(v) >= sizeof(req->version)) {
         v = FE_VERSION_DEFAULT;
@@ -140,7 +140,7 @@ void fe_req_fini(struct fe_req *req)
 
 /* ---- Reading the request -------------------------------------------- */
 
-const char *fe__req_header(const struct fe_req *req, const char *name)
+const char *fe_req_header(const struct fe_req *req, const char *name)
 {
     size_t n = strlen(name);
     for (size_t i = 0; i < req->nin; i++) {
@@ -152,7 +152,7 @@ const char *fe__req_header(const struct fe_req *req, const char *name)
     return NULL;
 }
 
-int fe__req_header_count(const struct fe_req *req, const char *name)
+int fe_req_header_count(const struct fe_req *req, const char *name)
 {
     size_t n = strlen(name);
     int count = 0;
@@ -165,7 +165,7 @@ int fe__req_header_count(const struct fe_req *req, const char *name)
     return count;
 }
 
-int64_t fe__now(const struct fe_req *req)
+int64_t fe_req_now(const struct fe_req *req)
 {
     (void)req;
     return (int64_t)time(NULL);
@@ -173,22 +173,22 @@ int64_t fe__now(const struct fe_req *req)
 
 /* ---- Building the response ------------------------------------------ */
 
-void fe__resp_header(struct fe_req *req, const char *name, const char *value)
+void fe_req_resp_header(struct fe_req *req, const char *name, const char *value)
 {
     rt_buf_append(&req->hdrs, name, strlen(name) + 1);
     rt_buf_append(&req->hdrs, value, strlen(value) + 1);
 }
 
-void fe__resp_error(struct fe_req *req, int code, const char *msg)
+void fe_req_resp_error(struct fe_req *req, int code, const char *msg)
 {
-    fe__resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
-                      msg ? msg : rt_err_message(code));
+    fe_req_resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
+                         msg ? msg : rt_err_message(code));
 }
 
-void fe__resp_error_as(struct fe_req *req,
-                       int status,
-                       const char *azure,
-                       const char *msg)
+void fe_req_resp_error_as(struct fe_req *req,
+                          int status,
+                          const char *azure,
+                          const char *msg)
 {
     char when[RT_TIME_ISO_SIZE];
     struct rt_buf text = RT_BUF_INIT;
@@ -202,9 +202,9 @@ void fe__resp_error_as(struct fe_req *req,
     req->status = status;
     rt_buf_reset(&req->hdrs);
     rt_buf_reset(&req->rbody);
-    fe__resp_header(req, "x-ms-error-code", azure);
+    fe_req_resp_header(req, "x-ms-error-code", azure);
     if (req->xml_errors) {
-        fe__resp_header(req, "Content-Type", "application/xml");
+        fe_req_resp_header(req, "Content-Type", "application/xml");
         rt_buf_append_str(&req->rbody,
                           "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error>"
                           "<Code>");
@@ -213,9 +213,9 @@ void fe__resp_error_as(struct fe_req *req,
         fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
         rt_buf_append_str(&req->rbody, "</Message></Error>");
     } else {
-        fe__resp_header(req, "Content-Type",
-                        "application/json;odata=minimalmetadata;"
-                        "streaming=true;charset=utf-8");
+        fe_req_resp_header(req, "Content-Type",
+                           "application/json;odata=minimalmetadata;"
+                           "streaming=true;charset=utf-8");
         rt_buf_append_str(&req->rbody, "{\"odata.error\":{\"code\":\"");
         fe_json_escape(&req->rbody, azure, strlen(azure));
         rt_buf_append_str(&req->rbody,

@@ -127,25 +127,27 @@ void fe_req_fini(struct fe_req *req);
 
 /* The first value of header @name (any case), or NULL. Valid until the
  * request is released. */
-const char *fe__req_header(const struct fe_req *req, const char *name);
+const char *fe_req_header(const struct fe_req *req, const char *name);
 /* How many times header @name (any case) occurs in the request. */
-int fe__req_header_count(const struct fe_req *req, const char *name);
+int fe_req_header_count(const struct fe_req *req, const char *name);
 /* Unix seconds now. */
-int64_t fe__now(const struct fe_req *req);
+int64_t fe_req_now(const struct fe_req *req);
 
 /* ---- Building the response ---- */
 
 /* Adds response header @name: @value (both copied). */
-void fe__resp_header(struct fe_req *req, const char *name, const char *value);
+void fe_req_resp_header(struct fe_req *req,
+                        const char *name,
+                        const char *value);
 /* Error response for @code (rt_err.h table) with @msg (NULL = the table's
  * message): x-ms-error-code and the OData JSON (or storage XML) body.
  * Replaces headers and body built so far; logs the outcome once. */
-void fe__resp_error(struct fe_req *req, int code, const char *msg);
+void fe_req_resp_error(struct fe_req *req, int code, const char *msg);
 /* The same for an Azure code outside the rt_err.h table (e.g. the XMethod*
  * codes of spec §8.2): @status, @azure and @msg (all required). */
-void fe__resp_error_as(struct fe_req *req,
-                       int status,
-                       const char *azure,
-                       const char *msg);
+void fe_req_resp_error_as(struct fe_req *req,
+                          int status,
+                          const char *azure,
+                          const char *msg);
 
 #endif

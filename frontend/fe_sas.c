@@ -594,7 +594,7 @@ int fe_sas_respond(struct fe_req *req, int code)
 {
     /* RT_ESOURCEIP, RT_EPROTOCOL, RT_ERESTYPE, RT_ESERVICE, RT_EAUTH,
      * RT_EPERM, RT_EAUTHZ: all in the rt_err.h table (spec §8.2). */
-    fe__resp_error(req, code, NULL);
+    fe_req_resp_error(req, code, NULL);
     return -1;
 }
 
@@ -666,7 +666,7 @@ int fe_sas_authenticate(struct fe_req *req, fe_sas_policy_fn policy)
         req->path.table) {
         ctx.table = req->path.table;
     }
-    ctx.now = fe__now(req);
+    ctx.now = fe_req_now(req);
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
     ctx.https = 0; /* the front end speaks plain HTTP */
     ctx.policy = policy;
@@ -714,7 +714,7 @@ static int fe__opclass(struct fe_req *req, const char *verb, int *op_kind)
              * version: a refused form (DELETE or, before 2011-08-18, an
              * upsert without If-Match) is refused by the operation later;
              * the permission is judged on the kind it asks for. */
-            int im = fe__req_header(req, "If-Match") != NULL;
+            int im = fe_req_header(req, "If-Match") != NULL;
             int v = get ? FE_OP_GET : fe_op_verb_of(verb, strlen(verb));
             (void)fe_op_kind(v < 0 ? FE_OP_MERGE : (enum fe_op_verb)v, im, NULL,
                              op_kind);

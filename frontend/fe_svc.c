@@ -343,14 +343,14 @@ static void fe__job_err(struct fe_req *req)
     if (!rt_err_is_rt(code) || code == RT_ENOCONN || code == RT_ECANCELED) {
         code = RT_EBUSY;
     }
-    fe__resp_error(req, code, NULL);
+    fe_req_resp_error(req, code, NULL);
 }
 
 static void fe__xml_ok(struct fe_req *req, int status)
 {
     req->status = status;
     if (req->rbody.len) {
-        fe__resp_header(req, "Content-Type", FE_XML_CT);
+        fe_req_resp_header(req, "Content-Type", FE_XML_CT);
     }
 }
 
@@ -372,7 +372,7 @@ void fe_svc_get_acl_finish(struct fe_req *req)
     }
     m = rt__acl_req__unpack(NULL, req->job.value.len, req->job.value.data);
     if (!m) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     memset(&acl, 0, sizeof(acl));
@@ -399,7 +399,7 @@ int fe_svc_set_acl_prepare(struct fe_req *req)
     struct fe_acl acl;
     if (fe_acl_parse(req->body.len ? (const char *)req->body.data : "",
                      req->body.len, &acl) != 0) {
-        fe__resp_error(req, RT_EXML, NULL);
+        fe_req_resp_error(req, RT_EXML, NULL);
         return FE_API_RESPOND;
     }
     for (size_t i = 0; i < acl.n; i++) {
@@ -446,7 +446,7 @@ void fe_svc_get_props_finish(struct fe_req *req)
     p = rt__service_props__unpack(NULL, req->job.value.len,
                                   req->job.value.data);
     if (!p) {
-        fe__resp_error(req, RT_EINTERNAL, NULL);
+        fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     fe_svc_props_write(&req->rbody, p);
@@ -461,7 +461,7 @@ int fe_svc_set_props_prepare(struct fe_req *req)
     int rc;
     if (fe_svc_props_parse(req->body.len ? (const char *)req->body.data : "",
                            req->body.len, &props) != 0) {
-        fe__resp_error(req, RT_EXML, NULL);
+        fe_req_resp_error(req, RT_EXML, NULL);
         return FE_API_RESPOND;
     }
     msg.account = req->path.account;
@@ -484,7 +484,7 @@ void fe_svc_set_props_finish(struct fe_req *req)
 
 int fe_svc_stats_prepare(struct fe_req *req)
 {
-    fe_svc_stats_write(&req->rbody, fe__now(req));
+    fe_svc_stats_write(&req->rbody, fe_req_now(req));
     fe__xml_ok(req, 200);
     return FE_API_RESPOND;
 }

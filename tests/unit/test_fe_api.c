@@ -142,8 +142,8 @@ static int prepare(struct treq *t, int sign)
         fe_auth_canon_resource(&res, ACCT, req->raw_path, req->raw_path_len,
                                fe_query_get(&req->query, "comp"));
         fe_auth_string_to_sign(&sts, FE_AUTH_SHAREDKEY, req->method,
-                               fe__req_header(req, "Content-MD5"),
-                               fe__req_header(req, "Content-Type"), date,
+                               fe_req_header(req, "Content-MD5"),
+                               fe_req_header(req, "Content-Type"), date,
                                rt_buf_cstr(&res));
         fe_auth_sign(a->key[0], a->keylen[0], (const char *)sts.data, sts.len,
                      sig);
