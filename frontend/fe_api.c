@@ -254,23 +254,40 @@ static void fe__create_table_finish(struct fe_req *req)
     fe__table_response(req, 1);
 }
 
-/* Delete Table — DELETE /Tables('t') (spec §3.3). */
-static int fe__delete_table_prepare(struct fe_req *req)
+/* A job of @kind on the table the path names, /Tables('t'). */
+static int fe__table_job(struct fe_req *req, enum fe_job_kind kind)
 {
-    fe_job_init(&req->job, FE_JOB_DELETE_TABLE);
+    fe_job_init(&req->job, kind);
     req->job.account = req->path.account;
     req->job.table = req->path.table;
     return FE_API_SUBMIT;
 }
 
-static void fe__delete_table_finish(struct fe_req *req)
+/* Answers a failed job on /Tables('t') and returns 1, or returns 0. There
+ * the table is the resource: a missing one is ResourceNotFound, not
+ * TableNotFound (spec §3.3). */
+static int fe__table_job_failed(struct fe_req *req)
 {
     int code = req->job.status;
     if (code == RT_ETABLENOTFOUND) {
-        code = RT_ENOTFOUND; /* spec §3.3: ResourceNotFound */
+        code = RT_ENOTFOUND;
     }
     if (code != 0) {
         fe__job_error(req, code);
+        return 1;
+    }
+    return 0;
+}
+
+/* Delete Table — DELETE /Tables('t') (spec §3.3). */
+static int fe__delete_table_prepare(struct fe_req *req)
+{
+    return fe__table_job(req, FE_JOB_DELETE_TABLE);
+}
+
+static void fe__delete_table_finish(struct fe_req *req)
+{
+    if (fe__table_job_failed(req)) {
         return;
     }
     rt_log(RT_LOG_INFO, "deleted table %s/%s", req->path.account,
@@ -281,20 +298,12 @@ static void fe__delete_table_finish(struct fe_req *req)
 /* Get Table — GET /Tables('t'): the table as one element. */
 static int fe__get_table_prepare(struct fe_req *req)
 {
-    fe_job_init(&req->job, FE_JOB_GET_TABLE);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
-    return FE_API_SUBMIT;
+    return fe__table_job(req, FE_JOB_GET_TABLE);
 }
 
 static void fe__get_table_finish(struct fe_req *req)
 {
-    int code = req->job.status;
-    if (code == RT_ETABLENOTFOUND) {
-        code = RT_ENOTFOUND;
-    }
-    if (code != 0) {
-        fe__job_error(req, code);
+    if (fe__table_job_failed(req)) {
         return;
     }
     fe__table_response(req, 0);
