@@ -352,16 +352,28 @@ static int fe__tables_filter_match(const struct fe_req *req, const char *name)
     return m == 1;
 }
 
+/* The page size from $top (spec §6.3): FE_PAGE_MAX when absent, at most
+ * FE_PAGE_MAX. Returns 0, or -1 with 400 InvalidQueryParameter set. */
+static int fe__top(struct fe_req *req, unsigned *limit)
+{
+    const char *top = fe_query_get(&req->query, "$top");
+    *limit = FE_PAGE_MAX;
+    if (top && fe_hdr_top(top, FE_PAGE_MAX, limit) != 0) {
+        fe_req_resp_error(req, RT_EQUERYPARAM, NULL);
+        return -1;
+    }
+    return 0;
+}
+
 /* Query Tables — GET /Tables (spec §3.1). */
 static int fe__query_tables_prepare(struct fe_req *req)
 {
-    const char *top = fe_query_get(&req->query, "$top");
     const char *next = fe_query_get(&req->query, "NextTableName");
     const char *filter = fe_query_get(&req->query, "$filter");
-    unsigned limit = FE_PAGE_MAX;
+    unsigned limit;
 
-    if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
-        return fe__error(req, RT_EQUERYPARAM, NULL);
+    if (fe__top(req, &limit) != 0) {
+        return FE_API_RESPOND;
     }
     if (filter && fe__filter(req, filter) != 0) {
         return FE_API_RESPOND;
@@ -587,13 +599,12 @@ static char *fe__bound_dup(const struct rt_filter_bound *b, int upper)
 static int fe__query_entities_prepare(struct fe_req *req)
 {
     const char *filter = fe_query_get(&req->query, "$filter");
-    const char *top = fe_query_get(&req->query, "$top");
     const char *npk = fe_query_get(&req->query, "NextPartitionKey");
     const char *nrk = fe_query_get(&req->query, "NextRowKey");
-    unsigned limit = FE_PAGE_MAX;
+    unsigned limit;
 
-    if (top && fe_hdr_top(top, FE_PAGE_MAX, &limit) != 0) {
-        return fe__error(req, RT_EQUERYPARAM, NULL);
+    if (fe__top(req, &limit) != 0) {
+        return FE_API_RESPOND;
     }
     if (fe__select(req) != 0) {
         return fe__error(req, RT_EQUERYPARAM, NULL);
