@@ -588,6 +588,21 @@ static int fe__error_index(const uint8_t *body,
     return index;
 }
 
+/* The reply @body decoded as @desc's message (free it with its
+ * _free_unpacked), or NULL with @job finished with RT_EPROTO: a body that
+ * does not decode is the server's fault, never the client's. */
+static void *fe__reply_body(struct fe_job *job,
+                            const ProtobufCMessageDescriptor *desc,
+                            const uint8_t *body,
+                            size_t len)
+{
+    ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, body);
+    if (!msg) {
+        fe__job_finish(job, RT_EPROTO);
+    }
+    return msg;
+}
+
 /* ---- Master operations ---------------------------------------------- */
 
 /* What every master reply goes through first: an error reply is logged and
@@ -619,13 +634,12 @@ static void fe__on_table_reply(int status,
         return;
     }
     if (job->kind == FE_JOB_CREATE_TABLE) {
-        Rt__Table *t = rt__table__unpack(NULL, len, body);
+        Rt__Table *t = fe__reply_body(job, &rt__table__descriptor, body, len);
         if (!t) {
-            status = RT_EPROTO;
-        } else {
-            fe__job_set_table(job, t->name[0] ? t->name : job->table, t->id);
-            rt__table__free_unpacked(t, NULL);
+            return;
         }
+        fe__job_set_table(job, t->name[0] ? t->name : job->table, t->id);
+        rt__table__free_unpacked(t, NULL);
     } else if (job->kind == FE_JOB_MASTER_CALL) {
         rt_buf_reset(&job->value);
         if (len) {
@@ -645,9 +659,8 @@ static void fe__on_list_reply(int status,
     if (fe__master_reply_failed(job, status, body, len, "LIST_TABLES")) {
         return;
     }
-    resp = rt__list_tables_resp__unpack(NULL, len, body);
+    resp = fe__reply_body(job, &rt__list_tables_resp__descriptor, body, len);
     if (!resp) {
-        fe__job_finish(job, RT_EPROTO);
         return;
     }
     job->tables =
@@ -698,28 +711,30 @@ static void fe__job_master(struct fe_job *job)
 
 /* ---- Entity operations ---------------------------------------------- */
 
-/* What every entity reply goes through before its body is read: the route
- * is closing (RT_ECANCELED), the range moved or its server is unreachable
- * (another try), or the server answered with an error (logged and returned
- * as is; a write also keeps the index of the operation that failed).
- * Returns 1 when the job has been dealt with, 0 when the reply succeeded
- * and its body is the caller's to decode. */
-static int fe__entity_reply_done(struct fe_job *job,
-                                 int status,
-                                 const uint8_t *body,
-                                 size_t len,
-                                 const char *what)
+/* What every entity reply goes through: the route is closing
+ * (RT_ECANCELED), the range moved or its server is unreachable (another
+ * try), the server answered with an error (logged and returned as is; a
+ * write also keeps the index of the operation that failed), or the body
+ * does not decode as @desc (RT_EPROTO). Returns the decoded reply (the
+ * caller frees it with its _free_unpacked), or NULL when the job has been
+ * dealt with. */
+static void *fe__entity_reply(struct fe_job *job,
+                              int status,
+                              const uint8_t *body,
+                              size_t len,
+                              const char *what,
+                              const ProtobufCMessageDescriptor *desc)
 {
     struct fe_route *r = job->route_;
     int index;
     r->inflight--;
     if (r->closing) {
         fe__job_finish(job, RT_ECANCELED);
-        return 1;
+        return NULL;
     }
     if (fe__retryable(status)) {
         fe__job_retry(job, status);
-        return 1;
+        return NULL;
     }
     if (status != 0) {
         index = fe__error_index(body, len, what, status);
@@ -727,9 +742,9 @@ static int fe__entity_reply_done(struct fe_job *job,
             job->fail_index = index;
         }
         fe__job_finish(job, status);
-        return 1;
+        return NULL;
     }
-    return 0;
+    return fe__reply_body(job, desc, body, len);
 }
 
 static void fe__on_write_reply(int status,
@@ -740,12 +755,9 @@ static void fe__on_write_reply(int status,
     struct fe_job *job = arg;
     Rt__WriteResp *resp;
     int first = 0;
-    if (fe__entity_reply_done(job, status, body, len, "ENTITY_WRITE")) {
-        return;
-    }
-    resp = rt__write_resp__unpack(NULL, len, body);
+    resp = fe__entity_reply(job, status, body, len, "ENTITY_WRITE",
+                            &rt__write_resp__descriptor);
     if (!resp) {
-        fe__job_finish(job, RT_EPROTO);
         return;
     }
     for (size_t i = 0; i < resp->n_results && i < job->nops; i++) {
@@ -781,12 +793,9 @@ static void fe__on_get_reply(int status,
 {
     struct fe_job *job = arg;
     Rt__GetResp *resp;
-    if (fe__entity_reply_done(job, status, body, len, "ENTITY_GET")) {
-        return;
-    }
-    resp = rt__get_resp__unpack(NULL, len, body);
+    resp = fe__entity_reply(job, status, body, len, "ENTITY_GET",
+                            &rt__get_resp__descriptor);
     if (!resp) {
-        fe__job_finish(job, RT_EPROTO);
         return;
     }
     rt_buf_reset(&job->value);
@@ -843,12 +852,9 @@ static void fe__on_scan_reply(int status,
     Rt__ScanResp *resp;
     unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
 
-    if (fe__entity_reply_done(job, status, body, len, "ENTITY_SCAN")) {
-        goto out;
-    }
-    resp = rt__scan_resp__unpack(NULL, len, body);
+    resp = fe__entity_reply(job, status, body, len, "ENTITY_SCAN",
+                            &rt__scan_resp__descriptor);
     if (!resp) {
-        fe__job_finish(job, RT_EPROTO);
         goto out;
     }
     for (size_t i = 0; i < resp->n_entities && job->nents < limit; i++) {
