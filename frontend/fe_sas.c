@@ -452,41 +452,39 @@ int fe_sas_verify(const struct fe_sas_params *p,
 
 /* ---- Authorization ---------------------------------------------------- */
 
-/* Permission bits an entity op needs: table letters (service SAS). */
-static unsigned fe__need_table(int op_kind)
+/* The permission bits of one kind of token for what an entity op does. */
+struct fe__letters
 {
-    switch (op_kind) {
-        case RT__OP_KIND__OP_INSERT:
-            return FE_SAS_P_ADD;
-        case RT__OP_KIND__OP_REPLACE:
-        case RT__OP_KIND__OP_MERGE:
-            return FE_SAS_P_UPDATE;
-        case RT__OP_KIND__OP_DELETE:
-            return FE_SAS_P_DELETE;
-        case RT__OP_KIND__OP_UPSERT_REPLACE:
-        case RT__OP_KIND__OP_UPSERT_MERGE:
-            return FE_SAS_P_ADD | FE_SAS_P_UPDATE;
-        default:
-            return FE_SAS_P_READ;
-    }
-}
+    unsigned read;
+    unsigned add;
+    unsigned update;
+    unsigned del;
+};
 
-/* The same for account SAS letters (spec §7.4). */
-static unsigned fe__need_account(int op_kind)
+/* Service SAS: table letters (spec §7.3). */
+static const struct fe__letters fe__table_letters = {
+    FE_SAS_P_READ, FE_SAS_P_ADD, FE_SAS_P_UPDATE, FE_SAS_P_DELETE};
+/* Account SAS letters (spec §7.4). */
+static const struct fe__letters fe__account_letters = {
+    FE_SAS_A_READ, FE_SAS_A_ADD, FE_SAS_A_UPDATE, FE_SAS_A_DELETE};
+
+/* Permission bits entity op @op_kind needs, in @l's letters: an upsert
+ * needs both add and update. */
+static unsigned fe__need(const struct fe__letters *l, int op_kind)
 {
     switch (op_kind) {
         case RT__OP_KIND__OP_INSERT:
-            return FE_SAS_A_ADD;
+            return l->add;
         case RT__OP_KIND__OP_REPLACE:
         case RT__OP_KIND__OP_MERGE:
-            return FE_SAS_A_UPDATE;
+            return l->update;
         case RT__OP_KIND__OP_DELETE:
-            return FE_SAS_A_DELETE;
+            return l->del;
         case RT__OP_KIND__OP_UPSERT_REPLACE:
         case RT__OP_KIND__OP_UPSERT_MERGE:
-            return FE_SAS_A_ADD | FE_SAS_A_UPDATE;
+            return l->add | l->update;
         default:
-            return FE_SAS_A_READ;
+            return l->read;
     }
 }
 
@@ -503,7 +501,7 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind)
                 all = FE_SAS_P_READ;
                 break;
             case FE_SAS_C_ENTITY:
-                all = fe__need_table(op_kind);
+                all = fe__need(&fe__table_letters, op_kind);
                 break;
             default:
                 /* Never tables or service properties (spec §7.3). */
@@ -544,7 +542,7 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind)
             break;
         default:
             rt = FE_SAS_RT_OBJECT;
-            all = fe__need_account(op_kind);
+            all = fe__need(&fe__account_letters, op_kind);
             break;
     }
     if (!(s->srt & rt)) {
