@@ -833,16 +833,27 @@ static void fe__hline(struct rt_buf *o, const char *name, const char *val)
     rt_buf_append_str(o, "\r\n");
 }
 
+/* A multipart delimiter line: --{prefix}{id}, and "--" after it on the
+ * @last one (RFC 2046 §5.1.1). */
+static void fe__boundary(struct rt_buf *o,
+                         const char *prefix,
+                         const char *id,
+                         int last)
+{
+    rt_buf_append_str(o, "--");
+    rt_buf_append_str(o, prefix);
+    rt_buf_append_str(o, id);
+    rt_buf_append_str(o, last ? "--\r\n" : "\r\n");
+}
+
 static void fe__part_write(struct rt_buf *o,
                            const char *prefix,
                            const char *id,
                            const struct fe_batch_part *p)
 {
-    rt_buf_append_str(o, "--");
-    rt_buf_append_str(o, prefix);
-    rt_buf_append_str(o, id);
+    fe__boundary(o, prefix, id, 0);
     rt_buf_append_str(o,
-                      "\r\nContent-Type: application/http\r\n"
+                      "Content-Type: application/http\r\n"
                       "Content-Transfer-Encoding: binary\r\n\r\n");
     rt_buf_printf(o, "HTTP/1.1 %d %s\r\n", p->status,
                   rt_http_reason(p->status));
@@ -880,27 +891,22 @@ void fe_batch_write(struct rt_buf *out,
                     size_t n)
 {
     if (changeset_id) {
-        rt_buf_append_str(out, "--batchresponse_");
-        rt_buf_append_str(out, batch_id);
+        fe__boundary(out, "batchresponse_", batch_id, 0);
         rt_buf_append_str(out,
-                          "\r\nContent-Type: multipart/mixed; "
+                          "Content-Type: multipart/mixed; "
                           "boundary=changesetresponse_");
         rt_buf_append_str(out, changeset_id);
         rt_buf_append_str(out, "\r\n\r\n");
         for (size_t i = 0; i < n; i++) {
             fe__part_write(out, "changesetresponse_", changeset_id, &parts[i]);
         }
-        rt_buf_append_str(out, "--changesetresponse_");
-        rt_buf_append_str(out, changeset_id);
-        rt_buf_append_str(out, "--\r\n");
+        fe__boundary(out, "changesetresponse_", changeset_id, 1);
     } else {
         for (size_t i = 0; i < n; i++) {
             fe__part_write(out, "batchresponse_", batch_id, &parts[i]);
         }
     }
-    rt_buf_append_str(out, "--batchresponse_");
-    rt_buf_append_str(out, batch_id);
-    rt_buf_append_str(out, "--\r\n");
+    fe__boundary(out, "batchresponse_", batch_id, 1);
 }
 
 void fe_batch_error_json(struct rt_buf *out,
