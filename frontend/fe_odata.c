@@ -823,6 +823,21 @@ static void fe__annot(struct rt_buf *out,
     rt_buf_append_u8(out, '"');
 }
 
+/* Member @name, preceded by its "@odata.type" annotation (@edm) when
+ * @annotate: the metadata levels that carry a type say it first. */
+static void fe__typed_member(struct rt_buf *out,
+                             int *first,
+                             const char *name,
+                             size_t n,
+                             int annotate,
+                             const char *edm)
+{
+    if (annotate) {
+        fe__annot(out, first, name, n, edm);
+    }
+    fe__member(out, first, name, n);
+}
+
 static void fe__jstr(struct rt_buf *out, const char *s, size_t n)
 {
     rt_buf_append_u8(out, '"');
@@ -916,10 +931,7 @@ int fe_odata_write_entity(struct rt_buf *out,
         fe__jstr(out, rk, rklen);
     }
     if (fe__selected(ctx, "Timestamp", 9)) {
-        if (full) {
-            fe__annot(out, &first, "Timestamp", 9, "Edm.DateTime");
-        }
-        fe__member(out, &first, "Timestamp", 9);
+        fe__typed_member(out, &first, "Timestamp", 9, full, "Edm.DateTime");
         size_t n = rt_time_format_iso7(ticks, tmp);
         fe__jstr(out, tmp, n);
     }
@@ -933,10 +945,8 @@ int fe_odata_write_entity(struct rt_buf *out,
                 fe__jstr(out, (const char *)p.v.bytes.p, p.v.bytes.n);
                 break;
             case RT_EDM_BINARY:
-                if (meta) {
-                    fe__annot(out, &first, p.name, p.name_len, "Edm.Binary");
-                }
-                fe__member(out, &first, p.name, p.name_len);
+                fe__typed_member(out, &first, p.name, p.name_len, meta,
+                                 "Edm.Binary");
                 rt_buf_append_u8(out, '"');
                 fe__b64_append(out, p.v.bytes.p, p.v.bytes.n);
                 rt_buf_append_u8(out, '"');
@@ -950,10 +960,8 @@ int fe_odata_write_entity(struct rt_buf *out,
                 }
                 break;
             case RT_EDM_DATETIME: {
-                if (meta) {
-                    fe__annot(out, &first, p.name, p.name_len, "Edm.DateTime");
-                }
-                fe__member(out, &first, p.name, p.name_len);
+                fe__typed_member(out, &first, p.name, p.name_len, meta,
+                                 "Edm.DateTime");
                 size_t n = rt_time_format_iso(p.v.ticks, tmp);
                 fe__jstr(out, tmp, n);
                 break;
@@ -964,11 +972,8 @@ int fe_odata_write_entity(struct rt_buf *out,
                     size_t n = fe__fmt_double(p.v.d, tmp, sizeof(tmp));
                     rt_buf_append(out, tmp, n);
                 } else {
-                    if (meta) {
-                        fe__annot(out, &first, p.name, p.name_len,
-                                  "Edm.Double");
-                    }
-                    fe__member(out, &first, p.name, p.name_len);
+                    fe__typed_member(out, &first, p.name, p.name_len, meta,
+                                     "Edm.Double");
                     if (isnan(p.v.d)) {
                         FE__LIT(out, "\"NaN\"");
                     } else if (p.v.d > 0) {
@@ -979,10 +984,8 @@ int fe_odata_write_entity(struct rt_buf *out,
                 }
                 break;
             case RT_EDM_GUID:
-                if (meta) {
-                    fe__annot(out, &first, p.name, p.name_len, "Edm.Guid");
-                }
-                fe__member(out, &first, p.name, p.name_len);
+                fe__typed_member(out, &first, p.name, p.name_len, meta,
+                                 "Edm.Guid");
                 fe__guid_text(p.v.guid, tmp);
                 fe__jstr(out, tmp, 36);
                 break;
@@ -991,10 +994,8 @@ int fe_odata_write_entity(struct rt_buf *out,
                 fe__append_i64(out, p.v.i32);
                 break;
             case RT_EDM_INT64:
-                if (meta) {
-                    fe__annot(out, &first, p.name, p.name_len, "Edm.Int64");
-                }
-                fe__member(out, &first, p.name, p.name_len);
+                fe__typed_member(out, &first, p.name, p.name_len, meta,
+                                 "Edm.Int64");
                 rt_buf_append_u8(out, '"');
                 fe__append_i64(out, p.v.i64);
                 rt_buf_append_u8(out, '"');
