@@ -276,6 +276,12 @@ void fe_auth_canon_resource(struct rt_buf *out,
     }
 }
 
+void fe_auth_sts_line(struct rt_buf *out, const char *v)
+{
+    rt_buf_append_str(out, v ? v : "");
+    rt_buf_append_u8(out, '\n');
+}
+
 void fe_auth_string_to_sign(struct rt_buf *out,
                             enum fe_auth_scheme scheme,
                             const char *verb,
@@ -285,15 +291,11 @@ void fe_auth_string_to_sign(struct rt_buf *out,
                             const char *canon_resource)
 {
     if (scheme == FE_AUTH_SHAREDKEY) {
-        rt_buf_append_str(out, verb);
-        rt_buf_append_u8(out, '\n');
-        rt_buf_append_str(out, content_md5 ? content_md5 : "");
-        rt_buf_append_u8(out, '\n');
-        rt_buf_append_str(out, content_type ? content_type : "");
-        rt_buf_append_u8(out, '\n');
+        fe_auth_sts_line(out, verb);
+        fe_auth_sts_line(out, content_md5);
+        fe_auth_sts_line(out, content_type);
     }
-    rt_buf_append_str(out, date ? date : "");
-    rt_buf_append_u8(out, '\n');
+    fe_auth_sts_line(out, date);
     rt_buf_append_str(out, canon_resource);
 }
 

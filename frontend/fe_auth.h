@@ -97,6 +97,10 @@ void fe_auth_canon_resource(struct rt_buf *out,
                             size_t raw_len,
                             const char *comp);
 
+/* Appends one line of a string-to-sign (Shared Key or SAS): @v, NULL
+ * counting as empty, and '\n'. */
+void fe_auth_sts_line(struct rt_buf *out, const char *v);
+
 /* String-to-sign (spec §7.2), appended to @out:
  *   SharedKey:     VERB \n Content-MD5 \n Content-Type \n Date \n Resource
  *   SharedKeyLite: Date \n Resource

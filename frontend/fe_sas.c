@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "fe_auth.h"
 #include "fe_op.h"
 #include "fe_req.h"
 #include "rt.pb-c.h"
@@ -76,12 +77,6 @@ int fe_sas_parse(const void *query, fe_sas_get_fn get, struct fe_sas_params *p)
     return RT_EAUTH; /* a blob/queue style token (sr=...) */
 }
 
-static void fe__line(struct rt_buf *out, const char *v)
-{
-    rt_buf_append_str(out, v ? v : "");
-    rt_buf_append_u8(out, '\n');
-}
-
 void fe_sas_string_to_sign(struct rt_buf *out,
                            enum fe_sas_kind kind,
                            const struct fe_sas_params *p,
@@ -89,23 +84,23 @@ void fe_sas_string_to_sign(struct rt_buf *out,
 {
     int modern = p->sv && strcmp(p->sv, FE_SAS_SV_MODERN) >= 0;
     if (kind == FE_SAS_ACCOUNT) {
-        fe__line(out, account);
-        fe__line(out, p->sp);
-        fe__line(out, p->ss);
-        fe__line(out, p->srt);
-        fe__line(out, p->st);
-        fe__line(out, p->se);
-        fe__line(out, p->sip);
-        fe__line(out, p->spr);
-        fe__line(out, p->sv);
+        fe_auth_sts_line(out, account);
+        fe_auth_sts_line(out, p->sp);
+        fe_auth_sts_line(out, p->ss);
+        fe_auth_sts_line(out, p->srt);
+        fe_auth_sts_line(out, p->st);
+        fe_auth_sts_line(out, p->se);
+        fe_auth_sts_line(out, p->sip);
+        fe_auth_sts_line(out, p->spr);
+        fe_auth_sts_line(out, p->sv);
         if (p->sv && strcmp(p->sv, FE_SAS_SV_SES) >= 0) {
-            fe__line(out, p->ses);
+            fe_auth_sts_line(out, p->ses);
         }
         return;
     }
-    fe__line(out, p->sp);
-    fe__line(out, p->st);
-    fe__line(out, p->se);
+    fe_auth_sts_line(out, p->sp);
+    fe_auth_sts_line(out, p->st);
+    fe_auth_sts_line(out, p->se);
     /* The account once, also for path-style emulator URLs; the table name
      * lower-cased (the SDKs sign it so). */
     rt_buf_append_str(out, modern ? "/table/" : "/");
@@ -115,15 +110,15 @@ void fe_sas_string_to_sign(struct rt_buf *out,
         rt_buf_append_u8(out, (uint8_t)tolower((unsigned char)*c));
     }
     rt_buf_append_u8(out, '\n');
-    fe__line(out, p->si);
+    fe_auth_sts_line(out, p->si);
     if (modern) {
-        fe__line(out, p->sip);
-        fe__line(out, p->spr);
+        fe_auth_sts_line(out, p->sip);
+        fe_auth_sts_line(out, p->spr);
     }
-    fe__line(out, p->sv);
-    fe__line(out, p->spk);
-    fe__line(out, p->srk);
-    fe__line(out, p->epk);
+    fe_auth_sts_line(out, p->sv);
+    fe_auth_sts_line(out, p->spk);
+    fe_auth_sts_line(out, p->srk);
+    fe_auth_sts_line(out, p->epk);
     rt_buf_append_str(out, p->erk ? p->erk : ""); /* no trailing newline */
 }
 
