@@ -254,15 +254,6 @@ static void fe__create_table_finish(struct fe_req *req)
     fe__table_response(req, 1);
 }
 
-/* A job of @kind on the table the path names, /Tables('t'). */
-static int fe__table_job(struct fe_req *req, enum fe_job_kind kind)
-{
-    fe_job_init(&req->job, kind);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
-    return FE_API_SUBMIT;
-}
-
 /* Answers a failed job on /Tables('t') and returns 1, or returns 0. There
  * the table is the resource: a missing one is ResourceNotFound, not
  * TableNotFound (spec §3.3). */
@@ -282,7 +273,8 @@ static int fe__table_job_failed(struct fe_req *req)
 /* Delete Table — DELETE /Tables('t') (spec §3.3). */
 static int fe__delete_table_prepare(struct fe_req *req)
 {
-    return fe__table_job(req, FE_JOB_DELETE_TABLE);
+    fe_req_job_init(req, FE_JOB_DELETE_TABLE);
+    return FE_API_SUBMIT;
 }
 
 static void fe__delete_table_finish(struct fe_req *req)
@@ -298,7 +290,8 @@ static void fe__delete_table_finish(struct fe_req *req)
 /* Get Table — GET /Tables('t'): the table as one element. */
 static int fe__get_table_prepare(struct fe_req *req)
 {
-    return fe__table_job(req, FE_JOB_GET_TABLE);
+    fe_req_job_init(req, FE_JOB_GET_TABLE);
+    return FE_API_SUBMIT;
 }
 
 static void fe__get_table_finish(struct fe_req *req)
@@ -474,9 +467,7 @@ static int fe__insert_prepare(struct fe_req *req)
         return FE_API_RESPOND;
     }
     req->prefer = fe__prefer(req);
-    fe_job_init(&req->job, FE_JOB_WRITE);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
+    fe_req_job_init(req, FE_JOB_WRITE);
     op = fe_job_add_op(&req->job, RT__OP_KIND__OP_INSERT, req->ent.pk,
                        req->ent.rk);
     /* Move the blob: the echo is rebuilt from it after the write. */
@@ -532,9 +523,7 @@ static int fe__get_entity_prepare(struct fe_req *req)
     if (fe__select(req) != 0) {
         return fe__error(req, RT_EQUERYPARAM, NULL);
     }
-    fe_job_init(&req->job, FE_JOB_GET);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
+    fe_req_job_init(req, FE_JOB_GET);
     req->job.pk = req->path.pk;
     req->job.rk = req->path.rk;
     return FE_API_SUBMIT;
@@ -613,9 +602,7 @@ static int fe__query_entities_prepare(struct fe_req *req)
     if (filter && fe__filter(req, filter) != 0) {
         return FE_API_RESPOND;
     }
-    fe_job_init(&req->job, FE_JOB_SCAN);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
+    fe_req_job_init(req, FE_JOB_SCAN);
     req->job.limit = limit;
     /* The servers project (ScanReq.select); fe_odata_ctx.select still
      * decides PartitionKey/RowKey/Timestamp. */
@@ -741,9 +728,7 @@ static int fe__modify_prepare(struct fe_req *req, enum fe_op_verb verb)
         }
         /* Keys come from the URL (Azurite: URL wins over the body). */
     }
-    fe_job_init(&req->job, FE_JOB_WRITE);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
+    fe_req_job_init(req, FE_JOB_WRITE);
     op = fe_job_add_op(&req->job, kind, req->path.pk, req->path.rk);
     op->if_match_any = any;
     op->if_match = any ? 0 : ticks;

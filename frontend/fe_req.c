@@ -171,6 +171,13 @@ int64_t fe_req_now(const struct fe_req *req)
     return (int64_t)time(NULL);
 }
 
+void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind)
+{
+    fe_job_init(&req->job, kind);
+    req->job.account = req->path.account;
+    req->job.table = req->path.table;
+}
+
 /* ---- Building the response ------------------------------------------ */
 
 void fe_req_resp_header(struct fe_req *req, const char *name, const char *value)

@@ -133,6 +133,12 @@ int fe_req_header_count(const struct fe_req *req, const char *name);
 /* Unix seconds now. */
 int64_t fe_req_now(const struct fe_req *req);
 
+/* ---- The job ---- */
+
+/* Starts req->job (fe_job_init) as a job of @kind on the account and
+ * table the path names; both stay borrowed from req->path. */
+void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind);
+
 /* ---- Building the response ---- */
 
 /* Adds response header @name: @value (both copied). */

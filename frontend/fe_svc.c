@@ -325,9 +325,7 @@ static int fe__master_job(struct fe_req *req,
     rt_buf_reset(&req->s1);
     protobuf_c_message_pack(msg, rt_buf_reserve(&req->s1, len));
     req->s1.len = len;
-    fe_job_init(&req->job, FE_JOB_MASTER_CALL);
-    req->job.account = req->path.account;
-    req->job.table = req->path.table;
+    fe_req_job_init(req, FE_JOB_MASTER_CALL);
     req->job.call_method = method;
     req->job.call_body = req->s1.data;
     req->job.call_len = len;
