@@ -5,12 +5,12 @@
  * so a SAS check never waits for more than one swap. */
 #include "fe_acl.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fe_snap.h"
+#include "fe_url.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -21,7 +21,7 @@
 struct fe__tacl
 {
     char *account;
-    char lname[64];
+    char lname[FE_TABLE_LNAME];
     size_t n;
     char ids[FE_ACL_MAX][FE_ACL_ID_MAX + 1];
     struct fe_sas_policy pol[FE_ACL_MAX];
@@ -54,15 +54,6 @@ static int fe__tacl_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->lname, y->lname);
 }
 
-static void fe__lower(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src[i] && i + 1 < cap; i++) {
-        dst[i] = (char)tolower((unsigned char)src[i]);
-    }
-    dst[i] = '\0';
-}
-
 void fe_acl_map_update(const Rt__Map *map)
 {
     struct fe__acl_snap *s = rt_xcalloc(1, sizeof(*s));
@@ -79,7 +70,7 @@ void fe_acl_map_update(const Rt__Map *map)
         }
         a = &s->acls[s->nacls++];
         a->account = rt_xstrdup(t->account);
-        fe__lower(a->lname, sizeof(a->lname), t->name);
+        fe_table_lname(a->lname, t->name);
         for (size_t j = 0; j < t->n_acl && a->n < FE_ACL_MAX; j++) {
             const Rt__SignedIdentifier *si = t->acl[j];
             snprintf(a->ids[a->n], sizeof(a->ids[a->n]), "%s",
@@ -115,7 +106,7 @@ int fe_acl_policy_lookup(const char *account,
         return RT_ENOTFOUND;
     }
     key.account = (char *)account;
-    fe__lower(key.lname, sizeof(key.lname), table);
+    fe_table_lname(key.lname, table);
     s = fe_snap_read(&fe__acls);
     if (s) {
         a = bsearch(&key, s->acls, s->nacls, sizeof(key), fe__tacl_cmp);

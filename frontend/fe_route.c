@@ -28,10 +28,10 @@
  * low key; the page may be empty). */
 #include "fe_route.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_url.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
@@ -39,8 +39,8 @@
 
 struct fe__table_ix
 {
-    const char *account; /* borrowed from the map message */
-    char lname[64];      /* lower-case name */
+    const char *account;        /* borrowed from the map message */
+    char lname[FE_TABLE_LNAME]; /* fe_table_lname */
     const char *name;
     uint64_t id;
 };
@@ -241,15 +241,6 @@ static int fe__server_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static void fe__lower(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src[i] && i + 1 < cap; i++) {
-        dst[i] = (char)tolower((unsigned char)src[i]);
-    }
-    dst[i] = '\0';
-}
-
 /* A sorted copy of the @n elements of @size bytes at @src (malloc'd, never
  * NULL); the map's index arrays, whose messages stay the map's. */
 static void *fe__sorted_copy(const void *src,
@@ -296,7 +287,7 @@ static void fe__map_install(struct fe_route *r,
     for (size_t i = 0; i < pb->n_tables; i++) {
         struct fe__table_ix *t = &m.tables[m.ntables++];
         t->account = pb->tables[i]->account;
-        fe__lower(t->lname, sizeof(t->lname), pb->tables[i]->name);
+        fe_table_lname(t->lname, pb->tables[i]->name);
         t->name = pb->tables[i]->name;
         t->id = pb->tables[i]->id;
     }
@@ -330,7 +321,7 @@ static const struct fe__table_ix *fe__map_table(const struct fe_route *r,
         return NULL;
     }
     key.account = account;
-    fe__lower(key.lname, sizeof(key.lname), name);
+    fe_table_lname(key.lname, name);
     return bsearch(&key, r->map.tables, r->map.ntables, sizeof(key),
                    fe__table_cmp);
 }

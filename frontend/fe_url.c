@@ -2,6 +2,7 @@
  * the only error paths are bad client input, reported with RT_E* codes. */
 #include "fe_url.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -67,6 +68,15 @@ int fe_table_name_check(const char *s, size_t n, const char **msg)
     }
     *msg = NULL;
     return 0;
+}
+
+void fe_table_lname(char dst[FE_TABLE_LNAME], const char *name)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < FE_TABLE_LNAME; i++) {
+        dst[i] = (char)tolower((unsigned char)name[i]);
+    }
+    dst[i] = '\0';
 }
 
 /* ---- Paths ---------------------------------------------------------- */

@@ -105,6 +105,13 @@ size_t fe_url_secondary_fix(char *raw, size_t n);
  * RT_EOUTOFRANGE (bad length); *msg gets the client message (static). */
 int fe_table_name_check(const char *s, size_t n, const char **msg);
 
+/* Room for a table name's lookup key: the longest valid name and a NUL. */
+#define FE_TABLE_LNAME 64
+/* Table names compare case-insensitively (spec §9): @name's lookup key,
+ * lower-cased into @dst (NUL-terminated, cut at FE_TABLE_LNAME - 1 bytes,
+ * longer than any valid name). */
+void fe_table_lname(char dst[FE_TABLE_LNAME], const char *name);
+
 #define FE_MSG_NAME_CHARS \
     "The specified resource name contains invalid characters."
 #define FE_MSG_NAME_LENGTH                                              \
