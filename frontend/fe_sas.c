@@ -736,6 +736,12 @@ int fe_sas_authorize(struct fe_req *req, const char *verb)
     return 0;
 }
 
+/* A service SAS covers its own table only (names compare in any case). */
+static int fe__other_table(const struct fe_sas *s, const char *table)
+{
+    return s->kind == FE_SAS_SERVICE && table && strcasecmp(table, s->tn) != 0;
+}
+
 int fe_sas_check_op(struct fe_req *req,
                     int op_kind,
                     const char *table,
@@ -747,7 +753,7 @@ int fe_sas_check_op(struct fe_req *req,
     if (!s) {
         return 0;
     }
-    if (s->kind == FE_SAS_SERVICE && table && strcasecmp(table, s->tn) != 0) {
+    if (fe__other_table(s, table)) {
         rt_log(RT_LOG_INFO, "SAS is for table %s, not %s", s->tn, table);
         return fe_sas_respond(req, RT_EAUTH);
     }
@@ -782,8 +788,7 @@ int fe_sas_check_job(struct fe_req *req)
             return fe_sas_check_op(req, FE_SAS_OP_READ, job->table, job->pk,
                                    job->rk);
         case FE_JOB_SCAN:
-            if (s->kind == FE_SAS_SERVICE && job->table &&
-                strcasecmp(job->table, s->tn) != 0) {
+            if (fe__other_table(s, job->table)) {
                 return fe_sas_respond(req, RT_EAUTH);
             }
             if (s->kind == FE_SAS_SERVICE && s->spk) {
