@@ -584,6 +584,17 @@ static char *fe__bound_dup(const struct rt_filter_bound *b, int upper)
     return rt_xstrndup(b->s, n);
 }
 
+/* Response header @name: @key as a continuation token. */
+static void fe__token_header(struct fe_req *req,
+                             const char *name,
+                             const struct rt_buf *key)
+{
+    struct rt_buf tok = RT_BUF_INIT;
+    fe_token_encode(&tok, (const char *)key->data, key->len);
+    fe_req_resp_header(req, name, rt_buf_cstr(&tok));
+    rt_buf_free(&tok);
+}
+
 /* Query Entities — GET /{table}() (spec §3.9, §6.3, §6.4). */
 static int fe__query_entities_prepare(struct fe_req *req)
 {
@@ -668,17 +679,10 @@ static void fe__query_entities_finish(struct fe_req *req)
     }
     rt_buf_append_str(b, "]}");
     if (req->job.has_next) {
-        struct rt_buf tok = RT_BUF_INIT;
-        fe_token_encode(&tok, (const char *)req->job.next_pk.data,
-                        req->job.next_pk.len);
-        fe_req_resp_header(req, "x-ms-continuation-NextPartitionKey",
-                           rt_buf_cstr(&tok));
-        rt_buf_reset(&tok);
-        fe_token_encode(&tok, (const char *)req->job.next_rk.data,
-                        req->job.next_rk.len);
-        fe_req_resp_header(req, "x-ms-continuation-NextRowKey",
-                           rt_buf_cstr(&tok));
-        rt_buf_free(&tok);
+        fe__token_header(req, "x-ms-continuation-NextPartitionKey",
+                         &req->job.next_pk);
+        fe__token_header(req, "x-ms-continuation-NextRowKey",
+                         &req->job.next_rk);
     }
     req->status = 200;
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
