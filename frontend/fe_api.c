@@ -139,6 +139,17 @@ static void fe__job_error(struct fe_req *req, int code)
     fe_req_resp_error(req, code, NULL);
 }
 
+/* Answers a failed job with its error and returns 1, or returns 0: the
+ * first step of every finish. */
+static int fe__job_failed(struct fe_req *req)
+{
+    if (req->job.status == 0) {
+        return 0;
+    }
+    fe__job_error(req, req->job.status);
+    return 1;
+}
+
 /* ---- Tables --------------------------------------------------------- */
 
 static void fe__table_json(struct fe_req *req,
@@ -245,8 +256,7 @@ static int fe__create_table_prepare(struct fe_req *req)
 
 static void fe__create_table_finish(struct fe_req *req)
 {
-    if (req->job.status != 0) {
-        fe__job_error(req, req->job.status);
+    if (fe__job_failed(req)) {
         return;
     }
     rt_log(RT_LOG_INFO, "created table %s/%s (id %llu)", req->path.account,
@@ -386,8 +396,7 @@ static void fe__query_tables_finish(struct fe_req *req)
 {
     struct rt_buf *b = &req->rbody;
     int first = 1;
-    if (req->job.status != 0) {
-        fe__job_error(req, req->job.status);
+    if (fe__job_failed(req)) {
         return;
     }
     rt_buf_append_u8(b, '{');
@@ -484,8 +493,7 @@ static void fe__insert_finish(struct fe_req *req)
     struct rt_buf value = RT_BUF_INIT;
     char etag[64];
 
-    if (req->job.status != 0) {
-        fe__job_error(req, req->job.status);
+    if (fe__job_failed(req)) {
         return;
     }
     fe_odata_etag(op->ticks, etag);
@@ -537,12 +545,10 @@ static void fe__get_entity_finish(struct fe_req *req)
     const uint8_t *blob;
     size_t blob_n;
     char etag[64];
-    int code = req->job.status;
 
     /* A missing entity is RT_ENOTFOUND, "ResourceNotFound" as the service
      * answers, not the documented "EntityNotFound" (spec §12 item 1). */
-    if (code != 0) {
-        fe__job_error(req, code);
+    if (fe__job_failed(req)) {
         return;
     }
     if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
@@ -652,8 +658,7 @@ static void fe__query_entities_finish(struct fe_req *req)
 {
     struct rt_buf *b = &req->rbody;
     struct fe_odata_ctx ctx;
-    if (req->job.status != 0) {
-        fe__job_error(req, req->job.status);
+    if (fe__job_failed(req)) {
         return;
     }
     fe__odata_ctx(req, &ctx);
@@ -762,9 +767,7 @@ static void fe__modify_finish(struct fe_req *req)
 {
     const struct fe_job_op *op = &req->job.ops[0];
     char etag[64];
-    int code = req->job.status;
-    if (code != 0) {
-        fe__job_error(req, code);
+    if (fe__job_failed(req)) {
         return;
     }
     if (op->kind != RT__OP_KIND__OP_DELETE) {
