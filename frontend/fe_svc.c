@@ -332,9 +332,15 @@ static int fe__master_job(struct fe_req *req,
     return FE_API_SUBMIT;
 }
 
-static void fe__job_err(struct fe_req *req)
+/* Answers a failed master call and returns 1, or returns 0: the master's
+ * "not found" is the table's, and an unreachable or closing master is
+ * ServerBusy. */
+static int fe__job_failed(struct fe_req *req)
 {
     int code = req->job.status;
+    if (code == 0) {
+        return 0;
+    }
     if (code == RT_ENOTFOUND) {
         code = RT_ETABLENOTFOUND;
     }
@@ -342,6 +348,7 @@ static void fe__job_err(struct fe_req *req)
         code = RT_EBUSY;
     }
     fe_req_resp_error(req, code, NULL);
+    return 1;
 }
 
 static void fe__xml_ok(struct fe_req *req, int status)
@@ -364,8 +371,7 @@ void fe_svc_get_acl_finish(struct fe_req *req)
 {
     Rt__AclReq *m;
     struct fe_acl acl;
-    if (req->job.status != 0) {
-        fe__job_err(req);
+    if (fe__job_failed(req)) {
         return;
     }
     m = rt__acl_req__unpack(NULL, req->job.value.len, req->job.value.data);
@@ -418,8 +424,7 @@ int fe_svc_set_acl_prepare(struct fe_req *req)
 
 void fe_svc_set_acl_finish(struct fe_req *req)
 {
-    if (req->job.status != 0) {
-        fe__job_err(req);
+    if (fe__job_failed(req)) {
         return;
     }
     rt_log(RT_LOG_INFO, "table %s/%s: ACL set", req->path.account,
@@ -437,8 +442,7 @@ int fe_svc_get_props_prepare(struct fe_req *req)
 void fe_svc_get_props_finish(struct fe_req *req)
 {
     Rt__ServiceProps *p;
-    if (req->job.status != 0) {
-        fe__job_err(req);
+    if (fe__job_failed(req)) {
         return;
     }
     p = rt__service_props__unpack(NULL, req->job.value.len,
@@ -471,8 +475,7 @@ int fe_svc_set_props_prepare(struct fe_req *req)
 
 void fe_svc_set_props_finish(struct fe_req *req)
 {
-    if (req->job.status != 0) {
-        fe__job_err(req);
+    if (fe__job_failed(req)) {
         return;
     }
     rt_log(RT_LOG_INFO, "account %s: service properties set",
