@@ -45,10 +45,10 @@ static int fe__retention(const struct fe_xml_node *n,
 {
     const struct fe_xml_node *c;
     uint32_t days = 0;
-    int k = fe_xml_child(n, "RetentionPolicy", &c);
+    int k = fe_xml_child_req(n, "RetentionPolicy", req, &c);
     rt__retention_policy__init(r);
     *out = NULL;
-    if (k < 0 || (k == 0 && req)) {
+    if (k < 0) {
         return -1;
     }
     if (k == 0) {
@@ -73,8 +73,8 @@ static int fe__version(struct fe_svc_props *p,
 {
     const struct fe_xml_node *c;
     char buf[16];
-    int k = fe_xml_child(n, "Version", &c);
-    if (k < 0 || (k == 0 && req)) {
+    int k = fe_xml_child_req(n, "Version", req, &c);
+    if (k < 0) {
         return -1;
     }
     if (k == 0) {
@@ -114,8 +114,8 @@ static int fe__cors_str(struct fe_svc_props *p,
                         char **out)
 {
     const struct fe_xml_node *c;
-    int k = fe_xml_child(r, name, &c);
-    if (k < 0 || (k == 0 && required)) {
+    int k = fe_xml_child_req(r, name, required, &c);
+    if (k < 0) {
         return -1;
     }
     *out = fe__props_str(p, k ? fe_xml_text_dup(c) : rt_xstrdup(""));

@@ -357,6 +357,15 @@ int fe_xml_child(const struct fe_xml_node *n,
     return count > 1 ? -1 : count;
 }
 
+int fe_xml_child_req(const struct fe_xml_node *n,
+                     const char *name,
+                     int req,
+                     const struct fe_xml_node **out)
+{
+    int k = fe_xml_child(n, name, out);
+    return k < 0 || (k == 0 && req) ? -1 : k;
+}
+
 /* Trimmed text of @n into @buf (cap bytes). -1 when it does not fit. */
 int fe_xml_text(const struct fe_xml_node *n, char *buf, size_t cap)
 {
@@ -391,8 +400,8 @@ int fe_xml_bool(const struct fe_xml_node *n, const char *name, int req, int *v)
 {
     const struct fe_xml_node *c;
     char buf[8];
-    int k = fe_xml_child(n, name, &c);
-    if (k < 0 || (k == 0 && req)) {
+    int k = fe_xml_child_req(n, name, req, &c);
+    if (k < 0) {
         return -1;
     }
     if (k == 0) {

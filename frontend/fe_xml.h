@@ -52,6 +52,12 @@ int fe_xml_is_space(char c);
 int fe_xml_child(const struct fe_xml_node *n,
                  const char *name,
                  const struct fe_xml_node **out);
+/* The same for a child that is required when @req: 0 (absent and not
+ * required, *out NULL), 1 (found), -1 (repeated, or absent and required). */
+int fe_xml_child_req(const struct fe_xml_node *n,
+                     const char *name,
+                     int req,
+                     const struct fe_xml_node **out);
 /* The text of @n without leading and trailing white space, into @buf (@cap
  * bytes, NUL-terminated). 0, or -1 when it does not fit. */
 int fe_xml_text(const struct fe_xml_node *n, char *buf, size_t cap);
