@@ -104,8 +104,8 @@ void fe_url_escape(struct rt_buf *out, const char *s, size_t n)
     out->len = (size_t)(q - out->data);
 }
 
-/* A key inside odata.id/editLink: quotes doubled (OData literal), then
- * percent-encoded like a URL path segment. */
+/* A key inside an entity's address (odata.id, editLink, Location): quotes
+ * doubled (OData literal), then percent-encoded like a URL path segment. */
 static void fe__key_literal(struct rt_buf *out, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1084,26 +1084,10 @@ void fe_odata_entity_path(struct rt_buf *out,
                           const char *pk,
                           const char *rk)
 {
-    const char *keys[2] = {pk, rk};
     if (root) {
         rt_buf_append_str(out, root);
         rt_buf_append_u8(out, '/');
     }
     rt_buf_append_str(out, table);
-    for (int i = 0; i < 2; i++) {
-        struct rt_buf q = RT_BUF_INIT;
-        rt_buf_append_str(out, i == 0 ? "(PartitionKey='" : ",RowKey='");
-        for (const char *p = keys[i]; *p; p++) {
-            rt_buf_append_u8(&q, (uint8_t)*p);
-            if (*p == '\'') {
-                rt_buf_append_u8(&q, '\'');
-            }
-        }
-        if (q.len) {
-            fe_url_escape(out, (const char *)q.data, q.len);
-        }
-        rt_buf_append_u8(out, '\'');
-        rt_buf_free(&q);
-    }
-    rt_buf_append_u8(out, ')');
+    fe__key_pred(out, pk, strlen(pk), rk, strlen(rk));
 }
