@@ -80,10 +80,9 @@ static void fe__json_str(struct rt_buf *out, const char *s)
 /* Preference-Applied echoes the honoured Prefer value (spec §3.2). */
 static void fe__prefer_applied(struct fe_req *req)
 {
-    if (req->prefer == FE_PREFER_NO_CONTENT) {
-        fe_req_resp_header(req, "Preference-Applied", "return-no-content");
-    } else if (req->prefer == FE_PREFER_CONTENT) {
-        fe_req_resp_header(req, "Preference-Applied", "return-content");
+    const char *v = fe_hdr_prefer_applied(req->prefer);
+    if (v) {
+        fe_req_resp_header(req, "Preference-Applied", v);
     }
 }
 

@@ -1170,12 +1170,10 @@ static void fe__finish_writes(struct fe_req *req,
             req->job.table_name ? req->job.table_name : req->job.table, op->pk,
             op->rk);
         p->location = rt_buf_cstr(&locs[i]);
+        p->preference_applied =
+            fe_hdr_prefer_applied((enum fe_prefer)s[i].prefer);
         if (s[i].prefer == FE_PREFER_NO_CONTENT) {
-            p->preference_applied = "return-no-content";
             continue;
-        }
-        if (s[i].prefer == FE_PREFER_CONTENT) {
-            p->preference_applied = "return-content";
         }
         /* The echo: the stored value is header(ticks) + the blob sent. */
         {

@@ -224,6 +224,18 @@ enum fe_prefer fe_hdr_prefer(const char *v)
     return r;
 }
 
+const char *fe_hdr_prefer_applied(enum fe_prefer p)
+{
+    switch (p) {
+        case FE_PREFER_CONTENT:
+            return "return-content";
+        case FE_PREFER_NO_CONTENT:
+            return "return-no-content";
+        default:
+            return NULL;
+    }
+}
+
 int fe_hdr_body_type(const char *content_type)
 {
     enum fe_meta m;

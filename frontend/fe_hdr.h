@@ -52,6 +52,9 @@ enum fe_prefer {
     FE_PREFER_NO_CONTENT, /* return-no-content */
 };
 enum fe_prefer fe_hdr_prefer(const char *v);
+/* The Preference-Applied value that echoes an honoured @p (spec §3.2), or
+ * NULL for FE_PREFER_NONE (no header). A static string. */
+const char *fe_hdr_prefer_applied(enum fe_prefer p);
 
 /* Request body media type: JSON (or absent) -> 0; Atom/XML ->
  * RT_EATOMNOTSUPPORTED. Other types are read as JSON (lenient). */
