@@ -489,7 +489,6 @@ static void fe__insert_finish(struct fe_req *req)
     const struct fe_job_op *op = &req->job.ops[0];
     struct fe_odata_ctx ctx;
     struct rt_buf loc = RT_BUF_INIT;
-    struct rt_buf value = RT_BUF_INIT;
     char etag[64];
 
     if (fe__job_failed(req)) {
@@ -506,16 +505,12 @@ static void fe__insert_finish(struct fe_req *req)
         req->status = 204;
         return;
     }
-    /* The stored value is exactly header(ticks) + the blob we sent. */
-    rt_value_encode(&value, op->ticks, 0, op->props.data, op->props.len);
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_entity(&req->rbody, &ctx, op->pk, strlen(op->pk), op->rk,
-                              strlen(op->rk), value.data, value.len, 1) != 0) {
-        rt_buf_free(&value);
+    if (fe_odata_write_inserted(&req->rbody, &ctx, op->pk, op->rk, op->ticks,
+                                op->props.data, op->props.len) != 0) {
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
-    rt_buf_free(&value);
     req->status = 201;
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }

@@ -1150,7 +1150,6 @@ static void fe__finish_writes(struct fe_req *req,
     struct rt_buf *locs = rt_xcalloc(n, sizeof(*locs));
     struct rt_buf *bodies = rt_xcalloc(n, sizeof(*bodies));
     char(*etags)[64] = rt_xcalloc(n, sizeof(*etags));
-    struct rt_buf value = RT_BUF_INIT;
     int failed = 0;
 
     for (size_t i = 0; i < n && i < req->job.nops; i++) {
@@ -1175,16 +1174,13 @@ static void fe__finish_writes(struct fe_req *req,
         if (s[i].prefer == FE_PREFER_NO_CONTENT) {
             continue;
         }
-        /* The echo: the stored value is header(ticks) + the blob sent. */
+        /* The echo of what was stored. */
         {
             struct fe_odata_ctx ctx;
             fe__odata_ctx(req, &s[i], &ctx);
-            rt_buf_reset(&value);
-            rt_value_encode(&value, op->ticks, 0, op->props.data,
-                            op->props.len);
-            if (fe_odata_write_entity(&bodies[i], &ctx, op->pk, strlen(op->pk),
-                                      op->rk, strlen(op->rk), value.data,
-                                      value.len, 1) != 0) {
+            if (fe_odata_write_inserted(&bodies[i], &ctx, op->pk, op->rk,
+                                        op->ticks, op->props.data,
+                                        op->props.len) != 0) {
                 failed = 1;
                 break;
             }
@@ -1203,7 +1199,6 @@ static void fe__finish_writes(struct fe_req *req,
         rt_buf_free(&locs[i]);
         rt_buf_free(&bodies[i]);
     }
-    rt_buf_free(&value);
     free(parts);
     free(locs);
     free(bodies);

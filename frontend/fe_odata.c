@@ -1010,6 +1010,23 @@ int fe_odata_write_entity(struct rt_buf *out,
     return 0;
 }
 
+int fe_odata_write_inserted(struct rt_buf *out,
+                            const struct fe_odata_ctx *ctx,
+                            const char *pk,
+                            const char *rk,
+                            uint64_t ticks,
+                            const uint8_t *props,
+                            size_t len)
+{
+    struct rt_buf value = RT_BUF_INIT;
+    int rc;
+    rt_value_encode(&value, ticks, 0, props, len);
+    rc = fe_odata_write_entity(out, ctx, pk, strlen(pk), rk, strlen(rk),
+                               value.data, value.len, 1);
+    rt_buf_free(&value);
+    return rc;
+}
+
 /* ---- ETag ------------------------------------------------------------- */
 
 void fe_odata_etag(uint64_t ticks, char *out)

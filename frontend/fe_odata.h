@@ -72,6 +72,16 @@ int fe_odata_write_entity(struct rt_buf *out,
                           const uint8_t *value,
                           size_t vlen,
                           int element);
+/* Appends the echo of an inserted entity as one element: what was stored,
+ * the ticks header @ticks plus the property blob @props (@len bytes) the
+ * insert sent. Returns 0 or RT_ECORRUPT. */
+int fe_odata_write_inserted(struct rt_buf *out,
+                            const struct fe_odata_ctx *ctx,
+                            const char *pk,
+                            const char *rk,
+                            uint64_t ticks,
+                            const uint8_t *props,
+                            size_t len);
 
 /* ETag for @ticks: W/"datetime'2017-10-16T23%3A00%3A05.5000867Z'" (7
  * fraction digits, ':' percent-encoded). @out holds >= 64 bytes. */
