@@ -534,10 +534,6 @@ static int fe__get_entity_prepare(struct fe_req *req)
 static void fe__get_entity_finish(struct fe_req *req)
 {
     struct fe_odata_ctx ctx;
-    uint64_t ticks;
-    uint8_t flags;
-    const uint8_t *blob;
-    size_t blob_n;
     char etag[64];
 
     /* A missing entity is RT_ENOTFOUND, "ResourceNotFound" as the service
@@ -545,19 +541,13 @@ static void fe__get_entity_finish(struct fe_req *req)
     if (fe__job_failed(req)) {
         return;
     }
-    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
-                        &blob, &blob_n) != 0) {
-        fe_req_resp_error(req, RT_EINTERNAL, NULL);
-        return;
-    }
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_entity(
-            &req->rbody, &ctx, req->path.pk, req->path.pklen, req->path.rk,
-            req->path.rklen, req->job.value.data, req->job.value.len, 1) != 0) {
+    if (fe_odata_write_one(&req->rbody, &ctx, req->path.pk, req->path.pklen,
+                           req->path.rk, req->path.rklen, req->job.value.data,
+                           req->job.value.len, etag) != 0) {
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
-    fe_odata_etag(ticks, etag);
     fe_req_resp_header(req, "ETag", etag);
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
     req->status = 200;

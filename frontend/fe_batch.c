@@ -1109,27 +1109,17 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
     struct fe_batch_part part;
     struct fe_odata_ctx ctx;
     struct rt_buf json = RT_BUF_INIT;
-    uint64_t ticks;
-    uint8_t flags;
-    const uint8_t *blob;
-    size_t blob_n;
     char etag[64];
 
-    if (rt_value_decode(req->job.value.data, req->job.value.len, &ticks, &flags,
-                        &blob, &blob_n) != 0) {
-        fe_req_resp_error(req, RT_EINTERNAL, NULL);
-        return;
-    }
     fe__odata_ctx(req, s, &ctx);
-    if (fe_odata_write_entity(&json, &ctx, req->job.pk, strlen(req->job.pk),
-                              req->job.rk, strlen(req->job.rk),
-                              req->job.value.data, req->job.value.len,
-                              1) != 0) {
+    if (fe_odata_write_one(&json, &ctx, req->job.pk, strlen(req->job.pk),
+                           req->job.rk, strlen(req->job.rk),
+                           req->job.value.data, req->job.value.len,
+                           etag) != 0) {
         rt_buf_free(&json);
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
-    fe_odata_etag(ticks, etag);
     memset(&part, 0, sizeof(part));
     part.status = 200;
     part.content_id = fe__side_cid(req, s);

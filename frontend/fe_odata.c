@@ -1010,6 +1010,29 @@ int fe_odata_write_entity(struct rt_buf *out,
     return 0;
 }
 
+int fe_odata_write_one(struct rt_buf *out,
+                       const struct fe_odata_ctx *ctx,
+                       const char *pk,
+                       size_t pklen,
+                       const char *rk,
+                       size_t rklen,
+                       const uint8_t *value,
+                       size_t vlen,
+                       char *etag)
+{
+    uint64_t ticks;
+    uint8_t flags;
+    const uint8_t *blob;
+    size_t blob_n;
+    if (rt_value_decode(value, vlen, &ticks, &flags, &blob, &blob_n) != 0 ||
+        fe_odata_write_entity(out, ctx, pk, pklen, rk, rklen, value, vlen, 1) !=
+            0) {
+        return RT_ECORRUPT;
+    }
+    fe_odata_etag(ticks, etag);
+    return 0;
+}
+
 int fe_odata_write_inserted(struct rt_buf *out,
                             const struct fe_odata_ctx *ctx,
                             const char *pk,
