@@ -542,9 +542,9 @@ static void fe__get_entity_finish(struct fe_req *req)
         return;
     }
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_one(&req->rbody, &ctx, req->path.pk, req->path.pklen,
-                           req->path.rk, req->path.rklen, req->job.value.data,
-                           req->job.value.len, etag) != 0) {
+    if (fe_odata_write_one(&req->rbody, &ctx, req->path.pk, req->path.rk,
+                           req->job.value.data, req->job.value.len,
+                           etag) != 0) {
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }

@@ -1112,8 +1112,7 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
     char etag[64];
 
     fe__odata_ctx(req, s, &ctx);
-    if (fe_odata_write_one(&json, &ctx, req->job.pk, strlen(req->job.pk),
-                           req->job.rk, strlen(req->job.rk),
+    if (fe_odata_write_one(&json, &ctx, req->job.pk, req->job.rk,
                            req->job.value.data, req->job.value.len,
                            etag) != 0) {
         rt_buf_free(&json);

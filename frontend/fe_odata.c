@@ -1013,9 +1013,7 @@ int fe_odata_write_entity(struct rt_buf *out,
 int fe_odata_write_one(struct rt_buf *out,
                        const struct fe_odata_ctx *ctx,
                        const char *pk,
-                       size_t pklen,
                        const char *rk,
-                       size_t rklen,
                        const uint8_t *value,
                        size_t vlen,
                        char *etag)
@@ -1025,8 +1023,8 @@ int fe_odata_write_one(struct rt_buf *out,
     const uint8_t *blob;
     size_t blob_n;
     if (rt_value_decode(value, vlen, &ticks, &flags, &blob, &blob_n) != 0 ||
-        fe_odata_write_entity(out, ctx, pk, pklen, rk, rklen, value, vlen, 1) !=
-            0) {
+        fe_odata_write_entity(out, ctx, pk, strlen(pk), rk, strlen(rk), value,
+                              vlen, 1) != 0) {
         return RT_ECORRUPT;
     }
     fe_odata_etag(ticks, etag);

@@ -75,15 +75,14 @@ int fe_odata_write_entity(struct rt_buf *out,
 /* Appends the echo of an inserted entity as one element: what was stored,
  * the ticks header @ticks plus the property blob @props (@len bytes) the
  * insert sent. Returns 0 or RT_ECORRUPT. */
-/* Appends stored entity @value (rt_value) as a single-entity response
- * (one element) and puts its ETag into @etag (>= 64 bytes). Returns 0 or
+/* Appends stored entity @value (rt_value, @vlen bytes) with keys @pk and
+ * @rk (checked keys: no NUL inside) as a single-entity response (one
+ * element) and puts its ETag into @etag (>= 64 bytes). Returns 0 or
  * RT_ECORRUPT. */
 int fe_odata_write_one(struct rt_buf *out,
                        const struct fe_odata_ctx *ctx,
                        const char *pk,
-                       size_t pklen,
                        const char *rk,
-                       size_t rklen,
                        const uint8_t *value,
                        size_t vlen,
                        char *etag);
