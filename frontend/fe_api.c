@@ -426,10 +426,8 @@ static void fe__query_tables_finish(struct fe_req *req)
 
 /* ---- Entities ------------------------------------------------------- */
 
-/* Key rules of spec §9. Keys from the URL: bad characters 400
- * InvalidInput, too long 400 OutOfRangeInput. Keys from a body (@body):
- * both 400 OutOfRangeInput, as the service reports them (spec §9,
- * unverified). Returns 0, or -1 with the error response set. */
+/* The key rules (fe_odata_check_keys); @body: the keys came from a body.
+ * Returns 0, or -1 with the error response set. */
 static int fe__check_keys(struct fe_req *req,
                           const char *pk,
                           size_t pklen,
@@ -437,13 +435,7 @@ static int fe__check_keys(struct fe_req *req,
                           size_t rklen,
                           int body)
 {
-    int rc = rt_entity_key_check(pk, pklen, NULL);
-    if (rc == 0) {
-        rc = rt_entity_key_check(rk, rklen, NULL);
-    }
-    if (rc == RT_EINVAL && body) {
-        rc = RT_EOUTOFRANGE;
-    }
+    int rc = fe_odata_check_keys(pk, pklen, rk, rklen, body);
     if (rc != 0) {
         fe_req_resp_error(req, rc, NULL);
         return -1;

@@ -588,10 +588,7 @@ static int fe__op_build(struct fe_batch *b,
         return fe__fail(b, RT_EDIFFPARTITIONS, idx, NULL, "another table");
     }
     if (op->verb != FE_OP_INSERT) {
-        rc = rt_entity_key_check(path.pk, path.pklen, NULL);
-        if (rc == 0) {
-            rc = rt_entity_key_check(path.rk, path.rklen, NULL);
-        }
+        rc = fe_odata_check_keys(path.pk, path.pklen, path.rk, path.rklen, 0);
         if (rc != 0) {
             fe_path_free(&path);
             return fe__fail(b, rc, idx, NULL, "bad key in URL");
@@ -658,10 +655,8 @@ static int fe__op_build(struct fe_batch *b,
                 return fe__fail(b, RT_ENEEDVALUE, idx, NULL,
                                 "insert without keys");
             }
-            rc = rt_entity_key_check(ent.pk, strlen(ent.pk), NULL);
-            if (rc == 0) {
-                rc = rt_entity_key_check(ent.rk, strlen(ent.rk), NULL);
-            }
+            rc = fe_odata_check_keys(ent.pk, strlen(ent.pk), ent.rk,
+                                     strlen(ent.rk), 1);
             if (rc != 0) {
                 fe_entity_in_free(&ent);
                 return fe__fail(b, rc, idx, NULL, "bad key in body");

@@ -859,6 +859,19 @@ static void fe__key_pred(struct rt_buf *out,
     FE__LIT(out, "')");
 }
 
+int fe_odata_check_keys(const char *pk,
+                        size_t pklen,
+                        const char *rk,
+                        size_t rklen,
+                        int from_body)
+{
+    int rc = rt_entity_key_check(pk, pklen, NULL);
+    if (rc == 0) {
+        rc = rt_entity_key_check(rk, rklen, NULL);
+    }
+    return rc == RT_EINVAL && from_body ? RT_EOUTOFRANGE : rc;
+}
+
 int fe_odata_write_entity(struct rt_buf *out,
                           const struct fe_odata_ctx *ctx,
                           const char *pk,

@@ -43,6 +43,17 @@ int fe_odata_parse_entity(const char *body,
                           size_t len,
                           struct fe_entity_in *in,
                           char *errmsg);
+
+/* The key rules of spec §9 for an entity's PartitionKey and RowKey, the
+ * same for a single request and a $batch operation. Keys from the URL:
+ * bad characters RT_EINVAL (400 InvalidInput), too long RT_EOUTOFRANGE.
+ * Keys from a body (@from_body): both RT_EOUTOFRANGE (400
+ * OutOfRangeInput), as the service reports them. Returns 0 or the code. */
+int fe_odata_check_keys(const char *pk,
+                        size_t pklen,
+                        const char *rk,
+                        size_t rklen,
+                        int from_body);
 void fe_entity_in_init(struct fe_entity_in *in);
 void fe_entity_in_free(struct fe_entity_in *in);
 
