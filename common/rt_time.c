@@ -63,6 +63,13 @@ uint64_t rt_time_mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t rt_time_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static char *rt__put_digits(char *p, uint64_t v, int width)
 {
     for (int i = width - 1; i >= 0; i--) {

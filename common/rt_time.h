@@ -18,6 +18,8 @@
 uint64_t rt_time_now_ticks(void);
 /* Monotonic milliseconds, for timeouts. */
 uint64_t rt_time_mono_ms(void);
+/* Monotonic microseconds on the same clock, for measuring durations. */
+uint64_t rt_time_mono_us(void);
 
 /* ISO 8601 UTC with up to 7 fraction digits, trailing zeros removed and no
  * '.' when the fraction is zero (.NET RoundtripKind):

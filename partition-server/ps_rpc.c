@@ -37,6 +37,7 @@
 #include "rt_err.h"
 #include "rt_filter.h"
 #include "rt_log.h"
+#include "rt_time.h"
 
 /* An empty properties blob: count 0. */
 static const uint8_t ps__empty_props[2] = {0, 0};
@@ -51,11 +52,6 @@ struct ps_write_req
     Rt__WriteReq *msg;
     struct ps_op ops[];
 };
-
-static uint64_t ps__now_us(void)
-{
-    return uv_hrtime() / 1000;
-}
 
 static void ps__reply_error(struct rt_rpc_conn *conn,
                             uint64_t id,
@@ -296,7 +292,7 @@ static void ps__on_get(struct ps_server *ps,
     Rt__GetReq *msg = rt__get_req__unpack(NULL, len, body);
     struct rt_buf value = RT_BUF_INIT;
     struct ps_range *r;
-    uint64_t t0 = ps__now_us();
+    uint64_t t0 = rt_time_mono_us();
     int rc;
 
     if (!msg) {
@@ -313,7 +309,8 @@ static void ps__on_get(struct ps_server *ps,
     }
     rc =
         ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk, &value);
-    ps_range_account(&ps->ranges, r, rc == 0, 0, ps__now_us() - t0, msg->pk);
+    ps_range_account(&ps->ranges, r, rc == 0, 0, rt_time_mono_us() - t0,
+                     msg->pk);
     ps__charge(ps, r, rc == 0);
     if (rc != 0) {
         if (rc != RT_ENOTFOUND) {

@@ -14,6 +14,7 @@
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_time.h"
 
 struct ps_writer
 {
@@ -48,11 +49,6 @@ static void ps__list_push(struct ps_job **head,
         *head = job;
     }
     *tail = job;
-}
-
-static uint64_t ps__now_us(void)
-{
-    return uv_hrtime() / 1000;
 }
 
 /* Writer thread */
@@ -181,11 +177,11 @@ static void ps__writer_group(struct ps_writer *w,
     }
 
     ps_store_capture(w->store, capture);
-    t0 = ps__now_us();
+    t0 = rt_time_mono_us();
     if (nw > 0) {
         ps_store_write_group(w->store, writes, nw);
     }
-    dt = ps__now_us() - t0;
+    dt = rt_time_mono_us() - t0;
     if (nw > 0) {
         rt_log(RT_LOG_DEBUG, "group commit: %zu writes, %zu ops, %llu us", nw,
                ops + raw, (unsigned long long)dt);
@@ -215,11 +211,11 @@ static void ps__writer_group(struct ps_writer *w,
                 ps__list_push(&done_head, &done_tail, j);
                 break;
             case PS_JOB_META:
-                t0 = ps__now_us();
+                t0 = rt_time_mono_us();
                 j->status = ps_store_meta_write(
                     w->store, j->u.meta.server_id, j->u.meta.ranges,
                     j->u.meta.ranges_len, j->u.meta.ops, j->u.meta.n_ops);
-                j->exec_us = ps__now_us() - t0;
+                j->exec_us = rt_time_mono_us() - t0;
                 if (j->status != 0) {
                     rt_log(RT_LOG_ERROR, "persisting meta failed: %s",
                            rt_strerror(j->status));
@@ -256,14 +252,14 @@ static void ps__writer_group(struct ps_writer *w,
 static void ps__writer_drop_step(struct ps_writer *w)
 {
     struct ps_job *j = w->drops_head;
-    uint64_t t0 = ps__now_us();
+    uint64_t t0 = rt_time_mono_us();
     int rc;
 
     if (j->kind == PS_JOB_DROP_SPAN) {
         const struct ps_span *sp = &j->u.span.span;
         rc = ps_store_span_drop_chunk(w->store, j->u.span.seq, sp,
                                       PS_DROP_CHUNK, &j->u.span.deleted);
-        j->exec_us += ps__now_us() - t0;
+        j->exec_us += rt_time_mono_us() - t0;
         if (rc == 1) {
             return;
         }
@@ -289,7 +285,7 @@ static void ps__writer_drop_step(struct ps_writer *w)
     }
     rc = ps_store_drop_chunk(w->store, j->u.drop.table_id, PS_DROP_CHUNK,
                              &j->u.drop.deleted);
-    j->exec_us += ps__now_us() - t0;
+    j->exec_us += rt_time_mono_us() - t0;
     if (rc == 1) {
         return;
     }

@@ -195,7 +195,7 @@ static void test_parse_range(void **state)
                 RT_TICKS_MIN + 60 * RT_TICKS_PER_SEC);
 }
 
-/* The clock reads near time(NULL); monotonic ms never goes back. */
+/* The clock reads near time(NULL); monotonic ms and us never go back. */
 static void test_clocks(void **state)
 {
     (void)state;
@@ -206,6 +206,7 @@ static void test_clocks(void **state)
     uint64_t a = rt_time_mono_ms();
     uint64_t b = rt_time_mono_ms();
     assert_true(b >= a);
+    assert_true(rt_time_mono_us() / 1000 >= b);
 }
 
 /* RFC 1123 dates parse to Unix seconds, including the spec example. */
