@@ -23,6 +23,40 @@
 
 /* META and DROP jobs */
 
+void ps_jobs_reply_empty(struct rt_rpc_conn *conn, uint64_t id, uint32_t method)
+{
+    Rt__Empty e = RT__EMPTY__INIT;
+    rt_rpc_reply_pb(conn, id, method, 0, &e.base);
+}
+
+void ps_jobs_answer(struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method,
+                    int status,
+                    const char *why)
+{
+    if (!conn) {
+        return;
+    }
+    if (status == 0) {
+        ps_jobs_reply_empty(conn, id, method);
+    } else {
+        rt_rpc_reply_err(conn, id, method, status, why);
+    }
+    rt_rpc_conn_unref(conn);
+}
+
+void ps_jobs_meta_init(struct ps_server *ps,
+                       struct ps_job *job,
+                       struct rt_buf *blob)
+{
+    ps_ranges_pack(&ps->ranges, blob);
+    job->kind = PS_JOB_META;
+    job->u.meta.server_id = ps->server_id;
+    job->u.meta.ranges = blob->data;
+    job->u.meta.ranges_len = blob->len;
+}
+
 struct ps_meta_req
 {
     struct ps_job job;
@@ -36,16 +70,8 @@ static void ps__meta_done(struct ps_job *job)
 {
     struct ps_meta_req *req = container_of(job, struct ps_meta_req, job);
 
-    if (req->conn) {
-        if (job->status == 0) {
-            Rt__Empty e = RT__EMPTY__INIT;
-            rt_rpc_reply_pb(req->conn, req->id, req->method, 0, &e.base);
-        } else {
-            rt_rpc_reply_err(req->conn, req->id, req->method, job->status,
-                             "persisting ranges failed");
-        }
-        rt_rpc_conn_unref(req->conn);
-    }
+    ps_jobs_answer(req->conn, req->id, req->method, job->status,
+                   "persisting ranges failed");
     rt_buf_free(&req->blob);
     free(req);
 }
@@ -61,12 +87,8 @@ void ps_jobs_persist(struct ps_server *ps,
     req->id = id;
     req->method = method;
     rt_buf_init(&req->blob);
-    ps_ranges_pack(&ps->ranges, &req->blob);
-    req->job.kind = PS_JOB_META;
+    ps_jobs_meta_init(ps, &req->job, &req->blob);
     req->job.cb = ps__meta_done;
-    req->job.u.meta.server_id = ps->server_id;
-    req->job.u.meta.ranges = req->blob.data;
-    req->job.u.meta.ranges_len = req->blob.len;
     if (conn) {
         rt_rpc_conn_ref(conn);
     }
@@ -88,17 +110,8 @@ static void ps__drop_done(struct ps_job *job)
     if (job->status == 0 && !req->ps->stopping) {
         ps_jobs_recount_table(req->ps, job->u.drop.table_id);
     }
-    if (req->conn) {
-        if (job->status == 0) {
-            Rt__Empty e = RT__EMPTY__INIT;
-            rt_rpc_reply_pb(req->conn, req->id, RT__METHOD__DROP_TABLE, 0,
-                            &e.base);
-        } else {
-            rt_rpc_reply_err(req->conn, req->id, RT__METHOD__DROP_TABLE,
-                             job->status, "drop table failed");
-        }
-        rt_rpc_conn_unref(req->conn);
-    }
+    ps_jobs_answer(req->conn, req->id, RT__METHOD__DROP_TABLE, job->status,
+                   "drop table failed");
     free(req);
 }
 

@@ -13,6 +13,25 @@
 #include "ps_state.h"
 #include "rt_rpc.h"
 
+/* Replies 0 with an Empty body. */
+void ps_jobs_reply_empty(struct rt_rpc_conn *conn,
+                         uint64_t id,
+                         uint32_t method);
+/* Ends a request held across a job: when @conn is set, answers @id with
+ * @method (Empty when @status is 0, else Error{@why}) and drops the
+ * reference the job held on @conn. */
+void ps_jobs_answer(struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method,
+                    int status,
+                    const char *why);
+/* Makes @job a META job of the server id and the owned ranges, packed now
+ * into @blob (empty; the job points into it, so it must stay until the
+ * job calls back). */
+void ps_jobs_meta_init(struct ps_server *ps,
+                       struct ps_job *job,
+                       struct rt_buf *blob);
+
 /* Queues a META job persisting server id + owned ranges (a snapshot taken
  * now). When @conn is set, answers request @id with @method (Empty, or the
  * error) once the commit is durable; @conn is ref'd until then. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_jobs.h"
 #include "ps_move_in.h"
 #include "ps_move_jobs.h"
 #include "ps_move_out.h"
@@ -32,7 +33,7 @@ static void ps__move_abort_req(struct ps_server *ps,
     struct ps_move_in *mi;
 
     if (!ma) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MoveAbort");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveAbort");
         return;
     }
     mv = ps__mvout_by_move(ps, ma->move_id);
@@ -43,7 +44,7 @@ static void ps__move_abort_req(struct ps_server *ps,
     if (mi) {
         ps__mvin_abort(mi, conn, id, method);
     } else {
-        ps__move_reply_empty(conn, id, method); /* unknown: nothing to undo */
+        ps_jobs_reply_empty(conn, id, method); /* unknown: nothing to undo */
     }
     rt__move_abort__free_unpacked(ma, NULL);
 }
@@ -59,20 +60,20 @@ static void ps__move_done_req(struct ps_server *ps,
     struct ps_move_out *mv;
 
     if (!ma) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MoveAbort");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveAbort");
         return;
     }
     mv = ps__mvout_by_move(ps, ma->move_id);
     if (!mv) {
         if (ps_ranges_find(&ps->ranges, ma->range_id)) {
-            ps__move_reply_error(conn, id, method, RT_EINVAL,
-                                 "no such move of a range served here");
+            rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                             "no such move of a range served here");
         } else {
-            ps__move_reply_empty(conn, id, method); /* done already */
+            ps_jobs_reply_empty(conn, id, method); /* done already */
         }
     } else if (mv->state != PS_MVOUT_DONE) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL,
-                             "the move has not finished copying");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                         "the move has not finished copying");
     } else {
         ps__mvout_drop(mv, conn, id, method);
     }
@@ -106,8 +107,8 @@ void ps_move_on_request(struct ps_server *ps,
             ps__mvin_end(ps, conn, id, body, len);
             break;
         default:
-            ps__move_reply_error(conn, id, method, RT_ENOTIMPL,
-                                 "not a move method");
+            rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
+                             "not a move method");
             break;
     }
 }

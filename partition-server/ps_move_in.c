@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_jobs.h"
 #include "ps_move_jobs.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
@@ -175,16 +176,15 @@ static void ps__mvin_cleared_cb(struct ps_sjob *sj, int status)
         w->status = status;
     }
     if (!mi || mi->state != PS_MVIN_CLEARING) {
-        ps__move_reply_error(w->conn, w->id, method, RT_ECANCELED,
-                             "move aborted");
+        rt_rpc_reply_err(w->conn, w->id, method, RT_ECANCELED, "move aborted");
     } else if (w->status != 0) {
         ps__mvin_set_state(mi, PS_MVIN_FAILED);
         mi->status = w->status;
-        ps__move_reply_error(w->conn, w->id, method, w->status,
-                             "clearing the range failed");
+        rt_rpc_reply_err(w->conn, w->id, method, w->status,
+                         "clearing the range failed");
     } else {
         ps__mvin_set_state(mi, PS_MVIN_RECEIVING);
-        ps__move_reply_empty(w->conn, w->id, method);
+        ps_jobs_reply_empty(w->conn, w->id, method);
     }
     rt_rpc_conn_unref(w->conn);
     free(w);
@@ -208,14 +208,14 @@ void ps__mvin_begin(struct ps_server *ps,
     const char *high;
 
     if (!mb || !mb->range || mb->range->table_id == 0 || mb->move_id == 0) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MigrateBegin");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateBegin");
         goto out;
     }
     high = mb->range->high_inf ? NULL : mb->range->high;
     if (ps_ranges_overlap(&ps->ranges, mb->range->table_id,
                           mb->range->low ? mb->range->low : "", high, 0)) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL,
-                             "the range overlaps a range served here");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                         "the range overlaps a range served here");
         goto out;
     }
     /* Older records this one replaces: the same move begun again, or an
@@ -227,8 +227,8 @@ void ps__mvin_begin(struct ps_server *ps,
             mi->move_id == mb->move_id || (mi->range_id == mb->range->id &&
                                            mi->table_id == mb->range->table_id);
         if (same && mi->state == PS_MVIN_CLEARING) {
-            ps__move_reply_error(conn, id, method, RT_EBUSY,
-                                 "MIGRATE_BEGIN already in progress");
+            rt_rpc_reply_err(conn, id, method, RT_EBUSY,
+                             "MIGRATE_BEGIN already in progress");
             goto out;
         }
         if (same || mi->table_id != mb->range->table_id) {
@@ -236,8 +236,8 @@ void ps__mvin_begin(struct ps_server *ps,
         }
         if ((!mi->high || strcmp(mb->range->low, mi->high) < 0) &&
             (!high || strcmp(mi->low, high) < 0)) {
-            ps__move_reply_error(conn, id, method, RT_EBUSY,
-                                 "another move into this key range is pending");
+            rt_rpc_reply_err(conn, id, method, RT_EBUSY,
+                             "another move into this key range is pending");
             goto out;
         }
     }
@@ -319,13 +319,13 @@ static void ps__mvin_data_cb(struct ps_job *job)
         ps__mvin_set_state(mi, PS_MVIN_FAILED);
     }
     if (status != 0) {
-        ps__move_reply_error(d->w.conn, d->w.id, method, status,
-                             "storing the records failed");
+        rt_rpc_reply_err(d->w.conn, d->w.id, method, status,
+                         "storing the records failed");
     } else if (!mi) {
-        ps__move_reply_error(d->w.conn, d->w.id, method, RT_ECANCELED,
-                             "move aborted");
+        rt_rpc_reply_err(d->w.conn, d->w.id, method, RT_ECANCELED,
+                         "move aborted");
     } else {
-        ps__move_reply_empty(d->w.conn, d->w.id, method);
+        ps_jobs_reply_empty(d->w.conn, d->w.id, method);
     }
     rt_rpc_conn_unref(d->w.conn);
     rt__migrate_data__free_unpacked(d->msg, NULL);
@@ -345,14 +345,14 @@ void ps__mvin_data(struct ps_server *ps,
     uint64_t bytes = 0;
 
     if (!md) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MigrateData");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateData");
         return;
     }
     mi = ps__mvin_by_move(ps, md->move_id);
     if (!mi || mi->state != PS_MVIN_RECEIVING) {
-        ps__move_reply_error(conn, id, method,
-                             mi && mi->status ? mi->status : RT_ENOTFOUND,
-                             "no such move receiving");
+        rt_rpc_reply_err(conn, id, method,
+                         mi && mi->status ? mi->status : RT_ENOTFOUND,
+                         "no such move receiving");
         goto out_free;
     }
     for (size_t i = 0; i < md->n_kvs; i++) {
@@ -366,8 +366,8 @@ void ps__mvin_data(struct ps_server *ps,
             (!kv->deleted &&
              rt_value_decode(kv->value.data, kv->value.len, &ticks, &flags,
                              &blob, &blob_n) != 0)) {
-            ps__move_reply_error(conn, id, method, RT_EINVAL,
-                                 "record outside the range or malformed");
+            rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                             "record outside the range or malformed");
             ps__mvin_set_state(mi, PS_MVIN_FAILED);
             mi->status = RT_EINVAL;
             goto out_free;
@@ -392,7 +392,7 @@ void ps__mvin_data(struct ps_server *ps,
     mi->received += md->n_kvs;
     mi->bytes += bytes;
     if (md->n_kvs == 0) {
-        ps__move_reply_empty(conn, id, method);
+        ps_jobs_reply_empty(conn, id, method);
         free(d);
         goto out_free;
     }
@@ -416,12 +416,11 @@ static void ps__mvin_end_done(void *arg, int status)
     const uint32_t method = RT__METHOD__MIGRATE_END;
 
     if (!mi) {
-        ps__move_reply_error(w->conn, w->id, method, RT_ECANCELED,
-                             "move aborted");
+        rt_rpc_reply_err(w->conn, w->id, method, RT_ECANCELED, "move aborted");
     } else if (status != 0 || mi->status != 0) {
-        ps__move_reply_error(w->conn, w->id, method,
-                             mi->status ? mi->status : status,
-                             "storing the records failed");
+        rt_rpc_reply_err(w->conn, w->id, method,
+                         mi->status ? mi->status : status,
+                         "storing the records failed");
     } else {
         /* Every record is committed (group commits are synced). */
         ps__mvin_set_state(mi, PS_MVIN_COMPLETE);
@@ -432,7 +431,7 @@ static void ps__mvin_end_done(void *arg, int status)
                (unsigned long long)mi->move_id,
                (unsigned long long)mi->range_id,
                (unsigned long long)mi->received, (unsigned long long)mi->bytes);
-        ps__move_reply_empty(w->conn, w->id, method);
+        ps_jobs_reply_empty(w->conn, w->id, method);
     }
     rt_rpc_conn_unref(w->conn);
     free(w);
@@ -450,14 +449,14 @@ void ps__mvin_end(struct ps_server *ps,
     struct ps_mvin_wait *w;
 
     if (!me) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MigrateEnd");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateEnd");
         return;
     }
     mi = ps__mvin_by_move(ps, me->move_id);
     if (!mi || mi->state != PS_MVIN_RECEIVING) {
-        ps__move_reply_error(conn, id, method,
-                             mi && mi->status ? mi->status : RT_ENOTFOUND,
-                             "no such move receiving");
+        rt_rpc_reply_err(conn, id, method,
+                         mi && mi->status ? mi->status : RT_ENOTFOUND,
+                         "no such move receiving");
         goto out;
     }
     if (mi->received != me->entities) {
@@ -469,8 +468,8 @@ void ps__mvin_end(struct ps_server *ps,
                (unsigned long long)mi->received);
         ps__mvin_set_state(mi, PS_MVIN_FAILED);
         mi->status = RT_ECORRUPT;
-        ps__move_reply_error(conn, id, method, RT_ECORRUPT,
-                             "record count mismatch");
+        rt_rpc_reply_err(conn, id, method, RT_ECORRUPT,
+                         "record count mismatch");
         goto out;
     }
     w = rt_xcalloc(1, sizeof(*w));

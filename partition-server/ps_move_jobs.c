@@ -1,9 +1,9 @@
 /* Range moves: what both sides share. META jobs that persist the range
  * set together with extra meta changes (freeze markers, move records,
  * span drop markers) in one transaction, span drops (the keys of a span
- * deleted in chunks by the writer), writer barriers, meta keys and RPC
- * replies. Each job calls its done callback (when set) on the loop
- * thread and frees itself.
+ * deleted in chunks by the writer), writer barriers and meta keys. A
+ * META job here is ps_jobs' META job with extra ops. Each job calls its done
+ * callback (when set) on the loop thread and frees itself.
  *
  * Thread: loop thread only. */
 #include "ps_move_jobs.h"
@@ -11,30 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_jobs.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
-
-void ps__move_reply_error(struct rt_rpc_conn *conn,
-                          uint64_t id,
-                          uint32_t method,
-                          int code,
-                          const char *message)
-{
-    Rt__Error e = RT__ERROR__INIT;
-    e.message = (char *)(message ? message : rt_err_message(code));
-    e.index = -1;
-    rt_rpc_reply_pb(conn, id, method, code, &e.base);
-}
-
-void ps__move_reply_empty(struct rt_rpc_conn *conn,
-                          uint64_t id,
-                          uint32_t method)
-{
-    Rt__Empty e = RT__EMPTY__INIT;
-    rt_rpc_reply_pb(conn, id, method, 0, &e.base);
-}
 
 void ps__move_meta_key(struct rt_buf *out, const char *prefix, uint64_t id)
 {
@@ -88,15 +69,7 @@ static void ps__mjob_cb(struct ps_job *job)
     if (m->done) {
         m->done(m, job->status);
     }
-    if (m->conn) {
-        if (job->status == 0) {
-            ps__move_reply_empty(m->conn, m->id, m->method);
-        } else {
-            ps__move_reply_error(m->conn, m->id, m->method, job->status,
-                                 "persisting failed");
-        }
-        rt_rpc_conn_unref(m->conn);
-    }
+    ps_jobs_answer(m->conn, m->id, m->method, job->status, "persisting failed");
     rt_buf_free(&m->blob);
     rt_buf_free(&m->keys);
     rt_buf_free(&m->vals);
@@ -112,12 +85,8 @@ void ps__mjob_submit(struct ps_mjob *m)
         m->ops[i].key = m->keys.data + m->koff[i];
         m->ops[i].val = m->ops[i].vn ? m->vals.data + m->voff[i] : NULL;
     }
-    ps_ranges_pack(&ps->ranges, &m->blob);
-    m->job.kind = PS_JOB_META;
+    ps_jobs_meta_init(ps, &m->job, &m->blob);
     m->job.cb = ps__mjob_cb;
-    m->job.u.meta.server_id = ps->server_id;
-    m->job.u.meta.ranges = m->blob.data;
-    m->job.u.meta.ranges_len = m->blob.len;
     m->job.u.meta.ops = m->ops;
     m->job.u.meta.n_ops = m->n_ops;
     if (m->conn) {

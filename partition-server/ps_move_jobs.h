@@ -10,17 +10,6 @@
 
 #include "ps_move_int.h"
 
-/* Replies @code with an Error{message (NULL: the code's message),
- * index -1}. */
-void ps__move_reply_error(struct rt_rpc_conn *conn,
-                          uint64_t id,
-                          uint32_t method,
-                          int code,
-                          const char *message);
-/* Replies 0 with an Empty body. */
-void ps__move_reply_empty(struct rt_rpc_conn *conn,
-                          uint64_t id,
-                          uint32_t method);
 /* Appends the meta key @prefix ‖ u64be @id to @out. */
 void ps__move_meta_key(struct rt_buf *out, const char *prefix, uint64_t id);
 

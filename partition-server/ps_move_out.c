@@ -221,8 +221,7 @@ static void ps__mvout_fail(struct ps_move_out *mv, int code, const char *why)
     ps__mvout_unfreeze(mv);
     ps__mvout_release(mv);
     if (mv->conn) {
-        ps__move_reply_error(mv->conn, mv->req_id, RT__METHOD__MOVE_OUT, code,
-                             why);
+        rt_rpc_reply_err(mv->conn, mv->req_id, RT__METHOD__MOVE_OUT, code, why);
         rt_rpc_conn_unref(mv->conn);
         mv->conn = NULL;
     }
@@ -732,7 +731,7 @@ void ps__mvout_request(struct ps_server *ps,
 
     if (!req || !req->range || !req->target_addr || !*req->target_addr ||
         req->move_id == 0) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad MoveReq");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveReq");
         goto out;
     }
     mv = ps__mvout_by_range(ps, req->range->id);
@@ -747,8 +746,8 @@ void ps__mvout_request(struct ps_server *ps,
             resp.tail_rounds = mv->rounds;
             rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
         } else {
-            ps__move_reply_error(conn, id, method, RT_EBUSY,
-                                 "the range is already moving");
+            rt_rpc_reply_err(conn, id, method, RT_EBUSY,
+                             "the range is already moving");
         }
         goto out;
     }
@@ -759,17 +758,17 @@ void ps__mvout_request(struct ps_server *ps,
         (r->high == NULL) != (req->range->high_inf != 0) ||
         (r->high &&
          strcmp(r->high, req->range->high ? req->range->high : "") != 0)) {
-        ps__move_reply_error(conn, id, method, RT_ESTALE,
-                             "range not served here at that epoch");
+        rt_rpc_reply_err(conn, id, method, RT_ESTALE,
+                         "range not served here at that epoch");
         goto out;
     }
     if (r->frozen) {
-        ps__move_reply_error(conn, id, method, RT_EBUSY, "the range is frozen");
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, "the range is frozen");
         goto out;
     }
     if (req->new_epoch <= r->epoch || strcmp(req->target_addr, ps->addr) == 0) {
-        ps__move_reply_error(conn, id, method, RT_EINVAL,
-                             "bad new epoch or target");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                         "bad new epoch or target");
         goto out;
     }
 
@@ -791,7 +790,7 @@ void ps__mvout_request(struct ps_server *ps,
     if (rc != 0) {
         mv->cli = NULL;
         ps__mvout_set_state(mv, PS_MVOUT_ENDED);
-        ps__move_reply_error(conn, id, method, RT_EINVAL, "bad target address");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad target address");
         ps__mvout_unref(mv);
         goto out;
     }
@@ -867,7 +866,7 @@ void ps__mvout_drop(struct ps_move_out *mv,
     conn = NULL;
 out:
     if (conn) {
-        ps__move_reply_error(conn, id, method, RT_EBUSY, "shutting down");
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, "shutting down");
     }
     rt_log(RT_LOG_INFO,
            "move %llu: range %llu dropped here (owned by the "

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_jobs.h"
 #include "ps_master.h"
 #include "ps_move.h"
 #include "rt.pb-c.h"
@@ -535,11 +536,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
         case RT__METHOD__ENTITY_SCAN:
             ps__on_scan(ps, conn, id, body, len);
             break;
-        case RT__METHOD__PING: {
-            Rt__Empty e = RT__EMPTY__INIT;
-            rt_rpc_reply_pb(conn, id, method, 0, &e.base);
+        case RT__METHOD__PING:
+            ps_jobs_reply_empty(conn, id, method);
             break;
-        }
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);
             break;
