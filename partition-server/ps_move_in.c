@@ -203,7 +203,6 @@ void ps__mvin_begin(struct ps_server *ps,
     struct ps_mjob *m;
     struct ps_sjob *sj;
     struct ps_span sp;
-    struct rt_buf k = RT_BUF_INIT;
     uint64_t seq;
     const char *high;
 
@@ -249,9 +248,7 @@ void ps__mvin_begin(struct ps_server *ps,
             continue;
         }
         if (o->move_id != mb->move_id && m->n_ops < 6) {
-            ps__move_meta_key(&k, PS_META_MVIN, o->move_id);
-            ps__mjob_op(m, &k, NULL, 0);
-            rt_buf_reset(&k);
+            ps__mjob_op(m, PS_META_MVIN, o->move_id, NULL, 0);
             rt_log(RT_LOG_INFO,
                    "move %llu: replaced by move %llu of the "
                    "same range",
@@ -276,9 +273,7 @@ void ps__mvin_begin(struct ps_server *ps,
     sp.table_id = mi->table_id;
     sp.low = mi->low;
     sp.high = mi->high;
-    ps__move_meta_key(&k, PS_META_MVIN, mi->move_id);
-    ps__mjob_op(m, &k, body, len);
-    rt_buf_free(&k);
+    ps__mjob_op(m, PS_META_MVIN, mi->move_id, body, len);
     seq = ps__mjob_span(m, &sp);
     m->done = ps__mvin_begin_meta_cb;
     m->arg = w;
@@ -496,13 +491,10 @@ void ps__mvin_abort(struct ps_move_in *mi,
     struct ps_server *ps = mi->ps;
     struct ps_span sp = {mi->table_id, mi->low, mi->high};
     struct ps_mjob *m = ps__mjob_new(ps);
-    struct rt_buf k = RT_BUF_INIT;
     uint64_t seq = 0;
     int del = !ps_ranges_overlap(&ps->ranges, sp.table_id, sp.low, sp.high, 0);
 
-    ps__move_meta_key(&k, PS_META_MVIN, mi->move_id);
-    ps__mjob_op(m, &k, NULL, 0);
-    rt_buf_free(&k);
+    ps__mjob_op(m, PS_META_MVIN, mi->move_id, NULL, 0);
     if (del) {
         seq = ps__mjob_span(m, &sp);
     }
@@ -531,15 +523,12 @@ void ps__mvin_assigned(struct ps_server *ps)
         inext = mi->next;
         if (ps_ranges_find(&ps->ranges, mi->range_id)) {
             struct ps_mjob *m = ps__mjob_new(ps);
-            struct rt_buf k = RT_BUF_INIT;
             rt_log(RT_LOG_INFO,
                    "move %llu: range %llu assigned here; "
                    "serving what was received",
                    (unsigned long long)mi->move_id,
                    (unsigned long long)mi->range_id);
-            ps__move_meta_key(&k, PS_META_MVIN, mi->move_id);
-            ps__mjob_op(m, &k, NULL, 0);
-            rt_buf_free(&k);
+            ps__mjob_op(m, PS_META_MVIN, mi->move_id, NULL, 0);
             ps__mjob_submit(m);
             ps__mvin_unlink(mi);
             ps__mvin_free(mi);

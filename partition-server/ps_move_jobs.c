@@ -1,7 +1,7 @@
 /* Range moves: what both sides share. META jobs that persist the range
  * set together with extra meta changes (freeze markers, move records,
  * span drop markers) in one transaction, span drops (the keys of a span
- * deleted in chunks by the writer), writer barriers and meta keys. A
+ * deleted in chunks by the writer), and writer barriers. A
  * META job here is ps_jobs' META job with extra ops. Each job calls its done
  * callback (when set) on the loop thread and frees itself.
  *
@@ -17,13 +17,6 @@
 #include "rt_err.h"
 #include "rt_log.h"
 
-void ps__move_meta_key(struct rt_buf *out, const char *prefix, uint64_t id)
-{
-    rt_buf_append(out, prefix, strlen(prefix));
-    rt_put_u64be(rt_buf_reserve(out, 8), id);
-    out->len += 8;
-}
-
 /* Meta jobs with extra changes */
 
 struct ps_mjob *ps__mjob_new(struct ps_server *ps)
@@ -38,10 +31,10 @@ struct ps_mjob *ps__mjob_new(struct ps_server *ps)
 
 /* Adds a put (@val non-NULL) or delete of meta key @key. Offsets are kept
  * and resolved at submit (the buffers may move while growing). */
-void ps__mjob_op(struct ps_mjob *m,
-                 const struct rt_buf *key,
-                 const void *val,
-                 size_t vn)
+static void ps__mjob_put(struct ps_mjob *m,
+                         const struct rt_buf *key,
+                         const void *val,
+                         size_t vn)
 {
     size_t i = m->n_ops++;
     struct ps_meta_op *op = &m->ops[i];
@@ -56,6 +49,19 @@ void ps__mjob_op(struct ps_mjob *m,
     if (val && vn) {
         rt_buf_append(&m->vals, val, vn);
     }
+}
+
+void ps__mjob_op(struct ps_mjob *m,
+                 const char *prefix,
+                 uint64_t id,
+                 const void *val,
+                 size_t vn)
+{
+    struct rt_buf k = RT_BUF_INIT;
+
+    ps_store_meta_key(&k, prefix, id);
+    ps__mjob_put(m, &k, val, vn);
+    rt_buf_free(&k);
 }
 
 static void ps__mjob_cb(struct ps_job *job)
@@ -102,7 +108,7 @@ uint64_t ps__mjob_span(struct ps_mjob *m, const struct ps_span *sp)
     uint64_t seq = m->ps->span_seq++;
 
     ps_store_span_marker(seq, sp, &k, &v);
-    ps__mjob_op(m, &k, v.data, v.len);
+    ps__mjob_put(m, &k, v.data, v.len);
     rt_buf_free(&k);
     rt_buf_free(&v);
     return seq;

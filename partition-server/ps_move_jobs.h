@@ -10,9 +10,6 @@
 
 #include "ps_move_int.h"
 
-/* Appends the meta key @prefix ‖ u64be @id to @out. */
-void ps__move_meta_key(struct rt_buf *out, const char *prefix, uint64_t id);
-
 /* A META job: the current range set plus up to 8 extra meta changes, in
  * one transaction. When @conn is set it is answered (Empty or the error,
  * with @method) once the job is durable; @done (if set) runs first. */
@@ -34,9 +31,11 @@ struct ps_mjob
 
 /* A new META job with no changes yet. */
 struct ps_mjob *ps__mjob_new(struct ps_server *ps);
-/* Adds a put (@val non-NULL) or delete of meta key @key (copied). */
+/* Adds a put (@val non-NULL, copied) or delete of the meta record
+ * @prefix ‖ u64be @id (PS_META_MVOUT, PS_META_MVIN). */
 void ps__mjob_op(struct ps_mjob *m,
-                 const struct rt_buf *key,
+                 const char *prefix,
+                 uint64_t id,
                  const void *val,
                  size_t vn);
 /* Adds the span marker of a new span drop to @m; returns its seq. */

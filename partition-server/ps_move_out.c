@@ -193,10 +193,7 @@ static void ps__mvout_unfreeze(struct ps_move_out *mv)
     }
     if (mv->marker_put && !ps->stopping) {
         struct ps_mjob *m = ps__mjob_new(ps);
-        struct rt_buf k = RT_BUF_INIT;
-        ps__move_meta_key(&k, PS_META_MVOUT, mv->range_id);
-        ps__mjob_op(m, &k, NULL, 0);
-        rt_buf_free(&k);
+        ps__mjob_op(m, PS_META_MVOUT, mv->range_id, NULL, 0);
         ps__mjob_submit(m);
     }
     mv->marker_put = 0;
@@ -612,7 +609,6 @@ static void ps__mvout_freeze(struct ps_move_out *mv)
     struct ps_server *ps = mv->ps;
     struct ps_range *r = ps_ranges_find(&ps->ranges, mv->range_id);
     struct ps_mjob *m;
-    struct rt_buf k = RT_BUF_INIT;
 
     if (!r || r->epoch != mv->epoch) {
         ps__mvout_fail(mv, RT_ESTALE, "range reassigned during the move");
@@ -622,9 +618,8 @@ static void ps__mvout_freeze(struct ps_move_out *mv)
     mv->t_freeze = uv_hrtime();
     ps__mvout_set_state(mv, PS_MVOUT_FREEZE);
     m = ps__mjob_new(ps);
-    ps__move_meta_key(&k, PS_META_MVOUT, mv->range_id);
-    ps__mjob_op(m, &k, mv->marker.data, mv->marker.len);
-    rt_buf_free(&k);
+    ps__mjob_op(m, PS_META_MVOUT, mv->range_id, mv->marker.data,
+                mv->marker.len);
     m->done = ps__mvout_frozen_cb;
     m->arg = mv;
     mv->refs++;
@@ -833,7 +828,6 @@ void ps__mvout_drop(struct ps_move_out *mv,
     struct ps_server *ps = mv->ps;
     struct ps_span sp = {mv->table_id, mv->low, mv->high};
     struct ps_mjob *m;
-    struct rt_buf k = RT_BUF_INIT;
     int del;
 
     ps_ranges_remove(&ps->ranges, mv->range_id);
@@ -842,9 +836,7 @@ void ps__mvout_drop(struct ps_move_out *mv,
         goto out; /* the marker keeps it frozen; settled on restart */
     }
     m = ps__mjob_new(ps);
-    ps__move_meta_key(&k, PS_META_MVOUT, mv->range_id);
-    ps__mjob_op(m, &k, NULL, 0);
-    rt_buf_free(&k);
+    ps__mjob_op(m, PS_META_MVOUT, mv->range_id, NULL, 0);
     if (del) {
         uint64_t seq = ps__mjob_span(m, &sp);
         m->conn = conn;

@@ -352,6 +352,9 @@ int ps_store_meta_write(struct ps_store *s,
                         size_t ranges_len,
                         const struct ps_meta_op *ops,
                         size_t n_ops);
+/* Appends the meta key @prefix ‖ u64be @id (the form of every per-id
+ * record: drop and span markers, move records) to @out. */
+void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id);
 /* Calls @cb for every meta record whose key starts with @prefix (key and
  * value borrowed for the call), in key order. A non-zero return from @cb
  * stops and is returned. */

@@ -289,6 +289,13 @@ int ps_store_meta_scan(struct ps_store *s,
     return rc == 0 || rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
 }
 
+void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id)
+{
+    rt_buf_append(out, prefix, strlen(prefix));
+    rt_put_u64be(rt_buf_reserve(out, 8), id);
+    out->len += 8;
+}
+
 /* Span drops */
 
 void ps_store_span_marker(uint64_t seq,
@@ -300,9 +307,7 @@ void ps_store_span_marker(uint64_t seq,
     size_t ln = strlen(low), hn = sp->high ? strlen(sp->high) : 0;
     uint8_t *q;
 
-    rt_buf_append(key, PS_META_SPAN_PREFIX, strlen(PS_META_SPAN_PREFIX));
-    rt_put_u64be(rt_buf_reserve(key, 8), seq);
-    key->len += 8;
+    ps_store_meta_key(key, PS_META_SPAN_PREFIX, seq);
     q = rt_buf_reserve(val, 17 + ln + hn);
     rt_put_u64le(q, sp->table_id);
     q[8] = sp->high != NULL;
