@@ -65,6 +65,13 @@ static void ps__mvin_set_state(struct ps_move_in *mi, enum ps_mvin_state to)
     mi->state = to;
 }
 
+/* A record that cannot complete: later calls get @code. */
+static void ps__mvin_fail(struct ps_move_in *mi, int code)
+{
+    ps__mvin_set_state(mi, PS_MVIN_FAILED);
+    mi->status = code;
+}
+
 static int ps__key_in(const uint8_t *k,
                       size_t kn,
                       const struct rt_buf *lo,
@@ -152,10 +159,61 @@ struct ps_mvin_wait
     int status;
 };
 
+/* Binds @w to @mi's current generation and request @id on @conn (not
+ * ref'd here). */
+static void ps__mvin_wait_init(struct ps_mvin_wait *w,
+                               struct ps_move_in *mi,
+                               struct rt_rpc_conn *conn,
+                               uint64_t id)
+{
+    w->ps = mi->ps;
+    w->move_id = mi->move_id;
+    w->gen = mi->gen;
+    w->conn = conn;
+    w->id = id;
+}
+
+/* A heap wait holding a reference on @conn until ps__mvin_wait_free. */
+static struct ps_mvin_wait *ps__mvin_wait_new(struct ps_move_in *mi,
+                                              struct rt_rpc_conn *conn,
+                                              uint64_t id)
+{
+    struct ps_mvin_wait *w = rt_xcalloc(1, sizeof(*w));
+    ps__mvin_wait_init(w, mi, conn, id);
+    rt_rpc_conn_ref(conn);
+    return w;
+}
+
+static void ps__mvin_wait_free(struct ps_mvin_wait *w)
+{
+    rt_rpc_conn_unref(w->conn);
+    free(w);
+}
+
+/* The record, or NULL if it is gone or begun again since @w was bound. */
 static struct ps_move_in *ps__mvin_wait_find(struct ps_mvin_wait *w)
 {
     struct ps_move_in *mi = ps__mvin_by_move(w->ps, w->move_id);
     return mi && mi->gen == w->gen ? mi : NULL;
+}
+
+/* The record of @move_id while it receives; otherwise answers @id with
+ * the record's error (RT_ENOTFOUND when there is none) and returns NULL. */
+static struct ps_move_in *ps__mvin_receiving(struct ps_server *ps,
+                                             uint64_t move_id,
+                                             struct rt_rpc_conn *conn,
+                                             uint64_t id,
+                                             uint32_t method)
+{
+    struct ps_move_in *mi = ps__mvin_by_move(ps, move_id);
+
+    if (!mi || mi->state != PS_MVIN_RECEIVING) {
+        rt_rpc_reply_err(conn, id, method,
+                         mi && mi->status ? mi->status : RT_ENOTFOUND,
+                         "no such move receiving");
+        return NULL;
+    }
+    return mi;
 }
 
 static void ps__mvin_begin_meta_cb(struct ps_mjob *m, int status)
@@ -178,16 +236,14 @@ static void ps__mvin_cleared_cb(struct ps_sjob *sj, int status)
     if (!mi || mi->state != PS_MVIN_CLEARING) {
         rt_rpc_reply_err(w->conn, w->id, method, RT_ECANCELED, "move aborted");
     } else if (w->status != 0) {
-        ps__mvin_set_state(mi, PS_MVIN_FAILED);
-        mi->status = w->status;
+        ps__mvin_fail(mi, w->status);
         rt_rpc_reply_err(w->conn, w->id, method, w->status,
                          "clearing the range failed");
     } else {
         ps__mvin_set_state(mi, PS_MVIN_RECEIVING);
         ps_jobs_reply_empty(w->conn, w->id, method);
     }
-    rt_rpc_conn_unref(w->conn);
-    free(w);
+    ps__mvin_wait_free(w);
 }
 
 void ps__mvin_begin(struct ps_server *ps,
@@ -261,13 +317,7 @@ void ps__mvin_begin(struct ps_server *ps,
     mi = ps__mvin_new(ps, mb->move_id, mb->range, PS_MVIN_CLEARING);
     mi->gen = ++ps->span_seq; /* any unique number */
 
-    w = rt_xcalloc(1, sizeof(*w));
-    w->ps = ps;
-    w->move_id = mi->move_id;
-    w->gen = mi->gen;
-    w->conn = conn;
-    w->id = id;
-    rt_rpc_conn_ref(conn);
+    w = ps__mvin_wait_new(mi, conn, id);
 
     /* Record the move and the span drop marker, then clear the span. */
     sp.table_id = mi->table_id;
@@ -310,8 +360,7 @@ static void ps__mvin_data_cb(struct ps_job *job)
     const uint32_t method = RT__METHOD__MIGRATE_DATA;
 
     if (status != 0 && mi && mi->status == 0) {
-        mi->status = status;
-        ps__mvin_set_state(mi, PS_MVIN_FAILED);
+        ps__mvin_fail(mi, status);
     }
     if (status != 0) {
         rt_rpc_reply_err(d->w.conn, d->w.id, method, status,
@@ -343,11 +392,8 @@ void ps__mvin_data(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateData");
         return;
     }
-    mi = ps__mvin_by_move(ps, md->move_id);
-    if (!mi || mi->state != PS_MVIN_RECEIVING) {
-        rt_rpc_reply_err(conn, id, method,
-                         mi && mi->status ? mi->status : RT_ENOTFOUND,
-                         "no such move receiving");
+    mi = ps__mvin_receiving(ps, md->move_id, conn, id, method);
+    if (!mi) {
         goto out_free;
     }
     for (size_t i = 0; i < md->n_kvs; i++) {
@@ -363,19 +409,14 @@ void ps__mvin_data(struct ps_server *ps,
                              &blob, &blob_n) != 0)) {
             rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                              "record outside the range or malformed");
-            ps__mvin_set_state(mi, PS_MVIN_FAILED);
-            mi->status = RT_EINVAL;
+            ps__mvin_fail(mi, RT_EINVAL);
             goto out_free;
         }
         bytes += kv->key.len + kv->value.len;
     }
     d = rt_xcalloc(1, sizeof(*d) + md->n_kvs * sizeof(struct ps_kv));
     d->msg = md;
-    d->w.ps = ps;
-    d->w.move_id = mi->move_id;
-    d->w.gen = mi->gen;
-    d->w.conn = conn;
-    d->w.id = id;
+    ps__mvin_wait_init(&d->w, mi, conn, id);
     for (size_t i = 0; i < md->n_kvs; i++) {
         const Rt__KeyValue *kv = md->kvs[i];
         d->kvs[i].key = kv->key.data;
@@ -428,8 +469,7 @@ static void ps__mvin_end_done(void *arg, int status)
                (unsigned long long)mi->received, (unsigned long long)mi->bytes);
         ps_jobs_reply_empty(w->conn, w->id, method);
     }
-    rt_rpc_conn_unref(w->conn);
-    free(w);
+    ps__mvin_wait_free(w);
 }
 
 void ps__mvin_end(struct ps_server *ps,
@@ -447,11 +487,8 @@ void ps__mvin_end(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateEnd");
         return;
     }
-    mi = ps__mvin_by_move(ps, me->move_id);
-    if (!mi || mi->state != PS_MVIN_RECEIVING) {
-        rt_rpc_reply_err(conn, id, method,
-                         mi && mi->status ? mi->status : RT_ENOTFOUND,
-                         "no such move receiving");
+    mi = ps__mvin_receiving(ps, me->move_id, conn, id, method);
+    if (!mi) {
         goto out;
     }
     if (mi->received != me->entities) {
@@ -461,19 +498,12 @@ void ps__mvin_end(struct ps_server *ps,
                (unsigned long long)mi->move_id,
                (unsigned long long)me->entities,
                (unsigned long long)mi->received);
-        ps__mvin_set_state(mi, PS_MVIN_FAILED);
-        mi->status = RT_ECORRUPT;
+        ps__mvin_fail(mi, RT_ECORRUPT);
         rt_rpc_reply_err(conn, id, method, RT_ECORRUPT,
                          "record count mismatch");
         goto out;
     }
-    w = rt_xcalloc(1, sizeof(*w));
-    w->ps = ps;
-    w->move_id = mi->move_id;
-    w->gen = mi->gen;
-    w->conn = conn;
-    w->id = id;
-    rt_rpc_conn_ref(conn);
+    w = ps__mvin_wait_new(mi, conn, id);
     ps__barrier(ps, ps__mvin_end_done, w);
 out:
     rt__migrate_end__free_unpacked(me, NULL);
