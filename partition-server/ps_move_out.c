@@ -199,21 +199,15 @@ static void ps__mvout_unfreeze(struct ps_move_out *mv)
     mv->marker_put = 0;
 }
 
-/* Ends a move that has not been answered yet (or a restored one): @code
- * goes to MOVE_OUT; the range is unfrozen. */
-static void ps__mvout_fail(struct ps_move_out *mv, int code, const char *why)
+/* Ends a move that did not commit: the range is unfrozen, MOVE_OUT (if
+ * not answered yet) gets @code and @why, the move is counted as failed
+ * and forgotten. */
+static void ps__mvout_end_failed(struct ps_move_out *mv,
+                                 int code,
+                                 const char *why)
 {
     struct ps_server *ps = mv->ps;
 
-    if (mv->state == PS_MVOUT_ENDED) {
-        return;
-    }
-    rt_log(RT_LOG_WARN,
-           "move %llu of range %llu to %s failed in state %s: "
-           "%s (%s)",
-           (unsigned long long)mv->move_id, (unsigned long long)mv->range_id,
-           mv->target ? mv->target : "-", ps__mvout_names[mv->state], why,
-           rt_strerror(code));
     ps__mvout_set_state(mv, PS_MVOUT_ENDED);
     ps__mvout_unfreeze(mv);
     ps__mvout_release(mv);
@@ -227,19 +221,29 @@ static void ps__mvout_fail(struct ps_move_out *mv, int code, const char *why)
     ps__mvout_unref(mv);
 }
 
+/* Ends a move that has not been answered yet (or a restored one): @code
+ * goes to MOVE_OUT; the range is unfrozen. */
+static void ps__mvout_fail(struct ps_move_out *mv, int code, const char *why)
+{
+    if (mv->state == PS_MVOUT_ENDED) {
+        return;
+    }
+    rt_log(RT_LOG_WARN,
+           "move %llu of range %llu to %s failed in state %s: "
+           "%s (%s)",
+           (unsigned long long)mv->move_id, (unsigned long long)mv->range_id,
+           mv->target ? mv->target : "-", ps__mvout_names[mv->state], why,
+           rt_strerror(code));
+    ps__mvout_end_failed(mv, code, why);
+}
+
 /* Ends a DONE move that did not commit (MOVE_ABORT, or a registration
  * that still lists the range): the range is unfrozen. MOVE_OUT was
  * answered already. */
 static void ps__mvout_uncommit(struct ps_move_out *mv)
 {
-    struct ps_server *ps = mv->ps;
-
-    ps__mvout_set_state(mv, PS_MVOUT_ENDED);
-    ps__mvout_unfreeze(mv);
-    ps__mvout_release(mv);
-    ps->mvc.out_failed++;
-    ps__mvout_unlink(mv);
-    ps__mvout_unref(mv);
+    RT_PRE(mv->conn == NULL);
+    ps__mvout_end_failed(mv, 0, NULL);
 }
 
 /* Sending: MIGRATE_DATA and MIGRATE_END calls share one window */
@@ -281,6 +285,25 @@ static void ps__pack_data(uint64_t move_id,
     free(ptrs);
 }
 
+/* A window call came back: frees its slot. Returns 1 when the move is
+ * still @live and the call succeeded; a failure of a live move fails it
+ * with @why. The caller drops the call's reference afterwards. */
+static int ps__mvout_call_back(struct ps_move_out *mv,
+                               int live,
+                               int status,
+                               const char *why)
+{
+    mv->inflight--;
+    if (!live) {
+        return 0;
+    }
+    if (status != 0) {
+        ps__mvout_fail(mv, status, why);
+        return 0;
+    }
+    return 1;
+}
+
 static void ps__mvout_data_cb(int status,
                               const uint8_t *body,
                               size_t len,
@@ -290,13 +313,9 @@ static void ps__mvout_data_cb(int status,
     (void)body;
     (void)len;
 
-    mv->inflight--;
-    if (mv->state != PS_MVOUT_ENDED) {
-        if (status != 0) {
-            ps__mvout_fail(mv, status, "MIGRATE_DATA to the target failed");
-        } else {
-            ps__mvout_pump(mv);
-        }
+    if (ps__mvout_call_back(mv, mv->state != PS_MVOUT_ENDED, status,
+                            "MIGRATE_DATA to the target failed")) {
+        ps__mvout_pump(mv);
     }
     ps__mvout_unref(mv);
 }
@@ -494,14 +513,10 @@ static void ps__mvout_end_cb(int status,
     (void)body;
     (void)len;
 
-    mv->inflight--;
-    if (mv->state == PS_MVOUT_FINAL) {
-        if (status != 0) {
-            ps__mvout_fail(mv, status, "MIGRATE_END refused by the target");
-        } else {
-            mv->end_ok = 1;
-            ps__mvout_pump(mv);
-        }
+    if (ps__mvout_call_back(mv, mv->state == PS_MVOUT_FINAL, status,
+                            "MIGRATE_END refused by the target")) {
+        mv->end_ok = 1;
+        ps__mvout_pump(mv);
     }
     ps__mvout_unref(mv);
 }
