@@ -248,26 +248,11 @@ static void ps__writer_group(struct ps_writer *w,
     ps__writer_done(w, done_head, done_tail);
 }
 
-/* One chunk of the oldest drop; completes it when the table is empty. */
-static void ps__writer_drop_step(struct ps_writer *w)
+/* Logs how a table or span drop ended (@rc 0 or a negative code). */
+static void ps__writer_drop_log(const struct ps_job *j, int rc)
 {
-    struct ps_job *j = w->drops_head;
-    uint64_t t0 = rt_time_mono_us();
-    int rc;
-
     if (j->kind == PS_JOB_DROP_SPAN) {
         const struct ps_span *sp = &j->u.span.span;
-        rc = ps_store_span_drop_chunk(w->store, j->u.span.seq, sp,
-                                      PS_DROP_CHUNK, &j->u.span.deleted);
-        j->exec_us += rt_time_mono_us() - t0;
-        if (rc == 1) {
-            return;
-        }
-        w->drops_head = j->next;
-        if (!w->drops_head) {
-            w->drops_tail = NULL;
-        }
-        j->status = rc;
         if (rc == 0) {
             rt_log(RT_LOG_INFO,
                    "dropped span of table %llu [%s, %s): %llu "
@@ -279,12 +264,31 @@ static void ps__writer_drop_step(struct ps_writer *w)
             rt_log(RT_LOG_ERROR, "span drop in table %llu failed: %s",
                    (unsigned long long)sp->table_id, rt_strerror(rc));
         }
-        j->next = NULL;
-        ps__writer_done(w, j, j);
-        return;
+    } else if (rc == 0) {
+        rt_log(RT_LOG_INFO, "dropped table %llu: %llu keys deleted",
+               (unsigned long long)j->u.drop.table_id,
+               (unsigned long long)j->u.drop.deleted);
+    } else {
+        rt_log(RT_LOG_ERROR, "drop table %llu failed: %s",
+               (unsigned long long)j->u.drop.table_id, rt_strerror(rc));
     }
-    rc = ps_store_drop_chunk(w->store, j->u.drop.table_id, PS_DROP_CHUNK,
-                             &j->u.drop.deleted);
+}
+
+/* One chunk of the oldest drop (a table or a span); completes it when
+ * its keys are gone or it failed. */
+static void ps__writer_drop_step(struct ps_writer *w)
+{
+    struct ps_job *j = w->drops_head;
+    uint64_t t0 = rt_time_mono_us();
+    int rc;
+
+    if (j->kind == PS_JOB_DROP_SPAN) {
+        rc = ps_store_span_drop_chunk(w->store, j->u.span.seq, &j->u.span.span,
+                                      PS_DROP_CHUNK, &j->u.span.deleted);
+    } else {
+        rc = ps_store_drop_chunk(w->store, j->u.drop.table_id, PS_DROP_CHUNK,
+                                 &j->u.drop.deleted);
+    }
     j->exec_us += rt_time_mono_us() - t0;
     if (rc == 1) {
         return;
@@ -294,14 +298,7 @@ static void ps__writer_drop_step(struct ps_writer *w)
         w->drops_tail = NULL;
     }
     j->status = rc;
-    if (rc == 0) {
-        rt_log(RT_LOG_INFO, "dropped table %llu: %llu keys deleted",
-               (unsigned long long)j->u.drop.table_id,
-               (unsigned long long)j->u.drop.deleted);
-    } else {
-        rt_log(RT_LOG_ERROR, "drop table %llu failed: %s",
-               (unsigned long long)j->u.drop.table_id, rt_strerror(rc));
-    }
+    ps__writer_drop_log(j, rc);
     j->next = NULL;
     ps__writer_done(w, j, j);
 }
