@@ -94,6 +94,15 @@ int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e)
     return 1;
 }
 
+uint8_t *ps__put_field(uint8_t *q, const void *p, size_t n)
+{
+    rt_put_u32le(q, (uint32_t)n);
+    if (n) {
+        memcpy(q + 4, p, n);
+    }
+    return q + 4 + n;
+}
+
 void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *suf,
                     size_t sn,
@@ -101,14 +110,7 @@ void ps__bucket_add(struct rt_buf *out,
                     size_t vn)
 {
     uint8_t *q = rt_buf_reserve(out, 8 + sn + vn);
-    rt_put_u32le(q, (uint32_t)sn);
-    if (sn) {
-        memcpy(q + 4, suf, sn);
-    }
-    rt_put_u32le(q + 4 + sn, (uint32_t)vn);
-    if (vn) {
-        memcpy(q + 8 + sn, val, vn);
-    }
+    ps__put_field(ps__put_field(q, suf, sn), val, vn);
     out->len += 8 + sn + vn;
 }
 
@@ -130,14 +132,7 @@ void ps_change_append(struct rt_buf *out,
     q = rt_buf_reserve(out, 17 + kn + vn);
     rt_put_u64le(q, txn_id);
     q[8] = deleted ? 1 : 0;
-    rt_put_u32le(q + 9, (uint32_t)kn);
-    if (kn) {
-        memcpy(q + 13, key, kn);
-    }
-    rt_put_u32le(q + 13 + kn, (uint32_t)vn);
-    if (vn) {
-        memcpy(q + 17 + kn, val, vn);
-    }
+    ps__put_field(ps__put_field(q + 9, key, kn), val, vn);
     out->len += 17 + kn + vn;
 }
 

@@ -67,6 +67,10 @@ struct ps__bent
 int ps__bucket_open(const MDB_val *v, struct ps__bucket *b);
 /* Returns 1 (got @e), 0 (end) or RT_ECORRUPT. */
 int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e);
+/* Writes u32le @n ‖ @p[0..n) at @q (4 + @n bytes reserved); returns the
+ * byte after it. The length-prefixed field of bucket entries, change
+ * records and span markers. */
+uint8_t *ps__put_field(uint8_t *q, const void *p, size_t n);
 /* Appends one entry to a bucket being built in @out. */
 void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *suf,

@@ -311,12 +311,7 @@ void ps_store_span_marker(uint64_t seq,
     q = rt_buf_reserve(val, 17 + ln + hn);
     rt_put_u64le(q, sp->table_id);
     q[8] = sp->high != NULL;
-    rt_put_u32le(q + 9, (uint32_t)ln);
-    memcpy(q + 13, low, ln);
-    rt_put_u32le(q + 13 + ln, (uint32_t)hn);
-    if (hn) {
-        memcpy(q + 17 + ln, sp->high, hn);
-    }
+    ps__put_field(ps__put_field(q + 9, low, ln), sp->high, hn);
     val->len += 17 + ln + hn;
 }
 
