@@ -324,6 +324,17 @@ int ps__kv_del(struct ps_store *s, MDB_txn *txn, const uint8_t *key, size_t kn)
 
 /* Ordered iteration over logical entries (bucket entries flattened). */
 
+/* Points @it at bucket entry @e; it->kb holds the bucket key (T bytes).
+ * The full key is the bucket key ‖ the entry's suffix. */
+static void ps__it_at_entry(struct ps__it *it, const struct ps__bent *e)
+{
+    rt_buf_append(&it->kb, e->suf, e->sn);
+    it->key = it->kb.data;
+    it->kn = it->kb.len;
+    it->val = e->val;
+    it->vn = e->vn;
+}
+
 /* Positions on the first entry of the record the cursor op @op lands on
  * (skipping empty buckets). Returns 0, RT_ENOTFOUND (end) or an error. */
 static int ps__it_load(struct ps__it *it, MDB_cursor_op op)
@@ -356,11 +367,7 @@ static int ps__it_load(struct ps__it *it, MDB_cursor_op op)
         it->in_bucket = 1;
         rt_buf_reset(&it->kb);
         rt_buf_append(&it->kb, it->k.mv_data, it->k.mv_size);
-        rt_buf_append(&it->kb, e.suf, e.sn);
-        it->key = it->kb.data;
-        it->kn = it->kb.len;
-        it->val = e.val;
-        it->vn = e.vn;
+        ps__it_at_entry(it, &e);
         return 0;
     }
 }
@@ -375,11 +382,7 @@ int ps__it_next(struct ps__it *it)
         }
         if (rc == 1) {
             it->kb.len = it->s->blen;
-            rt_buf_append(&it->kb, e.suf, e.sn);
-            it->key = it->kb.data;
-            it->kn = it->kb.len;
-            it->val = e.val;
-            it->vn = e.vn;
+            ps__it_at_entry(it, &e);
             return 0;
         }
     }
