@@ -1,7 +1,8 @@
 /* Store metadata: the meta records (server id, owned ranges, drop and
- * span drop markers, extra records of range moves), chunked table drops
- * and the key spans a range move leaves behind (chunked drop, resume
- * after a restart). Writes run on the writer thread. */
+ * span drop markers, extra records of range moves) and chunked drops: of
+ * a table, or of the key span a range move leaves behind. Both kinds run
+ * the same chunk (ps__drop_chunk) and differ only in bounds and marker;
+ * both resume after a restart. Writes run on the writer thread. */
 #include "ps_store.h"
 #include "ps_store_int.h"
 
@@ -102,101 +103,7 @@ int ps_store_meta_write(struct ps_store *s,
     return rt_lmdb_err(mdb_txn_commit(txn));
 }
 
-/* Drop table */
-
-int ps_store_drop_chunk(struct ps_store *s,
-                        uint64_t table_id,
-                        size_t max_keys,
-                        uint64_t *deleted)
-{
-    uint8_t lo[8], marker[sizeof(PS_META_DROP) - 1 + 8];
-    struct rt_buf end = RT_BUF_INIT;
-    MDB_txn *txn;
-    MDB_cursor *cur;
-    MDB_val k, v;
-    size_t n = 0;
-    uint64_t entities = 0;
-    int more = 0;
-    int rc;
-
-    rt_put_u64be(lo, table_id);
-    rt_key_table_end(&end, table_id);
-    memcpy(marker, PS_META_DROP, sizeof(PS_META_DROP) - 1);
-    rt_put_u64be(marker + sizeof(PS_META_DROP) - 1, table_id);
-
-    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-    if (rc != 0) {
-        rt_buf_free(&end);
-        return rt_lmdb_err(rc);
-    }
-    rc = mdb_cursor_open(txn, s->data, &cur);
-    if (rc != 0) {
-        goto err;
-    }
-    for (;;) {
-        /* Re-seek after each delete: simple, and a B-tree descent costs
-         * about a microsecond. */
-        k = ps__val(lo, sizeof(lo));
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        if (rc == MDB_NOTFOUND ||
-            (rc == 0 &&
-             ps__keycmp(k.mv_data, k.mv_size, end.data, end.len) >= 0)) {
-            rc = 0;
-            break;
-        }
-        if (rc != 0) {
-            break;
-        }
-        if (n >= max_keys) {
-            more = 1;
-            break;
-        }
-        if (k.mv_size == s->blen) {
-            struct ps__bucket b;
-            if (ps__bucket_open(&v, &b) != 0) {
-                rc = MDB_CORRUPTED;
-                break;
-            }
-            entities += b.left; /* a bucket holds this many entities */
-        } else {
-            entities++;
-        }
-        rc = mdb_cursor_del(cur, 0);
-        if (rc != 0) {
-            break;
-        }
-        n++;
-    }
-    mdb_cursor_close(cur);
-    if (rc != 0) {
-        goto err;
-    }
-    k = ps__val(marker, sizeof(marker));
-    if (more) {
-        v = ps__val("", 0);
-        rc = mdb_put(txn, s->meta, &k, &v, 0);
-    } else {
-        rc = mdb_del(txn, s->meta, &k, NULL);
-        if (rc == MDB_NOTFOUND) {
-            rc = 0;
-        }
-    }
-    if (rc != 0) {
-        goto err;
-    }
-    rc = mdb_txn_commit(txn);
-    rt_buf_free(&end);
-    if (rc != 0) {
-        return rt_lmdb_err(rc);
-    }
-    *deleted += entities;
-    return more;
-
-err:
-    mdb_txn_abort(txn);
-    rt_buf_free(&end);
-    return rt_lmdb_err(rc);
-}
+/* Table drop markers */
 
 /* Drop markers found by ps_store_pending_drops. */
 struct ps__drops
@@ -296,7 +203,7 @@ void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id)
     out->len += 8;
 }
 
-/* Span drops */
+/* Drops: tables and spans */
 
 void ps_store_span_marker(uint64_t seq,
                           const struct ps_span *sp,
@@ -365,39 +272,40 @@ static int ps__bucket_cut(struct ps_store *s,
     return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
 }
 
-int ps_store_span_drop_chunk(struct ps_store *s,
-                             uint64_t seq,
-                             const struct ps_span *sp,
-                             size_t max_keys,
-                             uint64_t *deleted)
+/* One chunk of a drop (a table or a span): in one transaction, deletes
+ * up to @max_keys LMDB records holding keys in [@lo, @hi) (a bucket
+ * straddling a bound is rewritten without the entries inside), then puts
+ * the marker @mk -> @mv[0..mvn) while keys remain or deletes it when none do.
+ * Adds the entities deleted to *deleted. Returns 1 (keys remain), 0 or a
+ * negative code. */
+static int ps__drop_chunk(struct ps_store *s,
+                          const struct rt_buf *lo,
+                          const struct rt_buf *hi,
+                          const struct rt_buf *mk,
+                          const void *mv,
+                          size_t mvn,
+                          size_t max_keys,
+                          uint64_t *deleted)
 {
-    struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
-    struct rt_buf mk = RT_BUF_INIT, mv = RT_BUF_INIT;
     uint64_t entities = 0;
     struct ps__it it;
     MDB_txn *txn;
     MDB_val k, v;
     size_t n = 0;
-    int more = 0, it_open = 0;
+    int more = 0;
     int rc;
 
-    ps_span_keys(sp, &lo, &hi);
-    ps_store_span_marker(seq, sp, &mk, &mv);
     rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0) {
-        rc = rt_lmdb_err(rc);
-        goto out;
+        return rt_lmdb_err(rc);
     }
     rc = ps__it_open(&it, s, txn);
-    if (rc != 0) {
-        goto err;
-    }
-    it_open = 1;
-    for (;;) {
-        /* Re-seek after each change, as ps_store_drop_chunk does. */
-        rc = ps__it_seek(&it, lo.data, lo.len);
+    while (rc == 0) {
+        /* Re-seek after each change: simple, and a B-tree descent costs
+         * about a microsecond. */
+        rc = ps__it_seek(&it, lo->data, lo->len);
         if (rc == RT_ENOTFOUND ||
-            (rc == 0 && ps__keycmp(it.key, it.kn, hi.data, hi.len) >= 0)) {
+            (rc == 0 && ps__keycmp(it.key, it.kn, hi->data, hi->len) >= 0)) {
             rc = 0;
             break;
         }
@@ -409,22 +317,20 @@ int ps_store_span_drop_chunk(struct ps_store *s,
             break;
         }
         if (it.in_bucket) {
-            rc = ps__bucket_cut(s, txn, it.k, it.v, &lo, &hi, &entities);
+            rc = ps__bucket_cut(s, txn, it.k, it.v, lo, hi, &entities);
         } else {
             rc = rt_lmdb_err(mdb_cursor_del(it.cur, 0));
             entities++;
         }
-        if (rc != 0) {
-            break;
-        }
         n++;
     }
+    ps__it_close(&it);
     if (rc != 0) {
         goto err;
     }
-    k = ps__val(mk.data, mk.len);
+    k = ps__val(mk->data, mk->len);
     if (more) {
-        v = ps__val(mv.data, mv.len);
+        v = ps__val(mv, mvn);
         rc = mdb_put(txn, s->meta, &k, &v, 0);
     } else {
         rc = mdb_del(txn, s->meta, &k, NULL);
@@ -436,27 +342,57 @@ int ps_store_span_drop_chunk(struct ps_store *s,
         rc = rt_lmdb_err(rc);
         goto err;
     }
-    ps__it_close(&it);
-    it_open = 0;
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
-        rc = rt_lmdb_err(rc);
-        goto out;
+        return rt_lmdb_err(rc);
     }
     *deleted += entities;
-    rc = more;
-    goto out;
+    return more;
 
 err:
-    if (it_open) {
-        ps__it_close(&it);
-    }
     mdb_txn_abort(txn);
-out:
+    return rc;
+}
+
+int ps_store_span_drop_chunk(struct ps_store *s,
+                             uint64_t seq,
+                             const struct ps_span *sp,
+                             size_t max_keys,
+                             uint64_t *deleted)
+{
+    struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
+    struct rt_buf mk = RT_BUF_INIT, mv = RT_BUF_INIT;
+    int rc;
+
+    ps_span_keys(sp, &lo, &hi);
+    ps_store_span_marker(seq, sp, &mk, &mv);
+    rc = ps__drop_chunk(s, &lo, &hi, &mk, mv.data, mv.len, max_keys, deleted);
     rt_buf_free(&lo);
     rt_buf_free(&hi);
     rt_buf_free(&mk);
     rt_buf_free(&mv);
+    return rc;
+}
+
+/* A table drop is the drop of the table's whole key span; its marker is
+ * PS_META_DROP ‖ u64be table_id -> "". */
+int ps_store_drop_chunk(struct ps_store *s,
+                        uint64_t table_id,
+                        size_t max_keys,
+                        uint64_t *deleted)
+{
+    struct rt_buf lo = RT_BUF_INIT, hi = RT_BUF_INIT;
+    struct rt_buf mk = RT_BUF_INIT;
+    int rc;
+
+    rt_put_u64be(rt_buf_reserve(&lo, 8), table_id);
+    lo.len = 8;
+    rt_key_table_end(&hi, table_id);
+    ps_store_meta_key(&mk, PS_META_DROP, table_id);
+    rc = ps__drop_chunk(s, &lo, &hi, &mk, "", 0, max_keys, deleted);
+    rt_buf_free(&lo);
+    rt_buf_free(&hi);
+    rt_buf_free(&mk);
     return rc;
 }
 
