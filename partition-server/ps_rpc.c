@@ -87,6 +87,15 @@ static int ps__route(struct ps_server *ps,
     return rc;
 }
 
+/* A request on @r refused to shed load: counted for the range and the
+ * server. Returns RT_EBUSY. */
+static int ps__throttled(struct ps_server *ps, struct ps_range *r)
+{
+    ps_range_throttled(r);
+    ps->throttled_total++;
+    return RT_EBUSY;
+}
+
 /* Throttling (DESIGN §4): the server's and the range's token buckets must
  * both have a positive balance, else RT_EBUSY at once (never a stall). */
 static int ps__admit(struct ps_server *ps, struct ps_range *r)
@@ -94,9 +103,7 @@ static int ps__admit(struct ps_server *ps, struct ps_range *r)
     uint64_t now = uv_now(ps->loop);
 
     if (!ps_tbucket_admit(&ps->tb, now) || !ps_tbucket_admit(&r->tb, now)) {
-        ps_range_throttled(r);
-        ps->throttled_total++;
-        return RT_EBUSY;
+        return ps__throttled(ps, r);
     }
     return 0;
 }
@@ -225,13 +232,12 @@ static void ps__on_write(struct ps_server *ps,
     }
     /* Throttling (DESIGN §4): shed load, never stall. */
     if (ps_writer_pending(ps->writer) + msg->n_ops > ps->cfg.max_pending) {
-        ps_range_throttled(r);
-        ps->throttled_total++;
-        ps__reply_error(conn, id, method, RT_EBUSY, -1, NULL);
-        goto out_free;
+        rc = ps__throttled(ps, r);
+    } else {
+        rc = ps__admit(ps, r);
     }
-    if (ps__admit(ps, r) != 0) {
-        ps__reply_error(conn, id, method, RT_EBUSY, -1, NULL);
+    if (rc != 0) {
+        ps__reply_error(conn, id, method, rc, -1, NULL);
         goto out_free;
     }
     ps__charge(ps, r, msg->n_ops);
