@@ -103,6 +103,33 @@ uint8_t *ps__put_field(uint8_t *q, const void *p, size_t n)
     return q + 4 + n;
 }
 
+void ps__bucket_begin(struct rt_buf *out)
+{
+    rt_buf_reset(out);
+    rt_buf_reserve(out, PS_BUCKET_HDR);
+    memset(out->data, 0, PS_BUCKET_HDR);
+    out->data[0] = PS_BUCKET_VERSION;
+    out->len = PS_BUCKET_HDR;
+}
+
+int ps__bucket_store(struct ps_store *s,
+                     MDB_txn *txn,
+                     MDB_val *k,
+                     struct rt_buf *out,
+                     uint32_t count)
+{
+    MDB_val v;
+    int rc;
+
+    if (count == 0) {
+        rc = mdb_del(txn, s->data, k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
+    }
+    rt_put_u32le(out->data + 4, count);
+    v = ps__val(out->data, out->len);
+    return rt_lmdb_err(mdb_put(txn, s->data, k, &v, 0));
+}
+
 void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *suf,
                     size_t sn,
@@ -253,11 +280,7 @@ static int ps__bucket_put(struct ps_store *s,
     int placed = 0;
     int rc;
 
-    rt_buf_reset(out);
-    rt_buf_reserve(out, PS_BUCKET_HDR);
-    memset(out->data, 0, PS_BUCKET_HDR);
-    out->data[0] = PS_BUCKET_VERSION;
-    out->len = PS_BUCKET_HDR;
+    ps__bucket_begin(out);
 
     rc = mdb_get(txn, s->data, &k, &v);
     if (rc != 0 && rc != MDB_NOTFOUND) {
@@ -290,13 +313,7 @@ static int ps__bucket_put(struct ps_store *s,
         ps__bucket_add(out, suf, sn, val, vn);
         count++;
     }
-    if (count == 0) {
-        rc = mdb_del(txn, s->data, &k, NULL);
-        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
-    }
-    rt_put_u32le(out->data + 4, count);
-    v = ps__val(out->data, out->len);
-    return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
+    return ps__bucket_store(s, txn, &k, out, count);
 }
 
 int ps__kv_put(struct ps_store *s,

@@ -71,6 +71,15 @@ int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e);
  * byte after it. The length-prefixed field of bucket entries, change
  * records and span markers. */
 uint8_t *ps__put_field(uint8_t *q, const void *p, size_t n);
+/* Starts building a bucket value in @out (its header, no entries). */
+void ps__bucket_begin(struct rt_buf *out);
+/* Stores the bucket built in @out, holding @count entries, as record @k:
+ * deletes the record when @count is 0. Returns 0 or an RT_E* code. */
+int ps__bucket_store(struct ps_store *s,
+                     MDB_txn *txn,
+                     MDB_val *k,
+                     struct rt_buf *out,
+                     uint32_t count);
 /* Appends one entry to a bucket being built in @out. */
 void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *suf,

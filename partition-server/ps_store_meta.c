@@ -242,11 +242,7 @@ static int ps__bucket_cut(struct ps_store *s,
     if (ps__bucket_open(&v, &b) != 0) {
         return RT_ECORRUPT;
     }
-    rt_buf_reset(out);
-    rt_buf_reserve(out, PS_BUCKET_HDR);
-    memset(out->data, 0, PS_BUCKET_HDR);
-    out->data[0] = PS_BUCKET_VERSION;
-    out->len = PS_BUCKET_HDR;
+    ps__bucket_begin(out);
     while ((rc = ps__bucket_next(&b, &e)) == 1) {
         rt_buf_reset(&full);
         rt_buf_append(&full, k.mv_data, k.mv_size);
@@ -263,13 +259,7 @@ static int ps__bucket_cut(struct ps_store *s,
     if (rc != 0) {
         return RT_ECORRUPT;
     }
-    if (kept == 0) {
-        rc = mdb_del(txn, s->data, &k, NULL);
-        return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
-    }
-    rt_put_u32le(out->data + 4, kept);
-    v = ps__val(out->data, out->len);
-    return rt_lmdb_err(mdb_put(txn, s->data, &k, &v, 0));
+    return ps__bucket_store(s, txn, &k, out, kept);
 }
 
 /* One chunk of a drop (a table or a span): in one transaction, deletes
