@@ -38,7 +38,6 @@ static const char *const ps__mvin_names[PS_MVIN__NR] = {
  * COMPLETE move again, and a MIGRATE_DATA the source sent after its
  * MIGRATE_END can still fail one; FAILED and RESTORED are final (the
  * record goes away with an abort or an assignment). */
-#define PS__BIT(s) (1u << (s))
 static const unsigned ps__mvin_allowed[PS_MVIN__NR] = {
     [PS_MVIN_CLEARING] = PS__BIT(PS_MVIN_RECEIVING) | PS__BIT(PS_MVIN_FAILED),
     [PS_MVIN_RECEIVING] = PS__BIT(PS_MVIN_COMPLETE) | PS__BIT(PS_MVIN_FAILED),
@@ -52,16 +51,11 @@ const char *ps__mvin_state_name(enum ps_mvin_state s)
     return ps__mvin_names[s];
 }
 
-/* The one place a received move's state changes. An illegal change is
- * our bug: logged, and fatal in a debug build. */
+/* The one place a received move's state changes. */
 static void ps__mvin_set_state(struct ps_move_in *mi, enum ps_mvin_state to)
 {
-    if (!(ps__mvin_allowed[mi->state] & PS__BIT(to))) {
-        rt_log(RT_LOG_ERROR, "move %llu: illegal state change %s -> %s",
-               (unsigned long long)mi->move_id, ps__mvin_names[mi->state],
-               ps__mvin_names[to]);
-        RT_PRE(!"illegal move in state change");
-    }
+    ps__move_check_state(mi->move_id, ps__mvin_allowed, ps__mvin_names,
+                         mi->state, to);
     mi->state = to;
 }
 

@@ -26,6 +26,9 @@
 #define PS_META_MVOUT "mvout" /* ‖ u64be range id -> packed MoveReq */
 #define PS_META_MVIN "mvin"   /* ‖ u64be move id -> packed MigrateBegin */
 
+/* One bit per state, in the allowed-change tables of the two sides. */
+#define PS__BIT(s) (1u << (s))
+
 /* The states of a move out, in order; the allowed changes are in
  * ps_move_out.c (ps__mvout_set_state). */
 enum ps_mvout_state {

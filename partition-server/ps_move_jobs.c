@@ -1,9 +1,10 @@
 /* Range moves: what both sides share. META jobs that persist the range
  * set together with extra meta changes (freeze markers, move records,
- * span drop markers) in one transaction, span drops (the keys of a span
- * deleted in chunks by the writer), and writer barriers. A
- * META job here is ps_jobs' META job with extra ops. Each job calls its done
- * callback (when set) on the loop thread and frees itself.
+ * span drop markers) in one transaction (ps_jobs' META job with extra
+ * ops), span drops (the keys of a span deleted in chunks by the writer),
+ * writer barriers, and the check of every state change against a side's
+ * table. Each job calls its done callback (when set) on the loop thread
+ * and frees itself.
  *
  * Thread: loop thread only. */
 #include "ps_move_jobs.h"
@@ -16,6 +17,19 @@
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+
+void ps__move_check_state(uint64_t move_id,
+                          const unsigned *allowed,
+                          const char *const *names,
+                          unsigned from,
+                          unsigned to)
+{
+    if (!(allowed[from] & PS__BIT(to))) {
+        rt_log(RT_LOG_ERROR, "move %llu: illegal state change %s -> %s",
+               (unsigned long long)move_id, names[from], names[to]);
+        RT_PRE(!"illegal move state change");
+    }
+}
 
 /* Meta jobs with extra changes */
 

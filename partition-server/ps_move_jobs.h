@@ -10,6 +10,15 @@
 
 #include "ps_move_int.h"
 
+/* Checks a change of a move's state @from -> @to against @allowed (per
+ * state, PS__BIT of each state it may change to; @names for the log). An
+ * illegal change is our bug: logged, and fatal in a debug build. */
+void ps__move_check_state(uint64_t move_id,
+                          const unsigned *allowed,
+                          const char *const *names,
+                          unsigned from,
+                          unsigned to);
+
 /* A META job: the current range set plus up to 8 extra meta changes, in
  * one transaction. When @conn is set it is answered (Empty or the error,
  * with @method) once the job is durable; @done (if set) runs first. */

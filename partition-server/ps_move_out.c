@@ -54,7 +54,6 @@ static const char *const ps__mvout_names[PS_MVOUT__NR] = {
 /* The allowed changes, one bit per target state. A move runs SYNC ..
  * DONE in order; it ENDs from any state (failure, abort, drop, close)
  * and nothing follows ENDED. */
-#define PS__BIT(s) (1u << (s))
 static const unsigned ps__mvout_allowed[PS_MVOUT__NR] = {
     [PS_MVOUT_SYNC] = PS__BIT(PS_MVOUT_BEGIN) | PS__BIT(PS_MVOUT_ENDED),
     [PS_MVOUT_BEGIN] = PS__BIT(PS_MVOUT_SNAPSHOT) | PS__BIT(PS_MVOUT_ENDED),
@@ -71,16 +70,11 @@ const char *ps__mvout_state_name(enum ps_mvout_state s)
     return ps__mvout_names[s];
 }
 
-/* The one place a move's state changes. An illegal change is our bug:
- * logged, and fatal in a debug build. */
+/* The one place a move's state changes. */
 static void ps__mvout_set_state(struct ps_move_out *mv, enum ps_mvout_state to)
 {
-    if (!(ps__mvout_allowed[mv->state] & PS__BIT(to))) {
-        rt_log(RT_LOG_ERROR, "move %llu: illegal state change %s -> %s",
-               (unsigned long long)mv->move_id, ps__mvout_names[mv->state],
-               ps__mvout_names[to]);
-        RT_PRE(!"illegal move out state change");
-    }
+    ps__move_check_state(mv->move_id, ps__mvout_allowed, ps__mvout_names,
+                         mv->state, to);
     mv->state = to;
 }
 
