@@ -240,6 +240,15 @@ static void ps__mvin_cleared_cb(struct ps_sjob *sj, int status)
     ps__mvin_wait_free(w);
 }
 
+/* 1 when @mb replaces record @mi: the same move begun again, or another
+ * move of the same range. */
+static int ps__mvin_replaced_by(const struct ps_move_in *mi,
+                                const Rt__MigrateBegin *mb)
+{
+    return mi->move_id == mb->move_id || (mi->range_id == mb->range->id &&
+                                          mi->table_id == mb->range->table_id);
+}
+
 void ps__mvin_begin(struct ps_server *ps,
                     struct rt_rpc_conn *conn,
                     uint64_t id,
@@ -272,9 +281,7 @@ void ps__mvin_begin(struct ps_server *ps,
      * at a time, so that one is dead; its keys are cleared below). Any
      * other overlap is refused. */
     for (mi = ps->moves_in; mi; mi = mi->next) {
-        int same =
-            mi->move_id == mb->move_id || (mi->range_id == mb->range->id &&
-                                           mi->table_id == mb->range->table_id);
+        int same = ps__mvin_replaced_by(mi, mb);
         if (same && mi->state == PS_MVIN_CLEARING) {
             rt_rpc_reply_err(conn, id, method, RT_EBUSY,
                              "MIGRATE_BEGIN already in progress");
@@ -293,8 +300,7 @@ void ps__mvin_begin(struct ps_server *ps,
     m = ps__mjob_new(ps);
     for (struct ps_move_in *next = NULL, *o = ps->moves_in; o; o = next) {
         next = o->next;
-        if (o->move_id != mb->move_id && (o->range_id != mb->range->id ||
-                                          o->table_id != mb->range->table_id)) {
+        if (!ps__mvin_replaced_by(o, mb)) {
             continue;
         }
         if (o->move_id != mb->move_id && m->n_ops < 6) {
