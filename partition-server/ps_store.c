@@ -94,6 +94,12 @@ int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e)
     return 1;
 }
 
+void ps__append_u64be(struct rt_buf *out, uint64_t v)
+{
+    rt_put_u64be(rt_buf_reserve(out, 8), v);
+    out->len += 8;
+}
+
 uint8_t *ps__put_field(uint8_t *q, const void *p, size_t n)
 {
     rt_put_u32le(q, (uint32_t)n);

@@ -67,6 +67,9 @@ struct ps__bent
 int ps__bucket_open(const MDB_val *v, struct ps__bucket *b);
 /* Returns 1 (got @e), 0 (end) or RT_ECORRUPT. */
 int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e);
+/* Appends u64be @v to @out: a table id as the first 8 bytes of a storage
+ * key (the table's first key on its own), or the id in a meta key. */
+void ps__append_u64be(struct rt_buf *out, uint64_t v);
 /* Writes u32le @n ‖ @p[0..n) at @q (4 + @n bytes reserved); returns the
  * byte after it. The length-prefixed field of bucket entries, change
  * records and span markers. */

@@ -199,8 +199,7 @@ int ps_store_meta_scan(struct ps_store *s,
 void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id)
 {
     rt_buf_append(out, prefix, strlen(prefix));
-    rt_put_u64be(rt_buf_reserve(out, 8), id);
-    out->len += 8;
+    ps__append_u64be(out, id);
 }
 
 /* Drops: tables and spans */
@@ -375,8 +374,7 @@ int ps_store_drop_chunk(struct ps_store *s,
     struct rt_buf mk = RT_BUF_INIT;
     int rc;
 
-    rt_put_u64be(rt_buf_reserve(&lo, 8), table_id);
-    lo.len = 8;
+    ps__append_u64be(&lo, table_id); /* the table's first key */
     rt_key_table_end(&hi, table_id);
     ps_store_meta_key(&mk, PS_META_DROP, table_id);
     rc = ps__drop_chunk(s, &lo, &hi, &mk, "", 0, max_keys, deleted);

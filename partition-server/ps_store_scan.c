@@ -80,12 +80,6 @@ static void ps__enc_bound(struct rt_buf *out,
     }
 }
 
-static void ps__key_table(struct rt_buf *out, uint64_t table_id)
-{
-    rt_put_u64be(rt_buf_reserve(out, 8), table_id);
-    out->len += 8;
-}
-
 /* Scan key range from the filter's bounds: *lo (when set) raises the start,
  * *hi (when set) lowers the end. Both are storage keys of @table_id. */
 static void ps__filter_keys(const struct rt_filter_bounds *fb,
@@ -98,13 +92,13 @@ static void ps__filter_keys(const struct rt_filter_bounds *fb,
     *lo_set = *hi_set = 0;
     if (fb->pk_eq) {
         const struct rt_filter_bound *p = &fb->pk_lo;
-        ps__key_table(lo, table_id);
+        ps__append_u64be(lo, table_id);
         rt_key_enc(lo, p->s, p->n);
         if (fb->rk_lo.set) {
             ps__enc_bound(lo, fb->rk_lo.s, fb->rk_lo.n, !fb->rk_lo.inclusive);
         }
         *lo_set = 1;
-        ps__key_table(hi, table_id);
+        ps__append_u64be(hi, table_id);
         if (fb->rk_hi.set) {
             rt_key_enc(hi, p->s, p->n);
             ps__enc_bound(hi, fb->rk_hi.s, fb->rk_hi.n, fb->rk_hi.inclusive);
@@ -115,12 +109,12 @@ static void ps__filter_keys(const struct rt_filter_bounds *fb,
         return;
     }
     if (fb->pk_lo.set) {
-        ps__key_table(lo, table_id);
+        ps__append_u64be(lo, table_id);
         ps__enc_bound(lo, fb->pk_lo.s, fb->pk_lo.n, !fb->pk_lo.inclusive);
         *lo_set = 1;
     }
     if (fb->pk_hi.set) {
-        ps__key_table(hi, table_id);
+        ps__append_u64be(hi, table_id);
         ps__enc_bound(hi, fb->pk_hi.s, fb->pk_hi.n, fb->pk_hi.inclusive);
         *hi_set = 1;
     }
