@@ -566,21 +566,13 @@ void ps__mvin_assigned(struct ps_server *ps)
     }
 }
 
-int ps__mvin_restore(const uint8_t *key,
-                     size_t kn,
-                     const uint8_t *val,
-                     size_t vn,
-                     void *arg)
+int ps__mvin_restore(uint64_t move_id, const uint8_t *val, size_t vn, void *arg)
 {
     struct ps__restore *rs = arg;
-    const size_t plen = strlen(PS_META_MVIN);
     Rt__MigrateBegin *mb;
     struct ps_move_in *mi;
 
-    (void)key;
-    if (kn != plen + 8) {
-        return 0;
-    }
+    (void)move_id; /* the record holds it too */
     mb = rt__migrate_begin__unpack(NULL, vn, val);
     if (!mb || !mb->range) {
         if (mb) {

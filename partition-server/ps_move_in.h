@@ -44,8 +44,7 @@ void ps__mvin_abort(struct ps_move_in *mi,
 void ps__mvin_assigned(struct ps_server *ps);
 /* ps_store_meta_scan callback for "mvin" records (@arg: struct
  * ps__restore). */
-int ps__mvin_restore(const uint8_t *key,
-                     size_t kn,
+int ps__mvin_restore(uint64_t move_id,
                      const uint8_t *val,
                      size_t vn,
                      void *arg);

@@ -934,24 +934,17 @@ void ps__mvout_assigned(struct ps_server *ps, int registration)
     }
 }
 
-int ps__mvout_restore(const uint8_t *key,
-                      size_t kn,
+int ps__mvout_restore(uint64_t range_id,
                       const uint8_t *val,
                       size_t vn,
                       void *arg)
 {
     struct ps__restore *rs = arg;
     struct ps_server *ps = rs->ps;
-    const size_t plen = strlen(PS_META_MVOUT);
     Rt__MoveReq *req;
     struct ps_range *r;
     struct ps_move_out *mv;
-    uint64_t range_id;
 
-    if (kn != plen + 8) {
-        return 0;
-    }
-    range_id = rt_get_u64be(key + plen);
     r = ps_ranges_find(&ps->ranges, range_id);
     req = rt__move_req__unpack(NULL, vn, val);
     if (!r || !req) {

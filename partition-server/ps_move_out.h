@@ -40,8 +40,7 @@ void ps__mvout_drop(struct ps_move_out *mv,
 void ps__mvout_assigned(struct ps_server *ps, int registration);
 /* ps_store_meta_scan callback for "mvout" markers (@arg: struct
  * ps__restore): the range stays frozen, its move DONE, until settled. */
-int ps__mvout_restore(const uint8_t *key,
-                      size_t kn,
+int ps__mvout_restore(uint64_t range_id,
                       const uint8_t *val,
                       size_t vn,
                       void *arg);

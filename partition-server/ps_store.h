@@ -355,11 +355,11 @@ int ps_store_meta_write(struct ps_store *s,
 /* Appends the meta key @prefix ‖ u64be @id (the form of every per-id
  * record: drop and span markers, move records) to @out. */
 void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id);
-/* Calls @cb for every meta record whose key starts with @prefix (key and
- * value borrowed for the call), in key order. A non-zero return from @cb
- * stops and is returned. */
-typedef int (*ps_meta_cb)(const uint8_t *key,
-                          size_t kn,
+/* Calls @cb for every per-id meta record @prefix ‖ u64be id, in key
+ * order, with the id and the value (borrowed for the call); other keys
+ * that start with @prefix are skipped. A non-zero return from @cb stops
+ * and is returned. */
+typedef int (*ps_meta_cb)(uint64_t id,
                           const uint8_t *val,
                           size_t vn,
                           void *arg);

@@ -113,28 +113,23 @@ struct ps__drops
 };
 
 /* ps_meta_cb over the PS_META_DROP prefix: keeps the table id of every
- * well-formed marker (prefix + u64be). Stops with RT_ENOMEM. */
-static int ps__drops_add(const uint8_t *key,
-                         size_t kn,
+ * marker. Stops with RT_ENOMEM. */
+static int ps__drops_add(uint64_t table_id,
                          const uint8_t *val,
                          size_t vn,
                          void *arg)
 {
-    const size_t plen = sizeof(PS_META_DROP) - 1;
     struct ps__drops *d = arg;
     uint64_t *nids;
 
     (void)val;
     (void)vn;
-    if (kn != plen + 8) {
-        return 0;
-    }
     nids = realloc(d->ids, (d->n + 1) * sizeof(*nids));
     if (!nids) {
         return RT_ENOMEM;
     }
     d->ids = nids;
-    d->ids[d->n++] = rt_get_u64be(key + plen);
+    d->ids[d->n++] = table_id;
     return 0;
 }
 
@@ -183,7 +178,11 @@ int ps_store_meta_scan(struct ps_store *s,
         if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
             break;
         }
-        stop = cb(k.mv_data, k.mv_size, v.mv_data, v.mv_size, arg);
+        if (k.mv_size != plen + 8) {
+            continue;
+        }
+        stop = cb(rt_get_u64be((const uint8_t *)k.mv_data + plen), v.mv_data,
+                  v.mv_size, arg);
         if (stop != 0) {
             break;
         }
@@ -390,19 +389,14 @@ struct ps__spans_arg
     void *arg;
 };
 
-static int ps__spans_one(const uint8_t *key,
-                         size_t kn,
-                         const uint8_t *val,
-                         size_t vn,
-                         void *arg)
+static int ps__spans_one(uint64_t seq, const uint8_t *val, size_t vn, void *arg)
 {
-    const size_t plen = strlen(PS_META_SPAN_PREFIX);
     struct ps__spans_arg *a = arg;
     struct ps_span sp;
     char *low, *high = NULL;
     uint32_t ln, hn;
 
-    if (kn != plen + 8 || vn < 17 || (ln = rt_get_u32le(val + 9)) > vn - 17 ||
+    if (vn < 17 || (ln = rt_get_u32le(val + 9)) > vn - 17 ||
         (hn = rt_get_u32le(val + 13 + ln)) != vn - 17 - ln) {
         rt_log(RT_LOG_WARN, "store: ignoring a malformed span marker");
         return 0;
@@ -414,7 +408,7 @@ static int ps__spans_one(const uint8_t *key,
     sp.table_id = rt_get_u64le(val);
     sp.low = low;
     sp.high = high;
-    a->cb(rt_get_u64be(key + plen), &sp, a->arg);
+    a->cb(seq, &sp, a->arg);
     free(low);
     free(high);
     return 0;
