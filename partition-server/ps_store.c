@@ -69,27 +69,32 @@ int ps__bucket_open(const MDB_val *v, struct ps__bucket *b)
 }
 
 /* Returns 1 (got @e), 0 (end) or RT_ECORRUPT. */
+int ps__get_field(const uint8_t **p,
+                  const uint8_t *end,
+                  const uint8_t **out,
+                  size_t *n)
+{
+    size_t left = (size_t)(end - *p);
+    uint32_t len;
+
+    if (left < 4 || (len = rt_get_u32le(*p)) > left - 4) {
+        return RT_ECORRUPT;
+    }
+    *out = *p + 4;
+    *n = len;
+    *p += 4 + (size_t)len;
+    return 0;
+}
+
 int ps__bucket_next(struct ps__bucket *b, struct ps__bent *e)
 {
-    size_t left = (size_t)(b->end - b->p);
-    uint32_t n;
-
     if (b->left == 0) {
         return b->p == b->end ? 0 : RT_ECORRUPT;
     }
-    if (left < 4 || (n = rt_get_u32le(b->p)) > left - 4) {
+    if (ps__get_field(&b->p, b->end, &e->suf, &e->sn) != 0 ||
+        ps__get_field(&b->p, b->end, &e->val, &e->vn) != 0) {
         return RT_ECORRUPT;
     }
-    e->suf = b->p + 4;
-    e->sn = n;
-    b->p += 4 + (size_t)n;
-    left -= 4 + (size_t)n;
-    if (left < 4 || (n = rt_get_u32le(b->p)) > left - 4) {
-        return RT_ECORRUPT;
-    }
-    e->val = b->p + 4;
-    e->vn = n;
-    b->p += 4 + (size_t)n;
     b->left--;
     return 1;
 }
@@ -171,25 +176,22 @@ void ps_change_append(struct rt_buf *out,
 
 int ps_change_next(const uint8_t *p, size_t n, size_t *off, struct ps_change *c)
 {
-    size_t o = *off, left;
-    uint32_t kn, vn;
+    const uint8_t *q = p + *off, *end = p + n;
 
-    if (o >= n) {
+    if (*off >= n) {
         return 0;
     }
-    left = n - o;
-    if (left < 13 || (kn = rt_get_u32le(p + o + 9)) > left - 13 ||
-        left - 13 - kn < 4 ||
-        (vn = rt_get_u32le(p + o + 13 + kn)) > left - 17 - kn) {
+    if (n - *off < 9) {
         return RT_ECORRUPT;
     }
-    c->txn_id = rt_get_u64le(p + o);
-    c->deleted = p[o + 8] != 0;
-    c->key = p + o + 13;
-    c->kn = kn;
-    c->val = p + o + 17 + kn;
-    c->vn = vn;
-    *off = o + 17 + kn + vn;
+    c->txn_id = rt_get_u64le(q);
+    c->deleted = q[8] != 0;
+    q += 9;
+    if (ps__get_field(&q, end, &c->key, &c->kn) != 0 ||
+        ps__get_field(&q, end, &c->val, &c->vn) != 0) {
+        return RT_ECORRUPT;
+    }
+    *off = (size_t)(q - p);
     return 1;
 }
 

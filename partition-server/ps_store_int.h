@@ -83,6 +83,13 @@ int ps__bucket_store(struct ps_store *s,
                      MDB_val *k,
                      struct rt_buf *out,
                      uint32_t count);
+/* Reads the field u32le n ‖ n bytes at *@p (ending before @end): *@out
+ * points at the bytes, *@n is n, *@p moves past it. Returns 0, or
+ * RT_ECORRUPT when it does not fit. */
+int ps__get_field(const uint8_t **p,
+                  const uint8_t *end,
+                  const uint8_t **out,
+                  size_t *n);
 /* Appends one entry to a bucket being built in @out. */
 void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *suf,

@@ -392,18 +392,19 @@ struct ps__spans_arg
 static int ps__spans_one(uint64_t seq, const uint8_t *val, size_t vn, void *arg)
 {
     struct ps__spans_arg *a = arg;
+    const uint8_t *q = val + 9, *end = val + vn, *lp, *hp;
     struct ps_span sp;
     char *low, *high = NULL;
-    uint32_t ln, hn;
+    size_t ln, hn;
 
-    if (vn < 17 || (ln = rt_get_u32le(val + 9)) > vn - 17 ||
-        (hn = rt_get_u32le(val + 13 + ln)) != vn - 17 - ln) {
+    if (vn < 9 || ps__get_field(&q, end, &lp, &ln) != 0 ||
+        ps__get_field(&q, end, &hp, &hn) != 0 || q != end) {
         rt_log(RT_LOG_WARN, "store: ignoring a malformed span marker");
         return 0;
     }
-    low = rt_xstrndup((const char *)val + 13, ln);
+    low = rt_xstrndup((const char *)lp, ln);
     if (val[8]) {
-        high = rt_xstrndup((const char *)val + 17 + ln, hn);
+        high = rt_xstrndup((const char *)hp, hn);
     }
     sp.table_id = rt_get_u64le(val);
     sp.low = low;
