@@ -47,6 +47,17 @@ int ps_store_get(struct ps_store *s,
     return rc;
 }
 
+/* Empties @sc's results (what they held is freed already or was never
+ * set): the state ps_scan_free leaves and a scan starts from. */
+static void ps__scan_clear(struct ps_scan *sc)
+{
+    sc->recs = NULL;
+    sc->n = 0;
+    sc->more = 0;
+    sc->next_pk = NULL;
+    sc->next_rk = NULL;
+}
+
 void ps_scan_free(struct ps_scan *sc)
 {
     for (size_t i = 0; i < sc->n; i++) {
@@ -57,11 +68,7 @@ void ps_scan_free(struct ps_scan *sc)
     free(sc->recs);
     free(sc->next_pk);
     free(sc->next_rk);
-    sc->recs = NULL;
-    sc->n = 0;
-    sc->more = 0;
-    sc->next_pk = NULL;
-    sc->next_rk = NULL;
+    ps__scan_clear(sc);
 }
 
 /* Appends enc(@s[0..n)) to @out; with @after, the terminator is 0x00 0x02
@@ -227,11 +234,7 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
     uint64_t tid;
     int rc;
 
-    sc->recs = NULL;
-    sc->n = 0;
-    sc->more = 0;
-    sc->next_pk = NULL;
-    sc->next_rk = NULL;
+    ps__scan_clear(sc);
     sc->done = 0;
     sc->scanned = 0;
     sc->bytes = 0;
