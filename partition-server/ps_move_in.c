@@ -127,7 +127,7 @@ static struct ps_move_in *ps__mvin_new(struct ps_server *ps,
     mi->range_id = r->id;
     mi->table_id = r->table_id;
     mi->low = rt_xstrdup(r->low);
-    mi->high = r->high_inf ? NULL : rt_xstrdup(r->high);
+    mi->high = ps_range_pb_high(r) ? rt_xstrdup(r->high) : NULL;
     rt_buf_init(&mi->lo);
     rt_buf_init(&mi->hi);
     sp.table_id = mi->table_id;
@@ -269,7 +269,7 @@ void ps__mvin_begin(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MigrateBegin");
         goto out;
     }
-    high = mb->range->high_inf ? NULL : mb->range->high;
+    high = ps_range_pb_high(mb->range);
     if (ps_ranges_overlap(&ps->ranges, mb->range->table_id,
                           mb->range->low ? mb->range->low : "", high, 0)) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL,

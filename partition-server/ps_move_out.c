@@ -698,8 +698,7 @@ static void ps__mvout_sync_done(void *arg, int status)
             r.id = mv->range_id;
             r.table_id = mv->table_id;
             r.low = mv->low;
-            r.high = mv->high ? mv->high : (char *)"";
-            r.high_inf = mv->high == NULL;
+            ps_range_pb_set_high(&r, mv->high);
             r.epoch = mv->new_epoch;
             mb.move_id = mv->move_id;
             mb.range = &r;

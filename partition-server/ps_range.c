@@ -106,11 +106,21 @@ static int ps__range_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int ps__range_same(const struct ps_range *r, const Rt__Range *d)
+const char *ps_range_pb_high(const Rt__Range *d)
 {
-    const char *high = d->high_inf ? NULL : (d->high ? d->high : "");
-    if (r->table_id != d->table_id || r->epoch != d->epoch ||
-        strcmp(r->low, d->low ? d->low : "") != 0) {
+    return d->high_inf ? NULL : (d->high ? d->high : "");
+}
+
+void ps_range_pb_set_high(Rt__Range *d, const char *high)
+{
+    d->high = high ? (char *)high : (char *)"";
+    d->high_inf = high == NULL;
+}
+
+static int ps__range_bounds_same(const struct ps_range *r, const Rt__Range *d)
+{
+    const char *high = ps_range_pb_high(d);
+    if (r->table_id != d->table_id || strcmp(r->low, d->low ? d->low : "")) {
         return 0;
     }
     if (!r->high || !high) {
@@ -119,16 +129,9 @@ static int ps__range_same(const struct ps_range *r, const Rt__Range *d)
     return strcmp(r->high, high) == 0;
 }
 
-static int ps__range_bounds_same(const struct ps_range *r, const Rt__Range *d)
+static int ps__range_same(const struct ps_range *r, const Rt__Range *d)
 {
-    const char *high = d->high_inf ? NULL : (d->high ? d->high : "");
-    if (r->table_id != d->table_id || strcmp(r->low, d->low ? d->low : "")) {
-        return 0;
-    }
-    if (!r->high || !high) {
-        return r->high == high;
-    }
-    return strcmp(r->high, high) == 0;
+    return r->epoch == d->epoch && ps__range_bounds_same(r, d);
 }
 
 static size_t ps__ranges_index(const struct ps_ranges *rs, uint64_t id)
@@ -198,7 +201,7 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
         r->table_id = d->table_id;
         r->epoch = d->epoch;
         r->low = rt_xstrdup(d->low);
-        r->high = d->high_inf ? NULL : rt_xstrdup(d->high);
+        r->high = ps_range_pb_high(d) ? rt_xstrdup(d->high) : NULL;
         nv[nn++] = r;
     }
     for (size_t j = 0; j < rs->n; j++) {
@@ -241,8 +244,7 @@ void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
         items[i].table_id = r->table_id;
         items[i].epoch = r->epoch;
         items[i].low = r->low;
-        items[i].high = r->high ? r->high : (char *)"";
-        items[i].high_inf = r->high == NULL;
+        ps_range_pb_set_high(&items[i], r->high);
         ptrs[i] = &items[i];
     }
     a.n_ranges = rs->n;

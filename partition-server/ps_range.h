@@ -136,6 +136,12 @@ int ps_ranges_route(const struct ps_ranges *rs,
                     const char *pk,
                     struct ps_range **out);
 
+/* The upper bound of @d as the server keeps it: NULL for +inf (high_inf),
+ * else d->high ("" when unset). Borrowed from @d. */
+const char *ps_range_pb_high(const Rt__Range *d);
+/* Sets @d's upper bound from @high (NULL = +inf; borrowed, not copied). */
+void ps_range_pb_set_high(Rt__Range *d, const char *high);
+
 /* Serves exactly @v[0..n) from now on (borrowed; copied). Ranges that stay
  * (same id) keep their load counters, and their totals if the bounds are
  * the same; a new range or one whose bounds changed gets count_wanted.
