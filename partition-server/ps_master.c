@@ -75,6 +75,13 @@ static void ps__apply(struct ps_server *ps,
     }
 }
 
+/* 1 when a reply from the master no longer matters: the server is
+ * stopping or the call was cancelled (the link closed). */
+static int ps__master_reply_moot(const struct ps_server *ps, int status)
+{
+    return ps->stopping || status == RT_ECANCELED;
+}
+
 /* Registration */
 
 static void ps__register_cb(int status,
@@ -86,7 +93,7 @@ static void ps__register_cb(int status,
     Rt__RegisterResp *resp;
 
     ps->register_inflight = 0;
-    if (ps->stopping || status == RT_ECANCELED) {
+    if (ps__master_reply_moot(ps, status)) {
         return;
     }
     if (status != 0) {
@@ -155,7 +162,7 @@ static void ps__heartbeat_cb(int status,
     Rt__RegisterResp *resp;
 
     ps->hb_inflight = 0;
-    if (ps->stopping || status == RT_ECANCELED) {
+    if (ps__master_reply_moot(ps, status)) {
         return;
     }
     if (status == RT_ENOCONN || status == RT_ETIMEDOUT) {
