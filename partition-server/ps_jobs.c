@@ -1,9 +1,11 @@
 /* Jobs: the asynchronous operations on the server's state that the
- * server, the RPC handlers and the master link share: persisting the
- * server id and the owned ranges (a META job), dropping a table (a
- * DROP_TABLE job), and the count scans that keep each range's entity
- * totals (uv_queue_work). The writer thread runs the META and DROP jobs;
- * their callbacks and everything here run on the loop thread.
+ * server, the RPC handlers, the master link and the move files share:
+ * persisting the server id and the owned ranges (a META job; the move
+ * files build theirs on ps_jobs_meta_init), dropping a table (a
+ * DROP_TABLE job), the count scans that keep each range's entity totals
+ * (uv_queue_work), and the Empty-or-error answer of a request held
+ * across a job. The writer thread runs the META and DROP jobs; their
+ * callbacks and everything here run on the loop thread.
  *
  * Failure modes: a META or DROP job that fails answers its request with
  * the error (RT_ENOSPACE, RT_EIO, ...); with nobody to answer it is only

@@ -1,6 +1,7 @@
 /* Jobs: asynchronous operations on the server's state shared by the
- * server, the RPC handlers and the master link: persist the owned ranges,
- * drop a table, count the entities of ranges.
+ * server, the RPC handlers, the master link and the move files: persist
+ * the owned ranges (the META job the move files extend), drop a table,
+ * count the entities of ranges, and answer a request held across a job.
  *
  * Thread: loop thread only. The META and DROP jobs run on the writer
  * thread (ps_writer.h), count scans on the libuv threadpool, counted in
