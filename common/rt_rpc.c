@@ -1397,16 +1397,26 @@ int rt_rpc_reply_pb(struct rt_rpc_conn *conn,
     return rc;
 }
 
+int rt_rpc_reply_err_at(struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint32_t method,
+                        int32_t status,
+                        int32_t index,
+                        const char *message)
+{
+    Rt__Error e = RT__ERROR__INIT;
+    e.message = (char *)(message ? message : rt_err_message(status));
+    e.index = index;
+    return rt_rpc_reply_pb(conn, id, method, status, &e.base);
+}
+
 int rt_rpc_reply_err(struct rt_rpc_conn *conn,
                      uint64_t id,
                      uint32_t method,
                      int32_t status,
                      const char *message)
 {
-    Rt__Error e = RT__ERROR__INIT;
-    e.message = (char *)(message ? message : rt_err_message(status));
-    e.index = -1;
-    return rt_rpc_reply_pb(conn, id, method, status, &e.base);
+    return rt_rpc_reply_err_at(conn, id, method, status, -1, message);
 }
 
 /* ------------------------------------------------------------------ */

@@ -174,12 +174,20 @@ int rt_rpc_reply_pb(struct rt_rpc_conn *conn,
                     uint32_t method,
                     int32_t status,
                     const ProtobufCMessage *msg);
-/* Error reply with an rt.Error{message} body. */
+/* Error reply with an rt.Error{message} body (NULL message: the code's
+ * own text). _at names the failed operation of a multi-operation request
+ * (rt.Error.index); the plain form sends -1, "the request as a whole". */
 int rt_rpc_reply_err(struct rt_rpc_conn *conn,
                      uint64_t id,
                      uint32_t method,
                      int32_t status,
                      const char *message);
+int rt_rpc_reply_err_at(struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint32_t method,
+                        int32_t status,
+                        int32_t index,
+                        const char *message);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

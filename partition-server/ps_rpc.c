@@ -54,19 +54,6 @@ struct ps_write_req
     struct ps_op ops[];
 };
 
-static void ps__reply_error(struct rt_rpc_conn *conn,
-                            uint64_t id,
-                            uint32_t method,
-                            int code,
-                            int index,
-                            const char *message)
-{
-    Rt__Error e = RT__ERROR__INIT;
-    e.message = (char *)(message ? message : rt_err_message(code));
-    e.index = index;
-    rt_rpc_reply_pb(conn, id, method, code, &e.base);
-}
-
 /* Ownership (RT_ESTALE), then a freeze for a move (RT_EBUSY, not counted
  * as throttling: the range is about to change hands). */
 static int ps__route(struct ps_server *ps,
@@ -151,8 +138,8 @@ static void ps__write_done(struct ps_job *job)
             rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
                    (unsigned long long)req->range_id, rt_strerror(w->status));
         }
-        ps__reply_error(req->conn, req->id, method, w->status,
-                        w->atomic ? w->failed_index : -1, w->errmsg);
+        rt_rpc_reply_err_at(req->conn, req->id, method, w->status,
+                            w->atomic ? w->failed_index : -1, w->errmsg);
     } else {
         Rt__WriteResp resp = RT__WRITE_RESP__INIT;
         Rt__OpResult *res = rt_xcalloc(w->n_ops, sizeof(*res));
@@ -191,31 +178,32 @@ static void ps__on_write(struct ps_server *ps,
     int rc;
 
     if (!msg) {
-        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad WriteReq");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad WriteReq");
         return;
     }
     if (msg->atomic && msg->n_ops > PS_BATCH_MAX_OPS) {
         /* Spec §5.2: the index names the first op beyond the limit. */
-        ps__reply_error(conn, id, method, RT_EINVAL, PS_BATCH_MAX_OPS,
-                        "The batch request operation exceeds the maximum "
-                        "100 changes per change set.");
+        rt_rpc_reply_err_at(conn, id, method, RT_EINVAL, PS_BATCH_MAX_OPS,
+                            "The batch request operation exceeds the maximum "
+                            "100 changes per change set.");
         goto out_free;
     }
     if (msg->n_ops == 0 || msg->n_ops > PS_MAX_OPS_PER_WRITE) {
-        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad op count");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad op count");
         goto out_free;
     }
     for (size_t i = 0; i < msg->n_ops; i++) {
         const Rt__EntityOp *op = msg->ops[i];
         if ((int)op->kind <= (int)RT__OP_KIND__OP_NONE ||
             (int)op->kind >= (int)PS_OP__NR) {
-            ps__reply_error(conn, id, method, RT_EINVAL, (int)i, "bad op kind");
+            rt_rpc_reply_err_at(conn, id, method, RT_EINVAL, (int)i,
+                                "bad op kind");
             goto out_free;
         }
         if (op->kind != RT__OP_KIND__OP_DELETE && op->props.len > 0 &&
             rt_props_check(op->props.data, op->props.len) != 0) {
-            ps__reply_error(conn, id, method, RT_EINVAL, (int)i,
-                            "bad properties blob");
+            rt_rpc_reply_err_at(conn, id, method, RT_EINVAL, (int)i,
+                                "bad properties blob");
             goto out_free;
         }
         /* An entity group transaction is routed by its first op; the
@@ -226,7 +214,7 @@ static void ps__on_write(struct ps_server *ps,
         }
         rc = ps__route(ps, msg->route, op->pk, &r);
         if (rc != 0) {
-            ps__reply_error(conn, id, method, rc, -1, NULL);
+            rt_rpc_reply_err(conn, id, method, rc, NULL);
             goto out_free;
         }
     }
@@ -237,14 +225,14 @@ static void ps__on_write(struct ps_server *ps,
         rc = ps__admit(ps, r);
     }
     if (rc != 0) {
-        ps__reply_error(conn, id, method, rc, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out_free;
     }
     ps__charge(ps, r, msg->n_ops);
 
     req = calloc(1, sizeof(*req) + msg->n_ops * sizeof(struct ps_op));
     if (!req) {
-        ps__reply_error(conn, id, method, RT_ENOMEM, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, RT_ENOMEM, NULL);
         goto out_free;
     }
     req->ps = ps;
@@ -303,7 +291,7 @@ static void ps__on_get(struct ps_server *ps,
     int rc;
 
     if (!msg) {
-        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad GetReq");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad GetReq");
         return;
     }
     rc = ps__route(ps, msg->route, msg->pk, &r);
@@ -311,7 +299,7 @@ static void ps__on_get(struct ps_server *ps,
         rc = ps__admit(ps, r);
     }
     if (rc != 0) {
-        ps__reply_error(conn, id, method, rc, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out;
     }
     rc =
@@ -324,7 +312,7 @@ static void ps__on_get(struct ps_server *ps,
             rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
                    (unsigned long long)r->id, rt_strerror(rc));
         }
-        ps__reply_error(conn, id, method, rc, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out;
     }
     Rt__GetResp resp = RT__GET_RESP__INIT;
@@ -419,8 +407,7 @@ static void ps__scan_after(uv_work_t *work, int status)
 
     ps->work_inflight--;
     if (status != 0) {
-        ps__reply_error(req->conn, req->id, method, RT_EBUSY, -1,
-                        "scan canceled");
+        rt_rpc_reply_err(req->conn, req->id, method, RT_EBUSY, "scan canceled");
         ps__scan_free(req);
         return;
     }
@@ -435,7 +422,7 @@ static void ps__scan_after(uv_work_t *work, int status)
     if (req->rc != 0) {
         rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
                (unsigned long long)req->range_id, rt_strerror(req->rc));
-        ps__reply_error(req->conn, req->id, method, req->rc, -1, NULL);
+        rt_rpc_reply_err(req->conn, req->id, method, req->rc, NULL);
     } else {
         rt_rpc_reply(req->conn, req->id, method, 0, req->reply.data,
                      req->reply.len);
@@ -457,7 +444,7 @@ static void ps__on_scan(struct ps_server *ps,
     int rc;
 
     if (!msg) {
-        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad ScanReq");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad ScanReq");
         return;
     }
     rc = ps__route(ps, msg->route, NULL, &r);
@@ -469,18 +456,18 @@ static void ps__on_scan(struct ps_server *ps,
         rc = ps__admit(ps, r);
     }
     if (rc != 0) {
-        ps__reply_error(conn, id, method, rc, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out;
     }
     if (msg->filter.len > 0 &&
         rt_filter_decode(msg->filter.data, msg->filter.len, &filter) != 0) {
-        ps__reply_error(conn, id, method, RT_EINVAL, -1, "bad filter");
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad filter");
         goto out;
     }
     req = calloc(1, sizeof(*req));
     if (!req) {
         rt_filter_free(filter);
-        ps__reply_error(conn, id, method, RT_ENOMEM, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, RT_ENOMEM, NULL);
         goto out;
     }
     req->ps = ps;
@@ -507,7 +494,7 @@ static void ps__on_scan(struct ps_server *ps,
     rc = uv_queue_work(ps->loop, &req->work, ps__scan_work, ps__scan_after);
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "uv_queue_work: %s", uv_strerror(rc));
-        ps__reply_error(conn, id, method, RT_EIO, -1, NULL);
+        rt_rpc_reply_err(conn, id, method, RT_EIO, NULL);
         ps__scan_free(req);
         return;
     }
@@ -529,7 +516,7 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
     struct ps_server *ps = ud;
 
     if (ps->stopping) {
-        ps__reply_error(conn, id, method, RT_EBUSY, -1, "shutting down");
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, "shutting down");
         return;
     }
     switch (method) {
@@ -560,8 +547,8 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             ps_move_on_request(ps, conn, method, id, body, len);
             break;
         default:
-            ps__reply_error(conn, id, method, RT_ENOTIMPL, -1,
-                            "method not served by a partition server");
+            rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL,
+                             "method not served by a partition server");
             break;
     }
 }
