@@ -257,21 +257,3 @@ int rt_write_port_file(const char *path,
     }
     return 0;
 }
-
-int rt_split_hostport(const char *addr, char *host, size_t hostlen, int *port)
-{
-    const char *c = strrchr(addr, ':');
-    char *end;
-    long p;
-    if (!c || (size_t)(c - addr) >= hostlen || c == addr) {
-        return RT_EINVAL;
-    }
-    p = strtol(c + 1, &end, 10);
-    if (*end || c[1] == '\0' || p < 0 || p > 65535) {
-        return RT_EINVAL;
-    }
-    memcpy(host, addr, (size_t)(c - addr));
-    host[c - addr] = '\0';
-    *port = (int)p;
-    return 0;
-}

@@ -48,8 +48,4 @@ int rt_write_port_file(const char *path,
                        const int *values,
                        int n);
 
-/* Splits "host:port" into @host (size @hostlen) and @port. Returns 0 or
- * RT_EINVAL. */
-int rt_split_hostport(const char *addr, char *host, size_t hostlen, int *port);
-
 #endif

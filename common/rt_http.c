@@ -1,12 +1,12 @@
 /* HTTP glue for the libmicrohttpd listeners (see rt_http.h). */
 #include "rt_http.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_addr.h"
 #include "rt_err.h"
 
 int rt_http_sockaddr(const char *host,
@@ -14,24 +14,11 @@ int rt_http_sockaddr(const char *host,
                      struct sockaddr_storage *ss,
                      unsigned int *flags)
 {
-    memset(ss, 0, sizeof(*ss));
-    if (port < 0 || port > 65535) {
-        return RT_EINVAL;
-    }
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
-        struct sockaddr_in *a = (struct sockaddr_in *)ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-    } else if (inet_pton(AF_INET6, host,
-                         &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
+    int rc = rt_addr_ip(host, port, ss, NULL);
+    if (rc == 0 && ss->ss_family == AF_INET6) {
         *flags |= MHD_USE_IPv6;
-    } else {
-        return RT_EINVAL;
     }
-    return 0;
+    return rc;
 }
 
 enum MHD_Result rt_http_send(struct MHD_Connection *c,

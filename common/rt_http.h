@@ -10,11 +10,9 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
-/* Fills *@ss with the numeric IPv4 or IPv6 address @host (borrowed, no
- * name lookup: callers map "localhost" themselves) and @port, and ORs
- * MHD_USE_IPv6 into *@flags for an IPv6 address. *@ss is zeroed first.
- * Returns 0, or RT_EINVAL when @host is not a numeric address or @port
- * is outside 0..65535. */
+/* rt_addr_ip (common/rt_addr.h: numeric address or "localhost"), and
+ * MHD_USE_IPv6 ORed into *@flags for an IPv6 address. Returns 0 or
+ * RT_EINVAL. */
 int rt_http_sockaddr(const char *host,
                      int port,
                      struct sockaddr_storage *ss,

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "rt.pb-c.h"
+#include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
@@ -943,56 +944,15 @@ static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
 /* Addresses                                                           */
 /* ------------------------------------------------------------------ */
 
-static int parse_ip(const char *host, int port, struct sockaddr_storage *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (port < 0 || port > 65535) {
-        return RT_EINVAL;
-    }
-    if (strcmp(host, "localhost") == 0 || host[0] == '\0') {
-        host = "127.0.0.1";
-    }
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)out) == 0) {
-        return 0;
-    }
-    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) == 0) {
-        return 0;
-    }
-    return RT_EINVAL;
-}
-
-/* "host:port", "[v6]:port". */
+/* A peer to connect to: rt_addr_parse, and a port other than 0. */
 static int parse_addr(const char *addr, struct sockaddr_storage *out)
 {
-    char host[128];
-    const char *colon;
-    const char *hs = addr;
-    size_t hl;
-    char *end;
-    long port;
-
-    if (addr == NULL) {
+    char host[256];
+    int port;
+    if (rt_addr_split(addr, host, sizeof(host), &port) != 0 || port == 0) {
         return RT_EINVAL;
     }
-    colon = strrchr(addr, ':');
-    if (colon == NULL) {
-        return RT_EINVAL;
-    }
-    hl = (size_t)(colon - addr);
-    if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
-        hs = addr + 1;
-        hl -= 2;
-    }
-    if (hl >= sizeof(host)) {
-        return RT_EINVAL;
-    }
-    memcpy(host, hs, hl);
-    host[hl] = '\0';
-    port = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || *end != '\0' || port <= 0 || port > 65535) {
-        return RT_EINVAL;
-    }
-    return parse_ip(host, (int)port, out);
+    return rt_addr_ip(host, port, out, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1053,7 +1013,7 @@ int rt_rpc_server_start(uv_loop_t *loop,
                         struct rt_rpc_server **out)
 {
     struct sockaddr_storage ss;
-    int rc = parse_ip(host ? host : "0.0.0.0", port, &ss);
+    int rc = rt_addr_ip(host ? host : "0.0.0.0", port, &ss, NULL);
     if (rc != 0) {
         return UV_EINVAL;
     }

@@ -56,8 +56,8 @@
 #include "fe_http.h"
 #include "fe_req.h"
 #include "fe_route.h"
+#include "rt_addr.h"
 #include "rt_alloc.h"
-#include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
@@ -630,45 +630,18 @@ static void *fe__worker_main(void *arg)
  * description for every worker). Returns the fd or -1 (logged). */
 static int fe__listen(struct fe_http *h, const char *listen_addr)
 {
-    char host[256];
-    int port, fd, one = 1;
+    int fd, one = 1;
     struct sockaddr_storage ss;
     socklen_t sslen;
 
-    if (rt_split_hostport(listen_addr, host, sizeof(host), &port) != 0) {
-        rt_log(RT_LOG_ERROR, "bad --listen address '%s'", listen_addr);
+    if (rt_addr_parse(listen_addr, &ss, &sslen) != 0) {
+        rt_log(RT_LOG_ERROR,
+               "bad --listen '%s': expected IP:PORT, [IPv6]:PORT or "
+               "localhost:PORT",
+               listen_addr);
         return -1;
     }
-    memset(&ss, 0, sizeof(ss));
-    if (host[0] == '[') {
-        size_t n = strlen(host);
-        if (n > 2 && host[n - 1] == ']') {
-            memmove(host, host + 1, n - 2);
-            host[n - 2] = '\0';
-        }
-    }
-    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons((uint16_t)port);
-        sslen = sizeof(*sin);
-    } else if (inet_pton(AF_INET6, host,
-                         &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons((uint16_t)port);
-        sslen = sizeof(*sin6);
-        h->ipv6 = 1;
-    } else if (strcmp(host, "localhost") == 0) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons((uint16_t)port);
-        sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        sslen = sizeof(*sin);
-    } else {
-        rt_log(RT_LOG_ERROR, "--listen needs an IP address, got '%s'", host);
-        return -1;
-    }
+    h->ipv6 = ss.ss_family == AF_INET6;
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rt_log(RT_LOG_ERROR, "socket: %s", strerror(errno));

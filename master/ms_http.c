@@ -350,8 +350,8 @@ int ms_http_start(const char *host,
     const union MHD_DaemonInfo *info;
     struct ms_http *h;
 
-    if (!host || !*host || strcmp(host, "localhost") == 0) {
-        host = "127.0.0.1";
+    if (!host) {
+        host = "";
     }
     if (rt_http_sockaddr(host, port, &ss, &flags) != 0) {
         goto err_addr;

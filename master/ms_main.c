@@ -10,6 +10,7 @@
 #include "ms_master.h"
 #include "ms_policy.h"
 #include "ms_status.h"
+#include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -42,18 +43,10 @@ static int ms__hostport(const char *flag,
                         size_t hostlen,
                         int *port)
 {
-    if (rt_split_hostport(addr, host, hostlen, port) != 0) {
+    if (rt_addr_split(addr, host, hostlen, port) != 0) {
         fprintf(stderr, "rt-master: --%s: expected HOST:PORT, got '%s'\n", flag,
                 addr);
         return -1;
-    }
-    /* "[::1]:10100" */
-    if (host[0] == '[') {
-        size_t n = strlen(host);
-        if (n >= 2 && host[n - 1] == ']') {
-            memmove(host, host + 1, n - 2);
-            host[n - 2] = '\0';
-        }
     }
     return 0;
 }

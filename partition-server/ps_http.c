@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "rt_config.h"
+#include "rt_addr.h"
 #include "rt_err.h"
 #include "rt_http.h"
 #include "rt_log.h"
@@ -76,12 +76,9 @@ int ps_http_start(const char *addr,
     char host[256];
     int port;
 
-    if (rt_split_hostport(addr, host, sizeof(host), &port) != 0) {
+    if (rt_addr_split(addr, host, sizeof(host), &port) != 0) {
         rt_errmsg_printf(errmsg, "bad --http address '%s'", addr);
         return RT_EINVAL;
-    }
-    if (!*host || strcmp(host, "localhost") == 0) {
-        snprintf(host, sizeof(host), "127.0.0.1");
     }
     if (rt_http_sockaddr(host, port, &ss, &flags) != 0) {
         rt_errmsg_printf(errmsg, "bad --http host '%s'", host);

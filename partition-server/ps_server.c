@@ -20,6 +20,7 @@
 #include "ps_master.h"
 #include "ps_move.h"
 #include "ps_rpc.h"
+#include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -258,7 +259,7 @@ static int ps__listen(struct ps_server *ps)
     char host[256];
     int port, rc;
 
-    if (rt_split_hostport(ps->cfg.listen, host, sizeof(host), &port) != 0) {
+    if (rt_addr_split(ps->cfg.listen, host, sizeof(host), &port) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "bad --listen '%s'",
                  ps->cfg.listen);
         return RT_EINVAL;

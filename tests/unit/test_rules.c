@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_entity.h"
@@ -288,6 +290,45 @@ static void test_rng_known_answers(void **state)
     assert_int_not_equal(rt_mix64(1), rt_mix64(2));
 }
 
+/* Addresses as the flags write them: one rule for every listener and
+ * client. */
+static void test_addr(void **state)
+{
+    (void)state;
+    char host[64];
+    int port;
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    assert_int_equal(rt_addr_split("[::1]:10002", host, sizeof(host), &port),
+                     0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 10002);
+    assert_int_equal(rt_addr_split("::1:80", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "::1");
+    static const char *const bad[] = {
+        ":80",        "1.2.3.4:",      "1.2.3.4",    "1.2.3.4:-1",
+        "1.2.3.4:8x", "1.2.3.4:65536", "1.2.3.4: 8", NULL};
+    for (int i = 0; bad[i]; i++) {
+        assert_int_equal(rt_addr_split(bad[i], host, sizeof(host), &port),
+                         RT_EINVAL);
+    }
+    assert_int_equal(rt_addr_split("123456789:1", host, 8, &port), RT_EINVAL);
+
+    assert_int_equal(rt_addr_parse("localhost:0", &ss, &len), 0);
+    assert_int_equal(ss.ss_family, AF_INET);
+    assert_int_equal(len, sizeof(struct sockaddr_in));
+    assert_int_equal(((struct sockaddr_in *)&ss)->sin_addr.s_addr,
+                     htonl(INADDR_LOOPBACK));
+    assert_int_equal(rt_addr_parse("[::1]:443", &ss, &len), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(len, sizeof(struct sockaddr_in6));
+    assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 443);
+    /* no name lookup: a daemon must not wait on DNS */
+    assert_int_equal(rt_addr_parse("example.com:80", &ss, &len), RT_EINVAL);
+    assert_int_equal(rt_addr_ip("10.0.0.1", 70000, &ss, NULL), RT_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_alloc_copies),
         cmocka_unit_test(test_hexval),
         cmocka_unit_test(test_rng_known_answers),
+        cmocka_unit_test(test_addr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

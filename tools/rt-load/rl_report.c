@@ -2,7 +2,6 @@
  * gnuplot plots, and what rt-load asks the rangetable master (ranges of
  * the table, split/merge/move events). Runs on the main thread after the
  * run (the ranges query also once a second during it). */
-#include <arpa/inet.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,29 +17,24 @@
 #include <jansson.h>
 
 #include "rl_internal.h"
+#include "rt_addr.h"
 #include "rt_buf.h"
-#include "rt_config.h"
 
 int rl_http_get_blocking(const char *hostport, const char *path, char **body)
 {
     char host[256];
     int port, fd, status = -1;
-    struct sockaddr_in sa;
+    struct sockaddr_storage sa;
+    socklen_t salen;
     struct timeval tv = {3, 0};
     struct rt_buf b = RT_BUF_INIT;
     char req[512];
     *body = NULL;
-    if (rt_split_hostport(hostport, host, sizeof(host), &port) != 0) {
+    if (rt_addr_split(hostport, host, sizeof(host), &port) != 0 ||
+        rt_addr_ip(host, port, &sa, &salen) != 0) {
         return -1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1",
-                  &sa.sin_addr) != 1) {
-        return -1;
-    }
-    fd = socket(AF_INET, SOCK_STREAM, 0);
+    fd = socket(sa.ss_family, SOCK_STREAM, 0);
     if (fd < 0) {
         return -1;
     }
@@ -49,7 +43,7 @@ int rl_http_get_blocking(const char *hostport, const char *path, char **body)
     snprintf(req, sizeof(req),
              "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n", path,
              hostport);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+    if (connect(fd, (struct sockaddr *)&sa, salen) != 0 ||
         write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
         close(fd);
         return -1;

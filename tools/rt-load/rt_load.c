@@ -37,6 +37,7 @@
 #include <netinet/tcp.h>
 
 #include "rl_internal.h"
+#include "rt_addr.h"
 #include "rt_config.h"
 
 #define RL_RBUF 65536
@@ -1608,7 +1609,7 @@ static void resolve(void)
     int rc;
     if (O.connect[0]) {
         int p;
-        if (rt_split_hostport(O.connect, host, sizeof(host), &p) != 0) {
+        if (rt_addr_split(O.connect, host, sizeof(host), &p) != 0) {
             die("bad --connect '%s'", O.connect);
         }
         snprintf(port, sizeof(port), "%d", p);
