@@ -44,3 +44,21 @@ enum MHD_Result rt_http_send(struct MHD_Connection *c,
     MHD_destroy_response(r);
     return ret;
 }
+
+bool rt_http_basic(struct MHD_Connection *c,
+                   const char *method,
+                   const char *url,
+                   enum MHD_Result *ret)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        *ret = rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                            "method not allowed\n", false);
+        return true;
+    }
+    if (strcmp(url, "/health") == 0) {
+        *ret = rt_http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
+        return true;
+    }
+    return false;
+}

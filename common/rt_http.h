@@ -29,4 +29,13 @@ enum MHD_Result rt_http_send(struct MHD_Connection *c,
                              const char *body,
                              bool take);
 
+/* What every read-only listener answers the same way: a method other
+ * than GET or HEAD gets 405, GET /health gets 200 "ok". Returns true when
+ * it queued the answer (*@ret is then the handler's result), false when
+ * the request is the caller's to serve. */
+bool rt_http_basic(struct MHD_Connection *c,
+                   const char *method,
+                   const char *url,
+                   enum MHD_Result *ret);
+
 #endif

@@ -288,18 +288,14 @@ static enum MHD_Result ms__http_handler(void *cls,
     enum ms_status_doc doc;
     const char *ctype;
     char *body;
+    enum MHD_Result ret;
     (void)version;
 
     if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
         return ms__http_post(h, c, url, upload_data, upload_data_size, con_cls);
     }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                            "method not allowed\n", false);
-    }
-    if (strcmp(url, "/health") == 0) {
-        return rt_http_send(c, MHD_HTTP_OK, "text/plain", "ok", false);
+    if (rt_http_basic(c, method, url, &ret)) {
+        return ret;
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
         return rt_http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",

@@ -31,18 +31,14 @@ static enum MHD_Result ps__http_handler(void *cls,
 {
     struct ps_http *h = cls;
     char *body = NULL;
+    enum MHD_Result ret;
     (void)version;
     (void)upload_data;
     (void)upload_data_size;
     (void)con_cls;
 
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                            (char *)"method not allowed\n", false);
-    }
-    if (strcmp(url, "/health") == 0) {
-        return rt_http_send(c, MHD_HTTP_OK, "text/plain", (char *)"ok", false);
+    if (rt_http_basic(c, method, url, &ret)) {
+        return ret;
     }
     if (strcmp(url, "/metrics") != 0) {
         return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",

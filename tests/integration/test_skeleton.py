@@ -18,6 +18,8 @@ import http.client
 import json
 import os
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -136,6 +138,25 @@ def test_cluster_is_up(cluster):
     """The master reports three partition servers up."""
     st = cluster.master_status()
     assert [s["state"] for s in st["servers"]].count("up") == 3, st
+
+
+def test_master_http_basics(cluster):
+    """The master's status listener: GET /health is 200 "ok", a method it
+    does not serve is 405, an unknown path 404."""
+    base = "http://%s" % cluster.master_http_addr
+
+    def call(method, path):
+        req = urllib.request.Request(base + path, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    assert call("GET", "/health") == (200, b"ok")
+    assert call("PUT", "/api/status")[0] == 405
+    assert call("DELETE", "/health")[0] == 405
+    assert call("GET", "/nope")[0] == 404
 
 
 def test_get_entity_roundtrips_every_type(table):
