@@ -33,6 +33,18 @@ int rt_log_level_parse(const char *s)
     return -1;
 }
 
+int rt_log_init_flag(const char *prog, const char *component, const char *level)
+{
+    int l = rt_log_level_parse(level);
+    if (l < 0) {
+        fprintf(stderr, "%s: bad --log-level '%s' (debug|info|warn|error)\n",
+                prog, level);
+        return -1;
+    }
+    rt_log_init(component, (enum rt_log_level)l);
+    return 0;
+}
+
 void rt_log_set_level(enum rt_log_level min_level)
 {
     rt__log_min = min_level;

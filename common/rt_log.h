@@ -18,6 +18,11 @@ enum rt_log_level {
 void rt_log_init(const char *component, enum rt_log_level min_level);
 /* Parses "debug|info|warn|error|fatal"; returns -1 if unknown. */
 int rt_log_level_parse(const char *s);
+/* rt_log_init from a daemon's --log-level flag: returns 0, or -1 after
+ * telling stderr that @prog got a bad level (the caller exits 2). */
+int rt_log_init_flag(const char *prog,
+                     const char *component,
+                     const char *level);
 void rt_log_set_level(enum rt_log_level min_level);
 int rt_log_enabled(enum rt_log_level level);
 /* Sets this thread's request id (copied, up to 63 bytes); NULL clears. */

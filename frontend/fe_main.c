@@ -69,17 +69,14 @@ int main(int argc, char **argv)
     struct fe_http_cfg cfg;
     struct fe_main m;
     char errmsg[RT_ERRMSG_SIZE] = "";
-    int level, rc, exit_code = 0;
+    int rc, exit_code = 0;
 
     rt_config_parse("rt-frontend",
                     "rangetable front end: the Azure Table Storage REST API",
                     opts, argc, argv, NULL, 0);
-    level = rt_log_level_parse(log_level);
-    if (level < 0) {
-        fprintf(stderr, "rt-frontend: bad --log-level '%s'\n", log_level);
+    if (rt_log_init_flag("rt-frontend", "fe", log_level) != 0) {
         return 2;
     }
-    rt_log_init("fe", (enum rt_log_level)level);
     if (threads < 1 || threads > 256 || max_body < 1024) {
         fprintf(stderr,
                 "rt-frontend: --threads must be 1..256 and "

@@ -128,7 +128,7 @@ int main(int argc, char **argv)
         {0},
     };
     char rpc_host[256], http_host[256], errmsg[RT_ERRMSG_SIZE] = "";
-    int rpc_port, http_port = 0, level, rc, exit_code = 1;
+    int rpc_port, http_port = 0, rc, exit_code = 1;
     struct ms_master_config cfg = {0};
     struct ms_status *status = NULL;
     struct ms_admin *admin = NULL;
@@ -137,13 +137,9 @@ int main(int argc, char **argv)
     uv_loop_t loop;
 
     rt_config_parse("rt-master", MS_SUMMARY, opts, argc, argv, NULL, 0);
-    level = rt_log_level_parse(log_level);
-    if (level < 0) {
-        fprintf(stderr, "rt-master: --log-level: unknown level '%s'\n",
-                log_level);
+    if (rt_log_init_flag("rt-master", "ms", log_level) != 0) {
         goto bad_flags;
     }
-    rt_log_init("ms", (enum rt_log_level)level);
     if (ms__hostport("listen", listen, rpc_host, sizeof(rpc_host), &rpc_port) !=
             0 ||
         (*http && ms__hostport("http", http, http_host, sizeof(http_host),

@@ -61,17 +61,13 @@ int main(int argc, char **argv)
         "assigns, from one LMDB environment.";
     struct ps_config cfg;
     uv_loop_t loop;
-    int level, rc, code = 0;
+    int rc, code = 0;
 
     rt_config_parse("rt-partition-server", summary, opts, argc, argv, NULL, 0);
-    level = rt_log_level_parse(log_level);
-    if (level < 0) {
-        fprintf(stderr, "rt-partition-server: bad --log-level '%s'\n",
-                log_level);
+    if (rt_log_init_flag("rt-partition-server", "ps", log_level) != 0) {
         rt_config_free(opts);
         return 2;
     }
-    rt_log_init("ps", (enum rt_log_level)level);
     if (!*data) {
         fprintf(stderr,
                 "rt-partition-server: --data DIR is required "
