@@ -1,6 +1,7 @@
 # unit tests: codec (rt_unit_test(name libs...))
 rt_unit_test(test_key rt)
 rt_unit_test(test_entity rt)
+rt_unit_test(test_crc32c rt)
 rt_unit_test(test_rules rt rt_lmdb)
 rt_unit_test(test_time rt)
 rt_unit_test(test_odata fe)
