@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "rt_crc32c.h"
 #include "rt_err.h"
 #include "rt_utf8.h"
 
@@ -316,6 +317,52 @@ void rt_value_encode(struct rt_buf *out,
         memcpy(q + RT_VALUE_HDR_SIZE, blob, blob_n);
     }
     out->len += RT_VALUE_HDR_SIZE + blob_n;
+}
+
+/* CRC32C of @key ‖ the header with its crc field zero ‖ the blob. */
+static uint32_t rt__value_crc(const uint8_t *value,
+                              size_t n,
+                              const uint8_t *key,
+                              size_t kn)
+{
+    uint8_t hdr[RT_VALUE_HDR_SIZE];
+    uint32_t c;
+
+    memcpy(hdr, value, RT_VALUE_HDR_SIZE);
+    memset(hdr + 4, 0, 4);
+    c = rt_crc32c(0, key, kn);
+    c = rt_crc32c(c, hdr, RT_VALUE_HDR_SIZE);
+    return rt_crc32c(c, value + RT_VALUE_HDR_SIZE, n - RT_VALUE_HDR_SIZE);
+}
+
+void rt_value_seal(uint8_t *value, size_t n, const uint8_t *key, size_t kn)
+{
+    RT_PRE(n >= RT_VALUE_HDR_SIZE);
+    value[1] |= RT_VALUE_F_CRC;
+    rt_put_u32le(value + 4, rt__value_crc(value, n, key, kn));
+}
+
+int rt_value_check(const uint8_t *value,
+                   size_t n,
+                   const uint8_t *key,
+                   size_t kn)
+{
+    if (n < RT_VALUE_HDR_SIZE) {
+        return RT_ECORRUPT;
+    }
+    if (!(value[1] & RT_VALUE_F_CRC)) {
+        return 0;
+    }
+    return rt_get_u32le(value + 4) == rt__value_crc(value, n, key, kn)
+               ? 0
+               : RT_ECORRUPT;
+}
+
+void rt_value_unseal(uint8_t *value, size_t n)
+{
+    RT_PRE(n >= RT_VALUE_HDR_SIZE);
+    value[1] &= (uint8_t)~RT_VALUE_F_CRC;
+    memset(value + 4, 0, 4);
 }
 
 int rt_value_decode(const uint8_t *value,

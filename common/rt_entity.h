@@ -12,8 +12,13 @@
  *   Properties keep the order they were given in.
  *
  * Stored value (what LMDB holds and RPC replies carry):
- *   u8 version (1) ‖ u8 flags ‖ u16le reserved (0) ‖ u32le reserved (0) ‖
+ *   u8 version (1) ‖ u8 flags ‖ u16le reserved (0) ‖ u32le crc ‖
  *   u64le ticks (Timestamp/ETag) ‖ properties blob
+ *   With flag RT_VALUE_F_CRC, crc is the CRC32C of
+ *   storage key ‖ header with crc 0 ‖ blob (docs/DESIGN-replication.md
+ *   §5.6), set once by the store that writes the value; without it (values
+ *   written before checksums, values built only to be formatted) crc is 0
+ *   and nothing is checked.
  *
  * Thread: pure functions. Pointers in struct rt_prop borrow from the blob
  * they were decoded from. */
@@ -38,6 +43,7 @@ enum rt_edm {
 
 #define RT_VALUE_HDR_SIZE 16
 #define RT_VALUE_VERSION 1
+#define RT_VALUE_F_CRC 0x01 /* the crc field is set */
 
 /* Limits (docs/table-api-spec.md §9); one place for all of them. */
 #define RT_MAX_USER_PROPS 252 /* 255 including PK, RK, Timestamp */
@@ -144,7 +150,23 @@ void rt_value_encode(struct rt_buf *out,
                      uint8_t flags,
                      const uint8_t *blob,
                      size_t blob_n);
-/* Returns 0 or RT_ECORRUPT; *blob points into @value. */
+/* Seals the encoded value @value[0..n) (n >= RT_VALUE_HDR_SIZE) stored
+ * under storage key @key[0..kn): sets RT_VALUE_F_CRC and the crc field. */
+void rt_value_seal(uint8_t *value, size_t n, const uint8_t *key, size_t kn);
+/* Checks the value @value[0..n) read under storage key @key[0..kn)
+ * (both borrowed): 0 when it is sealed and the crc matches, or when it is
+ * not sealed; RT_ECORRUPT on a mismatch or a header too short to hold a
+ * crc. */
+int rt_value_check(const uint8_t *value,
+                   size_t n,
+                   const uint8_t *key,
+                   size_t kn);
+/* Clears RT_VALUE_F_CRC and the crc field of @value[0..n): for a value
+ * derived from a stored one (a projection), which the crc no longer
+ * covers. */
+void rt_value_unseal(uint8_t *value, size_t n);
+/* Returns 0 or RT_ECORRUPT; *blob points into @value. Checks the header's
+ * shape only, never the crc (rt_value_check does). */
 int rt_value_decode(const uint8_t *value,
                     size_t n,
                     uint64_t *ticks,

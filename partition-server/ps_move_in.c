@@ -9,9 +9,10 @@
  * what was received (span drop) and forgets it.
  *
  * The states of a record are in ps__mvin_allowed. Failure modes: a
- * record outside the range or malformed, a failed write or a wrong
- * record count make the record FAILED; later MIGRATE_DATA / END calls
- * get its error, and MOVE_ABORT deletes what it holds.
+ * record outside the range, malformed or failing its checksum
+ * (RT_ECORRUPT), a failed write or a wrong record count make the record
+ * FAILED; later MIGRATE_DATA / END calls get its error, and MOVE_ABORT
+ * deletes what it holds.
  *
  * Thread: loop thread only. */
 #include "ps_move_in.h"
@@ -410,6 +411,14 @@ void ps__mvin_data(struct ps_server *ps,
             rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                              "record outside the range or malformed");
             ps__mvin_fail(mi, RT_EINVAL);
+            goto out_free;
+        }
+        /* The source checked it too; this catches damage on the way. */
+        if (!kv->deleted && rt_value_check(kv->value.data, kv->value.len,
+                                           kv->key.data, kv->key.len) != 0) {
+            rt_rpc_reply_err(conn, id, method, RT_ECORRUPT,
+                             "record fails its checksum");
+            ps__mvin_fail(mi, RT_ECORRUPT);
             goto out_free;
         }
         bytes += kv->key.len + kv->value.len;

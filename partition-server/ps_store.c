@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rt_crc32c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_key.h"
@@ -214,6 +215,23 @@ void ps_store_capture_take(struct ps_store *s, struct rt_buf *out)
     }
     rt_buf_append(out, s->cap.data, s->cap.len);
     rt_buf_reset(&s->cap);
+}
+
+int ps__value_check(const uint8_t *key, size_t kn, const uint8_t *v, size_t vn)
+{
+    uint64_t table_id = 0;
+
+    if (rt_value_check(v, vn, key, kn) == 0) {
+        return 0;
+    }
+    if (kn >= 8) {
+        table_id = rt_get_u64be(key);
+    }
+    rt_log(RT_LOG_ERROR,
+           "store: corrupt value (checksum mismatch) in table %llu, storage "
+           "key of %zu bytes with crc32c %08x",
+           (unsigned long long)table_id, kn, rt_crc32c(0, key, kn));
+    return RT_ECORRUPT;
 }
 
 void ps__cap(struct ps_store *s,

@@ -13,6 +13,16 @@
  * default LMDB sync, never MDB_NOSYNC). It knows nothing about ranges,
  * epochs or RPC: callers check ownership before they come here.
  *
+ * Checksums (docs/DESIGN-replication.md §5.6): every value an entity op
+ * writes is sealed with the CRC32C of its storage key, header and blob
+ * (rt_value_seal); raw writes (ps_kv) store values as given. Every read
+ * that hands a stored value out (ps_store_get, ps_store_scan,
+ * ps_store_snap_next) and every op that reads the old value (merge, an
+ * ETag condition) checks it: a mismatch is RT_ECORRUPT for that request,
+ * never the bad data, logged with the table. Values without the CRC flag
+ * (written before checksums) are read unchecked. An unconditional replace,
+ * upsert-replace or delete of a corrupt value succeeds: it never reads it.
+ *
  * Threads: ps_store_open/close with no other user. Write functions
  * (ps_store_write_group, ps_store_meta_save, ps_store_drop_chunk) from one
  * thread at a time: the writer thread (ps_writer.h), or a test. Read
@@ -207,7 +217,7 @@ void ps_store_capture(struct ps_store *s, int on);
 void ps_store_capture_take(struct ps_store *s, struct rt_buf *out);
 
 /* Point read. On 0 the stored value is appended to @value (caller-owned).
- * Errors: RT_ENOTFOUND, RT_EIO. */
+ * Errors: RT_ENOTFOUND, RT_ECORRUPT (checksum mismatch), RT_EIO. */
 int ps_store_get(struct ps_store *s,
                  uint64_t table_id,
                  const char *pk,
@@ -269,7 +279,10 @@ struct ps_scan
 
 /* Runs @sc in one read transaction (a snapshot). Thread-safe (any thread,
  * concurrently with the writer). Errors: RT_EIO, RT_ECORRUPT (a stored key
- * or value is malformed), RT_ENOMEM. On error sc's outputs are freed. */
+ * or value is malformed, or a value in the scanned key range fails its
+ * checksum, even one the filter would skip), RT_ENOMEM. On error sc's
+ * outputs are freed. A projected value ($select) carries no checksum: its
+ * blob is not the stored one. */
 int ps_store_scan(struct ps_store *s, struct ps_scan *sc);
 void ps_scan_free(struct ps_scan *sc);
 
@@ -313,7 +326,9 @@ int ps_store_snap_open(struct ps_store *s,
 /* Appends the next entries as change records (txn_id 0, never deleted)
  * to @out until at least @max_bytes of keys and values were added or the
  * span ends; adds the number of entries to *n and their key + value bytes
- * to *bytes. Returns 1 (more left), 0 (span done) or RT_ECORRUPT/RT_EIO. */
+ * to *bytes. Returns 1 (more left), 0 (span done) or RT_ECORRUPT/RT_EIO;
+ * RT_ECORRUPT (a value fails its checksum) must fail the move, so a bad
+ * value is never copied to the target. */
 int ps_store_snap_next(struct ps_snap *sn,
                        struct rt_buf *out,
                        size_t max_bytes,

@@ -97,6 +97,13 @@ void ps__bucket_add(struct rt_buf *out,
                     const uint8_t *val,
                     size_t vn);
 
+/* Checks the stored value @v[0..vn) read under full storage key
+ * @key[0..kn) (rt_value_check: its CRC32C when it has one). Returns 0, or
+ * RT_ECORRUPT after logging the table and a fingerprint of the key (never
+ * the key: rt_log.h); the caller logs the range. Every path that hands a
+ * stored value out calls it. */
+int ps__value_check(const uint8_t *key, size_t kn, const uint8_t *v, size_t vn);
+
 /* Records a change in the capture buffer when capture is on (writer
  * thread). */
 void ps__cap(struct ps_store *s,

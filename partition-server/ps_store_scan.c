@@ -40,6 +40,9 @@ int ps_store_get(struct ps_store *s,
     }
     rc = ps__lookup(s, txn, key.data, key.len, &v);
     if (rc == 0) {
+        rc = ps__value_check(key.data, key.len, v.mv_data, v.mv_size);
+    }
+    if (rc == 0) {
         rt_buf_append(value, v.mv_data, v.mv_size);
     }
     mdb_txn_abort(txn);
@@ -159,6 +162,9 @@ static int ps__project(const struct ps_scan *sc,
         return RT_ECORRUPT;
     }
     rt_buf_append(out, v, RT_VALUE_HDR_SIZE);
+    /* The blob changes, so the stored crc would no longer match it. */
+    rt_value_unseal(out->data + out->len - RT_VALUE_HDR_SIZE,
+                    RT_VALUE_HDR_SIZE);
     rt_props_begin(&pw, out);
     while ((rv = rt_props_next(&it, &p)) == 1) {
         if (ps__select_has(sc, p.name, p.name_len)) {
@@ -323,6 +329,12 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
             break;
         }
         sc->scanned++;
+        /* Checked before the filter looks at it: a bad value fails the
+         * scan even when the filter would have skipped it, so a scan
+         * never decides on corrupt data. */
+        if ((rc = ps__value_check(it.key, it.kn, it.val, it.vn)) != 0) {
+            goto out_err;
+        }
         if (sc->scanned % PS_SCAN_CLOCK_EVERY == 0 &&
             rt_time_mono_ms() >= deadline) {
             out_of_time = 1; /* stop before the next key */
@@ -527,6 +539,11 @@ int ps_store_snap_next(struct ps_snap *sn,
         }
         if (added >= max_bytes) {
             return 1; /* the current entry goes first next time */
+        }
+        /* A move must fail rather than copy a bad value to its target. */
+        if ((rc = ps__value_check(sn->it.key, sn->it.kn, sn->it.val,
+                                  sn->it.vn)) != 0) {
+            return rc;
         }
         ps_change_append(out, 0, sn->it.key, sn->it.kn, sn->it.val, sn->it.vn,
                          0);

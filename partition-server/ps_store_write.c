@@ -125,6 +125,18 @@ static int ps__op_run(struct ps_store *s,
             op->code = RT_ECORRUPT;
             return 0;
         }
+        if (ps__value_check(s->kbuf.data, s->kbuf.len, v.mv_data, v.mv_size) !=
+            0) {
+            /* An op that reads the old value (merge, ETag condition) must
+             * not act on bad data; one that just replaces or deletes it
+             * never looks at it, and is how a client repairs the entity. */
+            if (op->kind == PS_OP_MERGE || op->kind == PS_OP_UPSERT_MERGE ||
+                (!op->if_match_any && op->if_match != 0)) {
+                op->code = RT_ECORRUPT;
+                return 0;
+            }
+            old_ticks = 0;
+        }
     }
 
     switch (op->kind) {
@@ -202,6 +214,7 @@ static int ps__op_run(struct ps_store *s,
     uint64_t ticks = ps__next_ticks(s, old_ticks);
     rt_buf_reset(&s->vbuf);
     rt_value_encode(&s->vbuf, ticks, 0, blob, blob_n);
+    rt_value_seal(s->vbuf.data, s->vbuf.len, s->kbuf.data, s->kbuf.len);
     rc = ps__kv_put(s, txn, s->kbuf.data, s->kbuf.len, s->vbuf.data,
                     s->vbuf.len);
     if (rc != 0) {

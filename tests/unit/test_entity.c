@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "rt_crc32c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "th_props.h"
@@ -363,6 +364,52 @@ static void test_value_corrupt(void **state)
                      RT_ECORRUPT);
 }
 
+/* Sealed values: the crc covers key, header and blob; every flipped bit
+ * and a different key are caught; an unsealed value is not checked; the
+ * crc field is the CRC32C of key ‖ header with crc 0 ‖ blob. */
+static void test_value_crc(void **state)
+{
+    struct rt_buf blob = RT_BUF_INIT, v = RT_BUF_INIT;
+    const uint8_t key[] = "\0\0\0\0\0\0\0\1pk\0\1rk\0\1";
+    const uint8_t other[] = "\0\0\0\0\0\0\0\1pk\0\1rl\0\1";
+    uint8_t hdr[RT_VALUE_HDR_SIZE];
+    uint32_t c;
+    (void)state;
+    build_all(&blob);
+    rt_value_encode(&v, 638500000000000000ULL, 0, blob.data, blob.len);
+    assert_int_equal(rt_value_check(v.data, v.len, key, sizeof(key)), 0);
+    rt_value_seal(v.data, v.len, key, sizeof(key));
+    assert_int_equal(v.data[1], RT_VALUE_F_CRC);
+    assert_int_equal(rt_value_check(v.data, v.len, key, sizeof(key)), 0);
+    memcpy(hdr, v.data, sizeof(hdr));
+    memset(hdr + 4, 0, 4);
+    c = rt_crc32c(0, key, sizeof(key));
+    c = rt_crc32c(c, hdr, sizeof(hdr));
+    c = rt_crc32c(c, v.data + RT_VALUE_HDR_SIZE, v.len - RT_VALUE_HDR_SIZE);
+    assert_int_equal(rt_get_u32le(v.data + 4), c);
+    assert_int_equal(rt_value_check(v.data, v.len, other, sizeof(other)),
+                     RT_ECORRUPT);
+    for (size_t i = 0; i < v.len; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            int want = i == 1 && bit == 0 ? 0 : RT_ECORRUPT;
+            v.data[i] ^= (uint8_t)(1u << bit);
+            /* Clearing the flag leaves an unsealed value: not checked. */
+            assert_int_equal(rt_value_check(v.data, v.len, key, sizeof(key)),
+                             want);
+            v.data[i] ^= (uint8_t)(1u << bit);
+        }
+    }
+    assert_int_equal(rt_value_check(v.data, v.len - 1, key, sizeof(key)),
+                     RT_ECORRUPT);
+    assert_int_equal(rt_value_check(v.data, 3, key, sizeof(key)), RT_ECORRUPT);
+    rt_value_unseal(v.data, v.len);
+    assert_int_equal(v.data[1], 0);
+    assert_int_equal(rt_get_u32le(v.data + 4), 0);
+    assert_int_equal(rt_value_check(v.data, v.len, other, sizeof(other)), 0);
+    rt_buf_free(&blob);
+    rt_buf_free(&v);
+}
+
 /* Random garbage never crashes the decoder. */
 static void test_fuzz_garbage(void **state)
 {
@@ -399,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_merge_too_many),
         cmocka_unit_test(test_value_roundtrip),
         cmocka_unit_test(test_value_corrupt),
+        cmocka_unit_test(test_value_crc),
         cmocka_unit_test(test_fuzz_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,330 @@
+/* Unit tests of the store's checksummed values (ps_store.h, "Checksums";
+ * docs/DESIGN-replication.md §5.6) on a real LMDB environment: values
+ * are sealed where they are written; a flipped byte, or a value under
+ * another key, is RT_ECORRUPT on get, scan, snapshot and merge, never
+ * data; values without the flag (written before checksums) still read.
+ * Bad values are planted by closing the store and rewriting the record
+ * with plain LMDB calls. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include "ps_store.h"
+#include "rt_entity.h"
+#include "rt_err.h"
+#include "rt_key.h"
+#include "th_dir.h"
+#include "th_props.h"
+
+/* Fixture */
+
+#define MAP_SIZE (64u * 1024u * 1024u)
+#define T 7 /* table id */
+
+struct fx
+{
+    char dir[64];
+    struct ps_store *s;
+};
+
+static void store_open(struct fx *f)
+{
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_int_equal(th_dir_create("test_ps_crc", f->dir, sizeof(f->dir)), 0);
+    store_open(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    ps_store_close(f->s);
+    th_dir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Helpers */
+
+static int apply(struct ps_store *s,
+                 enum ps_op_kind kind,
+                 const char *pk,
+                 const char *rk,
+                 const char *val)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    struct ps_op op;
+    struct ps_write w;
+    struct ps_write *wp = &w;
+
+    th_props1(&props, "v", val);
+    memset(&op, 0, sizeof(op));
+    op.kind = kind;
+    op.pk = pk;
+    op.rk = rk;
+    op.props = props.data;
+    op.props_len = props.len;
+    memset(&w, 0, sizeof(w));
+    w.table_id = T;
+    w.ops = &op;
+    w.n_ops = 1;
+    w.failed_index = -1;
+    assert_int_equal(ps_store_write_group(s, &wp, 1), 0);
+    assert_int_equal(w.status, 0);
+    rt_buf_free(&op.value);
+    rt_buf_free(&props);
+    return op.code;
+}
+
+static void put(struct ps_store *s, const char *pk, const char *rk)
+{
+    assert_int_equal(apply(s, PS_OP_UPSERT_REPLACE, pk, rk, rk), 0);
+}
+
+static void skey(struct rt_buf *k, const char *pk, const char *rk)
+{
+    rt_buf_reset(k);
+    rt_key_entity(k, T, pk, strlen(pk), rk, strlen(rk));
+}
+
+/* With the store closed: opens the environment with plain LMDB and reads
+ * the "data" record of (pk, rk) into @out when @out is set, then stores
+ * @val (when set) under (pk2, rk2). */
+static void raw(const struct fx *f,
+                const char *pk,
+                const char *rk,
+                struct rt_buf *out,
+                const char *pk2,
+                const char *rk2,
+                const struct rt_buf *val)
+{
+    struct rt_buf k = RT_BUF_INIT;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val kv, vv;
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, MAP_SIZE), 0);
+    assert_int_equal(mdb_env_open(env, f->dir, MDB_NOTLS, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
+    if (out) {
+        skey(&k, pk, rk);
+        kv.mv_data = k.data;
+        kv.mv_size = k.len;
+        assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
+        rt_buf_reset(out);
+        rt_buf_append(out, vv.mv_data, vv.mv_size);
+    }
+    if (val) {
+        skey(&k, pk2, rk2);
+        kv.mv_data = k.data;
+        kv.mv_size = k.len;
+        vv.mv_data = val->data;
+        vv.mv_size = val->len;
+        assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
+    }
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    rt_buf_free(&k);
+}
+
+/* Closes the store, flips one bit of (pk, rk)'s stored value at @at (from
+ * the end when negative) and opens the store again. */
+static void flip(struct fx *f, const char *pk, const char *rk, long at)
+{
+    struct rt_buf v = RT_BUF_INIT;
+    ps_store_close(f->s);
+    raw(f, pk, rk, &v, NULL, NULL, NULL);
+    v.data[at < 0 ? (long)v.len + at : at] ^= 0x10;
+    raw(f, NULL, NULL, NULL, pk, rk, &v);
+    rt_buf_free(&v);
+    store_open(f);
+}
+
+static struct ps_scan mkscan(void)
+{
+    struct ps_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.table_id = T;
+    sc.low = "";
+    return sc;
+}
+
+static int get(struct ps_store *s, const char *pk, const char *rk)
+{
+    struct rt_buf v = RT_BUF_INIT;
+    int rc = ps_store_get(s, T, pk, rk, &v);
+    if (rc != 0) {
+        assert_int_equal(v.len, 0); /* no data on an error */
+    }
+    rt_buf_free(&v);
+    return rc;
+}
+
+/* Tests */
+
+/* The store seals what it writes: flag set, crc over the storage key. */
+static void test_written_values_sealed(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf v = RT_BUF_INIT, k = RT_BUF_INIT;
+    put(f->s, "p", "a");
+    assert_int_equal(ps_store_get(f->s, T, "p", "a", &v), 0);
+    assert_true(v.data[1] & RT_VALUE_F_CRC);
+    assert_true(rt_get_u32le(v.data + 4) != 0);
+    skey(&k, "p", "a");
+    assert_int_equal(rt_value_check(v.data, v.len, k.data, k.len), 0);
+    rt_buf_free(&v);
+    rt_buf_free(&k);
+}
+
+/* A flipped byte in the blob or the header: get and scan fail with
+ * RT_ECORRUPT, the neighbours still read, a merge fails, and an
+ * unconditional replace repairs the entity. */
+static void test_flipped_byte(void **state)
+{
+    struct fx *f = *state;
+    const long at[] = {-1, 9, 2};
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        struct ps_scan sc = mkscan();
+        put(f->s, "p", "a");
+        put(f->s, "p", "b");
+        put(f->s, "p", "c");
+        flip(f, "p", "b", at[i]);
+        assert_int_equal(get(f->s, "p", "b"), RT_ECORRUPT);
+        assert_int_equal(get(f->s, "p", "a"), 0);
+        assert_int_equal(get(f->s, "p", "c"), 0);
+        assert_int_equal(ps_store_scan(f->s, &sc), RT_ECORRUPT);
+        assert_int_equal(sc.n, 0);
+        assert_null(sc.recs);
+        /* A scan that ends before the bad key is fine. */
+        sc = mkscan();
+        sc.limit = 1;
+        assert_int_equal(ps_store_scan(f->s, &sc), 0);
+        assert_int_equal(sc.n, 1);
+        ps_scan_free(&sc);
+        assert_int_equal(apply(f->s, PS_OP_MERGE, "p", "b", "m"), RT_ECORRUPT);
+        assert_int_equal(apply(f->s, PS_OP_UPSERT_MERGE, "p", "b", "m"),
+                         RT_ECORRUPT);
+        assert_int_equal(get(f->s, "p", "b"), RT_ECORRUPT);
+        assert_int_equal(apply(f->s, PS_OP_UPSERT_REPLACE, "p", "b", "r"), 0);
+        assert_int_equal(get(f->s, "p", "b"), 0);
+        sc = mkscan();
+        assert_int_equal(ps_store_scan(f->s, &sc), 0);
+        assert_int_equal(sc.n, 3);
+        ps_scan_free(&sc);
+    }
+}
+
+/* A move's snapshot stops at a bad value instead of copying it. */
+static void test_snapshot_fails(void **state)
+{
+    struct fx *f = *state;
+    struct ps_span sp = {T, "", NULL};
+    struct ps_snap *sn;
+    struct rt_buf out = RT_BUF_INIT;
+    uint64_t txn, n = 0, bytes = 0;
+    int rc;
+    put(f->s, "p", "a");
+    put(f->s, "p", "b");
+    flip(f, "p", "b", -2);
+    assert_int_equal(ps_store_snap_open(f->s, &sp, &sn, &txn), 0);
+    while ((rc = ps_store_snap_next(sn, &out, 1, &n, &bytes)) == 1) {
+    }
+    assert_int_equal(rc, RT_ECORRUPT);
+    assert_int_equal(n, 1); /* only "a" was copied */
+    ps_store_snap_close(sn);
+    rt_buf_free(&out);
+}
+
+/* The crc covers the key: a sealed value copied under another key is
+ * corrupt there and still good under its own. */
+static void test_crc_covers_key(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf v = RT_BUF_INIT;
+    put(f->s, "p", "a");
+    ps_store_close(f->s);
+    raw(f, "p", "a", &v, "p", "z", &v);
+    store_open(f);
+    assert_int_equal(get(f->s, "p", "a"), 0);
+    assert_int_equal(get(f->s, "p", "z"), RT_ECORRUPT);
+    rt_buf_free(&v);
+}
+
+/* Values written before checksums (flag clear, crc 0) read unchecked, by
+ * get and scan, and a write over one seals it. */
+static void test_unsealed_values_read(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT, v = RT_BUF_INIT, got = RT_BUF_INIT;
+    struct ps_scan sc = mkscan();
+    th_props1(&props, "v", "old");
+    rt_value_encode(&v, 12345, 0, props.data, props.len);
+    ps_store_close(f->s);
+    raw(f, NULL, NULL, NULL, "p", "old", &v);
+    store_open(f);
+    assert_int_equal(ps_store_get(f->s, T, "p", "old", &got), 0);
+    assert_int_equal(got.len, v.len);
+    assert_memory_equal(got.data, v.data, v.len);
+    assert_int_equal(ps_store_scan(f->s, &sc), 0);
+    assert_int_equal(sc.n, 1);
+    ps_scan_free(&sc);
+    assert_int_equal(apply(f->s, PS_OP_MERGE, "p", "old", "new"), 0);
+    rt_buf_reset(&got);
+    assert_int_equal(ps_store_get(f->s, T, "p", "old", &got), 0);
+    assert_true(got.data[1] & RT_VALUE_F_CRC);
+    rt_buf_free(&props);
+    rt_buf_free(&v);
+    rt_buf_free(&got);
+}
+
+/* A projection ($select) changes the blob, so it carries no crc. */
+static void test_projection_unsealed(void **state)
+{
+    struct fx *f = *state;
+    const char *sel[] = {"nope"};
+    struct ps_scan sc = mkscan();
+    put(f->s, "p", "a");
+    sc.select = sel;
+    sc.n_select = 1;
+    assert_int_equal(ps_store_scan(f->s, &sc), 0);
+    assert_int_equal(sc.n, 1);
+    assert_int_equal(sc.recs[0].value[1] & RT_VALUE_F_CRC, 0);
+    assert_int_equal(rt_get_u32le(sc.recs[0].value + 4), 0);
+    ps_scan_free(&sc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_written_values_sealed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crc_covers_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsealed_values_read, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_projection_unsealed, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
