@@ -121,7 +121,9 @@ int main(int argc, char **argv)
         uv_close((uv_handle_t *)&ps__sigint, NULL);
         uv_close((uv_handle_t *)&ps__sigterm, NULL);
         ps_server_stop(&ps__server);
-        code = 1;
+        /* 2: the data directory is unusable (a truncated data.mdb, ...);
+         * restarting will not help, the operator must act. */
+        code = rc == RT_ECORRUPT ? 2 : 1;
     } else {
         uv_signal_start(&ps__sigint, ps__signal_cb, SIGINT);
         uv_signal_start(&ps__sigterm, ps__signal_cb, SIGTERM);

@@ -564,6 +564,10 @@ int ps_store_open(const char *dir,
         rt_errmsg_printf(errmsg, "mkdir %s: %s", dir, strerror(errno));
         return RT_EIO;
     }
+    rc = ps_store_file_check(dir, NULL, errmsg);
+    if (rc != 0 && rc != RT_ENOTFOUND) {
+        return rc;
+    }
     s = calloc(1, sizeof(*s));
     if (!s) {
         rt_errmsg_printf(errmsg, "out of memory");

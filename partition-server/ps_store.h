@@ -145,10 +145,32 @@ struct ps_write
  * dropped. Safe on a write never applied if its ops were zeroed. */
 void ps_write_reset(struct ps_write *w);
 
+/* What the newer of LMDB's two meta pages of DIR/data.mdb says, and the
+ * file's length (ps_store_file_check). */
+struct ps_store_file
+{
+    uint32_t psize;   /* page size */
+    uint64_t last_pg; /* last page in use */
+    uint64_t txnid;   /* last committed write transaction */
+    uint64_t size;    /* file length in bytes */
+};
+
+/* The start-up check of DIR/data.mdb, before LMDB maps it (layout and
+ * reasons in ps_store_file.c): reads both meta pages with pread and
+ * checks the file holds every page the newer one says is in use.
+ * Returns 0 (and *@info when @info is set), RT_ENOTFOUND when there is no
+ * data.mdb (a new environment), RT_ECORRUPT with @errmsg "data file
+ * DIR/data.mdb is truncated or corrupt: ..." (a short file, unreadable
+ * metas, bad magic or version), or RT_EIO (open/stat failed). */
+int ps_store_file_check(const char *dir,
+                        struct ps_store_file *info,
+                        char *errmsg);
+
 /* Opens (creating when missing) the environment in directory @dir (created
- * if absent, one level) with a map of @map_size bytes. On 0, *out belongs to
- * the caller (ps_store_close). On error @errmsg (RT_ERRMSG_SIZE) says why.
- * Errors: RT_EIO, RT_ECORRUPT, RT_ENOSPACE. */
+ * if absent, one level) with a map of @map_size bytes, after
+ * ps_store_file_check. On 0, *out belongs to the caller (ps_store_close).
+ * On error @errmsg (RT_ERRMSG_SIZE) says why. Errors: RT_EIO, RT_ECORRUPT
+ * (a truncated or corrupt data file among others), RT_ENOSPACE. */
 int ps_store_open(const char *dir,
                   size_t map_size,
                   struct ps_store **out,

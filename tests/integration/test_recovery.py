@@ -1,11 +1,15 @@
 """Recovery (DESIGN §6): a partition server that dies makes its ranges answer
 503 ServerBusy until it returns with its data; a master restart alone is
-survived by the servers and front ends, which reconnect and resync.
+survived by the servers and front ends, which reconnect and resync; a
+server whose data file was truncated refuses to start (exit 2) instead of
+crashing later.
 
 One cluster for the module, with a 1 s heartbeat timeout so "down" is quick.
 """
 
+import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -101,6 +105,40 @@ def test_master_restart_alone(cluster, table):
     svc.create_table("aftermaster")
     names = [t.name for t in svc.list_tables()]
     assert TABLE in names and "aftermaster" in names
+    assert len(list(table.list_entities())) == 21
+
+
+def test_truncated_data_file_refused(cluster, table):
+    """A partition server whose data.mdb is shorter than its last used
+    page refuses to start (exit 2, a message naming the file) instead of
+    dying with SIGBUS later; with the file restored it serves again."""
+    name = owner_of(cluster, TABLE)
+    p = cluster.proc(name)
+    datadir = os.path.join(cluster.workdir, name)
+    path = os.path.join(datadir, "data.mdb")
+    cluster.kill(name, signal.SIGTERM)
+    assert p.reap() == 0
+    with open(path, "rb") as f:
+        saved = f.read()
+    assert len(saved) >= 4 * 4096
+    with open(path, "r+b") as f:
+        f.truncate(len(saved) // 2)
+
+    # Run the binary by hand, with the arguments the cluster uses, so the
+    # expected failure is not counted as an unclean exit.
+    argv = [p.binary] + p.args() + ["--log-level", "info"]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                       cwd=cluster.workdir, env=cluster.env, timeout=10)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 2, err
+    assert time.monotonic() - t0 < 5, err
+    assert "data file %s is truncated or corrupt: " % path in err, err
+
+    with open(path, "wb") as f:
+        f.write(saved)
+    cluster.start_process(name)
+    assert table.get_entity("p1", "r04")["v"] == 4
     assert len(list(table.list_entities())) == 21
 
 

@@ -4,7 +4,9 @@
  * another key, is RT_ECORRUPT on get, scan, snapshot and merge, never
  * data; values without the flag (written before checksums) still read.
  * Bad values are planted by closing the store and rewriting the record
- * with plain LMDB calls. */
+ * with plain LMDB calls. Also the start-up check of data.mdb
+ * (ps_store_file_check): its reading of LMDB's meta pages against
+ * LMDB's own numbers, truncated files and bad magic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -313,6 +315,119 @@ static void test_projection_unsealed(void **state)
     ps_scan_free(&sc);
 }
 
+/* The start-up check reads what LMDB itself reports: page size, last
+ * used page and last txn id of a real environment with a few hundred
+ * pages. A layout mismatch with the installed LMDB fails here. */
+static void test_file_meta_matches_lmdb(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    char rk[32], big[2000];
+    struct ps_store_file info;
+    MDB_envinfo ei;
+    MDB_stat st;
+    MDB_env *env;
+
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    for (int i = 0; i < 400; i++) {
+        snprintf(rk, sizeof(rk), "r%05d", i);
+        assert_int_equal(apply(f->s, PS_OP_UPSERT_REPLACE, "p", rk, big), 0);
+    }
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, MAP_SIZE), 0);
+    assert_int_equal(mdb_env_open(env, f->dir, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_env_info(env, &ei), 0);
+    assert_int_equal(mdb_env_stat(env, &st), 0);
+    mdb_env_close(env);
+    assert_int_equal(ps_store_file_check(f->dir, &info, errmsg), 0);
+    assert_int_equal(info.psize, st.ms_psize);
+    assert_int_equal(info.last_pg, ei.me_last_pgno);
+    assert_int_equal(info.txnid, ei.me_last_txnid);
+    assert_true(info.last_pg > 100);
+    assert_true(info.size >= (info.last_pg + 1) * info.psize);
+    store_open(f);
+}
+
+/* Truncates DIR/data.mdb to @len bytes. */
+static void cut(const struct fx *f, long long len)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/data.mdb", f->dir);
+    assert_int_equal(truncate(path, (off_t)len), 0);
+}
+
+/* A data.mdb shorter than its last used page, or without readable metas,
+ * is refused with the message, by the check and by ps_store_open; no
+ * data.mdb is a new environment. */
+static void test_file_truncated(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    char rk[32];
+    const long long lens[] = {-1, 1, 4095, 0};
+    struct ps_store_file info;
+    struct ps_store *s = NULL;
+
+    for (int i = 0; i < 500; i++) {
+        snprintf(rk, sizeof(rk), "r%05d", i);
+        put(f->s, "p", rk);
+    }
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(ps_store_file_check(f->dir, &info, errmsg), 0);
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        long long len =
+            lens[i] < 0 ? (long long)(info.last_pg * info.psize) : lens[i];
+        cut(f, len);
+        errmsg[0] = '\0';
+        assert_int_equal(ps_store_file_check(f->dir, NULL, errmsg),
+                         RT_ECORRUPT);
+        assert_non_null(strstr(errmsg, "/data.mdb is truncated or corrupt: "));
+        assert_non_null(strstr(errmsg, f->dir));
+        assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &s, errmsg),
+                         RT_ECORRUPT);
+        assert_non_null(strstr(errmsg, "is truncated or corrupt"));
+    }
+    /* Wiping the directory is how the operator recovers. */
+    th_dir_remove(f->dir);
+    assert_int_equal(ps_store_file_check(f->dir, NULL, errmsg), RT_ENOTFOUND);
+    store_open(f);
+}
+
+/* Bad magic in either meta page is refused. */
+static void test_file_bad_magic(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    char path[128];
+    struct ps_store_file info;
+    uint8_t junk[4] = {1, 2, 3, 4};
+    FILE *fp;
+
+    put(f->s, "p", "a");
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(ps_store_file_check(f->dir, &info, errmsg), 0);
+    snprintf(path, sizeof(path), "%s/data.mdb", f->dir);
+    for (int page = 1; page >= 0; page--) {
+        fp = fopen(path, "r+b");
+        assert_non_null(fp);
+        /* mm_magic: the first word after the page header. */
+        assert_int_equal(
+            fseek(fp, (long)(page * info.psize + sizeof(size_t) + 8), SEEK_SET),
+            0);
+        assert_int_equal(fwrite(junk, 1, 4, fp), 4);
+        fclose(fp);
+        assert_int_equal(ps_store_file_check(f->dir, NULL, errmsg),
+                         RT_ECORRUPT);
+        assert_non_null(strstr(errmsg, "bad magic"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +440,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_projection_unsealed, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_file_meta_matches_lmdb, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_file_truncated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_bad_magic, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
