@@ -63,11 +63,14 @@ static int teardown(void **state)
 
 /* Helpers */
 
-static int apply(struct ps_store *s,
-                 enum ps_op_kind kind,
-                 const char *pk,
-                 const char *rk,
-                 const char *val)
+/* Applies one op on table T in its own group, with If-Match ETag
+ * @if_match (0: none); returns the op's code. */
+static int apply_if(struct ps_store *s,
+                    enum ps_op_kind kind,
+                    const char *pk,
+                    const char *rk,
+                    const char *val,
+                    uint64_t if_match)
 {
     struct rt_buf props = RT_BUF_INIT;
     struct ps_op op;
@@ -81,6 +84,7 @@ static int apply(struct ps_store *s,
     op.rk = rk;
     op.props = props.data;
     op.props_len = props.len;
+    op.if_match = if_match;
     memset(&w, 0, sizeof(w));
     w.table_id = T;
     w.ops = &op;
@@ -91,6 +95,15 @@ static int apply(struct ps_store *s,
     rt_buf_free(&op.value);
     rt_buf_free(&props);
     return op.code;
+}
+
+static int apply(struct ps_store *s,
+                 enum ps_op_kind kind,
+                 const char *pk,
+                 const char *rk,
+                 const char *val)
+{
+    return apply_if(s, kind, pk, rk, val, 0);
 }
 
 static void put(struct ps_store *s, const char *pk, const char *rk)
@@ -234,6 +247,26 @@ static void test_flipped_byte(void **state)
         assert_int_equal(sc.n, 3);
         ps_scan_free(&sc);
     }
+}
+
+/* Ops on a bad value: those that read it (an ETag condition) fail, an
+ * unconditional delete or replace goes through without reading it. */
+static void test_conditions_on_bad_value(void **state)
+{
+    struct fx *f = *state;
+    put(f->s, "p", "a");
+    put(f->s, "p", "b");
+    flip(f, "p", "a", -1);
+    flip(f, "p", "b", -1);
+    assert_int_equal(apply_if(f->s, PS_OP_REPLACE, "p", "a", "x", 12345),
+                     RT_ECORRUPT);
+    assert_int_equal(apply_if(f->s, PS_OP_DELETE, "p", "a", "x", 12345),
+                     RT_ECORRUPT);
+    assert_int_equal(apply(f->s, PS_OP_INSERT, "p", "a", "x"), RT_EEXIST);
+    assert_int_equal(apply(f->s, PS_OP_DELETE, "p", "a", "x"), 0);
+    assert_int_equal(get(f->s, "p", "a"), RT_ENOTFOUND);
+    assert_int_equal(apply(f->s, PS_OP_REPLACE, "p", "b", "y"), 0);
+    assert_int_equal(get(f->s, "p", "b"), 0);
 }
 
 /* A move's snapshot stops at a bad value instead of copying it. */
@@ -434,6 +467,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_written_values_sealed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conditions_on_bad_value, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crc_covers_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsealed_values_read, setup,
