@@ -17,7 +17,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 # One ctest test per file. What each covers:
 #   test_skeleton       SDK round trip, restart survival, rtctl
 #   test_recovery       partition server / master restarts; a truncated
-#                       data.mdb refused at start (exit 2)
+#                       data.mdb refused at start (exit 2); a value
+#                       changed on disk is 500, not data
 #   test_crash          SIGKILL mid-stream: no acknowledged write lost
 #   test_fe_api         addressing, versions, \$filter routing, accounts
 #   test_batch          entity group transactions (\$batch)

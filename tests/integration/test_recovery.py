@@ -2,7 +2,7 @@
 503 ServerBusy until it returns with its data; a master restart alone is
 survived by the servers and front ends, which reconnect and resync; a
 server whose data file was truncated refuses to start (exit 2) instead of
-crashing later.
+crashing later; a value changed on disk fails its checksum (500, not data).
 
 One cluster for the module, with a 1 s heartbeat timeout so "down" is quick.
 """
@@ -140,6 +140,41 @@ def test_truncated_data_file_refused(cluster, table):
     cluster.start_process(name)
     assert table.get_entity("p1", "r04")["v"] == 4
     assert len(list(table.list_entities())) == 21
+
+
+def test_corrupt_value_is_500_not_data(cluster, table):
+    """A stored value whose bytes changed on disk fails its checksum: the
+    get and a query over it answer 500 InternalError, never the bad data;
+    other entities still read, and replacing the entity repairs it."""
+    marker = "corrupt-me-%d" % os.getpid()
+    table.create_entity({"PartitionKey": "pc", "RowKey": "r", "s": marker})
+    name = owner_of(cluster, TABLE)
+    path = os.path.join(cluster.workdir, name, "data.mdb")
+    cluster.kill(name, signal.SIGTERM)
+    assert cluster.proc(name).reap() == 0
+    with open(path, "rb") as f:
+        data = f.read()
+    # Every copy, stale pages included: the live one is among them.
+    bad = marker.upper().encode()
+    assert data.count(marker.encode()) >= 1
+    with open(path, "wb") as f:
+        f.write(data.replace(marker.encode(), bad))
+    cluster.start_process(name)
+
+    tc = cluster.table_service_client(retry_total=0).get_table_client(TABLE)
+    for call in (lambda: tc.get_entity("pc", "r"),
+                 lambda: list(tc.query_entities("PartitionKey eq 'pc'"))):
+        with pytest.raises(HttpResponseError) as ei:
+            call()
+        assert ei.value.status_code == 500
+        assert ei.value.response.headers.get("x-ms-error-code") == \
+            "InternalError"
+        assert bad.decode() not in ei.value.response.text()
+    assert tc.get_entity("p1", "r04")["v"] == 4
+
+    tc.upsert_entity({"PartitionKey": "pc", "RowKey": "r", "s": "fixed"},
+                     mode="replace")
+    assert tc.get_entity("pc", "r")["s"] == "fixed"
 
 
 def test_clean_shutdown(cluster):

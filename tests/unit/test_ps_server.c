@@ -11,12 +11,14 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <lmdb.h>
 
 #include "ps_server.h"
 #include "rt.pb-c.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
+#include "rt_key.h"
 #include "rt_log.h"
 #include "th_dir.h"
 #include "th_fake_master.h"
@@ -792,6 +794,72 @@ static void test_load_totals(void **state)
     assert_int_equal(M.slot[0].hb_key_bytes[1], bytes);
 }
 
+/* With the server stopped: flips one bit of the last byte of the stored
+ * value of (pk, rk) of table 5, with plain LMDB calls. */
+static void flip_value(struct fx *f, const char *pk, const char *rk)
+{
+    struct rt_buf k = RT_BUF_INIT, v = RT_BUF_INIT;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val kv, vv;
+
+    rt_key_entity(&k, 5, pk, strlen(pk), rk, strlen(rk));
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, 64u * 1024u * 1024u), 0);
+    assert_int_equal(mdb_env_open(env, f->data, MDB_NOTLS, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
+    kv.mv_data = k.data;
+    kv.mv_size = k.len;
+    assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
+    rt_buf_append(&v, vv.mv_data, vv.mv_size);
+    v.data[v.len - 1] ^= 0x01;
+    vv.mv_data = v.data;
+    vv.mv_size = v.len;
+    assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    rt_buf_free(&k);
+    rt_buf_free(&v);
+}
+
+/* A stored value that fails its checksum is RT_ECORRUPT over RPC, for
+ * the get and for a scan over it, never the data; its neighbour reads. */
+static void test_corrupt_value_rpc(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf v = RT_BUF_INIT;
+    size_t n;
+    int more, code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_UPSERT_REPLACE, "p", "a", &code, NULL),
+        0);
+    assert_int_equal(code, 0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_UPSERT_REPLACE, "p", "b", &code, NULL),
+        0);
+    assert_int_equal(code, 0);
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    flip_value(f, "p", "b");
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(get1(f, 1, 1, "p", "b", &v), RT_ECORRUPT);
+    assert_int_equal(v.len, 0);
+    assert_int_equal(get1(f, 1, 1, "p", "a", &v), 0);
+    assert_true(v.len > RT_VALUE_HDR_SIZE);
+    assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), RT_ECORRUPT);
+    rt_buf_free(&v);
+}
+
 /* An entity group transaction naming another PartitionKey (even one
  * outside the range) fails with CommandsInBatchActOnDifferentPartitions
  * at that index, not StaleEpoch; more than 100 ops: InvalidInput with
@@ -879,6 +947,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_off_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_totals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_rules_rpc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_value_rpc, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
