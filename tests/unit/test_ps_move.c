@@ -1122,6 +1122,73 @@ static void test_move_restart_frozen(void **state)
     assert_int_equal(span_count(f, 1), 3000);
 }
 
+/* With server @i stopped: flips one bit of the last byte of the stored
+ * value of (pk, rk), with plain LMDB calls. */
+static void flip_value(struct fx *f, int i, const char *pk, const char *rk)
+{
+    struct rt_buf k = RT_BUF_INIT, v = RT_BUF_INIT;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val kv, vv;
+
+    rt_key_entity(&k, TABLE, pk, strlen(pk), rk, strlen(rk));
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, 256u * 1024u * 1024u), 0);
+    assert_int_equal(mdb_env_open(env, f->s[i].data, MDB_NOTLS, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
+    kv.mv_data = k.data;
+    kv.mv_size = k.len;
+    assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
+    rt_buf_append(&v, vv.mv_data, vv.mv_size);
+    v.data[v.len - 1] ^= 0x01;
+    vv.mv_data = v.data;
+    vv.mv_size = v.len;
+    assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    rt_buf_free(&k);
+    rt_buf_free(&v);
+}
+
+/* A value that fails its checksum at the source fails the move (the
+ * snapshot read answers RT_ECORRUPT) instead of reaching the target: S
+ * unfreezes and keeps serving, T never holds the bad value, and
+ * MOVE_ABORT empties T. */
+static void test_move_corrupt_source(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf v = RT_BUF_INIT;
+    Rt__MoveReq mr;
+    Rt__Range rr;
+    int rc;
+
+    srv_start(f, 0);
+    srv_start(f, 1);
+    load(f, 0, 1, 1, "p", "k%06d", 3000, 1000);
+    srv_stop(f, 0);
+    flip_value(f, 0, "p", "k001500");
+    srv_start(f, 0);
+    move_req(&mr, &rr, f, 112, 1, 1);
+    rc = call(f, M.slot[0].conn, RT__METHOD__MOVE_OUT, &mr.base);
+    printf("    corrupt value at the source: MOVE_OUT -> %s\n",
+           rt_err_name(rc));
+    assert_int_equal(rc, RT_ECORRUPT);
+    assert_null(ps_move_out_state(&f->s[0].ps, 1));
+    assert_false(ps_ranges_find(&f->s[0].ps.ranges, 1)->frozen);
+    assert_int_equal(get1(f, 0, 1, 1, "p", "k000000"), 0);
+    assert_int_equal(get1(f, 0, 1, 1, "p", "k001500"), RT_ECORRUPT);
+    assert_int_equal(ps_store_get(f->s[1].ps.store, TABLE, "p", "k001500", &v),
+                     RT_ENOTFOUND);
+    assert_true(span_count(f, 1) < 3000);
+    assert_int_equal(move_abort(f, 1, RT__METHOD__MOVE_ABORT, 112, 1), 0);
+    wait_span_drops(f, 1);
+    assert_int_equal(span_count(f, 1), 0);
+    rt_buf_free(&v);
+}
+
 /* A target restarted before the master decided keeps what it received;
  * MOVE_ABORT after the restart deletes it, and an assignment would have
  * served it. Moves sent to a stopping server get Busy. */
@@ -1668,6 +1735,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move_long_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_restart_frozen, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_move_corrupt_source, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move_target_restart, setup,
                                         teardown),
