@@ -1,8 +1,10 @@
-/* Store core: the LMDB environment (open, close, the data and meta DBs),
- * key validation, long-key buckets, point access, ordered iteration,
- * change capture and the storage keys of a span. The rest of the store
- * sits on it: group commits (ps_store_write.c), reads (ps_store_scan.c),
- * meta records and drops (ps_store_meta.c), all behind ps_store.h.
+/* Store core: the LMDB environment (open, after the data-file check of
+ * ps_store_file.c; close; the data and meta DBs), key validation,
+ * long-key buckets, point access, ordered iteration, the check of a value
+ * read out (ps__value_check), change capture and the storage keys of a
+ * span. The rest of the store sits on it: group commits
+ * (ps_store_write.c), reads (ps_store_scan.c), meta records and drops
+ * (ps_store_meta.c), all behind ps_store.h.
  *
  * Long keys (ps_store.h): every access to the "data" DB goes through
  * ps__lookup / ps__kv_put / ps__kv_del (point access) or struct ps__it
