@@ -142,7 +142,16 @@
     X(ECORRUPT, -10105, 500, "InternalError", "Corrupt data.")                 \
     X(ENOSPACE, -10106, 500, "InternalError", "Storage is full.")              \
     X(EPROTO, -10107, 500, "InternalError", "RPC protocol error.")             \
-    X(ECONFIG, -10108, 500, "InternalError", "Bad configuration.")
+    X(ECONFIG, -10108, 500, "InternalError", "Bad configuration.")             \
+    /* Replication (docs/DESIGN-replication.md §4). */                        \
+    X(ENOTPRIMARY, -10109, 503, "ServerBusy",                                  \
+      "The range is not served by its primary here (stale partition map).")    \
+    X(ESEALED, -10110, 500, "InternalError",                                   \
+      "The range is sealed at a newer epoch.")                                 \
+    X(ELSNGAP, -10111, 500, "InternalError",                                   \
+      "The append is not at the next LSN.")                                    \
+    X(EDIVERGED, -10112, 500, "InternalError",                                 \
+      "The replica's history diverges.")
 
 enum rt_err {
     RT_OK = 0,

@@ -32,6 +32,27 @@ static void test_internal_codes(void **state)
     assert_int_equal(rt_err_http_status(RT_EIO), 500);
 }
 
+/* Replication codes: a request to a non-primary is a retryable 503 like a
+ * stale map; the replica-to-replica ones are internal 500s. Their numbers
+ * come after ECONFIG's and never change. */
+static void test_replication_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(RT_ECONFIG, -10108);
+    assert_int_equal(RT_ENOTPRIMARY, -10109);
+    assert_int_equal(RT_ESEALED, -10110);
+    assert_int_equal(RT_ELSNGAP, -10111);
+    assert_int_equal(RT_EDIVERGED, -10112);
+    assert_int_equal(rt_err_http_status(RT_ENOTPRIMARY), 503);
+    assert_string_equal(rt_err_azure_code(RT_ENOTPRIMARY), "ServerBusy");
+    assert_int_equal(rt_err_http_status(RT_ESEALED), 500);
+    assert_string_equal(rt_err_azure_code(RT_ESEALED), "InternalError");
+    assert_int_equal(rt_err_http_status(RT_ELSNGAP), 500);
+    assert_int_equal(rt_err_http_status(RT_EDIVERGED), 500);
+    assert_string_equal(rt_err_name(RT_EDIVERGED), "EDIVERGED");
+    assert_true(rt_err_is_rt(RT_ELSNGAP));
+}
+
 /* Unknown codes (libuv's) fall back to 500 InternalError; messages exist. */
 static void test_unknown(void **state)
 {
@@ -59,6 +80,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_azure_mapping),
         cmocka_unit_test(test_internal_codes),
+        cmocka_unit_test(test_replication_codes),
         cmocka_unit_test(test_unknown),
         cmocka_unit_test(test_wrap),
     };
