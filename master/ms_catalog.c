@@ -246,6 +246,29 @@ static struct ms_table *ms__table_new(uint64_t id,
     return t;
 }
 
+/* The one place a range's owner is set: @server_id becomes the primary at
+ * @epoch with the RF 1 replica set (replication, when it comes, grows the
+ * set from here). Every owner change is a new primary generation, so
+ * primary_epoch = epoch; no seal intent survives it. */
+static void ms__range_set_primary(struct ms_range *r,
+                                  uint64_t server_id,
+                                  uint64_t epoch)
+{
+    r->server_id = server_id;
+    r->epoch = epoch;
+    r->nreplicas = 1;
+    r->replicas[0].server_id = server_id;
+    r->replicas[0].role = RT__REPL_ROLE__ROLE_PRIMARY;
+    r->nisr = 1;
+    r->isr[0] = server_id;
+    r->primary_epoch = epoch;
+    r->rf = 1;
+    r->min_insync = 1;
+    r->seal_epoch = 0;
+    r->seal_kind = 0;
+    r->seal_to = 0;
+}
+
 static struct ms_range *ms__range_new(const struct ms_range_put *p, uint64_t id)
 {
     struct ms_range *r = rt_xcalloc(1, sizeof(*r));
@@ -254,8 +277,11 @@ static struct ms_range *ms__range_new(const struct ms_range_put *p, uint64_t id)
     r->low = rt_xstrdup(p->low ? p->low : "");
     r->high = rt_xstrdup(p->high_inf || !p->high ? "" : p->high);
     r->high_inf = p->high_inf;
-    r->server_id = p->server_id;
-    r->epoch = p->epoch;
+    for (size_t i = 0; i < MS_REPLICAS_MAX; i++) {
+        rt__replica__init(&r->replicas[i]);
+        r->replica_v[i] = &r->replicas[i];
+    }
+    ms__range_set_primary(r, p->server_id, p->epoch);
     return r;
 }
 
@@ -446,6 +472,72 @@ void ms_range_to_pb(const struct ms_range *r, Rt__Range *out)
     out->high_inf = r->high_inf;
     out->server_id = r->server_id;
     out->epoch = r->epoch;
+    /* Borrowed like the strings: the message is packed, never changed. */
+    out->n_replicas = r->nreplicas;
+    out->replicas = (Rt__Replica **)r->replica_v;
+    out->n_isr = r->nisr;
+    out->isr = (uint64_t *)r->isr;
+    out->primary_epoch = r->primary_epoch;
+    out->rf = r->rf;
+    out->min_insync = r->min_insync;
+    out->seal_epoch = r->seal_epoch;
+    out->seal_kind = r->seal_kind;
+    out->seal_to = r->seal_to;
+}
+
+static bool ms__ids_distinct(const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (ids[i] == ids[j]) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool ms_range_replicas_valid(const struct ms_range *r)
+{
+    uint64_t ids[MS_REPLICAS_MAX];
+    size_t nprimary = 0;
+    bool isr_has_primary = false;
+
+    if (r->nreplicas < 1 || r->nreplicas > MS_REPLICAS_MAX || r->nisr < 1 ||
+        r->nisr > r->nreplicas || r->primary_epoch > r->epoch ||
+        r->min_insync < 1 || r->min_insync > r->rf) {
+        return false;
+    }
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        const Rt__Replica *rep = &r->replicas[i];
+        ids[i] = rep->server_id;
+        if (rep->role < RT__REPL_ROLE__ROLE_PRIMARY ||
+            rep->role > RT__REPL_ROLE__ROLE_LEARNER) {
+            return false;
+        }
+        if (rep->role == RT__REPL_ROLE__ROLE_PRIMARY) {
+            nprimary++;
+            if (rep->server_id != r->server_id) {
+                return false;
+            }
+        }
+    }
+    if (nprimary != 1 || !ms__ids_distinct(ids, r->nreplicas) ||
+        !ms__ids_distinct(r->isr, r->nisr)) {
+        return false;
+    }
+    for (size_t i = 0; i < r->nisr; i++) {
+        size_t j = 0;
+        while (j < r->nreplicas && r->replicas[j].server_id != r->isr[i]) {
+            j++;
+        }
+        if (j == r->nreplicas ||
+            r->replicas[j].role == RT__REPL_ROLE__ROLE_LEARNER) {
+            return false;
+        }
+        isr_has_primary = isr_has_primary || r->isr[i] == r->server_id;
+    }
+    return isr_has_primary;
 }
 
 static int ms__put_range(MDB_txn *txn,
@@ -615,6 +707,7 @@ static int ms__load_range(struct ms_catalog *cat,
 {
     Rt__Range *m = rt__range__unpack(NULL, v->mv_size, v->mv_data);
     struct ms_range_put p;
+    struct ms_range *r;
     (void)k;
     if (!m || m->id == 0) {
         return ms__corrupt((ProtobufCMessage *)m);
@@ -626,7 +719,31 @@ static int ms__load_range(struct ms_catalog *cat,
     p.high_inf = m->high_inf;
     p.server_id = m->server_id;
     p.epoch = m->epoch;
-    ms__mirror_put_range(cat, ms__range_new(&p, m->id));
+    r = ms__range_new(&p, m->id); /* RF 1 defaults: an old record */
+    if (m->n_replicas) {
+        if (m->n_replicas > MS_REPLICAS_MAX || m->n_isr > MS_REPLICAS_MAX) {
+            ms__range_free(r);
+            return ms__corrupt((ProtobufCMessage *)m);
+        }
+        r->nreplicas = m->n_replicas;
+        for (size_t i = 0; i < m->n_replicas; i++) {
+            r->replicas[i].server_id = m->replicas[i]->server_id;
+            r->replicas[i].role = m->replicas[i]->role;
+        }
+        r->nisr = m->n_isr;
+        memcpy(r->isr, m->isr, m->n_isr * sizeof(uint64_t));
+        r->primary_epoch = m->primary_epoch;
+        r->rf = m->rf;
+        r->min_insync = m->min_insync;
+        r->seal_epoch = m->seal_epoch;
+        r->seal_kind = m->seal_kind;
+        r->seal_to = m->seal_to;
+    }
+    if (!ms_range_replicas_valid(r)) {
+        ms__range_free(r);
+        return ms__corrupt((ProtobufCMessage *)m);
+    }
+    ms__mirror_put_range(cat, r);
     rt__range__free_unpacked(m, NULL);
     return 0;
 }

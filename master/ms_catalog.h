@@ -12,7 +12,8 @@
  * LMDB layout (named databases; values are rt.proto messages so fields can
  * be added later):
  *   tables    key account '\0' lower(name)   value rt.Table
- *   ranges    key range id (u64 BE)          value rt.Range
+ *   ranges    key range id (u64 BE)          value rt.Range (a record
+ *             without replicas, written before they existed, loads as RF 1)
  *   servers   key server id (u64 BE)         value rt.Server (state unused)
  *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
  *             "map_version" | "next_move_id" value u64 BE
@@ -87,7 +88,18 @@ struct ms_props
     Rt__ServiceProps *props; /* unpacked, owned by the catalog */
 };
 
-/* [low, high) over PartitionKey of one table; high_inf: no upper bound. */
+/* Most members a replica set can list (docs/DESIGN-replication.md §2). */
+#define MS_REPLICAS_MAX 8
+
+/* [low, high) over PartitionKey of one table; high_inf: no upper bound.
+ *
+ * The replica set (docs/DESIGN-replication.md §2.1) is kept consistent
+ * with server_id by the catalog on every change of owner: server_id is the
+ * one PRIMARY replica, the ISR holds it, no server appears twice
+ * (ms_range_replicas_valid). Until replication runs every range is RF 1:
+ * replicas [{server_id, PRIMARY}], isr [server_id], primary_epoch = epoch.
+ * A range lives on the heap inside the catalog and is never copied by
+ * value: replica_v points into it. */
 struct ms_range
 {
     uint64_t id;
@@ -95,13 +107,32 @@ struct ms_range
     char *low;
     char *high; /* "" when high_inf */
     bool high_inf;
-    uint64_t server_id;
+    uint64_t server_id; /* the primary */
     uint64_t epoch;
+    size_t nreplicas;
+    Rt__Replica replicas[MS_REPLICAS_MAX];
+    Rt__Replica *replica_v[MS_REPLICAS_MAX]; /* &replicas[i], for rt.Range */
+    size_t nisr;
+    uint64_t isr[MS_REPLICAS_MAX];
+    uint64_t primary_epoch; /* epoch at which server_id became primary */
+    uint32_t rf;            /* wanted copies */
+    uint32_t min_insync;    /* ack floor */
+    uint64_t seal_epoch;    /* failover/transfer intent; 0 = none */
+    uint32_t seal_kind;
+    uint64_t seal_to;
 };
 
-/* Fills @out (rt__range__init'ed here) borrowing @r's strings: the
- * range as stored, in the map, in an assignment and in a move record. */
+/* Fills @out (rt__range__init'ed here) borrowing @r's strings and replica
+ * set: the range as stored, in the map, in an assignment and in a move
+ * record. */
 void ms_range_to_pb(const struct ms_range *r, Rt__Range *out);
+
+/* True when @r's replica set is consistent: 1..MS_REPLICAS_MAX replicas,
+ * exactly one PRIMARY and it is server_id, every role known, the ISR
+ * (1..nreplicas) holds the primary and only non-learner replicas, no
+ * server twice in either list, primary_epoch <= epoch, 1 <= min_insync <=
+ * rf. Pure. */
+bool ms_range_replicas_valid(const struct ms_range *r);
 
 /* rt.Server.state as stored in the catalog (the map's up/down state is
  * runtime only): a server being drained. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <lmdb.h>
 
 #include "ms_catalog.h"
 #include "ms_policy.h"
@@ -49,6 +50,50 @@ static uint64_t create(struct th_ms_cat *f,
     assert_non_null(t);
     assert_non_null(r);
     return t->id;
+}
+
+/* The RF 1 replica set the catalog keeps on every range until replication
+ * runs: the owner is the one primary and the whole ISR. */
+static void assert_rf1(const struct ms_range *r, uint64_t server_id)
+{
+    assert_true(ms_range_replicas_valid(r));
+    assert_int_equal(r->server_id, server_id);
+    assert_int_equal(r->nreplicas, 1);
+    assert_int_equal(r->replicas[0].server_id, server_id);
+    assert_int_equal(r->replicas[0].role, RT__REPL_ROLE__ROLE_PRIMARY);
+    assert_int_equal(r->nisr, 1);
+    assert_int_equal(r->isr[0], server_id);
+    assert_int_equal(r->primary_epoch, r->epoch);
+    assert_int_equal(r->rf, 1);
+    assert_int_equal(r->min_insync, 1);
+    assert_int_equal(r->seal_epoch, 0);
+}
+
+/* Writes @msg under range id @id straight into the catalog's LMDB (the
+ * catalog is closed), as a master of an older build would have. */
+static void put_raw_range(const char *dir, const Rt__Range *msg)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    uint8_t key[8];
+    size_t len = rt__range__get_packed_size(msg);
+    uint8_t *buf = malloc(len ? len : 1);
+    MDB_val k = {sizeof(key), key}, v = {len, buf};
+    assert_non_null(buf);
+    rt__range__pack(msg, buf);
+    for (int i = 0; i < 8; i++) {
+        key[i] = (uint8_t)(msg->id >> (56 - 8 * i));
+    }
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "ranges", 0, &dbi), 0);
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    free(buf);
 }
 
 /* ---- Tests ---- */
@@ -396,6 +441,166 @@ static void test_update_ranges(void **state)
     assert_int_equal(ms_catalog_nranges(f->cat), 0);
 }
 
+/* A range record written before replica sets existed loads as RF 1 (the
+ * owner is primary and ISR, primary_epoch = epoch) and is stored with its
+ * replica set at its next change; a record whose replica set breaks the
+ * invariants does not load. */
+static void test_range_old_record(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const struct ms_range *r;
+    const struct ms_table *t;
+    char errmsg[RT_ERRMSG_SIZE];
+    Rt__Range old = RT__RANGE__INIT;
+    uint64_t tid, rid;
+
+    assert_int_equal(ms_catalog_create_table(f->cat, "acct", "old", 3, &t, &r),
+                     0);
+    tid = t->id;
+    rid = r->id;
+    assert_rf1(r, 3);
+    ms_catalog_close(f->cat);
+    f->cat = NULL;
+    old.id = rid;
+    old.table_id = tid;
+    old.low = "";
+    old.high = "";
+    old.high_inf = true;
+    old.server_id = 4;
+    old.epoch = 9;
+    put_raw_range(f->dir, &old);
+    assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_non_null(r);
+    assert_int_equal(r->epoch, 9);
+    assert_rf1(r, 4);
+    {
+        Rt__Range pb;
+        ms_range_to_pb(r, &pb);
+        assert_int_equal(pb.n_replicas, 1);
+        assert_int_equal(pb.replicas[0]->server_id, 4);
+        assert_int_equal(pb.n_isr, 1);
+        assert_int_equal(pb.isr[0], 4);
+        assert_int_equal(pb.primary_epoch, 9);
+        assert_int_equal(pb.rf, 1);
+        assert_int_equal(pb.min_insync, 1);
+    }
+
+    /* A primary that is not server_id: the record is refused. */
+    {
+        Rt__Replica rep = RT__REPLICA__INIT, *repv[1] = {&rep};
+        uint64_t isr[1] = {5};
+        rep.server_id = 5;
+        rep.role = RT__REPL_ROLE__ROLE_PRIMARY;
+        old.n_replicas = 1;
+        old.replicas = repv;
+        old.n_isr = 1;
+        old.isr = isr;
+        old.primary_epoch = 9;
+        old.rf = 1;
+        old.min_insync = 1;
+        ms_catalog_close(f->cat);
+        f->cat = NULL;
+        put_raw_range(f->dir, &old);
+        assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), RT_ECORRUPT);
+        /* The same set with server_id 5 loads as stored. */
+        old.server_id = 5;
+        put_raw_range(f->dir, &old);
+        assert_int_equal(ms_catalog_open(f->dir, &f->cat, errmsg), 0);
+        assert_rf1(ms_catalog_range_find(f->cat, rid), 5);
+    }
+}
+
+/* Every change of owner keeps the replica set on the owner: a created
+ * range, both halves of a split, a merge, a committed move, and all of
+ * them after a reopen. */
+static void test_range_replicas_follow_owner(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const struct ms_table *t;
+    const struct ms_range *r;
+    const Rt__MoveReq *mv;
+    uint64_t ids[2], tid, rid;
+
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "owners", 1, &t, &r), 0);
+    tid = t->id;
+    rid = r->id;
+    assert_rf1(r, 1);
+    /* Split at "m": the upper half goes to another server. */
+    struct ms_range_put puts[2] = {
+        {rid, tid, "", "m", false, 1, 2},
+        {0, tid, "m", NULL, true, 2, 2},
+    };
+    assert_int_equal(ms_catalog_update_ranges(f->cat, puts, 2, NULL, 0, ids),
+                     0);
+    assert_rf1(ms_catalog_range_find(f->cat, ids[0]), 1);
+    assert_rf1(ms_catalog_range_find(f->cat, ids[1]), 2);
+    /* Move the upper half to server 1: the move record carries the set as
+     * it was, the committed range the new one. */
+    assert_int_equal(ms_catalog_move_begin(f->cat, ids[1], 1, "h:1", &mv), 0);
+    assert_int_equal(mv->range->n_replicas, 1);
+    assert_int_equal(mv->range->replicas[0]->server_id, 2);
+    assert_int_equal(ms_catalog_move_commit(f->cat, mv->move_id), 0);
+    r = ms_catalog_range_find(f->cat, ids[1]);
+    assert_int_equal(r->epoch, 3);
+    assert_rf1(r, 1);
+    /* Merge the two halves back. */
+    struct ms_range_put merged = {rid, tid, "", NULL, true, 1, 4};
+    assert_int_equal(
+        ms_catalog_update_ranges(f->cat, &merged, 1, &ids[1], 1, NULL), 0);
+    assert_int_equal(ms_catalog_nranges(f->cat), 1);
+    assert_rf1(ms_catalog_range_find(f->cat, rid), 1);
+    th_ms_cat_reopen(f);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_int_equal(r->epoch, 4);
+    assert_rf1(r, 1);
+}
+
+/* The invariants themselves: one primary equal to server_id, the ISR holds
+ * it and no learner, nobody twice. */
+static void test_range_replicas_valid(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const struct ms_range *cr;
+    struct ms_range r;
+    (void)state;
+    assert_int_equal(
+        ms_catalog_create_table(f->cat, "acct", "valid", 1, NULL, &cr), 0);
+    r = *cr; /* a copy: replica_v still points into the catalog's range */
+    r.nreplicas = 3;
+    r.replicas[1].server_id = 2;
+    r.replicas[1].role = RT__REPL_ROLE__ROLE_SECONDARY;
+    r.replicas[2].server_id = 3;
+    r.replicas[2].role = RT__REPL_ROLE__ROLE_LEARNER;
+    r.nisr = 2;
+    r.isr[1] = 2;
+    r.rf = 3;
+    r.min_insync = 2;
+    assert_true(ms_range_replicas_valid(&r));
+    r.isr[1] = 3; /* a learner in the ISR */
+    assert_false(ms_range_replicas_valid(&r));
+    r.isr[1] = 1; /* the primary twice */
+    assert_false(ms_range_replicas_valid(&r));
+    r.isr[1] = 2;
+    r.isr[0] = 2; /* ISR without the primary (and 2 twice) */
+    assert_false(ms_range_replicas_valid(&r));
+    r.isr[0] = 1;
+    r.replicas[2].server_id = 2; /* a server twice */
+    assert_false(ms_range_replicas_valid(&r));
+    r.replicas[2].server_id = 3;
+    r.replicas[1].role = RT__REPL_ROLE__ROLE_PRIMARY; /* two primaries */
+    assert_false(ms_range_replicas_valid(&r));
+    r.replicas[1].role = RT__REPL_ROLE__ROLE_SECONDARY;
+    r.server_id = 2; /* server_id is not the primary */
+    assert_false(ms_range_replicas_valid(&r));
+    r.server_id = 1;
+    r.min_insync = 4; /* above rf */
+    assert_false(ms_range_replicas_valid(&r));
+    r.min_insync = 2;
+    assert_true(ms_range_replicas_valid(&r));
+}
+
 /* A second master on the same directory is refused. */
 static void test_dir_lock(void **state)
 {
@@ -526,6 +731,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_limit_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_range_old_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_range_replicas_follow_owner, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_range_replicas_valid, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
         cmocka_unit_test(test_policy_place),
         cmocka_unit_test_setup_teardown(test_moves_and_draining, setup,

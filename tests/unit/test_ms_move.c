@@ -345,6 +345,26 @@ static Rt__Map *get_map(struct fx *f)
     return map;
 }
 
+/* Every range of the map has the RF 1 replica set on its owner: one
+ * PRIMARY replica that is server_id, the ISR [server_id], primary_epoch =
+ * epoch (what the catalog keeps through splits, merges and moves). */
+static void assert_map_rf1(struct fx *f)
+{
+    Rt__Map *map = get_map(f);
+    for (size_t i = 0; i < map->n_ranges; i++) {
+        const Rt__Range *r = map->ranges[i];
+        assert_int_equal(r->n_replicas, 1);
+        assert_int_equal(r->replicas[0]->server_id, r->server_id);
+        assert_int_equal(r->replicas[0]->role, RT__REPL_ROLE__ROLE_PRIMARY);
+        assert_int_equal(r->n_isr, 1);
+        assert_int_equal(r->isr[0], r->server_id);
+        assert_int_equal(r->primary_epoch, r->epoch);
+        assert_int_equal(r->rf, 1);
+        assert_int_equal(r->min_insync, 1);
+    }
+    rt__map__free_unpacked(map, NULL);
+}
+
 /* The range with @id in the map (server and epoch), or 0/0. */
 static void map_range(struct fx *f,
                       uint64_t id,
@@ -480,6 +500,7 @@ static void test_move_ok(void **state)
     map_range(f, rid, &server, &epoch, NULL);
     assert_int_equal(server, f->ps[1].id);
     assert_int_equal(epoch, 2);
+    assert_map_rf1(f);
     WAIT_UNTIL(f, f->ps[0].dones == 1);
     assert_int_equal(f->ps[0].aborts + f->ps[1].aborts, 0);
     /* The source's next heartbeat reply no longer lists it. */
@@ -710,6 +731,7 @@ static void test_split_merge(void **state)
     map_range(f, rid, &server, &epoch, &n);
     assert_int_equal(server, 0); /* the old id is gone */
     assert_int_equal(n, 2);
+    assert_map_rf1(f);
     map = get_map(f);
     {
         const Rt__Range *a = map->ranges[0], *b2 = map->ranges[1];
@@ -741,6 +763,7 @@ static void test_split_merge(void **state)
     assert_string_equal(map->ranges[0]->low, "");
     assert_true(map->ranges[0]->high_inf);
     rt__map__free_unpacked(map, NULL);
+    assert_map_rf1(f);
     assert_true(events_have(f, "\"kind\":\"merge\""));
 }
 
