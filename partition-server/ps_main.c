@@ -27,6 +27,7 @@ static void ps__signal_cb(uv_signal_t *h, int signum)
 int main(int argc, char **argv)
 {
     char *listen = NULL, *advertise = NULL, *master = NULL, *data = NULL;
+    char *zone = NULL;
     char *port_file = NULL, *log_level = NULL, *http = NULL;
     long max_pending = 0, map_size_mb = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
          "rt-master RPC address"},
         {"data", RT_OPT_STR, &data, NULL, "LMDB data directory (required)"},
+        {"zone", RT_OPT_STR, &zone, "",
+         "failure domain reported to the master (placement)"},
         {"port-file", RT_OPT_STR, &port_file, "",
          "write 'rpc=PORT' (and 'http=PORT') here after listening"},
         {"http", RT_OPT_STR, &http, "",
@@ -99,6 +102,7 @@ int main(int argc, char **argv)
     cfg.master = master;
     cfg.data = data;
     cfg.port_file = port_file;
+    cfg.zone = zone;
     cfg.max_pending = (size_t)max_pending;
     cfg.map_size = (size_t)map_size_mb * 1024 * 1024;
     cfg.max_server_eps = (uint64_t)max_server_eps;

@@ -2,9 +2,9 @@
  * (docs/DESIGN.md §2: the heartbeat and load report; §4).
  *
  * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
- * meta (0 the first time), addr, range ids} -> the reply gives our id and
- * the full set of ranges to serve -> applied and persisted. Every
- * PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops} -> the
+ * meta (0 the first time), addr, range ids, incarnation, zone} -> the reply
+ * gives our id and the full set of ranges to serve -> applied and persisted.
+ * Every PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops} -> the
  * reply carries the assignment again and is reconciled. The master may
  * also call ASSIGN_RANGES (answered once persisted) and DROP_TABLE
  * (answered when the table's keys are gone) on this connection.
@@ -13,6 +13,9 @@
  *    keep serving the ranges we have (the master marks us down and the
  *    front ends stop routing to us) and register again on reconnect;
  *  - register fails or times out: retried on the next heartbeat tick;
+ *  - register refused because our id is live with another incarnation
+ *    (RT_EEXIST): logged at error with the master's reason, retried the
+ *    same way (it passes once the master sees the other one down);
  *  - heartbeat rejected (the master forgot us): register again;
  *  - an assignment older than the one applied (map_version) is ignored,
  *    so a slow heartbeat reply cannot undo a newer ASSIGN_RANGES;
@@ -96,6 +99,24 @@ static void ps__register_cb(int status,
     if (ps__master_reply_moot(ps, status)) {
         return;
     }
+    if (status == RT_EEXIST) {
+        /* Our id is registered and live with another incarnation: another
+         * server runs on a copy of this data directory, or this one was
+         * wiped and restarted before the master saw it go. Retrying lets
+         * the second case through once the master marks the old one down. */
+        Rt__Error *e = rt__error__unpack(NULL, len, body);
+        rt_log(
+            RT_LOG_ERROR,
+            "master %s refused server id %llu: %s; retrying "
+            "(is another server running on a copy of %s?)",
+            ps->cfg.master, (unsigned long long)ps->server_id,
+            e && e->message && *e->message ? e->message : rt_strerror(status),
+            ps->cfg.data);
+        if (e) {
+            rt__error__free_unpacked(e, NULL);
+        }
+        return;
+    }
     if (status != 0) {
         rt_log(RT_LOG_WARN, "register with master %s failed: %s",
                ps->cfg.master, rt_strerror(status));
@@ -139,6 +160,9 @@ static void ps__register(struct ps_server *ps)
     }
     req.server_id = ps->server_id;
     req.addr = ps->addr;
+    req.incarnation.data = ps->incarnation;
+    req.incarnation.len = sizeof(ps->incarnation);
+    req.zone = (char *)(ps->cfg.zone ? ps->cfg.zone : "");
     req.n_range_ids = ps->ranges.n;
     req.range_ids = ids;
     rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__PS_REGISTER,

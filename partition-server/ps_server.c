@@ -222,7 +222,10 @@ static int ps__load_meta(struct ps_server *ps)
     struct rt_buf blob = RT_BUF_INIT;
     int rc;
 
-    rc = ps_store_meta_load(ps->store, &ps->server_id, &blob);
+    rc = ps_store_meta_incarnation(ps->store, ps->incarnation);
+    if (rc == 0) {
+        rc = ps_store_meta_load(ps->store, &ps->server_id, &blob);
+    }
     if (rc == 0 && blob.len > 0) {
         rc = ps_ranges_unpack(&ps->ranges, blob.data, blob.len);
     }

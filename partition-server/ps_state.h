@@ -30,6 +30,7 @@ struct ps_config
     const char *master;      /* "host:port" of rt-master */
     const char *data;        /* LMDB directory */
     const char *port_file;   /* "" = none */
+    const char *zone;        /* failure domain sent at registration; "" */
     size_t max_pending;      /* queued write ops before RT_EBUSY */
     size_t map_size;         /* LMDB map size in bytes */
     uint64_t max_server_eps; /* entities/s for the whole server; 0 = none */
@@ -46,9 +47,10 @@ struct ps_server
     struct ps_writer *writer;
     struct ps_ranges ranges;
     struct rt_rpc_server *rpc;
-    int port;           /* actual RPC port */
-    char addr[320];     /* advertised "host:port" */
-    uint64_t server_id; /* 0 until the master gives one */
+    int port;                                 /* actual RPC port */
+    char addr[320];                           /* advertised "host:port" */
+    uint64_t server_id;                       /* 0 until the master gives one */
+    uint8_t incarnation[PS_INCARNATION_SIZE]; /* from meta, never changes */
 
     /* Master link (ps_master.c). */
     struct rt_rpc_client *master;

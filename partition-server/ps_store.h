@@ -5,7 +5,8 @@
  *           ranges, packed by the caller); "drop" ‖ u64be table_id -> ""
  *           for each table drop still in progress (resumed on restart);
  *           "dspan" ‖ u64be seq -> packed span, for each span drop in
- *           progress; other keys written by callers (ps_store_meta_write).
+ *           progress; other keys written by callers (ps_store_meta_write);
+ *           "incarnation" -> 16 bytes (ps_store_meta_incarnation).
  *
  * The store executes entity operations (insert, replace, merge, delete,
  * upserts) with their existence and If-Match rules, stamps Timestamps, and
@@ -362,6 +363,16 @@ void ps_store_snap_close(struct ps_snap *sn);
 int ps_store_span_count(struct ps_store *s,
                         const struct ps_span *sp,
                         uint64_t *count);
+
+/* The server's incarnation: 16 random bytes made the first time the
+ * environment is opened (or upgraded) and never changed, so the master can
+ * tell this disk from a wiped or copied one (docs/DESIGN-replication.md
+ * §2.2). Reads the "incarnation" meta record, creating it when missing:
+ * call it before the writer thread starts. Errors: RT_ECORRUPT (a record of
+ * another size), RT_EIO, RT_ENOSPACE. */
+#define PS_INCARNATION_SIZE 16
+int ps_store_meta_incarnation(struct ps_store *s,
+                              uint8_t out[PS_INCARNATION_SIZE]);
 
 /* Meta: server id (0 = none yet) and the owned-ranges blob (appended to
  * @ranges; empty when none was saved). */

@@ -1,5 +1,6 @@
-/* Store metadata: the meta records (server id, owned ranges, drop and
- * span drop markers, extra records of range moves) and chunked drops: of
+/* Store metadata: the meta records (server id, incarnation, owned ranges,
+ * drop and span drop markers, extra records of range moves) and chunked
+ * drops: of
  * a table, or of the key span a range move leaves behind. Both kinds run
  * the same chunk (ps__drop_chunk) and differ only in bounds and marker;
  * both resume after a restart. Writes run on the writer thread. */
@@ -9,6 +10,7 @@
 #include <lmdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -95,6 +97,48 @@ int ps_store_meta_write(struct ps_store *s,
             v = ps__val(ops[i].val, ops[i].vn);
             rc = mdb_put(txn, s->meta, &k, &v, 0);
         }
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rt_lmdb_err(rc);
+    }
+    return rt_lmdb_err(mdb_txn_commit(txn));
+}
+
+/* Incarnation */
+
+#define PS__META_INCARNATION "incarnation"
+
+int ps_store_meta_incarnation(struct ps_store *s,
+                              uint8_t out[PS_INCARNATION_SIZE])
+{
+    MDB_txn *txn;
+    MDB_val k, v;
+    int rc;
+
+    rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    k = ps__val(PS__META_INCARNATION, strlen(PS__META_INCARNATION));
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == 0) {
+        mdb_txn_abort(txn);
+        if (v.mv_size != PS_INCARNATION_SIZE) {
+            return RT_ECORRUPT;
+        }
+        memcpy(out, v.mv_data, PS_INCARNATION_SIZE);
+        return 0;
+    }
+    if (rc == MDB_NOTFOUND) {
+        rc = uv_random(NULL, NULL, out, PS_INCARNATION_SIZE, 0, NULL);
+        if (rc != 0) {
+            rt_log(RT_LOG_ERROR, "incarnation: uv_random: %s", uv_strerror(rc));
+            mdb_txn_abort(txn);
+            return RT_EIO;
+        }
+        v = ps__val(out, PS_INCARNATION_SIZE);
+        rc = mdb_put(txn, s->meta, &k, &v, 0);
     }
     if (rc != 0) {
         mdb_txn_abort(txn);

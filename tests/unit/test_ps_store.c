@@ -492,6 +492,27 @@ static void test_scan_range_bounds(void **state)
     ps_scan_free(&sc);
 }
 
+/* The incarnation is made once with the environment (random, not zero)
+ * and stays the same across reopens. */
+static void test_incarnation(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    uint8_t a[PS_INCARNATION_SIZE], b[PS_INCARNATION_SIZE];
+    uint8_t zero[PS_INCARNATION_SIZE] = {0};
+
+    assert_int_equal(ps_store_meta_incarnation(f->s, a), 0);
+    assert_memory_not_equal(a, zero, sizeof(a));
+    assert_int_equal(ps_store_meta_incarnation(f->s, b), 0);
+    assert_memory_equal(a, b, sizeof(a));
+    assert_int_equal(ps_store_meta_save(f->s, 42, "r", 1), 0);
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+    assert_int_equal(ps_store_meta_incarnation(f->s, b), 0);
+    assert_memory_equal(a, b, sizeof(a));
+}
+
 /* Data and meta survive closing and reopening the environment. */
 static void test_persist_reopen(void **state)
 {
@@ -1838,6 +1859,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_range_bounds, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_persist_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incarnation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drop_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_order, setup, teardown),
