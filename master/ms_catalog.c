@@ -208,6 +208,7 @@ static void ms__server_free(struct ms_server_rec *s)
 {
     if (s) {
         free(s->addr);
+        free(s->zone);
         free(s);
     }
 }
@@ -559,6 +560,11 @@ static int ms__put_server(MDB_txn *txn,
     /* The map carries the runtime up/down state; the stored field only
      * says whether the server is being drained. */
     msg.state = s->draining ? MS_SERVER_REC_DRAINING : 0;
+    msg.zone = s->zone;
+    if (s->has_incarnation) {
+        msg.incarnation.data = (uint8_t *)s->incarnation;
+        msg.incarnation.len = MS_INCARNATION_SIZE;
+    }
     return ms__put_u64key_msg(txn, cat->db_servers, s->id, &msg.base);
 }
 
@@ -755,13 +761,20 @@ static int ms__load_server(struct ms_catalog *cat,
     Rt__Server *m = rt__server__unpack(NULL, v->mv_size, v->mv_data);
     struct ms_server_rec *s;
     (void)k;
-    if (!m || m->id == 0) {
+    if (!m || m->id == 0 ||
+        (m->incarnation.len != 0 &&
+         m->incarnation.len != MS_INCARNATION_SIZE)) {
         return ms__corrupt((ProtobufCMessage *)m);
     }
     s = rt_xcalloc(1, sizeof(*s));
     s->id = m->id;
     s->addr = rt_xstrdup(m->addr ? m->addr : "");
     s->draining = m->state == MS_SERVER_REC_DRAINING;
+    s->zone = rt_xstrdup(m->zone ? m->zone : "");
+    s->has_incarnation = m->incarnation.len == MS_INCARNATION_SIZE;
+    if (s->has_incarnation) {
+        memcpy(s->incarnation, m->incarnation.data, MS_INCARNATION_SIZE);
+    }
     rt__server__free_unpacked(m, NULL);
     ms__mirror_put_server(cat, s);
     return 0;
@@ -1397,6 +1410,8 @@ err_after_build:
 int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t want_id,
                                const char *addr,
+                               const char *zone,
+                               const uint8_t *incarnation,
                                uint64_t *id_out,
                                bool *changed)
 {
@@ -1412,8 +1427,14 @@ int ms_catalog_register_server(struct ms_catalog *cat,
     if (!addr || !*addr) {
         return RT_EINVAL;
     }
+    if (!zone) {
+        zone = "";
+    }
     old = want_id ? ms_catalog_server_find(cat, want_id) : NULL;
-    if (old && strcmp(old->addr, addr) == 0) {
+    if (old && strcmp(old->addr, addr) == 0 && strcmp(old->zone, zone) == 0 &&
+        (!incarnation ||
+         (old->has_incarnation &&
+          memcmp(old->incarnation, incarnation, MS_INCARNATION_SIZE) == 0))) {
         *id_out = old->id;
         return 0;
     }
@@ -1421,6 +1442,14 @@ int ms_catalog_register_server(struct ms_catalog *cat,
     s->id = want_id ? want_id : ctr.next_server_id++;
     s->addr = rt_xstrdup(addr);
     s->draining = old ? old->draining : false;
+    s->zone = rt_xstrdup(zone);
+    if (incarnation) {
+        s->has_incarnation = true;
+        memcpy(s->incarnation, incarnation, MS_INCARNATION_SIZE);
+    } else if (old) {
+        s->has_incarnation = old->has_incarnation;
+        memcpy(s->incarnation, old->incarnation, MS_INCARNATION_SIZE);
+    }
     if (s->id >= ctr.next_server_id) {
         ctr.next_server_id = s->id + 1;
     }

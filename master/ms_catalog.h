@@ -14,7 +14,8 @@
  *   tables    key account '\0' lower(name)   value rt.Table
  *   ranges    key range id (u64 BE)          value rt.Range (a record
  *             without replicas, written before they existed, loads as RF 1)
- *   servers   key server id (u64 BE)         value rt.Server (state unused)
+ *   servers   key server id (u64 BE)         value rt.Server (state: only
+ *             draining; zone and incarnation as the server last registered)
  *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
  *             "map_version" | "next_move_id" value u64 BE
  *   props     key account                    value rt.ServiceProps
@@ -138,11 +139,18 @@ bool ms_range_replicas_valid(const struct ms_range *r);
  * runtime only): a server being drained. */
 #define MS_SERVER_REC_DRAINING 3
 
+/* rt.Server.incarnation: 16 random bytes a partition server made with its
+ * LMDB environment (docs/DESIGN-replication.md §2.1). */
+#define MS_INCARNATION_SIZE 16
+
 struct ms_server_rec
 {
     uint64_t id;
     char *addr;
-    bool draining; /* rtctl drain: no new ranges, its ranges move away */
+    bool draining;        /* rtctl drain: no new ranges, its ranges move away */
+    char *zone;           /* failure domain, "" = none declared */
+    bool has_incarnation; /* false until a server that sends one registers */
+    uint8_t incarnation[MS_INCARNATION_SIZE];
 };
 
 /* A range to write with ms_catalog_update_ranges(): strings borrowed. */
@@ -259,13 +267,17 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
 
 /* Records a partition server. @want_id 0 assigns a fresh id; otherwise the
  * id is kept (recorded if unknown, e.g. after the master's data was lost,
- * and the id counter moves past it). @addr is stored when new or changed;
- * *changed (may be NULL) tells whether anything was written (the map
- * version then went up). Errors: RT_EINVAL (empty addr), RT_EIO,
- * RT_ENOSPACE. */
+ * and the id counter moves past it). @addr and @zone (NULL = "") are stored
+ * when new or changed, and so is @incarnation (NULL = keep the stored one;
+ * else MS_INCARNATION_SIZE bytes): whether a changed incarnation may
+ * register at all is the caller's decision. All borrowed. *changed (may be
+ * NULL) tells whether anything was written (the map version then went up).
+ * Errors: RT_EINVAL (empty addr), RT_EIO, RT_ENOSPACE. */
 int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t want_id,
                                const char *addr,
+                               const char *zone,
+                               const uint8_t *incarnation,
                                uint64_t *id_out,
                                bool *changed);
 

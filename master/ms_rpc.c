@@ -24,6 +24,7 @@
 #include "ms_balance.h"
 #include "ms_catalog.h"
 #include "ms_cluster.h"
+#include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -144,6 +145,53 @@ static void ms__reply_map(const struct ms__req *q)
 
 /* ---- partition servers: register, heartbeat ---- */
 
+/* A registration that names a known id with an incarnation other than the
+ * stored one is a different disk behind that id. While the id is live it
+ * is refused (RT_EEXIST: a copy of a data directory, or a wiped server
+ * restarted before we saw it go; the latter passes once it is marked
+ * down). A server that comes back wiped while down is accepted with a
+ * warning: with RF 1 there is no other copy to protect, and the design's
+ * handling (docs/DESIGN-replication.md §8.1) comes with learners.
+ * Returns false when the registration was refused (answered). */
+static bool ms__check_incarnation(const struct ms__req *q,
+                                  const Rt__RegisterReq *req)
+{
+    const struct ms_server_rec *rec;
+    const struct ms_server *s;
+    char was[2 * MS_INCARNATION_SIZE + 1], now[2 * MS_INCARNATION_SIZE + 1];
+
+    rec = req->server_id
+              ? ms_catalog_server_find(q->rpc->cl->cat, req->server_id)
+              : NULL;
+    if (!rec || !rec->has_incarnation || req->incarnation.len == 0 ||
+        memcmp(rec->incarnation, req->incarnation.data, MS_INCARNATION_SIZE) ==
+            0) {
+        return true;
+    }
+    ms_hex(rec->incarnation, MS_INCARNATION_SIZE, was);
+    ms_hex(req->incarnation.data, MS_INCARNATION_SIZE, now);
+    s = ms_cluster_server_find(q->rpc->cl, rec->id);
+    if (s && s->state == MS_SERVER_UP) {
+        char msg[128];
+        rt_log(RT_LOG_WARN,
+               "server %" PRIu64
+               ": registration from %s refused: incarnation %s, but the id "
+               "is live with incarnation %s",
+               rec->id, rt_rpc_conn_peer(q->peer->conn), now, was);
+        snprintf(msg, sizeof(msg),
+                 "server id %" PRIu64 " is live with another incarnation",
+                 rec->id);
+        ms__fail(q, RT_EEXIST, msg);
+        return false;
+    }
+    rt_log(RT_LOG_WARN,
+           "server %" PRIu64
+           " is back with a new incarnation %s (was %s): its data was "
+           "wiped or replaced",
+           rec->id, now, was);
+    return true;
+}
+
 static void ms__h_register(const struct ms__req *q, void *arg)
 {
     const Rt__RegisterReq *req = arg;
@@ -157,8 +205,18 @@ static void ms__h_register(const struct ms__req *q, void *arg)
         ms__fail(q, RT_EINVAL, "register: addr is required");
         return;
     }
-    rc = ms_catalog_register_server(q->rpc->cl->cat, req->server_id, req->addr,
-                                    &sid, &addr_changed);
+    if (req->incarnation.len != 0 &&
+        req->incarnation.len != MS_INCARNATION_SIZE) {
+        ms__fail(q, RT_EINVAL, "register: incarnation must be 16 bytes");
+        return;
+    }
+    if (!ms__check_incarnation(q, req)) {
+        return;
+    }
+    rc = ms_catalog_register_server(
+        q->rpc->cl->cat, req->server_id, req->addr, req->zone,
+        req->incarnation.len ? req->incarnation.data : NULL, &sid,
+        &addr_changed);
     if (rc) {
         ms__fail(q, rc, NULL);
         return;
@@ -180,12 +238,14 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     }
     rt_log(RT_LOG_INFO,
            "server %" PRIu64
-           " registered%s from %s, addr %s, reports %zu "
+           " registered%s from %s, addr %s, zone \"%s\", reports %zu "
            "ranges (%zu not assigned to it), assigned %zu",
            sid, req->server_id ? "" : " (new id)",
-           rt_rpc_conn_peer(q->peer->conn), req->addr, req->n_range_ids,
-           unknown, ms_catalog_server_nranges(q->rpc->cl->cat, sid));
-    /* An addr change was versioned by the catalog already. */
+           rt_rpc_conn_peer(q->peer->conn), req->addr, ms__str(req->zone),
+           req->n_range_ids, unknown,
+           ms_catalog_server_nranges(q->rpc->cl->cat, sid));
+    /* An addr, zone or incarnation change was versioned by the catalog
+     * already. */
     ms__reply_assignment(q, sid, addr_changed || came_up, !addr_changed);
 }
 

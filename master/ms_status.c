@@ -13,6 +13,7 @@
 #include "ms_catalog.h"
 #include "ms_cluster.h"
 #include "ms_policy.h"
+#include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
@@ -134,6 +135,17 @@ static char *ms__build_json(struct ms_cluster *cl,
             s->seen ? ms__json_u64(now - s->last_hb_ms) : json_null());
         /* Load balancing: draining, and the sum of its ranges' loads. */
         json_object_set_new(o, "draining", json_boolean(rec && rec->draining));
+        /* Replication: its failure domain and its disk's identity (null
+         * until a server that sends one registers). */
+        json_object_set_new(o, "zone", json_string(rec ? rec->zone : ""));
+        if (rec && rec->has_incarnation) {
+            char hex[2 * MS_INCARNATION_SIZE + 1];
+            json_object_set_new(o, "incarnation",
+                                json_string(ms_hex(rec->incarnation,
+                                                   MS_INCARNATION_SIZE, hex)));
+        } else {
+            json_object_set_new(o, "incarnation", json_null());
+        }
         {
             struct ms_load_rates sum = {0};
             uint64_t keys = 0, bytes = 0;
@@ -191,6 +203,20 @@ static char *ms__build_json(struct ms_cluster *cl,
                             r->high_inf ? json_null() : ms__json_key(r->high));
         json_object_set_new(o, "server", ms__json_u64(r->server_id));
         json_object_set_new(o, "epoch", ms__json_u64(r->epoch));
+        /* The replica set: "server" stays the primary for older tools. */
+        {
+            json_t *reps = json_array(), *isr = json_array();
+            for (size_t j = 0; j < r->nreplicas; j++) {
+                json_array_append_new(reps,
+                                      ms__json_u64(r->replicas[j].server_id));
+            }
+            for (size_t j = 0; j < r->nisr; j++) {
+                json_array_append_new(isr, ms__json_u64(r->isr[j]));
+            }
+            json_object_set_new(o, "replicas", reps);
+            json_object_set_new(o, "primary", ms__json_u64(r->server_id));
+            json_object_set_new(o, "insync", isr);
+        }
         {
             const struct ms_load_range *l = ms_load_find(bal->load, r->id);
             const struct ms_server *s =

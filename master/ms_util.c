@@ -119,3 +119,14 @@ void *ms_vec_remove(struct ms_vec *vec, size_t i)
     vec->n--;
     return item;
 }
+
+char *ms_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+    return out;
+}

@@ -1,7 +1,7 @@
 /* A growable array of pointers, used by the master's modules for their
  * lists (catalog tables and ranges, servers, operations), and the one
  * binary search over such a list kept sorted; the wall clock in
- * milliseconds. Memory comes from
+ * milliseconds; bytes as hex for logs and JSON. Memory comes from
  * rt_xrealloc (common/rt_alloc.h): growing never fails, it aborts.
  * Thread: no shared state; each vector belongs to its owner. */
 #ifndef MS_UTIL_H
@@ -57,5 +57,9 @@ void *ms_vec_get(struct ms_vec *vec,
 
 /* Wall-clock milliseconds since the Unix epoch (CLOCK_REALTIME). */
 uint64_t ms_unix_ms(void);
+
+/* Writes @n bytes of @b as lower-case hex plus a NUL into @out (2n + 1
+ * bytes). Returns @out. */
+char *ms_hex(const uint8_t *b, size_t n, char *out);
 
 #endif

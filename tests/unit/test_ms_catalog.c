@@ -230,8 +230,9 @@ static void test_persistence(void **state)
     create(f, "acct", "Alpha");
     create(f, "acct", "beta");
     create(f, "other", "Gamma");
-    assert_int_equal(
-        ms_catalog_register_server(f->cat, 0, "127.0.0.1:4000", &sid, NULL), 0);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "127.0.0.1:4000",
+                                                NULL, NULL, &sid, NULL),
+                     0);
     uint64_t v = ms_catalog_map_version(f->cat);
     th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_map_version(f->cat), v);
@@ -331,39 +332,102 @@ static void test_servers(void **state)
     uint64_t a, b, c, d;
     bool changed;
     uint64_t v0 = ms_catalog_map_version(f->cat);
-    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:1", &a, &changed),
-                     0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "h:1", NULL, NULL, &a, &changed),
+        0);
     assert_true(changed);
-    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:2", &b, &changed),
-                     0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "h:2", NULL, NULL, &b, &changed),
+        0);
     assert_int_not_equal(a, b);
     assert_int_equal(ms_catalog_map_version(f->cat), v0 + 2);
     /* Same id, same addr: nothing written. */
-    assert_int_equal(ms_catalog_register_server(f->cat, a, "h:1", &c, &changed),
-                     0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:1", NULL, NULL, &c, &changed),
+        0);
     assert_int_equal(c, a);
     assert_false(changed);
     assert_int_equal(ms_catalog_map_version(f->cat), v0 + 2);
     /* Same id, new addr (restart on another port). */
-    assert_int_equal(ms_catalog_register_server(f->cat, a, "h:9", &c, &changed),
-                     0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:9", NULL, NULL, &c, &changed),
+        0);
     assert_int_equal(c, a);
     assert_true(changed);
     /* Unknown id from a server that remembers it. */
-    assert_int_equal(
-        ms_catalog_register_server(f->cat, 40, "h:40", &d, &changed), 0);
+    assert_int_equal(ms_catalog_register_server(f->cat, 40, "h:40", NULL, NULL,
+                                                &d, &changed),
+                     0);
     assert_int_equal(d, 40);
-    assert_int_equal(ms_catalog_register_server(f->cat, 0, "", &d, NULL),
-                     RT_EINVAL);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "", NULL, NULL, &d, NULL),
+        RT_EINVAL);
 
     th_ms_cat_reopen(f);
     assert_int_equal(ms_catalog_nservers(f->cat), 3);
     assert_string_equal(ms_catalog_server_find(f->cat, a)->addr, "h:9");
     assert_string_equal(ms_catalog_server_find(f->cat, b)->addr, "h:2");
-    assert_int_equal(ms_catalog_register_server(f->cat, 0, "h:3", &d, &changed),
-                     0);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "h:3", NULL, NULL, &d, &changed),
+        0);
     assert_true(d > 40);
     assert_int_equal(ms_catalog_server_at(f->cat, 0)->id, a);
+}
+
+/* Zone and incarnation are stored with the server: the first incarnation
+ * is recorded (a server of an older build sends none and keeps what is
+ * stored), a new one replaces it, a zone change is written; all persist. */
+static void test_server_zone_incarnation(void **state)
+{
+    struct th_ms_cat *f = *state;
+    uint8_t inc1[MS_INCARNATION_SIZE], inc2[MS_INCARNATION_SIZE];
+    const struct ms_server_rec *rec;
+    uint64_t a, c;
+    bool changed;
+    memset(inc1, 0x11, sizeof(inc1));
+    memset(inc2, 0x22, sizeof(inc2));
+
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, 0, "h:1", NULL, NULL, &a, &changed),
+        0);
+    rec = ms_catalog_server_find(f->cat, a);
+    assert_string_equal(rec->zone, "");
+    assert_false(rec->has_incarnation);
+    /* Upgraded server: its first incarnation and zone are recorded. */
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:1", "z1", inc1, &c, &changed),
+        0);
+    assert_true(changed);
+    /* The same again: nothing written; none sent: the stored one stays. */
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:1", "z1", inc1, &c, &changed),
+        0);
+    assert_false(changed);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:1", "z1", NULL, &c, &changed),
+        0);
+    assert_false(changed);
+    th_ms_cat_reopen(f);
+    rec = ms_catalog_server_find(f->cat, a);
+    assert_string_equal(rec->zone, "z1");
+    assert_true(rec->has_incarnation);
+    assert_memory_equal(rec->incarnation, inc1, sizeof(inc1));
+    /* A new incarnation and zone replace the stored ones. */
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:1", "z2", inc2, &c, &changed),
+        0);
+    assert_true(changed);
+    th_ms_cat_reopen(f);
+    rec = ms_catalog_server_find(f->cat, a);
+    assert_string_equal(rec->zone, "z2");
+    assert_memory_equal(rec->incarnation, inc2, sizeof(inc2));
+    /* Draining keeps them. */
+    assert_int_equal(ms_catalog_set_draining(f->cat, a, true), 0);
+    th_ms_cat_reopen(f);
+    rec = ms_catalog_server_find(f->cat, a);
+    assert_true(rec->draining);
+    assert_string_equal(rec->zone, "z2");
+    assert_memory_equal(rec->incarnation, inc2, sizeof(inc2));
 }
 
 /* Range updates (the building block of split and move) are one durable
@@ -654,10 +718,12 @@ static void test_moves_and_draining(void **state)
     uint64_t sid1, sid2, v0, rid, mid;
     char errmsg[RT_ERRMSG_SIZE];
 
-    assert_int_equal(
-        ms_catalog_register_server(f->cat, 0, "127.0.0.1:1", &sid1, NULL), 0);
-    assert_int_equal(
-        ms_catalog_register_server(f->cat, 0, "127.0.0.1:2", &sid2, NULL), 0);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "127.0.0.1:1", NULL,
+                                                NULL, &sid1, NULL),
+                     0);
+    assert_int_equal(ms_catalog_register_server(f->cat, 0, "127.0.0.1:2", NULL,
+                                                NULL, &sid2, NULL),
+                     0);
     assert_int_equal(
         ms_catalog_create_table(f->cat, "acct", "moving", sid1, NULL, &r), 0);
     rid = r->id;
@@ -730,6 +796,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_limit_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_zone_incarnation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_update_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_range_old_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_range_replicas_follow_owner, setup,

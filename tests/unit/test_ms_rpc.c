@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "ms_catalog.h"
 #include "ms_master.h"
 #include "ms_status.h"
 #include "rt.pb-c.h"
@@ -225,6 +226,42 @@ static Rt__RegisterResp *ps_register(struct fx *f, uint64_t id)
     free(r.body);
     assert_non_null(resp);
     return resp;
+}
+
+/* PS_REGISTER for @id with @incarnation (NULL: none, as an older server)
+ * and @zone; returns the status, *id_out the id given on success. A
+ * refusal's body is an rt.Error whose message must name the id. */
+static int ps_register_inc(struct fx *f,
+                           uint64_t id,
+                           const uint8_t *incarnation,
+                           const char *zone,
+                           uint64_t *id_out)
+{
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.server_id = id;
+    req.addr = "127.0.0.1:5555";
+    req.zone = (char *)zone;
+    if (incarnation) {
+        req.incarnation.data = (uint8_t *)incarnation;
+        req.incarnation.len = MS_INCARNATION_SIZE;
+    }
+    status =
+        th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r);
+    if (status == 0) {
+        Rt__RegisterResp *resp = rt__register_resp__unpack(NULL, r.len, r.body);
+        assert_non_null(resp);
+        *id_out = resp->server_id;
+        rt__register_resp__free_unpacked(resp, NULL);
+    } else {
+        Rt__Error *e = rt__error__unpack(NULL, r.len, r.body);
+        assert_non_null(e);
+        assert_non_null(strstr(e->message, "incarnation"));
+        rt__error__free_unpacked(e, NULL);
+    }
+    free(r.body);
+    return status;
 }
 
 static Rt__RegisterResp *ps_heartbeat(struct fx *f, uint64_t id, int *status)
@@ -473,6 +510,66 @@ static void test_restart(void **state)
     rt__table__free_unpacked(t, NULL);
 }
 
+/* True when the status JSON holds @needle. */
+static bool status_has(struct fx *f, const char *needle)
+{
+    char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+    bool ok = json && strstr(json, needle);
+    free(json);
+    return ok;
+}
+
+/* A registration claiming a live server id with another incarnation (a
+ * copy of its disk, or a wiped server back before it was seen down) is
+ * refused with RT_EEXIST and changes nothing; the same incarnation, or
+ * none (an older server), registers as before. Once the id is down, the new
+ * incarnation is accepted (logged) and recorded. */
+static void test_register_incarnation(void **state)
+{
+    struct fx *f = *state;
+    uint8_t inc_a[MS_INCARNATION_SIZE], inc_b[MS_INCARNATION_SIZE];
+    uint64_t sid, got;
+    memset(inc_a, 0xaa, sizeof(inc_a));
+    memset(inc_b, 0xbb, sizeof(inc_b));
+    start_clients(f);
+
+    assert_int_equal(ps_register_inc(f, 0, inc_a, "z1", &sid), 0);
+    assert_int_equal(ps_register_inc(f, sid, inc_a, "z1", &got), 0);
+    assert_int_equal(got, sid);
+    assert_int_equal(ps_register_inc(f, sid, NULL, "z1", &got), 0);
+    assert_int_equal(ps_register_inc(f, sid, inc_b, "z1", &got), RT_EEXIST);
+    /* Still the first incarnation: a register with it passes, live. */
+    assert_int_equal(ps_register_inc(f, sid, inc_a, "z1", &got), 0);
+
+    /* Bad length: refused before anything else. */
+    {
+        Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+        struct th_ms_reply r;
+        uint8_t three[3] = {1, 2, 3};
+        req.server_id = sid;
+        req.addr = "127.0.0.1:5555";
+        req.incarnation.data = three;
+        req.incarnation.len = sizeof(three);
+        assert_int_equal(th_ms_call(&f->loop, f->ps.cli,
+                                    RT__METHOD__PS_REGISTER, &req.base, &r),
+                         RT_EINVAL);
+        free(r.body);
+    }
+
+    /* No heartbeat for longer than the timeout: down; the wiped server
+     * comes back with a new incarnation and is taken. */
+    th_ms_spin(&f->loop, 700);
+    assert_int_equal(ps_register_inc(f, sid, inc_b, "z2", &got), 0);
+    assert_int_equal(got, sid);
+    /* Now the old one is the stranger. */
+    assert_int_equal(ps_register_inc(f, sid, inc_a, "z2", &got), RT_EEXIST);
+    /* The status names the zone and the incarnation now stored. */
+    WAIT_UNTIL(f, status_has(f, "\"zone\":\"z2\"") &&
+                      status_has(f,
+                                 "\"incarnation\":"
+                                 "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\""));
+}
+
 /* Table ACLs and service properties over RPC: SET_ACL / GET_ACL (limits,
  * missing table), the ACL and the account's CORS rules pushed in the map before
  * the reply, SET_SERVICE_PROPS merging sections, and 409 TableBeingDeleted for
@@ -636,6 +733,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_with_mute_server, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_register_incarnation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_acl_props_grace, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
