@@ -133,6 +133,15 @@ def no_ops(cluster):
     return not cluster.master_status().get("ops")
 
 
+def assert_rf1_replicas(cluster):
+    """Every range's replica set follows its owner (RF 1): the status keeps
+    `server` and adds `replicas`, `primary` and `insync`."""
+    for rg in cluster.master_status()["ranges"]:
+        assert rg["replicas"] == [rg["server"]], rg
+        assert rg["primary"] == rg["server"], rg
+        assert rg["insync"] == [rg["server"]], rg
+
+
 def rtctl_json(cluster, *args, check=True):
     r = cluster.rtctl(*args, "--json", check=False, timeout=300)
     try:
@@ -437,6 +446,7 @@ def test_manual_split_and_moves_under_load(cluster):
         rc, ev = rtctl_json(cluster, "split", str(rg["id"]), "m")
         assert ev["outcome"] == "ok", ev
         left, right = ev["new_ranges"]
+        assert_rf1_replicas(cluster)
         others = [s for s in server_ids(cluster) if s != rg["server"]]
         time.sleep(1)
         rc, ev = rtctl_json(cluster, "move", str(right), str(others[0]),
@@ -462,6 +472,7 @@ def test_manual_split_and_moves_under_load(cluster):
         wl.stop()
     rs = table_ranges(cluster, "manual")
     assert len(rs) == 1 and rs[0]["server"] == others[0], rs
+    assert_rf1_replicas(cluster)  # after moves and a merge
     total = wl.verify(cluster.table_service_client())
     print_busy("manual split/moves", wl, "; ".join(figures))
     assert total >= len(wl.acked)
@@ -757,6 +768,7 @@ def test_stale_front_end(cluster, tmp_path):
         [rg] = table_ranges(cluster, "stale")
         rc, ev = rtctl_json(cluster, "split", str(rg["id"]), "m")
         left, right = ev["new_ranges"]
+        assert_rf1_replicas(cluster)
         others = [s for s in server_ids(cluster) if s != rg["server"]]
         rc, ev = rtctl_json(cluster, "move", str(right), str(others[0]),
                             check=False)

@@ -408,6 +408,15 @@ def test_rtctl_status(cluster, table):
     assert rg["low"] == "" and rg["high"] is None, rg
     assert rg["server"] in [s["id"] for s in servers], rg
     assert rg["epoch"] >= 1, rg
+    # Replica sets (RF 1): the owner is the primary and the whole ISR;
+    # every server registered its incarnation (16 bytes, hex) and zone.
+    assert rg["replicas"] == [rg["server"]], rg
+    assert rg["primary"] == rg["server"] and rg["insync"] == [rg["server"]], rg
+    for s in servers:
+        assert s["zone"] == "", s
+        assert len(s["incarnation"]) == 32, s
+        int(s["incarnation"], 16)
+    assert len({s["incarnation"] for s in servers}) == len(servers), servers
 
     r = cluster.rtctl("status")
     assert TABLE in r.stdout, r.stdout
