@@ -420,6 +420,7 @@ def test_rtctl_status(cluster, table):
 
     r = cluster.rtctl("status")
     assert TABLE in r.stdout, r.stdout
+    assert "REPLICAS" in r.stdout, r.stdout
 
 
 # ------------------------------------------------------------ delete

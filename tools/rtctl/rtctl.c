@@ -351,6 +351,28 @@ static void rtctl_load(json_t *o, char *out, size_t n)
     rtctl_num(json_object_get(json_object_get(o, "load"), "demand"), out, n);
 }
 
+/* A JSON array of ids as "1,2,3" (malloc'd; "-" when absent: a master
+ * that predates replica sets). */
+static char *rtctl_ids(json_t *arr)
+{
+    char buf[256] = "";
+    size_t len = 0, i;
+    json_t *v;
+    if (!json_is_array(arr)) {
+        return rtctl_dup("-");
+    }
+    json_array_foreach(arr, i, v)
+    {
+        int n = snprintf(buf + len, sizeof(buf) - len, "%s%lld", i ? "," : "",
+                         (long long)json_integer_value(v));
+        if (n < 0 || (size_t)n >= sizeof(buf) - len) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    return rtctl_dup(buf);
+}
+
 static void rtctl_print_table(json_t *root)
 {
     json_t *servers = json_object_get(root, "servers");
@@ -386,11 +408,11 @@ static void rtctl_print_table(json_t *root)
     rtctl_tab_print(&t);
 
     printf("\nRANGES\n");
-    t.ncols = 7;
-    rtctl_tab_add(
-        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
-                       rtctl_dup("HIGH"), rtctl_dup("SERVER"),
-                       rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
+    t.ncols = 8;
+    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"),
+                                 rtctl_dup("LOW"), rtctl_dup("HIGH"),
+                                 rtctl_dup("SERVER"), rtctl_dup("REPLICAS"),
+                                 rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
     json_array_foreach(ranges, i, o)
     {
         char load[64];
@@ -401,12 +423,13 @@ static void rtctl_print_table(json_t *root)
         snprintf(load, sizeof(load), "%s%s%s", num[3],
                  json_is_true(json_object_get(o, "hot")) ? " hot" : "",
                  json_is_true(json_object_get(o, "busy")) ? " busy" : "");
-        rtctl_tab_add(
-            &t,
-            (char *[]){rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "table", "?")),
-                       rtctl_bound(json_object_get(o, "low")),
-                       rtctl_bound(json_object_get(o, "high")),
-                       rtctl_dup(num[1]), rtctl_dup(num[2]), rtctl_dup(load)});
+        rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
+                                     rtctl_dup(rtctl_str(o, "table", "?")),
+                                     rtctl_bound(json_object_get(o, "low")),
+                                     rtctl_bound(json_object_get(o, "high")),
+                                     rtctl_dup(num[1]),
+                                     rtctl_ids(json_object_get(o, "replicas")),
+                                     rtctl_dup(num[2]), rtctl_dup(load)});
     }
     rtctl_tab_print(&t);
 }
