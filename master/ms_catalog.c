@@ -36,9 +36,10 @@ struct ms_counters
     uint64_t next_server_id;
     uint64_t map_version;
     uint64_t next_move_id;
+    uint64_t master_term;
 };
 
-#define MS__NCOUNTERS 5
+#define MS__NCOUNTERS 6
 
 struct ms_catalog
 {
@@ -73,8 +74,8 @@ struct ms__tomb
 };
 
 static const char *const ms__counter_keys[MS__NCOUNTERS] = {
-    "next_table_id", "next_range_id", "next_server_id", "map_version",
-    "next_move_id"};
+    "next_table_id", "next_range_id", "next_server_id",
+    "map_version",   "next_move_id",  "master_term"};
 
 /* ---- helpers ---- */
 
@@ -572,9 +573,9 @@ static int ms__put_counters(MDB_txn *txn,
                             struct ms_catalog *cat,
                             const struct ms_counters *c)
 {
-    const uint64_t vals[MS__NCOUNTERS] = {c->next_table_id, c->next_range_id,
+    const uint64_t vals[MS__NCOUNTERS] = {c->next_table_id,  c->next_range_id,
                                           c->next_server_id, c->map_version,
-                                          c->next_move_id};
+                                          c->next_move_id,   c->master_term};
     for (int i = 0; i < MS__NCOUNTERS; i++) {
         uint8_t buf[8];
         MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
@@ -627,9 +628,9 @@ static int ms__txn_finish(struct ms_catalog *cat,
 static int ms__load_counters(struct ms_catalog *cat, MDB_txn *txn)
 {
     uint64_t *vals[MS__NCOUNTERS] = {
-        &cat->ctr.next_table_id, &cat->ctr.next_range_id,
+        &cat->ctr.next_table_id,  &cat->ctr.next_range_id,
         &cat->ctr.next_server_id, &cat->ctr.map_version,
-        &cat->ctr.next_move_id};
+        &cat->ctr.next_move_id,   &cat->ctr.master_term};
     for (int i = 0; i < MS__NCOUNTERS; i++) {
         MDB_val k = {strlen(ms__counter_keys[i]), (void *)ms__counter_keys[i]};
         MDB_val v;
@@ -880,7 +881,14 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
         }
         return err;
     }
-    /* Commit: the named databases are created on first open. */
+    /* A new term for every start of a master on this catalog, in the
+     * commit that also creates the named databases on first open. */
+    cat->ctr.master_term++;
+    rc = ms__put_counters(txn, cat, &cat->ctr);
+    if (rc) {
+        mdb_txn_abort(txn);
+        goto err_lmdb;
+    }
     rc = mdb_txn_commit(txn);
     if (rc) {
         goto err_lmdb;
@@ -975,10 +983,10 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
     rt_log(RT_LOG_INFO,
            "catalog: loaded %zu tables, %zu ranges, %zu servers, %zu "
            "accounts with properties, %zu tombstones, %zu unsettled moves, "
-           "map version %llu from %s",
+           "map version %llu, master term %llu from %s",
            cat->tables.n, cat->ranges.n, cat->servers.n, cat->props.n,
            cat->tombs.n, cat->moves.n, (unsigned long long)cat->ctr.map_version,
-           dir);
+           (unsigned long long)cat->ctr.master_term, dir);
     *out = cat;
     return 0;
 
@@ -1027,6 +1035,11 @@ void ms_catalog_close(struct ms_catalog *cat)
 }
 
 /* ---- reads ---- */
+
+uint64_t ms_catalog_master_term(const struct ms_catalog *cat)
+{
+    return cat->ctr.master_term;
+}
 
 uint64_t ms_catalog_map_version(const struct ms_catalog *cat)
 {

@@ -17,7 +17,7 @@
  *   servers   key server id (u64 BE)         value rt.Server (state: only
  *             draining; zone and incarnation as the server last registered)
  *   counters  key "next_table_id" | "next_range_id" | "next_server_id" |
- *             "map_version" | "next_move_id" value u64 BE
+ *             "map_version" | "next_move_id" | "master_term" value u64 BE
  *   props     key account                    value rt.ServiceProps
  *   deleted   key account '\0' lower(name)   value u64 BE: wall-clock ms at
  *             which the name may be created again (tombstone)
@@ -187,6 +187,10 @@ int ms_table_name_check(const char *name);
 
 /* ---- reads ---- */
 uint64_t ms_catalog_map_version(const struct ms_catalog *cat);
+/* The master term: + 1, durably, at every ms_catalog_open() (so 1 on a
+ * new catalog). Carried in every assignment (docs/DESIGN-replication.md
+ * §2.4) so a partition server can tell a newer master from an older one. */
+uint64_t ms_catalog_master_term(const struct ms_catalog *cat);
 
 /* Tables ordered by (account, lower-case name). */
 size_t ms_catalog_ntables(const struct ms_catalog *cat);

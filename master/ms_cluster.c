@@ -453,6 +453,7 @@ int ms_cluster_assign_push(struct ms_cluster *cl,
     a.n_ranges = ms_cluster_assignment(cl, server_id, &rv, &rvp);
     a.ranges = rvp;
     a.map_version = ms_catalog_map_version(cl->cat);
+    a.master_term = ms_catalog_master_term(cl->cat);
     rc = ms_cluster_call(
         cl, server_id, RT__METHOD__ASSIGN_RANGES, "ASSIGN_RANGES", &a.base,
         timeout_ms ? timeout_ms : cl->assign_timeout_ms, cb, arg);

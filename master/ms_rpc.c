@@ -118,6 +118,7 @@ static void ms__reply_assignment(const struct ms__req *q,
     resp.n_ranges = ms_cluster_assignment(cl, server_id, &rv, &rvp);
     resp.ranges = rvp;
     resp.map_version = ms_catalog_map_version(cl->cat);
+    resp.master_term = ms_catalog_master_term(cl->cat);
     ms__reply_pb(q, &resp.base);
     free(rv);
     free(rvp);

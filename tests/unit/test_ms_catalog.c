@@ -665,6 +665,20 @@ static void test_range_replicas_valid(void **state)
     assert_true(ms_range_replicas_valid(&r));
 }
 
+/* Every open of the catalog is a new master term, durably: 1 on a new
+ * catalog, then + 1 per reopen; the map version does not move with it. */
+static void test_master_term(void **state)
+{
+    struct th_ms_cat *f = *state;
+    uint64_t v = ms_catalog_map_version(f->cat);
+    assert_int_equal(ms_catalog_master_term(f->cat), 1);
+    th_ms_cat_reopen(f);
+    assert_int_equal(ms_catalog_master_term(f->cat), 2);
+    th_ms_cat_reopen(f);
+    assert_int_equal(ms_catalog_master_term(f->cat), 3);
+    assert_int_equal(ms_catalog_map_version(f->cat), v);
+}
+
 /* A second master on the same directory is refused. */
 static void test_dir_lock(void **state)
 {
@@ -805,6 +819,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_range_replicas_valid, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_master_term, setup, teardown),
         cmocka_unit_test(test_policy_place),
         cmocka_unit_test_setup_teardown(test_moves_and_draining, setup,
                                         teardown),

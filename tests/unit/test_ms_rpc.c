@@ -478,7 +478,8 @@ static void test_restart(void **state)
     Rt__Map *map;
     start_clients(f);
     rr = ps_register(f, 0);
-    uint64_t sid = rr->server_id;
+    uint64_t sid = rr->server_id, term = rr->master_term;
+    assert_true(term >= 1);
     rt__register_resp__free_unpacked(rr, NULL);
     assert_int_equal(
         call_table(f, RT__METHOD__CREATE_TABLE, "acct", "Kept", NULL), 0);
@@ -501,6 +502,7 @@ static void test_restart(void **state)
     assert_int_equal(rr->server_id, sid);
     assert_int_equal(rr->n_ranges, 1);
     assert_true(rr->map_version > v);
+    assert_int_equal(rr->master_term, term + 1); /* a new master */
     rt__register_resp__free_unpacked(rr, NULL);
     /* Ids keep counting after the restart. */
     Rt__Table *t;
