@@ -25,7 +25,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -129,6 +128,7 @@ class ClientThread(threading.Thread):
                     self.op_scan()
         except BaseException:  # noqa: BLE001 - reported by the runner
             self.exc = traceback.format_exc()
+            self.run_.client_failed = True
         finally:
             self.cli.close()
 
@@ -279,13 +279,17 @@ def entity_cont(r):
 
 
 # ------------------------------------------------------------ nemesis
-class Nemesis(threading.Thread):
-    """Applies the scenario's faults on a seeded schedule until stopped;
-    logs each as {t_ms, fault, target, ...} and leaves every process
-    running and resumed when it ends."""
+class Nemesis:
+    """Applies the scenario's faults on a seeded schedule until the run has
+    enough operations and faults; logs each as {t_ms, fault, target, ...}
+    and leaves every process running and resumed when it ends.
+
+    It runs on the main thread: rtcluster gives each daemon
+    PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits,
+    so a daemon restarted from a helper thread would get SIGTERM when that
+    thread ends."""
 
     def __init__(self, run, kind):
-        super().__init__(name="nemesis", daemon=True)
         self.run_ = run
         self.kind = kind
         self.rng = random.Random(run.seed * 7919 + 1)
@@ -303,16 +307,18 @@ class Nemesis(threading.Thread):
         self.log.append(d)
 
     def sleep(self, s):
-        self.run_.stop.wait(s)
+        end = time.monotonic() + s
+        while time.monotonic() < end and not self.run_.enough():
+            time.sleep(min(0.05, max(0.0, end - time.monotonic())))
 
     def run(self):
         try:
             self.sleep(self.rng.uniform(0.5, 1.5))
-            while not self.run_.stop.is_set():
+            while not self.run_.enough():
                 getattr(self, "step_" + self.kind.replace("-", "_"))()
                 self.run_.faults_done += 1
                 self.sleep(self.rng.uniform(1.0, 3.0))
-        except BaseException:  # noqa: BLE001 - reported by the runner
+        except Exception:  # noqa: BLE001 - reported by the runner
             self.exc = traceback.format_exc()
         finally:
             self.heal()
@@ -444,8 +450,18 @@ class Run:
         self.ops = 0
         self.faults_done = 0
         self.t0 = time.monotonic()
+        self.deadline = self.t0 + max_s
+        self.client_failed = False
         self.cluster = None
         self.initial = {}
+
+    def enough(self):
+        """The clients and the nemesis have done their share, the time is
+        up, or a client died."""
+        if time.monotonic() > self.deadline or self.client_failed:
+            return True
+        return self.ops >= self.n_ops and self.faults_done >= \
+            self.min_faults
 
     def count_op(self):
         with self.lock:
@@ -475,28 +491,22 @@ class Run:
         """Clients and nemesis until n_ops and min_faults are reached (or
         max_s passed); returns the merged history and the nemesis log."""
         self.t0 = time.monotonic()
+        self.deadline = self.t0 + self.max_s
         clients = [ClientThread(self, i) for i in range(N_CLIENTS)]
         nem = Nemesis(self, self.scenario)
         for t in clients:
             t.start()
-        nem.start()
-        deadline = time.monotonic() + self.max_s
-        while time.monotonic() < deadline:
-            if self.ops >= self.n_ops and self.faults_done >= \
-                    self.min_faults:
-                break
-            if nem.exc or any(t.exc for t in clients):
-                break
+        nem.run()  # returns healed, once enough() holds
+        while not self.enough():
             time.sleep(0.1)
         self.stop.set()
-        nem.join(timeout=180)
         for t in clients:
             t.join(timeout=CLIENT_TIMEOUT_S * 3)
         errors = [t.exc for t in clients if t.exc]
         if nem.exc:
             errors.append("nemesis: " + nem.exc)
-        if nem.is_alive() or any(t.is_alive() for t in clients):
-            errors.append("a client or the nemesis hung")
+        if any(t.is_alive() for t in clients):
+            errors.append("a client hung")
         history = sorted((op for t in clients for op in t.history),
                          key=lambda o: (o["invoke_ms"], o["client"]))
         return history, nem.log, errors
@@ -528,23 +538,25 @@ class Run:
         raise ClusterError("could not read the table back: %r" % last)
 
 
-def unavailable_windows(history):
-    """Longest stretch (ms) between two successful completions that holds
-    at least one 503 or unknown outcome; and its end time."""
-    events = sorted((o["end_ms"], o["outcome"] == "ok",
-                     o["outcome"] == "unknown" or
-                     str(o.get("code", "")).startswith("503"))
-                    for o in history)
+def unavailable_window(history):
+    """Longest stretch (ms) with no successful completion while operations
+    were answered 503, timed out or waited (a paused server answers
+    nothing); and when it ended."""
+    oks = sorted(o["end_ms"] for o in history if o["outcome"] == "ok")
     best, best_end = 0, None
-    last_ok, bad_since = 0, False
-    for t, ok, bad in events:
-        if ok:
-            if bad_since and t - last_ok > best:
-                best, best_end = t - last_ok, t
-            last_ok, bad_since = t, False
-        elif bad:
-            bad_since = True
+    for a, b in zip(oks, oks[1:]):
+        if b - a > best:
+            best, best_end = b - a, b
     return best, best_end
+
+
+def save_history(wd, history, nlog):
+    with open(os.path.join(wd, "history.jsonl"), "w") as f:
+        for op in history:
+            f.write(json.dumps(op, sort_keys=True) + "\n")
+    with open(os.path.join(wd, "nemesis.jsonl"), "w") as f:
+        for ev in nlog:
+            f.write(json.dumps(ev, sort_keys=True) + "\n")
 
 
 def run_scenario(name, seed, n_ops, min_faults, root, max_s):
@@ -556,6 +568,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
     try:
         run.setup()
         history, nlog, errors = run.execute()
+        save_history(wd, history, nlog)
         for p in run.cluster.procs:  # the nemesis healed; be sure
             if not p.running():
                 run.cluster.start_process(p.name)
@@ -565,22 +578,14 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
     except Exception:  # noqa: BLE001 - a harness failure, not a violation
         row["error"] = traceback.format_exc()
         if run.cluster:
-            run.cluster.stop(check=False)
             row["error"] += "\n" + run.cluster.describe(10)
+            run.cluster.stop(check=False)
         return row
-    finally:
-        pass
     run.cluster.stop(check=False)
     try:
         run.cluster.check_sanitizers()
     except ClusterError as e:
         errors.append(str(e))
-    with open(os.path.join(wd, "history.jsonl"), "w") as f:
-        for op in history:
-            f.write(json.dumps(op, sort_keys=True) + "\n")
-    with open(os.path.join(wd, "nemesis.jsonl"), "w") as f:
-        for ev in nlog:
-            f.write(json.dumps(ev, sort_keys=True) + "\n")
     with open(os.path.join(wd, "final.json"), "w") as f:
         json.dump({"final": final, "initial": run.initial}, f, indent=0,
                   sort_keys=True)
@@ -591,7 +596,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
                 f.write("%s: %s\n" % (k, v))
         for e in errors:
             f.write("harness: %s\n" % e)
-    win, win_end = unavailable_windows(history)
+    win, win_end = unavailable_window(history)
     row.update({
         "ops": len(history),
         "ok": sum(o["outcome"] == "ok" for o in history),
