@@ -8,9 +8,14 @@
  * Failure modes and what the caller sees:
  * - table not in the map: one GET_MAP (shared by every job waiting for it),
  *   then RT_ETABLENOTFOUND (GET_TABLE: RT_ENOTFOUND);
- * - no range for the key, server unknown, RT_ESTALE or RT_ENOCONN from the
- *   server: refresh the map and send again, FE_ROUTE_TRIES sends in all,
- *   then RT_EBUSY (503 ServerBusy);
+ * - no range for the key, server unknown, RT_ESTALE, or RT_ENOCONN for a
+ *   read or scan: refresh the map and send again, FE_ROUTE_TRIES sends in all,
+ *   then RT_EBUSY (503 ServerBusy: nothing was executed);
+ * - RT_ENOCONN for a write: jobs are sent only on an up connection, so the
+ *   write may have reached the server and committed before it died; it is
+ *   returned as RT_ETIMEDOUT (500 OperationTimedOut, outcome unknown) and
+ *   never sent again, since a retry would turn an applied insert into 409
+ *   and a 503 would claim nothing happened (DESIGN-replication.md §5.5);
  * - GET_MAP fails (master down): RT_EBUSY;
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): returned as is
  *   (500 OperationTimedOut), never retried: a write may have happened;
@@ -704,11 +709,11 @@ static void fe__job_master(struct fe_job *job)
 
 /* What every entity reply goes through: the route is closing
  * (RT_ECANCELED), the range moved or its server is unreachable (another
- * try), the server answered with an error (logged and returned as is; a
- * write also keeps the index of the operation that failed), or the body
- * does not decode as @desc (RT_EPROTO). Returns the decoded reply (the
- * caller frees it with its _free_unpacked), or NULL when the job has been
- * dealt with. */
+ * try; a write whose connection dropped ends RT_ETIMEDOUT), the server answered
+ * with an error (logged and returned as is; a write also keeps the index of the
+ * operation that failed), or the body does not decode as @desc (RT_EPROTO).
+ * Returns the decoded reply (the caller frees it with its _free_unpacked), or
+ * NULL when the job has been dealt with. */
 static void *fe__entity_reply(struct fe_job *job,
                               int status,
                               const uint8_t *body,
@@ -721,6 +726,14 @@ static void *fe__entity_reply(struct fe_job *job,
     r->inflight--;
     if (r->closing) {
         fe__job_finish(job, RT_ECANCELED);
+        return NULL;
+    }
+    if (status == RT_ENOCONN && job->kind == FE_JOB_WRITE) {
+        rt_log(RT_LOG_WARN,
+               "connection lost with a write in flight for "
+               "table %s: outcome unknown",
+               job->table);
+        fe__job_finish(job, RT_ETIMEDOUT);
         return NULL;
     }
     if (fe__retryable(status)) {

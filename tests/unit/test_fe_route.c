@@ -1,6 +1,7 @@
 /* fe_route against an in-process fake master and two fake partition
  * servers on one libuv loop: map subscription, table miss -> GET_MAP,
- * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, scans that continue
+ * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, a connection lost under a
+ * write (RT_ETIMEDOUT, never resent) or a read (resent), scans that continue
  * across ranges (docs/DESIGN.md §2, step 4), and $filter scans:
  * the filter travels to the servers, its PartitionKey bounds pick the first
  * range and stop the walk, ScanResp.done ends it, and the page time budget
@@ -50,6 +51,9 @@ struct fx
     int never_done;       /* no ScanResp says done (an older server) */
     unsigned slow_ms;     /* ENTITY_SCAN blocks this long before replying */
     unsigned last_budget; /* budget_ms of the last ScanReq */
+    int writes;           /* ENTITY_WRITE requests received */
+    int drop_gets;        /* ENTITY_GET closes the connection this often */
+    int gets;             /* ENTITY_GET requests received */
 };
 
 static struct fx *g_fx;
@@ -200,9 +204,19 @@ static void ps_req(struct rt_rpc_conn *conn,
         assert_int_equal(req->route->table_id, TABLE_ID);
         ps_scan(conn, id, req);
         rt__scan_req__free_unpacked(req, NULL);
+    } else if (method == RT__METHOD__ENTITY_WRITE) {
+        /* Received (as if committed), then the server dies unanswered. */
+        f->writes++;
+        rt_rpc_conn_close(conn);
     } else if (method == RT__METHOD__ENTITY_GET) {
         Rt__GetResp resp = RT__GET_RESP__INIT;
         uint8_t value[16] = {1};
+        f->gets++;
+        if (f->drop_gets > 0) {
+            f->drop_gets--;
+            rt_rpc_conn_close(conn);
+            return;
+        }
         if (f->stale_left > 0) {
             f->stale_left--;
             rt_rpc_reply_err(conn, id, method, RT_ESTALE, "stale");
@@ -446,6 +460,39 @@ static void test_server_down(void **state)
     run_job(f, &job);
     assert_int_equal(job.status, RT_EBUSY);
     assert_true(uv_now(&f->loop) - t0 >= FE_ROUTE_CONNECT_WAIT_MS);
+    fe_job_free(&job);
+}
+
+/* A write whose connection drops after the server received it has an
+ * unknown outcome: RT_ETIMEDOUT (500 OperationTimedOut), sent only once. */
+static void test_write_conn_lost_is_unknown(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    fe_job_init(&job, FE_JOB_WRITE);
+    job.account = "acct";
+    job.table = "people";
+    fe_job_add_op(&job, RT__OP_KIND__OP_INSERT, "a", "9");
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_ETIMEDOUT);
+    assert_int_equal(f->writes, 1);
+    fe_job_free(&job);
+}
+
+/* A read whose connection drops is sent again and succeeds. */
+static void test_get_conn_lost_retried(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->drop_gets = 1;
+    fe_job_init(&job, FE_JOB_GET);
+    job.account = "acct";
+    job.table = "people";
+    job.pk = "a";
+    job.rk = "1";
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(f->gets, 2);
     fe_job_free(&job);
 }
 
@@ -711,6 +758,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stale_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_conn_lost_is_unknown, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_get_conn_lost_retried, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_filter_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_bounds_pick_ranges, setup,
                                         teardown),
