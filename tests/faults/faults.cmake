@@ -1,0 +1,33 @@
+# fault harness (Python, real processes; docs/DESIGN-replication.md §11.3)
+#
+# Included from tests/CMakeLists.txt, so paths are relative to this file.
+#   faults_check_unit  the checkers (check.py) on hand-written histories
+#                      (pytest; no cluster, under a second)
+#   faults_quick       faults.py --quick: kill-ps, kill-master, pause-ps,
+#                      moves-under-faults, ≥ 2000 operations and 3 faults
+#                      each (about a minute on 2 cores); seed 1 so a
+#                      failure replays (faults.py --seed N for others)
+#
+# faults.py --full (≥ 10 000 operations per scenario) is run by hand; see
+# faults/README.md.
+
+add_test(NAME faults_check_unit
+  COMMAND ${RT_INTEGRATION_PYTHON} -m pytest -q -p no:cacheprovider
+          ${CMAKE_CURRENT_LIST_DIR}/test_check.py
+  WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(faults_check_unit PROPERTIES
+  LABELS faults
+  TIMEOUT 60
+  ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+
+add_test(NAME faults_quick
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/faults.py
+          --quick --seed 1
+          --workdir ${CMAKE_CURRENT_BINARY_DIR}/tmp-faults
+  WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(faults_quick PROPERTIES
+  LABELS faults
+  TIMEOUT 600
+  ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
+  # Real clusters: never side by side with the integration tests.
+  RESOURCE_LOCK rt_integration)
