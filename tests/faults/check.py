@@ -32,6 +32,8 @@ outcome is unknown is allowed to have happened or not, and only orders
 that real time forces (a completed before b was invoked) are used.
 """
 
+import bisect
+
 INF = float("inf")
 
 
@@ -161,9 +163,10 @@ def wgl_register(ops, init, max_states=2_000_000):
     """Wing-Gong search with Lowe's memoisation for one register.
     @ops: [(op_dict, f)] as from _register_ops; unknown ops have no return
     event, so they may be linearised at any point after their call or left
-    out. Returns (True, None) when a linearisation exists, (False, op) with
-    the op the search could not place, or (None, reason) when the search
-    gave up (too many states: reported, never silently passed)."""
+    out. Returns (True, None) when a linearisation exists, (False, op)
+    with the op whose completion stopped the longest partial
+    linearisation, or (None, reason) when the search gave up (too many
+    states: reported, never silently passed)."""
     events = []
     for i, (op, f) in enumerate(ops):
         events.append((op["invoke_ms"], 0, i, True))
@@ -212,6 +215,7 @@ def wgl_register(ops, init, max_states=2_000_000):
     stack = []
     remaining = n_returns
     entry = head.next
+    deepest = [0, None]
     while remaining > 0:
         # A return is always ahead while one remains (the walk backs up at
         # the first return it meets), so entry is never None here.
@@ -235,9 +239,12 @@ def wgl_register(ops, init, max_states=2_000_000):
             entry = entry.next
         else:
             # The return of an op not yet linearised: nothing before it
-            # can be placed any more, so undo the last choice.
+            # can be placed any more, so undo the last choice. The op
+            # that stopped the deepest attempt is the one reported.
+            if len(stack) >= deepest[0]:
+                deepest[:] = [len(stack), entry.id]
             if not stack:
-                return False, ops[entry.id][0]
+                return False, ops[deepest[1]][0]
             e, state = stack.pop()
             linearized &= ~(1 << e.id)
             if e.match is not None:
@@ -295,35 +302,44 @@ def check_scans(history):
     """Scans see whole batches (one page is one snapshot, G3) and every
     insert acknowledged before the scan began (no stale scan)."""
     problems = []
-    batches = [op for op in history if op["op"] == "batch"]
-    inserts = [op for op in history if op["op"] in ("insert",)
-               and op["outcome"] == "ok"]
+    batches = {}  # pk -> [(batch id, [(rk, value)])]
+    for b in history:
+        if b["op"] != "batch":
+            continue
+        mine = {}
+        for k, v in zip(b["keys"], b["values"]):
+            pk, rk = k.split("/", 1)
+            mine.setdefault(pk, []).append((rk, v))
+        for pk, ents in mine.items():
+            batches.setdefault(pk, []).append((b.get("batch_id"), ents))
+    inserts = {}  # pk -> [(complete_ms, rk, value)] by completion
+    for op in history:
+        if op["op"] == "insert" and op["outcome"] == "ok":
+            pk, rk = op["key"].split("/", 1)
+            inserts.setdefault(pk, []).append((op["complete_ms"], rk,
+                                               op["value"]))
+    for v in inserts.values():
+        v.sort()
     for s in history:
         if s["op"] != "scan" or s["outcome"] != "ok":
             continue
         rows = s["rows"]
         pk = s["pk"]
-        for ins in inserts:
-            ipk, irk = ins["key"].split("/", 1)
-            if ipk == pk and _before(ins, s) and \
-                    rows.get(irk) != ins["value"]:
-                problems.append("stale scan of %s at %d: misses %s "
+        for done, rk, v in inserts.get(pk, []):
+            if done >= s["invoke_ms"]:
+                break
+            if rows.get(rk) != v:
+                problems.append("stale scan of %s at %d: misses %s/%s "
                                 "acknowledged at %d" % (pk, s["invoke_ms"],
-                                                        ins["key"],
-                                                        ins["complete_ms"]))
+                                                        pk, rk, done))
         if s.get("pages", 1) != 1:
             continue
-        for b in batches:
-            mine = [(k.split("/", 1)[1], v) for k, v in
-                    zip(b["keys"], b["values"]) if k.split("/", 1)[0] == pk]
-            if not mine:
-                continue
+        for bid, mine in batches.get(pk, []):
             seen = sum(1 for rk, v in mine if rows.get(rk) == v)
             if 0 < seen < len(mine):
                 problems.append("scan of %s at %d shows %d of %d entities "
                                 "of batch %s" % (pk, s["invoke_ms"], seen,
-                                                 len(mine),
-                                                 b.get("batch_id")))
+                                                 len(mine), bid))
     return problems
 
 
@@ -334,25 +350,39 @@ def check_stale_reads(history, initial):
     completed before the read was invoked, and W completed before W2 was
     invoked. (b) rejects these too; this names them."""
     problems = []
-    writes = _writes(history)
+    index = {}  # key -> (ok writes by invoke, suffix minimum of complete)
+    for key, ws in _writes(history).items():
+        oks = sorted((w["invoke_ms"], w["complete_ms"], w["value"])
+                     for w in ws if w["outcome"] == "ok")
+        suffix = [INF] * (len(oks) + 1)
+        for i in range(len(oks) - 1, -1, -1):
+            suffix[i] = min(oks[i][1], suffix[i + 1])
+        by_value = {}
+        for w in ws:
+            if w["outcome"] != "fail":
+                by_value.setdefault(w["value"], []).append(w)
+        index[key] = (oks, suffix, by_value)
     for r in history:
         if r["op"] != "read" or r["outcome"] != "ok":
             continue
         key, v = r["key"], r["value"]
-        ws = [w for w in writes.get(key, []) if w["outcome"] != "fail"]
-        src = [w for w in ws if w["value"] == v]
+        oks, suffix, by_value = index.get(key, ([], [INF], {}))
+        src = by_value.get(v, [])
         if not src and initial.get(key) != v:
             continue  # a value nobody wrote: (b) reports it
-        for w2 in ws:
-            if w2["outcome"] != "ok" or w2["value"] == v or \
-                    not _before(w2, r):
-                continue
-            # Every possible source of v precedes w2 for sure.
-            if all(_before(w, w2) for w in src):
-                problems.append("stale read %s returned %r after %s was "
-                                "acknowledged: %s" % (key, v, w2["value"],
-                                                      _fmt(r)))
-                break
+        # v is stale if an acknowledged write was invoked after every
+        # possible writer of v ended and completed before the read began.
+        last = max((_end(w) for w in src), default=-INF)
+        if last == INF:
+            continue
+        i = bisect.bisect_right(oks, (last, INF, ""))
+        while i < len(oks) and oks[i][0] <= last:
+            i += 1
+        if suffix[i] < r["invoke_ms"]:
+            w2 = min((o for o in oks[i:]), key=lambda o: o[1])
+            problems.append("stale read %s returned %r after %r was "
+                            "acknowledged at %d: %s"
+                            % (key, v, w2[2], w2[1], _fmt(r)))
     return problems
 
 
