@@ -1,0 +1,144 @@
+/* Replication events and actions: the vocabulary shared by the pure cores
+ * (partition-server/ps_rcore, later master/ms_rcore) and whatever drives
+ * them (the daemons' glue, tests/sim/sim_repl.c). DESIGN-replication.md
+ * §11.1.
+ *
+ * A core takes one struct rt_repl_event per step and appends what it wants
+ * done to a struct rt_repl_actions. Messages here are plain C structs; the
+ * glue converts them to and from proto/rt.proto. Only what the write path
+ * needs is defined so far: an append group and its ack.
+ *
+ * Thread: none of its own; a struct rt_repl_actions belongs to the caller
+ * of one core. Ownership: an event and everything it points at is borrowed
+ * for the step; the record bytes of every action are copied into the list
+ * and stay valid until rt_repl_actions_reset() or _close(). */
+#ifndef RT_REPL_EV_H
+#define RT_REPL_EV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Events in. @now_ms is the node's local monotonic clock. */
+enum rt_repl_ev_kind {
+    RT_REPL_EV_MSG,          /* a decoded message from @peer */
+    RT_REPL_EV_CONN,         /* connection to @peer up / down */
+    RT_REPL_EV_TIMER,        /* timer @timer_id fired */
+    RT_REPL_EV_DISK_DONE,    /* a write is durable: (range, lsn, ...) */
+    RT_REPL_EV_READ_DONE,    /* a snapshot chunk / probe read / fetch read */
+    RT_REPL_EV_CLIENT_WRITE, /* admission request for a range */
+    RT_REPL_EV_CLIENT_READ,  /* a read finished evaluating at txn T */
+    RT_REPL_EV_COMMITTED,    /* (ms_rcore) a proposed catalog change
+                                committed or failed */
+    RT_REPL_EV__NR
+};
+
+/* Actions out. */
+enum rt_repl_act_kind {
+    RT_REPL_ACT_SEND,    /* message @msg to @peer */
+    RT_REPL_ACT_WRITE,   /* submit to the writer: raw records of a group */
+    RT_REPL_ACT_READ,    /* open snapshot / next chunk / fetch keys */
+    RT_REPL_ACT_TIMER,   /* arm @timer_id at @at_ms (0 = cancel) */
+    RT_REPL_ACT_REPLY,   /* answer client request @req_id with @code */
+    RT_REPL_ACT_PROPOSE, /* (ms_rcore) a catalog mutation + its guard */
+    RT_REPL_ACT_EVENT,   /* an event for the log and metrics */
+    RT_REPL_ACT__NR
+};
+
+enum rt_repl_msg_kind {
+    RT_REPL_MSG_APPEND, /* primary -> replica: one group of one range */
+    RT_REPL_MSG_ACK,    /* replica -> primary: cumulative ack or NACK */
+    RT_REPL_MSG__NR
+};
+
+/* One group of one range (proto ReplGroup inside REPL_APPEND). @records
+ * are the group's change records, opaque to the core. */
+struct rt_repl_append
+{
+    uint64_t range_id;
+    uint64_t epoch;      /* the sender's configuration epoch */
+    uint64_t lsn;        /* this group's LSN */
+    uint64_t commit_lsn; /* the sender's cw when it sent the group */
+    const uint8_t *records;
+    size_t records_len;
+};
+
+/* Answer to appends of one range (proto RangeAck). @code 0: every group up
+ * to @applied_lsn is durable on the sender. RT_ELSNGAP: an append was not
+ * at applied+1; @applied_lsn is the sender's durable position, from which
+ * the primary resends. RT_ESEALED: the append's epoch is older than the
+ * sender's @epoch. */
+struct rt_repl_ack
+{
+    uint64_t range_id;
+    int32_t code;
+    uint64_t applied_lsn;
+    uint64_t epoch;
+};
+
+struct rt_repl_msg
+{
+    enum rt_repl_msg_kind kind;
+    union {
+        struct rt_repl_append append;
+        struct rt_repl_ack ack;
+    } u;
+};
+
+struct rt_repl_event
+{
+    enum rt_repl_ev_kind kind;
+    uint64_t now_ms;
+    uint64_t peer;     /* MSG, CONN: the other node */
+    uint64_t timer_id; /* TIMER */
+    uint64_t io_id;    /* DISK_DONE, READ_DONE: the WRITE/READ action's id */
+    const struct rt_repl_msg *msg; /* MSG */
+    /* DISK_DONE of a local group (primary): the writer assigned @lsn to the
+     * group's changes of @range_id; @req_ids are the client writes it
+     * holds. DISK_DONE of a replica's WRITE: @range_id and @lsn of it.
+     * CLIENT_WRITE: @range_id and @req_ids[0]. */
+    uint64_t range_id;
+    uint64_t lsn;
+    const uint8_t *records;
+    size_t records_len;
+    const uint64_t *req_ids;
+    size_t n_req_ids;
+};
+
+struct rt_repl_action
+{
+    enum rt_repl_act_kind kind;
+    uint64_t peer;     /* SEND */
+    uint64_t timer_id; /* TIMER */
+    uint64_t at_ms;    /* TIMER: 0 cancels */
+    uint64_t io_id;    /* WRITE: echoed by the DISK_DONE event */
+    uint64_t req_id;   /* REPLY */
+    int32_t code;      /* REPLY: 0 or an RT_E* code */
+    uint64_t range_id; /* WRITE: range and LSN of the group */
+    uint64_t lsn;
+    struct rt_repl_msg msg; /* SEND; an append's records point into the
+                               list's own copy (WRITE: @msg.u.append) */
+};
+
+/* A growable list of actions, embedded by the caller. */
+struct rt_repl_actions
+{
+    struct rt_repl_action *v;
+    size_t n, cap;
+    uint8_t **blobs; /* record copies, freed at reset */
+    size_t n_blobs, cap_blobs;
+};
+
+void rt_repl_actions_init(struct rt_repl_actions *a);
+/* Drops every action and the record copies; keeps the capacity. */
+void rt_repl_actions_reset(struct rt_repl_actions *a);
+void rt_repl_actions_close(struct rt_repl_actions *a);
+/* Appends a copy of @act; if @act->msg is an append, its records are
+ * copied too. Returns the stored action (valid until the next append,
+ * reset or close). Never fails (allocation failure aborts, rt_alloc.h). */
+struct rt_repl_action *rt_repl_actions_add(struct rt_repl_actions *a,
+                                           const struct rt_repl_action *act);
+
+const char *rt_repl_ev_kind_name(enum rt_repl_ev_kind k);
+const char *rt_repl_act_kind_name(enum rt_repl_act_kind k);
+
+#endif
