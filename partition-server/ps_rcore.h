@@ -1,0 +1,164 @@
+/* ps_rcore: the replica side of range replication as a pure state machine
+ * (DESIGN-replication.md §11.1). It holds, per range, the role and state
+ * of §3.1-§3.3, the primary's send buffer, per-peer streams, acks and the
+ * commit LSN cw, and the client writes waiting for cw (§5.2-§5.4). It does
+ * no I/O, reads no clock and draws no random numbers: time comes in with
+ * each event, and everything it wants done comes out as actions, so the
+ * same state and event always give the same state and actions. The daemon's
+ * glue and tests/sim/sim_repl.c drive the same code.
+ *
+ * Implemented so far: the write path without failures.
+ * - A range is created by ps_rcore_assign() at LSN 0 (a new range): the
+ *   primary goes ACTIVATING -> SERVING at once (nothing to catch up; support
+ *   and catch-up come with leases and failover), a secondary FOLLOWING.
+ * - Primary: the writer assigns LSNs; each DISK_DONE of a local group
+ *   (range, lsn = last + 1, records, the client writes it holds) buffers
+ *   the group and sends it to every ISR peer at once, pipelined: at most
+ *   cfg.inflight groups unacked per peer, the rest waits in the buffer.
+ *   Acks are cumulative; cw = min over the ISR of acked (own durable LSN
+ *   included); a client write is answered (REPLY 0) when cw >= its LSN.
+ *   An RT_ELSNGAP NACK rewinds that peer's stream to applied + 1 (once per
+ *   gap position); an RT_ESEALED NACK from a newer epoch deposes the
+ *   primary and answers its held writes RT_ETIMEDOUT (outcome unknown).
+ * - Resend rule (loss): one timer per node (PS_RCORE_TIMER_RESEND). While
+ *   a peer has unacked groups it is armed every cfg.resend_ms; when it
+ *   fires, a peer whose ack has not advanced for cfg.resend_ms since its
+ *   last progress (ack advance, or a send that started from acked + 1) is
+ *   rewound to acked + 1 and resent up to the window. Duplicates this
+ *   causes are harmless: the receiver acks them without applying.
+ * - Secondary: an append at accepted + 1 (accepted = highest LSN handed to
+ *   the writer) becomes a WRITE action; its DISK_DONE makes it applied and
+ *   acks it. lsn <= applied: acked again, not applied; applied < lsn <=
+ *   accepted: ignored (its DISK_DONE acks it); any other LSN: RT_ELSNGAP
+ *   with applied; an epoch older than the range's: RT_ESEALED.
+ *
+ * Thread: one thread per struct ps_rcore. Ownership: events are borrowed
+ * for the call; actions go into the caller's list (rt_repl_ev.h). */
+#ifndef PS_RCORE_H
+#define PS_RCORE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rt_repl_ev.h"
+
+#define PS_RCORE_MAX_REPLICAS 8
+/* The node's one resend timer (RT_REPL_EV_TIMER / RT_REPL_ACT_TIMER). */
+#define PS_RCORE_TIMER_RESEND 1
+
+enum ps_rcore_role {
+    PS_RCORE_NONE,
+    PS_RCORE_PRIMARY,
+    PS_RCORE_SECONDARY,
+    PS_RCORE_LEARNER,
+    PS_RCORE_ROLE__NR
+};
+
+/* §3.1. NONE: not (or no longer) a primary. */
+enum ps_rpri_state {
+    PS_RPRI_NONE,
+    PS_RPRI_ACTIVATING,
+    PS_RPRI_SERVING,
+    PS_RPRI_NOLEASE,
+    PS_RPRI_FROZEN,
+    PS_RPRI_DEPOSED,
+    PS_RPRI__NR
+};
+
+/* §3.2. NONE: not (or no longer) a secondary. */
+enum ps_rsec_state {
+    PS_RSEC_NONE,
+    PS_RSEC_FOLLOWING,
+    PS_RSEC_SEALED,
+    PS_RSEC_DIVERGED,
+    PS_RSEC__NR
+};
+
+/* §3.3. NONE: not (or no longer) a learner. */
+enum ps_rlrn_state {
+    PS_RLRN_NONE,
+    PS_RLRN_PROBED,
+    PS_RLRN_CLEARING,
+    PS_RLRN_COPYING,
+    PS_RLRN_TAILING,
+    PS_RLRN_READY,
+    PS_RLRN__NR
+};
+
+/* Known-bad behaviours, FOR TESTS ONLY (tests/sim checks that its
+ * properties catch them). Production code always uses PS_RCORE_MUT_NONE. */
+enum ps_rcore_mutation {
+    PS_RCORE_MUT_NONE,
+    /* cw = the primary's own durable LSN: acks before the ISR has it. */
+    PS_RCORE_MUT_ACK_PRIMARY_ONLY,
+    /* a secondary accepts an append past a gap. */
+    PS_RCORE_MUT_ACCEPT_GAP,
+    PS_RCORE_MUT__NR
+};
+
+struct ps_rcore_config
+{
+    uint64_t self_id;   /* this server's id */
+    uint32_t inflight;  /* groups unacked per peer (--repl-inflight, 32) */
+    uint64_t resend_ms; /* resend rule period (> 0) */
+    enum ps_rcore_mutation mutation; /* tests only */
+};
+
+/* A new range (LSN 0 everywhere) as the master assigns it. */
+struct ps_rcore_assignment
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    uint64_t primary_id;
+    uint64_t isr[PS_RCORE_MAX_REPLICAS]; /* the primary included */
+    size_t n_isr;
+};
+
+/* What ps_rcore_range_get() reports. */
+struct ps_rcore_range_info
+{
+    enum ps_rcore_role role;
+    unsigned state; /* enum ps_rpri_state / ps_rsec_state by role */
+    uint64_t epoch;
+    uint64_t last_lsn;    /* primary: last local group; else: accepted */
+    uint64_t applied_lsn; /* durable here */
+    uint64_t commit_lsn;  /* primary: cw; else: the highest cw learned */
+    size_t n_held;        /* primary: client writes waiting for cw */
+    size_t n_buffered;    /* primary: groups in the send buffer */
+};
+
+struct ps_rcore;
+
+/* A node with no ranges. @cfg is copied. Errors: RT_EINVAL (inflight or
+ * resend_ms zero). On 0, *out belongs to the caller: ps_rcore_destroy(). */
+int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out);
+void ps_rcore_destroy(struct ps_rcore *node);
+
+/* Creates range @a->range_id here with the role @a gives this node
+ * (primary: SERVING; secondary: FOLLOWING). Errors: RT_EEXIST (range
+ * known), RT_EINVAL (this node not in the ISR, or too many replicas). */
+int ps_rcore_assign(struct ps_rcore *node,
+                    const struct ps_rcore_assignment *a,
+                    struct rt_repl_actions *out);
+
+/* One step: applies @ev, appends the actions to @out. Returns 0, or
+ * RT_EINVAL for an event that does not fit (unknown range, an ack from
+ * outside the ISR, an ack past the last LSN): the state is unchanged and,
+ * for an append, an error ack is in @out. */
+int ps_rcore_step(struct ps_rcore *node,
+                  const struct rt_repl_event *ev,
+                  struct rt_repl_actions *out);
+
+/* 0 and *out filled, or RT_ENOTFOUND. */
+int ps_rcore_range_get(const struct ps_rcore *node,
+                       uint64_t range_id,
+                       struct ps_rcore_range_info *out);
+
+/* One line per range and one per peer stream, for traces and rtctl. */
+void ps_rcore_dump(const struct ps_rcore *node, FILE *f);
+
+const char *ps_rcore_role_name(enum ps_rcore_role r);
+/* @state of role @r. */
+const char *ps_rcore_state_name(enum ps_rcore_role r, unsigned state);
+
+#endif
