@@ -488,7 +488,8 @@ static int ps__rcore_timer(struct ps_rcore *node,
         for (size_t j = 0; j < r->n_peers; j++) {
             struct ps__rcore_peer *p = &r->peers[j];
             if (p->acked < r->last_lsn &&
-                ev->now_ms - p->progress_ms >= node->cfg.resend_ms) {
+                ev->now_ms - p->progress_ms >= node->cfg.resend_ms &&
+                node->cfg.mutation != PS_RCORE_MUT_NO_RESEND) {
                 p->next = p->acked + 1;
                 p->rewound_to = 0;
                 ps__rcore_pump(node, r, p, ev->now_ms, out);

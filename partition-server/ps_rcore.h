@@ -93,6 +93,8 @@ enum ps_rcore_mutation {
     PS_RCORE_MUT_ACK_PRIMARY_ONLY,
     /* a secondary accepts an append past a gap. */
     PS_RCORE_MUT_ACCEPT_GAP,
+    /* the resend timer resends nothing: lost appends stay lost. */
+    PS_RCORE_MUT_NO_RESEND,
     PS_RCORE_MUT__NR
 };
 
@@ -135,7 +137,8 @@ int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out);
 void ps_rcore_destroy(struct ps_rcore *node);
 
 /* Creates range @a->range_id here with the role @a gives this node
- * (primary: SERVING; secondary: FOLLOWING). Errors: RT_EEXIST (range
+ * (primary: SERVING; secondary: FOLLOWING). A new range needs no action
+ * yet; @out is where activation's will go. Errors: RT_EEXIST (range
  * known), RT_EINVAL (this node not in the ISR, or too many replicas). */
 int ps_rcore_assign(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,

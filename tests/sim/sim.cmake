@@ -8,5 +8,8 @@ add_test(NAME sim_repl_mut_ack_primary_only
          COMMAND sim_repl --mutate ack-primary-only --expect P2)
 add_test(NAME sim_repl_mut_accept_gap
          COMMAND sim_repl --mutate accept-gap --expect P3)
+add_test(NAME sim_repl_mut_no_resend
+         COMMAND sim_repl --mutate no-resend --expect live)
 set_tests_properties(sim_repl sim_repl_mut_ack_primary_only
-                     sim_repl_mut_accept_gap PROPERTIES LABELS sim TIMEOUT 120)
+                     sim_repl_mut_accept_gap sim_repl_mut_no_resend
+                     PROPERTIES LABELS sim TIMEOUT 120)

@@ -22,9 +22,9 @@
  * Usage: sim_repl [--mutate NAME --expect PROP]
  *   SIM_SEEDS=N  seeds 1..N (default 500); SIM_OPS=N writes per seed
  *   (default 500); SIM_SEED=s  replays seed s alone with a trace.
- *   --mutate ack-primary-only|accept-gap runs ps_rcore with that test-only
- *   mutation and succeeds only if some seed violates PROP (P2, P3): it
- *   tests the checker. */
+ *   --mutate ack-primary-only|accept-gap|no-resend runs ps_rcore with that
+ *   test-only mutation and succeeds only if some seed violates PROP (P2,
+ *   P3, live, end): it tests the checker. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -650,6 +650,8 @@ int main(int argc, char **argv)
                 mutation = PS_RCORE_MUT_ACK_PRIMARY_ONLY;
             } else if (strcmp(argv[i + 1], "accept-gap") == 0) {
                 mutation = PS_RCORE_MUT_ACCEPT_GAP;
+            } else if (strcmp(argv[i + 1], "no-resend") == 0) {
+                mutation = PS_RCORE_MUT_NO_RESEND;
             } else {
                 fprintf(stderr, "unknown mutation %s\n", argv[i + 1]);
                 return 2;
