@@ -3,6 +3,8 @@
 # Included from tests/CMakeLists.txt, so paths are relative to this file.
 #   faults_check_unit  the checkers (check.py) on hand-written histories
 #                      (pytest; no cluster, under a second)
+#   faults_fproxy_unit the fault proxy (fproxy.py) on loopback sockets
+#                      (pytest; no cluster, a few seconds)
 #   faults_quick       faults.py --quick: kill-ps, kill-master, pause-ps,
 #                      moves-under-faults, ≥ 2000 operations and 3 faults
 #                      each (about a minute on 2 cores); seed 1 so a
@@ -19,6 +21,15 @@ set_tests_properties(faults_check_unit PROPERTIES
   LABELS faults
   TIMEOUT 60
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+
+add_test(NAME faults_fproxy_unit
+  COMMAND ${RT_INTEGRATION_PYTHON} -m pytest -q -p no:cacheprovider
+          ${CMAKE_CURRENT_LIST_DIR}/test_fproxy.py
+  WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(faults_fproxy_unit PROPERTIES
+  LABELS faults
+  TIMEOUT 60
+  ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost")
 
 add_test(NAME faults_quick
   COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/faults.py
