@@ -155,9 +155,13 @@ class Proc:
                     "--data", os.path.join(c.workdir, "master"),
                     "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)]
         if self.kind == "ps":
-            return ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
-                    "--master", c.master_rpc_addr,
+            args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
+                    "--master", c.ps_master.get(self.name,
+                                                c.master_rpc_addr),
                     "--data", os.path.join(c.workdir, self.name)]
+            if self.name in c.ps_advertise:
+                args += ["--advertise", c.ps_advertise[self.name]]
+            return args
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
                 "--master", c.master_rpc_addr]
 
@@ -246,6 +250,13 @@ class Cluster:
         # {"master"|"ps"|"frontend": [flags...]} appended to that kind's
         # command line, e.g. {"master": ["--delete-grace-ms", "2000"]}.
         self.extra_args = dict(extra_args or {})
+        # Per partition server (by name), set before start(): the master
+        # address it dials ({"ps1": "127.0.0.1:P"}, default the master's
+        # own) and the address it registers (--advertise, default its
+        # listen address); the fault harness routes links through its
+        # proxy with these.
+        self.ps_master = {}
+        self.ps_advertise = {}
         self.start_timeout = float(start_timeout or
                                    os.environ.get("RT_START_TIMEOUT", 30))
         self.account = DEV_ACCOUNT
@@ -365,8 +376,13 @@ class Cluster:
         st = self.master_status()
         up = {s.get("addr") for s in st.get("servers", [])
               if s.get("state") == "up"}
-        want = {"127.0.0.1:%d" % p.ports["rpc"] for p in self.pss}
+        want = {self.ps_addr(p) for p in self.pss}
         return want <= up
+
+    def ps_addr(self, p):
+        """The address partition server @p registers with the master."""
+        return self.ps_advertise.get(p.name,
+                                     "127.0.0.1:%d" % p.ports["rpc"])
 
     def stop(self, check=True):
         """SIGTERM to the front end, then the partition servers, then the
