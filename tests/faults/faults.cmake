@@ -6,8 +6,8 @@
 #   faults_fproxy_unit the fault proxy (fproxy.py) on loopback sockets
 #                      (pytest; no cluster, a few seconds)
 #   faults_quick       faults.py --quick: kill-ps, kill-master, pause-ps,
-#                      moves-under-faults, ≥ 2000 operations and 3 faults
-#                      each (about a minute on 2 cores); seed 1 so a
+#                      moves-under-faults, cut-fe-link, ≥ 2000 operations
+#                      and 3 faults each (about 80 s on 2 cores); seed 1 so a
 #                      failure replays (faults.py --seed N for others)
 #
 # faults.py --full (≥ 10 000 operations per scenario) is run by hand; see

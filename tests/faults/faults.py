@@ -2,8 +2,9 @@
 """Fault harness (docs/DESIGN-replication.md §11.3), today on replication
 factor 1: real clusters from tests/integration/rtcluster.py, concurrent
 HTTP clients recording a history, a seeded nemesis (kill -9, SIGSTOP,
-master kill, rtctl split/move), then the checkers of check.py over the
-history and the table read back at the end.
+master kill, rtctl split/move, link cuts through fproxy.py), then the
+checkers of check.py over the history and the table read back at the
+end.
 
     faults.py [--quick|--full] [--seed N] [--scenario NAME]... [--workdir D]
 
@@ -14,8 +15,9 @@ failed. Each scenario leaves history.jsonl, nemesis.jsonl, final.json,
 violations.txt and the daemons' logs under WORKDIR/<scenario>-<seed>/.
 
 The guarantee checked today: an acknowledged write survives kill -9 of any
-process when its disk survives; registers are linearizable; batches are
-all or nothing. Standard library only; /usr/bin/python3.
+process when its disk survives, and a cut link (partition server ↔ master,
+front end → partition server) once healed; registers are linearizable;
+batches are all or nothing. Standard library only; /usr/bin/python3.
 """
 
 import argparse
@@ -37,6 +39,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 import check  # noqa: E402
+import fproxy  # noqa: E402
 import rawhttp  # noqa: E402
 from rtcluster import Cluster, ClusterError, find_build_dir  # noqa: E402
 
@@ -51,6 +54,12 @@ FINAL_READ_TIMEOUT_S = 120.0
 # stays green while the bug is open; --full always reports them).
 # {name: why}
 EXPECTED_FAIL_QUICK = {}
+
+# Scenarios whose cluster runs its links through fproxy: each partition
+# server's link to the master (its --master is a proxy port) and the front
+# end's link to each partition server (its --advertise is a proxy port, so
+# the master hands that address to the front end).
+LINK_SCENARIOS = ("cut-master-link", "cut-fe-link")
 
 # Outcome of an HTTP status: these are definite answers (nothing written,
 # or the condition did not hold); any other 5xx may have been applied.
@@ -324,6 +333,8 @@ class Nemesis:
             self.heal()
 
     def heal(self):
+        if self.run_.proxy is not None:
+            self.run_.proxy.heal_all()
         for name in list(self.paused):
             self.c.kill(name, signal.SIGCONT)
             self.paused.discard(name)
@@ -341,7 +352,7 @@ class Nemesis:
         for s in st["servers"]:
             if s["id"] == sid:
                 for p in self.c.pss:
-                    if "127.0.0.1:%d" % p.ports["rpc"] == s["addr"]:
+                    if self.c.ps_addr(p) == s["addr"]:
                         return p.name
         return self.rng.choice(self.c.pss).name
 
@@ -382,6 +393,63 @@ class Nemesis:
 
     def step_pause_ps(self):
         self.pause_ps()
+
+    def server_state(self, name):
+        """The master's up/down state of partition server @name."""
+        addr = self.c.ps_addr(self.c.proc(name))
+        for s in self.c.master_status()["servers"]:
+            if s["addr"] == addr:
+                return s.get("state")
+        return None
+
+    def step_cut_master_link(self):
+        """Cuts an owning server from the master (not from the front end)
+        for longer than the master's heartbeat timeout, then heals. With
+        one copy the master cannot fail over: it marks the server down and
+        the range must simply come back once the server registers again."""
+        name = self.owner()
+        link = name + "->master"
+        mode = self.rng.choice(["reset", "blackhole"])
+        hb = self.c.heartbeat_timeout_ms / 1000.0
+        cut = self.rng.uniform(hb + 0.5, hb + 3.0)
+        self.note("cut", target=link, mode=mode, cut_s=round(cut, 2))
+        self.run_.proxy.cut(link, mode)
+        seen = set()
+        end = time.monotonic() + cut
+        while time.monotonic() < end:
+            try:
+                seen.add(self.server_state(name))
+            except (OSError, ClusterError):
+                pass
+            time.sleep(0.25)
+        self.run_.proxy.heal(link)
+        up_after = None
+        t = time.monotonic()
+        while time.monotonic() - t < 10:
+            if self.server_state(name) == "up":
+                up_after = round(time.monotonic() - t, 2)
+                break
+            time.sleep(0.1)
+        self.note("heal", target=link, master_saw=sorted(
+            x for x in seen if x), up_after_s=up_after)
+
+    def step_cut_fe_link(self):
+        """Cuts the front end from an owning server for a while: a
+        blackhole (open connections reset, new ones accepted and never
+        answered) or a drop (the open connections stay and go silent);
+        requests in flight hang until someone times out."""
+        name = self.owner()
+        link = "fe->" + name
+        how = self.rng.choice(["blackhole", "blackhole", "drop"])
+        cut = self.rng.uniform(1.0, 6.0)
+        self.note("cut", target=link, mode=how, cut_s=round(cut, 2))
+        if how == "drop":
+            self.run_.proxy.drop(link)
+        else:
+            self.run_.proxy.cut(link, how)
+        time.sleep(cut)
+        self.run_.proxy.heal(link)
+        self.note("heal", target=link)
 
     def step_moves_under_faults(self):
         """A split or a move through rtctl, and while it runs one random
@@ -453,6 +521,7 @@ class Run:
         self.deadline = self.t0 + max_s
         self.client_failed = False
         self.cluster = None
+        self.proxy = None
         self.initial = {}
 
     def enough(self):
@@ -475,6 +544,8 @@ class Run:
                                n_ps=3, extra_args=extra,
                                log_level=os.environ.get("RT_LOG_LEVEL",
                                                         "warn"))
+        if self.scenario in LINK_SCENARIOS:
+            self.route_links()
         self.cluster.start()
         cli = rawhttp.Client(self.cluster.fe_port)
         cli.create_table(TABLE)
@@ -486,6 +557,33 @@ class Run:
             assert r.status == 204, r
             self.initial["reg/" + rk] = v
         cli.close()
+
+    def route_links(self):
+        """Puts a proxy link on PSn->master and fe->PSn; targets are
+        looked up per connection, so they follow restarts."""
+        c = self.cluster
+        self.proxy = fproxy.Proxy()
+
+        def master():
+            port = c.master.ports.get("rpc")
+            return ("127.0.0.1", port) if port else None
+
+        def ps(p):
+            port = p.ports.get("rpc")
+            return ("127.0.0.1", port) if port else None
+
+        for p in c.pss:
+            port = self.proxy.add_link(p.name + "->master", master)
+            c.ps_master[p.name] = "127.0.0.1:%d" % port
+            port = self.proxy.add_link("fe->" + p.name,
+                                       lambda p=p: ps(p))
+            c.ps_advertise[p.name] = "127.0.0.1:%d" % port
+
+    def close(self):
+        if self.cluster:
+            self.cluster.stop(check=False)
+        if self.proxy:
+            self.proxy.close()
 
     def execute(self):
         """Clients and nemesis until n_ops and min_faults are reached (or
@@ -581,9 +679,9 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
         row["error"] = traceback.format_exc()
         if run.cluster:
             row["error"] += "\n" + run.cluster.describe(10)
-            run.cluster.stop(check=False)
+        run.close()
         return row
-    run.cluster.stop(check=False)
+    run.close()
     try:
         run.cluster.check_sanitizers()
     except ClusterError as e:
@@ -609,7 +707,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
         "by_checker": {k: len(v) for k, v in res.items()},
         "window_ms": win, "window_end_ms": win_end,
         "faults": sum(1 for e in nlog if e["fault"] in
-                      ("kill -9", "SIGSTOP", "rtctl")),
+                      ("kill -9", "SIGSTOP", "rtctl", "cut")),
         "examples": [v for vs in res.values() for v in vs[:3]],
         "errors": errors,
         "seconds": round(history[-1]["end_ms"] / 1000.0, 1) if history
@@ -646,16 +744,22 @@ def print_table(rows):
                 print("  harness: " + e[:2000])
 
 
-SCENARIOS = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults")
+SCENARIOS = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
+             "cut-master-link", "cut-fe-link")
+# --quick runs these (≤ ~90 s in all on 2 cores); --full runs SCENARIOS.
+QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
+         "cut-fe-link")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true",
-                   help="≥ 2000 ops and 3 faults per scenario (~30 s each)")
+                   help="≥ 2000 ops and 3 faults per scenario, the QUICK "
+                   "scenarios (~15 s each)")
     g.add_argument("--full", action="store_true",
-                   help="≥ 10000 ops and 10 faults per scenario")
+                   help="≥ 10000 ops and 10 faults per scenario, all "
+                   "scenarios")
     ap.add_argument("--seed", type=int, default=None,
                     help="nemesis and client seed (default: from the time)")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS,
@@ -675,7 +779,7 @@ def main(argv=None):
     print("faults.py: seed %d, %s, workdir %s" % (
         seed, "full" if a.full else "quick", root), flush=True)
     rows = []
-    for name in a.scenario or SCENARIOS:
+    for name in a.scenario or (SCENARIOS if a.full else QUICK):
         t = time.monotonic()
         rows.append(run_scenario(name, seed, n_ops, min_faults, root,
                                  max_s))
