@@ -278,6 +278,13 @@ class Proxy:
                 c.reset()
         if self.control is not None:
             self.control.close()
+        # Let every cancelled task finish here rather than be destroyed
+        # pending when the loop stops.
+        rest = [t for t in asyncio.all_tasks()
+                if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     def close(self):
         """Stops every link and the loop; open connections are reset."""
