@@ -267,6 +267,7 @@ static void ps__on_write(struct ps_server *ps,
     req->job.u.write.n_ops = msg->n_ops;
     req->job.u.write.atomic = msg->atomic;
     req->job.u.write.failed_index = -1;
+    req->job.u.write.range_id = r->id;
     rt_rpc_conn_ref(conn);
     ps_writer_submit(ps->writer, &req->job);
     return;

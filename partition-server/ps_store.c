@@ -1,10 +1,11 @@
 /* Store core: the LMDB environment (open, after the data-file check of
- * ps_store_file.c; close; the data and meta DBs), key validation,
+ * ps_store_file.c; close; the data, meta and repl DBs), key validation,
  * long-key buckets, point access, ordered iteration, the check of a value
  * read out (ps__value_check), change capture and the storage keys of a
  * span. The rest of the store sits on it: group commits
  * (ps_store_write.c), reads (ps_store_scan.c), meta records and drops
- * (ps_store_meta.c), all behind ps_store.h.
+ * (ps_store_meta.c), replica state records and LSNs (ps_store_repl.c),
+ * all behind ps_store.h.
  *
  * Long keys (ps_store.h): every access to the "data" DB goes through
  * ps__lookup / ps__kv_put / ps__kv_del (point access) or struct ps__it
@@ -243,6 +244,7 @@ void ps__cap(struct ps_store *s,
              size_t vn,
              int deleted)
 {
+    s->changes++;
     if (s->capture) {
         ps_change_append(&s->cap, s->cur_txn, key, kn, val, vn, deleted);
     }
@@ -579,6 +581,7 @@ int ps_store_open(const char *dir,
     rt_buf_init(&s->vbuf);
     rt_buf_init(&s->mbuf);
     rt_buf_init(&s->bbuf);
+    rt_buf_init(&s->lsnbuf);
     rc = mdb_env_create(&s->env);
     if (rc != 0) {
         goto err_after_alloc;
@@ -607,7 +610,10 @@ int ps_store_open(const char *dir,
         goto err_after_create;
     }
     if ((rc = mdb_dbi_open(txn, "data", MDB_CREATE, &s->data)) != 0 ||
-        (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0) {
+        (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
+        /* Created here when missing: a data directory from before
+         * replication upgrades in place, every range at LSN 0. */
+        (rc = mdb_dbi_open(txn, "repl", MDB_CREATE, &s->repl)) != 0) {
         mdb_txn_abort(txn);
         goto err_after_create;
     }
@@ -644,6 +650,7 @@ void ps_store_close(struct ps_store *s)
     rt_buf_free(&s->mbuf);
     rt_buf_free(&s->bbuf);
     rt_buf_free(&s->cap);
+    rt_buf_free(&s->lsnbuf);
     free(s);
 }
 

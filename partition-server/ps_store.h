@@ -7,6 +7,8 @@
  *           "dspan" ‖ u64be seq -> packed span, for each span drop in
  *           progress; other keys written by callers (ps_store_meta_write);
  *           "incarnation" -> 16 bytes (ps_store_meta_incarnation).
+ *   "repl"  "rs" ‖ u64be range_id -> the range's replica state
+ *           (ps_store_repl_get), written with every group changing it.
  *
  * The store executes entity operations (insert, replace, merge, delete,
  * upserts) with their existence and If-Match rules, stamps Timestamps, and
@@ -135,6 +137,13 @@ struct ps_write
     int64_t count_delta;
     int64_t bytes_delta;
     uint64_t txn_id;
+    /* Replication (docs/DESIGN-replication.md §5.2). In: @range_id, the
+     * range the write belongs to (0 = none: no LSN). Out: @lsn, the LSN
+     * the committing group took for that range when this write changed
+     * data (every write of one range in one group shares it), 0 when it
+     * changed nothing (a failed validation or condition) or had no range. */
+    uint64_t range_id;
+    uint64_t lsn;
     /* Raw mode (@kvs set; ops, n_ops and atomic are ignored): @n_kvs
      * storage-level puts/deletes (borrowed), applied in order; deleting a
      * missing key is not an error. status is 0 or an LMDB failure. */
@@ -202,6 +211,52 @@ int ps_key_check(const char *s);
 int ps_store_write_group(struct ps_store *s,
                          struct ps_write *const *w,
                          size_t n);
+
+/* Replica state of one range: the "rs" ‖ u64be range_id record of the
+ * "repl" DB (docs/DESIGN-replication.md §2.2; layout in ps_store_int.h).
+ * ps_store_write_group keeps it in step with the data: every group that
+ * changes a range's data sets applied_lsn = applied_lsn + 1 and
+ * applied_epoch = epoch in the same transaction, so after any crash the
+ * data is exactly applied_lsn. A range without a record is at LSN 0 (a
+ * data directory from before replication, or a range never written). */
+enum ps_rs_role {
+    PS_RS_ROLE_NONE = 0, /* same numbers as rt.ReplRole */
+    PS_RS_ROLE_PRIMARY = 1,
+    PS_RS_ROLE_SECONDARY = 2,
+    PS_RS_ROLE_LEARNER = 3,
+    PS_RS_ROLE__NR
+};
+enum ps_rs_state {
+    PS_RS_NONE = 0, /* no copy; same numbers as ReplicaState.state */
+    PS_RS_OK = 1,
+    PS_RS_LEARNING = 2,
+    PS_RS_DIVERGED = 3,
+    PS_RS__NR
+};
+struct ps_rstate
+{
+    uint64_t epoch;
+    uint64_t primary_epoch;
+    uint64_t applied_epoch;
+    uint64_t applied_lsn;
+    uint64_t commit_lsn; /* highest cw learned */
+    uint64_t sealed_epoch;
+    enum ps_rs_role role;
+    enum ps_rs_state state;
+};
+/* Reads range @range_id's record (own read transaction; any thread).
+ * Returns 0, RT_ENOTFOUND (no record: LSN 0), RT_ECORRUPT (bad size,
+ * version or CRC32C) or RT_EIO. */
+int ps_store_repl_get(struct ps_store *s,
+                      uint64_t range_id,
+                      struct ps_rstate *out);
+/* Durably replaces range @range_id's record with @rs (borrowed), in its
+ * own write transaction: writer thread only (or a test), like every
+ * write. For assignments and seals; group commits keep applied_* alone.
+ * Returns 0 or RT_ENOSPACE / RT_EIO. */
+int ps_store_repl_put(struct ps_store *s,
+                      uint64_t range_id,
+                      const struct ps_rstate *rs);
 
 /* Change records: the common form of captured changes and migration
  * logs (range moves). One record is

@@ -1,7 +1,8 @@
 /* Store internals shared by the files of the store (ps_store.c: env,
  * open/close, long-key buckets, point access, iteration, change capture;
  * ps_store_write.c: group commits; ps_store_scan.c: gets, scans,
- * snapshots; ps_store_meta.c: meta records, table and span drops). Not
+ * snapshots; ps_store_meta.c: meta records, table and span drops;
+ * ps_store_repl.c: replica state records and group LSNs). Not
  * for other modules: they use ps_store.h.
  *
  * Thread: as the public function calling them (ps_store.h). */
@@ -20,6 +21,22 @@
 #define PS_META_DROP "drop"             /* ‖ u64be table_id */
 #define PS_META_BUCKET_LEN "bucket_len" /* u32le T */
 
+/* The "repl" DB (ps_store_repl.c). Key: "rs" ‖ u64be range_id. Value, a
+ * fixed layout of PS_RS_SIZE bytes rather than a packed rt.ReplicaState:
+ * it is rewritten by every group commit for every range it changes, so it
+ * must cost one small put and no allocation or varint work; the wire
+ * message (PROBE, registration) is built from it when needed.
+ *   u8 version (PS_RS_VERSION) ‖ u8 role ‖ u8 state ‖ u8 0 ‖
+ *   u64le epoch ‖ u64le primary_epoch ‖ u64le applied_epoch ‖
+ *   u64le applied_lsn ‖ u64le commit_lsn ‖ u64le sealed_epoch ‖
+ *   u32le CRC32C of the 52 bytes before it (§5.6: stored values are
+ *   checked). The history and pending keys ("rp" records) are later
+ *   fields of the design; a new layout takes a new version byte. */
+#define PS_RS_PREFIX "rs"
+#define PS_RS_KEY_LEN 10
+#define PS_RS_VERSION 1
+#define PS_RS_SIZE 56
+
 #define PS_BUCKET_VERSION 0xB1
 #define PS_BUCKET_HDR 8
 
@@ -28,6 +45,7 @@ struct ps_store
     MDB_env *env;
     MDB_dbi data;
     MDB_dbi meta;
+    MDB_dbi repl; /* "repl": replica state records */
     size_t max_key;
     size_t blen; /* T */
     /* Writer thread only. */
@@ -36,8 +54,10 @@ struct ps_store
     struct rt_buf vbuf;
     struct rt_buf mbuf;
     struct rt_buf bbuf;
-    int capture;      /* record committed changes (ps_store_capture) */
-    uint64_t cur_txn; /* id of the write transaction being built */
+    int capture;          /* record committed changes (ps_store_capture) */
+    uint64_t cur_txn;     /* id of the write transaction being built */
+    uint64_t changes;     /* puts and deletes made so far (ps__cap counts) */
+    struct rt_buf lsnbuf; /* a group's (range_id, write index) pairs */
     struct rt_buf cap;
 };
 
@@ -104,14 +124,34 @@ void ps__bucket_add(struct rt_buf *out,
  * stored value out calls it. */
 int ps__value_check(const uint8_t *key, size_t kn, const uint8_t *v, size_t vn);
 
-/* Records a change in the capture buffer when capture is on (writer
- * thread). */
+/* Counts a change, and records it in the capture buffer when capture is
+ * on (writer thread). */
 void ps__cap(struct ps_store *s,
              const uint8_t *key,
              size_t kn,
              const uint8_t *val,
              size_t vn,
              int deleted);
+
+/* Replica state records (ps_store_repl.c). */
+
+/* Encodes @rs as the PS_RS_SIZE bytes at @out / decodes them. Decoding
+ * returns 0 or RT_ECORRUPT (size, version, CRC32C or an enum out of
+ * range). */
+void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE]);
+int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs);
+/* Notes that write @idx of the group being built changed data of range
+ * @range_id (non-zero). The notes start empty with each group
+ * transaction (s->lsnbuf reset). */
+void ps__repl_note(struct ps_store *s, uint64_t range_id, size_t idx);
+/* Takes the next LSN of every range noted, inside write transaction @txn:
+ * one read and one put of the range's "rs" record per range, whatever the
+ * number of its writes; sets each noted write's lsn (@w: the group).
+ * Returns 0 or an error that poisons @txn (RT_ECORRUPT for a bad
+ * record). */
+int ps__repl_assign(struct ps_store *s,
+                    MDB_txn *txn,
+                    struct ps_write *const *w);
 
 /* Point access to the data DB, hiding the buckets. */
 

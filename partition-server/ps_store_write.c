@@ -4,8 +4,9 @@
  *
  * Happy path of a group commit: one write transaction; each write's ops run
  * in order (validate, read the old value, check existence and If-Match,
- * build and validate the new entity, stamp ticks, put or delete); commit
- * with sync. Failure modes and what callers see:
+ * build and validate the new entity, stamp ticks, put or delete); each
+ * range the writes changed takes its next LSN in the same transaction
+ * (ps_store_repl.c); commit with sync. Failure modes and what callers see:
  *  - an op's own validation or condition fails: that op's code, nothing
  *    else changes (every check runs before any put of that op);
  *  - an atomic write: the batch rules (count, one PK, no row twice) first,
@@ -44,6 +45,7 @@ void ps_write_reset(struct ps_write *w)
     w->count_delta = 0;
     w->bytes_delta = 0;
     w->txn_id = 0;
+    w->lsn = 0;
 }
 
 /* Fails the whole write: outputs cleared, @rc in status. failed_index and
@@ -370,23 +372,42 @@ static int ps__group_txn(struct ps_store *s,
     }
     id = (uint64_t)mdb_txn_id(txn);
     s->cur_txn = id;
+    rt_buf_reset(&s->lsnbuf);
     for (size_t i = 0; i < n; i++) {
+        uint64_t before = s->changes;
         rc = ps__write_apply(s, txn, w[i]);
         if (rc != 0) {
-            mdb_txn_abort(txn);
-            s->cap.len = mark; /* nothing of it was committed */
-            return rc;
+            goto err_abort;
         }
+        /* A write whose checks failed put nothing: it takes no LSN. */
+        if (s->changes != before && w[i]->range_id != 0) {
+            ps__repl_note(s, w[i]->range_id, i);
+        }
+    }
+    /* The LSNs commit with the data: after a crash, applied_lsn is
+     * exactly what the data holds (docs/DESIGN-replication.md §2.2). */
+    rc = ps__repl_assign(s, txn, w);
+    if (rc != 0) {
+        goto err_abort;
     }
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
-        s->cap.len = mark;
-        return rt_lmdb_err(rc);
+        rc = rt_lmdb_err(rc);
+        goto err_uncommitted;
     }
     for (size_t i = 0; i < n; i++) {
         w[i]->txn_id = id;
     }
     return 0;
+
+err_abort:
+    mdb_txn_abort(txn);
+err_uncommitted:
+    s->cap.len = mark; /* nothing of it was committed */
+    for (size_t i = 0; i < n; i++) {
+        w[i]->lsn = 0;
+    }
+    return rc;
 }
 
 int ps_store_write_group(struct ps_store *s,
