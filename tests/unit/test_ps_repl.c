@@ -1,7 +1,8 @@
 /* Unit tests of the partition server's replication storage: the "repl"
  * DB's replica state records and the LSN each group commit takes per
  * range it changes (ps_store.h, ps_store_repl.c), on a real LMDB env in a
- * temporary directory without threads. */
+ * temporary directory without threads; and the (txn_id, lsn) ring reads
+ * use to find lsn_T (ps_lsn_ring.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "ps_lsn_ring.h"
 #include "ps_store.h"
 #include "rt_err.h"
 #include "th_dir.h"
@@ -423,6 +425,53 @@ static void test_raw_write_lsn(void **state)
     assert_int_equal(w.lsn, 1);
 }
 
+/* The ring: lsn_T is the newest LSN committed at or before T, exact
+ * inside the window; older reads get the floor, never less than lsn_T. */
+static void test_lsn_ring(void **state)
+{
+    struct ps_lsn_ring r;
+    (void)state;
+
+    ps_lsn_ring_init(&r, 5);
+    assert_int_equal(ps_lsn_ring_at(&r, 0), 5);
+    assert_int_equal(ps_lsn_ring_at(&r, 100), 5);
+    assert_int_equal(ps_lsn_ring_last(&r), 5);
+
+    /* Txn ids grow by 10, LSNs by 1: LSN 6 in txn 110, ... */
+    for (uint64_t i = 1; i <= 3; i++) {
+        ps_lsn_ring_push(&r, 100 + 10 * i, 5 + i);
+    }
+    assert_int_equal(ps_lsn_ring_at(&r, 109), 5);
+    assert_int_equal(ps_lsn_ring_at(&r, 110), 6);
+    assert_int_equal(ps_lsn_ring_at(&r, 125), 7);
+    assert_int_equal(ps_lsn_ring_at(&r, 130), 8);
+    assert_int_equal(ps_lsn_ring_at(&r, 1000), 8);
+    assert_int_equal(ps_lsn_ring_last(&r), 8);
+
+    /* Not above the newest: ignored. */
+    ps_lsn_ring_push(&r, 140, 8);
+    ps_lsn_ring_push(&r, 150, 2);
+    assert_int_equal(ps_lsn_ring_last(&r), 8);
+    assert_int_equal(ps_lsn_ring_at(&r, 150), 8);
+
+    /* Wrap: LSN 9..(8 + 2N) in txns 200, 210, ... */
+    for (uint64_t i = 1; i <= 2 * PS_LSN_RING_N; i++) {
+        ps_lsn_ring_push(&r, 190 + 10 * i, 8 + i);
+    }
+    uint64_t last = 8 + 2 * PS_LSN_RING_N;
+    uint64_t oldest = last - PS_LSN_RING_N + 1;
+    uint64_t oldest_txn = 190 + 10 * (oldest - 8);
+    assert_int_equal(ps_lsn_ring_last(&r), last);
+    assert_int_equal(ps_lsn_ring_at(&r, 1u << 30), last);
+    assert_int_equal(ps_lsn_ring_at(&r, oldest_txn), oldest);
+    assert_int_equal(ps_lsn_ring_at(&r, oldest_txn + 15), oldest + 1);
+    /* The floor (the pair pushed out last) is exact from its commit on. */
+    assert_int_equal(ps_lsn_ring_at(&r, oldest_txn - 5), oldest - 1);
+    /* Older than the floor: an upper bound, safe for the cw gate. */
+    assert_int_equal(ps_lsn_ring_at(&r, 0), oldest - 1);
+    assert_true(ps_lsn_ring_at(&r, 115) >= 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +489,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_lsn, setup, teardown),
+        cmocka_unit_test(test_lsn_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
