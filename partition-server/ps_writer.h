@@ -17,6 +17,15 @@
  * BARRIER submitted after ps_writer_log_add calls back once every group
  * that might have missed the log has committed.
  *
+ * Replication (docs/DESIGN-replication.md §5.2): a write job whose
+ * u.write.range_id is set comes back with u.write.lsn, the LSN its group
+ * took for that range (0 when it changed nothing), and u.write.txn_id;
+ * the callbacks of one group run together, in submission order, so a
+ * range's (range_id, lsn, txn_id) is known before any later group calls
+ * back. The change records of an LSN are those a migration log over the
+ * range's key bounds receives with that txn_id (ps_writer_log_add): the
+ * writer keeps no other copy of them.
+ *
  * Threads: ps_writer_start/submit/pending/stop on the loop thread only.
  * Job callbacks run on the loop thread, exactly once per submitted job.
  *
