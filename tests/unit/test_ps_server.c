@@ -329,6 +329,12 @@ static void test_register_and_serve(void **state)
     assert_int_equal(n, 3);
     assert_false(more);
 
+    /* Each write that changed the range took its next LSN (the refused
+     * insert and the stale write took none). */
+    struct ps_rstate rs;
+    assert_int_equal(ps_store_repl_get(f->ps.store, 1, &rs), 0);
+    assert_int_equal(rs.applied_lsn, 3);
+
     /* Heartbeats carry the load of the requests above. */
     while (M.slot[0].hb_requests == 0) {
         int hb = M.slot[0].heartbeats + 1;
