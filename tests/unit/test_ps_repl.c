@@ -425,6 +425,55 @@ static void test_raw_write_lsn(void **state)
     assert_int_equal(w.lsn, 1);
 }
 
+/* A group that LMDB fails as a whole (map full) takes no LSN; its writes,
+ * retried one by one, each take their own when they commit. */
+static void test_failed_group_retried_alone(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    enum { NW = 3, VLEN = 400 * 1024 };
+    uint8_t keys[NW][12];
+    uint8_t *val = calloc(1, VLEN);
+    struct ps_kv kv[NW];
+    struct ps_write w[NW], *wp[NW];
+    uint64_t next = 1;
+    int ok = 0;
+
+    /* A 1 MiB map: the three 400 KiB values cannot commit together. */
+    ps_store_close(f->s);
+    th_dir_remove(f->dir);
+    assert_int_equal(th_dir_create("test_ps_repl", f->dir, sizeof(f->dir)), 0);
+    assert_int_equal(ps_store_open(f->dir, 1024 * 1024, &f->s, errmsg), 0);
+    assert_non_null(val);
+    memset(val, 7, VLEN);
+    for (int i = 0; i < NW; i++) {
+        uint8_t k[12] = {0, 0, 0, 0, 0, 0, 0, TABLE, 'k', 0, (uint8_t)i, 0};
+        memcpy(keys[i], k, sizeof(k));
+        kv[i] = (struct ps_kv){keys[i], sizeof(keys[i]), val, VLEN, 0};
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].table_id = TABLE;
+        w[i].kvs = &kv[i];
+        w[i].n_kvs = 1;
+        w[i].failed_index = -1;
+        w[i].range_id = 21;
+        wp[i] = &w[i];
+    }
+    ps_store_write_group(f->s, wp, NW);
+    for (int i = 0; i < NW; i++) {
+        if (w[i].status == 0) {
+            assert_int_equal(w[i].lsn, next);
+            next++;
+            ok++;
+        } else {
+            assert_int_equal(w[i].status, RT_ENOSPACE);
+            assert_int_equal(w[i].lsn, 0);
+        }
+    }
+    assert_true(ok >= 1 && ok < NW);
+    assert_int_equal(applied(f, 21), (uint64_t)ok);
+    free(val);
+}
+
 /* The ring: lsn_T is the newest LSN committed at or before T, exact
  * inside the window; older reads get the floor, never less than lsn_T. */
 static void test_lsn_ring(void **state)
@@ -489,6 +538,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_group_retried_alone, setup,
+                                        teardown),
         cmocka_unit_test(test_lsn_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
