@@ -13,8 +13,9 @@
  * The store executes entity operations (insert, replace, merge, delete,
  * upserts) with their existence and If-Match rules, stamps Timestamps, and
  * commits groups of write requests in one durable transaction (group commit:
- * default LMDB sync, never MDB_NOSYNC). It knows nothing about ranges,
- * epochs or RPC: callers check ownership before they come here.
+ * default LMDB sync, never MDB_NOSYNC). It knows ranges only as the ids
+ * writes carry to take their LSNs (ps_store_repl_get), and nothing of
+ * ownership or RPC: callers check ownership before they come here.
  *
  * Checksums (docs/DESIGN-replication.md §5.6): every value an entity op
  * writes is sealed with the CRC32C of its storage key, header and blob
