@@ -24,6 +24,7 @@
 #include "rt_err.h"
 #include "rt_key.h"
 #include "th_dir.h"
+#include "th_lmdb.h"
 #include "th_props.h"
 
 /* Fixture */
@@ -129,35 +130,15 @@ static void raw(const struct fx *f,
                 const struct rt_buf *val)
 {
     struct rt_buf k = RT_BUF_INIT;
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_val kv, vv;
-
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
-    assert_int_equal(mdb_env_set_mapsize(env, MAP_SIZE), 0);
-    assert_int_equal(mdb_env_open(env, f->dir, MDB_NOTLS, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
     if (out) {
         skey(&k, pk, rk);
-        kv.mv_data = k.data;
-        kv.mv_size = k.len;
-        assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
-        rt_buf_reset(out);
-        rt_buf_append(out, vv.mv_data, vv.mv_size);
+        assert_int_equal(th_lmdb_get(f->dir, "data", k.data, k.len, out), 0);
     }
     if (val) {
         skey(&k, pk2, rk2);
-        kv.mv_data = k.data;
-        kv.mv_size = k.len;
-        vv.mv_data = val->data;
-        vv.mv_size = val->len;
-        assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
+        assert_int_equal(
+            th_lmdb_put(f->dir, "data", k.data, k.len, val->data, val->len), 0);
     }
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
     rt_buf_free(&k);
 }
 

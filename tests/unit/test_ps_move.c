@@ -32,6 +32,7 @@
 #include "rt_log.h"
 #include "th_dir.h"
 #include "th_fake_master.h"
+#include "th_lmdb.h"
 #include "th_props.h"
 #include "th_rpc.h"
 
@@ -1123,34 +1124,14 @@ static void test_move_restart_frozen(void **state)
 }
 
 /* With server @i stopped: flips one bit of the last byte of the stored
- * value of (pk, rk), with plain LMDB calls. */
+ * value of (pk, rk). */
 static void flip_value(struct fx *f, int i, const char *pk, const char *rk)
 {
-    struct rt_buf k = RT_BUF_INIT, v = RT_BUF_INIT;
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_val kv, vv;
-
+    struct rt_buf k = RT_BUF_INIT;
     rt_key_entity(&k, TABLE, pk, strlen(pk), rk, strlen(rk));
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
-    assert_int_equal(mdb_env_set_mapsize(env, 256u * 1024u * 1024u), 0);
-    assert_int_equal(mdb_env_open(env, f->s[i].data, MDB_NOTLS, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
-    kv.mv_data = k.data;
-    kv.mv_size = k.len;
-    assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
-    rt_buf_append(&v, vv.mv_data, vv.mv_size);
-    v.data[v.len - 1] ^= 0x01;
-    vv.mv_data = v.data;
-    vv.mv_size = v.len;
-    assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    assert_int_equal(
+        th_lmdb_flip(f->s[i].data, "data", k.data, k.len, -1, 0x01), 0);
     rt_buf_free(&k);
-    rt_buf_free(&v);
 }
 
 /* A value that fails its checksum at the source fails the move (the

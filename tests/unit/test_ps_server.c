@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <lmdb.h>
 
 #include "ps_server.h"
 #include "rt.pb-c.h"
@@ -22,6 +21,7 @@
 #include "rt_log.h"
 #include "th_dir.h"
 #include "th_fake_master.h"
+#include "th_lmdb.h"
 #include "th_props.h"
 #include "th_rpc.h"
 
@@ -801,34 +801,13 @@ static void test_load_totals(void **state)
 }
 
 /* With the server stopped: flips one bit of the last byte of the stored
- * value of (pk, rk) of table 5, with plain LMDB calls. */
+ * value of (pk, rk) of table 5. */
 static void flip_value(struct fx *f, const char *pk, const char *rk)
 {
-    struct rt_buf k = RT_BUF_INIT, v = RT_BUF_INIT;
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_val kv, vv;
-
+    struct rt_buf k = RT_BUF_INIT;
     rt_key_entity(&k, 5, pk, strlen(pk), rk, strlen(rk));
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
-    assert_int_equal(mdb_env_set_mapsize(env, 64u * 1024u * 1024u), 0);
-    assert_int_equal(mdb_env_open(env, f->data, MDB_NOTLS, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
-    kv.mv_data = k.data;
-    kv.mv_size = k.len;
-    assert_int_equal(mdb_get(txn, dbi, &kv, &vv), 0);
-    rt_buf_append(&v, vv.mv_data, vv.mv_size);
-    v.data[v.len - 1] ^= 0x01;
-    vv.mv_data = v.data;
-    vv.mv_size = v.len;
-    assert_int_equal(mdb_put(txn, dbi, &kv, &vv, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    assert_int_equal(th_lmdb_flip(f->data, "data", k.data, k.len, -1, 0x01), 0);
     rt_buf_free(&k);
-    rt_buf_free(&v);
 }
 
 /* A stored value that fails its checksum is RT_ECORRUPT over RPC, for
