@@ -1,5 +1,6 @@
 #include "rt_config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,4 +257,16 @@ int rt_write_port_file(const char *path,
         return e;
     }
     return 0;
+}
+
+bool rt_zone_valid(const char *zone)
+{
+    for (size_t n = 0; zone && zone[n]; n++) {
+        unsigned char c = (unsigned char)zone[n];
+        if (n == RT_ZONE_MAX ||
+            !(isalnum(c) || c == '.' || c == '_' || c == '-')) {
+            return false;
+        }
+    }
+    return true;
 }

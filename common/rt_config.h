@@ -6,6 +6,7 @@
 #ifndef RT_CONFIG_H
 #define RT_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -47,5 +48,12 @@ int rt_write_port_file(const char *path,
                        const char *const *keys,
                        const int *values,
                        int n);
+
+/* A failure-domain name (--zone): "" (none), or at most RT_ZONE_MAX bytes
+ * of [A-Za-z0-9._-]. The partition server checks its flag with it and the
+ * master every registration, since the name is stored, shown and compared
+ * for placement. NULL counts as "". */
+#define RT_ZONE_MAX 64
+bool rt_zone_valid(const char *zone);
 
 #endif

@@ -142,7 +142,6 @@ bool ms_range_replicas_valid(const struct ms_range *r);
 /* rt.Server.incarnation: 16 random bytes a partition server made with its
  * LMDB environment (docs/DESIGN-replication.md §2.1). */
 #define MS_INCARNATION_SIZE 16
-
 struct ms_server_rec
 {
     uint64_t id;

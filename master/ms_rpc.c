@@ -26,6 +26,7 @@
 #include "ms_cluster.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
+#include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
 
@@ -209,6 +210,11 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     if (req->incarnation.len != 0 &&
         req->incarnation.len != MS_INCARNATION_SIZE) {
         ms__fail(q, RT_EINVAL, "register: incarnation must be 16 bytes");
+        return;
+    }
+    if (!rt_zone_valid(req->zone)) {
+        ms__fail(q, RT_EINVAL,
+                 "register: zone must be at most 64 of [A-Za-z0-9._-]");
         return;
     }
     if (!ms__check_incarnation(q, req)) {

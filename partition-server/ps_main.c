@@ -87,6 +87,13 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (!rt_zone_valid(zone)) {
+        fprintf(stderr,
+                "rt-partition-server: --zone: at most %d of [A-Za-z0-9._-]\n",
+                RT_ZONE_MAX);
+        rt_config_free(opts);
+        return 2;
+    }
     if (max_pending < 1 || map_size_mb < 1) {
         fprintf(stderr,
                 "rt-partition-server: --max-pending and "

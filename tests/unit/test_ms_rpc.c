@@ -558,6 +558,25 @@ static void test_register_incarnation(void **state)
         free(r.body);
     }
 
+    /* A zone the master could not store or show: refused. */
+    {
+        static const char *const bad[] = {
+            "a zone", "z\n2", "\xc3\xa9",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            NULL};
+        for (int i = 0; bad[i]; i++) {
+            Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+            struct th_ms_reply r;
+            req.server_id = sid;
+            req.addr = "127.0.0.1:5555";
+            req.zone = (char *)bad[i];
+            assert_int_equal(th_ms_call(&f->loop, f->ps.cli,
+                                        RT__METHOD__PS_REGISTER, &req.base, &r),
+                             RT_EINVAL);
+            free(r.body);
+        }
+    }
+
     /* No heartbeat for longer than the timeout: down; the wiped server
      * comes back with a new incarnation and is taken. */
     th_ms_spin(&f->loop, 700);

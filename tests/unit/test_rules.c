@@ -18,6 +18,7 @@
 #include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
+#include "rt_config.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_lmdb.h"
@@ -329,6 +330,25 @@ static void test_addr(void **state)
     assert_int_equal(rt_addr_ip("10.0.0.1", 70000, &ss, NULL), RT_EINVAL);
 }
 
+/* --zone names: bounded and plain, since the master stores and shows them. */
+static void test_zone(void **state)
+{
+    (void)state;
+    char z[RT_ZONE_MAX + 2];
+    memset(z, 'a', sizeof(z));
+    z[RT_ZONE_MAX] = '\0';
+    assert_true(rt_zone_valid(z));
+    z[RT_ZONE_MAX] = 'a';
+    z[RT_ZONE_MAX + 1] = '\0';
+    assert_false(rt_zone_valid(z));
+    assert_true(rt_zone_valid(""));
+    assert_true(rt_zone_valid(NULL));
+    assert_true(rt_zone_valid("eu-west_1.rack7"));
+    assert_false(rt_zone_valid("a zone"));
+    assert_false(rt_zone_valid("z\n"));
+    assert_false(rt_zone_valid("\xc3\xa9"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_hexval),
         cmocka_unit_test(test_rng_known_answers),
         cmocka_unit_test(test_addr),
+        cmocka_unit_test(test_zone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
