@@ -182,10 +182,18 @@ void rt_errmsg_printf(char *errmsg, const char *fmt, ...)
 void rt_errmsg_wrapf(char *errmsg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Asserts for our own bugs (never for client input). */
+/* Asserts for our own bugs (never for client input). In a release build
+ * (NDEBUG) the condition is not evaluated but still compiled, so a
+ * variable used only in an assertion is not "unused" there and the
+ * condition cannot rot. */
 #include <assert.h>
+#ifdef NDEBUG
+#define RT_PRE(cond) ((void)sizeof(!(cond)))
+#define RT_POST(cond) ((void)sizeof(!(cond)))
+#else
 #define RT_PRE(cond) assert(cond)
 #define RT_POST(cond) assert(cond)
+#endif
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
