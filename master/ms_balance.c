@@ -482,9 +482,11 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,
                    req->cancel ? "no longer draining" : "draining");
             ms_cluster_changed(b->cl);
+            /* completing releases @req: read what we still need first. */
+            bool start = !req->cancel;
             ms_admin_complete(b->exec.admin, req, 200, ms_exec_json_text(e));
             json_decref(e);
-            if (!req->cancel) {
+            if (start) {
                 ms__run_drains(b);
             }
             return;
