@@ -164,7 +164,7 @@ def skip_if_no_moves(body, stderr=""):
 
 
 def rt_load_bin(cluster):
-    p = os.path.join(cluster.build_dir, "tests", "load", "rt-load")
+    p = os.path.join(cluster.build_dir, "tools", "rt-load")
     if not os.access(p, os.X_OK):
         pytest.skip("rt-load not built at %s" % p)
     return p
