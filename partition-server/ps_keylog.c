@@ -153,6 +153,7 @@ static void truncate_to_budget(struct ps_keylog *kl)
     while (kl->bytes > kl->budget && e != NULL) {
         struct ps_kl_entry *next = e->g_next;
         if (e->lsn <= e->range->cw) {
+            RT_PRE(e == e->range->head);
             drop_oldest(kl, e->range);
         }
         e = next;

@@ -35,8 +35,8 @@ uint64_t ps_lease_duration(const struct ps_lease_config *cfg)
     return d > cfg->eps_ms ? d - cfg->eps_ms : 0;
 }
 
-/* Index of the first element of @ids (sorted, stride @size, key first)
- * whose key is >= @id. */
+/* Index of the first of the @n elements at @base (sorted by a leading
+ * uint64_t key, @size bytes apart) whose key is >= @id. */
 static size_t lower_bound(const void *base, size_t n, size_t size, uint64_t id)
 {
     size_t lo = 0;
