@@ -249,9 +249,9 @@ static struct ms_table *ms__table_new(uint64_t id,
 }
 
 /* The one place a range's owner is set: @server_id becomes the primary at
- * @epoch with the RF 1 replica set (replication, when it comes, grows the
- * set from here). Every owner change is a new primary generation, so
- * primary_epoch = epoch; no seal intent survives it. */
+ * @epoch with the RF 1 replica set (a new table's placed set is laid over
+ * it by ms__range_set_replicas). Every owner change is a new primary
+ * generation, so primary_epoch = epoch; no seal intent survives it. */
 static void ms__range_set_primary(struct ms_range *r,
                                   uint64_t server_id,
                                   uint64_t epoch)
@@ -269,6 +269,24 @@ static void ms__range_set_primary(struct ms_range *r,
     r->seal_epoch = 0;
     r->seal_kind = 0;
     r->seal_to = 0;
+}
+
+/* A new range's replica set as placed (docs/DESIGN-replication.md §8.3):
+ * @rs->servers[0] is the primary (already set by ms__range_set_primary),
+ * the others secondaries, all of them in sync. */
+static void ms__range_set_replicas(struct ms_range *r,
+                                   const struct ms_replica_spec *rs)
+{
+    r->nreplicas = rs->n;
+    for (size_t i = 0; i < rs->n; i++) {
+        r->replicas[i].server_id = rs->servers[i];
+        r->replicas[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                                     : RT__REPL_ROLE__ROLE_SECONDARY;
+        r->isr[i] = rs->servers[i];
+    }
+    r->nisr = rs->n;
+    r->rf = rs->rf;
+    r->min_insync = rs->min_insync;
 }
 
 static struct ms_range *ms__range_new(const struct ms_range_put *p, uint64_t id)
@@ -1147,6 +1165,28 @@ size_t ms_catalog_server_nranges(const struct ms_catalog *cat,
     return n;
 }
 
+bool ms_range_names(const struct ms_range *r, uint64_t server_id)
+{
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        if (r->replicas[i].server_id == server_id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t ms_catalog_server_nreplicas(const struct ms_catalog *cat,
+                                   uint64_t server_id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cat->ranges.n; i++) {
+        if (ms_range_names(cat->ranges.v[i], server_id)) {
+            n++;
+        }
+    }
+    return n;
+}
+
 size_t ms_catalog_nservers(const struct ms_catalog *cat)
 {
     return cat->servers.n;
@@ -1174,6 +1214,18 @@ int ms_catalog_create_table(struct ms_catalog *cat,
                             const struct ms_table **table_out,
                             const struct ms_range **range_out)
 {
+    const struct ms_replica_spec rs = {&server_id, 1, 1, 1};
+    return ms_catalog_create_table_rs(cat, account, name, &rs, table_out,
+                                      range_out);
+}
+
+int ms_catalog_create_table_rs(struct ms_catalog *cat,
+                               const char *account,
+                               const char *name,
+                               const struct ms_replica_spec *rs,
+                               const struct ms_table **table_out,
+                               const struct ms_range **range_out)
+{
     struct ms_counters ctr = cat->ctr;
     struct ms_table *t;
     struct ms_range *r;
@@ -1191,6 +1243,9 @@ int ms_catalog_create_table(struct ms_catalog *cat,
     if (!*account || strlen(account) > MS_ACCOUNT_MAX) {
         return RT_EINVAL;
     }
+    if (rs->n < 1 || rs->n > MS_REPLICAS_MAX || rs->n > rs->rf) {
+        return RT_EINVAL;
+    }
     if (ms_catalog_table_find(cat, account, name)) {
         return RT_ETABLEEXISTS;
     }
@@ -1205,10 +1260,15 @@ int ms_catalog_create_table(struct ms_catalog *cat,
     p.table_id = t->id;
     p.low = "";
     p.high_inf = true;
-    p.server_id = server_id;
+    p.server_id = rs->servers[0];
     p.epoch = 1;
     r = ms__range_new(&p, ctr.next_range_id++);
+    ms__range_set_replicas(r, rs);
     ctr.map_version++;
+    if (!ms_range_replicas_valid(r)) {
+        err = RT_EINVAL; /* a server twice, or min_insync out of 1..rf */
+        goto err_after_alloc;
+    }
 
     rc = ms__txn_begin(cat, &txn);
     if (rc) {
@@ -1317,15 +1377,16 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
             i++;
             continue;
         }
-        if (drop) {
+        for (size_t x = 0; drop && x < r->nreplicas; x++) {
+            uint64_t sid = r->replicas[x].server_id;
             size_t j = 0;
-            while (j < drop->nservers && drop->server_ids[j] != r->server_id) {
+            while (j < drop->nservers && drop->server_ids[j] != sid) {
                 j++;
             }
             if (j == drop->nservers) {
                 drop->server_ids = rt_xrealloc(
                     drop->server_ids, (drop->nservers + 1) * sizeof(uint64_t));
-                drop->server_ids[drop->nservers++] = r->server_id;
+                drop->server_ids[drop->nservers++] = sid;
             }
         }
         ms__range_free(ms_vec_remove(&cat->ranges, i));
@@ -1362,13 +1423,23 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
     int rc = 0, err;
 
     for (size_t i = 0; i < ndel; i++) {
-        if (!ms_catalog_range_find(cat, dels[i])) {
+        const struct ms_range *r = ms_catalog_range_find(cat, dels[i]);
+        if (!r) {
             return RT_ENOTFOUND;
+        }
+        if (r->nreplicas > 1) {
+            return RT_ENOTIMPL;
         }
     }
     for (size_t i = 0; i < nput; i++) {
+        const struct ms_range *old =
+            puts[i].id ? ms_catalog_range_find(cat, puts[i].id) : NULL;
         if (!ms_catalog_table_by_id(cat, puts[i].table_id)) {
             return RT_ENOTFOUND;
+        }
+        /* A put builds an RF 1 range: it must not flatten a replica set. */
+        if (old && old->nreplicas > 1) {
+            return RT_ENOTIMPL;
         }
         if (puts[i].id >= ctr.next_range_id ||
             (!puts[i].high_inf && !puts[i].high)) {
@@ -1853,6 +1924,9 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     }
     if (!target_addr || !*target_addr || target_id == r->server_id) {
         return RT_EINVAL;
+    }
+    if (r->nreplicas > 1) {
+        return RT_ENOTIMPL; /* the commit would make it RF 1 */
     }
     ms_range_to_pb(r, &rng);
     msg.move_id = ctr.next_move_id++;

@@ -97,8 +97,12 @@ struct ms_props
  * The replica set (docs/DESIGN-replication.md §2.1) is kept consistent
  * with server_id by the catalog on every change of owner: server_id is the
  * one PRIMARY replica, the ISR holds it, no server appears twice
- * (ms_range_replicas_valid). Until replication runs every range is RF 1:
- * replicas [{server_id, PRIMARY}], isr [server_id], primary_epoch = epoch.
+ * (ms_range_replicas_valid). A range made by a split, merge or move, or
+ * created with RF 1, has the RF 1 set: replicas [{server_id, PRIMARY}],
+ * isr [server_id], primary_epoch = epoch, rf = min_insync = 1. A table
+ * created with a larger replication factor starts with the placed set
+ * (ms_catalog_create_table_rs); such ranges are not split, merged or moved
+ * yet.
  * A range lives on the heap inside the catalog and is never copied by
  * value: replica_v points into it. */
 struct ms_range
@@ -135,6 +139,9 @@ void ms_range_to_pb(const struct ms_range *r, Rt__Range *out);
  * rf. Pure. */
 bool ms_range_replicas_valid(const struct ms_range *r);
 
+/* True when @r's replica set names @server_id (any role). Pure. */
+bool ms_range_names(const struct ms_range *r, uint64_t server_id);
+
 /* rt.Server.state as stored in the catalog (the map's up/down state is
  * runtime only): a server being drained. */
 #define MS_SERVER_REC_DRAINING 3
@@ -164,12 +171,23 @@ struct ms_range_put
     uint64_t epoch;
 };
 
+/* The replica set of a new table's first range (placed by the caller,
+ * docs/DESIGN-replication.md §8.3). Borrowed. */
+struct ms_replica_spec
+{
+    const uint64_t *servers; /* distinct ids; servers[0] is the primary */
+    size_t n;                /* 1..MS_REPLICAS_MAX, at most rf */
+    uint32_t rf;             /* wanted copies */
+    uint32_t min_insync;     /* 1..rf */
+};
+
 /* What ms_catalog_delete_table() removed. Release with
  * ms_table_drop_free(). */
 struct ms_table_drop
 {
     uint64_t table_id;
-    uint64_t *server_ids; /* distinct owners of the removed ranges */
+    uint64_t *server_ids; /* distinct servers holding a replica (any
+                           * role) of a removed range */
     size_t nservers;
 };
 
@@ -220,9 +238,12 @@ const struct ms_range *ms_catalog_range_at(const struct ms_catalog *cat,
                                            size_t i);
 const struct ms_range *ms_catalog_range_find(const struct ms_catalog *cat,
                                              uint64_t id);
-/* Number of ranges assigned to @server_id. */
+/* Number of ranges @server_id is the primary (owner) of. */
 size_t ms_catalog_server_nranges(const struct ms_catalog *cat,
                                  uint64_t server_id);
+/* Number of ranges whose replica set names @server_id, any role. */
+size_t ms_catalog_server_nreplicas(const struct ms_catalog *cat,
+                                   uint64_t server_id);
 
 /* Known servers ordered by id. */
 size_t ms_catalog_nservers(const struct ms_catalog *cat);
@@ -234,11 +255,21 @@ const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
 /* ---- mutations (one durable transaction each) ---- */
 
 /* Creates table @name (validated with ms_table_name_check) in @account with
- * one range [ "", +inf ) at epoch 1 on @server_id. Strings are copied.
- * Optional outputs point into the catalog.
- * Errors: RT_EBADNAME, RT_EINVAL (account empty or too long),
+ * one range [ "", +inf ) at epoch 1 whose replica set is @rs: rs->servers[0]
+ * the primary (server_id), the others SECONDARY, all in the ISR,
+ * primary_epoch 1, rf and min_insync from @rs. Strings are copied.
+ * Optional outputs point into the catalog. Nothing is written on error.
+ * Errors: RT_EBADNAME, RT_EINVAL (account empty or too long, or @rs not a
+ * valid set: see ms_replica_spec and ms_range_replicas_valid),
  * RT_ETABLEEXISTS (case-insensitive clash), RT_ETABLEBEINGDELETED (the name
  * is in its deletion grace period), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_create_table_rs(struct ms_catalog *cat,
+                               const char *account,
+                               const char *name,
+                               const struct ms_replica_spec *rs,
+                               const struct ms_table **table_out,
+                               const struct ms_range **range_out);
+/* The same with the RF 1 set {server_id}, rf 1, min_insync 1. */
 int ms_catalog_create_table(struct ms_catalog *cat,
                             const char *account,
                             const char *name,
@@ -258,9 +289,13 @@ void ms_table_drop_free(struct ms_table_drop *drop);
 
 /* Writes @nput ranges (insert or replace by id; id 0 = new) and deletes
  * @ndel range ids, in one transaction: the building block of split, merge
- * and move. @new_ids (may be NULL, else @nput entries) receives each put's
- * id. Puts must name an existing table; deleting an unknown id is an
- * error. Errors: RT_EINVAL, RT_ENOTFOUND, RT_EIO, RT_ENOSPACE. */
+ * and move. A put makes an RF 1 range (its server_id the only replica).
+ * @new_ids (may be NULL, else @nput entries) receives each put's id. Puts
+ * must name an existing table; deleting an unknown id is an error.
+ * Replicated ranges (more than one replica) cannot be split or merged yet
+ * (docs/DESIGN-replication.md §9 comes later): deleting or replacing one
+ * is RT_ENOTIMPL and writes nothing.
+ * Errors: RT_EINVAL, RT_ENOTFOUND, RT_ENOTIMPL, RT_EIO, RT_ENOSPACE. */
 int ms_catalog_update_ranges(struct ms_catalog *cat,
                              const struct ms_range_put *puts,
                              size_t nput,
@@ -368,7 +403,8 @@ const Rt__MoveReq *ms_catalog_move_find(const struct ms_catalog *cat,
  * moves to @target_id (@target_addr copied) at epoch + 1 under a fresh
  * move id. *@out points into the catalog (valid until the record goes).
  * Not a map change. Errors: RT_ENOTFOUND (no range), RT_EINVAL (target is
- * the owner, or no address), RT_EIO, RT_ENOSPACE. */
+ * the owner, or no address), RT_ENOTIMPL (the range has more than one
+ * replica: moves of replicated ranges come later), RT_EIO, RT_ENOSPACE. */
 int ms_catalog_move_begin(struct ms_catalog *cat,
                           uint64_t range_id,
                           uint64_t target_id,

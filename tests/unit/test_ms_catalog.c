@@ -621,6 +621,134 @@ static void test_range_replicas_follow_owner(void **state)
     assert_rf1(r, 1);
 }
 
+/* A table created with a placed replica set keeps it: the first server
+ * primary, the others secondaries, all in the ISR, rf and min_insync as
+ * given; the same after a reopen; and counted on every server it names. */
+static void test_create_replicated(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const uint64_t servers[3] = {2, 5, 3};
+    const struct ms_replica_spec rs = {servers, 3, 3, 2};
+    const struct ms_range *r;
+    uint64_t rid;
+
+    assert_int_equal(
+        ms_catalog_create_table_rs(f->cat, "acct", "tripled", &rs, NULL, &r),
+        0);
+    rid = r->id;
+    for (int pass = 0; pass < 2; pass++) {
+        r = ms_catalog_range_find(f->cat, rid);
+        assert_non_null(r);
+        assert_true(ms_range_replicas_valid(r));
+        assert_int_equal(r->server_id, 2);
+        assert_int_equal(r->epoch, 1);
+        assert_int_equal(r->primary_epoch, 1);
+        assert_int_equal(r->nreplicas, 3);
+        assert_int_equal(r->nisr, 3);
+        for (size_t i = 0; i < 3; i++) {
+            assert_int_equal(r->replicas[i].server_id, servers[i]);
+            assert_int_equal(r->replicas[i].role,
+                             i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                                    : RT__REPL_ROLE__ROLE_SECONDARY);
+            assert_int_equal(r->isr[i], servers[i]);
+            assert_true(ms_range_names(r, servers[i]));
+        }
+        assert_false(ms_range_names(r, 4));
+        assert_int_equal(r->rf, 3);
+        assert_int_equal(r->min_insync, 2);
+        assert_int_equal(ms_catalog_server_nranges(f->cat, 2), 1);
+        assert_int_equal(ms_catalog_server_nranges(f->cat, 5), 0);
+        assert_int_equal(ms_catalog_server_nreplicas(f->cat, 5), 1);
+        assert_int_equal(ms_catalog_server_nreplicas(f->cat, 4), 0);
+        th_ms_cat_reopen(f);
+    }
+    /* Fewer copies than rf (under-replicated) is a valid set. */
+    const struct ms_replica_spec two = {servers, 2, 3, 2};
+    assert_int_equal(
+        ms_catalog_create_table_rs(f->cat, "acct", "doubled", &two, NULL, &r),
+        0);
+    assert_int_equal(r->nreplicas, 2);
+    assert_int_equal(r->rf, 3);
+}
+
+/* A replica set that is not valid writes nothing: a server twice, more
+ * copies than rf, min_insync above rf, no server at all. */
+static void test_create_replicated_invalid(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const uint64_t twice[2] = {4, 4}, ok[2] = {4, 6};
+    const struct ms_replica_spec bad[] = {
+        {twice, 2, 3, 2},
+        {ok, 2, 1, 1},
+        {ok, 2, 2, 3},
+        {ok, 0, 3, 2},
+    };
+    uint64_t v0 = ms_catalog_map_version(f->cat);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(ms_catalog_create_table_rs(f->cat, "acct", "nope",
+                                                    &bad[i], NULL, NULL),
+                         RT_EINVAL);
+    }
+    assert_int_equal(ms_catalog_ntables(f->cat), 0);
+    assert_int_equal(ms_catalog_nranges(f->cat), 0);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0);
+    th_ms_cat_reopen(f);
+    assert_int_equal(ms_catalog_ntables(f->cat), 0);
+    /* The name is still free. */
+    assert_int_equal(ms_catalog_create_table_rs(
+                         f->cat, "acct", "nope",
+                         &(struct ms_replica_spec){ok, 2, 2, 2}, NULL, NULL),
+                     0);
+}
+
+/* A replicated range is not split, merged or moved yet: the catalog
+ * refuses to delete, replace or move it and changes nothing. Deleting its
+ * table reports every server holding a copy. */
+static void test_replicated_stays(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const uint64_t servers[3] = {1, 2, 3};
+    const struct ms_replica_spec rs = {servers, 3, 3, 2};
+    const struct ms_table *t;
+    const struct ms_range *r;
+    const Rt__MoveReq *mv = NULL;
+    struct ms_table_drop drop;
+    uint64_t tid, rid, v0;
+
+    assert_int_equal(
+        ms_catalog_create_table_rs(f->cat, "acct", "pinned", &rs, &t, &r), 0);
+    tid = t->id;
+    rid = r->id;
+    v0 = ms_catalog_map_version(f->cat);
+    struct ms_range_put halves[2] = {
+        {rid, tid, "", "m", false, 1, 2},
+        {0, tid, "m", NULL, true, 1, 2},
+    };
+    assert_int_equal(ms_catalog_update_ranges(f->cat, halves, 2, NULL, 0, NULL),
+                     RT_ENOTIMPL);
+    assert_int_equal(
+        ms_catalog_update_ranges(f->cat, &halves[1], 1, &rid, 1, NULL),
+        RT_ENOTIMPL);
+    assert_int_equal(ms_catalog_move_begin(f->cat, rid, 4, "h:4", &mv),
+                     RT_ENOTIMPL);
+    assert_null(mv);
+    assert_int_equal(ms_catalog_nmoves(f->cat), 0);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0);
+    assert_int_equal(ms_catalog_nranges(f->cat), 1);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->nreplicas, 3);
+
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "pinned", &drop),
+                     0);
+    assert_int_equal(drop.table_id, tid);
+    assert_int_equal(drop.nservers, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(drop.server_ids[i], servers[i]);
+    }
+    ms_table_drop_free(&drop);
+}
+
 /* The invariants themselves: one primary equal to server_id, the ISR holds
  * it and no learner, nobody twice. */
 static void test_range_replicas_valid(void **state)
@@ -818,6 +946,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_range_replicas_valid, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_create_replicated, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_create_replicated_invalid, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_stays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_master_term, setup, teardown),
         cmocka_unit_test(test_policy_place),
