@@ -11,7 +11,12 @@
  *
  * Operator requests (rtctl split / merge / move / drain) arrive here from
  * the HTTP thread through ms_admin and are handed to ms_exec.c the same
- * way; what a refused request gets is listed in ms_exec.c. */
+ * way; what a refused request gets is listed in ms_exec.c.
+ *
+ * Replicated ranges (more than one replica) stay where they are until
+ * moves with replicas exist (docs/DESIGN-replication.md §9): the policy
+ * is told so in its view, drains skip them, and a drain of a server that
+ * holds one is refused (RT_ENOTIMPL, 501), nothing changed. */
 #include "ms_balance.h"
 
 #include <inttypes.h>
@@ -155,6 +160,7 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         rv[i].server_id = r->server_id;
         rv[i].epoch = r->epoch;
         rv[i].busy = ms_exec_busy(&b->exec, r->id);
+        rv[i].replicated = r->nreplicas > 1;
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
@@ -345,7 +351,8 @@ static void ms__run_drains(struct ms_balance *b)
              j++) {
             const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             struct ms_exec_order o = {.kind = MS_OP_MOVE, .origin = "drain"};
-            if (r->server_id != rec->id || ms_exec_busy(&b->exec, r->id)) {
+            if (r->server_id != rec->id || r->nreplicas > 1 ||
+                ms_exec_busy(&b->exec, r->id)) {
                 continue;
             }
             o.range_id = r->id;
@@ -418,6 +425,19 @@ bool ms_balance_tick(struct ms_balance *b)
 
 /* ---- operator requests ---- */
 
+/* Ranges with more than one replica whose replica set names @server_id. */
+static size_t ms__replicated_held(struct ms_balance *b, uint64_t server_id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ms_catalog_nranges(b->cl->cat); i++) {
+        const struct ms_range *r = ms_catalog_range_at(b->cl->cat, i);
+        if (r->nreplicas > 1 && ms_range_names(r, server_id)) {
+            n++;
+        }
+    }
+    return n;
+}
+
 void ms_balance_admin(struct ms_admin_req *req, void *arg)
 {
     struct ms_balance *b = arg;
@@ -451,10 +471,22 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 ms_catalog_server_find(b->cl->cat, req->server_id);
             struct ms_server *s = ms_cluster_server_find(b->cl, req->server_id);
             json_t *e;
+            size_t nrep;
             if (!rec) {
                 snprintf(err, sizeof(err), "no server %" PRIu64,
                          req->server_id);
                 rc = RT_ENOTFOUND;
+                break;
+            }
+            nrep = ms__replicated_held(b, req->server_id);
+            if (!req->cancel && nrep) {
+                /* A drain would have to move them: not supported yet. */
+                snprintf(err, sizeof(err),
+                         "server %" PRIu64
+                         " holds replicas of %zu replicated "
+                         "ranges: replicated ranges cannot be moved yet",
+                         req->server_id, nrep);
+                rc = RT_ENOTIMPL;
                 break;
             }
             rc = ms_catalog_set_draining(b->cl->cat, req->server_id,

@@ -24,11 +24,15 @@
  * forgotten. A master restart finds unsettled records and aborts them
  * the same way once S and T are back.
  *
+ * Ranges with more than one replica are not split, merged or moved yet
+ * (docs/DESIGN-replication.md §9 comes in a later step): ms_exec_start
+ * refuses them with RT_ENOTIMPL before anything happens.
+ *
  * What an operator waiting for an operation sees: 400 bad arguments,
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
- * failed, 503 master stopping, 504 a timeout; otherwise 200 with the
- * event. */
+ * failed, 501 the range is replicated, 503 master stopping, 504 a
+ * timeout; otherwise 200 with the event. */
 #include "ms_exec.h"
 
 #include <inttypes.h>
@@ -280,6 +284,8 @@ static int ms__http_status(int rc)
             return 409;
         case RT_ETIMEDOUT:
             return 504;
+        case RT_ENOTIMPL:
+            return 501;
         default:
             return 500;
     }
@@ -654,6 +660,14 @@ static int ms__merge(struct ms_exec *ex,
                  "ranges %" PRIu64 " and %" PRIu64 " are not adjacent", a->id,
                  b->id);
         return RT_EINVAL;
+    }
+    if (b->nreplicas > 1) {
+        snprintf(err, errlen,
+                 "range %" PRIu64
+                 " has %zu replicas: replicated ranges "
+                 "cannot be split, merged or moved yet",
+                 b->id, b->nreplicas);
+        return RT_ENOTIMPL;
     }
     if (a->server_id != b->server_id) {
         snprintf(err, errlen,
@@ -1093,6 +1107,22 @@ static int ms__move(struct ms_exec *ex,
 
 /* ---- starting ---- */
 
+/* Splits, merges and moves rebuild a range with the RF 1 replica set;
+ * doing them on a replicated range (docs/DESIGN-replication.md §9) comes
+ * with a later step. Until then they are refused, nothing changed. */
+static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
+{
+    if (r->nreplicas <= 1) {
+        return false;
+    }
+    snprintf(err, errlen,
+             "range %" PRIu64
+             " has %zu replicas: replicated ranges cannot "
+             "be split, merged or moved yet",
+             r->id, r->nreplicas);
+    return true;
+}
+
 int ms_exec_start(struct ms_exec *ex,
                   const struct ms_exec_order *o,
                   char *err,
@@ -1101,6 +1131,9 @@ int ms_exec_start(struct ms_exec *ex,
     const struct ms_range *r = ms__range_arg(ex, o->range_id, err, errlen);
     if (!r) {
         return RT_ENOTFOUND;
+    }
+    if (ms__replicated(r, err, errlen)) {
+        return RT_ENOTIMPL;
     }
     switch (o->kind) {
         case MS_OP_SPLIT:

@@ -149,7 +149,9 @@ struct ms_exec_order
  * reports like any other.
  * Errors: RT_ENOTFOUND (no such range or server), RT_EINVAL (arguments
  * that make no sense), RT_EBUSY (the range is busy or a server is down or
- * draining), or a catalog error. */
+ * draining), RT_ENOTIMPL (the range, or a merge's other range, has more
+ * than one replica: not before docs/DESIGN-replication.md §9 is built;
+ * the admin API answers 501), or a catalog error. */
 int ms_exec_start(struct ms_exec *ex,
                   const struct ms_exec_order *o,
                   char *err,

@@ -12,7 +12,10 @@
  *     range, it copies faster);
  *  4. merges: one pair per call, adjacent, same server, both cold long
  *     enough, small, and not split recently.
- * A range chosen by one pass is not used by a later one in the same call. */
+ * A range chosen by one pass is not used by a later one in the same call.
+ * Replicated ranges (more than one replica) are never split, merged or
+ * moved yet: the master would refuse (docs/DESIGN-replication.md §9 comes
+ * later). */
 #include "ms_policy.h"
 
 #include <inttypes.h>
@@ -341,7 +344,8 @@ static void ms__pass_splits(struct ms__dflt *p,
         double share = 0.5;
         char *key;
 
-        if (!r->load || !s || !s->up || r->busy || o->used[i]) {
+        if (!r->load || !s || !s->up || r->busy || r->replicated ||
+            o->used[i]) {
             continue;
         }
         mk = ms__mark_get(p, r->id);
@@ -418,7 +422,7 @@ static void ms__balance_split(struct ms__dflt *p,
         if (o->used[i]) {
             return; /* already split or moved in this call */
         }
-        if (r->busy || !r->load ||
+        if (r->busy || r->replicated || !r->load ||
             !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms)) {
             continue;
         }
@@ -535,8 +539,8 @@ static void ms__pass_moves(struct ms__dflt *p,
         for (size_t i = 0; i < v->nranges; i++) {
             const struct ms_range_view *r = &v->ranges[i];
             double lr, nm;
-            if (r->server_id != v->servers[si].id || r->busy || o->used[i] ||
-                !r->load ||
+            if (r->server_id != v->servers[si].id || r->busy || r->replicated ||
+                o->used[i] || !r->load ||
                 !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
                 continue;
             }
@@ -606,8 +610,9 @@ static void ms__pass_merges(struct ms__dflt *p,
         struct ms_decision *d;
         if (a->table_id != b->table_id || !a->high ||
             strcmp(a->high, b->low) != 0 || a->server_id != b->server_id ||
-            !s || !s->up || a->busy || b->busy || o->used[i] ||
-            o->used[i + 1] || !a->load || !b->load) {
+            !s || !s->up || a->busy || b->busy || a->replicated ||
+            b->replicated || o->used[i] || o->used[i + 1] || !a->load ||
+            !b->load) {
             continue;
         }
         if (a->load->key_bytes + b->load->key_bytes > c->merge_max_bytes) {

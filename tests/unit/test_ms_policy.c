@@ -541,6 +541,65 @@ static void test_move(void **state)
     assert_null(find(f, MS_DECIDE_MOVE, 0));
 }
 
+/* Replicated ranges are never split, merged or moved (not supported
+ * yet): a hot one stays whole, the move takes another range, and with
+ * only replicated ranges on the loaded server nothing moves. */
+static void test_replicated_skipped(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_decision *d;
+    policy(f);
+    server(f, 1, true);
+    server(f, 2, true);
+    range(f, 1, "", NULL, 1)->replicated = true;
+    run(f, 1, 1, 5000, PKS, 1);
+    f->now += 1000;
+    report(f, 1, 1, 5000, PKS, 0);
+    decide(f);
+    assert_null(find(f, MS_DECIDE_SPLIT, 0));
+    assert_null(find(f, MS_DECIDE_MOVE, 0));
+    f->rv[0].replicated = false;
+    decide(f);
+    assert_non_null(find(f, MS_DECIDE_SPLIT, 1));
+
+    /* Moves: the replicated range 2 would be the better one to move. */
+    f->nr = 0;
+    ms_load_forget(f->ld, 1);
+    f->ns = 0;
+    server(f, 1, true);
+    server(f, 3, true);
+    range(f, 1, "", "m", 1);
+    range(f, 2, "m", "t", 1)->replicated = true;
+    range(f, 3, "t", NULL, 3);
+    report(f, 1, 1, 1500, NULL, 0);
+    report(f, 2, 1, 1200, NULL, 0);
+    report(f, 3, 3, 100, NULL, 0);
+    decide(f);
+    d = find(f, MS_DECIDE_MOVE, 0);
+    assert_non_null(d);
+    assert_int_equal(d->range_id, 1);
+    f->rv[0].replicated = true;
+    decide(f);
+    assert_null(find(f, MS_DECIDE_MOVE, 0));
+
+    /* Merges: two cold neighbours, one of them replicated. */
+    f->nr = 0;
+    f->cfg.merge_sustain_ms = 0;
+    f->cfg.merge_after_split_ms = 0;
+    policy(f);
+    range(f, 4, "", "g", 1);
+    range(f, 5, "g", NULL, 1)->replicated = true;
+    report(f, 4, 1, 1, NULL, 100);
+    report(f, 5, 1, 1, NULL, 100);
+    decide(f);
+    f->now += 1000;
+    decide(f);
+    assert_null(find(f, MS_DECIDE_MERGE, 0));
+    f->rv[1].replicated = false;
+    decide(f);
+    assert_non_null(find(f, MS_DECIDE_MERGE, 4));
+}
+
 /* Cool-downs: a server that just took part in a move, or is moving, is
  * left alone; a range moved recently does not move again. */
 static void test_move_cooldowns(void **state)
@@ -795,6 +854,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_cooldowns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_skipped, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_move_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_balance_split, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
