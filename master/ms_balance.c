@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ms_catalog.h"
+#include "ms_place.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -46,9 +47,15 @@ void ms_balance_init(struct ms_balance *b,
                      struct ms_policy *policy,
                      const struct ms_policy_config *policy_cfg,
                      uint32_t tick_ms,
-                     uint32_t move_timeout_ms)
+                     uint32_t move_timeout_ms,
+                     uint32_t rf,
+                     uint32_t min_insync)
 {
+    RT_PRE(rf >= 1 && rf <= MS_REPLICAS_MAX);
+    RT_PRE(min_insync >= 1 && min_insync <= rf);
     memset(b, 0, sizeof(*b));
+    b->rf = rf;
+    b->min_insync = min_insync;
     b->cl = cl;
     b->load = load;
     b->events = events;
@@ -184,14 +191,44 @@ static void ms__view_free(struct ms_cluster_view *view)
     view->ranges = NULL;
 }
 
-uint64_t ms_balance_place(struct ms_balance *b)
+size_t ms_balance_place(struct ms_balance *b, uint64_t *ids, size_t *live)
 {
     struct ms_cluster_view view;
-    uint64_t sid;
+    struct ms_place_server *cand;
+    size_t n = 0, nc = 0;
+
     ms__view(b, &view);
-    sid = ms_policy_place(b->policy, &view);
+    cand = rt_xcalloc(view.nservers ? view.nservers : 1, sizeof(*cand));
+    for (size_t i = 0; i < view.nservers; i++) {
+        const struct ms_server_view *sv = &view.servers[i];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(b->cl->cat, sv->id);
+        double demand = 0;
+        if (!sv->up || sv->draining) {
+            continue;
+        }
+        for (size_t j = 0; j < view.nranges; j++) {
+            if (view.ranges[j].server_id == sv->id && view.ranges[j].load) {
+                demand += ms_load_demand(&view.ranges[j].load->avg);
+            }
+        }
+        cand[nc].id = sv->id;
+        cand[nc].zone = rec ? rec->zone : "";
+        cand[nc].nreplicas = ms_catalog_server_nreplicas(b->cl->cat, sv->id);
+        cand[nc].demand = demand;
+        nc++;
+    }
+    if (b->rf <= 1) {
+        /* RF 1: the policy's choice, exactly as before replication. */
+        ids[0] = ms_policy_place(b->policy, &view);
+        n = ids[0] ? 1 : 0;
+    } else {
+        n = ms_place_replicas(cand, nc, b->rf, ids);
+    }
+    free(cand);
     ms__view_free(&view);
-    return sid;
+    *live = nc;
+    return n;
 }
 
 /* ---- the tick ---- */

@@ -36,6 +36,8 @@ struct ms_balance
     struct ms_admin *admin;   /* borrowed, may be NULL */
     struct ms_policy_config policy_cfg;
     uint32_t tick_ms;
+    uint32_t rf;         /* --replication-factor: copies of a new range */
+    uint32_t min_insync; /* --min-insync: live servers a create needs */
 
     struct ms_exec exec; /* carries the decisions out; owns the ops */
     uint64_t frame_ms;   /* last history frame (monotonic) */
@@ -44,7 +46,9 @@ struct ms_balance
 
 /* After the catalog is open: range bookkeeping, and unsettled moves found
  * in the catalog become aborting operations (settled once both servers
- * are back; ms_exec_init()). @events may be NULL. */
+ * are back; ms_exec_init()). @events may be NULL. New tables get @rf
+ * copies (1..MS_REPLICAS_MAX) and need @min_insync (1..@rf) live servers
+ * (ms_balance_place). */
 void ms_balance_init(struct ms_balance *b,
                      struct ms_cluster *cl,
                      struct ms_load *load,
@@ -52,7 +56,9 @@ void ms_balance_init(struct ms_balance *b,
                      struct ms_policy *policy,
                      const struct ms_policy_config *policy_cfg,
                      uint32_t tick_ms,
-                     uint32_t move_timeout_ms);
+                     uint32_t move_timeout_ms,
+                     uint32_t rf,
+                     uint32_t min_insync);
 /* Frees what is left (after the loop ran dry); operators still waiting
  * get 503. */
 void ms_balance_fini(struct ms_balance *b);
@@ -72,9 +78,15 @@ void ms_balance_loads(struct ms_balance *b,
                       const Rt__HeartbeatReq *req);
 /* New range created by CREATE_TABLE. */
 void ms_balance_range_created(struct ms_balance *b, uint64_t range_id);
-/* The server a new table's range goes to (the policy's choice), or 0 when
- * no server is usable. */
-uint64_t ms_balance_place(struct ms_balance *b);
+/* Where a new table's first range goes (docs/DESIGN-replication.md
+ * §8.3): writes to @ids (room for MS_REPLICAS_MAX) min(rf, live) distinct
+ * servers among the usable, non-draining ones, the primary first, and
+ * returns how many. RF 1: the policy's choice (ms_policy_place), as
+ * before replication; RF > 1: ms_place_replicas (distinct zones while
+ * possible, least-loaded by replica count, then demand). *@live gets the
+ * number of usable, non-draining servers. The caller refuses the create
+ * when fewer than min_insync were chosen. */
+size_t ms_balance_place(struct ms_balance *b, uint64_t *ids, size_t *live);
 /* An operator's request (ms_admin_cb; @arg is the balancer). */
 void ms_balance_admin(struct ms_admin_req *req, void *arg);
 /* Where operator requests are answered from now on (borrowed; NULL

@@ -357,25 +357,56 @@ void ms_cluster_map_push(struct ms_cluster *cl)
            ms_catalog_map_version(cl->cat), cl->subscribers.n);
 }
 
-size_t ms_cluster_assignment(struct ms_cluster *cl,
-                             uint64_t server_id,
-                             Rt__Range **ranges,
-                             Rt__Range ***ptrs)
+void ms_cluster_assignment(struct ms_cluster *cl,
+                           uint64_t server_id,
+                           struct ms_assignment *a)
 {
-    size_t nr = ms_catalog_nranges(cl->cat), n = 0;
-    Rt__Range *rv = rt_xcalloc(nr ? nr : 1, sizeof(*rv));
-    Rt__Range **rvp = rt_xcalloc(nr ? nr : 1, sizeof(*rvp));
+    size_t nr = ms_catalog_nranges(cl->cat), ns = ms_catalog_nservers(cl->cat);
+    bool *named = rt_xcalloc(ns ? ns : 1, sizeof(*named));
+
+    memset(a, 0, sizeof(*a));
+    a->rv = rt_xcalloc(nr ? nr : 1, sizeof(*a->rv));
+    a->ranges = rt_xcalloc(nr ? nr : 1, sizeof(*a->ranges));
+    a->sv = rt_xcalloc(ns ? ns : 1, sizeof(*a->sv));
+    a->peers = rt_xcalloc(ns ? ns : 1, sizeof(*a->peers));
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
-        if (r->server_id == server_id) {
-            ms_range_to_pb(r, &rv[n]);
-            rvp[n] = &rv[n];
-            n++;
+        if (!ms_range_names(r, server_id)) {
+            continue;
+        }
+        ms_range_to_pb(r, &a->rv[a->n_ranges]);
+        a->ranges[a->n_ranges] = &a->rv[a->n_ranges];
+        a->n_ranges++;
+        for (size_t j = 0; j < ns; j++) {
+            named[j] = named[j] ||
+                       ms_range_names(r, ms_catalog_server_at(cl->cat, j)->id);
         }
     }
-    *ranges = rv;
-    *ptrs = rvp;
-    return n;
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_rec *rec = ms_catalog_server_at(cl->cat, j);
+        const struct ms_server *s;
+        Rt__Server *pv = &a->sv[a->n_peers];
+        if (!named[j]) {
+            continue;
+        }
+        s = ms_cluster_server_find(cl, rec->id);
+        rt__server__init(pv);
+        pv->id = rec->id;
+        pv->addr = rec->addr;
+        pv->zone = rec->zone;
+        pv->state = s ? s->state : MS_SERVER_DOWN;
+        a->peers[a->n_peers++] = pv;
+    }
+    free(named);
+}
+
+void ms_assignment_free(struct ms_assignment *a)
+{
+    free(a->rv);
+    free(a->ranges);
+    free(a->sv);
+    free(a->peers);
+    memset(a, 0, sizeof(*a));
 }
 
 /* ---- calls to partition servers ---- */
@@ -448,16 +479,36 @@ int ms_cluster_assign_push(struct ms_cluster *cl,
                            void *arg)
 {
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
-    Rt__Range *rv, **rvp;
+    struct ms_assignment as;
     int rc;
-    a.n_ranges = ms_cluster_assignment(cl, server_id, &rv, &rvp);
-    a.ranges = rvp;
+    ms_cluster_assignment(cl, server_id, &as);
+    a.n_ranges = as.n_ranges;
+    a.ranges = as.ranges;
+    a.n_peers = as.n_peers;
+    a.peers = as.peers;
     a.map_version = ms_catalog_map_version(cl->cat);
     a.master_term = ms_catalog_master_term(cl->cat);
     rc = ms_cluster_call(
         cl, server_id, RT__METHOD__ASSIGN_RANGES, "ASSIGN_RANGES", &a.base,
         timeout_ms ? timeout_ms : cl->assign_timeout_ms, cb, arg);
-    free(rv);
-    free(rvp);
+    ms_assignment_free(&as);
     return rc;
+}
+
+void ms_cluster_assign_push_peers(struct ms_cluster *cl, uint64_t server_id)
+{
+    for (size_t j = 0; j < ms_catalog_nservers(cl->cat); j++) {
+        uint64_t other = ms_catalog_server_at(cl->cat, j)->id;
+        bool shares = false;
+        if (other == server_id) {
+            continue;
+        }
+        for (size_t i = 0; !shares && i < ms_catalog_nranges(cl->cat); i++) {
+            const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
+            shares = ms_range_names(r, server_id) && ms_range_names(r, other);
+        }
+        if (shares) {
+            ms_cluster_assign_push(cl, other, 0, NULL, NULL);
+        }
+    }
 }

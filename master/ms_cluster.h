@@ -113,8 +113,8 @@ void ms_cluster_server_attach(struct ms_cluster *cl,
 bool ms_cluster_server_alive(struct ms_cluster *cl, struct ms_server *s);
 /* Up, connected and the connection is up: calls to it can be made. */
 bool ms_cluster_server_usable(struct ms_cluster *cl, uint64_t id);
-/* counts[i] = ranges assigned to cl->servers.v[i] (@counts has
- * cl->servers.n entries). */
+/* counts[i] = ranges whose primary (owner) is cl->servers.v[i] (@counts
+ * has cl->servers.n entries). */
 void ms_cluster_range_counts(struct ms_cluster *cl, size_t *counts);
 
 /* ---- peers ---- */
@@ -143,12 +143,31 @@ void ms_cluster_map_push(struct ms_cluster *cl);
 void ms_cluster_map_packed(struct ms_cluster *cl,
                            const uint8_t **buf,
                            size_t *len);
-/* Fills an rt.RegisterResp/Assignment range list for @server_id. The
- * returned arrays are malloc'd (free both); strings borrow the catalog. */
-size_t ms_cluster_assignment(struct ms_cluster *cl,
-                             uint64_t server_id,
-                             Rt__Range **ranges,
-                             Rt__Range ***ptrs);
+/* A server's assignment as rt.RegisterResp / rt.Assignment carry it. */
+struct ms_assignment
+{
+    Rt__Range **ranges; /* n_ranges entries, pointing into rv */
+    size_t n_ranges;
+    Rt__Server **peers; /* n_peers entries, pointing into sv */
+    size_t n_peers;
+    Rt__Range *rv;
+    Rt__Server *sv;
+};
+
+/* Fills @a with @server_id's assignment: every range whose replica set
+ * names it, any role (an RF 1 range names only its owner), in id order,
+ * and as peers every server those ranges' replica sets name (itself
+ * included), in id order, with addr, zone and up/down state. The arrays
+ * are malloc'd (ms_assignment_free); strings borrow the catalog and stay
+ * valid until its next change. */
+void ms_cluster_assignment(struct ms_cluster *cl,
+                           uint64_t server_id,
+                           struct ms_assignment *a);
+void ms_assignment_free(struct ms_assignment *a);
+/* ASSIGN_RANGES (not waited for) to every other server sharing a replica
+ * set with @server_id: its address or state changed, and their peers[]
+ * carry it. Unconnected servers learn it from their next heartbeat. */
+void ms_cluster_assign_push_peers(struct ms_cluster *cl, uint64_t server_id);
 
 /* ---- calls to partition servers ---- */
 

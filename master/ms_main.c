@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "ms_admin.h"
+#include "ms_catalog.h"
 #include "ms_http.h"
 #include "ms_master.h"
 #include "ms_policy.h"
@@ -63,6 +64,7 @@ int main(int argc, char **argv)
     long move_gain = 0, move_cool = 0, server_cool = 0, max_moves = 0;
     long merge_eps = 0, merge_sustain = 0, merge_max_mb = 0;
     long merge_after_split = 0, load_tau = 0, events_max = 0;
+    long rf = 0, min_insync = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -75,6 +77,13 @@ int main(int argc, char **argv)
         {"delete-grace-ms", RT_OPT_INT, &delete_grace, "30000",
          "a deleted table's name cannot be created again for this long "
          "(409 TableBeingDeleted); 0: no grace period"},
+        {"replication-factor", RT_OPT_INT, &rf, "1",
+         "copies of each new table's range (1..8), on distinct servers "
+         "(distinct zones while there are enough)"},
+        {"min-insync", RT_OPT_INT, &min_insync, NULL,
+         "in-sync copies a range's writes need, and live servers a table "
+         "creation needs; at most --replication-factor (default: "
+         "min(2, RF))"},
         {"policy", RT_OPT_STR, &policy, "default",
          "load-balancing policy: default | none (never splits, merges or "
          "moves by itself; rtctl still can)"},
@@ -158,6 +167,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "rt-master: --data is required\n");
         goto bad_flags;
     }
+    if (rf < 1 || rf > MS_REPLICAS_MAX) {
+        fprintf(stderr, "rt-master: --replication-factor: must be 1..%d\n",
+                MS_REPLICAS_MAX);
+        goto bad_flags;
+    }
+    if (min_insync == 0) {
+        min_insync = rf < 2 ? rf : 2;
+    }
+    if (min_insync < 1 || min_insync > rf) {
+        fprintf(stderr,
+                "rt-master: --min-insync %ld: must be 1..%ld (at most "
+                "--replication-factor)\n",
+                min_insync, rf);
+        goto bad_flags;
+    }
     {
         const long *nonneg[] = {
             &split_eps, &split_busy,    &split_sustain, &split_cool,
@@ -208,6 +232,8 @@ int main(int argc, char **argv)
     cfg.policy_cfg.merge_after_split_ms = (uint32_t)merge_after_split;
     cfg.load_tau_ms = (uint32_t)load_tau;
     cfg.events_cap = (size_t)events_max;
+    cfg.replication_factor = (uint32_t)rf;
+    cfg.min_insync = (uint32_t)min_insync;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

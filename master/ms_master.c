@@ -154,6 +154,25 @@ int ms_master_start(uv_loop_t *loop,
         m->cfg.heartbeat_timeout_ms = MS__DEFAULT_HB_TIMEOUT_MS;
     }
     m->cfg.policy = NULL;
+    if (!m->cfg.replication_factor) {
+        m->cfg.replication_factor = 1;
+    }
+    if (!m->cfg.min_insync) {
+        m->cfg.min_insync =
+            m->cfg.replication_factor < 2 ? m->cfg.replication_factor : 2;
+    }
+    if (m->cfg.replication_factor > MS_REPLICAS_MAX ||
+        m->cfg.min_insync > m->cfg.replication_factor) {
+        if (errmsg) {
+            rt_errmsg_printf(errmsg,
+                             "replication factor %u must be 1..%d and "
+                             "min-insync %u at most the replication factor",
+                             m->cfg.replication_factor, MS_REPLICAS_MAX,
+                             m->cfg.min_insync);
+        }
+        rc = RT_EINVAL;
+        goto err_after_alloc;
+    }
     {
         struct ms_policy_config zero;
         memset(&zero, 0, sizeof(zero));
@@ -183,7 +202,8 @@ int ms_master_start(uv_loop_t *loop,
     ms_cluster_init(&m->cl, m->cat, m->cfg.heartbeat_timeout_ms,
                     m->cfg.assign_timeout_ms, ms__cluster_changed, m);
     ms_balance_init(&m->bal, &m->cl, m->load, m->events, &m->policy,
-                    &m->cfg.policy_cfg, m->cfg.tick_ms, m->cfg.move_timeout_ms);
+                    &m->cfg.policy_cfg, m->cfg.tick_ms, m->cfg.move_timeout_ms,
+                    m->cfg.replication_factor, m->cfg.min_insync);
     m->bal_open = true;
     m->rpc.cl = &m->cl;
     m->rpc.bal = &m->bal;
@@ -205,10 +225,12 @@ int ms_master_start(uv_loop_t *loop,
     uv_timer_start(&m->tick, ms__tick_cb, m->cfg.tick_ms, m->cfg.tick_ms);
     rt_log(RT_LOG_INFO,
            "master up: rpc %s:%d, %zu tables, %zu ranges, %zu known servers, "
-           "map version %" PRIu64 ", policy %s",
+           "map version %" PRIu64
+           ", policy %s, replication factor %u (min-insync %u)",
            cfg->listen_host, ms_master_rpc_port(m), ms_catalog_ntables(m->cat),
            ms_catalog_nranges(m->cat), ms_catalog_nservers(m->cat),
-           ms_catalog_map_version(m->cat), m->policy.ops->name);
+           ms_catalog_map_version(m->cat), m->policy.ops->name,
+           m->cfg.replication_factor, m->cfg.min_insync);
     *out = m;
     return 0;
 

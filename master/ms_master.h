@@ -42,17 +42,21 @@ struct ms_master_config
     const char *policy;                 /* "default" (NULL) or "none" (borrowed
                                          * during start) */
     struct ms_policy_config policy_cfg; /* all zero = the defaults */
-    uint32_t load_tau_ms;     /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
-    uint32_t move_timeout_ms; /* MOVE_OUT timeout for an empty range; it
-                               * grows with the range's size; 0 = 30000 */
-    size_t events_cap;        /* events kept in memory; 0 = 10000 */
+    uint32_t load_tau_ms;        /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
+    uint32_t move_timeout_ms;    /* MOVE_OUT timeout for an empty range; it
+                                  * grows with the range's size; 0 = 30000 */
+    size_t events_cap;           /* events kept in memory; 0 = 10000 */
+    uint32_t replication_factor; /* copies of a new table's range,
+                                  * 1..MS_REPLICAS_MAX; 0 = 1 */
+    uint32_t min_insync;         /* 1..replication_factor; 0 = min(2, RF) */
 };
 
 /* Opens the catalog and the event log, starts listening and the liveness
  * timer (which also runs the policy). Servers known from the catalog start
  * "down" until they register; unsettled moves found in the catalog are
  * aborted once their servers are back. On 0 *out belongs to the caller.
- * Errors: RT_EINVAL (unknown policy), catalog errors (RT_EIO,
+ * Errors: RT_EINVAL (unknown policy, replication factor or min-insync
+ * out of range), catalog errors (RT_EIO,
  * RT_ECORRUPT), or a libuv error from listening; @errmsg (RT_ERRMSG_SIZE
  * bytes) says why. */
 int ms_master_start(uv_loop_t *loop,

@@ -2,11 +2,13 @@
  * method of the "master" groups in proto/rt.proto, as listed in
  * master/README.md ("RPC").
  *
- * Happy paths answer at once, except CREATE_TABLE, which commits, then
- * waits (bounded by the assign timeout) for the owning partition server to
- * acknowledge ASSIGN_RANGES, pushes MAP_UPDATE to the front ends and only
- * then replies. If that server does not answer, the table still exists and
- * the caller still gets success: the server's next heartbeat reply carries
+ * Happy paths answer at once, except CREATE_TABLE, which places the
+ * range's replicas (ms_balance_place; fewer than min-insync live servers:
+ * RT_EBUSY, nothing written), commits, then waits (bounded by the assign
+ * timeout) for every replica's partition server to acknowledge
+ * ASSIGN_RANGES, pushes MAP_UPDATE to the front ends and only then
+ * replies. If a server does not answer, the table still exists and the
+ * caller still gets success: the server's next heartbeat reply carries
  * the assignment. If the caller's connection is gone by then, the reply is
  * dropped by rt_rpc.
  *
@@ -111,18 +113,20 @@ static void ms__reply_assignment(const struct ms__req *q,
 {
     struct ms_cluster *cl = q->rpc->cl;
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
-    Rt__Range *rv, **rvp;
+    struct ms_assignment a;
     if (changed) {
         ms_cluster_map_changed(cl, bump);
     }
+    ms_cluster_assignment(cl, server_id, &a);
     resp.server_id = server_id;
-    resp.n_ranges = ms_cluster_assignment(cl, server_id, &rv, &rvp);
-    resp.ranges = rvp;
+    resp.n_ranges = a.n_ranges;
+    resp.ranges = a.ranges;
+    resp.n_peers = a.n_peers;
+    resp.peers = a.peers;
     resp.map_version = ms_catalog_map_version(cl->cat);
     resp.master_term = ms_catalog_master_term(cl->cat);
     ms__reply_pb(q, &resp.base);
-    free(rv);
-    free(rvp);
+    ms_assignment_free(&a);
     if (changed) {
         ms_cluster_map_push(cl);
     }
@@ -239,7 +243,7 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     for (size_t i = 0; i < req->n_range_ids; i++) {
         const struct ms_range *r =
             ms_catalog_range_find(q->rpc->cl->cat, req->range_ids[i]);
-        if (!r || r->server_id != sid) {
+        if (!r || !ms_range_names(r, sid)) {
             unknown++;
         }
     }
@@ -250,10 +254,14 @@ static void ms__h_register(const struct ms__req *q, void *arg)
            sid, req->server_id ? "" : " (new id)",
            rt_rpc_conn_peer(q->peer->conn), req->addr, ms__str(req->zone),
            req->n_range_ids, unknown,
-           ms_catalog_server_nranges(q->rpc->cl->cat, sid));
+           ms_catalog_server_nreplicas(q->rpc->cl->cat, sid));
     /* An addr, zone or incarnation change was versioned by the catalog
      * already. */
     ms__reply_assignment(q, sid, addr_changed || came_up, !addr_changed);
+    if (addr_changed || came_up) {
+        /* Its replica-set peers carry its address and state. */
+        ms_cluster_assign_push_peers(q->rpc->cl, sid);
+    }
 }
 
 static void ms__h_heartbeat(const struct ms__req *q, void *arg)
@@ -281,6 +289,9 @@ static void ms__h_heartbeat(const struct ms__req *q, void *arg)
         ms_balance_server_state(q->rpc->bal, s, "heartbeat");
     }
     ms__reply_assignment(q, s->id, came_up, true);
+    if (came_up) {
+        ms_cluster_assign_push_peers(q->rpc->cl, s->id);
+    }
 }
 
 /* ---- front ends: hello, map ---- */
@@ -314,6 +325,7 @@ struct ms__create_op
     uint64_t table_id;
     char *account;
     char *name;
+    size_t waiting; /* ASSIGN_RANGES not answered yet */
 };
 
 static void ms__create_finish(struct ms__create_op *op)
@@ -332,10 +344,34 @@ static void ms__create_assigned_cb(int status,
                                    size_t len,
                                    void *arg)
 {
+    struct ms__create_op *op = arg;
     (void)status; /* logged by ms_cluster_call; success either way */
     (void)body;
     (void)len;
-    ms__create_finish(arg);
+    if (--op->waiting == 0) {
+        ms__create_finish(op);
+    }
+}
+
+/* The refusal when fewer than min-insync servers can take the range
+ * (docs/DESIGN-replication.md §8.3); RF 1 keeps its old message. */
+static void ms__create_refuse(const struct ms__req *q,
+                              const char *account,
+                              const char *name,
+                              size_t live)
+{
+    uint32_t need = q->rpc->bal->min_insync;
+    char msg[128];
+    if (need <= 1) {
+        snprintf(msg, sizeof(msg), "no live partition server");
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "table creation needs %" PRIu32
+                 " live partition servers, %zu %s up",
+                 need, live, live == 1 ? "is" : "are");
+    }
+    rt_log(RT_LOG_WARN, "create table %s/%s: %s", account, name, msg);
+    ms__fail(q, RT_EBUSY, msg);
 }
 
 static void ms__h_create(const struct ms__req *q, void *arg)
@@ -345,7 +381,10 @@ static void ms__h_create(const struct ms__req *q, void *arg)
     const struct ms_table *t;
     const struct ms_range *r;
     struct ms__create_op *op;
-    uint64_t sid;
+    uint64_t ids[MS_REPLICAS_MAX];
+    struct ms_replica_spec rs;
+    size_t n, live;
+    char list[MS_REPLICAS_MAX * 24] = "";
     int rc;
 
     if (ms_table_name_check(name) != 0) {
@@ -365,22 +404,30 @@ static void ms__h_create(const struct ms__req *q, void *arg)
         ms__fail(q, RT_ETABLEBEINGDELETED, NULL);
         return;
     }
-    sid = ms_balance_place(q->rpc->bal);
-    if (!sid) {
-        rt_log(RT_LOG_WARN, "create table %s/%s: no live partition server",
-               account, name);
-        ms__fail(q, RT_EBUSY, "no live partition server");
+    n = ms_balance_place(q->rpc->bal, ids, &live);
+    if (n == 0 || n < q->rpc->bal->min_insync) {
+        ms__create_refuse(q, account, name, live);
         return;
     }
-    rc = ms_catalog_create_table(q->rpc->cl->cat, account, name, sid, &t, &r);
+    rs.servers = ids;
+    rs.n = n;
+    rs.rf = q->rpc->bal->rf;
+    rs.min_insync = q->rpc->bal->min_insync;
+    rc =
+        ms_catalog_create_table_rs(q->rpc->cl->cat, account, name, &rs, &t, &r);
     if (rc) {
         ms__fail(q, rc, NULL);
         return;
     }
+    for (size_t i = 0, len = 0; i < n && len < sizeof(list); i++) {
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRIu64,
+                                i ? "," : "", ids[i]);
+    }
     rt_log(RT_LOG_INFO,
            "table %s/%s created: id %" PRIu64 ", range %" PRIu64
-           " on server %" PRIu64 ", map version %" PRIu64,
-           account, t->name, t->id, r->id, sid,
+           " on server %" PRIu64 " (replicas %s, rf %" PRIu32
+           "), map version %" PRIu64,
+           account, t->name, t->id, r->id, ids[0], list, rs.rf,
            ms_catalog_map_version(q->rpc->cl->cat));
     ms_balance_range_created(q->rpc->bal, r->id);
     ms_cluster_map_changed(q->rpc->cl, false);
@@ -393,9 +440,17 @@ static void ms__h_create(const struct ms__req *q, void *arg)
     op->table_id = t->id;
     op->account = rt_xstrdup(t->account);
     op->name = rt_xstrdup(t->name);
-    if (ms_cluster_assign_push(q->rpc->cl, sid, 0, ms__create_assigned_cb,
-                               op) != 0) {
-        ms__create_finish(op); /* not connected: the heartbeat reconciles */
+    /* Every replica is told; the reply waits for all of them (bounded).
+     * One not connected learns it from its next heartbeat reply. */
+    op->waiting = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (ms_cluster_assign_push(q->rpc->cl, ids[i], 0,
+                                   ms__create_assigned_cb, op) == 0) {
+            op->waiting++;
+        }
+    }
+    if (--op->waiting == 0) {
+        ms__create_finish(op);
     }
 }
 

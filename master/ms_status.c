@@ -92,6 +92,20 @@ static json_t *ms__json_u64(uint64_t v)
 
 /* Keys come from clients as UTF-8; should one hold an invalid byte, show
  * it as '?' rather than losing the whole document. */
+static const char *ms__role_name(Rt__ReplRole role)
+{
+    switch (role) {
+        case RT__REPL_ROLE__ROLE_PRIMARY:
+            return "primary";
+        case RT__REPL_ROLE__ROLE_SECONDARY:
+            return "secondary";
+        case RT__REPL_ROLE__ROLE_LEARNER:
+            return "learner";
+        default:
+            return "none";
+    }
+}
+
 static json_t *ms__json_key(const char *s)
 {
     json_t *j = json_string(s);
@@ -129,6 +143,9 @@ static char *ms__build_json(struct ms_cluster *cl,
         json_object_set_new(
             o, "state", json_string(s->state == MS_SERVER_UP ? "up" : "down"));
         json_object_set_new(o, "ranges", ms__json_u64(counts[i]));
+        json_object_set_new(
+            o, "replicas",
+            ms__json_u64(ms_catalog_server_nreplicas(cl->cat, s->id)));
         /* null: not heard from since this master started. */
         json_object_set_new(
             o, "last_heartbeat_ms_ago",
@@ -205,17 +222,25 @@ static char *ms__build_json(struct ms_cluster *cl,
         json_object_set_new(o, "epoch", ms__json_u64(r->epoch));
         /* The replica set: "server" stays the primary for older tools. */
         {
-            json_t *reps = json_array(), *isr = json_array();
+            json_t *reps = json_array(), *roles = json_array();
+            json_t *isr = json_array();
             for (size_t j = 0; j < r->nreplicas; j++) {
                 json_array_append_new(reps,
                                       ms__json_u64(r->replicas[j].server_id));
+                json_array_append_new(
+                    roles, json_string(ms__role_name(r->replicas[j].role)));
             }
             for (size_t j = 0; j < r->nisr; j++) {
                 json_array_append_new(isr, ms__json_u64(r->isr[j]));
             }
             json_object_set_new(o, "replicas", reps);
+            json_object_set_new(o, "roles", roles);
             json_object_set_new(o, "primary", ms__json_u64(r->server_id));
             json_object_set_new(o, "insync", isr);
+            json_object_set_new(o, "rf", ms__json_u64(r->rf));
+            json_object_set_new(o, "min_insync", ms__json_u64(r->min_insync));
+            json_object_set_new(o, "under_replicated",
+                                json_boolean(r->nreplicas < r->rf));
         }
         {
             const struct ms_load_range *l = ms_load_find(bal->load, r->id);
@@ -251,6 +276,13 @@ static char *ms__build_json(struct ms_cluster *cl,
         json_object_set_new(pol, "split_eps", json_real(c->split_eps));
         json_object_set_new(pol, "max_moves", ms__json_u64(c->max_moves));
         json_object_set_new(root, "policy", pol);
+        {
+            json_t *rep = json_object();
+            json_object_set_new(rep, "factor", ms__json_u64(bal->rf));
+            json_object_set_new(rep, "min_insync",
+                                ms__json_u64(bal->min_insync));
+            json_object_set_new(root, "replication", rep);
+        }
         for (size_t i = 0; i < bal->exec.ops.n; i++) {
             const struct ms_op *op = bal->exec.ops.v[i];
             static const char *const kinds[] = {"split", "merge", "move"};
@@ -308,7 +340,7 @@ static void ms__metric1(struct rt_buf *b,
 static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
 {
     struct rt_buf b = RT_BUF_INIT;
-    size_t up = 0, down = 0, len;
+    size_t up = 0, down = 0, under = 0, len;
     char *out;
     for (size_t i = 0; i < cl->servers.n; i++) {
         if (((struct ms_server *)cl->servers.v[i])->state == MS_SERVER_UP) {
@@ -323,6 +355,13 @@ static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
     rt_buf_printf(&b, "rt_master_servers{state=\"down\"} %zu\n", down);
     ms__metric1(&b, "rt_master_ranges", "gauge", "Ranges in the partition map.",
                 ms_catalog_nranges(cl->cat));
+    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
+        const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
+        under += r->nreplicas < r->rf;
+    }
+    ms__metric1(&b, "rt_master_under_replicated_ranges", "gauge",
+                "Ranges with fewer replicas than their replication factor.",
+                under);
     ms__metric1(&b, "rt_master_tables", "gauge",
                 "Tables in the catalog (all accounts).",
                 ms_catalog_ntables(cl->cat));
