@@ -373,6 +373,35 @@ static char *rtctl_ids(json_t *arr)
     return rtctl_dup(buf);
 }
 
+/* A range's replica set as "1*,2,3": the ids of "replicas", the
+ * primary starred, a learner marked "~" (malloc'd; "-" when absent). */
+static char *rtctl_replicas(json_t *o)
+{
+    json_t *ids = json_object_get(o, "replicas");
+    json_t *roles = json_object_get(o, "roles");
+    char buf[256] = "";
+    size_t len = 0, i;
+    json_t *v;
+    if (!json_is_array(ids)) {
+        return rtctl_dup("-");
+    }
+    json_array_foreach(ids, i, v)
+    {
+        const char *role = json_string_value(json_array_get(roles, i));
+        const char *mark = !role                          ? ""
+                           : strcmp(role, "primary") == 0 ? "*"
+                           : strcmp(role, "learner") == 0 ? "~"
+                                                          : "";
+        int n = snprintf(buf + len, sizeof(buf) - len, "%s%lld%s", i ? "," : "",
+                         (long long)json_integer_value(v), mark);
+        if (n < 0 || (size_t)n >= sizeof(buf) - len) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    return rtctl_dup(buf);
+}
+
 static void rtctl_print_table(json_t *root)
 {
     json_t *servers = json_object_get(root, "servers");
@@ -387,32 +416,34 @@ static void rtctl_print_table(json_t *root)
         printf("map version %lld\n\n", (long long)json_integer_value(v));
     }
     printf("SERVERS\n");
-    t.ncols = 5;
-    rtctl_tab_add(
-        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"), rtctl_dup("STATE"),
-                       rtctl_dup("RANGES"), rtctl_dup("LOAD/S")});
+    t.ncols = 6;
+    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"),
+                                 rtctl_dup("STATE"), rtctl_dup("RANGES"),
+                                 rtctl_dup("REPLICAS"), rtctl_dup("LOAD/S")});
     json_array_foreach(servers, i, o)
     {
         char state[48];
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "ranges", num[1], sizeof(num[1]));
         rtctl_load(o, num[2], sizeof(num[2]));
+        rtctl_int(o, "replicas", num[3], sizeof(num[3]));
         snprintf(
             state, sizeof(state), "%s%s", rtctl_str(o, "state", "?"),
             json_is_true(json_object_get(o, "draining")) ? ",draining" : "");
-        rtctl_tab_add(
-            &t,
-            (char *[]){rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "addr", "")),
-                       rtctl_dup(state), rtctl_dup(num[1]), rtctl_dup(num[2])});
+        rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
+                                     rtctl_dup(rtctl_str(o, "addr", "")),
+                                     rtctl_dup(state), rtctl_dup(num[1]),
+                                     rtctl_dup(num[3]), rtctl_dup(num[2])});
     }
     rtctl_tab_print(&t);
 
     printf("\nRANGES\n");
-    t.ncols = 8;
-    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"),
-                                 rtctl_dup("LOW"), rtctl_dup("HIGH"),
-                                 rtctl_dup("SERVER"), rtctl_dup("REPLICAS"),
-                                 rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
+    t.ncols = 9;
+    rtctl_tab_add(
+        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
+                       rtctl_dup("HIGH"), rtctl_dup("SERVER"),
+                       rtctl_dup("REPLICAS"), rtctl_dup("INSYNC"),
+                       rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
     json_array_foreach(ranges, i, o)
     {
         char load[64];
@@ -420,15 +451,18 @@ static void rtctl_print_table(json_t *root)
         rtctl_int(o, "server", num[1], sizeof(num[1]));
         rtctl_int(o, "epoch", num[2], sizeof(num[2]));
         rtctl_load(o, num[3], sizeof(num[3]));
-        snprintf(load, sizeof(load), "%s%s%s", num[3],
+        snprintf(load, sizeof(load), "%s%s%s%s", num[3],
                  json_is_true(json_object_get(o, "hot")) ? " hot" : "",
-                 json_is_true(json_object_get(o, "busy")) ? " busy" : "");
+                 json_is_true(json_object_get(o, "busy")) ? " busy" : "",
+                 json_is_true(json_object_get(o, "under_replicated"))
+                     ? " under-replicated"
+                     : "");
         rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
                                      rtctl_dup(rtctl_str(o, "table", "?")),
                                      rtctl_bound(json_object_get(o, "low")),
                                      rtctl_bound(json_object_get(o, "high")),
-                                     rtctl_dup(num[1]),
-                                     rtctl_ids(json_object_get(o, "replicas")),
+                                     rtctl_dup(num[1]), rtctl_replicas(o),
+                                     rtctl_ids(json_object_get(o, "insync")),
                                      rtctl_dup(num[2]), rtctl_dup(load)});
     }
     rtctl_tab_print(&t);
