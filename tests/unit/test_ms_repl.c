@@ -597,6 +597,40 @@ static void test_restart_reloads(void **state)
     assert_int_equal(f->ps[3].npeers, 4);
 }
 
+/* A server that registers again from another address: the servers that
+ * share a replica set with it are pushed an assignment whose peers carry
+ * the new address; a server sharing none is not. */
+static void test_peer_address_change(void **state)
+{
+    struct fx *f = *state;
+    int before[NPS];
+    bool seen = false;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0); /* 0, 2, 3 */
+    for (int i = 0; i < NPS; i++) {
+        WAIT_UNTIL(f, i == 1 || f->ps[i].assigns >= 1);
+        before[i] = f->ps[i].assigns;
+    }
+    rt_rpc_client_close(f->ps[3].cli);
+    f->ps[3].cli = NULL;
+    snprintf(f->ps[3].addr, sizeof(f->ps[3].addr), "127.0.0.1:7999");
+    ps_start(f, 3);
+    WAIT_UNTIL(f, f->ps[0].assigns > before[0] && f->ps[2].assigns > before[2]);
+    for (size_t i = 0; i < f->ps[0].npeers; i++) {
+        if (f->ps[0].peer_ids[i] == f->ps[3].id) {
+            assert_string_equal(f->ps[0].peer_addrs[i], "127.0.0.1:7999");
+            seen = true;
+        }
+    }
+    assert_true(seen);
+    th_ms_spin(&f->loop, 100);
+    assert_int_equal(f->ps[1].assigns, before[1]);
+}
+
 /* RF 1 (the default) is unchanged: one replica, the owner, rf and
  * min_insync 1, placed on the server with the fewest ranges. */
 static void test_rf1_default(void **state)
@@ -660,6 +694,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replicated_refusals, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_reloads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_address_change, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_rf1_default, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
     };
