@@ -106,6 +106,27 @@ static const char *ms__role_name(Rt__ReplRole role)
     }
 }
 
+/* Two of @r's replicas on servers that declared the same zone: the
+ * placement ran out of zones (docs/DESIGN-replication.md §8.3). Servers
+ * without a zone never count. */
+static bool ms__zone_violation(const struct ms_catalog *cat,
+                               const struct ms_range *r)
+{
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        const struct ms_server_rec *a =
+            ms_catalog_server_find(cat, r->replicas[i].server_id);
+        for (size_t j = i + 1; a && a->zone && *a->zone && j < r->nreplicas;
+             j++) {
+            const struct ms_server_rec *b =
+                ms_catalog_server_find(cat, r->replicas[j].server_id);
+            if (b && b->zone && strcmp(a->zone, b->zone) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static json_t *ms__json_key(const char *s)
 {
     json_t *j = json_string(s);
@@ -241,6 +262,8 @@ static char *ms__build_json(struct ms_cluster *cl,
             json_object_set_new(o, "min_insync", ms__json_u64(r->min_insync));
             json_object_set_new(o, "under_replicated",
                                 json_boolean(r->nreplicas < r->rf));
+            json_object_set_new(o, "zone_violation",
+                                json_boolean(ms__zone_violation(cl->cat, r)));
         }
         {
             const struct ms_load_range *l = ms_load_find(bal->load, r->id);

@@ -422,6 +422,13 @@ static void test_create_places_replicas(void **state)
         assert_true(k == 0 || k == 2 || k == 3);
         assert_string_equal(f->ps[3].peer_addrs[i], f->ps[k].addr);
     }
+    {
+        json_t *o = status_range(f, r->id);
+        assert_non_null(o);
+        assert_false(json_is_true(json_object_get(o, "zone_violation")));
+        assert_false(json_is_true(json_object_get(o, "under_replicated")));
+        json_decref(o);
+    }
     /* A heartbeat reply carries the same; the fourth server's is empty. */
     ps_heartbeat(f, 2);
     assert_int_equal(f->ps[2].nranges, 1);
@@ -597,6 +604,31 @@ static void test_restart_reloads(void **state)
     assert_int_equal(f->ps[3].npeers, 4);
 }
 
+/* More copies than zones: spread evenly (two in z1, one each in z2 and
+ * z3) and marked as a zone violation in the status. */
+static void test_zone_violation(void **state)
+{
+    struct fx *f = *state;
+    Rt__Map *map;
+    json_t *o;
+    f->rf = 4;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0);
+    map = get_map(f);
+    assert_int_equal(map->ranges[0]->n_replicas, 4);
+    assert_int_equal(map->ranges[0]->min_insync, 2);
+    o = status_range(f, map->ranges[0]->id);
+    rt__map__free_unpacked(map, NULL);
+    assert_non_null(o);
+    assert_true(json_is_true(json_object_get(o, "zone_violation")));
+    assert_false(json_is_true(json_object_get(o, "under_replicated")));
+    json_decref(o);
+}
+
 /* A server that registers again from another address: the servers that
  * share a replica set with it are pushed an assignment whose peers carry
  * the new address; a server sharing none is not. */
@@ -694,6 +726,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replicated_refusals, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_reloads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zone_violation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_address_change, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rf1_default, setup, teardown),

@@ -451,11 +451,14 @@ static void rtctl_print_table(json_t *root)
         rtctl_int(o, "server", num[1], sizeof(num[1]));
         rtctl_int(o, "epoch", num[2], sizeof(num[2]));
         rtctl_load(o, num[3], sizeof(num[3]));
-        snprintf(load, sizeof(load), "%s%s%s%s", num[3],
+        snprintf(load, sizeof(load), "%s%s%s%s%s", num[3],
                  json_is_true(json_object_get(o, "hot")) ? " hot" : "",
                  json_is_true(json_object_get(o, "busy")) ? " busy" : "",
                  json_is_true(json_object_get(o, "under_replicated"))
                      ? " under-replicated"
+                     : "",
+                 json_is_true(json_object_get(o, "zone_violation"))
+                     ? " zone-violation"
                      : "");
         rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
                                      rtctl_dup(rtctl_str(o, "table", "?")),
