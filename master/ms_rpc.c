@@ -156,8 +156,9 @@ static void ms__reply_map(const struct ms__req *q)
  * is refused (RT_EEXIST: a copy of a data directory, or a wiped server
  * restarted before we saw it go; the latter passes once it is marked
  * down). A server that comes back wiped while down is accepted with a
- * warning: with RF 1 there is no other copy to protect, and the design's
- * handling (docs/DESIGN-replication.md §8.1) comes with learners.
+ * warning: the design's handling (docs/DESIGN-replication.md §8.1: its
+ * copies of replicated ranges rebuilt as learners) comes with learners;
+ * until then such a copy is as empty as an RF 1 range would be.
  * Returns false when the registration was refused (answered). */
 static bool ms__check_incarnation(const struct ms__req *q,
                                   const Rt__RegisterReq *req)
