@@ -151,7 +151,10 @@
     X(ELSNGAP, -10111, 500, "InternalError",                                   \
       "The append is not at the next LSN.")                                    \
     X(EDIVERGED, -10112, 500, "InternalError",                                 \
-      "The replica's history diverges.")
+      "The replica's history diverges.")                                       \
+    /* RPC: a call that never left this process (rt_rpc.h). */                 \
+    X(ENOTSENT, -10113, 503, "ServerBusy",                                     \
+      "The request was never sent to the server.")
 
 enum rt_err {
     RT_OK = 0,

@@ -9,7 +9,13 @@
  *     min-heap on deadline, scanned by one periodic timer per connection;
  *   - writes: frames are appended to a per-connection buffer and flushed by a
  *     uv_prepare handle (runs once per loop iteration, before polling), so
- *     every frame queued in one iteration leaves in one uv_write;
+ *     every frame queued in one iteration leaves in one uv_write. At most one
+ *     uv_write is in flight per socket: frames queued meanwhile wait in the
+ *     buffer for its callback. So a frame still in the buffer has certainly
+ *     not reached the socket, which is what tells a call that was never sent
+ *     (RT_ENOTSENT, when the conn reports it) from one whose bytes may have
+ *     reached the peer (RT_ENOCONN): each call remembers the number of the
+ *     batch (wseq) its frame went into;
  *   - deferred completions: failures noticed at call time (connection down)
  *     and calls failed by a drop or a close complete from a zero-delay timer,
  *     never synchronously inside the caller.
@@ -200,6 +206,7 @@ struct rt_rpc_pending
     rt_rpc_reply_cb cb;
     void *arg;
     size_t heap_idx;
+    uint64_t wseq;               /* conn->wseq when its frame was queued */
     int status;                  /* deferred completion status */
     struct rt_rpc_pending *next; /* deferred list link */
 };
@@ -213,6 +220,7 @@ struct rt_rpc_sock
     struct rt_rpc_conn *conn;
     struct rt_rpc_reader reader;
     uint8_t *rbuf;
+    int writing; /* a uv_write on this socket has not called back yet */
 };
 
 struct rt_rpc_defer
@@ -235,10 +243,11 @@ struct rt_rpc_conn
     struct rt_rpc_client *cli; /* client-side conn */
     struct rt_rpc_sock *sock;  /* established socket or NULL */
     int up;
-    int retired;  /* owner is done; embedded handles closing/closed */
-    int closing;  /* owner closing: calls fail with RT_ECANCELED */
-    int refs;     /* owner + user refs */
-    int nhandles; /* handles not yet through their close callback */
+    int retired;       /* owner is done; embedded handles closing/closed */
+    int closing;       /* owner closing: calls fail with RT_ECANCELED */
+    int refs;          /* owner + user refs */
+    int nhandles;      /* handles not yet through their close callback */
+    int report_unsent; /* calls never written fail RT_ENOTSENT */
     rt_rpc_request_cb on_request;
     rt_rpc_conn_cb on_conn;
     void *ud;
@@ -261,6 +270,7 @@ struct rt_rpc_conn
     size_t wlen;
     size_t wcap;
     size_t whint;
+    uint64_t wseq; /* batches handed to uv_write; the buffer holds the next */
 
     /* Deferred completions. */
     struct rt_rpc_pending *defer_head;
@@ -523,7 +533,22 @@ static void defer_push(struct rt_rpc_conn *conn,
     }
 }
 
-/* Moves every pending call to the deferred queue with @status. */
+/* The status a call failed by a lost connection completes with: a call
+ * whose frame never reached the socket (its batch is still the buffer's)
+ * is RT_ENOTSENT when the conn reports it, any other RT_ENOCONN; other
+ * statuses are kept. */
+static int call_status(const struct rt_rpc_conn *conn,
+                       const struct rt_rpc_pending *p,
+                       int status)
+{
+    if (status == RT_ENOCONN && conn->report_unsent && p->wseq == conn->wseq) {
+        return RT_ENOTSENT;
+    }
+    return status;
+}
+
+/* Moves every pending call to the deferred queue with @status (see
+ * call_status). */
 static void fail_all_pending(struct rt_rpc_conn *conn, int status)
 {
     size_t n = conn->heap_len;
@@ -535,7 +560,7 @@ static void fail_all_pending(struct rt_rpc_conn *conn, int status)
     memset(conn->ht, 0, conn->ht_cap * sizeof(*conn->ht));
     conn->ht_len = 0;
     for (size_t i = 0; i < n; i++) {
-        defer_push(conn, heap[i], status);
+        defer_push(conn, heap[i], call_status(conn, heap[i], status));
     }
     uv_timer_stop(&conn->tmo);
 }
@@ -567,6 +592,8 @@ static void tmo_cb(uv_timer_t *t)
 /* Writes                                                              */
 /* ------------------------------------------------------------------ */
 
+static void flush_cb(uv_prepare_t *h);
+
 static void write_cb(uv_write_t *req, int status)
 {
     struct rt_rpc_wreq *w = container_of(req, struct rt_rpc_wreq, req);
@@ -575,10 +602,16 @@ static void write_cb(uv_write_t *req, int status)
 
     free(w->data);
     free(w);
-    if (status < 0 && conn->sock == sock) {
+    sock->writing = 0;
+    if (conn->sock != sock) {
+        return;
+    }
+    if (status < 0) {
         rt_log(RT_LOG_INFO, "rpc: write to %s failed: %s", conn->peer,
                uv_strerror(status));
         conn_drop(conn, RT_ENOCONN);
+    } else if (conn->wlen > 0) {
+        uv_prepare_start(&conn->flush, flush_cb);
     }
 }
 
@@ -593,6 +626,9 @@ static void flush_cb(uv_prepare_t *h)
         conn->wlen = 0;
         return;
     }
+    if (conn->sock->writing) {
+        return; /* write_cb flushes what gathered meanwhile */
+    }
     struct rt_rpc_wreq *w = rt_xmalloc(sizeof(*w));
     w->sock = conn->sock;
     w->data = conn->wbuf;
@@ -604,12 +640,17 @@ static void flush_cb(uv_prepare_t *h)
     conn->wcap = 0;
     int rc = uv_write(&w->req, (uv_stream_t *)&w->sock->tcp, &buf, 1, write_cb);
     if (rc < 0) {
+        /* Refused before any byte was written: the batch's calls stay
+         * unsent (wseq unchanged). */
         free(w->data);
         free(w);
         rt_log(RT_LOG_INFO, "rpc: write to %s failed: %s", conn->peer,
                uv_strerror(rc));
         conn_drop(conn, RT_ENOCONN);
+        return;
     }
+    w->sock->writing = 1;
+    conn->wseq++;
 }
 
 /* Appends one frame to the write buffer and arms the flush. @h->len must
@@ -1257,7 +1298,10 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
     }
     if (!conn->up && !conn_connecting(conn)) {
         if (p) {
-            defer_push(conn, p, conn->closing ? RT_ECANCELED : RT_ENOCONN);
+            p->wseq = conn->wseq;
+            defer_push(conn, p,
+                       conn->closing ? RT_ECANCELED
+                                     : call_status(conn, p, RT_ENOCONN));
         }
         return 0;
     }
@@ -1273,6 +1317,7 @@ int rt_rpc_call(struct rt_rpc_conn *conn,
         }
         p->deadline = uv_now(conn->loop) +
                       (timeout_ms ? timeout_ms : RT_RPC_DEFAULT_TIMEOUT_MS);
+        p->wseq = conn->wseq;
         ht_insert(conn, p);
         heap_push(conn, p);
         if (!uv_is_active((uv_handle_t *)&conn->tmo)) {
@@ -1393,6 +1438,11 @@ void rt_rpc_conn_unref(struct rt_rpc_conn *conn)
     RT_PRE(conn->refs > 0);
     conn->refs--;
     conn_maybe_free(conn);
+}
+
+void rt_rpc_conn_report_unsent(struct rt_rpc_conn *conn, int on)
+{
+    conn->report_unsent = on != 0;
 }
 
 int rt_rpc_conn_is_up(const struct rt_rpc_conn *conn)

@@ -25,6 +25,12 @@
  * exponential backoff (50 ms doubling to 2 s); a server (rt_rpc_server)
  * accepts connections and serves them with the same request callback.
  *
+ * Writes: the frames queued in one loop iteration leave in one write, and a
+ * socket has at most one write in flight; frames queued meanwhile wait for
+ * it. A frame still waiting has not reached the socket, which is how a
+ * call that was never sent is told from one that was (RT_ENOTSENT vs
+ * RT_ENOCONN, rt_rpc_conn_report_unsent).
+ *
  * Thread: everything here runs on the loop thread that created the object.
  * Other threads must hop to the loop (uv_async_send) before calling in.
  *
@@ -100,9 +106,17 @@ typedef void (*rt_rpc_request_cb)(struct rt_rpc_conn *conn,
                                   size_t len,
                                   void *ud);
 /* A reply: status 0 or the peer's RT_E* code; RT_ETIMEDOUT when no reply
- * came in time; RT_ENOCONN when the connection was down or dropped before
- * the reply; RT_ECANCELED when the client/server is being closed. @body is
- * borrowed for the call (NULL/0 on local errors). Fires exactly once. */
+ * came in time (the request may have been executed, and one not yet
+ * written when its time ran out may still be written later); RT_ENOCONN
+ * when the connection was down or dropped before the reply; RT_ECANCELED
+ * when the client/server is being closed. On a conn that reports unsent
+ * calls (rt_rpc_conn_report_unsent), RT_ENOCONN is split: RT_ENOTSENT for
+ * a request none of whose bytes was handed to the socket (the conn was
+ * down at call time, the connect it waited for failed or was abandoned, or
+ * it still waited behind an unfinished write when the connection dropped),
+ * so the peer cannot have executed it; RT_ENOCONN for one that was
+ * written, wholly or in part, whose outcome is unknown. @body is borrowed
+ * for the call (NULL/0 on local errors). Fires exactly once. */
 typedef void (*rt_rpc_reply_cb)(int status,
                                 const uint8_t *body,
                                 size_t len,
@@ -146,7 +160,8 @@ void rt_rpc_client_close(struct rt_rpc_client *c);
 /* Sends a request. @body is copied. @cb NULL = one-way (id 0, no reply).
  * @timeout_ms 0 = default 5000. Returns 0 (cb will fire exactly once) or
  * RT_EINVAL (body too large). A down connection is reported through cb
- * with RT_ENOCONN on a later tick. */
+ * with RT_ENOCONN (RT_ENOTSENT if the conn reports unsent calls) on a
+ * later tick. */
 int rt_rpc_call(struct rt_rpc_conn *conn,
                 uint32_t method,
                 const uint8_t *body,
@@ -193,6 +208,13 @@ int rt_rpc_reply_err_at(struct rt_rpc_conn *conn,
  * A conn stays valid (but maybe closed) until its last unref. */
 void rt_rpc_conn_ref(struct rt_rpc_conn *conn);
 void rt_rpc_conn_unref(struct rt_rpc_conn *conn);
+/* @on != 0: calls on @conn that fail because the connection is down or
+ * dropped complete with RT_ENOTSENT when their request was never written
+ * to the socket (see rt_rpc_reply_cb), so the caller may send them again
+ * without risking a second execution. Off by default: such calls complete
+ * with RT_ENOCONN, as callers written before this status expect. Takes
+ * effect for calls that fail from now on. */
+void rt_rpc_conn_report_unsent(struct rt_rpc_conn *conn, int on);
 int rt_rpc_conn_is_up(const struct rt_rpc_conn *conn);
 /* "ip:port" of the peer (empty when down). Valid while the conn is. */
 const char *rt_rpc_conn_peer(const struct rt_rpc_conn *conn);

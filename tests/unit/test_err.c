@@ -53,6 +53,17 @@ static void test_replication_codes(void **state)
     assert_true(rt_err_is_rt(RT_ELSNGAP));
 }
 
+/* A call rt_rpc never wrote is a retryable 503 (nothing was executed); its
+ * number follows the replication codes and never changes. */
+static void test_notsent_code(void **state)
+{
+    (void)state;
+    assert_int_equal(RT_ENOTSENT, -10113);
+    assert_int_equal(rt_err_http_status(RT_ENOTSENT), 503);
+    assert_string_equal(rt_err_azure_code(RT_ENOTSENT), "ServerBusy");
+    assert_string_equal(rt_err_name(RT_ENOTSENT), "ENOTSENT");
+}
+
 /* Unknown codes (libuv's) fall back to 500 InternalError; messages exist. */
 static void test_unknown(void **state)
 {
@@ -81,6 +92,7 @@ int main(void)
         cmocka_unit_test(test_azure_mapping),
         cmocka_unit_test(test_internal_codes),
         cmocka_unit_test(test_replication_codes),
+        cmocka_unit_test(test_notsent_code),
         cmocka_unit_test(test_unknown),
         cmocka_unit_test(test_wrap),
     };

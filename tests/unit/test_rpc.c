@@ -53,6 +53,7 @@ struct fx
     int oneway;
     int status[16];
     int calls_done[16];
+    int report_unsent; /* the client reports calls never sent */
     uint64_t t_start;
     uint64_t t_end;
     struct rt_rpc_conn *srv_conn;
@@ -655,6 +656,7 @@ static void cli_drop_conn(struct rt_rpc_conn *conn, int up, void *ud)
     if (f->cli_up++ > 0) {
         return;
     }
+    rt_rpc_conn_report_unsent(conn, f->report_unsent);
     for (int i = 0; i < N_DROP; i++) {
         assert_int_equal(rt_rpc_call(conn, RT__METHOD__PING, NULL, 0, 5000,
                                      drop_reply_cb, (void *)(uintptr_t)i),
@@ -678,6 +680,182 @@ static void test_drop(void **state)
     assert_true(F.cli_down >= 1);
     assert_true(F.srv_down >= 1);
     assert_int_equal(F.srv_down, F.srv_up);
+}
+
+/* A request the server received was written: with unsent calls reported,
+ * its connection dropping still fails it with RT_ENOCONN (outcome
+ * unknown), never RT_ENOTSENT. */
+static void test_drop_sent_reported(void **state)
+{
+    (void)state;
+    fx_init();
+    F.report_unsent = 1;
+    start_server(srv_drop_after, srv_count_conn);
+    start_client(NULL, cli_drop_conn);
+    fx_run_and_close();
+    for (int i = 0; i < N_DROP; i++) {
+        assert_int_equal(F.calls_done[i], 1);
+        assert_int_equal(F.status[i], RT_ENOCONN);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls never sent                                                    */
+/* ------------------------------------------------------------------ */
+
+static void unsent_reply_cb(int status,
+                            const uint8_t *body,
+                            size_t len,
+                            void *arg)
+{
+    int i = (int)(uintptr_t)arg;
+    (void)body;
+    (void)len;
+    F.status[i] = status;
+    F.calls_done[i]++;
+}
+
+/* A port nothing listens on (bound, then closed). */
+static int free_port(void)
+{
+    static uv_tcp_t probe; /* closed by the test's loop run */
+    struct sockaddr_in sa;
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    uv_tcp_init(&F.loop, &probe);
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
+    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&ss, &sl),
+                     0);
+    uv_close((uv_handle_t *)&probe, NULL);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void unsent_down_cb(uv_timer_t *t)
+{
+    struct rt_rpc_conn *conn = rt_rpc_client_conn(F.cli);
+    (void)t;
+    /* Backing off after the refused connect: down at call time. */
+    assert_false(rt_rpc_conn_is_up(conn));
+    rt_rpc_call(conn, RT__METHOD__PING, NULL, 0, 0, unsent_reply_cb,
+                (void *)(uintptr_t)1);
+    uv_timer_start(&F.aux, finish_timer_cb, 20, 0);
+}
+
+/* A call queued behind a connect that is refused was never sent: with
+ * unsent calls reported it fails RT_ENOTSENT, so does a call made while
+ * the client is down; without, both are RT_ENOCONN as before. */
+static void test_unsent_connect_refused(void **state)
+{
+    (void)state;
+    for (int report = 0; report <= 1; report++) {
+        fx_init();
+        F.port = free_port();
+        start_client(NULL, NULL);
+        rt_rpc_conn_report_unsent(rt_rpc_client_conn(F.cli), report);
+        rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING, NULL, 0, 0,
+                    unsent_reply_cb, (void *)(uintptr_t)0);
+        uv_timer_start(&F.aux, unsent_down_cb, 30, 0);
+        fx_run_and_close();
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(F.calls_done[i], 1);
+            assert_int_equal(F.status[i], report ? RT_ENOTSENT : RT_ENOCONN);
+        }
+    }
+}
+
+/* A connect abandoned while in flight (the connection closed by its
+ * owner) fails the calls queued behind it RT_ENOTSENT; the server never
+ * sees them. */
+static void test_unsent_connect_abandoned(void **state)
+{
+    (void)state;
+    fx_init();
+    start_server(srv_echo, srv_count_conn);
+    start_client(NULL, NULL);
+    rt_rpc_conn_report_unsent(rt_rpc_client_conn(F.cli), 1);
+    rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING, NULL, 0, 0,
+                unsent_reply_cb, (void *)(uintptr_t)0);
+    rt_rpc_conn_close(rt_rpc_client_conn(F.cli));
+    uv_timer_start(&F.aux, finish_timer_cb, 30, 0);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], RT_ENOTSENT);
+    assert_int_equal(F.requests, 0);
+}
+
+/* A peer that accepts and never reads: a large request fills the socket
+ * buffers and its write stays in flight. */
+#define STALL_LEN (24u * 1024u * 1024u)
+
+static uv_tcp_t stall_listen;
+static uv_tcp_t stall_peer;
+
+static void stall_connection_cb(uv_stream_t *s, int status)
+{
+    assert_int_equal(status, 0);
+    uv_tcp_init(&F.loop, &stall_peer);
+    assert_int_equal(uv_accept(s, (uv_stream_t *)&stall_peer), 0);
+}
+
+static void stall_close_cb(uv_timer_t *t)
+{
+    (void)t;
+    rt_rpc_conn_close(rt_rpc_client_conn(F.cli));
+    uv_close((uv_handle_t *)&stall_peer, NULL);
+    uv_close((uv_handle_t *)&stall_listen, NULL);
+    uv_timer_start(&F.aux, finish_timer_cb, 30, 0);
+}
+
+static void stall_second_cb(uv_timer_t *t)
+{
+    (void)t;
+    /* The large write has not finished: this frame waits behind it. */
+    rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING, NULL, 0, 0,
+                unsent_reply_cb, (void *)(uintptr_t)1);
+    uv_timer_start(&F.aux, stall_close_cb, 30, 0);
+}
+
+static void stall_cli_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct fx *f = ud;
+    if (!up || f->cli_up++ > 0) {
+        return;
+    }
+    uint8_t *body = calloc(1, STALL_LEN);
+    assert_int_equal(rt_rpc_call(conn, RT__METHOD__PING, body, STALL_LEN, 0,
+                                 unsent_reply_cb, (void *)(uintptr_t)0),
+                     0);
+    free(body);
+    uv_timer_start(&F.aux, stall_second_cb, 30, 0);
+}
+
+/* The connection drops while a large request is still being written and a
+ * second one waits behind it: the first may have reached the peer in part
+ * (RT_ENOCONN), the second never left (RT_ENOTSENT). */
+static void test_unsent_behind_write(void **state)
+{
+    struct sockaddr_in sa;
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    (void)state;
+    fx_init();
+    uv_tcp_init(&F.loop, &stall_listen);
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    assert_int_equal(
+        uv_tcp_bind(&stall_listen, (const struct sockaddr *)&sa, 0), 0);
+    assert_int_equal(
+        uv_listen((uv_stream_t *)&stall_listen, 4, stall_connection_cb), 0);
+    assert_int_equal(
+        uv_tcp_getsockname(&stall_listen, (struct sockaddr *)&ss, &sl), 0);
+    F.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    start_client(NULL, stall_cli_conn);
+    rt_rpc_conn_report_unsent(rt_rpc_client_conn(F.cli), 1);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], RT_ENOCONN);
+    assert_int_equal(F.calls_done[1], 1);
+    assert_int_equal(F.status[1], RT_ENOTSENT);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1129,6 +1307,10 @@ int main(void)
         cmocka_unit_test(test_reqid_travels),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_drop),
+        cmocka_unit_test(test_drop_sent_reported),
+        cmocka_unit_test(test_unsent_connect_refused),
+        cmocka_unit_test(test_unsent_connect_abandoned),
+        cmocka_unit_test(test_unsent_behind_write),
         cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_call_while_connecting),
         cmocka_unit_test(test_symmetric),
