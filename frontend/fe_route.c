@@ -8,14 +8,25 @@
  * Failure modes and what the caller sees:
  * - table not in the map: one GET_MAP (shared by every job waiting for it),
  *   then RT_ETABLENOTFOUND (GET_TABLE: RT_ENOTFOUND);
- * - no range for the key, server unknown, RT_ESTALE, or RT_ENOCONN for a
- *   read or scan: refresh the map and send again, FE_ROUTE_TRIES sends in all,
- *   then RT_EBUSY (503 ServerBusy: nothing was executed);
- * - RT_ENOCONN for a write: jobs are sent only on an up connection, so the
- *   write may have reached the server and committed before it died; it is
- *   returned as RT_ETIMEDOUT (500 OperationTimedOut, outcome unknown) and
- *   never sent again, since a retry would turn an applied insert into 409
- *   and a 503 would claim nothing happened (DESIGN-replication.md §5.5);
+ * - no range for the key, server unknown or not connected in time,
+ *   RT_ESTALE or RT_ENOTPRIMARY (the server refused before executing),
+ *   RT_ENOTSENT (the request never reached the socket: the partition-server
+ *   clients report it, rt_rpc_conn_report_unsent), or RT_ENOCONN for a
+ *   read or scan (nothing to undo): wait FE_ROUTE_WAIT1_MS before the
+ *   second try and FE_ROUTE_WAIT2_MS before the third (a timer on the loop;
+ *   a failover's map takes a moment to arrive), refresh the map and send
+ *   again on whatever connection is up by then, FE_ROUTE_TRIES sends in
+ *   all, then RT_EBUSY (503 ServerBusy: nothing was executed);
+ * - RT_ENOCONN for a write: the request was written, so the write may have
+ *   reached the server and committed before it died; it is returned as
+ *   RT_ETIMEDOUT (500 OperationTimedOut, outcome unknown) and never sent
+ *   again, since a retry would turn an applied insert into 409 and a 503
+ *   would claim nothing happened (DESIGN-replication.md §4, §5.5);
+ * - RT_EBUSY from a server (admission refused, too few in-sync replicas):
+ *   returned as is, 503 ServerBusy at once. Nothing was executed, but the
+ *   server is the bottleneck: the SDK retries a 503 after its own growing
+ *   back-off, and front-end retries on top would multiply the load it
+ *   refused;
  * - GET_MAP fails (master down): RT_EBUSY;
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): returned as is
  *   (500 OperationTimedOut), never retried: a write may have happened;
@@ -86,8 +97,10 @@ struct fe_route
     struct fe__ps **ps; /* stable pointers: client callbacks keep them */
     size_t nps;
     size_t ps_cap;
-    uv_timer_t tick; /* expires parked jobs */
-    int parked;      /* jobs parked on any server */
+    uv_timer_t tick;         /* expires parked jobs */
+    int parked;              /* jobs parked on any server */
+    uv_timer_t wait_timer;   /* fires when the first waiting retry is due */
+    struct fe__jobq retries; /* jobs waiting to retry, by retry_at_ */
     int map_inflight;
     struct fe__jobq wait; /* waiting for GET_MAP */
     unsigned inflight;    /* RPCs whose reply callback has not fired */
@@ -413,6 +426,8 @@ static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
             free(p);
             return NULL;
         }
+        /* A write that never left is sent again, one that did is not. */
+        rt_rpc_conn_report_unsent(rt_rpc_client_conn(p->client), 1);
         p->addr = rt_xstrdup(srv->addr);
         if (r->nps == r->ps_cap) {
             r->ps_cap = r->ps_cap ? r->ps_cap * 2 : 8;
@@ -476,7 +491,7 @@ static void fe__on_tick(uv_timer_t *t)
         struct fe__jobq due = fe__ps_unpark(r->ps[i], now, 0);
         struct fe_job *j;
         while ((j = fe__jobq_pop(&due)) != NULL) {
-            fe__job_retry(j, RT_ENOCONN);
+            fe__job_retry(j, RT_ENOTSENT);
         }
     }
     if (r->parked == 0) {
@@ -541,9 +556,67 @@ static void fe__wait_map(struct fe_job *job)
     }
 }
 
-/* Another try after RT_ESTALE/RT_ENOCONN (or a hole in the map). */
+/* ---- Retries ---------------------------------------------------------- */
+
+static void fe__on_wait_timer(uv_timer_t *t);
+
+/* Arms the wait timer for the first waiting retry, or stops it. */
+static void fe__retries_arm(struct fe_route *r)
+{
+    uint64_t now = uv_now(r->loop);
+    struct fe_job *first = r->retries.head;
+    if (!first) {
+        uv_timer_stop(&r->wait_timer);
+        return;
+    }
+    uv_timer_start(&r->wait_timer, fe__on_wait_timer,
+                   first->retry_at_ > now ? first->retry_at_ - now : 0, 0);
+}
+
+/* Queues @job to retry at its retry_at_ (the queue stays in that order;
+ * a new wait is usually the latest, so the walk is short). */
+static void fe__retries_push(struct fe_route *r, struct fe_job *job)
+{
+    struct fe_job **pp = &r->retries.head;
+    while (*pp && (*pp)->retry_at_ <= job->retry_at_) {
+        pp = &(*pp)->wait_next_;
+    }
+    job->wait_next_ = *pp;
+    *pp = job;
+    if (!job->wait_next_) {
+        r->retries.tail = job;
+    }
+    if (r->retries.head == job) {
+        fe__retries_arm(r);
+    }
+}
+
+static void fe__on_wait_timer(uv_timer_t *t)
+{
+    struct fe_route *r = t->data;
+    uint64_t now = uv_now(r->loop);
+    struct fe__jobq due = {NULL, NULL};
+    struct fe_job *j;
+    while (r->retries.head && r->retries.head->retry_at_ <= now) {
+        fe__jobq_push(&due, fe__jobq_pop(&r->retries));
+    }
+    fe__retries_arm(r);
+    while ((j = fe__jobq_pop(&due)) != NULL) {
+        /* The job's RPCs carry its own request id, not the last one the
+         * thread served. */
+        rt_log_set_reqid(j->reqid);
+        fe__wait_map(j);
+    }
+}
+
+/* Another try after a refusal before execution, a request never sent, a
+ * read whose connection dropped, or a hole in the map: after the wait for
+ * this try, a fresh map and a new send; RT_EBUSY once FE_ROUTE_TRIES sends
+ * were made. */
 static void fe__job_retry(struct fe_job *job, int why)
 {
+    struct fe_route *r = job->route_;
+    unsigned wait_ms;
     rt_log(RT_LOG_DEBUG, "retrying %s for table %s after %s (try %d)",
            job->kind == FE_JOB_SCAN ? "scan" : "entity op", job->table,
            rt_err_name(why), job->tries_ + 1);
@@ -553,12 +626,18 @@ static void fe__job_retry(struct fe_job *job, int why)
         fe__job_finish(job, RT_EBUSY);
         return;
     }
-    fe__wait_map(job);
+    wait_ms = job->tries_ == 1 ? FE_ROUTE_WAIT1_MS : FE_ROUTE_WAIT2_MS;
+    job->retry_at_ = uv_now(r->loop) + wait_ms;
+    fe__retries_push(r, job);
 }
 
+/* A status after which the job may be sent again: the server refused the
+ * request before executing it, the request never left, or (checked by the
+ * caller for writes first) the connection of a read dropped. */
 static int fe__retryable(int status)
 {
-    return status == RT_ESTALE || status == RT_ENOCONN;
+    return status == RT_ESTALE || status == RT_ENOTPRIMARY ||
+           status == RT_ENOTSENT || status == RT_ENOCONN;
 }
 
 /* Logs an error reply's message (never shown to clients). */
@@ -708,12 +787,13 @@ static void fe__job_master(struct fe_job *job)
 /* ---- Entity operations ---------------------------------------------- */
 
 /* What every entity reply goes through: the route is closing
- * (RT_ECANCELED), the range moved or its server is unreachable (another
- * try; a write whose connection dropped ends RT_ETIMEDOUT), the server answered
- * with an error (logged and returned as is; a write also keeps the index of the
- * operation that failed), or the body does not decode as @desc (RT_EPROTO).
- * Returns the decoded reply (the caller frees it with its _free_unpacked), or
- * NULL when the job has been dealt with. */
+ * (RT_ECANCELED), the request was not executed (another try: fe__retryable)
+ * unless it is a write whose connection dropped after it was written (ends
+ * RT_ETIMEDOUT), the server answered with an error (logged and returned as
+ * is; a write also keeps the index of the operation that failed), or the
+ * body does not decode as @desc (RT_EPROTO). Returns the decoded reply (the
+ * caller frees it with its _free_unpacked), or NULL when the job has been
+ * dealt with. */
 static void *fe__entity_reply(struct fe_job *job,
                               int status,
                               const uint8_t *body,
@@ -1171,6 +1251,8 @@ int fe_route_create(uv_loop_t *loop,
     r->loop = loop;
     uv_timer_init(loop, &r->tick);
     r->tick.data = r;
+    uv_timer_init(loop, &r->wait_timer);
+    r->wait_timer.data = r;
     rc = rt_rpc_client_start(loop, master_addr, fe__on_master_request,
                              fe__on_master_conn, r, &r->master);
     if (rc != 0) {
@@ -1178,6 +1260,7 @@ int fe_route_create(uv_loop_t *loop,
          * loop run its close callback before the memory goes. */
         r->closing = 1;
         uv_close((uv_handle_t *)&r->tick, NULL);
+        uv_close((uv_handle_t *)&r->wait_timer, NULL);
         uv_run(loop, UV_RUN_NOWAIT);
         free(r);
         return rc;
@@ -1211,7 +1294,15 @@ void fe_route_close(struct fe_route *r)
             fe__job_finish(j, RT_ECANCELED);
         }
     }
+    {
+        struct fe__jobq waiting = fe__jobq_take(&r->retries);
+        struct fe_job *j;
+        while ((j = fe__jobq_pop(&waiting)) != NULL) {
+            fe__job_finish(j, RT_ECANCELED);
+        }
+    }
     uv_close((uv_handle_t *)&r->tick, NULL);
+    uv_close((uv_handle_t *)&r->wait_timer, NULL);
     rt_rpc_client_close(r->master);
     for (size_t i = 0; i < r->nps; i++) {
         rt_rpc_client_close(r->ps[i]->client);

@@ -7,10 +7,20 @@
  * A struct fe_job describes one client operation; fe_route_submit() runs it
  * to completion: it resolves account+table to a table id and the key to a
  * range, sends the RPC(s) (waiting up to FE_ROUTE_CONNECT_WAIT_MS for a
- * server connection that is not up yet), retries on RT_ESTALE/RT_ENOCONN
- * after refreshing the map (at most FE_ROUTE_TRIES tries, then RT_EBUSY),
- * follows a scan across ranges (docs/DESIGN.md §2), copies the replies
- * into the job and fires job->done_cb exactly once.
+ * server connection that is not up yet), follows a scan across ranges
+ * (docs/DESIGN.md §2), copies the replies into the job and fires
+ * job->done_cb exactly once.
+ *
+ * Retries (DESIGN-replication.md §4, §5.5): only a request the server
+ * refused before executing it (RT_ESTALE, RT_ENOTPRIMARY), one that was
+ * never sent (RT_ENOTSENT, or no server/connection for its range), or a
+ * read whose connection dropped (RT_ENOCONN) is sent again: after
+ * FE_ROUTE_WAIT1_MS, then FE_ROUTE_WAIT2_MS, each time with a refreshed
+ * map; FE_ROUTE_TRIES sends in all, then RT_EBUSY (503 ServerBusy). A
+ * write whose connection dropped after it was sent is RT_ETIMEDOUT (500
+ * OperationTimedOut, outcome unknown), never resent; so is any RPC with
+ * no reply in FE_ROUTE_TIMEOUT_MS. A server's RT_EBUSY is returned at
+ * once (503 ServerBusy, which the SDKs retry after their own back-off).
  *
  * Thread: the thread running @loop only (rt_rpc is loop-thread only).
  * Each fe_http worker has its own loop and its own fe_route; it submits
@@ -30,6 +40,9 @@
 #include "rt_err.h"
 
 #define FE_ROUTE_TRIES 3
+/* Waits before the second and the third try (loop timers, not sleeps). */
+#define FE_ROUTE_WAIT1_MS 100
+#define FE_ROUTE_WAIT2_MS 300
 #define FE_ROUTE_TIMEOUT_MS 5000
 /* A query page visits at most this many ranges before it answers with a
  * continuation token (keeps one page's latency bounded). */
@@ -39,7 +52,7 @@
  * §6.4: "~5 s"); when it is used up the page ends with a continuation. */
 #define FE_PAGE_BUDGET_MS 5000
 /* A job for a server whose connection is not up (new client, reconnect)
- * waits this long for it before counting as an RT_ENOCONN try. */
+ * waits this long for it before counting as a try never sent. */
 #define FE_ROUTE_CONNECT_WAIT_MS 300
 
 enum fe_job_kind {
@@ -153,6 +166,7 @@ struct fe_job
     struct rt_buf cur_rk_;
     int cur_has_;
     uint64_t park_until_; /* loop ms: waiting for a connection until */
+    uint64_t retry_at_;   /* loop ms: the next try is due */
     uint64_t deadline_;   /* SCAN: loop ms when the page budget ends */
 };
 

@@ -1,7 +1,9 @@
 /* fe_route against an in-process fake master and two fake partition
  * servers on one libuv loop: map subscription, table miss -> GET_MAP,
- * RT_ESTALE retry, retry exhaustion -> RT_EBUSY, a connection lost under a
- * write (RT_ETIMEDOUT, never resent) or a read (resent), scans that continue
+ * RT_ESTALE and RT_ENOTPRIMARY retries after their waits, retry exhaustion
+ * -> RT_EBUSY, a server's RT_EBUSY answered at once, a connection lost
+ * under a write (RT_ETIMEDOUT, never resent) or a read (resent), a write
+ * that never left resent on a fresh connection, scans that continue
  * across ranges (docs/DESIGN.md §2, step 4), and $filter scans:
  * the filter travels to the servers, its PartitionKey bounds pick the first
  * range and stop the walk, ScanResp.done ends it, and the page time budget
@@ -54,6 +56,13 @@ struct fx
     int writes;           /* ENTITY_WRITE requests received */
     int drop_gets;        /* ENTITY_GET closes the connection this often */
     int gets;             /* ENTITY_GET requests received */
+    uint64_t get_at[8];   /* loop time of each ENTITY_GET received */
+    int notprimary_left;  /* ENTITY_GET answers RT_ENOTPRIMARY this often */
+    int busy_left;        /* ENTITY_GET answers RT_EBUSY this often */
+    int write_ok;         /* ENTITY_WRITE succeeds instead of dying */
+    /* The next ENTITY_GET submits this job to the route, then closes its
+     * connection unanswered. */
+    struct fe_job *hook;
 };
 
 static struct fx *g_fx;
@@ -204,6 +213,24 @@ static void ps_req(struct rt_rpc_conn *conn,
         assert_int_equal(req->route->table_id, TABLE_ID);
         ps_scan(conn, id, req);
         rt__scan_req__free_unpacked(req, NULL);
+    } else if (method == RT__METHOD__ENTITY_WRITE && f->write_ok) {
+        Rt__WriteReq *req = rt__write_req__unpack(NULL, len, body);
+        Rt__WriteResp resp = RT__WRITE_RESP__INIT;
+        Rt__OpResult res[4];
+        Rt__OpResult *rp[4];
+        assert_non_null(req);
+        assert_true(req->n_ops <= 4);
+        f->writes++;
+        for (size_t i = 0; i < req->n_ops; i++) {
+            Rt__OpResult init = RT__OP_RESULT__INIT;
+            res[i] = init;
+            res[i].ticks = 1;
+            rp[i] = &res[i];
+        }
+        resp.n_results = req->n_ops;
+        resp.results = rp;
+        rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+        rt__write_req__free_unpacked(req, NULL);
     } else if (method == RT__METHOD__ENTITY_WRITE) {
         /* Received (as if committed), then the server dies unanswered. */
         f->writes++;
@@ -211,7 +238,27 @@ static void ps_req(struct rt_rpc_conn *conn,
     } else if (method == RT__METHOD__ENTITY_GET) {
         Rt__GetResp resp = RT__GET_RESP__INIT;
         uint8_t value[16] = {1};
+        if (f->gets < 8) {
+            f->get_at[f->gets] = uv_now(&f->loop);
+        }
         f->gets++;
+        if (f->hook) {
+            struct fe_job *job = f->hook;
+            f->hook = NULL;
+            fe_route_submit(f->route, job);
+            rt_rpc_conn_close(conn);
+            return;
+        }
+        if (f->notprimary_left > 0) {
+            f->notprimary_left--;
+            rt_rpc_reply_err(conn, id, method, RT_ENOTPRIMARY, "secondary");
+            return;
+        }
+        if (f->busy_left > 0) {
+            f->busy_left--;
+            rt_rpc_reply_err(conn, id, method, RT_EBUSY, "overloaded");
+            return;
+        }
         if (f->drop_gets > 0) {
             f->drop_gets--;
             rt_rpc_conn_close(conn);
@@ -293,6 +340,33 @@ static void run_job(struct fx *f, struct fe_job *job)
         uv_run(&f->loop, UV_RUN_ONCE);
     }
     assert_int_equal(f->done, before + 1);
+}
+
+/* Submits @job without waiting (see wait_jobs). */
+static void submit_job(struct fx *f, struct fe_job *job)
+{
+    job->done_cb = job_done;
+    job->data = f;
+    fe_route_submit(f->route, job);
+}
+
+/* Runs the loop until @n more jobs than @before finished. */
+static void wait_jobs(struct fx *f, int before, int n)
+{
+    for (int i = 0; i < 5000 && f->done < before + n; i++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(f->done, before + n);
+}
+
+/* A point read of @pk in the test table (caller frees). */
+static void get_job(struct fe_job *job, const char *pk)
+{
+    fe_job_init(job, FE_JOB_GET);
+    job->account = "acct";
+    job->table = "people";
+    job->pk = pk;
+    job->rk = "1";
 }
 
 /* Pages through the table with page size @limit; returns the count and
@@ -431,6 +505,103 @@ static void test_stale_gives_up(void **state)
     assert_int_equal(job.status, RT_EBUSY);
     fe_job_free(&job);
     f->always_stale = 0;
+}
+
+/* RT_ENOTPRIMARY (the server holds the range but is not its serving
+ * primary) refreshes the map and retries like RT_ESTALE: the second try
+ * comes at least FE_ROUTE_WAIT1_MS after the first, the third at least
+ * FE_ROUTE_WAIT2_MS after the second, and the read then succeeds. */
+static void test_notprimary_retry_waits(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    int before = f->get_maps;
+    f->notprimary_left = 2;
+    get_job(&job, "h");
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(job.value.len, 16);
+    assert_int_equal(f->gets, 3);
+    assert_int_equal(f->get_maps, before + 2);
+    assert_true(f->get_at[1] - f->get_at[0] >= FE_ROUTE_WAIT1_MS);
+    assert_true(f->get_at[2] - f->get_at[1] >= FE_ROUTE_WAIT2_MS);
+    fe_job_free(&job);
+}
+
+/* Three RT_ENOTPRIMARY answers: after both waits, RT_EBUSY (503
+ * ServerBusy, nothing executed), three sends in all. */
+static void test_notprimary_gives_up(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->notprimary_left = 3;
+    get_job(&job, "h");
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_EBUSY);
+    assert_int_equal(f->gets, 3);
+    assert_true(f->get_at[2] - f->get_at[0] >=
+                FE_ROUTE_WAIT1_MS + FE_ROUTE_WAIT2_MS);
+    assert_int_equal(f->notprimary_left, 0);
+    fe_job_free(&job);
+}
+
+/* A server's RT_EBUSY is answered at once (503 ServerBusy, which the SDK
+ * retries after its own back-off): the front end does not send it again. */
+static void test_busy_not_retried(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->busy_left = 1;
+    get_job(&job, "h");
+    run_job(f, &job);
+    assert_int_equal(job.status, RT_EBUSY);
+    assert_int_equal(f->gets, 1);
+    fe_job_free(&job);
+}
+
+/* The connection to a server drops while a large write (W) is still being
+ * written and another write (B) waits behind it: W may have reached the
+ * server, so it is RT_ETIMEDOUT and never resent; B never left, so it is
+ * sent again on the next connection and succeeds; the read that was sent
+ * with W is resent too. The server sees B exactly once. */
+static void test_unsent_write_resent(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job a, w, b;
+    struct fe_job_op *op;
+    int before = f->done;
+    f->write_ok = 1;
+    get_job(&a, "a");
+    fe_job_init(&w, FE_JOB_WRITE);
+    w.account = "acct";
+    w.table = "people";
+    op = fe_job_add_op(&w, RT__OP_KIND__OP_INSERT, "a", "big");
+    /* Far more than loopback socket buffers hold: the write stays in
+     * flight while the server reads the GET ahead of it. */
+    for (int i = 0; i < 24 * 1024; i++) {
+        static const uint8_t kib[1024];
+        rt_buf_append(&op->props, kib, sizeof(kib));
+    }
+    fe_job_init(&b, FE_JOB_WRITE);
+    b.account = "acct";
+    b.table = "people";
+    fe_job_add_op(&b, RT__OP_KIND__OP_INSERT, "b", "small");
+    b.done_cb = job_done;
+    b.data = f;
+    f->hook = &b; /* submitted by the server when the GET arrives */
+    submit_job(f, &a);
+    submit_job(f, &w);
+    wait_jobs(f, before, 3);
+    assert_null(f->hook);
+    assert_int_equal(w.status, RT_ETIMEDOUT);
+    assert_int_equal(b.status, 0);
+    assert_int_equal(b.ops[0].ticks, 1);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(f->gets, 2);
+    assert_int_equal(f->writes, 1);
+    fe_job_free(&a);
+    fe_job_free(&w);
+    fe_job_free(&b);
 }
 
 /* A server that does not accept connections: each try waits for the
@@ -757,6 +928,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_table_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_gives_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notprimary_retry_waits, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_notprimary_gives_up, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_busy_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsent_write_resent, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_server_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_conn_lost_is_unknown, setup,
                                         teardown),
