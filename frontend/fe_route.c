@@ -97,10 +97,12 @@ struct fe_route
     struct fe__ps **ps; /* stable pointers: client callbacks keep them */
     size_t nps;
     size_t ps_cap;
-    uv_timer_t tick;         /* expires parked jobs */
-    int parked;              /* jobs parked on any server */
-    uv_timer_t wait_timer;   /* fires when the first waiting retry is due */
-    struct fe__jobq retries; /* jobs waiting to retry, by retry_at_ */
+    uv_timer_t tick;       /* expires parked jobs */
+    int parked;            /* jobs parked on any server */
+    uv_timer_t wait_timer; /* fires when the first waiting retry is due */
+    /* Jobs waiting for their second ([0]) and third ([1]) try. Each wait
+     * has one length, so each queue is in retry_at_ order. */
+    struct fe__jobq retries[FE_ROUTE_TRIES - 1];
     int map_inflight;
     struct fe__jobq wait; /* waiting for GET_MAP */
     unsigned inflight;    /* RPCs whose reply callback has not fired */
@@ -558,13 +560,22 @@ static void fe__wait_map(struct fe_job *job)
 
 /* ---- Retries ---------------------------------------------------------- */
 
+_Static_assert(FE_ROUTE_TRIES == 3,
+               "one wait per retry: FE_ROUTE_WAIT1_MS, FE_ROUTE_WAIT2_MS");
+
 static void fe__on_wait_timer(uv_timer_t *t);
 
 /* Arms the wait timer for the first waiting retry, or stops it. */
 static void fe__retries_arm(struct fe_route *r)
 {
     uint64_t now = uv_now(r->loop);
-    struct fe_job *first = r->retries.head;
+    const struct fe_job *first = NULL;
+    for (size_t i = 0; i < FE_ROUTE_TRIES - 1; i++) {
+        const struct fe_job *j = r->retries[i].head;
+        if (j && (!first || j->retry_at_ < first->retry_at_)) {
+            first = j;
+        }
+    }
     if (!first) {
         uv_timer_stop(&r->wait_timer);
         return;
@@ -573,32 +584,16 @@ static void fe__retries_arm(struct fe_route *r)
                    first->retry_at_ > now ? first->retry_at_ - now : 0, 0);
 }
 
-/* Queues @job to retry at its retry_at_ (the queue stays in that order;
- * a new wait is usually the latest, so the walk is short). */
-static void fe__retries_push(struct fe_route *r, struct fe_job *job)
-{
-    struct fe_job **pp = &r->retries.head;
-    while (*pp && (*pp)->retry_at_ <= job->retry_at_) {
-        pp = &(*pp)->wait_next_;
-    }
-    job->wait_next_ = *pp;
-    *pp = job;
-    if (!job->wait_next_) {
-        r->retries.tail = job;
-    }
-    if (r->retries.head == job) {
-        fe__retries_arm(r);
-    }
-}
-
 static void fe__on_wait_timer(uv_timer_t *t)
 {
     struct fe_route *r = t->data;
     uint64_t now = uv_now(r->loop);
     struct fe__jobq due = {NULL, NULL};
     struct fe_job *j;
-    while (r->retries.head && r->retries.head->retry_at_ <= now) {
-        fe__jobq_push(&due, fe__jobq_pop(&r->retries));
+    for (size_t i = 0; i < FE_ROUTE_TRIES - 1; i++) {
+        while (r->retries[i].head && r->retries[i].head->retry_at_ <= now) {
+            fe__jobq_push(&due, fe__jobq_pop(&r->retries[i]));
+        }
     }
     fe__retries_arm(r);
     while ((j = fe__jobq_pop(&due)) != NULL) {
@@ -628,7 +623,8 @@ static void fe__job_retry(struct fe_job *job, int why)
     }
     wait_ms = job->tries_ == 1 ? FE_ROUTE_WAIT1_MS : FE_ROUTE_WAIT2_MS;
     job->retry_at_ = uv_now(r->loop) + wait_ms;
-    fe__retries_push(r, job);
+    fe__jobq_push(&r->retries[job->tries_ - 1], job);
+    fe__retries_arm(r); /* a short wait may end before a long one queued */
 }
 
 /* A status after which the job may be sent again: the server refused the
@@ -1294,8 +1290,8 @@ void fe_route_close(struct fe_route *r)
             fe__job_finish(j, RT_ECANCELED);
         }
     }
-    {
-        struct fe__jobq waiting = fe__jobq_take(&r->retries);
+    for (size_t i = 0; i < FE_ROUTE_TRIES - 1; i++) {
+        struct fe__jobq waiting = fe__jobq_take(&r->retries[i]);
         struct fe_job *j;
         while ((j = fe__jobq_pop(&waiting)) != NULL) {
             fe__job_finish(j, RT_ECANCELED);
