@@ -60,6 +60,7 @@ struct fx
     int notprimary_left;  /* ENTITY_GET answers RT_ENOTPRIMARY this often */
     int busy_left;        /* ENTITY_GET answers RT_EBUSY this often */
     int write_ok;         /* ENTITY_WRITE succeeds instead of dying */
+    int write_np_left;    /* ... after answering RT_ENOTPRIMARY this often */
     /* The next ENTITY_GET submits this job to the route, then closes its
      * connection unanswered. */
     struct fe_job *hook;
@@ -221,6 +222,12 @@ static void ps_req(struct rt_rpc_conn *conn,
         assert_non_null(req);
         assert_true(req->n_ops <= 4);
         f->writes++;
+        if (f->write_np_left > 0) {
+            f->write_np_left--;
+            rt_rpc_reply_err(conn, id, method, RT_ENOTPRIMARY, "secondary");
+            rt__write_req__free_unpacked(req, NULL);
+            return;
+        }
         for (size_t i = 0; i < req->n_ops; i++) {
             Rt__OpResult init = RT__OP_RESULT__INIT;
             res[i] = init;
@@ -542,6 +549,25 @@ static void test_notprimary_gives_up(void **state)
     assert_true(f->get_at[2] - f->get_at[0] >=
                 FE_ROUTE_WAIT1_MS + FE_ROUTE_WAIT2_MS);
     assert_int_equal(f->notprimary_left, 0);
+    fe_job_free(&job);
+}
+
+/* A write refused with RT_ENOTPRIMARY was not executed, so unlike one
+ * whose connection dropped it is sent again, and succeeds. */
+static void test_notprimary_write_retried(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    f->write_ok = 1;
+    f->write_np_left = 2;
+    fe_job_init(&job, FE_JOB_WRITE);
+    job.account = "acct";
+    job.table = "people";
+    fe_job_add_op(&job, RT__OP_KIND__OP_INSERT, "h", "9");
+    run_job(f, &job);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(job.ops[0].ticks, 1);
+    assert_int_equal(f->writes, 3);
     fe_job_free(&job);
 }
 
@@ -931,6 +957,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notprimary_retry_waits, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notprimary_gives_up, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_notprimary_write_retried, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_busy_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsent_write_resent, setup,
