@@ -599,8 +599,10 @@ static void test_batch_old_version(void **state)
 /* ---- Tests: finishing ----------------------------------------------- */
 
 /* The job's outcome becomes the response: a refused insert is 409
- * EntityAlreadyExists; a job cancelled by shutdown is 503 ServerBusy; a
- * delete is 204 without ETag. */
+ * EntityAlreadyExists; a job cancelled by shutdown is 503 ServerBusy; so
+ * is one the route gave up on (not executed: RT_EBUSY after its tries);
+ * a write of unknown outcome is 500 OperationTimedOut; a delete is 204
+ * without ETag. */
 static void test_finish(void **state)
 {
     struct treq *t;
@@ -621,6 +623,24 @@ static void test_finish(void **state)
     fe_api_finish(&t->req);
     assert_int_equal(t->req.status, 503);
     assert_string_equal(resp_hdr(&t->req, "x-ms-error-code"), "ServerBusy");
+    treq_free(t);
+
+    t = treq_new("GET", ENT, V_NEW, 0);
+    assert_int_equal(prepare(t, SIGN_GOOD), FE_API_SUBMIT);
+    t->req.job.status = RT_EBUSY;
+    fe_api_finish(&t->req);
+    assert_int_equal(t->req.status, 503);
+    assert_string_equal(resp_hdr(&t->req, "x-ms-error-code"), "ServerBusy");
+    treq_free(t);
+
+    t = treq_new("POST", "/" ACCT "/people", V_NEW, 0);
+    body(t, ENTITY_JSON, strlen(ENTITY_JSON));
+    assert_int_equal(prepare(t, SIGN_GOOD), FE_API_SUBMIT);
+    t->req.job.status = RT_ETIMEDOUT;
+    fe_api_finish(&t->req);
+    assert_int_equal(t->req.status, 500);
+    assert_string_equal(resp_hdr(&t->req, "x-ms-error-code"),
+                        "OperationTimedOut");
     treq_free(t);
 
     t = treq_new("DELETE", ENT, V_NEW, 0);
