@@ -91,6 +91,7 @@ struct rt_repl_event
     uint64_t peer;     /* MSG, CONN: the other node */
     uint64_t timer_id; /* TIMER */
     uint64_t io_id;    /* DISK_DONE, READ_DONE: the WRITE/READ action's id */
+    int up;            /* CONN: 1 up, 0 down */
     const struct rt_repl_msg *msg; /* MSG */
     /* DISK_DONE of a local group (primary): the writer assigned @lsn to the
      * group's changes of @range_id; @req_ids are the client writes it

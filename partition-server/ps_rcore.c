@@ -178,19 +178,23 @@ int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out)
     return 0;
 }
 
+static void ps__rcore_free_range(struct ps__rcore_range *r)
+{
+    for (size_t g = 0; g < r->buf_n; g++) {
+        free(r->buf[g].records);
+    }
+    free(r->buf);
+    free(r->held);
+    free(r);
+}
+
 void ps_rcore_destroy(struct ps_rcore *node)
 {
     if (node == NULL) {
         return;
     }
     for (size_t i = 0; i < node->n_ranges; i++) {
-        struct ps__rcore_range *r = node->ranges[i];
-        for (size_t g = 0; g < r->buf_n; g++) {
-            free(r->buf[g].records);
-        }
-        free(r->buf);
-        free(r->held);
-        free(r);
+        ps__rcore_free_range(node->ranges[i]);
     }
     free(node->ranges);
     free(node);
@@ -207,14 +211,10 @@ static struct ps__rcore_range *ps__rcore_find(const struct ps_rcore *node,
     return NULL;
 }
 
-int ps_rcore_assign(struct ps_rcore *node,
-                    const struct ps_rcore_assignment *a,
-                    struct rt_repl_actions *out)
+/* RT_EINVAL unless @a is well formed and names this node in its ISR. */
+static int ps__rcore_check(const struct ps_rcore *node,
+                           const struct ps_rcore_assignment *a)
 {
-    (void)out;
-    if (ps__rcore_find(node, a->range_id) != NULL) {
-        return RT_EEXIST;
-    }
     if (a->n_isr == 0 || a->n_isr > PS_RCORE_MAX_REPLICAS) {
         return RT_EINVAL;
     }
@@ -223,25 +223,59 @@ int ps_rcore_assign(struct ps_rcore *node,
         in_isr |= a->isr[i] == node->cfg.self_id;
         primary_in_isr |= a->isr[i] == a->primary_id;
     }
-    if (!in_isr || !primary_in_isr) {
+    return in_isr && primary_in_isr ? 0 : RT_EINVAL;
+}
+
+/* The primary's peers become the ISR of @a less this node. A member that
+ * stays keeps its stream; a new one starts at cw (catch-up of a member
+ * behind cw comes with learners, DESIGN-replication.md §3.3). */
+static void ps__rcore_set_peers(struct ps_rcore *node,
+                                struct ps__rcore_range *r,
+                                const struct ps_rcore_assignment *a)
+{
+    struct ps__rcore_peer old[PS_RCORE_MAX_REPLICAS];
+    size_t n_old = r->n_peers;
+    memcpy(old, r->peers, sizeof(old));
+    r->n_peers = 0;
+    for (size_t i = 0; i < a->n_isr; i++) {
+        if (a->isr[i] == node->cfg.self_id) {
+            continue;
+        }
+        struct ps__rcore_peer *p = &r->peers[r->n_peers++];
+        *p = (struct ps__rcore_peer){
+            .id = a->isr[i], .acked = r->commit_lsn, .next = r->commit_lsn + 1};
+        for (size_t j = 0; j < n_old; j++) {
+            if (old[j].id == a->isr[i]) {
+                *p = old[j];
+            }
+        }
+    }
+}
+
+int ps_rcore_assign(struct ps_rcore *node,
+                    const struct ps_rcore_assignment *a,
+                    struct rt_repl_actions *out)
+{
+    (void)out;
+    if (ps__rcore_find(node, a->range_id) != NULL) {
+        return RT_EEXIST;
+    }
+    if (ps__rcore_check(node, a) != 0) {
         return RT_EINVAL;
     }
     struct ps__rcore_range *r = rt_xcalloc(1, sizeof(*r));
     r->id = a->range_id;
     r->epoch = a->epoch;
     r->primary_id = a->primary_id;
-    r->buf_first = 1;
+    r->last_lsn = r->applied_lsn = a->lsn;
+    r->buf_first = a->lsn + 1;
     if (a->primary_id == node->cfg.self_id) {
         r->role = PS_RCORE_PRIMARY;
-        for (size_t i = 0; i < a->n_isr; i++) {
-            if (a->isr[i] != node->cfg.self_id) {
-                struct ps__rcore_peer *p = &r->peers[r->n_peers++];
-                p->id = a->isr[i];
-                p->next = 1;
-            }
-        }
+        /* Its members are taken to hold its durable LSN: nothing to catch
+         * up (catch-up comes with failover, §3.1 ACTIVATING). */
+        r->commit_lsn = a->lsn;
+        ps__rcore_set_peers(node, r, a);
         ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
-        /* A new range: every member is at LSN 0, nothing to catch up. */
         ps__rcore_set_state(r, PS_RPRI_SERVING);
     } else {
         r->role = PS_RCORE_SECONDARY;
@@ -372,14 +406,39 @@ static void ps__rcore_arm(struct ps_rcore *node,
     node->timer_armed = true;
 }
 
+/* Holds client writes @req_ids until cw >= @lsn (at least every held
+ * write's LSN: the list stays in LSN order). */
+static void ps__rcore_hold(struct ps__rcore_range *r,
+                           uint64_t lsn,
+                           const uint64_t *req_ids,
+                           size_t n)
+{
+    if (r->held_n + n > r->held_cap) {
+        r->held_cap = 2 * (r->held_n + n);
+        r->held = rt_xrealloc(r->held, r->held_cap * sizeof(*r->held));
+    }
+    for (size_t i = 0; i < n; i++) {
+        r->held[r->held_n++] =
+            (struct ps__rcore_held){.req_id = req_ids[i], .lsn = lsn};
+    }
+}
+
 /* §5.2: the writer made group @ev->lsn of the range durable here. */
 static int ps__rcore_local_done(struct ps_rcore *node,
                                 struct ps__rcore_range *r,
                                 const struct rt_repl_event *ev,
                                 struct rt_repl_actions *out)
 {
-    if (r->state != PS_RPRI_SERVING || ev->lsn != r->last_lsn + 1) {
+    if (r->state != PS_RPRI_SERVING || ev->lsn > r->last_lsn + 1) {
         return RT_EINVAL;
+    }
+    if (ev->lsn <= r->last_lsn) {
+        /* Not a new group: another write of the last one, or a write that
+         * changed nothing but saw the state up to it (§5.2). Held at the
+         * last LSN, which keeps the held list in LSN order. */
+        ps__rcore_hold(r, r->last_lsn, ev->req_ids, ev->n_req_ids);
+        ps__rcore_commit(node, r, out);
+        return 0;
     }
     if (r->buf_n == r->buf_cap) {
         r->buf_cap = r->buf_cap ? 2 * r->buf_cap : 16;
@@ -396,14 +455,7 @@ static int ps__rcore_local_done(struct ps_rcore *node,
     };
     r->last_lsn = ev->lsn;
     r->applied_lsn = ev->lsn;
-    if (r->held_n + ev->n_req_ids > r->held_cap) {
-        r->held_cap = 2 * (r->held_n + ev->n_req_ids);
-        r->held = rt_xrealloc(r->held, r->held_cap * sizeof(*r->held));
-    }
-    for (size_t i = 0; i < ev->n_req_ids; i++) {
-        r->held[r->held_n++] =
-            (struct ps__rcore_held){.req_id = ev->req_ids[i], .lsn = ev->lsn};
-    }
+    ps__rcore_hold(r, ev->lsn, ev->req_ids, ev->n_req_ids);
     for (size_t i = 0; i < r->n_peers; i++) {
         ps__rcore_pump(node, r, &r->peers[i], ev->now_ms, out);
     }
@@ -579,6 +631,83 @@ static int ps__rcore_applied(struct ps_rcore *node,
     return 0;
 }
 
+/* Assignments after the first */
+
+int ps_rcore_update(struct ps_rcore *node,
+                    const struct ps_rcore_assignment *a,
+                    uint64_t now_ms,
+                    struct rt_repl_actions *out)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, a->range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    if (a->epoch <= r->epoch) {
+        return RT_ESTALE;
+    }
+    if (ps__rcore_check(node, a) != 0 || a->primary_id != r->primary_id) {
+        return RT_EINVAL;
+    }
+    r->epoch = a->epoch;
+    if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+        return 0;
+    }
+    ps__rcore_set_peers(node, r, a);
+    for (size_t i = 0; i < r->n_peers; i++) {
+        ps__rcore_pump(node, r, &r->peers[i], now_ms, out);
+    }
+    ps__rcore_trim(r);
+    ps__rcore_commit(node, r, out);
+    ps__rcore_arm(node, now_ms, out);
+    return 0;
+}
+
+int ps_rcore_forget(struct ps_rcore *node,
+                    uint64_t range_id,
+                    struct rt_repl_actions *out)
+{
+    for (size_t i = 0; i < node->n_ranges; i++) {
+        struct ps__rcore_range *r = node->ranges[i];
+        if (r->id != range_id) {
+            continue;
+        }
+        if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED) {
+            ps__rcore_depose(r, out);
+        }
+        ps__rcore_free_range(r);
+        node->ranges[i] = node->ranges[--node->n_ranges];
+        return 0;
+    }
+    return RT_ENOTFOUND;
+}
+
+/* A connection to @ev->peer came up: whatever was in flight on the old
+ * one is lost, so every stream to it restarts from acked + 1 at once
+ * instead of at the next resend tick. */
+static int ps__rcore_conn(struct ps_rcore *node,
+                          const struct rt_repl_event *ev,
+                          struct rt_repl_actions *out)
+{
+    if (!ev->up) {
+        return 0;
+    }
+    for (size_t i = 0; i < node->n_ranges; i++) {
+        struct ps__rcore_range *r = node->ranges[i];
+        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+            continue;
+        }
+        for (size_t j = 0; j < r->n_peers; j++) {
+            struct ps__rcore_peer *p = &r->peers[j];
+            if (p->id == ev->peer) {
+                p->next = p->acked + 1;
+                p->rewound_to = 0;
+                ps__rcore_pump(node, r, p, ev->now_ms, out);
+            }
+        }
+    }
+    return 0;
+}
+
 /* Step */
 
 int ps_rcore_step(struct ps_rcore *node,
@@ -612,6 +741,9 @@ int ps_rcore_step(struct ps_rcore *node,
             break;
         case RT_REPL_EV_TIMER:
             rc = ps__rcore_timer(node, ev, out);
+            break;
+        case RT_REPL_EV_CONN:
+            rc = ps__rcore_conn(node, ev, out);
             break;
         case RT_REPL_EV_CLIENT_WRITE:
             if (ev->n_req_ids == 1 &&

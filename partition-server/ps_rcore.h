@@ -8,15 +8,23 @@
  * glue and tests/sim/sim_repl.c drive the same code.
  *
  * Implemented so far: the write path without failures.
- * - A range is created by ps_rcore_assign() at LSN 0 (a new range): the
- *   primary goes ACTIVATING -> SERVING at once (nothing to catch up; support
+ * - A range is created by ps_rcore_assign() at its durable LSN (0 for a
+ *   new range): the primary goes ACTIVATING -> SERVING at once (support
  *   and catch-up come with leases and failover), a secondary FOLLOWING.
+ *   ps_rcore_update() takes a later epoch and ISR, ps_rcore_forget() drops
+ *   the range.
  * - Primary: the writer assigns LSNs; each DISK_DONE of a local group
  *   (range, lsn = last + 1, records, the client writes it holds) buffers
  *   the group and sends it to every ISR peer at once, pipelined: at most
  *   cfg.inflight groups unacked per peer, the rest waits in the buffer.
  *   Acks are cumulative; cw = min over the ISR of acked (own durable LSN
  *   included); a client write is answered (REPLY 0) when cw >= its LSN.
+ *   A DISK_DONE at an LSN <= last (0 included) is no new group: its client
+ *   writes (more writes of the last group, or writes that changed nothing,
+ *   §5.2) are held until cw >= last.
+ * - CONN up from a peer restarts every stream to it at acked + 1 (what
+ *   was in flight on the old connection is lost); CONN down changes
+ *   nothing (the resend rule covers it).
  *   An RT_ELSNGAP NACK rewinds that peer's stream to applied + 1 (once per
  *   gap position); an RT_ESEALED NACK from a newer epoch deposes the
  *   primary and answers its held writes RT_ETIMEDOUT (outcome unknown).
@@ -106,7 +114,7 @@ struct ps_rcore_config
     enum ps_rcore_mutation mutation; /* tests only */
 };
 
-/* A new range (LSN 0 everywhere) as the master assigns it. */
+/* A range as the master assigns it. */
 struct ps_rcore_assignment
 {
     uint64_t range_id;
@@ -114,6 +122,8 @@ struct ps_rcore_assignment
     uint64_t primary_id;
     uint64_t isr[PS_RCORE_MAX_REPLICAS]; /* the primary included */
     size_t n_isr;
+    uint64_t lsn; /* ps_rcore_assign: the durable applied LSN it starts
+                     from (0 = a new range; after a restart, its `rs`) */
 };
 
 /* What ps_rcore_range_get() reports. */
@@ -137,11 +147,35 @@ int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out);
 void ps_rcore_destroy(struct ps_rcore *node);
 
 /* Creates range @a->range_id here with the role @a gives this node
- * (primary: SERVING; secondary: FOLLOWING). A new range needs no action
- * yet; @out is where activation's will go. Errors: RT_EEXIST (range
- * known), RT_EINVAL (this node not in the ISR, or too many replicas). */
+ * (primary: SERVING; secondary: FOLLOWING), at LSN @a->lsn: applied, last
+ * and (primary) cw. A primary takes its ISR members to hold @a->lsn too:
+ * catching up one that does not comes with failover and learners (its
+ * RT_ELSNGAP NACKs below the send buffer are then answered by nothing).
+ * Needs no action yet; @out is where activation's will go. Errors:
+ * RT_EEXIST (range known), RT_EINVAL (this node not in the ISR, or too
+ * many replicas). */
 int ps_rcore_assign(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,
+                    struct rt_repl_actions *out);
+
+/* A later assignment of a known range at a higher epoch, same primary
+ * (@a->lsn is ignored): takes the epoch and, on the primary, the ISR: a
+ * member that stays keeps its stream, a new one starts at cw, a removed
+ * one no longer counts, so cw may rise and release held writes (REPLY in
+ * @out). Errors: RT_ENOTFOUND, RT_ESTALE (epoch not above the range's),
+ * RT_EINVAL (this node not in the ISR, or another primary: the caller
+ * forgets the range and assigns it again). */
+int ps_rcore_update(struct ps_rcore *node,
+                    const struct ps_rcore_assignment *a,
+                    uint64_t now_ms,
+                    struct rt_repl_actions *out);
+
+/* The range is no longer this node's (or changes role): a primary's held
+ * writes are answered RT_ETIMEDOUT (outcome unknown, §5.5) in @out, and
+ * everything the node kept of the range is freed. RT_ENOTFOUND if
+ * unknown. */
+int ps_rcore_forget(struct ps_rcore *node,
+                    uint64_t range_id,
                     struct rt_repl_actions *out);
 
 /* One step: applies @ev, appends the actions to @out. Returns 0, or

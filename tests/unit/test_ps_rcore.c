@@ -2,8 +2,10 @@
  * core and one secondary core, with the actions of each step inspected.
  * The pipeline window, cw over the ISR, replies in LSN order, the
  * secondary's duplicate / gap / old-epoch answers, the primary's rewind on
- * RT_ELSNGAP and on its resend timer, deposition on RT_ESEALED, and
- * refused events. tests/sim/sim_repl.c runs the same core at scale. */
+ * RT_ELSNGAP, on its resend timer and on a reconnect, deposition on
+ * RT_ESEALED, refused events, assignment at a durable LSN, later epochs,
+ * forgetting a range, and writes held at the last LSN. tests/sim/sim_repl.c
+ * runs the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -327,6 +329,131 @@ static void test_refused(void **state)
     assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
 }
 
+/* A range assigned after a restart starts at its durable LSN: the
+ * primary's next group is that LSN + 1 and goes out alone, and the
+ * secondary takes it as the next one and acks what it had again. */
+static void test_assign_at_lsn(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct ps_rcore_range_info info;
+    struct ps_rcore_assignment as = {.range_id = R + 1,
+                                     .epoch = 3,
+                                     .primary_id = 1,
+                                     .isr = {1, 2},
+                                     .n_isr = 2,
+                                     .lsn = 7};
+    assert_int_equal(ps_rcore_assign(f->p, &as, &f->out), 0);
+    assert_int_equal(ps_rcore_assign(f->s2, &as, &f->out), 0);
+    assert_int_equal(ps_rcore_range_get(f->p, R + 1, &info), 0);
+    assert_int_equal(info.applied_lsn, 7);
+    assert_int_equal(info.commit_lsn, 7);
+    rt_repl_actions_reset(&f->out);
+    uint8_t rec = 1;
+    uint64_t req = 100;
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
+                               .range_id = R + 1,
+                               .lsn = 8,
+                               .records = &rec,
+                               .records_len = 1,
+                               .req_ids = &req,
+                               .n_req_ids = 1};
+    assert_int_equal(ps_rcore_step(f->p, &ev, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1);
+    assert_int_equal(a->msg.u.append.lsn, 8);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = a->msg.u.append;
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_event in = {.kind = RT_REPL_EV_MSG, .peer = 1, .msg = &m};
+    assert_int_equal(ps_rcore_step(f->s2, &in, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, &a), 1);
+    assert_int_equal(a->lsn, 8);
+    m.u.append.lsn = 7;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &in, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1);
+    assert_int_equal(a->msg.u.ack.code, 0);
+    assert_int_equal(a->msg.u.ack.applied_lsn, 7);
+}
+
+/* A write that is not a new group (another write of the last group, or
+ * one that changed nothing) is held until cw reaches the last LSN. */
+static void test_hold_at_last(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *r = NULL;
+    uint64_t req = 200;
+    local_done(f, 0, 1, 100);
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
+                               .range_id = R,
+                               .lsn = 0,
+                               .req_ids = &req,
+                               .n_req_ids = 1};
+    assert_int_equal(ps_rcore_step(f->p, &ev, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, NULL), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    ack(f, 1, 2, 0, 1, 3);
+    assert_int_equal(ack(f, 1, 3, 0, 1, 3), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 2);
+    /* With cw at the last LSN already, the answer comes at once. */
+    rt_repl_actions_reset(&f->out);
+    ev.lsn = 1;
+    assert_int_equal(ps_rcore_step(f->p, &ev, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &r), 1);
+    assert_int_equal(r->req_id, 200);
+}
+
+/* A later epoch that drops a lagging member from the ISR lets cw rise
+ * and releases the writes it held; an older epoch or another primary is
+ * refused; forgetting the range answers its held writes RT_ETIMEDOUT. */
+static void test_update_and_forget(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *r = NULL;
+    local_done(f, 0, 1, 100);
+    local_done(f, 0, 2, 101);
+    ack(f, 1, 2, 0, 2, 3);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    struct ps_rcore_assignment as = {
+        .range_id = R, .epoch = 4, .primary_id = 1, .isr = {1, 2}, .n_isr = 2};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_update(f->p, &as, 2, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 2);
+    assert_int_equal(ps_rcore_update(f->p, &as, 2, &f->out), RT_ESTALE);
+    as.epoch = 5;
+    as.primary_id = 2;
+    assert_int_equal(ps_rcore_update(f->p, &as, 2, &f->out), RT_EINVAL);
+    local_done(f, 3, 3, 102);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_forget(f->p, R, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &r), 1);
+    assert_int_equal(r->req_id, 102);
+    assert_int_equal(r->code, RT_ETIMEDOUT);
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_rcore_range_get(f->p, R, &info), RT_ENOTFOUND);
+    assert_int_equal(ps_rcore_forget(f->p, R, &f->out), RT_ENOTFOUND);
+}
+
+/* A peer's connection coming up restarts its stream at acked + 1 at
+ * once; a connection going down sends nothing. */
+static void test_conn_up_resends(void **state)
+{
+    struct fx *f = *state;
+    local_done(f, 0, 1, 100);
+    local_done(f, 0, 2, 101);
+    ack(f, 1, 2, 0, 1, 3);
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_CONN, .now_ms = 2, .peer = 2, .up = 0};
+    assert_int_equal(ps_rcore_step(f->p, &ev, &f->out), 0);
+    assert_appends(f, 2, 0, 0);
+    ev.up = 1;
+    assert_int_equal(ps_rcore_step(f->p, &ev, &f->out), 0);
+    assert_appends(f, 2, 2, 2);
+    assert_appends(f, 3, 0, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +464,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resend_timer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sealed_deposes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assign_at_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hold_at_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_and_forget, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_conn_up_resends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
