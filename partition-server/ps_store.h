@@ -150,6 +150,12 @@ struct ps_write
      * missing key is not an error. status is 0 or an LMDB failure. */
     const struct ps_kv *kvs;
     size_t n_kvs;
+    /* In, raw mode with @range_id: a replica applying its primary's group
+     * @repl_lsn (0 = none). The range's record then takes applied_lsn =
+     * @repl_lsn (the highest of the group's writes of the range) instead
+     * of applied + 1, so two groups applied in one commit keep their own
+     * LSNs, and the write takes it even when it changes nothing. */
+    uint64_t repl_lsn;
 };
 
 /* Clears a write's outputs (frees op values) so it can be applied again or
@@ -216,8 +222,9 @@ int ps_store_write_group(struct ps_store *s,
 /* Replica state of one range: the "rs" ‖ u64be range_id record of the
  * "repl" DB (docs/DESIGN-replication.md §2.2; layout in ps_store_int.h).
  * ps_store_write_group keeps it in step with the data: every group that
- * changes a range's data sets applied_lsn = applied_lsn + 1 and
- * applied_epoch = epoch in the same transaction, so after any crash the
+ * changes a range's data sets applied_lsn = applied_lsn + 1 (a replica's
+ * raw writes: their repl_lsn) and applied_epoch = epoch in the same
+ * transaction, so after any crash the
  * data is exactly applied_lsn. A range without a record is at LSN 0 (a
  * data directory from before replication, or a range never written). */
 enum ps_rs_role {
@@ -302,6 +309,15 @@ int ps_store_get(struct ps_store *s,
                  const char *pk,
                  const char *rk,
                  struct rt_buf *value);
+/* ps_store_get that also gives the id of its read transaction in
+ * *@txn_id (0 when none was opened): the read saw exactly the writes with
+ * txn_id <= it (lsn_T of replicated reads, ps_lsn_ring.h). */
+int ps_store_get_txn(struct ps_store *s,
+                     uint64_t table_id,
+                     const char *pk,
+                     const char *rk,
+                     struct rt_buf *value,
+                     uint64_t *txn_id);
 
 struct ps_rec
 {
@@ -350,6 +366,7 @@ struct ps_scan
                          this range or any later one, can match */
     uint64_t scanned; /* keys examined */
     size_t bytes;     /* returned value bytes */
+    uint64_t txn_id;  /* the read transaction's id (0: none opened) */
 };
 #define PS_SCAN_MAX_LIMIT 1000u
 #define PS_SCAN_MAX_BYTES (4u * 1024u * 1024u)

@@ -5,10 +5,11 @@
  * Happy path of a group's LSNs, inside its write transaction: each write
  * that changed data notes (range, write) (ps__repl_note); ps__repl_assign
  * sorts the notes by range, and for each range reads its record (absent =
- * LSN 0), moves applied_lsn and applied_epoch to (lsn + 1, epoch), puts it
- * back, and gives that LSN to every write of the range. Failure modes: a record
- * that fails its checks is RT_ECORRUPT and an LMDB failure its code; both
- * poison the transaction, so the group fails as a whole and is retried
+ * LSN 0), moves applied_lsn and applied_epoch to (lsn + 1, epoch) -- or,
+ * for a replica's raw writes, to the highest repl_lsn they carry -- puts
+ * it back, and gives that LSN to every write of the range. Failure modes: a
+ * record that fails its checks is RT_ECORRUPT and an LMDB failure its code;
+ * both poison the transaction, so the group fails as a whole and is retried
  * write by write (ps_store_write.c) without any LSN taken. */
 #include "ps_store.h"
 #include "ps_store_int.h"
@@ -146,12 +147,18 @@ int ps__repl_assign(struct ps_store *s, MDB_txn *txn, struct ps_write *const *w)
         if (rc != 0) {
             return rc;
         }
-        rs.applied_lsn++;
+        uint64_t set = 0;
+        for (; b < np && p[b].range_id == p[a].range_id; b++) {
+            uint64_t l = w[p[b].idx]->repl_lsn;
+            set = l > set ? l : set;
+        }
+        rs.applied_lsn = set != 0 ? set : rs.applied_lsn + 1;
         rs.applied_epoch = rs.epoch;
         rc = ps__rs_write(s, txn, p[a].range_id, &rs);
         if (rc != 0) {
             return rc;
         }
+        b = a;
         for (; b < np && p[b].range_id == p[a].range_id; b++) {
             w[p[b].idx]->lsn = rs.applied_lsn;
         }

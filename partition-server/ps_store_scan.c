@@ -27,17 +27,30 @@ int ps_store_get(struct ps_store *s,
                  const char *rk,
                  struct rt_buf *value)
 {
+    uint64_t txn_id;
+    return ps_store_get_txn(s, table_id, pk, rk, value, &txn_id);
+}
+
+int ps_store_get_txn(struct ps_store *s,
+                     uint64_t table_id,
+                     const char *pk,
+                     const char *rk,
+                     struct rt_buf *value,
+                     uint64_t *txn_id)
+{
     struct rt_buf key = RT_BUF_INIT;
     MDB_txn *txn;
     MDB_val v;
     int rc;
 
+    *txn_id = 0;
     rt_key_entity(&key, table_id, pk, strlen(pk), rk, strlen(rk));
     rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0) {
         rt_buf_free(&key);
         return rt_lmdb_err(rc);
     }
+    *txn_id = (uint64_t)mdb_txn_id(txn);
     rc = ps__lookup(s, txn, key.data, key.len, &v);
     if (rc == 0) {
         rc = ps__value_check(key.data, key.len, v.mv_data, v.mv_size);
@@ -238,6 +251,8 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
     MDB_txn *txn = NULL;
     struct ps__it it;
     uint64_t tid;
+
+    sc->txn_id = 0;
     int rc;
 
     ps__scan_clear(sc);
@@ -304,6 +319,7 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
         txn = NULL;
         goto out;
     }
+    sc->txn_id = (uint64_t)mdb_txn_id(txn);
     rt_buf_free(&it.kb);
     if ((rc = ps__it_open(&it, s, txn)) != 0) {
         goto out;

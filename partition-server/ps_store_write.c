@@ -380,7 +380,8 @@ static int ps__group_txn(struct ps_store *s,
             goto err_abort;
         }
         /* A write whose checks failed put nothing: it takes no LSN. */
-        if (s->changes != before && w[i]->range_id != 0) {
+        if ((s->changes != before || w[i]->repl_lsn != 0) &&
+            w[i]->range_id != 0) {
             ps__repl_note(s, w[i]->range_id, i);
         }
     }

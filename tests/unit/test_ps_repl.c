@@ -425,6 +425,43 @@ static void test_raw_write_lsn(void **state)
     assert_int_equal(w.lsn, 1);
 }
 
+/* A replica's raw writes carry their primary's LSNs: two groups applied
+ * in one commit leave the record at the higher one, an empty group still
+ * takes its LSN, and a read reports the transaction it ran in. */
+static void test_raw_write_explicit_lsn(void **state)
+{
+    struct fx *f = *state;
+    uint8_t key[12] = {0, 0, 0, 0, 0, 0, 0, TABLE, 'a', 0, 'b', 0};
+    uint8_t val[4] = {1, 2, 3, 4};
+    struct ps_kv kv = {key, sizeof(key), val, sizeof(val), 0};
+    struct ps_write w[2];
+    struct ps_write *wp[2] = {&w[0], &w[1]};
+
+    memset(w, 0, sizeof(w));
+    for (int i = 0; i < 2; i++) {
+        w[i].table_id = TABLE;
+        w[i].kvs = &kv;
+        w[i].n_kvs = 1;
+        w[i].failed_index = -1;
+        w[i].range_id = 13;
+        w[i].repl_lsn = 5 + (uint64_t)i;
+    }
+    group(f, wp, 2);
+    assert_int_equal(w[0].status, 0);
+    assert_int_equal(applied(f, 13), 6);
+    w[0].n_kvs = 0;
+    w[0].repl_lsn = 7;
+    group(f, wp, 1);
+    assert_int_equal(w[0].status, 0);
+    assert_int_equal(applied(f, 13), 7);
+    struct rt_buf v = RT_BUF_INIT;
+    uint64_t txn = 0;
+    assert_int_equal(ps_store_get_txn(f->s, TABLE, "nokey", "x", &v, &txn),
+                     RT_ENOTFOUND);
+    assert_int_equal(txn, w[0].txn_id);
+    rt_buf_free(&v);
+}
+
 /* A group that LMDB fails as a whole (map full) takes no LSN; its writes,
  * retried one by one, each take their own when they commit. */
 static void test_failed_group_retried_alone(void **state)
@@ -538,6 +575,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_write_explicit_lsn, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_failed_group_retried_alone, setup,
                                         teardown),
         cmocka_unit_test(test_lsn_ring),
