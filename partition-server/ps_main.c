@@ -31,6 +31,7 @@ int main(int argc, char **argv)
     char *port_file = NULL, *log_level = NULL, *http = NULL;
     long max_pending = 0, map_size_mb = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
+    long repl_inflight = 0, read_wait_ms = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -52,6 +53,11 @@ int main(int argc, char **argv)
          "entities/s cap per range, then ServerBusy (0 = none)"},
         {"move-chunk-kb", RT_OPT_INT, &move_chunk_kb, "256",
          "size of the MIGRATE_DATA chunks a range move sends, KiB"},
+        {"repl-inflight", RT_OPT_INT, &repl_inflight, "32",
+         "replication: appends sent to a peer and not yet acked, per range"},
+        {"read-wait-ms", RT_OPT_INT, &read_wait_ms, "1000",
+         "replication: how long a read waits for its data to be on every "
+         "in-sync replica, then ServerBusy"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -75,6 +81,14 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "rt-partition-server: --data DIR is required "
                 "(try --help)\n");
+        rt_config_free(opts);
+        return 2;
+    }
+    if (repl_inflight < 1 || repl_inflight > 100000 || read_wait_ms < 1 ||
+        read_wait_ms > 600000) {
+        fprintf(stderr,
+                "rt-partition-server: --repl-inflight 1..100000, "
+                "--read-wait-ms 1..600000\n");
         rt_config_free(opts);
         return 2;
     }
@@ -116,6 +130,8 @@ int main(int argc, char **argv)
     cfg.max_range_eps = (uint64_t)max_range_eps;
     cfg.http = http;
     cfg.move_chunk = (size_t)move_chunk_kb * 1024;
+    cfg.repl_inflight = (uint32_t)repl_inflight;
+    cfg.read_wait_ms = (uint32_t)read_wait_ms;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

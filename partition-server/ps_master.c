@@ -30,6 +30,7 @@
 
 #include "ps_jobs.h"
 #include "ps_move.h"
+#include "ps_repl.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -40,6 +41,8 @@
 static void ps__apply(struct ps_server *ps,
                       Rt__Range *const *v,
                       size_t n,
+                      Rt__Server *const *peers,
+                      size_t n_peers,
                       uint64_t map_version,
                       int force,
                       int persist)
@@ -54,6 +57,8 @@ static void ps__apply(struct ps_server *ps,
     }
     changed = ps_ranges_set(&ps->ranges, v, n);
     ps->ranges.map_version = map_version;
+    /* Replica roles, ISRs and peers (ps_repl.c); RF-1 ranges stay out. */
+    ps_repl_assigned(ps, v, n, peers, n_peers);
     /* Frozen ranges, moves in flight, ranges received (ps_move.c). */
     ps_move_assigned(ps, force);
     for (size_t i = 0; i < ps->ranges.n; i++) {
@@ -138,7 +143,8 @@ static void ps__register_cb(int status,
         }
         ps->server_id = resp->server_id;
     }
-    ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 1, 0);
+    ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
+              resp->map_version, 1, 0);
     ps_jobs_persist(ps, NULL, 0, 0);
     ps->registered = 1;
     rt_log(RT_LOG_INFO,
@@ -213,7 +219,8 @@ static void ps__heartbeat_cb(int status,
                (unsigned long long)ps->server_id);
         ps->registered = 0;
     } else {
-        ps__apply(ps, resp->ranges, resp->n_ranges, resp->map_version, 0, 1);
+        ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
+                  resp->map_version, 0, 1);
     }
     rt__register_resp__free_unpacked(resp, NULL);
 }
@@ -318,7 +325,8 @@ void ps_master_on_assign(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad Assignment");
         return;
     }
-    ps__apply(ps, a->ranges, a->n_ranges, a->map_version, 0, 0);
+    ps__apply(ps, a->ranges, a->n_ranges, a->peers, a->n_peers, a->map_version,
+              0, 0);
     rt__assignment__free_unpacked(a, NULL);
     /* Answer once the (possibly unchanged) set is durable. */
     ps_jobs_persist(ps, conn, id, method);

@@ -1,7 +1,7 @@
 /* RPC handlers: ENTITY_WRITE / ENTITY_GET / ENTITY_SCAN / PING for front
- * ends, ASSIGN_RANGES / DROP_TABLE / MOVE_* for the master, MIGRATE_* from
- * other partition servers (all may arrive on any connection; moves are in
- * ps_move.c).
+ * ends, ASSIGN_RANGES / DROP_TABLE / MOVE_* for the master, MIGRATE_* and
+ * REPL_APPEND from other partition servers (all may arrive on any
+ * connection; moves are in ps_move.c, replication in ps_repl.c).
  *
  * Happy path of a write: unpack -> ownership check (range id, epoch, table,
  * every PK inside [low, high)) -> back-pressure check -> a job holding the
@@ -23,7 +23,15 @@
  * after-work callback (loop thread) accounts the load and replies.
  * Scan failure modes: malformed body or filter: RT_EINVAL; not our range,
  * or a resume key at or past its high end: RT_ESTALE; store failure:
- * RT_EIO / RT_ECORRUPT; shutting down before the work ran: RT_EBUSY. */
+ * RT_EIO / RT_ECORRUPT; shutting down before the work ran: RT_EBUSY.
+ *
+ * Replicated ranges (ps_repl.h): admission first asks ps_repl_route (a
+ * secondary: RT_ENOTPRIMARY; the primary accepts any epoch in
+ * [primary_epoch, epoch]); a write's answer, failed or not, waits until
+ * cw covers what it wrote or saw, and a get's or scan's (found or not)
+ * until cw reaches the LSN of its read transaction, at most --read-wait-ms
+ * (then RT_EBUSY). REPL_APPEND from a primary goes to ps_repl_on_append.
+ * RF-1 ranges take none of these steps. */
 #include "ps_rpc.h"
 
 #include <stdlib.h>
@@ -32,6 +40,7 @@
 #include "ps_jobs.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repl.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
@@ -50,24 +59,36 @@ struct ps_write_req
     struct rt_rpc_conn *conn;
     uint64_t id;
     uint64_t range_id;
+    int repl; /* a replicated range: the answer waits for cw */
+    struct ps_repl_wait wait;
     Rt__WriteReq *msg;
     struct ps_op ops[];
 };
 
-/* Ownership (RT_ESTALE), then a freeze for a move (RT_EBUSY, not counted
+/* A replicated range's primary only, at an epoch in [primary_epoch,
+ * epoch] (RT_ENOTPRIMARY, RT_ESTALE; *@repl set when replicated), then
+ * ownership (RT_ESTALE), then a freeze for a move (RT_EBUSY, not counted
  * as throttling: the range is about to change hands). */
 static int ps__route(struct ps_server *ps,
                      const Rt__RangeRef *ref,
                      const char *pk,
-                     struct ps_range **out)
+                     struct ps_range **out,
+                     int *repl)
 {
+    uint64_t epoch;
     int rc;
 
     if (!ref) {
         return RT_EINVAL;
     }
-    rc = ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id, ref->epoch,
-                         pk, out);
+    epoch = ref->epoch;
+    rc = ps_repl_route(ps, ref->range_id, ref->epoch, &epoch);
+    if (rc < 0) {
+        return rc;
+    }
+    *repl = rc == 0;
+    rc = ps_ranges_route(&ps->ranges, ref->table_id, ref->range_id, epoch, pk,
+                         out);
     if (rc == 0 && (*out)->frozen) {
         return RT_EBUSY;
     }
@@ -107,37 +128,16 @@ static void ps__charge(struct ps_server *ps,
 
 /* ENTITY_WRITE */
 
-static void ps__write_done(struct ps_job *job)
+/* Answers the write (@code 0: with its outcome; else that error: the
+ * outcome is unknown or the answer could not wait) and frees it. */
+static void ps__write_reply(struct ps_write_req *req, int code)
 {
-    struct ps_write_req *req = container_of(job, struct ps_write_req, job);
-    struct ps_server *ps = req->ps;
-    struct ps_write *w = &job->u.write;
-    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
+    struct ps_write *w = &req->job.u.write;
     const uint32_t method = RT__METHOD__ENTITY_WRITE;
 
-    if (r) {
-        uint64_t ok = 0;
-        for (size_t i = 0; i < w->n_ops; i++) {
-            ok += w->status == 0 && w->ops[i].code == 0;
-        }
-        ps_range_account(&ps->ranges, r, ok, w->bytes_written, job->exec_us,
-                         w->ops[0].pk);
-    }
-    if (!r || !ps_range_contains(r, w->ops[0].pk)) {
-        /* A split or merge replaced the range while the write was queued:
-         * its effect belongs to the range holding the PK now. */
-        r = ps_ranges_find_key(&ps->ranges, w->table_id, w->ops[0].pk);
-    }
-    if (r) {
-        ps_range_count_write(r, w->txn_id, w->count_delta, w->bytes_delta);
-    }
-    if (w->status != 0) {
-        if (w->status == RT_ENOSPACE || w->status == RT_EIO ||
-            w->status == RT_ECORRUPT || w->status == RT_ENOMEM ||
-            w->status == RT_ETOOLARGE) {
-            rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
-                   (unsigned long long)req->range_id, rt_strerror(w->status));
-        }
+    if (code != 0) {
+        rt_rpc_reply_err(req->conn, req->id, method, code, NULL);
+    } else if (w->status != 0) {
         rt_rpc_reply_err_at(req->conn, req->id, method, w->status,
                             w->atomic ? w->failed_index : -1, w->errmsg);
     } else {
@@ -165,6 +165,52 @@ static void ps__write_done(struct ps_job *job)
     free(req);
 }
 
+/* Replication released the write: cw covers it (§5.3). */
+static void ps__write_released(struct ps_repl_wait *wait, int code)
+{
+    ps__write_reply(container_of(wait, struct ps_write_req, wait), code);
+}
+
+static void ps__write_done(struct ps_job *job)
+{
+    struct ps_write_req *req = container_of(job, struct ps_write_req, job);
+    struct ps_server *ps = req->ps;
+    struct ps_write *w = &job->u.write;
+    struct ps_range *r = ps_ranges_find(&ps->ranges, req->range_id);
+
+    if (r) {
+        uint64_t ok = 0;
+        for (size_t i = 0; i < w->n_ops; i++) {
+            ok += w->status == 0 && w->ops[i].code == 0;
+        }
+        ps_range_account(&ps->ranges, r, ok, w->bytes_written, job->exec_us,
+                         w->ops[0].pk);
+    }
+    if (!r || !ps_range_contains(r, w->ops[0].pk)) {
+        /* A split or merge replaced the range while the write was queued:
+         * its effect belongs to the range holding the PK now. */
+        r = ps_ranges_find_key(&ps->ranges, w->table_id, w->ops[0].pk);
+    }
+    if (r) {
+        ps_range_count_write(r, w->txn_id, w->count_delta, w->bytes_delta);
+    }
+    if (w->status == RT_ENOSPACE || w->status == RT_EIO ||
+        w->status == RT_ECORRUPT || w->status == RT_ENOMEM ||
+        w->status == RT_ETOOLARGE) {
+        rt_log(RT_LOG_WARN, "write to range %llu failed: %s",
+               (unsigned long long)req->range_id, rt_strerror(w->status));
+    }
+    ps_repl_note_txn(ps, w->txn_id);
+    if (req->repl) {
+        /* Even a failed write waits: it saw state that may not be on the
+         * other replicas yet (§5.2). */
+        req->wait.cb = ps__write_released;
+        ps_repl_write_done(ps, &req->wait, w);
+        return;
+    }
+    ps__write_reply(req, 0);
+}
+
 static void ps__on_write(struct ps_server *ps,
                          struct rt_rpc_conn *conn,
                          uint64_t id,
@@ -175,7 +221,7 @@ static void ps__on_write(struct ps_server *ps,
     Rt__WriteReq *msg = rt__write_req__unpack(NULL, len, body);
     struct ps_write_req *req;
     struct ps_range *r = NULL;
-    int rc;
+    int rc, repl = 0;
 
     if (!msg) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad WriteReq");
@@ -212,7 +258,7 @@ static void ps__on_write(struct ps_server *ps,
         if (msg->atomic && i > 0) {
             continue;
         }
-        rc = ps__route(ps, msg->route, op->pk, &r);
+        rc = ps__route(ps, msg->route, op->pk, &r, &repl);
         if (rc != 0) {
             rt_rpc_reply_err(conn, id, method, rc, NULL);
             goto out_free;
@@ -239,6 +285,7 @@ static void ps__on_write(struct ps_server *ps,
     req->conn = conn;
     req->id = id;
     req->range_id = r->id;
+    req->repl = repl;
     req->msg = msg;
     for (size_t i = 0; i < msg->n_ops; i++) {
         const Rt__EntityOp *op = msg->ops[i];
@@ -278,6 +325,42 @@ out_free:
 
 /* ENTITY_GET */
 
+/* A get of a replicated range waiting for cw >= lsn_T (§6.3). */
+struct ps_get_wait
+{
+    struct ps_repl_wait wait;
+    struct rt_rpc_conn *conn;
+    uint64_t id;
+    int rc;
+    struct rt_buf value;
+};
+
+/* Answers a get: @rc 0 with @value, else the error. */
+static void ps__get_reply(struct rt_rpc_conn *conn,
+                          uint64_t id,
+                          int rc,
+                          const struct rt_buf *value)
+{
+    const uint32_t method = RT__METHOD__ENTITY_GET;
+    if (rc != 0) {
+        rt_rpc_reply_err(conn, id, method, rc, NULL);
+        return;
+    }
+    Rt__GetResp resp = RT__GET_RESP__INIT;
+    resp.value.data = value->data;
+    resp.value.len = value->len;
+    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+}
+
+static void ps__get_released(struct ps_repl_wait *wait, int code)
+{
+    struct ps_get_wait *g = container_of(wait, struct ps_get_wait, wait);
+    ps__get_reply(g->conn, g->id, code ? code : g->rc, &g->value);
+    rt_buf_free(&g->value);
+    rt_rpc_conn_unref(g->conn);
+    free(g);
+}
+
 static void ps__on_get(struct ps_server *ps,
                        struct rt_rpc_conn *conn,
                        uint64_t id,
@@ -288,14 +371,14 @@ static void ps__on_get(struct ps_server *ps,
     Rt__GetReq *msg = rt__get_req__unpack(NULL, len, body);
     struct rt_buf value = RT_BUF_INIT;
     struct ps_range *r;
-    uint64_t t0 = rt_time_mono_us();
-    int rc;
+    uint64_t t0 = rt_time_mono_us(), txn_id = 0;
+    int rc, repl = 0;
 
     if (!msg) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad GetReq");
         return;
     }
-    rc = ps__route(ps, msg->route, msg->pk, &r);
+    rc = ps__route(ps, msg->route, msg->pk, &r, &repl);
     if (rc == 0) {
         rc = ps__admit(ps, r);
     }
@@ -303,23 +386,34 @@ static void ps__on_get(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out;
     }
-    rc =
-        ps_store_get(ps->store, msg->route->table_id, msg->pk, msg->rk, &value);
+    rc = ps_store_get_txn(ps->store, msg->route->table_id, msg->pk, msg->rk,
+                          &value, &txn_id);
     ps_range_account(&ps->ranges, r, rc == 0, 0, rt_time_mono_us() - t0,
                      msg->pk);
     ps__charge(ps, r, rc == 0);
-    if (rc != 0) {
-        if (rc != RT_ENOTFOUND) {
-            rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
-                   (unsigned long long)r->id, rt_strerror(rc));
-        }
-        rt_rpc_reply_err(conn, id, method, rc, NULL);
-        goto out;
+    if (rc != 0 && rc != RT_ENOTFOUND) {
+        rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
+               (unsigned long long)r->id, rt_strerror(rc));
     }
-    Rt__GetResp resp = RT__GET_RESP__INIT;
-    resp.value.data = value.data;
-    resp.value.len = value.len;
-    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    if (repl && (rc == 0 || rc == RT_ENOTFOUND)) {
+        /* Found or not, the answer tells what T held: never ahead of cw. */
+        struct ps_get_wait *g = rt_xcalloc(1, sizeof(*g));
+        int w;
+        g->wait.cb = ps__get_released;
+        w = ps_repl_read_wait(ps, &g->wait, r->id, txn_id);
+        if (w == 1) {
+            g->conn = conn;
+            g->id = id;
+            g->rc = rc;
+            g->value = value;
+            rt_buf_init(&value);
+            rt_rpc_conn_ref(conn);
+            goto out;
+        }
+        free(g);
+        rc = w < 0 ? w : rc;
+    }
+    ps__get_reply(conn, id, rc, &value);
 out:
     rt_buf_free(&value);
     rt__get_req__free_unpacked(msg, NULL);
@@ -334,6 +428,8 @@ struct ps_scan_req
     struct rt_rpc_conn *conn;
     uint64_t id;
     uint64_t range_id;
+    int repl; /* a replicated range: the answer waits for cw */
+    struct ps_repl_wait wait;
     Rt__ScanReq *msg;
     struct rt_filter *filter;
     char *low;  /* the range's bounds when the request came */
@@ -398,6 +494,23 @@ static void ps__scan_free(struct ps_scan_req *req)
     free(req);
 }
 
+static void ps__scan_reply(struct ps_scan_req *req, int code)
+{
+    const uint32_t method = RT__METHOD__ENTITY_SCAN;
+    if (code != 0) {
+        rt_rpc_reply_err(req->conn, req->id, method, code, NULL);
+    } else {
+        rt_rpc_reply(req->conn, req->id, method, 0, req->reply.data,
+                     req->reply.len);
+    }
+    ps__scan_free(req);
+}
+
+static void ps__scan_released(struct ps_repl_wait *wait, int code)
+{
+    ps__scan_reply(container_of(wait, struct ps_scan_req, wait), code);
+}
+
 /* Loop thread: account, reply, free. */
 static void ps__scan_after(uv_work_t *work, int status)
 {
@@ -423,12 +536,20 @@ static void ps__scan_after(uv_work_t *work, int status)
     if (req->rc != 0) {
         rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
                (unsigned long long)req->range_id, rt_strerror(req->rc));
-        rt_rpc_reply_err(req->conn, req->id, method, req->rc, NULL);
-    } else {
-        rt_rpc_reply(req->conn, req->id, method, 0, req->reply.data,
-                     req->reply.len);
+        ps__scan_reply(req, req->rc);
+        return;
     }
-    ps__scan_free(req);
+    if (req->repl) {
+        int w;
+        req->wait.cb = ps__scan_released;
+        w = ps_repl_read_wait(ps, &req->wait, req->range_id, req->sc.txn_id);
+        if (w == 1) {
+            return; /* answered when cw reaches the scan's snapshot */
+        }
+        ps__scan_reply(req, w);
+        return;
+    }
+    ps__scan_reply(req, 0);
 }
 
 static void ps__on_scan(struct ps_server *ps,
@@ -442,13 +563,13 @@ static void ps__on_scan(struct ps_server *ps,
     struct rt_filter *filter = NULL;
     struct ps_scan_req *req;
     struct ps_range *r;
-    int rc;
+    int rc, repl = 0;
 
     if (!msg) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad ScanReq");
         return;
     }
-    rc = ps__route(ps, msg->route, NULL, &r);
+    rc = ps__route(ps, msg->route, NULL, &r, &repl);
     if (rc == 0 && msg->has_start && r->high &&
         strcmp(msg->start_pk, r->high) >= 0) {
         rc = RT_ESTALE; /* the resume key belongs to a later range */
@@ -475,6 +596,7 @@ static void ps__on_scan(struct ps_server *ps,
     req->conn = conn;
     req->id = id;
     req->range_id = r->id;
+    req->repl = repl;
     req->msg = msg;
     req->filter = filter;
     req->low = rt_xstrdup(r->low);
@@ -532,6 +654,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__PING:
             ps_jobs_reply_empty(conn, id, method);
+            break;
+        case RT__METHOD__REPL_APPEND:
+            ps_repl_on_append(ps, conn, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

@@ -1,14 +1,17 @@
 /* Server wiring: start-up order, shutdown order, metrics. The modules
- * below it (ps_rpc, ps_master, ps_move, ps_jobs) never call back up here:
+ * below it (ps_rpc, ps_master, ps_move, ps_jobs, ps_repl) never call back
+ * up here:
  * the server hands the master link its request dispatcher.
  *
  * Start: store -> meta (server id, ranges) -> writer -> resume unfinished
- * drops, span drops and frozen ranges (ps_move_start) -> metrics HTTP ->
- * RPC listener -> port file -> master link. Any failure leaves a partly
- * started server that ps_server_stop() takes down.
+ * drops -> replication glue (ps_repl_start) -> span drops and frozen
+ * ranges (ps_move_start) -> metrics HTTP -> RPC listener -> port file ->
+ * master link. Any failure leaves a partly started server that
+ * ps_server_stop() takes down.
  * Stop: moves in flight end (ps_move_stop), then the writer (it finishes
  * queued writes; their replies go out while connections are still open),
- * then the master link, the listener and the metrics listener. */
+ * then replication (writes still waiting for acks are answered, outcome
+ * unknown), the master link, the listener and the metrics listener. */
 #include "ps_server.h"
 
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include "ps_jobs.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repl.h"
 #include "ps_rpc.h"
 #include "rt_addr.h"
 #include "rt_alloc.h"
@@ -333,6 +337,11 @@ int ps_server_start(struct ps_server *ps,
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }
+    if ((rc = ps_repl_start(ps)) != 0) {
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "replication: %s",
+                 rt_strerror(rc));
+        return rc;
+    }
     if ((rc = ps_move_start(ps)) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
                  rt_strerror(rc));
@@ -373,6 +382,7 @@ void ps_server_stop(struct ps_server *ps)
         ps_writer_stop(ps->writer);
         ps->writer = NULL;
     }
+    ps_repl_stop(ps);
     ps_master_stop(ps);
     if (ps->rpc) {
         rt_rpc_server_close(ps->rpc);

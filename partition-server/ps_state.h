@@ -1,9 +1,9 @@
 /* State: the one struct ps_server of a partition server process and its
  * configuration, shared by the modules that run on the loop thread
- * (ps_server, ps_rpc, ps_master, ps_move, ps_jobs). Only types live here,
- * no functions, so each of those modules can include it without
- * depending on another: ps_server.c owns the struct (start, stop, close);
- * the others read and update the parts their comments name.
+ * (ps_server, ps_rpc, ps_master, ps_move, ps_jobs, ps_repl). Only types live
+ * here, no functions, so each of those modules can include it without depending
+ * on another: ps_server.c owns the struct (start, stop, close); the others read
+ * and update the parts their comments name.
  *
  * Thread: the loop thread, except metrics_text (metrics_mu). */
 #ifndef PS_STATE_H
@@ -21,6 +21,7 @@
 struct ps_move_out;
 struct ps_move_in;
 struct ps_http;
+struct ps_repl;
 
 /* Strings are borrowed for the server's life. */
 struct ps_config
@@ -37,6 +38,8 @@ struct ps_config
     uint64_t max_range_eps;  /* entities/s per range; 0 = none */
     const char *http;        /* metrics "host:port"; NULL or "" = off */
     size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
+    uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
+    uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
 };
 
 struct ps_server
@@ -68,6 +71,9 @@ struct ps_server
     /* Throttling: --max-server-eps (per-range buckets are in the ranges). */
     struct ps_tbucket tb;
     uint64_t throttled_total;
+
+    /* Replication (ps_repl.c): the replica core and its glue. */
+    struct ps_repl *repl;
 
     /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
     struct ps_move_out *moves_out;

@@ -1,0 +1,1141 @@
+/* Replication glue (ps_repl.h): events in, actions out.
+ *
+ * Every entry point builds one struct rt_repl_event, steps the core
+ * (ps__repl_step) and runs its actions (ps__repl_dispatch):
+ *   SEND append -> batched per peer, one REPL_APPEND call per peer per step;
+ *   SEND ack    -> settles groups of waiting REPL_APPEND requests;
+ *   WRITE       -> a raw write job with the group's LSN;
+ *   TIMER       -> the core's uv timer;
+ *   REPLY       -> the waiting client write's callback.
+ * Then the reads waiting for cw are checked.
+ *
+ * Happy path of a replicated write at the primary: ps_rpc admits it
+ * (ps_repl_route) -> writer commits its group with the range's LSN ->
+ * ps_repl_write_done takes the group's records from the range's capture
+ * log -> DISK_DONE -> REPL_APPEND to each ISR peer -> the peer's
+ * ps_repl_on_append -> raw write job -> its DISK_DONE -> ack in the reply
+ * -> ps__append_reply -> ACK events -> cw -> REPLY -> the write's answer.
+ * Failure modes:
+ *  - a peer unreachable or slow: calls fail or time out; the core resends
+ *    from its send buffer (resend timer, or at once when the connection
+ *    comes back); held writes wait (no ISR shrink in this step);
+ *  - a group failing its CRC or bounds check at the secondary: refused
+ *    with RT_ECORRUPT / RT_EINVAL, the core resends it;
+ *  - the secondary's writer failing a group: logged; the group is never
+ *    acked (an operator matter until ISR shrink exists);
+ *  - a capture log overflow (PS_MLOG_MAX_BYTES behind): logged; the
+ *    groups lost from it would go out empty, so the range is forgotten
+ *    and its writes answered RT_ETIMEDOUT rather than ship a hole. */
+#include "ps_repl.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_lsn_ring.h"
+#include "ps_rcore.h"
+#include "rt_alloc.h"
+#include "rt_crc32c.h"
+#include "rt_err.h"
+#include "rt_log.h"
+
+/* A replicated range as the glue knows it. */
+struct ps__rrange
+{
+    uint64_t id;
+    uint64_t table_id;
+    uint64_t epoch;
+    uint64_t primary_epoch;
+    uint64_t primary_id;
+    int primary;            /* this server is its primary */
+    char *low, *high;       /* PK bounds; high NULL = unbounded */
+    struct rt_buf klo, khi; /* storage key bounds [klo, khi) */
+    struct ps_mlog log;     /* primary: capture of its key bounds */
+    int log_on;
+    struct rt_buf pend;      /* primary: captured records not yet sent */
+    struct ps_lsn_ring ring; /* primary: (txn_id, lsn) for lsn_T */
+    uint64_t last_fed;       /* primary: last group LSN given the core */
+    int seen;                /* in the assignment being applied */
+};
+
+struct ps__rpeer
+{
+    uint64_t id;
+    char addr[320];
+    struct rt_rpc_client *cli;
+    struct ps_repl *repl;
+    /* The batch of appends being built by one dispatch. */
+    Rt__ReplGroup **batch;
+    size_t n_batch, cap_batch;
+};
+
+/* One group of a REPL_APPEND request at the receiver. */
+struct ps__aitem
+{
+    uint64_t range_id;
+    uint64_t lsn;
+    int settled;
+    struct rt_repl_ack ack;
+};
+
+/* A REPL_APPEND request waiting for its groups to settle. */
+struct ps__areq
+{
+    struct rt_rpc_conn *conn; /* a reference is held */
+    uint64_t id;
+    size_t n, n_settled;
+    struct ps__areq *next;
+    struct ps__aitem items[];
+};
+
+/* A raw write of one replicated group (secondary). */
+struct ps__rwrite
+{
+    struct ps_job job;
+    struct ps_server *ps;
+    uint64_t range_id;
+    uint64_t lsn;
+    uint64_t io_id;
+    uint8_t *recs;
+    struct ps_kv *kvs;
+};
+
+/* A REPL_APPEND call in flight (primary). */
+struct ps__acall
+{
+    struct ps_server *ps;
+    uint64_t peer;
+};
+
+struct ps_repl
+{
+    struct ps_server *ps;
+    struct ps_rcore *core;
+    struct rt_repl_actions out;
+    struct ps__rrange **ranges;
+    size_t n_ranges, cap_ranges;
+    struct ps__rpeer **peers;
+    size_t n_peers, cap_peers;
+    struct ps_repl_wait waits; /* list head: held writes and reads */
+    size_t n_reads;
+    struct ps__areq *areqs; /* REPL_APPEND requests not yet answered */
+    struct ps__aitem *cur;  /* the group being fed to the core */
+    uint64_t max_txn;       /* every commit <= this has called back */
+    uint64_t core_self;     /* the server id the core was made with */
+    uv_timer_t core_timer;
+    uv_timer_t read_timer;
+    int closing;
+    int open_handles;
+};
+
+static const struct ps_kv ps__no_kvs[1];
+
+/* Lookups */
+
+static struct ps__rrange *ps__rr_find(const struct ps_repl *rp, uint64_t id)
+{
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        if (rp->ranges[i]->id == id) {
+            return rp->ranges[i];
+        }
+    }
+    return NULL;
+}
+
+static struct ps__rpeer *ps__peer_find(const struct ps_repl *rp, uint64_t id)
+{
+    for (size_t i = 0; i < rp->n_peers; i++) {
+        if (rp->peers[i]->id == id) {
+            return rp->peers[i];
+        }
+    }
+    return NULL;
+}
+
+/* 1 when storage key @k[0..n) is inside [lo, hi). */
+static int ps__key_in(const struct rt_buf *lo,
+                      const struct rt_buf *hi,
+                      const uint8_t *k,
+                      size_t n)
+{
+    int c = memcmp(k, lo->data, n < lo->len ? n : lo->len);
+    if (c < 0 || (c == 0 && n < lo->len)) {
+        return 0;
+    }
+    c = memcmp(k, hi->data, n < hi->len ? n : hi->len);
+    return c < 0 || (c == 0 && n < hi->len);
+}
+
+/* Waits */
+
+static void ps__wait_link(struct ps_repl *rp, struct ps_repl_wait *w)
+{
+    w->next = rp->waits.next;
+    w->prev = &rp->waits;
+    rp->waits.next->prev = w;
+    rp->waits.next = w;
+    rp->n_reads += w->is_read;
+}
+
+static void ps__wait_fire(struct ps_repl *rp, struct ps_repl_wait *w, int code)
+{
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    rp->n_reads -= w->is_read;
+    w->cb(w, code);
+}
+
+/* Answers the reads whose lsn_T cw has reached, and (@now_ms set) those
+ * past their deadline. */
+static void ps__reads_check(struct ps_repl *rp, uint64_t now_ms)
+{
+    struct ps_repl_wait *w = rp->waits.next, *next;
+    for (; rp->n_reads > 0 && w != &rp->waits; w = next) {
+        struct ps_rcore_range_info info;
+        next = w->next;
+        if (!w->is_read) {
+            continue;
+        }
+        if (ps_rcore_range_get(rp->core, w->range_id, &info) != 0 ||
+            info.role != PS_RCORE_PRIMARY) {
+            ps__wait_fire(rp, w, RT_ENOTPRIMARY);
+        } else if (info.commit_lsn >= w->lsn) {
+            ps__wait_fire(rp, w, 0);
+        } else if (now_ms != 0 && now_ms >= w->deadline_ms) {
+            ps__wait_fire(rp, w, RT_EBUSY);
+        }
+    }
+    if (rp->n_reads == 0 && !rp->closing) {
+        uv_timer_stop(&rp->read_timer);
+    }
+}
+
+static void ps__read_timer_cb(uv_timer_t *t)
+{
+    struct ps_repl *rp = container_of(t, struct ps_repl, read_timer);
+    ps__reads_check(rp, uv_now(rp->ps->loop));
+}
+
+/* Actions */
+
+static void ps__write_job_cb(struct ps_job *job);
+static void ps__append_reply(int status,
+                             const uint8_t *body,
+                             size_t len,
+                             void *arg);
+static void ps__repl_step(struct ps_repl *rp, const struct rt_repl_event *ev);
+static int ps__core_ensure(struct ps_repl *rp);
+
+/* Packs @g with crc32c = 0 and returns the CRC32C of those bytes. */
+static uint32_t ps__group_crc(Rt__ReplGroup *g)
+{
+    uint32_t saved = g->crc32c, crc;
+    size_t n;
+    uint8_t stack[512], *buf = stack;
+    g->crc32c = 0;
+    n = rt__repl_group__get_packed_size(g);
+    if (n > sizeof(stack)) {
+        buf = rt_xmalloc(n);
+    }
+    rt__repl_group__pack(g, buf);
+    crc = rt_crc32c(0, buf, n);
+    if (buf != stack) {
+        free(buf);
+    }
+    g->crc32c = saved;
+    return crc;
+}
+
+static void ps__batch_add(struct ps__rpeer *p, const struct rt_repl_append *ap)
+{
+    Rt__ReplGroup *g = rt_xcalloc(1, sizeof(*g));
+    rt__repl_group__init(g);
+    g->range_id = ap->range_id;
+    g->epoch = ap->epoch;
+    g->lsn = ap->lsn;
+    g->commit_lsn = ap->commit_lsn;
+    g->records.data = (uint8_t *)ap->records;
+    g->records.len = ap->records_len;
+    g->crc32c = ps__group_crc(g);
+    if (p->n_batch == p->cap_batch) {
+        p->cap_batch = p->cap_batch ? 2 * p->cap_batch : 8;
+        p->batch = rt_xrealloc(p->batch, p->cap_batch * sizeof(*p->batch));
+    }
+    p->batch[p->n_batch++] = g;
+}
+
+/* Sends the batch built for @p (records still point into rp->out). */
+static void ps__batch_send(struct ps_repl *rp, struct ps__rpeer *p)
+{
+    Rt__ReplAppend msg = RT__REPL_APPEND__INIT;
+    struct ps__acall *call;
+    if (p->n_batch == 0) {
+        return;
+    }
+    msg.from_server = rp->ps->server_id;
+    msg.groups = p->batch;
+    msg.n_groups = p->n_batch;
+    if (p->cli != NULL) {
+        call = rt_xcalloc(1, sizeof(*call));
+        call->ps = rp->ps;
+        call->peer = p->id;
+        if (rt_rpc_call_pb(rt_rpc_client_conn(p->cli), RT__METHOD__REPL_APPEND,
+                           &msg.base, PS_REPL_CALL_MS, ps__append_reply,
+                           call) != 0) {
+            rt_log(RT_LOG_WARN, "REPL_APPEND to server %" PRIu64 " too large",
+                   p->id);
+            free(call);
+        }
+    }
+    for (size_t i = 0; i < p->n_batch; i++) {
+        free(p->batch[i]);
+    }
+    p->n_batch = 0;
+}
+
+static void ps__areq_reply(struct ps_repl *rp, struct ps__areq *q)
+{
+    Rt__ReplAck resp = RT__REPL_ACK__INIT;
+    Rt__RangeAck *acks = rt_xcalloc(q->n, sizeof(*acks));
+    Rt__RangeAck **ptrs = rt_xcalloc(q->n, sizeof(*ptrs));
+    (void)rp;
+    for (size_t i = 0; i < q->n; i++) {
+        rt__range_ack__init(&acks[i]);
+        acks[i].range_id = q->items[i].ack.range_id;
+        acks[i].code = q->items[i].ack.code;
+        acks[i].applied_lsn = q->items[i].ack.applied_lsn;
+        acks[i].epoch = q->items[i].ack.epoch;
+        ptrs[i] = &acks[i];
+    }
+    resp.acks = ptrs;
+    resp.n_acks = q->n;
+    rt_rpc_reply_pb(q->conn, q->id, RT__METHOD__REPL_APPEND, 0, &resp.base);
+    free(acks);
+    free(ptrs);
+}
+
+/* Answers and frees the requests whose groups have all settled. */
+static void ps__areqs_flush(struct ps_repl *rp)
+{
+    struct ps__areq **pp = &rp->areqs;
+    while (*pp != NULL) {
+        struct ps__areq *q = *pp;
+        if (q->n_settled < q->n) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        ps__areq_reply(rp, q);
+        rt_rpc_conn_unref(q->conn);
+        free(q);
+    }
+}
+
+static void ps__item_settle(struct ps__areq *q,
+                            struct ps__aitem *it,
+                            const struct rt_repl_ack *ack)
+{
+    if (!it->settled) {
+        it->settled = 1;
+        it->ack = *ack;
+        q->n_settled++;
+    }
+}
+
+/* An ack the core sends (secondary): a NACK settles the group being fed;
+ * a cumulative ack settles every waiting group of its range it covers. */
+static void ps__ack_out(struct ps_repl *rp, const struct rt_repl_ack *ack)
+{
+    for (struct ps__areq *q = rp->areqs; q != NULL; q = q->next) {
+        for (size_t i = 0; i < q->n; i++) {
+            struct ps__aitem *it = &q->items[i];
+            if (it->settled || it->range_id != ack->range_id) {
+                continue;
+            }
+            if (ack->code != 0 ? it == rp->cur : it->lsn <= ack->applied_lsn) {
+                ps__item_settle(q, it, ack);
+            }
+        }
+    }
+}
+
+/* WRITE: the group's records as raw changes with its LSN. */
+static void ps__write_submit(struct ps_repl *rp, const struct rt_repl_action *a)
+{
+    const struct rt_repl_append *ap = &a->msg.u.append;
+    struct ps__rwrite *rw = rt_xcalloc(1, sizeof(*rw));
+    struct ps_change c;
+    size_t off = 0, n = 0;
+    rw->ps = rp->ps;
+    rw->range_id = a->range_id;
+    rw->lsn = a->lsn;
+    rw->io_id = a->io_id;
+    rw->recs =
+        ap->records_len ? rt_xmemdup(ap->records, ap->records_len) : NULL;
+    while (ps_change_next(rw->recs, ap->records_len, &off, &c) == 1) {
+        n++;
+    }
+    rw->kvs = n ? rt_xcalloc(n, sizeof(*rw->kvs)) : NULL;
+    off = 0;
+    for (size_t i = 0; i < n; i++) {
+        ps_change_next(rw->recs, ap->records_len, &off, &c);
+        rw->kvs[i] = (struct ps_kv){c.key, c.kn, c.val, c.vn, c.deleted};
+    }
+    rw->job.kind = PS_JOB_WRITE;
+    rw->job.cb = ps__write_job_cb;
+    rw->job.u.write.kvs = n ? rw->kvs : ps__no_kvs;
+    rw->job.u.write.n_kvs = n;
+    rw->job.u.write.failed_index = -1;
+    rw->job.u.write.range_id = a->range_id;
+    rw->job.u.write.repl_lsn = a->lsn;
+    ps_writer_submit(rp->ps->writer, &rw->job);
+}
+
+static void ps__core_timer_cb(uv_timer_t *t)
+{
+    struct ps_repl *rp = container_of(t, struct ps_repl, core_timer);
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
+                               .now_ms = uv_now(rp->ps->loop),
+                               .timer_id = PS_RCORE_TIMER_RESEND};
+    ps__repl_step(rp, &ev);
+}
+
+/* Runs the actions in rp->out, then resets it. */
+static void ps__repl_dispatch(struct ps_repl *rp)
+{
+    uint64_t now = uv_now(rp->ps->loop);
+    for (size_t i = 0; i < rp->out.n; i++) {
+        const struct rt_repl_action *a = &rp->out.v[i];
+        struct ps__rpeer *p;
+        switch (a->kind) {
+            case RT_REPL_ACT_SEND:
+                if (a->msg.kind == RT_REPL_MSG_ACK) {
+                    ps__ack_out(rp, &a->msg.u.ack);
+                } else if ((p = ps__peer_find(rp, a->peer)) != NULL) {
+                    ps__batch_add(p, &a->msg.u.append);
+                }
+                break;
+            case RT_REPL_ACT_WRITE:
+                if (rp->ps->writer != NULL) {
+                    ps__write_submit(rp, a);
+                }
+                break;
+            case RT_REPL_ACT_TIMER:
+                if (rp->closing) {
+                    break;
+                }
+                if (a->at_ms == 0) {
+                    uv_timer_stop(&rp->core_timer);
+                } else {
+                    uv_timer_start(&rp->core_timer, ps__core_timer_cb,
+                                   a->at_ms > now ? a->at_ms - now : 0, 0);
+                }
+                break;
+            case RT_REPL_ACT_REPLY:
+                ps__wait_fire(rp, (struct ps_repl_wait *)(uintptr_t)a->req_id,
+                              a->code);
+                break;
+            default:
+                break;
+        }
+    }
+    for (size_t i = 0; i < rp->n_peers; i++) {
+        ps__batch_send(rp, rp->peers[i]);
+    }
+    rt_repl_actions_reset(&rp->out);
+    ps__areqs_flush(rp);
+    ps__reads_check(rp, 0);
+}
+
+static void ps__repl_step(struct ps_repl *rp, const struct rt_repl_event *ev)
+{
+    int rc = ps_rcore_step(rp->core, ev, &rp->out);
+    if (rc != 0) {
+        rt_log(RT_LOG_DEBUG, "replication core refused %s event: %s",
+               rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
+    }
+    ps__repl_dispatch(rp);
+}
+
+/* Peers */
+
+static void ps__peer_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    struct ps__rpeer *p = ud;
+    struct ps_repl *rp = p->repl;
+    (void)conn;
+    if (rp->closing) {
+        return;
+    }
+    rt_log(up ? RT_LOG_INFO : RT_LOG_WARN,
+           "replication link to server %" PRIu64 " (%s) %s", p->id, p->addr,
+           up ? "up" : "down");
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_CONN,
+                               .now_ms = uv_now(rp->ps->loop),
+                               .peer = p->id,
+                               .up = up};
+    ps__repl_step(rp, &ev);
+}
+
+/* Records @id's address and connects when a range of mine streams to it. */
+static void ps__peer_set(struct ps_repl *rp, uint64_t id, const char *addr)
+{
+    struct ps__rpeer *p = ps__peer_find(rp, id);
+    if (p == NULL) {
+        p = rt_xcalloc(1, sizeof(*p));
+        p->id = id;
+        p->repl = rp;
+        if (rp->n_peers == rp->cap_peers) {
+            rp->cap_peers = rp->cap_peers ? 2 * rp->cap_peers : 4;
+            rp->peers =
+                rt_xrealloc(rp->peers, rp->cap_peers * sizeof(*rp->peers));
+        }
+        rp->peers[rp->n_peers++] = p;
+    }
+    if (strcmp(p->addr, addr) == 0) {
+        return;
+    }
+    snprintf(p->addr, sizeof(p->addr), "%s", addr);
+    if (p->cli != NULL) {
+        rt_rpc_client_set_addr(p->cli, p->addr);
+    } else if (rt_rpc_client_start(rp->ps->loop, p->addr, NULL,
+                                   ps__peer_conn_cb, p, &p->cli) != 0) {
+        rt_log(RT_LOG_ERROR, "bad address '%s' of server %" PRIu64, p->addr,
+               id);
+        p->cli = NULL;
+    }
+}
+
+/* Ranges */
+
+static void ps__rr_free(struct ps_repl *rp, struct ps__rrange *rr)
+{
+    if (rr->log_on && rp->ps->writer != NULL) {
+        ps_writer_log_remove(rp->ps->writer, &rr->log);
+    }
+    rt_buf_free(&rr->log.recs);
+    rt_buf_free(&rr->log.lo);
+    rt_buf_free(&rr->log.hi);
+    rt_buf_free(&rr->pend);
+    rt_buf_free(&rr->klo);
+    rt_buf_free(&rr->khi);
+    free(rr->low);
+    free(rr->high);
+    free(rr);
+}
+
+static void ps__rr_forget(struct ps_repl *rp, struct ps__rrange *rr)
+{
+    rt_log(RT_LOG_INFO, "range %" PRIu64 ": no longer replicated here as %s",
+           rr->id, rr->primary ? "primary" : "secondary");
+    ps_rcore_forget(rp->core, rr->id, &rp->out);
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        if (rp->ranges[i] == rr) {
+            rp->ranges[i] = rp->ranges[--rp->n_ranges];
+            break;
+        }
+    }
+    ps__rr_free(rp, rr);
+}
+
+/* The core's assignment of @d; 0, or RT_EINVAL (too many replicas). */
+static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->range_id = d->id;
+    a->epoch = d->epoch;
+    a->primary_id = d->server_id;
+    if (d->n_isr > 0) {
+        if (d->n_isr > PS_RCORE_MAX_REPLICAS) {
+            return RT_EINVAL;
+        }
+        memcpy(a->isr, d->isr, d->n_isr * sizeof(*d->isr));
+        a->n_isr = d->n_isr;
+        return 0;
+    }
+    for (size_t i = 0; i < d->n_replicas; i++) {
+        if (d->replicas[i]->role == RT__REPL_ROLE__ROLE_PRIMARY ||
+            d->replicas[i]->role == RT__REPL_ROLE__ROLE_SECONDARY) {
+            if (a->n_isr == PS_RCORE_MAX_REPLICAS) {
+                return RT_EINVAL;
+            }
+            a->isr[a->n_isr++] = d->replicas[i]->server_id;
+        }
+    }
+    return 0;
+}
+
+static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
+{
+    struct ps_server *ps = rp->ps;
+    struct ps_rcore_assignment a;
+    struct ps_rstate rs;
+    const char *high = ps_range_pb_high(d);
+    int rc = ps__assignment(d, &a);
+
+    if (rc == 0) {
+        rc = ps_store_repl_get(ps->store, d->id, &rs);
+        if (rc == RT_ENOTFOUND) {
+            rs.applied_lsn = 0;
+            rc = 0;
+        }
+    }
+    if (rc == 0) {
+        a.lsn = rs.applied_lsn;
+        rc = ps_rcore_assign(rp->core, &a, &rp->out);
+    }
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR, "range %" PRIu64 ": cannot replicate: %s", d->id,
+               rt_strerror(rc));
+        return;
+    }
+    struct ps__rrange *rr = rt_xcalloc(1, sizeof(*rr));
+    struct ps_span sp = {d->table_id, d->low ? d->low : "", high};
+    rr->id = d->id;
+    rr->table_id = d->table_id;
+    rr->epoch = d->epoch;
+    rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+    rr->primary_id = d->server_id;
+    rr->primary = d->server_id == ps->server_id;
+    rr->low = rt_xstrdup(sp.low);
+    rr->high = high ? rt_xstrdup(high) : NULL;
+    rt_buf_init(&rr->klo);
+    rt_buf_init(&rr->khi);
+    rt_buf_init(&rr->pend);
+    rt_buf_init(&rr->log.lo);
+    rt_buf_init(&rr->log.hi);
+    rt_buf_init(&rr->log.recs);
+    ps_span_keys(&sp, &rr->klo, &rr->khi);
+    ps_lsn_ring_init(&rr->ring, a.lsn);
+    rr->last_fed = a.lsn;
+    if (rr->primary) {
+        ps_span_keys(&sp, &rr->log.lo, &rr->log.hi);
+        ps_writer_log_add(ps->writer, &rr->log);
+        rr->log_on = 1;
+    }
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": replicated as %s at epoch %" PRIu64
+           ", %zu in sync, from LSN %" PRIu64,
+           d->id, rr->primary ? "primary" : "secondary", d->epoch, a.n_isr,
+           a.lsn);
+    if (rp->n_ranges == rp->cap_ranges) {
+        rp->cap_ranges = rp->cap_ranges ? 2 * rp->cap_ranges : 8;
+        rp->ranges =
+            rt_xrealloc(rp->ranges, rp->cap_ranges * sizeof(*rp->ranges));
+    }
+    rp->ranges[rp->n_ranges++] = rr;
+    rr->seen = 1;
+}
+
+/* 1 when @d names this server in a replica set of more than one. */
+static int ps__replicated(const struct ps_server *ps, const Rt__Range *d)
+{
+    if (d->n_replicas < 2) {
+        return 0;
+    }
+    for (size_t i = 0; i < d->n_replicas; i++) {
+        if (d->replicas[i]->server_id == ps->server_id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ps_repl_assigned(struct ps_server *ps,
+                      Rt__Range *const *v,
+                      size_t n,
+                      Rt__Server *const *peers,
+                      size_t n_peers)
+{
+    struct ps_repl *rp = ps->repl;
+    uint64_t now;
+    if (rp == NULL || rp->closing || ps__core_ensure(rp) != 0) {
+        return;
+    }
+    now = uv_now(ps->loop);
+    for (size_t i = 0; i < n_peers; i++) {
+        if (peers[i]->id != ps->server_id && peers[i]->addr &&
+            *peers[i]->addr) {
+            ps__peer_set(rp, peers[i]->id, peers[i]->addr);
+        }
+    }
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        rp->ranges[i]->seen = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Rt__Range *d = v[i];
+        struct ps__rrange *rr;
+        if (!ps__replicated(ps, d)) {
+            continue;
+        }
+        rr = ps__rr_find(rp, d->id);
+        if (rr != NULL &&
+            (rr->primary_id != d->server_id || rr->table_id != d->table_id)) {
+            ps__rr_forget(rp, rr); /* another primary: start over */
+            rr = NULL;
+        }
+        if (rr == NULL) {
+            ps__rr_create(rp, d);
+            continue;
+        }
+        rr->seen = 1;
+        if (d->epoch > rr->epoch) {
+            struct ps_rcore_assignment a;
+            int rc = ps__assignment(d, &a);
+            if (rc == 0) {
+                rc = ps_rcore_update(rp->core, &a, now, &rp->out);
+            }
+            if (rc != 0) {
+                rt_log(RT_LOG_ERROR,
+                       "range %" PRIu64 ": assignment at epoch %" PRIu64
+                       " refused: %s",
+                       d->id, d->epoch, rt_strerror(rc));
+                continue;
+            }
+            rr->epoch = d->epoch;
+            rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+        }
+    }
+    for (size_t i = rp->n_ranges; i-- > 0;) {
+        if (!rp->ranges[i]->seen) {
+            ps__rr_forget(rp, rp->ranges[i]);
+        }
+    }
+    ps__repl_dispatch(rp);
+}
+
+/* Client requests */
+
+int ps_repl_route(struct ps_server *ps,
+                  uint64_t range_id,
+                  uint64_t epoch,
+                  uint64_t *served_epoch)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr;
+    struct ps_rcore_range_info info;
+    if (rp == NULL || rp->n_ranges == 0 ||
+        (rr = ps__rr_find(rp, range_id)) == NULL) {
+        return 1;
+    }
+    if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
+        info.state != PS_RPRI_SERVING) {
+        return RT_ENOTPRIMARY;
+    }
+    if (epoch < rr->primary_epoch || epoch > rr->epoch) {
+        return RT_ESTALE;
+    }
+    *served_epoch = rr->epoch;
+    return 0;
+}
+
+void ps_repl_note_txn(struct ps_server *ps, uint64_t txn_id)
+{
+    if (ps->repl != NULL && txn_id > ps->repl->max_txn) {
+        ps->repl->max_txn = txn_id;
+    }
+}
+
+/* Moves the records of transaction @txn_id out of @rr's capture into
+ * @grp; older ones (none expected: every change of the range has an LSN)
+ * are dropped, later ones kept for their own group. Returns 0, or
+ * RT_EIO when the capture lost records. */
+static int ps__take_group(struct ps_server *ps,
+                          struct ps__rrange *rr,
+                          uint64_t txn_id,
+                          struct rt_buf *grp)
+{
+    struct rt_buf keep = RT_BUF_INIT;
+    struct ps_change c;
+    size_t off = 0;
+    int overflow = 0;
+
+    ps_writer_log_take(ps->writer, &rr->log, &rr->pend, &overflow);
+    if (overflow) {
+        return RT_EIO;
+    }
+    while (ps_change_next(rr->pend.data, rr->pend.len, &off, &c) == 1) {
+        if (c.txn_id == txn_id) {
+            ps_change_append(grp, c.txn_id, c.key, c.kn, c.val, c.vn,
+                             c.deleted);
+        } else if (c.txn_id > txn_id) {
+            ps_change_append(&keep, c.txn_id, c.key, c.kn, c.val, c.vn,
+                             c.deleted);
+        }
+    }
+    rt_buf_free(&rr->pend);
+    rr->pend = keep;
+    return 0;
+}
+
+void ps_repl_write_done(struct ps_server *ps,
+                        struct ps_repl_wait *w,
+                        const struct ps_write *pw)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, pw->range_id) : NULL;
+    struct rt_buf grp = RT_BUF_INIT;
+    uint64_t req = (uint64_t)(uintptr_t)w;
+    int rc;
+
+    w->range_id = pw->range_id;
+    w->is_read = 0;
+    if (rr == NULL || !rr->primary || rp->closing) {
+        w->cb(w, RT_ETIMEDOUT);
+        return;
+    }
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
+                               .now_ms = uv_now(ps->loop),
+                               .range_id = pw->range_id,
+                               .lsn = pw->lsn,
+                               .req_ids = &req,
+                               .n_req_ids = 1};
+    if (pw->lsn > rr->last_fed) {
+        if (ps__take_group(ps, rr, pw->txn_id, &grp) != 0) {
+            rt_log(RT_LOG_ERROR,
+                   "range %" PRIu64 ": capture overflowed; forgetting it",
+                   rr->id);
+            ps__rr_forget(rp, rr);
+            w->cb(w, RT_ETIMEDOUT);
+            ps__repl_dispatch(rp);
+            return;
+        }
+        ev.records = grp.data;
+        ev.records_len = grp.len;
+        ps_lsn_ring_push(&rr->ring, pw->txn_id, pw->lsn);
+        rr->last_fed = pw->lsn;
+    }
+    ps__wait_link(rp, w);
+    rc = ps_rcore_step(rp->core, &ev, &rp->out);
+    rt_buf_free(&grp);
+    if (rc != 0) {
+        /* Not kept by the core (an LSN out of order): outcome unknown. */
+        rt_log(RT_LOG_ERROR, "range %" PRIu64 ": group LSN %" PRIu64 ": %s",
+               rr->id, pw->lsn, rt_strerror(rc));
+        ps__wait_fire(rp, w, RT_ETIMEDOUT);
+    }
+    ps__repl_dispatch(rp);
+}
+
+int ps_repl_read_wait(struct ps_server *ps,
+                      struct ps_repl_wait *w,
+                      uint64_t range_id,
+                      uint64_t txn_id)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    struct ps_rcore_range_info info;
+    uint64_t lsn_t;
+
+    if (rr == NULL || !rr->primary || rp->closing ||
+        ps_rcore_range_get(rp->core, range_id, &info) != 0) {
+        return RT_ENOTPRIMARY;
+    }
+    if (txn_id <= rp->max_txn) {
+        lsn_t = ps_lsn_ring_at(&rr->ring, txn_id);
+    } else {
+        /* The read saw a commit the loop has not been told of: the
+         * range's applied LSN now bounds lsn_T from above. */
+        struct ps_rstate rs;
+        int rc = ps_store_repl_get(ps->store, range_id, &rs);
+        if (rc != 0 && rc != RT_ENOTFOUND) {
+            return rc;
+        }
+        lsn_t = rc == 0 ? rs.applied_lsn : 0;
+    }
+    if (info.commit_lsn >= lsn_t) {
+        return 0;
+    }
+    w->range_id = range_id;
+    w->lsn = lsn_t;
+    w->is_read = 1;
+    w->deadline_ms =
+        uv_now(ps->loop) +
+        (ps->cfg.read_wait_ms ? ps->cfg.read_wait_ms : PS_REPL_READ_WAIT_MS);
+    ps__wait_link(rp, w);
+    if (!uv_is_active((uv_handle_t *)&rp->read_timer)) {
+        uv_timer_start(&rp->read_timer, ps__read_timer_cb, 10, 10);
+    }
+    return 1;
+}
+
+/* Primary: the reply to a REPL_APPEND call. */
+static void ps__append_reply(int status,
+                             const uint8_t *body,
+                             size_t len,
+                             void *arg)
+{
+    struct ps__acall *call = arg;
+    struct ps_server *ps = call->ps;
+    uint64_t peer = call->peer;
+    Rt__ReplAck *resp;
+
+    free(call);
+    if (status == RT_ECANCELED || ps->stopping || ps->repl == NULL ||
+        ps->repl->closing) {
+        return;
+    }
+    if (status != 0) {
+        rt_log(RT_LOG_DEBUG, "REPL_APPEND to server %" PRIu64 ": %s", peer,
+               rt_strerror(status));
+        return; /* the core resends */
+    }
+    resp = rt__repl_ack__unpack(NULL, len, body);
+    if (resp == NULL) {
+        rt_log(RT_LOG_WARN, "bad ReplAck from server %" PRIu64, peer);
+        return;
+    }
+    for (size_t i = 0; i < resp->n_acks; i++) {
+        const Rt__RangeAck *ra = resp->acks[i];
+        struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+        m.u.ack = (struct rt_repl_ack){.range_id = ra->range_id,
+                                       .code = ra->code,
+                                       .applied_lsn = ra->applied_lsn,
+                                       .epoch = ra->epoch};
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                                   .now_ms = uv_now(ps->loop),
+                                   .peer = peer,
+                                   .msg = &m};
+        ps__repl_step(ps->repl, &ev);
+    }
+    rt__repl_ack__free_unpacked(resp, NULL);
+}
+
+/* Secondary */
+
+static void ps__write_job_cb(struct ps_job *job)
+{
+    struct ps__rwrite *rw = container_of(job, struct ps__rwrite, job);
+    struct ps_server *ps = rw->ps;
+    struct ps_repl *rp = ps->repl;
+
+    ps_repl_note_txn(ps, job->u.write.txn_id);
+    if (job->u.write.status != 0) {
+        rt_log(RT_LOG_ERROR,
+               "range %" PRIu64 ": applying replicated LSN %" PRIu64
+               " failed: %s",
+               rw->range_id, rw->lsn, rt_strerror(job->u.write.status));
+    } else if (rp != NULL && !rp->closing) {
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
+                                   .now_ms = uv_now(ps->loop),
+                                   .io_id = rw->io_id,
+                                   .range_id = rw->range_id,
+                                   .lsn = rw->lsn};
+        ps__repl_step(rp, &ev);
+    }
+    ps_write_reset(&job->u.write);
+    free(rw->kvs);
+    free(rw->recs);
+    free(rw);
+}
+
+/* The checks the core does not make: CRC32C, then every key inside the
+ * range (§4, REPL_APPEND). 0 or the code to NACK with. */
+static int ps__group_check(struct ps_repl *rp, Rt__ReplGroup *g)
+{
+    struct ps__rrange *rr = ps__rr_find(rp, g->range_id);
+    struct ps_change c;
+    size_t off = 0;
+    int rc;
+    if (ps__group_crc(g) != g->crc32c) {
+        return RT_ECORRUPT;
+    }
+    if (rr == NULL) {
+        return 0; /* the core answers for unknown ranges */
+    }
+    while ((rc = ps_change_next(g->records.data, g->records.len, &off, &c)) ==
+           1) {
+        if (!ps__key_in(&rr->klo, &rr->khi, c.key, c.kn)) {
+            return RT_EINVAL;
+        }
+    }
+    return rc == 0 ? 0 : RT_EINVAL;
+}
+
+void ps_repl_on_append(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len)
+{
+    const uint32_t method = RT__METHOD__REPL_APPEND;
+    struct ps_repl *rp = ps->repl;
+    Rt__ReplAppend *msg;
+    struct ps__areq *q;
+
+    if (rp == NULL || rp->closing) {
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, NULL);
+        return;
+    }
+    if (rp->core == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_ESTALE, "no replicated ranges");
+        return;
+    }
+    msg = rt__repl_append__unpack(NULL, len, body);
+    if (msg == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad ReplAppend");
+        return;
+    }
+    q = rt_xcalloc(1, sizeof(*q) + msg->n_groups * sizeof(q->items[0]));
+    q->conn = conn;
+    q->id = id;
+    q->n = msg->n_groups;
+    rt_rpc_conn_ref(conn);
+    q->next = rp->areqs;
+    rp->areqs = q;
+    for (size_t i = 0; i < msg->n_groups; i++) {
+        Rt__ReplGroup *g = msg->groups[i];
+        struct ps__aitem *it = &q->items[i];
+        int rc = ps__group_check(rp, g);
+        it->range_id = g->range_id;
+        it->lsn = g->lsn;
+        if (rc != 0) {
+            struct ps_rcore_range_info info;
+            struct rt_repl_ack nack = {.range_id = g->range_id, .code = rc};
+            if (ps_rcore_range_get(rp->core, g->range_id, &info) == 0) {
+                nack.applied_lsn = info.applied_lsn;
+                nack.epoch = info.epoch;
+            }
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64 ": append LSN %" PRIu64
+                   " from server %" PRIu64 " refused: %s",
+                   g->range_id, g->lsn, msg->from_server, rt_strerror(rc));
+            ps__item_settle(q, it, &nack);
+            continue;
+        }
+        struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+        m.u.append = (struct rt_repl_append){
+            .range_id = g->range_id,
+            .epoch = g->epoch,
+            .lsn = g->lsn,
+            .commit_lsn = g->commit_lsn,
+            .records = g->records.data,
+            .records_len = g->records.len,
+        };
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                                   .now_ms = uv_now(ps->loop),
+                                   .peer = msg->from_server,
+                                   .msg = &m};
+        rp->cur = it;
+        ps_rcore_step(rp->core, &ev, &rp->out);
+        ps__repl_dispatch(rp);
+        rp->cur = NULL;
+    }
+    rt__repl_append__free_unpacked(msg, NULL);
+    ps__areqs_flush(rp);
+}
+
+void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id)
+{
+    struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
+    if (p != NULL && p->cli != NULL) {
+        rt_rpc_conn_close(rt_rpc_client_conn(p->cli));
+    }
+}
+
+int ps_repl_range_info(struct ps_server *ps,
+                       uint64_t range_id,
+                       struct ps_rcore_range_info *out)
+{
+    if (ps->repl == NULL || ps->repl->core == NULL) {
+        return RT_ENOTFOUND;
+    }
+    return ps_rcore_range_get(ps->repl->core, range_id, out);
+}
+
+/* Life cycle */
+
+/* The core knows its node id: (re)made once the master gave one. */
+static int ps__core_ensure(struct ps_repl *rp)
+{
+    struct ps_server *ps = rp->ps;
+    struct ps_rcore_config cfg = {
+        .self_id = ps->server_id,
+        .inflight =
+            ps->cfg.repl_inflight ? ps->cfg.repl_inflight : PS_REPL_INFLIGHT,
+        .resend_ms = PS_REPL_RESEND_MS,
+    };
+    if (rp->core != NULL && rp->core_self == ps->server_id) {
+        return 0;
+    }
+    while (rp->n_ranges > 0) {
+        ps__rr_forget(rp, rp->ranges[rp->n_ranges - 1]);
+    }
+    ps__repl_dispatch(rp);
+    ps_rcore_destroy(rp->core);
+    rp->core = NULL;
+    if (ps->server_id == 0) {
+        return RT_EINVAL;
+    }
+    rp->core_self = ps->server_id;
+    return ps_rcore_create(&cfg, &rp->core);
+}
+
+int ps_repl_start(struct ps_server *ps)
+{
+    struct ps_repl *rp;
+    if (ps->cfg.repl_inflight > 100000) {
+        return RT_EINVAL;
+    }
+    rp = rt_xcalloc(1, sizeof(*rp));
+    rp->ps = ps;
+    rp->waits.next = rp->waits.prev = &rp->waits;
+    rt_repl_actions_init(&rp->out);
+    uv_timer_init(ps->loop, &rp->core_timer);
+    uv_timer_init(ps->loop, &rp->read_timer);
+    rp->open_handles = 2;
+    ps->repl = rp;
+    return 0;
+}
+
+static void ps__repl_close_cb(uv_handle_t *h)
+{
+    struct ps_repl *rp = h->data;
+    if (--rp->open_handles > 0) {
+        return;
+    }
+    ps_rcore_destroy(rp->core);
+    rt_repl_actions_close(&rp->out);
+    free(rp);
+}
+
+void ps_repl_stop(struct ps_server *ps)
+{
+    struct ps_repl *rp = ps->repl;
+    if (rp == NULL) {
+        return;
+    }
+    ps->repl = NULL;
+    rp->closing = 1;
+    while (rp->waits.next != &rp->waits) {
+        struct ps_repl_wait *w = rp->waits.next;
+        ps__wait_fire(rp, w, w->is_read ? RT_EBUSY : RT_ETIMEDOUT);
+    }
+    while (rp->areqs != NULL) {
+        struct ps__areq *q = rp->areqs;
+        rp->areqs = q->next;
+        rt_rpc_conn_unref(q->conn);
+        free(q);
+    }
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        ps__rr_free(rp, rp->ranges[i]);
+    }
+    free(rp->ranges);
+    for (size_t i = 0; i < rp->n_peers; i++) {
+        struct ps__rpeer *p = rp->peers[i];
+        if (p->cli != NULL) {
+            rt_rpc_client_close(p->cli);
+        }
+        for (size_t j = 0; j < p->n_batch; j++) {
+            free(p->batch[j]);
+        }
+        free(p->batch);
+        free(p);
+    }
+    free(rp->peers);
+    rp->core_timer.data = rp;
+    rp->read_timer.data = rp;
+    uv_close((uv_handle_t *)&rp->core_timer, ps__repl_close_cb);
+    uv_close((uv_handle_t *)&rp->read_timer, ps__repl_close_cb);
+}

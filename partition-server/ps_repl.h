@@ -1,0 +1,160 @@
+/* Replication glue: drives the pure replica core (ps_rcore.h) from the
+ * real server (docs/DESIGN-replication.md §5, §6.3, §11.1). It owns the
+ * server's one struct ps_rcore, a client connection per peer server, the
+ * per-range capture of the primary's change records, the (txn_id, lsn)
+ * ring of each primary range (ps_lsn_ring.h), and the client requests
+ * waiting for the commit LSN cw. RF-1 ranges (an empty or one-entry
+ * replica set) never come here: ps_repl_route() answers 1 for them and
+ * their requests go exactly the old way.
+ *
+ * What it does:
+ *  - Assignments (ps_repl_assigned): a range whose replica set names more
+ *    than one server is created in the core with this server's role, its
+ *    ISR and epoch, at the applied LSN of its durable `rs` record (0 for a
+ *    new range); a later assignment at a higher epoch takes the new ISR;
+ *    a range no longer listed, or whose primary changed, is forgotten
+ *    (held writes answered RT_ETIMEDOUT: outcome unknown).
+ *  - Admission (ps_repl_route): only the primary serves client requests
+ *    (a secondary answers RT_ENOTPRIMARY), at any RangeRef.epoch in
+ *    [primary_epoch, epoch] (an ISR change leaves front-end maps valid).
+ *  - Primary writes (ps_repl_write_done): the writer gave the write its
+ *    range's LSN in the group's transaction; the group's change records
+ *    of the range (a ps_mlog over the range's key bounds, records of that
+ *    transaction) go to the core with the write as a DISK_DONE; the core
+ *    sends them to every ISR peer as REPL_APPEND (pipelined, at most
+ *    --repl-inflight unacked per peer) and answers the write once cw >= its
+ *    LSN. A write that changed nothing (a failed condition) waits for cw
+ *    to reach the range's last LSN when it called back (§5.2).
+ *  - Secondary: REPL_APPEND groups are checked (CRC32C over the packed
+ *    group with crc32c = 0, keys inside the range's bounds), fed to the
+ *    core, and written as raw records with their LSN (ps_write.repl_lsn)
+ *    through the writer; the core acks once they are durable.
+ *  - Reads (ps_repl_read_wait): a read that ran in transaction T is
+ *    answered once cw >= lsn_T (the ring when the loop has seen every
+ *    commit up to T, else the range's `rs` applied LSN read after T, an
+ *    upper bound), at most --read-wait-ms, then RT_EBUSY.
+ *
+ * REPL_APPEND and its reply: one request carries the groups queued for
+ * one peer by one core step (one per range and LSN). The receiver answers
+ * a request when each of its groups is settled: acked (a cumulative ack of
+ * its range at or past its LSN, possibly for a later request) or refused
+ * (a NACK or check failure while it was handled). The ReplAck holds, per
+ * group, the RangeAck that settled it, so every reply is a set of ordinary
+ * cumulative acks; a request whose group never settles (the writer
+ * failed) is never answered, and the primary's call times out, which the
+ * core's resend rule covers. A reply lost with its connection costs only
+ * a resend: the primary's core restarts the stream to a peer when the
+ * connection to it comes back.
+ *
+ * Not yet (later steps): leases (reads are answered under cw alone), ISR
+ * shrink, seal and failover, learners and catch-up of a member behind the
+ * primary's durable LSN, splits and moves of replicated ranges, the role
+ * persisted in `rs` at assignment (after a restart a range is served as
+ * RF 1 until the master's registration reply names its replicas).
+ *
+ * Thread: the loop thread only. The struct lives in ps_server.repl. */
+#ifndef PS_REPL_H
+#define PS_REPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_state.h"
+#include "rt.pb-c.h"
+#include "rt_rpc.h"
+
+/* Defaults of --repl-inflight and --read-wait-ms (ps_config 0). */
+#define PS_REPL_INFLIGHT 32
+#define PS_REPL_READ_WAIT_MS 1000
+/* Resend period of the core (its PS_RCORE_TIMER_RESEND). */
+#define PS_REPL_RESEND_MS 200
+/* Timeout of one REPL_APPEND call. */
+#define PS_REPL_CALL_MS 5000
+
+/* A client request waiting for cw, embedded in the caller's request. The
+ * caller sets @cb; it fires exactly once, with 0 (answer as computed) or
+ * an error to answer instead: RT_ETIMEDOUT (a write whose outcome is
+ * unknown: the range was forgotten or the server stops), RT_EBUSY (a read
+ * that waited --read-wait-ms, or the server stops), RT_ENOTPRIMARY (a
+ * read whose range is no longer primary here). The caller frees the
+ * request in (or after) @cb, never before. */
+struct ps_repl_wait;
+typedef void (*ps_repl_wait_cb)(struct ps_repl_wait *w, int code);
+struct ps_repl_wait
+{
+    ps_repl_wait_cb cb;
+    /* private */
+    uint64_t range_id;
+    uint64_t lsn;         /* reads: lsn_T */
+    uint64_t deadline_ms; /* reads */
+    int is_read;
+    struct ps_repl_wait *prev, *next;
+};
+
+/* Sets up the glue and its timers (after the writer started); the core
+ * itself is made at the first assignment, once the server has its id.
+ * Returns 0 or RT_EINVAL (--repl-inflight above 100000). */
+int ps_repl_start(struct ps_server *ps);
+/* Answers every waiting request (writes RT_ETIMEDOUT, reads RT_EBUSY),
+ * closes the peer connections and the timers; frees everything once the
+ * loop has run their close callbacks. After the writer stopped (its last
+ * callbacks may still hand writes here), before the RPC server closes (so
+ * the answers go out). Idempotent; NULL-safe on a server never started. */
+void ps_repl_stop(struct ps_server *ps);
+
+/* An assignment was applied (ps_ranges_set): @v[0..n) are every range
+ * this server holds (borrowed), @peers the servers their replica sets
+ * name. See the header comment. */
+void ps_repl_assigned(struct ps_server *ps,
+                      Rt__Range *const *v,
+                      size_t n,
+                      Rt__Server *const *peers,
+                      size_t n_peers);
+
+/* Admission of a client request for @range_id at RangeRef.epoch @epoch.
+ * Returns 1: not replicated (route as RF 1); 0: replicated and served
+ * here, *@served_epoch = the range's epoch (what ps_ranges_route checks);
+ * RT_ENOTPRIMARY (not the serving primary) or RT_ESTALE (@epoch outside
+ * [primary_epoch, epoch]). */
+int ps_repl_route(struct ps_server *ps,
+                  uint64_t range_id,
+                  uint64_t epoch,
+                  uint64_t *served_epoch);
+
+/* Every write callback, replicated or not: the loop has seen the commits
+ * up to @txn_id (they call back in commit order). */
+void ps_repl_note_txn(struct ps_server *ps, uint64_t txn_id);
+
+/* Write @pw (its job called back; admitted by ps_repl_route == 0) is held
+ * until cw covers it; @w->cb fires then (possibly before this returns). */
+void ps_repl_write_done(struct ps_server *ps,
+                        struct ps_repl_wait *w,
+                        const struct ps_write *pw);
+
+/* A read of @range_id (admitted by ps_repl_route == 0) ran in read
+ * transaction @txn_id. Returns 0: answer now; an RT_E* code: answer that
+ * instead, now; 1: held, @w->cb fires later (never before this returns). */
+int ps_repl_read_wait(struct ps_server *ps,
+                      struct ps_repl_wait *w,
+                      uint64_t range_id,
+                      uint64_t txn_id);
+
+/* REPL_APPEND from a primary (@body borrowed). */
+void ps_repl_on_append(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len);
+
+/* Closes the connection to peer @peer_id (it reconnects at once): what a
+ * network fault does, for tests. */
+void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id);
+
+/* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
+ * replicated here). */
+struct ps_rcore_range_info;
+int ps_repl_range_info(struct ps_server *ps,
+                       uint64_t range_id,
+                       struct ps_rcore_range_info *out);
+
+#endif

@@ -1,0 +1,553 @@
+/* Replication of writes between partition servers (ps_repl.h,
+ * docs/DESIGN-replication.md §5, §6.3), over real RPC in one process and
+ * one loop: three servers (ids 7, 8, 9 in slots 0-2), each with its writer
+ * thread and LMDB in a temp dir, a fake master (th_fake_master) for
+ * registration and heartbeats, and ASSIGN_RANGES sent by the test on each
+ * server's master link with one RF-3 range (primary 7) and the peers'
+ * addresses. One front-end client per server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ps_rcore.h"
+#include "ps_repl.h"
+#include "ps_server.h"
+#include "rt.pb-c.h"
+#include "rt_err.h"
+#include "rt_log.h"
+#include "th_dir.h"
+#include "th_fake_master.h"
+#include "th_props.h"
+#include "th_rpc.h"
+
+#define TABLE 5
+#define RANGE 1
+#define NSRV 3
+#define RUN_LIMIT_MS 30000
+#define READ_WAIT_MS 300
+
+/* Fixture */
+
+struct srv
+{
+    struct ps_server ps;
+    char data[128];
+    struct rt_rpc_client *cli;
+    int cli_up;
+    int running;
+};
+
+struct fx
+{
+    uv_loop_t loop;
+    char dir[64];
+    char master_addr[64];
+    uint64_t map_version;
+    struct srv s[NSRV];
+};
+
+static struct th_fake_master M;
+static const uint64_t ids[NSRV] = {7, 8, 9};
+
+static void run_until(struct fx *f, const int *flag)
+{
+    assert_int_equal(th_run_until(&f->loop, flag, RUN_LIMIT_MS), 0);
+}
+
+/* Runs the loop for about @ms. */
+static void run_for(struct fx *f, uint64_t ms)
+{
+    uint64_t end;
+    uv_update_time(&f->loop);
+    end = uv_now(&f->loop) + ms;
+    while (uv_now(&f->loop) < end) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        usleep(200);
+        uv_update_time(&f->loop);
+    }
+}
+
+static void srv_start(struct fx *f, int i)
+{
+    struct srv *s = &f->s[i];
+    struct ps_config cfg;
+    char addr[64];
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.listen = "127.0.0.1:0";
+    cfg.advertise = "";
+    cfg.master = f->master_addr;
+    cfg.data = s->data;
+    cfg.port_file = "";
+    cfg.max_pending = 20000;
+    cfg.map_size = 64u * 1024u * 1024u;
+    cfg.http = "";
+    cfg.read_wait_ms = READ_WAIT_MS;
+    assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
+    s->running = 1;
+    snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
+    run_until(f, &s->ps.registered);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", s->ps.port);
+    assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, th_rpc_conn_cb,
+                                         &s->cli_up, &s->cli),
+                     0);
+    run_until(f, &s->cli_up);
+}
+
+static void srv_stop(struct fx *f, int i)
+{
+    struct srv *s = &f->s[i];
+    if (!s->running) {
+        return;
+    }
+    if (s->cli) {
+        rt_rpc_client_close(s->cli);
+        s->cli = NULL;
+        s->cli_up = 0;
+    }
+    ps_server_stop(&s->ps);
+    for (int k = 0; k < 20; k++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    }
+    ps_server_close(&s->ps);
+    s->running = 0;
+    th_fake_master_forget(&M, i);
+}
+
+/* Sends every running server the assignment: range RANGE of TABLE, whole
+ * table, primary 7, replicas 7, 8, 9 all in sync, at @epoch (primary since
+ * epoch 1), with the servers' current addresses. */
+static void assign(struct fx *f, uint64_t epoch)
+{
+    Rt__Replica rep[NSRV], *reps[NSRV];
+    Rt__Server srv[NSRV], *srvs[NSRV];
+    uint64_t isr[NSRV];
+    Rt__Range r = RT__RANGE__INIT, *rs[1] = {&r};
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&rep[i]);
+        rep[i].server_id = ids[i];
+        rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                             : RT__REPL_ROLE__ROLE_SECONDARY;
+        reps[i] = &rep[i];
+        rt__server__init(&srv[i]);
+        srv[i].id = ids[i];
+        srv[i].addr = f->s[i].ps.addr;
+        srvs[i] = &srv[i];
+        isr[i] = ids[i];
+    }
+    r.id = RANGE;
+    r.table_id = TABLE;
+    r.low = "";
+    r.high = "";
+    r.high_inf = 1;
+    r.server_id = ids[0];
+    r.epoch = epoch;
+    r.n_replicas = NSRV;
+    r.replicas = reps;
+    r.n_isr = NSRV;
+    r.isr = isr;
+    r.primary_epoch = 1;
+    r.rf = 3;
+    r.min_insync = 2;
+    a.n_ranges = 1;
+    a.ranges = rs;
+    a.n_peers = NSRV;
+    a.peers = srvs;
+    a.map_version = ++f->map_version;
+    for (int i = 0; i < NSRV; i++) {
+        struct th_reply rep_;
+        if (!f->s[i].running) {
+            continue;
+        }
+        assert_int_equal(
+            th_rpc_call(&f->loop, M.slot[i].conn, RT__METHOD__ASSIGN_RANGES,
+                        &a.base, 10000, &rep_),
+            0);
+        th_reply_free(&rep_);
+    }
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_log_init("test", RT_LOG_WARN);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(th_dir_create("test_ps_rstream", f->dir, sizeof(f->dir)),
+                     0);
+    memset(&M, 0, sizeof(M));
+    M.map_version = 3;
+    f->map_version = 100; /* above the fake master's: heartbeats keep ours */
+    for (int i = 0; i < NSRV; i++) {
+        snprintf(f->s[i].data, sizeof(f->s[i].data), "%s/data%d", f->dir, i);
+        M.slot[i].id = ids[i];
+        M.slot[i].n = 0;
+    }
+    assert_int_equal(th_fake_master_start(&M, &f->loop), 0);
+    snprintf(f->master_addr, sizeof(f->master_addr), "%s", M.addr);
+    for (int i = 0; i < NSRV; i++) {
+        srv_start(f, i);
+    }
+    assign(f, 1);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    for (int i = 0; i < NSRV; i++) {
+        if (f->s[i].cli) {
+            rt_rpc_client_close(f->s[i].cli);
+        }
+        if (f->s[i].running && !f->s[i].ps.stopping) {
+            ps_server_stop(&f->s[i].ps);
+        }
+    }
+    assert_int_equal(M.bad_requests, 0);
+    th_fake_master_close(&M);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < NSRV; i++) {
+        if (f->s[i].running) {
+            ps_server_close(&f->s[i].ps);
+        }
+    }
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    th_dir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Helpers: requests */
+
+/* An upsert of (@pk, "r") with v = @v to server @s at @epoch, sent; the
+ * reply lands in @r. @props must live until the reply. */
+static void write_async(struct fx *f,
+                        int s,
+                        uint64_t epoch,
+                        const char *pk,
+                        struct rt_buf *props,
+                        struct th_reply *r)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp op = RT__ENTITY_OP__INIT;
+    Rt__EntityOp *ops[1] = {&op};
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+
+    ref.table_id = TABLE;
+    ref.range_id = RANGE;
+    ref.epoch = epoch;
+    op.kind = RT__OP_KIND__OP_UPSERT_REPLACE;
+    op.pk = (char *)pk;
+    op.rk = "r";
+    op.props.data = props->data;
+    op.props.len = props->len;
+    req.route = &ref;
+    req.n_ops = 1;
+    req.ops = ops;
+    assert_int_equal(
+        th_rpc_call_async(rt_rpc_client_conn(f->s[s].cli),
+                          RT__METHOD__ENTITY_WRITE, &req.base, 30000, r),
+        0);
+}
+
+static int write1(struct fx *f,
+                  int s,
+                  uint64_t epoch,
+                  const char *pk,
+                  const char *v)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    struct th_reply r;
+    th_props1(&props, "v", v);
+    write_async(f, s, epoch, pk, &props, &r);
+    run_until(f, &r.done);
+    th_reply_free(&r);
+    rt_buf_free(&props);
+    return r.status;
+}
+
+static void get_async(struct fx *f, int s, const char *pk, struct th_reply *r)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__GetReq req = RT__GET_REQ__INIT;
+    ref.table_id = TABLE;
+    ref.range_id = RANGE;
+    ref.epoch = 1;
+    req.route = &ref;
+    req.pk = (char *)pk;
+    req.rk = "r";
+    assert_int_equal(
+        th_rpc_call_async(rt_rpc_client_conn(f->s[s].cli),
+                          RT__METHOD__ENTITY_GET, &req.base, 30000, r),
+        0);
+}
+
+static int get1(struct fx *f, int s, const char *pk)
+{
+    struct th_reply r;
+    get_async(f, s, pk, &r);
+    run_until(f, &r.done);
+    th_reply_free(&r);
+    return r.status;
+}
+
+static int scan1(struct fx *f, int s, size_t *n)
+{
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__ScanReq req = RT__SCAN_REQ__INIT;
+    struct th_reply r;
+    Rt__ScanResp *resp;
+    int rc;
+    ref.table_id = TABLE;
+    ref.range_id = RANGE;
+    ref.epoch = 1;
+    req.route = &ref;
+    rc = th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[s].cli),
+                     RT__METHOD__ENTITY_SCAN, &req.base, 30000, &r);
+    if (rc == 0) {
+        resp = rt__scan_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        *n = resp->n_entities;
+        rt__scan_resp__free_unpacked(resp, NULL);
+    }
+    th_reply_free(&r);
+    return rc;
+}
+
+/* Helpers: stores */
+
+/* Every (pk, rk, stored value) of TABLE in server @i's store, packed in
+ * key order into @out. */
+static void dump(struct fx *f, int i, struct rt_buf *out)
+{
+    struct ps_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.table_id = TABLE;
+    sc.low = "";
+    sc.high = NULL;
+    assert_int_equal(ps_store_scan(f->s[i].ps.store, &sc), 0);
+    assert_false(sc.more);
+    for (size_t k = 0; k < sc.n; k++) {
+        rt_buf_append(out, sc.recs[k].pk, strlen(sc.recs[k].pk) + 1);
+        rt_buf_append(out, sc.recs[k].rk, strlen(sc.recs[k].rk) + 1);
+        rt_buf_append(out, sc.recs[k].value, sc.recs[k].value_len);
+    }
+    ps_scan_free(&sc);
+}
+
+static uint64_t applied(struct fx *f, int i)
+{
+    struct ps_rstate rs;
+    int rc = ps_store_repl_get(f->s[i].ps.store, RANGE, &rs);
+    if (rc == RT_ENOTFOUND) {
+        return 0;
+    }
+    assert_int_equal(rc, 0);
+    return rs.applied_lsn;
+}
+
+/* Every running server holds the same bytes and the same applied LSN,
+ * @lsn when non-zero. */
+static void assert_same(struct fx *f, uint64_t lsn)
+{
+    struct rt_buf a = RT_BUF_INIT;
+    dump(f, 0, &a);
+    if (lsn != 0) {
+        assert_int_equal(applied(f, 0), lsn);
+    }
+    for (int i = 1; i < NSRV; i++) {
+        struct rt_buf b = RT_BUF_INIT;
+        if (!f->s[i].running) {
+            continue;
+        }
+        dump(f, i, &b);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        assert_int_equal(applied(f, i), applied(f, 0));
+        rt_buf_free(&b);
+    }
+    rt_buf_free(&a);
+}
+
+/* Tests */
+
+/* Every acknowledged write is already on all three replicas, byte for
+ * byte, with the same applied LSN; a failed write changes nothing and
+ * takes no LSN. */
+static void test_acked_everywhere(void **state)
+{
+    struct fx *f = *state;
+    char pk[32];
+    struct ps_rcore_range_info info;
+
+    assert_int_equal(ps_repl_range_info(&f->s[0].ps, RANGE, &info), 0);
+    assert_int_equal(info.role, PS_RCORE_PRIMARY);
+    assert_int_equal(ps_repl_range_info(&f->s[1].ps, RANGE, &info), 0);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    for (int i = 0; i < 20; i++) {
+        snprintf(pk, sizeof(pk), "pk%03d", i);
+        assert_int_equal(write1(f, 0, 1, pk, i % 2 ? "odd" : "even"), 0);
+        assert_same(f, (uint64_t)i + 1);
+    }
+    /* An insert of an existing entity fails: no LSN, still answered. */
+    {
+        struct rt_buf props = RT_BUF_INIT;
+        Rt__RangeRef ref = RT__RANGE_REF__INIT;
+        Rt__EntityOp op = RT__ENTITY_OP__INIT;
+        Rt__EntityOp *ops[1] = {&op};
+        Rt__WriteReq req = RT__WRITE_REQ__INIT;
+        struct th_reply r;
+        th_props1(&props, "v", "x");
+        ref.table_id = TABLE;
+        ref.range_id = RANGE;
+        ref.epoch = 1;
+        op.kind = RT__OP_KIND__OP_INSERT;
+        op.pk = "pk000";
+        op.rk = "r";
+        op.props.data = props.data;
+        op.props.len = props.len;
+        req.route = &ref;
+        req.n_ops = 1;
+        req.ops = ops;
+        assert_int_equal(
+            th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[0].cli),
+                        RT__METHOD__ENTITY_WRITE, &req.base, 30000, &r),
+            0);
+        Rt__WriteResp *resp =
+            rt__write_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        assert_int_equal(resp->n_results, 1);
+        assert_int_equal(resp->results[0]->code, RT_EEXIST);
+        rt__write_resp__free_unpacked(resp, NULL);
+        th_reply_free(&r);
+        rt_buf_free(&props);
+    }
+    assert_same(f, 20);
+    assert_int_equal(get1(f, 0, "pk007"), 0);
+    size_t n = 0;
+    assert_int_equal(scan1(f, 0, &n), 0);
+    assert_int_equal(n, 20);
+}
+
+/* Only the primary serves clients: a secondary answers RT_ENOTPRIMARY to
+ * writes, gets and scans. The primary accepts any epoch in
+ * [primary_epoch, epoch]: an ISR-only change keeps front-end maps valid. */
+static void test_secondary_not_primary(void **state)
+{
+    struct fx *f = *state;
+    size_t n;
+    assert_int_equal(write1(f, 1, 1, "a", "1"), RT_ENOTPRIMARY);
+    assert_int_equal(get1(f, 2, "a"), RT_ENOTPRIMARY);
+    assert_int_equal(scan1(f, 1, &n), RT_ENOTPRIMARY);
+    assign(f, 2);
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 2, "b", "1"), 0);
+    assert_int_equal(write1(f, 0, 3, "c", "1"), RT_ESTALE);
+    assert_int_equal(write1(f, 2, 2, "c", "1"), RT_ENOTPRIMARY);
+    assert_same(f, 2);
+}
+
+/* With a secondary down, a write is durable at the primary but neither
+ * acknowledged nor visible to reads (they wait for cw, then RT_EBUSY).
+ * Once the secondary is back (restarted on its data, from its durable
+ * LSN, at a new address) the primary reconnects and resends: the write
+ * is acknowledged, readable, and identical everywhere. */
+static void test_read_never_ahead_of_cw(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT;
+    struct th_reply w, g;
+    size_t n = 0;
+
+    assert_int_equal(write1(f, 0, 1, "before", "1"), 0);
+    srv_stop(f, 2);
+    th_props1(&props, "v", "late");
+    write_async(f, 0, 1, "late", &props, &w);
+    run_for(f, 100);
+    assert_false(w.done);
+    assert_int_equal(applied(f, 0), 2); /* durable here already */
+    assert_int_equal(applied(f, 1), 2); /* and on the live secondary */
+    get_async(f, 0, "late", &g);
+    run_until(f, &g.done);
+    assert_int_equal(g.status, RT_EBUSY); /* never the unacked value */
+    th_reply_free(&g);
+    /* Not found is an answer too: it waits just the same. */
+    assert_int_equal(get1(f, 0, "nokey"), RT_EBUSY);
+    assert_int_equal(scan1(f, 0, &n), RT_EBUSY);
+    assert_false(w.done);
+
+    srv_start(f, 2);
+    assign(f, 1);
+    run_until(f, &w.done);
+    assert_int_equal(w.status, 0);
+    th_reply_free(&w);
+    assert_int_equal(get1(f, 0, "late"), 0);
+    assert_int_equal(get1(f, 0, "nokey"), RT_ENOTFOUND);
+    assert_int_equal(scan1(f, 0, &n), 0);
+    assert_int_equal(n, 2);
+    assert_same(f, 2);
+    rt_buf_free(&props);
+}
+
+/* Dropping the primary's connections to a secondary while writes stream
+ * loses nothing and applies nothing twice: every write is acknowledged
+ * and all three stores end identical at the same LSN. */
+static void test_dropped_link_resent(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 60 };
+    struct rt_buf props[N];
+    struct th_reply r[N];
+    char pk[N][16];
+    int done = 0;
+
+    for (int i = 0; i < N; i++) {
+        rt_buf_init(&props[i]);
+        th_props1(&props[i], "v", i % 3 ? "x" : "yy");
+        snprintf(pk[i], sizeof(pk[i]), "k%02d", i % 40);
+        write_async(f, 0, 1, pk[i], &props[i], &r[i]);
+        if (i % 10 == 5) {
+            run_for(f, 2);
+            ps_repl_drop_peer(&f->s[0].ps, ids[1 + (i / 10) % 2]);
+        }
+    }
+    while (!done) {
+        done = 1;
+        for (int i = 0; i < N; i++) {
+            done &= r[i].done;
+        }
+        if (!done) {
+            uv_run(&f->loop, UV_RUN_ONCE);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(r[i].status, 0);
+        th_reply_free(&r[i]);
+        rt_buf_free(&props[i]);
+    }
+    assert_same(f, 0);
+    assert_true(applied(f, 0) >= 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_acked_everywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secondary_not_primary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_read_never_ahead_of_cw, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_link_resent, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
