@@ -363,6 +363,8 @@ static void test_assign_at_lsn(void **state)
     assert_int_equal(a->msg.u.append.lsn, 8);
     struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
     m.u.append = a->msg.u.append;
+    assert_int_equal(m.u.append.records_len, 1);
+    m.u.append.records = &rec; /* the list's copy goes with the reset */
     rt_repl_actions_reset(&f->out);
     struct rt_repl_event in = {.kind = RT_REPL_EV_MSG, .peer = 1, .msg = &m};
     assert_int_equal(ps_rcore_step(f->s2, &in, &f->out), 0);
