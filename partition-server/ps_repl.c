@@ -67,6 +67,7 @@ struct ps__rpeer
     /* The batch of appends being built by one dispatch. */
     Rt__ReplGroup **batch;
     size_t n_batch, cap_batch;
+    size_t batch_bytes; /* records in it */
 };
 
 /* One group of a REPL_APPEND request at the receiver. */
@@ -198,7 +199,7 @@ static void ps__reads_check(struct ps_repl *rp, uint64_t now_ms)
             continue;
         }
         if (ps_rcore_range_get(rp->core, w->range_id, &info) != 0 ||
-            info.role != PS_RCORE_PRIMARY) {
+            info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
             ps__wait_fire(rp, w, RT_ENOTPRIMARY);
         } else if (info.commit_lsn >= w->lsn) {
             ps__wait_fire(rp, w, 0);
@@ -247,12 +248,25 @@ static uint32_t ps__group_crc(Rt__ReplGroup *g)
     return crc;
 }
 
-static void ps__batch_add(struct ps__rpeer *p, const struct rt_repl_append *ap)
+static void ps__batch_send(struct ps_repl *rp, struct ps__rpeer *p);
+
+/* Adds one group to @p's next REPL_APPEND; a batch that would pass
+ * PS_REPL_BATCH_BYTES of records goes out first. */
+static void ps__batch_add(struct ps_repl *rp,
+                          struct ps__rpeer *p,
+                          const struct rt_repl_append *ap)
 {
-    Rt__ReplGroup *g = rt_xcalloc(1, sizeof(*g));
+    struct ps__rrange *rr = ps__rr_find(rp, ap->range_id);
+    Rt__ReplGroup *g;
+    if (p->n_batch > 0 &&
+        p->batch_bytes + ap->records_len > PS_REPL_BATCH_BYTES) {
+        ps__batch_send(rp, p);
+    }
+    g = rt_xcalloc(1, sizeof(*g));
     rt__repl_group__init(g);
     g->range_id = ap->range_id;
     g->epoch = ap->epoch;
+    g->primary_epoch = rr != NULL ? rr->primary_epoch : 0;
     g->lsn = ap->lsn;
     g->commit_lsn = ap->commit_lsn;
     g->records.data = (uint8_t *)ap->records;
@@ -263,6 +277,7 @@ static void ps__batch_add(struct ps__rpeer *p, const struct rt_repl_append *ap)
         p->batch = rt_xrealloc(p->batch, p->cap_batch * sizeof(*p->batch));
     }
     p->batch[p->n_batch++] = g;
+    p->batch_bytes += ap->records_len;
 }
 
 /* Sends the batch built for @p (records still point into rp->out). */
@@ -292,6 +307,7 @@ static void ps__batch_send(struct ps_repl *rp, struct ps__rpeer *p)
         free(p->batch[i]);
     }
     p->n_batch = 0;
+    p->batch_bytes = 0;
 }
 
 static void ps__areq_reply(struct ps_repl *rp, struct ps__areq *q)
@@ -413,7 +429,7 @@ static void ps__repl_dispatch(struct ps_repl *rp)
                 if (a->msg.kind == RT_REPL_MSG_ACK) {
                     ps__ack_out(rp, &a->msg.u.ack);
                 } else if ((p = ps__peer_find(rp, a->peer)) != NULL) {
-                    ps__batch_add(p, &a->msg.u.append);
+                    ps__batch_add(rp, p, &a->msg.u.append);
                 }
                 break;
             case RT_REPL_ACT_WRITE:
@@ -829,7 +845,8 @@ int ps_repl_read_wait(struct ps_server *ps,
     uint64_t lsn_t;
 
     if (rr == NULL || !rr->primary || rp->closing ||
-        ps_rcore_range_get(rp->core, range_id, &info) != 0) {
+        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
+        info.state != PS_RPRI_SERVING) {
         return RT_ENOTPRIMARY;
     }
     if (txn_id <= rp->max_txn) {
@@ -1004,10 +1021,20 @@ void ps_repl_on_append(struct ps_server *ps,
             ps__item_settle(q, it, &nack);
             continue;
         }
+        struct ps__rrange *rr = ps__rr_find(rp, g->range_id);
+        uint64_t epoch = g->epoch;
+        /* Same primary generation, older configuration: the master
+         * changed the ISR and told me first. The design's rule (epoch >=
+         * mine, §4) would fence the primary over its own ISR change; only
+         * an older generation is fenced. */
+        if (rr != NULL && !rr->primary && g->primary_epoch != 0 &&
+            g->primary_epoch == rr->primary_epoch && epoch < rr->epoch) {
+            epoch = rr->epoch;
+        }
         struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
         m.u.append = (struct rt_repl_append){
             .range_id = g->range_id,
-            .epoch = g->epoch,
+            .epoch = epoch,
             .lsn = g->lsn,
             .commit_lsn = g->commit_lsn,
             .records = g->records.data,

@@ -28,7 +28,11 @@
  *  - Secondary: REPL_APPEND groups are checked (CRC32C over the packed
  *    group with crc32c = 0, keys inside the range's bounds), fed to the
  *    core, and written as raw records with their LSN (ps_write.repl_lsn)
- *    through the writer; the core acks once they are durable.
+ *    through the writer; the core acks once they are durable. A group of
+ *    the range's current primary generation (ReplGroup.primary_epoch) at
+ *    an older epoch counts as current: an ISR change the secondary heard
+ *    of first must not fence its own primary (§4 says "epoch >= mine",
+ *    which would).
  *  - Reads (ps_repl_read_wait): a read that ran in transaction T is
  *    answered once cw >= lsn_T (the ring when the loop has seen every
  *    commit up to T, else the range's `rs` applied LSN read after T, an
@@ -68,6 +72,9 @@
 #define PS_REPL_READ_WAIT_MS 1000
 /* Resend period of the core (its PS_RCORE_TIMER_RESEND). */
 #define PS_REPL_RESEND_MS 200
+/* A REPL_APPEND carries at most about this many record bytes (one group
+ * more than that goes alone). */
+#define PS_REPL_BATCH_BYTES (16u * 1024u * 1024u)
 /* Timeout of one REPL_APPEND call. */
 #define PS_REPL_CALL_MS 5000
 
