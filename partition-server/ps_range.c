@@ -18,7 +18,33 @@ static void ps__range_free(struct ps_range *r)
     free(r->pend);
     free(r->low);
     free(r->high);
+    free(r->replicas);
+    free(r->isr);
     free(r);
+}
+
+/* Copies @d's replica set into @r. */
+static void ps__range_set_replicas(struct ps_range *r, const Rt__Range *d)
+{
+    free(r->replicas);
+    free(r->isr);
+    r->replicas = NULL;
+    r->isr = NULL;
+    r->primary_id = d->server_id;
+    r->primary_epoch = d->primary_epoch;
+    r->n_replicas = d->n_replicas;
+    r->n_isr = d->n_isr;
+    if (d->n_replicas > 0) {
+        r->replicas = rt_xcalloc(d->n_replicas, sizeof(*r->replicas));
+        for (size_t i = 0; i < d->n_replicas; i++) {
+            rt__replica__init(&r->replicas[i]);
+            r->replicas[i].server_id = d->replicas[i]->server_id;
+            r->replicas[i].role = d->replicas[i]->role;
+        }
+    }
+    if (d->n_isr > 0) {
+        r->isr = rt_xmemdup(d->isr, d->n_isr * sizeof(*d->isr));
+    }
 }
 
 void ps_ranges_init(struct ps_ranges *rs)
@@ -202,6 +228,7 @@ int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n)
         r->epoch = d->epoch;
         r->low = rt_xstrdup(d->low);
         r->high = ps_range_pb_high(d) ? rt_xstrdup(d->high) : NULL;
+        ps__range_set_replicas(r, d);
         nv[nn++] = r;
     }
     for (size_t j = 0; j < rs->n; j++) {
@@ -235,6 +262,7 @@ void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
     Rt__Range *items = rt_xcalloc(rs->n, sizeof(*items));
     Rt__Range **ptrs = rt_xcalloc(rs->n, sizeof(*ptrs));
+    Rt__Replica ***reps = rt_xcalloc(rs->n, sizeof(*reps));
     size_t len;
 
     for (size_t i = 0; i < rs->n; i++) {
@@ -245,6 +273,18 @@ void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
         items[i].epoch = r->epoch;
         items[i].low = r->low;
         ps_range_pb_set_high(&items[i], r->high);
+        items[i].server_id = r->primary_id;
+        items[i].primary_epoch = r->primary_epoch;
+        if (r->n_replicas > 0) {
+            reps[i] = rt_xcalloc(r->n_replicas, sizeof(*reps[i]));
+            for (size_t k = 0; k < r->n_replicas; k++) {
+                reps[i][k] = &r->replicas[k];
+            }
+            items[i].replicas = reps[i];
+            items[i].n_replicas = r->n_replicas;
+        }
+        items[i].isr = r->isr;
+        items[i].n_isr = r->n_isr;
         ptrs[i] = &items[i];
     }
     a.n_ranges = rs->n;
@@ -253,6 +293,10 @@ void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out)
     len = rt__assignment__get_packed_size(&a);
     rt__assignment__pack(&a, rt_buf_reserve(out, len));
     out->len += len;
+    for (size_t i = 0; i < rs->n; i++) {
+        free(reps[i]);
+    }
+    free(reps);
     free(items);
     free(ptrs);
 }

@@ -65,6 +65,15 @@ struct ps_range
     uint64_t epoch;
     char *low;  /* inclusive; "" = table start */
     char *high; /* exclusive; NULL = unbounded */
+    /* The replica set as assigned (kept so the persisted set restores it;
+     * ps_repl owns what it means): primary, primary_epoch, replicas and
+     * isr. n_replicas 0 = RF 1. */
+    uint64_t primary_id;
+    uint64_t primary_epoch;
+    Rt__Replica *replicas;
+    size_t n_replicas;
+    uint64_t *isr;
+    size_t n_isr;
     /* Load since the previous heartbeat (load_since_ms, loop clock). */
     uint64_t load_since_ms;
     uint64_t requests;
@@ -148,8 +157,8 @@ void ps_range_pb_set_high(Rt__Range *d, const char *high);
  * Returns 1 when the set changed (ids, epochs or bounds), else 0. */
 int ps_ranges_set(struct ps_ranges *rs, Rt__Range *const *v, size_t n);
 
-/* Appends the set, packed as an rt.Assignment (with map_version), to @out:
- * the blob persisted in the store's meta. */
+/* Appends the set, packed as an rt.Assignment (with map_version and each
+ * range's replica set), to @out: the blob persisted in the store's meta. */
 void ps_ranges_pack(const struct ps_ranges *rs, struct rt_buf *out);
 /* Restores a set packed by ps_ranges_pack. Returns 0 or RT_ECORRUPT. */
 int ps_ranges_unpack(struct ps_ranges *rs, const uint8_t *blob, size_t n);

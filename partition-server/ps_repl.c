@@ -721,6 +721,22 @@ void ps_repl_assigned(struct ps_server *ps,
     ps__repl_dispatch(rp);
 }
 
+void ps_repl_restore(struct ps_server *ps)
+{
+    struct rt_buf blob = RT_BUF_INIT;
+    Rt__Assignment *a;
+    if (ps->server_id == 0 || ps->ranges.n == 0) {
+        return;
+    }
+    ps_ranges_pack(&ps->ranges, &blob);
+    a = rt__assignment__unpack(NULL, blob.len, blob.data);
+    if (a != NULL) {
+        ps_repl_assigned(ps, a->ranges, a->n_ranges, NULL, 0);
+        rt__assignment__free_unpacked(a, NULL);
+    }
+    rt_buf_free(&blob);
+}
+
 /* Client requests */
 
 int ps_repl_route(struct ps_server *ps,

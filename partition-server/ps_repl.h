@@ -53,8 +53,8 @@
  * Not yet (later steps): leases (reads are answered under cw alone), ISR
  * shrink, seal and failover, learners and catch-up of a member behind the
  * primary's durable LSN, splits and moves of replicated ranges, the role
- * persisted in `rs` at assignment (after a restart a range is served as
- * RF 1 until the master's registration reply names its replicas).
+ * persisted in `rs` at assignment (the replica sets are restored from the
+ * persisted ranges instead, ps_repl_restore).
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H
@@ -117,6 +117,12 @@ void ps_repl_assigned(struct ps_server *ps,
                       size_t n,
                       Rt__Server *const *peers,
                       size_t n_peers);
+
+/* At start, after ps_repl_start: the ranges restored from meta keep the
+ * replica roles they were last assigned (a secondary answers
+ * RT_ENOTPRIMARY from the first request on); peer addresses come with the
+ * registration reply. */
+void ps_repl_restore(struct ps_server *ps);
 
 /* Admission of a client request for @range_id at RangeRef.epoch @epoch.
  * Returns 1: not replicated (route as RF 1); 0: replicated and served

@@ -342,6 +342,7 @@ int ps_server_start(struct ps_server *ps,
                  rt_strerror(rc));
         return rc;
     }
+    ps_repl_restore(ps);
     if ((rc = ps_move_start(ps)) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
                  rt_strerror(rc));

@@ -74,11 +74,11 @@ static void run_for(struct fx *f, uint64_t ms)
     }
 }
 
-static void srv_start(struct fx *f, int i)
+/* Starts server @i; returns before it registered. */
+static void srv_start_nowait(struct fx *f, int i)
 {
     struct srv *s = &f->s[i];
     struct ps_config cfg;
-    char addr[64];
 
     memset(&cfg, 0, sizeof(cfg));
     cfg.listen = "127.0.0.1:0";
@@ -93,12 +93,26 @@ static void srv_start(struct fx *f, int i)
     assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
     s->running = 1;
     snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
+}
+
+/* Waits until server @i registered, then connects its client. */
+static void srv_wait(struct fx *f, int i)
+{
+    struct srv *s = &f->s[i];
+    char addr[64];
+
     run_until(f, &s->ps.registered);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", s->ps.port);
     assert_int_equal(rt_rpc_client_start(&f->loop, addr, NULL, th_rpc_conn_cb,
                                          &s->cli_up, &s->cli),
                      0);
     run_until(f, &s->cli_up);
+}
+
+static void srv_start(struct fx *f, int i)
+{
+    srv_start_nowait(f, i);
+    srv_wait(f, i);
 }
 
 static void srv_stop(struct fx *f, int i)
@@ -500,7 +514,14 @@ static void test_read_never_ahead_of_cw(void **state)
     assert_int_equal(scan1(f, 0, &n), RT_EBUSY);
     assert_false(w.done);
 
-    srv_start(f, 2);
+    srv_start_nowait(f, 2);
+    /* Before any word from the master, its persisted ranges say it is
+     * a secondary (never an RF-1 owner that would take writes). */
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_repl_range_info(&f->s[2].ps, RANGE, &info), 0);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.applied_lsn, 1);
+    srv_wait(f, 2);
     assign(f, 1);
     run_until(f, &w.done);
     assert_int_equal(w.status, 0);
