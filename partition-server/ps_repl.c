@@ -47,6 +47,8 @@ struct ps__rrange
     uint64_t epoch;
     uint64_t primary_epoch;
     uint64_t primary_id;
+    uint32_t min_insync; /* writes need this many in the ISR */
+    size_t n_isr;
     int primary;            /* this server is its primary */
     char *low, *high;       /* PK bounds; high NULL = unbounded */
     struct rt_buf klo, khi; /* storage key bounds [klo, khi) */
@@ -119,6 +121,7 @@ struct ps_repl
     size_t n_peers, cap_peers;
     struct ps_repl_wait waits; /* list head: held writes and reads */
     size_t n_reads;
+    size_t held_ops;        /* entity ops of the held writes */
     struct ps__areq *areqs; /* REPL_APPEND requests not yet answered */
     struct ps__aitem *cur;  /* the group being fed to the core */
     uint64_t max_txn;       /* every commit <= this has called back */
@@ -176,6 +179,7 @@ static void ps__wait_link(struct ps_repl *rp, struct ps_repl_wait *w)
     rp->waits.next->prev = w;
     rp->waits.next = w;
     rp->n_reads += w->is_read;
+    rp->held_ops += w->ops;
 }
 
 static void ps__wait_fire(struct ps_repl *rp, struct ps_repl_wait *w, int code)
@@ -184,6 +188,7 @@ static void ps__wait_fire(struct ps_repl *rp, struct ps_repl_wait *w, int code)
     w->next->prev = w->prev;
     w->prev = w->next = NULL;
     rp->n_reads -= w->is_read;
+    rp->held_ops -= w->ops;
     w->cb(w, code);
 }
 
@@ -613,6 +618,8 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
     rr->epoch = d->epoch;
     rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
     rr->primary_id = d->server_id;
+    rr->min_insync = d->min_insync;
+    rr->n_isr = a.n_isr;
     rr->primary = d->server_id == ps->server_id;
     rr->low = rt_xstrdup(sp.low);
     rr->high = high ? rt_xstrdup(high) : NULL;
@@ -711,6 +718,8 @@ void ps_repl_assigned(struct ps_server *ps,
             }
             rr->epoch = d->epoch;
             rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+            rr->min_insync = d->min_insync;
+            rr->n_isr = a.n_isr;
         }
     }
     for (size_t i = rp->n_ranges; i-- > 0;) {
@@ -760,6 +769,20 @@ int ps_repl_route(struct ps_server *ps,
     }
     *served_epoch = rr->epoch;
     return 0;
+}
+
+int ps_repl_write_admit(struct ps_server *ps, uint64_t range_id)
+{
+    struct ps__rrange *rr = ps->repl ? ps__rr_find(ps->repl, range_id) : NULL;
+    if (rr != NULL && rr->n_isr < rr->min_insync) {
+        return RT_EBUSY;
+    }
+    return 0;
+}
+
+size_t ps_repl_held_ops(const struct ps_server *ps)
+{
+    return ps->repl != NULL ? ps->repl->held_ops : 0;
 }
 
 void ps_repl_note_txn(struct ps_server *ps, uint64_t txn_id)
@@ -813,6 +836,7 @@ void ps_repl_write_done(struct ps_server *ps,
 
     w->range_id = pw->range_id;
     w->is_read = 0;
+    w->ops = pw->n_ops;
     if (rr == NULL || !rr->primary || rp->closing) {
         w->cb(w, RT_ETIMEDOUT);
         return;
@@ -883,6 +907,7 @@ int ps_repl_read_wait(struct ps_server *ps,
     w->range_id = range_id;
     w->lsn = lsn_t;
     w->is_read = 1;
+    w->ops = 0;
     w->deadline_ms =
         uv_now(ps->loop) +
         (ps->cfg.read_wait_ms ? ps->cfg.read_wait_ms : PS_REPL_READ_WAIT_MS);

@@ -95,6 +95,7 @@ struct ps_repl_wait
     uint64_t lsn;         /* reads: lsn_T */
     uint64_t deadline_ms; /* reads */
     int is_read;
+    size_t ops; /* writes: entity ops (ps_repl_held_ops) */
     struct ps_repl_wait *prev, *next;
 };
 
@@ -133,6 +134,16 @@ int ps_repl_route(struct ps_server *ps,
                   uint64_t range_id,
                   uint64_t epoch,
                   uint64_t *served_epoch);
+
+/* §5.1 for a write admitted by ps_repl_route == 0: RT_EBUSY when the ISR
+ * is below the range's min_insync (never an acknowledgement with fewer
+ * copies), else 0. */
+int ps_repl_write_admit(struct ps_server *ps, uint64_t range_id);
+
+/* Entity ops of the writes committed and waiting for cw: they count
+ * against --max-pending with the writer's queue, so a stalled secondary
+ * pushes back on clients instead of growing the held list. */
+size_t ps_repl_held_ops(const struct ps_server *ps);
 
 /* Every write callback, replicated or not: the loop has seen the commits
  * up to @txn_id (they call back in commit order). */

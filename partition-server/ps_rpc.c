@@ -27,11 +27,12 @@
  *
  * Replicated ranges (ps_repl.h): admission first asks ps_repl_route (a
  * secondary: RT_ENOTPRIMARY; the primary accepts any epoch in
- * [primary_epoch, epoch]); a write's answer, failed or not, waits until
- * cw covers what it wrote or saw, and a get's or scan's (found or not)
- * until cw reaches the LSN of its read transaction, at most --read-wait-ms
- * (then RT_EBUSY). REPL_APPEND from a primary goes to ps_repl_on_append.
- * RF-1 ranges take none of these steps. */
+ * [primary_epoch, epoch]), writes then need an ISR of at least min_insync
+ * (RT_EBUSY) and count the writes waiting for acks in --max-pending; a write's
+ * answer, failed or not, waits until cw covers what it wrote or saw, and a
+ * get's or scan's (found or not) until cw reaches the LSN of its read
+ * transaction, at most --read-wait-ms (then RT_EBUSY). REPL_APPEND from a
+ * primary goes to ps_repl_on_append. RF-1 ranges take none of these steps. */
 #include "ps_rpc.h"
 
 #include <stdlib.h>
@@ -264,11 +265,16 @@ static void ps__on_write(struct ps_server *ps,
             goto out_free;
         }
     }
-    /* Throttling (DESIGN §4): shed load, never stall. */
-    if (ps_writer_pending(ps->writer) + msg->n_ops > ps->cfg.max_pending) {
+    /* Throttling (DESIGN §4): shed load, never stall. Writes waiting for
+     * their replicas count as pending too. */
+    if (ps_writer_pending(ps->writer) + ps_repl_held_ops(ps) + msg->n_ops >
+        ps->cfg.max_pending) {
         rc = ps__throttled(ps, r);
     } else {
         rc = ps__admit(ps, r);
+    }
+    if (rc == 0 && repl) {
+        rc = ps_repl_write_admit(ps, r->id);
     }
     if (rc != 0) {
         rt_rpc_reply_err(conn, id, method, rc, NULL);

@@ -50,6 +50,8 @@ struct fx
     char dir[64];
     char master_addr[64];
     uint64_t map_version;
+    size_t n_isr;        /* the first n_isr servers are in sync (assign) */
+    uint32_t min_insync; /* assign */
     struct srv s[NSRV];
 };
 
@@ -168,11 +170,11 @@ static void assign_order(struct fx *f, uint64_t epoch, int sec_only)
     r.epoch = epoch;
     r.n_replicas = NSRV;
     r.replicas = reps;
-    r.n_isr = NSRV;
+    r.n_isr = f->n_isr;
     r.isr = isr;
     r.primary_epoch = 1;
     r.rf = 3;
-    r.min_insync = 2;
+    r.min_insync = f->min_insync;
     a.n_ranges = 1;
     a.ranges = rs;
     a.n_peers = NSRV;
@@ -207,6 +209,8 @@ static int setup(void **state)
     memset(&M, 0, sizeof(M));
     M.map_version = 3;
     f->map_version = 100; /* above the fake master's: heartbeats keep ours */
+    f->n_isr = NSRV;
+    f->min_insync = 2;
     for (int i = 0; i < NSRV; i++) {
         snprintf(f->s[i].data, sizeof(f->s[i].data), "%s/data%d", f->dir, i);
         M.slot[i].id = ids[i];
@@ -483,6 +487,12 @@ static void test_secondary_not_primary(void **state)
     assign(f, 3);
     assert_int_equal(write1(f, 0, 3, "d", "1"), 0);
     assert_same(f, 4);
+    /* An ISR below min_insync refuses writes before executing them. */
+    f->n_isr = 2;
+    f->min_insync = 3;
+    assign(f, 4);
+    assert_int_equal(write1(f, 0, 4, "e", "1"), RT_EBUSY);
+    assert_int_equal(applied(f, 0), 4);
 }
 
 /* With a secondary down, a write is durable at the primary but neither
@@ -503,6 +513,7 @@ static void test_read_never_ahead_of_cw(void **state)
     write_async(f, 0, 1, "late", &props, &w);
     run_for(f, 100);
     assert_false(w.done);
+    assert_int_equal(ps_repl_held_ops(&f->s[0].ps), 1);
     assert_int_equal(applied(f, 0), 2); /* durable here already */
     assert_int_equal(applied(f, 1), 2); /* and on the live secondary */
     get_async(f, 0, "late", &g);
@@ -525,6 +536,7 @@ static void test_read_never_ahead_of_cw(void **state)
     assign(f, 1);
     run_until(f, &w.done);
     assert_int_equal(w.status, 0);
+    assert_int_equal(ps_repl_held_ops(&f->s[0].ps), 0);
     th_reply_free(&w);
     assert_int_equal(get1(f, 0, "late"), 0);
     assert_int_equal(get1(f, 0, "nokey"), RT_ENOTFOUND);
