@@ -710,10 +710,13 @@ void ps_repl_assigned(struct ps_server *ps,
                 rc = ps_rcore_update(rp->core, &a, now, &rp->out);
             }
             if (rc != 0) {
-                rt_log(RT_LOG_ERROR,
+                /* Out of the ISR (a learner's catch-up is a later step):
+                 * it stops following and serves nothing. */
+                rt_log(RT_LOG_WARN,
                        "range %" PRIu64 ": assignment at epoch %" PRIu64
-                       " refused: %s",
+                       " not followed (%s): dropping the replica state",
                        d->id, d->epoch, rt_strerror(rc));
+                ps__rr_forget(rp, rr);
                 continue;
             }
             rr->epoch = d->epoch;
@@ -754,11 +757,15 @@ int ps_repl_route(struct ps_server *ps,
                   uint64_t *served_epoch)
 {
     struct ps_repl *rp = ps->repl;
-    struct ps__rrange *rr;
+    struct ps__rrange *rr = NULL;
     struct ps_rcore_range_info info;
     if (rp == NULL || rp->n_ranges == 0 ||
         (rr = ps__rr_find(rp, range_id)) == NULL) {
-        return 1;
+        /* A range assigned with replicas that the core does not follow
+         * (this server out of its ISR, or a refused assignment) is never
+         * served as if it were RF 1. */
+        const struct ps_range *r = ps_ranges_find(&ps->ranges, range_id);
+        return r != NULL && r->n_replicas > 1 ? RT_ENOTPRIMARY : 1;
     }
     if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
         info.state != PS_RPRI_SERVING) {

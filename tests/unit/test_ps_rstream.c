@@ -493,6 +493,12 @@ static void test_secondary_not_primary(void **state)
     assign(f, 4);
     assert_int_equal(write1(f, 0, 4, "e", "1"), RT_EBUSY);
     assert_int_equal(applied(f, 0), 4);
+    /* Server 9, out of the ISR, follows nothing and serves nothing. */
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_repl_range_info(&f->s[2].ps, RANGE, &info),
+                     RT_ENOTFOUND);
+    assert_int_equal(write1(f, 2, 4, "e", "1"), RT_ENOTPRIMARY);
+    assert_int_equal(get1(f, 2, "a"), RT_ENOTPRIMARY);
 }
 
 /* With a secondary down, a write is durable at the primary but neither
