@@ -21,8 +21,10 @@
  *    comes back); held writes wait (no ISR shrink in this step);
  *  - a group failing its CRC or bounds check at the secondary: refused
  *    with RT_ECORRUPT / RT_EINVAL, the core resends it;
- *  - the secondary's writer failing a group: logged; the group is never
- *    acked (an operator matter until ISR shrink exists);
+ *  - the secondary's writer failing a group (and so every later one: the
+ *    store refuses LSN gaps): logged; the range's core state restarts at
+ *    its durable LSN and the primary's resend fills it in (a lasting
+ *    failure, e.g. a full disk, stalls the range until ISR shrink exists);
  *  - a capture log overflow (PS_MLOG_MAX_BYTES behind): logged; the
  *    groups lost from it would go out empty, so the range is forgotten
  *    and its writes answered RT_ETIMEDOUT rather than ship a hole. */
@@ -969,6 +971,33 @@ static void ps__append_reply(int status,
 
 /* Secondary */
 
+/* A group the core handed the writer failed (and the later ones with
+ * it: the store refuses gaps): the core forgets the range and follows it
+ * again from its durable LSN, so the primary's resend fills it in. */
+static void ps__rr_rebuild(struct ps_repl *rp, uint64_t range_id)
+{
+    struct ps__rrange *rr = ps__rr_find(rp, range_id);
+    struct rt_buf blob = RT_BUF_INIT;
+    Rt__Assignment *a;
+    if (rr == NULL || rr->primary) {
+        return;
+    }
+    ps__rr_forget(rp, rr);
+    ps_ranges_pack(&rp->ps->ranges, &blob);
+    a = rt__assignment__unpack(NULL, blob.len, blob.data);
+    for (size_t i = 0; a != NULL && i < a->n_ranges; i++) {
+        if (a->ranges[i]->id == range_id &&
+            ps__replicated(rp->ps, a->ranges[i])) {
+            ps__rr_create(rp, a->ranges[i]);
+        }
+    }
+    if (a != NULL) {
+        rt__assignment__free_unpacked(a, NULL);
+    }
+    rt_buf_free(&blob);
+    ps__repl_dispatch(rp);
+}
+
 static void ps__write_job_cb(struct ps_job *job)
 {
     struct ps__rwrite *rw = container_of(job, struct ps__rwrite, job);
@@ -979,8 +1008,11 @@ static void ps__write_job_cb(struct ps_job *job)
     if (job->u.write.status != 0) {
         rt_log(RT_LOG_ERROR,
                "range %" PRIu64 ": applying replicated LSN %" PRIu64
-               " failed: %s",
+               " failed: %s; following again from the durable LSN",
                rw->range_id, rw->lsn, rt_strerror(job->u.write.status));
+        if (rp != NULL && !rp->closing) {
+            ps__rr_rebuild(rp, rw->range_id);
+        }
     } else if (rp != NULL && !rp->closing) {
         struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
                                    .now_ms = uv_now(ps->loop),

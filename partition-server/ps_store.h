@@ -154,7 +154,10 @@ struct ps_write
      * @repl_lsn (0 = none). The range's record then takes applied_lsn =
      * @repl_lsn (the highest of the group's writes of the range) instead
      * of applied + 1, so two groups applied in one commit keep their own
-     * LSNs, and the write takes it even when it changes nothing. */
+     * LSNs, and the write takes it even when it changes nothing. The
+     * range's writes of one commit must carry applied + 1, + 2, ... in
+     * order: a gap or a repeat fails the write with RT_ELSNGAP (never a
+     * hole in the data). */
     uint64_t repl_lsn;
 };
 

@@ -6,8 +6,9 @@
  * that changed data notes (range, write) (ps__repl_note); ps__repl_assign
  * sorts the notes by range, and for each range reads its record (absent =
  * LSN 0), moves applied_lsn and applied_epoch to (lsn + 1, epoch) -- or,
- * for a replica's raw writes, to the highest repl_lsn they carry -- puts
- * it back, and gives that LSN to every write of the range. Failure modes: a
+ * for a replica's raw writes, to the highest repl_lsn they carry, which
+ * must follow applied_lsn without a gap (else RT_ELSNGAP) -- puts it
+ * back, and gives that LSN to every write of the range. Failure modes: a
  * record that fails its checks is RT_ECORRUPT and an LMDB failure its code;
  * both poison the transaction, so the group fails as a whole and is retried
  * write by write (ps_store_write.c) without any LSN taken. */
@@ -147,10 +148,19 @@ int ps__repl_assign(struct ps_store *s, MDB_txn *txn, struct ps_write *const *w)
         if (rc != 0) {
             return rc;
         }
-        uint64_t set = 0;
+        uint64_t set = 0, next = rs.applied_lsn + 1;
         for (; b < np && p[b].range_id == p[a].range_id; b++) {
             uint64_t l = w[p[b].idx]->repl_lsn;
-            set = l > set ? l : set;
+            if (l == 0) {
+                continue;
+            }
+            /* A replica's groups land in LSN order or not at all: a gap
+             * (an earlier group failed) or a repeat fails the commit. */
+            if (l != next) {
+                return RT_ELSNGAP;
+            }
+            set = l;
+            next++;
         }
         rs.applied_lsn = set != 0 ? set : rs.applied_lsn + 1;
         rs.applied_epoch = rs.epoch;

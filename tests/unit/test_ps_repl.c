@@ -427,7 +427,8 @@ static void test_raw_write_lsn(void **state)
 
 /* A replica's raw writes carry their primary's LSNs: two groups applied
  * in one commit leave the record at the higher one, an empty group still
- * takes its LSN, and a read reports the transaction it ran in. */
+ * takes its LSN, a gap or a repeat is refused, and a read reports the
+ * transaction it ran in. */
 static void test_raw_write_explicit_lsn(void **state)
 {
     struct fx *f = *state;
@@ -444,16 +445,26 @@ static void test_raw_write_explicit_lsn(void **state)
         w[i].n_kvs = 1;
         w[i].failed_index = -1;
         w[i].range_id = 13;
-        w[i].repl_lsn = 5 + (uint64_t)i;
+        w[i].repl_lsn = 1 + (uint64_t)i;
     }
     group(f, wp, 2);
     assert_int_equal(w[0].status, 0);
-    assert_int_equal(applied(f, 13), 6);
+    assert_int_equal(applied(f, 13), 2);
     w[0].n_kvs = 0;
-    w[0].repl_lsn = 7;
+    w[0].repl_lsn = 3;
     group(f, wp, 1);
     assert_int_equal(w[0].status, 0);
-    assert_int_equal(applied(f, 13), 7);
+    assert_int_equal(applied(f, 13), 3);
+    /* A gap (4 missing) or a repeat fails the write, nothing applied. */
+    w[0].repl_lsn = 5;
+    assert_int_equal(ps_store_write_group(f->s, wp, 1), RT_ELSNGAP);
+    assert_int_equal(w[0].status, RT_ELSNGAP);
+    w[0].repl_lsn = 3;
+    assert_int_equal(ps_store_write_group(f->s, wp, 1), RT_ELSNGAP);
+    assert_int_equal(applied(f, 13), 3);
+    w[0].repl_lsn = 4;
+    group(f, wp, 1);
+    assert_int_equal(applied(f, 13), 4);
     struct rt_buf v = RT_BUF_INIT;
     uint64_t txn = 0;
     assert_int_equal(ps_store_get_txn(f->s, TABLE, "nokey", "x", &v, &txn),
