@@ -559,6 +559,17 @@ static void ps__rr_forget(struct ps_repl *rp, struct ps__rrange *rr)
             break;
         }
     }
+    /* Its groups still waiting in REPL_APPEND requests will not be acked
+     * by this state: refused, so the requests are answered (the primary
+     * resends what it still needs). */
+    struct rt_repl_ack stale = {.range_id = rr->id, .code = RT_ESTALE};
+    for (struct ps__areq *q = rp->areqs; q != NULL; q = q->next) {
+        for (size_t i = 0; i < q->n; i++) {
+            if (q->items[i].range_id == rr->id) {
+                ps__item_settle(q, &q->items[i], &stale);
+            }
+        }
+    }
     ps__rr_free(rp, rr);
 }
 
