@@ -44,11 +44,12 @@
  * its range at or past its LSN, possibly for a later request) or refused
  * (a NACK or check failure while it was handled). The ReplAck holds, per
  * group, the RangeAck that settled it, so every reply is a set of ordinary
- * cumulative acks; a request whose group never settles (the writer
- * failed) is never answered, and the primary's call times out, which the
- * core's resend rule covers. A reply lost with its connection costs only
- * a resend: the primary's core restarts the stream to a peer when the
- * connection to it comes back.
+ * cumulative acks. When the range's state here is dropped (unassigned,
+ * out of the ISR, or restarted after its writer failed a group), its
+ * waiting groups are refused RT_ESTALE. A request the primary stops
+ * waiting for (its call timed out) is covered by the core's resend rule,
+ * and a reply lost with its connection costs only a resend: the primary's
+ * core restarts the stream to a peer when the connection comes back.
  *
  * Not yet (later steps): leases (reads are answered under cw alone), ISR
  * shrink, seal and failover, learners and catch-up of a member behind the
