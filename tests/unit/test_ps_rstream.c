@@ -406,8 +406,8 @@ static void assert_same(struct fx *f, uint64_t lsn)
 /* Tests */
 
 /* Every acknowledged write is already on all three replicas, byte for
- * byte, with the same applied LSN; a failed write changes nothing and
- * takes no LSN. */
+ * byte, with the same applied LSN (long keys too); a failed write changes
+ * nothing and takes no LSN. */
 static void test_acked_everywhere(void **state)
 {
     struct fx *f = *state;
@@ -457,10 +457,17 @@ static void test_acked_everywhere(void **state)
         rt_buf_free(&props);
     }
     assert_same(f, 20);
+    /* A long PartitionKey lives in a bucket record: shipped and applied
+     * as the full storage key. */
+    char longpk[900];
+    memset(longpk, 'L', sizeof(longpk) - 1);
+    longpk[sizeof(longpk) - 1] = 0;
+    assert_int_equal(write1(f, 0, 1, longpk, "long"), 0);
+    assert_same(f, 21);
     assert_int_equal(get1(f, 0, "pk007"), 0);
     size_t n = 0;
     assert_int_equal(scan1(f, 0, &n), 0);
-    assert_int_equal(n, 20);
+    assert_int_equal(n, 21);
 }
 
 /* Only the primary serves clients: a secondary answers RT_ENOTPRIMARY to
@@ -520,6 +527,34 @@ static void test_read_never_ahead_of_cw(void **state)
     run_for(f, 100);
     assert_false(w.done);
     assert_int_equal(ps_repl_held_ops(&f->s[0].ps), 1);
+    /* A write that fails (insert of an existing entity) changes nothing,
+     * but it saw "late": its answer waits as well (§5.2). */
+    struct th_reply fw;
+    {
+        Rt__RangeRef ref = RT__RANGE_REF__INIT;
+        Rt__EntityOp op = RT__ENTITY_OP__INIT;
+        Rt__EntityOp *ops[1] = {&op};
+        Rt__WriteReq req = RT__WRITE_REQ__INIT;
+        ref.table_id = TABLE;
+        ref.range_id = RANGE;
+        ref.epoch = 1;
+        op.kind = RT__OP_KIND__OP_INSERT;
+        op.pk = "late";
+        op.rk = "r";
+        op.props.data = props.data;
+        op.props.len = props.len;
+        req.route = &ref;
+        req.n_ops = 1;
+        req.ops = ops;
+        req.atomic = 1;
+        assert_int_equal(
+            th_rpc_call_async(rt_rpc_client_conn(f->s[0].cli),
+                              RT__METHOD__ENTITY_WRITE, &req.base, 30000, &fw),
+            0);
+    }
+    run_for(f, 50);
+    assert_false(fw.done);
+    assert_int_equal(applied(f, 0), 2);
     assert_int_equal(applied(f, 0), 2); /* durable here already */
     assert_int_equal(applied(f, 1), 2); /* and on the live secondary */
     get_async(f, 0, "late", &g);
@@ -542,8 +577,11 @@ static void test_read_never_ahead_of_cw(void **state)
     assign(f, 1);
     run_until(f, &w.done);
     assert_int_equal(w.status, 0);
+    run_until(f, &fw.done);
+    assert_int_equal(fw.status, RT_EEXIST);
     assert_int_equal(ps_repl_held_ops(&f->s[0].ps), 0);
     th_reply_free(&w);
+    th_reply_free(&fw);
     assert_int_equal(get1(f, 0, "late"), 0);
     assert_int_equal(get1(f, 0, "nokey"), RT_ENOTFOUND);
     assert_int_equal(scan1(f, 0, &n), 0);
