@@ -769,6 +769,14 @@ void ps__mvout_request(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "the range is frozen");
         goto out;
     }
+    if (r->n_replicas > 1) {
+        /* A copy made behind its replicas' backs would leave them and the
+         * target apart (DESIGN-replication.md §9.3: a replicated range
+         * moves by learner and transfer, a later step). */
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                         "a replicated range cannot move by MOVE_OUT");
+        goto out;
+    }
     if (req->new_epoch <= r->epoch || strcmp(req->target_addr, ps->addr) == 0) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                          "bad new epoch or target");

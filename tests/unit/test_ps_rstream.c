@@ -474,7 +474,7 @@ static void test_acked_everywhere(void **state)
  * writes, gets and scans. The primary accepts any epoch in
  * [primary_epoch, epoch]: an ISR-only change keeps front-end maps valid.
  * A secondary that hears of a new epoch before its primary still takes
- * the primary's appends (same generation). */
+ * the primary's appends (same generation). MOVE_OUT is refused. */
 static void test_secondary_not_primary(void **state)
 {
     struct fx *f = *state;
@@ -482,6 +482,27 @@ static void test_secondary_not_primary(void **state)
     assert_int_equal(write1(f, 1, 1, "a", "1"), RT_ENOTPRIMARY);
     assert_int_equal(get1(f, 2, "a"), RT_ENOTPRIMARY);
     assert_int_equal(scan1(f, 1, &n), RT_ENOTPRIMARY);
+    /* Nor does it move the old way: a copy behind the replicas' backs. */
+    {
+        Rt__Range r = RT__RANGE__INIT;
+        Rt__MoveReq mv = RT__MOVE_REQ__INIT;
+        struct th_reply rep;
+        r.id = RANGE;
+        r.table_id = TABLE;
+        r.low = "";
+        r.high = "";
+        r.high_inf = 1;
+        r.epoch = 1;
+        mv.range = &r;
+        mv.target_addr = f->s[1].ps.addr;
+        mv.move_id = 1;
+        mv.new_epoch = 2;
+        assert_int_equal(
+            th_rpc_call(&f->loop, M.slot[0].conn, RT__METHOD__MOVE_OUT,
+                        &mv.base, 10000, &rep),
+            RT_EINVAL);
+        th_reply_free(&rep);
+    }
     assign(f, 2);
     assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
     assert_int_equal(write1(f, 0, 2, "b", "1"), 0);
