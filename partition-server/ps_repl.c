@@ -664,6 +664,16 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
     rr->seen = 1;
 }
 
+static int ps__rr_bounds_same(const struct ps__rrange *rr, const Rt__Range *d)
+{
+    const char *high = ps_range_pb_high(d);
+    if (strcmp(rr->low, d->low ? d->low : "") != 0 ||
+        (rr->high == NULL) != (high == NULL)) {
+        return 0;
+    }
+    return high == NULL || strcmp(rr->high, high) == 0;
+}
+
 /* 1 when @d names this server in a replica set of more than one. */
 static int ps__replicated(const struct ps_server *ps, const Rt__Range *d)
 {
@@ -707,8 +717,12 @@ void ps_repl_assigned(struct ps_server *ps,
         }
         rr = ps__rr_find(rp, d->id);
         if (rr != NULL &&
-            (rr->primary_id != d->server_id || rr->table_id != d->table_id)) {
-            ps__rr_forget(rp, rr); /* another primary: start over */
+            (rr->primary_id != d->server_id || rr->table_id != d->table_id ||
+             !ps__rr_bounds_same(rr, d))) {
+            /* Another primary, or other bounds (splits and merges of
+             * replicated ranges are a later step): start over at the
+             * durable LSN, with the capture over the new bounds. */
+            ps__rr_forget(rp, rr);
             rr = NULL;
         }
         if (rr == NULL) {
