@@ -1166,6 +1166,54 @@ void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id)
     }
 }
 
+void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
+{
+    struct ps_repl *rp = ps->repl;
+    static const struct
+    {
+        const char *name, *help;
+    } per_range[] = {
+        {"rt_ps_repl_role", "Replica role: 1 primary, 2 secondary."},
+        {"rt_ps_repl_last_lsn", "Last LSN written or accepted here."},
+        {"rt_ps_repl_applied_lsn", "Last LSN durable here."},
+        {"rt_ps_repl_commit_lsn",
+         "Primary: cw, durable on every in-sync replica; secondary: the "
+         "highest cw learned."},
+        {"rt_ps_repl_buffered_groups",
+         "Primary: groups in the send buffer (not acked by every peer)."},
+    };
+    if (rp == NULL) {
+        return;
+    }
+    rt_buf_printf(b,
+                  "# HELP rt_ps_repl_held_write_ops Entity ops of writes "
+                  "waiting for their replicas.\n"
+                  "# TYPE rt_ps_repl_held_write_ops gauge\n"
+                  "rt_ps_repl_held_write_ops %zu\n"
+                  "# HELP rt_ps_repl_held_reads Reads waiting for cw.\n"
+                  "# TYPE rt_ps_repl_held_reads gauge\n"
+                  "rt_ps_repl_held_reads %zu\n",
+                  rp->held_ops, rp->n_reads);
+    for (size_t k = 0; k < sizeof(per_range) / sizeof(per_range[0]); k++) {
+        rt_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", per_range[k].name,
+                      per_range[k].help, per_range[k].name);
+        for (size_t i = 0; i < rp->n_ranges; i++) {
+            struct ps_rcore_range_info info;
+            uint64_t v[5];
+            if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0) {
+                continue;
+            }
+            v[0] = (uint64_t)info.role;
+            v[1] = info.last_lsn;
+            v[2] = info.applied_lsn;
+            v[3] = info.commit_lsn;
+            v[4] = info.n_buffered;
+            rt_buf_printf(b, "%s{range=\"%" PRIu64 "\"} %" PRIu64 "\n",
+                          per_range[k].name, rp->ranges[i]->id, v[k]);
+        }
+    }
+}
+
 int ps_repl_range_info(struct ps_server *ps,
                        uint64_t range_id,
                        struct ps_rcore_range_info *out)

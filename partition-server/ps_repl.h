@@ -175,6 +175,13 @@ void ps_repl_on_append(struct ps_server *ps,
  * network fault does, for tests. */
 void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id);
 
+/* Appends the replication metrics to the Prometheus page @b:
+ * rt_ps_repl_held_write_ops, rt_ps_repl_held_reads, and per replicated
+ * range rt_ps_repl_role (1 primary, 2 secondary), rt_ps_repl_last_lsn,
+ * rt_ps_repl_applied_lsn, rt_ps_repl_commit_lsn (cw, or the highest
+ * learned), rt_ps_repl_buffered_groups. */
+void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b);
+
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */
 struct ps_rcore_range_info;

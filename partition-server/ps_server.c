@@ -167,6 +167,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   (unsigned long long)ws.groups, (unsigned long long)ws.raw_kvs,
                   (unsigned long long)ws.captured);
     ps_move_metrics(ps, b);
+    ps_repl_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)

@@ -468,6 +468,15 @@ static void test_acked_everywhere(void **state)
     size_t n = 0;
     assert_int_equal(scan1(f, 0, &n), 0);
     assert_int_equal(n, 21);
+    /* The metrics page shows cw and roles. */
+    struct rt_buf m = RT_BUF_INIT;
+    ps_repl_metrics(&f->s[0].ps, &m);
+    rt_buf_append(&m, "", 1);
+    assert_non_null(
+        strstr((char *)m.data, "rt_ps_repl_commit_lsn{range=\"1\"} 21\n"));
+    assert_non_null(strstr((char *)m.data, "rt_ps_repl_role{range=\"1\"} 1\n"));
+    assert_non_null(strstr((char *)m.data, "rt_ps_repl_held_write_ops 0\n"));
+    rt_buf_free(&m);
 }
 
 /* Only the primary serves clients: a secondary answers RT_ENOTPRIMARY to
