@@ -97,6 +97,8 @@ struct ps__rcore_group
     uint64_t lsn;
     uint8_t *records;
     size_t len;
+    /* Secondary: who sent it at which epoch (its ack goes there). */
+    uint64_t from, epoch;
 };
 
 struct ps__rcore_held
@@ -465,17 +467,23 @@ static int ps__rcore_ack(struct ps_rcore *node,
             p = &r->peers[i];
         }
     }
-    if (p == NULL || ack->applied_lsn > r->last_lsn) {
+    if (p == NULL) {
         return RT_EINVAL;
     }
     if (r->state == PS_RPRI_DEPOSED) {
         return 0;
     }
-    if (ack->code == RT_ESEALED) {
+    if (ack->code == RT_ESEALED || ack->code == RT_ESTALE) {
+        /* A member sealed past my epoch, or holding the range at a newer
+         * epoch (a new primary, whose applied LSN may pass mine): my
+         * generation is over. */
         if (ack->epoch > r->epoch) {
             ps__rcore_depose(r, out);
         }
         return 0;
+    }
+    if (ack->applied_lsn > r->last_lsn) {
+        return RT_EINVAL;
     }
     if (ack->code != 0 && ack->code != RT_ELSNGAP) {
         return RT_EINVAL;
@@ -606,9 +614,20 @@ static int ps__rcore_append(struct ps_rcore *node,
                             struct rt_repl_actions *out)
 {
     const struct rt_repl_append *ap = &ev->msg->u.append;
-    if (r == NULL || r->role != PS_RCORE_SECONDARY) {
+    if (r == NULL) {
         ps__rcore_send_ack(ev->peer, NULL, RT_EINVAL, ap->range_id, out);
         return RT_EINVAL;
+    }
+    if (r->role != PS_RCORE_SECONDARY) {
+        /* §4: not held as a secondary. A primary of an older epoch than
+         * the sender's learns that it was deposed; the sender of an older
+         * epoch learns it from my epoch in the answer. */
+        if (r->role == PS_RCORE_PRIMARY && ap->epoch > r->epoch &&
+            r->state != PS_RPRI_DEPOSED) {
+            ps__rcore_depose(r, out);
+        }
+        ps__rcore_send_ack(ev->peer, r, RT_ESTALE, r->id, out);
+        return 0;
     }
     uint64_t fence = ps__rcore_fence(node, r);
     if (ap->epoch < fence) {
@@ -657,6 +676,8 @@ static int ps__rcore_append(struct ps_rcore *node,
         r->commit_lsn = ap->commit_lsn;
     }
     ps__rcore_buffer(r, ap->lsn, ap->records, ap->records_len);
+    r->buf[r->buf_n - 1].from = ev->peer;
+    r->buf[r->buf_n - 1].epoch = ap->epoch;
     ps__rcore_trim_committed(r);
     struct rt_repl_action act = {.kind = RT_REPL_ACT_WRITE,
                                  .io_id = ++node->next_io,
@@ -679,7 +700,21 @@ static int ps__rcore_applied(struct ps_rcore *node,
         return RT_EINVAL;
     }
     r->applied_lsn = ev->lsn;
-    ps__rcore_send_ack(r->primary_id, r, 0, r->id, out);
+    /* The ack goes to the group's sender at the group's epoch: after an
+     * assignment to another generation, a group of the old one must not
+     * be counted by the new primary (it may not hold the same group). */
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
+                                 .peer = r->primary_id};
+    act.msg.kind = RT_REPL_MSG_ACK;
+    act.msg.u.ack = (struct rt_repl_ack){
+        .range_id = r->id, .applied_lsn = r->applied_lsn, .epoch = r->epoch};
+    if (r->buf_n > 0 && ev->lsn >= r->buf_first &&
+        ev->lsn < r->buf_first + r->buf_n &&
+        ps__rcore_group(r, ev->lsn)->from != 0) {
+        act.peer = ps__rcore_group(r, ev->lsn)->from;
+        act.msg.u.ack.epoch = ps__rcore_group(r, ev->lsn)->epoch;
+    }
+    rt_repl_actions_add(out, &act);
     return 0;
 }
 
@@ -905,7 +940,10 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
             ps__rcore_activate(node, r, c->isr, c->n_isr, ev->now_ms, out);
         } else if (r->role == PS_RCORE_SECONDARY &&
                    r->state == PS_RSEC_SEALED && r->seal_io == 0 &&
+                   r->applied_lsn == r->last_lsn &&
                    c->epoch == r->sealed_epoch) {
+            /* (Nothing of the old generation may still be in the writer:
+             * the master resends the assignment until it is taken.) */
             /* Promoted: SEALED -> NONE, primary ACTIVATING at the epoch. */
             ps__rcore_set_state(r, PS_RSEC_NONE);
             r->epoch = c->epoch;

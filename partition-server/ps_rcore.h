@@ -53,7 +53,8 @@
  *   ASSIGN_RESP: older than my epoch or sealed epoch RT_ESTALE; naming me
  *   primary: a SEALED secondary is promoted, a DEPOSED primary of the
  *   same generation (a cancel) resumes, a serving primary takes the new
- *   ISR; a secondary asked to be primary without being sealed RT_EINVAL.
+ *   ISR; a secondary asked to be primary without being sealed (or with
+ *   an append still in its writer) RT_EINVAL.
  *   Promotion and resumption go ACTIVATING: the ISR members are assumed
  *   at the commit LSN I know (every ISR member acked it) and get my
  *   groups above it from the buffer, each duplicate acked with the
@@ -63,6 +64,12 @@
  *   me secondary: follow (a primary is DEPOSED first and then follows
  *   outside the ISR: rejoin and divergence are step 10). Omitting me: the
  *   range is dropped from the core.
+ * - An append to a range held here as primary is answered RT_ESTALE with
+ *   my epoch (and deposes me if the sender's epoch is newer); a primary
+ *   answered RT_ESTALE or RT_ESEALED with a newer epoch is DEPOSED.
+ * - A secondary acks each group to the node that sent it, at the epoch it
+ *   came with: after following another generation, a group of the old
+ *   one is never counted by the new primary.
  * - A local group whose DISK_DONE comes after the primary stopped
  *   serving is recorded as applied and its writes answered RT_ETIMEDOUT.
  * - ps_rcore_load() rebuilds a range after a restart from its durable
@@ -132,7 +139,7 @@ enum ps_rcore_mutation {
     PS_RCORE_MUT_ACCEPT_GAP,
     /* the resend timer resends nothing: lost appends stay lost. */
     PS_RCORE_MUT_NO_RESEND,
-    /* a sealed secondary still accepts appends of the sealed epoch. */
+    /* a sealed secondary still accepts appends of older epochs. */
     PS_RCORE_MUT_APPEND_AFTER_SEAL,
     PS_RCORE_MUT__NR
 };

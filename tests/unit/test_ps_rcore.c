@@ -5,7 +5,8 @@
  * RT_ELSNGAP and on its resend timer, deposition on RT_ESEALED, and
  * refused events. Failover: SEAL (checks, persist before the answer,
  * grace, fence), promotion of a sealed secondary, the resumption after a
- * cancel, stepping down, and ps_rcore_load() after a restart.
+ * cancel, stepping down, and ps_rcore_load() after a restart; appends to
+ * a primary, acks to a group's sender, promotion after the writer drained.
  * tests/sim/sim_repl.c runs the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -666,6 +667,103 @@ static void test_load(void **state)
     ps_rcore_destroy(n);
 }
 
+/* A primary answers an append RT_ESTALE with its epoch and is deposed by
+ * one of a newer epoch; a primary answered RT_ESTALE at a newer epoch is
+ * deposed. */
+static void test_append_to_primary(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 2, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, f->p, 0, 2, &m), 0);
+    a = sent(f, RT_REPL_MSG_ACK);
+    assert_int_equal(a->msg.u.ack.code, RT_ESTALE);
+    assert_int_equal(a->msg.u.ack.epoch, 3);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_SERVING);
+    m.u.append.epoch = 4;
+    assert_int_equal(msg_to(f, f->p, 0, 2, &m), 0);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_DEPOSED);
+    /* The other way: an old primary told RT_ESTALE by a newer one. */
+    struct ps_rcore *p2 = NULL;
+    struct ps_rcore_config cfg = {.self_id = 1, .inflight = 2, .resend_ms = 9};
+    struct ps_rcore_assignment as = {
+        .range_id = R, .epoch = 3, .primary_id = 1, .isr = {1, 2}, .n_isr = 2};
+    assert_int_equal(ps_rcore_create(&cfg, &p2), 0);
+    assert_int_equal(ps_rcore_assign(p2, &as, &f->out), 0);
+    struct rt_repl_msg k = {.kind = RT_REPL_MSG_ACK};
+    k.u.ack = (struct rt_repl_ack){
+        .range_id = R, .code = RT_ESTALE, .applied_lsn = 50, .epoch = 5};
+    assert_int_equal(msg_to(f, p2, 0, 2, &k), 0);
+    assert_int_equal(info_of(p2).state, PS_RPRI_DEPOSED);
+    ps_rcore_destroy(p2);
+}
+
+/* A group applied after the secondary followed another generation is
+ * acked to its sender at its epoch, not to the new primary. */
+static void test_ack_to_sender(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    append(f, 1, 3); /* from node 1 at epoch 3, in the writer */
+    uint64_t isr[2] = {3, 1};
+    assert_int_equal(assign(f, f->s2, 4, 3, 4, isr, 2), 0);
+    assert_int_equal(info_of(f->s2).primary_id, 3);
+    assert_int_equal(applied(f, 1), 0);
+    a = sent(f, RT_REPL_MSG_ACK);
+    assert_int_equal(a->peer, 1);
+    assert_int_equal(a->msg.u.ack.epoch, 3);
+}
+
+/* A sealed secondary with an append still in its writer is not promoted
+ * yet: RT_EINVAL, and the resent assignment is taken once it drained. */
+static void test_promotion_waits_for_writer(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct ps_rcore_config cfg = {.self_id = 2,
+                                  .inflight = 2,
+                                  .resend_ms = 100,
+                                  .mutation = PS_RCORE_MUT_APPEND_AFTER_SEAL};
+    struct ps_rcore *s = NULL;
+    struct ps_rcore_assignment as = {.range_id = R,
+                                     .epoch = 3,
+                                     .primary_id = 1,
+                                     .isr = {1, 2, 3},
+                                     .n_isr = 3};
+    assert_int_equal(ps_rcore_create(&cfg, &s), 0);
+    assert_int_equal(ps_rcore_assign(s, &as, &f->out), 0);
+    seal(f, s, 10, 4);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(s, &done, &f->out);
+    /* Only the known-bad core takes this append after sealing. */
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 3, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, s, 11, 1, &m), 0);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    uint64_t io = a->io_id;
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, s, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_EINVAL);
+    done = (struct rt_repl_event){
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .lsn = 1, .io_id = io};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(s, &done, &f->out), 0);
+    assert_int_equal(assign(f, s, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(info_of(s).state, PS_RPRI_ACTIVATING);
+    ps_rcore_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -682,6 +780,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_step_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_to_primary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ack_to_sender, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_waits_for_writer, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
