@@ -607,6 +607,59 @@ static void test_assign_dropped(void **state)
     assert_int_equal(a->conf.seal_epoch, 7);
 }
 
+/* ADDING whose primary is suspected: the learner leaves first (one
+ * operation at a time), then the failover starts. */
+static void test_adding_then_failover(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    heartbeat(f, GRACE - 100, 2);
+    tick(f, GRACE);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 4), RT_REPL_ROLE_NONE);
+    assert_int_equal(a->conf.seal_epoch, 0);
+    assert_int_equal(committed(f, GRACE + 1, a->io_id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.seal_epoch, 8);
+    assert_int_equal(a->conf.seal_kind, RT_REPL_SEAL_FAILOVER);
+}
+
+/* SEALING with every ISR secondary silent: nothing is sent, nothing is
+ * chosen; the range waits for one to come back. */
+static void test_sealing_waits(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t = to_sealing(f);
+    /* 2 and 3 were last heard at GRACE - 100. */
+    tick(f, GRACE - 100 + FAIL);
+    tick(f, t + 5000);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, -1, NULL), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    assert_int_equal(heartbeat(f, t + 5001, 3), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 1);
+}
+
+/* A learner beyond rf + 1 members is refused. */
+static void test_learner_rf(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    uint64_t four = 4;
+    isr_change(f, 1, R, 6, NULL, 0, &four, 1);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 1, a->io_id, 0);
+    assign_resp(f, 2, 1, 7);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 5, 3, &f->out), RT_EINVAL);
+}
+
 /* Events the master does not take, and bad configurations. */
 static void test_refused(void **state)
 {
@@ -648,6 +701,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_learner_joins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adding_then_failover, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_sealing_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_rf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
