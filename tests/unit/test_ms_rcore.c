@@ -148,9 +148,13 @@ static int isr_change(struct fx *f,
     struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ISR_CHANGE};
     msg.u.isr_change.range_id = range;
     msg.u.isr_change.epoch = epoch;
-    memcpy(msg.u.isr_change.remove, rm, n_rm * sizeof(*rm));
+    for (size_t i = 0; i < n_rm; i++) {
+        msg.u.isr_change.remove[i] = rm[i];
+    }
     msg.u.isr_change.n_remove = n_rm;
-    memcpy(msg.u.isr_change.add, add, n_add * sizeof(*add));
+    for (size_t i = 0; i < n_add; i++) {
+        msg.u.isr_change.add[i] = add[i];
+    }
     msg.u.isr_change.n_add = n_add;
     struct rt_repl_event ev = {
         .kind = RT_REPL_EV_MSG, .now_ms = 10, .peer = from, .msg = &msg};
