@@ -10,10 +10,11 @@
  * writer's queue, the group on disk, messages in flight to it) and a
  * restart rebuilds the core with ps_rcore_load() and "registers" (the
  * master sends it the range's assignment). A pause freezes a node: every
- * event for it waits until it resumes. The master's catalog commits take
- * 1-5 ms; a master crash decides each commit in flight (applied or not)
- * and a restart loads the catalog (SEALING if a seal intent is there) and
- * sends every member the assignment. Partition servers heartbeat the
+ * event for it waits until it resumes. A cut blackholes the link between
+ * the master and a partition server (no close: only silence). The master's
+ * catalog commits take 1-5 ms; a master crash decides each commit in flight
+ * (applied or not) and a restart loads the catalog (SEALING if a seal intent is
+ * there) and sends every member the assignment. Partition servers heartbeat the
  * master every 500 ms. Every node's clock runs at its own rate within
  * 1 +- 1e-3. The network delays (heavy tail), reorders, duplicates and
  * loses messages until the heal. Leases do not exist yet: a secondary
@@ -157,7 +158,12 @@ struct sim_req
     enum sim_req_state st;
 };
 
-enum sim_fault_kind { FAULT_CRASH, FAULT_PAUSE, FAULT_MASTER };
+enum sim_fault_kind {
+    FAULT_CRASH,  /* a partition server crashes, restarts at the end */
+    FAULT_PAUSE,  /* a partition server is paused */
+    FAULT_MASTER, /* the master crashes, restarts at the end */
+    FAULT_CUT,    /* the link master <-> a partition server blackholes */
+};
 
 struct sim_fault
 {
@@ -183,6 +189,7 @@ struct sim
     size_t ref_cap;
     uint64_t ack_epoch_node[64]; /* P4: epoch -> node id that acked */
     struct sim_fault faults[8];
+    uint64_t cut_until[SIM_PS]; /* link to the master cut until then */
     size_t n_faults;
     struct rt_repl_actions acts;
     double loss, dup;
@@ -402,6 +409,10 @@ static void sim_send(struct sim *s,
     int to = sim_index(to_id);
     if (to < 0 || to > SIM_MASTER) {
         return;
+    }
+    int ps = to == SIM_MASTER ? from : from == SIM_MASTER ? to : -1;
+    if (ps >= 0 && ps < SIM_PS && s->cut_until[ps] > s->now) {
+        return; /* blackholed */
     }
     int copies = 1;
     /* Loss and duplication are faults too: none after the heal. */
@@ -941,6 +952,14 @@ static void sim_fault(struct sim *s, struct sim_ev *e)
     const struct sim_fault *f = &s->faults[e->fault];
     int ni = f->kind == FAULT_MASTER ? SIM_MASTER : f->node;
     bool begin = e->gen == 0;
+    if (f->kind == FAULT_CUT) {
+        if (begin && e->lsn > s->cut_until[ni]) {
+            s->cut_until[ni] = e->lsn;
+            sim_tracef(s, "n%" PRIu64 " CUT from the master until %" PRIu64,
+                       s->nodes[ni].id, e->lsn);
+        }
+        return;
+    }
     if (f->kind == FAULT_PAUSE) {
         if (begin) {
             sim_totals.pauses++;
@@ -1097,16 +1116,20 @@ static void sim_check_end(struct sim *s)
     }
 }
 
-/* The schedule of faults, drawn from the seed: 1-4 crashes or pauses of a
- * partition server (the primary twice as likely) or master crashes, each
- * 300-4000 ms, all over by the heal. */
+/* The schedule of faults, drawn from the seed: 1-4 crashes, pauses or
+ * master-link cuts of a partition server (node 1, the first primary,
+ * twice as likely) or master crashes, each 300-4000 ms, all over by the
+ * heal. */
 static void sim_schedule(struct sim *s)
 {
     s->n_faults = 1 + rt_rng_below(&s->rng, 4);
     for (size_t i = 0; i < s->n_faults; i++) {
         struct sim_fault *f = &s->faults[i];
         uint64_t r = rt_rng_below(&s->rng, 10);
-        f->kind = r < 4 ? FAULT_CRASH : r < 8 ? FAULT_PAUSE : FAULT_MASTER;
+        f->kind = r < 3   ? FAULT_CRASH
+                  : r < 6 ? FAULT_PAUSE
+                  : r < 8 ? FAULT_CUT
+                          : FAULT_MASTER;
         f->node = (int)rt_rng_below(&s->rng, SIM_PS + 1) % SIM_PS;
         uint64_t len = 300 + rt_rng_below(&s->rng, 3700);
         uint64_t at = SIM_FAULT_FROM +
