@@ -211,7 +211,8 @@ struct rt_repl_event
     size_t records_len;
     const uint64_t *req_ids;
     size_t n_req_ids;
-    int32_t code; /* COMMITTED: 0, or why the proposal @io_id failed */
+    int32_t code; /* COMMITTED: 0, or why the proposal @io_id failed;
+                     CONN: 0 up, an RT_E* code down */
 };
 
 struct rt_repl_action
