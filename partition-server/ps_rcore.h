@@ -5,7 +5,7 @@
  * no I/O, reads no clock and draws no random numbers: time comes in with
  * each event, and everything it wants done comes out as actions, so the
  * same state and event always give the same state and actions. The daemon's
- * glue and tests/sim/sim_repl.c drive the same code.
+ * glue and tests/sim (sim_repl.c, sim_failover.c) drive the same code.
  *
  * Implemented so far: the write path and the seal / promotion side of
  * failover (no leases, no learners).
@@ -72,6 +72,9 @@
  *   one is never counted by the new primary.
  * - A local group whose DISK_DONE comes after the primary stopped
  *   serving is recorded as applied and its writes answered RT_ETIMEDOUT.
+ *   DISK_DONE of a WRITE action echoes its io_id; a local group's has
+ *   io_id 0 (a secondary's DISK_DONE with io_id 0 at an LSN it accepted
+ *   is still taken as that replica write).
  * - ps_rcore_load() rebuilds a range after a restart from its durable
  *   state (rs record, pending groups): a primary ACTIVATING, a secondary
  *   FOLLOWING or SEALED.
@@ -227,8 +230,9 @@ int ps_rcore_assign(struct ps_rcore *node,
  * groups to its ISR (SERVING at once without peers), a SECONDARY
  * FOLLOWING, or SEALED if @d->sealed_epoch > @d->epoch. Everything in @d
  * is copied. Errors: RT_EEXIST (range known), RT_EINVAL (another role,
- * @d->groups not exactly commit_lsn + 1 .. applied_lsn, the primary or
- * this node not in the ISR, too many replicas). */
+ * @d->groups not exactly commit_lsn + 1 .. applied_lsn, the primary not
+ * in the ISR, a PRIMARY record of another node or without this node in
+ * its ISR, too many replicas). */
 int ps_rcore_load(struct ps_rcore *node,
                   const struct ps_rcore_durable *d,
                   uint64_t now_ms,
