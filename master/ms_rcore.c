@@ -381,6 +381,20 @@ static void ms__rcore_choose(struct ms_rcore *m,
     ms__rcore_propose(m, r, MS__ROP_FAILOVER, &next, out);
 }
 
+/* Is some ISR secondary of @c not suspected (a failover could start)? */
+static bool ms__rcore_live_secondary(const struct ms_rcore *m,
+                                     const struct rt_repl_conf *c,
+                                     uint64_t now)
+{
+    for (size_t i = 0; i < c->n_isr; i++) {
+        if (c->isr[i] != c->primary_id &&
+            !ms__rcore_suspected(m, c->isr[i], now)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Decisions due at @now for one range; true if its state changed (then
  * the caller looks again). */
 static bool ms__rcore_eval_once(struct ms_rcore *m,
@@ -454,7 +468,10 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
             return false;
         }
         case MS_RCORE_ASSIGNING:
-            if (ms__rcore_suspected(m, c->primary_id, now)) {
+            /* Drop the wait only if a failover can follow; else keep
+             * resending: the primary may just be cut off for a while. */
+            if (ms__rcore_suspected(m, c->primary_id, now) &&
+                ms__rcore_live_secondary(m, c, now)) {
                 ms__rcore_event(r, "assign_dropped", RT_ETIMEDOUT,
                                 now - r->op_start_ms, out);
                 ms__rcore_set_state(r, MS_RCORE_STABLE);

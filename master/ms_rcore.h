@@ -32,8 +32,10 @@
  * - ASSIGNING (a new configuration committed): ASSIGN to every member, the
  *   primary first, resent to the primary every cfg.resend_ms until it
  *   answers ASSIGN_RESP at the epoch (then STABLE and an EVENT with the
- *   duration). If the primary becomes suspected meanwhile the wait is
- *   dropped (STABLE), so that the next failover can start.
+ *   duration). If the primary becomes suspected meanwhile and some ISR
+ *   secondary is not, the wait is dropped (STABLE), so that the next
+ *   failover can start; without such a secondary the resends go on (the
+ *   primary may only be cut off for a while).
  * - ADDING (a learner committed by ms_rcore_add_learner): ends with its
  *   ISR_CHANGE{add} (committed: T becomes SECONDARY and joins the ISR) or
  *   after cfg.learner_timeout_ms (committed: T leaves the replica set; an

@@ -664,6 +664,28 @@ static void test_learner_rf(void **state)
     assert_int_equal(ms_rcore_add_learner(f->m, R, 5, 3, &f->out), RT_EINVAL);
 }
 
+/* ASSIGNING whose new primary is cut off while no other ISR member is
+ * live: the assignment keeps being resent until it answers. */
+static void test_assign_kept(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    seal_resp(f, t + 1, 2, 0, 6, 5, 0);
+    tick(f, t + 300); /* the seal wait: 3 never answered */
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(a->conf.n_isr, 1);
+    committed(f, t + 301, a->io_id, 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    tick(f, GRACE - 100 + FAIL + 50); /* 2 suspected too */
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 1);
+    assert_int_equal(a->peer, 2);
+    assert_int_equal(heartbeat(f, t + 5000, 2), 0);
+    assert_int_equal(assign_resp(f, t + 5001, 2, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+}
+
 /* Events the master does not take, and bad configurations. */
 static void test_refused(void **state)
 {
@@ -705,6 +727,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_learner_joins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assign_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adding_then_failover, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_sealing_waits, setup, teardown),
