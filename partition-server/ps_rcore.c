@@ -117,6 +117,7 @@ struct ps__rcore_range
     uint64_t seal_io;   /* the persist of sealed_epoch in flight (0) */
     uint64_t seal_from; /* who asked for it: the answer goes there */
     uint64_t heard_ms;  /* last append from the primary */
+    bool await_assign;  /* restarted primary: silent until assigned */
     enum ps_rcore_role role;
     unsigned state;
     uint64_t last_lsn;
@@ -359,7 +360,8 @@ static bool ps__rcore_unacked(const struct ps_rcore *node)
 {
     for (size_t i = 0; i < node->n_ranges; i++) {
         const struct ps__rcore_range *r = node->ranges[i];
-        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED ||
+            r->await_assign) {
             continue;
         }
         for (size_t j = 0; j < r->n_peers; j++) {
@@ -470,7 +472,7 @@ static int ps__rcore_ack(struct ps_rcore *node,
     if (p == NULL) {
         return RT_EINVAL;
     }
-    if (r->state == PS_RPRI_DEPOSED) {
+    if (r->state == PS_RPRI_DEPOSED || r->await_assign) {
         return 0;
     }
     if (ack->code == RT_ESEALED || ack->code == RT_ESTALE) {
@@ -517,7 +519,8 @@ static int ps__rcore_timer(struct ps_rcore *node,
     node->timer_armed = false;
     for (size_t i = 0; i < node->n_ranges; i++) {
         struct ps__rcore_range *r = node->ranges[i];
-        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED ||
+            r->await_assign) {
             continue;
         }
         for (size_t j = 0; j < r->n_peers; j++) {
@@ -850,6 +853,7 @@ static void ps__rcore_activate(struct ps_rcore *node,
 {
     r->role = PS_RCORE_PRIMARY;
     r->state = PS_RPRI_NONE;
+    r->await_assign = false;
     ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
     r->n_peers = 0;
     ps__rcore_set_peers(node, r, isr, n_isr, now_ms);
@@ -881,6 +885,7 @@ static void ps__rcore_step_down(struct ps__rcore_range *r,
         ps__rcore_depose(r, out);
     }
     ps__rcore_set_state(r, PS_RPRI_NONE);
+    r->await_assign = false;
     r->role = PS_RCORE_SECONDARY;
     r->state = PS_RSEC_NONE;
     r->n_peers = 0;
@@ -923,7 +928,9 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
     if (c->primary_id == self) {
         if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED &&
             r->primary_epoch == c->primary_epoch) {
-            /* Same generation: a new ISR (or a cancel seen in time). */
+            /* Same generation: a new ISR (or a cancel seen in time), or
+             * the assignment a restarted primary waits for. */
+            r->await_assign = false;
             r->epoch = c->epoch;
             ps__rcore_set_peers(node, r, c->isr, c->n_isr, ev->now_ms);
             for (size_t i = 0; i < r->n_peers; i++) {
@@ -935,6 +942,7 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
         } else if (r->role == PS_RCORE_PRIMARY &&
                    r->primary_epoch == c->primary_epoch) {
             /* DEPOSED by a seal of a failover that was then cancelled. */
+            r->await_assign = false;
             r->epoch = c->epoch;
             ps__rcore_set_state(r, PS_RPRI_NONE);
             ps__rcore_activate(node, r, c->isr, c->n_isr, ev->now_ms, out);
@@ -1045,7 +1053,11 @@ int ps_rcore_load(struct ps_rcore *node,
     }
     node->ranges[node->n_ranges++] = r;
     if (d->role == PS_RCORE_PRIMARY) {
-        ps__rcore_activate(node, r, d->isr, d->n_isr, now_ms, out);
+        /* §10.1: nothing as primary before an assignment confirms it. */
+        r->role = PS_RCORE_PRIMARY;
+        ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
+        ps__rcore_set_peers(node, r, d->isr, d->n_isr, now_ms);
+        r->await_assign = true;
     } else {
         r->role = PS_RCORE_SECONDARY;
         ps__rcore_set_state(r, PS_RSEC_FOLLOWING);

@@ -76,8 +76,10 @@
  *   io_id 0 (a secondary's DISK_DONE with io_id 0 at an LSN it accepted
  *   is still taken as that replica write).
  * - ps_rcore_load() rebuilds a range after a restart from its durable
- *   state (rs record, pending groups): a primary ACTIVATING, a secondary
- *   FOLLOWING or SEALED.
+ *   state (rs record, pending groups): a primary ACTIVATING but silent
+ *   until an assignment of its generation confirms it (§10.1; the
+ *   registration's answer), then streaming its pending groups; a
+ *   secondary FOLLOWING or SEALED.
  *
  * Thread: one thread per struct ps_rcore. Ownership: events are borrowed
  * for the call; actions go into the caller's list (rt_repl_ev.h). */
@@ -226,9 +228,10 @@ int ps_rcore_assign(struct ps_rcore *node,
                     struct rt_repl_actions *out);
 
 /* Rebuilds range @d->range_id after a restart at @now_ms (the start of
- * the seal grace): a PRIMARY goes ACTIVATING and streams its pending
- * groups to its ISR (SERVING at once without peers), a SECONDARY
- * FOLLOWING, or SEALED if @d->sealed_epoch > @d->epoch. Everything in @d
+ * the seal grace): a PRIMARY goes ACTIVATING and waits for an ASSIGN of
+ * its generation, then streams its pending groups to its ISR (SERVING
+ * once they acked, at once without peers); a SECONDARY goes FOLLOWING,
+ * or SEALED if @d->sealed_epoch > @d->epoch. Everything in @d
  * is copied. Errors: RT_EEXIST (range known), RT_EINVAL (another role,
  * @d->groups not exactly commit_lsn + 1 .. applied_lsn, the primary not
  * in the ISR, a PRIMARY record of another node or without this node in

@@ -9,7 +9,8 @@
  * epoch, commit LSN); a crash loses everything else (the core, the
  * writer's queue, the group on disk, messages in flight to it) and a
  * restart rebuilds the core with ps_rcore_load() and "registers" (the
- * master sends it the range's assignment). A pause freezes a node: every
+ * master sends it the range's assignment, again at each of its heartbeats
+ * until one is delivered). A pause freezes a node: every
  * event for it waits until it resumes. A cut blackholes the link between
  * the master and a partition server (no close: only silence). The master's
  * catalog commits take 1-5 ms; a master crash decides each commit in flight
@@ -131,6 +132,7 @@ struct sim_node
     bool up;
     uint64_t inc;
     uint64_t paused_until;
+    bool registered; /* took an assignment since its (re)start */
     double rate;
     uint64_t timer_gen;
     struct ps_rcore *ps; /* partition servers */
@@ -786,6 +788,7 @@ static void sim_restart(struct sim *s, int ni)
         return;
     }
     sim_ps_start(s, ni);
+    nd->registered = false;
     /* The pending groups: those above the commit LSN of the rs record. */
     struct ps_rcore_durable d = nd->rs;
     d.applied_lsn = nd->log_n;
@@ -1037,6 +1040,16 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
         case SIM_DELIVER: {
             struct rt_repl_event ev = {
                 .kind = RT_REPL_EV_MSG, .peer = e->from, .msg = &e->msg};
+            /* Registration is retried until answered: a heartbeat from a
+             * server that has taken no assignment since its start gets
+             * one; taking any assignment answers it. */
+            if (e->msg.kind == RT_REPL_MSG_HEARTBEAT &&
+                !s->nodes[sim_index(e->from)].registered) {
+                sim_register_all(s, sim_index(e->from));
+            }
+            if (e->msg.kind == RT_REPL_MSG_ASSIGN) {
+                nd->registered = true;
+            }
             if (e->msg.kind == RT_REPL_MSG_APPEND) {
                 ev.range_id = e->msg.u.append.range_id;
             }
@@ -1229,6 +1242,7 @@ static const char *sim_run(uint64_t seed,
             sim_fail(s, "setup", "assign n%d", i + 1);
         }
         rt_repl_actions_reset(&s->acts);
+        nd->registered = true;
         nd->rs = (struct ps_rcore_durable){
             .range_id = SIM_RANGE,
             .role = i == 0 ? PS_RCORE_PRIMARY : PS_RCORE_SECONDARY,

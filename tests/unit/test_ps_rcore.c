@@ -619,8 +619,9 @@ static void test_assign_step_down(void **state)
     assert_int_equal(ps_rcore_range_get(f->s2, R, &gone), RT_ENOTFOUND);
 }
 
-/* A restart: a primary with pending groups goes ACTIVATING and streams
- * them; a secondary sealed above its epoch comes back SEALED. */
+/* A restart: a primary with pending groups goes ACTIVATING, waits for
+ * the assignment of its generation, then streams them and serves once
+ * acked; a secondary sealed above its epoch comes back SEALED. */
 static void test_load(void **state)
 {
     struct fx *f = *state;
@@ -650,9 +651,19 @@ static void test_load(void **state)
     struct ps_rcore_range_info info = info_of(n);
     assert_int_equal(info.state, PS_RPRI_ACTIVATING);
     assert_int_equal(info.primary_epoch, 2);
-    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 2);
+    assert_int_equal(f->out.n, 0); /* silent until assigned */
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, n, 3, 1, 2, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 3);
+    a = &f->out.v[1];
     assert_int_equal(a->msg.u.append.lsn, 7);
     assert_int_equal(a->msg.u.append.records[0], 8);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 7, .epoch = 3};
+    assert_int_equal(msg_to(f, n, 5, 2, &m), 0);
+    assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
     ps_rcore_destroy(n);
     cfg.self_id = 2;
     assert_int_equal(ps_rcore_create(&cfg, &n), 0);
