@@ -76,3 +76,38 @@ const char *rt_repl_act_kind_name(enum rt_repl_act_kind k)
         "send", "write", "read", "timer", "reply", "propose", "event"};
     return (unsigned)k < RT_REPL_ACT__NR ? names[k] : "?";
 }
+
+const char *rt_repl_msg_kind_name(enum rt_repl_msg_kind k)
+{
+    static const char *const names[RT_REPL_MSG__NR] = {
+        "append",   "ack",    "seal",        "seal_resp", "isr_change",
+        "isr_resp", "assign", "assign_resp", "heartbeat"};
+    return (unsigned)k < RT_REPL_MSG__NR ? names[k] : "?";
+}
+
+const char *rt_repl_role_name(enum rt_repl_role r)
+{
+    static const char *const names[RT_REPL_ROLE__NR] = {"none", "primary",
+                                                        "secondary", "learner"};
+    return (unsigned)r < RT_REPL_ROLE__NR ? names[r] : "?";
+}
+
+int rt_repl_conf_in_isr(const struct rt_repl_conf *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->n_isr; i++) {
+        if (c->isr[i] == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+enum rt_repl_role rt_repl_conf_role(const struct rt_repl_conf *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->n_members; i++) {
+        if (c->members[i].server_id == id) {
+            return c->members[i].role;
+        }
+    }
+    return RT_REPL_ROLE_NONE;
+}

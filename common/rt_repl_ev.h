@@ -5,8 +5,10 @@
  *
  * A core takes one struct rt_repl_event per step and appends what it wants
  * done to a struct rt_repl_actions. Messages here are plain C structs; the
- * glue converts them to and from proto/rt.proto. Only what the write path
- * needs is defined so far: an append group and its ack.
+ * glue converts them to and from proto/rt.proto. Defined so far: the write
+ * path (an append group and its ack) and failover (SEAL and its answer,
+ * ISR_CHANGE and its answer, one range's assignment and its answer, a
+ * server's heartbeat), plus the catalog mutation ms_rcore proposes.
  *
  * Thread: none of its own; a struct rt_repl_actions belongs to the caller
  * of one core. Ownership: an event and everything it points at is borrowed
@@ -45,9 +47,110 @@ enum rt_repl_act_kind {
 };
 
 enum rt_repl_msg_kind {
-    RT_REPL_MSG_APPEND, /* primary -> replica: one group of one range */
-    RT_REPL_MSG_ACK,    /* replica -> primary: cumulative ack or NACK */
+    RT_REPL_MSG_APPEND,      /* primary -> replica: one group of one range */
+    RT_REPL_MSG_ACK,         /* replica -> primary: cumulative ack or NACK */
+    RT_REPL_MSG_SEAL,        /* master -> ISR member (SealReq); as a WRITE
+                                action: persist the range's sealed_epoch, synced */
+    RT_REPL_MSG_SEAL_RESP,   /* ISR member -> master (SealResp) */
+    RT_REPL_MSG_ISR_CHANGE,  /* primary -> master (IsrChangeReq) */
+    RT_REPL_MSG_ISR_RESP,    /* master -> primary: the ISR_CHANGE outcome */
+    RT_REPL_MSG_ASSIGN,      /* master -> replica: one range's configuration */
+    RT_REPL_MSG_ASSIGN_RESP, /* replica -> master: assignment applied */
+    RT_REPL_MSG_HEARTBEAT,   /* partition server -> master: alive */
     RT_REPL_MSG__NR
+};
+
+#define RT_REPL_MAX_REPLICAS 8
+
+/* proto ReplRole. */
+enum rt_repl_role {
+    RT_REPL_ROLE_NONE,
+    RT_REPL_ROLE_PRIMARY,
+    RT_REPL_ROLE_SECONDARY,
+    RT_REPL_ROLE_LEARNER,
+    RT_REPL_ROLE__NR
+};
+
+/* proto Range.seal_kind. */
+enum rt_repl_seal_kind {
+    RT_REPL_SEAL_NONE,
+    RT_REPL_SEAL_FAILOVER,
+    RT_REPL_SEAL_TRANSFER,
+};
+
+struct rt_repl_member
+{
+    uint64_t server_id;
+    enum rt_repl_role role;
+};
+
+/* One range's replication configuration: the catalog fields of
+ * DESIGN-replication.md §2.1 (rt.Range) that the cores use. */
+struct rt_repl_conf
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    uint64_t primary_id; /* Range.server_id */
+    uint64_t primary_epoch;
+    struct rt_repl_member members[RT_REPL_MAX_REPLICAS]; /* Range.replicas */
+    size_t n_members;
+    uint64_t isr[RT_REPL_MAX_REPLICAS]; /* the primary included */
+    size_t n_isr;
+    uint32_t rf, min_insync;
+    uint64_t seal_epoch; /* 0: no failover or transfer intent */
+    enum rt_repl_seal_kind seal_kind;
+    uint64_t seal_to;
+};
+
+/* SEAL (proto SealReq): fence generation @old_epoch of the range. */
+struct rt_repl_seal
+{
+    uint64_t range_id;
+    uint64_t old_epoch;
+    uint64_t new_epoch;
+    uint64_t old_primary;
+};
+
+/* The answer to a SEAL (proto SealResp plus the RPC's code). @code 0: the
+ * sender persisted sealed_epoch = @new_epoch and holds (@applied_epoch,
+ * @applied_lsn) durably; RT_EBUSY: retry after @retry_ms; RT_ESTALE,
+ * RT_ENOTFOUND: refused (§4). */
+struct rt_repl_seal_resp
+{
+    uint64_t range_id;
+    uint64_t new_epoch;
+    int32_t code;
+    uint64_t applied_epoch;
+    uint64_t applied_lsn;
+    uint32_t retry_ms;
+};
+
+/* ISR_CHANGE (proto IsrChangeReq), sent by the primary at @epoch. */
+struct rt_repl_isr_change
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    uint64_t remove[RT_REPL_MAX_REPLICAS];
+    size_t n_remove;
+    uint64_t add[RT_REPL_MAX_REPLICAS];
+    size_t n_add;
+};
+
+/* The outcome of an ISR_CHANGE: 0 and the committed @epoch, or the §4
+ * error. */
+struct rt_repl_isr_resp
+{
+    uint64_t range_id;
+    int32_t code;
+    uint64_t epoch;
+};
+
+/* The answer to an ASSIGN of @range_id at @epoch. */
+struct rt_repl_assign_resp
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    int32_t code;
 };
 
 /* One group of one range (proto ReplGroup inside REPL_APPEND). @records
@@ -81,7 +184,13 @@ struct rt_repl_msg
     union {
         struct rt_repl_append append;
         struct rt_repl_ack ack;
-    } u;
+        struct rt_repl_seal seal;
+        struct rt_repl_seal_resp seal_resp;
+        struct rt_repl_isr_change isr_change;
+        struct rt_repl_isr_resp isr_resp;
+        struct rt_repl_conf assign;
+        struct rt_repl_assign_resp assign_resp;
+    } u; /* HEARTBEAT: none; the sender is the event's @peer */
 };
 
 struct rt_repl_event
@@ -103,6 +212,8 @@ struct rt_repl_event
     size_t records_len;
     const uint64_t *req_ids;
     size_t n_req_ids;
+    int32_t code; /* COMMITTED: 0, or why the proposal @io_id failed;
+                     CONN: 0 up, an RT_E* code down */
 };
 
 struct rt_repl_action
@@ -117,7 +228,17 @@ struct rt_repl_action
     uint64_t range_id; /* WRITE: range and LSN of the group */
     uint64_t lsn;
     struct rt_repl_msg msg; /* SEND; an append's records point into the
-                               list's own copy (WRITE: @msg.u.append) */
+                               list's own copy (WRITE: @msg.u.append, or
+                               @msg.u.seal for a seal's persist) */
+    /* PROPOSE (@io_id names it in the COMMITTED event): commit @conf only
+     * if the catalog's range still has epoch @guard_epoch and seal_epoch
+     * @guard_seal_epoch (a compare-and-set, DESIGN-replication.md §2.4). */
+    uint64_t guard_epoch;
+    uint64_t guard_seal_epoch;
+    struct rt_repl_conf conf;
+    /* EVENT: a static name ("failover", "seal", ...), @range_id, @code,
+     * @at_ms = how long the operation took. */
+    const char *what;
 };
 
 /* A growable list of actions, embedded by the caller. */
@@ -141,5 +262,12 @@ struct rt_repl_action *rt_repl_actions_add(struct rt_repl_actions *a,
 
 const char *rt_repl_ev_kind_name(enum rt_repl_ev_kind k);
 const char *rt_repl_act_kind_name(enum rt_repl_act_kind k);
+const char *rt_repl_msg_kind_name(enum rt_repl_msg_kind k);
+const char *rt_repl_role_name(enum rt_repl_role r);
+
+/* Helpers over a configuration: is @id in its ISR; its role in @c (NONE
+ * if it is not a member). */
+int rt_repl_conf_in_isr(const struct rt_repl_conf *c, uint64_t id);
+enum rt_repl_role rt_repl_conf_role(const struct rt_repl_conf *c, uint64_t id);
 
 #endif

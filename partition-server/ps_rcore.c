@@ -97,6 +97,8 @@ struct ps__rcore_group
     uint64_t lsn;
     uint8_t *records;
     size_t len;
+    /* Secondary: who sent it at which epoch (its ack goes there). */
+    uint64_t from, epoch;
 };
 
 struct ps__rcore_held
@@ -110,6 +112,12 @@ struct ps__rcore_range
     uint64_t id;
     uint64_t epoch;
     uint64_t primary_id;
+    uint64_t primary_epoch; /* the generation I follow or lead */
+    uint64_t sealed_epoch;
+    uint64_t seal_io;   /* the persist of sealed_epoch in flight (0) */
+    uint64_t seal_from; /* who asked for it: the answer goes there */
+    uint64_t heard_ms;  /* last append from the primary */
+    bool await_assign;  /* restarted primary: silent until assigned */
     enum ps_rcore_role role;
     unsigned state;
     uint64_t last_lsn;
@@ -117,7 +125,8 @@ struct ps__rcore_range
     uint64_t commit_lsn;
     struct ps__rcore_peer peers[PS_RCORE_MAX_REPLICAS];
     size_t n_peers;
-    /* Send buffer: groups buf_first .. buf_first + buf_n - 1, LSN order. */
+    /* Send buffer (secondary: the groups above the commit LSN it knows):
+     * groups buf_first .. buf_first + buf_n - 1, LSN order. */
     struct ps__rcore_group *buf;
     size_t buf_n, buf_cap;
     uint64_t buf_first;
@@ -133,6 +142,7 @@ struct ps_rcore
     size_t n_ranges, cap_ranges;
     bool timer_armed;
     uint64_t next_io;
+    uint64_t started_ms; /* the seal grace runs from here too */
 };
 
 /* The one place a range's state changes: within its role's table. */
@@ -178,7 +188,7 @@ int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out)
     return 0;
 }
 
-static void ps__rcore_free_range(struct ps__rcore_range *r)
+static void ps__rcore_range_free(struct ps__rcore_range *r)
 {
     for (size_t g = 0; g < r->buf_n; g++) {
         free(r->buf[g].records);
@@ -194,7 +204,7 @@ void ps_rcore_destroy(struct ps_rcore *node)
         return;
     }
     for (size_t i = 0; i < node->n_ranges; i++) {
-        ps__rcore_free_range(node->ranges[i]);
+        ps__rcore_range_free(node->ranges[i]);
     }
     free(node->ranges);
     free(node);
@@ -226,26 +236,29 @@ static int ps__rcore_check(const struct ps_rcore *node,
     return in_isr && primary_in_isr ? 0 : RT_EINVAL;
 }
 
-/* The primary's peers become the ISR of @a less this node. A member that
- * stays keeps its stream; a new one starts at cw (catch-up of a member
- * behind cw comes with learners, DESIGN-replication.md §3.3). */
+/* Rebuilds the peer list from @isr: peers kept keep their stream, new
+ * ones are assumed at the commit LSN (every ISR member acked it). */
 static void ps__rcore_set_peers(struct ps_rcore *node,
                                 struct ps__rcore_range *r,
-                                const struct ps_rcore_assignment *a)
+                                const uint64_t *isr,
+                                size_t n_isr,
+                                uint64_t now_ms)
 {
     struct ps__rcore_peer old[PS_RCORE_MAX_REPLICAS];
     size_t n_old = r->n_peers;
-    memcpy(old, r->peers, sizeof(old));
+    memcpy(old, r->peers, n_old * sizeof(*old));
     r->n_peers = 0;
-    for (size_t i = 0; i < a->n_isr; i++) {
-        if (a->isr[i] == node->cfg.self_id) {
+    for (size_t i = 0; i < n_isr; i++) {
+        if (isr[i] == node->cfg.self_id) {
             continue;
         }
         struct ps__rcore_peer *p = &r->peers[r->n_peers++];
-        *p = (struct ps__rcore_peer){
-            .id = a->isr[i], .acked = r->commit_lsn, .next = r->commit_lsn + 1};
+        *p = (struct ps__rcore_peer){.id = isr[i],
+                                     .acked = r->commit_lsn,
+                                     .next = r->commit_lsn + 1,
+                                     .progress_ms = now_ms};
         for (size_t j = 0; j < n_old; j++) {
-            if (old[j].id == a->isr[i]) {
+            if (old[j].id == isr[i]) {
                 *p = old[j];
             }
         }
@@ -268,13 +281,14 @@ int ps_rcore_assign(struct ps_rcore *node,
     r->epoch = a->epoch;
     r->primary_id = a->primary_id;
     r->last_lsn = r->applied_lsn = a->lsn;
+    r->primary_epoch = a->epoch;
     r->buf_first = a->lsn + 1;
     if (a->primary_id == node->cfg.self_id) {
         r->role = PS_RCORE_PRIMARY;
         /* Its members are taken to hold its durable LSN: nothing to catch
          * up (catch-up comes with failover, §3.1 ACTIVATING). */
         r->commit_lsn = a->lsn;
-        ps__rcore_set_peers(node, r, a);
+        ps__rcore_set_peers(node, r, a->isr, a->n_isr, 0);
         ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
         ps__rcore_set_state(r, PS_RPRI_SERVING);
     } else {
@@ -379,7 +393,8 @@ static bool ps__rcore_unacked(const struct ps_rcore *node)
 {
     for (size_t i = 0; i < node->n_ranges; i++) {
         const struct ps__rcore_range *r = node->ranges[i];
-        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED ||
+            r->await_assign) {
             continue;
         }
         for (size_t j = 0; j < r->n_peers; j++) {
@@ -464,6 +479,20 @@ static int ps__rcore_local_done(struct ps_rcore *node,
     return 0;
 }
 
+/* ACTIVATING -> SERVING (§3.1): every ISR member acked my last LSN. */
+static void ps__rcore_activated(struct ps__rcore_range *r)
+{
+    if (r->state != PS_RPRI_ACTIVATING) {
+        return;
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        if (r->peers[i].acked < r->last_lsn) {
+            return;
+        }
+    }
+    ps__rcore_set_state(r, PS_RPRI_SERVING);
+}
+
 /* Any -> DEPOSED (§3.1): a newer epoch exists. Held writes may or may not
  * survive the new generation: RT_ETIMEDOUT (outcome unknown, §5.5). */
 static void ps__rcore_depose(struct ps__rcore_range *r,
@@ -491,17 +520,23 @@ static int ps__rcore_ack(struct ps_rcore *node,
             p = &r->peers[i];
         }
     }
-    if (p == NULL || ack->applied_lsn > r->last_lsn) {
+    if (p == NULL) {
         return RT_EINVAL;
     }
-    if (r->state == PS_RPRI_DEPOSED) {
+    if (r->state == PS_RPRI_DEPOSED || r->await_assign) {
         return 0;
     }
-    if (ack->code == RT_ESEALED) {
+    if (ack->code == RT_ESEALED || ack->code == RT_ESTALE) {
+        /* A member sealed past my epoch, or holding the range at a newer
+         * epoch (a new primary, whose applied LSN may pass mine): my
+         * generation is over. */
         if (ack->epoch > r->epoch) {
             ps__rcore_depose(r, out);
         }
         return 0;
+    }
+    if (ack->applied_lsn > r->last_lsn) {
+        return RT_EINVAL;
     }
     if (ack->code != 0 && ack->code != RT_ELSNGAP) {
         return RT_EINVAL;
@@ -521,6 +556,7 @@ static int ps__rcore_ack(struct ps_rcore *node,
     ps__rcore_pump(node, r, p, ev->now_ms, out);
     ps__rcore_trim(r);
     ps__rcore_commit(node, r, out);
+    ps__rcore_activated(r);
     return 0;
 }
 
@@ -534,7 +570,8 @@ static int ps__rcore_timer(struct ps_rcore *node,
     node->timer_armed = false;
     for (size_t i = 0; i < node->n_ranges; i++) {
         struct ps__rcore_range *r = node->ranges[i];
-        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
+        if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED ||
+            r->await_assign) {
             continue;
         }
         for (size_t j = 0; j < r->n_peers; j++) {
@@ -570,25 +607,109 @@ static void ps__rcore_send_ack(uint64_t peer,
     rt_repl_actions_add(out, &act);
 }
 
-/* §3.2 FOLLOWING -> FOLLOWING on REPL_APPEND. */
+/* Appends group @lsn to the buffer (a secondary's: what it would send
+ * if promoted). */
+static void ps__rcore_buffer(struct ps__rcore_range *r,
+                             uint64_t lsn,
+                             const uint8_t *records,
+                             size_t len)
+{
+    if (r->buf_n == r->buf_cap) {
+        r->buf_cap = r->buf_cap ? 2 * r->buf_cap : 16;
+        r->buf = rt_xrealloc(r->buf, r->buf_cap * sizeof(*r->buf));
+    }
+    if (r->buf_n > 0 && lsn != r->buf_first + r->buf_n) {
+        /* Only a test mutation (ACCEPT_GAP) applies out of order. */
+        for (size_t g = 0; g < r->buf_n; g++) {
+            free(r->buf[g].records);
+        }
+        r->buf_n = 0;
+    }
+    if (r->buf_n == 0) {
+        r->buf_first = lsn;
+    }
+    r->buf[r->buf_n++] = (struct ps__rcore_group){
+        .lsn = lsn,
+        .records = len ? rt_xmemdup(records, len) : NULL,
+        .len = len,
+    };
+}
+
+/* A secondary drops the groups every ISR member has (<= its commit LSN). */
+static void ps__rcore_trim_committed(struct ps__rcore_range *r)
+{
+    size_t drop = 0;
+    while (drop < r->buf_n && r->buf[drop].lsn <= r->commit_lsn) {
+        free(r->buf[drop].records);
+        drop++;
+    }
+    if (drop > 0) {
+        memmove(r->buf, r->buf + drop, (r->buf_n - drop) * sizeof(*r->buf));
+        r->buf_n -= drop;
+        r->buf_first += drop;
+    }
+}
+
+/* The epoch below which appends are refused: the sealed one counts. */
+static uint64_t ps__rcore_fence(const struct ps_rcore *node,
+                                const struct ps__rcore_range *r)
+{
+    if (node->cfg.mutation == PS_RCORE_MUT_APPEND_AFTER_SEAL) {
+        return r->epoch;
+    }
+    return r->sealed_epoch > r->epoch ? r->sealed_epoch : r->epoch;
+}
+
+/* §3.2 FOLLOWING -> FOLLOWING on REPL_APPEND; SEALED -> FOLLOWING on one
+ * at >= the sealed epoch. */
 static int ps__rcore_append(struct ps_rcore *node,
                             struct ps__rcore_range *r,
                             const struct rt_repl_event *ev,
                             struct rt_repl_actions *out)
 {
     const struct rt_repl_append *ap = &ev->msg->u.append;
-    if (r == NULL || r->role != PS_RCORE_SECONDARY) {
+    if (r == NULL) {
         ps__rcore_send_ack(ev->peer, NULL, RT_EINVAL, ap->range_id, out);
         return RT_EINVAL;
     }
-    if (ap->epoch < r->epoch) {
-        ps__rcore_send_ack(ev->peer, r, RT_ESEALED, r->id, out);
+    if (r->role != PS_RCORE_SECONDARY) {
+        /* §4: not held as a secondary. A primary of an older epoch than
+         * the sender's learns that it was deposed; the sender of an older
+         * epoch learns it from my epoch in the answer. */
+        if (r->role == PS_RCORE_PRIMARY && ap->epoch > r->epoch &&
+            r->state != PS_RPRI_DEPOSED) {
+            ps__rcore_depose(r, out);
+        }
+        ps__rcore_send_ack(ev->peer, r, RT_ESTALE, r->id, out);
         return 0;
     }
-    if (r->state != PS_RSEC_FOLLOWING) {
+    uint64_t fence = ps__rcore_fence(node, r);
+    if (ap->epoch < fence) {
+        struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
+                                     .peer = ev->peer};
+        act.msg.kind = RT_REPL_MSG_ACK;
+        act.msg.u.ack = (struct rt_repl_ack){.range_id = r->id,
+                                             .code = RT_ESEALED,
+                                             .applied_lsn = r->applied_lsn,
+                                             .epoch = fence};
+        rt_repl_actions_add(out, &act);
+        return 0;
+    }
+    if (r->state == PS_RSEC_SEALED && r->seal_io == 0 &&
+        ap->epoch >= r->sealed_epoch) {
+        ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+    } else if (r->state == PS_RSEC_SEALED &&
+               node->cfg.mutation == PS_RCORE_MUT_APPEND_AFTER_SEAL) {
+        /* the known-bad core: fenced, yet still applying */
+    } else if (r->state != PS_RSEC_FOLLOWING) {
         ps__rcore_send_ack(ev->peer, r, RT_EINVAL, r->id, out);
         return RT_EINVAL;
     }
+    if (ap->epoch > r->epoch) {
+        r->epoch = ap->epoch;
+        r->primary_id = ev->peer;
+    }
+    r->heard_ms = ev->now_ms;
     if (ap->lsn <= r->applied_lsn) {
         ps__rcore_send_ack(ev->peer, r, 0, r->id, out);
         return 0;
@@ -601,11 +722,17 @@ static int ps__rcore_append(struct ps_rcore *node,
         ps__rcore_send_ack(ev->peer, r, RT_ELSNGAP, r->id, out);
         return 0;
     }
-    ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+    if (r->state == PS_RSEC_FOLLOWING) {
+        ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+    }
     r->last_lsn = ap->lsn;
     if (ap->commit_lsn > r->commit_lsn) {
         r->commit_lsn = ap->commit_lsn;
     }
+    ps__rcore_buffer(r, ap->lsn, ap->records, ap->records_len);
+    r->buf[r->buf_n - 1].from = ev->peer;
+    r->buf[r->buf_n - 1].epoch = ap->epoch;
+    ps__rcore_trim_committed(r);
     struct rt_repl_action act = {.kind = RT_REPL_ACT_WRITE,
                                  .io_id = ++node->next_io,
                                  .range_id = r->id,
@@ -627,7 +754,340 @@ static int ps__rcore_applied(struct ps_rcore *node,
         return RT_EINVAL;
     }
     r->applied_lsn = ev->lsn;
-    ps__rcore_send_ack(r->primary_id, r, 0, r->id, out);
+    /* The ack goes to the group's sender at the group's epoch: after an
+     * assignment to another generation, a group of the old one must not
+     * be counted by the new primary (it may not hold the same group). */
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
+                                 .peer = r->primary_id};
+    act.msg.kind = RT_REPL_MSG_ACK;
+    act.msg.u.ack = (struct rt_repl_ack){
+        .range_id = r->id, .applied_lsn = r->applied_lsn, .epoch = r->epoch};
+    if (r->buf_n > 0 && ev->lsn >= r->buf_first &&
+        ev->lsn < r->buf_first + r->buf_n &&
+        ps__rcore_group(r, ev->lsn)->from != 0) {
+        act.peer = ps__rcore_group(r, ev->lsn)->from;
+        act.msg.u.ack.epoch = ps__rcore_group(r, ev->lsn)->epoch;
+    }
+    rt_repl_actions_add(out, &act);
+    return 0;
+}
+
+/* Failover: SEAL, assignments, restarts */
+
+static void ps__rcore_seal_resp(uint64_t peer,
+                                const struct ps__rcore_range *r,
+                                uint64_t range_id,
+                                uint64_t new_epoch,
+                                int32_t code,
+                                uint32_t retry_ms,
+                                struct rt_repl_actions *out)
+{
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND, .peer = peer};
+    act.msg.kind = RT_REPL_MSG_SEAL_RESP;
+    act.msg.u.seal_resp = (struct rt_repl_seal_resp){
+        .range_id = range_id,
+        .new_epoch = new_epoch,
+        .code = code,
+        .applied_epoch = r ? r->epoch : 0,
+        .applied_lsn = r ? r->applied_lsn : 0,
+        .retry_ms = retry_ms,
+    };
+    rt_repl_actions_add(out, &act);
+}
+
+/* §3.2 FOLLOWING -> SEALED, with the §4 checks in their order. */
+static int ps__rcore_seal(struct ps_rcore *node,
+                          const struct rt_repl_event *ev,
+                          struct rt_repl_actions *out)
+{
+    const struct rt_repl_seal *sl = &ev->msg->u.seal;
+    struct ps__rcore_range *r = ps__rcore_find(node, sl->range_id);
+    if (r == NULL) {
+        ps__rcore_seal_resp(ev->peer, NULL, sl->range_id, sl->new_epoch,
+                            RT_ENOTFOUND, 0, out);
+        return 0;
+    }
+    if (sl->new_epoch <= r->epoch || sl->new_epoch < r->sealed_epoch) {
+        ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, RT_ESTALE, 0,
+                            out);
+        return 0;
+    }
+    if (sl->new_epoch == r->sealed_epoch) {
+        if (r->seal_io == 0) { /* persisted: the same answer again */
+            ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, 0, 0, out);
+        }
+        return 0;
+    }
+    if (r->role == PS_RCORE_PRIMARY) {
+        if (r->state != PS_RPRI_DEPOSED) {
+            ps__rcore_depose(r, out);
+        }
+        ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, RT_ESTALE, 0,
+                            out);
+        return 0;
+    }
+    if (r->role != PS_RCORE_SECONDARY ||
+        (r->state != PS_RSEC_FOLLOWING && r->state != PS_RSEC_SEALED) ||
+        r->seal_io != 0) {
+        ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, RT_ESTALE, 0,
+                            out);
+        return 0;
+    }
+    uint64_t from =
+        r->heard_ms > node->started_ms ? r->heard_ms : node->started_ms;
+    if (ev->now_ms < from + node->cfg.seal_grace_ms) {
+        uint64_t wait = from + node->cfg.seal_grace_ms - ev->now_ms;
+        ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, RT_EBUSY,
+                            (uint32_t)wait, out);
+        return 0;
+    }
+    if (r->state == PS_RSEC_FOLLOWING) {
+        ps__rcore_set_state(r, PS_RSEC_SEALED);
+    }
+    r->sealed_epoch = sl->new_epoch;
+    r->seal_io = ++node->next_io;
+    r->seal_from = ev->peer;
+    struct rt_repl_action act = {
+        .kind = RT_REPL_ACT_WRITE, .io_id = r->seal_io, .range_id = r->id};
+    act.msg.kind = RT_REPL_MSG_SEAL;
+    act.msg.u.seal = *sl;
+    rt_repl_actions_add(out, &act);
+    return 0;
+}
+
+/* The persist of sealed_epoch is durable: every append accepted before
+ * it is too (FIFO writer), so applied is final for the old generation. */
+static void ps__rcore_sealed(struct ps__rcore_range *r,
+                             struct rt_repl_actions *out)
+{
+    r->seal_io = 0;
+    ps__rcore_seal_resp(r->seal_from, r, r->id, r->sealed_epoch, 0, 0, out);
+}
+
+/* NONE -> ACTIVATING with the ISR of @a; streams what the members may
+ * lack. */
+static void ps__rcore_activate(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const uint64_t *isr,
+                               size_t n_isr,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out)
+{
+    r->role = PS_RCORE_PRIMARY;
+    r->state = PS_RPRI_NONE;
+    r->await_assign = false;
+    ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
+    r->n_peers = 0;
+    ps__rcore_set_peers(node, r, isr, n_isr, now_ms);
+    for (size_t i = 0; i < r->n_peers; i++) {
+        ps__rcore_pump(node, r, &r->peers[i], now_ms, out);
+    }
+    ps__rcore_activated(r);
+}
+
+static void ps__rcore_assign_resp(uint64_t peer,
+                                  uint64_t range_id,
+                                  uint64_t epoch,
+                                  int32_t code,
+                                  struct rt_repl_actions *out)
+{
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND, .peer = peer};
+    act.msg.kind = RT_REPL_MSG_ASSIGN_RESP;
+    act.msg.u.assign_resp = (struct rt_repl_assign_resp){
+        .range_id = range_id, .epoch = epoch, .code = code};
+    rt_repl_actions_add(out, &act);
+}
+
+/* A primary that stops being one: DEPOSED (held writes answered), then a
+ * secondary that follows @c's primary. */
+static void ps__rcore_step_down(struct ps__rcore_range *r,
+                                struct rt_repl_actions *out)
+{
+    if (r->state != PS_RPRI_DEPOSED) {
+        ps__rcore_depose(r, out);
+    }
+    ps__rcore_set_state(r, PS_RPRI_NONE);
+    r->await_assign = false;
+    r->role = PS_RCORE_SECONDARY;
+    r->state = PS_RSEC_NONE;
+    r->n_peers = 0;
+    ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+    /* What it buffered as primary is above no commit it can trust. */
+    ps__rcore_trim_committed(r);
+}
+
+static void ps__rcore_drop(struct ps_rcore *node, struct ps__rcore_range *r)
+{
+    for (size_t i = 0; i < node->n_ranges; i++) {
+        if (node->ranges[i] == r) {
+            node->ranges[i] = node->ranges[--node->n_ranges];
+            break;
+        }
+    }
+    ps__rcore_range_free(r);
+}
+
+/* An assignment of a range I hold (§3.1, §3.2). */
+static int ps__rcore_assign_msg(struct ps_rcore *node,
+                                const struct rt_repl_event *ev,
+                                struct rt_repl_actions *out)
+{
+    const struct rt_repl_conf *c = &ev->msg->u.assign;
+    uint64_t self = node->cfg.self_id;
+    struct ps__rcore_range *r = ps__rcore_find(node, c->range_id);
+    if (r == NULL) {
+        ps__rcore_assign_resp(ev->peer, c->range_id, c->epoch, RT_ENOTFOUND,
+                              out);
+        return 0;
+    }
+    if (c->epoch < r->epoch || c->epoch < r->sealed_epoch ||
+        c->n_isr > PS_RCORE_MAX_REPLICAS) {
+        ps__rcore_assign_resp(ev->peer, r->id, c->epoch, RT_ESTALE, out);
+        return 0;
+    }
+    bool in_isr = rt_repl_conf_in_isr(c, self);
+    bool member = in_isr || rt_repl_conf_role(c, self) != RT_REPL_ROLE_NONE;
+    if (c->primary_id == self) {
+        if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED &&
+            r->primary_epoch == c->primary_epoch) {
+            /* Same generation: a new ISR (or a cancel seen in time), or
+             * the assignment a restarted primary waits for. */
+            r->await_assign = false;
+            r->epoch = c->epoch;
+            ps__rcore_set_peers(node, r, c->isr, c->n_isr, ev->now_ms);
+            for (size_t i = 0; i < r->n_peers; i++) {
+                ps__rcore_pump(node, r, &r->peers[i], ev->now_ms, out);
+            }
+            ps__rcore_trim(r);
+            ps__rcore_commit(node, r, out);
+            ps__rcore_activated(r);
+        } else if (r->role == PS_RCORE_PRIMARY &&
+                   r->primary_epoch == c->primary_epoch) {
+            /* DEPOSED by a seal of a failover that was then cancelled. */
+            r->await_assign = false;
+            r->epoch = c->epoch;
+            ps__rcore_set_state(r, PS_RPRI_NONE);
+            ps__rcore_activate(node, r, c->isr, c->n_isr, ev->now_ms, out);
+        } else if (r->role == PS_RCORE_SECONDARY &&
+                   r->state == PS_RSEC_SEALED && r->seal_io == 0 &&
+                   r->applied_lsn == r->last_lsn &&
+                   c->epoch == r->sealed_epoch) {
+            /* (Nothing of the old generation may still be in the writer:
+             * the master resends the assignment until it is taken.) */
+            /* Promoted: SEALED -> NONE, primary ACTIVATING at the epoch. */
+            ps__rcore_set_state(r, PS_RSEC_NONE);
+            r->epoch = c->epoch;
+            r->primary_id = self;
+            r->primary_epoch = c->primary_epoch;
+            ps__rcore_activate(node, r, c->isr, c->n_isr, ev->now_ms, out);
+        } else if (!(r->role == PS_RCORE_PRIMARY && r->epoch == c->epoch)) {
+            ps__rcore_assign_resp(ev->peer, r->id, c->epoch, RT_EINVAL, out);
+            return 0;
+        }
+    } else if (member) {
+        if (r->role == PS_RCORE_PRIMARY) {
+            ps__rcore_step_down(r, out);
+        } else if (r->role == PS_RCORE_SECONDARY &&
+                   r->state == PS_RSEC_SEALED && r->seal_io == 0) {
+            ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+        }
+        r->epoch = c->epoch;
+        r->primary_id = c->primary_id;
+        r->primary_epoch = c->primary_epoch;
+    } else {
+        if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED) {
+            ps__rcore_depose(r, out);
+        }
+        ps__rcore_drop(node, r);
+    }
+    ps__rcore_assign_resp(ev->peer, c->range_id, c->epoch, 0, out);
+    return 0;
+}
+
+/* A local group durable after the range stopped serving (deposed, or a
+ * secondary now): it is applied here, and its writes' outcome is unknown
+ * (the new generation may not have it). */
+static int ps__rcore_local_late(struct ps__rcore_range *r,
+                                const struct rt_repl_event *ev,
+                                struct rt_repl_actions *out)
+{
+    if (ev->lsn != r->applied_lsn + 1 || ev->lsn != r->last_lsn + 1) {
+        return RT_EINVAL;
+    }
+    r->applied_lsn = r->last_lsn = ev->lsn;
+    ps__rcore_buffer(r, ev->lsn, ev->records, ev->records_len);
+    for (size_t i = 0; i < ev->n_req_ids; i++) {
+        struct rt_repl_action act = {.kind = RT_REPL_ACT_REPLY,
+                                     .req_id = ev->req_ids[i],
+                                     .code = RT_ETIMEDOUT};
+        rt_repl_actions_add(out, &act);
+    }
+    return 0;
+}
+
+int ps_rcore_load(struct ps_rcore *node,
+                  const struct ps_rcore_durable *d,
+                  uint64_t now_ms,
+                  struct rt_repl_actions *out)
+{
+    if (ps__rcore_find(node, d->range_id) != NULL) {
+        return RT_EEXIST;
+    }
+    if ((d->role != PS_RCORE_PRIMARY && d->role != PS_RCORE_SECONDARY) ||
+        d->n_isr > PS_RCORE_MAX_REPLICAS || d->commit_lsn > d->applied_lsn ||
+        d->n_groups != d->applied_lsn - d->commit_lsn) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 0; i < d->n_groups; i++) {
+        if (d->groups[i].lsn != d->commit_lsn + 1 + i) {
+            return RT_EINVAL;
+        }
+    }
+    bool self_in = false, primary_in = false;
+    for (size_t i = 0; i < d->n_isr; i++) {
+        self_in |= d->isr[i] == node->cfg.self_id;
+        primary_in |= d->isr[i] == d->primary_id;
+    }
+    if (!primary_in || (d->role == PS_RCORE_PRIMARY &&
+                        (!self_in || d->primary_id != node->cfg.self_id))) {
+        return RT_EINVAL;
+    }
+    if (now_ms > node->started_ms) {
+        node->started_ms = now_ms;
+    }
+    struct ps__rcore_range *r = rt_xcalloc(1, sizeof(*r));
+    r->id = d->range_id;
+    r->epoch = d->epoch;
+    r->primary_id = d->primary_id;
+    r->primary_epoch = d->primary_epoch;
+    r->sealed_epoch = d->sealed_epoch;
+    r->applied_lsn = r->last_lsn = d->applied_lsn;
+    r->commit_lsn = d->commit_lsn;
+    r->buf_first = d->commit_lsn + 1;
+    for (size_t i = 0; i < d->n_groups; i++) {
+        ps__rcore_buffer(r, d->groups[i].lsn, d->groups[i].records,
+                         d->groups[i].len);
+    }
+    if (node->n_ranges == node->cap_ranges) {
+        node->cap_ranges = node->cap_ranges ? 2 * node->cap_ranges : 8;
+        node->ranges =
+            rt_xrealloc(node->ranges, node->cap_ranges * sizeof(*node->ranges));
+    }
+    node->ranges[node->n_ranges++] = r;
+    if (d->role == PS_RCORE_PRIMARY) {
+        /* §10.1: nothing as primary before an assignment confirms it. */
+        r->role = PS_RCORE_PRIMARY;
+        ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
+        ps__rcore_set_peers(node, r, d->isr, d->n_isr, now_ms);
+        r->await_assign = true;
+    } else {
+        r->role = PS_RCORE_SECONDARY;
+        ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+        if (d->sealed_epoch > d->epoch) {
+            ps__rcore_set_state(r, PS_RSEC_SEALED);
+        }
+    }
+    ps__rcore_arm(node, now_ms, out);
     return 0;
 }
 
@@ -652,7 +1112,7 @@ int ps_rcore_update(struct ps_rcore *node,
     if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
         return 0;
     }
-    ps__rcore_set_peers(node, r, a);
+    ps__rcore_set_peers(node, r, a->isr, a->n_isr, now_ms);
     for (size_t i = 0; i < r->n_peers; i++) {
         ps__rcore_pump(node, r, &r->peers[i], now_ms, out);
     }
@@ -674,7 +1134,7 @@ int ps_rcore_forget(struct ps_rcore *node,
         if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED) {
             ps__rcore_depose(r, out);
         }
-        ps__rcore_free_range(r);
+        ps__rcore_range_free(r);
         node->ranges[i] = node->ranges[--node->n_ranges];
         return 0;
     }
@@ -730,13 +1190,30 @@ int ps_rcore_step(struct ps_rcore *node,
                 if (r != NULL && r->role == PS_RCORE_PRIMARY) {
                     rc = ps__rcore_ack(node, r, ev, out);
                 }
+            } else if (ev->msg->kind == RT_REPL_MSG_SEAL) {
+                rc = ps__rcore_seal(node, ev, out);
+            } else if (ev->msg->kind == RT_REPL_MSG_ASSIGN) {
+                rc = ps__rcore_assign_msg(node, ev, out);
             }
             break;
         case RT_REPL_EV_DISK_DONE:
-            if (r != NULL && r->role == PS_RCORE_PRIMARY) {
+            /* A replica's WRITE echoes its io_id; a local group has none
+             * (older callers left it 0 for replica writes too: an LSN the
+             * secondary accepted tells those apart). */
+            if (r == NULL) {
+                break;
+            }
+            if (ev->io_id != 0 && ev->io_id == r->seal_io) {
+                ps__rcore_sealed(r, out);
+                rc = 0;
+            } else if (r->role == PS_RCORE_PRIMARY &&
+                       r->state == PS_RPRI_SERVING && ev->io_id == 0) {
                 rc = ps__rcore_local_done(node, r, ev, out);
-            } else if (r != NULL && r->role == PS_RCORE_SECONDARY) {
+            } else if (r->role == PS_RCORE_SECONDARY &&
+                       (ev->io_id != 0 || ev->lsn <= r->last_lsn)) {
                 rc = ps__rcore_applied(node, r, ev, out);
+            } else if (ev->io_id == 0) {
+                rc = ps__rcore_local_late(r, ev, out);
             }
             break;
         case RT_REPL_EV_TIMER:
@@ -784,6 +1261,9 @@ int ps_rcore_range_get(const struct ps_rcore *node,
         .commit_lsn = r->commit_lsn,
         .n_held = r->held_n - r->held_head,
         .n_buffered = r->buf_n,
+        .primary_id = r->primary_id,
+        .primary_epoch = r->primary_epoch,
+        .sealed_epoch = r->sealed_epoch,
     };
     return 0;
 }

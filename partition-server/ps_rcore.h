@@ -5,11 +5,13 @@
  * no I/O, reads no clock and draws no random numbers: time comes in with
  * each event, and everything it wants done comes out as actions, so the
  * same state and event always give the same state and actions. The daemon's
- * glue and tests/sim/sim_repl.c drive the same code.
+ * glue and tests/sim (sim_repl.c, sim_failover.c) drive the same code.
  *
- * Implemented so far: the write path without failures.
+ * Implemented so far: the write path and the seal / promotion side of
+ * failover (no leases, no learners).
  * - A range is created by ps_rcore_assign() at its durable LSN (0 for a
- *   new range): the primary goes ACTIVATING -> SERVING at once (support
+ *   new range): the primary goes ACTIVATING -> SERVING at once (nothing to
+ *   catch up; support
  *   and catch-up come with leases and failover), a secondary FOLLOWING.
  *   ps_rcore_update() takes a later epoch and ISR, ps_rcore_forget() drops
  *   the range.
@@ -38,7 +40,55 @@
  *   the writer) becomes a WRITE action; its DISK_DONE makes it applied and
  *   acks it. lsn <= applied: acked again, not applied; applied < lsn <=
  *   accepted: ignored (its DISK_DONE acks it); any other LSN: RT_ELSNGAP
- *   with applied; an epoch older than the range's: RT_ESEALED.
+ *   with applied; an epoch older than the range's (or than its sealed
+ *   epoch): RT_ESEALED with that epoch.
+ * - Failover (§3.1, §3.2, §7). SEAL{new_epoch} (from the master, @peer):
+ *   unknown range RT_ENOTFOUND; new_epoch <= my epoch or < my sealed
+ *   epoch RT_ESTALE; the same new_epoch again: the same answer (once
+ *   persisted; nothing while the persist runs); a primary is DEPOSED and
+ *   answers RT_ESTALE (it is not a sealable secondary); within
+ *   cfg.seal_grace_ms of the last append from the primary, or of the
+ *   node's start (ps_rcore_load), RT_EBUSY with retry_ms. That grace
+ *   stands in for the lease rule ("no support granted to the old primary
+ *   within the last L") until leases exist. Otherwise FOLLOWING -> SEALED:
+ *   a WRITE action persists sealed_epoch (msg SEAL) and its DISK_DONE
+ *   answers {0, applied}. The writer is FIFO, so every append accepted
+ *   before the seal is durable by then: the answer's applied LSN is final
+ *   (appends of older epochs are NACKed from the SEAL on).
+ * - A SEALED secondary follows again on an assignment at >= its sealed
+ *   epoch naming it SECONDARY, or on an append at >= its sealed epoch (a
+ *   cancelled failover: the old primary goes on at the new epoch).
+ * - ASSIGN (one range's configuration, from the master @peer), answered
+ *   ASSIGN_RESP: older than my epoch or sealed epoch RT_ESTALE; naming me
+ *   primary: a SEALED secondary is promoted, a DEPOSED primary of the
+ *   same generation (a cancel) resumes, a serving primary takes the new
+ *   ISR; a secondary asked to be primary without being sealed (or with
+ *   an append still in its writer) RT_EINVAL.
+ *   Promotion and resumption go ACTIVATING: the ISR members are assumed
+ *   at the commit LSN I know (every ISR member acked it) and get my
+ *   groups above it from the buffer, each duplicate acked with the
+ *   member's applied LSN; SERVING once every member acked my last LSN.
+ *   Secondaries keep the groups above the commit LSN they learned for
+ *   that (the "key log" of §2.3, with records rather than keys). Naming
+ *   me secondary: follow (a primary is DEPOSED first and then follows
+ *   outside the ISR: rejoin and divergence are step 10). Omitting me: the
+ *   range is dropped from the core.
+ * - An append to a range held here as primary is answered RT_ESTALE with
+ *   my epoch (and deposes me if the sender's epoch is newer); a primary
+ *   answered RT_ESTALE or RT_ESEALED with a newer epoch is DEPOSED.
+ * - A secondary acks each group to the node that sent it, at the epoch it
+ *   came with: after following another generation, a group of the old
+ *   one is never counted by the new primary.
+ * - A local group whose DISK_DONE comes after the primary stopped
+ *   serving is recorded as applied and its writes answered RT_ETIMEDOUT.
+ *   DISK_DONE of a WRITE action echoes its io_id; a local group's has
+ *   io_id 0 (a secondary's DISK_DONE with io_id 0 at an LSN it accepted
+ *   is still taken as that replica write).
+ * - ps_rcore_load() rebuilds a range after a restart from its durable
+ *   state (rs record, pending groups): a primary ACTIVATING but silent
+ *   until an assignment of its generation confirms it (§10.1; the
+ *   registration's answer), then streaming its pending groups; a
+ *   secondary FOLLOWING or SEALED.
  *
  * Thread: one thread per struct ps_rcore. Ownership: events are borrowed
  * for the call; actions go into the caller's list (rt_repl_ev.h). */
@@ -103,14 +153,18 @@ enum ps_rcore_mutation {
     PS_RCORE_MUT_ACCEPT_GAP,
     /* the resend timer resends nothing: lost appends stay lost. */
     PS_RCORE_MUT_NO_RESEND,
+    /* a sealed secondary still accepts appends of older epochs. */
+    PS_RCORE_MUT_APPEND_AFTER_SEAL,
     PS_RCORE_MUT__NR
 };
 
 struct ps_rcore_config
 {
-    uint64_t self_id;   /* this server's id */
-    uint32_t inflight;  /* groups unacked per peer (--repl-inflight, 32) */
-    uint64_t resend_ms; /* resend rule period (> 0) */
+    uint64_t self_id;       /* this server's id */
+    uint32_t inflight;      /* groups unacked per peer (--repl-inflight, 32) */
+    uint64_t resend_ms;     /* resend rule period (> 0) */
+    uint64_t seal_grace_ms; /* SEAL refused this long after the last
+                               append from the primary or the start (L) */
     enum ps_rcore_mutation mutation; /* tests only */
 };
 
@@ -136,7 +190,37 @@ struct ps_rcore_range_info
     uint64_t applied_lsn; /* durable here */
     uint64_t commit_lsn;  /* primary: cw; else: the highest cw learned */
     size_t n_held;        /* primary: client writes waiting for cw */
-    size_t n_buffered;    /* primary: groups in the send buffer */
+    size_t n_buffered;    /* groups buffered (primary: the send buffer;
+                             secondary: those above its commit LSN) */
+    uint64_t primary_id;
+    uint64_t primary_epoch;
+    uint64_t sealed_epoch;
+};
+
+/* One group of a range's durable pending suffix (its `rp` records). */
+struct ps_rcore_group_rec
+{
+    uint64_t lsn;
+    const uint8_t *records;
+    size_t len;
+};
+
+/* What a restart finds of a range (its `rs` record and pending groups). */
+struct ps_rcore_durable
+{
+    uint64_t range_id;
+    enum ps_rcore_role role; /* PRIMARY or SECONDARY */
+    uint64_t epoch;
+    uint64_t primary_id;
+    uint64_t primary_epoch;
+    uint64_t isr[PS_RCORE_MAX_REPLICAS];
+    size_t n_isr;
+    uint64_t applied_lsn;
+    uint64_t commit_lsn;   /* the highest cw known when last written */
+    uint64_t sealed_epoch; /* 0: never sealed */
+    /* The groups commit_lsn + 1 .. applied_lsn in order (borrowed). */
+    const struct ps_rcore_group_rec *groups;
+    size_t n_groups;
 };
 
 struct ps_rcore;
@@ -177,6 +261,19 @@ int ps_rcore_update(struct ps_rcore *node,
 int ps_rcore_forget(struct ps_rcore *node,
                     uint64_t range_id,
                     struct rt_repl_actions *out);
+/* Rebuilds range @d->range_id after a restart at @now_ms (the start of
+ * the seal grace): a PRIMARY goes ACTIVATING and waits for an ASSIGN of
+ * its generation, then streams its pending groups to its ISR (SERVING
+ * once they acked, at once without peers); a SECONDARY goes FOLLOWING,
+ * or SEALED if @d->sealed_epoch > @d->epoch. Everything in @d
+ * is copied. Errors: RT_EEXIST (range known), RT_EINVAL (another role,
+ * @d->groups not exactly commit_lsn + 1 .. applied_lsn, the primary not
+ * in the ISR, a PRIMARY record of another node or without this node in
+ * its ISR, too many replicas). */
+int ps_rcore_load(struct ps_rcore *node,
+                  const struct ps_rcore_durable *d,
+                  uint64_t now_ms,
+                  struct rt_repl_actions *out);
 
 /* One step: applies @ev, appends the actions to @out. Returns 0, or
  * RT_EINVAL for an event that does not fit (unknown range, an ack from

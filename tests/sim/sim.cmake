@@ -13,3 +13,20 @@ add_test(NAME sim_repl_mut_no_resend
 set_tests_properties(sim_repl sim_repl_mut_ack_primary_only
                      sim_repl_mut_accept_gap sim_repl_mut_no_resend
                      PROPERTIES LABELS sim TIMEOUT 120)
+
+# Failover: ps_rcore nodes and one ms_rcore with crashes, pauses, master
+# restarts; the mutation runs use ms_rcore's and ps_rcore's test-only
+# mutations.
+add_executable(sim_failover ${CMAKE_CURRENT_LIST_DIR}/sim_failover.c)
+target_link_libraries(sim_failover PRIVATE ps ms)
+add_test(NAME sim_failover COMMAND sim_failover)
+add_test(NAME sim_failover_mut_choose_min
+         COMMAND sim_failover --mutate choose-min --expect P3)
+add_test(NAME sim_failover_mut_no_seal
+         COMMAND sim_failover --mutate no-seal --expect P7)
+add_test(NAME sim_failover_mut_append_after_seal
+         COMMAND sim_failover --mutate append-after-seal --expect P6)
+set_tests_properties(sim_failover sim_failover_mut_choose_min
+                     sim_failover_mut_no_seal
+                     sim_failover_mut_append_after_seal
+                     PROPERTIES LABELS sim TIMEOUT 120)

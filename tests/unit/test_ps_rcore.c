@@ -4,8 +4,12 @@
  * secondary's duplicate / gap / old-epoch answers, the primary's rewind on
  * RT_ELSNGAP, on its resend timer and on a reconnect, deposition on
  * RT_ESEALED, refused events, assignment at a durable LSN, later epochs,
- * forgetting a range, and writes held at the last LSN. tests/sim/sim_repl.c
- * runs the same core at scale. */
+ * forgetting a range, and writes held at the last LSN. Failover: SEAL
+ * (checks, persist before the answer, grace, fence), promotion of a sealed
+ * secondary, the resumption after a cancel, stepping down, and
+ * ps_rcore_load() after a restart; appends to a primary, acks to a
+ * group's sender, promotion after the writer drained.
+ * tests/sim/sim_repl.c runs the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -275,7 +279,8 @@ static void test_resend_timer(void **state)
 }
 
 /* An RT_ESEALED NACK from a newer epoch deposes the primary: its held
- * writes get RT_ETIMEDOUT (outcome unknown), later groups are refused. */
+ * writes get RT_ETIMEDOUT (outcome unknown); a group the writer finishes
+ * afterwards is applied and its writes get RT_ETIMEDOUT too. */
 static void test_sealed_deposes(void **state)
 {
     struct fx *f = *state;
@@ -290,7 +295,12 @@ static void test_sealed_deposes(void **state)
     assert_int_equal(ps_rcore_range_get(f->p, R, &info), 0);
     assert_int_equal(info.role, PS_RCORE_PRIMARY);
     assert_int_equal(info.state, PS_RPRI_DEPOSED);
-    assert_int_equal(local_done(f, 2, 2, 101), RT_EINVAL);
+    assert_int_equal(local_done(f, 2, 2, 101), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &r), 1);
+    assert_int_equal(r->req_id, 101);
+    assert_int_equal(r->code, RT_ETIMEDOUT);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, NULL), 0);
+    assert_int_equal(local_done(f, 2, 4, 102), RT_EINVAL);
 }
 
 /* Events that do not fit are refused and change nothing: an ack from
@@ -456,6 +466,444 @@ static void test_conn_up_resends(void **state)
     assert_appends(f, 3, 0, 0);
 }
 
+/* Failover helpers: node @n receives a message from @peer. */
+static int msg_to(struct fx *f,
+                  struct ps_rcore *n,
+                  uint64_t now,
+                  uint64_t peer,
+                  const struct rt_repl_msg *m)
+{
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = peer, .msg = m};
+    return ps_rcore_step(n, &ev, &f->out);
+}
+
+#define MASTER 100
+
+static int seal(struct fx *f, struct ps_rcore *n, uint64_t now, uint64_t e)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_SEAL};
+    m.u.seal = (struct rt_repl_seal){
+        .range_id = R, .old_epoch = e - 1, .new_epoch = e, .old_primary = 1};
+    return msg_to(f, n, now, MASTER, &m);
+}
+
+static int assign(struct fx *f,
+                  struct ps_rcore *n,
+                  uint64_t epoch,
+                  uint64_t primary,
+                  uint64_t primary_epoch,
+                  const uint64_t *isr,
+                  size_t n_isr)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    struct rt_repl_conf *c = &m.u.assign;
+    c->range_id = R;
+    c->epoch = epoch;
+    c->primary_id = primary;
+    c->primary_epoch = primary_epoch;
+    for (uint64_t id = 1; id <= 3; id++) {
+        c->members[c->n_members++] = (struct rt_repl_member){
+            id, id == primary ? RT_REPL_ROLE_PRIMARY : RT_REPL_ROLE_SECONDARY};
+    }
+    memcpy(c->isr, isr, n_isr * sizeof(*isr));
+    c->n_isr = n_isr;
+    return msg_to(f, n, 0, MASTER, &m);
+}
+
+/* The last SEND of message kind @mk in the list (NULL: none). */
+static const struct rt_repl_action *sent(const struct fx *f, int mk)
+{
+    const struct rt_repl_action *a = NULL;
+    for (size_t i = 0; i < f->out.n; i++) {
+        if (f->out.v[i].kind == RT_REPL_ACT_SEND &&
+            (int)f->out.v[i].msg.kind == mk) {
+            a = &f->out.v[i];
+        }
+    }
+    return a;
+}
+
+static struct ps_rcore_range_info info_of(struct ps_rcore *n)
+{
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_rcore_range_get(n, R, &info), 0);
+    return info;
+}
+
+/* SEAL checks in the §4 order, the persist before the answer (which
+ * counts the append still in the writer), idempotence, and the fence on
+ * older-epoch appends. */
+static void test_seal(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_SEAL};
+    m.u.seal = (struct rt_repl_seal){.range_id = 99, .new_epoch = 4};
+    assert_int_equal(msg_to(f, f->s2, 0, MASTER, &m), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ENOTFOUND);
+    assert_int_equal(seal(f, f->s2, 0, 3), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+    append(f, 1, 3);
+    applied(f, 1);
+    append(f, 2, 3); /* in the writer when the seal comes */
+    assert_int_equal(seal(f, f->s2, 10, 4), 0);
+    assert_null(sent(f, RT_REPL_MSG_SEAL_RESP));
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, &a), 1);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_SEAL);
+    assert_int_equal(a->msg.u.seal.new_epoch, 4);
+    uint64_t io = a->io_id;
+    assert_int_equal(info_of(f->s2).state, PS_RSEC_SEALED);
+    assert_int_equal(info_of(f->s2).sealed_epoch, 4);
+    /* Again while persisting: nothing; an older epoch's append: fenced. */
+    assert_int_equal(seal(f, f->s2, 11, 4), 0);
+    assert_int_equal(f->out.n, 0);
+    assert_int_equal(append(f, 3, 3), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1);
+    assert_int_equal(a->msg.u.ack.code, RT_ESEALED);
+    assert_int_equal(a->msg.u.ack.epoch, 4);
+    /* FIFO writer: group 2, then the seal. */
+    assert_int_equal(applied(f, 2), 0);
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = io};
+    assert_int_equal(ps_rcore_step(f->s2, &done, &f->out), 0);
+    a = sent(f, RT_REPL_MSG_SEAL_RESP);
+    assert_non_null(a);
+    assert_int_equal(a->peer, MASTER);
+    assert_int_equal(a->msg.u.seal_resp.code, 0);
+    assert_int_equal(a->msg.u.seal_resp.applied_lsn, 2);
+    assert_int_equal(a->msg.u.seal_resp.new_epoch, 4);
+    /* Same seal again: same answer; an older one: RT_ESTALE. */
+    assert_int_equal(seal(f, f->s2, 12, 4), 0);
+    assert_int_equal(
+        sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.applied_lsn, 2);
+    struct rt_repl_msg old = m;
+    old.u.seal.range_id = R;
+    old.u.seal.new_epoch = 3;
+    assert_int_equal(msg_to(f, f->s2, 13, MASTER, &old), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+}
+
+/* Within the grace after the primary's last append (or the start) a SEAL
+ * answers RT_EBUSY with the time left. */
+static void test_seal_grace(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *s3 = NULL;
+    struct ps_rcore_config cfg = {
+        .self_id = 3, .inflight = 2, .resend_ms = 100, .seal_grace_ms = 1000};
+    struct ps_rcore_assignment a = {.range_id = R,
+                                    .epoch = 3,
+                                    .primary_id = 1,
+                                    .isr = {1, 2, 3},
+                                    .n_isr = 3};
+    assert_int_equal(ps_rcore_create(&cfg, &s3), 0);
+    assert_int_equal(ps_rcore_assign(s3, &a, &f->out), 0);
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 3, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, s3, 500, 1, &m), 0);
+    assert_int_equal(seal(f, s3, 1200, 4), 0);
+    const struct rt_repl_action *r = sent(f, RT_REPL_MSG_SEAL_RESP);
+    assert_int_equal(r->msg.u.seal_resp.code, RT_EBUSY);
+    assert_int_equal(r->msg.u.seal_resp.retry_ms, 300);
+    assert_int_equal(info_of(s3).state, PS_RSEC_FOLLOWING);
+    assert_int_equal(seal(f, s3, 1500, 4), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, NULL), 1);
+    ps_rcore_destroy(s3);
+}
+
+/* A sealed secondary named primary at its sealed epoch: ACTIVATING, the
+ * groups above its commit LSN go to the ISR, SERVING once acked. */
+static void test_promotion(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    append(f, 1, 3);
+    applied(f, 1);
+    append(f, 2, 3);
+    applied(f, 2);
+    seal(f, f->s2, 10, 4);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(f->s2, &done, &f->out);
+    /* Not at the sealed epoch: refused. */
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, f->s2, 5, 2, 5, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_EINVAL);
+    assert_int_equal(assign(f, f->s2, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    struct ps_rcore_range_info info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_PRIMARY);
+    assert_int_equal(info.state, PS_RPRI_ACTIVATING);
+    assert_int_equal(info.epoch, 4);
+    /* Commit LSN 0 learned: groups 1 and 2 go to 3 (the window is 2). */
+    size_t n = 0;
+    for (size_t i = 0; i < f->out.n; i++) {
+        a = &f->out.v[i];
+        if (a->kind == RT_REPL_ACT_SEND && a->msg.kind == RT_REPL_MSG_APPEND) {
+            assert_int_equal(a->peer, 3);
+            assert_int_equal(a->msg.u.append.epoch, 4);
+            assert_int_equal(a->msg.u.append.lsn, ++n);
+        }
+    }
+    assert_int_equal(n, 2);
+    uint64_t req = 9;
+    struct rt_repl_event cw = {.kind = RT_REPL_EV_CLIENT_WRITE,
+                               .range_id = R,
+                               .req_ids = &req,
+                               .n_req_ids = 1};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(f->s2, &cw, &f->out);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->code, RT_ENOTPRIMARY);
+    /* 3 answers the duplicates with its applied LSN 2: SERVING. */
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 2, .epoch = 4};
+    assert_int_equal(msg_to(f, f->s2, 20, 3, &m), 0);
+    assert_int_equal(info_of(f->s2).state, PS_RPRI_SERVING);
+    assert_int_equal(info_of(f->s2).commit_lsn, 2);
+}
+
+/* A cancelled failover: the primary deposed by a sealed secondary's NACK
+ * resumes at the new epoch (same generation); the sealed secondary
+ * follows its appends at that epoch. */
+static void test_cancel_resumes(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, RT_ESEALED, 0, 4);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_DEPOSED);
+    uint64_t isr[3] = {1, 2, 3};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 3), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_ACTIVATING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, NULL), 3); /* 2 appends */
+    ack(f, 5, 2, 0, 1, 4);
+    ack(f, 5, 3, 0, 1, 4);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_SERVING);
+    /* The sealed secondary takes the epoch-4 append and follows. */
+    seal(f, f->s2, 0, 4);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    ps_rcore_step(f->s2, &done, &f->out);
+    assert_int_equal(append(f, 1, 4), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, NULL), 1);
+    assert_int_equal(info_of(f->s2).state, PS_RSEC_FOLLOWING);
+    assert_int_equal(info_of(f->s2).epoch, 4);
+}
+
+/* A primary named secondary (outside the ISR) steps down: held writes get
+ * RT_ETIMEDOUT; an older assignment is stale; one omitting a node drops
+ * its copy. */
+static void test_assign_step_down(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    local_done(f, 0, 1, 100);
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, f->p, 2, 2, 2, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_ESTALE);
+    assert_int_equal(assign(f, f->p, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->code, RT_ETIMEDOUT);
+    struct ps_rcore_range_info info = info_of(f->p);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.state, PS_RSEC_FOLLOWING);
+    assert_int_equal(info.primary_id, 2);
+    /* A FOLLOWING secondary named primary without a seal: refused. */
+    assert_int_equal(assign(f, f->s2, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_EINVAL);
+    assert_int_equal(info_of(f->s2).role, PS_RCORE_SECONDARY);
+    /* Named secondary of another primary: it follows that one. */
+    uint64_t isr3[2] = {3, 2};
+    assert_int_equal(assign(f, f->s2, 5, 3, 5, isr3, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0); /* s2 is a member: it follows 3 */
+    assert_int_equal(info_of(f->s2).primary_id, 3);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    m.u.assign = (struct rt_repl_conf){.range_id = R,
+                                       .epoch = 6,
+                                       .primary_id = 3,
+                                       .primary_epoch = 5,
+                                       .isr = {3},
+                                       .n_isr = 1};
+    assert_int_equal(msg_to(f, f->s2, 0, MASTER, &m), 0);
+    struct ps_rcore_range_info gone;
+    assert_int_equal(ps_rcore_range_get(f->s2, R, &gone), RT_ENOTFOUND);
+}
+
+/* A restart: a primary with pending groups goes ACTIVATING, waits for
+ * the assignment of its generation, then streams them and serves once
+ * acked; a secondary sealed above its epoch comes back SEALED. */
+static void test_load(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct ps_rcore *n = NULL;
+    struct ps_rcore_config cfg = {
+        .self_id = 1, .inflight = 4, .resend_ms = 100, .seal_grace_ms = 50};
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    uint8_t rec[2] = {7, 8};
+    struct ps_rcore_group_rec g[2] = {{6, &rec[0], 1}, {7, &rec[1], 1}};
+    struct ps_rcore_durable d = {.range_id = R,
+                                 .role = PS_RCORE_PRIMARY,
+                                 .epoch = 3,
+                                 .primary_id = 1,
+                                 .primary_epoch = 2,
+                                 .isr = {1, 2},
+                                 .n_isr = 2,
+                                 .applied_lsn = 7,
+                                 .commit_lsn = 5,
+                                 .groups = g,
+                                 .n_groups = 1};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_load(n, &d, 1000, &f->out), RT_EINVAL);
+    d.n_groups = 2;
+    assert_int_equal(ps_rcore_load(n, &d, 1000, &f->out), 0);
+    assert_int_equal(ps_rcore_load(n, &d, 1000, &f->out), RT_EEXIST);
+    struct ps_rcore_range_info info = info_of(n);
+    assert_int_equal(info.state, PS_RPRI_ACTIVATING);
+    assert_int_equal(info.primary_epoch, 2);
+    assert_int_equal(f->out.n, 0); /* silent until assigned */
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, n, 3, 1, 2, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 3);
+    a = &f->out.v[1];
+    assert_int_equal(a->msg.u.append.lsn, 7);
+    assert_int_equal(a->msg.u.append.records[0], 8);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 7, .epoch = 3};
+    assert_int_equal(msg_to(f, n, 5, 2, &m), 0);
+    assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    ps_rcore_destroy(n);
+    cfg.self_id = 2;
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    d.role = PS_RCORE_SECONDARY;
+    d.sealed_epoch = 4;
+    assert_int_equal(ps_rcore_load(n, &d, 1000, &f->out), 0);
+    assert_int_equal(info_of(n).state, PS_RSEC_SEALED);
+    /* The restart grace: no seal within seal_grace_ms of the start. */
+    assert_int_equal(seal(f, n, 1010, 5), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_EBUSY);
+    ps_rcore_destroy(n);
+}
+
+/* A primary answers an append RT_ESTALE with its epoch and is deposed by
+ * one of a newer epoch; a primary answered RT_ESTALE at a newer epoch is
+ * deposed. */
+static void test_append_to_primary(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 2, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, f->p, 0, 2, &m), 0);
+    a = sent(f, RT_REPL_MSG_ACK);
+    assert_int_equal(a->msg.u.ack.code, RT_ESTALE);
+    assert_int_equal(a->msg.u.ack.epoch, 3);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_SERVING);
+    m.u.append.epoch = 4;
+    assert_int_equal(msg_to(f, f->p, 0, 2, &m), 0);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_DEPOSED);
+    /* The other way: an old primary told RT_ESTALE by a newer one. */
+    struct ps_rcore *p2 = NULL;
+    struct ps_rcore_config cfg = {.self_id = 1, .inflight = 2, .resend_ms = 9};
+    struct ps_rcore_assignment as = {
+        .range_id = R, .epoch = 3, .primary_id = 1, .isr = {1, 2}, .n_isr = 2};
+    assert_int_equal(ps_rcore_create(&cfg, &p2), 0);
+    assert_int_equal(ps_rcore_assign(p2, &as, &f->out), 0);
+    struct rt_repl_msg k = {.kind = RT_REPL_MSG_ACK};
+    k.u.ack = (struct rt_repl_ack){
+        .range_id = R, .code = RT_ESTALE, .applied_lsn = 50, .epoch = 5};
+    assert_int_equal(msg_to(f, p2, 0, 2, &k), 0);
+    assert_int_equal(info_of(p2).state, PS_RPRI_DEPOSED);
+    ps_rcore_destroy(p2);
+}
+
+/* A group applied after the secondary followed another generation is
+ * acked to its sender at its epoch, not to the new primary. */
+static void test_ack_to_sender(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    append(f, 1, 3); /* from node 1 at epoch 3, in the writer */
+    uint64_t isr[2] = {3, 1};
+    assert_int_equal(assign(f, f->s2, 4, 3, 4, isr, 2), 0);
+    assert_int_equal(info_of(f->s2).primary_id, 3);
+    assert_int_equal(applied(f, 1), 0);
+    a = sent(f, RT_REPL_MSG_ACK);
+    assert_int_equal(a->peer, 1);
+    assert_int_equal(a->msg.u.ack.epoch, 3);
+}
+
+/* A sealed secondary with an append still in its writer is not promoted
+ * yet: RT_EINVAL, and the resent assignment is taken once it drained. */
+static void test_promotion_waits_for_writer(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct ps_rcore_config cfg = {.self_id = 2,
+                                  .inflight = 2,
+                                  .resend_ms = 100,
+                                  .mutation = PS_RCORE_MUT_APPEND_AFTER_SEAL};
+    struct ps_rcore *s = NULL;
+    struct ps_rcore_assignment as = {.range_id = R,
+                                     .epoch = 3,
+                                     .primary_id = 1,
+                                     .isr = {1, 2, 3},
+                                     .n_isr = 3};
+    assert_int_equal(ps_rcore_create(&cfg, &s), 0);
+    assert_int_equal(ps_rcore_assign(s, &as, &f->out), 0);
+    seal(f, s, 10, 4);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(s, &done, &f->out);
+    /* Only the known-bad core takes this append after sealing. */
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 3, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, s, 11, 1, &m), 0);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    uint64_t io = a->io_id;
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, s, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_EINVAL);
+    done = (struct rt_repl_event){
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .lsn = 1, .io_id = io};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(s, &done, &f->out), 0);
+    assert_int_equal(assign(f, s, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(info_of(s).state, PS_RPRI_ACTIVATING);
+    ps_rcore_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +919,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_and_forget, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_conn_up_resends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seal_grace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assign_step_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_to_primary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ack_to_sender, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_waits_for_writer, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,1373 @@
+/* sim_failover: the deterministic simulator of range replication with
+ * crashes, pauses and failovers (DESIGN-replication.md §7, §10.2, §11.2).
+ *
+ * One thread, one seeded PRNG, one priority queue of timed events. Three
+ * partition servers run the real ps_rcore and one master runs the real
+ * ms_rcore over an in-memory catalog (one range). Each partition server
+ * has a durable store: the log of the groups it applied (LSN, content
+ * hash, records) and its `rs` record (role, epoch, primary, ISR, sealed
+ * epoch, commit LSN); a crash loses everything else (the core, the
+ * writer's queue, the group on disk, messages in flight to it) and a
+ * restart rebuilds the core with ps_rcore_load() and "registers" (the
+ * master sends it the range's assignment, again at each of its heartbeats
+ * until one is delivered). A pause freezes a node: every
+ * event for it waits until it resumes. A cut blackholes the link between
+ * the master and a partition server (no close: only silence). The master's
+ * catalog commits take 1-5 ms; a master crash decides each commit in flight
+ * (applied or not) and a restart loads the catalog (SEALING if a seal intent is
+ * there) and sends every member the assignment. Partition servers heartbeat the
+ * master every 500 ms. Every node's clock runs at its own rate within
+ * 1 +- 1e-3. The network delays (heavy tail), reorders, duplicates and
+ * loses messages until the heal. Leases do not exist yet: a secondary
+ * refuses a SEAL for a fixed L after the last append from its primary or
+ * its start (ps_rcore's seal_grace_ms), the master waits as long after
+ * its start.
+ *
+ * Clients write unique values to the catalog's primary, from t = 0 until
+ * the check. Faults happen in [1 s, 9 s]; at 9 s everything is healed.
+ *
+ * Properties (names of the task's brief; DESIGN §11.2 in brackets):
+ *   P1 [P2]  no acknowledged write lost: when a write is acknowledged and
+ *            whenever the catalog's ISR changes, every ISR member holds
+ *            its group (same LSN, same content) durably; two different
+ *            groups are never acknowledged at one LSN;
+ *   P3       prefix: a replica applies a group only as its sender holds
+ *            it, and acks a position to a primary of its epoch only if
+ *            that primary holds the same group there;
+ *   P4       at most one node acknowledges writes per epoch;
+ *   P6       every catalog commit raises the epoch (or only sets the seal
+ *            intent); a durable sealed epoch never decreases; a replica
+ *            accepts no append of an epoch below its durable sealed one;
+ *   P7       liveness: 10 s after the heal the master is STABLE, the
+ *            catalog's primary SERVING at the catalog's epoch, and a
+ *            write sent after 15 s was acknowledged;
+ *   end      after a quiet drain every ISR member holds the primary's
+ *            sequence exactly.
+ *
+ * Usage: sim_failover [--mutate NAME --expect PROP]
+ *   SIM_SEEDS=N  seeds 1..N (default 1000); SIM_SEED=s  replays seed s
+ *   with a trace. --mutate choose-min|no-seal (ms_rcore) or
+ *   append-after-seal (ps_rcore) runs that test-only mutation
+ *   and succeeds only if some seed violates PROP. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_rcore.h"
+#include "ps_rcore.h"
+#include "rt_alloc.h"
+#include "rt_err.h"
+#include "rt_rand.h"
+#include "rt_repl_ev.h"
+
+#define SIM_PS 3
+#define SIM_MASTER SIM_PS /* index of the master in sim.nodes */
+#define SIM_MASTER_ID 100
+#define SIM_KEYS 16
+#define SIM_RANGE 7
+#define SIM_TRACE_LINES 400
+#define SIM_L 1000 /* the fixed lease wait standing in for leases */
+#define SIM_HB 500 /* heartbeat period */
+#define SIM_FAULT_FROM 1000
+#define SIM_HEAL 9000
+#define SIM_CHECK (SIM_HEAL + 10000)
+#define SIM_PROBE (SIM_HEAL + 6000) /* writes sent after this must be ok */
+#define SIM_END (SIM_CHECK + 3000)
+
+static struct
+{
+    uint64_t events, writes, acked, unknown, failed, failovers, cancels,
+        crashes, pauses, master_crashes, stale_msgs;
+} sim_totals;
+
+/* Fixture */
+
+enum sim_ev_kind {
+    SIM_DELIVER, /* message to node @node */
+    SIM_DISK,    /* a write of node @node is durable */
+    SIM_TIMER,   /* node @node's core timer */
+    SIM_CLIENT,  /* the clients send the next write */
+    SIM_ARRIVE,  /* a client write reaches node @node */
+    SIM_HBEAT,   /* node @node heartbeats */
+    SIM_COMMIT,  /* a catalog commit lands */
+    SIM_FAULT,   /* fault @fault starts (@gen 0) or ends (1) */
+    SIM_CHECK_LIVE,
+};
+
+struct sim_ev
+{
+    uint64_t at, seq;
+    enum sim_ev_kind kind;
+    int node;
+    uint64_t inc; /* the node's incarnation when the event was made */
+    uint64_t from;
+    struct rt_repl_msg msg; /* DELIVER; an append's records are @blob */
+    uint8_t *blob;          /* owned */
+    size_t blob_len;
+    uint64_t lsn, io_id, gen, req;
+    bool seal_write; /* DISK of a seal persist */
+    uint64_t sealed_epoch;
+    uint64_t *reqs; /* DISK of a local group: owned */
+    size_t n_reqs;
+    /* COMMIT */
+    uint64_t guard_epoch, guard_seal;
+    struct rt_repl_conf conf;
+    bool dead;
+    int fault;
+};
+
+struct sim_group
+{
+    uint64_t hash;
+    uint8_t *records;
+    size_t len;
+};
+
+struct sim_node
+{
+    uint64_t id;
+    bool up;
+    uint64_t inc;
+    uint64_t paused_until;
+    bool registered; /* took an assignment since its (re)start */
+    double rate;
+    uint64_t timer_gen;
+    struct ps_rcore *ps; /* partition servers */
+    struct ms_rcore *ms; /* the master */
+    /* Durable (partition servers). */
+    struct sim_group *log;
+    size_t log_n, log_cap;
+    struct ps_rcore_durable rs;
+    uint64_t disk_free_at;
+    /* The writer (memory). */
+    uint64_t *queue;
+    size_t queue_n, queue_cap;
+    bool group_on_disk;
+};
+
+enum sim_req_state { REQ_PENDING, REQ_OK, REQ_FAIL, REQ_UNKNOWN };
+
+struct sim_req
+{
+    uint32_t key;
+    uint64_t value;
+    uint64_t lsn;
+    int node;
+    uint64_t sent_at;
+    enum sim_req_state st;
+};
+
+enum sim_fault_kind {
+    FAULT_CRASH,  /* a partition server crashes, restarts at the end */
+    FAULT_PAUSE,  /* a partition server is paused */
+    FAULT_MASTER, /* the master crashes, restarts at the end */
+    FAULT_CUT,    /* the link master <-> a partition server blackholes */
+};
+
+struct sim_fault
+{
+    enum sim_fault_kind kind;
+    int node;
+};
+
+struct sim
+{
+    uint64_t seed;
+    struct rt_rng rng;
+    bool trace;
+    enum ps_rcore_mutation ps_mut;
+    enum ms_rcore_mutation ms_mut;
+    uint64_t now, seq;
+    struct sim_ev **heap;
+    size_t heap_n, heap_cap;
+    struct sim_node nodes[SIM_PS + 1];
+    struct rt_repl_conf catalog;
+    struct sim_req *reqs;
+    size_t n_reqs, cap_reqs;
+    uint64_t *ref; /* acked content hash per LSN (0: none) */
+    size_t ref_cap;
+    uint64_t ack_epoch_node[64]; /* P4: epoch -> node id that acked */
+    struct sim_fault faults[8];
+    uint64_t cut_until[SIM_PS]; /* link to the master cut until then */
+    size_t n_faults;
+    struct rt_repl_actions acts;
+    double loss, dup;
+    uint64_t delay_max;
+    const char *violated;
+    char why[256];
+    char trace_buf[SIM_TRACE_LINES][200];
+    size_t trace_n;
+};
+
+/* Helpers */
+
+static void sim_tracef(struct sim *s, const char *fmt, ...)
+{
+    if (!s->trace) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = s->trace_buf[s->trace_n++ % SIM_TRACE_LINES];
+    int n = snprintf(line, 200, "%8" PRIu64 " ", s->now);
+    vsnprintf(line + n, 200 - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static void sim_fail(struct sim *s, const char *prop, const char *fmt, ...)
+{
+    if (s->violated != NULL) {
+        return;
+    }
+    s->violated = prop;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->why, sizeof(s->why), fmt, ap);
+    va_end(ap);
+}
+
+static bool sim_before(const struct sim_ev *a, const struct sim_ev *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static void sim_push(struct sim *s, struct sim_ev *e)
+{
+    e->seq = s->seq++;
+    if (s->heap_n == s->heap_cap) {
+        s->heap_cap = s->heap_cap ? 2 * s->heap_cap : 256;
+        s->heap = rt_xrealloc(s->heap, s->heap_cap * sizeof(*s->heap));
+    }
+    size_t i = s->heap_n++;
+    while (i > 0 && sim_before(e, s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = e;
+}
+
+static struct sim_ev *sim_pop(struct sim *s)
+{
+    struct sim_ev *top = s->heap[0];
+    struct sim_ev *last = s->heap[--s->heap_n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->heap_n) {
+            break;
+        }
+        if (c + 1 < s->heap_n && sim_before(s->heap[c + 1], s->heap[c])) {
+            c++;
+        }
+        if (!sim_before(s->heap[c], last)) {
+            break;
+        }
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->heap_n > 0) {
+        s->heap[i] = last;
+    }
+    return top;
+}
+
+static void sim_ev_free(struct sim_ev *e)
+{
+    free(e->blob);
+    free(e->reqs);
+    free(e);
+}
+
+static struct sim_ev *sim_ev_new(struct sim *s,
+                                 enum sim_ev_kind kind,
+                                 int node,
+                                 uint64_t at)
+{
+    struct sim_ev *e = rt_xcalloc(1, sizeof(*e));
+    e->kind = kind;
+    e->node = node;
+    e->at = at;
+    e->inc = node >= 0 ? s->nodes[node].inc : 0;
+    return e;
+}
+
+static int sim_index(uint64_t id)
+{
+    return id == SIM_MASTER_ID ? SIM_MASTER : (int)id - 1;
+}
+
+/* The node's local clock, and the real time of a local deadline. */
+static uint64_t sim_local(const struct sim *s, int ni)
+{
+    return (uint64_t)((double)s->now * s->nodes[ni].rate);
+}
+
+static uint64_t sim_real(const struct sim *s, int ni, uint64_t local)
+{
+    uint64_t t = (uint64_t)((double)local / s->nodes[ni].rate) + 1;
+    return t > s->now ? t : s->now;
+}
+
+static uint64_t sim_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x12345;
+    for (size_t i = 0; i < n; i++) {
+        h = rt_mix64(h ^ p[i]);
+    }
+    return h | 1; /* never 0: 0 means "none" in sim.ref */
+}
+
+static uint64_t sim_log_hash(const struct sim_node *nd, uint64_t lsn)
+{
+    return lsn >= 1 && lsn <= nd->log_n ? nd->log[lsn - 1].hash : 0;
+}
+
+static struct sim_req *sim_req_new(struct sim *s)
+{
+    if (s->n_reqs == s->cap_reqs) {
+        s->cap_reqs = s->cap_reqs ? 2 * s->cap_reqs : 256;
+        s->reqs = rt_xrealloc(s->reqs, s->cap_reqs * sizeof(*s->reqs));
+    }
+    struct sim_req *rq = &s->reqs[s->n_reqs++];
+    memset(rq, 0, sizeof(*rq));
+    return rq;
+}
+
+/* Checks */
+
+/* P1 for one acknowledged LSN on every member of the catalog's ISR. */
+static void sim_check_acked(struct sim *s, uint64_t lsn)
+{
+    for (size_t i = 0; i < s->catalog.n_isr; i++) {
+        const struct sim_node *m = &s->nodes[sim_index(s->catalog.isr[i])];
+        if (sim_log_hash(m, lsn) != s->ref[lsn]) {
+            sim_fail(s, "P1",
+                     "acknowledged lsn %" PRIu64 " not on ISR member %" PRIu64
+                     " (epoch %" PRIu64 ", it has %zu groups)",
+                     lsn, m->id, s->catalog.epoch, m->log_n);
+            return;
+        }
+    }
+}
+
+static void sim_check_all_acked(struct sim *s)
+{
+    for (uint64_t l = 1; l < s->ref_cap && s->violated == NULL; l++) {
+        if (s->ref[l] != 0) {
+            sim_check_acked(s, l);
+        }
+    }
+}
+
+/* Durable effects */
+
+static void sim_log_append(struct sim *s,
+                           struct sim_node *nd,
+                           uint64_t lsn,
+                           const uint8_t *p,
+                           size_t n)
+{
+    if (lsn != nd->log_n + 1) {
+        sim_fail(s, "P3", "node %" PRIu64 " applies lsn %" PRIu64 " after %zu",
+                 nd->id, lsn, nd->log_n);
+        return;
+    }
+    if (nd->log_n == nd->log_cap) {
+        nd->log_cap = nd->log_cap ? 2 * nd->log_cap : 64;
+        nd->log = rt_xrealloc(nd->log, nd->log_cap * sizeof(*nd->log));
+    }
+    nd->log[nd->log_n++] = (struct sim_group){
+        .hash = sim_hash(p, n),
+        .records = n ? rt_xmemdup(p, n) : NULL,
+        .len = n,
+    };
+}
+
+/* After every step of a partition server: its rs record follows its core
+ * (assignments persist synchronously in this model). */
+static void sim_persist_rs(struct sim *s, int ni)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    struct ps_rcore_range_info info;
+    if (nd->ps == NULL || ps_rcore_range_get(nd->ps, SIM_RANGE, &info) != 0) {
+        return;
+    }
+    nd->rs.role = info.role;
+    nd->rs.epoch = info.epoch;
+    nd->rs.primary_id = info.primary_id;
+    nd->rs.primary_epoch = info.primary_epoch;
+}
+
+/* Actions */
+
+static void sim_send(struct sim *s,
+                     int from,
+                     uint64_t to_id,
+                     const struct rt_repl_msg *msg)
+{
+    int to = sim_index(to_id);
+    if (to < 0 || to > SIM_MASTER) {
+        return;
+    }
+    int ps = to == SIM_MASTER ? from : from == SIM_MASTER ? to : -1;
+    if (ps >= 0 && ps < SIM_PS && s->cut_until[ps] > s->now) {
+        return; /* blackholed */
+    }
+    int copies = 1;
+    /* Loss and duplication are faults too: none after the heal. */
+    double loss = s->now < SIM_HEAL ? s->loss : 0;
+    double dup = s->now < SIM_HEAL ? s->dup : 0;
+    if (rt_rng_unit(&s->rng) < loss) {
+        copies = 0;
+    } else if (rt_rng_unit(&s->rng) < dup) {
+        copies = 2;
+    }
+    for (int c = 0; c < copies; c++) {
+        uint64_t d = rt_rng_below(&s->rng, s->delay_max + 1);
+        if (rt_rng_unit(&s->rng) < 0.05) {
+            d *= 10;
+        }
+        struct sim_ev *e = sim_ev_new(s, SIM_DELIVER, to, s->now + d);
+        e->from = s->nodes[from].id;
+        e->msg = *msg;
+        if (msg->kind == RT_REPL_MSG_APPEND) {
+            e->blob_len = msg->u.append.records_len;
+            e->blob = e->blob_len
+                          ? rt_xmemdup(msg->u.append.records, e->blob_len)
+                          : NULL;
+            e->msg.u.append.records = e->blob;
+        }
+        sim_push(s, e);
+    }
+}
+
+static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    struct sim_req *rq = &s->reqs[req_id];
+    if (rq->st != REQ_PENDING) {
+        sim_fail(s, "core", "req %" PRIu64 " answered twice", req_id);
+        return;
+    }
+    sim_tracef(s, "n%" PRIu64 " reply req %" PRIu64 " lsn %" PRIu64 " %d",
+               nd->id, req_id, rq->lsn, code);
+    if (code == RT_ENOTPRIMARY) {
+        rq->st = REQ_FAIL;
+        return;
+    }
+    if (code != 0) {
+        rq->st = REQ_UNKNOWN;
+        return;
+    }
+    rq->st = REQ_OK;
+    sim_totals.acked++;
+    uint64_t h = sim_log_hash(nd, rq->lsn);
+    if (h == 0) {
+        sim_fail(s, "P1", "n%" PRIu64 " acks lsn %" PRIu64 " it does not hold",
+                 nd->id, rq->lsn);
+        return;
+    }
+    if (rq->lsn >= s->ref_cap) {
+        size_t cap = s->ref_cap ? s->ref_cap : 256;
+        while (cap <= rq->lsn) {
+            cap *= 2;
+        }
+        s->ref = rt_xrealloc(s->ref, cap * sizeof(*s->ref));
+        memset(s->ref + s->ref_cap, 0, (cap - s->ref_cap) * sizeof(*s->ref));
+        s->ref_cap = cap;
+    }
+    if (s->ref[rq->lsn] != 0 && s->ref[rq->lsn] != h) {
+        sim_fail(s, "P1",
+                 "two different groups acknowledged at lsn %" PRIu64
+                 " (the second by n%" PRIu64 ")",
+                 rq->lsn, nd->id);
+        return;
+    }
+    s->ref[rq->lsn] = h;
+    /* P4: one acknowledging node per epoch. */
+    struct ps_rcore_range_info info;
+    if (nd->ps != NULL && ps_rcore_range_get(nd->ps, SIM_RANGE, &info) == 0 &&
+        info.epoch < 64) {
+        uint64_t *who = &s->ack_epoch_node[info.epoch];
+        if (*who != 0 && *who != nd->id) {
+            sim_fail(s, "P4",
+                     "n%" PRIu64 " and n%" PRIu64
+                     " both acknowledge writes at epoch %" PRIu64,
+                     *who, nd->id, info.epoch);
+        }
+        *who = nd->id;
+    }
+    sim_check_acked(s, rq->lsn);
+}
+
+/* P3 at the ack: a secondary acks position @a to a primary of its epoch
+ * only if that primary holds the same group there. */
+static void sim_check_ack_sent(struct sim *s,
+                               int ni,
+                               uint64_t to,
+                               const struct rt_repl_ack *ack)
+{
+    if (ack->code != 0 || ack->applied_lsn == 0) {
+        return;
+    }
+    const struct sim_node *p = &s->nodes[sim_index(to)];
+    struct ps_rcore_range_info info;
+    if (p->ps == NULL || ps_rcore_range_get(p->ps, SIM_RANGE, &info) != 0 ||
+        info.role != PS_RCORE_PRIMARY || info.epoch != ack->epoch) {
+        return;
+    }
+    uint64_t a = ack->applied_lsn;
+    if (sim_log_hash(p, a) != sim_log_hash(&s->nodes[ni], a)) {
+        sim_fail(s, "P3",
+                 "n%" PRIu64 " acks lsn %" PRIu64 " to primary n%" PRIu64
+                 " which holds %s",
+                 s->nodes[ni].id, a, p->id,
+                 a > p->log_n ? "less" : "another group there");
+    }
+}
+
+static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    for (size_t i = 0; i < s->acts.n && s->violated == NULL; i++) {
+        const struct rt_repl_action *a = &s->acts.v[i];
+        switch (a->kind) {
+            case RT_REPL_ACT_SEND:
+                sim_tracef(s, "n%" PRIu64 " send %s to n%" PRIu64, nd->id,
+                           rt_repl_msg_kind_name(a->msg.kind), a->peer);
+                if (a->msg.kind == RT_REPL_MSG_ACK) {
+                    sim_check_ack_sent(s, ni, a->peer, &a->msg.u.ack);
+                }
+                sim_send(s, ni, a->peer, &a->msg);
+                break;
+            case RT_REPL_ACT_WRITE: {
+                uint64_t start =
+                    nd->disk_free_at > s->now ? nd->disk_free_at : s->now;
+                nd->disk_free_at = start + 1 + rt_rng_below(&s->rng, 4);
+                struct sim_ev *e =
+                    sim_ev_new(s, SIM_DISK, ni, nd->disk_free_at);
+                e->io_id = a->io_id;
+                e->from = sender;
+                sim_tracef(s, "n%" PRIu64 " write lsn %" PRIu64 " io %" PRIu64,
+                           nd->id, a->lsn, a->io_id);
+                if (a->msg.kind == RT_REPL_MSG_APPEND &&
+                    a->msg.u.append.epoch < nd->rs.sealed_epoch) {
+                    /* P6: a sealed replica takes nothing older. */
+                    sim_fail(s, "P6",
+                             "n%" PRIu64 " sealed at %" PRIu64
+                             " accepts lsn %" PRIu64 " of epoch %" PRIu64,
+                             nd->id, nd->rs.sealed_epoch, a->lsn,
+                             a->msg.u.append.epoch);
+                }
+                if (a->msg.kind == RT_REPL_MSG_SEAL) {
+                    e->seal_write = true;
+                    e->sealed_epoch = a->msg.u.seal.new_epoch;
+                } else {
+                    e->lsn = a->lsn;
+                    e->blob_len = a->msg.u.append.records_len;
+                    e->blob = e->blob_len ? rt_xmemdup(a->msg.u.append.records,
+                                                       e->blob_len)
+                                          : NULL;
+                }
+                sim_push(s, e);
+                break;
+            }
+            case RT_REPL_ACT_TIMER:
+                nd->timer_gen++;
+                if (a->at_ms != 0) {
+                    struct sim_ev *e =
+                        sim_ev_new(s, SIM_TIMER, ni, sim_real(s, ni, a->at_ms));
+                    e->gen = nd->timer_gen;
+                    e->lsn = a->timer_id;
+                    sim_push(s, e);
+                }
+                break;
+            case RT_REPL_ACT_REPLY:
+                sim_reply(s, ni, a->req_id, a->code);
+                break;
+            case RT_REPL_ACT_PROPOSE: {
+                struct sim_ev *e =
+                    sim_ev_new(s, SIM_COMMIT, SIM_MASTER,
+                               s->now + 1 + rt_rng_below(&s->rng, 5));
+                e->io_id = a->io_id;
+                e->guard_epoch = a->guard_epoch;
+                e->guard_seal = a->guard_seal_epoch;
+                e->conf = a->conf;
+                sim_push(s, e);
+                break;
+            }
+            case RT_REPL_ACT_EVENT:
+                sim_tracef(s, "master event %s code %d took %" PRIu64, a->what,
+                           a->code, a->at_ms);
+                if (strcmp(a->what, "failover") == 0) {
+                    sim_totals.failovers++;
+                } else if (strcmp(a->what, "failover_cancelled") == 0) {
+                    sim_totals.cancels++;
+                } else if (strcmp(a->what, "stale") == 0) {
+                    sim_fail(s, "core", "a proposal failed its guard");
+                }
+                break;
+            default:
+                sim_fail(s, "core", "unexpected action %s",
+                         rt_repl_act_kind_name(a->kind));
+                break;
+        }
+    }
+    rt_repl_actions_reset(&s->acts);
+}
+
+/* Steps node @ni (its core must be up). A refused message is normal in a
+ * faulty network (late acks to a former primary, ...); any other refusal
+ * is a core bug. */
+static void sim_step(struct sim *s,
+                     int ni,
+                     struct rt_repl_event *ev,
+                     uint64_t sender)
+{
+    ev->now_ms = sim_local(s, ni);
+    int rc;
+    if (ni == SIM_MASTER) {
+        rc = ms_rcore_step(s->nodes[ni].ms, ev, &s->acts);
+    } else {
+        rc = ps_rcore_step(s->nodes[ni].ps, ev, &s->acts);
+    }
+    if (rc != 0 && ev->kind == RT_REPL_EV_MSG) {
+        sim_totals.stale_msgs++;
+    } else if (rc != 0) {
+        sim_fail(s, "core", "node %" PRIu64 " step %s: %s", s->nodes[ni].id,
+                 rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
+    }
+    sim_run_actions(s, ni, sender);
+    if (ni != SIM_MASTER) {
+        sim_persist_rs(s, ni);
+    }
+}
+
+/* The master sends every member the range's assignment: what registration
+ * answers give partition servers. */
+static void sim_register_all(struct sim *s, int only)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    m.u.assign = s->catalog;
+    for (size_t i = 0; i < s->catalog.n_members; i++) {
+        int ni = sim_index(s->catalog.members[i].server_id);
+        if (only < 0 || only == ni) {
+            sim_send(s, SIM_MASTER, s->catalog.members[i].server_id, &m);
+        }
+    }
+}
+
+/* The primary's writer: one group on disk at a time. */
+static void sim_writer_start(struct sim *s, int ni)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    if (nd->group_on_disk || nd->queue_n == 0 || nd->ps == NULL) {
+        return;
+    }
+    struct ps_rcore_range_info info;
+    if (ps_rcore_range_get(nd->ps, SIM_RANGE, &info) != 0) {
+        return;
+    }
+    uint64_t start = nd->disk_free_at > s->now ? nd->disk_free_at : s->now;
+    nd->disk_free_at = start + 1 + rt_rng_below(&s->rng, 4);
+    struct sim_ev *e = sim_ev_new(s, SIM_DISK, ni, nd->disk_free_at);
+    e->lsn = info.last_lsn + 1;
+    e->blob_len = 12 * nd->queue_n;
+    e->blob = rt_xmalloc(e->blob_len);
+    e->reqs = rt_xmemdup(nd->queue, nd->queue_n * sizeof(*nd->queue));
+    e->n_reqs = nd->queue_n;
+    for (size_t i = 0; i < nd->queue_n; i++) {
+        struct sim_req *rq = &s->reqs[nd->queue[i]];
+        rq->lsn = e->lsn;
+        memcpy(e->blob + 12 * i, &rq->key, 4);
+        memcpy(e->blob + 12 * i + 4, &rq->value, 8);
+    }
+    nd->queue_n = 0;
+    nd->group_on_disk = true;
+    sim_push(s, e);
+}
+
+/* Crash and restart */
+
+static void sim_ps_start(struct sim *s, int ni)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    struct ps_rcore_config cfg = {.self_id = nd->id,
+                                  .inflight = 32,
+                                  .resend_ms = 150,
+                                  .seal_grace_ms = SIM_L,
+                                  .mutation = s->ps_mut};
+    if (ps_rcore_create(&cfg, &nd->ps) != 0) {
+        sim_fail(s, "setup", "ps_rcore_create");
+        return;
+    }
+    nd->up = true;
+}
+
+static void sim_crash(struct sim *s, int ni)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    if (!nd->up) {
+        return;
+    }
+    sim_tracef(s, "n%" PRIu64 " CRASH", nd->id);
+    nd->up = false;
+    nd->inc++;
+    nd->timer_gen++;
+    if (ni == SIM_MASTER) {
+        sim_totals.master_crashes++;
+        ms_rcore_destroy(nd->ms);
+        nd->ms = NULL;
+        /* Each commit in flight is decided now: applied or not. */
+        for (size_t i = 0; i < s->heap_n; i++) {
+            struct sim_ev *e = s->heap[i];
+            if (e->kind == SIM_COMMIT && !e->dead) {
+                e->dead = true;
+                if (rt_rng_below(&s->rng, 2) == 0 &&
+                    s->catalog.epoch == e->guard_epoch &&
+                    s->catalog.seal_epoch == e->guard_seal) {
+                    s->catalog = e->conf;
+                    sim_check_all_acked(s);
+                }
+            }
+        }
+        return;
+    }
+    sim_totals.crashes++;
+    ps_rcore_destroy(nd->ps);
+    nd->ps = NULL;
+    nd->queue_n = 0;
+    nd->group_on_disk = false;
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        if (s->reqs[i].node == ni && s->reqs[i].st == REQ_PENDING) {
+            s->reqs[i].st = REQ_UNKNOWN;
+        }
+    }
+    /* The master sees the connection close. */
+    struct sim_node *m = &s->nodes[SIM_MASTER];
+    if (m->up) {
+        struct rt_repl_event ev = {
+            .kind = RT_REPL_EV_CONN, .peer = nd->id, .code = RT_ENOCONN};
+        sim_step(s, SIM_MASTER, &ev, 0);
+    }
+}
+
+static void sim_master_start(struct sim *s)
+{
+    struct sim_node *m = &s->nodes[SIM_MASTER];
+    struct ms_rcore_config cfg = {.failover_after_ms = 1500,
+                                  .reconnect_grace_ms = 300,
+                                  .lease_ms = SIM_L,
+                                  .seal_wait_ms = 200,
+                                  .resend_ms = 100,
+                                  .learner_timeout_ms = 30000,
+                                  .mutation = s->ms_mut};
+    if (ms_rcore_create(&cfg, sim_local(s, SIM_MASTER), &m->ms) != 0 ||
+        ms_rcore_load(m->ms, &s->catalog, sim_local(s, SIM_MASTER), &s->acts) !=
+            0) {
+        sim_fail(s, "setup", "ms_rcore");
+        return;
+    }
+    m->up = true;
+    sim_run_actions(s, SIM_MASTER, 0);
+    sim_register_all(s, -1);
+}
+
+static void sim_restart(struct sim *s, int ni)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    if (nd->up) {
+        return;
+    }
+    sim_tracef(s, "n%" PRIu64 " RESTART", nd->id);
+    if (ni == SIM_MASTER) {
+        sim_master_start(s);
+        return;
+    }
+    sim_ps_start(s, ni);
+    nd->registered = false;
+    /* The pending groups: those above the commit LSN of the rs record. */
+    struct ps_rcore_durable d = nd->rs;
+    d.applied_lsn = nd->log_n;
+    if (d.commit_lsn > d.applied_lsn) {
+        d.commit_lsn = d.applied_lsn;
+    }
+    size_t n = d.applied_lsn - d.commit_lsn;
+    struct ps_rcore_group_rec *g = rt_xcalloc(n + 1, sizeof(*g));
+    for (size_t i = 0; i < n; i++) {
+        const struct sim_group *sg = &nd->log[d.commit_lsn + i];
+        g[i] = (struct ps_rcore_group_rec){.lsn = d.commit_lsn + 1 + i,
+                                           .records = sg->records,
+                                           .len = sg->len};
+    }
+    d.groups = g;
+    d.n_groups = n;
+    int rc = ps_rcore_load(nd->ps, &d, sim_local(s, ni), &s->acts);
+    free(g);
+    if (rc != 0) {
+        sim_fail(s, "core", "n%" PRIu64 " load: %s", nd->id, rt_strerror(rc));
+        return;
+    }
+    sim_run_actions(s, ni, 0);
+    if (s->nodes[SIM_MASTER].up) {
+        struct rt_repl_event ev = {
+            .kind = RT_REPL_EV_CONN, .peer = nd->id, .code = 0};
+        sim_step(s, SIM_MASTER, &ev, 0);
+        sim_register_all(s, ni);
+    }
+}
+
+/* Events */
+
+static bool sim_defer_if_paused(struct sim *s, struct sim_ev **ep)
+{
+    struct sim_ev *e = *ep;
+    if (e->node < 0 || e->node > SIM_MASTER) {
+        return false;
+    }
+    if (s->nodes[e->node].paused_until > s->now) {
+        e->at = s->nodes[e->node].paused_until;
+        sim_push(s, e);
+        *ep = NULL;
+        return true;
+    }
+    return false;
+}
+
+static void sim_client(struct sim *s)
+{
+    if (s->now < SIM_CHECK) {
+        sim_push(s, sim_ev_new(s, SIM_CLIENT, -1,
+                               s->now + 1 + rt_rng_below(&s->rng, 40)));
+    }
+    uint64_t id = s->n_reqs;
+    struct sim_req *rq = sim_req_new(s);
+    rq->key = (uint32_t)rt_rng_below(&s->rng, SIM_KEYS);
+    rq->value = id + 1;
+    rq->sent_at = s->now;
+    rq->node = sim_index(s->catalog.primary_id);
+    sim_totals.writes++;
+    if (!s->nodes[rq->node].up) {
+        rq->st = REQ_FAIL; /* connection refused: never sent */
+        return;
+    }
+    struct sim_ev *e =
+        sim_ev_new(s, SIM_ARRIVE, rq->node, s->now + rt_rng_below(&s->rng, 5));
+    e->req = id;
+    sim_push(s, e);
+}
+
+static void sim_arrive(struct sim *s, struct sim_ev *e)
+{
+    struct sim_node *nd = &s->nodes[e->node];
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_CLIENT_WRITE,
+                               .range_id = SIM_RANGE,
+                               .req_ids = &e->req,
+                               .n_req_ids = 1};
+    sim_step(s, e->node, &ev, 0);
+    if (s->reqs[e->req].st != REQ_PENDING) {
+        return;
+    }
+    if (nd->queue_n == nd->queue_cap) {
+        nd->queue_cap = nd->queue_cap ? 2 * nd->queue_cap : 16;
+        nd->queue = rt_xrealloc(nd->queue, nd->queue_cap * sizeof(*nd->queue));
+    }
+    nd->queue[nd->queue_n++] = e->req;
+    sim_writer_start(s, e->node);
+}
+
+static void sim_disk(struct sim *s, struct sim_ev *e)
+{
+    struct sim_node *nd = &s->nodes[e->node];
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = SIM_RANGE, .io_id = e->io_id};
+    if (e->seal_write) {
+        if (e->sealed_epoch < nd->rs.sealed_epoch) {
+            sim_fail(s, "P6", "n%" PRIu64 " sealed epoch goes down", nd->id);
+        }
+        nd->rs.sealed_epoch = e->sealed_epoch;
+        sim_tracef(s, "n%" PRIu64 " sealed %" PRIu64 " durable", nd->id,
+                   e->sealed_epoch);
+        sim_step(s, e->node, &ev, 0);
+        return;
+    }
+    if (e->from != 0) {
+        /* P3: a replica applies what its sender holds at that LSN. */
+        const struct sim_node *p = &s->nodes[sim_index(e->from)];
+        if (sim_log_hash(p, e->lsn) != sim_hash(e->blob, e->blob_len)) {
+            sim_fail(s, "P3",
+                     "n%" PRIu64 " applies lsn %" PRIu64
+                     " that its sender n%" PRIu64 " does not hold",
+                     nd->id, e->lsn, p->id);
+        }
+    }
+    sim_log_append(s, nd, e->lsn, e->blob, e->blob_len);
+    sim_tracef(s, "n%" PRIu64 " disk lsn %" PRIu64, nd->id, e->lsn);
+    ev.lsn = e->lsn;
+    ev.records = e->blob;
+    ev.records_len = e->blob_len;
+    ev.req_ids = e->reqs;
+    ev.n_req_ids = e->n_reqs;
+    sim_step(s, e->node, &ev, 0);
+    struct ps_rcore_range_info info;
+    if (nd->ps != NULL && ps_rcore_range_get(nd->ps, SIM_RANGE, &info) == 0) {
+        nd->rs.commit_lsn = info.commit_lsn;
+    }
+    if (e->reqs != NULL) {
+        nd->group_on_disk = false;
+        sim_writer_start(s, e->node);
+    }
+}
+
+static void sim_commit(struct sim *s, struct sim_ev *e)
+{
+    struct sim_node *m = &s->nodes[SIM_MASTER];
+    int32_t code = RT_ESTALE;
+    if (s->catalog.epoch == e->guard_epoch &&
+        s->catalog.seal_epoch == e->guard_seal) {
+        const struct rt_repl_conf *c = &e->conf;
+        bool intent = c->epoch == s->catalog.epoch && c->seal_epoch != 0 &&
+                      s->catalog.seal_epoch == 0;
+        if (!intent && c->epoch <= s->catalog.epoch) {
+            sim_fail(s, "P6", "commit at epoch %" PRIu64 " after %" PRIu64,
+                     c->epoch, s->catalog.epoch);
+        }
+        s->catalog = *c;
+        code = 0;
+        sim_tracef(s,
+                   "catalog epoch %" PRIu64 " primary %" PRIu64 " seal %" PRIu64
+                   " isr %zu",
+                   c->epoch, c->primary_id, c->seal_epoch, c->n_isr);
+        sim_check_all_acked(s);
+    }
+    if (m->up && e->inc == m->inc) {
+        struct rt_repl_event ev = {
+            .kind = RT_REPL_EV_COMMITTED, .io_id = e->io_id, .code = code};
+        sim_step(s, SIM_MASTER, &ev, 0);
+    }
+}
+
+static void sim_fault(struct sim *s, struct sim_ev *e)
+{
+    const struct sim_fault *f = &s->faults[e->fault];
+    int ni = f->kind == FAULT_MASTER ? SIM_MASTER : f->node;
+    bool begin = e->gen == 0;
+    if (f->kind == FAULT_CUT) {
+        if (begin && e->lsn > s->cut_until[ni]) {
+            s->cut_until[ni] = e->lsn;
+            sim_tracef(s, "n%" PRIu64 " CUT from the master until %" PRIu64,
+                       s->nodes[ni].id, e->lsn);
+        }
+        return;
+    }
+    if (f->kind == FAULT_PAUSE) {
+        if (begin) {
+            sim_totals.pauses++;
+            /* Overlapping pauses: the later end wins, so deferred events
+             * keep their order. */
+            if (e->lsn > s->nodes[ni].paused_until) {
+                s->nodes[ni].paused_until = e->lsn; /* the end time */
+            }
+            sim_tracef(s, "n%" PRIu64 " PAUSE until %" PRIu64, s->nodes[ni].id,
+                       e->lsn);
+        }
+        return;
+    }
+    if (begin) {
+        sim_crash(s, ni);
+    } else {
+        sim_restart(s, ni);
+    }
+}
+
+static void sim_check_live(struct sim *s)
+{
+    struct sim_node *m = &s->nodes[SIM_MASTER];
+    struct ms_rcore_range_info mi;
+    if (!m->up || ms_rcore_range_get(m->ms, SIM_RANGE, &mi) != 0 ||
+        mi.state != MS_RCORE_STABLE) {
+        sim_fail(s, "P7", "master not STABLE 10 s after the heal");
+        return;
+    }
+    const struct sim_node *p = &s->nodes[sim_index(s->catalog.primary_id)];
+    struct ps_rcore_range_info info;
+    if (p->ps == NULL || ps_rcore_range_get(p->ps, SIM_RANGE, &info) != 0 ||
+        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING ||
+        info.epoch != s->catalog.epoch) {
+        sim_fail(s, "P7",
+                 "primary n%" PRIu64 " not SERVING at epoch %" PRIu64
+                 " 10 s after the heal",
+                 p->id, s->catalog.epoch);
+        return;
+    }
+    for (size_t i = s->n_reqs; i-- > 0;) {
+        const struct sim_req *rq = &s->reqs[i];
+        if (rq->sent_at >= SIM_PROBE && rq->sent_at + 1000 < s->now) {
+            if (rq->st != REQ_OK) {
+                sim_fail(s, "P7", "write %zu sent at %" PRIu64 " not ok", i,
+                         rq->sent_at);
+            }
+            return;
+        }
+    }
+    sim_fail(s, "P7", "no write sent after the heal");
+}
+
+static void sim_handle(struct sim *s, struct sim_ev *e)
+{
+    struct sim_node *nd = e->node >= 0 ? &s->nodes[e->node] : NULL;
+    if (e->kind == SIM_HBEAT) {
+        /* A live, running server heartbeats every SIM_HB. */
+        if (nd->up) {
+            struct rt_repl_msg m = {.kind = RT_REPL_MSG_HEARTBEAT};
+            sim_send(s, e->node, SIM_MASTER_ID, &m);
+        }
+        sim_push(s, sim_ev_new(s, SIM_HBEAT, e->node, s->now + SIM_HB));
+        return;
+    }
+    bool node_ev = e->kind == SIM_DELIVER || e->kind == SIM_DISK ||
+                   e->kind == SIM_TIMER || e->kind == SIM_ARRIVE;
+    if (node_ev && (!nd->up || e->inc != nd->inc)) {
+        if (e->kind == SIM_ARRIVE && s->reqs[e->req].st == REQ_PENDING) {
+            s->reqs[e->req].st = REQ_UNKNOWN;
+        }
+        return;
+    }
+    switch (e->kind) {
+        case SIM_DELIVER: {
+            struct rt_repl_event ev = {
+                .kind = RT_REPL_EV_MSG, .peer = e->from, .msg = &e->msg};
+            /* Registration is retried until answered: a heartbeat from a
+             * server that has taken no assignment since its start gets
+             * one; taking any assignment answers it. */
+            if (e->msg.kind == RT_REPL_MSG_HEARTBEAT &&
+                !s->nodes[sim_index(e->from)].registered) {
+                sim_register_all(s, sim_index(e->from));
+            }
+            if (e->msg.kind == RT_REPL_MSG_ASSIGN) {
+                nd->registered = true;
+            }
+            if (e->msg.kind == RT_REPL_MSG_APPEND) {
+                ev.range_id = e->msg.u.append.range_id;
+            }
+            sim_tracef(s, "n%" PRIu64 " recv %s from n%" PRIu64, nd->id,
+                       rt_repl_msg_kind_name(e->msg.kind), e->from);
+            sim_step(s, e->node, &ev, e->from);
+            break;
+        }
+        case SIM_DISK:
+            sim_disk(s, e);
+            break;
+        case SIM_TIMER:
+            if (e->gen == nd->timer_gen) {
+                struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
+                                           .timer_id = e->lsn};
+                sim_step(s, e->node, &ev, 0);
+            }
+            break;
+        case SIM_ARRIVE:
+            sim_arrive(s, e);
+            break;
+        case SIM_HBEAT:
+            break;
+        case SIM_CLIENT:
+            sim_client(s);
+            break;
+        case SIM_COMMIT:
+            if (!e->dead) {
+                sim_commit(s, e);
+            }
+            break;
+        case SIM_FAULT:
+            sim_fault(s, e);
+            break;
+        case SIM_CHECK_LIVE:
+            sim_check_live(s);
+            break;
+    }
+}
+
+/* The end: after the drain every ISR member holds the primary's sequence. */
+static void sim_check_end(struct sim *s)
+{
+    const struct sim_node *p = &s->nodes[sim_index(s->catalog.primary_id)];
+    for (size_t i = 0; i < s->catalog.n_isr; i++) {
+        const struct sim_node *m = &s->nodes[sim_index(s->catalog.isr[i])];
+        if (m->log_n != p->log_n) {
+            sim_fail(s, "end",
+                     "ISR member n%" PRIu64
+                     " has %zu groups, the "
+                     "primary %zu",
+                     m->id, m->log_n, p->log_n);
+            return;
+        }
+        for (size_t l = 0; l < p->log_n; l++) {
+            if (m->log[l].hash != p->log[l].hash) {
+                sim_fail(s, "end", "n%" PRIu64 " lsn %zu differs", m->id,
+                         l + 1);
+                return;
+            }
+        }
+    }
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        switch (s->reqs[i].st) {
+            case REQ_PENDING:
+                sim_fail(s, "end", "write %zu never answered", i);
+                return;
+            case REQ_UNKNOWN:
+                sim_totals.unknown++;
+                break;
+            case REQ_FAIL:
+                sim_totals.failed++;
+                break;
+            case REQ_OK:
+                break;
+        }
+    }
+}
+
+/* The schedule of faults, drawn from the seed: 1-4 crashes, pauses or
+ * master-link cuts of a partition server (node 1, the first primary,
+ * twice as likely) or master crashes, each 300-4000 ms, all over by the
+ * heal. */
+static void sim_schedule(struct sim *s)
+{
+    s->n_faults = 1 + rt_rng_below(&s->rng, 4);
+    for (size_t i = 0; i < s->n_faults; i++) {
+        struct sim_fault *f = &s->faults[i];
+        uint64_t r = rt_rng_below(&s->rng, 10);
+        f->kind = r < 3   ? FAULT_CRASH
+                  : r < 6 ? FAULT_PAUSE
+                  : r < 8 ? FAULT_CUT
+                          : FAULT_MASTER;
+        f->node = (int)rt_rng_below(&s->rng, SIM_PS + 1) % SIM_PS;
+        uint64_t len = 300 + rt_rng_below(&s->rng, 3700);
+        uint64_t at = SIM_FAULT_FROM +
+                      rt_rng_below(&s->rng, SIM_HEAL - SIM_FAULT_FROM - len);
+        struct sim_ev *b = sim_ev_new(s, SIM_FAULT, -1, at);
+        b->fault = (int)i;
+        b->lsn = at + len;
+        sim_push(s, b);
+        struct sim_ev *e = sim_ev_new(s, SIM_FAULT, -1, at + len);
+        e->fault = (int)i;
+        e->gen = 1;
+        sim_push(s, e);
+    }
+}
+
+static void sim_free(struct sim *s)
+{
+    while (s->heap_n > 0) {
+        sim_ev_free(sim_pop(s));
+    }
+    free(s->heap);
+    for (int i = 0; i <= SIM_MASTER; i++) {
+        struct sim_node *nd = &s->nodes[i];
+        ps_rcore_destroy(nd->ps);
+        ms_rcore_destroy(nd->ms);
+        for (size_t l = 0; l < nd->log_n; l++) {
+            free(nd->log[l].records);
+        }
+        free(nd->log);
+        free(nd->queue);
+    }
+    free(s->reqs);
+    free(s->ref);
+    rt_repl_actions_close(&s->acts);
+}
+
+static void sim_print_trace(struct sim *s)
+{
+    size_t first =
+        s->trace_n > SIM_TRACE_LINES ? s->trace_n - SIM_TRACE_LINES : 0;
+    for (size_t i = first; i < s->trace_n; i++) {
+        fprintf(stderr, "%s\n", s->trace_buf[i % SIM_TRACE_LINES]);
+    }
+    for (int i = 0; i < SIM_PS; i++) {
+        if (s->nodes[i].ps != NULL) {
+            ps_rcore_dump(s->nodes[i].ps, stderr);
+        }
+        fprintf(stderr, "n%d: %zu durable groups, sealed %" PRIu64 "\n", i + 1,
+                s->nodes[i].log_n, s->nodes[i].rs.sealed_epoch);
+    }
+    if (s->nodes[SIM_MASTER].ms != NULL) {
+        ms_rcore_dump(s->nodes[SIM_MASTER].ms, stderr);
+    }
+}
+
+static const char *sim_run(uint64_t seed,
+                           enum ps_rcore_mutation ps_mut,
+                           enum ms_rcore_mutation ms_mut,
+                           bool trace)
+{
+    struct sim *s = rt_xcalloc(1, sizeof(*s));
+    s->seed = seed;
+    s->trace = trace;
+    s->ps_mut = ps_mut;
+    s->ms_mut = ms_mut;
+    rt_rng_seed(&s->rng, seed);
+    rt_repl_actions_init(&s->acts);
+    s->loss = rt_rng_unit(&s->rng) * 0.05;
+    s->dup = rt_rng_unit(&s->rng) * 0.05;
+    s->delay_max = rt_rng_below(&s->rng, 31);
+    s->catalog = (struct rt_repl_conf){.range_id = SIM_RANGE,
+                                       .epoch = 1,
+                                       .primary_id = 1,
+                                       .primary_epoch = 1,
+                                       .members = {{1, RT_REPL_ROLE_PRIMARY},
+                                                   {2, RT_REPL_ROLE_SECONDARY},
+                                                   {3, RT_REPL_ROLE_SECONDARY}},
+                                       .n_members = 3,
+                                       .isr = {1, 2, 3},
+                                       .n_isr = 3,
+                                       .rf = 3,
+                                       .min_insync = 2};
+    struct ps_rcore_assignment as = {.range_id = SIM_RANGE,
+                                     .epoch = 1,
+                                     .primary_id = 1,
+                                     .isr = {1, 2, 3},
+                                     .n_isr = 3};
+    for (int i = 0; i <= SIM_MASTER; i++) {
+        struct sim_node *nd = &s->nodes[i];
+        nd->id = i == SIM_MASTER ? SIM_MASTER_ID : (uint64_t)i + 1;
+        nd->rate = 1.0 + (rt_rng_unit(&s->rng) * 2.0 - 1.0) * 1e-3;
+        if (i == SIM_MASTER) {
+            continue;
+        }
+        sim_ps_start(s, i);
+        if (ps_rcore_assign(nd->ps, &as, &s->acts) != 0) {
+            sim_fail(s, "setup", "assign n%d", i + 1);
+        }
+        rt_repl_actions_reset(&s->acts);
+        nd->registered = true;
+        nd->rs = (struct ps_rcore_durable){
+            .range_id = SIM_RANGE,
+            .role = i == 0 ? PS_RCORE_PRIMARY : PS_RCORE_SECONDARY,
+            .epoch = 1,
+            .primary_id = 1,
+            .primary_epoch = 1,
+            .isr = {1, 2, 3},
+            .n_isr = 3};
+        sim_push(s, sim_ev_new(s, SIM_HBEAT, i, rt_rng_below(&s->rng, SIM_HB)));
+    }
+    sim_master_start(s);
+    sim_tracef(s, "seed %" PRIu64 " loss %.3f dup %.3f delay<=%" PRIu64, seed,
+               s->loss, s->dup, s->delay_max);
+    sim_schedule(s);
+    sim_push(s, sim_ev_new(s, SIM_CLIENT, -1, 0));
+    sim_push(s, sim_ev_new(s, SIM_CHECK_LIVE, -1, SIM_CHECK));
+    while (s->violated == NULL && s->heap_n > 0) {
+        struct sim_ev *e = sim_pop(s);
+        if (e->at > SIM_END) {
+            sim_ev_free(e);
+            break;
+        }
+        s->now = e->at;
+        if (sim_defer_if_paused(s, &e)) {
+            continue;
+        }
+        /* The ASSIGN of a restarted server carries the current ISR. */
+        if (e->kind == SIM_DELIVER && e->msg.kind == RT_REPL_MSG_ASSIGN &&
+            e->node < SIM_PS && s->nodes[e->node].up &&
+            e->inc == s->nodes[e->node].inc &&
+            rt_repl_conf_role(&e->msg.u.assign, s->nodes[e->node].id) !=
+                RT_REPL_ROLE_NONE &&
+            e->msg.u.assign.epoch >= s->nodes[e->node].rs.epoch) {
+            memcpy(s->nodes[e->node].rs.isr, e->msg.u.assign.isr,
+                   sizeof(e->msg.u.assign.isr));
+            s->nodes[e->node].rs.n_isr = e->msg.u.assign.n_isr;
+        }
+        sim_handle(s, e);
+        sim_ev_free(e);
+        sim_totals.events++;
+    }
+    if (s->violated == NULL) {
+        sim_check_end(s);
+    }
+    const char *v = s->violated;
+    if (v != NULL && trace) {
+        sim_print_trace(s);
+    }
+    if (v != NULL) {
+        fprintf(stderr, "seed %" PRIu64 ": %s violated: %s\n", seed, v, s->why);
+    }
+    sim_free(s);
+    free(s);
+    return v;
+}
+
+/* Tests */
+
+static uint64_t sim_env(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+int main(int argc, char **argv)
+{
+    enum ps_rcore_mutation ps_mut = PS_RCORE_MUT_NONE;
+    enum ms_rcore_mutation ms_mut = MS_RCORE_MUT_NONE;
+    const char *expect = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--mutate") == 0) {
+            if (strcmp(argv[i + 1], "choose-min") == 0) {
+                ms_mut = MS_RCORE_MUT_CHOOSE_MIN;
+            } else if (strcmp(argv[i + 1], "no-seal") == 0) {
+                ms_mut = MS_RCORE_MUT_NO_SEAL;
+            } else if (strcmp(argv[i + 1], "append-after-seal") == 0) {
+                ps_mut = PS_RCORE_MUT_APPEND_AFTER_SEAL;
+
+            } else {
+                fprintf(stderr, "unknown mutation %s\n", argv[i + 1]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--expect") == 0) {
+            expect = argv[i + 1];
+        } else {
+            fprintf(stderr, "usage: sim_failover [--mutate NAME --expect P]\n");
+            return 2;
+        }
+    }
+    if (getenv("SIM_SEED") != NULL) {
+        uint64_t seed = sim_env("SIM_SEED", 1);
+        const char *v = sim_run(seed, ps_mut, ms_mut, true);
+        printf("seed %" PRIu64 ": %s\n", seed, v ? v : "ok");
+        return v ? 1 : 0;
+    }
+    uint64_t seeds = sim_env("SIM_SEEDS", 1000);
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        const char *v = sim_run(seed, ps_mut, ms_mut, false);
+        if (v != NULL && expect != NULL) {
+            if (strcmp(v, expect) == 0) {
+                printf("mutation caught: seed %" PRIu64 " violates %s\n", seed,
+                       v);
+                return 0;
+            }
+            fprintf(stderr, "mutation: expected %s, got %s\n", expect, v);
+            return 1;
+        }
+        if (v != NULL) {
+            fprintf(stderr, "replay: SIM_SEED=%" PRIu64 "\n", seed);
+            sim_run(seed, ps_mut, ms_mut, true);
+            return 1;
+        }
+    }
+    if (expect != NULL) {
+        fprintf(stderr, "mutation NOT caught in %" PRIu64 " seeds\n", seeds);
+        return 1;
+    }
+    printf("%" PRIu64 " seeds: ok (%" PRIu64 " events, %" PRIu64
+           " writes: %" PRIu64 " acknowledged, %" PRIu64 " unknown, %" PRIu64
+           " refused; %" PRIu64 " failovers, %" PRIu64 " cancelled, %" PRIu64
+           " server crashes, %" PRIu64 " pauses, %" PRIu64
+           " master crashes, %" PRIu64 " refused messages)\n",
+           seeds, sim_totals.events, sim_totals.writes, sim_totals.acked,
+           sim_totals.unknown, sim_totals.failed, sim_totals.failovers,
+           sim_totals.cancels, sim_totals.crashes, sim_totals.pauses,
+           sim_totals.master_crashes, sim_totals.stale_msgs);
+    return 0;
+}

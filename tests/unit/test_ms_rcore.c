@@ -1,0 +1,738 @@
+/* Unit tests of the master's replica core (ms_rcore.h) stepped by hand:
+ * one range at epoch 5, primary 1, ISR {1, 2, 3}, and the actions of each
+ * step inspected. Every transition of the §3.4 table (suspicion, seal,
+ * choice, cancel, assignment, ISR changes, learners), every ISR_CHANGE
+ * refusal with its code, and the restart in SEALING. tests/sim runs the
+ * same core at scale. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ms_rcore.h"
+#include "rt_err.h"
+#include "rt_repl_ev.h"
+
+/* Fixture */
+
+#define R 9 /* range id */
+#define FAIL 1500
+#define LEASE 1000
+#define GRACE (FAIL + LEASE) /* no suspicion before this */
+
+struct fx
+{
+    struct ms_rcore *m;
+    struct rt_repl_actions out;
+};
+
+static struct rt_repl_conf conf_at(uint64_t epoch)
+{
+    struct rt_repl_conf c = {.range_id = R,
+                             .epoch = epoch,
+                             .primary_id = 1,
+                             .primary_epoch = 4,
+                             .members = {{1, RT_REPL_ROLE_PRIMARY},
+                                         {2, RT_REPL_ROLE_SECONDARY},
+                                         {3, RT_REPL_ROLE_SECONDARY}},
+                             .n_members = 3,
+                             .isr = {1, 2, 3},
+                             .n_isr = 3,
+                             .rf = 3,
+                             .min_insync = 2};
+    return c;
+}
+
+static const struct ms_rcore_config cfg = {.failover_after_ms = FAIL,
+                                           .reconnect_grace_ms = 300,
+                                           .lease_ms = LEASE,
+                                           .seal_wait_ms = 200,
+                                           .resend_ms = 100,
+                                           .learner_timeout_ms = 30000};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_repl_actions_init(&f->out);
+    assert_int_equal(ms_rcore_create(&cfg, 0, &f->m), 0);
+    struct rt_repl_conf c = conf_at(5);
+    assert_int_equal(ms_rcore_load(f->m, &c, 0, &f->out), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    ms_rcore_destroy(f->m);
+    rt_repl_actions_close(&f->out);
+    free(f);
+    return 0;
+}
+
+/* Helpers */
+
+static int step(struct fx *f, const struct rt_repl_event *ev)
+{
+    rt_repl_actions_reset(&f->out);
+    return ms_rcore_step(f->m, ev, &f->out);
+}
+
+static int heartbeat(struct fx *f, uint64_t now, uint64_t from)
+{
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_HEARTBEAT};
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = from, .msg = &msg};
+    return step(f, &ev);
+}
+
+static int tick(struct fx *f, uint64_t now)
+{
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
+                               .now_ms = now,
+                               .timer_id = MS_RCORE_TIMER_TICK};
+    return step(f, &ev);
+}
+
+static int committed(struct fx *f, uint64_t now, uint64_t id, int32_t code)
+{
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_COMMITTED, .now_ms = now, .io_id = id, .code = code};
+    return step(f, &ev);
+}
+
+static int seal_resp(struct fx *f,
+                     uint64_t now,
+                     uint64_t from,
+                     int32_t code,
+                     uint64_t new_epoch,
+                     uint64_t lsn,
+                     uint32_t retry_ms)
+{
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_SEAL_RESP};
+    msg.u.seal_resp = (struct rt_repl_seal_resp){.range_id = R,
+                                                 .new_epoch = new_epoch,
+                                                 .code = code,
+                                                 .applied_epoch = 5,
+                                                 .applied_lsn = lsn,
+                                                 .retry_ms = retry_ms};
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = from, .msg = &msg};
+    return step(f, &ev);
+}
+
+static int assign_resp(struct fx *f, uint64_t now, uint64_t from, uint64_t e)
+{
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+    msg.u.assign_resp =
+        (struct rt_repl_assign_resp){.range_id = R, .epoch = e, .code = 0};
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = from, .msg = &msg};
+    return step(f, &ev);
+}
+
+static int isr_change(struct fx *f,
+                      uint64_t from,
+                      uint64_t range,
+                      uint64_t epoch,
+                      const uint64_t *rm,
+                      size_t n_rm,
+                      const uint64_t *add,
+                      size_t n_add)
+{
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ISR_CHANGE};
+    msg.u.isr_change.range_id = range;
+    msg.u.isr_change.epoch = epoch;
+    for (size_t i = 0; i < n_rm; i++) {
+        msg.u.isr_change.remove[i] = rm[i];
+    }
+    msg.u.isr_change.n_remove = n_rm;
+    for (size_t i = 0; i < n_add; i++) {
+        msg.u.isr_change.add[i] = add[i];
+    }
+    msg.u.isr_change.n_add = n_add;
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = 10, .peer = from, .msg = &msg};
+    return step(f, &ev);
+}
+
+/* How many actions of @kind (and message @mk for SEND) are in the list;
+ * the last one in *last. */
+static size_t count(const struct fx *f,
+                    enum rt_repl_act_kind kind,
+                    int mk,
+                    const struct rt_repl_action **last)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->out.n; i++) {
+        const struct rt_repl_action *a = &f->out.v[i];
+        if (a->kind == kind && (mk < 0 || (int)a->msg.kind == mk)) {
+            n++;
+            if (last != NULL) {
+                *last = a;
+            }
+        }
+    }
+    return n;
+}
+
+static void assert_isr_resp(const struct fx *f, int32_t code)
+{
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ISR_RESP, &a), 1);
+    assert_int_equal(a->msg.u.isr_resp.code, code);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+}
+
+static enum ms_rcore_state state_of(const struct fx *f)
+{
+    struct ms_rcore_range_info info;
+    assert_int_equal(ms_rcore_range_get(f->m, R, &info), 0);
+    return info.state;
+}
+
+static struct rt_repl_conf conf_of(const struct fx *f)
+{
+    struct ms_rcore_range_info info;
+    assert_int_equal(ms_rcore_range_get(f->m, R, &info), 0);
+    return info.conf;
+}
+
+/* Drives the range into SEALING at t = GRACE + 10: 2 and 3 heartbeat, 1
+ * stays silent; returns the time. */
+static uint64_t to_sealing(struct fx *f)
+{
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = GRACE - 100;
+    heartbeat(f, t, 2);
+    heartbeat(f, t, 3);
+    assert_int_equal(tick(f, GRACE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(committed(f, GRACE + 10, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    return GRACE + 10;
+}
+
+/* Tests */
+
+/* No suspicion during the start grace; then a silent primary gets a
+ * FAILOVER intent guarded by (epoch, no seal), and nothing is sent before
+ * it commits. */
+static void test_suspicion_proposes_intent(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(tick(f, GRACE - 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_TIMER, -1, &a), 1);
+    assert_int_equal(a->at_ms, GRACE);
+    heartbeat(f, GRACE - 100, 2);
+    assert_int_equal(tick(f, GRACE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_epoch, 5);
+    assert_int_equal(a->guard_seal_epoch, 0);
+    assert_int_equal(a->conf.epoch, 5);
+    assert_int_equal(a->conf.seal_epoch, 6);
+    assert_int_equal(a->conf.seal_kind, RT_REPL_SEAL_FAILOVER);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, -1, NULL), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    /* One proposal at a time. */
+    assert_int_equal(tick(f, GRACE + 50), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+}
+
+/* A primary that heartbeats is not suspected; nor is one whose secondaries
+ * are all silent (nothing to promote: the range waits). */
+static void test_no_suspicion(void **state)
+{
+    struct fx *f = *state;
+    heartbeat(f, GRACE - 10, 1);
+    assert_int_equal(tick(f, GRACE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(tick(f, GRACE - 10 + FAIL), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+}
+
+/* A connection down for the reconnect grace is suspicion too. */
+static void test_conn_down_suspicion(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t = 3 * GRACE;
+    heartbeat(f, t, 1);
+    heartbeat(f, t, 2);
+    struct rt_repl_event down = {
+        .kind = RT_REPL_EV_CONN, .now_ms = t + 10, .peer = 1, .code = -1};
+    assert_int_equal(step(f, &down), 0);
+    assert_int_equal(tick(f, t + 309), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(tick(f, t + 310), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 1);
+}
+
+/* SEALING: SEALs to the live ISR secondaries; RT_EBUSY answers are resent
+ * after their retry_ms; when all live ones sealed, the highest applied LSN
+ * is chosen and the new configuration proposed. */
+static void test_seal_and_choose(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    heartbeat(f, GRACE - 100, 2);
+    heartbeat(f, GRACE - 100, 3);
+    tick(f, GRACE);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    uint64_t id = a->io_id;
+    assert_int_equal(committed(f, GRACE + 10, id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, &a), 2);
+    assert_int_equal(a->msg.u.seal.old_epoch, 5);
+    assert_int_equal(a->msg.u.seal.new_epoch, 6);
+    assert_int_equal(a->msg.u.seal.old_primary, 1);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "seal");
+    /* The same COMMITTED again is unknown. */
+    assert_int_equal(committed(f, GRACE + 11, id, 0), RT_EINVAL);
+    uint64_t t = GRACE + 20;
+    assert_int_equal(seal_resp(f, t, 2, RT_EBUSY, 6, 0, 500), 0);
+    assert_int_equal(seal_resp(f, t, 3, 0, 6, 40, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    /* Resend to 3 never (sealed); to 2 only after its retry_ms. */
+    tick(f, t + 150);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 0);
+    /* A reply of another seal epoch or from the primary is ignored. */
+    assert_int_equal(seal_resp(f, t + 160, 2, 0, 7, 99, 0), 0);
+    assert_int_equal(seal_resp(f, t + 160, 1, 0, 6, 99, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    heartbeat(f, t + 170, 2); /* keep 2 live */
+    heartbeat(f, t + 170, 3);
+    tick(f, t + 180);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    /* 200 ms after the first ok: choose among the sealed (only 3). */
+    assert_int_equal(seal_resp(f, t + 190, 2, 0, 6, 41, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_epoch, 5);
+    assert_int_equal(a->guard_seal_epoch, 6);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.primary_id, 2);
+    assert_int_equal(a->conf.primary_epoch, 6);
+    assert_int_equal(a->conf.seal_epoch, 0);
+    assert_int_equal(a->conf.n_isr, 2);
+    assert_int_equal(a->conf.isr[0], 2);
+    assert_int_equal(a->conf.isr[1], 3);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 1), RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 2), RT_REPL_ROLE_PRIMARY);
+    id = a->io_id;
+    /* Committed: ASSIGN to every member, the new primary first. */
+    assert_int_equal(committed(f, t + 200, id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, NULL), 3);
+    assert_int_equal(f->out.v[0].peer, 2);
+    assert_int_equal(f->out.v[0].msg.u.assign.epoch, 6);
+    /* Resent to the new primary until it answers at epoch 6. */
+    heartbeat(f, t + 250, 2);
+    tick(f, t + 300);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 1);
+    assert_int_equal(a->peer, 2);
+    assert_int_equal(assign_resp(f, t + 310, 3, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, t + 310, 2, 5), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, t + 320, 2, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "failover");
+    assert_int_equal(conf_of(f).primary_id, 2);
+}
+
+/* With one ok answer and the other live secondary silent, the choice is
+ * made seal_wait_ms after the first ok. */
+static void test_seal_wait(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    heartbeat(f, t, 2);
+    heartbeat(f, t, 3);
+    assert_int_equal(seal_resp(f, t + 5, 3, 0, 6, 7, 0), 0);
+    tick(f, t + 100);
+    /* 2 has not answered: resent. */
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, &a), 1);
+    assert_int_equal(a->peer, 2);
+    tick(f, t + 204);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    tick(f, t + 205);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 3);
+    assert_int_equal(a->conf.n_isr, 1);
+}
+
+/* The suspected primary heartbeats before any SEAL was answered ok: the
+ * intent is cancelled (epoch = seal_epoch, same primary and ISR). */
+static void test_cancel(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    assert_int_equal(seal_resp(f, t + 5, 2, RT_EBUSY, 6, 0, 300), 0);
+    assert_int_equal(heartbeat(f, t + 10, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_seal_epoch, 6);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.seal_epoch, 0);
+    assert_int_equal(a->conf.primary_id, 1);
+    assert_int_equal(a->conf.primary_epoch, 4);
+    assert_int_equal(a->conf.n_isr, 3);
+    /* An ok answer now is too late: the cancel is decided. */
+    assert_int_equal(seal_resp(f, t + 12, 3, 0, 6, 9, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(committed(f, t + 15, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 3);
+    assert_int_equal(f->out.v[0].peer, 1);
+    assert_int_equal(assign_resp(f, t + 20, 1, 6), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "failover_cancelled");
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+}
+
+/* Once a SEAL was answered ok the primary's return cancels nothing. */
+static void test_no_cancel_after_seal(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    assert_int_equal(seal_resp(f, t + 5, 2, 0, 6, 3, 0), 0);
+    assert_int_equal(heartbeat(f, t + 10, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(seal_resp(f, t + 20, 3, 0, 6, 3, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 2); /* tie: the lower id */
+}
+
+/* A master restart loads the committed intent: SEALING at once, SEALs to
+ * every ISR secondary, and the choice as before. */
+static void test_restart_in_sealing(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    ms_rcore_destroy(f->m);
+    assert_int_equal(ms_rcore_create(&cfg, 50000, &f->m), 0);
+    struct rt_repl_conf c = conf_at(5);
+    c.seal_epoch = 6;
+    c.seal_kind = RT_REPL_SEAL_FAILOVER;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_load(f->m, &c, 50000, &f->out), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 2);
+    assert_int_equal(seal_resp(f, 50010, 3, 0, 6, 12, 0), 0);
+    assert_int_equal(seal_resp(f, 50011, 2, 0, 6, 11, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 3);
+    /* A bad catalog record is refused. */
+    c.seal_epoch = 5;
+    assert_int_equal(ms_rcore_load(f->m, &c, 50020, &f->out), RT_EINVAL);
+    c = conf_at(5);
+    c.primary_id = 4;
+    assert_int_equal(ms_rcore_load(f->m, &c, 50020, &f->out), RT_EINVAL);
+}
+
+/* A transfer intent loaded at restart promotes its target when it holds
+ * the highest LSN. */
+static void test_restart_transfer(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct rt_repl_conf c = conf_at(5);
+    c.seal_epoch = 6;
+    c.seal_kind = RT_REPL_SEAL_TRANSFER;
+    c.seal_to = 3;
+    assert_int_equal(ms_rcore_load(f->m, &c, 100, &f->out), 0);
+    seal_resp(f, 110, 2, 0, 6, 12, 0);
+    seal_resp(f, 111, 3, 0, 6, 12, 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 3);
+}
+
+/* ISR_CHANGE refusals, in the order of §4. */
+static void test_isr_change_refused(void **state)
+{
+    struct fx *f = *state;
+    uint64_t two = 2, one = 1, four = 4, dup[2] = {2, 2};
+    assert_int_equal(isr_change(f, 1, R + 1, 5, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_ENOTFOUND);
+    assert_int_equal(isr_change(f, 1, R, 4, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_ESTALE);
+    assert_int_equal(isr_change(f, 2, R, 5, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_ENOTPRIMARY);
+    assert_int_equal(isr_change(f, 1, R, 5, &one, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_EINVAL); /* the primary */
+    assert_int_equal(isr_change(f, 1, R, 5, &four, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_EINVAL); /* not a member */
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &two, 1), 0);
+    assert_isr_resp(f, RT_EINVAL); /* not a learner */
+    assert_int_equal(isr_change(f, 1, R, 5, dup, 2, NULL, 0), 0);
+    assert_isr_resp(f, RT_EINVAL); /* twice */
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, NULL, 0), 0);
+    assert_isr_resp(f, RT_EINVAL); /* empty */
+    /* An operation in flight: a pending proposal, then the seal. */
+    assert_int_equal(isr_change(f, 1, R, 5, &two, 1, NULL, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 1);
+    assert_int_equal(isr_change(f, 1, R, 5, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_EBUSY);
+}
+
+/* While a seal intent is committed every ISR change is refused (§7.2). */
+static void test_isr_change_while_sealing(void **state)
+{
+    struct fx *f = *state;
+    uint64_t two = 2;
+    to_sealing(f);
+    assert_int_equal(isr_change(f, 1, R, 5, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_EBUSY);
+}
+
+/* An accepted removal: epoch + 1, the ISR without S (S stays a member),
+ * ISR_RESP after the commit, ASSIGN to the primary first; a failed commit
+ * answers its code. */
+static void test_isr_remove(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t three = 3;
+    assert_int_equal(isr_change(f, 1, R, 5, &three, 1, NULL, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_epoch, 5);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.n_isr, 2);
+    assert_int_equal(a->conf.primary_epoch, 4);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 3), RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, -1, NULL), 0);
+    uint64_t id = a->io_id;
+    assert_int_equal(committed(f, 20, id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ISR_RESP, &a), 1);
+    assert_int_equal(a->msg.u.isr_resp.code, 0);
+    assert_int_equal(a->msg.u.isr_resp.epoch, 6);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, NULL), 3);
+    assert_int_equal(f->out.v[1].peer, 1);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, 30, 1, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(conf_of(f).n_isr, 2);
+    /* The next change, whose commit fails (the catalog moved). */
+    uint64_t two = 2;
+    assert_int_equal(isr_change(f, 1, R, 6, &two, 1, NULL, 0), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(committed(f, 40, a->io_id, RT_ESTALE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ISR_RESP, &a), 1);
+    assert_int_equal(a->msg.u.isr_resp.code, RT_ESTALE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "stale");
+    assert_int_equal(conf_of(f).epoch, 6);
+}
+
+/* A learner: STABLE -> ADDING; only its own ISR add is taken meanwhile;
+ * the add makes it a SECONDARY in the ISR. */
+static void test_learner_joins(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R + 1, 4, 0, &f->out),
+                     RT_ENOTFOUND);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 3, 0, &f->out), RT_EEXIST);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 5, 0, &f->out), RT_EBUSY);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 4), RT_REPL_ROLE_LEARNER);
+    assert_int_equal(committed(f, 5, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, NULL), 4);
+    uint64_t two = 2, four = 4;
+    assert_int_equal(isr_change(f, 1, R, 6, &two, 1, NULL, 0), 0);
+    assert_isr_resp(f, RT_EBUSY);
+    assert_int_equal(isr_change(f, 1, R, 6, NULL, 0, &four, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.n_isr, 4);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 4), RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(committed(f, 20, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, 30, 1, 7), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+}
+
+/* A learner that does not join within the timeout leaves the set; the
+ * assignment without it goes to it too. */
+static void test_learner_timeout(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    heartbeat(f, 29000, 1);
+    heartbeat(f, 29000, 2);
+    tick(f, 29999);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    tick(f, 30000);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.n_members, 3);
+    assert_int_equal(a->conf.epoch, 7);
+    assert_int_equal(committed(f, 30001, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 4);
+    assert_int_equal(a->peer, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "learner_failed");
+}
+
+/* ASSIGNING whose new primary dies before answering: the wait is dropped
+ * and the next failover can start. */
+static void test_assign_dropped(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    seal_resp(f, t + 1, 2, 0, 6, 5, 0);
+    seal_resp(f, t + 2, 3, 0, 6, 4, 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, t + 3, a->io_id, 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    heartbeat(f, t + 4, 3);
+    /* 2 was last heard at GRACE - 100. */
+    tick(f, GRACE - 100 + FAIL);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "assign_dropped");
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.seal_epoch, 7);
+}
+
+/* ADDING whose primary is suspected: the learner leaves first (one
+ * operation at a time), then the failover starts. */
+static void test_adding_then_failover(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    heartbeat(f, GRACE - 100, 2);
+    tick(f, GRACE);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 4), RT_REPL_ROLE_NONE);
+    assert_int_equal(a->conf.seal_epoch, 0);
+    assert_int_equal(committed(f, GRACE + 1, a->io_id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.seal_epoch, 8);
+    assert_int_equal(a->conf.seal_kind, RT_REPL_SEAL_FAILOVER);
+}
+
+/* SEALING with every ISR secondary silent: nothing is sent, nothing is
+ * chosen; the range waits for one to come back. */
+static void test_sealing_waits(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t = to_sealing(f);
+    /* 2 and 3 were last heard at GRACE - 100. */
+    tick(f, GRACE - 100 + FAIL);
+    tick(f, t + 5000);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, -1, NULL), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    assert_int_equal(heartbeat(f, t + 5001, 3), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 1);
+}
+
+/* A learner beyond rf + 1 members is refused. */
+static void test_learner_rf(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    uint64_t four = 4;
+    isr_change(f, 1, R, 6, NULL, 0, &four, 1);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 1, a->io_id, 0);
+    assign_resp(f, 2, 1, 7);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 5, 3, &f->out), RT_EINVAL);
+}
+
+/* ASSIGNING whose new primary is cut off while no other ISR member is
+ * live: the assignment keeps being resent until it answers. */
+static void test_assign_kept(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = to_sealing(f);
+    seal_resp(f, t + 1, 2, 0, 6, 5, 0);
+    tick(f, t + 300); /* the seal wait: 3 never answered */
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(a->conf.n_isr, 1);
+    committed(f, t + 301, a->io_id, 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    tick(f, GRACE - 100 + FAIL + 50); /* 2 suspected too */
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 1);
+    assert_int_equal(a->peer, 2);
+    assert_int_equal(heartbeat(f, t + 5000, 2), 0);
+    assert_int_equal(assign_resp(f, t + 5001, 2, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+}
+
+/* Events the master does not take, and bad configurations. */
+static void test_refused(void **state)
+{
+    struct fx *f = *state;
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_APPEND};
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG, .peer = 1, .msg = &msg};
+    assert_int_equal(step(f, &ev), RT_EINVAL);
+    ev = (struct rt_repl_event){.kind = RT_REPL_EV_TIMER, .timer_id = 99};
+    assert_int_equal(step(f, &ev), RT_EINVAL);
+    struct ms_rcore_config bad = cfg;
+    struct ms_rcore *m = NULL;
+    bad.resend_ms = 0;
+    assert_int_equal(ms_rcore_create(&bad, 0, &m), RT_EINVAL);
+    struct ms_rcore_range_info info;
+    assert_int_equal(ms_rcore_range_get(f->m, R + 1, &info), RT_ENOTFOUND);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_suspicion_proposes_intent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_suspicion, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conn_down_suspicion, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_seal_and_choose, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seal_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_cancel_after_seal, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restart_in_sealing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restart_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_change_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_change_while_sealing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_joins, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assign_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assign_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adding_then_failover, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_sealing_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_rf, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
