@@ -639,6 +639,85 @@ err_after_alloc:
     return rt_lmdb_err(rc);
 }
 
+int ps_store_open_ro(const char *dir, struct ps_store **out, char *errmsg)
+{
+    struct ps_store *s;
+    MDB_txn *txn;
+    MDB_val k = ps__val(PS_META_BUCKET_LEN, strlen(PS_META_BUCKET_LEN)), v;
+    int rc;
+
+    rc = ps_store_file_check(dir, NULL, errmsg);
+    if (rc == RT_ENOTFOUND) {
+        rt_errmsg_printf(errmsg, "%s holds no data.mdb", dir);
+        return rc;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        rt_errmsg_printf(errmsg, "out of memory");
+        return RT_ENOMEM;
+    }
+    rc = mdb_env_create(&s->env);
+    if (rc != 0) {
+        goto err_after_alloc;
+    }
+    /* Map size 0: the size the environment was last given. */
+    if ((rc = mdb_env_set_maxdbs(s->env, 4)) != 0 ||
+        (rc = mdb_env_open(s->env, dir, MDB_RDONLY | MDB_NOTLS, 0644)) != 0) {
+        goto err_after_create;
+    }
+    s->max_key = (size_t)mdb_env_get_maxkeysize(s->env);
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        goto err_after_create;
+    }
+    if ((rc = mdb_dbi_open(txn, "data", 0, &s->data)) != 0 ||
+        (rc = mdb_dbi_open(txn, "meta", 0, &s->meta)) != 0) {
+        mdb_txn_abort(txn);
+        goto err_after_create;
+    }
+    rc = mdb_dbi_open(txn, "repl", 0, &s->repl);
+    if (rc == MDB_NOTFOUND) {
+        /* A directory from before replication: every range is at LSN 0.
+         * The main DB holds only DB names, never an "rs" key, so reading
+         * replica states from it finds none. */
+        rc = mdb_dbi_open(txn, NULL, 0, &s->repl);
+    }
+    if (rc == 0) {
+        rc = mdb_get(txn, s->meta, &k, &v);
+        if (rc == 0 && v.mv_size == 4) {
+            s->blen = rt_get_u32le(v.mv_data);
+        } else if (rc == MDB_NOTFOUND) {
+            s->blen = s->max_key - 1; /* never held a long key */
+            rc = 0;
+        } else if (rc == 0) {
+            rc = MDB_CORRUPTED;
+        }
+    }
+    /* Committed, not aborted: DB handles opened in an aborted transaction
+     * are closed with it, even in a read-only one. */
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        goto err_after_create;
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        goto err_after_create;
+    }
+    *out = s;
+    return 0;
+
+err_after_create:
+    mdb_env_close(s->env);
+err_after_alloc:
+    free(s);
+    rt_errmsg_printf(errmsg, "lmdb open %s read-only: %s", dir,
+                     mdb_strerror(rc));
+    return rt_lmdb_err(rc);
+}
+
 void ps_store_close(struct ps_store *s)
 {
     if (!s) {

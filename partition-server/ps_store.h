@@ -195,6 +195,13 @@ int ps_store_open(const char *dir,
                   size_t map_size,
                   struct ps_store **out,
                   char *errmsg);
+/* Opens the existing environment in @dir read-only (MDB_RDONLY), for
+ * inspection tools: nothing is created, migrated or written, and only the
+ * read functions may be used. LMDB readers are safe next to a running
+ * writer, so this works on a live directory too (each read sees one
+ * committed snapshot). On 0, *out belongs to the caller (ps_store_close).
+ * Errors, with @errmsg: RT_ENOTFOUND (no data.mdb), RT_ECORRUPT, RT_EIO. */
+int ps_store_open_ro(const char *dir, struct ps_store **out, char *errmsg);
 /* Closes the environment; no transaction may be running. NULL is ignored. */
 void ps_store_close(struct ps_store *s);
 /* Longest storage key LMDB accepts (511 with the stock build). */

@@ -552,6 +552,41 @@ static void test_persist_reopen(void **state)
     rt_buf_free(&props);
 }
 
+/* A read-only open (inspection tools) reads what a writer left and
+ * changes nothing: no data.mdb is refused, not created. */
+static void test_open_read_only(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    char empty[64];
+    struct rt_buf blob = RT_BUF_INIT;
+    struct ps_store *ro = NULL;
+    struct ps_rstate rs;
+    uint64_t sid;
+
+    put(f->s, 3, "k", "v");
+    assert_int_equal(ps_store_meta_save(f->s, 7, "r", 1), 0);
+    ps_store_close(f->s);
+    f->s = NULL;
+
+    assert_int_equal(ps_store_open_ro(f->dir, &ro, errmsg), 0);
+    assert_true(exists(ro, 3, "k", "v"));
+    assert_int_equal(ps_store_meta_load(ro, &sid, &blob), 0);
+    assert_int_equal(sid, 7);
+    assert_int_equal(blob.len, 1);
+    assert_int_equal(ps_store_repl_get(ro, 99, &rs), RT_ENOTFOUND);
+    rt_buf_free(&blob);
+    ps_store_close(ro);
+
+    assert_int_equal(th_dir_create("test_ps_store_ro", empty, sizeof(empty)),
+                     0);
+    assert_int_equal(ps_store_open_ro(empty, &ro, errmsg), RT_ENOTFOUND);
+    assert_non_null(strstr(errmsg, "no data.mdb"));
+    th_dir_remove(empty);
+
+    assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+}
+
 /* Dropping a table removes all its keys, chunk by chunk, and nothing of
  * its neighbours; an unfinished drop is remembered. */
 static void test_drop_table(void **state)
@@ -1859,6 +1894,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_range_bounds, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_persist_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_read_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incarnation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drop_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_limits, setup, teardown),
