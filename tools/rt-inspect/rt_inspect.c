@@ -14,6 +14,9 @@
  * every replica because secondaries store their primary's values as
  * given.
  *
+ * --json adds the assignment's primary and ISR as the server last saw
+ * them.
+ *
  * The directory is opened read-only (ps_store_open_ro): nothing is ever
  * written. A directory some process holds open (a running server: it
  * keeps a shared lock on lock.mdb's first byte) is refused with exit 3,
@@ -138,7 +141,9 @@ static const char *ri_role(const struct ri_range *r, uint64_t server_id)
         return ri_role_name(r->rs.role);
     }
     if (r->d->n_replicas == 0) {
-        return "primary";
+        /* RF 1; a record saved before primaries were persisted has 0. */
+        return r->d->server_id == 0 || r->d->server_id == server_id ? "primary"
+                                                                    : "none";
     }
     for (size_t i = 0; i < r->d->n_replicas; i++) {
         if (r->d->replicas[i]->server_id == server_id) {
@@ -244,7 +249,7 @@ static void ri_print_json(const char *dir,
     for (size_t i = 0; i < n; i++) {
         const struct ri_range *r = &v[i];
         const char *high = ps_range_pb_high(r->d);
-        json_t *o = json_object();
+        json_t *o = json_object(), *isr;
         char dig[16];
 
         json_object_set_new(o, "id", json_integer((json_int_t)r->d->id));
@@ -254,6 +259,13 @@ static void ri_print_json(const char *dir,
         json_object_set_new(o, "high", high ? json_string(high) : json_null());
         json_object_set_new(o, "role", json_string(r->role));
         json_object_set_new(o, "epoch", json_integer((json_int_t)r->d->epoch));
+        json_object_set_new(o, "primary",
+                            json_integer((json_int_t)r->d->server_id));
+        isr = json_array();
+        for (size_t k = 0; k < r->d->n_isr; k++) {
+            json_array_append_new(isr, json_integer((json_int_t)r->d->isr[k]));
+        }
+        json_object_set_new(o, "isr", isr);
         json_object_set_new(o, "state_record", json_boolean(r->has_rs));
         json_object_set_new(o, "state",
                             json_string(ri_state_name(r->rs.state)));
