@@ -10,7 +10,7 @@ UndefinedBehaviorSanitizer / LeakSanitizer report in their stderr.
 Binaries come from $RT_BUILD_DIR (set by ctest to the CMake binary dir;
 default: build/sanitize, then build/release, under the repository):
   master/rt-master, partition-server/rt-partition-server,
-  frontend/rt-frontend, tools/rtctl.
+  frontend/rt-frontend, tools/rtctl (and tools/rt-inspect for inspect()).
 
 Environment knobs: RT_LOG_LEVEL (passed as --log-level, default info),
 RT_START_TIMEOUT (seconds, default 30).
@@ -24,6 +24,8 @@ azure.data.tables (Debian python3-azure) lazily.
         c.restart()                       # same data dirs and ports
         c.master_status()["servers"]
         c.rtctl("status", "--json")
+    c.stop(); c.inspect("ps1")            # rt-inspect --json of a stopped server
+    Cluster(tmp_path, replication_factor=3)  # master --replication-factor 3
     c.check_sanitizers()
 """
 
@@ -153,7 +155,10 @@ class Proc:
             return ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--http", "127.0.0.1:%d" % fp.get("http", 0),
                     "--data", os.path.join(c.workdir, "master"),
-                    "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)]
+                    "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)
+                    ] + (["--replication-factor",
+                          str(c.replication_factor)]
+                         if c.replication_factor != 1 else [])
         if self.kind == "ps":
             args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--master", c.ps_master.get(self.name,
@@ -240,13 +245,16 @@ class Cluster:
 
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
                  heartbeat_timeout_ms=3000, start_timeout=None,
-                 extra_args=None):
+                 extra_args=None, replication_factor=1):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
         self.n_ps = n_ps
         self.log_level = log_level or os.environ.get("RT_LOG_LEVEL", "info")
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        # Copies of each new range (the master's --replication-factor);
+        # 1 leaves the master's command line as it always was.
+        self.replication_factor = int(replication_factor)
         # {"master"|"ps"|"frontend": [flags...]} appended to that kind's
         # command line, e.g. {"master": ["--delete-grace-ms", "2000"]}.
         self.extra_args = dict(extra_args or {})
@@ -469,6 +477,27 @@ class Cluster:
                                % (" ".join(argv), r.returncode, r.stdout,
                                   r.stderr))
         return r
+
+    def inspect(self, name, *args, check=True, timeout=60):
+        """Runs tools/rt-inspect --json on partition server @name's data
+        directory (stop the server first: rt-inspect refuses a directory
+        in use). Returns the decoded document (with check) or the
+        CompletedProcess (check=False)."""
+        binary = os.path.join(self.build_dir, "tools", "rt-inspect")
+        argv = [binary, "--json"] + list(args) + [
+            os.path.join(self.workdir, name)]
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=timeout, env=self.env)
+        if r.stderr:
+            with open(os.path.join(self.logdir, "rtctl.stderr"), "a") as f:
+                f.write("# %s\n%s" % (" ".join(argv), r.stderr))
+        if not check:
+            return r
+        if r.returncode != 0:
+            raise ClusterError("%s -> exit %d\nstdout:\n%s\nstderr:\n%s"
+                               % (" ".join(argv), r.returncode, r.stdout,
+                                  r.stderr))
+        return json.loads(r.stdout)
 
     def table_service_client(self, key=None, **kw):
         """azure.data.tables.TableServiceClient for this cluster (@key
