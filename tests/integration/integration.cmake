@@ -32,6 +32,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_balance        load balancing: policy split/move of a hot range,
 #                       rtctl split/move/merge/drain under load, SIGKILL
 #                       mid-move, master restarts, a stale front end
+#   test_replication    RF 3 on 3 servers: every kind of write reaches all
+#                       three copies (rt-inspect digests and LSNs), rtctl
+#                       shows replicas and ISR; SIGKILL of the primary and
+#                       of a secondary mid-stream (writes stall, never a
+#                       2xx the ISR lacks), restart and catch-up
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -44,6 +49,7 @@ set(RT_INTEGRATION_TESTS
   test_sas_acl_cors
   test_malformed
   test_balance
+  test_replication
 )
 
 function(rt_integration_test t)
