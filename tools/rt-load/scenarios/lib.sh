@@ -5,6 +5,8 @@
 #   RT_BUILD_DIR   build tree with master/, partition-server/, frontend/,
 #                  tools/ (default: build/release, built if missing)
 #   RT_LOG_LEVEL   daemons' --log-level (default warn)
+#   RT_MASTER_ARGS more rt-master flags, split on spaces (e.g.
+#                  "--replication-factor 3"; default none)
 #
 # After rt_cluster_start N_PS DIR: RT_ENDPOINT (http://127.0.0.1:PORT/
 # devstoreaccount1), RT_MASTER_HTTP (127.0.0.1:PORT), RT_FE_PID, RT_PS_PIDS,
@@ -80,7 +82,8 @@ rt_cluster_start() {
     mkdir -p "$dir/run" "$dir/logs"
     "$RT_BUILD_DIR/master/rt-master" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
         --data "$dir/master" --port-file "$dir/run/master.ports" \
-        --log-level "$RT_LOG_LEVEL" >"$dir/logs/master.log" 2>&1 </dev/null &
+        --log-level "$RT_LOG_LEVEL" ${RT_MASTER_ARGS:-} \
+        >"$dir/logs/master.log" 2>&1 </dev/null &
     RT_MASTER_PID=$!
     RT_PIDS+=("$RT_MASTER_PID")
     mport=$(rt_port "$dir/run/master.ports" rpc) || rt_die "master did not start ($dir/logs/master.log)"
