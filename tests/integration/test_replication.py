@@ -373,6 +373,10 @@ def test_steady_writes_reach_every_replica(cluster, tables):
     errors = [o for o in load.ops() if o[3] != 200]
     assert not errors, "writes failed without a fault: %r" % errors[:10]
     check_reads(cluster, load)
+    # rt-inspect refuses a directory a running server holds (exit 3).
+    r = cluster.inspect(cluster.pss[0].name, check=False)
+    assert r.returncode == 3 and "in use" in r.stderr, (r.returncode,
+                                                        r.stderr)
     figs = check_replicas(cluster)
     assert all(f[1] > 0 for f in figs.values()), figs
     check_reads(cluster, load)
