@@ -36,7 +36,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       three copies (rt-inspect digests and LSNs), rtctl
 #                       shows replicas and ISR; SIGKILL of the primary and
 #                       of a secondary mid-stream (writes stall, never a
-#                       2xx the ISR lacks), restart and catch-up
+#                       2xx the ISR lacks), restart and catch-up; xfail
+#                       when a restarted primary is ahead (no catch-up yet)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
