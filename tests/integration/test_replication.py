@@ -14,8 +14,8 @@ record what was acknowledged. Each phase gets a fresh cluster:
     --json` lists three replicas and an ISR of three for each range;
   - the primary of one table is SIGKILLed while writers run and restarted
     on its data directory: (a) and (b) still hold. When the kill lands
-    between a group's local commit and its shipping, the restarted
-    primary is ahead of its secondaries and, until the catch-up of design
+    after the primary committed groups its secondaries had not applied,
+    the restarted primary is ahead of them and, until the catch-up of design
     §8.1 exists, the range's writes stall: the test then reports xfail
     with the LSNs rather than pass or fail;
   - a secondary is SIGKILLed while writers run. There is no ISR shrink or
@@ -439,12 +439,12 @@ def test_primary_sigkill_and_restart(cluster, tables):
     sys.stderr.write("primary %s killed: writes answered %r\n"
                      % (victim, load.summary()))
     if not resumed:
-        # The kill can fall between the primary's commit of a group and
-        # its REPL_APPEND: the restarted primary then starts one group
-        # ahead of its secondaries with the group no longer in memory, and
+        # The kill can fall after the primary committed groups its
+        # secondaries have not applied yet: the restarted primary then
+        # starts ahead of them with those groups no longer in memory, and
         # only the catch-up of design §8.1 (not built yet) can bring them
-        # level, so its writes never complete. Known gap: reported, not
-        # hidden. Anything else is a failure.
+        # level, so the range's writes never complete. Known gap: reported,
+        # not hidden. Anything else is a failure.
         ahead = primary_ahead(cluster)
         if ahead:
             pytest.xfail("restarted primary ahead of its secondaries, no "
