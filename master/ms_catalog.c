@@ -1491,6 +1491,91 @@ err_after_build:
     return err;
 }
 
+void ms_range_to_repl_conf(const struct ms_range *r, struct rt_repl_conf *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->range_id = r->id;
+    c->epoch = r->epoch;
+    c->primary_id = r->server_id;
+    c->primary_epoch = r->primary_epoch;
+    c->n_members = r->nreplicas;
+    for (size_t i = 0; i < r->nreplicas && i < RT_REPL_MAX_REPLICAS; i++) {
+        c->members[i].server_id = r->replicas[i].server_id;
+        c->members[i].role = (enum rt_repl_role)r->replicas[i].role;
+    }
+    c->n_isr = r->nisr;
+    memcpy(c->isr, r->isr, r->nisr * sizeof(r->isr[0]));
+    c->rf = r->rf;
+    c->min_insync = r->min_insync;
+    c->seal_epoch = r->seal_epoch;
+    c->seal_kind = (enum rt_repl_seal_kind)r->seal_kind;
+    c->seal_to = r->seal_to;
+}
+
+int ms_catalog_range_apply_repl(struct ms_catalog *cat,
+                                const struct rt_repl_conf *c,
+                                uint64_t guard_epoch,
+                                uint64_t guard_seal_epoch)
+{
+    const struct ms_range *r = ms_catalog_range_find(cat, c->range_id);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range_put p;
+    struct ms_range *nr;
+    MDB_txn *txn;
+    int rc, err;
+
+    if (!r) {
+        return RT_ENOTFOUND;
+    }
+    if (r->epoch != guard_epoch || r->seal_epoch != guard_seal_epoch) {
+        return RT_ESTALE;
+    }
+    if (c->epoch < r->epoch || c->n_members == 0 ||
+        c->n_members > MS_REPLICAS_MAX || c->n_isr > MS_REPLICAS_MAX) {
+        return RT_EINVAL;
+    }
+    p.id = r->id;
+    p.table_id = r->table_id;
+    p.low = r->low;
+    p.high = r->high;
+    p.high_inf = r->high_inf;
+    p.server_id = c->primary_id;
+    p.epoch = c->epoch;
+    nr = ms__range_new(&p, r->id);
+    nr->nreplicas = c->n_members;
+    for (size_t i = 0; i < c->n_members; i++) {
+        nr->replicas[i].server_id = c->members[i].server_id;
+        nr->replicas[i].role = (Rt__ReplRole)c->members[i].role;
+    }
+    nr->nisr = c->n_isr;
+    memcpy(nr->isr, c->isr, c->n_isr * sizeof(c->isr[0]));
+    nr->primary_epoch = c->primary_epoch;
+    nr->rf = c->rf;
+    nr->min_insync = c->min_insync;
+    nr->seal_epoch = c->seal_epoch;
+    nr->seal_kind = c->seal_kind;
+    nr->seal_to = c->seal_to;
+    if (!ms_range_replicas_valid(nr) ||
+        (nr->seal_epoch != 0 && nr->seal_epoch <= nr->epoch)) {
+        ms__range_free(nr);
+        return RT_EINVAL;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__range_free(nr);
+        return ms__catalog_err(rc);
+    }
+    rc = ms__put_range(txn, cat, nr);
+    err = ms__txn_finish(cat, txn, rc, &ctr, "apply replication change");
+    if (err) {
+        ms__range_free(nr);
+        return err;
+    }
+    ms__mirror_put_range(cat, nr);
+    return 0;
+}
+
 int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t want_id,
                                const char *addr,

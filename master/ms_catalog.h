@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "rt.pb-c.h"
+#include "rt_repl_ev.h"
 
 #define MS_TABLE_NAME_MAX 63
 #define MS_ACCOUNT_MAX 255
@@ -138,6 +139,10 @@ void ms_range_to_pb(const struct ms_range *r, Rt__Range *out);
  * server twice in either list, primary_epoch <= epoch, 1 <= min_insync <=
  * rf. Pure. */
 bool ms_range_replicas_valid(const struct ms_range *r);
+
+/* @r's replication configuration as the replica cores see it (roles and
+ * seal kind as in rt.proto). Pure. */
+void ms_range_to_repl_conf(const struct ms_range *r, struct rt_repl_conf *c);
 
 /* True when @r's replica set names @server_id (any role). Pure. */
 bool ms_range_names(const struct ms_range *r, uint64_t server_id);
@@ -302,6 +307,22 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
                              const uint64_t *dels,
                              size_t ndel,
                              uint64_t *new_ids);
+
+/* Replaces range @c->range_id's replication configuration (primary,
+ * epoch, primary_epoch, replicas, isr, rf, min_insync, seal intent) with
+ * @c, in one durable transaction that raises the map version, only if
+ * the stored range still has epoch @guard_epoch and seal_epoch
+ * @guard_seal_epoch: the compare-and-set under every ms_rcore proposal
+ * (docs/DESIGN-replication.md §2.4). Id, table and bounds are kept.
+ * @c is borrowed. Errors: RT_ENOTFOUND (no such range: e.g. its table was
+ * deleted meanwhile; nothing is written, so a failover never brings a
+ * deleted range back), RT_ESTALE (the guard does not match), RT_EINVAL
+ * (@c is not a valid replica set, or lowers the epoch), RT_EIO,
+ * RT_ENOSPACE. */
+int ms_catalog_range_apply_repl(struct ms_catalog *cat,
+                                const struct rt_repl_conf *c,
+                                uint64_t guard_epoch,
+                                uint64_t guard_seal_epoch);
 
 /* Records a partition server. @want_id 0 assigns a fresh id; otherwise the
  * id is kept (recorded if unknown, e.g. after the master's data was lost,

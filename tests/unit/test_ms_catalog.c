@@ -749,6 +749,84 @@ static void test_replicated_stays(void **state)
     ms_table_drop_free(&drop);
 }
 
+/* A replication change commits only under its guard (epoch, seal_epoch):
+ * the seal intent, then the failover to a secondary; a stale guard, an
+ * invalid set or a deleted range write nothing, and the change survives a
+ * reopen. */
+static void test_range_apply_repl(void **state)
+{
+    struct th_ms_cat *f = *state;
+    const uint64_t servers[3] = {1, 2, 3};
+    const struct ms_replica_spec rs = {servers, 3, 3, 2};
+    const struct ms_table *t;
+    const struct ms_range *r;
+    struct rt_repl_conf c, bad;
+    uint64_t rid, v0;
+
+    assert_int_equal(
+        ms_catalog_create_table_rs(f->cat, "acct", "fail", &rs, &t, &r), 0);
+    rid = r->id;
+    ms_range_to_repl_conf(r, &c);
+    assert_int_equal(c.primary_id, 1);
+    assert_int_equal(c.n_members, 3);
+    assert_int_equal(c.members[1].role, RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(c.n_isr, 3);
+    v0 = ms_catalog_map_version(f->cat);
+
+    /* The intent: seal_epoch 2 at epoch 1. */
+    c.seal_epoch = 2;
+    c.seal_kind = RT_REPL_SEAL_FAILOVER;
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &c, 1, 0), 0);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0 + 1);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_int_equal(r->seal_epoch, 2);
+    assert_int_equal(r->epoch, 1);
+    /* The same guard again is stale now. */
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &c, 1, 0), RT_ESTALE);
+
+    /* Server 2 takes over at epoch 2; 1 stays a secondary outside the
+     * ISR. */
+    c.epoch = 2;
+    c.primary_id = 2;
+    c.primary_epoch = 2;
+    c.members[0].role = RT_REPL_ROLE_SECONDARY;
+    c.members[1].role = RT_REPL_ROLE_PRIMARY;
+    c.isr[0] = 2;
+    c.isr[1] = 3;
+    c.n_isr = 2;
+    c.seal_epoch = 0;
+    c.seal_kind = RT_REPL_SEAL_NONE;
+    bad = c;
+    bad.primary_id = 3; /* not the PRIMARY member */
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &bad, 1, 2),
+                     RT_EINVAL);
+    bad = c;
+    bad.epoch = 0;
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &bad, 1, 2),
+                     RT_EINVAL);
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &c, 1, 1), RT_ESTALE);
+    assert_int_equal(ms_catalog_map_version(f->cat), v0 + 1);
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &c, 1, 2), 0);
+
+    th_ms_cat_reopen(f);
+    r = ms_catalog_range_find(f->cat, rid);
+    assert_non_null(r);
+    assert_int_equal(r->server_id, 2);
+    assert_int_equal(r->epoch, 2);
+    assert_int_equal(r->primary_epoch, 2);
+    assert_int_equal(r->seal_epoch, 0);
+    assert_int_equal(r->nisr, 2);
+    assert_int_equal(r->isr[0], 2);
+    assert_int_equal(r->replicas[0].role, RT__REPL_ROLE__ROLE_SECONDARY);
+    assert_true(ms_range_replicas_valid(r));
+
+    /* A deleted table's range is never written back. */
+    assert_int_equal(ms_catalog_delete_table(f->cat, "acct", "fail", NULL), 0);
+    assert_int_equal(ms_catalog_range_apply_repl(f->cat, &c, 2, 0),
+                     RT_ENOTFOUND);
+    assert_int_equal(ms_catalog_nranges(f->cat), 0);
+}
+
 /* The invariants themselves: one primary equal to server_id, the ISR holds
  * it and no learner, nobody twice. */
 static void test_range_replicas_valid(void **state)
@@ -950,6 +1028,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_replicated_invalid, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_range_apply_repl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replicated_stays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_master_term, setup, teardown),
