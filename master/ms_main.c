@@ -65,6 +65,7 @@ int main(int argc, char **argv)
     long merge_eps = 0, merge_sustain = 0, merge_max_mb = 0;
     long merge_after_split = 0, load_tau = 0, events_max = 0;
     long rf = 0, min_insync = 0;
+    long failover_after = 0, reconnect_grace = 0, seal_wait = 0, lease = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -84,6 +85,19 @@ int main(int argc, char **argv)
          "in-sync copies a range's writes need, and live servers a table "
          "creation needs; at most --replication-factor (default: "
          "min(2, RF))"},
+        {"failover-after-ms", RT_OPT_INT, &failover_after, "1500",
+         "a replicated range's primary silent this long (no heartbeat) is "
+         "suspected and its range fails over"},
+        {"reconnect-grace-ms", RT_OPT_INT, &reconnect_grace, "300",
+         "... or this long after its connection closed without a "
+         "heartbeat since"},
+        {"seal-wait-ms", RT_OPT_INT, &seal_wait, "200",
+         "after the first sealed secondary answered, wait this long for "
+         "the others before choosing the new primary"},
+        {"lease-ms", RT_OPT_INT, &lease, "1500",
+         "the partition servers' --lease-ms (must match): a secondary "
+         "refuses a seal this long after its last append, and no server "
+         "is suspected before failover-after + lease after a start"},
         {"policy", RT_OPT_STR, &policy, "default",
          "load-balancing policy: default | none (never splits, merges or "
          "moves by itself; rtctl still can)"},
@@ -175,6 +189,15 @@ int main(int argc, char **argv)
     if (min_insync == 0) {
         min_insync = rf < 2 ? rf : 2;
     }
+    if (failover_after <= 0 || failover_after > 3600 * 1000 ||
+        reconnect_grace <= 0 || reconnect_grace > 3600 * 1000 ||
+        seal_wait <= 0 || seal_wait > 3600 * 1000 || lease <= 0 ||
+        lease > 3600 * 1000) {
+        fprintf(stderr,
+                "rt-master: --failover-after-ms, --reconnect-grace-ms, "
+                "--seal-wait-ms and --lease-ms must be 1..3600000\n");
+        goto bad_flags;
+    }
     if (min_insync < 1 || min_insync > rf) {
         fprintf(stderr,
                 "rt-master: --min-insync %ld: must be 1..%ld (at most "
@@ -234,6 +257,10 @@ int main(int argc, char **argv)
     cfg.events_cap = (size_t)events_max;
     cfg.replication_factor = (uint32_t)rf;
     cfg.min_insync = (uint32_t)min_insync;
+    cfg.failover_after_ms = (uint64_t)failover_after;
+    cfg.reconnect_grace_ms = (uint64_t)reconnect_grace;
+    cfg.seal_wait_ms = (uint64_t)seal_wait;
+    cfg.lease_ms = (uint64_t)lease;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

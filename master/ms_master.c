@@ -18,6 +18,7 @@
 #include "ms_events.h"
 #include "ms_load.h"
 #include "ms_policy.h"
+#include "ms_repl.h"
 #include "ms_rpc.h"
 #include "ms_status.h"
 #include "rt_alloc.h"
@@ -47,6 +48,7 @@ struct ms_master
     struct ms_balance bal;
     bool bal_open; /* bal initialised (ms_balance_fini() due) */
     struct ms_rpc rpc;
+    struct ms_repl *repl; /* failover of replicated ranges */
 
     struct ms_status *status; /* borrowed, may be NULL */
     uint64_t snapshot_ms;     /* when the status was last published */
@@ -61,7 +63,7 @@ static void ms__status_refresh(struct ms_master *m)
     if (!m->status) {
         return;
     }
-    ms_status_build(&m->cl, &m->bal, &json, &metrics);
+    ms_status_build(&m->cl, &m->bal, m->repl, &json, &metrics);
     ms_status_publish(m->status, json, metrics);
 }
 
@@ -219,6 +221,23 @@ int ms_master_start(uv_loop_t *loop,
         ms_master_destroy(m);
         return rc;
     }
+    {
+        struct ms_repl_config rcfg = {
+            .failover_after_ms = m->cfg.failover_after_ms,
+            .reconnect_grace_ms = m->cfg.reconnect_grace_ms,
+            .seal_wait_ms = m->cfg.seal_wait_ms,
+            .lease_ms = m->cfg.lease_ms,
+            .resend_ms = m->cfg.repl_resend_ms,
+        };
+        /* Loads every replicated range; a seal intent found in the
+         * catalog resumes its failover (SEALs go out once the servers
+         * are connected again). Requests reach the handlers only once
+         * the loop runs, so m->rpc.repl is set in time. The defaults
+         * replace every zero, so ms_rcore accepts the timings. */
+        rc = ms_repl_create(loop, &m->cl, m->events, &rcfg, &m->repl);
+        RT_PRE(rc == 0);
+        m->rpc.repl = m->repl;
+    }
     uv_timer_init(loop, &m->tick);
     m->tick.data = m;
     m->tick_open = true;
@@ -277,6 +296,7 @@ void ms_master_stop(struct ms_master *m)
         uv_close((uv_handle_t *)&m->tick, NULL);
         m->tick_open = false;
     }
+    ms_repl_stop(m->repl);
     if (m->admin) {
         /* Queued operator requests get 503; those in flight are answered
          * when their calls complete (RT_ECANCELED) below. */
@@ -299,6 +319,7 @@ void ms_master_destroy(struct ms_master *m)
     if (m->bal_open) {
         ms_balance_fini(&m->bal);
     }
+    ms_repl_destroy(m->repl);
     ms_cluster_fini(&m->cl);
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);

@@ -49,6 +49,12 @@ struct ms_master_config
     uint32_t replication_factor; /* copies of a new table's range,
                                   * 1..MS_REPLICAS_MAX; 0 = 1 */
     uint32_t min_insync;         /* 1..replication_factor; 0 = min(2, RF) */
+    /* Failover of replicated ranges (ms_repl.h; 0 = the default). */
+    uint64_t failover_after_ms;  /* 1500 */
+    uint64_t reconnect_grace_ms; /* 300 */
+    uint64_t seal_wait_ms;       /* 200 */
+    uint64_t lease_ms;           /* 1500: the partition servers' lease */
+    uint64_t repl_resend_ms;     /* SEAL / ASSIGN resend period: 250 */
 };
 
 /* Opens the catalog and the event log, starts listening and the liveness

@@ -645,6 +645,18 @@ int ms_rcore_load(struct ms_rcore *m,
     return 0;
 }
 
+int ms_rcore_forget(struct ms_rcore *m, uint64_t range_id)
+{
+    for (size_t i = 0; i < m->n_ranges; i++) {
+        if (m->ranges[i]->conf.range_id == range_id) {
+            free(m->ranges[i]);
+            m->ranges[i] = m->ranges[--m->n_ranges];
+            return 0;
+        }
+    }
+    return RT_ENOTFOUND;
+}
+
 int ms_rcore_add_learner(struct ms_rcore *m,
                          uint64_t range_id,
                          uint64_t target,

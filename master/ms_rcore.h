@@ -132,6 +132,12 @@ int ms_rcore_load(struct ms_rcore *m,
                   uint64_t now_ms,
                   struct rt_repl_actions *out);
 
+/* Forgets range @range_id (its table was deleted): whatever was in flight
+ * for it is dropped, and later answers about it are ignored. A proposal
+ * of it still waiting for its COMMITTED gets RT_EINVAL from that step.
+ * Errors: RT_ENOTFOUND. */
+int ms_rcore_forget(struct ms_rcore *m, uint64_t range_id);
+
 /* STABLE -> (proposal) -> ADDING: add server @target as a LEARNER of
  * @range_id. Errors: RT_ENOTFOUND (range), RT_EBUSY (operation in
  * flight), RT_EEXIST (already a member), RT_EINVAL (rf would be exceeded

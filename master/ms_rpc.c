@@ -26,6 +26,7 @@
 #include "ms_balance.h"
 #include "ms_catalog.h"
 #include "ms_cluster.h"
+#include "ms_repl.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
@@ -48,6 +49,15 @@ void ms_rpc_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
         return;
     }
     if (p) {
+        if (p->server_id) {
+            const struct ms_server *s =
+                ms_cluster_server_find(rpc->cl, p->server_id);
+            /* Only the server's current connection says it is gone (the
+             * newest connection of an id wins). */
+            if (s && s->conn == conn && rpc->repl) {
+                ms_repl_conn_down(rpc->repl, s->id);
+            }
+        }
         ms_cluster_peer_gone(rpc->cl, p);
     }
 }
@@ -236,6 +246,7 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     s = ms_cluster_server_get(q->rpc->cl, sid);
     ms_cluster_server_attach(q->rpc->cl, s, q->peer);
     came_up = ms_cluster_server_alive(q->rpc->cl, s);
+    ms_repl_heard(q->rpc->repl, sid, NULL);
     /* Its reply below lists its ranges: that settles aborted moves. */
     ms_balance_on_register(q->rpc->bal, s);
     if (came_up) {
@@ -285,6 +296,9 @@ static void ms__h_heartbeat(const struct ms__req *q, void *arg)
     came_up = ms_cluster_server_alive(q->rpc->cl, s);
     /* The load model (ms_load.h) for the policy and the dashboard. */
     ms_balance_loads(q->rpc->bal, s, req);
+    /* Liveness for failover, and the answer to a new configuration by a
+     * primary that serves it. */
+    ms_repl_heard(q->rpc->repl, s->id, req);
     if (came_up) {
         rt_log(RT_LOG_INFO, "server %" PRIu64 " up again (heartbeat)", s->id);
         ms_balance_server_state(q->rpc->bal, s, "heartbeat");
@@ -293,6 +307,15 @@ static void ms__h_heartbeat(const struct ms__req *q, void *arg)
     if (came_up) {
         ms_cluster_assign_push_peers(q->rpc->cl, s->id);
     }
+}
+
+/* ISR_CHANGE from a range's primary (docs/DESIGN-replication.md §4): the
+ * sender is the server that speaks on this connection. */
+static void ms__h_isr_change(const struct ms__req *q, void *arg)
+{
+    const Rt__IsrChangeReq *req = arg;
+    ms_repl_isr_change(q->rpc->repl, q->peer->conn, q->id, q->peer->server_id,
+                       req);
 }
 
 /* ---- front ends: hello, map ---- */
@@ -432,6 +455,7 @@ static void ms__h_create(const struct ms__req *q, void *arg)
            ms_catalog_map_version(q->rpc->cl->cat));
     ms_balance_range_created(q->rpc->bal, r->id);
     ms_cluster_map_changed(q->rpc->cl, false);
+    ms_repl_sync(q->rpc->repl);
 
     op = rt_xcalloc(1, sizeof(*op));
     op->rpc = q->rpc;
@@ -476,6 +500,8 @@ static void ms__h_delete(const struct ms__req *q, void *arg)
            ms__str(req->account), ms__str(req->name), drop.table_id,
            drop.nservers, ms_catalog_map_version(q->rpc->cl->cat));
     ms_cluster_map_changed(q->rpc->cl, false);
+    /* A failover of its range in flight stops here. */
+    ms_repl_sync(q->rpc->repl);
     for (size_t i = 0; i < drop.nservers; i++) {
         Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
         d.table_id = drop.table_id;
@@ -635,6 +661,7 @@ static const struct ms__method
      ms__h_get_props},
     {RT__METHOD__SET_SERVICE_PROPS, &rt__service_props_req__descriptor,
      ms__h_set_props},
+    {RT__METHOD__ISR_CHANGE, &rt__isr_change_req__descriptor, ms__h_isr_change},
     {RT__METHOD__PING, NULL, ms__h_ping},
 };
 

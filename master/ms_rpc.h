@@ -5,8 +5,10 @@
  *
  * The handlers change the catalog and the cluster state (ms_cluster.h)
  * and tell the balancer (ms_balance.h) about registrations, heartbeats
- * and new ranges. The owner (ms_master.c) passes an ms_rpc as the user
- * data of rt_rpc_server_start() with these two callbacks.
+ * and new ranges, and the replication glue (ms_repl.h) about
+ * registrations, heartbeats, closed partition-server connections, tables
+ * created or deleted and ISR_CHANGE requests. The owner (ms_master.c) passes an
+ * ms_rpc as the user data of rt_rpc_server_start() with these two callbacks.
  *
  * Thread: loop thread only. Both pointers are borrowed. */
 #ifndef MS_RPC_H
@@ -19,11 +21,13 @@
 
 struct ms_balance;
 struct ms_cluster;
+struct ms_repl;
 
 struct ms_rpc
 {
     struct ms_cluster *cl;
     struct ms_balance *bal;
+    struct ms_repl *repl; /* failover of replicated ranges */
 };
 
 /* rt_rpc_request_cb: dispatches one request (@ud is a struct ms_rpc). */

@@ -13,6 +13,7 @@
 #include "ms_catalog.h"
 #include "ms_cluster.h"
 #include "ms_policy.h"
+#include "ms_repl.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
@@ -145,6 +146,7 @@ static json_t *ms__json_key(const char *s)
 
 static char *ms__build_json(struct ms_cluster *cl,
                             struct ms_balance *bal,
+                            struct ms_repl *repl,
                             const size_t *counts,
                             uint64_t now)
 {
@@ -264,6 +266,13 @@ static char *ms__build_json(struct ms_cluster *cl,
                                 json_boolean(r->nreplicas < r->rf));
             json_object_set_new(o, "zone_violation",
                                 json_boolean(ms__zone_violation(cl->cat, r)));
+            json_object_set_new(o, "seal_epoch", ms__json_u64(r->seal_epoch));
+        }
+        {
+            /* Where its failover machine stands (null: RF 1). */
+            const char *st = repl ? ms_repl_range_state(repl, r->id) : NULL;
+            json_object_set_new(o, "repl_state",
+                                st ? json_string(st) : json_null());
         }
         {
             const struct ms_load_range *l = ms_load_find(bal->load, r->id);
@@ -360,7 +369,51 @@ static void ms__metric1(struct rt_buf *b,
     rt_buf_printf(b, "%s %" PRIu64 "\n", name, value);
 }
 
-static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
+/* rt_master_failovers_total, rt_master_failover_seconds (histogram),
+ * rt_master_isr_changes_total{kind}. */
+static void ms__repl_metrics(struct rt_buf *b, struct ms_repl *repl)
+{
+    static const struct ms_repl_stats zero;
+    const struct ms_repl_stats *st = repl ? ms_repl_stats(repl) : &zero;
+    ms__metric1(b, "rt_master_failovers_total", "counter",
+                "Failovers of replicated ranges completed (the new primary "
+                "answered its assignment).",
+                st->failovers);
+    ms__metric1(b, "rt_master_failovers_cancelled_total", "counter",
+                "Failovers cancelled: the primary came back before any "
+                "seal was answered.",
+                st->cancels);
+    ms__metric(b, "rt_master_failover_seconds", "histogram",
+               "Time from the primary's suspicion to the new primary's "
+               "answer.");
+    for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
+        rt_buf_printf(
+            b, "rt_master_failover_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+            ms_repl_bucket_le[i], st->failover_le[i]);
+    }
+    rt_buf_printf(
+        b, "rt_master_failover_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+        st->failovers);
+    rt_buf_printf(b, "rt_master_failover_seconds_sum %.3f\n",
+                  st->failover_seconds_sum);
+    rt_buf_printf(b, "rt_master_failover_seconds_count %" PRIu64 "\n",
+                  st->failovers);
+    ms__metric(b, "rt_master_isr_changes_total", "counter",
+               "ISR changes committed, by kind.");
+    rt_buf_printf(b,
+                  "rt_master_isr_changes_total{kind=\"shrink\"} %" PRIu64 "\n",
+                  st->isr_shrinks);
+    rt_buf_printf(b, "rt_master_isr_changes_total{kind=\"grow\"} %" PRIu64 "\n",
+                  st->isr_grows);
+    ms__metric1(b, "rt_master_repl_ops_inflight", "gauge",
+                "Replicated ranges with a failover or ISR operation in "
+                "flight.",
+                st->inflight);
+}
+
+static char *ms__build_metrics(struct ms_cluster *cl,
+                               struct ms_balance *bal,
+                               struct ms_repl *repl)
 {
     struct rt_buf b = RT_BUF_INIT;
     size_t up = 0, down = 0, under = 0, len;
@@ -417,6 +470,7 @@ static char *ms__build_metrics(struct ms_cluster *cl, struct ms_balance *bal)
     ms__metric1(&b, "rt_master_events_total", "counter",
                 "Events recorded since this master started.",
                 bal->events ? ms_events_added(bal->events) : 0);
+    ms__repl_metrics(&b, repl);
     rt_buf_cstr(&b);
     out = (char *)rt_buf_steal(&b, &len);
     return out;
@@ -477,13 +531,14 @@ char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
 
 void ms_status_build(struct ms_cluster *cl,
                      struct ms_balance *bal,
+                     struct ms_repl *repl,
                      char **json,
                      char **metrics)
 {
     size_t *counts =
         rt_xcalloc(cl->servers.n ? cl->servers.n : 1, sizeof(*counts));
     ms_cluster_range_counts(cl, counts);
-    *json = ms__build_json(cl, bal, counts, rt_time_mono_ms());
-    *metrics = ms__build_metrics(cl, bal);
+    *json = ms__build_json(cl, bal, repl, counts, rt_time_mono_ms());
+    *metrics = ms__build_metrics(cl, bal, repl);
     free(counts);
 }

@@ -11,6 +11,7 @@
 
 struct ms_balance;
 struct ms_cluster;
+struct ms_repl;
 struct ms_status;
 
 enum ms_status_doc {
@@ -33,11 +34,13 @@ void ms_status_publish_doc(struct ms_status *st,
  * been published yet. */
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc);
 
-/* Builds both documents from the cluster state and the balancer (loop
- * thread; both borrowed). The shape of the JSON is in master/README.md
- * ("HTTP API"). Returns malloc'd strings. */
+/* Builds both documents from the cluster state, the balancer and the
+ * replication glue (loop thread; all borrowed; @repl may be NULL). The
+ * shape of the JSON is in master/README.md ("HTTP API"). Returns malloc'd
+ * strings. */
 void ms_status_build(struct ms_cluster *cl,
                      struct ms_balance *bal,
+                     struct ms_repl *repl,
                      char **json,
                      char **metrics);
 /* The load history document (master/README.md, GET /api/history). */

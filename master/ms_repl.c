@@ -1,0 +1,938 @@
+/* Replication glue of ms_repl.h. Every input becomes one ms_rcore step
+ * (ms__repl_step); its actions are carried out in order (ms__repl_apply)
+ * and what they produce for the core (a proposal's COMMITTED, a reload
+ * after a "stale" commit) is queued and stepped once the list is done.
+ *
+ * A failover's happy path, as the glue sees it: the primary's server goes
+ * silent (no heartbeat for failover_after_ms, or its connection closed for
+ * reconnect_grace_ms) -> the core proposes the intent -> catalog commit,
+ * MAP_UPDATE -> SEAL calls to the live ISR secondaries -> their SealResp
+ * (applied LSNs) -> the core proposes the new configuration -> catalog
+ * commit, MAP_UPDATE -> ASSIGN_RANGES to the new primary first, then the
+ * others -> the new primary's reply (or its heartbeat as PRIMARY at the
+ * new epoch) -> the `failover` event. Failure modes: a SEAL answered busy
+ * (retry_ms) is sent again after retry_ms; an unanswered or refused SEAL
+ * is resent every resend_ms; a failed commit (the catalog moved, or the
+ * table was deleted) drops the operation, and the range is reloaded from
+ * the catalog (or forgotten when it is gone). */
+#include "ms_repl.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_catalog.h"
+#include "ms_cluster.h"
+#include "ms_events.h"
+#include "ms_rcore.h"
+#include "rt_alloc.h"
+#include "rt_err.h"
+#include "rt_log.h"
+#include "rt_repl_ev.h"
+#include "rt_time.h"
+
+#define MS__REPL_DEF_FAILOVER_MS 1500
+#define MS__REPL_DEF_GRACE_MS 300
+#define MS__REPL_DEF_SEAL_WAIT_MS 200
+#define MS__REPL_DEF_LEASE_MS 1500
+#define MS__REPL_DEF_RESEND_MS 250
+#define MS__REPL_DEF_LEARNER_MS 30000
+#define MS__REPL_DEF_SEAL_TIMEOUT_MS 1000
+
+const double ms_repl_bucket_le[MS_REPL_NBUCKETS] = {0.5, 1,  2,  3,
+                                                    5,   10, 30, 60};
+
+/* One followed range's failover figures, for its event. */
+struct ms__repl_range
+{
+    uint64_t id;
+    uint64_t suspected_ms; /* the intent was proposed (0: no failover) */
+    uint64_t silent_ms;    /* the old primary's silence then */
+    uint64_t sealed_ms;    /* the new configuration was proposed */
+    uint64_t committed_ms; /* ... and committed */
+    uint64_t old_primary;
+    uint64_t chosen;
+    uint64_t chosen_lsn;
+    uint64_t lsn_server[RT_REPL_MAX_REPLICAS]; /* SEAL answers: who ... */
+    uint64_t lsn[RT_REPL_MAX_REPLICAS];        /* ... holds which LSN */
+    size_t n_lsn;
+};
+
+/* Something for the core once the current action list is done. */
+struct ms__repl_def
+{
+    bool reload;    /* reload range @id from the catalog */
+    uint64_t id;    /* COMMITTED: the proposal's io_id; reload: range id */
+    int32_t code;   /* COMMITTED: the commit's outcome */
+    uint64_t range; /* COMMITTED: its range */
+};
+
+/* The ISR_CHANGE request being handled (answered within its handler). */
+struct ms__repl_isr_req
+{
+    struct rt_rpc_conn *conn;
+    uint64_t id;
+    uint64_t from;
+    uint64_t range_id;
+    bool answered;
+};
+
+struct ms_repl
+{
+    uv_loop_t *loop;
+    struct ms_cluster *cl;     /* borrowed */
+    struct ms_events *events;  /* borrowed, may be NULL */
+    struct ms_repl_config cfg; /* defaults filled in */
+    struct ms_rcore *core;
+    uv_timer_t timer;
+    bool timer_open;
+    bool stopping;
+
+    struct ms__repl_range *ranges; /* followed ranges, unordered */
+    size_t n_ranges, cap_ranges;
+
+    struct ms__repl_def *defs; /* FIFO, drained by ms__repl_drain */
+    size_t n_defs, cap_defs;
+    bool draining;
+    bool dirty; /* the status changed: tell the cluster's owner */
+
+    struct ms__repl_isr_req *isr_req; /* NULL outside the handler */
+    struct ms_repl_stats stats;
+};
+
+/* One call to a partition server (SEAL or ASSIGN_RANGES) in flight. */
+struct ms__repl_call
+{
+    struct ms_repl *r;
+    uint64_t peer;
+    uint64_t range_id;
+    uint64_t epoch; /* SEAL: the new epoch; ASSIGN: the configuration's */
+};
+
+static void ms__repl_step(struct ms_repl *r, const struct rt_repl_event *ev);
+static void ms__repl_apply(struct ms_repl *r, const struct rt_repl_actions *a);
+static void ms__repl_drain(struct ms_repl *r);
+
+/* ---- followed ranges ---- */
+
+static struct ms__repl_range *ms__repl_range(struct ms_repl *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->n_ranges; i++) {
+        if (r->ranges[i].id == id) {
+            return &r->ranges[i];
+        }
+    }
+    return NULL;
+}
+
+static struct ms__repl_range *ms__repl_range_add(struct ms_repl *r, uint64_t id)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, id);
+    if (rr) {
+        return rr;
+    }
+    if (r->n_ranges == r->cap_ranges) {
+        r->cap_ranges = r->cap_ranges ? 2 * r->cap_ranges : 16;
+        r->ranges = rt_xrealloc(r->ranges, r->cap_ranges * sizeof(*r->ranges));
+    }
+    rr = &r->ranges[r->n_ranges++];
+    memset(rr, 0, sizeof(*rr));
+    rr->id = id;
+    return rr;
+}
+
+static void ms__repl_range_del(struct ms_repl *r, uint64_t id)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, id);
+    if (rr) {
+        *rr = r->ranges[--r->n_ranges];
+    }
+}
+
+/* A replicated range: more than one copy wanted or held. RF 1 ranges are
+ * left to the code paths they always had. */
+static bool ms__repl_wanted(const struct ms_range *rg)
+{
+    return rg->nreplicas > 1 || rg->rf > 1;
+}
+
+/* Loads (or reloads) @rg into the core. */
+static void ms__repl_load(struct ms_repl *r, const struct ms_range *rg)
+{
+    struct rt_repl_conf c;
+    struct rt_repl_actions a;
+    int rc;
+    ms_range_to_repl_conf(rg, &c);
+    rt_repl_actions_init(&a);
+    rc = ms_rcore_load(r->core, &c, rt_time_mono_ms(), &a);
+    if (rc) {
+        rt_log(RT_LOG_WARN,
+               "range %" PRIu64 ": replica set not followed (%s): no failover",
+               rg->id, rt_strerror(rc));
+    } else {
+        ms__repl_range_add(r, rg->id);
+        if (rg->seal_epoch) {
+            rt_log(RT_LOG_INFO,
+                   "range %" PRIu64 ": resuming the seal of epoch %" PRIu64
+                   " (primary %" PRIu64 ")",
+                   rg->id, rg->seal_epoch, rg->server_id);
+        }
+    }
+    ms__repl_apply(r, &a);
+    rt_repl_actions_close(&a);
+}
+
+void ms_repl_sync(struct ms_repl *r)
+{
+    struct ms_catalog *cat = r->cl->cat;
+    if (r->stopping) {
+        return;
+    }
+    /* Gone from the catalog (table deleted): forget, so that nothing in
+     * flight writes it back (the catalog refuses that too). */
+    for (size_t i = 0; i < r->n_ranges;) {
+        uint64_t id = r->ranges[i].id;
+        if (ms_catalog_range_find(cat, id)) {
+            i++;
+            continue;
+        }
+        ms_rcore_forget(r->core, id);
+        ms__repl_range_del(r, id);
+        rt_log(RT_LOG_INFO, "range %" PRIu64 ": deleted, no longer followed",
+               id);
+    }
+    for (size_t i = 0; i < ms_catalog_nranges(cat); i++) {
+        const struct ms_range *rg = ms_catalog_range_at(cat, i);
+        if (ms__repl_wanted(rg) && !ms__repl_range(r, rg->id)) {
+            ms__repl_load(r, rg);
+        }
+    }
+    ms__repl_drain(r);
+}
+
+/* ---- events and metrics ---- */
+
+static json_t *ms__repl_ev_new(struct ms_repl *r,
+                               const char *kind,
+                               uint64_t range_id)
+{
+    const struct ms_range *rg = ms_catalog_range_find(r->cl->cat, range_id);
+    json_t *e = json_object();
+    json_object_set_new(e, "kind", json_string(kind));
+    json_object_set_new(e, "range", json_integer((json_int_t)range_id));
+    if (rg) {
+        json_object_set_new(e, "table_id",
+                            json_integer((json_int_t)rg->table_id));
+        json_object_set_new(e, "server",
+                            json_integer((json_int_t)rg->server_id));
+        json_object_set_new(e, "epoch", json_integer((json_int_t)rg->epoch));
+    }
+    return e;
+}
+
+static void ms__repl_ev_add(struct ms_repl *r, json_t *e)
+{
+    if (r->events) {
+        ms_events_add(r->events, e);
+    } else {
+        json_decref(e);
+    }
+}
+
+static json_t *ms__repl_ids(const uint64_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(a, json_integer((json_int_t)ids[i]));
+    }
+    return a;
+}
+
+/* The failover is over: the new primary answered its assignment after
+ * @took_ms (from the suspicion). */
+static void ms__repl_failover_done(struct ms_repl *r,
+                                   struct ms__repl_range *rr,
+                                   uint64_t range_id,
+                                   uint64_t took_ms)
+{
+    json_t *e = ms__repl_ev_new(r, "failover", range_id);
+    double s = (double)took_ms / 1000.0;
+    uint64_t t0 = rr ? rr->suspected_ms : 0;
+    r->stats.failovers++;
+    r->stats.failover_seconds_sum += s;
+    for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
+        if (s <= ms_repl_bucket_le[i]) {
+            r->stats.failover_le[i]++;
+        }
+    }
+    json_object_set_new(e, "outcome", json_string("ok"));
+    if (rr && t0) {
+        json_object_set_new(e, "old_primary",
+                            json_integer((json_int_t)rr->old_primary));
+        json_object_set_new(e, "new_primary",
+                            json_integer((json_int_t)rr->chosen));
+        json_object_set_new(e, "chosen_lsn",
+                            json_integer((json_int_t)rr->chosen_lsn));
+        json_object_set_new(e, "suspected_ms",
+                            json_integer((json_int_t)rr->silent_ms));
+        json_object_set_new(
+            e, "sealed_ms",
+            json_integer((json_int_t)(rr->sealed_ms ? rr->sealed_ms - t0 : 0)));
+        json_object_set_new(
+            e, "committed_ms",
+            json_integer(
+                (json_int_t)(rr->committed_ms ? rr->committed_ms - t0 : 0)));
+    }
+    json_object_set_new(e, "duration_ms", json_integer((json_int_t)took_ms));
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": failover from server %" PRIu64 " to %" PRIu64
+           " done in %" PRIu64 " ms",
+           range_id, rr ? rr->old_primary : 0, rr ? rr->chosen : 0, took_ms);
+    ms__repl_ev_add(r, e);
+    if (rr) {
+        rr->suspected_ms = 0;
+    }
+}
+
+/* An EVENT action of the core. */
+static void ms__repl_event(struct ms_repl *r, const struct rt_repl_action *act)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, act->range_id);
+    const char *what = act->what ? act->what : "?";
+    json_t *e;
+
+    r->dirty = true;
+
+    if (strcmp(what, "failover") == 0) {
+        ms__repl_failover_done(r, rr, act->range_id, act->at_ms);
+        return;
+    }
+    if (strcmp(what, "isr_change") == 0) {
+        return; /* isr_shrink / isr_grow went out at the commit */
+    }
+    if (strcmp(what, "stale") == 0) {
+        /* The catalog moved under the core: start over from it. */
+        struct ms__repl_def d = {.reload = true, .id = act->range_id};
+        if (r->n_defs == r->cap_defs) {
+            r->cap_defs = r->cap_defs ? 2 * r->cap_defs : 8;
+            r->defs = rt_xrealloc(r->defs, r->cap_defs * sizeof(*r->defs));
+        }
+        r->defs[r->n_defs++] = d;
+    }
+    if (strcmp(what, "failover_cancelled") == 0) {
+        r->stats.cancels++;
+        e = ms__repl_ev_new(r, "failover", act->range_id);
+        json_object_set_new(e, "outcome", json_string("cancelled"));
+        json_object_set_new(
+            e, "reason",
+            json_string(
+                "the primary heartbeated before any seal was answered"));
+        if (rr) {
+            rr->suspected_ms = 0;
+        }
+    } else {
+        /* "seal", "stale", "assign_dropped", "learner_failed". */
+        char kind[48];
+        snprintf(kind, sizeof(kind), "repl_%s", what);
+        e = ms__repl_ev_new(r, kind, act->range_id);
+        if (act->code) {
+            json_object_set_new(e, "code", json_string(rt_err_name(act->code)));
+        }
+    }
+    json_object_set_new(e, "duration_ms", json_integer((json_int_t)act->at_ms));
+    rt_log(RT_LOG_INFO, "range %" PRIu64 ": %s (%s) after %" PRIu64 " ms",
+           act->range_id, what, act->code ? rt_strerror(act->code) : "ok",
+           act->at_ms);
+    ms__repl_ev_add(r, e);
+}
+
+/* ---- SEAL ---- */
+
+static void ms__repl_seal_cb(int status,
+                             const uint8_t *body,
+                             size_t len,
+                             void *arg)
+{
+    struct ms__repl_call *call = arg;
+    struct ms_repl *r = call->r;
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_SEAL_RESP};
+    struct rt_repl_seal_resp *sr = &msg.u.seal_resp;
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .peer = call->peer, .msg = &msg};
+
+    if (r->stopping) {
+        free(call);
+        return;
+    }
+    sr->range_id = call->range_id;
+    sr->new_epoch = call->epoch;
+    sr->code = status;
+    if (status == 0) {
+        Rt__SealResp *resp = rt__seal_resp__unpack(NULL, len, body);
+        if (!resp) {
+            sr->code = RT_EINVAL;
+        } else if (resp->retry_ms > 0) {
+            sr->code = RT_EBUSY;
+            sr->retry_ms = resp->retry_ms;
+        } else {
+            struct ms__repl_range *rr = ms__repl_range(r, call->range_id);
+            sr->applied_epoch = resp->applied_epoch;
+            sr->applied_lsn = resp->applied_lsn;
+            if (rr && rr->n_lsn < RT_REPL_MAX_REPLICAS) {
+                rr->lsn_server[rr->n_lsn] = call->peer;
+                rr->lsn[rr->n_lsn++] = resp->applied_lsn;
+            }
+        }
+        if (resp) {
+            rt__seal_resp__free_unpacked(resp, NULL);
+        }
+    }
+    rt_log(sr->code == 0 ? RT_LOG_INFO : RT_LOG_DEBUG,
+           "range %" PRIu64 ": SEAL epoch %" PRIu64 " on server %" PRIu64
+           ": %s, applied lsn %" PRIu64 " retry %" PRIu32 " ms",
+           call->range_id, call->epoch, call->peer,
+           sr->code ? rt_strerror(sr->code) : "sealed", sr->applied_lsn,
+           sr->retry_ms);
+    ev.now_ms = rt_time_mono_ms();
+    free(call);
+    ms__repl_step(r, &ev);
+}
+
+static void ms__repl_send_seal(struct ms_repl *r,
+                               uint64_t peer,
+                               const struct rt_repl_seal *s)
+{
+    Rt__SealReq req = RT__SEAL_REQ__INIT;
+    struct ms__repl_call *call = rt_xcalloc(1, sizeof(*call));
+    call->r = r;
+    call->peer = peer;
+    call->range_id = s->range_id;
+    call->epoch = s->new_epoch;
+    req.range_id = s->range_id;
+    req.old_epoch = s->old_epoch;
+    req.new_epoch = s->new_epoch;
+    req.old_primary = s->old_primary;
+    req.master_term = ms_catalog_master_term(r->cl->cat);
+    if (ms_cluster_call(r->cl, peer, RT__METHOD__SEAL, "SEAL", &req.base,
+                        r->cfg.seal_timeout_ms, ms__repl_seal_cb, call) != 0) {
+        /* Not connected: the core sends it again after resend_ms. */
+        free(call);
+    }
+}
+
+/* ---- ASSIGN ---- */
+
+static void ms__repl_assign_cb(int status,
+                               const uint8_t *body,
+                               size_t len,
+                               void *arg)
+{
+    struct ms__repl_call *call = arg;
+    struct ms_repl *r = call->r;
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .peer = call->peer, .msg = &msg};
+    (void)body;
+    (void)len;
+    if (r->stopping || status != 0) {
+        /* A refusal or no answer: the core resends to the primary. */
+        free(call);
+        return;
+    }
+    msg.u.assign_resp.range_id = call->range_id;
+    msg.u.assign_resp.epoch = call->epoch;
+    msg.u.assign_resp.code = 0;
+    ev.now_ms = rt_time_mono_ms();
+    free(call);
+    ms__repl_step(r, &ev);
+}
+
+static void ms__repl_send_assign(struct ms_repl *r,
+                                 uint64_t peer,
+                                 const struct rt_repl_conf *c)
+{
+    struct ms__repl_call *call = rt_xcalloc(1, sizeof(*call));
+    call->r = r;
+    call->peer = peer;
+    call->range_id = c->range_id;
+    call->epoch = c->epoch;
+    /* The server's whole assignment, as every other push: it carries the
+     * range's committed configuration from the catalog. */
+    if (ms_cluster_assign_push(r->cl, peer, 0, ms__repl_assign_cb, call) != 0) {
+        free(call);
+    }
+}
+
+/* ---- ISR_CHANGE answers ---- */
+
+static void ms__repl_isr_reply(struct ms_repl *r,
+                               uint64_t peer,
+                               const struct rt_repl_isr_resp *ir)
+{
+    struct ms__repl_isr_req *q = r->isr_req;
+    if (!q || q->answered || q->from != peer || q->range_id != ir->range_id) {
+        rt_log(RT_LOG_WARN,
+               "range %" PRIu64 ": ISR_CHANGE answer for server %" PRIu64
+               " without its request",
+               ir->range_id, peer);
+        return;
+    }
+    q->answered = true;
+    if (ir->code == 0) {
+        const struct ms_range *rg =
+            ms_catalog_range_find(r->cl->cat, ir->range_id);
+        Rt__Range msg;
+        if (rg) {
+            ms_range_to_pb(rg, &msg);
+            rt_rpc_reply_pb(q->conn, q->id, RT__METHOD__ISR_CHANGE, 0,
+                            &msg.base);
+            return;
+        }
+        rt_rpc_reply_err(q->conn, q->id, RT__METHOD__ISR_CHANGE, RT_ENOTFOUND,
+                         "range deleted");
+        return;
+    }
+    rt_rpc_reply_err(q->conn, q->id, RT__METHOD__ISR_CHANGE, ir->code, NULL);
+}
+
+/* ---- PROPOSE: one guarded catalog commit ---- */
+
+static void ms__repl_defer_commit(struct ms_repl *r,
+                                  uint64_t io_id,
+                                  uint64_t range_id,
+                                  int32_t code)
+{
+    if (r->n_defs == r->cap_defs) {
+        r->cap_defs = r->cap_defs ? 2 * r->cap_defs : 8;
+        r->defs = rt_xrealloc(r->defs, r->cap_defs * sizeof(*r->defs));
+    }
+    r->defs[r->n_defs++] = (struct ms__repl_def){
+        .reload = false, .id = io_id, .code = code, .range = range_id};
+}
+
+/* The ISR members of @a not in @b. */
+static size_t ms__repl_isr_minus(const struct rt_repl_conf *a,
+                                 const struct rt_repl_conf *b,
+                                 uint64_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_isr; i++) {
+        if (!rt_repl_conf_in_isr(b, a->isr[i])) {
+            out[n++] = a->isr[i];
+        }
+    }
+    return n;
+}
+
+/* Bookkeeping and events of a committed change from @old to @c. */
+static void ms__repl_committed(struct ms_repl *r,
+                               const struct rt_repl_conf *old,
+                               const struct rt_repl_conf *c,
+                               uint64_t now)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, c->range_id);
+    uint64_t gone[RT_REPL_MAX_REPLICAS], came[RT_REPL_MAX_REPLICAS];
+    size_t n_gone, n_came;
+
+    if (old->seal_epoch == 0 && c->seal_epoch != 0) {
+        rt_log(RT_LOG_WARN,
+               "range %" PRIu64 ": primary %" PRIu64
+               " suspected; sealing epoch %" PRIu64,
+               c->range_id, c->primary_id, c->seal_epoch);
+        return;
+    }
+    if (old->seal_epoch != 0 && c->seal_epoch == 0) {
+        if (rr && c->primary_id != old->primary_id) {
+            rr->committed_ms = now;
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": epoch %" PRIu64
+               " committed, primary %" PRIu64 " (was %" PRIu64 "), %zu in sync",
+               c->range_id, c->epoch, c->primary_id, old->primary_id, c->n_isr);
+        return;
+    }
+    if (c->n_members != old->n_members) {
+        return; /* a learner joined the set or left it */
+    }
+    n_gone = ms__repl_isr_minus(old, c, gone);
+    n_came = ms__repl_isr_minus(c, old, came);
+    if (n_gone) {
+        json_t *e = ms__repl_ev_new(r, "isr_shrink", c->range_id);
+        json_object_set_new(e, "removed", ms__repl_ids(gone, n_gone));
+        json_object_set_new(e, "isr", ms__repl_ids(c->isr, c->n_isr));
+        r->stats.isr_shrinks++;
+        ms__repl_ev_add(r, e);
+    }
+    if (n_came) {
+        json_t *e = ms__repl_ev_new(r, "isr_grow", c->range_id);
+        json_object_set_new(e, "added", ms__repl_ids(came, n_came));
+        json_object_set_new(e, "isr", ms__repl_ids(c->isr, c->n_isr));
+        r->stats.isr_grows++;
+        ms__repl_ev_add(r, e);
+    }
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": ISR change committed at epoch %" PRIu64
+           " (-%zu +%zu, %zu in sync)",
+           c->range_id, c->epoch, n_gone, n_came, c->n_isr);
+}
+
+static void ms__repl_propose(struct ms_repl *r,
+                             const struct rt_repl_action *act)
+{
+    struct ms_rcore_range_info info;
+    struct ms__repl_range *rr = ms__repl_range(r, act->conf.range_id);
+    const struct rt_repl_conf *c = &act->conf;
+    uint64_t now = rt_time_mono_ms();
+    int rc;
+
+    if (ms_rcore_range_get(r->core, c->range_id, &info) != 0) {
+        ms__repl_defer_commit(r, act->io_id, c->range_id, RT_ENOTFOUND);
+        return;
+    }
+    if (rr && info.conf.seal_epoch == 0 && c->seal_epoch != 0) {
+        const struct ms_server *s =
+            ms_cluster_server_find(r->cl, info.conf.primary_id);
+        rr->suspected_ms = now;
+        rr->silent_ms = s && s->seen ? now - s->last_hb_ms : 0;
+        rr->sealed_ms = rr->committed_ms = 0;
+        rr->old_primary = info.conf.primary_id;
+        rr->chosen = rr->chosen_lsn = 0;
+        rr->n_lsn = 0;
+    } else if (rr && info.conf.seal_epoch != 0 && c->seal_epoch == 0 &&
+               c->primary_id != info.conf.primary_id) {
+        if (!rr->suspected_ms) {
+            /* Resumed after a master restart: timed from here. */
+            rr->suspected_ms = now;
+            rr->old_primary = info.conf.primary_id;
+        }
+        rr->sealed_ms = now;
+        rr->chosen = c->primary_id;
+        for (size_t i = 0; i < rr->n_lsn; i++) {
+            if (rr->lsn_server[i] == c->primary_id) {
+                rr->chosen_lsn = rr->lsn[i];
+            }
+        }
+    }
+    rc = ms_catalog_range_apply_repl(r->cl->cat, c, act->guard_epoch,
+                                     act->guard_seal_epoch);
+    if (rc) {
+        rt_log(RT_LOG_WARN,
+               "range %" PRIu64 ": replication change to epoch %" PRIu64
+               " not committed: %s",
+               c->range_id, c->epoch, rt_strerror(rc));
+    } else {
+        ms__repl_committed(r, &info.conf, c, now);
+        r->dirty = true;
+        ms_cluster_map_changed(r->cl, false);
+        ms_cluster_map_push(r->cl);
+    }
+    ms__repl_defer_commit(r, act->io_id, c->range_id, rc);
+}
+
+/* ---- the timer ---- */
+
+static void ms__repl_timer_cb(uv_timer_t *t)
+{
+    struct ms_repl *r = t->data;
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
+                               .timer_id = MS_RCORE_TIMER_TICK};
+    if (r->stopping) {
+        return;
+    }
+    ev.now_ms = rt_time_mono_ms();
+    ms__repl_step(r, &ev);
+}
+
+static void ms__repl_arm(struct ms_repl *r, uint64_t at_ms)
+{
+    uint64_t now = rt_time_mono_ms();
+    if (!r->timer_open) {
+        return;
+    }
+    if (at_ms == 0) {
+        uv_timer_stop(&r->timer);
+        return;
+    }
+    uv_timer_start(&r->timer, ms__repl_timer_cb, at_ms > now ? at_ms - now : 0,
+                   0);
+}
+
+/* ---- the driver ---- */
+
+static void ms__repl_apply(struct ms_repl *r, const struct rt_repl_actions *a)
+{
+    for (size_t i = 0; i < a->n && !r->stopping; i++) {
+        const struct rt_repl_action *act = &a->v[i];
+        switch (act->kind) {
+            case RT_REPL_ACT_SEND:
+                switch (act->msg.kind) {
+                    case RT_REPL_MSG_SEAL:
+                        ms__repl_send_seal(r, act->peer, &act->msg.u.seal);
+                        break;
+                    case RT_REPL_MSG_ASSIGN:
+                        ms__repl_send_assign(r, act->peer, &act->msg.u.assign);
+                        break;
+                    case RT_REPL_MSG_ISR_RESP:
+                        ms__repl_isr_reply(r, act->peer, &act->msg.u.isr_resp);
+                        break;
+                    default:
+                        rt_log(RT_LOG_ERROR, "ms_rcore sent a %s",
+                               rt_repl_msg_kind_name(act->msg.kind));
+                        break;
+                }
+                break;
+            case RT_REPL_ACT_TIMER:
+                ms__repl_arm(r, act->at_ms);
+                break;
+            case RT_REPL_ACT_PROPOSE:
+                ms__repl_propose(r, act);
+                break;
+            case RT_REPL_ACT_EVENT:
+                ms__repl_event(r, act);
+                break;
+            default:
+                rt_log(RT_LOG_ERROR, "ms_rcore asked for a %s",
+                       rt_repl_act_kind_name(act->kind));
+                break;
+        }
+    }
+}
+
+/* Steps what the applied actions produced, oldest first, until nothing is
+ * left (each step may queue more). Not re-entered. */
+static void ms__repl_drain(struct ms_repl *r)
+{
+    if (r->draining) {
+        return;
+    }
+    r->draining = true;
+    while (r->n_defs > 0 && !r->stopping) {
+        struct ms__repl_def d = r->defs[0];
+        memmove(&r->defs[0], &r->defs[1], (r->n_defs - 1) * sizeof(*r->defs));
+        r->n_defs--;
+        if (d.reload) {
+            const struct ms_range *rg = ms_catalog_range_find(r->cl->cat, d.id);
+            if (rg && ms__repl_wanted(rg)) {
+                ms__repl_load(r, rg);
+            } else if (ms__repl_range(r, d.id)) {
+                ms_rcore_forget(r->core, d.id);
+                ms__repl_range_del(r, d.id);
+            }
+            continue;
+        }
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_COMMITTED,
+                                   .now_ms = rt_time_mono_ms(),
+                                   .io_id = d.id,
+                                   .range_id = d.range,
+                                   .code = d.code};
+        struct rt_repl_actions a;
+        rt_repl_actions_init(&a);
+        if (ms_rcore_step(r->core, &ev, &a) == 0) {
+            ms__repl_apply(r, &a);
+        }
+        rt_repl_actions_close(&a);
+    }
+    r->n_defs = 0;
+    r->draining = false;
+    if (r->dirty) {
+        r->dirty = false;
+        ms_cluster_changed(r->cl);
+    }
+}
+
+static void ms__repl_step(struct ms_repl *r, const struct rt_repl_event *ev)
+{
+    struct rt_repl_actions a;
+    if (r->stopping) {
+        return;
+    }
+    rt_repl_actions_init(&a);
+    ms_rcore_step(r->core, ev, &a);
+    ms__repl_apply(r, &a);
+    rt_repl_actions_close(&a);
+    ms__repl_drain(r);
+}
+
+/* ---- inputs ---- */
+
+void ms_repl_heard(struct ms_repl *r,
+                   uint64_t server_id,
+                   const Rt__HeartbeatReq *req)
+{
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_HEARTBEAT};
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                               .now_ms = rt_time_mono_ms(),
+                               .peer = server_id,
+                               .msg = &msg};
+    ms__repl_step(r, &ev);
+    for (size_t i = 0; req && i < req->n_repl && !r->stopping; i++) {
+        const Rt__ReplStatus *st = req->repl[i];
+        struct ms_rcore_range_info info;
+        struct rt_repl_msg am = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+        if (st->role != RT__REPL_ROLE__ROLE_PRIMARY ||
+            ms_rcore_range_get(r->core, st->range_id, &info) != 0 ||
+            info.state != MS_RCORE_ASSIGNING ||
+            info.conf.primary_id != server_id || st->epoch < info.conf.epoch) {
+            continue;
+        }
+        /* The primary serves the configuration (or a later one): as good
+         * as its ASSIGN_RANGES reply. */
+        am.u.assign_resp.range_id = st->range_id;
+        am.u.assign_resp.epoch = info.conf.epoch;
+        ev.msg = &am;
+        ev.now_ms = rt_time_mono_ms();
+        ms__repl_step(r, &ev);
+    }
+}
+
+void ms_repl_conn_down(struct ms_repl *r, uint64_t server_id)
+{
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_CONN,
+                               .now_ms = rt_time_mono_ms(),
+                               .peer = server_id,
+                               .up = 0,
+                               .code = RT_ENOCONN};
+    ms__repl_step(r, &ev);
+}
+
+void ms_repl_isr_change(struct ms_repl *r,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint64_t from,
+                        const Rt__IsrChangeReq *req)
+{
+    struct ms__repl_isr_req q = {
+        .conn = conn, .id = id, .from = from, .range_id = req->range_id};
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ISR_CHANGE};
+    struct rt_repl_isr_change *ic = &msg.u.isr_change;
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                               .now_ms = rt_time_mono_ms(),
+                               .peer = from,
+                               .msg = &msg};
+
+    if (req->n_remove > RT_REPL_MAX_REPLICAS ||
+        req->n_add > RT_REPL_MAX_REPLICAS) {
+        rt_rpc_reply_err(conn, id, RT__METHOD__ISR_CHANGE, RT_EINVAL,
+                         "too many servers in the change");
+        return;
+    }
+    ic->range_id = req->range_id;
+    ic->epoch = req->epoch;
+    ic->n_remove = req->n_remove;
+    memcpy(ic->remove, req->remove, req->n_remove * sizeof(uint64_t));
+    ic->n_add = req->n_add;
+    memcpy(ic->add, req->add, req->n_add * sizeof(uint64_t));
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": ISR_CHANGE from server %" PRIu64
+           " at epoch %" PRIu64 " (-%zu +%zu): %s",
+           req->range_id, from, req->epoch, req->n_remove, req->n_add,
+           req->reason ? req->reason : "");
+    r->isr_req = &q;
+    ms__repl_step(r, &ev);
+    r->isr_req = NULL;
+    if (!q.answered) {
+        /* Commits are synchronous, so the core always answered; stay
+         * safe if it did not. */
+        rt_rpc_reply_err(conn, id, RT__METHOD__ISR_CHANGE, RT_EBUSY,
+                         "not decided");
+    }
+}
+
+/* ---- lifecycle and inspection ---- */
+
+int ms_repl_create(uv_loop_t *loop,
+                   struct ms_cluster *cl,
+                   struct ms_events *events,
+                   const struct ms_repl_config *cfg,
+                   struct ms_repl **out)
+{
+    struct ms_repl *r = rt_xcalloc(1, sizeof(*r));
+    struct ms_rcore_config rc_cfg;
+    int rc;
+
+    r->loop = loop;
+    r->cl = cl;
+    r->events = events;
+    r->cfg = *cfg;
+#define MS__REPL_DEF(f, v) \
+    if (!r->cfg.f) {       \
+        r->cfg.f = (v);    \
+    }
+    MS__REPL_DEF(failover_after_ms, MS__REPL_DEF_FAILOVER_MS)
+    MS__REPL_DEF(reconnect_grace_ms, MS__REPL_DEF_GRACE_MS)
+    MS__REPL_DEF(seal_wait_ms, MS__REPL_DEF_SEAL_WAIT_MS)
+    MS__REPL_DEF(lease_ms, MS__REPL_DEF_LEASE_MS)
+    MS__REPL_DEF(resend_ms, MS__REPL_DEF_RESEND_MS)
+    MS__REPL_DEF(learner_timeout_ms, MS__REPL_DEF_LEARNER_MS)
+    MS__REPL_DEF(seal_timeout_ms, MS__REPL_DEF_SEAL_TIMEOUT_MS)
+#undef MS__REPL_DEF
+    rc_cfg = (struct ms_rcore_config){
+        .failover_after_ms = r->cfg.failover_after_ms,
+        .reconnect_grace_ms = r->cfg.reconnect_grace_ms,
+        .lease_ms = r->cfg.lease_ms,
+        .seal_wait_ms = r->cfg.seal_wait_ms,
+        .resend_ms = r->cfg.resend_ms,
+        .learner_timeout_ms = r->cfg.learner_timeout_ms,
+        .mutation = MS_RCORE_MUT_NONE,
+    };
+    rc = ms_rcore_create(&rc_cfg, rt_time_mono_ms(), &r->core);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    uv_timer_init(loop, &r->timer);
+    r->timer.data = r;
+    r->timer_open = true;
+    ms_repl_sync(r);
+    *out = r;
+    return 0;
+}
+
+void ms_repl_stop(struct ms_repl *r)
+{
+    if (!r || r->stopping) {
+        return;
+    }
+    r->stopping = true;
+    if (r->timer_open) {
+        uv_timer_stop(&r->timer);
+        uv_close((uv_handle_t *)&r->timer, NULL);
+        r->timer_open = false;
+    }
+}
+
+void ms_repl_destroy(struct ms_repl *r)
+{
+    if (!r) {
+        return;
+    }
+    ms_rcore_destroy(r->core);
+    free(r->ranges);
+    free(r->defs);
+    free(r);
+}
+
+const char *ms_repl_range_state(const struct ms_repl *r, uint64_t range_id)
+{
+    struct ms_rcore_range_info info;
+    if (ms_rcore_range_get(r->core, range_id, &info) != 0) {
+        return NULL;
+    }
+    return ms_rcore_state_name(info.state);
+}
+
+const struct ms_repl_stats *ms_repl_stats(struct ms_repl *r)
+{
+    r->stats.ranges = r->n_ranges;
+    r->stats.inflight = 0;
+    for (size_t i = 0; i < r->n_ranges; i++) {
+        struct ms_rcore_range_info info;
+        if (ms_rcore_range_get(r->core, r->ranges[i].id, &info) == 0 &&
+            (info.state != MS_RCORE_STABLE || info.proposing)) {
+            r->stats.inflight++;
+        }
+    }
+    return &r->stats;
+}

@@ -1,0 +1,121 @@
+/* Replication glue: the running master's side of range replication
+ * (docs/DESIGN-replication.md §3.4, §4, §7). It owns one ms_rcore (the
+ * pure per-range failover state machine) and turns its actions into I/O,
+ * and the master's inputs into its events:
+ *
+ * - in: every replicated range of the catalog (loaded at start, a
+ *   seal_epoch found there resumes its failover in SEALING; tables
+ *   created or deleted later through ms_repl_sync()), registrations and
+ *   heartbeats (HeartbeatReq.repl: a PRIMARY at the committed epoch or
+ *   later answers that range's assignment), partition-server connections
+ *   closing, ISR_CHANGE requests, the answers to our calls, one uv timer;
+ * - out: each PROPOSE is one durable catalog commit guarded by (epoch,
+ *   seal_epoch) (ms_catalog_range_apply_repl) followed by MAP_UPDATE to
+ *   the front ends; SEAL is an RPC (SealReq -> SealResp; retry_ms > 0
+ *   means busy); ASSIGN is the server's full ASSIGN_RANGES push (a
+ *   successful reply from the range's primary answers it); ISR_RESP
+ *   answers the ISR_CHANGE request (the committed rt.Range, or the §4
+ *   error); EVENT goes to the event log (`failover`, `isr_shrink`,
+ *   `isr_grow`, ...) and the counters behind the metrics.
+ *
+ * RF 1 ranges are never loaded: they never fail over. A COMMITTED event
+ * is stepped only after every action of the step that proposed it was
+ * carried out (the core's timer action must not be overtaken), so every
+ * decision is taken on committed state only. Commits are synchronous on
+ * the loop (as every catalog mutation of the master), so an ISR_CHANGE is
+ * answered before its handler returns.
+ *
+ * Thread: loop thread only. Ownership: the cluster (and its catalog) and
+ * the event log are borrowed and must outlive the glue. Lifetime:
+ * ms_repl_create() -> ... -> ms_repl_stop() (closes the timer; answers
+ * still in flight are dropped when they arrive) -> uv_run() returns ->
+ * ms_repl_destroy(). */
+#ifndef MS_REPL_H
+#define MS_REPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rt.pb-c.h"
+#include "rt_rpc.h"
+
+struct ms_cluster;
+struct ms_events;
+struct ms_repl;
+
+/* Timings (docs/DESIGN-replication.md §12.2). 0 picks the default. */
+struct ms_repl_config
+{
+    uint64_t failover_after_ms;  /* --failover-after-ms, 1500 */
+    uint64_t reconnect_grace_ms; /* --reconnect-grace-ms, 300 */
+    uint64_t seal_wait_ms;       /* --seal-wait-ms, 200 */
+    uint64_t lease_ms;           /* --lease-ms, 1500 */
+    uint64_t resend_ms;          /* SEAL / ASSIGN resend period, 250 */
+    uint64_t learner_timeout_ms; /* 30000 */
+    uint32_t seal_timeout_ms;    /* one SEAL call's timeout, 1000 */
+};
+
+#define MS_REPL_NBUCKETS 8
+
+/* What the metrics show (counters since the master started). */
+struct ms_repl_stats
+{
+    uint64_t failovers; /* new primary answered its assignment */
+    uint64_t cancels;   /* the old primary came back before any seal */
+    /* rt_master_failover_seconds: failovers that took at most
+     * ms_repl_bucket_le[i] seconds (cumulative), and their sum. */
+    uint64_t failover_le[MS_REPL_NBUCKETS];
+    double failover_seconds_sum;
+    uint64_t isr_shrinks, isr_grows;
+    size_t ranges;   /* replicated ranges followed */
+    size_t inflight; /* of them, with an operation in flight */
+};
+
+extern const double ms_repl_bucket_le[MS_REPL_NBUCKETS];
+
+/* Creates the glue on @loop and loads every replicated range of @cl's
+ * catalog (the suspicion grace of ms_rcore starts now). @cfg is copied.
+ * Errors: RT_EINVAL (ms_rcore refused the configuration). On 0, *out
+ * belongs to the caller. */
+int ms_repl_create(uv_loop_t *loop,
+                   struct ms_cluster *cl,
+                   struct ms_events *events,
+                   const struct ms_repl_config *cfg,
+                   struct ms_repl **out);
+/* Closes the timer and stops acting (idempotent). */
+void ms_repl_stop(struct ms_repl *r);
+/* Frees everything; after ms_repl_stop() and once the loop has run the
+ * close callbacks. NULL is ignored. */
+void ms_repl_destroy(struct ms_repl *r);
+
+/* Server @server_id registered or heartbeated: it is alive now. With
+ * @req (a heartbeat, borrowed), each ReplStatus reporting PRIMARY at the
+ * committed epoch or later answers that range's assignment. */
+void ms_repl_heard(struct ms_repl *r,
+                   uint64_t server_id,
+                   const Rt__HeartbeatReq *req);
+/* Server @server_id's current connection closed. */
+void ms_repl_conn_down(struct ms_repl *r, uint64_t server_id);
+/* The catalog's set of ranges changed (a table created or deleted):
+ * replicated ranges not followed yet are loaded, followed ones no longer
+ * in the catalog are forgotten (a failover in flight stops there). */
+void ms_repl_sync(struct ms_repl *r);
+/* ISR_CHANGE request @id on @conn (borrowed) from server @from (0: not a
+ * registered partition server): answered on @conn before returning, with
+ * status 0 + the committed rt.Range, or RT_ENOTFOUND, RT_ESTALE,
+ * RT_ENOTPRIMARY, RT_EINVAL, RT_EBUSY (§4, in that order). */
+void ms_repl_isr_change(struct ms_repl *r,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        uint64_t from,
+                        const Rt__IsrChangeReq *req);
+
+/* The range's state in the core ("stable", "sealing", ...), or NULL when
+ * it is not followed (RF 1). The string is static. */
+const char *ms_repl_range_state(const struct ms_repl *r, uint64_t range_id);
+/* Counters for the metrics (valid until the next call into @r). */
+const struct ms_repl_stats *ms_repl_stats(struct ms_repl *r);
+
+#endif
