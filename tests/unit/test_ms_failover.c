@@ -1,0 +1,808 @@
+/* Loop test: failover of a replicated range in the running master
+ * (master/ms_repl.c driving ms_rcore; docs/DESIGN-replication.md §4, §7)
+ * against fake partition servers over real RPC. Each fake registers,
+ * heartbeats every 50 ms on a timer while "beating", answers SEAL as its
+ * mode says (sealed at its LSN, busy with retry_ms, never, refused) and
+ * ASSIGN_RANGES (or holds it), and records what it was told; a fake front
+ * end records the MAP_UPDATE pushes. The master runs with short timings
+ * (failover after 300 ms of silence, 200 ms lease).
+ * Everything runs on one loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ms_admin.h"
+#include "ms_events.h"
+#include "ms_master.h"
+#include "ms_status.h"
+#include "rt.pb-c.h"
+#include "rt_err.h"
+#include "rt_log.h"
+#include "rt_rpc.h"
+#include "th_ms.h"
+
+/* ---- Fixture ---- */
+
+#define NPS 4
+#define BEAT_MS 50
+
+enum seal_mode {
+    SEAL_OK,    /* sealed, at @lsn */
+    SEAL_BUSY,  /* retry_ms 50, @busy_left times, then sealed */
+    SEAL_HOLD,  /* never answered */
+    SEAL_STALE, /* refused with RT_ESTALE */
+};
+
+struct fx;
+
+struct fake_ps
+{
+    struct fx *f;
+    struct rt_rpc_client *cli;
+    uv_timer_t beat;
+    bool beat_open;
+    bool beating;
+    bool hb_inflight;
+    uint64_t id;
+    char addr[32];
+    const char *zone;
+    /* SEAL */
+    enum seal_mode seal_mode;
+    int busy_left;
+    uint64_t lsn;
+    int seals;
+    uint64_t seal_old_epoch, seal_new_epoch, seal_old_primary;
+    /* ASSIGN_RANGES */
+    bool hold_assign;
+    int assigns;
+    size_t a_nranges;
+    uint64_t a_range, a_primary, a_epoch;
+    size_t a_nisr;
+    /* heartbeats report the range as PRIMARY at a_epoch when it is */
+    bool report_role;
+};
+
+struct fx
+{
+    uv_loop_t loop;
+    char dir[TH_MS_DIR_SIZE];
+    struct ms_master *m;
+    struct ms_status *st;
+    struct ms_admin *adm;
+    char addr[64];
+    struct fake_ps ps[NPS];
+    struct rt_rpc_client *fe;
+    int pushes;
+    uint64_t fe_primary, fe_epoch; /* range 0 of the last pushed map */
+    uint32_t rf;
+};
+
+static void ps_on_request(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    struct fake_ps *ps = ud;
+    if (method == RT__METHOD__ASSIGN_RANGES) {
+        Rt__Assignment *a = rt__assignment__unpack(NULL, len, body);
+        assert_non_null(a);
+        ps->assigns++;
+        ps->a_nranges = a->n_ranges;
+        if (a->n_ranges > 0) {
+            ps->a_range = a->ranges[0]->id;
+            ps->a_primary = a->ranges[0]->server_id;
+            ps->a_epoch = a->ranges[0]->epoch;
+            ps->a_nisr = a->ranges[0]->n_isr;
+        }
+        rt__assignment__free_unpacked(a, NULL);
+        if (!ps->hold_assign) {
+            rt_rpc_reply(conn, id, method, 0, NULL, 0);
+        }
+    } else if (method == RT__METHOD__SEAL) {
+        Rt__SealReq *s = rt__seal_req__unpack(NULL, len, body);
+        Rt__SealResp resp = RT__SEAL_RESP__INIT;
+        assert_non_null(s);
+        ps->seals++;
+        ps->seal_old_epoch = s->old_epoch;
+        ps->seal_new_epoch = s->new_epoch;
+        ps->seal_old_primary = s->old_primary;
+        assert_true(s->master_term >= 1);
+        rt__seal_req__free_unpacked(s, NULL);
+        switch (ps->seal_mode) {
+            case SEAL_BUSY:
+            case SEAL_OK:
+                if (ps->seal_mode == SEAL_BUSY && ps->busy_left > 0) {
+                    ps->busy_left--;
+                    resp.retry_ms = 50;
+                } else {
+                    resp.applied_epoch = 1;
+                    resp.applied_lsn = ps->lsn;
+                }
+                rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+                break;
+            case SEAL_STALE:
+                rt_rpc_reply_err(conn, id, method, RT_ESTALE, NULL);
+                break;
+            case SEAL_HOLD:
+                break;
+        }
+    } else if (method == RT__METHOD__DROP_TABLE) {
+        rt_rpc_reply(conn, id, method, 0, NULL, 0);
+    } else {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, NULL);
+    }
+}
+
+static void fe_on_request(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    struct fx *f = ud;
+    (void)conn;
+    (void)id;
+    if (method == RT__METHOD__MAP_UPDATE) {
+        Rt__Map *map = rt__map__unpack(NULL, len, body);
+        assert_non_null(map);
+        f->pushes++;
+        if (map->n_ranges > 0) {
+            f->fe_primary = map->ranges[0]->server_id;
+            f->fe_epoch = map->ranges[0]->epoch;
+        }
+        rt__map__free_unpacked(map, NULL);
+    }
+}
+
+static void start_master(struct fx *f)
+{
+    struct ms_master_config cfg = {
+        .data_dir = f->dir,
+        .listen_host = "127.0.0.1",
+        .listen_port = 0,
+        .heartbeat_timeout_ms = 60000,
+        .tick_ms = 50,
+        .assign_timeout_ms = 500,
+        .policy = "none",
+        .replication_factor = f->rf,
+        .failover_after_ms = 300,
+        .reconnect_grace_ms = 100,
+        .seal_wait_ms = 100,
+        .lease_ms = 200,
+        .repl_resend_ms = 100,
+    };
+    char errmsg[RT_ERRMSG_SIZE];
+    assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
+    ms_master_set_status(f->m, f->st);
+    f->adm = ms_admin_create();
+    assert_int_equal(ms_master_set_admin(f->m, f->adm), 0);
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d",
+             ms_master_rpc_port(f->m));
+}
+
+static void ps_stop(struct fake_ps *ps)
+{
+    if (ps->beat_open) {
+        uv_close((uv_handle_t *)&ps->beat, NULL);
+        ps->beat_open = false;
+    }
+    if (ps->cli) {
+        rt_rpc_client_close(ps->cli);
+        ps->cli = NULL;
+    }
+    ps->beating = false;
+}
+
+static void close_clients(struct fx *f)
+{
+    for (int i = 0; i < NPS; i++) {
+        ps_stop(&f->ps[i]);
+    }
+    if (f->fe) {
+        rt_rpc_client_close(f->fe);
+        f->fe = NULL;
+    }
+}
+
+static void stop_master(struct fx *f)
+{
+    close_clients(f);
+    ms_master_stop(f->m);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ms_master_destroy(f->m);
+    ms_admin_destroy(f->adm);
+    f->m = NULL;
+    f->adm = NULL;
+}
+
+static int setup(void **state)
+{
+    static const char *const zones[NPS] = {"z1", "z1", "z2", "z3"};
+    struct fx *f = calloc(1, sizeof(*f));
+    rt_log_init("test", getenv("TLOG") ? RT_LOG_DEBUG : RT_LOG_ERROR);
+    uv_loop_init(&f->loop);
+    if (th_ms_dir_create(f->dir, "test_ms_failover") != 0) {
+        free(f);
+        return -1;
+    }
+    f->st = ms_status_create();
+    f->rf = 3;
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].f = f;
+        snprintf(f->ps[i].addr, sizeof(f->ps[i].addr), "127.0.0.1:%d",
+                 7101 + i);
+        f->ps[i].zone = zones[i];
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    if (f->m) {
+        stop_master(f);
+    }
+    close_clients(f);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    ms_status_destroy(f->st);
+    th_ms_dir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* ---- Helpers ---- */
+
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 5000, cond)
+
+static void hb_reply_cb(int status, const uint8_t *body, size_t len, void *arg)
+{
+    struct fake_ps *ps = arg;
+    (void)status;
+    (void)body;
+    (void)len;
+    ps->hb_inflight = false;
+}
+
+static void beat_cb(uv_timer_t *t)
+{
+    struct fake_ps *ps = t->data;
+    Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
+    Rt__ReplStatus st = RT__REPL_STATUS__INIT, *stp = &st;
+    if (!ps->beating || ps->hb_inflight || !ps->cli) {
+        return;
+    }
+    req.server_id = ps->id;
+    if (ps->report_role && ps->a_nranges > 0) {
+        st.range_id = ps->a_range;
+        st.role = ps->a_primary == ps->id ? RT__REPL_ROLE__ROLE_PRIMARY
+                                          : RT__REPL_ROLE__ROLE_SECONDARY;
+        st.epoch = ps->a_epoch;
+        st.state = 1;
+        req.n_repl = 1;
+        req.repl = &stp;
+    }
+    if (rt_rpc_call_pb(rt_rpc_client_conn(ps->cli), RT__METHOD__PS_HEARTBEAT,
+                       &req.base, 1000, hb_reply_cb, ps) == 0) {
+        ps->hb_inflight = true;
+    }
+}
+
+/* Starts fake server @i (keeping its id from an earlier life), registers
+ * it and starts its heartbeats. */
+static void ps_start(struct fx *f, int i)
+{
+    struct fake_ps *ps = &f->ps[i];
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    Rt__RegisterResp *resp;
+    struct th_ms_reply r;
+    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
+                                         ps, &ps->cli),
+                     0);
+    th_ms_wait_up(&f->loop, ps->cli);
+    req.server_id = ps->id;
+    req.addr = ps->addr;
+    req.zone = (char *)ps->zone;
+    assert_int_equal(
+        th_ms_call(&f->loop, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r),
+        0);
+    resp = rt__register_resp__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(resp);
+    ps->id = resp->server_id;
+    rt__register_resp__free_unpacked(resp, NULL);
+    uv_timer_init(&f->loop, &ps->beat);
+    ps->beat.data = ps;
+    ps->beat_open = true;
+    ps->beating = true;
+    uv_timer_start(&ps->beat, beat_cb, BEAT_MS, BEAT_MS);
+}
+
+static void fe_start(struct fx *f)
+{
+    struct th_ms_reply r;
+    assert_int_equal(
+        rt_rpc_client_start(&f->loop, f->addr, fe_on_request, NULL, f, &f->fe),
+        0);
+    th_ms_wait_up(&f->loop, f->fe);
+    assert_int_equal(
+        th_ms_call(&f->loop, f->fe, RT__METHOD__FE_HELLO, NULL, &r), 0);
+    free(r.body);
+}
+
+static int create_table(struct fx *f, const char *name)
+{
+    Rt__TableReq req = RT__TABLE_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.account = "acct";
+    req.name = (char *)name;
+    status =
+        th_ms_call(&f->loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r);
+    free(r.body);
+    return status;
+}
+
+static int delete_table(struct fx *f, const char *name)
+{
+    Rt__TableReq req = RT__TABLE_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.account = "acct";
+    req.name = (char *)name;
+    status =
+        th_ms_call(&f->loop, f->fe, RT__METHOD__DELETE_TABLE, &req.base, &r);
+    free(r.body);
+    return status;
+}
+
+/* The map's first range (the caller frees the map), or NULL with no
+ * range. */
+static Rt__Map *get_map(struct fx *f)
+{
+    struct th_ms_reply r;
+    Rt__Map *map;
+    assert_int_equal(th_ms_call(&f->loop, f->fe, RT__METHOD__GET_MAP, NULL, &r),
+                     0);
+    map = rt__map__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(map);
+    return map;
+}
+
+/* Range 0 of the map: its primary, epoch and seal_epoch. */
+static void map_range(struct fx *f,
+                      uint64_t *primary,
+                      uint64_t *epoch,
+                      uint64_t *seal_epoch)
+{
+    Rt__Map *map = get_map(f);
+    assert_int_equal(map->n_ranges, 1);
+    *primary = map->ranges[0]->server_id;
+    *epoch = map->ranges[0]->epoch;
+    if (seal_epoch) {
+        *seal_epoch = map->ranges[0]->seal_epoch;
+    }
+    rt__map__free_unpacked(map, NULL);
+}
+
+static uint64_t map_primary(struct fx *f)
+{
+    uint64_t p, e;
+    map_range(f, &p, &e, NULL);
+    return p;
+}
+
+static uint64_t map_seal_epoch(struct fx *f)
+{
+    uint64_t p, e, s;
+    map_range(f, &p, &e, &s);
+    return s;
+}
+
+/* The first event of @kind (with @outcome when not NULL), a new
+ * reference, or NULL. */
+static json_t *find_event(struct fx *f, const char *kind, const char *outcome)
+{
+    char *text = ms_events_json(ms_master_events(f->m), 0, 0, 0);
+    json_t *all = json_loads(text, 0, NULL), *found = NULL, *e;
+    size_t i;
+    free(text);
+    assert_non_null(all);
+    json_array_foreach(all, i, e)
+    {
+        const char *k = json_string_value(json_object_get(e, "kind"));
+        const char *o = json_string_value(json_object_get(e, "outcome"));
+        if (!found && k && strcmp(k, kind) == 0 &&
+            (!outcome || (o && strcmp(o, outcome) == 0))) {
+            found = json_incref(e);
+        }
+    }
+    json_decref(all);
+    return found;
+}
+
+static bool has_event(struct fx *f, const char *kind, const char *outcome)
+{
+    json_t *e = find_event(f, kind, outcome);
+    json_decref(e);
+    return e != NULL;
+}
+
+static bool metrics_has(struct fx *f, const char *line)
+{
+    char *text = ms_status_copy(f->st, MS_STATUS_METRICS);
+    bool found = text && strstr(text, line) != NULL;
+    free(text);
+    return found;
+}
+
+/* The status document's range 0 as "server" and "repl_state" report it
+ * (what `rtctl status` prints). */
+static uint64_t status_primary(struct fx *f, const char **state_out)
+{
+    char *text = ms_status_copy(f->st, MS_STATUS_JSON);
+    json_t *root = json_loads(text, 0, NULL), *r;
+    static char state[32];
+    uint64_t server;
+    free(text);
+    assert_non_null(root);
+    r = json_array_get(json_object_get(root, "ranges"), 0);
+    assert_non_null(r);
+    server = (uint64_t)json_integer_value(json_object_get(r, "server"));
+    snprintf(state, sizeof(state), "%s",
+             json_is_string(json_object_get(r, "repl_state"))
+                 ? json_string_value(json_object_get(r, "repl_state"))
+                 : "null");
+    if (state_out) {
+        *state_out = state;
+    }
+    json_decref(root);
+    return server;
+}
+
+/* ISR_CHANGE from fake server @i; returns the status, *range (may be
+ * NULL) the committed Range on 0 (the caller frees it). */
+static int isr_change(struct fx *f,
+                      int i,
+                      uint64_t range_id,
+                      uint64_t epoch,
+                      uint64_t remove,
+                      Rt__Range **range)
+{
+    Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.range_id = range_id;
+    req.epoch = epoch;
+    req.n_remove = 1;
+    req.remove = &remove;
+    req.reason = "lagging";
+    status = th_ms_call(&f->loop, f->ps[i].cli, RT__METHOD__ISR_CHANGE,
+                        &req.base, &r);
+    if (range) {
+        *range = status == 0 ? rt__range__unpack(NULL, r.len, r.body) : NULL;
+    }
+    free(r.body);
+    return status;
+}
+
+/* Master, front end and the four servers up; table "people" created with
+ * its range on servers 0 (primary), 2 and 3 (zones z1, z2, z3). */
+static void start_cluster(struct fx *f)
+{
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(create_table(f, "people"), 0);
+    assert_int_equal(map_primary(f), f->ps[0].id);
+}
+
+/* ---- Tests ---- */
+
+/* The primary's server stops heartbeating: after failover-after the
+ * master seals the two live ISR secondaries and commits the one with the
+ * higher applied LSN as primary at epoch 2 (primary_epoch 2, ISR = the
+ * two sealed, the old primary a secondary outside the ISR), tells it and
+ * the front ends; the event, the metrics and the status say so. */
+static void test_failover_on_silence(void **state)
+{
+    struct fx *f = *state;
+    Rt__Map *map;
+    const Rt__Range *r;
+    json_t *e;
+    const char *st;
+
+    start_cluster(f);
+    f->ps[2].lsn = 10;
+    f->ps[3].lsn = 12;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, f->fe_primary == f->ps[3].id);
+    map = get_map(f);
+    r = map->ranges[0];
+    assert_int_equal(r->server_id, f->ps[3].id);
+    assert_int_equal(r->epoch, 2);
+    assert_int_equal(r->primary_epoch, 2);
+    assert_int_equal(r->seal_epoch, 0);
+    assert_int_equal(r->n_isr, 2);
+    assert_int_equal(r->isr[0], f->ps[2].id);
+    assert_int_equal(r->isr[1], f->ps[3].id);
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        if (r->replicas[i]->server_id == f->ps[0].id) {
+            assert_int_equal(r->replicas[i]->role,
+                             RT__REPL_ROLE__ROLE_SECONDARY);
+        } else if (r->replicas[i]->server_id == f->ps[3].id) {
+            assert_int_equal(r->replicas[i]->role, RT__REPL_ROLE__ROLE_PRIMARY);
+        }
+    }
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(f->fe_epoch, 2);
+    /* Both secondaries were sealed; the old primary was not. */
+    for (int i = 2; i <= 3; i++) {
+        assert_true(f->ps[i].seals >= 1);
+        assert_int_equal(f->ps[i].seal_old_epoch, 1);
+        assert_int_equal(f->ps[i].seal_new_epoch, 2);
+        assert_int_equal(f->ps[i].seal_old_primary, f->ps[0].id);
+    }
+    assert_int_equal(f->ps[0].seals, 0);
+    assert_int_equal(f->ps[1].seals, 0);
+    /* The new primary was told, and answered. */
+    WAIT_UNTIL(f, f->ps[3].a_primary == f->ps[3].id && f->ps[3].a_epoch == 2);
+    WAIT_UNTIL(f, has_event(f, "failover", "ok"));
+    e = find_event(f, "failover", "ok");
+    assert_int_equal(json_integer_value(json_object_get(e, "old_primary")),
+                     f->ps[0].id);
+    assert_int_equal(json_integer_value(json_object_get(e, "new_primary")),
+                     f->ps[3].id);
+    assert_int_equal(json_integer_value(json_object_get(e, "chosen_lsn")), 12);
+    assert_true(json_integer_value(json_object_get(e, "suspected_ms")) >= 300);
+    assert_true(json_integer_value(json_object_get(e, "duration_ms")) >=
+                json_integer_value(json_object_get(e, "committed_ms")));
+    json_decref(e);
+    assert_true(has_event(f, "repl_seal", NULL));
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_failovers_total 1\n"));
+    assert_true(metrics_has(f, "rt_master_failover_seconds_count 1\n"));
+    WAIT_UNTIL(f, status_primary(f, &st) == f->ps[3].id);
+    WAIT_UNTIL(f, (status_primary(f, &st), strcmp(st, "stable") == 0));
+
+    /* The new primary silent in turn: the last in-sync copy takes over. */
+    f->ps[3].beating = false;
+    WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
+}
+
+/* A secondary busy sealing (retry_ms) is asked again after retry_ms and
+ * its seal then counts; a secondary that refuses is not chosen. */
+static void test_seal_busy_retried(void **state)
+{
+    struct fx *f = *state;
+    uint64_t p, e;
+    start_cluster(f);
+    f->ps[2].seal_mode = SEAL_BUSY;
+    f->ps[2].busy_left = 2;
+    f->ps[2].lsn = 7;
+    f->ps[3].seal_mode = SEAL_STALE;
+    f->ps[3].lsn = 100;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
+    assert_int_equal(f->ps[2].seals, 3);
+    assert_true(f->ps[3].seals >= 1);
+    map_range(f, &p, &e, NULL);
+    assert_int_equal(e, 2);
+    {
+        Rt__Map *map = get_map(f);
+        assert_int_equal(map->ranges[0]->n_isr, 1);
+        assert_int_equal(map->ranges[0]->isr[0], f->ps[2].id);
+        rt__map__free_unpacked(map, NULL);
+    }
+}
+
+/* The primary heartbeats again before any SEAL was answered: the
+ * failover is cancelled (epoch 2, same primary, same ISR, no intent). */
+static void test_cancel(void **state)
+{
+    struct fx *f = *state;
+    uint64_t p, e, s;
+    start_cluster(f);
+    f->ps[2].seal_mode = SEAL_HOLD;
+    f->ps[3].seal_mode = SEAL_HOLD;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 2);
+    WAIT_UNTIL(f, f->ps[2].seals >= 1 && f->ps[3].seals >= 1);
+    f->ps[0].beating = true;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 0);
+    map_range(f, &p, &e, &s);
+    assert_int_equal(p, f->ps[0].id);
+    assert_int_equal(e, 2);
+    {
+        Rt__Map *map = get_map(f);
+        assert_int_equal(map->ranges[0]->n_isr, 3);
+        assert_int_equal(map->ranges[0]->primary_epoch, 1);
+        rt__map__free_unpacked(map, NULL);
+    }
+    WAIT_UNTIL(f, has_event(f, "failover", "cancelled"));
+    assert_false(has_event(f, "failover", "ok"));
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_failovers_cancelled_total 1\n"));
+    /* Sealing again later is still possible: nothing is stuck. */
+    f->ps[2].seal_mode = SEAL_OK;
+    f->ps[3].seal_mode = SEAL_OK;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_primary(f) != f->ps[0].id);
+}
+
+/* ISR_CHANGE{remove} from the primary is committed and answered with the
+ * new Range; every §4 refusal comes back with its code, in order. */
+static void test_isr_change(void **state)
+{
+    struct fx *f = *state;
+    Rt__Range *r = NULL;
+    uint64_t rid;
+    start_cluster(f);
+    {
+        Rt__Map *map = get_map(f);
+        rid = map->ranges[0]->id;
+        rt__map__free_unpacked(map, NULL);
+    }
+    assert_int_equal(isr_change(f, 0, rid + 100, 1, f->ps[3].id, NULL),
+                     RT_ENOTFOUND);
+    assert_int_equal(isr_change(f, 0, rid, 7, f->ps[3].id, NULL), RT_ESTALE);
+    assert_int_equal(isr_change(f, 2, rid, 1, f->ps[3].id, NULL),
+                     RT_ENOTPRIMARY);
+    assert_int_equal(isr_change(f, 0, rid, 1, f->ps[0].id, NULL), RT_EINVAL);
+    assert_int_equal(isr_change(f, 0, rid, 1, f->ps[1].id, NULL), RT_EINVAL);
+
+    /* Accepted; the primary holds its assignment, so the range stays
+     * busy until it answers. */
+    f->ps[0].hold_assign = true;
+    assert_int_equal(isr_change(f, 0, rid, 1, f->ps[3].id, &r), 0);
+    assert_non_null(r);
+    assert_int_equal(r->epoch, 2);
+    assert_int_equal(r->n_isr, 2);
+    assert_int_equal(r->isr[0], f->ps[0].id);
+    assert_int_equal(r->isr[1], f->ps[2].id);
+    assert_int_equal(r->server_id, f->ps[0].id);
+    rt__range__free_unpacked(r, NULL);
+    assert_int_equal(isr_change(f, 0, rid, 2, f->ps[2].id, NULL), RT_EBUSY);
+    WAIT_UNTIL(f, f->fe_epoch == 2);
+    assert_true(has_event(f, "isr_shrink", NULL));
+    WAIT_UNTIL(f, metrics_has(f,
+                              "rt_master_isr_changes_total{kind=\"shrink\"} "
+                              "1\n"));
+
+    /* A heartbeat reporting PRIMARY at epoch 2 answers the assignment
+     * as well as the held reply would. */
+    WAIT_UNTIL(f, f->ps[0].a_epoch == 2);
+    f->ps[0].report_role = true;
+    {
+        /* EBUSY until the heartbeat came; the check stops at success. */
+        int rc = -1;
+        WAIT_UNTIL(f, rc == 0 || (rc = isr_change(f, 0, rid, 2, f->ps[2].id,
+                                                  NULL)) == 0);
+    }
+    {
+        Rt__Map *map = get_map(f);
+        assert_int_equal(map->ranges[0]->epoch, 3);
+        assert_int_equal(map->ranges[0]->n_isr, 1);
+        rt__map__free_unpacked(map, NULL);
+    }
+}
+
+/* A master restart after the seal intent committed, before any seal was
+ * answered: the new master finds seal_epoch in the catalog, seals the
+ * secondaries once they are back and finishes the failover. */
+static void test_restart_mid_failover(void **state)
+{
+    struct fx *f = *state;
+    start_cluster(f);
+    f->ps[2].seal_mode = SEAL_HOLD;
+    f->ps[3].seal_mode = SEAL_HOLD;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 2);
+    stop_master(f);
+    f->ps[2].seal_mode = SEAL_OK;
+    f->ps[2].lsn = 5;
+    f->ps[3].seal_mode = SEAL_OK;
+    f->ps[3].lsn = 4;
+    f->ps[2].seals = f->ps[3].seals = 0;
+    start_master(f);
+    fe_start(f);
+    ps_start(f, 2);
+    ps_start(f, 3);
+    WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
+    assert_true(f->ps[2].seals >= 1);
+    assert_int_equal(map_seal_epoch(f), 0);
+    {
+        Rt__Map *map = get_map(f);
+        assert_int_equal(map->ranges[0]->epoch, 2);
+        assert_int_equal(map->ranges[0]->primary_epoch, 2);
+        rt__map__free_unpacked(map, NULL);
+    }
+    WAIT_UNTIL(f, has_event(f, "failover", "ok"));
+}
+
+/* A table deleted while its range is being sealed stays deleted: the
+ * failover stops and nothing writes the range back. */
+static void test_delete_during_failover(void **state)
+{
+    struct fx *f = *state;
+    Rt__Map *map;
+    start_cluster(f);
+    f->ps[2].seal_mode = SEAL_HOLD;
+    f->ps[3].seal_mode = SEAL_HOLD;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 2);
+    assert_int_equal(delete_table(f, "people"), 0);
+    f->ps[2].seal_mode = SEAL_OK;
+    f->ps[3].seal_mode = SEAL_OK;
+    f->ps[2].seals = f->ps[3].seals = 0;
+    th_ms_spin(&f->loop, 600);
+    map = get_map(f);
+    assert_int_equal(map->n_ranges, 0);
+    assert_int_equal(map->n_tables, 0);
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(f->ps[2].seals + f->ps[3].seals, 0);
+    assert_false(has_event(f, "failover", "ok"));
+}
+
+/* RF 1: a silent owner never fails over (no SEAL, map unchanged). */
+static void test_rf1_never_fails_over(void **state)
+{
+    struct fx *f = *state;
+    uint64_t p, e, s;
+    const char *st;
+    f->rf = 1;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(create_table(f, "single"), 0);
+    map_range(f, &p, &e, NULL);
+    for (int i = 0; i < NPS; i++) {
+        if (f->ps[i].id == p) {
+            f->ps[i].beating = false;
+        }
+    }
+    th_ms_spin(&f->loop, 1200);
+    map_range(f, &p, &e, &s);
+    assert_int_equal(e, 1);
+    assert_int_equal(s, 0);
+    for (int i = 0; i < NPS; i++) {
+        assert_int_equal(f->ps[i].seals, 0);
+    }
+    status_primary(f, &st);
+    assert_string_equal(st, "null");
+    assert_true(metrics_has(f, "rt_master_failovers_total 0\n"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_failover_on_silence, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_seal_busy_retried, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_change, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_mid_failover, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_delete_during_failover, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rf1_never_fails_over, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
