@@ -76,6 +76,7 @@ struct ms__repl_isr_req
     uint64_t id;
     uint64_t from;
     uint64_t range_id;
+    const char *reason; /* the request's, borrowed */
     bool answered;
 };
 
@@ -535,6 +536,7 @@ static void ms__repl_committed(struct ms_repl *r,
     struct ms__repl_range *rr = ms__repl_range(r, c->range_id);
     uint64_t gone[RT_REPL_MAX_REPLICAS], came[RT_REPL_MAX_REPLICAS];
     size_t n_gone, n_came;
+    const char *reason = "";
 
     if (old->seal_epoch == 0 && c->seal_epoch != 0) {
         rt_log(RT_LOG_WARN,
@@ -558,10 +560,14 @@ static void ms__repl_committed(struct ms_repl *r,
     }
     n_gone = ms__repl_isr_minus(old, c, gone);
     n_came = ms__repl_isr_minus(c, old, came);
+    if (r->isr_req && r->isr_req->range_id == c->range_id) {
+        reason = r->isr_req->reason;
+    }
     if (n_gone) {
         json_t *e = ms__repl_ev_new(r, "isr_shrink", c->range_id);
         json_object_set_new(e, "removed", ms__repl_ids(gone, n_gone));
         json_object_set_new(e, "isr", ms__repl_ids(c->isr, c->n_isr));
+        json_object_set_new(e, "reason", json_string(reason));
         r->stats.isr_shrinks++;
         ms__repl_ev_add(r, e);
     }
@@ -569,6 +575,7 @@ static void ms__repl_committed(struct ms_repl *r,
         json_t *e = ms__repl_ev_new(r, "isr_grow", c->range_id);
         json_object_set_new(e, "added", ms__repl_ids(came, n_came));
         json_object_set_new(e, "isr", ms__repl_ids(c->isr, c->n_isr));
+        json_object_set_new(e, "reason", json_string(reason));
         r->stats.isr_grows++;
         ms__repl_ev_add(r, e);
     }
@@ -829,6 +836,7 @@ void ms_repl_isr_change(struct ms_repl *r,
            " at epoch %" PRIu64 " (-%zu +%zu): %s",
            req->range_id, from, req->epoch, req->n_remove, req->n_add,
            req->reason ? req->reason : "");
+    q.reason = req->reason ? req->reason : "";
     r->isr_req = &q;
     ms__repl_step(r, &ev);
     r->isr_req = NULL;

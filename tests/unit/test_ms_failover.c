@@ -677,7 +677,13 @@ static void test_isr_change(void **state)
     rt__range__free_unpacked(r, NULL);
     assert_int_equal(isr_change(f, 0, rid, 2, f->ps[2].id, NULL), RT_EBUSY);
     WAIT_UNTIL(f, f->fe_epoch == 2);
-    assert_true(has_event(f, "isr_shrink", NULL));
+    {
+        json_t *e = find_event(f, "isr_shrink", NULL);
+        assert_non_null(e);
+        assert_string_equal(json_string_value(json_object_get(e, "reason")),
+                            "lagging");
+        json_decref(e);
+    }
     WAIT_UNTIL(f, metrics_has(f,
                               "rt_master_isr_changes_total{kind=\"shrink\"} "
                               "1\n"));

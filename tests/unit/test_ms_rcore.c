@@ -439,6 +439,28 @@ static void test_restart_in_sealing(void **state)
     assert_int_equal(ms_rcore_load(f->m, &c, 50020, &f->out), RT_EINVAL);
 }
 
+/* A forgotten range (its table deleted) is gone: its pending proposal's
+ * COMMITTED no longer fits, answers about it change nothing, and no
+ * decision is taken for it. */
+static void test_forget(void **state)
+{
+    struct fx *f = *state;
+    struct ms_rcore_range_info info;
+    const struct rt_repl_action *a = NULL;
+    heartbeat(f, GRACE - 100, 2);
+    assert_int_equal(tick(f, GRACE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    uint64_t prop = a->io_id;
+    assert_int_equal(ms_rcore_forget(f->m, R), 0);
+    assert_int_equal(ms_rcore_range_get(f->m, R, &info), RT_ENOTFOUND);
+    assert_int_equal(committed(f, GRACE + 1, prop, 0), RT_EINVAL);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, -1, NULL), 0);
+    assert_int_equal(seal_resp(f, GRACE + 2, 2, 0, 6, 12, 0), 0);
+    assert_int_equal(tick(f, GRACE + 5000), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(ms_rcore_forget(f->m, R), RT_ENOTFOUND);
+}
+
 /* A transfer intent loaded at restart promotes its target when it holds
  * the highest LSN. */
 static void test_restart_transfer(void **state)
@@ -716,6 +738,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_cancel_after_seal, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_in_sealing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_transfer, setup, teardown),
