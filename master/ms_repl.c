@@ -828,9 +828,13 @@ void ms_repl_isr_change(struct ms_repl *r,
     ic->range_id = req->range_id;
     ic->epoch = req->epoch;
     ic->n_remove = req->n_remove;
-    memcpy(ic->remove, req->remove, req->n_remove * sizeof(uint64_t));
+    if (req->n_remove) { /* an empty list may be NULL */
+        memcpy(ic->remove, req->remove, req->n_remove * sizeof(uint64_t));
+    }
     ic->n_add = req->n_add;
-    memcpy(ic->add, req->add, req->n_add * sizeof(uint64_t));
+    if (req->n_add) {
+        memcpy(ic->add, req->add, req->n_add * sizeof(uint64_t));
+    }
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": ISR_CHANGE from server %" PRIu64
            " at epoch %" PRIu64 " (-%zu +%zu): %s",
