@@ -584,6 +584,25 @@ static void test_failover_on_silence(void **state)
     WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
 }
 
+/* The primary's connection closes: it is suspected after the reconnect
+ * grace (100 ms), well before failover-after (300 ms) of silence. */
+static void test_failover_on_conn_close(void **state)
+{
+    struct fx *f = *state;
+    json_t *e;
+    start_cluster(f);
+    f->ps[2].lsn = 3;
+    f->ps[3].lsn = 2;
+    th_ms_spin(&f->loop, 600); /* past the master's start grace */
+    ps_stop(&f->ps[0]);
+    WAIT_UNTIL(f, f->fe_primary == f->ps[2].id);
+    WAIT_UNTIL(f, has_event(f, "failover", "ok"));
+    e = find_event(f, "failover", "ok");
+    assert_true(json_integer_value(json_object_get(e, "suspected_ms")) < 290);
+    assert_int_equal(json_integer_value(json_object_get(e, "chosen_lsn")), 3);
+    json_decref(e);
+}
+
 /* A secondary busy sealing (retry_ms) is asked again after retry_ms and
  * its seal then counts; a secondary that refuses is not chosen. */
 static void test_seal_busy_retried(void **state)
@@ -798,6 +817,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_failover_on_silence, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failover_on_conn_close, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_seal_busy_retried, setup,
                                         teardown),
