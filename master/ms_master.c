@@ -1,9 +1,10 @@
 /* Master core: lifecycle, wiring and the liveness tick. It owns the
  * catalog, the load model, the event log, the policy, the cluster state
- * (ms_cluster.c), the balancer (ms_balance.c) and the RPC service
- * (ms_rpc.c), and republishes the status documents (ms_status.c) when the
- * cluster reports a change. Nothing below calls back into this file except
- * through the change callback registered here. */
+ * (ms_cluster.c), the balancer (ms_balance.c), the replication glue
+ * (ms_repl.c) and the RPC service (ms_rpc.c), and republishes the status
+ * documents (ms_status.c) when the cluster reports a change. Nothing below
+ * calls back into this file except through the change callback registered
+ * here. */
 #include "ms_master.h"
 
 #include <inttypes.h>

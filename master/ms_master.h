@@ -4,7 +4,8 @@
  * It owns an rt_rpc_server on the loop it is started on, one liveness
  * timer, the catalog (ms_catalog.h), the load model (ms_load.h), the
  * event log (ms_events.h), the policy (ms_policy.h), the cluster state
- * (ms_cluster.h), the balancer (ms_balance.h) and the RPC handlers
+ * (ms_cluster.h), the balancer (ms_balance.h), the replication glue
+ * that fails replicated ranges over (ms_repl.h) and the RPC handlers
  * (ms_rpc.h). Partition servers register and heartbeat; front ends say
  * FE_HELLO and get MAP_UPDATE pushed on every map change; table
  * create/delete/list/get are answered from the catalog.
