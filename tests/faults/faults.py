@@ -1,26 +1,33 @@
 #!/usr/bin/python3
-"""Fault harness (docs/DESIGN-replication.md §11.3), today on replication
-factor 1: real clusters from tests/integration/rtcluster.py, concurrent
-HTTP clients recording a history, a seeded nemesis (kill -9, SIGSTOP,
-master kill, rtctl split/move, link cuts through fproxy.py), then the
-checkers of check.py over the history and the table read back at the
-end.
+"""Fault harness (docs/DESIGN-replication.md §11.3): real clusters from
+tests/integration/rtcluster.py at replication factor 1 (default) or N,
+concurrent HTTP clients recording a history, a seeded nemesis (kill -9,
+SIGSTOP, master kill, rtctl split/move, link cuts through fproxy.py, and
+at RF > 1 faults aimed at the primary or a secondary of the busiest
+range), then the checkers of check.py over the history and the table read
+back at the end.
 
-    faults.py [--quick|--full] [--seed N] [--scenario NAME]... [--workdir D]
+    faults.py [--quick|--full|--rf3-quick] [--seed N] [--scenario NAME]...
+              [--replication-factor N] [--servers N] [--workdir D]
 
 Prints one table row per scenario (ops, ok/fail/unknown, lost writes,
-other violations, the longest window without a successful operation) and
-exits 1 on any lost write or violation, or 2 when the harness itself
-failed. Each scenario leaves history.jsonl, nemesis.jsonl, final.json,
-violations.txt and the daemons' logs under WORKDIR/<scenario>-<seed>/.
+other violations, the longest window without a successful operation),
+then per fault and range the longest window without a successful
+operation on that range and when its primary changed, and exits 1 on any
+lost write or violation, 2 when the harness itself failed, 77 when
+--rf3-quick finds a master without automatic failover (ctest: skipped).
+Each scenario leaves history.jsonl, nemesis.jsonl, primaries.jsonl,
+availability.json, final.json, violations.txt and the daemons' logs under
+WORKDIR/<scenario>-<seed>/.
 
-The guarantee checked today: an acknowledged write survives kill -9 of any
-process when its disk survives, and a cut link (partition server ↔ master,
-front end → partition server) once healed; registers are linearizable;
+The guarantee checked: an acknowledged write survives kill -9 of any
+process when its disk survives (at RF 3: of any one replica, its disk
+lost or not), and a cut link once healed; registers are linearizable;
 batches are all or nothing. Standard library only; /usr/bin/python3.
 """
 
 import argparse
+import bisect
 import http.client
 import json
 import os
@@ -54,6 +61,23 @@ FINAL_READ_TIMEOUT_S = 120.0
 # stays green while the bug is open; --full always reports them).
 # {name: why}
 EXPECTED_FAIL_QUICK = {}
+
+# Scenarios that fail at replication factor > 1 until a missing piece
+# lands, in every mode: reported as XFAIL (and as XPASS when they pass,
+# which is the sign to drop the entry). {name: why}
+EXPECTED_FAIL_RF = {
+    "wipe-secondary": "a server whose disk was wiped can only come back as "
+    "a learner copying its ranges (docs/DESIGN-replication.md §8, F13; "
+    "plan step 10), which is not built yet",
+}
+
+# Exit status of --rf3-quick when the master has no automatic failover:
+# ctest's SKIP_RETURN_CODE for faults_rf3_quick.
+EXIT_SKIP = 77
+
+# The master's default --failover-after-ms (§12.2): how long a silent
+# primary goes unsuspected; pause-primary pauses longer than this.
+FAILOVER_AFTER_MS = 1500
 
 # Scenarios whose cluster runs its links through fproxy: each partition
 # server's link to the master (its --master is a proxy port) and the front
@@ -99,7 +123,7 @@ class ClientThread(threading.Thread):
             d["code"] = code
         d.update(kw)
         self.history.append(d)
-        self.run_.count_op()
+        self.run_.count_op(op_pk(d))
         return d
 
     def call(self, verb, target, body=None, **kw):
@@ -252,6 +276,23 @@ class ClientThread(threading.Thread):
                 break
             target = first + "&" + nxt
         self.record("scan", t_inv, te, "ok", pk=pk, rows=rows, pages=pages)
+
+
+def op_pk(op):
+    """The partition key an operation of the history touched."""
+    if op.get("pk") is not None:
+        return op["pk"]
+    key = op.get("key") or (op.get("keys") or ["/"])[0]
+    return key.split("/", 1)[0]
+
+
+def range_has(rg, pk):
+    """Whether partition key @pk falls in range @rg of /api/status (the
+    table's ranges are cut at partition keys: low inclusive, high
+    exclusive, null high = +inf)."""
+    low = rg.get("low") or ""
+    high = rg.get("high")
+    return low <= pk and (high is None or pk < high)
 
 
 def _INNER_STATUS(text):
@@ -451,6 +492,126 @@ class Nemesis:
         self.run_.proxy.heal(link)
         self.note("heal", target=link)
 
+    # --- replication factor > 1: faults aimed at a role of a range
+    def busiest(self):
+        """(range, {server id: name}) of the table's range with the most
+        operations so far, from the master (retried while it restarts)."""
+        last = None
+        for _ in range(50):
+            try:
+                st = self.c.master_status()
+                rs = [r for r in st["ranges"] if r["table"] == TABLE]
+                if rs:
+                    rg = max(rs, key=lambda r: (self.run_.range_load(r),
+                                                -r["id"]))
+                    return rg, self.run_.server_names(st)
+            except (OSError, ClusterError) as e:
+                last = e
+            time.sleep(0.1)
+        raise ClusterError("no range of %s at the master: %r" % (TABLE,
+                                                                 last))
+
+    def primary(self):
+        """(name, range id) of the primary of the busiest range."""
+        rg, names = self.busiest()
+        return names.get(rg.get("primary", rg.get("server"))) or \
+            self.rng.choice(self.c.pss).name, rg["id"]
+
+    def secondary(self):
+        """(name, range id) of a random other replica of the busiest
+        range (any other server at RF 1)."""
+        rg, names = self.busiest()
+        p = rg.get("primary", rg.get("server"))
+        others = sorted(names[s] for s in rg.get("replicas", [])
+                        if s != p and s in names)
+        if not others:
+            others = sorted(x.name for x in self.c.pss
+                            if x.name != names.get(p))
+        return self.rng.choice(others), rg["id"]
+
+    def step_kill_primary(self):
+        """kill -9 of the primary of the busiest range; restarted (same
+        disk and port) after 2-5 s, so the failover (≈ 1.6-2 s, §7.1)
+        happens while it is away and it comes back as a secondary."""
+        name, rid = self.primary()
+        down = self.rng.uniform(2.0, 5.0)
+        self.note("kill -9", target=name, role="primary", range=rid,
+                  down_s=round(down, 2))
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(down)
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
+    def step_kill_secondary(self):
+        """kill -9 of a secondary of the busiest range, restarted after
+        0.5-4 s: the primary holds acks until the ISR shrinks (§5.4)."""
+        name, rid = self.secondary()
+        down = self.rng.uniform(0.5, 4.0)
+        self.note("kill -9", target=name, role="secondary", range=rid,
+                  down_s=round(down, 2))
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(down)
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
+    def step_pause_primary(self):
+        """SIGSTOP of the primary of the busiest range for longer than the
+        master's --failover-after-ms, then SIGCONT: it must find itself
+        deposed (F6) and never answer from its old state."""
+        name, rid = self.primary()
+        fa = FAILOVER_AFTER_MS / 1000.0
+        pause = self.rng.uniform(fa + 0.5, fa + 3.5)
+        self.note("SIGSTOP", target=name, role="primary", range=rid,
+                  pause_s=round(pause, 2))
+        self.paused.add(name)
+        self.c.kill(name, signal.SIGSTOP)
+        time.sleep(pause)
+        self.c.kill(name, signal.SIGCONT)
+        self.paused.discard(name)
+        self.note("SIGCONT", target=name)
+
+    def step_wipe_secondary(self):
+        """kill -9 of a secondary of the busiest range, its data directory
+        deleted, restarted on the same address: it must rejoin as a new,
+        empty server and never count as an in-sync copy (F13)."""
+        name, rid = self.secondary()
+        self.note("kill -9", target=name, role="secondary", range=rid,
+                  wipe=True)
+        self.c.kill(name, signal.SIGKILL)
+        d = os.path.join(self.c.workdir, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        time.sleep(self.rng.uniform(0.3, 2.0))
+        self.c.start_process(name)
+        self.note("restarted", target=name, wiped=True)
+
+    def step_rolling_restart(self):
+        """A clean restart (SIGTERM, exit 0 awaited, start on the same disk
+        and port) of the next process in turn: each partition server, then
+        the master; the next one only once the cluster sees it up."""
+        order = [p.name for p in self.c.pss] + ["master"]
+        name = order[self.run_.faults_done % len(order)]
+        role = None
+        if name != "master":
+            try:
+                rg, names = self.busiest()
+                p = rg.get("primary", rg.get("server"))
+                if names.get(p) == name:
+                    role = "primary"
+                elif name in (names.get(x) for x in rg.get("replicas", [])):
+                    role = "secondary"
+            except ClusterError:
+                pass
+        self.note("restart", target=name, role=role)
+        proc = self.c.proc(name)
+        proc.signal(signal.SIGTERM)
+        rc = proc.reap()
+        self.note("stopped", target=name, rc=rc)
+        if rc != 0:
+            raise ClusterError("%s exited %s on SIGTERM" % (name, rc))
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
     def step_moves_under_faults(self):
         """A split or a move through rtctl, and while it runs one random
         fault (or none) on the source, the target, another server or the
@@ -500,13 +661,80 @@ class Nemesis:
                   outcome=outcome, err=err.strip()[-200:])
 
 
+# ------------------------------------------------------------ sampler
+class Sampler(threading.Thread):
+    """Polls the master's /api/status every SAMPLE_S and logs each change
+    of a range's configuration (primary, epoch, replicas, in-sync set, by
+    server name) and of a server's up/down state, and when the master
+    could not be asked: the "who was primary when" of a scenario
+    (primaries.jsonl)."""
+
+    SAMPLE_S = 0.2
+
+    def __init__(self, run):
+        super().__init__(name="sampler", daemon=True)
+        self.run_ = run
+        self.log = []
+        self.halt = threading.Event()
+        self.last = {}
+
+    def put(self, key, value, **kw):
+        if self.last.get(key) == value:
+            return
+        self.last[key] = value
+        d = {"t_ms": now_ms(self.run_.t0)}
+        d.update(kw)
+        self.log.append(d)
+
+    def sample(self):
+        try:
+            st = self.run_.cluster.master_status()
+        except (OSError, ClusterError, ValueError):
+            self.put("master", "unreachable", master="unreachable")
+            return
+        self.put("master", "ok", master="ok")
+        names = self.run_.server_names(st)
+        for sv in st.get("servers", []):
+            n = names.get(sv["id"], "id%d" % sv["id"])
+            self.put(("server", n, sv["id"]), sv.get("state"), server=n,
+                     id=sv["id"], state=sv.get("state"))
+        for rg in st.get("ranges", []):
+            if rg.get("table") != TABLE:
+                continue
+            p = rg.get("primary", rg.get("server"))
+            conf = {"primary": names.get(p, p),
+                    "epoch": rg.get("epoch"),
+                    "replicas": [names.get(x, x)
+                                 for x in rg.get("replicas", [])],
+                    "insync": [names.get(x, x)
+                               for x in rg.get("insync", [])],
+                    "low": rg.get("low"), "high": rg.get("high")}
+            self.put(("range", rg["id"]), conf, range=rg["id"], **conf)
+
+    def run(self):
+        while not self.halt.is_set():
+            self.sample()
+            self.halt.wait(self.SAMPLE_S)
+
+    def ranges(self):
+        """{range id: its last configuration (low, high, primary...)}."""
+        out = {}
+        for d in self.log:
+            if "range" in d:
+                out[d["range"]] = d
+        return out
+
+
 # ------------------------------------------------------------ a run
 class Run:
     """One scenario on its own cluster."""
 
     def __init__(self, scenario, seed, n_ops, min_faults, workdir,
-                 max_s):
+                 max_s, rf=1, n_ps=3):
         self.scenario = scenario
+        self.rf = rf
+        self.n_ps = n_ps
+        self.pk_ops = {}  # partition key -> operations so far
         self.seed = seed
         self.n_ops = n_ops
         self.min_faults = min_faults
@@ -522,6 +750,7 @@ class Run:
         self.client_failed = False
         self.cluster = None
         self.proxy = None
+        self.sampler = None
         self.initial = {}
 
     def enough(self):
@@ -532,16 +761,40 @@ class Run:
         return self.ops >= self.n_ops and self.faults_done >= \
             self.min_faults
 
-    def count_op(self):
+    def count_op(self, pk=None):
         with self.lock:
             self.ops += 1
+            self.pk_ops[pk] = self.pk_ops.get(pk, 0) + 1
+
+    def range_load(self, rg):
+        """Operations so far on the partition keys of range @rg."""
+        with self.lock:
+            return sum(n for pk, n in self.pk_ops.items()
+                       if pk is not None and range_has(rg, pk))
+
+    def server_names(self, st):
+        """{server id: ps name} from a /api/status document (by the
+        address each server registered; a wiped server that registered
+        again under a new id maps to the same name)."""
+        c = self.cluster
+        by_addr = {}
+        for p in c.pss:
+            ports = p.fixed_ports or p.ports
+            if p.name in c.ps_advertise:
+                by_addr[c.ps_advertise[p.name]] = p.name
+            elif ports.get("rpc"):
+                by_addr["127.0.0.1:%d" % ports["rpc"]] = p.name
+        return {s["id"]: by_addr[s["addr"]] for s in st.get("servers", [])
+                if s.get("addr") in by_addr}
 
     def setup(self):
         extra = {"master": ["--policy", "none"]}
+        if self.rf > 1:
+            extra["master"] += ["--replication-factor", str(self.rf)]
         if self.scenario == "moves-under-faults":
             extra["ps"] = ["--move-chunk-kb", "16"]
         self.cluster = Cluster(os.path.join(self.workdir, "cluster"),
-                               n_ps=3, extra_args=extra,
+                               n_ps=self.n_ps, extra_args=extra,
                                log_level=os.environ.get("RT_LOG_LEVEL",
                                                         "warn"))
         if self.scenario in LINK_SCENARIOS:
@@ -592,6 +845,8 @@ class Run:
         self.deadline = self.t0 + self.max_s
         clients = [ClientThread(self, i) for i in range(N_CLIENTS)]
         nem = Nemesis(self, self.scenario)
+        self.sampler = Sampler(self)
+        self.sampler.start()
         for t in clients:
             t.start()
         nem.run()  # returns healed, once enough() holds
@@ -600,6 +855,8 @@ class Run:
         self.stop.set()
         for t in clients:
             t.join(timeout=CLIENT_TIMEOUT_S * 3)
+        self.sampler.halt.set()
+        self.sampler.join(timeout=10)
         errors = [t.exc for t in clients if t.exc]
         if nem.exc:
             errors.append("nemesis: " + nem.exc)
@@ -648,6 +905,70 @@ def unavailable_window(history):
     return best, best_end
 
 
+# The nemesis log entries that start a fault.
+FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart")
+
+
+def is_fault(ev):
+    """Whether nemesis log entry @ev starts a fault (the restarts of its
+    final heal do not)."""
+    return ev["fault"] in FAULT_EVENTS and ev.get("why") != "heal"
+
+
+def availability(history, nlog, plog):
+    """Per fault (a nemesis event of FAULT_EVENTS) and per range of the
+    table (bounds as last sampled): `window_ms`, the longest stretch
+    between two successful operations on that range (or from the last one
+    to the end of the history: `open`) that ended in the fault's span,
+    after the fault began and at or before the next one began (so a
+    window is counted once, for the last fault that began inside it);
+    and when the range's primary changed in that span (`failover_ms`
+    after the fault began, `from` -> `to`, from the sampler's log)."""
+    ranges = {}
+    for d in plog:
+        if "range" in d:
+            ranges[d["range"]] = d
+    end = max((o["end_ms"] for o in history), default=0)
+    oks = {rid: sorted(o["end_ms"] for o in history
+                       if o["outcome"] == "ok" and range_has(rg, op_pk(o)))
+           for rid, rg in ranges.items()}
+    faults = [e for e in nlog if is_fault(e)]
+    out = []
+    for i, f in enumerate(faults):
+        t0 = f["t_ms"]
+        last = i + 1 == len(faults)
+        t1 = end if last else faults[i + 1]["t_ms"]
+        per = {}
+        for rid, ends in oks.items():
+            # the windows (a, b) with t0 < b <= t1
+            j = bisect.bisect_right(ends, t0)
+            k = bisect.bisect_right(ends, t1)
+            best, is_open = 0, False
+            for b_i in range(j, k):
+                a = ends[b_i - 1] if b_i > 0 else t0
+                best = max(best, ends[b_i] - a)
+            a = ends[-1] if ends else 0
+            if last and end - a > best:
+                best, is_open = end - a, end > a
+            d = {"window_ms": best}
+            if is_open:
+                d["open"] = True
+            before = [x["primary"] for x in plog if x.get("range") == rid
+                      and x["t_ms"] <= t0]
+            old = before[-1] if before else None
+            for x in plog:
+                if x.get("range") == rid and t0 < x["t_ms"] <= t1 and \
+                        x["primary"] != old:
+                    d.update({"failover_ms": x["t_ms"] - t0, "from": old,
+                              "to": x["primary"]})
+                    break
+            per[rid] = d
+        out.append({"t_ms": t0, "fault": f["fault"],
+                    "target": f.get("target", f.get("args")),
+                    "role": f.get("role"), "ranges": per})
+    return out
+
+
 def save_history(wd, history, nlog):
     with open(os.path.join(wd, "history.jsonl"), "w") as f:
         for op in history:
@@ -657,18 +978,27 @@ def save_history(wd, history, nlog):
             f.write(json.dumps(ev, sort_keys=True) + "\n")
 
 
-def run_scenario(name, seed, n_ops, min_faults, root, max_s):
-    wd = os.path.join(root, "%s-%d" % (name, seed))
+def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
+                 n_ps=3):
+    wd = os.path.join(root, "%s-%s%d" % (name, "rf%d-" % rf if rf > 1
+                                          else "", seed))
     shutil.rmtree(wd, ignore_errors=True)
     os.makedirs(wd)
     if name == "moves-under-faults":
         min_faults *= 2  # moves of small ranges are quick: more of them
-    run = Run(name, seed, n_ops, min_faults, wd, max_s)
-    row = {"scenario": name, "seed": seed, "dir": wd}
+    run = Run(name, seed, n_ops, min_faults, wd, max_s, rf=rf, n_ps=n_ps)
+    row = {"scenario": name, "seed": seed, "dir": wd, "rf": rf}
     try:
         run.setup()
         history, nlog, errors = run.execute()
         save_history(wd, history, nlog)
+        plog = run.sampler.log if run.sampler else []
+        with open(os.path.join(wd, "primaries.jsonl"), "w") as f:
+            for ev in plog:
+                f.write(json.dumps(ev, sort_keys=True) + "\n")
+        avail = availability(history, nlog, plog)
+        with open(os.path.join(wd, "availability.json"), "w") as f:
+            json.dump(avail, f, indent=1, sort_keys=True)
         for p in run.cluster.procs:  # the nemesis healed; be sure
             if not p.running():
                 run.cluster.start_process(p.name)
@@ -698,6 +1028,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
             f.write("harness: %s\n" % e)
     win, win_end = unavailable_window(history)
     row.update({
+        "availability": avail,
         "ops": len(history),
         "ok": sum(o["outcome"] == "ok" for o in history),
         "fail": sum(o["outcome"] == "fail" for o in history),
@@ -706,14 +1037,43 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s):
         "violations": sum(len(v) for k, v in res.items() if k != "lost"),
         "by_checker": {k: len(v) for k, v in res.items()},
         "window_ms": win, "window_end_ms": win_end,
-        "faults": sum(1 for e in nlog if e["fault"] in
-                      ("kill -9", "SIGSTOP", "rtctl", "cut")),
+        "faults": sum(1 for e in nlog if is_fault(e)),
         "examples": [v for vs in res.values() for v in vs[:3]],
         "errors": errors,
         "seconds": round(history[-1]["end_ms"] / 1000.0, 1) if history
         else 0,
     })
     return row
+
+
+def print_availability(rows):
+    """Per scenario, per fault: the longest window without a successful
+    operation on each range around it, and the primary change seen."""
+    for r in rows:
+        if not r.get("availability"):
+            continue
+        worst = {}
+        for f in r["availability"]:
+            for rid, d in f["ranges"].items():
+                worst[rid] = max(worst.get(rid, 0), d["window_ms"])
+        print("\n%s (seed %d, rf %d): longest window without a successful "
+              "operation per range: %s" % (
+                  r["scenario"], r["seed"], r["rf"], ", ".join(
+                      "range %s %d ms" % kv for kv in sorted(worst.items()))))
+        for f in r["availability"]:
+            parts = []
+            for rid, d in sorted(f["ranges"].items()):
+                x = "range %s %d ms%s" % (rid, d["window_ms"],
+                                          " (never again)" if d.get("open")
+                                          else "")
+                if "failover_ms" in d:
+                    x += ", primary %s -> %s after %d ms" % (
+                        d["from"], d["to"], d["failover_ms"])
+                parts.append(x)
+            print("  t=%6d ms %-8s %-22s %s" % (
+                f["t_ms"], f["fault"], "%s%s" % (
+                    f["target"], " (%s)" % f["role"] if f.get("role")
+                    else ""), "; ".join(parts)))
 
 
 def print_table(rows):
@@ -749,6 +1109,27 @@ SCENARIOS = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # --quick runs these (≤ ~90 s in all on 2 cores); --full runs SCENARIOS.
 QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
          "cut-fe-link")
+# Scenarios of replication (they run at any RF, but mean something at
+# RF > 1): with --replication-factor N > 1, --full runs these and
+# kill-master.
+RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
+                "wipe-secondary", "rolling-restart")
+RF_FULL = RF_SCENARIOS[:3] + ("kill-master",) + RF_SCENARIOS[3:]
+# --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
+RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary")
+ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
+
+
+def master_has_failover():
+    """Whether the built master fails over by itself: it has the
+    --failover-after-ms flag of docs/DESIGN-replication.md §12.2."""
+    b = os.path.join(find_build_dir(), "master", "rt-master")
+    try:
+        r = subprocess.run([b, "--help"], capture_output=True, text=True,
+                           timeout=10)
+    except OSError:
+        return False
+    return "--failover-after-ms" in r.stdout + r.stderr
 
 
 def main(argv=None):
@@ -756,41 +1137,90 @@ def main(argv=None):
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true",
                    help="≥ 2000 ops and 3 faults per scenario, the QUICK "
-                   "scenarios (~15 s each)")
+                   "scenarios (~15 s each); at RF > 1 the RF3_QUICK ones "
+                   "and kill-master")
     g.add_argument("--full", action="store_true",
                    help="≥ 10000 ops and 10 faults per scenario, all "
-                   "scenarios")
+                   "scenarios (at RF > 1 the RF_FULL ones)")
+    g.add_argument("--rf3-quick", action="store_true",
+                   help="ctest faults_rf3_quick: kill-primary, "
+                   "kill-secondary, pause-primary at RF 3, ≥ 600 ops and "
+                   "2 faults each (≤ 90 s); exit 77 (skipped) when the "
+                   "master has no automatic failover")
     ap.add_argument("--seed", type=int, default=None,
                     help="nemesis and client seed (default: from the time)")
-    ap.add_argument("--scenario", action="append", choices=SCENARIOS,
+    ap.add_argument("--scenario", action="append", choices=ALL_SCENARIOS,
                     help="run only this scenario (repeatable)")
+    ap.add_argument("--replication-factor", type=int, default=None,
+                    metavar="N", help="the master's --replication-factor "
+                    "(default 1; 3 with --rf3-quick)")
+    ap.add_argument("--servers", type=int, default=None, metavar="N",
+                    help="partition servers (default 3, at least the "
+                    "replication factor)")
+    ap.add_argument("--force", action="store_true",
+                    help="--rf3-quick: run even when the master has no "
+                    "automatic failover (to see how it fails)")
     ap.add_argument("--workdir", default=None,
                     help="where clusters and histories go (default: "
                     "<build>/tests/tmp-faults)")
     a = ap.parse_args(argv)
+    rf = a.replication_factor or (3 if a.rf3_quick else 1)
+    if rf < 1 or (a.rf3_quick and rf != 3):
+        ap.error("--replication-factor: 1..8 (3 with --rf3-quick)")
+    n_ps = a.servers or max(3, rf)
+    if n_ps < rf:
+        ap.error("--servers %d: fewer than --replication-factor %d"
+                 % (n_ps, rf))
+    if rf > 1 and not master_has_failover():
+        msg = ("rt-master has no --failover-after-ms: automatic failover "
+               "(docs/DESIGN-replication.md §13 step 9) is not built, so "
+               "the RF %d scenarios cannot pass" % rf)
+        if a.rf3_quick and not a.force:
+            print("faults.py --rf3-quick: SKIPPED: " + msg, flush=True)
+            return EXIT_SKIP
+        print("faults.py: warning: " + msg, flush=True)
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     if a.full:
         n_ops, min_faults, max_s = 10000, 10, 600
+    elif a.rf3_quick:
+        n_ops, min_faults, max_s = 600, 2, 20
     else:
         n_ops, min_faults, max_s = 2000, 3, 60
+    if a.scenario:
+        names = a.scenario
+    elif a.rf3_quick:
+        names = RF3_QUICK
+    elif rf > 1:
+        names = RF_FULL if a.full else RF3_QUICK + ("kill-master",)
+    else:
+        names = SCENARIOS if a.full else QUICK
     root = a.workdir or os.path.join(find_build_dir(), "tests",
                                      "tmp-faults")
     os.makedirs(root, exist_ok=True)
-    print("faults.py: seed %d, %s, workdir %s" % (
-        seed, "full" if a.full else "quick", root), flush=True)
+    print("faults.py: seed %d, %s, replication factor %d, %d partition "
+          "servers, workdir %s" % (
+              seed, "full" if a.full else "rf3-quick" if a.rf3_quick
+              else "quick", rf, n_ps, root), flush=True)
     rows = []
-    for name in a.scenario or (SCENARIOS if a.full else QUICK):
+    for name in names:
         t = time.monotonic()
         rows.append(run_scenario(name, seed, n_ops, min_faults, root,
-                                 max_s))
+                                 max_s, rf=rf, n_ps=n_ps))
         print("  %s done in %.0f s" % (name, time.monotonic() - t),
               flush=True)
     print()
     print_table(rows)
+    print_availability(rows)
     rc = 0
     for r in rows:
         bad = "error" in r or r.get("errors") or r["lost"] or \
             r["violations"]
+        if r["rf"] > 1 and r["scenario"] in EXPECTED_FAIL_RF:
+            print("\n%s: %s (expected to fail at RF %d: %s)" % (
+                r["scenario"], "XFAIL" if bad else
+                "XPASS, drop it from EXPECTED_FAIL_RF", r["rf"],
+                EXPECTED_FAIL_RF[r["scenario"]]))
+            continue
         if bad and not a.full and r["scenario"] in EXPECTED_FAIL_QUICK \
                 and "error" not in r:
             print("\n%s: expected failure in --quick: %s"
