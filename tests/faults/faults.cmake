@@ -9,6 +9,11 @@
 #                      moves-under-faults, cut-fe-link, ≥ 2000 operations
 #                      and 3 faults each (about 80 s on 2 cores); seed 1 so a
 #                      failure replays (faults.py --seed N for others)
+#   faults_rf3_quick   faults.py --rf3-quick: kill-primary, kill-secondary,
+#                      pause-primary at replication factor 3, ≥ 600
+#                      operations and 2 faults each (≤ 90 s); SKIPPED (exit
+#                      77) while the master has no --failover-after-ms,
+#                      i.e. no automatic failover, never passed silently
 #
 # faults.py --full (≥ 10 000 operations per scenario) is run by hand; see
 # faults/README.md.
@@ -41,4 +46,16 @@ set_tests_properties(faults_quick PROPERTIES
   TIMEOUT 600
   ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
   # Real clusters: never side by side with the integration tests.
+  RESOURCE_LOCK rt_integration)
+
+add_test(NAME faults_rf3_quick
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/faults.py
+          --rf3-quick --seed 1
+          --workdir ${CMAKE_CURRENT_BINARY_DIR}/tmp-faults
+  WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(faults_rf3_quick PROPERTIES
+  LABELS faults
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
   RESOURCE_LOCK rt_integration)
