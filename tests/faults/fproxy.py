@@ -18,6 +18,13 @@ Contract:
 - The target is looked up at each new connection (a (host, port) or a
   callable returning one or None), so a link can exist before the process
   it leads to has a port; with no target the connection is reset.
+- Per source: a link made with a `classify` callable (the client's
+  (host, port) -> a source name or None, called once per accepted
+  connection on the proxy's loop) tags each connection with its source;
+  cut(src=NAME) / heal(src=NAME) then apply to that source's connections
+  only, so one process's path to a target can be cut while others keep
+  theirs (cut's modes as above; a whole-link fault applies to every
+  source).
 
 In-process use (faults.py): Proxy() runs its asyncio loop on a daemon
 thread; add_link() returns the listening port; cut/drop/delay/heal are
@@ -56,8 +63,9 @@ def _rst(writer):
 class _Conn:
     """One client connection through a link and its upstream, if any."""
 
-    def __init__(self, link, cw):
+    def __init__(self, link, cw, src=None):
         self.link = link
+        self.src = src        # the source name given by link.classify
         self.cw = cw          # client side writer
         self.uw = None        # upstream writer
         self.tainted = False  # some bytes were not forwarded
@@ -79,9 +87,11 @@ class _Conn:
 class Link:
     """One directed link: its listening server, state and connections."""
 
-    def __init__(self, name, target):
+    def __init__(self, name, target, classify=None):
         self.name = name
         self.target = target
+        self.classify = classify
+        self.src_mode = {}    # source name -> reset | blackhole
         self.mode = "ok"      # ok | reset | blackhole
         self.dropping = False
         self.delay_ms = 0
@@ -93,7 +103,15 @@ class Link:
     def state(self):
         return {"name": self.name, "port": self.port, "mode": self.mode,
                 "drop": self.dropping, "delay_ms": self.delay_ms,
-                "conns": len(self.conns), "accepted": self.accepted}
+                "conns": len(self.conns), "accepted": self.accepted,
+                "src_mode": dict(self.src_mode)}
+
+    def mode_of(self, conn):
+        """The cut mode that applies to @conn: the link's, else its
+        source's, else "ok"."""
+        if self.mode != "ok":
+            return self.mode
+        return self.src_mode.get(conn.src, "ok")
 
     def _target(self):
         t = self.target() if callable(self.target) else self.target
@@ -101,14 +119,21 @@ class Link:
 
     async def handle(self, reader, writer):
         self.accepted += 1
-        conn = _Conn(self, writer)
+        src = None
+        if self.classify is not None:
+            try:
+                src = self.classify(writer.get_extra_info("peername"))
+            except Exception:  # noqa: BLE001 - unknown source
+                src = None
+        conn = _Conn(self, writer, src)
         self.conns.add(conn)
         conn.tasks.append(asyncio.current_task())
         try:
-            if self.mode == "reset":
+            mode = self.mode_of(conn)
+            if mode == "reset":
                 conn.reset()
                 return
-            if self.mode == "blackhole" or self.dropping:
+            if mode == "blackhole" or self.dropping:
                 conn.tainted = True
                 await self._sink(reader)
                 return
@@ -161,7 +186,7 @@ class Link:
                     if writer.can_write_eof():
                         writer.write_eof()
                     return
-                if self.dropping or self.mode != "ok":
+                if self.dropping or self.mode_of(conn) != "ok":
                     conn.tainted = True
                     continue
                 writer.write(data)
@@ -176,7 +201,7 @@ class Link:
                 if not data:
                     queue.put_nowait((due, None))
                     break
-                if self.dropping or self.mode != "ok":
+                if self.dropping or self.mode_of(conn) != "ok":
                     conn.tainted = True
                     continue
                 queue.put_nowait((due, data))
@@ -188,19 +213,31 @@ class Link:
             sender.cancel()
             conn.reset()
 
-    def cut(self, mode):
+    def cut(self, mode, src=None):
         if mode not in ("reset", "blackhole"):
             raise ValueError("cut mode %r" % mode)
-        self.mode = mode
+        if src is None:
+            self.mode = mode
+        else:
+            self.src_mode[src] = mode
         for c in list(self.conns):
+            if src is not None and c.src != src:
+                continue
             if c.uw is not None or mode == "reset":
                 c.reset()
 
     def drop(self):
         self.dropping = True
 
-    def heal(self):
+    def heal(self, src=None):
+        if src is not None:
+            self.src_mode.pop(src, None)
+            for c in list(self.conns):
+                if c.src == src and c.tainted and self.mode_of(c) == "ok":
+                    c.reset()
+            return
         self.mode = "ok"
+        self.src_mode.clear()
         self.dropping = False
         self.delay_ms = 0
         for c in list(self.conns):
@@ -232,26 +269,27 @@ class Proxy:
             return r
         return asyncio.run_coroutine_threadsafe(wrap(), self.loop).result()
 
-    async def _add(self, name, target, port):
-        link = Link(name, target)
+    async def _add(self, name, target, port, classify):
+        link = Link(name, target, classify)
         link.server = await asyncio.start_server(
             link.handle, self.host, port, reuse_address=True)
         link.port = link.server.sockets[0].getsockname()[1]
         self.links[name] = link
         return link.port
 
-    def add_link(self, name, target, port=0):
+    def add_link(self, name, target, port=0, classify=None):
         """Starts forwarding @port (0: any free one) to @target; returns
-        the port."""
+        the port. @classify: see the module doc (per-source cuts)."""
         if name in self.links:
             raise ValueError("link %s exists" % name)
-        return self._call(self._add, name, target, port)
+        return self._call(self._add, name, target, port, classify)
 
     def port(self, name):
         return self.links[name].port
 
-    def cut(self, name, mode="reset"):
-        self._call(self.links[name].cut, mode)
+    def cut(self, name, mode="reset", src=None):
+        """Cuts link @name, or only its connections from source @src."""
+        self._call(self.links[name].cut, mode, src)
 
     def drop(self, name):
         self._call(self.links[name].drop)
@@ -261,8 +299,9 @@ class Proxy:
             self.links[name].delay_ms = int(ms)
         self._call(f)
 
-    def heal(self, name):
-        self._call(self.links[name].heal)
+    def heal(self, name, src=None):
+        """Heals link @name, or only the cut of its source @src."""
+        self._call(self.links[name].heal, src)
 
     def heal_all(self):
         for name in list(self.links):

@@ -222,3 +222,40 @@ def test_control_socket(env):
     assert cmd("cut nosuch").startswith("err")
     assert cmd("frobnicate a").startswith("err")
     c.close()
+
+
+def test_cut_by_source(env):
+    """A classified link cuts one source's connections and keeps the
+    others', before and after the cut began; heal(src) restores it."""
+    px, _, echo = env
+    srcs = {}
+    port = px.add_link("c", ("127.0.0.1", echo.port),
+                       classify=lambda peer: srcs.get(peer[1]))
+
+    def conn_as(name):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        srcs[s.getsockname()[1]] = name
+        s.settimeout(2.0)
+        try:
+            s.connect(("127.0.0.1", port))
+        except ConnectionResetError:
+            s.close()
+            return None
+        return s
+
+    a, b = conn_as("A"), conn_as("B")
+    assert roundtrip(a, b"a") == b"a" and roundtrip(b, b"b") == b"b"
+    px.cut("c", "reset", src="A")
+    assert dead(a)
+    assert roundtrip(b, b"still") == b"still"
+    a2 = conn_as("A")
+    assert a2 is None or dead(a2)
+    b2 = conn_as("B")
+    assert roundtrip(b2, b"new") == b"new"
+    assert px.state("c")["src_mode"] == {"A": "reset"}
+    px.heal("c", src="A")
+    a3 = conn_as("A")
+    assert roundtrip(a3, b"back") == b"back"
+    for s in (b, b2, a3):
+        s.close()
