@@ -56,6 +56,9 @@ N_INSERT_PKS = 4
 N_CLIENTS = 6
 CLIENT_TIMEOUT_S = 10.0
 FINAL_READ_TIMEOUT_S = 120.0
+# After the last fault, the clients go on at most this long for every
+# range to answer again (the history then holds the last window whole).
+SETTLE_S = 15.0
 
 # Scenarios that fail today for a known reason, in --quick only (ctest
 # stays green while the bug is open; --full always reports them).
@@ -80,10 +83,12 @@ EXIT_SKIP = 77
 FAILOVER_AFTER_MS = 1500
 
 # Scenarios whose cluster runs its links through fproxy: each partition
-# server's link to the master (its --master is a proxy port) and the front
-# end's link to each partition server (its --advertise is a proxy port, so
-# the master hands that address to the front end).
-LINK_SCENARIOS = ("cut-master-link", "cut-fe-link")
+# server's link to the master (its --master is a proxy port) and every
+# link to each partition server (its --advertise is a proxy port, so the
+# master hands that address to the front end and to its peers; the proxy
+# tells who dialed by the owner of the client socket, so the front end's
+# path and a peer's path to one server are cut apart).
+LINK_SCENARIOS = ("cut-master-link", "cut-fe-link", "isolate-primary")
 
 # Outcome of an HTTP status: these are definite answers (nothing written,
 # or the condition did not hold); any other 5xx may have been applied.
@@ -123,7 +128,7 @@ class ClientThread(threading.Thread):
             d["code"] = code
         d.update(kw)
         self.history.append(d)
-        self.run_.count_op(op_pk(d))
+        self.run_.count_op(op_pk(d), t_end if outcome == "ok" else None)
         return d
 
     def call(self, verb, target, body=None, **kw):
@@ -570,6 +575,32 @@ class Nemesis:
         self.paused.discard(name)
         self.note("SIGCONT", target=name)
 
+    def step_isolate_primary(self):
+        """Cuts the primary of the busiest range from the master and from
+        every other partition server, both ways, but not from the front
+        end, for longer than --failover-after-ms plus the seal grace
+        (F7): the others must fail over, and the old primary must not
+        acknowledge a write nor answer a read the new one would not."""
+        name, rid = self.primary()
+        px = self.run_.proxy
+        mode = self.rng.choice(["blackhole", "blackhole", "reset"])
+        fa = FAILOVER_AFTER_MS / 1000.0
+        cut = self.rng.uniform(2 * fa + 0.5, 2 * fa + 3.0)
+        others = [p.name for p in self.c.pss if p.name != name]
+        cuts = [(name + "->master", None)]
+        cuts += [("fe->" + o, name) for o in others]
+        cuts += [("fe->" + name, o) for o in others + ["master"]]
+        self.note("cut", target=name, role="primary", range=rid, mode=mode,
+                  cut_s=round(cut, 2), links=["%s->%s" % (
+                      src or name, link.split("->")[1]) for link, src in
+                      cuts])
+        for link, src in cuts:
+            px.cut(link, mode, src=src)
+        time.sleep(cut)
+        for link, src in cuts:
+            px.heal(link, src=src)
+        self.note("heal", target=name)
+
     def step_wipe_secondary(self):
         """kill -9 of a secondary of the busiest range, its data directory
         deleted, restarted on the same address: it must rejoin as a new,
@@ -735,6 +766,8 @@ class Run:
         self.rf = rf
         self.n_ps = n_ps
         self.pk_ops = {}  # partition key -> operations so far
+        self.last_ok = {}  # partition key -> end of its last success (ms)
+        self.dialed = {}  # who dialed the proxied links -> connections
         self.seed = seed
         self.n_ops = n_ops
         self.min_faults = min_faults
@@ -761,10 +794,21 @@ class Run:
         return self.ops >= self.n_ops and self.faults_done >= \
             self.min_faults
 
-    def count_op(self, pk=None):
+    def count_op(self, pk=None, ok_end=None):
         with self.lock:
             self.ops += 1
             self.pk_ops[pk] = self.pk_ops.get(pk, 0) + 1
+            if ok_end is not None:
+                self.last_ok[pk] = max(self.last_ok.get(pk, 0), ok_end)
+
+    def settled(self, t):
+        """Whether, on every range the sampler knows, some operation
+        succeeded after @t (ms)."""
+        ranges = self.sampler.ranges().values() if self.sampler else []
+        with self.lock:
+            return all(any(e > t for pk, e in self.last_ok.items()
+                           if pk is not None and range_has(rg, pk))
+                       for rg in ranges)
 
     def range_load(self, rg):
         """Operations so far on the partition keys of range @rg."""
@@ -829,8 +873,49 @@ class Run:
             port = self.proxy.add_link(p.name + "->master", master)
             c.ps_master[p.name] = "127.0.0.1:%d" % port
             port = self.proxy.add_link("fe->" + p.name,
-                                       lambda p=p: ps(p))
+                                       lambda p=p: ps(p),
+                                       classify=self.dialer)
             c.ps_advertise[p.name] = "127.0.0.1:%d" % port
+
+    def dialer(self, peer):
+        who = self._dialer(peer)
+        with self.lock:
+            self.dialed[str(who)] = self.dialed.get(str(who), 0) + 1
+        return who
+
+    def _dialer(self, peer):
+        """The name of the cluster process (master, psN, frontend) that
+        owns the client socket @peer (host, port) of a connection to one
+        of the proxy's links: the established socket with that local port
+        and a proxy port as its remote in /proc/net/tcp, then the process
+        holding its inode among those we started. None when not found."""
+        ports = {ln.port for ln in self.proxy.links.values()}
+        inode = None
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                w = line.split()
+                lport = int(w[1].split(":")[1], 16)
+                rport = int(w[2].split(":")[1], 16)
+                if lport == peer[1] and rport in ports and w[3] == "01":
+                    inode = w[9]
+                    break
+        if inode is None or inode == "0":
+            return None
+        want = "socket:[%s]" % inode
+        for p in self.cluster.procs:
+            if not p.running():
+                continue
+            d = "/proc/%d/fd" % p.pid
+            try:
+                for fd in os.listdir(d):
+                    try:
+                        if os.readlink(os.path.join(d, fd)) == want:
+                            return p.name
+                    except OSError:
+                        continue
+            except OSError:
+                continue
+        return None
 
     def close(self):
         if self.cluster:
@@ -851,6 +936,14 @@ class Run:
             t.start()
         nem.run()  # returns healed, once enough() holds
         while not self.enough():
+            time.sleep(0.1)
+        # The clients go on until an operation on every range succeeds
+        # after the last fault healed (bounded), so the history holds the
+        # whole last window.
+        healed = now_ms(self.t0)
+        end = time.monotonic() + SETTLE_S
+        while time.monotonic() < end and not self.client_failed and \
+                not self.settled(healed):
             time.sleep(0.1)
         self.stop.set()
         for t in clients:
@@ -991,6 +1084,9 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
     try:
         run.setup()
         history, nlog, errors = run.execute()
+        if run.proxy is not None:
+            nlog.append({"t_ms": now_ms(run.t0), "fault": "proxy",
+                         "dialed": dict(run.dialed)})
         save_history(wd, history, nlog)
         plog = run.sampler.log if run.sampler else []
         with open(os.path.join(wd, "primaries.jsonl"), "w") as f:
@@ -1113,8 +1209,8 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # RF > 1): with --replication-factor N > 1, --full runs these and
 # kill-master.
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
-                "wipe-secondary", "rolling-restart")
-RF_FULL = RF_SCENARIOS[:3] + ("kill-master",) + RF_SCENARIOS[3:]
+                "isolate-primary", "wipe-secondary", "rolling-restart")
+RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
