@@ -56,6 +56,10 @@ N_INSERT_PKS = 4
 N_CLIENTS = 6
 CLIENT_TIMEOUT_S = 10.0
 FINAL_READ_TIMEOUT_S = 120.0
+# Scenarios whose replicas must all be in sync again at the end (RF > 1):
+# the server that came back must have rejoined within REJOIN_WAIT_S.
+REJOIN_SCENARIOS = ("wipe-secondary",)
+REJOIN_WAIT_S = 30.0
 # Before a fault at RF > 1, the nemesis waits at most this long for the
 # target range's in-sync set to be whole again.
 ISR_WAIT_S = 10.0
@@ -522,8 +526,8 @@ class Nemesis:
                     rg = max(rs, key=lambda r: (self.run_.range_load(r),
                                                 -r["id"]))
                     return rg, self.run_.server_names(st)
-            except (OSError, ClusterError) as e:
-                last = e
+            except (OSError, ClusterError, KeyError, ValueError) as e:
+                last = e  # the master restarting
             time.sleep(0.1)
         raise ClusterError("no range of %s at the master: %r" % (TABLE,
                                                                  last))
@@ -753,7 +757,7 @@ class Sampler(threading.Thread):
     def sample(self):
         try:
             st = self.run_.cluster.master_status()
-        except (OSError, ClusterError, ValueError):
+        except Exception:  # noqa: BLE001 - down, restarting (no port yet)
             self.put("master", "unreachable", master="unreachable")
             return
         self.put("master", "ok", master="ok")
@@ -1031,6 +1035,10 @@ def unavailable_window(history):
     return best, best_end
 
 
+# Operations of the history; the writes among them.
+ALL_OPS = ("insert", "upsert", "read", "replace", "batch", "scan")
+WRITE_OPS = ("insert", "upsert", "replace", "batch")
+
 # The nemesis log entries that start a fault.
 FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart")
 
@@ -1043,7 +1051,8 @@ def is_fault(ev):
 
 def availability(history, nlog, plog):
     """Per fault (a nemesis event of FAULT_EVENTS) and per range of the
-    table (bounds as last sampled): `window_ms`, the longest stretch
+    table (bounds as last sampled): `window_ms` (`write_window_ms`
+    counting only writes as successes), the longest stretch
     between two successful operations on that range (or from the last one
     to the end of the history: `open`) that ended in the fault's span,
     after the fault began and at or before the next one began (so a
@@ -1055,30 +1064,42 @@ def availability(history, nlog, plog):
         if "range" in d:
             ranges[d["range"]] = d
     end = max((o["end_ms"] for o in history), default=0)
-    oks = {rid: sorted(o["end_ms"] for o in history
-                       if o["outcome"] == "ok" and range_has(rg, op_pk(o)))
+
+    def ok_ends(rg, ops):
+        return sorted(o["end_ms"] for o in history if o["outcome"] == "ok"
+                      and o["op"] in ops and range_has(rg, op_pk(o)))
+
+    oks = {rid: (ok_ends(rg, ALL_OPS), ok_ends(rg, WRITE_OPS))
            for rid, rg in ranges.items()}
     faults = [e for e in nlog if is_fault(e)]
+
+    def window(ends, t0, t1, last):
+        """(longest, open) over the windows (a, b), t0 < b <= t1."""
+        j = bisect.bisect_right(ends, t0)
+        k = bisect.bisect_right(ends, t1)
+        best, is_open = 0, False
+        for b_i in range(j, k):
+            a = ends[b_i - 1] if b_i > 0 else t0
+            best = max(best, ends[b_i] - a)
+        a = ends[-1] if ends else 0
+        if last and end - a > best:
+            best, is_open = end - a, end > a
+        return best, is_open
+
     out = []
     for i, f in enumerate(faults):
         t0 = f["t_ms"]
         last = i + 1 == len(faults)
         t1 = end if last else faults[i + 1]["t_ms"]
         per = {}
-        for rid, ends in oks.items():
-            # the windows (a, b) with t0 < b <= t1
-            j = bisect.bisect_right(ends, t0)
-            k = bisect.bisect_right(ends, t1)
-            best, is_open = 0, False
-            for b_i in range(j, k):
-                a = ends[b_i - 1] if b_i > 0 else t0
-                best = max(best, ends[b_i] - a)
-            a = ends[-1] if ends else 0
-            if last and end - a > best:
-                best, is_open = end - a, end > a
-            d = {"window_ms": best}
+        for rid, (ends, wends) in oks.items():
+            best, is_open = window(ends, t0, t1, last)
+            wbest, wopen = window(wends, t0, t1, last)
+            d = {"window_ms": best, "write_window_ms": wbest}
             if is_open:
                 d["open"] = True
+            if wopen:
+                d["write_open"] = True
             before = [x["primary"] for x in plog if x.get("range") == rid
                       and x["t_ms"] <= t0]
             old = before[-1] if before else None
@@ -1093,6 +1114,30 @@ def availability(history, nlog, plog):
                     "target": f.get("target", f.get("args")),
                     "role": f.get("role"), "ranges": per})
     return out
+
+
+def check_rejoined(run):
+    """[violation] when, REJOIN_WAIT_S after the faults, a range of the
+    table still has a replica outside its in-sync set (a server that came
+    back, wiped or not, has not caught up and rejoined)."""
+    end = time.monotonic() + REJOIN_WAIT_S
+    short = []
+    while True:
+        try:
+            st = run.cluster.master_status()
+            names = run.server_names(st)
+            short = ["range %d: in sync %s of replicas %s" % (
+                rg["id"], [names.get(x, x) for x in rg.get("insync", [])],
+                [names.get(x, x) for x in rg.get("replicas", [])])
+                for rg in st["ranges"] if rg["table"] == TABLE and
+                not set(rg.get("replicas", [])) <= set(rg.get("insync", []))]
+        except (OSError, ClusterError, KeyError, ValueError) as e:
+            short = ["master status: %r" % e]
+        if not short or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    return ["%s %.0f s after the last fault" % (x, REJOIN_WAIT_S)
+            for x in short]
 
 
 def save_history(wd, history, nlog):
@@ -1143,6 +1188,8 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
             # system (availability), not of the harness; the checkers
             # that need the final table cannot run.
             final, unreadable = None, str(e)[:300]
+        rejoin = check_rejoined(run) if rf > 1 and \
+            name in REJOIN_SCENARIOS else []
     except Exception:  # noqa: BLE001 - a harness failure, not a violation
         row["error"] = traceback.format_exc()
         if run.cluster:
@@ -1160,6 +1207,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
     if final is not None:
         res = check.check_all(history, final, run.initial)
         res["final"] = []
+        res["rejoin"] = rejoin
     else:
         res = {"lost": [], "batches": [],
                "linearizable": check.check_linearizable(history,
@@ -1168,7 +1216,8 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
                "stale": check.check_stale_reads(history, run.initial),
                "final": ["the table could not be read back within %.0f s "
                          "(lost writes and batches not checked): %s"
-                         % (final_s, unreadable)]}
+                         % (final_s, unreadable)],
+               "rejoin": rejoin}
     with open(os.path.join(wd, "violations.txt"), "w") as f:
         for k, vs in res.items():
             for v in vs:
@@ -1201,20 +1250,25 @@ def print_availability(rows):
     for r in rows:
         if not r.get("availability"):
             continue
-        worst = {}
+        worst, wworst = {}, {}
         for f in r["availability"]:
             for rid, d in f["ranges"].items():
                 worst[rid] = max(worst.get(rid, 0), d["window_ms"])
+                wworst[rid] = max(wworst.get(rid, 0),
+                                  d.get("write_window_ms", 0))
         print("\n%s (seed %d, rf %d): longest window without a successful "
-              "operation per range: %s" % (
+              "operation (a successful write) per range: %s" % (
                   r["scenario"], r["seed"], r["rf"], ", ".join(
-                      "range %s %d ms" % kv for kv in sorted(worst.items()))))
+                      "range %s %d ms (%d ms)" % (rid, w, wworst[rid])
+                      for rid, w in sorted(worst.items()))))
         for f in r["availability"]:
             parts = []
             for rid, d in sorted(f["ranges"].items()):
-                x = "range %s %d ms%s" % (rid, d["window_ms"],
-                                          " (never again)" if d.get("open")
-                                          else "")
+                x = "range %s %d ms%s, writes %d ms%s" % (
+                    rid, d["window_ms"],
+                    " (never again)" if d.get("open") else "",
+                    d.get("write_window_ms", 0),
+                    " (never again)" if d.get("write_open") else "")
                 if "failover_ms" in d:
                     x += ", primary %s -> %s after %d ms" % (
                         d["from"], d["to"], d["failover_ms"])
