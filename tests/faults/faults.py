@@ -1323,16 +1323,24 @@ RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
 
 
-def master_has_failover():
-    """Whether the built master fails over by itself: it has the
-    --failover-after-ms flag of docs/DESIGN-replication.md §12.2."""
-    b = os.path.join(find_build_dir(), "master", "rt-master")
-    try:
-        r = subprocess.run([b, "--help"], capture_output=True, text=True,
-                           timeout=10)
-    except OSError:
-        return False
-    return "--failover-after-ms" in r.stdout + r.stderr
+def missing_failover():
+    """None when the built daemons fail over by themselves, else what is
+    missing: the master's --failover-after-ms (it suspects and seals,
+    docs/DESIGN-replication.md §12.2) or the partition server's
+    --lease-ms (it answers SEAL after its seal grace)."""
+    b = find_build_dir()
+    for binary, flag in (("master/rt-master", "--failover-after-ms"),
+                         ("partition-server/rt-partition-server",
+                          "--lease-ms")):
+        try:
+            r = subprocess.run([os.path.join(b, binary), "--help"],
+                               capture_output=True, text=True, timeout=10)
+            out = r.stdout + r.stderr
+        except OSError:
+            out = ""
+        if flag not in out:
+            return "%s has no %s" % (os.path.basename(binary), flag)
+    return None
 
 
 def main(argv=None):
@@ -1374,10 +1382,11 @@ def main(argv=None):
     if n_ps < rf:
         ap.error("--servers %d: fewer than --replication-factor %d"
                  % (n_ps, rf))
-    if rf > 1 and not master_has_failover():
-        msg = ("rt-master has no --failover-after-ms: automatic failover "
-               "(docs/DESIGN-replication.md §13 step 9) is not built, so "
-               "the RF %d scenarios cannot pass" % rf)
+    missing = missing_failover() if rf > 1 else None
+    if missing:
+        msg = ("%s: automatic failover (docs/DESIGN-replication.md §13 "
+               "step 9) is not built, so the RF %d scenarios cannot pass"
+               % (missing, rf))
         if a.rf3_quick and not a.force:
             print("faults.py --rf3-quick: SKIPPED: " + msg, flush=True)
             return EXIT_SKIP
