@@ -12,8 +12,9 @@
 #   faults_rf3_quick   faults.py --rf3-quick: kill-primary, kill-secondary,
 #                      pause-primary at replication factor 3, ≥ 2000
 #                      operations and one fault each (≤ 90 s); SKIPPED (exit
-#                      77) while the master has no --failover-after-ms,
-#                      i.e. no automatic failover, never passed silently
+#                      77) while the master has no --failover-after-ms or
+#                      the partition server no --lease-ms, i.e. no
+#                      automatic failover; never passed silently
 #
 # faults.py --full (≥ 10 000 operations per scenario) is run by hand; see
 # faults/README.md.
