@@ -1056,7 +1056,8 @@ def availability(history, nlog, plog):
     between two successful operations on that range (or from the last one
     to the end of the history: `open`) that ended in the fault's span,
     after the fault began and at or before the next one began (so a
-    window is counted once, for the last fault that began inside it);
+    window is counted once, for the last fault that began inside it; a
+    fault whose span saw no success shows the window so far, `goes on`);
     and when the range's primary changed in that span (`failover_ms`
     after the fault began, `from` -> `to`, from the sampler's log)."""
     ranges = {}
@@ -1074,7 +1075,9 @@ def availability(history, nlog, plog):
     faults = [e for e in nlog if is_fault(e)]
 
     def window(ends, t0, t1, last):
-        """(longest, open) over the windows (a, b), t0 < b <= t1."""
+        """(longest, open) over the windows (a, b), t0 < b <= t1; with
+        no success in (t0, t1] and a later fault, the window so far at
+        t1 and "goes on" (it is counted whole at a later fault)."""
         j = bisect.bisect_right(ends, t0)
         k = bisect.bisect_right(ends, t1)
         best, is_open = 0, False
@@ -1084,6 +1087,8 @@ def availability(history, nlog, plog):
         a = ends[-1] if ends else 0
         if last and end - a > best:
             best, is_open = end - a, end > a
+        elif j == k and not last:
+            best, is_open = t1 - (ends[j - 1] if j > 0 else t0), "goes on"
         return best, is_open
 
     out = []
@@ -1097,9 +1102,9 @@ def availability(history, nlog, plog):
             wbest, wopen = window(wends, t0, t1, last)
             d = {"window_ms": best, "write_window_ms": wbest}
             if is_open:
-                d["open"] = True
+                d["open"] = is_open
             if wopen:
-                d["write_open"] = True
+                d["write_open"] = wopen
             before = [x["primary"] for x in plog if x.get("range") == rid
                       and x["t_ms"] <= t0]
             old = before[-1] if before else None
@@ -1244,6 +1249,9 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
     return row
 
 
+OPEN_NOTE = {False: "", True: " (never again)", "goes on": " (goes on)"}
+
+
 def print_availability(rows):
     """Per scenario, per fault: the longest window without a successful
     operation on each range around it, and the primary change seen."""
@@ -1265,10 +1273,9 @@ def print_availability(rows):
             parts = []
             for rid, d in sorted(f["ranges"].items()):
                 x = "range %s %d ms%s, writes %d ms%s" % (
-                    rid, d["window_ms"],
-                    " (never again)" if d.get("open") else "",
+                    rid, d["window_ms"], OPEN_NOTE[d.get("open", False)],
                     d.get("write_window_ms", 0),
-                    " (never again)" if d.get("write_open") else "")
+                    OPEN_NOTE[d.get("write_open", False)])
                 if "failover_ms" in d:
                     x += ", primary %s -> %s after %d ms" % (
                         d["from"], d["to"], d["failover_ms"])
