@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     char *port_file = NULL, *log_level = NULL, *http = NULL;
     long max_pending = 0, map_size_mb = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
-    long repl_inflight = 0, read_wait_ms = 0;
+    long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -58,6 +58,9 @@ int main(int argc, char **argv)
         {"read-wait-ms", RT_OPT_INT, &read_wait_ms, "1000",
          "replication: how long a read waits for its data to be on every "
          "in-sync replica, then ServerBusy"},
+        {"lease-ms", RT_OPT_INT, &lease_ms, "1500",
+         "replication: L; a secondary refuses to seal its range this long "
+         "after the last append from the primary (and after start)"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -85,10 +88,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (repl_inflight < 1 || repl_inflight > 100000 || read_wait_ms < 1 ||
-        read_wait_ms > 600000) {
+        read_wait_ms > 600000 || lease_ms < 1 || lease_ms > 600000) {
         fprintf(stderr,
                 "rt-partition-server: --repl-inflight 1..100000, "
-                "--read-wait-ms 1..600000\n");
+                "--read-wait-ms and --lease-ms 1..600000\n");
         rt_config_free(opts);
         return 2;
     }
@@ -132,6 +135,7 @@ int main(int argc, char **argv)
     cfg.move_chunk = (size_t)move_chunk_kb * 1024;
     cfg.repl_inflight = (uint32_t)repl_inflight;
     cfg.read_wait_ms = (uint32_t)read_wait_ms;
+    cfg.lease_ms = (uint32_t)lease_ms;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

@@ -105,6 +105,29 @@ struct ps__rwrite
     struct ps_kv *kvs;
 };
 
+/* A SEAL from the master waiting for the core's answer (the persist of
+ * sealed_epoch). The core sees it as a message from peer @token. */
+struct ps__sreq
+{
+    struct rt_rpc_conn *conn; /* a reference is held */
+    uint64_t id;
+    uint64_t token;
+    uint64_t range_id;
+    uint64_t new_epoch;
+    struct ps__sreq *next;
+};
+
+/* Core peers above this are SEAL requests (ps__sreq.token), not servers. */
+#define PS__SEAL_TOKEN (UINT64_C(1) << 63)
+
+/* A persist of fields of a range's `rs` record (PS_JOB_REPL_STATE). */
+struct ps__rsjob
+{
+    struct ps_job job;
+    struct ps_server *ps;
+    uint64_t io_id; /* a core WRITE (seal): its DISK_DONE; else 0 */
+};
+
 /* A REPL_APPEND call in flight (primary). */
 struct ps__acall
 {
@@ -125,9 +148,11 @@ struct ps_repl
     size_t n_reads;
     size_t held_ops;        /* entity ops of the held writes */
     struct ps__areq *areqs; /* REPL_APPEND requests not yet answered */
-    struct ps__aitem *cur;  /* the group being fed to the core */
-    uint64_t max_txn;       /* every commit <= this has called back */
-    uint64_t core_self;     /* the server id the core was made with */
+    struct ps__sreq *sreqs; /* SEAL requests not yet answered */
+    uint64_t next_token;
+    struct ps__aitem *cur; /* the group being fed to the core */
+    uint64_t max_txn;      /* every commit <= this has called back */
+    uint64_t core_self;    /* the server id the core was made with */
     uv_timer_t core_timer;
     uv_timer_t read_timer;
     int closing;
@@ -256,6 +281,14 @@ static uint32_t ps__group_crc(Rt__ReplGroup *g)
 }
 
 static void ps__batch_send(struct ps_repl *rp, struct ps__rpeer *p);
+static void ps__rstate_submit(struct ps_repl *rp,
+                              uint64_t range_id,
+                              unsigned set,
+                              const struct ps_rstate *rs,
+                              uint64_t io_id);
+static void ps__seal_answer(struct ps_repl *rp,
+                            uint64_t token,
+                            const struct rt_repl_seal_resp *r);
 
 /* Adds one group to @p's next REPL_APPEND; a batch that would pass
  * PS_REPL_BATCH_BYTES of records goes out first. */
@@ -424,6 +457,90 @@ static void ps__core_timer_cb(uv_timer_t *t)
     ps__repl_step(rp, &ev);
 }
 
+static void ps__rstate_job_cb(struct ps_job *job)
+{
+    struct ps__rsjob *j = container_of(job, struct ps__rsjob, job);
+    struct ps_server *ps = j->ps;
+    struct ps_repl *rp = ps->repl;
+    uint64_t range_id = job->u.rstate.range_id;
+
+    if (job->status != 0) {
+        /* The fence is not durable: no answer (the master's SEAL times
+         * out and is retried; the core keeps refusing the old epoch). */
+        rt_log(RT_LOG_ERROR,
+               "range %" PRIu64 ": replica state not persisted: %s", range_id,
+               rt_strerror(job->status));
+    } else if (j->io_id != 0 && rp != NULL && !rp->closing) {
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
+                                   .now_ms = uv_now(ps->loop),
+                                   .io_id = j->io_id,
+                                   .range_id = range_id};
+        ps__repl_step(rp, &ev);
+    }
+    free(j);
+}
+
+/* Persists the fields @set of @rs in @range_id's `rs` record, synced,
+ * after every write queued before (the writer is FIFO). @io_id: the core
+ * WRITE it answers with a DISK_DONE (0: none). */
+static void ps__rstate_submit(struct ps_repl *rp,
+                              uint64_t range_id,
+                              unsigned set,
+                              const struct ps_rstate *rs,
+                              uint64_t io_id)
+{
+    struct ps__rsjob *j = rt_xcalloc(1, sizeof(*j));
+    j->ps = rp->ps;
+    j->io_id = io_id;
+    j->job.kind = PS_JOB_REPL_STATE;
+    j->job.cb = ps__rstate_job_cb;
+    j->job.u.rstate.range_id = range_id;
+    j->job.u.rstate.set = set;
+    j->job.u.rstate.rs = *rs;
+    ps_writer_submit(rp->ps->writer, &j->job);
+}
+
+/* The core's answer to the SEAL it saw from @token (and to every other
+ * SEAL of the same range and epoch waiting for the same persist). */
+static void ps__seal_answer(struct ps_repl *rp,
+                            uint64_t token,
+                            const struct rt_repl_seal_resp *r)
+{
+    const uint32_t method = RT__METHOD__SEAL;
+    struct ps__sreq **pp = &rp->sreqs;
+    while (*pp != NULL) {
+        struct ps__sreq *q = *pp;
+        if (q->token != token && !(r->code == 0 && q->range_id == r->range_id &&
+                                   q->new_epoch == r->new_epoch)) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (r->code == 0 || r->code == RT_EBUSY) {
+            Rt__SealResp resp = RT__SEAL_RESP__INIT;
+            resp.applied_epoch = r->applied_epoch;
+            resp.applied_lsn = r->applied_lsn;
+            resp.retry_ms =
+                r->code == RT_EBUSY ? (r->retry_ms > 0 ? r->retry_ms : 1) : 0;
+            rt_rpc_reply_pb(q->conn, q->id, method, 0, &resp.base);
+        } else {
+            rt_rpc_reply_err(q->conn, q->id, method, r->code, NULL);
+        }
+        if (r->code == 0) {
+            rt_log(RT_LOG_INFO,
+                   "range %" PRIu64 ": sealed for epoch %" PRIu64
+                   " at applied LSN %" PRIu64,
+                   q->range_id, q->new_epoch, r->applied_lsn);
+        } else {
+            rt_log(RT_LOG_DEBUG,
+                   "range %" PRIu64 ": SEAL for epoch %" PRIu64 ": %s",
+                   q->range_id, q->new_epoch, rt_strerror(r->code));
+        }
+        rt_rpc_conn_unref(q->conn);
+        free(q);
+    }
+}
+
 /* Runs the actions in rp->out, then resets it. */
 static void ps__repl_dispatch(struct ps_repl *rp)
 {
@@ -435,12 +552,24 @@ static void ps__repl_dispatch(struct ps_repl *rp)
             case RT_REPL_ACT_SEND:
                 if (a->msg.kind == RT_REPL_MSG_ACK) {
                     ps__ack_out(rp, &a->msg.u.ack);
+                } else if (a->msg.kind == RT_REPL_MSG_SEAL_RESP) {
+                    ps__seal_answer(rp, a->peer, &a->msg.u.seal_resp);
+                } else if (a->msg.kind != RT_REPL_MSG_APPEND) {
+                    /* ASSIGN_RESP: read back by ps__conf_apply. */
                 } else if ((p = ps__peer_find(rp, a->peer)) != NULL) {
                     ps__batch_add(rp, p, &a->msg.u.append);
                 }
                 break;
             case RT_REPL_ACT_WRITE:
-                if (rp->ps->writer != NULL) {
+                if (rp->ps->writer == NULL) {
+                    break;
+                }
+                if (a->msg.kind == RT_REPL_MSG_SEAL) {
+                    struct ps_rstate rs = {.sealed_epoch =
+                                               a->msg.u.seal.new_epoch};
+                    ps__rstate_submit(rp, a->range_id, PS_RS_SET_SEALED_EPOCH,
+                                      &rs, a->io_id);
+                } else {
                     ps__write_submit(rp, a);
                 }
                 break;
@@ -1158,6 +1287,56 @@ void ps_repl_on_append(struct ps_server *ps,
     ps__areqs_flush(rp);
 }
 
+void ps_repl_on_seal(struct ps_server *ps,
+                     struct rt_rpc_conn *conn,
+                     uint64_t id,
+                     const uint8_t *body,
+                     size_t len)
+{
+    const uint32_t method = RT__METHOD__SEAL;
+    struct ps_repl *rp = ps->repl;
+    Rt__SealReq *req;
+    struct ps__sreq *q;
+
+    if (rp == NULL || rp->closing) {
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY, NULL);
+        return;
+    }
+    req = rt__seal_req__unpack(NULL, len, body);
+    if (req == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad SealReq");
+        return;
+    }
+    if (rp->core == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTFOUND,
+                         "no replicated ranges");
+        rt__seal_req__free_unpacked(req, NULL);
+        return;
+    }
+    q = rt_xcalloc(1, sizeof(*q));
+    q->conn = conn;
+    q->id = id;
+    q->token = PS__SEAL_TOKEN | ++rp->next_token;
+    q->range_id = req->range_id;
+    q->new_epoch = req->new_epoch;
+    rt_rpc_conn_ref(conn);
+    q->next = rp->sreqs;
+    rp->sreqs = q;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_SEAL};
+    m.u.seal = (struct rt_repl_seal){.range_id = req->range_id,
+                                     .old_epoch = req->old_epoch,
+                                     .new_epoch = req->new_epoch,
+                                     .old_primary = req->old_primary};
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                               .now_ms = uv_now(ps->loop),
+                               .peer = q->token,
+                               .msg = &m};
+    rt__seal_req__free_unpacked(req, NULL);
+    /* Answered in the dispatch (refusals, busy), or once sealed_epoch is
+     * durable (ps__rstate_job_cb), or with the first such SEAL. */
+    ps__repl_step(rp, &ev);
+}
+
 void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id)
 {
     struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
@@ -1235,6 +1414,7 @@ static int ps__core_ensure(struct ps_repl *rp)
         .inflight =
             ps->cfg.repl_inflight ? ps->cfg.repl_inflight : PS_REPL_INFLIGHT,
         .resend_ms = PS_REPL_RESEND_MS,
+        .seal_grace_ms = ps->cfg.lease_ms ? ps->cfg.lease_ms : PS_REPL_LEASE_MS,
     };
     if (rp->core != NULL && rp->core_self == ps->server_id) {
         return 0;
@@ -1295,6 +1475,14 @@ void ps_repl_stop(struct ps_server *ps)
     while (rp->areqs != NULL) {
         struct ps__areq *q = rp->areqs;
         rp->areqs = q->next;
+        rt_rpc_conn_unref(q->conn);
+        free(q);
+    }
+    while (rp->sreqs != NULL) {
+        struct ps__sreq *q = rp->sreqs;
+        rp->sreqs = q->next;
+        rt_rpc_reply_err(q->conn, q->id, RT__METHOD__SEAL, RT_EBUSY,
+                         "shutting down");
         rt_rpc_conn_unref(q->conn);
         free(q);
     }

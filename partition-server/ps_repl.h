@@ -71,6 +71,10 @@
 /* Defaults of --repl-inflight and --read-wait-ms (ps_config 0). */
 #define PS_REPL_INFLIGHT 32
 #define PS_REPL_READ_WAIT_MS 1000
+/* Default of --lease-ms: L. Until leases exist, a secondary refuses a
+ * SEAL (RT_EBUSY with retry_ms) for L after the last append it took from
+ * the primary, or after its start. */
+#define PS_REPL_LEASE_MS 1500
 /* Resend period of the core (its PS_RCORE_TIMER_RESEND). */
 #define PS_REPL_RESEND_MS 200
 /* A REPL_APPEND carries at most about this many record bytes (one group
@@ -170,6 +174,16 @@ void ps_repl_on_append(struct ps_server *ps,
                        uint64_t id,
                        const uint8_t *body,
                        size_t len);
+
+/* SEAL from the master (@body borrowed; on the master link or the RPC
+ * server): answered status 0 + SealResp once sealed_epoch is durable
+ * (SealResp.retry_ms > 0: busy, nothing changed, ask again then), or
+ * error status RT_ENOTFOUND / RT_ESTALE (§4). History is not sent yet. */
+void ps_repl_on_seal(struct ps_server *ps,
+                     struct rt_rpc_conn *conn,
+                     uint64_t id,
+                     const uint8_t *body,
+                     size_t len);
 
 /* Closes the connection to peer @peer_id (it reconnects at once): what a
  * network fault does, for tests. */

@@ -40,6 +40,7 @@ struct ps_config
     size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
     uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
     uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
+    uint32_t lease_ms;       /* L: the seal grace; 0 = 1500 */
 };
 
 struct ps_server

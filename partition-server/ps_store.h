@@ -275,6 +275,22 @@ int ps_store_repl_get(struct ps_store *s,
 int ps_store_repl_put(struct ps_store *s,
                       uint64_t range_id,
                       const struct ps_rstate *rs);
+/* Which fields ps_store_repl_update sets. */
+enum ps_rs_field {
+    PS_RS_SET_EPOCH = 1u << 0,         /* epoch */
+    PS_RS_SET_ROLE = 1u << 1,          /* role */
+    PS_RS_SET_PRIMARY_EPOCH = 1u << 2, /* primary_epoch */
+    PS_RS_SET_SEALED_EPOCH = 1u << 3,  /* sealed_epoch, never lowered */
+};
+/* Durably sets the fields @set (PS_RS_SET_* bits) of range @range_id's
+ * record to those of @rs (borrowed), keeping the others (a missing record
+ * starts as ps_store_repl_get's LSN 0), in one write transaction: writer
+ * thread only (PS_JOB_REPL_STATE), like every write. Returns 0,
+ * RT_ECORRUPT, RT_ENOSPACE or RT_EIO. */
+int ps_store_repl_update(struct ps_store *s,
+                         uint64_t range_id,
+                         unsigned set,
+                         const struct ps_rstate *rs);
 
 /* Change records: the common form of captured changes and migration
  * logs (range moves). One record is

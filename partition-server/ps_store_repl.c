@@ -214,3 +214,40 @@ int ps_store_repl_put(struct ps_store *s,
     rc = mdb_txn_commit(txn);
     return rc == 0 ? 0 : rt_lmdb_err(rc);
 }
+
+int ps_store_repl_update(struct ps_store *s,
+                         uint64_t range_id,
+                         unsigned set,
+                         const struct ps_rstate *rs)
+{
+    struct ps_rstate cur;
+    MDB_txn *txn;
+    int found, rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    rc = ps__rs_read(s, txn, range_id, &cur, &found);
+    if (rc == 0) {
+        if (set & PS_RS_SET_EPOCH) {
+            cur.epoch = rs->epoch;
+        }
+        if (set & PS_RS_SET_ROLE) {
+            cur.role = rs->role;
+        }
+        if (set & PS_RS_SET_PRIMARY_EPOCH) {
+            cur.primary_epoch = rs->primary_epoch;
+        }
+        if ((set & PS_RS_SET_SEALED_EPOCH) &&
+            rs->sealed_epoch > cur.sealed_epoch) {
+            cur.sealed_epoch = rs->sealed_epoch;
+        }
+        rc = ps__rs_write(s, txn, range_id, &cur);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    rc = mdb_txn_commit(txn);
+    return rc == 0 ? 0 : rt_lmdb_err(rc);
+}

@@ -232,6 +232,22 @@ static void ps__writer_group(struct ps_writer *w,
                 j->exec_us = 0;
                 ps__list_push(&w->drops_head, &w->drops_tail, j);
                 break;
+            case PS_JOB_REPL_STATE:
+                /* After the group: the writes queued before it are
+                 * durable first (a seal's answer counts on that). */
+                t0 = rt_time_mono_us();
+                j->status =
+                    ps_store_repl_update(w->store, j->u.rstate.range_id,
+                                         j->u.rstate.set, &j->u.rstate.rs);
+                j->exec_us = rt_time_mono_us() - t0;
+                if (j->status != 0) {
+                    rt_log(RT_LOG_ERROR,
+                           "persisting range %llu replica state failed: %s",
+                           (unsigned long long)j->u.rstate.range_id,
+                           rt_strerror(j->status));
+                }
+                ps__list_push(&done_head, &done_tail, j);
+                break;
             case PS_JOB_BARRIER:
                 j->status = 0;
                 ps__list_push(&done_head, &done_tail, j);

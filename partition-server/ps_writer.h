@@ -47,6 +47,7 @@ enum ps_job_kind {
     PS_JOB_DROP_TABLE, /* u.drop: delete every key of one table */
     PS_JOB_DROP_SPAN,  /* u.span: delete every key of one span */
     PS_JOB_BARRIER,    /* nothing: calls back after the jobs before it */
+    PS_JOB_REPL_STATE, /* u.rstate: fields of a range's `rs` record */
     PS_JOB__NR
 };
 
@@ -81,6 +82,12 @@ struct ps_job
             struct ps_span span; /* strings borrowed until cb */
             uint64_t deleted;    /* out */
         } span;
+        struct
+        {
+            uint64_t range_id;
+            unsigned set;        /* PS_RS_SET_* (ps_store_repl_update) */
+            struct ps_rstate rs; /* the values of the fields in @set */
+        } rstate;
     } u;
     /* private */
     struct ps_job *next;
