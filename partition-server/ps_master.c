@@ -37,28 +37,29 @@
 #include "rt_log.h"
 
 /* Applies a full assignment from the master. @force (registration)
- * accepts any map_version. Persists when something changed. */
-static void ps__apply(struct ps_server *ps,
-                      Rt__Range *const *v,
-                      size_t n,
-                      Rt__Server *const *peers,
-                      size_t n_peers,
-                      uint64_t map_version,
-                      int force,
-                      int persist)
+ * accepts any map_version. Persists when something changed. Returns 0 or
+ * the code of a replicated range's configuration that was refused. */
+static int ps__apply(struct ps_server *ps,
+                     Rt__Range *const *v,
+                     size_t n,
+                     Rt__Server *const *peers,
+                     size_t n_peers,
+                     uint64_t map_version,
+                     int force,
+                     int persist)
 {
-    int changed;
+    int changed, refused;
 
     if (!force && map_version < ps->ranges.map_version) {
         rt_log(RT_LOG_DEBUG, "ignoring assignment v%llu older than v%llu",
                (unsigned long long)map_version,
                (unsigned long long)ps->ranges.map_version);
-        return;
+        return 0;
     }
     changed = ps_ranges_set(&ps->ranges, v, n);
     ps->ranges.map_version = map_version;
     /* Replica roles, ISRs and peers (ps_repl.c); RF-1 ranges stay out. */
-    ps_repl_assigned(ps, v, n, peers, n_peers);
+    refused = ps_repl_assigned(ps, v, n, peers, n_peers);
     /* Frozen ranges, moves in flight, ranges received (ps_move.c). */
     ps_move_assigned(ps, force);
     for (size_t i = 0; i < ps->ranges.n; i++) {
@@ -81,6 +82,7 @@ static void ps__apply(struct ps_server *ps,
     if (changed && persist) {
         ps_jobs_persist(ps, NULL, 0, 0);
     }
+    return refused;
 }
 
 /* 1 when a reply from the master no longer matters: the server is
@@ -320,15 +322,26 @@ void ps_master_on_assign(struct ps_server *ps,
 {
     const uint32_t method = RT__METHOD__ASSIGN_RANGES;
     Rt__Assignment *a = rt__assignment__unpack(NULL, len, body);
+    int rc;
 
     if (!a) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad Assignment");
         return;
     }
-    ps__apply(ps, a->ranges, a->n_ranges, a->peers, a->n_peers, a->map_version,
-              0, 0);
+    rc = ps__apply(ps, a->ranges, a->n_ranges, a->peers, a->n_peers,
+                   a->map_version, 0, 0);
     rt__assignment__free_unpacked(a, NULL);
-    /* Answer once the (possibly unchanged) set is durable. */
+    if (rc != 0) {
+        /* A replicated range's configuration was not taken (a secondary
+         * named primary before it was sealed): the master sends it
+         * again. The rest is persisted all the same. */
+        ps_jobs_persist(ps, NULL, 0, 0);
+        rt_rpc_reply_err(conn, id, method, rc,
+                         "a replicated range's configuration was refused");
+        return;
+    }
+    /* Answer once the (possibly unchanged) set and the replica states
+     * (queued before) are durable. */
     ps_jobs_persist(ps, conn, id, method);
 }
 

@@ -729,12 +729,98 @@ static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
     return 0;
 }
 
+/* Starts or stops the capture of @rr's key bounds with its role: a
+ * primary takes its groups' records from it (ps__take_group) and keeps
+ * the (txn_id, lsn) ring of its reads from LSN @lsn on. */
+static void ps__rr_capture(struct ps_repl *rp,
+                           struct ps__rrange *rr,
+                           int primary,
+                           uint64_t lsn)
+{
+    struct ps_server *ps = rp->ps;
+    if (primary && !rr->log_on) {
+        struct ps_span sp = {rr->table_id, rr->low, rr->high};
+        rt_buf_reset(&rr->log.lo);
+        rt_buf_reset(&rr->log.hi);
+        rt_buf_reset(&rr->log.recs);
+        rt_buf_reset(&rr->pend);
+        rr->log.overflow = 0;
+        ps_span_keys(&sp, &rr->log.lo, &rr->log.hi);
+        ps_writer_log_add(ps->writer, &rr->log);
+        rr->log_on = 1;
+        ps_lsn_ring_init(&rr->ring, lsn);
+        rr->last_fed = lsn;
+    } else if (!primary && rr->log_on) {
+        ps_writer_log_remove(ps->writer, &rr->log);
+        rr->log_on = 0;
+        rt_buf_free(&rr->log.recs);
+        rt_buf_free(&rr->pend);
+    }
+    rr->primary = primary;
+}
+
+/* Persists the role, epoch and primary generation the core took for @rr
+ * (the `rs` record), so that a restart comes back in them
+ * (ps_repl_restore). */
+static void ps__rr_persist(struct ps_repl *rp, const struct ps__rrange *rr)
+{
+    struct ps_rstate rs = {
+        .epoch = rr->epoch,
+        .primary_epoch = rr->primary_epoch,
+        .role = rr->primary ? PS_RS_ROLE_PRIMARY : PS_RS_ROLE_SECONDARY,
+    };
+    if (rp->ps->writer != NULL) {
+        ps__rstate_submit(
+            rp, rr->id,
+            PS_RS_SET_EPOCH | PS_RS_SET_ROLE | PS_RS_SET_PRIMARY_EPOCH, &rs, 0);
+    }
+}
+
+/* The glue's record of range @d, which the core now holds (role @primary,
+ * at LSN @lsn). */
+static struct ps__rrange *ps__rr_new(struct ps_repl *rp,
+                                     const Rt__Range *d,
+                                     size_t n_isr,
+                                     int primary,
+                                     uint64_t lsn)
+{
+    const char *high = ps_range_pb_high(d);
+    struct ps__rrange *rr = rt_xcalloc(1, sizeof(*rr));
+    struct ps_span sp = {d->table_id, d->low ? d->low : "", high};
+    rr->id = d->id;
+    rr->table_id = d->table_id;
+    rr->epoch = d->epoch;
+    rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+    rr->primary_id = d->server_id;
+    rr->min_insync = d->min_insync;
+    rr->n_isr = n_isr;
+    rr->low = rt_xstrdup(sp.low);
+    rr->high = high ? rt_xstrdup(high) : NULL;
+    rt_buf_init(&rr->klo);
+    rt_buf_init(&rr->khi);
+    rt_buf_init(&rr->pend);
+    rt_buf_init(&rr->log.lo);
+    rt_buf_init(&rr->log.hi);
+    rt_buf_init(&rr->log.recs);
+    ps_span_keys(&sp, &rr->klo, &rr->khi);
+    ps_lsn_ring_init(&rr->ring, lsn);
+    rr->last_fed = lsn;
+    ps__rr_capture(rp, rr, primary, lsn);
+    if (rp->n_ranges == rp->cap_ranges) {
+        rp->cap_ranges = rp->cap_ranges ? 2 * rp->cap_ranges : 8;
+        rp->ranges =
+            rt_xrealloc(rp->ranges, rp->cap_ranges * sizeof(*rp->ranges));
+    }
+    rp->ranges[rp->n_ranges++] = rr;
+    rr->seen = 1;
+    return rr;
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
     struct ps_rcore_assignment a;
     struct ps_rstate rs;
-    const char *high = ps_range_pb_high(d);
     int rc = ps__assignment(d, &a);
 
     if (rc == 0) {
@@ -753,44 +839,142 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
                rt_strerror(rc));
         return;
     }
-    struct ps__rrange *rr = rt_xcalloc(1, sizeof(*rr));
-    struct ps_span sp = {d->table_id, d->low ? d->low : "", high};
-    rr->id = d->id;
-    rr->table_id = d->table_id;
-    rr->epoch = d->epoch;
-    rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
-    rr->primary_id = d->server_id;
-    rr->min_insync = d->min_insync;
-    rr->n_isr = a.n_isr;
-    rr->primary = d->server_id == ps->server_id;
-    rr->low = rt_xstrdup(sp.low);
-    rr->high = high ? rt_xstrdup(high) : NULL;
-    rt_buf_init(&rr->klo);
-    rt_buf_init(&rr->khi);
-    rt_buf_init(&rr->pend);
-    rt_buf_init(&rr->log.lo);
-    rt_buf_init(&rr->log.hi);
-    rt_buf_init(&rr->log.recs);
-    ps_span_keys(&sp, &rr->klo, &rr->khi);
-    ps_lsn_ring_init(&rr->ring, a.lsn);
-    rr->last_fed = a.lsn;
-    if (rr->primary) {
-        ps_span_keys(&sp, &rr->log.lo, &rr->log.hi);
-        ps_writer_log_add(ps->writer, &rr->log);
-        rr->log_on = 1;
-    }
+    struct ps__rrange *rr =
+        ps__rr_new(rp, d, a.n_isr, d->server_id == ps->server_id, a.lsn);
+    ps__rr_persist(rp, rr);
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": replicated as %s at epoch %" PRIu64
            ", %zu in sync, from LSN %" PRIu64,
            d->id, rr->primary ? "primary" : "secondary", d->epoch, a.n_isr,
            a.lsn);
-    if (rp->n_ranges == rp->cap_ranges) {
-        rp->cap_ranges = rp->cap_ranges ? 2 * rp->cap_ranges : 8;
-        rp->ranges =
-            rt_xrealloc(rp->ranges, rp->cap_ranges * sizeof(*rp->ranges));
+}
+
+/* After a restart: range @d as its durable state left it (ps_rcore_load:
+ * a primary waits, ACTIVATING, for the assignment that confirms it). 0,
+ * or the core's refusal (the caller creates it on the next assignment). */
+static int ps__rr_restore(struct ps_repl *rp, const Rt__Range *d)
+{
+    struct ps_server *ps = rp->ps;
+    struct ps_rcore_assignment a;
+    struct ps_rcore_durable du;
+    struct ps_rstate rs;
+    int rc = ps__assignment(d, &a);
+
+    if (rc == 0) {
+        rc = ps_store_repl_get(ps->store, d->id, &rs);
+        if (rc == RT_ENOTFOUND) {
+            memset(&rs, 0, sizeof(rs));
+            rc = 0;
+        }
     }
-    rp->ranges[rp->n_ranges++] = rr;
-    rr->seen = 1;
+    if (rc != 0) {
+        return rc;
+    }
+    memset(&du, 0, sizeof(du));
+    du.range_id = d->id;
+    du.role =
+        d->server_id == ps->server_id ? PS_RCORE_PRIMARY : PS_RCORE_SECONDARY;
+    du.epoch = d->epoch;
+    du.primary_id = d->server_id;
+    du.primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+    memcpy(du.isr, a.isr, a.n_isr * sizeof(*a.isr));
+    du.n_isr = a.n_isr;
+    du.applied_lsn = rs.applied_lsn;
+    /* The pending groups (`rp`) are not kept yet: the ISR is taken to
+     * hold the applied LSN, as a first assignment does. */
+    du.commit_lsn = rs.applied_lsn;
+    du.sealed_epoch = rs.sealed_epoch;
+    rc = ps_rcore_load(rp->core, &du, uv_now(ps->loop), &rp->out);
+    if (rc != 0) {
+        return rc;
+    }
+    ps__rr_new(rp, d, a.n_isr, du.role == PS_RCORE_PRIMARY, rs.applied_lsn);
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": restored as %s at epoch %" PRIu64
+           " (sealed %" PRIu64 "), LSN %" PRIu64,
+           d->id, ps_rcore_role_name(du.role), du.epoch, du.sealed_epoch,
+           du.applied_lsn);
+    return 0;
+}
+
+/* The core's configuration of @d; 0, or RT_EINVAL (too many replicas). */
+static int ps__conf(const Rt__Range *d, struct rt_repl_conf *c)
+{
+    struct ps_rcore_assignment a;
+    memset(c, 0, sizeof(*c));
+    if (d->n_replicas > RT_REPL_MAX_REPLICAS || ps__assignment(d, &a) != 0) {
+        return RT_EINVAL;
+    }
+    c->range_id = d->id;
+    c->epoch = d->epoch;
+    c->primary_id = d->server_id;
+    c->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
+    for (size_t i = 0; i < d->n_replicas; i++) {
+        c->members[i].server_id = d->replicas[i]->server_id;
+        c->members[i].role = (enum rt_repl_role)d->replicas[i]->role;
+    }
+    c->n_members = d->n_replicas;
+    memcpy(c->isr, a.isr, a.n_isr * sizeof(*a.isr));
+    c->n_isr = a.n_isr;
+    c->rf = d->rf;
+    c->min_insync = d->min_insync;
+    c->seal_epoch = d->seal_epoch;
+    c->seal_kind = (enum rt_repl_seal_kind)d->seal_kind;
+    c->seal_to = d->seal_to;
+    return 0;
+}
+
+/* Feeds the core @d, a new configuration of @rr (ASSIGN: promotion,
+ * step-down, new ISR, cancel, confirmation after a restart) and follows
+ * the role it took. Returns 0 or the core's refusal (nothing changed). */
+static int ps__conf_apply(struct ps_repl *rp,
+                          struct ps__rrange *rr,
+                          const Rt__Range *d,
+                          uint64_t now)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    struct ps_rcore_range_info info;
+    size_t from = rp->out.n;
+    int rc = ps__conf(d, &m.u.assign);
+    if (rc != 0) {
+        return rc;
+    }
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = 0, .msg = &m};
+    ps_rcore_step(rp->core, &ev, &rp->out);
+    rc = RT_ENOTFOUND;
+    for (size_t i = from; i < rp->out.n; i++) {
+        const struct rt_repl_action *act = &rp->out.v[i];
+        if (act->kind == RT_REPL_ACT_SEND &&
+            act->msg.kind == RT_REPL_MSG_ASSIGN_RESP &&
+            act->msg.u.assign_resp.range_id == d->id) {
+            rc = act->msg.u.assign_resp.code;
+        }
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (ps_rcore_range_get(rp->core, d->id, &info) != 0) {
+        /* Dropped: the configuration no longer names this server. */
+        ps__rr_forget(rp, rr);
+        return 0;
+    }
+    rr->epoch = d->epoch;
+    rr->primary_epoch = m.u.assign.primary_epoch;
+    rr->primary_id = d->server_id;
+    rr->min_insync = d->min_insync;
+    rr->n_isr = m.u.assign.n_isr;
+    if ((info.role == PS_RCORE_PRIMARY) != rr->primary) {
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": %s at epoch %" PRIu64 " (LSN %" PRIu64 ")",
+               rr->id,
+               info.role == PS_RCORE_PRIMARY ? "promoted to primary"
+                                             : "stepped down to secondary",
+               d->epoch, info.applied_lsn);
+    }
+    ps__rr_capture(rp, rr, info.role == PS_RCORE_PRIMARY, info.last_lsn);
+    ps__rr_persist(rp, rr);
+    return 0;
 }
 
 static int ps__rr_bounds_same(const struct ps__rrange *rr, const Rt__Range *d)
@@ -817,16 +1001,17 @@ static int ps__replicated(const struct ps_server *ps, const Rt__Range *d)
     return 0;
 }
 
-void ps_repl_assigned(struct ps_server *ps,
-                      Rt__Range *const *v,
-                      size_t n,
-                      Rt__Server *const *peers,
-                      size_t n_peers)
+int ps_repl_assigned(struct ps_server *ps,
+                     Rt__Range *const *v,
+                     size_t n,
+                     Rt__Server *const *peers,
+                     size_t n_peers)
 {
     struct ps_repl *rp = ps->repl;
     uint64_t now;
+    int refused = 0;
     if (rp == NULL || rp->closing || ps__core_ensure(rp) != 0) {
-        return;
+        return 0;
     }
     now = uv_now(ps->loop);
     for (size_t i = 0; i < n_peers; i++) {
@@ -841,16 +1026,17 @@ void ps_repl_assigned(struct ps_server *ps,
     for (size_t i = 0; i < n; i++) {
         const Rt__Range *d = v[i];
         struct ps__rrange *rr;
+        struct ps_rcore_range_info info;
+        int rc;
         if (!ps__replicated(ps, d)) {
             continue;
         }
         rr = ps__rr_find(rp, d->id);
         if (rr != NULL &&
-            (rr->primary_id != d->server_id || rr->table_id != d->table_id ||
-             !ps__rr_bounds_same(rr, d))) {
-            /* Another primary, or other bounds (splits and merges of
-             * replicated ranges are a later step): start over at the
-             * durable LSN, with the capture over the new bounds. */
+            (rr->table_id != d->table_id || !ps__rr_bounds_same(rr, d))) {
+            /* Other bounds (splits and merges of replicated ranges are a
+             * later step): start over at the durable LSN, with the
+             * capture over the new bounds. */
             ps__rr_forget(rp, rr);
             rr = NULL;
         }
@@ -859,26 +1045,22 @@ void ps_repl_assigned(struct ps_server *ps,
             continue;
         }
         rr->seen = 1;
-        if (d->epoch > rr->epoch) {
-            struct ps_rcore_assignment a;
-            int rc = ps__assignment(d, &a);
-            if (rc == 0) {
-                rc = ps_rcore_update(rp->core, &a, now, &rp->out);
+        if (d->epoch == rr->epoch && d->server_id == rr->primary_id &&
+            !(ps_rcore_range_get(rp->core, d->id, &info) == 0 &&
+              info.role == PS_RCORE_PRIMARY &&
+              info.state == PS_RPRI_ACTIVATING)) {
+            continue; /* unchanged (a primary waiting for it: not) */
+        }
+        rc = ps__conf_apply(rp, rr, d, now);
+        if (rc != 0) {
+            /* Kept as it was; the master sends it again. */
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64 ": configuration at epoch %" PRIu64
+                   " (primary %" PRIu64 ") refused: %s",
+                   d->id, d->epoch, d->server_id, rt_strerror(rc));
+            if (refused == 0) {
+                refused = rc;
             }
-            if (rc != 0) {
-                /* Out of the ISR (a learner's catch-up is a later step):
-                 * it stops following and serves nothing. */
-                rt_log(RT_LOG_WARN,
-                       "range %" PRIu64 ": assignment at epoch %" PRIu64
-                       " not followed (%s): dropping the replica state",
-                       d->id, d->epoch, rt_strerror(rc));
-                ps__rr_forget(rp, rr);
-                continue;
-            }
-            rr->epoch = d->epoch;
-            rr->primary_epoch = d->primary_epoch ? d->primary_epoch : d->epoch;
-            rr->min_insync = d->min_insync;
-            rr->n_isr = a.n_isr;
         }
     }
     for (size_t i = rp->n_ranges; i-- > 0;) {
@@ -887,6 +1069,7 @@ void ps_repl_assigned(struct ps_server *ps,
         }
     }
     ps__repl_dispatch(rp);
+    return refused;
 }
 
 void ps_repl_restore(struct ps_server *ps)
@@ -896,13 +1079,31 @@ void ps_repl_restore(struct ps_server *ps)
     if (ps->server_id == 0 || ps->ranges.n == 0) {
         return;
     }
+    if (ps->repl == NULL || ps__core_ensure(ps->repl) != 0) {
+        return;
+    }
     ps_ranges_pack(&ps->ranges, &blob);
     a = rt__assignment__unpack(NULL, blob.len, blob.data);
+    for (size_t i = 0; a != NULL && i < a->n_ranges; i++) {
+        const Rt__Range *d = a->ranges[i];
+        int rc;
+        if (!ps__replicated(ps, d) || ps__rr_find(ps->repl, d->id) != NULL) {
+            continue;
+        }
+        rc = ps__rr_restore(ps->repl, d);
+        if (rc != 0) {
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64
+                   ": not restored (%s); waiting for the "
+                   "master's assignment",
+                   d->id, rt_strerror(rc));
+        }
+    }
     if (a != NULL) {
-        ps_repl_assigned(ps, a->ranges, a->n_ranges, NULL, 0);
         rt__assignment__free_unpacked(a, NULL);
     }
     rt_buf_free(&blob);
+    ps__repl_dispatch(ps->repl);
 }
 
 /* Client requests */

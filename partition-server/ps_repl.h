@@ -117,12 +117,14 @@ void ps_repl_stop(struct ps_server *ps);
 
 /* An assignment was applied (ps_ranges_set): @v[0..n) are every range
  * this server holds (borrowed), @peers the servers their replica sets
- * name. See the header comment. */
-void ps_repl_assigned(struct ps_server *ps,
-                      Rt__Range *const *v,
-                      size_t n,
-                      Rt__Server *const *peers,
-                      size_t n_peers);
+ * name. See the header comment. Returns 0, or the code with which the
+ * core refused the first replicated range it did not take (that range is
+ * left as it was): the ASSIGN_RANGES reply carries it. */
+int ps_repl_assigned(struct ps_server *ps,
+                     Rt__Range *const *v,
+                     size_t n,
+                     Rt__Server *const *peers,
+                     size_t n_peers);
 
 /* At start, after ps_repl_start: the ranges restored from meta keep the
  * replica roles they were last assigned (a secondary answers
