@@ -4,8 +4,9 @@
  * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
  * meta (0 the first time), addr, range ids, incarnation, zone} -> the reply
  * gives our id and the full set of ranges to serve -> applied and persisted.
- * Every PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops} -> the
- * reply carries the assignment again and is reconciled. The master may
+ * Every PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops, a
+ * ReplStatus per replicated range (ps_repl_status)} -> the reply carries
+ * the assignment again and is reconciled. The master may
  * also call ASSIGN_RANGES (answered once persisted) and DROP_TABLE
  * (answered when the table's keys are gone) on this connection.
  * Failure modes:
@@ -233,6 +234,8 @@ static void ps__heartbeat(struct ps_server *ps)
     size_t n = ps->ranges.n;
     Rt__RangeLoad *loads = rt_xcalloc(n, sizeof(*loads));
     Rt__RangeLoad **ptrs = rt_xcalloc(n, sizeof(*ptrs));
+    Rt__ReplStatus *repl, **repl_ptrs;
+    size_t n_repl;
     uint64_t now = uv_now(ps->loop);
     int rc;
 
@@ -259,11 +262,20 @@ static void ps__heartbeat(struct ps_server *ps)
     req.pending = (uint32_t)ps_writer_pending(ps->writer);
     req.max_server_eps = ps->cfg.max_server_eps;
     req.max_range_eps = ps->cfg.max_range_eps;
+    repl = ps_repl_status(ps, &n_repl);
+    repl_ptrs = n_repl ? rt_xcalloc(n_repl, sizeof(*repl_ptrs)) : NULL;
+    for (size_t i = 0; i < n_repl; i++) {
+        repl_ptrs[i] = &repl[i];
+    }
+    req.n_repl = n_repl;
+    req.repl = repl_ptrs;
     rc =
         rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__PS_HEARTBEAT,
                        &req.base, PS_MASTER_CALL_MS, ps__heartbeat_cb, ps);
     free(loads);
     free(ptrs);
+    free(repl);
+    free(repl_ptrs);
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "heartbeat call failed: %s", rt_strerror(rc));
         return;

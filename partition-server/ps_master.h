@@ -12,7 +12,9 @@
 #include "ps_state.h"
 #include "rt_rpc.h"
 
-/* Heartbeat period. */
+/* Heartbeat period. Not a flag: DESIGN-replication.md §12.2 plans
+ * --heartbeat-ms 500; the failover contract keeps this period until the
+ * flag exists (the master's suspicion timeout is --failover-after-ms). */
 #define PS_HEARTBEAT_MS 1000
 /* Timeout of register/heartbeat calls to the master. */
 #define PS_MASTER_CALL_MS 3000

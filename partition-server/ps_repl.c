@@ -1594,6 +1594,45 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
     }
 }
 
+Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)
+{
+    struct ps_repl *rp = ps->repl;
+    Rt__ReplStatus *v;
+    *n = 0;
+    if (rp == NULL || rp->core == NULL || rp->n_ranges == 0) {
+        return NULL;
+    }
+    v = rt_xcalloc(rp->n_ranges, sizeof(*v));
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        Rt__ReplStatus *st = &v[*n];
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0) {
+            continue;
+        }
+        rt__repl_status__init(st);
+        st->range_id = rp->ranges[i]->id;
+        st->role = (Rt__ReplRole)info.role;
+        st->epoch = info.epoch;
+        st->applied_lsn = info.applied_lsn;
+        st->commit_lsn = info.commit_lsn;
+        st->state = PS_REPL_ST_OTHER;
+        if (info.role == PS_RCORE_PRIMARY) {
+            st->state = info.state == PS_RPRI_SERVING ? PS_REPL_ST_OK
+                        : info.state == PS_RPRI_ACTIVATING
+                            ? PS_REPL_ST_ACTIVATING
+                        : info.state == PS_RPRI_DEPOSED ? PS_REPL_ST_DEPOSED
+                                                        : PS_REPL_ST_OTHER;
+        } else if (info.role == PS_RCORE_SECONDARY) {
+            st->state = info.state == PS_RSEC_FOLLOWING  ? PS_REPL_ST_OK
+                        : info.state == PS_RSEC_SEALED   ? PS_REPL_ST_SEALED
+                        : info.state == PS_RSEC_DIVERGED ? PS_REPL_ST_DIVERGED
+                                                         : PS_REPL_ST_OTHER;
+        }
+        (*n)++;
+    }
+    return v;
+}
+
 int ps_repl_range_info(struct ps_server *ps,
                        uint64_t range_id,
                        struct ps_rcore_range_info *out)

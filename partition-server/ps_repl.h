@@ -198,6 +198,24 @@ void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id);
  * learned), rt_ps_repl_buffered_groups. */
 void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b);
 
+/* HeartbeatReq.repl: ReplStatus.state of a replicated range. */
+enum ps_repl_status_state {
+    PS_REPL_ST_OK = 1,         /* primary SERVING, secondary FOLLOWING */
+    PS_REPL_ST_ACTIVATING = 2, /* primary not serving yet (promotion,
+                                  restart waiting for its assignment) */
+    PS_REPL_ST_DIVERGED = 3,   /* secondary: never acks, not promotable */
+    PS_REPL_ST_SEALED = 4,     /* secondary fenced its old generation */
+    PS_REPL_ST_DEPOSED = 5,    /* primary whose generation ended */
+    PS_REPL_ST_OTHER = 6,      /* primary NOLEASE / FROZEN, learner */
+};
+
+/* One ReplStatus per replicated range held here, for the heartbeat:
+ * range_id, role (the core's, same numbers as rt.ReplRole), epoch,
+ * applied_lsn, commit_lsn (cw, or the highest learned) and state (enum
+ * ps_repl_status_state). Returns a malloc'ed array the caller frees
+ * (NULL when *n = 0). */
+Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n);
+
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */
 struct ps_rcore_range_info;
