@@ -32,6 +32,7 @@
 #define NSRV 3
 #define RUN_LIMIT_MS 30000
 #define READ_WAIT_MS 300
+#define LEASE_MS 300 /* the seal grace */
 
 /* Fixture */
 
@@ -52,6 +53,7 @@ struct fx
     uint64_t map_version;
     size_t n_isr;        /* the first n_isr servers are in sync (assign) */
     uint32_t min_insync; /* assign */
+    uint64_t read_epoch; /* RangeRef.epoch of reads (get_async) */
     struct srv s[NSRV];
 };
 
@@ -92,6 +94,7 @@ static void srv_start_nowait(struct fx *f, int i)
     cfg.map_size = 64u * 1024u * 1024u;
     cfg.http = "";
     cfg.read_wait_ms = READ_WAIT_MS;
+    cfg.lease_ms = LEASE_MS;
     assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
     s->running = 1;
     snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
@@ -199,6 +202,145 @@ static void assign(struct fx *f, uint64_t epoch)
     assign_order(f, epoch, 0);
 }
 
+/* Range RANGE at @epoch with slot @p primary since @primary_epoch, every
+ * server a replica (the others SECONDARY), the slots of @isr_mask in sync,
+ * sent as ASSIGN_RANGES to the running servers of @to_mask (in slot
+ * order). Returns the first non-zero reply status. */
+static int assign_conf(struct fx *f,
+                       uint64_t epoch,
+                       int p,
+                       uint64_t primary_epoch,
+                       unsigned isr_mask,
+                       unsigned to_mask)
+{
+    Rt__Replica rep[NSRV], *reps[NSRV];
+    Rt__Server srv[NSRV], *srvs[NSRV];
+    uint64_t isr[NSRV];
+    Rt__Range r = RT__RANGE__INIT, *rs[1] = {&r};
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+    int first = 0;
+
+    r.n_isr = 0;
+    isr[r.n_isr++] = ids[p];
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&rep[i]);
+        rep[i].server_id = ids[i];
+        rep[i].role = i == p ? RT__REPL_ROLE__ROLE_PRIMARY
+                             : RT__REPL_ROLE__ROLE_SECONDARY;
+        reps[i] = &rep[i];
+        rt__server__init(&srv[i]);
+        srv[i].id = ids[i];
+        srv[i].addr = f->s[i].ps.addr;
+        srvs[i] = &srv[i];
+        if (i != p && (isr_mask & (1u << i))) {
+            isr[r.n_isr++] = ids[i];
+        }
+    }
+    r.id = RANGE;
+    r.table_id = TABLE;
+    r.low = "";
+    r.high = "";
+    r.high_inf = 1;
+    r.server_id = ids[p];
+    r.epoch = epoch;
+    r.n_replicas = NSRV;
+    r.replicas = reps;
+    r.isr = isr;
+    r.primary_epoch = primary_epoch;
+    r.rf = 3;
+    r.min_insync = f->min_insync;
+    a.n_ranges = 1;
+    a.ranges = rs;
+    a.n_peers = NSRV;
+    a.peers = srvs;
+    a.map_version = ++f->map_version;
+    for (int i = 0; i < NSRV; i++) {
+        struct th_reply rep_;
+        int rc;
+        if (!f->s[i].running || !(to_mask & (1u << i))) {
+            continue;
+        }
+        rc = th_rpc_call(&f->loop, M.slot[i].conn, RT__METHOD__ASSIGN_RANGES,
+                         &a.base, 10000, &rep_);
+        th_reply_free(&rep_);
+        if (first == 0) {
+            first = rc;
+        }
+    }
+    return first;
+}
+
+/* SEAL{@range, 1 -> @new_epoch, old primary 7} to server @i on its master
+ * link. Returns the reply status; on 0, *@lsn and *@retry_ms are the
+ * SealResp's applied_lsn and retry_ms. */
+static int seal1(struct fx *f,
+                 int i,
+                 uint64_t range,
+                 uint64_t new_epoch,
+                 uint64_t *lsn,
+                 uint32_t *retry_ms)
+{
+    Rt__SealReq req = RT__SEAL_REQ__INIT;
+    struct th_reply r;
+    int rc;
+    req.range_id = range;
+    req.old_epoch = 1;
+    req.new_epoch = new_epoch;
+    req.old_primary = ids[0];
+    req.master_term = 1;
+    rc = th_rpc_call(&f->loop, M.slot[i].conn, RT__METHOD__SEAL, &req.base,
+                     10000, &r);
+    if (rc == 0) {
+        Rt__SealResp *resp =
+            rt__seal_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        *lsn = resp->applied_lsn;
+        *retry_ms = resp->retry_ms;
+        rt__seal_resp__free_unpacked(resp, NULL);
+    }
+    th_reply_free(&r);
+    return rc;
+}
+
+/* Seals server @i for @new_epoch, asking again while it answers busy;
+ * returns the applied LSN it sealed at. */
+static uint64_t seal_wait(struct fx *f, int i, uint64_t new_epoch)
+{
+    uint64_t lsn = 0;
+    uint32_t retry = 0;
+    for (int k = 0; k < 100; k++) {
+        assert_int_equal(seal1(f, i, RANGE, new_epoch, &lsn, &retry), 0);
+        if (retry == 0) {
+            return lsn;
+        }
+        assert_true(retry <= LEASE_MS);
+        run_for(f, retry);
+    }
+    fail();
+    return 0;
+}
+
+/* The core's state of RANGE on server @i. */
+static struct ps_rcore_range_info rinfo(struct fx *f, int i)
+{
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_repl_range_info(&f->s[i].ps, RANGE, &info), 0);
+    return info;
+}
+
+/* Runs the loop until RANGE is SERVING as primary on server @i. */
+static void wait_serving(struct fx *f, int i)
+{
+    for (int k = 0; k < 2000; k++) {
+        struct ps_rcore_range_info info = rinfo(f, i);
+        if (info.role == PS_RCORE_PRIMARY && info.state == PS_RPRI_SERVING) {
+            return;
+        }
+        run_for(f, 5);
+    }
+    fail();
+}
+
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
@@ -211,6 +353,7 @@ static int setup(void **state)
     f->map_version = 100; /* above the fake master's: heartbeats keep ours */
     f->n_isr = NSRV;
     f->min_insync = 2;
+    f->read_epoch = 1;
     for (int i = 0; i < NSRV; i++) {
         snprintf(f->s[i].data, sizeof(f->s[i].data), "%s/data%d", f->dir, i);
         M.slot[i].id = ids[i];
@@ -306,7 +449,7 @@ static void get_async(struct fx *f, int s, const char *pk, struct th_reply *r)
     Rt__GetReq req = RT__GET_REQ__INIT;
     ref.table_id = TABLE;
     ref.range_id = RANGE;
-    ref.epoch = 1;
+    ref.epoch = f->read_epoch;
     req.route = &ref;
     req.pk = (char *)pk;
     req.rk = "r";
@@ -663,6 +806,91 @@ static void test_dropped_link_resent(void **state)
     assert_true(applied(f, 0) >= 1);
 }
 
+/* Failover by hand, the master's part played by the test (§3.2, §7.1):
+ * a SEAL is refused while the grace after the primary's last append runs
+ * (busy, nothing changed), for an unknown range and for an old epoch;
+ * once granted it is durable and repeats the same answer. The old
+ * primary's next append is fenced: it deposes itself and its held write
+ * is answered RT_ETIMEDOUT. Assigned primary at the sealed epoch, the
+ * sealed secondary serves, with every acknowledged write and not the
+ * unacknowledged one; the old primary, now a secondary, refuses clients;
+ * the roles are in the rs records. */
+static void test_seal_and_promote(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rstate rs;
+    uint64_t lsn = 0;
+    uint32_t retry = 0;
+    struct rt_buf a = RT_BUF_INIT, b = RT_BUF_INIT;
+
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "c", "1"), 0);
+    /* Busy: the primary's append just came. Nothing changed. */
+    assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
+    assert_true(retry > 0 && retry <= LEASE_MS);
+    assert_int_equal(rinfo(f, 1).state, PS_RSEC_FOLLOWING);
+    assert_int_equal(ps_store_repl_get(f->s[1].ps.store, RANGE, &rs), 0);
+    assert_int_equal(rs.sealed_epoch, 0);
+    assert_int_equal(seal1(f, 1, RANGE + 1, 2, &lsn, &retry), RT_ENOTFOUND);
+    assert_int_equal(seal1(f, 1, RANGE, 1, &lsn, &retry), RT_ESTALE);
+    /* Granted after the grace, durable, idempotent. */
+    assert_int_equal(seal_wait(f, 1, 2), 3);
+    assert_int_equal(rinfo(f, 1).state, PS_RSEC_SEALED);
+    assert_int_equal(ps_store_repl_get(f->s[1].ps.store, RANGE, &rs), 0);
+    assert_int_equal(rs.sealed_epoch, 2);
+    assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
+    assert_int_equal(lsn, 3);
+    assert_int_equal(retry, 0);
+    assert_int_equal(seal_wait(f, 2, 2), 3);
+    /* The old primary is fenced: its write is not acknowledged. */
+    assert_int_equal(write1(f, 0, 1, "d", "1"), RT_ETIMEDOUT);
+    assert_int_equal(rinfo(f, 0).state, PS_RPRI_DEPOSED);
+    assert_int_equal(write1(f, 0, 1, "d2", "1"), RT_ENOTPRIMARY);
+    /* The master's choice: server 8, primary at the sealed epoch. */
+    assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x7), 0);
+    wait_serving(f, 1);
+    assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
+    assert_int_equal(write1(f, 0, 2, "f", "1"), RT_ENOTPRIMARY);
+    assert_int_equal(write1(f, 1, 1, "f", "1"), RT_ESTALE);
+    f->read_epoch = 2;
+    assert_int_equal(get1(f, 1, "a"), 0);
+    assert_int_equal(get1(f, 1, "c"), 0);
+    assert_int_equal(get1(f, 1, "e"), 0);
+    assert_int_equal(get1(f, 1, "d"), RT_ENOTFOUND);
+    assert_int_equal(get1(f, 0, "a"), RT_ENOTPRIMARY);
+    /* The new ISR holds the same bytes at the same LSN. */
+    dump(f, 1, &a);
+    dump(f, 2, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    assert_int_equal(applied(f, 1), 4);
+    assert_int_equal(applied(f, 2), 4);
+    rt_buf_free(&a);
+    rt_buf_free(&b);
+    /* Roles survive a restart: in the rs records. */
+    assert_int_equal(ps_store_repl_get(f->s[1].ps.store, RANGE, &rs), 0);
+    assert_int_equal(rs.role, PS_RS_ROLE_PRIMARY);
+    assert_int_equal(rs.epoch, 2);
+    assert_int_equal(rs.primary_epoch, 2);
+    assert_int_equal(ps_store_repl_get(f->s[0].ps.store, RANGE, &rs), 0);
+    assert_int_equal(rs.role, PS_RS_ROLE_SECONDARY);
+    /* Heartbeats report it. */
+    {
+        size_t n = 0;
+        Rt__ReplStatus *st = ps_repl_status(&f->s[1].ps, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(st[0].range_id, RANGE);
+        assert_int_equal(st[0].role, RT__REPL_ROLE__ROLE_PRIMARY);
+        assert_int_equal(st[0].epoch, 2);
+        assert_int_equal(st[0].state, PS_REPL_ST_OK);
+        assert_int_equal(st[0].commit_lsn, 4);
+        free(st);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -673,6 +901,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_dropped_link_resent, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_seal_and_promote, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
