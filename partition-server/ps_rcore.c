@@ -90,6 +90,10 @@ struct ps__rcore_peer
     uint64_t next;        /* next LSN to send */
     uint64_t rewound_to;  /* the last ELSNGAP rewind (0: none pending) */
     uint64_t progress_ms; /* last ack advance or send from acked + 1 */
+    /* §5.4: behind (acked < last) with no ack advance since @late_ms. */
+    uint64_t late_ms;
+    bool down; /* connection down since @down_ms */
+    uint64_t down_ms;
 };
 
 struct ps__rcore_group
@@ -105,6 +109,7 @@ struct ps__rcore_held
 {
     uint64_t req_id;
     uint64_t lsn;
+    uint64_t since_ms; /* held from (--write-hold-ms) */
 };
 
 struct ps__rcore_range
@@ -118,6 +123,8 @@ struct ps__rcore_range
     uint64_t seal_from; /* who asked for it: the answer goes there */
     uint64_t heard_ms;  /* last append from the primary */
     bool await_assign;  /* restarted primary: silent until assigned */
+    bool isr_inflight;  /* an ISR_CHANGE of mine at epoch @isr_epoch */
+    uint64_t isr_epoch;
     enum ps_rcore_role role;
     unsigned state;
     uint64_t last_lsn;
@@ -256,7 +263,8 @@ static void ps__rcore_set_peers(struct ps_rcore *node,
         *p = (struct ps__rcore_peer){.id = isr[i],
                                      .acked = r->commit_lsn,
                                      .next = r->commit_lsn + 1,
-                                     .progress_ms = now_ms};
+                                     .progress_ms = now_ms,
+                                     .late_ms = now_ms};
         for (size_t j = 0; j < n_old; j++) {
             if (old[j].id == isr[i]) {
                 *p = old[j];
@@ -398,7 +406,8 @@ static bool ps__rcore_unacked(const struct ps_rcore *node)
             continue;
         }
         for (size_t j = 0; j < r->n_peers; j++) {
-            if (r->peers[j].acked < r->last_lsn) {
+            if (r->peers[j].acked < r->last_lsn ||
+                (r->peers[j].down && node->cfg.conn_down_ms != 0)) {
                 return true;
             }
         }
@@ -425,6 +434,7 @@ static void ps__rcore_arm(struct ps_rcore *node,
  * write's LSN: the list stays in LSN order). */
 static void ps__rcore_hold(struct ps__rcore_range *r,
                            uint64_t lsn,
+                           uint64_t now_ms,
                            const uint64_t *req_ids,
                            size_t n)
 {
@@ -433,8 +443,8 @@ static void ps__rcore_hold(struct ps__rcore_range *r,
         r->held = rt_xrealloc(r->held, r->held_cap * sizeof(*r->held));
     }
     for (size_t i = 0; i < n; i++) {
-        r->held[r->held_n++] =
-            (struct ps__rcore_held){.req_id = req_ids[i], .lsn = lsn};
+        r->held[r->held_n++] = (struct ps__rcore_held){
+            .req_id = req_ids[i], .lsn = lsn, .since_ms = now_ms};
     }
 }
 
@@ -451,7 +461,7 @@ static int ps__rcore_local_done(struct ps_rcore *node,
         /* Not a new group: another write of the last one, or a write that
          * changed nothing but saw the state up to it (§5.2). Held at the
          * last LSN, which keeps the held list in LSN order. */
-        ps__rcore_hold(r, r->last_lsn, ev->req_ids, ev->n_req_ids);
+        ps__rcore_hold(r, r->last_lsn, ev->now_ms, ev->req_ids, ev->n_req_ids);
         ps__rcore_commit(node, r, out);
         return 0;
     }
@@ -468,9 +478,14 @@ static int ps__rcore_local_done(struct ps_rcore *node,
             ev->records_len ? rt_xmemdup(ev->records, ev->records_len) : NULL,
         .len = ev->records_len,
     };
+    for (size_t i = 0; i < r->n_peers; i++) {
+        if (r->peers[i].acked == r->last_lsn) {
+            r->peers[i].late_ms = ev->now_ms; /* behind from now */
+        }
+    }
     r->last_lsn = ev->lsn;
     r->applied_lsn = ev->lsn;
-    ps__rcore_hold(r, ev->lsn, ev->req_ids, ev->n_req_ids);
+    ps__rcore_hold(r, ev->lsn, ev->now_ms, ev->req_ids, ev->n_req_ids);
     for (size_t i = 0; i < r->n_peers; i++) {
         ps__rcore_pump(node, r, &r->peers[i], ev->now_ms, out);
     }
@@ -545,6 +560,7 @@ static int ps__rcore_ack(struct ps_rcore *node,
     if (ack->applied_lsn > p->acked) {
         p->acked = ack->applied_lsn;
         p->progress_ms = ev->now_ms;
+        p->late_ms = ev->now_ms;
     }
     if (ack->code == RT_ELSNGAP && p->acked + 1 < p->next &&
         p->rewound_to != p->acked + 1) {
@@ -557,6 +573,83 @@ static int ps__rcore_ack(struct ps_rcore *node,
     ps__rcore_trim(r);
     ps__rcore_commit(node, r, out);
     ps__rcore_activated(r);
+    return 0;
+}
+
+/* §5.4: an ISR member late (a group unacked, its ack not advancing, for
+ * cfg.ack_timeout_ms) or unreachable (connection down cfg.conn_down_ms)
+ * is proposed for removal: one ISR_CHANGE{remove} to the master per
+ * range in flight. Its acks still count until the assignment at the
+ * committed epoch removes it. */
+static void ps__rcore_isr_check(struct ps_rcore *node,
+                                struct ps__rcore_range *r,
+                                uint64_t now_ms,
+                                struct rt_repl_actions *out)
+{
+    if (r->state != PS_RPRI_SERVING ||
+        (r->isr_inflight && r->isr_epoch == r->epoch)) {
+        return;
+    }
+    r->isr_inflight = false;
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
+                                 .peer = node->cfg.master_id};
+    act.msg.kind = RT_REPL_MSG_ISR_CHANGE;
+    struct rt_repl_isr_change *c = &act.msg.u.isr_change;
+    c->range_id = r->id;
+    c->epoch = r->epoch;
+    for (size_t i = 0; i < r->n_peers; i++) {
+        const struct ps__rcore_peer *p = &r->peers[i];
+        bool late = node->cfg.ack_timeout_ms != 0 && p->acked < r->last_lsn &&
+                    now_ms - p->late_ms >= node->cfg.ack_timeout_ms;
+        bool gone = node->cfg.conn_down_ms != 0 && p->down &&
+                    now_ms - p->down_ms >= node->cfg.conn_down_ms;
+        if (late || gone) {
+            c->remove[c->n_remove++] = p->id;
+        }
+    }
+    if (c->n_remove == 0) {
+        return;
+    }
+    rt_repl_actions_add(out, &act);
+    r->isr_inflight = true;
+    r->isr_epoch = r->epoch;
+}
+
+/* §5.4: a write held longer than cfg.write_hold_ms (the ISR cannot shrink,
+ * or shrank below min_insync) is answered RT_ETIMEDOUT: outcome unknown. */
+static void ps__rcore_hold_expire(struct ps_rcore *node,
+                                  struct ps__rcore_range *r,
+                                  uint64_t now_ms,
+                                  struct rt_repl_actions *out)
+{
+    if (node->cfg.write_hold_ms == 0) {
+        return;
+    }
+    while (r->held_head < r->held_n &&
+           now_ms - r->held[r->held_head].since_ms >= node->cfg.write_hold_ms) {
+        struct rt_repl_action act = {.kind = RT_REPL_ACT_REPLY,
+                                     .req_id = r->held[r->held_head].req_id,
+                                     .code = RT_ETIMEDOUT};
+        rt_repl_actions_add(out, &act);
+        r->held_head++;
+    }
+    if (r->held_head == r->held_n) {
+        r->held_head = r->held_n = 0;
+    }
+}
+
+/* The master's answer to my ISR_CHANGE: committed (the assignment at the
+ * new epoch follows and ends the change), or refused (asked again at the
+ * next tick if the member is still late). */
+static int ps__rcore_isr_resp(struct ps__rcore_range *r,
+                              const struct rt_repl_isr_resp *resp)
+{
+    if (r == NULL || r->role != PS_RCORE_PRIMARY) {
+        return RT_EINVAL;
+    }
+    if (resp->code != 0) {
+        r->isr_inflight = false;
+    }
     return 0;
 }
 
@@ -584,6 +677,8 @@ static int ps__rcore_timer(struct ps_rcore *node,
                 ps__rcore_pump(node, r, p, ev->now_ms, out);
             }
         }
+        ps__rcore_isr_check(node, r, ev->now_ms, out);
+        ps__rcore_hold_expire(node, r, ev->now_ms, out);
     }
     return 0;
 }
@@ -1148,9 +1243,6 @@ static int ps__rcore_conn(struct ps_rcore *node,
                           const struct rt_repl_event *ev,
                           struct rt_repl_actions *out)
 {
-    if (!ev->up) {
-        return 0;
-    }
     for (size_t i = 0; i < node->n_ranges; i++) {
         struct ps__rcore_range *r = node->ranges[i];
         if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
@@ -1158,11 +1250,20 @@ static int ps__rcore_conn(struct ps_rcore *node,
         }
         for (size_t j = 0; j < r->n_peers; j++) {
             struct ps__rcore_peer *p = &r->peers[j];
-            if (p->id == ev->peer) {
-                p->next = p->acked + 1;
-                p->rewound_to = 0;
-                ps__rcore_pump(node, r, p, ev->now_ms, out);
+            if (p->id != ev->peer) {
+                continue;
             }
+            if (!ev->up) {
+                if (!p->down) {
+                    p->down = true;
+                    p->down_ms = ev->now_ms;
+                }
+                continue;
+            }
+            p->down = false;
+            p->next = p->acked + 1;
+            p->rewound_to = 0;
+            ps__rcore_pump(node, r, p, ev->now_ms, out);
         }
     }
     return 0;
@@ -1194,6 +1295,10 @@ int ps_rcore_step(struct ps_rcore *node,
                 rc = ps__rcore_seal(node, ev, out);
             } else if (ev->msg->kind == RT_REPL_MSG_ASSIGN) {
                 rc = ps__rcore_assign_msg(node, ev, out);
+            } else if (ev->msg->kind == RT_REPL_MSG_ISR_RESP) {
+                rc = ps__rcore_isr_resp(
+                    ps__rcore_find(node, ev->msg->u.isr_resp.range_id),
+                    &ev->msg->u.isr_resp);
             }
             break;
         case RT_REPL_EV_DISK_DONE:

@@ -25,8 +25,8 @@
  *   writes (more writes of the last group, or writes that changed nothing,
  *   §5.2) are held until cw >= last.
  * - CONN up from a peer restarts every stream to it at acked + 1 (what
- *   was in flight on the old connection is lost); CONN down changes
- *   nothing (the resend rule covers it).
+ *   was in flight on the old connection is lost); CONN down only starts
+ *   the link-down clock of the ISR shrink (the resend rule covers loss).
  *   An RT_ELSNGAP NACK rewinds that peer's stream to applied + 1 (once per
  *   gap position); an RT_ESEALED NACK from a newer epoch deposes the
  *   primary and answers its held writes RT_ETIMEDOUT (outcome unknown).
@@ -42,6 +42,18 @@
  *   accepted: ignored (its DISK_DONE acks it); any other LSN: RT_ELSNGAP
  *   with applied; an epoch older than the range's (or than its sealed
  *   epoch): RT_ESEALED with that epoch.
+ * - ISR shrink (§5.4), checked at each resend tick of a SERVING primary
+ *   (cfg.ack_timeout_ms, conn_down_ms; 0 turns a check off): an ISR
+ *   member behind my last LSN whose ack has not advanced for
+ *   ack_timeout_ms, or whose connection has been down conn_down_ms, is
+ *   proposed for removal: ISR_CHANGE{remove} to cfg.master_id, one in
+ *   flight per range (until an ISR_RESP error, or the epoch moves). Its
+ *   acks still count: held writes wait for the assignment at the
+ *   committed epoch, whose ISR recomputes cw. A client write held
+ *   cfg.write_hold_ms (the shrink cannot commit, or left the ISR below
+ *   min_insync, which the glue enforces at admission) is answered
+ *   RT_ETIMEDOUT (outcome unknown); NACKs (RT_ENOSPACE, RT_ECORRUPT,
+ *   RT_EDIVERGED) do not trigger a shrink yet.
  * - Failover (§3.1, §3.2, §7). SEAL{new_epoch} (from the master, @peer):
  *   unknown range RT_ENOTFOUND; new_epoch <= my epoch or < my sealed
  *   epoch RT_ESTALE; the same new_epoch again: the same answer (once
@@ -101,7 +113,8 @@
 #include "rt_repl_ev.h"
 
 #define PS_RCORE_MAX_REPLICAS 8
-/* The node's one resend timer (RT_REPL_EV_TIMER / RT_REPL_ACT_TIMER). */
+/* The node's one timer (RT_REPL_EV_TIMER / RT_REPL_ACT_TIMER): resends,
+ * the ISR shrink checks and the write-hold limit. */
 #define PS_RCORE_TIMER_RESEND 1
 
 enum ps_rcore_role {
@@ -165,6 +178,15 @@ struct ps_rcore_config
     uint64_t resend_ms;     /* resend rule period (> 0) */
     uint64_t seal_grace_ms; /* SEAL refused this long after the last
                                append from the primary or the start (L) */
+    /* §5.4 (0 turns each off): an ISR member whose ack has not advanced
+     * for ack_timeout_ms while it lacks a group (--ack-timeout-ms), or
+     * whose connection has been down conn_down_ms, is proposed for
+     * removal (ISR_CHANGE to master_id); a client write held longer than
+     * write_hold_ms is answered RT_ETIMEDOUT (--write-hold-ms). */
+    uint64_t ack_timeout_ms;
+    uint64_t conn_down_ms;
+    uint64_t write_hold_ms;
+    uint64_t master_id;              /* the peer ISR_CHANGE goes to */
     enum ps_rcore_mutation mutation; /* tests only */
 };
 

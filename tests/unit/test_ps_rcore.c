@@ -904,6 +904,165 @@ static void test_promotion_waits_for_writer(void **state)
     ps_rcore_destroy(s);
 }
 
+/* ISR shrink (§5.4): a primary node 1 of {1, 2, 3} at epoch 3 with the
+ * late-ack, link-down and write-hold limits on. */
+static struct ps_rcore *shrink_node(struct fx *f)
+{
+    struct ps_rcore *n;
+    struct ps_rcore_config cfg = {.self_id = 1,
+                                  .inflight = 2,
+                                  .resend_ms = 100,
+                                  .ack_timeout_ms = 1000,
+                                  .conn_down_ms = 300,
+                                  .write_hold_ms = 5000,
+                                  .master_id = MASTER};
+    struct ps_rcore_assignment a = {.range_id = R,
+                                    .epoch = 3,
+                                    .primary_id = 1,
+                                    .isr = {1, 2, 3},
+                                    .n_isr = 3};
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    assert_int_equal(ps_rcore_assign(n, &a, &f->out), 0);
+    return n;
+}
+
+static int step_ev(struct fx *f, struct ps_rcore *n, struct rt_repl_event *ev)
+{
+    rt_repl_actions_reset(&f->out);
+    return ps_rcore_step(n, ev, &f->out);
+}
+
+static int timer_at(struct fx *f, struct ps_rcore *n, uint64_t now)
+{
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
+                               .now_ms = now,
+                               .timer_id = PS_RCORE_TIMER_RESEND};
+    return step_ev(f, n, &ev);
+}
+
+static int isr_resp(struct fx *f, struct ps_rcore *n, uint64_t now, int code)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ISR_RESP};
+    m.u.isr_resp = (struct rt_repl_isr_resp){
+        .range_id = R, .code = code, .epoch = code ? 0 : 4};
+    return msg_to(f, n, now, MASTER, &m);
+}
+
+/* A member whose ack does not advance for the ack timeout while it lacks
+ * a group is proposed for removal, once (one change in flight); a refused
+ * change is asked again; the held write is answered when the assignment
+ * at the committed epoch removes the member. */
+static void test_isr_shrink_late_ack(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = shrink_node(f);
+    uint8_t rec = 1;
+    uint64_t req = 10;
+    struct rt_repl_event done = {.kind = RT_REPL_EV_DISK_DONE,
+                                 .range_id = R,
+                                 .lsn = 1,
+                                 .records = &rec,
+                                 .records_len = 1,
+                                 .req_ids = &req,
+                                 .n_req_ids = 1};
+    assert_int_equal(step_ev(f, n, &done), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 1, .epoch = 3};
+    assert_int_equal(msg_to(f, n, 10, 2, &m), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    assert_int_equal(timer_at(f, n, 900), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(timer_at(f, n, 1000), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->peer, MASTER);
+    assert_int_equal(a->msg.u.isr_change.range_id, R);
+    assert_int_equal(a->msg.u.isr_change.epoch, 3);
+    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    assert_int_equal(timer_at(f, n, 1100), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    /* Refused: asked again at the next tick. */
+    assert_int_equal(isr_resp(f, n, 1150, RT_EBUSY), 0);
+    assert_int_equal(timer_at(f, n, 1200), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    /* Committed: nothing more until the assignment. */
+    assert_int_equal(isr_resp(f, n, 1250, 0), 0);
+    assert_int_equal(timer_at(f, n, 1300), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, n, 4, 1, 3, isr, 2), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->req_id, 10);
+    assert_int_equal(a->code, 0);
+    assert_int_equal(info_of(n).commit_lsn, 1);
+    assert_int_equal(timer_at(f, n, 5000), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    ps_rcore_destroy(n);
+}
+
+/* A member whose connection stays down for 300 ms is proposed for
+ * removal even with nothing to send; one that comes back in time is
+ * not. */
+static void test_isr_shrink_link_down(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = shrink_node(f);
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_CONN, .now_ms = 0, .peer = 3, .up = 0};
+    assert_int_equal(step_ev(f, n, &ev), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_TIMER, NULL), 1);
+    ev.now_ms = 100;
+    ev.up = 1;
+    assert_int_equal(step_ev(f, n, &ev), 0);
+    assert_int_equal(timer_at(f, n, 500), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    ev.now_ms = 600;
+    ev.up = 0;
+    assert_int_equal(step_ev(f, n, &ev), 0);
+    assert_int_equal(timer_at(f, n, 800), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(timer_at(f, n, 900), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    ps_rcore_destroy(n);
+}
+
+/* A write held past the write-hold limit (the shrink never commits) is
+ * answered RT_ETIMEDOUT, and not again when the acks come later. */
+static void test_write_hold_expires(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = shrink_node(f);
+    uint8_t rec = 1;
+    uint64_t req = 11;
+    struct rt_repl_event done = {.kind = RT_REPL_EV_DISK_DONE,
+                                 .range_id = R,
+                                 .lsn = 1,
+                                 .records = &rec,
+                                 .records_len = 1,
+                                 .req_ids = &req,
+                                 .n_req_ids = 1};
+    const struct rt_repl_action *a;
+    assert_int_equal(step_ev(f, n, &done), 0);
+    assert_int_equal(timer_at(f, n, 4999), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    assert_int_equal(timer_at(f, n, 5000), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->req_id, 11);
+    assert_int_equal(a->code, RT_ETIMEDOUT);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 1, .epoch = 3};
+    assert_int_equal(msg_to(f, n, 5001, 2, &m), 0);
+    assert_int_equal(msg_to(f, n, 5002, 3, &m), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    assert_int_equal(info_of(n).commit_lsn, 1);
+    ps_rcore_destroy(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -929,6 +1088,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ack_to_sender, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_waits_for_writer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_late_ack, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_link_down, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_write_hold_expires, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
