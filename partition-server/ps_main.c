@@ -32,6 +32,7 @@ int main(int argc, char **argv)
     long max_pending = 0, map_size_mb = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
+    long ack_timeout_ms = 0, write_hold_ms = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -61,6 +62,12 @@ int main(int argc, char **argv)
         {"lease-ms", RT_OPT_INT, &lease_ms, "1500",
          "replication: L; a secondary refuses to seal its range this long "
          "after the last append from the primary (and after start)"},
+        {"ack-timeout-ms", RT_OPT_INT, &ack_timeout_ms, "1000",
+         "replication: an in-sync replica whose acks stall this long is "
+         "removed from the in-sync set (asked of the master)"},
+        {"write-hold-ms", RT_OPT_INT, &write_hold_ms, "5000",
+         "replication: a write waiting this long for its replicas is "
+         "answered OperationTimedOut (outcome unknown)"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -88,10 +95,13 @@ int main(int argc, char **argv)
         return 2;
     }
     if (repl_inflight < 1 || repl_inflight > 100000 || read_wait_ms < 1 ||
-        read_wait_ms > 600000 || lease_ms < 1 || lease_ms > 600000) {
+        read_wait_ms > 600000 || lease_ms < 1 || lease_ms > 600000 ||
+        ack_timeout_ms < 1 || ack_timeout_ms > 600000 || write_hold_ms < 1 ||
+        write_hold_ms > 600000) {
         fprintf(stderr,
                 "rt-partition-server: --repl-inflight 1..100000, "
-                "--read-wait-ms and --lease-ms 1..600000\n");
+                "--read-wait-ms, --lease-ms, --ack-timeout-ms and "
+                "--write-hold-ms 1..600000\n");
         rt_config_free(opts);
         return 2;
     }
@@ -136,6 +146,8 @@ int main(int argc, char **argv)
     cfg.repl_inflight = (uint32_t)repl_inflight;
     cfg.read_wait_ms = (uint32_t)read_wait_ms;
     cfg.lease_ms = (uint32_t)lease_ms;
+    cfg.ack_timeout_ms = (uint32_t)ack_timeout_ms;
+    cfg.write_hold_ms = (uint32_t)write_hold_ms;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

@@ -128,6 +128,17 @@ struct ps__rsjob
     uint64_t io_id; /* a core WRITE (seal): its DISK_DONE; else 0 */
 };
 
+/* The core's peer id for the master: ISR_CHANGE goes on the master link
+ * (server ids start at 1). */
+#define PS__MASTER_PEER 0
+
+/* An ISR_CHANGE call in flight (primary -> master). */
+struct ps__icall
+{
+    struct ps_server *ps;
+    uint64_t range_id;
+};
+
 /* A REPL_APPEND call in flight (primary). */
 struct ps__acall
 {
@@ -289,6 +300,8 @@ static void ps__rstate_submit(struct ps_repl *rp,
 static void ps__seal_answer(struct ps_repl *rp,
                             uint64_t token,
                             const struct rt_repl_seal_resp *r);
+static void ps__isr_change_send(struct ps_repl *rp,
+                                const struct rt_repl_isr_change *c);
 
 /* Adds one group to @p's next REPL_APPEND; a batch that would pass
  * PS_REPL_BATCH_BYTES of records goes out first. */
@@ -541,6 +554,78 @@ static void ps__seal_answer(struct ps_repl *rp,
     }
 }
 
+/* The master's answer to an ISR_CHANGE: status 0 + the committed Range,
+ * or the §4 error (or a transport error): fed back as ISR_RESP. */
+static void ps__isr_change_reply(int status,
+                                 const uint8_t *body,
+                                 size_t len,
+                                 void *arg)
+{
+    struct ps__icall *call = arg;
+    struct ps_server *ps = call->ps;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ISR_RESP};
+    m.u.isr_resp.range_id = call->range_id;
+    m.u.isr_resp.code = status;
+    free(call);
+    if (status == RT_ECANCELED || ps->stopping || ps->repl == NULL ||
+        ps->repl->closing || ps->repl->core == NULL) {
+        return;
+    }
+    if (status == 0) {
+        Rt__Range *r = rt__range__unpack(NULL, len, body);
+        if (r != NULL) {
+            m.u.isr_resp.epoch = r->epoch;
+            rt__range__free_unpacked(r, NULL);
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": ISR shrink committed at epoch %" PRIu64,
+               m.u.isr_resp.range_id, m.u.isr_resp.epoch);
+    } else {
+        rt_log(RT_LOG_DEBUG, "range %" PRIu64 ": ISR shrink refused: %s",
+               m.u.isr_resp.range_id, rt_strerror(status));
+    }
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
+                               .now_ms = uv_now(ps->loop),
+                               .peer = PS__MASTER_PEER,
+                               .msg = &m};
+    ps__repl_step(ps->repl, &ev);
+}
+
+/* ISR_CHANGE (method 71) on the master link. */
+static void ps__isr_change_send(struct ps_repl *rp,
+                                const struct rt_repl_isr_change *c)
+{
+    struct ps_server *ps = rp->ps;
+    Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
+    uint64_t remove[RT_REPL_MAX_REPLICAS], add[RT_REPL_MAX_REPLICAS];
+    struct ps__icall *call;
+    memcpy(remove, c->remove, c->n_remove * sizeof(*remove));
+    memcpy(add, c->add, c->n_add * sizeof(*add));
+    req.range_id = c->range_id;
+    req.epoch = c->epoch;
+    req.remove = remove;
+    req.n_remove = c->n_remove;
+    req.add = add;
+    req.n_add = c->n_add;
+    req.reason = "late acks or link down";
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64
+           ": asking the master to remove %zu in-sync "
+           "replica(s) (first: server %" PRIu64 ") at epoch %" PRIu64,
+           c->range_id, c->n_remove, c->n_remove ? c->remove[0] : 0, c->epoch);
+    if (ps->master == NULL) {
+        return; /* no master link (tests): the change stays in flight */
+    }
+    call = rt_xcalloc(1, sizeof(*call));
+    call->ps = ps;
+    call->range_id = c->range_id;
+    if (rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__ISR_CHANGE,
+                       &req.base, PS_REPL_CALL_MS, ps__isr_change_reply,
+                       call) != 0) {
+        free(call);
+    }
+}
+
 /* Runs the actions in rp->out, then resets it. */
 static void ps__repl_dispatch(struct ps_repl *rp)
 {
@@ -554,6 +639,8 @@ static void ps__repl_dispatch(struct ps_repl *rp)
                     ps__ack_out(rp, &a->msg.u.ack);
                 } else if (a->msg.kind == RT_REPL_MSG_SEAL_RESP) {
                     ps__seal_answer(rp, a->peer, &a->msg.u.seal_resp);
+                } else if (a->msg.kind == RT_REPL_MSG_ISR_CHANGE) {
+                    ps__isr_change_send(rp, &a->msg.u.isr_change);
                 } else if (a->msg.kind != RT_REPL_MSG_APPEND) {
                     /* ASSIGN_RESP: read back by ps__conf_apply. */
                 } else if ((p = ps__peer_find(rp, a->peer)) != NULL) {
@@ -1655,6 +1742,12 @@ static int ps__core_ensure(struct ps_repl *rp)
             ps->cfg.repl_inflight ? ps->cfg.repl_inflight : PS_REPL_INFLIGHT,
         .resend_ms = PS_REPL_RESEND_MS,
         .seal_grace_ms = ps->cfg.lease_ms ? ps->cfg.lease_ms : PS_REPL_LEASE_MS,
+        .ack_timeout_ms = ps->cfg.ack_timeout_ms ? ps->cfg.ack_timeout_ms
+                                                 : PS_REPL_ACK_TIMEOUT_MS,
+        .conn_down_ms = PS_REPL_CONN_DOWN_MS,
+        .write_hold_ms = ps->cfg.write_hold_ms ? ps->cfg.write_hold_ms
+                                               : PS_REPL_WRITE_HOLD_MS,
+        .master_id = PS__MASTER_PEER,
     };
     if (rp->core != NULL && rp->core_self == ps->server_id) {
         return 0;

@@ -75,6 +75,13 @@
  * SEAL (RT_EBUSY with retry_ms) for L after the last append it took from
  * the primary, or after its start. */
 #define PS_REPL_LEASE_MS 1500
+/* §5.4 defaults: --ack-timeout-ms (an ISR member whose ack has not
+ * advanced this long while it lacks a group is proposed for removal),
+ * the link-down time that does the same, --write-hold-ms (a write
+ * waiting for its acks this long is answered RT_ETIMEDOUT). */
+#define PS_REPL_ACK_TIMEOUT_MS 1000
+#define PS_REPL_CONN_DOWN_MS 300
+#define PS_REPL_WRITE_HOLD_MS 5000
 /* Resend period of the core (its PS_RCORE_TIMER_RESEND). */
 #define PS_REPL_RESEND_MS 200
 /* A REPL_APPEND carries at most about this many record bytes (one group

@@ -41,6 +41,8 @@ struct ps_config
     uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
     uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
     uint32_t lease_ms;       /* L: the seal grace; 0 = 1500 */
+    uint32_t ack_timeout_ms; /* late ISR member -> shrink; 0 = 1000 */
+    uint32_t write_hold_ms;  /* held write -> RT_ETIMEDOUT; 0 = 5000 */
 };
 
 struct ps_server

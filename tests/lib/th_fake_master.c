@@ -124,6 +124,9 @@ static void th__fm_on_request(struct rt_rpc_conn *conn,
         s = th__fm_register(m, conn, body, len);
     } else if (method == RT__METHOD__PS_HEARTBEAT) {
         s = th__fm_heartbeat(m, conn, body, len);
+    } else if (m->other != NULL) {
+        m->other(conn, method, id, body, len, m->other_ud);
+        return;
     } else {
         rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake master");
         return;

@@ -2,8 +2,9 @@
  * on an ephemeral loopback port and answers PS_REGISTER and PS_HEARTBEAT
  * with the assignment scripted in a slot (one slot per partition server),
  * recording what each server reported; any other method gets
- * RT_ENOTIMPL. The test drives the rest (ASSIGN_RANGES, MOVE_*, ...)
- * itself on the server's master link (slot.conn).
+ * RT_ENOTIMPL, or goes to the test's handler (other) when set. The test drives
+ * the rest (ASSIGN_RANGES, MOVE_*, ...) itself on the server's master link
+ * (slot.conn).
  *
  * Which slot a request belongs to: a registration goes to the slot whose
  * addr equals RegisterReq.addr, else to the slot already holding that
@@ -70,6 +71,10 @@ struct th_fake_master
     uint64_t map_version; /* answered with every assignment */
     struct th_fm_slot slot[TH_FM_SLOTS];
     int bad_requests;
+    /* Set by the test: requests of any other method go here instead of
+     * being answered RT_ENOTIMPL (the handler answers them). */
+    rt_rpc_request_cb other;
+    void *other_ud;
 };
 
 /* Starts listening on @loop. @m must be zeroed (or scripted) before;

@@ -891,6 +891,93 @@ static void test_seal_and_promote(void **state)
     }
 }
 
+/* The fake master's ISR_CHANGE: recorded, and answered with the
+ * committed configuration's Range at the next epoch (the test sends the
+ * assignment itself). */
+static struct
+{
+    int n;
+    uint64_t range_id, epoch;
+    uint64_t remove[NSRV];
+    size_t n_remove;
+} isr_seen;
+
+static void on_master_other(struct rt_rpc_conn *conn,
+                            uint32_t method,
+                            uint64_t id,
+                            const uint8_t *body,
+                            size_t len,
+                            void *ud)
+{
+    Rt__IsrChangeReq *q;
+    Rt__Range r = RT__RANGE__INIT;
+    (void)ud;
+    if (method != RT__METHOD__ISR_CHANGE ||
+        (q = rt__isr_change_req__unpack(NULL, len, body)) == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "test");
+        return;
+    }
+    isr_seen.n++;
+    isr_seen.range_id = q->range_id;
+    isr_seen.epoch = q->epoch;
+    isr_seen.n_remove = q->n_remove < NSRV ? q->n_remove : NSRV;
+    memcpy(isr_seen.remove, q->remove,
+           isr_seen.n_remove * sizeof(*isr_seen.remove));
+    r.id = q->range_id;
+    r.epoch = q->epoch + 1;
+    rt_rpc_reply_pb(conn, id, method, 0, &r.base);
+    rt__isr_change_req__free_unpacked(q, NULL);
+}
+
+/* §5.4 with a stopped secondary: the primary's write is held, the
+ * primary asks the master to remove the secondary (ISR_CHANGE on its
+ * master link) within about the link-down time, once; the assignment at
+ * the committed epoch answers the held write, and writes go on with the
+ * smaller ISR, identical on the two members. */
+static void test_isr_shrink_stopped_secondary(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf props = RT_BUF_INIT, a = RT_BUF_INIT, b = RT_BUF_INIT;
+    struct th_reply r;
+    uint64_t t0;
+
+    memset(&isr_seen, 0, sizeof(isr_seen));
+    M.other = on_master_other;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    srv_stop(f, 2);
+    uv_update_time(&f->loop);
+    t0 = uv_now(&f->loop);
+    th_props1(&props, "v", "2");
+    write_async(f, 0, 1, "b", &props, &r);
+    while (isr_seen.n == 0 && uv_now(&f->loop) - t0 < 5000) {
+        run_for(f, 5);
+    }
+    assert_int_equal(isr_seen.n, 1);
+    assert_true(uv_now(&f->loop) - t0 < 2000);
+    assert_int_equal(isr_seen.range_id, RANGE);
+    assert_int_equal(isr_seen.epoch, 1);
+    assert_int_equal(isr_seen.n_remove, 1);
+    assert_int_equal(isr_seen.remove[0], ids[2]);
+    run_for(f, 300);
+    assert_false(r.done);
+    assert_int_equal(isr_seen.n, 1); /* one change in flight */
+    assert_int_equal(assign_conf(f, 2, 0, 1, 0x3, 0x3), 0);
+    run_until(f, &r.done);
+    assert_int_equal(r.status, 0);
+    th_reply_free(&r);
+    assert_int_equal(write1(f, 0, 2, "c", "1"), 0);
+    dump(f, 0, &a);
+    dump(f, 1, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    assert_int_equal(applied(f, 0), 3);
+    assert_int_equal(applied(f, 1), 3);
+    rt_buf_free(&a);
+    rt_buf_free(&b);
+    rt_buf_free(&props);
+    M.other = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -902,6 +989,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dropped_link_resent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_seal_and_promote, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
