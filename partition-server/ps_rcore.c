@@ -94,6 +94,7 @@ struct ps__rcore_peer
     uint64_t late_ms;
     bool down; /* connection down since @down_ms */
     uint64_t down_ms;
+    bool removing; /* named in my ISR_CHANGE in flight */
 };
 
 struct ps__rcore_group
@@ -380,6 +381,10 @@ static void ps__rcore_commit(struct ps_rcore *node,
     uint64_t cw = r->applied_lsn;
     if (node->cfg.mutation != PS_RCORE_MUT_ACK_PRIMARY_ONLY) {
         for (size_t i = 0; i < r->n_peers; i++) {
+            if (r->peers[i].removing &&
+                node->cfg.mutation == PS_RCORE_MUT_SHRINK_EARLY) {
+                continue; /* the known-bad core */
+            }
             cw = r->peers[i].acked < cw ? r->peers[i].acked : cw;
         }
     }
@@ -591,6 +596,9 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
         return;
     }
     r->isr_inflight = false;
+    for (size_t i = 0; i < r->n_peers; i++) {
+        r->peers[i].removing = false;
+    }
     struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
                                  .peer = node->cfg.master_id};
     act.msg.kind = RT_REPL_MSG_ISR_CHANGE;
@@ -613,6 +621,14 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
     rt_repl_actions_add(out, &act);
     r->isr_inflight = true;
     r->isr_epoch = r->epoch;
+    for (size_t i = 0; i < r->n_peers; i++) {
+        for (size_t j = 0; j < c->n_remove; j++) {
+            r->peers[i].removing |= r->peers[i].id == c->remove[j];
+        }
+    }
+    if (node->cfg.mutation == PS_RCORE_MUT_SHRINK_EARLY) {
+        ps__rcore_commit(node, r, out);
+    }
 }
 
 /* §5.4: a write held longer than cfg.write_hold_ms (the ISR cannot shrink,
@@ -649,6 +665,9 @@ static int ps__rcore_isr_resp(struct ps__rcore_range *r,
     }
     if (resp->code != 0) {
         r->isr_inflight = false;
+        for (size_t i = 0; i < r->n_peers; i++) {
+            r->peers[i].removing = false;
+        }
     }
     return 0;
 }

@@ -168,6 +168,9 @@ enum ps_rcore_mutation {
     PS_RCORE_MUT_NO_RESEND,
     /* a sealed secondary still accepts appends of older epochs. */
     PS_RCORE_MUT_APPEND_AFTER_SEAL,
+    /* cw stops counting an ISR member once its removal is asked, before
+     * the master committed it. */
+    PS_RCORE_MUT_SHRINK_EARLY,
     PS_RCORE_MUT__NR
 };
 

@@ -26,7 +26,10 @@ add_test(NAME sim_failover_mut_no_seal
          COMMAND sim_failover --mutate no-seal --expect P7)
 add_test(NAME sim_failover_mut_append_after_seal
          COMMAND sim_failover --mutate append-after-seal --expect P6)
+add_test(NAME sim_failover_mut_shrink_early
+         COMMAND sim_failover --mutate shrink-early --expect P1)
 set_tests_properties(sim_failover sim_failover_mut_choose_min
                      sim_failover_mut_no_seal
                      sim_failover_mut_append_after_seal
+                     sim_failover_mut_shrink_early
                      PROPERTIES LABELS sim TIMEOUT 120)

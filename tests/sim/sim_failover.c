@@ -47,8 +47,8 @@
  * Usage: sim_failover [--mutate NAME --expect PROP]
  *   SIM_SEEDS=N  seeds 1..N (default 1000); SIM_SEED=s  replays seed s
  *   with a trace. --mutate choose-min|no-seal (ms_rcore) or
- *   append-after-seal (ps_rcore) runs that test-only mutation
- *   and succeeds only if some seed violates PROP. */
+ *   append-after-seal|shrink-early (ps_rcore) runs that test-only
+ *   mutation and succeeds only if some seed violates PROP. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -69,8 +69,9 @@
 #define SIM_KEYS 16
 #define SIM_RANGE 7
 #define SIM_TRACE_LINES 400
-#define SIM_L 1000 /* the fixed lease wait standing in for leases */
-#define SIM_HB 500 /* heartbeat period */
+#define SIM_L 1000           /* the fixed lease wait standing in for leases */
+#define SIM_HB 500           /* heartbeat period */
+#define SIM_ACK_TIMEOUT 1000 /* a late ISR member: ISR_CHANGE{remove} */
 #define SIM_FAULT_FROM 1000
 #define SIM_HEAL 9000
 #define SIM_CHECK (SIM_HEAL + 10000)
@@ -80,7 +81,7 @@
 static struct
 {
     uint64_t events, writes, acked, unknown, failed, failovers, cancels,
-        crashes, pauses, master_crashes, stale_msgs;
+        crashes, pauses, master_crashes, stale_msgs, isr_asks, isr_changes;
 } sim_totals;
 
 /* Fixture */
@@ -540,6 +541,8 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                            rt_repl_msg_kind_name(a->msg.kind), a->peer);
                 if (a->msg.kind == RT_REPL_MSG_ACK) {
                     sim_check_ack_sent(s, ni, a->peer, &a->msg.u.ack);
+                } else if (a->msg.kind == RT_REPL_MSG_ISR_CHANGE) {
+                    sim_totals.isr_asks++;
                 }
                 sim_send(s, ni, a->peer, &a->msg);
                 break;
@@ -606,6 +609,8 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                     sim_totals.failovers++;
                 } else if (strcmp(a->what, "failover_cancelled") == 0) {
                     sim_totals.cancels++;
+                } else if (strcmp(a->what, "isr_change") == 0) {
+                    sim_totals.isr_changes++;
                 } else if (strcmp(a->what, "stale") == 0) {
                     sim_fail(s, "core", "a proposal failed its guard");
                 }
@@ -699,6 +704,10 @@ static void sim_ps_start(struct sim *s, int ni)
                                   .inflight = 32,
                                   .resend_ms = 150,
                                   .seal_grace_ms = SIM_L,
+                                  .ack_timeout_ms = SIM_ACK_TIMEOUT,
+                                  .conn_down_ms = 300,
+                                  .write_hold_ms = 5000,
+                                  .master_id = SIM_MASTER_ID,
                                   .mutation = s->ps_mut};
     if (ps_rcore_create(&cfg, &nd->ps) != 0) {
         sim_fail(s, "setup", "ps_rcore_create");
@@ -1320,6 +1329,8 @@ int main(int argc, char **argv)
                 ms_mut = MS_RCORE_MUT_NO_SEAL;
             } else if (strcmp(argv[i + 1], "append-after-seal") == 0) {
                 ps_mut = PS_RCORE_MUT_APPEND_AFTER_SEAL;
+            } else if (strcmp(argv[i + 1], "shrink-early") == 0) {
+                ps_mut = PS_RCORE_MUT_SHRINK_EARLY;
 
             } else {
                 fprintf(stderr, "unknown mutation %s\n", argv[i + 1]);
@@ -1364,10 +1375,12 @@ int main(int argc, char **argv)
            " writes: %" PRIu64 " acknowledged, %" PRIu64 " unknown, %" PRIu64
            " refused; %" PRIu64 " failovers, %" PRIu64 " cancelled, %" PRIu64
            " server crashes, %" PRIu64 " pauses, %" PRIu64
-           " master crashes, %" PRIu64 " refused messages)\n",
+           " master crashes, %" PRIu64 " refused messages, %" PRIu64
+           " ISR shrinks asked, %" PRIu64 " ISR changes)\n",
            seeds, sim_totals.events, sim_totals.writes, sim_totals.acked,
            sim_totals.unknown, sim_totals.failed, sim_totals.failovers,
            sim_totals.cancels, sim_totals.crashes, sim_totals.pauses,
-           sim_totals.master_crashes, sim_totals.stale_msgs);
+           sim_totals.master_crashes, sim_totals.stale_msgs,
+           sim_totals.isr_asks, sim_totals.isr_changes);
     return 0;
 }
