@@ -7,8 +7,8 @@
  * same state and event always give the same state and actions. The daemon's
  * glue and tests/sim (sim_repl.c, sim_failover.c) drive the same code.
  *
- * Implemented so far: the write path and the seal / promotion side of
- * failover (no leases, no learners).
+ * Implemented so far: the write path, the seal / promotion side of
+ * failover and the ISR shrink of §5.4 (no leases, no learners).
  * - A range is created by ps_rcore_assign() at its durable LSN (0 for a
  *   new range): the primary goes ACTIVATING -> SERVING at once (nothing to
  *   catch up; support

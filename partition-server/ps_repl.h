@@ -1,5 +1,5 @@
 /* Replication glue: drives the pure replica core (ps_rcore.h) from the
- * real server (docs/DESIGN-replication.md §5, §6.3, §11.1). It owns the
+ * real server (docs/DESIGN-replication.md §5, §6.3, §7, §11.1). It owns the
  * server's one struct ps_rcore, a client connection per peer server, the
  * per-range capture of the primary's change records, the (txn_id, lsn)
  * ring of each primary range (ps_lsn_ring.h), and the client requests
@@ -11,9 +11,31 @@
  *  - Assignments (ps_repl_assigned): a range whose replica set names more
  *    than one server is created in the core with this server's role, its
  *    ISR and epoch, at the applied LSN of its durable `rs` record (0 for a
- *    new range); a later assignment at a higher epoch takes the new ISR;
- *    a range no longer listed, or whose primary changed, is forgotten
- *    (held writes answered RT_ETIMEDOUT: outcome unknown).
+ *    new range). A later configuration (another epoch or primary, or a
+ *    primary still ACTIVATING) is fed to the core as an ASSIGN message:
+ *    a sealed secondary named primary is promoted (ACTIVATING, SERVING
+ *    once its ISR acked; the capture log and LSN ring start), a primary
+ *    named secondary steps down (held writes RT_ETIMEDOUT; the capture
+ *    stops), a cancel resumes a deposed primary, a new ISR recomputes
+ *    cw. A configuration the core refuses is left as it was and becomes
+ *    the ASSIGN_RANGES error status. Each taken role, epoch and
+ *    primary_epoch is persisted in the `rs` record (PS_JOB_REPL_STATE)
+ *    before that reply. A range no longer listed, or with other bounds,
+ *    is forgotten (held writes RT_ETIMEDOUT: outcome unknown).
+ *  - Restart (ps_repl_restore): each replicated range of the persisted
+ *    assignment is rebuilt with ps_rcore_load from its `rs` record (no
+ *    pending groups are kept yet: commit = applied); a primary waits,
+ *    ACTIVATING, for the registration's assignment.
+ *  - SEAL (ps_repl_on_seal): the core's WRITE persists sealed_epoch
+ *    (synced, after every write queued before) and only then is the
+ *    reply sent; busy answers carry retry_ms (the grace is --lease-ms
+ *    after the last append or the start).
+ *  - ISR shrink: the core's ISR_CHANGE{remove} (late acks for
+ *    --ack-timeout-ms, or a link down PS_REPL_CONN_DOWN_MS) goes to the
+ *    master as the ISR_CHANGE RPC on the master link; its outcome comes
+ *    back as ISR_RESP; the assignment at the committed epoch releases the
+ *    held writes. A write held --write-hold-ms is answered RT_ETIMEDOUT.
+ *  - Heartbeats (ps_repl_status): a ReplStatus per replicated range.
  *  - Admission (ps_repl_route): only the primary serves client requests
  *    (a secondary answers RT_ENOTPRIMARY), at any RangeRef.epoch in
  *    [primary_epoch, epoch] (an ISR change leaves front-end maps valid).
@@ -51,11 +73,14 @@
  * and a reply lost with its connection costs only a resend: the primary's
  * core restarts the stream to a peer when the connection comes back.
  *
- * Not yet (later steps): leases (reads are answered under cw alone), ISR
- * shrink, seal and failover, learners and catch-up of a member behind the
- * primary's durable LSN, splits and moves of replicated ranges, the role
- * persisted in `rs` at assignment (the replica sets are restored from the
- * persisted ranges instead, ps_repl_restore).
+ * Not yet (later steps): leases (reads are answered under cw alone, so a
+ * primary cut off from everyone may answer stale reads until it learns
+ * it was deposed; the seal grace stands in for the lease rule), the
+ * SealResp history and the master_term check, ISR shrink on NACKs and
+ * the activation timeout, learners and catch-up of a member behind the
+ * primary's durable LSN (a secondary out of the ISR just follows), the
+ * undo of a deposed primary's divergent suffix, the `rp` pending groups,
+ * splits and moves of replicated ranges.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H

@@ -1,9 +1,10 @@
 /* Writer: the one thread that writes the store. The loop thread submits
  * jobs; the writer takes everything queued, applies all write jobs in ONE
- * durable transaction (group commit, ps_store_write_group), then meta jobs,
- * then one chunk of a table or span drop, and hands finished jobs back to
- * the loop thread through uv_async_send and a locked completion queue
- * (sends coalesce, so the whole queue is drained each time). Callbacks run
+ * durable transaction (group commit, ps_store_write_group), then meta and
+ * replica-state jobs (each its own synced transaction), then one chunk of
+ * a table or span drop, and hands finished jobs back to the loop thread
+ * through uv_async_send and a locked completion queue (sends coalesce, so
+ * the whole queue is drained each time). Callbacks run
  * in submission order, except drops (they finish when their last chunk
  * does); a BARRIER job's callback therefore runs after every job submitted
  * before it (drops excepted) has committed and called back.

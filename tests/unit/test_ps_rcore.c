@@ -8,7 +8,9 @@
  * (checks, persist before the answer, grace, fence), promotion of a sealed
  * secondary, the resumption after a cancel, stepping down, and
  * ps_rcore_load() after a restart; appends to a primary, acks to a
- * group's sender, promotion after the writer drained.
+ * group's sender, promotion after the writer drained. ISR shrink: the
+ * ISR_CHANGE after late acks or a link down, one in flight, released by
+ * the assignment; the write-hold limit.
  * tests/sim/sim_repl.c runs the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>

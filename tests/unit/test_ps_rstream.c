@@ -4,7 +4,9 @@
  * thread and LMDB in a temp dir, a fake master (th_fake_master) for
  * registration and heartbeats, and ASSIGN_RANGES sent by the test on each
  * server's master link with one RF-3 range (primary 7) and the peers'
- * addresses. One front-end client per server. */
+ * addresses. One front-end client per server. The failover tests play
+ * the master by hand: SEAL and ASSIGN_RANGES on the master links, and
+ * ISR_CHANGE answered by a handler on the fake master. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
