@@ -816,7 +816,8 @@ static void test_dropped_link_resent(void **state)
  * is answered RT_ETIMEDOUT. Assigned primary at the sealed epoch, the
  * sealed secondary serves, with every acknowledged write and not the
  * unacknowledged one; the old primary, now a secondary, refuses clients;
- * the roles are in the rs records. */
+ * the roles are in the rs records. Restarted, the new primary is rebuilt
+ * as primary but serves nothing until its registration confirms it. */
 static void test_seal_and_promote(void **state)
 {
     struct fx *f = *state;
@@ -891,6 +892,48 @@ static void test_seal_and_promote(void **state)
         assert_int_equal(st[0].commit_lsn, 4);
         free(st);
     }
+    /* The new primary restarts: rebuilt from its rs record as primary, it
+     * serves nothing until the registration's assignment confirms it. */
+    /* Static: the fake master answers heartbeats with them until the
+     * test's end, teardown included if an assertion fails. */
+    static Rt__Replica reg_rep[NSRV], *reg_reps[NSRV];
+    static uint64_t reg_isr[2];
+    reg_isr[0] = ids[1];
+    reg_isr[1] = ids[2];
+    Rt__Range *reg = &M.slot[1].ranges[0];
+    th_fake_master_set_range(&M, 1, 0, RANGE, TABLE, "", NULL, 2);
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&reg_rep[i]);
+        reg_rep[i].server_id = ids[i];
+        reg_rep[i].role = i == 1 ? RT__REPL_ROLE__ROLE_PRIMARY
+                                 : RT__REPL_ROLE__ROLE_SECONDARY;
+        reg_reps[i] = &reg_rep[i];
+    }
+    reg->n_replicas = NSRV;
+    reg->replicas = reg_reps;
+    reg->n_isr = 2;
+    reg->isr = reg_isr;
+    reg->primary_epoch = 2;
+    reg->rf = 3;
+    reg->min_insync = 2;
+    M.slot[1].n = 1;
+    srv_stop(f, 1);
+    srv_start_nowait(f, 1);
+    uint64_t served = 0;
+    assert_int_equal(rinfo(f, 1).role, PS_RCORE_PRIMARY);
+    assert_int_equal(rinfo(f, 1).state, PS_RPRI_ACTIVATING);
+    assert_int_equal(rinfo(f, 1).epoch, 2);
+    assert_int_equal(ps_repl_route(&f->s[1].ps, RANGE, 2, &served),
+                     RT_ENOTPRIMARY);
+    srv_wait(f, 1);
+    wait_serving(f, 1);
+    /* The peers' addresses come with the next assignment (unchanged). */
+    assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x6), 0);
+    assert_int_equal(write1(f, 1, 2, "g", "1"), 0);
+    assert_int_equal(applied(f, 1), 5);
+    assert_int_equal(applied(f, 2), 5);
+    assert_int_equal(get1(f, 1, "e"), 0);
+    M.slot[1].n = 0;
 }
 
 /* The fake master's ISR_CHANGE: recorded, and answered with the
