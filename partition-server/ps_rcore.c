@@ -17,6 +17,9 @@
 #include "rt_log.h"
 
 #define PS__RBIT(s) (1u << (s))
+/* After a refused ISR_CHANGE, the next ask waits this many resend
+ * periods. */
+#define PS__ISR_RETRY_TICKS 5
 
 /* State tables */
 
@@ -126,6 +129,7 @@ struct ps__rcore_range
     bool await_assign;  /* restarted primary: silent until assigned */
     bool isr_inflight;  /* an ISR_CHANGE of mine at epoch @isr_epoch */
     uint64_t isr_epoch;
+    uint64_t isr_not_before; /* after a refusal: no new ask before this */
     enum ps_rcore_role role;
     unsigned state;
     uint64_t last_lsn;
@@ -592,7 +596,8 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
                                 struct rt_repl_actions *out)
 {
     if (r->state != PS_RPRI_SERVING ||
-        (r->isr_inflight && r->isr_epoch == r->epoch)) {
+        (r->isr_inflight && r->isr_epoch == r->epoch) ||
+        now_ms < r->isr_not_before) {
         return;
     }
     r->isr_inflight = false;
@@ -657,14 +662,21 @@ static void ps__rcore_hold_expire(struct ps_rcore *node,
 /* The master's answer to my ISR_CHANGE: committed (the assignment at the
  * new epoch follows and ends the change), or refused (asked again at the
  * next tick if the member is still late). */
-static int ps__rcore_isr_resp(struct ps__rcore_range *r,
-                              const struct rt_repl_isr_resp *resp)
+static int ps__rcore_isr_resp(struct ps_rcore *node,
+                              struct ps__rcore_range *r,
+                              const struct rt_repl_event *ev)
 {
+    const struct rt_repl_isr_resp *resp = &ev->msg->u.isr_resp;
     if (r == NULL || r->role != PS_RCORE_PRIMARY) {
         return RT_EINVAL;
     }
     if (resp->code != 0) {
+        /* The master is busy with the range (a failover, another
+         * change) or refused: ask again a resend period later at the
+         * soonest, not at every tick. */
         r->isr_inflight = false;
+        r->isr_not_before =
+            ev->now_ms + PS__ISR_RETRY_TICKS * node->cfg.resend_ms;
         for (size_t i = 0; i < r->n_peers; i++) {
             r->peers[i].removing = false;
         }
@@ -1316,8 +1328,8 @@ int ps_rcore_step(struct ps_rcore *node,
                 rc = ps__rcore_assign_msg(node, ev, out);
             } else if (ev->msg->kind == RT_REPL_MSG_ISR_RESP) {
                 rc = ps__rcore_isr_resp(
-                    ps__rcore_find(node, ev->msg->u.isr_resp.range_id),
-                    &ev->msg->u.isr_resp);
+                    node, ps__rcore_find(node, ev->msg->u.isr_resp.range_id),
+                    ev);
             }
             break;
         case RT_REPL_EV_DISK_DONE:

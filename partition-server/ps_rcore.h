@@ -47,7 +47,8 @@
  *   member behind my last LSN whose ack has not advanced for
  *   ack_timeout_ms, or whose connection has been down conn_down_ms, is
  *   proposed for removal: ISR_CHANGE{remove} to cfg.master_id, one in
- *   flight per range (until an ISR_RESP error, or the epoch moves). Its
+ *   flight per range (until an ISR_RESP error, or the epoch moves; after
+ *   an error, asked again 5 resend periods later at the soonest). Its
  *   acks still count: held writes wait for the assignment at the
  *   committed epoch, whose ISR recomputes cw. A client write held
  *   cfg.write_hold_ms (the shrink cannot commit, or left the ISR below

@@ -952,8 +952,8 @@ static int isr_resp(struct fx *f, struct ps_rcore *n, uint64_t now, int code)
 
 /* A member whose ack does not advance for the ack timeout while it lacks
  * a group is proposed for removal, once (one change in flight); a refused
- * change is asked again; the held write is answered when the assignment
- * at the committed epoch removes the member. */
+ * change is asked again after a pause; the held write is answered when the
+ * assignment at the committed epoch removes the member. */
 static void test_isr_shrink_late_ack(void **state)
 {
     struct fx *f = *state;
@@ -984,13 +984,15 @@ static void test_isr_shrink_late_ack(void **state)
     assert_int_equal(a->msg.u.isr_change.remove[0], 3);
     assert_int_equal(timer_at(f, n, 1100), 0);
     assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
-    /* Refused: asked again at the next tick. */
+    /* Refused: asked again five resend periods later, not before. */
     assert_int_equal(isr_resp(f, n, 1150, RT_EBUSY), 0);
-    assert_int_equal(timer_at(f, n, 1200), 0);
+    assert_int_equal(timer_at(f, n, 1600), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(timer_at(f, n, 1650), 0);
     assert_non_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
     /* Committed: nothing more until the assignment. */
-    assert_int_equal(isr_resp(f, n, 1250, 0), 0);
-    assert_int_equal(timer_at(f, n, 1300), 0);
+    assert_int_equal(isr_resp(f, n, 1700, 0), 0);
+    assert_int_equal(timer_at(f, n, 1800), 0);
     assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
     assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
     uint64_t isr[2] = {1, 2};
