@@ -86,6 +86,15 @@ static int ps__apply(struct ps_server *ps,
     return refused;
 }
 
+/* Keeps the highest master term seen: a SEAL from an older master is
+ * refused (ps_repl_on_seal). */
+static void ps__note_term(struct ps_server *ps, uint64_t term)
+{
+    if (term > ps->master_term) {
+        ps->master_term = term;
+    }
+}
+
 /* 1 when a reply from the master no longer matters: the server is
  * stopping or the call was cancelled (the link closed). */
 static int ps__master_reply_moot(const struct ps_server *ps, int status)
@@ -146,6 +155,7 @@ static void ps__register_cb(int status,
         }
         ps->server_id = resp->server_id;
     }
+    ps__note_term(ps, resp->master_term);
     ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
               resp->map_version, 1, 0);
     ps_jobs_persist(ps, NULL, 0, 0);
@@ -222,6 +232,7 @@ static void ps__heartbeat_cb(int status,
                (unsigned long long)ps->server_id);
         ps->registered = 0;
     } else {
+        ps__note_term(ps, resp->master_term);
         ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
                   resp->map_version, 0, 1);
     }
@@ -340,6 +351,7 @@ void ps_master_on_assign(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad Assignment");
         return;
     }
+    ps__note_term(ps, a->master_term);
     rc = ps__apply(ps, a->ranges, a->n_ranges, a->peers, a->n_peers,
                    a->map_version, 0, 0);
     rt__assignment__free_unpacked(a, NULL);

@@ -1601,6 +1601,15 @@ void ps_repl_on_seal(struct ps_server *ps,
         rt__seal_req__free_unpacked(req, NULL);
         return;
     }
+    /* §4: a master older than one already heard from (0: not said). */
+    if (req->master_term != 0 && req->master_term < ps->master_term) {
+        rt_rpc_reply_err(conn, id, method, RT_ESTALE, "older master term");
+        rt__seal_req__free_unpacked(req, NULL);
+        return;
+    }
+    if (req->master_term > ps->master_term) {
+        ps->master_term = req->master_term;
+    }
     q = rt_xcalloc(1, sizeof(*q));
     q->conn = conn;
     q->id = id;

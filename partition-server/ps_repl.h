@@ -76,7 +76,7 @@
  * Not yet (later steps): leases (reads are answered under cw alone, so a
  * primary cut off from everyone may answer stale reads until it learns
  * it was deposed; the seal grace stands in for the lease rule), the
- * SealResp history and the master_term check, ISR shrink on NACKs and
+ * SealResp history, ISR shrink on NACKs and
  * the activation timeout, learners and catch-up of a member behind the
  * primary's durable LSN (a secondary out of the ISR just follows), the
  * undo of a deposed primary's divergent suffix, the `rp` pending groups,
@@ -212,7 +212,9 @@ void ps_repl_on_append(struct ps_server *ps,
 /* SEAL from the master (@body borrowed; on the master link or the RPC
  * server): answered status 0 + SealResp once sealed_epoch is durable
  * (SealResp.retry_ms > 0: busy, nothing changed, ask again then), or
- * error status RT_ENOTFOUND / RT_ESTALE (§4). History is not sent yet. */
+ * error status RT_ENOTFOUND / RT_ESTALE (§4; RT_ESTALE also for a
+ * master_term below the highest a master reply or SEAL carried, 0 taken
+ * as unsaid). History is not sent yet. */
 void ps_repl_on_seal(struct ps_server *ps,
                      struct rt_rpc_conn *conn,
                      uint64_t id,

@@ -65,6 +65,7 @@ struct ps_server
     int registered;
     int register_inflight;
     int hb_inflight;
+    uint64_t master_term; /* the highest term a master reply carried */
 
     /* uv_queue_work requests out (scans, count scans, move snapshots);
      * the store must not close before they are back (ps_server_close

@@ -56,6 +56,7 @@ struct fx
     size_t n_isr;        /* the first n_isr servers are in sync (assign) */
     uint32_t min_insync; /* assign */
     uint64_t read_epoch; /* RangeRef.epoch of reads (get_async) */
+    uint64_t seal_term;  /* SealReq.master_term (seal1) */
     struct srv s[NSRV];
 };
 
@@ -272,9 +273,9 @@ static int assign_conf(struct fx *f,
     return first;
 }
 
-/* SEAL{@range, 1 -> @new_epoch, old primary 7} to server @i on its master
- * link. Returns the reply status; on 0, *@lsn and *@retry_ms are the
- * SealResp's applied_lsn and retry_ms. */
+/* SEAL{@range, 1 -> @new_epoch, old primary 7, f->seal_term} to server
+ * @i on its master link. Returns the reply status; on 0, *@lsn and *@retry_ms
+ * are the SealResp's applied_lsn and retry_ms. */
 static int seal1(struct fx *f,
                  int i,
                  uint64_t range,
@@ -289,7 +290,7 @@ static int seal1(struct fx *f,
     req.old_epoch = 1;
     req.new_epoch = new_epoch;
     req.old_primary = ids[0];
-    req.master_term = 1;
+    req.master_term = f->seal_term;
     rc = th_rpc_call(&f->loop, M.slot[i].conn, RT__METHOD__SEAL, &req.base,
                      10000, &r);
     if (rc == 0) {
@@ -356,6 +357,7 @@ static int setup(void **state)
     f->n_isr = NSRV;
     f->min_insync = 2;
     f->read_epoch = 1;
+    f->seal_term = 1;
     for (int i = 0; i < NSRV; i++) {
         snprintf(f->s[i].data, sizeof(f->s[i].data), "%s/data%d", f->dir, i);
         M.slot[i].id = ids[i];
@@ -810,7 +812,8 @@ static void test_dropped_link_resent(void **state)
 
 /* Failover by hand, the master's part played by the test (§3.2, §7.1):
  * a SEAL is refused while the grace after the primary's last append runs
- * (busy, nothing changed), for an unknown range and for an old epoch;
+ * (busy, nothing changed), for an unknown range, an old epoch and an old
+ * master term;
  * once granted it is durable and repeats the same answer. The old
  * primary's next append is fenced: it deposes itself and its held write
  * is answered RT_ETIMEDOUT. Assigned primary at the sealed epoch, the
@@ -845,7 +848,12 @@ static void test_seal_and_promote(void **state)
     assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
     assert_int_equal(lsn, 3);
     assert_int_equal(retry, 0);
+    f->seal_term = 3;
     assert_int_equal(seal_wait(f, 2, 2), 3);
+    /* A master older than one heard from is refused. */
+    f->seal_term = 2;
+    assert_int_equal(seal1(f, 2, RANGE, 2, &lsn, &retry), RT_ESTALE);
+    f->seal_term = 3;
     /* The old primary is fenced: its write is not acknowledged. */
     assert_int_equal(write1(f, 0, 1, "d", "1"), RT_ETIMEDOUT);
     assert_int_equal(rinfo(f, 0).state, PS_RPRI_DEPOSED);
