@@ -361,6 +361,47 @@ static void test_record_fields_kept(void **state)
     assert_memory_equal(&rs, &got, sizeof(rs));
 }
 
+/* An update sets only the fields it names (a missing record starts at
+ * LSN 0, state OK), keeps the LSNs a group wrote, and never lowers the
+ * sealed epoch; it survives a reopen. */
+static void test_record_update(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rstate rs, got;
+
+    memset(&rs, 0, sizeof(rs));
+    rs.epoch = 2;
+    rs.primary_epoch = 2;
+    rs.role = PS_RS_ROLE_SECONDARY;
+    rs.sealed_epoch = 9; /* not named: ignored */
+    assert_int_equal(
+        ps_store_repl_update(
+            f->s, 8, PS_RS_SET_EPOCH | PS_RS_SET_ROLE | PS_RS_SET_PRIMARY_EPOCH,
+            &rs),
+        0);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.epoch, 2);
+    assert_int_equal(got.primary_epoch, 2);
+    assert_int_equal(got.role, PS_RS_ROLE_SECONDARY);
+    assert_int_equal(got.sealed_epoch, 0);
+    assert_int_equal(got.applied_lsn, 0);
+    assert_int_equal(got.state, PS_RS_OK);
+    assert_int_equal(insert1(f, 8, "p", "1"), 1);
+    rs.sealed_epoch = 3;
+    assert_int_equal(ps_store_repl_update(f->s, 8, PS_RS_SET_SEALED_EPOCH, &rs),
+                     0);
+    rs.sealed_epoch = 2;
+    assert_int_equal(ps_store_repl_update(f->s, 8, PS_RS_SET_SEALED_EPOCH, &rs),
+                     0);
+    reopen(f);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.sealed_epoch, 3);
+    assert_int_equal(got.applied_lsn, 1);
+    assert_int_equal(got.applied_epoch, 2);
+    assert_int_equal(got.epoch, 2);
+    assert_int_equal(got.role, PS_RS_ROLE_SECONDARY);
+}
+
 /* A damaged record is RT_ECORRUPT: writes of that range fail whole
  * (never an LSN guessed), other ranges go on. */
 static void test_corrupt_record(void **state)
@@ -584,6 +625,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_record_fields_kept, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_record_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_explicit_lsn, setup,
