@@ -589,13 +589,16 @@ static int ps__rcore_ack(struct ps_rcore *node,
  * cfg.ack_timeout_ms) or unreachable (connection down cfg.conn_down_ms)
  * is proposed for removal: one ISR_CHANGE{remove} to the master per
  * range in flight. Its acks still count until the assignment at the
- * committed epoch removes it. */
+ * committed epoch removes it. An ACTIVATING primary (promoted, not a
+ * restarted one waiting for its assignment) asks too: a member that died
+ * after the promotion would otherwise keep it from serving (§3.1's
+ * "report to master, ISR_CHANGE removing the laggards"). */
 static void ps__rcore_isr_check(struct ps_rcore *node,
                                 struct ps__rcore_range *r,
                                 uint64_t now_ms,
                                 struct rt_repl_actions *out)
 {
-    if (r->state != PS_RPRI_SERVING ||
+    if ((r->state != PS_RPRI_SERVING && r->state != PS_RPRI_ACTIVATING) ||
         (r->isr_inflight && r->isr_epoch == r->epoch) ||
         now_ms < r->isr_not_before) {
         return;

@@ -42,8 +42,9 @@
  *   accepted: ignored (its DISK_DONE acks it); any other LSN: RT_ELSNGAP
  *   with applied; an epoch older than the range's (or than its sealed
  *   epoch): RT_ESEALED with that epoch.
- * - ISR shrink (§5.4), checked at each resend tick of a SERVING primary
- *   (cfg.ack_timeout_ms, conn_down_ms; 0 turns a check off): an ISR
+ * - ISR shrink (§5.4), checked at each resend tick of a SERVING or
+ *   ACTIVATING primary (not a restarted one waiting for its assignment;
+ *   cfg.ack_timeout_ms, conn_down_ms; 0 turns a check off): an ISR
  *   member behind my last LSN whose ack has not advanced for
  *   ack_timeout_ms, or whose connection has been down conn_down_ms, is
  *   proposed for removal: ISR_CHANGE{remove} to cfg.master_id, one in

@@ -1006,6 +1006,61 @@ static void test_isr_shrink_late_ack(void **state)
     ps_rcore_destroy(n);
 }
 
+/* A promoted primary whose ISR member never acks the groups it streams
+ * (it died after the seal) asks for its removal after the ack timeout
+ * and serves once the assignment without it comes. */
+static void test_isr_shrink_activating(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n;
+    struct ps_rcore_config cfg = {.self_id = 2,
+                                  .inflight = 2,
+                                  .resend_ms = 100,
+                                  .ack_timeout_ms = 1000,
+                                  .conn_down_ms = 300,
+                                  .write_hold_ms = 5000,
+                                  .master_id = MASTER};
+    struct ps_rcore_assignment a = {.range_id = R,
+                                    .epoch = 3,
+                                    .primary_id = 1,
+                                    .isr = {1, 2, 3},
+                                    .n_isr = 3};
+    const struct rt_repl_action *act = NULL;
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    assert_int_equal(ps_rcore_assign(n, &a, &f->out), 0);
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){
+        .range_id = R, .epoch = 3, .lsn = 1, .records = &rec, .records_len = 1};
+    assert_int_equal(msg_to(f, n, 0, 1, &m), 0);
+    count(f, RT_REPL_ACT_WRITE, &act);
+    struct rt_repl_event done = {.kind = RT_REPL_EV_DISK_DONE,
+                                 .range_id = R,
+                                 .lsn = 1,
+                                 .io_id = act->io_id};
+    assert_int_equal(step_ev(f, n, &done), 0);
+    assert_int_equal(seal(f, n, 0, 4), 0);
+    count(f, RT_REPL_ACT_WRITE, &act);
+    done = (struct rt_repl_event){
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = act->io_id};
+    assert_int_equal(step_ev(f, n, &done), 0);
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, n, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(info_of(n).state, PS_RPRI_ACTIVATING);
+    assert_int_equal(timer_at(f, n, 999), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(timer_at(f, n, 1000), 0);
+    act = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(act);
+    assert_int_equal(act->msg.u.isr_change.epoch, 4);
+    assert_int_equal(act->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(act->msg.u.isr_change.remove[0], 3);
+    uint64_t alone[1] = {2};
+    assert_int_equal(assign(f, n, 5, 2, 4, alone, 1), 0);
+    assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    ps_rcore_destroy(n);
+}
+
 /* A member whose connection stays down for 300 ms is proposed for
  * removal even with nothing to send; one that comes back in time is
  * not. */
@@ -1094,6 +1149,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promotion_waits_for_writer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_late_ack, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_activating, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_link_down, setup,
                                         teardown),
