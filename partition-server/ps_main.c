@@ -63,8 +63,8 @@ int main(int argc, char **argv)
          "replication: L; a secondary refuses to seal its range this long "
          "after the last append from the primary (and after start)"},
         {"ack-timeout-ms", RT_OPT_INT, &ack_timeout_ms, "1000",
-         "replication: an in-sync replica whose acks stall this long is "
-         "removed from the in-sync set (asked of the master)"},
+         "replication: an in-sync replica with a write unacked this long "
+         "is removed from the in-sync set (asked of the master)"},
         {"write-hold-ms", RT_OPT_INT, &write_hold_ms, "5000",
          "replication: a write waiting this long for its replicas is "
          "answered OperationTimedOut (outcome unknown)"},

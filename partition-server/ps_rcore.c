@@ -93,8 +93,9 @@ struct ps__rcore_peer
     uint64_t next;        /* next LSN to send */
     uint64_t rewound_to;  /* the last ELSNGAP rewind (0: none pending) */
     uint64_t progress_ms; /* last ack advance or send from acked + 1 */
-    /* §5.4: behind (acked < last) with no ack advance since @late_ms. */
-    uint64_t late_ms;
+    /* §5.4: in my stream since (the ISR configuration that named it):
+     * a group is not late for it before this. */
+    uint64_t joined_ms;
     bool down; /* connection down since @down_ms */
     uint64_t down_ms;
     bool removing; /* named in my ISR_CHANGE in flight */
@@ -107,6 +108,7 @@ struct ps__rcore_group
     size_t len;
     /* Secondary: who sent it at which epoch (its ack goes there). */
     uint64_t from, epoch;
+    uint64_t at_ms; /* primary: its local commit (0: before my stream) */
 };
 
 struct ps__rcore_held
@@ -269,7 +271,7 @@ static void ps__rcore_set_peers(struct ps_rcore *node,
                                      .acked = r->commit_lsn,
                                      .next = r->commit_lsn + 1,
                                      .progress_ms = now_ms,
-                                     .late_ms = now_ms};
+                                     .joined_ms = now_ms};
         for (size_t j = 0; j < n_old; j++) {
             if (old[j].id == isr[i]) {
                 *p = old[j];
@@ -486,12 +488,8 @@ static int ps__rcore_local_done(struct ps_rcore *node,
         .records =
             ev->records_len ? rt_xmemdup(ev->records, ev->records_len) : NULL,
         .len = ev->records_len,
+        .at_ms = ev->now_ms,
     };
-    for (size_t i = 0; i < r->n_peers; i++) {
-        if (r->peers[i].acked == r->last_lsn) {
-            r->peers[i].late_ms = ev->now_ms; /* behind from now */
-        }
-    }
     r->last_lsn = ev->lsn;
     r->applied_lsn = ev->lsn;
     ps__rcore_hold(r, ev->lsn, ev->now_ms, ev->req_ids, ev->n_req_ids);
@@ -569,7 +567,6 @@ static int ps__rcore_ack(struct ps_rcore *node,
     if (ack->applied_lsn > p->acked) {
         p->acked = ack->applied_lsn;
         p->progress_ms = ev->now_ms;
-        p->late_ms = ev->now_ms;
     }
     if (ack->code == RT_ELSNGAP && p->acked + 1 < p->next &&
         p->rewound_to != p->acked + 1) {
@@ -585,7 +582,7 @@ static int ps__rcore_ack(struct ps_rcore *node,
     return 0;
 }
 
-/* §5.4: an ISR member late (a group unacked, its ack not advancing, for
+/* §5.4: an ISR member late (its oldest unacked group older than
  * cfg.ack_timeout_ms) or unreachable (connection down cfg.conn_down_ms)
  * is proposed for removal: one ISR_CHANGE{remove} to the master per
  * range in flight. Its acks still count until the assignment at the
@@ -615,8 +612,16 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
     c->epoch = r->epoch;
     for (size_t i = 0; i < r->n_peers; i++) {
         const struct ps__rcore_peer *p = &r->peers[i];
+        /* Its oldest unacked group: committed when, or (older than its
+         * place in my stream) since it joined. */
+        uint64_t since = p->joined_ms;
+        if (p->acked < r->last_lsn && p->acked + 1 >= r->buf_first &&
+            p->acked + 1 < r->buf_first + r->buf_n &&
+            ps__rcore_group(r, p->acked + 1)->at_ms > since) {
+            since = ps__rcore_group(r, p->acked + 1)->at_ms;
+        }
         bool late = node->cfg.ack_timeout_ms != 0 && p->acked < r->last_lsn &&
-                    now_ms - p->late_ms >= node->cfg.ack_timeout_ms;
+                    now_ms - since >= node->cfg.ack_timeout_ms;
         bool gone = node->cfg.conn_down_ms != 0 && p->down &&
                     now_ms - p->down_ms >= node->cfg.conn_down_ms;
         if (late || gone) {

@@ -45,8 +45,10 @@
  * - ISR shrink (§5.4), checked at each resend tick of a SERVING or
  *   ACTIVATING primary (not a restarted one waiting for its assignment;
  *   cfg.ack_timeout_ms, conn_down_ms; 0 turns a check off): an ISR
- *   member behind my last LSN whose ack has not advanced for
- *   ack_timeout_ms, or whose connection has been down conn_down_ms, is
+ *   member whose oldest unacked group was committed ack_timeout_ms ago
+ *   (counted from when the configuration naming it reached me, for
+ *   groups older than that), or whose connection has been down
+ *   conn_down_ms, is
  *   proposed for removal: ISR_CHANGE{remove} to cfg.master_id, one in
  *   flight per range (until an ISR_RESP error, or the epoch moves; after
  *   an error, asked again 5 resend periods later at the soonest). Its
@@ -183,9 +185,9 @@ struct ps_rcore_config
     uint64_t resend_ms;     /* resend rule period (> 0) */
     uint64_t seal_grace_ms; /* SEAL refused this long after the last
                                append from the primary or the start (L) */
-    /* §5.4 (0 turns each off): an ISR member whose ack has not advanced
-     * for ack_timeout_ms while it lacks a group (--ack-timeout-ms), or
-     * whose connection has been down conn_down_ms, is proposed for
+    /* §5.4 (0 turns each off): an ISR member with a group unacked for
+     * ack_timeout_ms (--ack-timeout-ms), or whose connection has been
+     * down conn_down_ms, is proposed for
      * removal (ISR_CHANGE to master_id); a client write held longer than
      * write_hold_ms is answered RT_ETIMEDOUT (--write-hold-ms). */
     uint64_t ack_timeout_ms;

@@ -100,8 +100,8 @@
  * SEAL (RT_EBUSY with retry_ms) for L after the last append it took from
  * the primary, or after its start. */
 #define PS_REPL_LEASE_MS 1500
-/* §5.4 defaults: --ack-timeout-ms (an ISR member whose ack has not
- * advanced this long while it lacks a group is proposed for removal),
+/* §5.4 defaults: --ack-timeout-ms (an ISR member with a group unacked
+ * this long is proposed for removal),
  * the link-down time that does the same, --write-hold-ms (a write
  * waiting for its acks this long is answered RT_ETIMEDOUT). */
 #define PS_REPL_ACK_TIMEOUT_MS 1000

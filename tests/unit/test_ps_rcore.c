@@ -1006,6 +1006,41 @@ static void test_isr_shrink_late_ack(void **state)
     ps_rcore_destroy(n);
 }
 
+/* Lateness is the age of the member's oldest unacked group, not the time
+ * since its last ack: a member that acks, but slower than the writes,
+ * is removed once its oldest unacked group is ack-timeout old. */
+static void test_isr_shrink_oldest_group(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = shrink_node(f);
+    uint8_t rec = 1;
+    uint64_t req = 12;
+    struct rt_repl_event done = {.kind = RT_REPL_EV_DISK_DONE,
+                                 .range_id = R,
+                                 .lsn = 1,
+                                 .records = &rec,
+                                 .records_len = 1,
+                                 .req_ids = &req,
+                                 .n_req_ids = 1};
+    assert_int_equal(step_ev(f, n, &done), 0);
+    done.now_ms = 500;
+    done.lsn = 2;
+    assert_int_equal(step_ev(f, n, &done), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 2, .epoch = 3};
+    assert_int_equal(msg_to(f, n, 600, 2, &m), 0);
+    m.u.ack.applied_lsn = 1;
+    assert_int_equal(msg_to(f, n, 900, 3, &m), 0);
+    assert_int_equal(timer_at(f, n, 1400), 0);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    assert_int_equal(timer_at(f, n, 1500), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    ps_rcore_destroy(n);
+}
+
 /* A promoted primary whose ISR member never acks the groups it streams
  * (it died after the seal) asks for its removal after the ack timeout
  * and serves once the assignment without it comes. */
@@ -1149,6 +1184,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promotion_waits_for_writer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_late_ack, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_oldest_group, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_activating, setup,
                                         teardown),
