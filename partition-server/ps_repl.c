@@ -2,11 +2,17 @@
  *
  * Every entry point builds one struct rt_repl_event, steps the core
  * (ps__repl_step) and runs its actions (ps__repl_dispatch):
- *   SEND append -> batched per peer, one REPL_APPEND call per peer per step;
- *   SEND ack    -> settles groups of waiting REPL_APPEND requests;
- *   WRITE       -> a raw write job with the group's LSN;
- *   TIMER       -> the core's uv timer;
- *   REPLY       -> the waiting client write's callback.
+ *   SEND append     -> batched per peer, one REPL_APPEND call per peer
+ *                      per step;
+ *   SEND ack        -> settles groups of waiting REPL_APPEND requests;
+ *   SEND seal_resp  -> the reply to the waiting SEAL request(s);
+ *   SEND isr_change -> an ISR_CHANGE call on the master link (its reply
+ *                      comes back as an ISR_RESP message);
+ *   SEND assign_resp -> read back by the assignment that caused it;
+ *   WRITE           -> a raw write job with the group's LSN, or (seal) a
+ *                      PS_JOB_REPL_STATE persisting sealed_epoch;
+ *   TIMER           -> the core's uv timer;
+ *   REPLY           -> the waiting client write's callback.
  * Then the reads waiting for cw are checked.
  *
  * Happy path of a replicated write at the primary: ps_rpc admits it
@@ -18,16 +24,22 @@
  * Failure modes:
  *  - a peer unreachable or slow: calls fail or time out; the core resends
  *    from its send buffer (resend timer, or at once when the connection
- *    comes back); held writes wait (no ISR shrink in this step);
+ *    comes back); held writes wait until the core's ISR shrink is
+ *    committed (the assignment at the new epoch) or --write-hold-ms;
  *  - a group failing its CRC or bounds check at the secondary: refused
  *    with RT_ECORRUPT / RT_EINVAL, the core resends it;
  *  - the secondary's writer failing a group (and so every later one: the
  *    store refuses LSN gaps): logged; the range's core state restarts at
  *    its durable LSN and the primary's resend fills it in (a lasting
- *    failure, e.g. a full disk, stalls the range until ISR shrink exists);
+ *    failure, e.g. a full disk, leaves it late: the primary asks the
+ *    master to remove it from the ISR);
  *  - a capture log overflow (PS_MLOG_MAX_BYTES behind): logged; the
  *    groups lost from it would go out empty, so the range is forgotten
- *    and its writes answered RT_ETIMEDOUT rather than ship a hole. */
+ *    and its writes answered RT_ETIMEDOUT rather than ship a hole;
+ *  - a SEAL whose persist fails: logged, never answered (the master's
+ *    call times out and is retried; the core keeps the fence in memory);
+ *  - an ISR_CHANGE refused or lost: the core asks again later; the held
+ *    writes wait, at most --write-hold-ms. */
 #include "ps_repl.h"
 
 #include <inttypes.h>
