@@ -99,6 +99,7 @@ struct ps__rcore_peer
     bool down; /* connection down since @down_ms */
     uint64_t down_ms;
     bool removing; /* named in my ISR_CHANGE in flight */
+    bool failed;   /* NACKed RT_ENOSPACE / RT_EDIVERGED: cannot follow */
 };
 
 struct ps__rcore_group
@@ -530,6 +531,11 @@ static void ps__rcore_depose(struct ps__rcore_range *r,
     r->held_head = r->held_n = 0;
 }
 
+static void ps__rcore_isr_check(struct ps_rcore *node,
+                                struct ps__rcore_range *r,
+                                uint64_t now_ms,
+                                struct rt_repl_actions *out);
+
 static int ps__rcore_ack(struct ps_rcore *node,
                          struct ps__rcore_range *r,
                          const struct rt_repl_event *ev,
@@ -560,8 +566,18 @@ static int ps__rcore_ack(struct ps_rcore *node,
     if (ack->applied_lsn > r->last_lsn) {
         return RT_EINVAL;
     }
+    if (ack->code == RT_ENOSPACE || ack->code == RT_EDIVERGED) {
+        /* §5.4: it cannot take my groups (full disk, a history that
+         * disagrees): proposed for removal at once. */
+        p->failed = true;
+        ps__rcore_isr_check(node, r, ev->now_ms, out);
+        return 0;
+    }
     if (ack->code != 0 && ack->code != RT_ELSNGAP) {
         return RT_EINVAL;
+    }
+    if (ack->code == 0) {
+        p->failed = false;
     }
     /* Both carry the peer's durable position: a NACK acks too. */
     if (ack->applied_lsn > p->acked) {
@@ -624,7 +640,7 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
                     now_ms - since >= node->cfg.ack_timeout_ms;
         bool gone = node->cfg.conn_down_ms != 0 && p->down &&
                     now_ms - p->down_ms >= node->cfg.conn_down_ms;
-        if (late || gone) {
+        if (late || gone || p->failed) {
             c->remove[c->n_remove++] = p->id;
         }
     }

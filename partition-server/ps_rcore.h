@@ -56,8 +56,10 @@
  *   committed epoch, whose ISR recomputes cw. A client write held
  *   cfg.write_hold_ms (the shrink cannot commit, or left the ISR below
  *   min_insync, which the glue enforces at admission) is answered
- *   RT_ETIMEDOUT (outcome unknown); NACKs (RT_ENOSPACE, RT_ECORRUPT,
- *   RT_EDIVERGED) do not trigger a shrink yet.
+ *   RT_ETIMEDOUT (outcome unknown). A member that NACKs RT_ENOSPACE or
+ *   RT_EDIVERGED (it cannot take my groups) is proposed for removal at
+ *   once, until it acks again; RT_ECORRUPT (a frame that failed its CRC)
+ *   is only resent.
  * - Failover (§3.1, §3.2, §7). SEAL{new_epoch} (from the master, @peer):
  *   unknown range RT_ENOTFOUND; new_epoch <= my epoch or < my sealed
  *   epoch RT_ESTALE; the same new_epoch again: the same answer (once

@@ -76,9 +76,12 @@
  * Not yet (later steps): leases (reads are answered under cw alone, so a
  * primary cut off from everyone may answer stale reads until it learns
  * it was deposed; the seal grace stands in for the lease rule), the
- * SealResp history, ISR shrink on NACKs and
- * the activation timeout, learners and catch-up of a member behind the
- * primary's durable LSN (a secondary out of the ISR just follows), the
+ * SealResp history, the activation timeout (a promoted primary asks to
+ * shrink its ISR instead), NACKs RT_ENOSPACE / RT_EDIVERGED from this
+ * glue (the core handles them; a failing secondary write is retried,
+ * and a lasting failure ends in the ack timeout), learners and catch-up
+ * of a member behind the primary's durable LSN (a secondary out of the
+ * ISR just follows), the
  * undo of a deposed primary's divergent suffix, the `rp` pending groups,
  * splits and moves of replicated ranges.
  *

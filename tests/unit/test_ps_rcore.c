@@ -1041,6 +1041,36 @@ static void test_isr_shrink_oldest_group(void **state)
     ps_rcore_destroy(n);
 }
 
+/* A member that NACKs RT_ENOSPACE is proposed for removal at once; a
+ * corrupt frame (RT_ECORRUPT) is only resent. */
+static void test_isr_shrink_nack(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = shrink_node(f);
+    uint8_t rec = 1;
+    uint64_t req = 13;
+    struct rt_repl_event done = {.kind = RT_REPL_EV_DISK_DONE,
+                                 .range_id = R,
+                                 .lsn = 1,
+                                 .records = &rec,
+                                 .records_len = 1,
+                                 .req_ids = &req,
+                                 .n_req_ids = 1};
+    assert_int_equal(step_ev(f, n, &done), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){
+        .range_id = R, .code = RT_ECORRUPT, .applied_lsn = 0, .epoch = 3};
+    msg_to(f, n, 10, 3, &m);
+    assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+    m.u.ack.code = RT_ENOSPACE;
+    assert_int_equal(msg_to(f, n, 20, 3, &m), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    ps_rcore_destroy(n);
+}
+
 /* A promoted primary whose ISR member never acks the groups it streams
  * (it died after the seal) asks for its removal after the ack timeout
  * and serves once the assignment without it comes. */
@@ -1187,6 +1217,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_oldest_group, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_isr_shrink_nack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_activating, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_link_down, setup,
