@@ -1,7 +1,8 @@
 # The deterministic simulator (label sim): the real ps_rcore over simulated
 # disks and network. The mutation runs pass only if the checker catches a
 # known-bad core (ps_rcore's test-only mutations).
-add_executable(sim_repl ${CMAKE_CURRENT_LIST_DIR}/sim_repl.c)
+add_executable(sim_repl ${CMAKE_CURRENT_LIST_DIR}/sim_repl.c
+                        ${CMAKE_CURRENT_LIST_DIR}/sim_net.c)
 target_link_libraries(sim_repl PRIVATE ps)
 add_test(NAME sim_repl COMMAND sim_repl)
 add_test(NAME sim_repl_mut_ack_primary_only
@@ -17,7 +18,8 @@ set_tests_properties(sim_repl sim_repl_mut_ack_primary_only
 # Failover: ps_rcore nodes and one ms_rcore with crashes, pauses, master
 # restarts; the mutation runs use ms_rcore's and ps_rcore's test-only
 # mutations.
-add_executable(sim_failover ${CMAKE_CURRENT_LIST_DIR}/sim_failover.c)
+add_executable(sim_failover ${CMAKE_CURRENT_LIST_DIR}/sim_failover.c
+                            ${CMAKE_CURRENT_LIST_DIR}/sim_net.c)
 target_link_libraries(sim_failover PRIVATE ps ms)
 add_test(NAME sim_failover COMMAND sim_failover)
 add_test(NAME sim_failover_mut_choose_min

@@ -1,9 +1,10 @@
 /* sim_failover: the deterministic simulator of range replication with
  * crashes, pauses and failovers (DESIGN-replication.md §7, §10.2, §11.2).
  *
- * One thread, one seeded PRNG, one priority queue of timed events. Three
- * partition servers run the real ps_rcore and one master runs the real
- * ms_rcore over an in-memory catalog (one range). Each partition server
+ * One thread, one seeded PRNG, one priority queue of timed events (the
+ * world of sim_net.h). Three partition servers run the real ps_rcore
+ * and one master runs the real ms_rcore over an in-memory catalog (one
+ * range). Each partition server
  * has a durable store: the log of the groups it applied (LSN, content
  * hash, records) and its `rs` record (role, epoch, primary, ISR, sealed
  * epoch, commit LSN); a crash loses everything else (the core, the
@@ -62,6 +63,7 @@
 #include "rt_err.h"
 #include "rt_rand.h"
 #include "rt_repl_ev.h"
+#include "sim_net.h"
 
 #define SIM_PS 3
 #define SIM_MASTER SIM_PS /* index of the master in sim.nodes */
@@ -100,7 +102,7 @@ enum sim_ev_kind {
 
 struct sim_ev
 {
-    uint64_t at, seq;
+    struct sim_item it; /* first: the queue's head */
     enum sim_ev_kind kind;
     int node;
     uint64_t inc; /* the node's incarnation when the event was made */
@@ -177,13 +179,9 @@ struct sim_fault
 struct sim
 {
     uint64_t seed;
-    struct rt_rng rng;
-    bool trace;
+    struct sim_net w; /* PRNG, clock, queue, network, trace, verdict */
     enum ps_rcore_mutation ps_mut;
     enum ms_rcore_mutation ms_mut;
-    uint64_t now, seq;
-    struct sim_ev **heap;
-    size_t heap_n, heap_cap;
     struct sim_node nodes[SIM_PS + 1];
     struct rt_repl_conf catalog;
     struct sim_req *reqs;
@@ -195,91 +193,25 @@ struct sim
     uint64_t cut_until[SIM_PS]; /* link to the master cut until then */
     size_t n_faults;
     struct rt_repl_actions acts;
-    double loss, dup;
-    uint64_t delay_max;
-    const char *violated;
-    char why[256];
-    char trace_buf[SIM_TRACE_LINES][200];
-    size_t trace_n;
 };
 
 /* Helpers */
-
-static void sim_tracef(struct sim *s, const char *fmt, ...)
-{
-    if (!s->trace) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    char *line = s->trace_buf[s->trace_n++ % SIM_TRACE_LINES];
-    int n = snprintf(line, 200, "%8" PRIu64 " ", s->now);
-    vsnprintf(line + n, 200 - (size_t)n, fmt, ap);
-    va_end(ap);
-}
-
-static void sim_fail(struct sim *s, const char *prop, const char *fmt, ...)
-{
-    if (s->violated != NULL) {
-        return;
-    }
-    s->violated = prop;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->why, sizeof(s->why), fmt, ap);
-    va_end(ap);
-}
-
-static bool sim_before(const struct sim_ev *a, const struct sim_ev *b)
-{
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
-}
-
-static void sim_push(struct sim *s, struct sim_ev *e)
-{
-    e->seq = s->seq++;
-    if (s->heap_n == s->heap_cap) {
-        s->heap_cap = s->heap_cap ? 2 * s->heap_cap : 256;
-        s->heap = rt_xrealloc(s->heap, s->heap_cap * sizeof(*s->heap));
-    }
-    size_t i = s->heap_n++;
-    while (i > 0 && sim_before(e, s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = e;
-}
-
-static struct sim_ev *sim_pop(struct sim *s)
-{
-    struct sim_ev *top = s->heap[0];
-    struct sim_ev *last = s->heap[--s->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->heap_n) {
-            break;
-        }
-        if (c + 1 < s->heap_n && sim_before(s->heap[c + 1], s->heap[c])) {
-            c++;
-        }
-        if (!sim_before(s->heap[c], last)) {
-            break;
-        }
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->heap_n > 0) {
-        s->heap[i] = last;
-    }
-    return top;
-}
 
 static void sim_ev_free(struct sim_ev *e)
 {
     free(e->blob);
     free(e->reqs);
     free(e);
+}
+
+static void sim_item_free(struct sim_item *it)
+{
+    sim_ev_free((struct sim_ev *)it);
+}
+
+static void sim_ev_push(struct sim *s, struct sim_ev *e)
+{
+    sim_push(&s->w, &e->it);
 }
 
 static struct sim_ev *sim_ev_new(struct sim *s,
@@ -290,7 +222,7 @@ static struct sim_ev *sim_ev_new(struct sim *s,
     struct sim_ev *e = rt_xcalloc(1, sizeof(*e));
     e->kind = kind;
     e->node = node;
-    e->at = at;
+    e->it.at = at;
     e->inc = node >= 0 ? s->nodes[node].inc : 0;
     return e;
 }
@@ -303,22 +235,17 @@ static int sim_index(uint64_t id)
 /* The node's local clock, and the real time of a local deadline. */
 static uint64_t sim_local(const struct sim *s, int ni)
 {
-    return (uint64_t)((double)s->now * s->nodes[ni].rate);
+    return sim_clock_local(&s->w, s->nodes[ni].rate);
 }
 
 static uint64_t sim_real(const struct sim *s, int ni, uint64_t local)
 {
-    uint64_t t = (uint64_t)((double)local / s->nodes[ni].rate) + 1;
-    return t > s->now ? t : s->now;
+    return sim_clock_real(&s->w, s->nodes[ni].rate, local);
 }
 
-static uint64_t sim_hash(const uint8_t *p, size_t n)
+static uint64_t sim_group_hash(const uint8_t *p, size_t n)
 {
-    uint64_t h = 0x12345;
-    for (size_t i = 0; i < n; i++) {
-        h = rt_mix64(h ^ p[i]);
-    }
-    return h | 1; /* never 0: 0 means "none" in sim.ref */
+    return sim_hash(p, n) | 1; /* never 0: 0 means "none" in sim.ref */
 }
 
 static uint64_t sim_log_hash(const struct sim_node *nd, uint64_t lsn)
@@ -345,7 +272,7 @@ static void sim_check_acked(struct sim *s, uint64_t lsn)
     for (size_t i = 0; i < s->catalog.n_isr; i++) {
         const struct sim_node *m = &s->nodes[sim_index(s->catalog.isr[i])];
         if (sim_log_hash(m, lsn) != s->ref[lsn]) {
-            sim_fail(s, "P1",
+            sim_fail(&s->w, "P1",
                      "acknowledged lsn %" PRIu64 " not on ISR member %" PRIu64
                      " (epoch %" PRIu64 ", it has %zu groups)",
                      lsn, m->id, s->catalog.epoch, m->log_n);
@@ -356,7 +283,7 @@ static void sim_check_acked(struct sim *s, uint64_t lsn)
 
 static void sim_check_all_acked(struct sim *s)
 {
-    for (uint64_t l = 1; l < s->ref_cap && s->violated == NULL; l++) {
+    for (uint64_t l = 1; l < s->ref_cap && s->w.violated == NULL; l++) {
         if (s->ref[l] != 0) {
             sim_check_acked(s, l);
         }
@@ -372,8 +299,9 @@ static void sim_log_append(struct sim *s,
                            size_t n)
 {
     if (lsn != nd->log_n + 1) {
-        sim_fail(s, "P3", "node %" PRIu64 " applies lsn %" PRIu64 " after %zu",
-                 nd->id, lsn, nd->log_n);
+        sim_fail(&s->w, "P3",
+                 "node %" PRIu64 " applies lsn %" PRIu64 " after %zu", nd->id,
+                 lsn, nd->log_n);
         return;
     }
     if (nd->log_n == nd->log_cap) {
@@ -381,7 +309,7 @@ static void sim_log_append(struct sim *s,
         nd->log = rt_xrealloc(nd->log, nd->log_cap * sizeof(*nd->log));
     }
     nd->log[nd->log_n++] = (struct sim_group){
-        .hash = sim_hash(p, n),
+        .hash = sim_group_hash(p, n),
         .records = n ? rt_xmemdup(p, n) : NULL,
         .len = n,
     };
@@ -414,24 +342,14 @@ static void sim_send(struct sim *s,
         return;
     }
     int ps = to == SIM_MASTER ? from : from == SIM_MASTER ? to : -1;
-    if (ps >= 0 && ps < SIM_PS && s->cut_until[ps] > s->now) {
+    if (ps >= 0 && ps < SIM_PS && s->cut_until[ps] > s->w.now) {
         return; /* blackholed */
     }
-    int copies = 1;
     /* Loss and duplication are faults too: none after the heal. */
-    double loss = s->now < SIM_HEAL ? s->loss : 0;
-    double dup = s->now < SIM_HEAL ? s->dup : 0;
-    if (rt_rng_unit(&s->rng) < loss) {
-        copies = 0;
-    } else if (rt_rng_unit(&s->rng) < dup) {
-        copies = 2;
-    }
+    int copies = sim_net_copies(&s->w, s->w.now < SIM_HEAL);
     for (int c = 0; c < copies; c++) {
-        uint64_t d = rt_rng_below(&s->rng, s->delay_max + 1);
-        if (rt_rng_unit(&s->rng) < 0.05) {
-            d *= 10;
-        }
-        struct sim_ev *e = sim_ev_new(s, SIM_DELIVER, to, s->now + d);
+        uint64_t d = sim_net_delay(&s->w);
+        struct sim_ev *e = sim_ev_new(s, SIM_DELIVER, to, s->w.now + d);
         e->from = s->nodes[from].id;
         e->msg = *msg;
         if (msg->kind == RT_REPL_MSG_APPEND) {
@@ -441,7 +359,7 @@ static void sim_send(struct sim *s,
                           : NULL;
             e->msg.u.append.records = e->blob;
         }
-        sim_push(s, e);
+        sim_ev_push(s, e);
     }
 }
 
@@ -450,10 +368,10 @@ static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
     struct sim_node *nd = &s->nodes[ni];
     struct sim_req *rq = &s->reqs[req_id];
     if (rq->st != REQ_PENDING) {
-        sim_fail(s, "core", "req %" PRIu64 " answered twice", req_id);
+        sim_fail(&s->w, "core", "req %" PRIu64 " answered twice", req_id);
         return;
     }
-    sim_tracef(s, "n%" PRIu64 " reply req %" PRIu64 " lsn %" PRIu64 " %d",
+    sim_tracef(&s->w, "n%" PRIu64 " reply req %" PRIu64 " lsn %" PRIu64 " %d",
                nd->id, req_id, rq->lsn, code);
     if (code == RT_ENOTPRIMARY) {
         rq->st = REQ_FAIL;
@@ -467,8 +385,9 @@ static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
     sim_totals.acked++;
     uint64_t h = sim_log_hash(nd, rq->lsn);
     if (h == 0) {
-        sim_fail(s, "P1", "n%" PRIu64 " acks lsn %" PRIu64 " it does not hold",
-                 nd->id, rq->lsn);
+        sim_fail(&s->w, "P1",
+                 "n%" PRIu64 " acks lsn %" PRIu64 " it does not hold", nd->id,
+                 rq->lsn);
         return;
     }
     if (rq->lsn >= s->ref_cap) {
@@ -481,7 +400,7 @@ static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
         s->ref_cap = cap;
     }
     if (s->ref[rq->lsn] != 0 && s->ref[rq->lsn] != h) {
-        sim_fail(s, "P1",
+        sim_fail(&s->w, "P1",
                  "two different groups acknowledged at lsn %" PRIu64
                  " (the second by n%" PRIu64 ")",
                  rq->lsn, nd->id);
@@ -494,7 +413,7 @@ static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
         info.epoch < 64) {
         uint64_t *who = &s->ack_epoch_node[info.epoch];
         if (*who != 0 && *who != nd->id) {
-            sim_fail(s, "P4",
+            sim_fail(&s->w, "P4",
                      "n%" PRIu64 " and n%" PRIu64
                      " both acknowledge writes at epoch %" PRIu64,
                      *who, nd->id, info.epoch);
@@ -522,7 +441,7 @@ static void sim_check_ack_sent(struct sim *s,
     }
     uint64_t a = ack->applied_lsn;
     if (sim_log_hash(p, a) != sim_log_hash(&s->nodes[ni], a)) {
-        sim_fail(s, "P3",
+        sim_fail(&s->w, "P3",
                  "n%" PRIu64 " acks lsn %" PRIu64 " to primary n%" PRIu64
                  " which holds %s",
                  s->nodes[ni].id, a, p->id,
@@ -533,11 +452,11 @@ static void sim_check_ack_sent(struct sim *s,
 static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
 {
     struct sim_node *nd = &s->nodes[ni];
-    for (size_t i = 0; i < s->acts.n && s->violated == NULL; i++) {
+    for (size_t i = 0; i < s->acts.n && s->w.violated == NULL; i++) {
         const struct rt_repl_action *a = &s->acts.v[i];
         switch (a->kind) {
             case RT_REPL_ACT_SEND:
-                sim_tracef(s, "n%" PRIu64 " send %s to n%" PRIu64, nd->id,
+                sim_tracef(&s->w, "n%" PRIu64 " send %s to n%" PRIu64, nd->id,
                            rt_repl_msg_kind_name(a->msg.kind), a->peer);
                 if (a->msg.kind == RT_REPL_MSG_ACK) {
                     sim_check_ack_sent(s, ni, a->peer, &a->msg.u.ack);
@@ -548,18 +467,19 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                 break;
             case RT_REPL_ACT_WRITE: {
                 uint64_t start =
-                    nd->disk_free_at > s->now ? nd->disk_free_at : s->now;
-                nd->disk_free_at = start + 1 + rt_rng_below(&s->rng, 4);
+                    nd->disk_free_at > s->w.now ? nd->disk_free_at : s->w.now;
+                nd->disk_free_at = start + 1 + rt_rng_below(&s->w.rng, 4);
                 struct sim_ev *e =
                     sim_ev_new(s, SIM_DISK, ni, nd->disk_free_at);
                 e->io_id = a->io_id;
                 e->from = sender;
-                sim_tracef(s, "n%" PRIu64 " write lsn %" PRIu64 " io %" PRIu64,
+                sim_tracef(&s->w,
+                           "n%" PRIu64 " write lsn %" PRIu64 " io %" PRIu64,
                            nd->id, a->lsn, a->io_id);
                 if (a->msg.kind == RT_REPL_MSG_APPEND &&
                     a->msg.u.append.epoch < nd->rs.sealed_epoch) {
                     /* P6: a sealed replica takes nothing older. */
-                    sim_fail(s, "P6",
+                    sim_fail(&s->w, "P6",
                              "n%" PRIu64 " sealed at %" PRIu64
                              " accepts lsn %" PRIu64 " of epoch %" PRIu64,
                              nd->id, nd->rs.sealed_epoch, a->lsn,
@@ -575,7 +495,7 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                                                        e->blob_len)
                                           : NULL;
                 }
-                sim_push(s, e);
+                sim_ev_push(s, e);
                 break;
             }
             case RT_REPL_ACT_TIMER:
@@ -585,7 +505,7 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                         sim_ev_new(s, SIM_TIMER, ni, sim_real(s, ni, a->at_ms));
                     e->gen = nd->timer_gen;
                     e->lsn = a->timer_id;
-                    sim_push(s, e);
+                    sim_ev_push(s, e);
                 }
                 break;
             case RT_REPL_ACT_REPLY:
@@ -594,17 +514,17 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
             case RT_REPL_ACT_PROPOSE: {
                 struct sim_ev *e =
                     sim_ev_new(s, SIM_COMMIT, SIM_MASTER,
-                               s->now + 1 + rt_rng_below(&s->rng, 5));
+                               s->w.now + 1 + rt_rng_below(&s->w.rng, 5));
                 e->io_id = a->io_id;
                 e->guard_epoch = a->guard_epoch;
                 e->guard_seal = a->guard_seal_epoch;
                 e->conf = a->conf;
-                sim_push(s, e);
+                sim_ev_push(s, e);
                 break;
             }
             case RT_REPL_ACT_EVENT:
-                sim_tracef(s, "master event %s code %d took %" PRIu64, a->what,
-                           a->code, a->at_ms);
+                sim_tracef(&s->w, "master event %s code %d took %" PRIu64,
+                           a->what, a->code, a->at_ms);
                 if (strcmp(a->what, "failover") == 0) {
                     sim_totals.failovers++;
                 } else if (strcmp(a->what, "failover_cancelled") == 0) {
@@ -612,11 +532,11 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                 } else if (strcmp(a->what, "isr_change") == 0) {
                     sim_totals.isr_changes++;
                 } else if (strcmp(a->what, "stale") == 0) {
-                    sim_fail(s, "core", "a proposal failed its guard");
+                    sim_fail(&s->w, "core", "a proposal failed its guard");
                 }
                 break;
             default:
-                sim_fail(s, "core", "unexpected action %s",
+                sim_fail(&s->w, "core", "unexpected action %s",
                          rt_repl_act_kind_name(a->kind));
                 break;
         }
@@ -642,7 +562,7 @@ static void sim_step(struct sim *s,
     if (rc != 0 && ev->kind == RT_REPL_EV_MSG) {
         sim_totals.stale_msgs++;
     } else if (rc != 0) {
-        sim_fail(s, "core", "node %" PRIu64 " step %s: %s", s->nodes[ni].id,
+        sim_fail(&s->w, "core", "node %" PRIu64 " step %s: %s", s->nodes[ni].id,
                  rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
     }
     sim_run_actions(s, ni, sender);
@@ -676,8 +596,8 @@ static void sim_writer_start(struct sim *s, int ni)
     if (ps_rcore_range_get(nd->ps, SIM_RANGE, &info) != 0) {
         return;
     }
-    uint64_t start = nd->disk_free_at > s->now ? nd->disk_free_at : s->now;
-    nd->disk_free_at = start + 1 + rt_rng_below(&s->rng, 4);
+    uint64_t start = nd->disk_free_at > s->w.now ? nd->disk_free_at : s->w.now;
+    nd->disk_free_at = start + 1 + rt_rng_below(&s->w.rng, 4);
     struct sim_ev *e = sim_ev_new(s, SIM_DISK, ni, nd->disk_free_at);
     e->lsn = info.last_lsn + 1;
     e->blob_len = 12 * nd->queue_n;
@@ -692,7 +612,7 @@ static void sim_writer_start(struct sim *s, int ni)
     }
     nd->queue_n = 0;
     nd->group_on_disk = true;
-    sim_push(s, e);
+    sim_ev_push(s, e);
 }
 
 /* Crash and restart */
@@ -710,7 +630,7 @@ static void sim_ps_start(struct sim *s, int ni)
                                   .master_id = SIM_MASTER_ID,
                                   .mutation = s->ps_mut};
     if (ps_rcore_create(&cfg, &nd->ps) != 0) {
-        sim_fail(s, "setup", "ps_rcore_create");
+        sim_fail(&s->w, "setup", "ps_rcore_create");
         return;
     }
     nd->up = true;
@@ -722,7 +642,7 @@ static void sim_crash(struct sim *s, int ni)
     if (!nd->up) {
         return;
     }
-    sim_tracef(s, "n%" PRIu64 " CRASH", nd->id);
+    sim_tracef(&s->w, "n%" PRIu64 " CRASH", nd->id);
     nd->up = false;
     nd->inc++;
     nd->timer_gen++;
@@ -731,11 +651,11 @@ static void sim_crash(struct sim *s, int ni)
         ms_rcore_destroy(nd->ms);
         nd->ms = NULL;
         /* Each commit in flight is decided now: applied or not. */
-        for (size_t i = 0; i < s->heap_n; i++) {
-            struct sim_ev *e = s->heap[i];
+        for (size_t i = 0; i < s->w.heap_n; i++) {
+            struct sim_ev *e = (struct sim_ev *)s->w.heap[i];
             if (e->kind == SIM_COMMIT && !e->dead) {
                 e->dead = true;
-                if (rt_rng_below(&s->rng, 2) == 0 &&
+                if (rt_rng_below(&s->w.rng, 2) == 0 &&
                     s->catalog.epoch == e->guard_epoch &&
                     s->catalog.seal_epoch == e->guard_seal) {
                     s->catalog = e->conf;
@@ -777,7 +697,7 @@ static void sim_master_start(struct sim *s)
     if (ms_rcore_create(&cfg, sim_local(s, SIM_MASTER), &m->ms) != 0 ||
         ms_rcore_load(m->ms, &s->catalog, sim_local(s, SIM_MASTER), &s->acts) !=
             0) {
-        sim_fail(s, "setup", "ms_rcore");
+        sim_fail(&s->w, "setup", "ms_rcore");
         return;
     }
     m->up = true;
@@ -791,7 +711,7 @@ static void sim_restart(struct sim *s, int ni)
     if (nd->up) {
         return;
     }
-    sim_tracef(s, "n%" PRIu64 " RESTART", nd->id);
+    sim_tracef(&s->w, "n%" PRIu64 " RESTART", nd->id);
     if (ni == SIM_MASTER) {
         sim_master_start(s);
         return;
@@ -817,7 +737,8 @@ static void sim_restart(struct sim *s, int ni)
     int rc = ps_rcore_load(nd->ps, &d, sim_local(s, ni), &s->acts);
     free(g);
     if (rc != 0) {
-        sim_fail(s, "core", "n%" PRIu64 " load: %s", nd->id, rt_strerror(rc));
+        sim_fail(&s->w, "core", "n%" PRIu64 " load: %s", nd->id,
+                 rt_strerror(rc));
         return;
     }
     sim_run_actions(s, ni, 0);
@@ -837,9 +758,9 @@ static bool sim_defer_if_paused(struct sim *s, struct sim_ev **ep)
     if (e->node < 0 || e->node > SIM_MASTER) {
         return false;
     }
-    if (s->nodes[e->node].paused_until > s->now) {
-        e->at = s->nodes[e->node].paused_until;
-        sim_push(s, e);
+    if (s->nodes[e->node].paused_until > s->w.now) {
+        e->it.at = s->nodes[e->node].paused_until;
+        sim_ev_push(s, e);
         *ep = NULL;
         return true;
     }
@@ -848,25 +769,25 @@ static bool sim_defer_if_paused(struct sim *s, struct sim_ev **ep)
 
 static void sim_client(struct sim *s)
 {
-    if (s->now < SIM_CHECK) {
-        sim_push(s, sim_ev_new(s, SIM_CLIENT, -1,
-                               s->now + 1 + rt_rng_below(&s->rng, 40)));
+    if (s->w.now < SIM_CHECK) {
+        sim_ev_push(s, sim_ev_new(s, SIM_CLIENT, -1,
+                                  s->w.now + 1 + rt_rng_below(&s->w.rng, 40)));
     }
     uint64_t id = s->n_reqs;
     struct sim_req *rq = sim_req_new(s);
-    rq->key = (uint32_t)rt_rng_below(&s->rng, SIM_KEYS);
+    rq->key = (uint32_t)rt_rng_below(&s->w.rng, SIM_KEYS);
     rq->value = id + 1;
-    rq->sent_at = s->now;
+    rq->sent_at = s->w.now;
     rq->node = sim_index(s->catalog.primary_id);
     sim_totals.writes++;
     if (!s->nodes[rq->node].up) {
         rq->st = REQ_FAIL; /* connection refused: never sent */
         return;
     }
-    struct sim_ev *e =
-        sim_ev_new(s, SIM_ARRIVE, rq->node, s->now + rt_rng_below(&s->rng, 5));
+    struct sim_ev *e = sim_ev_new(s, SIM_ARRIVE, rq->node,
+                                  s->w.now + rt_rng_below(&s->w.rng, 5));
     e->req = id;
-    sim_push(s, e);
+    sim_ev_push(s, e);
 }
 
 static void sim_arrive(struct sim *s, struct sim_ev *e)
@@ -895,10 +816,11 @@ static void sim_disk(struct sim *s, struct sim_ev *e)
         .kind = RT_REPL_EV_DISK_DONE, .range_id = SIM_RANGE, .io_id = e->io_id};
     if (e->seal_write) {
         if (e->sealed_epoch < nd->rs.sealed_epoch) {
-            sim_fail(s, "P6", "n%" PRIu64 " sealed epoch goes down", nd->id);
+            sim_fail(&s->w, "P6", "n%" PRIu64 " sealed epoch goes down",
+                     nd->id);
         }
         nd->rs.sealed_epoch = e->sealed_epoch;
-        sim_tracef(s, "n%" PRIu64 " sealed %" PRIu64 " durable", nd->id,
+        sim_tracef(&s->w, "n%" PRIu64 " sealed %" PRIu64 " durable", nd->id,
                    e->sealed_epoch);
         sim_step(s, e->node, &ev, 0);
         return;
@@ -906,15 +828,15 @@ static void sim_disk(struct sim *s, struct sim_ev *e)
     if (e->from != 0) {
         /* P3: a replica applies what its sender holds at that LSN. */
         const struct sim_node *p = &s->nodes[sim_index(e->from)];
-        if (sim_log_hash(p, e->lsn) != sim_hash(e->blob, e->blob_len)) {
-            sim_fail(s, "P3",
+        if (sim_log_hash(p, e->lsn) != sim_group_hash(e->blob, e->blob_len)) {
+            sim_fail(&s->w, "P3",
                      "n%" PRIu64 " applies lsn %" PRIu64
                      " that its sender n%" PRIu64 " does not hold",
                      nd->id, e->lsn, p->id);
         }
     }
     sim_log_append(s, nd, e->lsn, e->blob, e->blob_len);
-    sim_tracef(s, "n%" PRIu64 " disk lsn %" PRIu64, nd->id, e->lsn);
+    sim_tracef(&s->w, "n%" PRIu64 " disk lsn %" PRIu64, nd->id, e->lsn);
     ev.lsn = e->lsn;
     ev.records = e->blob;
     ev.records_len = e->blob_len;
@@ -941,12 +863,12 @@ static void sim_commit(struct sim *s, struct sim_ev *e)
         bool intent = c->epoch == s->catalog.epoch && c->seal_epoch != 0 &&
                       s->catalog.seal_epoch == 0;
         if (!intent && c->epoch <= s->catalog.epoch) {
-            sim_fail(s, "P6", "commit at epoch %" PRIu64 " after %" PRIu64,
+            sim_fail(&s->w, "P6", "commit at epoch %" PRIu64 " after %" PRIu64,
                      c->epoch, s->catalog.epoch);
         }
         s->catalog = *c;
         code = 0;
-        sim_tracef(s,
+        sim_tracef(&s->w,
                    "catalog epoch %" PRIu64 " primary %" PRIu64 " seal %" PRIu64
                    " isr %zu",
                    c->epoch, c->primary_id, c->seal_epoch, c->n_isr);
@@ -967,7 +889,7 @@ static void sim_fault(struct sim *s, struct sim_ev *e)
     if (f->kind == FAULT_CUT) {
         if (begin && e->lsn > s->cut_until[ni]) {
             s->cut_until[ni] = e->lsn;
-            sim_tracef(s, "n%" PRIu64 " CUT from the master until %" PRIu64,
+            sim_tracef(&s->w, "n%" PRIu64 " CUT from the master until %" PRIu64,
                        s->nodes[ni].id, e->lsn);
         }
         return;
@@ -980,8 +902,8 @@ static void sim_fault(struct sim *s, struct sim_ev *e)
             if (e->lsn > s->nodes[ni].paused_until) {
                 s->nodes[ni].paused_until = e->lsn; /* the end time */
             }
-            sim_tracef(s, "n%" PRIu64 " PAUSE until %" PRIu64, s->nodes[ni].id,
-                       e->lsn);
+            sim_tracef(&s->w, "n%" PRIu64 " PAUSE until %" PRIu64,
+                       s->nodes[ni].id, e->lsn);
         }
         return;
     }
@@ -998,7 +920,7 @@ static void sim_check_live(struct sim *s)
     struct ms_rcore_range_info mi;
     if (!m->up || ms_rcore_range_get(m->ms, SIM_RANGE, &mi) != 0 ||
         mi.state != MS_RCORE_STABLE) {
-        sim_fail(s, "P7", "master not STABLE 10 s after the heal");
+        sim_fail(&s->w, "P7", "master not STABLE 10 s after the heal");
         return;
     }
     const struct sim_node *p = &s->nodes[sim_index(s->catalog.primary_id)];
@@ -1006,7 +928,7 @@ static void sim_check_live(struct sim *s)
     if (p->ps == NULL || ps_rcore_range_get(p->ps, SIM_RANGE, &info) != 0 ||
         info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING ||
         info.epoch != s->catalog.epoch) {
-        sim_fail(s, "P7",
+        sim_fail(&s->w, "P7",
                  "primary n%" PRIu64 " not SERVING at epoch %" PRIu64
                  " 10 s after the heal",
                  p->id, s->catalog.epoch);
@@ -1014,15 +936,15 @@ static void sim_check_live(struct sim *s)
     }
     for (size_t i = s->n_reqs; i-- > 0;) {
         const struct sim_req *rq = &s->reqs[i];
-        if (rq->sent_at >= SIM_PROBE && rq->sent_at + 1000 < s->now) {
+        if (rq->sent_at >= SIM_PROBE && rq->sent_at + 1000 < s->w.now) {
             if (rq->st != REQ_OK) {
-                sim_fail(s, "P7", "write %zu sent at %" PRIu64 " not ok", i,
+                sim_fail(&s->w, "P7", "write %zu sent at %" PRIu64 " not ok", i,
                          rq->sent_at);
             }
             return;
         }
     }
-    sim_fail(s, "P7", "no write sent after the heal");
+    sim_fail(&s->w, "P7", "no write sent after the heal");
 }
 
 static void sim_handle(struct sim *s, struct sim_ev *e)
@@ -1034,7 +956,7 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             struct rt_repl_msg m = {.kind = RT_REPL_MSG_HEARTBEAT};
             sim_send(s, e->node, SIM_MASTER_ID, &m);
         }
-        sim_push(s, sim_ev_new(s, SIM_HBEAT, e->node, s->now + SIM_HB));
+        sim_ev_push(s, sim_ev_new(s, SIM_HBEAT, e->node, s->w.now + SIM_HB));
         return;
     }
     bool node_ev = e->kind == SIM_DELIVER || e->kind == SIM_DISK ||
@@ -1062,7 +984,7 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             if (e->msg.kind == RT_REPL_MSG_APPEND) {
                 ev.range_id = e->msg.u.append.range_id;
             }
-            sim_tracef(s, "n%" PRIu64 " recv %s from n%" PRIu64, nd->id,
+            sim_tracef(&s->w, "n%" PRIu64 " recv %s from n%" PRIu64, nd->id,
                        rt_repl_msg_kind_name(e->msg.kind), e->from);
             sim_step(s, e->node, &ev, e->from);
             break;
@@ -1106,7 +1028,7 @@ static void sim_check_end(struct sim *s)
     for (size_t i = 0; i < s->catalog.n_isr; i++) {
         const struct sim_node *m = &s->nodes[sim_index(s->catalog.isr[i])];
         if (m->log_n != p->log_n) {
-            sim_fail(s, "end",
+            sim_fail(&s->w, "end",
                      "ISR member n%" PRIu64
                      " has %zu groups, the "
                      "primary %zu",
@@ -1115,7 +1037,7 @@ static void sim_check_end(struct sim *s)
         }
         for (size_t l = 0; l < p->log_n; l++) {
             if (m->log[l].hash != p->log[l].hash) {
-                sim_fail(s, "end", "n%" PRIu64 " lsn %zu differs", m->id,
+                sim_fail(&s->w, "end", "n%" PRIu64 " lsn %zu differs", m->id,
                          l + 1);
                 return;
             }
@@ -1124,7 +1046,7 @@ static void sim_check_end(struct sim *s)
     for (size_t i = 0; i < s->n_reqs; i++) {
         switch (s->reqs[i].st) {
             case REQ_PENDING:
-                sim_fail(s, "end", "write %zu never answered", i);
+                sim_fail(&s->w, "end", "write %zu never answered", i);
                 return;
             case REQ_UNKNOWN:
                 sim_totals.unknown++;
@@ -1144,35 +1066,32 @@ static void sim_check_end(struct sim *s)
  * heal. */
 static void sim_schedule(struct sim *s)
 {
-    s->n_faults = 1 + rt_rng_below(&s->rng, 4);
+    s->n_faults = 1 + rt_rng_below(&s->w.rng, 4);
     for (size_t i = 0; i < s->n_faults; i++) {
         struct sim_fault *f = &s->faults[i];
-        uint64_t r = rt_rng_below(&s->rng, 10);
+        uint64_t r = rt_rng_below(&s->w.rng, 10);
         f->kind = r < 3   ? FAULT_CRASH
                   : r < 6 ? FAULT_PAUSE
                   : r < 8 ? FAULT_CUT
                           : FAULT_MASTER;
-        f->node = (int)rt_rng_below(&s->rng, SIM_PS + 1) % SIM_PS;
-        uint64_t len = 300 + rt_rng_below(&s->rng, 3700);
+        f->node = (int)rt_rng_below(&s->w.rng, SIM_PS + 1) % SIM_PS;
+        uint64_t len = 300 + rt_rng_below(&s->w.rng, 3700);
         uint64_t at = SIM_FAULT_FROM +
-                      rt_rng_below(&s->rng, SIM_HEAL - SIM_FAULT_FROM - len);
+                      rt_rng_below(&s->w.rng, SIM_HEAL - SIM_FAULT_FROM - len);
         struct sim_ev *b = sim_ev_new(s, SIM_FAULT, -1, at);
         b->fault = (int)i;
         b->lsn = at + len;
-        sim_push(s, b);
+        sim_ev_push(s, b);
         struct sim_ev *e = sim_ev_new(s, SIM_FAULT, -1, at + len);
         e->fault = (int)i;
         e->gen = 1;
-        sim_push(s, e);
+        sim_ev_push(s, e);
     }
 }
 
 static void sim_free(struct sim *s)
 {
-    while (s->heap_n > 0) {
-        sim_ev_free(sim_pop(s));
-    }
-    free(s->heap);
+    sim_net_close(&s->w, sim_item_free);
     for (int i = 0; i <= SIM_MASTER; i++) {
         struct sim_node *nd = &s->nodes[i];
         ps_rcore_destroy(nd->ps);
@@ -1188,13 +1107,9 @@ static void sim_free(struct sim *s)
     rt_repl_actions_close(&s->acts);
 }
 
-static void sim_print_trace(struct sim *s)
+static void sim_print_trace_and_cores(struct sim *s)
 {
-    size_t first =
-        s->trace_n > SIM_TRACE_LINES ? s->trace_n - SIM_TRACE_LINES : 0;
-    for (size_t i = first; i < s->trace_n; i++) {
-        fprintf(stderr, "%s\n", s->trace_buf[i % SIM_TRACE_LINES]);
-    }
+    sim_print_trace(&s->w);
     for (int i = 0; i < SIM_PS; i++) {
         if (s->nodes[i].ps != NULL) {
             ps_rcore_dump(s->nodes[i].ps, stderr);
@@ -1214,14 +1129,11 @@ static const char *sim_run(uint64_t seed,
 {
     struct sim *s = rt_xcalloc(1, sizeof(*s));
     s->seed = seed;
-    s->trace = trace;
     s->ps_mut = ps_mut;
     s->ms_mut = ms_mut;
-    rt_rng_seed(&s->rng, seed);
+    sim_net_init(&s->w, seed, trace, SIM_TRACE_LINES);
     rt_repl_actions_init(&s->acts);
-    s->loss = rt_rng_unit(&s->rng) * 0.05;
-    s->dup = rt_rng_unit(&s->rng) * 0.05;
-    s->delay_max = rt_rng_below(&s->rng, 31);
+    sim_net_draw(&s->w, 0.05, 0.05, 30);
     s->catalog = (struct rt_repl_conf){.range_id = SIM_RANGE,
                                        .epoch = 1,
                                        .primary_id = 1,
@@ -1242,13 +1154,13 @@ static const char *sim_run(uint64_t seed,
     for (int i = 0; i <= SIM_MASTER; i++) {
         struct sim_node *nd = &s->nodes[i];
         nd->id = i == SIM_MASTER ? SIM_MASTER_ID : (uint64_t)i + 1;
-        nd->rate = 1.0 + (rt_rng_unit(&s->rng) * 2.0 - 1.0) * 1e-3;
+        nd->rate = 1.0 + (rt_rng_unit(&s->w.rng) * 2.0 - 1.0) * 1e-3;
         if (i == SIM_MASTER) {
             continue;
         }
         sim_ps_start(s, i);
         if (ps_rcore_assign(nd->ps, &as, &s->acts) != 0) {
-            sim_fail(s, "setup", "assign n%d", i + 1);
+            sim_fail(&s->w, "setup", "assign n%d", i + 1);
         }
         rt_repl_actions_reset(&s->acts);
         nd->registered = true;
@@ -1260,21 +1172,18 @@ static const char *sim_run(uint64_t seed,
             .primary_epoch = 1,
             .isr = {1, 2, 3},
             .n_isr = 3};
-        sim_push(s, sim_ev_new(s, SIM_HBEAT, i, rt_rng_below(&s->rng, SIM_HB)));
+        sim_ev_push(
+            s, sim_ev_new(s, SIM_HBEAT, i, rt_rng_below(&s->w.rng, SIM_HB)));
     }
     sim_master_start(s);
-    sim_tracef(s, "seed %" PRIu64 " loss %.3f dup %.3f delay<=%" PRIu64, seed,
-               s->loss, s->dup, s->delay_max);
+    sim_tracef(&s->w, "seed %" PRIu64 " loss %.3f dup %.3f delay<=%" PRIu64,
+               seed, s->w.loss, s->w.dup, s->w.delay_max);
     sim_schedule(s);
-    sim_push(s, sim_ev_new(s, SIM_CLIENT, -1, 0));
-    sim_push(s, sim_ev_new(s, SIM_CHECK_LIVE, -1, SIM_CHECK));
-    while (s->violated == NULL && s->heap_n > 0) {
-        struct sim_ev *e = sim_pop(s);
-        if (e->at > SIM_END) {
-            sim_ev_free(e);
-            break;
-        }
-        s->now = e->at;
+    sim_ev_push(s, sim_ev_new(s, SIM_CLIENT, -1, 0));
+    sim_ev_push(s, sim_ev_new(s, SIM_CHECK_LIVE, -1, SIM_CHECK));
+    struct sim_item *it;
+    while (s->w.violated == NULL && (it = sim_next(&s->w, SIM_END))) {
+        struct sim_ev *e = (struct sim_ev *)it;
         if (sim_defer_if_paused(s, &e)) {
             continue;
         }
@@ -1293,15 +1202,16 @@ static const char *sim_run(uint64_t seed,
         sim_ev_free(e);
         sim_totals.events++;
     }
-    if (s->violated == NULL) {
+    if (s->w.violated == NULL) {
         sim_check_end(s);
     }
-    const char *v = s->violated;
+    const char *v = s->w.violated;
     if (v != NULL && trace) {
-        sim_print_trace(s);
+        sim_print_trace_and_cores(s);
     }
     if (v != NULL) {
-        fprintf(stderr, "seed %" PRIu64 ": %s violated: %s\n", seed, v, s->why);
+        fprintf(stderr, "seed %" PRIu64 ": %s violated: %s\n", seed, v,
+                s->w.why);
     }
     sim_free(s);
     free(s);
@@ -1310,66 +1220,49 @@ static const char *sim_run(uint64_t seed,
 
 /* Tests */
 
-static uint64_t sim_env(const char *name, uint64_t dflt)
+struct sim_opts
 {
-    const char *v = getenv(name);
-    return v && *v ? strtoull(v, NULL, 10) : dflt;
+    enum ps_rcore_mutation ps_mut;
+    enum ms_rcore_mutation ms_mut;
+};
+
+static const char *sim_run_seed(uint64_t seed, bool trace, void *ctx)
+{
+    const struct sim_opts *o = ctx;
+    return sim_run(seed, o->ps_mut, o->ms_mut, trace);
+}
+
+/* The mutations --mutate names: ms_rcore's or ps_rcore's. */
+static int sim_mutation_of(const char *name, void *ctx)
+{
+    struct sim_opts *o = ctx;
+    if (strcmp(name, "choose-min") == 0) {
+        o->ms_mut = MS_RCORE_MUT_CHOOSE_MIN;
+    } else if (strcmp(name, "no-seal") == 0) {
+        o->ms_mut = MS_RCORE_MUT_NO_SEAL;
+    } else if (strcmp(name, "append-after-seal") == 0) {
+        o->ps_mut = PS_RCORE_MUT_APPEND_AFTER_SEAL;
+    } else if (strcmp(name, "shrink-early") == 0) {
+        o->ps_mut = PS_RCORE_MUT_SHRINK_EARLY;
+    } else {
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    enum ps_rcore_mutation ps_mut = PS_RCORE_MUT_NONE;
-    enum ms_rcore_mutation ms_mut = MS_RCORE_MUT_NONE;
+    struct sim_opts opts = {.ps_mut = PS_RCORE_MUT_NONE,
+                            .ms_mut = MS_RCORE_MUT_NONE};
     const char *expect = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--mutate") == 0) {
-            if (strcmp(argv[i + 1], "choose-min") == 0) {
-                ms_mut = MS_RCORE_MUT_CHOOSE_MIN;
-            } else if (strcmp(argv[i + 1], "no-seal") == 0) {
-                ms_mut = MS_RCORE_MUT_NO_SEAL;
-            } else if (strcmp(argv[i + 1], "append-after-seal") == 0) {
-                ps_mut = PS_RCORE_MUT_APPEND_AFTER_SEAL;
-            } else if (strcmp(argv[i + 1], "shrink-early") == 0) {
-                ps_mut = PS_RCORE_MUT_SHRINK_EARLY;
-
-            } else {
-                fprintf(stderr, "unknown mutation %s\n", argv[i + 1]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--expect") == 0) {
-            expect = argv[i + 1];
-        } else {
-            fprintf(stderr, "usage: sim_failover [--mutate NAME --expect P]\n");
-            return 2;
-        }
+    if (sim_args(argc, argv, "sim_failover", sim_mutation_of, &opts, &expect) !=
+        0) {
+        return 2;
     }
-    if (getenv("SIM_SEED") != NULL) {
-        uint64_t seed = sim_env("SIM_SEED", 1);
-        const char *v = sim_run(seed, ps_mut, ms_mut, true);
-        printf("seed %" PRIu64 ": %s\n", seed, v ? v : "ok");
-        return v ? 1 : 0;
-    }
-    uint64_t seeds = sim_env("SIM_SEEDS", 1000);
-    for (uint64_t seed = 1; seed <= seeds; seed++) {
-        const char *v = sim_run(seed, ps_mut, ms_mut, false);
-        if (v != NULL && expect != NULL) {
-            if (strcmp(v, expect) == 0) {
-                printf("mutation caught: seed %" PRIu64 " violates %s\n", seed,
-                       v);
-                return 0;
-            }
-            fprintf(stderr, "mutation: expected %s, got %s\n", expect, v);
-            return 1;
-        }
-        if (v != NULL) {
-            fprintf(stderr, "replay: SIM_SEED=%" PRIu64 "\n", seed);
-            sim_run(seed, ps_mut, ms_mut, true);
-            return 1;
-        }
-    }
-    if (expect != NULL) {
-        fprintf(stderr, "mutation NOT caught in %" PRIu64 " seeds\n", seeds);
-        return 1;
+    uint64_t seeds = 0;
+    int rc = sim_drive(sim_run_seed, &opts, expect, 1000, "", &seeds);
+    if (rc >= 0) {
+        return rc;
     }
     printf("%" PRIu64 " seeds: ok (%" PRIu64 " events, %" PRIu64
            " writes: %" PRIu64 " acknowledged, %" PRIu64 " unknown, %" PRIu64

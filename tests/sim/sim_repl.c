@@ -1,9 +1,10 @@
 /* sim_repl: the deterministic simulator of range replication
  * (DESIGN-replication.md §11.2), write path without failures so far.
  *
- * One thread, one seeded PRNG, one priority queue of timed events. Three
- * simulated partition servers each run the real ps_rcore over an in-memory
- * store (a key -> value array plus the applied sequence of groups) whose
+ * One thread, one seeded PRNG, one priority queue of timed events (the
+ * world of sim_net.h). Three simulated partition servers each run the
+ * real ps_rcore over an in-memory store (a key -> value array plus the
+ * applied sequence of groups) whose
  * writes become durable only at their DISK_DONE, one per node in FIFO
  * order (one writer, one disk). One range, ISR {P, S1, S2}, P primary.
  * Clients send writes of unique values to P, whose writer groups whatever
@@ -37,6 +38,7 @@
 #include "rt_err.h"
 #include "rt_rand.h"
 #include "rt_repl_ev.h"
+#include "sim_net.h"
 
 #define SIM_NODES 3
 #define SIM_KEYS 16
@@ -56,7 +58,7 @@ enum sim_ev_kind { SIM_DELIVER, SIM_DISK, SIM_TIMER, SIM_CLIENT };
 
 struct sim_ev
 {
-    uint64_t at, seq;
+    struct sim_item it; /* first: the queue's head */
     enum sim_ev_kind kind;
     int node;
     uint64_t from;          /* DELIVER */
@@ -97,100 +99,19 @@ struct sim_req
 struct sim
 {
     uint64_t seed;
-    struct rt_rng rng;
+    struct sim_net w; /* PRNG, clock, queue, network, trace, verdict */
     enum ps_rcore_mutation mutation;
-    bool trace;
-    uint64_t now;
-    uint64_t seq;
-    struct sim_ev **heap;
-    size_t heap_n, heap_cap;
     struct sim_node nodes[SIM_NODES];
     struct sim_req *reqs;
     size_t n_reqs, ops;
     uint64_t max_acked_lsn;
     struct rt_repl_actions acts;
-    /* Schedule parameters, drawn from the seed. */
-    double loss, dup;
-    uint64_t delay_max, disk_max;
+    /* Drawn from the seed, after the network. */
+    uint64_t disk_max;
     uint64_t events;
-    /* First violation: property and message. */
-    const char *violated;
-    char why[256];
-    char trace_buf[SIM_TRACE_LINES][200];
-    size_t trace_n;
 };
 
 /* Helpers */
-
-static void sim_tracef(struct sim *s, const char *fmt, ...)
-{
-    if (!s->trace) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    char *line = s->trace_buf[s->trace_n++ % SIM_TRACE_LINES];
-    int n = snprintf(line, 200, "%8" PRIu64 " ", s->now);
-    vsnprintf(line + n, 200 - (size_t)n, fmt, ap);
-    va_end(ap);
-}
-
-static void sim_fail(struct sim *s, const char *prop, const char *fmt, ...)
-{
-    if (s->violated != NULL) {
-        return;
-    }
-    s->violated = prop;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->why, sizeof(s->why), fmt, ap);
-    va_end(ap);
-}
-
-static bool sim_before(const struct sim_ev *a, const struct sim_ev *b)
-{
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
-}
-
-static void sim_push(struct sim *s, struct sim_ev *e)
-{
-    e->seq = s->seq++;
-    if (s->heap_n == s->heap_cap) {
-        s->heap_cap = s->heap_cap ? 2 * s->heap_cap : 256;
-        s->heap = rt_xrealloc(s->heap, s->heap_cap * sizeof(*s->heap));
-    }
-    size_t i = s->heap_n++;
-    while (i > 0 && sim_before(e, s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = e;
-}
-
-static struct sim_ev *sim_pop(struct sim *s)
-{
-    struct sim_ev *top = s->heap[0];
-    struct sim_ev *last = s->heap[--s->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->heap_n) {
-            break;
-        }
-        if (c + 1 < s->heap_n && sim_before(s->heap[c + 1], s->heap[c])) {
-            c++;
-        }
-        if (!sim_before(s->heap[c], last)) {
-            break;
-        }
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->heap_n > 0) {
-        s->heap[i] = last;
-    }
-    return top;
-}
 
 static void sim_ev_free(struct sim_ev *e)
 {
@@ -199,28 +120,28 @@ static void sim_ev_free(struct sim_ev *e)
     free(e);
 }
 
+static void sim_item_free(struct sim_item *it)
+{
+    sim_ev_free((struct sim_ev *)it);
+}
+
+static void sim_ev_push(struct sim *s, struct sim_ev *e)
+{
+    sim_push(&s->w, &e->it);
+}
+
 static struct sim_ev *sim_ev_new(enum sim_ev_kind kind, int node, uint64_t at)
 {
     struct sim_ev *e = rt_xcalloc(1, sizeof(*e));
     e->kind = kind;
     e->node = node;
-    e->at = at;
+    e->it.at = at;
     return e;
 }
 
 static int sim_node_of(uint64_t id)
 {
     return (int)id - 1;
-}
-
-/* A group's records: (u32 key, u64 value) pairs. */
-static uint64_t sim_hash(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0x12345;
-    for (size_t i = 0; i < n; i++) {
-        h = rt_mix64(h ^ p[i]);
-    }
-    return h;
 }
 
 /* Makes group @lsn durable on @nd: values and the applied sequence. */
@@ -247,11 +168,11 @@ static void sim_apply(struct sim *s,
     struct sim_node *pn = &s->nodes[0];
     if (nd != pn) {
         if (lsn != nd->seq_n + 1) {
-            sim_fail(s, "P3",
+            sim_fail(&s->w, "P3",
                      "node %" PRIu64 " applied lsn %" PRIu64 " after %zu",
                      nd->id, lsn, nd->seq_n);
         } else if (lsn > pn->seq_n || pn->seq[lsn - 1] != h) {
-            sim_fail(s, "P3",
+            sim_fail(&s->w, "P3",
                      "node %" PRIu64 " lsn %" PRIu64 " is not the primary's",
                      nd->id, lsn);
         }
@@ -266,7 +187,7 @@ static void sim_check_p2(struct sim *s)
 {
     for (int i = 0; i < SIM_NODES; i++) {
         if (s->nodes[i].seq_n < s->max_acked_lsn) {
-            sim_fail(s, "P2",
+            sim_fail(&s->w, "P2",
                      "lsn %" PRIu64 " acknowledged, node %" PRIu64
                      " has %zu durable",
                      s->max_acked_lsn, s->nodes[i].id, s->nodes[i].seq_n);
@@ -282,14 +203,9 @@ static void sim_run_actions(struct sim *s, int ni)
         const struct rt_repl_action *a = &s->acts.v[i];
         switch (a->kind) {
             case RT_REPL_ACT_SEND: {
-                int copies = 1;
-                if (rt_rng_unit(&s->rng) < s->loss) {
-                    copies = 0;
-                    sim_totals.lost++;
-                } else if (rt_rng_unit(&s->rng) < s->dup) {
-                    copies = 2;
-                    sim_totals.duplicated++;
-                }
+                int copies = sim_net_copies(&s->w, true);
+                sim_totals.lost += copies == 0;
+                sim_totals.duplicated += copies == 2;
                 if (a->msg.kind == RT_REPL_MSG_APPEND) {
                     sim_totals.appends++;
                 } else {
@@ -302,19 +218,16 @@ static void sim_run_actions(struct sim *s, int ni)
                                    ? a->msg.u.append.lsn
                                    : a->msg.u.ack.applied_lsn;
                 sim_tracef(
-                    s,
+                    &s->w,
                     "n%" PRIu64 " send %s %" PRIu64 " to n%" PRIu64
                     " code %d x%d",
                     nd->id, what, lsn, a->peer,
                     a->msg.kind == RT_REPL_MSG_ACK ? a->msg.u.ack.code : 0,
                     copies);
                 for (int c = 0; c < copies; c++) {
-                    uint64_t d = rt_rng_below(&s->rng, s->delay_max + 1);
-                    if (rt_rng_unit(&s->rng) < 0.05) {
-                        d *= 10; /* the heavy tail */
-                    }
+                    uint64_t d = sim_net_delay(&s->w);
                     struct sim_ev *e = sim_ev_new(
-                        SIM_DELIVER, sim_node_of(a->peer), s->now + d);
+                        SIM_DELIVER, sim_node_of(a->peer), s->w.now + d);
                     e->from = nd->id;
                     e->msg = a->msg;
                     if (a->msg.kind == RT_REPL_MSG_APPEND) {
@@ -323,20 +236,20 @@ static void sim_run_actions(struct sim *s, int ni)
                             rt_xmemdup(a->msg.u.append.records, e->blob_len);
                         e->msg.u.append.records = e->blob;
                     }
-                    sim_push(s, e);
+                    sim_ev_push(s, e);
                 }
                 break;
             }
             case RT_REPL_ACT_WRITE: {
                 uint64_t start =
-                    nd->disk_free_at > s->now ? nd->disk_free_at : s->now;
+                    nd->disk_free_at > s->w.now ? nd->disk_free_at : s->w.now;
                 nd->disk_free_at =
-                    start + 1 + rt_rng_below(&s->rng, s->disk_max + 1);
+                    start + 1 + rt_rng_below(&s->w.rng, s->disk_max + 1);
                 struct sim_ev *e = sim_ev_new(SIM_DISK, ni, nd->disk_free_at);
                 e->lsn = a->lsn;
                 e->blob_len = a->msg.u.append.records_len;
                 e->blob = rt_xmemdup(a->msg.u.append.records, e->blob_len);
-                sim_push(s, e);
+                sim_ev_push(s, e);
                 break;
             }
             case RT_REPL_ACT_TIMER:
@@ -344,15 +257,16 @@ static void sim_run_actions(struct sim *s, int ni)
                 if (a->at_ms != 0) {
                     struct sim_ev *e = sim_ev_new(SIM_TIMER, ni, a->at_ms);
                     e->gen = nd->timer_gen;
-                    sim_push(s, e);
+                    sim_ev_push(s, e);
                 }
                 break;
             case RT_REPL_ACT_REPLY: {
                 struct sim_req *rq = &s->reqs[a->req_id];
-                sim_tracef(s, "reply req %" PRIu64 " lsn %" PRIu64 " code %d",
+                sim_tracef(&s->w,
+                           "reply req %" PRIu64 " lsn %" PRIu64 " code %d",
                            a->req_id, rq->lsn, a->code);
                 if (rq->replied) {
-                    sim_fail(s, "P2", "req %" PRIu64 " answered twice",
+                    sim_fail(&s->w, "P2", "req %" PRIu64 " answered twice",
                              a->req_id);
                 }
                 rq->replied = 1;
@@ -363,7 +277,7 @@ static void sim_run_actions(struct sim *s, int ni)
                 break;
             }
             default:
-                sim_fail(s, "core", "unexpected action %s",
+                sim_fail(&s->w, "core", "unexpected action %s",
                          rt_repl_act_kind_name(a->kind));
                 break;
         }
@@ -375,7 +289,7 @@ static void sim_step(struct sim *s, int ni, const struct rt_repl_event *ev)
 {
     int rc = ps_rcore_step(s->nodes[ni].core, ev, &s->acts);
     if (rc != 0) {
-        sim_fail(s, "core", "node %d step %s: %s", ni + 1,
+        sim_fail(&s->w, "core", "node %d step %s: %s", ni + 1,
                  rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
     }
     sim_run_actions(s, ni);
@@ -389,8 +303,8 @@ static void sim_writer_start(struct sim *s)
     if (p->group_on_disk || p->queue_n == 0) {
         return;
     }
-    uint64_t start = p->disk_free_at > s->now ? p->disk_free_at : s->now;
-    p->disk_free_at = start + 1 + rt_rng_below(&s->rng, s->disk_max + 1);
+    uint64_t start = p->disk_free_at > s->w.now ? p->disk_free_at : s->w.now;
+    p->disk_free_at = start + 1 + rt_rng_below(&s->w.rng, s->disk_max + 1);
     struct sim_ev *e = sim_ev_new(SIM_DISK, 0, p->disk_free_at);
     e->lsn = ++p->wlsn;
     e->blob_len = 12 * p->queue_n;
@@ -406,17 +320,17 @@ static void sim_writer_start(struct sim *s)
     p->queue_n = 0;
     p->group_on_disk = true;
     sim_totals.groups++;
-    sim_push(s, e);
+    sim_ev_push(s, e);
 }
 
 static void sim_client(struct sim *s)
 {
     uint64_t id = s->n_reqs++;
     struct sim_req *rq = &s->reqs[id];
-    rq->key = (uint32_t)rt_rng_below(&s->rng, SIM_KEYS);
+    rq->key = (uint32_t)rt_rng_below(&s->w.rng, SIM_KEYS);
     rq->value = id + 1; /* unique per write */
     struct rt_repl_event ev = {.kind = RT_REPL_EV_CLIENT_WRITE,
-                               .now_ms = s->now,
+                               .now_ms = s->w.now,
                                .range_id = SIM_RANGE,
                                .req_ids = &id,
                                .n_req_ids = 1};
@@ -432,8 +346,8 @@ static void sim_client(struct sim *s)
     p->queue[p->queue_n++] = id;
     sim_writer_start(s);
     if (s->n_reqs < s->ops) {
-        uint64_t gap = rt_rng_below(&s->rng, 5);
-        sim_push(s, sim_ev_new(SIM_CLIENT, 0, s->now + gap));
+        uint64_t gap = rt_rng_below(&s->w.rng, 5);
+        sim_ev_push(s, sim_ev_new(SIM_CLIENT, 0, s->w.now + gap));
     }
 }
 
@@ -446,11 +360,11 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             break;
         case SIM_DELIVER: {
             struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
-                                       .now_ms = s->now,
+                                       .now_ms = s->w.now,
                                        .peer = e->from,
                                        .msg = &e->msg};
             sim_tracef(
-                s, "n%" PRIu64 " recv %s from n%" PRIu64 " lsn %" PRIu64,
+                &s->w, "n%" PRIu64 " recv %s from n%" PRIu64 " lsn %" PRIu64,
                 nd->id, e->msg.kind == RT_REPL_MSG_APPEND ? "append" : "ack",
                 e->from,
                 e->msg.kind == RT_REPL_MSG_APPEND ? e->msg.u.append.lsn
@@ -459,11 +373,11 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             break;
         }
         case SIM_DISK: {
-            sim_tracef(s, "n%" PRIu64 " disk done lsn %" PRIu64, nd->id,
+            sim_tracef(&s->w, "n%" PRIu64 " disk done lsn %" PRIu64, nd->id,
                        e->lsn);
             sim_apply(s, nd, e->lsn, e->blob, e->blob_len);
             struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
-                                       .now_ms = s->now,
+                                       .now_ms = s->w.now,
                                        .range_id = SIM_RANGE,
                                        .lsn = e->lsn,
                                        .records = e->blob,
@@ -480,9 +394,9 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
         case SIM_TIMER:
             if (e->gen == nd->timer_gen) {
                 struct rt_repl_event ev = {.kind = RT_REPL_EV_TIMER,
-                                           .now_ms = s->now,
+                                           .now_ms = s->w.now,
                                            .timer_id = PS_RCORE_TIMER_RESEND};
-                sim_tracef(s, "n%" PRIu64 " timer", nd->id);
+                sim_tracef(&s->w, "n%" PRIu64 " timer", nd->id);
                 sim_totals.timers++;
                 sim_step(s, e->node, &ev);
             }
@@ -498,7 +412,7 @@ static void sim_check_end(struct sim *s)
     for (size_t i = 0; i < s->n_reqs; i++) {
         const struct sim_req *rq = &s->reqs[i];
         if (!rq->replied || rq->code != 0) {
-            sim_fail(s, "end", "req %zu not answered OK", i);
+            sim_fail(&s->w, "end", "req %zu not answered OK", i);
             return;
         }
         /* Within a group the later request wins: they are in id order. */
@@ -513,7 +427,7 @@ static void sim_check_end(struct sim *s)
         if (nd->seq_n != p->seq_n ||
             memcmp(nd->seq, p->seq, p->seq_n * sizeof(*p->seq)) != 0 ||
             memcmp(nd->vals, model, sizeof(model)) != 0) {
-            sim_fail(s, "end",
+            sim_fail(&s->w, "end",
                      "node %" PRIu64
                      " differs (%zu groups, "
                      "primary %zu)",
@@ -525,7 +439,7 @@ static void sim_check_end(struct sim *s)
         if (info.applied_lsn != p->seq_n ||
             (n == 0 && (info.commit_lsn != p->seq_n || info.n_held != 0 ||
                         info.n_buffered != 0))) {
-            sim_fail(s, "end", "node %" PRIu64 " core not quiet", nd->id);
+            sim_fail(&s->w, "end", "node %" PRIu64 " core not quiet", nd->id);
             return;
         }
     }
@@ -533,10 +447,7 @@ static void sim_check_end(struct sim *s)
 
 static void sim_free(struct sim *s)
 {
-    while (s->heap_n > 0) {
-        sim_ev_free(sim_pop(s));
-    }
-    free(s->heap);
+    sim_net_close(&s->w, sim_item_free);
     for (int i = 0; i < SIM_NODES; i++) {
         ps_rcore_destroy(s->nodes[i].core);
         free(s->nodes[i].seq);
@@ -546,13 +457,9 @@ static void sim_free(struct sim *s)
     rt_repl_actions_close(&s->acts);
 }
 
-static void sim_print_trace(struct sim *s)
+static void sim_print_trace_and_cores(struct sim *s)
 {
-    size_t first =
-        s->trace_n > SIM_TRACE_LINES ? s->trace_n - SIM_TRACE_LINES : 0;
-    for (size_t i = first; i < s->trace_n; i++) {
-        fprintf(stderr, "%s\n", s->trace_buf[i % SIM_TRACE_LINES]);
-    }
+    sim_print_trace(&s->w);
     for (int i = 0; i < SIM_NODES; i++) {
         ps_rcore_dump(s->nodes[i].core, stderr);
     }
@@ -567,18 +474,15 @@ static const char *sim_run(uint64_t seed,
     struct sim *s = rt_xcalloc(1, sizeof(*s));
     s->seed = seed;
     s->mutation = mutation;
-    s->trace = trace;
     s->ops = ops;
-    rt_rng_seed(&s->rng, seed);
+    sim_net_init(&s->w, seed, trace, SIM_TRACE_LINES);
     rt_repl_actions_init(&s->acts);
-    s->loss = rt_rng_unit(&s->rng) * 0.10;
-    s->dup = rt_rng_unit(&s->rng) * 0.05;
-    s->delay_max = rt_rng_below(&s->rng, 51);
-    s->disk_max = 1 + rt_rng_below(&s->rng, 5);
+    sim_net_draw(&s->w, 0.10, 0.05, 50);
+    s->disk_max = 1 + rt_rng_below(&s->w.rng, 5);
     static const uint32_t inflights[] = {1, 2, 4, 32};
     struct ps_rcore_config cfg = {
-        .inflight = inflights[rt_rng_below(&s->rng, 4)],
-        .resend_ms = 100 + rt_rng_below(&s->rng, 200),
+        .inflight = inflights[rt_rng_below(&s->w.rng, 4)],
+        .resend_ms = 100 + rt_rng_below(&s->w.rng, 200),
         .mutation = mutation,
     };
     struct ps_rcore_assignment as = {.range_id = SIM_RANGE,
@@ -591,41 +495,42 @@ static const char *sim_run(uint64_t seed,
         s->nodes[i].id = cfg.self_id;
         if (ps_rcore_create(&cfg, &s->nodes[i].core) != 0 ||
             ps_rcore_assign(s->nodes[i].core, &as, &s->acts) != 0) {
-            sim_fail(s, "setup", "node %d", i + 1);
+            sim_fail(&s->w, "setup", "node %d", i + 1);
         }
         rt_repl_actions_reset(&s->acts);
     }
     s->reqs = rt_xcalloc(ops + 1, sizeof(*s->reqs));
-    sim_tracef(s,
+    sim_tracef(&s->w,
                "seed %" PRIu64 " loss %.3f dup %.3f delay<=%" PRIu64
                " disk<=%" PRIu64 " inflight %u resend %" PRIu64,
-               seed, s->loss, s->dup, s->delay_max, s->disk_max, cfg.inflight,
-               cfg.resend_ms);
+               seed, s->w.loss, s->w.dup, s->w.delay_max, s->disk_max,
+               cfg.inflight, cfg.resend_ms);
     if (ops > 0) {
-        sim_push(s, sim_ev_new(SIM_CLIENT, 0, 0));
+        sim_ev_push(s, sim_ev_new(SIM_CLIENT, 0, 0));
     }
     uint64_t limit = 2000 * (uint64_t)ops + 100000;
-    while (s->violated == NULL && s->heap_n > 0) {
-        struct sim_ev *e = sim_pop(s);
-        s->now = e->at;
+    struct sim_item *it;
+    while (s->w.violated == NULL && (it = sim_next(&s->w, UINT64_MAX))) {
+        struct sim_ev *e = (struct sim_ev *)it;
         sim_handle(s, e);
         sim_ev_free(e);
         sim_totals.events++;
         sim_check_p2(s);
         if (++s->events > limit) {
-            sim_fail(s, "live", "no quiet network after %" PRIu64 " events",
+            sim_fail(&s->w, "live", "no quiet network after %" PRIu64 " events",
                      s->events);
         }
     }
-    if (s->violated == NULL) {
+    if (s->w.violated == NULL) {
         sim_check_end(s);
     }
-    const char *v = s->violated;
+    const char *v = s->w.violated;
     if (v != NULL && trace) {
-        sim_print_trace(s);
+        sim_print_trace_and_cores(s);
     }
     if (v != NULL) {
-        fprintf(stderr, "seed %" PRIu64 ": %s violated: %s\n", seed, v, s->why);
+        fprintf(stderr, "seed %" PRIu64 ": %s violated: %s\n", seed, v,
+                s->w.why);
     }
     sim_free(s);
     free(s);
@@ -634,65 +539,51 @@ static const char *sim_run(uint64_t seed,
 
 /* Tests */
 
-static uint64_t sim_env(const char *name, uint64_t dflt)
+struct sim_opts
 {
-    const char *v = getenv(name);
-    return v && *v ? strtoull(v, NULL, 10) : dflt;
+    size_t ops;
+    enum ps_rcore_mutation mutation;
+};
+
+static const char *sim_run_seed(uint64_t seed, bool trace, void *ctx)
+{
+    const struct sim_opts *o = ctx;
+    return sim_run(seed, o->ops, o->mutation, trace);
+}
+
+/* The mutations --mutate names: ps_rcore's. */
+static int sim_mutation_of(const char *name, void *ctx)
+{
+    struct sim_opts *o = ctx;
+    if (strcmp(name, "ack-primary-only") == 0) {
+        o->mutation = PS_RCORE_MUT_ACK_PRIMARY_ONLY;
+    } else if (strcmp(name, "accept-gap") == 0) {
+        o->mutation = PS_RCORE_MUT_ACCEPT_GAP;
+    } else if (strcmp(name, "no-resend") == 0) {
+        o->mutation = PS_RCORE_MUT_NO_RESEND;
+    } else {
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    enum ps_rcore_mutation mutation = PS_RCORE_MUT_NONE;
+    struct sim_opts opts = {.ops = sim_env("SIM_OPS", 500),
+                            .mutation = PS_RCORE_MUT_NONE};
     const char *expect = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--mutate") == 0) {
-            if (strcmp(argv[i + 1], "ack-primary-only") == 0) {
-                mutation = PS_RCORE_MUT_ACK_PRIMARY_ONLY;
-            } else if (strcmp(argv[i + 1], "accept-gap") == 0) {
-                mutation = PS_RCORE_MUT_ACCEPT_GAP;
-            } else if (strcmp(argv[i + 1], "no-resend") == 0) {
-                mutation = PS_RCORE_MUT_NO_RESEND;
-            } else {
-                fprintf(stderr, "unknown mutation %s\n", argv[i + 1]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--expect") == 0) {
-            expect = argv[i + 1];
-        } else {
-            fprintf(stderr, "usage: sim_repl [--mutate NAME --expect P]\n");
-            return 2;
-        }
+    if (sim_args(argc, argv, "sim_repl", sim_mutation_of, &opts, &expect) !=
+        0) {
+        return 2;
     }
-    size_t ops = sim_env("SIM_OPS", 500);
-    if (getenv("SIM_SEED") != NULL) {
-        uint64_t seed = sim_env("SIM_SEED", 1);
-        const char *v = sim_run(seed, ops, mutation, true);
-        printf("seed %" PRIu64 ": %s\n", seed, v ? v : "ok");
-        return v ? 1 : 0;
+    char replay[64];
+    snprintf(replay, sizeof(replay), " SIM_OPS=%zu", opts.ops);
+    uint64_t seeds = 0;
+    int rc = sim_drive(sim_run_seed, &opts, expect, 500, replay, &seeds);
+    if (rc >= 0) {
+        return rc;
     }
-    uint64_t seeds = sim_env("SIM_SEEDS", 500);
-    for (uint64_t seed = 1; seed <= seeds; seed++) {
-        const char *v = sim_run(seed, ops, mutation, false);
-        if (v != NULL && expect != NULL) {
-            if (strcmp(v, expect) == 0) {
-                printf("mutation caught: seed %" PRIu64 " violates %s\n", seed,
-                       v);
-                return 0;
-            }
-            fprintf(stderr, "mutation: expected %s, got %s\n", expect, v);
-            return 1;
-        }
-        if (v != NULL) {
-            fprintf(stderr, "replay: SIM_SEED=%" PRIu64 " SIM_OPS=%zu\n", seed,
-                    ops);
-            sim_run(seed, ops, mutation, true);
-            return 1;
-        }
-    }
-    if (expect != NULL) {
-        fprintf(stderr, "mutation NOT caught in %" PRIu64 " seeds\n", seeds);
-        return 1;
-    }
+    size_t ops = opts.ops;
     printf("%" PRIu64 " seeds x %zu writes: ok (%" PRIu64 " events, %" PRIu64
            " groups, %" PRIu64 " appends, %" PRIu64 " acks, %" PRIu64
            " lost, %" PRIu64 " duplicated, %" PRIu64 " gap NACKs, %" PRIu64
