@@ -109,3 +109,109 @@ int th_ms_call(uv_loop_t *loop,
     TH_MS_WAIT_UNTIL(loop, TH_MS__CALL_MS, r->done);
     return r->status;
 }
+
+/* ---- a master on a test loop ---- */
+
+int th_ms_master_setup(struct th_ms_master *x,
+                       const char *prefix,
+                       enum rt_log_level level)
+{
+    memset(x, 0, sizeof(*x));
+    rt_log_init("test", level);
+    uv_loop_init(&x->loop);
+    if (th_ms_dir_create(x->dir, prefix) != 0) {
+        uv_loop_close(&x->loop);
+        return -1;
+    }
+    x->st = ms_status_create();
+    return 0;
+}
+
+void th_ms_master_start(struct th_ms_master *x,
+                        struct ms_master_config *cfg,
+                        bool admin)
+{
+    char errmsg[RT_ERRMSG_SIZE];
+    cfg->data_dir = x->dir;
+    cfg->listen_host = "127.0.0.1";
+    cfg->listen_port = 0;
+    assert_int_equal(ms_master_start(&x->loop, cfg, &x->m, errmsg), 0);
+    ms_master_set_status(x->m, x->st);
+    if (admin) {
+        x->adm = ms_admin_create();
+        assert_int_equal(ms_master_set_admin(x->m, x->adm), 0);
+    }
+    snprintf(x->addr, sizeof(x->addr), "127.0.0.1:%d",
+             ms_master_rpc_port(x->m));
+}
+
+void th_ms_master_stop(struct th_ms_master *x)
+{
+    ms_master_stop(x->m);
+    uv_run(&x->loop, UV_RUN_DEFAULT);
+    ms_master_destroy(x->m);
+    ms_admin_destroy(x->adm);
+    x->m = NULL;
+    x->adm = NULL;
+}
+
+void th_ms_master_teardown(struct th_ms_master *x)
+{
+    if (x->m) {
+        th_ms_master_stop(x);
+    }
+    uv_run(&x->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&x->loop), 0);
+    ms_status_destroy(x->st);
+    x->st = NULL;
+    th_ms_dir_remove(x->dir);
+}
+
+/* ---- clients playing a partition server or a front end ---- */
+
+struct rt_rpc_client *th_ms_client_start(struct th_ms_master *x,
+                                         rt_rpc_request_cb on_request,
+                                         void *ud)
+{
+    struct rt_rpc_client *cli = NULL;
+    assert_int_equal(
+        rt_rpc_client_start(&x->loop, x->addr, on_request, NULL, ud, &cli), 0);
+    th_ms_wait_up(&x->loop, cli);
+    return cli;
+}
+
+Rt__RegisterResp *th_ms_ps_register(struct th_ms_master *x,
+                                    struct rt_rpc_client *cli,
+                                    uint64_t server_id,
+                                    const char *addr,
+                                    const char *zone)
+{
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    Rt__RegisterResp *resp;
+    struct th_ms_reply r;
+    req.server_id = server_id;
+    req.addr = (char *)addr;
+    if (zone != NULL) {
+        req.zone = (char *)zone;
+    }
+    assert_int_equal(
+        th_ms_call(&x->loop, cli, RT__METHOD__PS_REGISTER, &req.base, &r), 0);
+    resp = rt__register_resp__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(resp);
+    return resp;
+}
+
+Rt__RegisterResp *th_ms_ps_heartbeat(struct th_ms_master *x,
+                                     struct rt_rpc_client *cli,
+                                     const Rt__HeartbeatReq *req)
+{
+    Rt__RegisterResp *resp;
+    struct th_ms_reply r;
+    assert_int_equal(
+        th_ms_call(&x->loop, cli, RT__METHOD__PS_HEARTBEAT, &req->base, &r), 0);
+    resp = rt__register_resp__unpack(NULL, r.len, r.body);
+    free(r.body);
+    assert_non_null(resp);
+    return resp;
+}

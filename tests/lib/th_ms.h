@@ -5,7 +5,12 @@
  * - an open catalog in such a directory (test_ms_catalog, test_ms_props);
  * - synchronous RPC on a test's own loop: a call whose reply is captured
  *   (body copied) while the loop turns, and waits bounded in time
- *   (test_ms_rpc, test_ms_move).
+ *   (test_ms_rpc, test_ms_move);
+ * - a whole master on such a loop, in such a directory, with the clients
+ *   that play its partition servers (register, heartbeat) and its front
+ *   end (test_ms_rpc, test_ms_move, test_ms_repl). The fake servers'
+ *   answers to the master's calls stay each test's own: what they record
+ *   and assert is what the test is about.
  *
  * Failures are cmocka assertions: they end the current test. The names
  * carry th_ms_ so that generic helpers (temp dir, RPC capture) can later
@@ -15,11 +20,17 @@
 #ifndef TH_MS_H
 #define TH_MS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
+#include "ms_admin.h"
 #include "ms_catalog.h"
+#include "ms_master.h"
+#include "ms_status.h"
+#include "rt.pb-c.h"
+#include "rt_log.h"
 #include "rt_rpc.h"
 
 /* ---- temporary directory ---- */
@@ -87,5 +98,57 @@ int th_ms_call(uv_loop_t *loop,
                uint32_t method,
                const ProtobufCMessage *msg,
                struct th_ms_reply *r);
+
+/* ---- a master on a test loop ---- */
+
+struct th_ms_master
+{
+    uv_loop_t loop;
+    char dir[TH_MS_DIR_SIZE];
+    struct ms_master *m;  /* between start and stop */
+    struct ms_status *st; /* between setup and teardown */
+    struct ms_admin *adm; /* when started with an admin bridge */
+    char addr[64];        /* the master's RPC address, once started */
+};
+
+/* Logging at @level, the loop, a fresh directory named after @prefix and
+ * the status document. Returns 0 or -1 (a cmocka setup's result). */
+int th_ms_master_setup(struct th_ms_master *x,
+                       const char *prefix,
+                       enum rt_log_level level);
+/* Starts a master in x->dir on 127.0.0.1, port 0, with the rest of @cfg
+ * (borrowed: data_dir, listen_host and listen_port are set here), the
+ * status document and, when @admin, an ms_admin bridge; fills x->addr. */
+void th_ms_master_start(struct th_ms_master *x,
+                        struct ms_master_config *cfg,
+                        bool admin);
+/* Stops the master and its admin bridge, turning the loop until it runs
+ * dry: close the test's clients first. */
+void th_ms_master_stop(struct th_ms_master *x);
+/* Stops the master if it runs, turns the loop dry, asserts the loop
+ * closes, frees the status document and removes the directory: close the
+ * test's clients first. */
+void th_ms_master_teardown(struct th_ms_master *x);
+
+/* ---- clients playing a partition server or a front end ---- */
+
+/* Starts an rt_rpc client to the master at @x (its calls to the client go
+ * to @on_request with @ud; may be NULL) and waits until it is up. */
+struct rt_rpc_client *th_ms_client_start(struct th_ms_master *x,
+                                         rt_rpc_request_cb on_request,
+                                         void *ud);
+/* PS_REGISTER on @cli as server @server_id (0: a new one) at @addr in
+ * @zone (may be NULL); asserts success. Returns the unpacked reply: the
+ * caller frees it with rt__register_resp__free_unpacked(). */
+Rt__RegisterResp *th_ms_ps_register(struct th_ms_master *x,
+                                    struct rt_rpc_client *cli,
+                                    uint64_t server_id,
+                                    const char *addr,
+                                    const char *zone);
+/* PS_HEARTBEAT @req (borrowed) on @cli; asserts success. Returns the
+ * unpacked reply (free it with rt__register_resp__free_unpacked()). */
+Rt__RegisterResp *th_ms_ps_heartbeat(struct th_ms_master *x,
+                                     struct rt_rpc_client *cli,
+                                     const Rt__HeartbeatReq *req);
 
 #endif

@@ -53,12 +53,7 @@ struct fake_ps
 
 struct fx
 {
-    uv_loop_t loop;
-    char dir[TH_MS_DIR_SIZE];
-    struct ms_master *m;
-    struct ms_status *st;
-    struct ms_admin *adm;
-    char addr[64];
+    struct th_ms_master x;
     struct fake_ps ps[NPS];
     struct rt_rpc_client *fe;
     uint32_t rf, min_insync;
@@ -109,9 +104,6 @@ static void ps_on_request(struct rt_rpc_conn *conn,
 static void start_master(struct fx *f)
 {
     struct ms_master_config cfg = {
-        .data_dir = f->dir,
-        .listen_host = "127.0.0.1",
-        .listen_port = 0,
         .heartbeat_timeout_ms = 60000,
         .tick_ms = 50,
         .assign_timeout_ms = 500,
@@ -119,13 +111,7 @@ static void start_master(struct fx *f)
         .replication_factor = f->rf,
         .min_insync = f->min_insync,
     };
-    char errmsg[RT_ERRMSG_SIZE];
-    assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
-    ms_master_set_status(f->m, f->st);
-    f->adm = ms_admin_create();
-    assert_int_equal(ms_master_set_admin(f->m, f->adm), 0);
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d",
-             ms_master_rpc_port(f->m));
+    th_ms_master_start(&f->x, &cfg, true);
 }
 
 static void close_clients(struct fx *f)
@@ -145,25 +131,17 @@ static void close_clients(struct fx *f)
 static void stop_master(struct fx *f)
 {
     close_clients(f);
-    ms_master_stop(f->m);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    ms_master_destroy(f->m);
-    ms_admin_destroy(f->adm);
-    f->m = NULL;
-    f->adm = NULL;
+    th_ms_master_stop(&f->x);
 }
 
 static int setup(void **state)
 {
     static const char *const zones[NPS] = {"z1", "z1", "z2", "z3"};
     struct fx *f = calloc(1, sizeof(*f));
-    rt_log_init("test", RT_LOG_ERROR);
-    uv_loop_init(&f->loop);
-    if (th_ms_dir_create(f->dir, "test_ms_repl") != 0) {
+    if (th_ms_master_setup(&f->x, "test_ms_repl", RT_LOG_ERROR) != 0) {
         free(f);
         return -1;
     }
-    f->st = ms_status_create();
     f->rf = 3;
     for (int i = 0; i < NPS; i++) {
         snprintf(f->ps[i].addr, sizeof(f->ps[i].addr), "127.0.0.1:%d",
@@ -177,14 +155,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    if (f->m) {
-        stop_master(f);
-    }
     close_clients(f);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    ms_status_destroy(f->st);
-    th_ms_dir_remove(f->dir);
+    th_ms_master_teardown(&f->x);
     free(f);
     return 0;
 }
@@ -192,29 +164,16 @@ static int teardown(void **state)
 /* ---- Helpers ---- */
 
 /* The loop turns until @cond holds, for at most 5000 ms. */
-#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 5000, cond)
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->x.loop, 5000, cond)
 
 /* Starts fake server @i (keeping its id from an earlier life) and
  * registers it with its zone. */
 static void ps_start(struct fx *f, int i)
 {
     struct fake_ps *ps = &f->ps[i];
-    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
     Rt__RegisterResp *resp;
-    struct th_ms_reply r;
-    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
-                                         ps, &ps->cli),
-                     0);
-    th_ms_wait_up(&f->loop, ps->cli);
-    req.server_id = ps->id;
-    req.addr = ps->addr;
-    req.zone = (char *)ps->zone;
-    assert_int_equal(
-        th_ms_call(&f->loop, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r),
-        0);
-    resp = rt__register_resp__unpack(NULL, r.len, r.body);
-    free(r.body);
-    assert_non_null(resp);
+    ps->cli = th_ms_client_start(&f->x, ps_on_request, ps);
+    resp = th_ms_ps_register(&f->x, ps->cli, ps->id, ps->addr, ps->zone);
     ps->id = resp->server_id;
     record(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers);
     rt__register_resp__free_unpacked(resp, NULL);
@@ -225,23 +184,15 @@ static void ps_heartbeat(struct fx *f, int i)
 {
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     Rt__RegisterResp *resp;
-    struct th_ms_reply r;
     req.server_id = f->ps[i].id;
-    assert_int_equal(th_ms_call(&f->loop, f->ps[i].cli,
-                                RT__METHOD__PS_HEARTBEAT, &req.base, &r),
-                     0);
-    resp = rt__register_resp__unpack(NULL, r.len, r.body);
-    free(r.body);
-    assert_non_null(resp);
+    resp = th_ms_ps_heartbeat(&f->x, f->ps[i].cli, &req);
     record(&f->ps[i], resp->ranges, resp->n_ranges, resp->peers, resp->n_peers);
     rt__register_resp__free_unpacked(resp, NULL);
 }
 
 static void fe_start(struct fx *f)
 {
-    assert_int_equal(
-        rt_rpc_client_start(&f->loop, f->addr, NULL, NULL, NULL, &f->fe), 0);
-    th_ms_wait_up(&f->loop, f->fe);
+    f->fe = th_ms_client_start(&f->x, NULL, NULL);
 }
 
 /* CREATE_TABLE @name in "acct": the reply status; a failure's message is
@@ -254,7 +205,7 @@ static int create_table(struct fx *f, const char *name, char *msg, size_t mlen)
     req.account = "acct";
     req.name = (char *)name;
     status =
-        th_ms_call(&f->loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r);
+        th_ms_call(&f->x.loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r);
     if (status != 0 && msg) {
         Rt__Error *e = rt__error__unpack(NULL, r.len, r.body);
         assert_non_null(e);
@@ -269,8 +220,8 @@ static Rt__Map *get_map(struct fx *f)
 {
     struct th_ms_reply r;
     Rt__Map *map;
-    assert_int_equal(th_ms_call(&f->loop, f->fe, RT__METHOD__GET_MAP, NULL, &r),
-                     0);
+    assert_int_equal(
+        th_ms_call(&f->x.loop, f->fe, RT__METHOD__GET_MAP, NULL, &r), 0);
     map = rt__map__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(map);
@@ -331,20 +282,20 @@ static int admin(struct fx *f,
     req->key = key ? strdup(key) : NULL;
     req->wake = admin_wake;
     req->wake_arg = &w;
-    ms_admin_submit(f->adm, req);
+    ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, w.woken);
-    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
     if (body) {
         *body = strdup(b);
     }
-    ms_admin_release(f->adm, req);
+    ms_admin_release(f->x.adm, req);
     return status;
 }
 
 /* The status document's range @id (a new reference), or NULL. */
 static json_t *status_range(struct fx *f, uint64_t id)
 {
-    char *text = ms_status_copy(f->st, MS_STATUS_JSON);
+    char *text = ms_status_copy(f->x.st, MS_STATUS_JSON);
     json_t *root = json_loads(text, 0, NULL), *found = NULL, *o;
     size_t i;
     free(text);
@@ -452,7 +403,7 @@ static void test_create_places_replicas(void **state)
         struct th_ms_reply rep;
         req.account = "acct";
         req.name = "people";
-        assert_int_equal(th_ms_call(&f->loop, f->fe, RT__METHOD__DELETE_TABLE,
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe, RT__METHOD__DELETE_TABLE,
                                     &req.base, &rep),
                          0);
         free(rep.body);
@@ -557,14 +508,14 @@ static void test_replicated_refusals(void **state)
     /* A server without copies can still be drained. */
     assert_int_equal(admin(f, MS_ADMIN_DRAIN, 0, f->ps[1].id, NULL, NULL), 200);
 
-    th_ms_spin(&f->loop, 200);
+    th_ms_spin(&f->x.loop, 200);
     after = packed_ranges(f, &len1);
     assert_int_equal(len0, len1);
     assert_memory_equal(before, after, len0);
     free(before);
     free(after);
     {
-        char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+        char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
         assert_non_null(strstr(json, "\"ops\":[]"));
         free(json);
     }
@@ -659,7 +610,7 @@ static void test_peer_address_change(void **state)
         }
     }
     assert_true(seen);
-    th_ms_spin(&f->loop, 100);
+    th_ms_spin(&f->x.loop, 100);
     assert_int_equal(f->ps[1].assigns, before[1]);
 }
 
@@ -701,19 +652,19 @@ static void test_bad_config(void **state)
 {
     struct fx *f = *state;
     struct ms_master_config cfg = {
-        .data_dir = f->dir,
+        .data_dir = f->x.dir,
         .listen_host = "127.0.0.1",
         .replication_factor = 2,
         .min_insync = 3,
     };
     char errmsg[RT_ERRMSG_SIZE] = "";
     struct ms_master *m = NULL;
-    assert_int_equal(ms_master_start(&f->loop, &cfg, &m, errmsg), RT_EINVAL);
+    assert_int_equal(ms_master_start(&f->x.loop, &cfg, &m, errmsg), RT_EINVAL);
     assert_null(m);
     assert_non_null(strstr(errmsg, "min-insync"));
     cfg.replication_factor = 9;
     cfg.min_insync = 0;
-    assert_int_equal(ms_master_start(&f->loop, &cfg, &m, errmsg), RT_EINVAL);
+    assert_int_equal(ms_master_start(&f->x.loop, &cfg, &m, errmsg), RT_EINVAL);
 }
 
 int main(void)
