@@ -56,12 +56,7 @@ struct fake_ps
 
 struct fx
 {
-    uv_loop_t loop;
-    char dir[TH_MS_DIR_SIZE];
-    struct ms_master *m;
-    struct ms_status *st;
-    struct ms_admin *adm;
-    char addr[64];
+    struct th_ms_master x;
     struct fake_ps ps[2];
     struct rt_rpc_client *fe;
     const char *policy;
@@ -156,9 +151,6 @@ static void ps_on_request(struct rt_rpc_conn *conn,
 static void start_master(struct fx *f)
 {
     struct ms_master_config cfg = {
-        .data_dir = f->dir,
-        .listen_host = "127.0.0.1",
-        .listen_port = 0,
         .heartbeat_timeout_ms = 60000,
         .tick_ms = 50,
         .assign_timeout_ms = 500,
@@ -166,13 +158,7 @@ static void start_master(struct fx *f)
         .policy_cfg = f->pcfg,
         .move_timeout_ms = f->move_timeout_ms,
     };
-    char errmsg[RT_ERRMSG_SIZE];
-    assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
-    ms_master_set_status(f->m, f->st);
-    f->adm = ms_admin_create();
-    assert_int_equal(ms_master_set_admin(f->m, f->adm), 0);
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d",
-             ms_master_rpc_port(f->m));
+    th_ms_master_start(&f->x, &cfg, true);
 }
 
 static void close_clients(struct fx *f)
@@ -196,24 +182,16 @@ static void close_clients(struct fx *f)
 static void stop_master(struct fx *f)
 {
     close_clients(f);
-    ms_master_stop(f->m);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    ms_master_destroy(f->m);
-    ms_admin_destroy(f->adm);
-    f->m = NULL;
-    f->adm = NULL;
+    th_ms_master_stop(&f->x);
 }
 
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    rt_log_init("test", RT_LOG_WARN);
-    uv_loop_init(&f->loop);
-    if (th_ms_dir_create(f->dir, "test_ms_move") != 0) {
+    if (th_ms_master_setup(&f->x, "test_ms_move", RT_LOG_WARN) != 0) {
         free(f);
         return -1;
     }
-    f->st = ms_status_create();
     f->policy = "none";
     f->move_timeout_ms = 400;
     for (int i = 0; i < 2; i++) {
@@ -227,14 +205,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    if (f->m) {
-        stop_master(f);
-    }
     close_clients(f);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    ms_status_destroy(f->st);
-    th_ms_dir_remove(f->dir);
+    th_ms_master_teardown(&f->x);
     free(f);
     return 0;
 }
@@ -242,28 +214,16 @@ static int teardown(void **state)
 /* ---- Helpers ---- */
 
 /* The loop turns until @cond holds, for at most 5000 ms. */
-#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 5000, cond)
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->x.loop, 5000, cond)
 
 /* Starts fake server @i (keeping its id from an earlier life) and
  * registers it. */
 static void ps_start(struct fx *f, int i)
 {
     struct fake_ps *ps = &f->ps[i];
-    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
     Rt__RegisterResp *resp;
-    struct th_ms_reply r;
-    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
-                                         ps, &ps->cli),
-                     0);
-    th_ms_wait_up(&f->loop, ps->cli);
-    req.server_id = ps->id;
-    req.addr = ps->addr;
-    assert_int_equal(
-        th_ms_call(&f->loop, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r),
-        0);
-    resp = rt__register_resp__unpack(NULL, r.len, r.body);
-    free(r.body);
-    assert_non_null(resp);
+    ps->cli = th_ms_client_start(&f->x, ps_on_request, ps);
+    resp = th_ms_ps_register(&f->x, ps->cli, ps->id, ps->addr, NULL);
     ps->id = resp->server_id;
     record_assignment(ps, resp->ranges, resp->n_ranges);
     rt__register_resp__free_unpacked(resp, NULL);
@@ -271,9 +231,7 @@ static void ps_start(struct fx *f, int i)
 
 static void fe_start(struct fx *f)
 {
-    assert_int_equal(
-        rt_rpc_client_start(&f->loop, f->addr, NULL, NULL, NULL, &f->fe), 0);
-    th_ms_wait_up(&f->loop, f->fe);
+    f->fe = th_ms_client_start(&f->x, NULL, NULL);
 }
 
 /* Heartbeat of fake server @i with one load entry (@range_id 0: none). */
@@ -286,7 +244,6 @@ static void ps_heartbeat(struct fx *f,
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     Rt__RangeLoad load = RT__RANGE_LOAD__INIT, *loads[1] = {&load};
     Rt__RegisterResp *resp;
-    struct th_ms_reply r;
     size_t n = 0;
     while (pks && pks[n]) {
         n++;
@@ -304,12 +261,7 @@ static void ps_heartbeat(struct fx *f,
         req.n_loads = 1;
         req.loads = loads;
     }
-    assert_int_equal(th_ms_call(&f->loop, f->ps[i].cli,
-                                RT__METHOD__PS_HEARTBEAT, &req.base, &r),
-                     0);
-    resp = rt__register_resp__unpack(NULL, r.len, r.body);
-    free(r.body);
-    assert_non_null(resp);
+    resp = th_ms_ps_heartbeat(&f->x, f->ps[i].cli, &req);
     record_assignment(&f->ps[i], resp->ranges, resp->n_ranges);
     rt__register_resp__free_unpacked(resp, NULL);
 }
@@ -323,7 +275,7 @@ static uint64_t create_table(struct fx *f, const char *name)
     req.account = "acct";
     req.name = (char *)name;
     assert_int_equal(
-        th_ms_call(&f->loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r),
+        th_ms_call(&f->x.loop, f->fe, RT__METHOD__CREATE_TABLE, &req.base, &r),
         0);
     t = rt__table__unpack(NULL, r.len, r.body);
     free(r.body);
@@ -337,8 +289,8 @@ static Rt__Map *get_map(struct fx *f)
 {
     struct th_ms_reply r;
     Rt__Map *map;
-    assert_int_equal(th_ms_call(&f->loop, f->fe, RT__METHOD__GET_MAP, NULL, &r),
-                     0);
+    assert_int_equal(
+        th_ms_call(&f->x.loop, f->fe, RT__METHOD__GET_MAP, NULL, &r), 0);
     map = rt__map__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(map);
@@ -424,20 +376,20 @@ static int admin(struct fx *f,
     req->key = key ? strdup(key) : NULL;
     req->wake = admin_wake;
     req->wake_arg = &w;
-    ms_admin_submit(f->adm, req);
+    ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, w.woken);
-    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
     if (body) {
         *body = strdup(b);
     }
-    ms_admin_release(f->adm, req);
+    ms_admin_release(f->x.adm, req);
     return status;
 }
 
 /* No split, merge or move in flight (status "ops":[]). */
 static bool no_ops(struct fx *f)
 {
-    char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+    char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     bool ok = json && strstr(json, "\"ops\":[]");
     free(json);
     return ok;
@@ -445,7 +397,7 @@ static bool no_ops(struct fx *f)
 
 static bool events_have(struct fx *f, const char *needle)
 {
-    char *ev = ms_events_json(ms_master_events(f->m), 0, 0, 0);
+    char *ev = ms_events_json(ms_master_events(f->x.m), 0, 0, 0);
     bool ok = strstr(ev, needle) != NULL;
     free(ev);
     return ok;
@@ -512,7 +464,7 @@ static void test_move_ok(void **state)
         /* The event is in the JSON-lines file too. */
         char path[128];
         struct stat sb;
-        snprintf(path, sizeof(path), "%s/events.jsonl", f->dir);
+        snprintf(path, sizeof(path), "%s/events.jsonl", f->x.dir);
         assert_int_equal(stat(path, &sb), 0);
         assert_true(sb.st_size > 0);
     }
@@ -567,10 +519,10 @@ static void test_move_timeout(void **state)
     create_table(f, "people");
     rid = first_range(f);
     f->ps[0].mode = MOVE_MUTE;
-    t0 = uv_now(&f->loop);
+    t0 = uv_now(&f->x.loop);
     assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body),
                      504);
-    assert_true(uv_now(&f->loop) - t0 >= 350);
+    assert_true(uv_now(&f->x.loop) - t0 >= 350);
     assert_non_null(strstr(body, "\"outcome\":\"aborted\""));
     free(body);
     WAIT_UNTIL(f, f->ps[0].aborts == 1 && f->ps[1].aborts == 1);
@@ -580,7 +532,7 @@ static void test_move_timeout(void **state)
     assert_int_equal(epoch, 1);
     /* The late answer changes nothing. */
     reply_move_ok(f->ps[0].held_conn, f->ps[0].held_id);
-    th_ms_spin(&f->loop, 200);
+    th_ms_spin(&f->x.loop, 200);
     map_range(f, rid, &server, &epoch, NULL);
     assert_int_equal(server, f->ps[0].id);
 }
@@ -608,24 +560,24 @@ static void test_source_reregisters(void **state)
     req->server_id = f->ps[1].id;
     req->wake = admin_wake;
     req->wake_arg = &w;
-    ms_admin_submit(f->adm, req);
+    ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, f->ps[0].move_outs == 1);
     {
         Rt__RegisterReq rr = RT__REGISTER_REQ__INIT;
         struct th_ms_reply r;
         rr.server_id = f->ps[0].id;
         rr.addr = f->ps[0].addr;
-        assert_int_equal(th_ms_call(&f->loop, f->ps[0].cli,
+        assert_int_equal(th_ms_call(&f->x.loop, f->ps[0].cli,
                                     RT__METHOD__PS_REGISTER, &rr.base, &r),
                          0);
         free(r.body);
     }
     reply_move_ok(f->ps[0].held_conn, f->ps[0].held_id);
     WAIT_UNTIL(f, w.woken);
-    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
     assert_int_equal(status, 409);
     assert_non_null(strstr(b, "registered again"));
-    ms_admin_release(f->adm, req);
+    ms_admin_release(f->x.adm, req);
     map_range(f, rid, &server, &epoch, NULL);
     assert_int_equal(server, f->ps[0].id);
     assert_int_equal(epoch, 1);
@@ -656,21 +608,21 @@ static void test_restart_with_pending_move(void **state)
     req->server_id = f->ps[1].id;
     req->wake = admin_wake;
     req->wake_arg = &w;
-    ms_admin_submit(f->adm, req);
+    ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, f->ps[0].move_outs == 1);
     move_id = f->ps[0].out_move_id;
 
     /* Stop: the operator's request is answered 503. */
     close_clients(f);
-    ms_master_stop(f->m);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ms_master_stop(f->x.m);
+    uv_run(&f->x.loop, UV_RUN_DEFAULT);
     assert_true(w.woken);
-    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
     assert_int_equal(status, 503);
-    ms_admin_release(f->adm, req);
-    ms_master_destroy(f->m);
-    ms_admin_destroy(f->adm);
-    f->m = NULL;
+    ms_admin_release(f->x.adm, req);
+    ms_master_destroy(f->x.m);
+    ms_admin_destroy(f->x.adm);
+    f->x.m = NULL;
 
     /* Restart (the servers keep their ids). */
     for (int i = 0; i < 2; i++) {
@@ -801,7 +753,7 @@ static void test_drain(void **state)
     }
     rt__map__free_unpacked(map, NULL);
     WAIT_UNTIL(f, events_have(f, "\"outcome\":\"done\""));
-    json = ms_status_copy(f->st, MS_STATUS_JSON);
+    json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     assert_non_null(strstr(json, "\"draining\":true"));
     free(json);
     /* A new table goes to the other server although it has more ranges. */
@@ -823,15 +775,15 @@ static void test_drain(void **state)
         req->cancel = true;
         req->wake = admin_wake;
         req->wake_arg = &w;
-        ms_admin_submit(f->adm, req);
+        ms_admin_submit(f->x.adm, req);
         WAIT_UNTIL(f, w.woken);
-        assert_true(ms_admin_result(f->adm, req, &status, &b));
+        assert_true(ms_admin_result(f->x.adm, req, &status, &b));
         assert_int_equal(status, 200);
         assert_non_null(strstr(b, "cancelled"));
-        ms_admin_release(f->adm, req);
+        ms_admin_release(f->x.adm, req);
     }
-    th_ms_spin(&f->loop, 100);
-    json = ms_status_copy(f->st, MS_STATUS_JSON);
+    th_ms_spin(&f->x.loop, 100);
+    json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     assert_null(strstr(json, "\"draining\":true"));
     free(json);
 }
@@ -858,8 +810,8 @@ static void test_policy_end_to_end(void **state)
     ps_start(f, 1);
     create_table(f, "hot");
     rid = first_range(f);
-    end = uv_now(&f->loop) + 8000;
-    while (uv_now(&f->loop) < end && !(split && moved)) {
+    end = uv_now(&f->x.loop) + 8000;
+    while (uv_now(&f->x.loop) < end && !(split && moved)) {
         /* 500 entities per 100 ms = 5000/s on every range of server 0,
          * spread over a..h. */
         for (int i = 0; i < 2; i++) {
@@ -871,7 +823,7 @@ static void test_policy_end_to_end(void **state)
                 }
             }
         }
-        th_ms_spin(&f->loop, 100);
+        th_ms_spin(&f->x.loop, 100);
         map = get_map(f);
         split = map->n_ranges >= 2;
         for (size_t i = 0; i < map->n_ranges; i++) {
@@ -889,11 +841,11 @@ static void test_policy_end_to_end(void **state)
     assert_true(events_have(f, "\"kind\":\"move\""));
     (void)rid;
     {
-        char *hist = ms_status_copy(f->st, MS_STATUS_HISTORY);
+        char *hist = ms_status_copy(f->x.st, MS_STATUS_HISTORY);
         assert_non_null(hist);
         assert_non_null(strstr(hist, "\"frames\":[{"));
         free(hist);
-        char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+        char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
         assert_non_null(strstr(json, "\"demand\":"));
         free(json);
     }
