@@ -44,11 +44,7 @@ struct fake_fe
 
 struct fx
 {
-    uv_loop_t loop;
-    char dir[TH_MS_DIR_SIZE];
-    struct ms_master *m;
-    struct ms_status *st;
-    char addr[64];
+    struct th_ms_master x;
     struct fake_ps ps;
     struct fake_fe fe;
     uint64_t grace_ms; /* --delete-grace-ms of the next start_master */
@@ -105,40 +101,27 @@ static void fe_on_request(struct rt_rpc_conn *conn,
 static void start_master(struct fx *f)
 {
     struct ms_master_config cfg = {
-        .data_dir = f->dir,
-        .listen_host = "127.0.0.1",
-        .listen_port = 0,
         .heartbeat_timeout_ms = 300,
         .tick_ms = 50,
         .assign_timeout_ms = 300,
         .delete_grace_ms = f->grace_ms,
     };
-    char errmsg[RT_ERRMSG_SIZE];
-    assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
-    ms_master_set_status(f->m, f->st);
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d",
-             ms_master_rpc_port(f->m));
+    th_ms_master_start(&f->x, &cfg, false);
 }
 
 static void stop_master(struct fx *f)
 {
     /* Callers close the clients first, so the loop runs dry. */
-    ms_master_stop(f->m);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    ms_master_destroy(f->m);
-    f->m = NULL;
+    th_ms_master_stop(&f->x);
 }
 
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    rt_log_init("test", RT_LOG_WARN);
-    uv_loop_init(&f->loop);
-    if (th_ms_dir_create(f->dir, "test_ms_rpc") != 0) {
+    if (th_ms_master_setup(&f->x, "test_ms_rpc", RT_LOG_WARN) != 0) {
         free(f);
         return -1;
     }
-    f->st = ms_status_create();
     start_master(f);
     *state = f;
     return 0;
@@ -153,19 +136,10 @@ static int teardown(void **state)
     if (f->fe.cli) {
         rt_rpc_client_close(f->fe.cli);
     }
-    if (f->m) {
-        ms_master_stop(f->m);
-    }
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    if (f->m) {
-        ms_master_destroy(f->m);
-    }
-    assert_int_equal(uv_loop_close(&f->loop), 0);
+    th_ms_master_teardown(&f->x);
     if (f->fe.last) {
         rt__map__free_unpacked(f->fe.last, NULL);
     }
-    ms_status_destroy(f->st);
-    th_ms_dir_remove(f->dir);
     free(f);
     return 0;
 }
@@ -173,7 +147,7 @@ static int teardown(void **state)
 /* ---- Helpers ---- */
 
 /* The loop turns until @cond holds, for at most 3000 ms. */
-#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->loop, 3000, cond)
+#define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->x.loop, 3000, cond)
 
 static int call_table(struct fx *f,
                       uint32_t method,
@@ -186,7 +160,7 @@ static int call_table(struct fx *f,
     int status;
     req.account = (char *)account;
     req.name = (char *)name;
-    status = th_ms_call(&f->loop, f->fe.cli, method, &req.base, &r);
+    status = th_ms_call(&f->x.loop, f->fe.cli, method, &req.base, &r);
     if (out) {
         *out = status == 0 ? rt__table__unpack(NULL, r.len, r.body) : NULL;
     }
@@ -202,30 +176,13 @@ static int call_table(struct fx *f,
 
 static void start_clients(struct fx *f)
 {
-    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
-                                         &f->ps, &f->ps.cli),
-                     0);
-    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, fe_on_request, NULL,
-                                         &f->fe, &f->fe.cli),
-                     0);
-    th_ms_wait_up(&f->loop, f->ps.cli);
-    th_ms_wait_up(&f->loop, f->fe.cli);
+    f->ps.cli = th_ms_client_start(&f->x, ps_on_request, &f->ps);
+    f->fe.cli = th_ms_client_start(&f->x, fe_on_request, &f->fe);
 }
 
 static Rt__RegisterResp *ps_register(struct fx *f, uint64_t id)
 {
-    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
-    Rt__RegisterResp *resp;
-    struct th_ms_reply r;
-    req.server_id = id;
-    req.addr = "127.0.0.1:5555";
-    assert_int_equal(
-        th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r),
-        0);
-    resp = rt__register_resp__unpack(NULL, r.len, r.body);
-    free(r.body);
-    assert_non_null(resp);
-    return resp;
+    return th_ms_ps_register(&f->x, f->ps.cli, id, "127.0.0.1:5555", NULL);
 }
 
 /* PS_REGISTER for @id with @incarnation (NULL: none, as an older server)
@@ -247,8 +204,8 @@ static int ps_register_inc(struct fx *f,
         req.incarnation.data = (uint8_t *)incarnation;
         req.incarnation.len = MS_INCARNATION_SIZE;
     }
-    status =
-        th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_REGISTER, &req.base, &r);
+    status = th_ms_call(&f->x.loop, f->ps.cli, RT__METHOD__PS_REGISTER,
+                        &req.base, &r);
     if (status == 0) {
         Rt__RegisterResp *resp = rt__register_resp__unpack(NULL, r.len, r.body);
         assert_non_null(resp);
@@ -275,7 +232,7 @@ static Rt__RegisterResp *ps_heartbeat(struct fx *f, uint64_t id, int *status)
     load.requests = 10;
     req.n_loads = 1;
     req.loads = loads;
-    *status = th_ms_call(&f->loop, f->ps.cli, RT__METHOD__PS_HEARTBEAT,
+    *status = th_ms_call(&f->x.loop, f->ps.cli, RT__METHOD__PS_HEARTBEAT,
                          &req.base, &r);
     if (*status == 0) {
         resp = rt__register_resp__unpack(NULL, r.len, r.body);
@@ -290,7 +247,7 @@ static Rt__Map *fe_hello(struct fx *f)
     struct th_ms_reply r;
     Rt__Map *map;
     assert_int_equal(
-        th_ms_call(&f->loop, f->fe.cli, RT__METHOD__FE_HELLO, NULL, &r), 0);
+        th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__FE_HELLO, NULL, &r), 0);
     map = rt__map__unpack(NULL, r.len, r.body);
     free(r.body);
     assert_non_null(map);
@@ -374,7 +331,7 @@ static void test_flows(void **state)
         struct th_ms_reply r;
         req.account = "acct";
         req.limit = 1;
-        assert_int_equal(th_ms_call(&f->loop, f->fe.cli,
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli,
                                     RT__METHOD__LIST_TABLES, &req.base, &r),
                          0);
         resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
@@ -385,7 +342,7 @@ static void test_flows(void **state)
         rt__list_tables_resp__free_unpacked(resp, NULL);
         req.start = "people";
         req.limit = 0;
-        assert_int_equal(th_ms_call(&f->loop, f->fe.cli,
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli,
                                     RT__METHOD__LIST_TABLES, &req.base, &r),
                          0);
         resp = rt__list_tables_resp__unpack(NULL, r.len, r.body);
@@ -417,9 +374,9 @@ static void test_flows(void **state)
     updates = f->fe.updates;
     {
         int flag = 0;
-        uint64_t end = uv_now(&f->loop) + 3000;
-        while (uv_now(&f->loop) < end) {
-            uv_run(&f->loop, UV_RUN_ONCE);
+        uint64_t end = uv_now(&f->x.loop) + 3000;
+        while (uv_now(&f->x.loop) < end) {
+            uv_run(&f->x.loop, UV_RUN_ONCE);
             if (f->fe.updates > updates && f->fe.last->n_servers == 1 &&
                 f->fe.last->servers[0]->state == 2) {
                 flag = 1;
@@ -435,13 +392,13 @@ static void test_flows(void **state)
     WAIT_UNTIL(f, f->fe.last->servers[0]->state == 1);
 
     /* The status documents reflect it all. */
-    char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+    char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     assert_non_null(json);
     assert_non_null(strstr(json, "\"state\":\"up\""));
     assert_non_null(strstr(json, "\"name\":\"alpha\""));
     assert_non_null(strstr(json, "\"high\":null"));
     free(json);
-    char *metrics = ms_status_copy(f->st, MS_STATUS_METRICS);
+    char *metrics = ms_status_copy(f->x.st, MS_STATUS_METRICS);
     assert_non_null(strstr(metrics, "rt_master_tables 1\n"));
     assert_non_null(strstr(metrics, "rt_master_servers{state=\"up\"} 1\n"));
     free(metrics);
@@ -458,10 +415,10 @@ static void test_create_with_mute_server(void **state)
     rr = ps_register(f, 0);
     rt__register_resp__free_unpacked(rr, NULL);
     f->ps.mute = 1;
-    uint64_t t0 = uv_now(&f->loop);
+    uint64_t t0 = uv_now(&f->x.loop);
     assert_int_equal(
         call_table(f, RT__METHOD__CREATE_TABLE, "acct", "slow", NULL), 0);
-    assert_true(uv_now(&f->loop) - t0 >= 250);
+    assert_true(uv_now(&f->x.loop) - t0 >= 250);
     assert_int_equal(f->ps.assigns, 1);
     rr = ps_heartbeat(f, 1, &status);
     assert_int_equal(status, 0);
@@ -515,7 +472,7 @@ static void test_restart(void **state)
 /* True when the status JSON holds @needle. */
 static bool status_has(struct fx *f, const char *needle)
 {
-    char *json = ms_status_copy(f->st, MS_STATUS_JSON);
+    char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     bool ok = json && strstr(json, needle);
     free(json);
     return ok;
@@ -552,7 +509,7 @@ static void test_register_incarnation(void **state)
         req.addr = "127.0.0.1:5555";
         req.incarnation.data = three;
         req.incarnation.len = sizeof(three);
-        assert_int_equal(th_ms_call(&f->loop, f->ps.cli,
+        assert_int_equal(th_ms_call(&f->x.loop, f->ps.cli,
                                     RT__METHOD__PS_REGISTER, &req.base, &r),
                          RT_EINVAL);
         free(r.body);
@@ -570,7 +527,7 @@ static void test_register_incarnation(void **state)
             req.server_id = sid;
             req.addr = "127.0.0.1:5555";
             req.zone = (char *)bad[i];
-            assert_int_equal(th_ms_call(&f->loop, f->ps.cli,
+            assert_int_equal(th_ms_call(&f->x.loop, f->ps.cli,
                                         RT__METHOD__PS_REGISTER, &req.base, &r),
                              RT_EINVAL);
             free(r.body);
@@ -579,7 +536,7 @@ static void test_register_incarnation(void **state)
 
     /* No heartbeat for longer than the timeout: down; the wiped server
      * comes back with a new incarnation and is taken. */
-    th_ms_spin(&f->loop, 700);
+    th_ms_spin(&f->x.loop, 700);
     assert_int_equal(ps_register_inc(f, sid, inc_b, "z2", &got), 0);
     assert_int_equal(got, sid);
     /* Now the old one is the stranger. */
@@ -629,15 +586,15 @@ static void test_acl_props_grace(void **state)
         req.name = "PEOPLE";
         req.acl = ids;
         req.n_acl = 6;
-        assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-            RT_EXML);
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__SET_ACL,
+                                    &req.base, &r),
+                         RT_EXML);
         free(r.body);
         req.n_acl = 2;
         updates = f->fe.updates;
-        assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-            0);
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__SET_ACL,
+                                    &req.base, &r),
+                         0);
         free(r.body);
         assert_true(f->fe.updates > updates);
         assert_int_equal(f->fe.last->n_tables, 1);
@@ -645,18 +602,18 @@ static void test_acl_props_grace(void **state)
         assert_string_equal(f->fe.last->tables[0]->acl[0]->id, "read");
         assert_string_equal(f->fe.last->tables[0]->acl[0]->permission, "r");
         req.name = "nosuch";
-        assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_ACL, &req.base, &r),
-            RT_ETABLENOTFOUND);
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__SET_ACL,
+                                    &req.base, &r),
+                         RT_ETABLENOTFOUND);
         free(r.body);
     }
     {
         Rt__AclReq req = RT__ACL_REQ__INIT, *resp;
         req.account = "acct";
         req.name = "people";
-        assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
-            0);
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__GET_ACL,
+                                    &req.base, &r),
+                         0);
         resp = rt__acl_req__unpack(NULL, r.len, r.body);
         free(r.body);
         assert_non_null(resp);
@@ -667,9 +624,9 @@ static void test_acl_props_grace(void **state)
         assert_false(resp->acl[1]->has_policy);
         rt__acl_req__free_unpacked(resp, NULL);
         req.name = "nosuch";
-        assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_ACL, &req.base, &r),
-            RT_ETABLENOTFOUND);
+        assert_int_equal(th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__GET_ACL,
+                                    &req.base, &r),
+                         RT_ETABLENOTFOUND);
         free(r.body);
     }
 
@@ -682,7 +639,7 @@ static void test_acl_props_grace(void **state)
         Rt__LoggingProps log = RT__LOGGING_PROPS__INIT;
         req.account = "acct";
         assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+            th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
                        &req.base, &r),
             0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
@@ -700,7 +657,7 @@ static void test_acl_props_grace(void **state)
         req.props = &props;
         updates = f->fe.updates;
         assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
+            th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
                        &req.base, &r),
             0);
         free(r.body);
@@ -716,13 +673,13 @@ static void test_acl_props_grace(void **state)
         log.log_write = true;
         props.logging = &log;
         assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
+            th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__SET_SERVICE_PROPS,
                        &req.base, &r),
             0);
         free(r.body);
         req.props = NULL;
         assert_int_equal(
-            th_ms_call(&f->loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
+            th_ms_call(&f->x.loop, f->fe.cli, RT__METHOD__GET_SERVICE_PROPS,
                        &req.base, &r),
             0);
         got = rt__service_props__unpack(NULL, r.len, r.body);
