@@ -215,3 +215,36 @@ Rt__RegisterResp *th_ms_ps_heartbeat(struct th_ms_master *x,
     assert_non_null(resp);
     return resp;
 }
+
+/* ---- operator requests through the admin bridge ---- */
+
+void th_ms_admin_wake(struct ms_admin_req *req)
+{
+    ((struct th_ms_admin_wait *)req->wake_arg)->woken = 1;
+}
+
+int th_ms_admin(struct th_ms_master *x,
+                enum ms_admin_kind kind,
+                uint64_t range_id,
+                uint64_t server_id,
+                const char *key,
+                char **body)
+{
+    struct ms_admin_req *req = ms_admin_req_new(kind);
+    struct th_ms_admin_wait w = {0};
+    const char *b;
+    int status = 0;
+    req->range_id = range_id;
+    req->server_id = server_id;
+    req->key = key ? strdup(key) : NULL;
+    req->wake = th_ms_admin_wake;
+    req->wake_arg = &w;
+    ms_admin_submit(x->adm, req);
+    TH_MS_WAIT_UNTIL(&x->loop, TH_MS__CALL_MS, w.woken);
+    assert_true(ms_admin_result(x->adm, req, &status, &b));
+    if (body) {
+        *body = strdup(b);
+    }
+    ms_admin_release(x->adm, req);
+    return status;
+}

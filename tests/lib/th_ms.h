@@ -8,7 +8,8 @@
  *   (test_ms_rpc, test_ms_move);
  * - a whole master on such a loop, in such a directory, with the clients
  *   that play its partition servers (register, heartbeat) and its front
- *   end (test_ms_rpc, test_ms_move, test_ms_repl). The fake servers'
+ *   end (test_ms_rpc, test_ms_move, test_ms_repl), and its operator
+ *   requests through the admin bridge. The fake servers'
  *   answers to the master's calls stay each test's own: what they record
  *   and assert is what the test is about.
  *
@@ -150,5 +151,26 @@ Rt__RegisterResp *th_ms_ps_register(struct th_ms_master *x,
 Rt__RegisterResp *th_ms_ps_heartbeat(struct th_ms_master *x,
                                      struct rt_rpc_client *cli,
                                      const Rt__HeartbeatReq *req);
+
+/* ---- operator requests through the admin bridge ---- */
+
+/* The wake_arg of an ms_admin_req submitted by a test: woken turns 1 when
+ * the master has answered (th_ms_admin_wake is the request's wake). */
+struct th_ms_admin_wait
+{
+    int woken;
+};
+void th_ms_admin_wake(struct ms_admin_req *req);
+
+/* Sends the operator request @kind (@range_id, @server_id, @key, which may
+ * be NULL) through x->adm as the HTTP thread would, and turns the loop
+ * until the answer (at most 5 s). Returns the HTTP status; *body, when
+ * @body is not NULL, is the JSON answer (malloc'd: free it). */
+int th_ms_admin(struct th_ms_master *x,
+                enum ms_admin_kind kind,
+                uint64_t range_id,
+                uint64_t server_id,
+                const char *key,
+                char **body);
 
 #endif

@@ -348,44 +348,6 @@ static uint64_t first_range(struct fx *f)
     return id;
 }
 
-struct admin_wait
-{
-    int woken;
-};
-
-static void admin_wake(struct ms_admin_req *req)
-{
-    ((struct admin_wait *)req->wake_arg)->woken = 1;
-}
-
-/* Sends an operator request and waits for the answer. Returns the HTTP
- * status; *body (malloc'd) the JSON. */
-static int admin(struct fx *f,
-                 enum ms_admin_kind kind,
-                 uint64_t range_id,
-                 uint64_t server_id,
-                 const char *key,
-                 char **body)
-{
-    struct ms_admin_req *req = ms_admin_req_new(kind);
-    struct admin_wait w = {0};
-    const char *b;
-    int status = 0;
-    req->range_id = range_id;
-    req->server_id = server_id;
-    req->key = key ? strdup(key) : NULL;
-    req->wake = admin_wake;
-    req->wake_arg = &w;
-    ms_admin_submit(f->x.adm, req);
-    WAIT_UNTIL(f, w.woken);
-    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
-    if (body) {
-        *body = strdup(b);
-    }
-    ms_admin_release(f->x.adm, req);
-    return status;
-}
-
 /* No split, merge or move in flight (status "ops":[]). */
 static bool no_ops(struct fx *f)
 {
@@ -424,15 +386,16 @@ static void test_move_ok(void **state)
     assert_int_equal(server, f->ps[0].id); /* fewest ranges, lowest id */
 
     /* Refusals. */
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[0].id, NULL, NULL),
-                     400);
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, 999, f->ps[1].id, NULL, NULL),
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[0].id, NULL, NULL), 400);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, 999, f->ps[1].id, NULL, NULL), 404);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, 77, NULL, NULL),
                      404);
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, 77, NULL, NULL), 404);
     assert_int_equal(f->ps[0].move_outs, 0);
 
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body),
-                     200);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 200);
     assert_non_null(strstr(body, "\"kind\":\"move\""));
     assert_non_null(strstr(body, "\"outcome\":\"ok\""));
     assert_non_null(strstr(body, "\"frozen_ms\":3"));
@@ -484,8 +447,8 @@ static void test_move_source_error(void **state)
     create_table(f, "people");
     rid = first_range(f);
     f->ps[0].mode = MOVE_ERR;
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body),
-                     409);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 409);
     assert_non_null(strstr(body, "\"outcome\":\"aborted\""));
     assert_non_null(strstr(body, "MOVE_OUT"));
     free(body);
@@ -499,8 +462,8 @@ static void test_move_source_error(void **state)
     assert_int_equal(f->ps[0].dones, 0);
     /* A later move works. */
     f->ps[0].mode = MOVE_OK;
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, NULL),
-                     200);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, NULL), 200);
     map_range(f, rid, &server, &epoch, NULL);
     assert_int_equal(server, f->ps[1].id);
     assert_int_equal(epoch, 2);
@@ -520,8 +483,8 @@ static void test_move_timeout(void **state)
     rid = first_range(f);
     f->ps[0].mode = MOVE_MUTE;
     t0 = uv_now(&f->x.loop);
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body),
-                     504);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 504);
     assert_true(uv_now(&f->x.loop) - t0 >= 350);
     assert_non_null(strstr(body, "\"outcome\":\"aborted\""));
     free(body);
@@ -545,7 +508,7 @@ static void test_source_reregisters(void **state)
     struct fx *f = *state;
     uint64_t rid, server, epoch;
     struct ms_admin_req *req = ms_admin_req_new(MS_ADMIN_MOVE);
-    struct admin_wait w = {0};
+    struct th_ms_admin_wait w = {0};
     const char *b;
     int status;
     f->move_timeout_ms = 60000;
@@ -558,7 +521,7 @@ static void test_source_reregisters(void **state)
     f->ps[0].mode = MOVE_MUTE;
     req->range_id = rid;
     req->server_id = f->ps[1].id;
-    req->wake = admin_wake;
+    req->wake = th_ms_admin_wake;
     req->wake_arg = &w;
     ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, f->ps[0].move_outs == 1);
@@ -593,7 +556,7 @@ static void test_restart_with_pending_move(void **state)
     struct fx *f = *state;
     uint64_t rid, server, epoch, move_id;
     struct ms_admin_req *req = ms_admin_req_new(MS_ADMIN_MOVE);
-    struct admin_wait w = {0};
+    struct th_ms_admin_wait w = {0};
     const char *b;
     int status;
     f->move_timeout_ms = 60000;
@@ -606,7 +569,7 @@ static void test_restart_with_pending_move(void **state)
     f->ps[0].mode = MOVE_MUTE;
     req->range_id = rid;
     req->server_id = f->ps[1].id;
-    req->wake = admin_wake;
+    req->wake = th_ms_admin_wake;
     req->wake_arg = &w;
     ms_admin_submit(f->x.adm, req);
     WAIT_UNTIL(f, f->ps[0].move_outs == 1);
@@ -667,12 +630,15 @@ static void test_split_merge(void **state)
     create_table(f, "people");
     rid = first_range(f);
 
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, rid, 0, "", NULL), 400);
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, 999, 0, "m", NULL), 404);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "", NULL), 400);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, 999, 0, "m", NULL),
+                     404);
     /* No samples and no key: refused. */
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, rid, 0, NULL, NULL), 409);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, NULL, NULL),
+                     409);
 
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, rid, 0, "m", &body), 200);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", &body),
+                     200);
     assert_non_null(strstr(body, "\"kind\":\"split\""));
     assert_non_null(strstr(body, "\"key\":\"m\""));
     assert_non_null(strstr(body, "\"new_ranges\":["));
@@ -698,14 +664,18 @@ static void test_split_merge(void **state)
         assert_true(b2->high_inf);
         rid = a->id;
         /* Keys outside the range. */
-        assert_int_equal(admin(f, MS_ADMIN_SPLIT, a->id, 0, "z", NULL), 400);
-        assert_int_equal(admin(f, MS_ADMIN_SPLIT, b2->id, 0, "m", NULL), 400);
+        assert_int_equal(
+            th_ms_admin(&f->x, MS_ADMIN_SPLIT, a->id, 0, "z", NULL), 400);
+        assert_int_equal(
+            th_ms_admin(&f->x, MS_ADMIN_SPLIT, b2->id, 0, "m", NULL), 400);
         /* The last range of the table has no right-hand neighbour. */
-        assert_int_equal(admin(f, MS_ADMIN_MERGE, b2->id, 0, NULL, NULL), 400);
+        assert_int_equal(
+            th_ms_admin(&f->x, MS_ADMIN_MERGE, b2->id, 0, NULL, NULL), 400);
     }
     rt__map__free_unpacked(map, NULL);
 
-    assert_int_equal(admin(f, MS_ADMIN_MERGE, rid, 0, NULL, &body), 200);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MERGE, rid, 0, NULL, &body),
+                     200);
     assert_non_null(strstr(body, "\"kind\":\"merge\""));
     free(body);
     assert_int_equal(f->ps[0].nranges, 1);
@@ -734,16 +704,18 @@ static void test_drain(void **state)
     ps_start(f, 1);
     create_table(f, "people");
     rid = first_range(f);
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, rid, 0, "m", NULL), 200);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", NULL),
+                     200);
     map = get_map(f);
     assert_int_equal(map->n_ranges, 2);
     assert_int_equal(map->ranges[0]->server_id, f->ps[0].id);
     assert_int_equal(map->ranges[1]->server_id, f->ps[0].id);
     rt__map__free_unpacked(map, NULL);
 
-    assert_int_equal(admin(f, MS_ADMIN_DRAIN, 0, 99, NULL, NULL), 404);
-    assert_int_equal(admin(f, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body),
-                     200);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, 99, NULL, NULL),
+                     404);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body), 200);
     assert_non_null(strstr(body, "\"outcome\":\"started\""));
     free(body);
     WAIT_UNTIL(f, f->ps[0].move_outs == 2 && no_ops(f));
@@ -764,16 +736,17 @@ static void test_drain(void **state)
     }
     rt__map__free_unpacked(map, NULL);
     /* Moving onto a draining server is refused. */
-    assert_int_equal(
-        admin(f, MS_ADMIN_MOVE, first_range(f), f->ps[0].id, NULL, NULL), 409);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MOVE, first_range(f),
+                                 f->ps[0].id, NULL, NULL),
+                     409);
     {
         struct ms_admin_req *req = ms_admin_req_new(MS_ADMIN_DRAIN);
-        struct admin_wait w = {0};
+        struct th_ms_admin_wait w = {0};
         const char *b;
         int status;
         req->server_id = f->ps[0].id;
         req->cancel = true;
-        req->wake = admin_wake;
+        req->wake = th_ms_admin_wake;
         req->wake_arg = &w;
         ms_admin_submit(f->x.adm, req);
         WAIT_UNTIL(f, w.woken);

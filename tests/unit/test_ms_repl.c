@@ -254,44 +254,6 @@ static int ps_index(struct fx *f, uint64_t id)
     return -1;
 }
 
-struct admin_wait
-{
-    int woken;
-};
-
-static void admin_wake(struct ms_admin_req *req)
-{
-    ((struct admin_wait *)req->wake_arg)->woken = 1;
-}
-
-/* Sends an operator request and waits for the answer. Returns the HTTP
- * status; *body (malloc'd) the JSON. */
-static int admin(struct fx *f,
-                 enum ms_admin_kind kind,
-                 uint64_t range_id,
-                 uint64_t server_id,
-                 const char *key,
-                 char **body)
-{
-    struct ms_admin_req *req = ms_admin_req_new(kind);
-    struct admin_wait w = {0};
-    const char *b;
-    int status = 0;
-    req->range_id = range_id;
-    req->server_id = server_id;
-    req->key = key ? strdup(key) : NULL;
-    req->wake = admin_wake;
-    req->wake_arg = &w;
-    ms_admin_submit(f->x.adm, req);
-    WAIT_UNTIL(f, w.woken);
-    assert_true(ms_admin_result(f->x.adm, req, &status, &b));
-    if (body) {
-        *body = strdup(b);
-    }
-    ms_admin_release(f->x.adm, req);
-    return status;
-}
-
 /* The status document's range @id (a new reference), or NULL. */
 static json_t *status_range(struct fx *f, uint64_t id)
 {
@@ -492,21 +454,24 @@ static void test_replicated_refusals(void **state)
     rt__map__free_unpacked(map, NULL);
     before = packed_ranges(f, &len0);
 
-    assert_int_equal(admin(f, MS_ADMIN_SPLIT, rid, 0, "m", &body), 501);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", &body),
+                     501);
     assert_non_null(strstr(body, "\"code\":\"ENOTIMPL\""));
     assert_non_null(strstr(body, "replicated ranges cannot be split"));
     free(body);
-    assert_int_equal(admin(f, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body),
-                     501);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 501);
     assert_non_null(strstr(body, "cannot be split, merged or moved yet"));
     free(body);
-    assert_int_equal(admin(f, MS_ADMIN_MERGE, rid, 0, NULL, NULL), 501);
-    assert_int_equal(admin(f, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body),
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MERGE, rid, 0, NULL, NULL),
                      501);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body), 501);
     assert_non_null(strstr(body, "cannot be moved yet"));
     free(body);
     /* A server without copies can still be drained. */
-    assert_int_equal(admin(f, MS_ADMIN_DRAIN, 0, f->ps[1].id, NULL, NULL), 200);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, f->ps[1].id, NULL, NULL), 200);
 
     th_ms_spin(&f->x.loop, 200);
     after = packed_ranges(f, &len1);
