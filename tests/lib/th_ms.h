@@ -9,15 +9,16 @@
  * - a whole master on such a loop, in such a directory, with the clients
  *   that play its partition servers (register, heartbeat) and its front
  *   end (test_ms_rpc, test_ms_move, test_ms_repl), and its operator
- *   requests through the admin bridge. The fake servers'
- *   answers to the master's calls stay each test's own: what they record
- *   and assert is what the test is about.
+ *   requests through the admin bridge. The fake servers' answers to the
+ *   master's calls stay each test's own: what they record and assert is
+ *   what the test is about.
  *
  * Failures are cmocka assertions: they end the current test. The names
  * carry th_ms_ so that generic helpers (temp dir, RPC capture) can later
  * come to tests/lib without a clash.
  *
- * Thread: the test's thread; the loop is the caller's (borrowed). */
+ * Thread: the test's thread. The loop is the caller's (borrowed), except
+ * in struct th_ms_master, which owns its loop from setup to teardown. */
 #ifndef TH_MS_H
 #define TH_MS_H
 
