@@ -32,6 +32,7 @@ int main(int argc, char **argv)
     long max_pending = 0, map_size_mb = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
+    long repl_hb_ms = 0, drift_ppm = 0;
     long ack_timeout_ms = 0, write_hold_ms = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
@@ -61,7 +62,12 @@ int main(int argc, char **argv)
          "in-sync replica, then ServerBusy"},
         {"lease-ms", RT_OPT_INT, &lease_ms, "1500",
          "replication: L; a secondary refuses to seal its range this long "
-         "after the last append from the primary (and after start)"},
+         "after it last supported the primary's lease (and after start)"},
+        {"repl-heartbeat-ms", RT_OPT_INT, &repl_hb_ms, "250",
+         "replication: a primary asks its peers for lease support this "
+         "often"},
+        {"clock-drift-ppm", RT_OPT_INT, &drift_ppm, "1000",
+         "replication: the clock rate error the lease bound allows, ppm"},
         {"ack-timeout-ms", RT_OPT_INT, &ack_timeout_ms, "1000",
          "replication: an in-sync replica with a write unacked this long "
          "is removed from the in-sync set (asked of the master)"},
@@ -97,11 +103,13 @@ int main(int argc, char **argv)
     if (repl_inflight < 1 || repl_inflight > 100000 || read_wait_ms < 1 ||
         read_wait_ms > 600000 || lease_ms < 1 || lease_ms > 600000 ||
         ack_timeout_ms < 1 || ack_timeout_ms > 600000 || write_hold_ms < 1 ||
-        write_hold_ms > 600000) {
+        write_hold_ms > 600000 || lease_ms < 10 || repl_hb_ms < 1 ||
+        repl_hb_ms > 600000 || drift_ppm < 0 || drift_ppm > 100000) {
         fprintf(stderr,
                 "rt-partition-server: --repl-inflight 1..100000, "
-                "--read-wait-ms, --lease-ms, --ack-timeout-ms and "
-                "--write-hold-ms 1..600000\n");
+                "--read-wait-ms, --lease-ms (10 and up), "
+                "--repl-heartbeat-ms, --ack-timeout-ms and "
+                "--write-hold-ms 1..600000, --clock-drift-ppm 0..100000\n");
         rt_config_free(opts);
         return 2;
     }
@@ -146,6 +154,8 @@ int main(int argc, char **argv)
     cfg.repl_inflight = (uint32_t)repl_inflight;
     cfg.read_wait_ms = (uint32_t)read_wait_ms;
     cfg.lease_ms = (uint32_t)lease_ms;
+    cfg.repl_hb_ms = (uint32_t)repl_hb_ms;
+    cfg.drift_ppm = (uint32_t)drift_ppm;
     cfg.ack_timeout_ms = (uint32_t)ack_timeout_ms;
     cfg.write_hold_ms = (uint32_t)write_hold_ms;
 

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_lease.h"
 #include "ps_lsn_ring.h"
 #include "ps_rcore.h"
 #include "rt_alloc.h"
@@ -151,11 +152,12 @@ struct ps__icall
     uint64_t range_id;
 };
 
-/* A REPL_APPEND call in flight (primary). */
+/* A REPL_APPEND or REPL_SUPPORT call in flight (primary). */
 struct ps__acall
 {
     struct ps_server *ps;
     uint64_t peer;
+    uint64_t seq; /* REPL_SUPPORT: the request's number */
 };
 
 struct ps_repl
@@ -178,6 +180,13 @@ struct ps_repl
     uint64_t core_self;    /* the server id the core was made with */
     uv_timer_t core_timer;
     uv_timer_t read_timer;
+    /* Leases (§6): this server as granter and as holder, made with the
+     * core; the clock is ps__lease_now(). */
+    struct ps_lease_granter *granter;
+    struct ps_lease_holder *holder;
+    uint64_t start_ms;
+    uv_timer_t support_timer;
+    int fenced; /* ps_repl_lease_fence */
     int closing;
     int open_handles;
 };
@@ -220,6 +229,21 @@ static int ps__key_in(const struct rt_buf *lo,
     return c < 0 || (c == 0 && n < hi->len);
 }
 
+/* The lease clock: CLOCK_MONOTONIC read now, never the loop's cached
+ * time, which may be behind (a grant recorded early, or a lease checked
+ * late, would break the bound of ps_lease.h). */
+static uint64_t ps__lease_now(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+/* §6.3 (b): the lease over @range_id holds now. */
+static int ps__lease_ok(const struct ps_repl *rp, uint64_t range_id)
+{
+    return rp->holder != NULL &&
+           ps_lease_holder_ok(rp->holder, range_id, ps__lease_now());
+}
+
 /* Waits */
 
 static void ps__wait_link(struct ps_repl *rp, struct ps_repl_wait *w)
@@ -257,7 +281,8 @@ static void ps__reads_check(struct ps_repl *rp, uint64_t now_ms)
             info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
             ps__wait_fire(rp, w, RT_ENOTPRIMARY);
         } else if (info.commit_lsn >= w->lsn) {
-            ps__wait_fire(rp, w, 0);
+            ps__wait_fire(rp, w,
+                          ps__lease_ok(rp, w->range_id) ? 0 : RT_ENOTPRIMARY);
         } else if (now_ms != 0 && now_ms >= w->deadline_ms) {
             ps__wait_fire(rp, w, RT_EBUSY);
         }
@@ -781,6 +806,10 @@ static void ps__rr_forget(struct ps_repl *rp, struct ps__rrange *rr)
     rt_log(RT_LOG_INFO, "range %" PRIu64 ": no longer replicated here as %s",
            rr->id, rr->primary ? "primary" : "secondary");
     ps_rcore_forget(rp->core, rr->id, &rp->out);
+    if (rp->granter != NULL) {
+        (void)ps_lease_granter_drop_range(rp->granter, rr->id);
+        (void)ps_lease_holder_drop_range(rp->holder, rr->id);
+    }
     for (size_t i = 0; i < rp->n_ranges; i++) {
         if (rp->ranges[i] == rr) {
             rp->ranges[i] = rp->ranges[--rp->n_ranges];
@@ -1100,6 +1129,46 @@ static int ps__replicated(const struct ps_server *ps, const Rt__Range *d)
     return 0;
 }
 
+/* Follows @rr's configuration @d (as the core took it) in the lease
+ * structs: the granter's view of its primary, and, on its primary, the
+ * lease set = the ISR secondaries of the applied assignment (a member
+ * removed stays in it until that assignment is applied here, §6.2). */
+static void ps__lease_sync(struct ps_repl *rp,
+                           const struct ps__rrange *rr,
+                           const Rt__Range *d)
+{
+    struct ps_rcore_assignment a;
+    if (rp->granter == NULL) {
+        return;
+    }
+    /* RT_ESTALE: an older view than the granter's; it keeps its own. */
+    (void)ps_lease_granter_set_range(rp->granter, rr->id, rr->primary_id,
+                                     rr->epoch);
+    if (!rr->primary || ps__assignment(d, &a) != 0) {
+        (void)ps_lease_holder_drop_range(rp->holder, rr->id);
+        return;
+    }
+    if (ps_lease_holder_set_range(rp->holder, rr->id, a.isr, a.n_isr) != 0) {
+        (void)ps_lease_holder_drop_range(rp->holder, rr->id);
+    }
+}
+
+/* Peers' incarnations, for the granter (an unknown one is refused). */
+static void ps__lease_peers(struct ps_repl *rp,
+                            Rt__Server *const *peers,
+                            size_t n_peers)
+{
+    for (size_t i = 0; rp->granter != NULL && i < n_peers; i++) {
+        if (peers[i]->incarnation.len > 0) {
+            (void)ps_lease_granter_peer(rp->granter, peers[i]->id,
+                                        peers[i]->incarnation.data,
+                                        peers[i]->incarnation.len);
+        }
+    }
+}
+
+static void ps__support_kick(struct ps_repl *rp);
+
 int ps_repl_assigned(struct ps_server *ps,
                      Rt__Range *const *v,
                      size_t n,
@@ -1119,6 +1188,7 @@ int ps_repl_assigned(struct ps_server *ps,
             ps__peer_set(rp, peers[i]->id, peers[i]->addr);
         }
     }
+    ps__lease_peers(rp, peers, n_peers);
     for (size_t i = 0; i < rp->n_ranges; i++) {
         rp->ranges[i]->seen = 0;
     }
@@ -1141,6 +1211,9 @@ int ps_repl_assigned(struct ps_server *ps,
         }
         if (rr == NULL) {
             ps__rr_create(rp, d);
+            if ((rr = ps__rr_find(rp, d->id)) != NULL) {
+                ps__lease_sync(rp, rr, d);
+            }
             continue;
         }
         rr->seen = 1;
@@ -1151,6 +1224,9 @@ int ps_repl_assigned(struct ps_server *ps,
             continue; /* unchanged (a primary waiting for it: not) */
         }
         rc = ps__conf_apply(rp, rr, d, now);
+        if (rc == 0) {
+            ps__lease_sync(rp, rr, d);
+        }
         if (rc != 0) {
             /* Kept as it was; the master sends it again. */
             rt_log(RT_LOG_WARN,
@@ -1168,6 +1244,7 @@ int ps_repl_assigned(struct ps_server *ps,
         }
     }
     ps__repl_dispatch(rp);
+    ps__support_kick(rp);
     return refused;
 }
 
@@ -1190,6 +1267,9 @@ void ps_repl_restore(struct ps_server *ps)
             continue;
         }
         rc = ps__rr_restore(ps->repl, d);
+        if (rc == 0 && ps__rr_find(ps->repl, d->id) != NULL) {
+            ps__lease_sync(ps->repl, ps__rr_find(ps->repl, d->id), d);
+        }
         if (rc != 0) {
             rt_log(RT_LOG_WARN,
                    "range %" PRIu64
@@ -1365,7 +1445,7 @@ int ps_repl_read_wait(struct ps_server *ps,
         lsn_t = rc == 0 ? rs.applied_lsn : 0;
     }
     if (info.commit_lsn >= lsn_t) {
-        return 0;
+        return ps__lease_ok(rp, range_id) ? 0 : RT_ENOTPRIMARY;
     }
     w->range_id = range_id;
     w->lsn = lsn_t;
@@ -1622,6 +1702,32 @@ void ps_repl_on_seal(struct ps_server *ps,
     if (req->master_term > ps->master_term) {
         ps->master_term = req->master_term;
     }
+    /* §6.2: S's promise. Busy until L after the last grant for the range
+     * (or to its primary, or the restart grace), unless released; a SEAL
+     * the guard lets through withdraws the range from its primary now,
+     * before sealed_epoch is persisted and answered. A SEAL at or below
+     * the epoch known here is left to the core (it refuses it). */
+    struct ps__rrange *srr = ps__rr_find(rp, req->range_id);
+    if (rp->granter != NULL && srr != NULL && req->new_epoch > srr->epoch) {
+        uint64_t retry = 0;
+        int grc =
+            ps_lease_granter_seal(rp->granter, req->range_id, req->new_epoch,
+                                  ps__lease_now(), &retry);
+        if (grc == RT_EBUSY) {
+            Rt__SealResp resp = RT__SEAL_RESP__INIT;
+            struct ps_rcore_range_info info;
+            if (ps_rcore_range_get(rp->core, req->range_id, &info) == 0) {
+                resp.applied_epoch = info.epoch;
+                resp.applied_lsn = info.applied_lsn;
+            }
+            resp.retry_ms =
+                retry > 0 ? (retry > UINT32_MAX ? UINT32_MAX : (uint32_t)retry)
+                          : 1;
+            rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+            rt__seal_req__free_unpacked(req, NULL);
+            return;
+        }
+    }
     q = rt_xcalloc(1, sizeof(*q));
     q->conn = conn;
     q->id = id;
@@ -1644,6 +1750,144 @@ void ps_repl_on_seal(struct ps_server *ps,
     /* Answered in the dispatch (refusals, busy), or once sealed_epoch is
      * durable (ps__rstate_job_cb), or with the first such SEAL. */
     ps__repl_step(rp, &ev);
+}
+
+/* Leases: support (§6.2) */
+
+/* Primary: a peer's SupportResp (or the call's failure: no support
+ * counted, the next round asks again). */
+static void ps__support_reply(int status,
+                              const uint8_t *body,
+                              size_t len,
+                              void *arg)
+{
+    struct ps__acall *call = arg;
+    struct ps_server *ps = call->ps;
+    uint64_t peer = call->peer, seq = call->seq;
+    Rt__SupportResp *resp;
+
+    free(call);
+    if (status != 0 || ps->stopping || ps->repl == NULL || ps->repl->closing ||
+        ps->repl->holder == NULL) {
+        return;
+    }
+    resp = rt__support_resp__unpack(NULL, len, body);
+    if (resp == NULL) {
+        return;
+    }
+    if (resp->seq == seq) {
+        (void)ps_lease_holder_on_resp(ps->repl->holder, peer, seq,
+                                      resp->granted, resp->withdrawn,
+                                      resp->n_withdrawn);
+    }
+    rt__support_resp__free_unpacked(resp, NULL);
+}
+
+/* One SupportReq to every peer whose link is up. The send time is read
+ * before the request leaves (ps_lease_holder_send). */
+static void ps__support_round(struct ps_repl *rp)
+{
+    struct ps_server *ps = rp->ps;
+    if (rp->closing || rp->holder == NULL || ps->server_id == 0 || rp->fenced) {
+        return;
+    }
+    for (size_t i = 0; i < rp->n_peers; i++) {
+        struct ps__rpeer *p = rp->peers[i];
+        Rt__SupportReq msg = RT__SUPPORT_REQ__INIT;
+        struct ps_lease_req lr;
+        struct ps__acall *call;
+        if (p->cli == NULL) {
+            continue;
+        }
+        ps_lease_holder_send(rp->holder, p->id, ps__lease_now(), &lr);
+        msg.from_server = ps->server_id;
+        msg.incarnation.data = ps->incarnation;
+        msg.incarnation.len = sizeof(ps->incarnation);
+        msg.seq = lr.seq;
+        msg.release = (uint64_t *)lr.release;
+        msg.n_release = lr.n_release;
+        call = rt_xcalloc(1, sizeof(*call));
+        call->ps = ps;
+        call->peer = p->id;
+        call->seq = lr.seq;
+        if (rt_rpc_call_pb(rt_rpc_client_conn(p->cli), RT__METHOD__REPL_SUPPORT,
+                           &msg.base, PS_REPL_CALL_MS, ps__support_reply,
+                           call) != 0) {
+            free(call);
+        }
+    }
+}
+
+static void ps__support_timer_cb(uv_timer_t *t)
+{
+    struct ps_repl *rp = container_of(t, struct ps_repl, support_timer);
+    ps__support_round(rp);
+}
+
+/* (Re)starts the support rounds at once: a new primary range must win
+ * its lease before it can answer reads. */
+static void ps__support_kick(struct ps_repl *rp)
+{
+    uint64_t period =
+        rp->ps->cfg.repl_hb_ms ? rp->ps->cfg.repl_hb_ms : PS_REPL_HB_MS;
+    if (!rp->closing && rp->holder != NULL) {
+        uv_timer_start(&rp->support_timer, ps__support_timer_cb, 0, period);
+    }
+}
+
+void ps_repl_on_support(struct ps_server *ps,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        const uint8_t *body,
+                        size_t len)
+{
+    const uint32_t method = RT__METHOD__REPL_SUPPORT;
+    struct ps_repl *rp = ps->repl;
+    Rt__SupportReq *req;
+    Rt__SupportResp resp = RT__SUPPORT_RESP__INIT;
+    struct ps_lease_answer ans = {0};
+
+    req = rt__support_req__unpack(NULL, len, body);
+    if (req == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad SupportReq");
+        return;
+    }
+    resp.seq = req->seq;
+    if (rp != NULL && !rp->closing && rp->granter != NULL) {
+        /* Recorded before the reply is sent (§6.2). */
+        ps_lease_granter_on_support(rp->granter, req->from_server,
+                                    req->incarnation.data, req->incarnation.len,
+                                    req->release, req->n_release,
+                                    ps__lease_now(), &ans);
+    }
+    resp.granted = ans.granted;
+    resp.withdrawn = (uint64_t *)ans.withdrawn;
+    resp.n_withdrawn = ans.n_withdrawn;
+    rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+    rt__support_req__free_unpacked(req, NULL);
+}
+
+uint64_t ps_repl_lease_left(const struct ps_server *ps, uint64_t range_id)
+{
+    const struct ps_repl *rp = ps->repl;
+    uint64_t left;
+    if (rp == NULL || rp->holder == NULL) {
+        return 0;
+    }
+    left = ps_lease_holder_remaining(rp->holder, range_id, ps__lease_now());
+    return left > UINT32_MAX ? UINT32_MAX : left;
+}
+
+void ps_repl_lease_fence(struct ps_server *ps, int fenced)
+{
+    struct ps_repl *rp = ps->repl;
+    if (rp == NULL) {
+        return;
+    }
+    rp->fenced = fenced != 0;
+    if (rp->granter != NULL) {
+        ps_lease_granter_set_fenced(rp->granter, rp->fenced);
+    }
 }
 
 void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id)
@@ -1669,6 +1913,9 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
          "highest cw learned."},
         {"rt_ps_repl_buffered_groups",
          "Primary: groups in the send buffer (not acked by every peer)."},
+        {"rt_ps_repl_lease",
+         "Primary: ms of read lease left (0: reads refused; 4294967295: "
+         "no secondary to ask)."},
     };
     if (rp == NULL) {
         return;
@@ -1687,7 +1934,7 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
                       per_range[k].help, per_range[k].name);
         for (size_t i = 0; i < rp->n_ranges; i++) {
             struct ps_rcore_range_info info;
-            uint64_t v[5];
+            uint64_t v[6];
             if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0) {
                 continue;
             }
@@ -1696,6 +1943,7 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
             v[2] = info.applied_lsn;
             v[3] = info.commit_lsn;
             v[4] = info.n_buffered;
+            v[5] = ps_repl_lease_left(ps, rp->ranges[i]->id);
             rt_buf_printf(b, "%s{range=\"%" PRIu64 "\"} %" PRIu64 "\n",
                           per_range[k].name, rp->ranges[i]->id, v[k]);
         }
@@ -1723,6 +1971,7 @@ Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)
         st->epoch = info.epoch;
         st->applied_lsn = info.applied_lsn;
         st->commit_lsn = info.commit_lsn;
+        st->lease_ms = (uint32_t)ps_repl_lease_left(ps, st->range_id);
         st->state = PS_REPL_ST_OTHER;
         if (info.role == PS_RCORE_PRIMARY) {
             st->state = info.state == PS_RPRI_SERVING ? PS_REPL_ST_OK
@@ -1762,7 +2011,9 @@ static int ps__core_ensure(struct ps_repl *rp)
         .inflight =
             ps->cfg.repl_inflight ? ps->cfg.repl_inflight : PS_REPL_INFLIGHT,
         .resend_ms = PS_REPL_RESEND_MS,
-        .seal_grace_ms = ps->cfg.lease_ms ? ps->cfg.lease_ms : PS_REPL_LEASE_MS,
+        /* The SEAL guard is the granter's (ps_repl_on_seal), not the
+         * core's fixed grace after the last append. */
+        .seal_grace_ms = 0,
         .ack_timeout_ms = ps->cfg.ack_timeout_ms ? ps->cfg.ack_timeout_ms
                                                  : PS_REPL_ACK_TIMEOUT_MS,
         .conn_down_ms = PS_REPL_CONN_DOWN_MS,
@@ -1783,6 +2034,29 @@ static int ps__core_ensure(struct ps_repl *rp)
         return RT_EINVAL;
     }
     rp->core_self = ps->server_id;
+    ps_lease_granter_destroy(rp->granter);
+    ps_lease_holder_destroy(rp->holder);
+    rp->granter = NULL;
+    rp->holder = NULL;
+    struct ps_lease_config lc = {
+        .self_id = ps->server_id,
+        .lease_ms = ps->cfg.lease_ms ? ps->cfg.lease_ms : PS_REPL_LEASE_MS,
+        .drift_ppm = ps->cfg.drift_ppm ? ps->cfg.drift_ppm : PS_REPL_DRIFT_PPM,
+        .eps_ms = PS_REPL_LEASE_EPS_MS,
+        .start_ms = rp->start_ms,
+    };
+    int rc = ps_lease_granter_create(&lc, &rp->granter);
+    if (rc == 0) {
+        ps_lease_granter_set_fenced(rp->granter, rp->fenced);
+        rc = ps_lease_holder_create(&lc, &rp->holder);
+    }
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR, "lease configuration refused: %s",
+               rt_strerror(rc));
+        ps_lease_granter_destroy(rp->granter);
+        rp->granter = NULL;
+        return rc;
+    }
     return ps_rcore_create(&cfg, &rp->core);
 }
 
@@ -1798,7 +2072,9 @@ int ps_repl_start(struct ps_server *ps)
     rt_repl_actions_init(&rp->out);
     uv_timer_init(ps->loop, &rp->core_timer);
     uv_timer_init(ps->loop, &rp->read_timer);
-    rp->open_handles = 2;
+    uv_timer_init(ps->loop, &rp->support_timer);
+    rp->start_ms = ps__lease_now();
+    rp->open_handles = 3;
     ps->repl = rp;
     return 0;
 }
@@ -1810,6 +2086,8 @@ static void ps__repl_close_cb(uv_handle_t *h)
         return;
     }
     ps_rcore_destroy(rp->core);
+    ps_lease_granter_destroy(rp->granter);
+    ps_lease_holder_destroy(rp->holder);
     rt_repl_actions_close(&rp->out);
     free(rp);
 }
@@ -1858,6 +2136,8 @@ void ps_repl_stop(struct ps_server *ps)
     free(rp->peers);
     rp->core_timer.data = rp;
     rp->read_timer.data = rp;
+    rp->support_timer.data = rp;
     uv_close((uv_handle_t *)&rp->core_timer, ps__repl_close_cb);
     uv_close((uv_handle_t *)&rp->read_timer, ps__repl_close_cb);
+    uv_close((uv_handle_t *)&rp->support_timer, ps__repl_close_cb);
 }

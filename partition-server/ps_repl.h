@@ -99,10 +99,12 @@
 /* Defaults of --repl-inflight and --read-wait-ms (ps_config 0). */
 #define PS_REPL_INFLIGHT 32
 #define PS_REPL_READ_WAIT_MS 1000
-/* Default of --lease-ms: L. Until leases exist, a secondary refuses a
- * SEAL (RT_EBUSY with retry_ms) for L after the last append it took from
- * the primary, or after its start. */
+/* Defaults of --lease-ms (L), --repl-heartbeat-ms (the SupportReq
+ * period) and --clock-drift-ppm (ρ), and the lease's ε (ps_lease.h). */
 #define PS_REPL_LEASE_MS 1500
+#define PS_REPL_HB_MS 250
+#define PS_REPL_DRIFT_PPM 1000
+#define PS_REPL_LEASE_EPS_MS 5
 /* §5.4 defaults: --ack-timeout-ms (an ISR member with a group unacked
  * this long is proposed for removal),
  * the link-down time that does the same, --write-hold-ms (a write
@@ -224,6 +226,26 @@ void ps_repl_on_seal(struct ps_server *ps,
                      const uint8_t *body,
                      size_t len);
 
+/* REPL_SUPPORT from a peer primary (@body borrowed): answered at once
+ * from the granter (ps_lease.h), which records the grants first. */
+void ps_repl_on_support(struct ps_server *ps,
+                        struct rt_rpc_conn *conn,
+                        uint64_t id,
+                        const uint8_t *body,
+                        size_t len);
+
+/* Ms of read lease left on @range_id now (§6.3 b): 0 when not held here
+ * (not primary, or support missing), UINT32_MAX when the lease needs
+ * nobody (no ISR secondary); else capped there. */
+uint64_t ps_repl_lease_left(const struct ps_server *ps, uint64_t range_id);
+
+/* Self-fencing (§6.4): while @fenced, this server neither asks for nor
+ * grants lease support, so its primaries lose their leases within L and
+ * its peers' primaries lose this server's support. The disk-stall
+ * detector that should call it is not built; tests use it to cut
+ * support. */
+void ps_repl_lease_fence(struct ps_server *ps, int fenced);
+
 /* Closes the connection to peer @peer_id (it reconnects at once): what a
  * network fault does, for tests. */
 void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id);
@@ -232,7 +254,8 @@ void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id);
  * rt_ps_repl_held_write_ops, rt_ps_repl_held_reads, and per replicated
  * range rt_ps_repl_role (1 primary, 2 secondary), rt_ps_repl_last_lsn,
  * rt_ps_repl_applied_lsn, rt_ps_repl_commit_lsn (cw, or the highest
- * learned), rt_ps_repl_buffered_groups. */
+ * learned), rt_ps_repl_buffered_groups, rt_ps_repl_lease (ms left,
+ * ps_repl_lease_left). */
 void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b);
 
 /* HeartbeatReq.repl: ReplStatus.state of a replicated range. */
@@ -248,9 +271,9 @@ enum ps_repl_status_state {
 
 /* One ReplStatus per replicated range held here, for the heartbeat:
  * range_id, role (the core's, same numbers as rt.ReplRole), epoch,
- * applied_lsn, commit_lsn (cw, or the highest learned) and state (enum
- * ps_repl_status_state). Returns a malloc'ed array the caller frees
- * (NULL when *n = 0). */
+ * applied_lsn, commit_lsn (cw, or the highest learned), lease_ms
+ * (ps_repl_lease_left) and state (enum ps_repl_status_state). Returns a
+ * malloc'ed array the caller frees (NULL when *n = 0). */
 Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not

@@ -664,6 +664,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
         case RT__METHOD__REPL_APPEND:
             ps_repl_on_append(ps, conn, id, body, len);
             break;
+        case RT__METHOD__REPL_SUPPORT:
+            ps_repl_on_support(ps, conn, id, body, len);
+            break;
         case RT__METHOD__SEAL:
             ps_repl_on_seal(ps, conn, id, body, len);
             break;

@@ -40,7 +40,9 @@ struct ps_config
     size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
     uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
     uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
-    uint32_t lease_ms;       /* L: the seal grace; 0 = 1500 */
+    uint32_t lease_ms;       /* L of the read leases; 0 = 1500 */
+    uint32_t repl_hb_ms;     /* SupportReq period; 0 = 250 */
+    uint32_t drift_ppm;      /* ρ of the lease bound; 0 = 1000 */
     uint32_t ack_timeout_ms; /* late ISR member -> shrink; 0 = 1000 */
     uint32_t write_hold_ms;  /* held write -> RT_ETIMEDOUT; 0 = 5000 */
 };

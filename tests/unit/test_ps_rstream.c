@@ -34,7 +34,8 @@
 #define NSRV 3
 #define RUN_LIMIT_MS 30000
 #define READ_WAIT_MS 300
-#define LEASE_MS 300 /* the seal grace */
+#define LEASE_MS 300  /* L */
+#define REPL_HB_MS 50 /* the SupportReq period: L / 6 as by default */
 
 /* Fixture */
 
@@ -98,6 +99,7 @@ static void srv_start_nowait(struct fx *f, int i)
     cfg.http = "";
     cfg.read_wait_ms = READ_WAIT_MS;
     cfg.lease_ms = LEASE_MS;
+    cfg.repl_hb_ms = REPL_HB_MS;
     assert_int_equal(ps_server_start(&s->ps, &f->loop, &cfg), 0);
     s->running = 1;
     snprintf(M.slot[i].addr, sizeof(M.slot[i].addr), "%s", s->ps.addr);
@@ -164,6 +166,8 @@ static void assign_order(struct fx *f, uint64_t epoch, int sec_only)
         rt__server__init(&srv[i]);
         srv[i].id = ids[i];
         srv[i].addr = f->s[i].ps.addr;
+        srv[i].incarnation.data = f->s[i].ps.incarnation;
+        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
         srvs[i] = &srv[i];
         isr[i] = ids[i];
     }
@@ -234,6 +238,8 @@ static int assign_conf(struct fx *f,
         rt__server__init(&srv[i]);
         srv[i].id = ids[i];
         srv[i].addr = f->s[i].ps.addr;
+        srv[i].incarnation.data = f->s[i].ps.incarnation;
+        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
         srvs[i] = &srv[i];
         if (i != p && (isr_mask & (1u << i))) {
             isr[r.n_isr++] = ids[i];
@@ -332,6 +338,23 @@ static struct ps_rcore_range_info rinfo(struct fx *f, int i)
 }
 
 /* Runs the loop until RANGE is SERVING as primary on server @i. */
+/* Waits until server @i serves RANGE as primary and holds its read
+ * lease (the first support round after an assignment may reach a
+ * secondary that has not heard of it yet: refused, asked again a period
+ * later). */
+static void wait_lease(struct fx *f, int i)
+{
+    for (int k = 0; k < 2000; k++) {
+        struct ps_rcore_range_info info = rinfo(f, i);
+        if (info.role == PS_RCORE_PRIMARY && info.state == PS_RPRI_SERVING &&
+            ps_repl_lease_left(&f->s[i].ps, RANGE) > 0) {
+            return;
+        }
+        run_for(f, 5);
+    }
+    fail();
+}
+
 static void wait_serving(struct fx *f, int i)
 {
     for (int k = 0; k < 2000; k++) {
@@ -369,6 +392,7 @@ static int setup(void **state)
         srv_start(f, i);
     }
     assign(f, 1);
+    wait_lease(f, 0);
     *state = f;
     return 0;
 }
@@ -832,7 +856,11 @@ static void test_seal_and_promote(void **state)
     assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
     assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
     assert_int_equal(write1(f, 0, 1, "c", "1"), 0);
-    /* Busy: the primary's append just came. Nothing changed. */
+    /* Busy: the secondary supports the live primary's lease. Nothing
+     * changed. */
+    assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
+    assert_true(retry > 0 && retry <= LEASE_MS);
+    run_for(f, LEASE_MS);
     assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
     assert_true(retry > 0 && retry <= LEASE_MS);
     assert_int_equal(rinfo(f, 1).state, PS_RSEC_FOLLOWING);
@@ -840,7 +868,14 @@ static void test_seal_and_promote(void **state)
     assert_int_equal(rs.sealed_epoch, 0);
     assert_int_equal(seal1(f, 1, RANGE + 1, 2, &lsn, &retry), RT_ENOTFOUND);
     assert_int_equal(seal1(f, 1, RANGE, 1, &lsn, &retry), RT_ESTALE);
-    /* Granted after the grace, durable, idempotent. */
+    /* The secondaries stop supporting the primary (as if cut off from
+     * it): within L its reads answer RT_ENOTPRIMARY, never stale. */
+    ps_repl_lease_fence(&f->s[1].ps, 1);
+    ps_repl_lease_fence(&f->s[2].ps, 1);
+    assert_int_equal(get1(f, 0, "a"), 0);
+    run_for(f, LEASE_MS);
+    assert_int_equal(get1(f, 0, "a"), RT_ENOTPRIMARY);
+    /* Granted L after the last grant, durable, idempotent. */
     assert_int_equal(seal_wait(f, 1, 2), 3);
     assert_int_equal(rinfo(f, 1).state, PS_RSEC_SEALED);
     assert_int_equal(ps_store_repl_get(f->s[1].ps.store, RANGE, &rs), 0);
@@ -854,13 +889,15 @@ static void test_seal_and_promote(void **state)
     f->seal_term = 2;
     assert_int_equal(seal1(f, 2, RANGE, 2, &lsn, &retry), RT_ESTALE);
     f->seal_term = 3;
+    ps_repl_lease_fence(&f->s[1].ps, 0);
+    ps_repl_lease_fence(&f->s[2].ps, 0);
     /* The old primary is fenced: its write is not acknowledged. */
     assert_int_equal(write1(f, 0, 1, "d", "1"), RT_ETIMEDOUT);
     assert_int_equal(rinfo(f, 0).state, PS_RPRI_DEPOSED);
     assert_int_equal(write1(f, 0, 1, "d2", "1"), RT_ENOTPRIMARY);
     /* The master's choice: server 8, primary at the sealed epoch. */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x7), 0);
-    wait_serving(f, 1);
+    wait_lease(f, 1);
     assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
     assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
@@ -937,6 +974,7 @@ static void test_seal_and_promote(void **state)
     wait_serving(f, 1);
     /* The peers' addresses come with the next assignment (unchanged). */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x6), 0);
+    wait_lease(f, 1);
     assert_int_equal(write1(f, 1, 2, "g", "1"), 0);
     assert_int_equal(applied(f, 1), 5);
     assert_int_equal(applied(f, 2), 5);
