@@ -1069,6 +1069,31 @@ static void test_isr_shrink_stopped_secondary(void **state)
     M.other = NULL;
 }
 
+/* §6.2 with no ISR secondary: the primary alone holds the lease while
+ * its configuration is current, so it serves reads though no peer
+ * supports it and though the ISR is below min_insync (design F4: reads
+ * go on, writes answer RT_EBUSY). */
+static void test_isr_of_one_reads(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    ps_repl_lease_fence(&f->s[1].ps, 1);
+    ps_repl_lease_fence(&f->s[2].ps, 1);
+    run_for(f, LEASE_MS);
+    assert_int_equal(get1(f, 0, "a"), RT_ENOTPRIMARY);
+    /* The master shrank the ISR to the primary alone (min_insync 2). */
+    assert_int_equal(assign_conf(f, 2, 0, 1, 0x1, 0x7), 0);
+    wait_lease(f, 0);
+    assert_int_equal(ps_repl_lease_left(&f->s[0].ps, RANGE), UINT32_MAX);
+    f->read_epoch = 2;
+    assert_int_equal(get1(f, 0, "a"), 0);
+    size_t n = 0;
+    assert_int_equal(scan1(f, 0, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(write1(f, 0, 2, "b", "1"), RT_EBUSY);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1080,6 +1105,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dropped_link_resent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_seal_and_promote, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_of_one_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
     };
