@@ -100,6 +100,7 @@ struct ps__rcore_peer
     uint64_t down_ms;
     bool removing; /* named in my ISR_CHANGE in flight */
     bool failed;   /* NACKed RT_ENOSPACE / RT_EDIVERGED: cannot follow */
+    bool silent;   /* its lease support lapsed (ps_rcore_set_silent) */
 };
 
 struct ps__rcore_group
@@ -640,7 +641,7 @@ static void ps__rcore_isr_check(struct ps_rcore *node,
                     now_ms - since >= node->cfg.ack_timeout_ms;
         bool gone = node->cfg.conn_down_ms != 0 && p->down &&
                     now_ms - p->down_ms >= node->cfg.conn_down_ms;
-        if (late || gone || p->failed) {
+        if (late || gone || p->failed || p->silent) {
             c->remove[c->n_remove++] = p->id;
         }
     }
@@ -1403,6 +1404,24 @@ int ps_rcore_step(struct ps_rcore *node,
 }
 
 /* Inspection */
+
+int ps_rcore_set_silent(struct ps_rcore *node,
+                        uint64_t range_id,
+                        const uint64_t *ids,
+                        size_t n)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL || r->role != PS_RCORE_PRIMARY) {
+        return RT_ENOTFOUND;
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        r->peers[i].silent = false;
+        for (size_t j = 0; j < n; j++) {
+            r->peers[i].silent |= r->peers[i].id == ids[j];
+        }
+    }
+    return 0;
+}
 
 int ps_rcore_range_get(const struct ps_rcore *node,
                        uint64_t range_id,

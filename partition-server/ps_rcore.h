@@ -48,7 +48,7 @@
  *   member whose oldest unacked group was committed ack_timeout_ms ago
  *   (counted from when the configuration naming it reached me, for
  *   groups older than that), or whose connection has been down
- *   conn_down_ms, is
+ *   conn_down_ms, or silent (ps_rcore_set_silent), is
  *   proposed for removal: ISR_CHANGE{remove} to cfg.master_id, one in
  *   flight per range (until an ISR_RESP error, or the epoch moves; after
  *   an error, asked again 5 resend periods later at the soonest). Its
@@ -284,6 +284,16 @@ int ps_rcore_update(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,
                     uint64_t now_ms,
                     struct rt_repl_actions *out);
+
+/* §6.4 NOLEASE: of primary range @range_id's ISR peers, exactly those in
+ * @ids[@n] (borrowed) are silent: their lease support lapsed. A silent
+ * member is proposed for removal like a late one (ISR_CHANGE{remove} at
+ * the next resend tick). Each call replaces the last. RT_ENOTFOUND if the
+ * range is unknown or not primary here. */
+int ps_rcore_set_silent(struct ps_rcore *node,
+                        uint64_t range_id,
+                        const uint64_t *ids,
+                        size_t n);
 
 /* The range is no longer this node's (or changes role): a primary's held
  * writes are answered RT_ETIMEDOUT (outcome unknown, §5.5) in @out, and

@@ -72,7 +72,11 @@ struct ps__rrange
     struct rt_buf pend;      /* primary: captured records not yet sent */
     struct ps_lsn_ring ring; /* primary: (txn_id, lsn) for lsn_T */
     uint64_t last_fed;       /* primary: last group LSN given the core */
-    int seen;                /* in the assignment being applied */
+    /* primary: its read lease was held since it became primary here, so
+     * a lapse is NOLEASE (§6.4), not a lease still being won */
+    int lease_held;
+    int nolease; /* primary: NOLEASE now (logged once per lapse) */
+    int seen;    /* in the assignment being applied */
 };
 
 struct ps__rpeer
@@ -81,6 +85,7 @@ struct ps__rpeer
     char addr[320];
     struct rt_rpc_client *cli;
     struct ps_repl *repl;
+    int inc_from_master; /* the master gave its incarnation */
     /* The batch of appends being built by one dispatch. */
     Rt__ReplGroup **batch;
     size_t n_batch, cap_batch;
@@ -1134,7 +1139,7 @@ static int ps__replicated(const struct ps_server *ps, const Rt__Range *d)
  * lease set = the ISR secondaries of the applied assignment (a member
  * removed stays in it until that assignment is applied here, §6.2). */
 static void ps__lease_sync(struct ps_repl *rp,
-                           const struct ps__rrange *rr,
+                           struct ps__rrange *rr,
                            const Rt__Range *d)
 {
     struct ps_rcore_assignment a;
@@ -1146,6 +1151,7 @@ static void ps__lease_sync(struct ps_repl *rp,
                                      rr->epoch);
     if (!rr->primary || ps__assignment(d, &a) != 0) {
         (void)ps_lease_holder_drop_range(rp->holder, rr->id);
+        rr->lease_held = rr->nolease = 0;
         return;
     }
     if (ps_lease_holder_set_range(rp->holder, rr->id, a.isr, a.n_isr) != 0) {
@@ -1159,10 +1165,13 @@ static void ps__lease_peers(struct ps_repl *rp,
                             size_t n_peers)
 {
     for (size_t i = 0; rp->granter != NULL && i < n_peers; i++) {
-        if (peers[i]->incarnation.len > 0) {
-            (void)ps_lease_granter_peer(rp->granter, peers[i]->id,
-                                        peers[i]->incarnation.data,
-                                        peers[i]->incarnation.len);
+        struct ps__rpeer *p = ps__peer_find(rp, peers[i]->id);
+        if (peers[i]->incarnation.len > 0 &&
+            ps_lease_granter_peer(rp->granter, peers[i]->id,
+                                  peers[i]->incarnation.data,
+                                  peers[i]->incarnation.len) == 0 &&
+            p != NULL) {
+            p->inc_from_master = 1;
         }
     }
 }
@@ -1318,6 +1327,11 @@ int ps_repl_write_admit(struct ps_server *ps, uint64_t range_id)
 {
     struct ps__rrange *rr = ps->repl ? ps__rr_find(ps->repl, range_id) : NULL;
     if (rr != NULL && rr->n_isr < rr->min_insync) {
+        return RT_EBUSY;
+    }
+    /* NOLEASE (§6.4): checked now, not only at the last support round. */
+    if (rr != NULL && rr->lease_held && ps->repl->holder != NULL &&
+        ps_lease_holder_expiring(ps->repl->holder, range_id, ps__lease_now())) {
         return RT_EBUSY;
     }
     return 0;
@@ -1754,6 +1768,8 @@ void ps_repl_on_seal(struct ps_server *ps,
 
 /* Leases: support (§6.2) */
 
+static void ps__nolease_check(struct ps_repl *rp);
+
 /* Primary: a peer's SupportResp (or the call's failure: no support
  * counted, the next round asks again). */
 static void ps__support_reply(int status,
@@ -1779,8 +1795,47 @@ static void ps__support_reply(int status,
         (void)ps_lease_holder_on_resp(ps->repl->holder, peer, seq,
                                       resp->granted, resp->withdrawn,
                                       resp->n_withdrawn);
+        ps__nolease_check(ps->repl);
     }
     rt__support_resp__free_unpacked(resp, NULL);
+}
+
+/* §6.4 for every primary range: a lease that held and now expires within
+ * PS_LEASE_NOLEASE_MS makes the range NOLEASE (reads RT_ENOTPRIMARY by
+ * the lease check, new writes RT_EBUSY at admission) and its silent
+ * members are proposed for removal through the core's ISR_CHANGE; the
+ * range leaves NOLEASE when support returns or the ISR changes. */
+static void ps__nolease_check(struct ps_repl *rp)
+{
+    uint64_t now = ps__lease_now();
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps__rrange *rr = rp->ranges[i];
+        uint64_t silent[PS_LEASE_MAX_MEMBERS];
+        size_t n = 0;
+        if (!rr->primary) {
+            continue;
+        }
+        if (ps_lease_holder_ok(rp->holder, rr->id, now)) {
+            rr->lease_held = 1;
+        }
+        int lapsed =
+            rr->lease_held && ps_lease_holder_expiring(rp->holder, rr->id, now);
+        if (lapsed) {
+            n = ps_lease_holder_silent(rp->holder, rr->id, now, silent,
+                                       PS_LEASE_MAX_MEMBERS);
+            if (!rr->nolease) {
+                rt_log(RT_LOG_WARN,
+                       "range %" PRIu64
+                       ": read lease lapsing (NOLEASE), %zu member(s) "
+                       "silent",
+                       rr->id, n);
+            }
+        } else if (rr->nolease) {
+            rt_log(RT_LOG_INFO, "range %" PRIu64 ": read lease back", rr->id);
+        }
+        rr->nolease = lapsed;
+        (void)ps_rcore_set_silent(rp->core, rr->id, silent, n);
+    }
 }
 
 /* One SupportReq to every peer whose link is up. The send time is read
@@ -1791,6 +1846,7 @@ static void ps__support_round(struct ps_repl *rp)
     if (rp->closing || rp->holder == NULL || ps->server_id == 0 || rp->fenced) {
         return;
     }
+    ps__nolease_check(rp);
     for (size_t i = 0; i < rp->n_peers; i++) {
         struct ps__rpeer *p = rp->peers[i];
         Rt__SupportReq msg = RT__SUPPORT_REQ__INIT;
@@ -1854,6 +1910,15 @@ void ps_repl_on_support(struct ps_server *ps,
     }
     resp.seq = req->seq;
     if (rp != NULL && !rp->closing && rp->granter != NULL) {
+        /* A peer the master names without an incarnation (the master
+         * does not send them yet): its own is taken, so the check only
+         * bites once the master says. */
+        struct ps__rpeer *p = ps__peer_find(rp, req->from_server);
+        if (p != NULL && !p->inc_from_master) {
+            (void)ps_lease_granter_peer(rp->granter, p->id,
+                                        req->incarnation.data,
+                                        req->incarnation.len);
+        }
         /* Recorded before the reply is sent (§6.2). */
         ps_lease_granter_on_support(rp->granter, req->from_server,
                                     req->incarnation.data, req->incarnation.len,
