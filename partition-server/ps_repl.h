@@ -26,10 +26,27 @@
  *    assignment is rebuilt with ps_rcore_load from its `rs` record (no
  *    pending groups are kept yet: commit = applied); a primary waits,
  *    ACTIVATING, for the registration's assignment.
- *  - SEAL (ps_repl_on_seal): the core's WRITE persists sealed_epoch
- *    (synced, after every write queued before) and only then is the
- *    reply sent; busy answers carry retry_ms (the grace is --lease-ms
- *    after the last append or the start).
+ *  - SEAL (ps_repl_on_seal): first the lease guard of the granter
+ *    (ps_lease_granter_seal: busy, with retry_ms, until --lease-ms after
+ *    the last grant for the range or to its primary, or after the start;
+ *    once let through, the range is withdrawn from its old primary at
+ *    once); then the core's WRITE persists sealed_epoch (synced, after
+ *    every write queued before) and only then is the reply sent. The
+ *    core's own grace is off (seal_grace_ms 0).
+ *  - Leases (§6): one ps_lease granter and holder beside the core, on
+ *    the monotonic clock read fresh (uv_hrtime, never the loop's cached
+ *    time). Every --repl-heartbeat-ms, and at once after an assignment,
+ *    a SupportReq goes to every peer with a link; ps_repl_on_support
+ *    answers a peer's. The granter's view of a range (primary, epoch)
+ *    and the peers' incarnations follow the assignments; a peer the
+ *    master names without an incarnation (the master does not send them
+ *    yet) is checked against the incarnation its own requests carry.
+ *    The holder's lease set of a primary range is the ISR secondaries of
+ *    the applied assignment (a removed member counts until then; an ISR
+ *    of one holds the lease at once). A lease that held and expires
+ *    within PS_LEASE_NOLEASE_MS is NOLEASE: new writes RT_EBUSY, the
+ *    silent members go to the core (ps_rcore_set_silent), which asks the
+ *    master to remove them as it does late ones.
  *  - ISR shrink: the core's ISR_CHANGE{remove} (late acks for
  *    --ack-timeout-ms, or a link down PS_REPL_CONN_DOWN_MS) goes to the
  *    master as the ISR_CHANGE RPC on the master link; its outcome comes
@@ -58,7 +75,9 @@
  *  - Reads (ps_repl_read_wait): a read that ran in transaction T is
  *    answered once cw >= lsn_T (the ring when the loop has seen every
  *    commit up to T, else the range's `rs` applied LSN read after T, an
- *    upper bound), at most --read-wait-ms, then RT_EBUSY.
+ *    upper bound), at most --read-wait-ms, then RT_EBUSY; and only if
+ *    the read lease holds at that moment, else RT_ENOTPRIMARY (§6.3).
+ *    Reads need no min_insync.
  *
  * REPL_APPEND and its reply: one request carries the groups queued for
  * one peer by one core step (one per range and LSN). The receiver answers
@@ -73,17 +92,16 @@
  * and a reply lost with its connection costs only a resend: the primary's
  * core restarts the stream to a peer when the connection comes back.
  *
- * Not yet (later steps): leases (reads are answered under cw alone, so a
- * primary cut off from everyone may answer stale reads until it learns
- * it was deposed; the seal grace stands in for the lease rule), the
- * SealResp history, the activation timeout (a promoted primary asks to
- * shrink its ISR instead), NACKs RT_ENOSPACE / RT_EDIVERGED from this
- * glue (the core handles them; a failing secondary write is retried,
- * and a lasting failure ends in the ack timeout), learners and catch-up
- * of a member behind the primary's durable LSN (a secondary out of the
- * ISR just follows), the
- * undo of a deposed primary's divergent suffix, the `rp` pending groups,
- * splits and moves of replicated ranges.
+ * Not yet (later steps): a joining member in the lease set (no
+ * ISR_CHANGE{add} yet), release / resume on transfers, the disk-stall
+ * detector that should call ps_repl_lease_fence, the SealResp history, the
+ * activation timeout (a promoted primary asks to shrink its ISR instead), NACKs
+ * RT_ENOSPACE / RT_EDIVERGED from this glue (the core handles them; a failing
+ * secondary write is retried, and a lasting failure ends in the ack timeout),
+ * learners and catch-up of a member behind the primary's durable LSN (a
+ * secondary out of the ISR just follows), the undo of a deposed primary's
+ * divergent suffix, the `rp` pending groups, splits and moves of replicated
+ * ranges.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H
