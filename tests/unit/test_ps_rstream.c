@@ -639,7 +639,7 @@ static void test_acked_everywhere(void **state)
     size_t n = 0;
     assert_int_equal(scan1(f, 0, &n), 0);
     assert_int_equal(n, 21);
-    /* The metrics page shows cw and roles. */
+    /* The metrics page shows cw, roles and the lease. */
     struct rt_buf m = RT_BUF_INIT;
     ps_repl_metrics(&f->s[0].ps, &m);
     rt_buf_append(&m, "", 1);
@@ -647,6 +647,10 @@ static void test_acked_everywhere(void **state)
         strstr((char *)m.data, "rt_ps_repl_commit_lsn{range=\"1\"} 21\n"));
     assert_non_null(strstr((char *)m.data, "rt_ps_repl_role{range=\"1\"} 1\n"));
     assert_non_null(strstr((char *)m.data, "rt_ps_repl_held_write_ops 0\n"));
+    assert_non_null(strstr((char *)m.data, "rt_ps_repl_lease{range=\"1\"} "));
+    assert_true(ps_repl_lease_left(&f->s[0].ps, RANGE) > 0);
+    assert_true(ps_repl_lease_left(&f->s[0].ps, RANGE) <= LEASE_MS);
+    assert_int_equal(ps_repl_lease_left(&f->s[1].ps, RANGE), 0);
     rt_buf_free(&m);
 }
 
@@ -934,6 +938,7 @@ static void test_seal_and_promote(void **state)
         assert_int_equal(st[0].epoch, 2);
         assert_int_equal(st[0].state, PS_REPL_ST_OK);
         assert_int_equal(st[0].commit_lsn, 4);
+        assert_true(st[0].lease_ms > 0 && st[0].lease_ms <= LEASE_MS);
         free(st);
     }
     /* The new primary restarts: rebuilt from its rs record as primary, it
