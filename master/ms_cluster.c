@@ -395,6 +395,11 @@ void ms_cluster_assignment(struct ms_cluster *cl,
         pv->addr = rec->addr;
         pv->zone = rec->zone;
         pv->state = s ? s->state : MS_SERVER_DOWN;
+        /* Peers check lease support requests against it (ps_lease). */
+        if (rec->has_incarnation) {
+            pv->incarnation.data = (uint8_t *)rec->incarnation;
+            pv->incarnation.len = MS_INCARNATION_SIZE;
+        }
         a->peers[a->n_peers++] = pv;
     }
     free(named);
