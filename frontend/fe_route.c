@@ -28,8 +28,14 @@
  *   back-off, and front-end retries on top would multiply the load it
  *   refused;
  * - GET_MAP fails (master down): RT_EBUSY;
- * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): returned as is
- *   (500 OperationTimedOut), never retried: a write may have happened;
+ * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): a write's is returned
+ *   as is (500 OperationTimedOut), never retried: it may have happened; a
+ *   read or scan hop is tried again like RT_ENOCONN;
+ * - a map naming another server for the range of a call in flight (the
+ *   master failed the range over, moved or split it; fe__calls_moved):
+ *   the call is abandoned and its late reply dropped; a read or scan hop
+ *   is sent again at once to the new owner (one of its tries), a write
+ *   ends RT_ETIMEDOUT (outcome unknown, never resent);
  * - other server/master errors: returned as is (rt_err.h maps them);
  * - fe_route_close: RT_ECANCELED for everything in flight and later.
  *
@@ -104,15 +110,37 @@ struct fe_route
      * has one length, so each queue is in retry_at_ order. */
     struct fe__jobq retries[FE_ROUTE_TRIES - 1];
     int map_inflight;
-    struct fe__jobq wait; /* waiting for GET_MAP */
-    unsigned inflight;    /* RPCs whose reply callback has not fired */
+    struct fe__jobq wait;   /* waiting for GET_MAP */
+    unsigned inflight;      /* RPCs whose reply callback has not fired */
+    struct fe__call *calls; /* entity RPCs in flight (doubly linked) */
     int closing;
     fe_route_map_cb map_cb; /* observer of installed maps, or NULL */
     void *map_cb_data;
 };
 
+/* One entity RPC in flight: what it was sent to, so that a map naming
+ * another server for its range can take the job off it (fe__calls_moved).
+ * An abandoned call has no job; its reply, if one ever comes, is dropped. */
+struct fe__call
+{
+    struct fe__call *prev;
+    struct fe__call *next;
+    struct fe__call *moved_next; /* fe__calls_moved's list */
+    struct fe_route *route;
+    struct fe_job *job; /* NULL once abandoned */
+    uint64_t server_id;
+    uint64_t range_id;
+    uint64_t table_id;
+    char *key; /* the PartitionKey that chose the range */
+    /* SCAN: the range's high key, for the reply (the map may change while
+     * the RPC is out). */
+    char *high;
+    int high_inf;
+};
+
 static void fe__job_run(struct fe_job *job);
 static void fe__job_entity(struct fe_job *job);
+static void fe__calls_moved(struct fe_route *r);
 static void fe__job_retry(struct fe_job *job, int why);
 static void fe__on_tick(uv_timer_t *t);
 
@@ -330,6 +358,7 @@ static void fe__map_install(struct fe_route *r,
            "%zu ranges, %zu servers",
            (unsigned long long)pb->version, why, m.ntables, m.nranges,
            m.nservers);
+    fe__calls_moved(r);
 }
 
 static const struct fe__table_ix *fe__map_table(const struct fe_route *r,
@@ -782,6 +811,123 @@ static void fe__job_master(struct fe_job *job)
 
 /* ---- Entity operations ---------------------------------------------- */
 
+/* A call for @job to server @server_id, range @rg chosen by @key, linked
+ * into the route's calls in flight (counted in inflight). */
+static struct fe__call *fe__call_start(struct fe_job *job,
+                                       uint64_t server_id,
+                                       const Rt__Range *rg,
+                                       const char *key)
+{
+    struct fe_route *r = job->route_;
+    struct fe__call *c = rt_xcalloc(1, sizeof(*c));
+    c->route = r;
+    c->job = job;
+    c->server_id = server_id;
+    c->range_id = rg->id;
+    c->table_id = rg->table_id;
+    c->key = rt_xstrdup(key);
+    c->high = rt_xstrdup(rg->high_inf ? "" : rg->high);
+    c->high_inf = rg->high_inf;
+    c->next = r->calls;
+    if (r->calls) {
+        r->calls->prev = c;
+    }
+    r->calls = c;
+    r->inflight++;
+    return c;
+}
+
+/* Takes @c off the route's calls in flight (its reply came, or it was never
+ * sent). */
+static void fe__call_unlink(struct fe__call *c)
+{
+    struct fe_route *r = c->route;
+    if (c->prev) {
+        c->prev->next = c->next;
+    } else {
+        r->calls = c->next;
+    }
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+    c->prev = c->next = NULL;
+    r->inflight--;
+}
+
+static void fe__call_free(struct fe__call *c)
+{
+    free(c->key);
+    free(c->high);
+    free(c);
+}
+
+/* A point call's reply arrived: the call is gone; returns its job, or NULL
+ * when the call had been abandoned (the reply is dropped). */
+static struct fe_job *fe__call_end(struct fe__call *c)
+{
+    struct fe_job *job = c->job;
+    fe__call_unlink(c);
+    fe__call_free(c);
+    return job;
+}
+
+/* After a map install: every call in flight to a server the new map no
+ * longer names for its key's range (failover, move, split, range gone) is
+ * abandoned, since the old server may be stopped or cut off and never
+ * answer before the RPC timeout. A read or scan hop is sent again at once
+ * to the new owner, counting as one of the job's tries (nothing to undo);
+ * a write ends RT_ETIMEDOUT (500 OperationTimedOut): the old primary may
+ * have applied it and a sealed secondary may hold it, so it is never
+ * resent (DESIGN-replication.md §4, §5.5). A late reply from the old
+ * server is dropped (fe__call_end). */
+static void fe__calls_moved(struct fe_route *r)
+{
+    struct fe__call *moved = NULL;
+    struct fe__call *c;
+    if (r->closing) {
+        return;
+    }
+    /* Collected first: a resend or a done_cb adds calls to the list. */
+    for (c = r->calls; c; c = c->next) {
+        const Rt__Range *rg;
+        if (!c->job) {
+            continue;
+        }
+        rg = fe__map_range(r, c->table_id, c->key);
+        if (rg && rg->id == c->range_id && rg->server_id == c->server_id) {
+            continue;
+        }
+        c->moved_next = moved;
+        moved = c;
+    }
+    while (moved) {
+        struct fe_job *job;
+        c = moved;
+        moved = c->moved_next;
+        job = c->job;
+        c->job = NULL;
+        rt_log_set_reqid(job->reqid);
+        if (job->kind == FE_JOB_WRITE) {
+            rt_log(RT_LOG_WARN,
+                   "range of table %s moved off server %llu with a write "
+                   "in flight: outcome unknown",
+                   job->table, (unsigned long long)c->server_id);
+            fe__job_finish(job, RT_ETIMEDOUT);
+        } else if (++job->tries_ >= FE_ROUTE_TRIES) {
+            rt_log(RT_LOG_WARN, "giving up on table %s after %d tries (%s)",
+                   job->table, job->tries_, "range moved");
+            fe__job_finish(job, RT_EBUSY);
+        } else {
+            rt_log(RT_LOG_DEBUG,
+                   "range of table %s moved off server %llu: read sent "
+                   "again (try %d)",
+                   job->table, (unsigned long long)c->server_id,
+                   job->tries_ + 1);
+            fe__job_entity(job);
+        }
+    }
+}
+
 /* What every entity reply goes through: the route is closing
  * (RT_ECANCELED), the request was not executed (another try: fe__retryable)
  * unless it is a write whose connection dropped after it was written (ends
@@ -799,7 +945,6 @@ static void *fe__entity_reply(struct fe_job *job,
 {
     struct fe_route *r = job->route_;
     int index;
-    r->inflight--;
     if (r->closing) {
         fe__job_finish(job, RT_ECANCELED);
         return NULL;
@@ -812,7 +957,10 @@ static void *fe__entity_reply(struct fe_job *job,
         fe__job_finish(job, RT_ETIMEDOUT);
         return NULL;
     }
-    if (fe__retryable(status)) {
+    if (fe__retryable(status) ||
+        (status == RT_ETIMEDOUT && job->kind != FE_JOB_WRITE)) {
+        /* A read that timed out is sent again like one whose connection
+         * dropped; a write's timeout is an unknown outcome, returned. */
         fe__job_retry(job, status);
         return NULL;
     }
@@ -832,9 +980,12 @@ static void fe__on_write_reply(int status,
                                size_t len,
                                void *arg)
 {
-    struct fe_job *job = arg;
+    struct fe_job *job = fe__call_end(arg);
     Rt__WriteResp *resp;
     int first = 0;
+    if (!job) {
+        return;
+    }
     resp = fe__entity_reply(job, status, body, len, "ENTITY_WRITE",
                             &rt__write_resp__descriptor);
     if (!resp) {
@@ -871,8 +1022,11 @@ static void fe__on_get_reply(int status,
                              size_t len,
                              void *arg)
 {
-    struct fe_job *job = arg;
+    struct fe_job *job = fe__call_end(arg);
     Rt__GetResp *resp;
+    if (!job) {
+        return;
+    }
     resp = fe__entity_reply(job, status, body, len, "ENTITY_GET",
                             &rt__get_resp__descriptor);
     if (!resp) {
@@ -912,26 +1066,25 @@ static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
     }
 }
 
-/* The range a scan hop was sent to, remembered for the reply (the map may
- * change while the RPC is out). */
-struct fe__hop
-{
-    struct fe_job *job;
-    char *high;
-    int high_inf;
-};
-
 static void fe__on_scan_reply(int status,
                               const uint8_t *body,
                               size_t len,
                               void *arg)
 {
-    struct fe__hop *hop = arg;
+    struct fe__call *hop = arg;
     struct fe_job *job = hop->job;
-    struct fe_route *r = job->route_;
+    struct fe_route *r;
     Rt__ScanResp *resp;
-    unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
+    unsigned limit;
 
+    /* The call is freed at the end: the hop's high key is needed until
+     * then. */
+    fe__call_unlink(hop);
+    if (!job) {
+        goto out;
+    }
+    r = job->route_;
+    limit = job->limit ? job->limit : FE_PAGE_MAX;
     resp = fe__entity_reply(job, status, body, len, "ENTITY_SCAN",
                             &rt__scan_resp__descriptor);
     if (!resp) {
@@ -979,8 +1132,7 @@ static void fe__on_scan_reply(int status,
     job->cur_has_ = 1;
     fe__job_entity(job);
 out:
-    free(hop->high);
-    free(hop);
+    fe__call_free(hop);
 }
 
 static void fe__job_entity(struct fe_job *job)
@@ -991,6 +1143,7 @@ static void fe__job_entity(struct fe_job *job)
     struct fe__ps *ps;
     struct rt_rpc_conn *conn;
     Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    struct fe__call *call;
     const char *key;
     int rc;
 
@@ -1040,7 +1193,7 @@ static void fe__job_entity(struct fe_job *job)
     ref.table_id = t->id;
     ref.range_id = rg->id;
     ref.epoch = rg->epoch;
-    r->inflight++;
+    call = fe__call_start(job, rg->server_id, rg, key);
     if (job->kind == FE_JOB_WRITE) {
         Rt__WriteReq req = RT__WRITE_REQ__INIT;
         Rt__EntityOp *ops = rt_xrealloc(NULL, (job->nops + 1) * sizeof(*ops));
@@ -1063,7 +1216,7 @@ static void fe__job_entity(struct fe_job *job)
         req.ops = opp;
         req.atomic = job->atomic;
         rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_WRITE, &req.base,
-                            FE_ROUTE_TIMEOUT_MS, fe__on_write_reply, job);
+                            FE_ROUTE_TIMEOUT_MS, fe__on_write_reply, call);
         free(ops);
         free(opp);
     } else if (job->kind == FE_JOB_GET) {
@@ -1072,14 +1225,10 @@ static void fe__job_entity(struct fe_job *job)
         req.pk = (char *)job->pk;
         req.rk = (char *)job->rk;
         rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_GET, &req.base,
-                            FE_ROUTE_TIMEOUT_MS, fe__on_get_reply, job);
+                            FE_ROUTE_TIMEOUT_MS, fe__on_get_reply, call);
     } else {
         Rt__ScanReq req = RT__SCAN_REQ__INIT;
         unsigned limit = job->limit ? job->limit : FE_PAGE_MAX;
-        struct fe__hop *hop = rt_xrealloc(NULL, sizeof(*hop));
-        hop->job = job;
-        hop->high = rt_xstrdup(rg->high_inf ? "" : rg->high);
-        hop->high_inf = rg->high_inf;
         req.route = &ref;
         req.has_start = job->cur_has_;
         req.start_pk =
@@ -1098,14 +1247,10 @@ static void fe__job_entity(struct fe_job *job)
          * timeout leaves the usual margin on top. */
         rc = rt_rpc_call_pb(conn, RT__METHOD__ENTITY_SCAN, &req.base,
                             FE_ROUTE_TIMEOUT_MS + (unsigned)left,
-                            fe__on_scan_reply, hop);
-        if (rc != 0) {
-            free(hop->high);
-            free(hop);
-        }
+                            fe__on_scan_reply, call);
     }
     if (rc != 0) {
-        r->inflight--;
+        fe__call_end(call);
         fe__job_finish(job, rc);
     }
 }

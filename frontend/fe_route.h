@@ -18,9 +18,17 @@
  * FE_ROUTE_WAIT1_MS, then FE_ROUTE_WAIT2_MS, each time with a refreshed
  * map; FE_ROUTE_TRIES sends in all, then RT_EBUSY (503 ServerBusy). A
  * write whose connection dropped after it was sent is RT_ETIMEDOUT (500
- * OperationTimedOut, outcome unknown), never resent; so is any RPC with
- * no reply in FE_ROUTE_TIMEOUT_MS. A server's RT_EBUSY is returned at
- * once (503 ServerBusy, which the SDKs retry after their own back-off).
+ * OperationTimedOut, outcome unknown), never resent; so is a write with
+ * no reply in FE_ROUTE_TIMEOUT_MS (a read that timed out is sent again).
+ * A server's RT_EBUSY is returned at once (503 ServerBusy, which the SDKs
+ * retry after their own back-off).
+ *
+ * A map that names another server for the range of a request in flight
+ * (failover, move, split) takes the request off the old server at once,
+ * which may be stopped or cut off and never answer: a read or scan hop
+ * is sent to the new owner (one of its tries), a write ends RT_ETIMEDOUT
+ * (the old primary may have applied it), and the old server's late reply
+ * is dropped (DESIGN-replication.md §4).
  *
  * Thread: the thread running @loop only (rt_rpc is loop-thread only).
  * Each fe_http worker has its own loop and its own fe_route; it submits
@@ -43,6 +51,10 @@
 /* Waits before the second and the third try (loop timers, not sleeps). */
 #define FE_ROUTE_WAIT1_MS 100
 #define FE_ROUTE_WAIT2_MS 300
+/* No reply to an RPC in this long: a read is tried again, a write is 500
+ * OperationTimedOut. Three tries and both waits (~15.4 s) stay inside the
+ * 30 s an Azure table operation may take, so the client hears from us
+ * before it gives up on its own. */
 #define FE_ROUTE_TIMEOUT_MS 5000
 /* A query page visits at most this many ranges before it answers with a
  * continuation token (keeps one page's latency bounded). */

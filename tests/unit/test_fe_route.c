@@ -7,7 +7,12 @@
  * across ranges (docs/DESIGN.md §2, step 4), and $filter scans:
  * the filter travels to the servers, its PartitionKey bounds pick the first
  * range and stop the walk, ScanResp.done ends it, and the page time budget
- * ends a page early with a continuation. */
+ * ends a page early with a continuation. A hung server (requests held
+ * unanswered) and a MAP_UPDATE pushed by the fake master that fails a range
+ * over: a read in flight is resent to the new primary at once, a write in
+ * flight ends RT_ETIMEDOUT and the late answer is dropped, another range's
+ * requests are untouched; without a map, the RPC timeout resends a read
+ * and ends a write. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,9 +69,32 @@ struct fx
     /* The next ENTITY_GET submits this job to the route, then closes its
      * connection unanswered. */
     struct fe_job *hook;
+    /* A hung server: ENTITY_GET and ENTITY_WRITE at epoch 1 on the ranges
+     * in hang_mask (bit range_id - 11) are held unanswered, at most
+     * hold_left of them. */
+    unsigned hang_mask;
+    int hold_left;
+    int nheld;
+    struct held
+    {
+        struct rt_rpc_conn *conn;
+        uint64_t id;
+        uint32_t method;
+        uint64_t range_id;
+    } held[4];
+    /* Range 12 on server 1 at epoch 2 (the master failed it over). */
+    int moved;
+    int pushes; /* MAP_UPDATEs pushed */
+    int push_acks;
+    struct rt_rpc_conn *fe_conn; /* the route's master connection */
 };
 
 static struct fx *g_fx;
+
+static void put_map(struct fx *f,
+                    struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method);
 
 static void master_req(struct rt_rpc_conn *conn,
                        uint32_t method,
@@ -76,14 +104,6 @@ static void master_req(struct rt_rpc_conn *conn,
                        void *ud)
 {
     struct fx *f = ud;
-    Rt__Map map = RT__MAP__INIT;
-    Rt__Server s[2] = {RT__SERVER__INIT, RT__SERVER__INIT};
-    Rt__Server *sp[2] = {&s[0], &s[1]};
-    Rt__Range rg[3] = {RT__RANGE__INIT, RT__RANGE__INIT, RT__RANGE__INIT};
-    Rt__Range *rp[3] = {&rg[0], &rg[1], &rg[2]};
-    Rt__Table t = RT__TABLE__INIT;
-    Rt__Table *tp = &t;
-    char addr[2][32];
     (void)body;
     (void)len;
     if (method != RT__METHOD__FE_HELLO && method != RT__METHOD__GET_MAP) {
@@ -92,7 +112,36 @@ static void master_req(struct rt_rpc_conn *conn,
     }
     if (method == RT__METHOD__GET_MAP) {
         f->get_maps++;
+    } else {
+        f->fe_conn = conn;
     }
+    put_map(f, conn, id, method);
+}
+
+static void push_acked(int status, const uint8_t *body, size_t len, void *arg)
+{
+    struct fx *f = arg;
+    (void)body;
+    (void)len;
+    assert_int_equal(status, 0);
+    f->push_acks++;
+}
+
+/* Replies to request @id with the current map, or pushes it as a
+ * MAP_UPDATE when @id is 0. */
+static void put_map(struct fx *f,
+                    struct rt_rpc_conn *conn,
+                    uint64_t id,
+                    uint32_t method)
+{
+    Rt__Map map = RT__MAP__INIT;
+    Rt__Server s[2] = {RT__SERVER__INIT, RT__SERVER__INIT};
+    Rt__Server *sp[2] = {&s[0], &s[1]};
+    Rt__Range rg[3] = {RT__RANGE__INIT, RT__RANGE__INIT, RT__RANGE__INIT};
+    Rt__Range *rp[3] = {&rg[0], &rg[1], &rg[2]};
+    Rt__Table t = RT__TABLE__INIT;
+    Rt__Table *tp = &t;
+    char addr[2][32];
     for (int i = 0; i < 2; i++) {
         snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", f->ps_port[i]);
         s[i].id = (uint64_t)i + 1;
@@ -101,7 +150,7 @@ static void master_req(struct rt_rpc_conn *conn,
     }
     /* Ranges deliberately listed out of order: the FE sorts them. */
     rg[0].id = 12, rg[0].table_id = TABLE_ID, rg[0].low = "g", rg[0].high = "p",
-    rg[0].server_id = 2, rg[0].epoch = 1;
+    rg[0].server_id = f->moved ? 1 : 2, rg[0].epoch = f->moved ? 2 : 1;
     rg[1].id = 11, rg[1].table_id = TABLE_ID, rg[1].low = "", rg[1].high = "g",
     rg[1].server_id = 1, rg[1].epoch = 1;
     rg[2].id = 13, rg[2].table_id = TABLE_ID, rg[2].low = "p",
@@ -109,14 +158,77 @@ static void master_req(struct rt_rpc_conn *conn,
     t.account = "acct";
     t.name = "People";
     t.id = TABLE_ID;
-    map.version = 1 + (uint64_t)f->get_maps;
+    map.version = 1 + (uint64_t)f->get_maps + (uint64_t)f->pushes;
     map.n_servers = 2;
     map.servers = sp;
     map.n_ranges = 3;
     map.ranges = rp;
     map.n_tables = 1;
     map.tables = &tp;
+    if (id == 0) {
+        assert_int_equal(rt_rpc_call_pb(conn, RT__METHOD__MAP_UPDATE, &map.base,
+                                        0, push_acked, f),
+                         0);
+        return;
+    }
     rt_rpc_reply_pb(conn, id, method, 0, &map.base);
+}
+
+/* The master fails range 12 over from server 2 to server 1 and pushes the
+ * map to the front end. */
+static void push_moved(struct fx *f)
+{
+    f->moved = 1;
+    f->pushes++;
+    assert_non_null(f->fe_conn);
+    put_map(f, f->fe_conn, 0, RT__METHOD__MAP_UPDATE);
+}
+
+/* Holds request @id when the fixture plays a hung server for its range
+ * (see struct fx); returns 1 if held. */
+static int hold(struct fx *f,
+                struct rt_rpc_conn *conn,
+                uint64_t id,
+                uint32_t method,
+                const Rt__RangeRef *ref)
+{
+    struct held *h;
+    if (!ref || ref->epoch != 1 || ref->range_id < 11 ||
+        !(f->hang_mask & (1u << (ref->range_id - 11))) || f->hold_left <= 0 ||
+        f->nheld == 4) {
+        return 0;
+    }
+    f->hold_left--;
+    h = &f->held[f->nheld++];
+    h->conn = conn;
+    h->id = id;
+    h->method = method;
+    h->range_id = ref->range_id;
+    rt_rpc_conn_ref(conn);
+    return 1;
+}
+
+/* The hung server wakes up and answers held request @i with a success. */
+static void answer_held(struct fx *f, int i)
+{
+    struct held *h = &f->held[i];
+    if (h->method == RT__METHOD__ENTITY_GET) {
+        Rt__GetResp resp = RT__GET_RESP__INIT;
+        uint8_t value[16] = {2};
+        resp.value.data = value;
+        resp.value.len = sizeof(value);
+        rt_rpc_reply_pb(h->conn, h->id, h->method, 0, &resp.base);
+    } else {
+        Rt__WriteResp resp = RT__WRITE_RESP__INIT;
+        Rt__OpResult res = RT__OP_RESULT__INIT;
+        Rt__OpResult *rp = &res;
+        res.ticks = 2;
+        resp.n_results = 1;
+        resp.results = &rp;
+        rt_rpc_reply_pb(h->conn, h->id, h->method, 0, &resp.base);
+    }
+    rt_rpc_conn_unref(h->conn);
+    h->conn = NULL;
 }
 
 static int key_cmp(const char *pk1,
@@ -222,6 +334,10 @@ static void ps_req(struct rt_rpc_conn *conn,
         assert_non_null(req);
         assert_true(req->n_ops <= 4);
         f->writes++;
+        if (hold(f, conn, id, method, req->route)) {
+            rt__write_req__free_unpacked(req, NULL);
+            return;
+        }
         if (f->write_np_left > 0) {
             f->write_np_left--;
             rt_rpc_reply_err(conn, id, method, RT_ENOTPRIMARY, "secondary");
@@ -249,6 +365,16 @@ static void ps_req(struct rt_rpc_conn *conn,
             f->get_at[f->gets] = uv_now(&f->loop);
         }
         f->gets++;
+        if (f->hang_mask) {
+            Rt__GetReq *req = rt__get_req__unpack(NULL, len, body);
+            int held;
+            assert_non_null(req);
+            held = hold(f, conn, id, method, req->route);
+            rt__get_req__free_unpacked(req, NULL);
+            if (held) {
+                return;
+            }
+        }
         if (f->hook) {
             struct fe_job *job = f->hook;
             f->hook = NULL;
@@ -314,6 +440,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
+    for (int i = 0; i < f->nheld; i++) {
+        if (f->held[i].conn) {
+            rt_rpc_conn_unref(f->held[i].conn);
+        }
+    }
     fe_route_close(f->route);
     rt_rpc_server_close(f->master);
     for (int i = 0; i < 2; i++) {
@@ -693,6 +824,138 @@ static void test_get_conn_lost_retried(void **state)
     fe_job_free(&job);
 }
 
+/* Runs the loop until the hung server holds @n requests. */
+static void run_until_held(struct fx *f, int n)
+{
+    for (int i = 0; i < 5000 && f->nheld < n; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+    }
+    assert_int_equal(f->nheld, n);
+}
+
+/* Runs the loop for about @ms milliseconds. */
+static void run_for(struct fx *f, unsigned ms)
+{
+    for (unsigned i = 0; i < ms; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+    }
+}
+
+/* A read in flight to a primary that never answers (stopped, cut off) is
+ * sent to the new primary as soon as the master's map names it, long
+ * before the RPC timeout, and succeeds there. */
+static void test_moved_read_resent(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    uint64_t t0;
+    int before = f->done;
+    f->hang_mask = 1u << 1; /* range 12, on server 2 */
+    f->hold_left = 4;
+    get_job(&job, "h");
+    submit_job(f, &job);
+    run_until_held(f, 1);
+    t0 = uv_now(&f->loop);
+    push_moved(f);
+    wait_jobs(f, before, 1);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(job.value.len, 16);
+    assert_int_equal(job.value.data[0], 1); /* the new primary's answer */
+    assert_int_equal(f->gets, 2);
+    assert_true(uv_now(&f->loop) - t0 < FE_ROUTE_WAIT1_MS);
+    fe_job_free(&job);
+}
+
+/* A write in flight to a replaced primary has an unknown outcome: it ends
+ * RT_ETIMEDOUT (500 OperationTimedOut) at the map update, is never sent to
+ * the new primary, and the old primary's late success changes nothing. */
+static void test_moved_write_unknown(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    int before = f->done;
+    f->write_ok = 1;
+    f->hang_mask = 1u << 1;
+    f->hold_left = 4;
+    fe_job_init(&job, FE_JOB_WRITE);
+    job.account = "acct";
+    job.table = "people";
+    fe_job_add_op(&job, RT__OP_KIND__OP_INSERT, "h", "9");
+    submit_job(f, &job);
+    run_until_held(f, 1);
+    push_moved(f);
+    wait_jobs(f, before, 1);
+    assert_int_equal(job.status, RT_ETIMEDOUT);
+    assert_int_equal(f->writes, 1);
+    answer_held(f, 0);
+    run_for(f, 100);
+    assert_int_equal(f->done, before + 1);
+    assert_int_equal(job.status, RT_ETIMEDOUT);
+    assert_int_equal(job.ops[0].ticks, 0);
+    assert_int_equal(f->writes, 1);
+    assert_int_equal(f->push_acks, 1);
+    fe_job_free(&job);
+}
+
+/* The map update moves range 12 only: a read in flight on range 11 (its
+ * server unchanged) keeps waiting for its own server's answer. */
+static void test_moved_other_range_untouched(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job a, h;
+    int before = f->done;
+    f->hang_mask = (1u << 0) | (1u << 1); /* ranges 11 and 12 */
+    f->hold_left = 2;
+    get_job(&a, "a");
+    get_job(&h, "h");
+    submit_job(f, &a);
+    submit_job(f, &h);
+    run_until_held(f, 2);
+    push_moved(f);
+    wait_jobs(f, before, 1);
+    assert_int_equal(h.status, 0);
+    run_for(f, 50);
+    assert_int_equal(f->done, before + 1); /* a still waits */
+    assert_int_equal(f->gets, 3);
+    answer_held(f, f->held[0].range_id == 11 ? 0 : 1);
+    wait_jobs(f, before, 2);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(a.value.data[0], 2); /* the late answer */
+    assert_int_equal(f->gets, 3);
+    fe_job_free(&a);
+    fe_job_free(&h);
+}
+
+/* No map update: after FE_ROUTE_TIMEOUT_MS without a reply a read is sent
+ * again (and succeeds), a write ends RT_ETIMEDOUT and is not resent. */
+static void test_timeout(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job r, w;
+    uint64_t t0 = uv_now(&f->loop);
+    int before = f->done;
+    f->write_ok = 1;
+    f->hang_mask = 1u << 1;
+    f->hold_left = 2;
+    get_job(&r, "h");
+    fe_job_init(&w, FE_JOB_WRITE);
+    w.account = "acct";
+    w.table = "people";
+    fe_job_add_op(&w, RT__OP_KIND__OP_INSERT, "h", "9");
+    submit_job(f, &r);
+    submit_job(f, &w);
+    wait_jobs(f, before, 2);
+    assert_true(uv_now(&f->loop) - t0 >= FE_ROUTE_TIMEOUT_MS);
+    assert_int_equal(w.status, RT_ETIMEDOUT);
+    assert_int_equal(f->writes, 1);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(f->gets, 2);
+    fe_job_free(&r);
+    fe_job_free(&w);
+}
+
 /* Runs one FE_JOB_SCAN page with filter text @ftext (NULL = none), with
  * the bounds wired the way fe_api wires them; fills @job (caller frees). */
 static void filter_page(struct fx *f,
@@ -968,6 +1231,13 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_get_conn_lost_retried, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_moved_read_resent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_moved_write_unknown, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_moved_other_range_untouched, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_bounds_pick_ranges, setup,
                                         teardown),
