@@ -31,8 +31,8 @@
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): a write's is returned
  *   as is (500 OperationTimedOut), never retried: it may have happened; a
  *   read or scan hop is tried again like RT_ENOCONN;
- * - a map naming another server for the range of a call in flight (the
- *   master failed the range over, moved or split it; fe__calls_moved):
+ * - a map naming another server, or none, for the key of a call in flight
+ *   (the master failed the range over or moved it; fe__calls_moved):
  *   the call is abandoned and its late reply dropped; a read or scan hop
  *   is sent again at once to the new owner (one of its tries), a write
  *   ends RT_ETIMEDOUT (outcome unknown, never resent);
@@ -119,7 +119,7 @@ struct fe_route
 };
 
 /* One entity RPC in flight: what it was sent to, so that a map naming
- * another server for its range can take the job off it (fe__calls_moved).
+ * another server for its key can take the job off it (fe__calls_moved).
  * An abandoned call has no job; its reply, if one ever comes, is dropped. */
 struct fe__call
 {
@@ -129,7 +129,6 @@ struct fe__call
     struct fe_route *route;
     struct fe_job *job; /* NULL once abandoned */
     uint64_t server_id;
-    uint64_t range_id;
     uint64_t table_id;
     char *key; /* the PartitionKey that chose the range */
     /* SCAN: the range's high key, for the reply (the map may change while
@@ -823,7 +822,6 @@ static struct fe__call *fe__call_start(struct fe_job *job,
     c->route = r;
     c->job = job;
     c->server_id = server_id;
-    c->range_id = rg->id;
     c->table_id = rg->table_id;
     c->key = rt_xstrdup(key);
     c->high = rt_xstrdup(rg->high_inf ? "" : rg->high);
@@ -872,7 +870,7 @@ static struct fe_job *fe__call_end(struct fe__call *c)
 }
 
 /* After a map install: every call in flight to a server the new map no
- * longer names for its key's range (failover, move, split, range gone) is
+ * longer names for its key (failover, move, table or range gone) is
  * abandoned, since the old server may be stopped or cut off and never
  * answer before the RPC timeout. A read or scan hop is sent again at once
  * to the new owner, counting as one of the job's tries (nothing to undo);
@@ -893,8 +891,11 @@ static void fe__calls_moved(struct fe_route *r)
         if (!c->job) {
             continue;
         }
+        /* A split or an ISR change leaves the key with the same server,
+         * which answers (ranges split in place, DESIGN-replication.md
+         * §9.1): only another server, or none, means it may never. */
         rg = fe__map_range(r, c->table_id, c->key);
-        if (rg && rg->id == c->range_id && rg->server_id == c->server_id) {
+        if (rg && rg->server_id == c->server_id) {
             continue;
         }
         c->moved_next = moved;

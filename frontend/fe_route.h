@@ -23,8 +23,8 @@
  * A server's RT_EBUSY is returned at once (503 ServerBusy, which the SDKs
  * retry after their own back-off).
  *
- * A map that names another server for the range of a request in flight
- * (failover, move, split) takes the request off the old server at once,
+ * A map that names another server (or none) for the key of a request in
+ * flight (failover, move) takes the request off the old server at once,
  * which may be stopped or cut off and never answer: a read or scan hop
  * is sent to the new owner (one of its tries), a write ends RT_ETIMEDOUT
  * (the old primary may have applied it), and the old server's late reply

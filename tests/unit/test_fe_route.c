@@ -11,8 +11,8 @@
  * unanswered) and a MAP_UPDATE pushed by the fake master that fails a range
  * over: a read in flight is resent to the new primary at once, a write in
  * flight ends RT_ETIMEDOUT and the late answer is dropped, another range's
- * requests are untouched; without a map, the RPC timeout resends a read
- * and ends a write. */
+ * requests and those to a range split in place are untouched; without a
+ * map, the RPC timeout resends a read and ends a write. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,6 +84,9 @@ struct fx
     } held[4];
     /* Range 12 on server 1 at epoch 2 (the master failed it over). */
     int moved;
+    /* Range 11 split in place at "b": ["", "b") stays 11, ["b", "g") is
+     * 14, both on server 1 at epoch 2. */
+    int split;
     int pushes; /* MAP_UPDATEs pushed */
     int push_acks;
     struct rt_rpc_conn *fe_conn; /* the route's master connection */
@@ -137,8 +140,9 @@ static void put_map(struct fx *f,
     Rt__Map map = RT__MAP__INIT;
     Rt__Server s[2] = {RT__SERVER__INIT, RT__SERVER__INIT};
     Rt__Server *sp[2] = {&s[0], &s[1]};
-    Rt__Range rg[3] = {RT__RANGE__INIT, RT__RANGE__INIT, RT__RANGE__INIT};
-    Rt__Range *rp[3] = {&rg[0], &rg[1], &rg[2]};
+    Rt__Range rg[4] = {RT__RANGE__INIT, RT__RANGE__INIT, RT__RANGE__INIT,
+                       RT__RANGE__INIT};
+    Rt__Range *rp[4] = {&rg[0], &rg[1], &rg[2], &rg[3]};
     Rt__Table t = RT__TABLE__INIT;
     Rt__Table *tp = &t;
     char addr[2][32];
@@ -155,13 +159,18 @@ static void put_map(struct fx *f,
     rg[1].server_id = 1, rg[1].epoch = 1;
     rg[2].id = 13, rg[2].table_id = TABLE_ID, rg[2].low = "p",
     rg[2].high_inf = 1, rg[2].server_id = 1, rg[2].epoch = 1;
+    if (f->split) {
+        rg[1].high = "b", rg[1].epoch = 2;
+        rg[3].id = 14, rg[3].table_id = TABLE_ID, rg[3].low = "b",
+        rg[3].high = "g", rg[3].server_id = 1, rg[3].epoch = 2;
+    }
     t.account = "acct";
     t.name = "People";
     t.id = TABLE_ID;
     map.version = 1 + (uint64_t)f->get_maps + (uint64_t)f->pushes;
     map.n_servers = 2;
     map.servers = sp;
-    map.n_ranges = 3;
+    map.n_ranges = f->split ? 4 : 3;
     map.ranges = rp;
     map.n_tables = 1;
     map.tables = &tp;
@@ -174,11 +183,12 @@ static void put_map(struct fx *f,
     rt_rpc_reply_pb(conn, id, method, 0, &map.base);
 }
 
-/* The master fails range 12 over from server 2 to server 1 and pushes the
- * map to the front end. */
-static void push_moved(struct fx *f)
+/* The master fails range 12 over from server 2 to server 1 (@moved) or
+ * splits range 11 and pushes the map to the front end. */
+static void push_map(struct fx *f, int moved, int split)
 {
-    f->moved = 1;
+    f->moved = moved;
+    f->split = split;
     f->pushes++;
     assert_non_null(f->fe_conn);
     put_map(f, f->fe_conn, 0, RT__METHOD__MAP_UPDATE);
@@ -858,7 +868,7 @@ static void test_moved_read_resent(void **state)
     submit_job(f, &job);
     run_until_held(f, 1);
     t0 = uv_now(&f->loop);
-    push_moved(f);
+    push_map(f, 1, 0);
     wait_jobs(f, before, 1);
     assert_int_equal(job.status, 0);
     assert_int_equal(job.value.len, 16);
@@ -885,7 +895,7 @@ static void test_moved_write_unknown(void **state)
     fe_job_add_op(&job, RT__OP_KIND__OP_INSERT, "h", "9");
     submit_job(f, &job);
     run_until_held(f, 1);
-    push_moved(f);
+    push_map(f, 1, 0);
     wait_jobs(f, before, 1);
     assert_int_equal(job.status, RT_ETIMEDOUT);
     assert_int_equal(f->writes, 1);
@@ -913,7 +923,7 @@ static void test_moved_other_range_untouched(void **state)
     submit_job(f, &a);
     submit_job(f, &h);
     run_until_held(f, 2);
-    push_moved(f);
+    push_map(f, 1, 0);
     wait_jobs(f, before, 1);
     assert_int_equal(h.status, 0);
     run_for(f, 50);
@@ -926,6 +936,42 @@ static void test_moved_other_range_untouched(void **state)
     assert_int_equal(f->gets, 3);
     fe_job_free(&a);
     fe_job_free(&h);
+}
+
+/* A range split in place keeps its keys on the same server, which will
+ * answer: a read and a write in flight to it are left alone and get the
+ * server's own answers. */
+static void test_split_untouched(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job r, w;
+    int before = f->done;
+    f->write_ok = 1;
+    f->hang_mask = 1u << 0; /* range 11 */
+    f->hold_left = 2;
+    get_job(&r, "b");
+    fe_job_init(&w, FE_JOB_WRITE);
+    w.account = "acct";
+    w.table = "people";
+    fe_job_add_op(&w, RT__OP_KIND__OP_INSERT, "b", "9");
+    submit_job(f, &r);
+    submit_job(f, &w);
+    run_until_held(f, 2);
+    push_map(f, 0, 1);
+    run_for(f, 50);
+    assert_int_equal(f->push_acks, 1);
+    assert_int_equal(f->done, before);
+    answer_held(f, 0);
+    answer_held(f, 1);
+    wait_jobs(f, before, 2);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.value.data[0], 2);
+    assert_int_equal(w.status, 0);
+    assert_int_equal(w.ops[0].ticks, 2);
+    assert_int_equal(f->gets, 1);
+    assert_int_equal(f->writes, 1);
+    fe_job_free(&r);
+    fe_job_free(&w);
 }
 
 /* No map update: after FE_ROUTE_TIMEOUT_MS without a reply a read is sent
@@ -1237,6 +1283,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_moved_other_range_untouched, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_split_untouched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_bounds_pick_ranges, setup,
