@@ -898,6 +898,14 @@ static void fe__calls_moved(struct fe_route *r)
         if (rg && rg->server_id == c->server_id) {
             continue;
         }
+        /* A write is given up only for a replicated range, whose old
+         * primary may have been replaced because it stopped answering. An
+         * RF-1 range that moved still has its old server answering (the
+         * move froze it: it finishes or refuses what it holds), so the
+         * client gets the real outcome instead of an unknown one. */
+        if (c->job->kind == FE_JOB_WRITE && !(rg && rg->n_replicas > 1)) {
+            continue;
+        }
         c->moved_next = moved;
         moved = c;
     }

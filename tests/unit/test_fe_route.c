@@ -84,6 +84,7 @@ struct fx
     } held[4];
     /* Range 12 on server 1 at epoch 2 (the master failed it over). */
     int moved;
+    int rf1; /* range 12 has no replica set (RF 1: a move, not a failover) */
     /* Range 11 split in place at "b": ["", "b") stays 11, ["b", "g") is
      * 14, both on server 1 at epoch 2. */
     int split;
@@ -155,6 +156,18 @@ static void put_map(struct fx *f,
     /* Ranges deliberately listed out of order: the FE sorts them. */
     rg[0].id = 12, rg[0].table_id = TABLE_ID, rg[0].low = "g", rg[0].high = "p",
     rg[0].server_id = f->moved ? 1 : 2, rg[0].epoch = f->moved ? 2 : 1;
+    /* Range 12 has two replicas (servers 1 and 2) unless the test says
+     * it is RF 1 (@rf1): a failover, or a move of an RF-1 range. */
+    Rt__Replica rep[2] = {RT__REPLICA__INIT, RT__REPLICA__INIT};
+    Rt__Replica *repp[2] = {&rep[0], &rep[1]};
+    rep[0].server_id = rg[0].server_id;
+    rep[0].role = RT__REPL_ROLE__ROLE_PRIMARY;
+    rep[1].server_id = rg[0].server_id == 1 ? 2 : 1;
+    rep[1].role = RT__REPL_ROLE__ROLE_SECONDARY;
+    if (!f->rf1) {
+        rg[0].n_replicas = 2;
+        rg[0].replicas = repp;
+    }
     rg[1].id = 11, rg[1].table_id = TABLE_ID, rg[1].low = "", rg[1].high = "g",
     rg[1].server_id = 1, rg[1].epoch = 1;
     rg[2].id = 13, rg[2].table_id = TABLE_ID, rg[2].low = "p",
@@ -909,6 +922,34 @@ static void test_moved_write_unknown(void **state)
     fe_job_free(&job);
 }
 
+/* An RF-1 range that moves keeps its old server answering (the move froze
+ * it): a write in flight there is not given up at the map update, and the
+ * client gets the server's real answer. */
+static void test_moved_rf1_write_answered(void **state)
+{
+    struct fx *f = *state;
+    struct fe_job job;
+    int before = f->done;
+    f->rf1 = 1;
+    f->write_ok = 1;
+    f->hang_mask = 1u << 1;
+    f->hold_left = 4;
+    fe_job_init(&job, FE_JOB_WRITE);
+    job.account = "acct";
+    job.table = "people";
+    fe_job_add_op(&job, RT__OP_KIND__OP_INSERT, "h", "9");
+    submit_job(f, &job);
+    run_until_held(f, 1);
+    push_map(f, 1, 0);
+    run_for(f, 100);
+    assert_int_equal(f->done, before);
+    answer_held(f, 0);
+    wait_jobs(f, before, 1);
+    assert_int_equal(job.status, 0);
+    assert_int_equal(f->writes, 1);
+    fe_job_free(&job);
+}
+
 /* The map update moves range 12 only: a read in flight on range 11 (its
  * server unchanged) keeps waiting for its own server's answer. */
 static void test_moved_other_range_untouched(void **state)
@@ -1278,6 +1319,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_get_conn_lost_retried, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_moved_read_resent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_moved_rf1_write_answered, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_moved_write_unknown, setup,
                                         teardown),
