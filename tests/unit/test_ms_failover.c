@@ -499,6 +499,28 @@ static int isr_change(struct fx *f,
     return status;
 }
 
+/* PS_REGISTER of fake server @i (its current id and incarnation-less)
+ * on @cli; returns the status and, on 0, *resp (the caller frees it). */
+static int register_on(struct fx *f,
+                       int i,
+                       struct rt_rpc_client *cli,
+                       Rt__RegisterResp **resp)
+{
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.server_id = f->ps[i].id;
+    req.addr = f->ps[i].addr;
+    req.zone = (char *)f->ps[i].zone;
+    status = th_ms_call(&f->loop, cli, RT__METHOD__PS_REGISTER, &req.base, &r);
+    *resp = status == 0 ? rt__register_resp__unpack(NULL, r.len, r.body) : NULL;
+    free(r.body);
+    if (status == 0) {
+        assert_non_null(*resp);
+    }
+    return status;
+}
+
 /* Master, front end and the four servers up; table "people" created with
  * its range on servers 0 (primary), 2 and 3 (zones z1, z2, z3). */
 static void start_cluster(struct fx *f)
@@ -782,6 +804,93 @@ static void test_delete_during_failover(void **state)
     assert_false(has_event(f, "failover", "ok"));
 }
 
+/* The isolated primary comes back (docs/DESIGN-replication.md §7, F7):
+ * cut off, it fell silent while its old connection stayed open (a
+ * blackholed link: the master never saw it close), a failover moved the
+ * range away, and the healed server registers again on a new connection.
+ * The registration is accepted and its reply names the range with the
+ * server as a secondary outside the ISR at the new epoch, and its
+ * heartbeats are answered again. (The fault harness showed "register with
+ * master failed: ... unable to receive requests" here: that text is
+ * RT_ENOCONN's, the PS's calls failing while the proxy reset its
+ * connections during the cut, not a refusal by the master.) */
+static void test_isolated_primary_registers(void **state)
+{
+    struct fx *f = *state;
+    struct rt_rpc_client *cli;
+    Rt__RegisterResp *resp = NULL;
+    const Rt__Range *r;
+    start_cluster(f);
+    f->ps[2].lsn = 4;
+    f->ps[3].lsn = 9;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_primary(f) == f->ps[3].id);
+    WAIT_UNTIL(f, has_event(f, "failover", "ok"));
+
+    /* The same id from a new connection, the old one still up. */
+    assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request, NULL,
+                                         &f->ps[0], &cli),
+                     0);
+    th_ms_wait_up(&f->loop, cli);
+    assert_int_equal(register_on(f, 0, cli, &resp), 0);
+    assert_int_equal(resp->server_id, f->ps[0].id);
+    assert_int_equal(resp->n_ranges, 1);
+    r = resp->ranges[0];
+    assert_int_equal(r->server_id, f->ps[3].id);
+    assert_int_equal(r->epoch, 2);
+    for (size_t i = 0; i < r->n_isr; i++) {
+        assert_int_not_equal(r->isr[i], f->ps[0].id);
+    }
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        if (r->replicas[i]->server_id == f->ps[0].id) {
+            assert_int_equal(r->replicas[i]->role,
+                             RT__REPL_ROLE__ROLE_SECONDARY);
+        }
+    }
+    rt__register_resp__free_unpacked(resp, NULL);
+
+    /* Registering again (a retry whose first answer was lost) and on the
+     * old connection too: still accepted, nothing moves back. */
+    assert_int_equal(register_on(f, 0, cli, &resp), 0);
+    rt__register_resp__free_unpacked(resp, NULL);
+    assert_int_equal(register_on(f, 0, f->ps[0].cli, &resp), 0);
+    assert_int_equal(resp->n_ranges, 1);
+    assert_int_equal(resp->ranges[0]->server_id, f->ps[3].id);
+    rt__register_resp__free_unpacked(resp, NULL);
+    assert_int_equal(map_primary(f), f->ps[3].id);
+    rt_rpc_client_close(cli);
+}
+
+/* The isolated primary registers again while its range is still being
+ * sealed (no SEAL answered yet): accepted, and the failover is cancelled
+ * rather than left stuck; a registration mid-seal after a SEAL was
+ * answered is accepted too and the failover completes. */
+static void test_register_during_failover(void **state)
+{
+    struct fx *f = *state;
+    Rt__RegisterResp *resp = NULL;
+    start_cluster(f);
+    f->ps[2].seal_mode = SEAL_HOLD;
+    f->ps[3].seal_mode = SEAL_HOLD;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 2);
+    WAIT_UNTIL(f, f->ps[2].seals >= 1 && f->ps[3].seals >= 1);
+    assert_int_equal(register_on(f, 0, f->ps[0].cli, &resp), 0);
+    assert_int_equal(resp->n_ranges, 1);
+    rt__register_resp__free_unpacked(resp, NULL);
+    WAIT_UNTIL(f, map_seal_epoch(f) == 0);
+    assert_int_equal(map_primary(f), f->ps[0].id);
+
+    /* Silent again; this time one secondary seals before it returns. */
+    f->ps[2].seal_mode = SEAL_OK;
+    f->ps[2].lsn = 3;
+    WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
+    assert_int_equal(register_on(f, 0, f->ps[0].cli, &resp), 0);
+    assert_int_equal(resp->n_ranges, 1);
+    assert_int_equal(resp->ranges[0]->server_id, f->ps[2].id);
+    rt__register_resp__free_unpacked(resp, NULL);
+}
+
 /* RF 1: a silent owner never fails over (no SEAL, map unchanged). */
 static void test_rf1_never_fails_over(void **state)
 {
@@ -829,6 +938,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_delete_during_failover, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rf1_never_fails_over, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_isolated_primary_registers, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_register_during_failover, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
