@@ -66,6 +66,7 @@ int main(int argc, char **argv)
     long merge_after_split = 0, load_tau = 0, events_max = 0;
     long rf = 0, min_insync = 0;
     long failover_after = 0, reconnect_grace = 0, seal_wait = 0, lease = 0;
+    long learner_timeout = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -98,6 +99,9 @@ int main(int argc, char **argv)
          "the partition servers' --lease-ms (must match): a secondary "
          "refuses a seal this long after its last append, and no server "
          "is suspected before failover-after + lease after a start"},
+        {"learner-timeout-ms", RT_OPT_INT, &learner_timeout, "30000",
+         "a learner not in sync this long after its add committed is "
+         "taken out of the replica set again"},
         {"policy", RT_OPT_STR, &policy, "default",
          "load-balancing policy: default | none (never splits, merges or "
          "moves by itself; rtctl still can)"},
@@ -192,10 +196,12 @@ int main(int argc, char **argv)
     if (failover_after <= 0 || failover_after > 3600 * 1000 ||
         reconnect_grace <= 0 || reconnect_grace > 3600 * 1000 ||
         seal_wait <= 0 || seal_wait > 3600 * 1000 || lease <= 0 ||
-        lease > 3600 * 1000) {
+        lease > 3600 * 1000 || learner_timeout <= 0 ||
+        learner_timeout > 3600 * 1000) {
         fprintf(stderr,
                 "rt-master: --failover-after-ms, --reconnect-grace-ms, "
-                "--seal-wait-ms and --lease-ms must be 1..3600000\n");
+                "--seal-wait-ms, --lease-ms and --learner-timeout-ms must "
+                "be 1..3600000\n");
         goto bad_flags;
     }
     if (min_insync < 1 || min_insync > rf) {
@@ -261,6 +267,7 @@ int main(int argc, char **argv)
     cfg.reconnect_grace_ms = (uint64_t)reconnect_grace;
     cfg.seal_wait_ms = (uint64_t)seal_wait;
     cfg.lease_ms = (uint64_t)lease;
+    cfg.learner_timeout_ms = (uint64_t)learner_timeout;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

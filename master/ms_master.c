@@ -229,6 +229,7 @@ int ms_master_start(uv_loop_t *loop,
             .seal_wait_ms = m->cfg.seal_wait_ms,
             .lease_ms = m->cfg.lease_ms,
             .resend_ms = m->cfg.repl_resend_ms,
+            .learner_timeout_ms = m->cfg.learner_timeout_ms,
         };
         /* Loads every replicated range; a seal intent found in the
          * catalog resumes its failover (SEALs go out once the servers

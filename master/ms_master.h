@@ -56,6 +56,7 @@ struct ms_master_config
     uint64_t seal_wait_ms;       /* 200 */
     uint64_t lease_ms;           /* 1500: the partition servers' lease */
     uint64_t repl_resend_ms;     /* SEAL / ASSIGN resend period: 250 */
+    uint64_t learner_timeout_ms; /* 30000 */
 };
 
 /* Opens the catalog and the event log, starts listening and the liveness

@@ -53,7 +53,7 @@ struct ms_repl_config
     uint64_t seal_wait_ms;       /* --seal-wait-ms, 200 */
     uint64_t lease_ms;           /* --lease-ms, 1500 */
     uint64_t resend_ms;          /* SEAL / ASSIGN resend period, 250 */
-    uint64_t learner_timeout_ms; /* 30000 */
+    uint64_t learner_timeout_ms; /* --learner-timeout-ms, 30000 */
     uint32_t seal_timeout_ms;    /* one SEAL call's timeout, 1000 */
 };
 
