@@ -87,7 +87,7 @@ struct ms_rcore
     uint64_t start_ms;
     struct ms__rserver *servers;
     size_t n_servers, cap_servers;
-    struct ms__rrange **ranges;
+    struct ms__rrange **ranges; /* sorted by range id (binary search) */
     size_t n_ranges, cap_ranges;
     uint64_t next_prop;
     uint64_t timer_at; /* 0: not armed */
@@ -197,15 +197,28 @@ static bool ms__rcore_suspected(const struct ms_rcore *m,
 
 /* Ranges */
 
+/* Where @range_id is in m->ranges, or would be inserted. */
+static size_t ms__rcore_slot(const struct ms_rcore *m, uint64_t range_id)
+{
+    size_t lo = 0, hi = m->n_ranges;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->ranges[mid]->conf.range_id < range_id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 static struct ms__rrange *ms__rcore_find(const struct ms_rcore *m,
                                          uint64_t range_id)
 {
-    for (size_t i = 0; i < m->n_ranges; i++) {
-        if (m->ranges[i]->conf.range_id == range_id) {
-            return m->ranges[i];
-        }
-    }
-    return NULL;
+    size_t i = ms__rcore_slot(m, range_id);
+    return i < m->n_ranges && m->ranges[i]->conf.range_id == range_id
+               ? m->ranges[i]
+               : NULL;
 }
 
 static int ms__rcore_isr_index(const struct rt_repl_conf *c, uint64_t id)
@@ -610,13 +623,17 @@ int ms_rcore_load(struct ms_rcore *m,
     }
     struct ms__rrange *r = ms__rcore_find(m, c->range_id);
     if (r == NULL) {
+        size_t at = ms__rcore_slot(m, c->range_id);
         if (m->n_ranges == m->cap_ranges) {
             m->cap_ranges = m->cap_ranges ? 2 * m->cap_ranges : 8;
             m->ranges =
                 rt_xrealloc(m->ranges, m->cap_ranges * sizeof(*m->ranges));
         }
         r = rt_xcalloc(1, sizeof(*r));
-        m->ranges[m->n_ranges++] = r;
+        memmove(&m->ranges[at + 1], &m->ranges[at],
+                (m->n_ranges - at) * sizeof(*m->ranges));
+        m->ranges[at] = r;
+        m->n_ranges++;
     }
     memset(r, 0, sizeof(*r));
     r->conf = *c;
@@ -647,14 +664,15 @@ int ms_rcore_load(struct ms_rcore *m,
 
 int ms_rcore_forget(struct ms_rcore *m, uint64_t range_id)
 {
-    for (size_t i = 0; i < m->n_ranges; i++) {
-        if (m->ranges[i]->conf.range_id == range_id) {
-            free(m->ranges[i]);
-            m->ranges[i] = m->ranges[--m->n_ranges];
-            return 0;
-        }
+    size_t i = ms__rcore_slot(m, range_id);
+    if (i == m->n_ranges || m->ranges[i]->conf.range_id != range_id) {
+        return RT_ENOTFOUND;
     }
-    return RT_ENOTFOUND;
+    free(m->ranges[i]);
+    memmove(&m->ranges[i], &m->ranges[i + 1],
+            (m->n_ranges - i - 1) * sizeof(*m->ranges));
+    m->n_ranges--;
+    return 0;
 }
 
 int ms_rcore_add_learner(struct ms_rcore *m,

@@ -91,7 +91,7 @@ struct ms_repl
     bool timer_open;
     bool stopping;
 
-    struct ms__repl_range *ranges; /* followed ranges, unordered */
+    struct ms__repl_range *ranges; /* followed ranges, sorted by id */
     size_t n_ranges, cap_ranges;
 
     struct ms__repl_def *defs; /* FIFO, drained by ms__repl_drain */
@@ -118,27 +118,45 @@ static void ms__repl_drain(struct ms_repl *r);
 
 /* ---- followed ranges ---- */
 
-static struct ms__repl_range *ms__repl_range(struct ms_repl *r, uint64_t id)
+/* Where @id is in r->ranges, or would be inserted. */
+static size_t ms__repl_slot(const struct ms_repl *r, uint64_t id)
 {
-    for (size_t i = 0; i < r->n_ranges; i++) {
-        if (r->ranges[i].id == id) {
-            return &r->ranges[i];
+    size_t lo = 0, hi = r->n_ranges;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->ranges[mid].id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
-    return NULL;
+    return lo;
+}
+
+/* The followed range @id, or NULL. The pointer is valid until the next
+ * range is added or deleted. */
+static struct ms__repl_range *ms__repl_range(const struct ms_repl *r,
+                                             uint64_t id)
+{
+    size_t i = ms__repl_slot(r, id);
+    return i < r->n_ranges && r->ranges[i].id == id ? &r->ranges[i] : NULL;
 }
 
 static struct ms__repl_range *ms__repl_range_add(struct ms_repl *r, uint64_t id)
 {
-    struct ms__repl_range *rr = ms__repl_range(r, id);
-    if (rr) {
-        return rr;
+    size_t at = ms__repl_slot(r, id);
+    struct ms__repl_range *rr;
+    if (at < r->n_ranges && r->ranges[at].id == id) {
+        return &r->ranges[at];
     }
     if (r->n_ranges == r->cap_ranges) {
         r->cap_ranges = r->cap_ranges ? 2 * r->cap_ranges : 16;
         r->ranges = rt_xrealloc(r->ranges, r->cap_ranges * sizeof(*r->ranges));
     }
-    rr = &r->ranges[r->n_ranges++];
+    memmove(&r->ranges[at + 1], &r->ranges[at],
+            (r->n_ranges - at) * sizeof(*r->ranges));
+    r->n_ranges++;
+    rr = &r->ranges[at];
     memset(rr, 0, sizeof(*rr));
     rr->id = id;
     return rr;
@@ -146,9 +164,11 @@ static struct ms__repl_range *ms__repl_range_add(struct ms_repl *r, uint64_t id)
 
 static void ms__repl_range_del(struct ms_repl *r, uint64_t id)
 {
-    struct ms__repl_range *rr = ms__repl_range(r, id);
-    if (rr) {
-        *rr = r->ranges[--r->n_ranges];
+    size_t i = ms__repl_slot(r, id);
+    if (i < r->n_ranges && r->ranges[i].id == id) {
+        memmove(&r->ranges[i], &r->ranges[i + 1],
+                (r->n_ranges - i - 1) * sizeof(*r->ranges));
+        r->n_ranges--;
     }
 }
 

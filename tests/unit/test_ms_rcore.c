@@ -725,9 +725,42 @@ static void test_refused(void **state)
     assert_int_equal(ms_rcore_range_get(f->m, R + 1, &info), RT_ENOTFOUND);
 }
 
+/* Many ranges loaded in no particular order are each found by id (the
+ * core keeps them sorted for its lookups); forgetting some leaves the
+ * others found, and a forgotten one is gone. */
+static void test_many_ranges_found(void **state)
+{
+    struct fx *f = *state;
+    struct ms_rcore_range_info info;
+    const uint64_t n = 200;
+    for (uint64_t k = 0; k < n; k++) {
+        struct rt_repl_conf c = conf_at(5);
+        c.range_id = 1000 + (k * 7919) % n; /* a permutation of 0..n-1 */
+        assert_int_equal(ms_rcore_load(f->m, &c, 0, &f->out), 0);
+    }
+    for (uint64_t id = 1000; id < 1000 + n; id += 2) {
+        assert_int_equal(ms_rcore_forget(f->m, id), 0);
+    }
+    assert_int_equal(ms_rcore_forget(f->m, 1000), RT_ENOTFOUND);
+    for (uint64_t id = 1000; id < 1000 + n; id++) {
+        int rc = ms_rcore_range_get(f->m, id, &info);
+        if (id % 2 == 0) {
+            assert_int_equal(rc, RT_ENOTFOUND);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(info.conf.range_id, id);
+        }
+    }
+    assert_int_equal(ms_rcore_range_get(f->m, R, &info), 0);
+    assert_int_equal(ms_rcore_range_get(f->m, 999, &info), RT_ENOTFOUND);
+    assert_int_equal(ms_rcore_range_get(f->m, 1000 + n, &info), RT_ENOTFOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_many_ranges_found, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_suspicion_proposes_intent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_suspicion, setup, teardown),
