@@ -979,6 +979,39 @@ int ms_rcore_step(struct ms_rcore *m,
 
 /* Inspection */
 
+/* What ms_rcore_range_info.op says of @r. */
+static const char *ms__rcore_op_name(const struct ms__rrange *r)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    switch (r->state) {
+        case MS_RCORE_SEALING:
+            return c->seal_to ? "transfer" : "failover";
+        case MS_RCORE_ASSIGNING:
+            return r->op_what;
+        case MS_RCORE_ADDING:
+            return "learner";
+        case MS_RCORE_STABLE:
+        case MS_RCORE__NR:
+            break;
+    }
+    switch (r->prop) {
+        case MS__ROP_SEAL_INTENT:
+            return r->prop_conf.seal_to ? "transfer" : "failover";
+        case MS__ROP_ISR:
+            return "isr_change";
+        case MS__ROP_LEARNER:
+        case MS__ROP_LEARNER_OUT:
+            return "learner";
+        case MS__ROP_FAILOVER:
+            return "failover";
+        case MS__ROP_CANCEL:
+            return "failover_cancelled";
+        case MS__ROP_NONE:
+            break;
+    }
+    return NULL;
+}
+
 int ms_rcore_range_get(const struct ms_rcore *m,
                        uint64_t range_id,
                        struct ms_rcore_range_info *out)
@@ -992,7 +1025,12 @@ int ms_rcore_range_get(const struct ms_rcore *m,
         .conf = r->conf,
         .proposing = r->prop != MS__ROP_NONE,
         .n_sealed = r->n_sealed,
+        .op = ms__rcore_op_name(r),
+        .op_start_ms = r->op_start_ms,
     };
+    if (!out->op) {
+        out->op_start_ms = 0;
+    }
     return 0;
 }
 

@@ -108,6 +108,12 @@ struct ms_rcore_range_info
     struct rt_repl_conf conf; /* the committed configuration */
     int proposing;            /* a proposal is waiting for its COMMITTED */
     size_t n_sealed;          /* SEALING: ISR secondaries that sealed */
+    /* The operation in flight, for the status: "failover" or "transfer"
+     * (from the intent's proposal to the new primary's answer),
+     * "failover_cancelled", "isr_change", "learner"; NULL when none.
+     * Static string. */
+    const char *op;
+    uint64_t op_start_ms; /* when @op began (with @op only) */
 };
 
 struct ms_rcore;

@@ -58,6 +58,10 @@ struct ms__repl_range
     uint64_t lsn_server[RT_REPL_MAX_REPLICAS]; /* SEAL answers: who ... */
     uint64_t lsn[RT_REPL_MAX_REPLICAS];        /* ... holds which LSN */
     size_t n_lsn;
+    /* The last ReplStatus of each server that reported the range (the
+     * oldest report makes room when full). */
+    struct ms_repl_report rep[RT_REPL_MAX_REPLICAS];
+    size_t n_rep;
 };
 
 /* Something for the core once the current action list is done. */
@@ -784,6 +788,43 @@ static void ms__repl_step(struct ms_repl *r, const struct rt_repl_event *ev)
 
 /* ---- inputs ---- */
 
+static void ms__repl_keep_report(struct ms_repl *r,
+                                 uint64_t server_id,
+                                 const Rt__ReplStatus *st)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, st->range_id);
+    struct ms_repl_report *rep = NULL;
+    if (!rr) {
+        return;
+    }
+    for (size_t i = 0; i < rr->n_rep && !rep; i++) {
+        if (rr->rep[i].server_id == server_id) {
+            rep = &rr->rep[i];
+        }
+    }
+    if (!rep && rr->n_rep < RT_REPL_MAX_REPLICAS) {
+        rep = &rr->rep[rr->n_rep++];
+    }
+    if (!rep) {
+        rep = &rr->rep[0];
+        for (size_t i = 1; i < rr->n_rep; i++) {
+            if (rr->rep[i].at_ms < rep->at_ms) {
+                rep = &rr->rep[i];
+            }
+        }
+    }
+    *rep = (struct ms_repl_report){
+        .server_id = server_id,
+        .role = (int)st->role,
+        .epoch = st->epoch,
+        .applied_lsn = st->applied_lsn,
+        .commit_lsn = st->commit_lsn,
+        .lease_ms = st->lease_ms,
+        .state = st->state,
+        .at_ms = rt_time_mono_ms(),
+    };
+}
+
 void ms_repl_heard(struct ms_repl *r,
                    uint64_t server_id,
                    const Rt__HeartbeatReq *req)
@@ -794,6 +835,9 @@ void ms_repl_heard(struct ms_repl *r,
                                .peer = server_id,
                                .msg = &msg};
     ms__repl_step(r, &ev);
+    for (size_t i = 0; req && i < req->n_repl; i++) {
+        ms__repl_keep_report(r, server_id, req->repl[i]);
+    }
     for (size_t i = 0; req && i < req->n_repl && !r->stopping; i++) {
         const Rt__ReplStatus *st = req->repl[i];
         struct ms_rcore_range_info info;
@@ -953,6 +997,43 @@ const char *ms_repl_range_state(const struct ms_repl *r, uint64_t range_id)
         return NULL;
     }
     return ms_rcore_state_name(info.state);
+}
+
+int ms_repl_report(const struct ms_repl *r,
+                   uint64_t range_id,
+                   uint64_t server_id,
+                   struct ms_repl_report *out)
+{
+    const struct ms__repl_range *rr = ms__repl_range(r, range_id);
+    for (size_t i = 0; rr && i < rr->n_rep; i++) {
+        if (rr->rep[i].server_id == server_id) {
+            *out = rr->rep[i];
+            return 0;
+        }
+    }
+    return RT_ENOTFOUND;
+}
+
+size_t ms_repl_ops(const struct ms_repl *r, struct ms_repl_op *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_ranges; i++) {
+        struct ms_rcore_range_info info;
+        if (ms_rcore_range_get(r->core, r->ranges[i].id, &info) != 0 ||
+            !info.op) {
+            continue;
+        }
+        if (n < cap) {
+            out[n] = (struct ms_repl_op){
+                .range_id = r->ranges[i].id,
+                .kind = info.op,
+                .state = ms_rcore_state_name(info.state),
+                .since_ms = info.op_start_ms,
+            };
+        }
+        n++;
+    }
+    return n;
 }
 
 const struct ms_repl_stats *ms_repl_stats(struct ms_repl *r)

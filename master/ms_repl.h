@@ -9,6 +9,8 @@
  *   heartbeats (HeartbeatReq.repl: a PRIMARY at the committed epoch or
  *   later answers that range's assignment), partition-server connections
  *   closing, ISR_CHANGE requests, the answers to our calls, one uv timer;
+ *   each ReplStatus of a followed range is also kept (the last one per
+ *   server) for the status (ms_repl_report);
  * - out: each PROPOSE is one durable catalog commit guarded by (epoch,
  *   seal_epoch) (ms_catalog_range_apply_repl) followed by MAP_UPDATE to
  *   the front ends; SEAL is an RPC (SealReq -> SealResp; retry_ms > 0
@@ -111,6 +113,42 @@ void ms_repl_isr_change(struct ms_repl *r,
                         uint64_t id,
                         uint64_t from,
                         const Rt__IsrChangeReq *req);
+
+/* What server @server_id last reported of range @range_id in
+ * HeartbeatReq.repl (docs/DESIGN-replication.md §12.3). */
+struct ms_repl_report
+{
+    uint64_t server_id;
+    int role; /* Rt__ReplRole */
+    uint64_t epoch;
+    uint64_t applied_lsn;
+    uint64_t commit_lsn;
+    uint32_t lease_ms; /* as reported (a primary's lease left; 0: none) */
+    uint32_t state;
+    uint64_t at_ms; /* when it came (rt_time_mono_ms) */
+};
+
+/* 0 and *out filled, or RT_ENOTFOUND (range not followed, or nothing
+ * reported by that server since this master started). */
+int ms_repl_report(const struct ms_repl *r,
+                   uint64_t range_id,
+                   uint64_t server_id,
+                   struct ms_repl_report *out);
+
+/* A replication operation in flight on one range, for the status. */
+struct ms_repl_op
+{
+    uint64_t range_id;
+    const char *kind;  /* ms_rcore_range_info.op: "failover", "isr_change",
+                        * "learner", ...; static */
+    const char *state; /* the core's state: "sealing", "assigning", ...;
+                        * static */
+    uint64_t since_ms; /* when it began (rt_time_mono_ms) */
+};
+
+/* The operations in flight, in range id order: the first @cap of them in
+ * @out (may be NULL with @cap 0); returns how many there are. */
+size_t ms_repl_ops(const struct ms_repl *r, struct ms_repl_op *out, size_t cap);
 
 /* The range's state in the core ("stable", "sealing", ...), or NULL when
  * it is not followed (RF 1). The string is static. */

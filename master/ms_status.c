@@ -144,6 +144,92 @@ static json_t *ms__json_key(const char *s)
     return j;
 }
 
+/* A replicated range's figures from its servers' heartbeats (§12.3):
+ * "lease_ms" (what the primary reported, null: no report), "commit_lsn"
+ * and "applied_lsn" (the primary's), and "lag", one object per other
+ * replica: "server", "applied_lsn", "lag" (LSNs behind the primary's
+ * applied LSN, null while either has not reported; the two reports may be
+ * up to a heartbeat apart) and "reported_ms_ago". RF 1 ranges: an empty
+ * "lag" and nulls. */
+static void ms__range_repl_json(json_t *o,
+                                const struct ms_range *r,
+                                struct ms_repl *repl,
+                                uint64_t now)
+{
+    struct ms_repl_report prim, rep;
+    bool has_prim = repl &&
+                    ms_repl_report(repl, r->id, r->server_id, &prim) == 0 &&
+                    prim.role == RT__REPL_ROLE__ROLE_PRIMARY;
+    json_t *lag = json_array();
+    json_object_set_new(o, "lease_ms",
+                        has_prim ? ms__json_u64(prim.lease_ms) : json_null());
+    json_object_set_new(
+        o, "applied_lsn",
+        has_prim ? ms__json_u64(prim.applied_lsn) : json_null());
+    json_object_set_new(o, "commit_lsn",
+                        has_prim ? ms__json_u64(prim.commit_lsn) : json_null());
+    for (size_t j = 0; repl && r->nreplicas > 1 && j < r->nreplicas; j++) {
+        uint64_t sid = r->replicas[j].server_id;
+        json_t *l;
+        if (sid == r->server_id) {
+            continue;
+        }
+        l = json_object();
+        json_object_set_new(l, "server", ms__json_u64(sid));
+        if (ms_repl_report(repl, r->id, sid, &rep) == 0) {
+            json_object_set_new(l, "applied_lsn",
+                                ms__json_u64(rep.applied_lsn));
+            json_object_set_new(
+                l, "lag",
+                has_prim ? ms__json_u64(prim.applied_lsn > rep.applied_lsn
+                                            ? prim.applied_lsn - rep.applied_lsn
+                                            : 0)
+                         : json_null());
+            json_object_set_new(
+                l, "reported_ms_ago",
+                ms__json_u64(now > rep.at_ms ? now - rep.at_ms : 0));
+        } else {
+            json_object_set_new(l, "applied_lsn", json_null());
+            json_object_set_new(l, "lag", json_null());
+            json_object_set_new(l, "reported_ms_ago", json_null());
+        }
+        json_array_append_new(lag, l);
+    }
+    json_object_set_new(o, "lag", lag);
+}
+
+/* The replication operations in flight as "ops" entries: "kind"
+ * ("failover", "transfer", "failover_cancelled", "isr_change",
+ * "learner"), "range", "server" (its primary in the catalog), "state"
+ * (the failover machine's), "running_ms" (since it began). */
+static void ms__repl_ops_json(json_t *ops,
+                              struct ms_cluster *cl,
+                              struct ms_repl *repl,
+                              uint64_t now)
+{
+    size_t n = repl ? ms_repl_ops(repl, NULL, 0) : 0;
+    struct ms_repl_op *v;
+    if (n == 0) {
+        return;
+    }
+    v = rt_xcalloc(n, sizeof(*v));
+    n = ms_repl_ops(repl, v, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct ms_range *r =
+            ms_catalog_range_find(cl->cat, v[i].range_id);
+        json_t *oj = json_object();
+        json_object_set_new(oj, "kind", json_string(v[i].kind));
+        json_object_set_new(oj, "range", ms__json_u64(v[i].range_id));
+        json_object_set_new(oj, "server", ms__json_u64(r ? r->server_id : 0));
+        json_object_set_new(oj, "state", json_string(v[i].state));
+        json_object_set_new(
+            oj, "running_ms",
+            ms__json_u64(now > v[i].since_ms ? now - v[i].since_ms : 0));
+        json_array_append_new(ops, oj);
+    }
+    free(v);
+}
+
 static char *ms__build_json(struct ms_cluster *cl,
                             struct ms_balance *bal,
                             struct ms_repl *repl,
@@ -273,6 +359,7 @@ static char *ms__build_json(struct ms_cluster *cl,
             const char *st = repl ? ms_repl_range_state(repl, r->id) : NULL;
             json_object_set_new(o, "repl_state",
                                 st ? json_string(st) : json_null());
+            ms__range_repl_json(o, r, repl, now);
         }
         {
             const struct ms_load_range *l = ms_load_find(bal->load, r->id);
@@ -334,6 +421,7 @@ static char *ms__build_json(struct ms_cluster *cl,
                                 ms__json_u64(now - op->t0_ms));
             json_array_append_new(ops, oj);
         }
+        ms__repl_ops_json(ops, cl, repl, now);
         json_object_set_new(root, "ops", ops);
         json_object_set_new(
             root, "events_seq",

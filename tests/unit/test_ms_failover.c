@@ -66,8 +66,10 @@ struct fake_ps
     size_t a_nranges;
     uint64_t a_range, a_primary, a_epoch;
     size_t a_nisr;
-    /* heartbeats report the range as PRIMARY at a_epoch when it is */
+    /* heartbeats report the range as PRIMARY at a_epoch when it is (else
+     * SECONDARY), applied at @lsn, with @lease_ms */
     bool report_role;
+    uint32_t lease_ms;
 };
 
 struct fx
@@ -290,6 +292,9 @@ static void beat_cb(uv_timer_t *t)
         st.role = ps->a_primary == ps->id ? RT__REPL_ROLE__ROLE_PRIMARY
                                           : RT__REPL_ROLE__ROLE_SECONDARY;
         st.epoch = ps->a_epoch;
+        st.applied_lsn = ps->lsn;
+        st.commit_lsn = ps->lsn;
+        st.lease_ms = ps->lease_ms;
         st.state = 1;
         req.n_repl = 1;
         req.repl = &stp;
@@ -471,6 +476,62 @@ static uint64_t status_primary(struct fx *f, const char **state_out)
     }
     json_decref(root);
     return server;
+}
+
+/* The status document's member @key (a new reference), or NULL. */
+static json_t *status_get(struct fx *f, const char *key)
+{
+    char *text = ms_status_copy(f->st, MS_STATUS_JSON);
+    json_t *root = json_loads(text, 0, NULL), *v;
+    free(text);
+    assert_non_null(root);
+    v = json_incref(json_object_get(root, key));
+    json_decref(root);
+    return v;
+}
+
+/* The first entry of the status's "ops" of @kind, a new reference, or
+ * NULL. */
+static json_t *status_op(struct fx *f, const char *kind)
+{
+    json_t *ops = status_get(f, "ops"), *o, *found = NULL;
+    size_t i;
+    json_array_foreach(ops, i, o)
+    {
+        if (!found &&
+            strcmp(json_string_value(json_object_get(o, "kind")), kind) == 0) {
+            found = json_incref(o);
+        }
+    }
+    json_decref(ops);
+    return found;
+}
+
+static bool status_has_op(struct fx *f, const char *kind)
+{
+    json_t *o = status_op(f, kind);
+    json_decref(o);
+    return o != NULL;
+}
+
+/* The lag the status shows for server @sid in range 0 (-1: null or not
+ * listed). */
+static long long status_lag(struct fx *f, uint64_t sid)
+{
+    json_t *ranges = status_get(f, "ranges");
+    json_t *lag = json_object_get(json_array_get(ranges, 0), "lag"), *l;
+    long long v = -1;
+    size_t i;
+    json_array_foreach(lag, i, l)
+    {
+        json_t *n = json_object_get(l, "lag");
+        if ((uint64_t)json_integer_value(json_object_get(l, "server")) == sid &&
+            json_is_integer(n)) {
+            v = json_integer_value(n);
+        }
+    }
+    json_decref(ranges);
+    return v;
 }
 
 /* ISR_CHANGE from fake server @i; returns the status, *range (may be
@@ -878,10 +939,13 @@ static void test_register_during_failover(void **state)
     assert_int_equal(register_on(f, 0, f->ps[0].cli, &resp), 0);
     assert_int_equal(resp->n_ranges, 1);
     rt__register_resp__free_unpacked(resp, NULL);
+    f->ps[0].beating = true; /* as a registered server does */
+    WAIT_UNTIL(f, has_event(f, "failover", "cancelled"));
     WAIT_UNTIL(f, map_seal_epoch(f) == 0);
     assert_int_equal(map_primary(f), f->ps[0].id);
 
     /* Silent again; this time one secondary seals before it returns. */
+    f->ps[0].beating = false;
     f->ps[2].seal_mode = SEAL_OK;
     f->ps[2].lsn = 3;
     WAIT_UNTIL(f, map_primary(f) == f->ps[2].id);
@@ -889,6 +953,66 @@ static void test_register_during_failover(void **state)
     assert_int_equal(resp->n_ranges, 1);
     assert_int_equal(resp->ranges[0]->server_id, f->ps[2].id);
     rt__register_resp__free_unpacked(resp, NULL);
+}
+
+/* A failover in flight is in the status's "ops" (kind, range, primary,
+ * state, running_ms) while it seals, and gone once it is done. */
+static void test_status_ops(void **state)
+{
+    struct fx *f = *state;
+    json_t *o;
+    uint64_t rid;
+    start_cluster(f);
+    {
+        Rt__Map *map = get_map(f);
+        rid = map->ranges[0]->id;
+        rt__map__free_unpacked(map, NULL);
+    }
+    assert_false(status_has_op(f, "failover"));
+    f->ps[2].seal_mode = SEAL_HOLD;
+    f->ps[3].seal_mode = SEAL_HOLD;
+    f->ps[0].beating = false;
+    WAIT_UNTIL(f, map_seal_epoch(f) == 2);
+    WAIT_UNTIL(f, status_has_op(f, "failover"));
+    o = status_op(f, "failover");
+    assert_int_equal(json_integer_value(json_object_get(o, "range")), rid);
+    assert_int_equal(json_integer_value(json_object_get(o, "server")),
+                     f->ps[0].id);
+    assert_string_equal(json_string_value(json_object_get(o, "state")),
+                        "sealing");
+    assert_true(json_is_integer(json_object_get(o, "running_ms")));
+    json_decref(o);
+    f->ps[2].seal_mode = SEAL_OK;
+    f->ps[3].seal_mode = SEAL_OK;
+    WAIT_UNTIL(f, has_event(f, "failover", "ok"));
+    WAIT_UNTIL(f, !status_has_op(f, "failover"));
+}
+
+/* The servers' ReplStatus shows in the status: per secondary its lag
+ * behind the primary's applied LSN, and the primary's lease. */
+static void test_status_lag(void **state)
+{
+    struct fx *f = *state;
+    json_t *ranges, *r;
+    start_cluster(f);
+    assert_int_equal(status_lag(f, f->ps[2].id), -1); /* nothing reported */
+    f->ps[0].lsn = 50;
+    f->ps[0].lease_ms = 1200;
+    f->ps[2].lsn = 47;
+    f->ps[3].lsn = 50;
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+    }
+    WAIT_UNTIL(
+        f, status_lag(f, f->ps[2].id) == 3 && status_lag(f, f->ps[3].id) == 0);
+    ranges = status_get(f, "ranges");
+    r = json_array_get(ranges, 0);
+    assert_int_equal(json_integer_value(json_object_get(r, "lease_ms")), 1200);
+    assert_int_equal(json_integer_value(json_object_get(r, "applied_lsn")), 50);
+    assert_int_equal(json_array_size(json_object_get(r, "lag")), 2);
+    json_decref(ranges);
+    f->ps[2].lsn = 50;
+    WAIT_UNTIL(f, status_lag(f, f->ps[2].id) == 0);
 }
 
 /* RF 1: a silent owner never fails over (no SEAL, map unchanged). */
@@ -943,6 +1067,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_register_during_failover, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_status_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_lag, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

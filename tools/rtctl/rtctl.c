@@ -402,6 +402,61 @@ static char *rtctl_replicas(json_t *o)
     return rtctl_dup(buf);
 }
 
+/* A range's "lag" as "SERVER:LSNS,..." (LSNs behind the primary; "?"
+ * while unreported), "-" without secondaries. */
+static char *rtctl_lag(const json_t *o)
+{
+    json_t *lag = json_object_get(o, "lag"), *v;
+    char buf[256] = "";
+    size_t len = 0, i;
+    if (!json_is_array(lag) || json_array_size(lag) == 0) {
+        return rtctl_dup("-");
+    }
+    json_array_foreach(lag, i, v)
+    {
+        json_t *l = json_object_get(v, "lag");
+        char n[32] = "?";
+        int w;
+        if (json_is_integer(l)) {
+            snprintf(n, sizeof(n), "%lld", (long long)json_integer_value(l));
+        }
+        w = snprintf(
+            buf + len, sizeof(buf) - len, "%s%lld:%s", i ? "," : "",
+            (long long)json_integer_value(json_object_get(v, "server")), n);
+        if (w < 0 || (size_t)w >= sizeof(buf) - len) {
+            break;
+        }
+        len += (size_t)w;
+    }
+    return rtctl_dup(buf);
+}
+
+/* The replication operations among "ops" (failovers, ISR changes,
+ * learners), one line each; moves, splits and merges are not listed. */
+static void rtctl_print_repl_ops(json_t *root)
+{
+    json_t *o;
+    size_t i;
+    int first = 1;
+    json_array_foreach(json_object_get(root, "ops"), i, o)
+    {
+        const char *kind = rtctl_str(o, "kind", "?");
+        if (!strcmp(kind, "split") || !strcmp(kind, "merge") ||
+            !strcmp(kind, "move")) {
+            continue;
+        }
+        if (first) {
+            printf("\nREPLICATION OPS\n");
+            first = 0;
+        }
+        printf("%s range %lld (primary %lld): %s for %lld ms\n", kind,
+               (long long)json_integer_value(json_object_get(o, "range")),
+               (long long)json_integer_value(json_object_get(o, "server")),
+               rtctl_str(o, "state", "?"),
+               (long long)json_integer_value(json_object_get(o, "running_ms")));
+    }
+}
+
 static void rtctl_print_table(json_t *root)
 {
     json_t *servers = json_object_get(root, "servers");
@@ -438,12 +493,12 @@ static void rtctl_print_table(json_t *root)
     rtctl_tab_print(&t);
 
     printf("\nRANGES\n");
-    t.ncols = 9;
-    rtctl_tab_add(
-        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
-                       rtctl_dup("HIGH"), rtctl_dup("SERVER"),
-                       rtctl_dup("REPLICAS"), rtctl_dup("INSYNC"),
-                       rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
+    t.ncols = 10;
+    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"),
+                                 rtctl_dup("LOW"), rtctl_dup("HIGH"),
+                                 rtctl_dup("SERVER"), rtctl_dup("REPLICAS"),
+                                 rtctl_dup("INSYNC"), rtctl_dup("LAG"),
+                                 rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
     json_array_foreach(ranges, i, o)
     {
         char load[64];
@@ -460,15 +515,16 @@ static void rtctl_print_table(json_t *root)
                  json_is_true(json_object_get(o, "zone_violation"))
                      ? " zone-violation"
                      : "");
-        rtctl_tab_add(&t, (char *[]){rtctl_dup(num[0]),
-                                     rtctl_dup(rtctl_str(o, "table", "?")),
-                                     rtctl_bound(json_object_get(o, "low")),
-                                     rtctl_bound(json_object_get(o, "high")),
-                                     rtctl_dup(num[1]), rtctl_replicas(o),
-                                     rtctl_ids(json_object_get(o, "insync")),
-                                     rtctl_dup(num[2]), rtctl_dup(load)});
+        rtctl_tab_add(
+            &t, (char *[]){
+                    rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "table", "?")),
+                    rtctl_bound(json_object_get(o, "low")),
+                    rtctl_bound(json_object_get(o, "high")), rtctl_dup(num[1]),
+                    rtctl_replicas(o), rtctl_ids(json_object_get(o, "insync")),
+                    rtctl_lag(o), rtctl_dup(num[2]), rtctl_dup(load)});
     }
     rtctl_tab_print(&t);
+    rtctl_print_repl_ops(root);
 }
 
 static int rtctl_status(const char *addr, int as_json)
