@@ -148,8 +148,10 @@ static json_t *ms__json_key(const char *s)
  * "lease_ms" (what the primary reported, null: no report), "commit_lsn"
  * and "applied_lsn" (the primary's), and "lag", one object per other
  * replica: "server", "applied_lsn", "lag" (LSNs behind the primary's
- * applied LSN, null while either has not reported; the two reports may be
- * up to a heartbeat apart) and "reported_ms_ago". RF 1 ranges: an empty
+ * applied LSN, null while either has not reported or when the replica's
+ * report is of an older epoch, e.g. a dead server's from before the
+ * failover; the two reports may be up to a heartbeat apart) and
+ * "reported_ms_ago". RF 1 ranges: an empty
  * "lag" and nulls. */
 static void ms__range_repl_json(json_t *o,
                                 const struct ms_range *r,
@@ -181,10 +183,11 @@ static void ms__range_repl_json(json_t *o,
                                 ms__json_u64(rep.applied_lsn));
             json_object_set_new(
                 l, "lag",
-                has_prim ? ms__json_u64(prim.applied_lsn > rep.applied_lsn
-                                            ? prim.applied_lsn - rep.applied_lsn
-                                            : 0)
-                         : json_null());
+                has_prim && rep.epoch >= r->epoch
+                    ? ms__json_u64(prim.applied_lsn > rep.applied_lsn
+                                       ? prim.applied_lsn - rep.applied_lsn
+                                       : 0)
+                    : json_null());
             json_object_set_new(
                 l, "reported_ms_ago",
                 ms__json_u64(now > rep.at_ms ? now - rep.at_ms : 0));
