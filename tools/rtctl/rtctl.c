@@ -431,6 +431,22 @@ static char *rtctl_lag(const json_t *o)
     return rtctl_dup(buf);
 }
 
+/* A range's primary's lease as it last reported it: "none", "ok NNNms"
+ * (left), "-" when nothing was reported (RF 1, or not yet). */
+static char *rtctl_lease(const json_t *o)
+{
+    json_t *l = json_object_get(o, "lease_ms");
+    char buf[40];
+    if (!json_is_integer(l)) {
+        return rtctl_dup("-");
+    }
+    if (json_integer_value(l) == 0) {
+        return rtctl_dup("none");
+    }
+    snprintf(buf, sizeof(buf), "ok %lldms", (long long)json_integer_value(l));
+    return rtctl_dup(buf);
+}
+
 /* The replication operations among "ops" (failovers, ISR changes,
  * learners), one line each; moves, splits and merges are not listed. */
 static void rtctl_print_repl_ops(json_t *root)
@@ -493,12 +509,13 @@ static void rtctl_print_table(json_t *root)
     rtctl_tab_print(&t);
 
     printf("\nRANGES\n");
-    t.ncols = 10;
-    rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"),
-                                 rtctl_dup("LOW"), rtctl_dup("HIGH"),
-                                 rtctl_dup("SERVER"), rtctl_dup("REPLICAS"),
-                                 rtctl_dup("INSYNC"), rtctl_dup("LAG"),
-                                 rtctl_dup("EPOCH"), rtctl_dup("LOAD/S")});
+    t.ncols = 11;
+    rtctl_tab_add(
+        &t, (char *[]){rtctl_dup("ID"), rtctl_dup("TABLE"), rtctl_dup("LOW"),
+                       rtctl_dup("HIGH"), rtctl_dup("SERVER"),
+                       rtctl_dup("REPLICAS"), rtctl_dup("INSYNC"),
+                       rtctl_dup("LAG"), rtctl_dup("LEASE"), rtctl_dup("EPOCH"),
+                       rtctl_dup("LOAD/S")});
     json_array_foreach(ranges, i, o)
     {
         char load[64];
@@ -516,12 +533,13 @@ static void rtctl_print_table(json_t *root)
                      ? " zone-violation"
                      : "");
         rtctl_tab_add(
-            &t, (char *[]){
-                    rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "table", "?")),
-                    rtctl_bound(json_object_get(o, "low")),
-                    rtctl_bound(json_object_get(o, "high")), rtctl_dup(num[1]),
-                    rtctl_replicas(o), rtctl_ids(json_object_get(o, "insync")),
-                    rtctl_lag(o), rtctl_dup(num[2]), rtctl_dup(load)});
+            &t,
+            (char *[]){rtctl_dup(num[0]), rtctl_dup(rtctl_str(o, "table", "?")),
+                       rtctl_bound(json_object_get(o, "low")),
+                       rtctl_bound(json_object_get(o, "high")),
+                       rtctl_dup(num[1]), rtctl_replicas(o),
+                       rtctl_ids(json_object_get(o, "insync")), rtctl_lag(o),
+                       rtctl_lease(o), rtctl_dup(num[2]), rtctl_dup(load)});
     }
     rtctl_tab_print(&t);
     rtctl_print_repl_ops(root);
