@@ -518,7 +518,7 @@ static void rtctl_print_table(json_t *root)
                        rtctl_dup("LOAD/S")});
     json_array_foreach(ranges, i, o)
     {
-        char load[64];
+        char load[128]; /* num[3] and every mark at once */
         rtctl_int(o, "id", num[0], sizeof(num[0]));
         rtctl_int(o, "server", num[1], sizeof(num[1]));
         rtctl_int(o, "epoch", num[2], sizeof(num[2]));
