@@ -3,7 +3,8 @@
 # must configure without the test-only packages. This hides cmocka (the
 # only test package the build looks for) from pkg-config and configures a
 # fresh build tree twice, as deploy/run-local.sh does (RT_TESTS=OFF) and
-# with the default (RT_TESTS=AUTO, which must then leave the tests out).
+# with the default (RT_TESTS=AUTO, which must then leave the tests out),
+# and builds the first (Release, as line 1 does).
 # It also checks that deploy/run-local.sh asks install-deps.sh for the
 # build packages only.
 #
@@ -46,6 +47,15 @@ cmake -S . -B "$work/line1" -DCMAKE_BUILD_TYPE=Release -DRT_TESTS=OFF \
     fail "configure as README line 1 does failed without test packages"
 }
 
+# ... and builds there: a Release build (-O2) warns where the sanitizer
+# build does not (format truncation, a variable only an assertion reads),
+# and -Werror makes that a broken line 1. Every target, not only the four
+# run-local.sh builds, so a tool that will join them is covered too.
+cmake --build "$work/line1" -j"$(nproc)" >"$work/line1-build.log" 2>&1 || {
+    grep -E -B2 -A8 "error|warning" "$work/line1-build.log" | head -60 >&2
+    fail "the Release build of README line 1 failed"
+}
+
 cmake -S . -B "$work/auto" -DCMAKE_BUILD_TYPE=Release >"$work/auto.log" 2>&1 || {
     cat "$work/auto.log" >&2
     fail "default configure failed without test packages"
@@ -62,5 +72,5 @@ grep -q 'deploy/install-deps.sh' deploy/run-local.sh ||
 if grep -E 'install-deps\.sh.*--test' deploy/run-local.sh >/dev/null; then
     fail "deploy/run-local.sh installs the test packages"
 fi
-echo "check-configure-no-test-deps: line 1 configures without test packages"
+echo "check-configure-no-test-deps: line 1 configures and builds without test packages"
 [[ -n "${1:-}" ]] || rm -rf "$work"
