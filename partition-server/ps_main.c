@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
     long repl_hb_ms = 0, drift_ppm = 0;
-    long ack_timeout_ms = 0, write_hold_ms = 0;
+    long ack_timeout_ms = 0, write_hold_ms = 0, heartbeat_ms = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -55,6 +55,9 @@ int main(int argc, char **argv)
          "entities/s cap per range, then ServerBusy (0 = none)"},
         {"move-chunk-kb", RT_OPT_INT, &move_chunk_kb, "256",
          "size of the MIGRATE_DATA chunks a range move sends, KiB"},
+        {"heartbeat-ms", RT_OPT_INT, &heartbeat_ms, "500",
+         "PS_HEARTBEAT (loads, replica status) to the master this often, "
+         "50..60000; the master's --failover-after-ms should span three"},
         {"repl-inflight", RT_OPT_INT, &repl_inflight, "32",
          "replication: appends sent to a peer and not yet acked, per range"},
         {"read-wait-ms", RT_OPT_INT, &read_wait_ms, "1000",
@@ -113,6 +116,14 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (heartbeat_ms < 50 || heartbeat_ms > 60000) {
+        fprintf(stderr,
+                "rt-partition-server: --heartbeat-ms must be 50..60000 "
+                "(got %ld)\n",
+                heartbeat_ms);
+        rt_config_free(opts);
+        return 2;
+    }
     if (max_server_eps < 0 || max_range_eps < 0 || move_chunk_kb < 1 ||
         move_chunk_kb > 16384) {
         fprintf(stderr,
@@ -158,6 +169,7 @@ int main(int argc, char **argv)
     cfg.drift_ppm = (uint32_t)drift_ppm;
     cfg.ack_timeout_ms = (uint32_t)ack_timeout_ms;
     cfg.write_hold_ms = (uint32_t)write_hold_ms;
+    cfg.heartbeat_ms = (uint32_t)heartbeat_ms;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

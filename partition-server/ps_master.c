@@ -4,12 +4,11 @@
  * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
  * meta (0 the first time), addr, range ids, incarnation, zone} -> the reply
  * gives our id and the full set of ranges to serve -> applied and persisted.
- * Every PS_HEARTBEAT_MS: PS_HEARTBEAT{id, per-range loads, pending ops, a
- * ReplStatus per replicated range (ps_repl_status)} -> the reply carries
- * the assignment again and is reconciled. The master may
- * also call ASSIGN_RANGES (answered once persisted) and DROP_TABLE
- * (answered when the table's keys are gone) on this connection.
- * Failure modes:
+ * Every cfg.heartbeat_ms (PS_HEARTBEAT_MS if 0): PS_HEARTBEAT{id, per-range
+ * loads, pending ops, a ReplStatus per replicated range (ps_repl_status)} ->
+ * the reply carries the assignment again and is reconciled. The master may also
+ * call ASSIGN_RANGES (answered once persisted) and DROP_TABLE (answered when
+ * the table's keys are gone) on this connection. Failure modes:
  *  - master down or unreachable: the client reconnects with backoff; we
  *    keep serving the ranges we have (the master marks us down and the
  *    front ends stop routing to us) and register again on reconnect;
@@ -394,6 +393,8 @@ void ps_master_on_drop(struct ps_server *ps,
 
 int ps_master_start(struct ps_server *ps, rt_rpc_request_cb on_request)
 {
+    uint64_t period =
+        ps->cfg.heartbeat_ms ? ps->cfg.heartbeat_ms : PS_HEARTBEAT_MS;
     int rc;
 
     rc = uv_timer_init(ps->loop, &ps->hb_timer);
@@ -407,8 +408,7 @@ int ps_master_start(struct ps_server *ps, rt_rpc_request_cb on_request)
         ps->master = NULL;
         return rc;
     }
-    return uv_timer_start(&ps->hb_timer, ps__hb_timer_cb, PS_HEARTBEAT_MS,
-                          PS_HEARTBEAT_MS);
+    return uv_timer_start(&ps->hb_timer, ps__hb_timer_cb, period, period);
 }
 
 void ps_master_stop(struct ps_server *ps)

@@ -12,10 +12,10 @@
 #include "ps_state.h"
 #include "rt_rpc.h"
 
-/* Heartbeat period. Not a flag: DESIGN-replication.md §12.2 plans
- * --heartbeat-ms 500; the failover contract keeps this period until the
- * flag exists (the master's suspicion timeout is --failover-after-ms). */
-#define PS_HEARTBEAT_MS 1000
+/* Heartbeat period when cfg.heartbeat_ms is 0 (--heartbeat-ms;
+ * DESIGN-replication.md §12.2): the master's --failover-after-ms (1500)
+ * then spans three missed heartbeats before it suspects a primary. */
+#define PS_HEARTBEAT_MS 500
 /* Timeout of register/heartbeat calls to the master. */
 #define PS_MASTER_CALL_MS 3000
 

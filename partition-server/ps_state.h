@@ -45,6 +45,7 @@ struct ps_config
     uint32_t drift_ppm;      /* ρ of the lease bound; 0 = 1000 */
     uint32_t ack_timeout_ms; /* late ISR member -> shrink; 0 = 1000 */
     uint32_t write_hold_ms;  /* held write -> RT_ETIMEDOUT; 0 = 5000 */
+    uint32_t heartbeat_ms;   /* master heartbeat period; 0 = 500 */
 };
 
 struct ps_server

@@ -14,3 +14,7 @@ add_dependencies(test_ps_move rt-partition-server)
 target_compile_definitions(test_ps_move PRIVATE
   RT_PS_BINARY="$<TARGET_FILE:rt-partition-server>")
 set_tests_properties(test_ps_move PROPERTIES TIMEOUT 300)
+# test_ps_server runs the binary for its flag checks (--heartbeat-ms).
+add_dependencies(test_ps_server rt-partition-server)
+target_compile_definitions(test_ps_server PRIVATE
+  RT_PS_BINARY="$<TARGET_FILE:rt-partition-server>")

@@ -1,7 +1,9 @@
 /* Partition server over real RPC, in one process and one loop: a fake
  * master (th_fake_master) that answers PS_REGISTER / PS_HEARTBEAT with a
  * scripted assignment, a front-end client (rt_rpc_client), and the server
- * itself (ps_server.h) with its writer thread and LMDB in a temp dir. */
+ * itself (ps_server.h) with its writer thread and LMDB in a temp dir.
+ * With RT_PS_BINARY it also runs rt-partition-server processes for the
+ * --heartbeat-ms flag checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -58,6 +63,20 @@ static void run_until(struct fx *f, const int *flag)
 }
 
 static size_t max_pending = 20000;
+static uint32_t heartbeat_ms; /* cfg.heartbeat_ms; 0 = the default */
+
+/* Runs the loop for @ms of wall time. */
+static void run_for(struct fx *f, uint64_t ms)
+{
+    uint64_t end;
+    uv_update_time(&f->loop);
+    end = uv_now(&f->loop) + ms;
+    while (uv_now(&f->loop) < end) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        usleep(200);
+        uv_update_time(&f->loop);
+    }
+}
 
 static void ps_start(struct fx *f)
 {
@@ -70,6 +89,7 @@ static void ps_start(struct fx *f)
     cfg.port_file = "";
     cfg.max_pending = max_pending;
     cfg.map_size = 64u * 1024u * 1024u;
+    cfg.heartbeat_ms = heartbeat_ms;
     assert_int_equal(ps_server_start(&f->ps, &f->loop, &cfg), 0);
 }
 
@@ -93,6 +113,7 @@ static int setup(void **state)
     snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
 
     max_pending = 20000;
+    heartbeat_ms = 0;
     memset(&M, 0, sizeof(M));
     M.slot[0].id = 7;
     master_set_range(0, 1, 5, "", NULL, 1);
@@ -918,6 +939,150 @@ static void test_batch_rules_rpc(void **state)
     rt_buf_free(&props);
 }
 
+/* cfg.heartbeat_ms sets the heartbeat period, and each heartbeat's load
+ * interval is the time since the previous one (the master divides by it). */
+static void test_heartbeat_period(void **state)
+{
+    struct fx *f = *state;
+    int before;
+
+    heartbeat_ms = 100;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    before = M.slot[0].heartbeats;
+    run_for(f, 1000);
+    /* 10 ticks in 1 s; a slow machine may lose a tick or two, never gain. */
+    assert_true(M.slot[0].heartbeats - before >= 8);
+    assert_true(M.slot[0].heartbeats - before <= 11);
+    assert_true(M.slot[0].hb_interval_ms[1] >= 50);
+    assert_true(M.slot[0].hb_interval_ms[1] <= 400);
+}
+
+/* 0 = PS_HEARTBEAT_MS, 500 ms (DESIGN-replication.md §12.2). */
+static void test_heartbeat_default(void **state)
+{
+    struct fx *f = *state;
+    int before;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    before = M.slot[0].heartbeats;
+    run_for(f, 1600);
+    assert_true(M.slot[0].heartbeats - before >= 2);
+    assert_true(M.slot[0].heartbeats - before <= 4);
+}
+
+#ifdef RT_PS_BINARY
+
+/* Runs rt-partition-server with @argv (after the program name), its
+ * stdout and stderr into @out; returns the exit status, or -1 if it is
+ * still running after @wait_ms (then *@pid is its pid, left running). */
+static int proc_run(struct fx *f,
+                    const char *const *argv,
+                    const char *out,
+                    uint64_t wait_ms,
+                    pid_t *pid)
+{
+    const char *args[16];
+    size_t n = 0;
+    uint64_t end;
+    int st = 0;
+    pid_t p, w;
+
+    args[n++] = "rt-partition-server";
+    while (*argv && n < 15) {
+        args[n++] = *argv++;
+    }
+    args[n] = NULL;
+    fflush(NULL);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (!freopen(out, "w", stdout) || !freopen(out, "a", stderr)) {
+            _exit(126);
+        }
+        execv(RT_PS_BINARY, (char *const *)args);
+        _exit(127);
+    }
+    *pid = p;
+    uv_update_time(&f->loop);
+    end = uv_now(&f->loop) + wait_ms;
+    while ((w = waitpid(p, &st, WNOHANG)) == 0 && uv_now(&f->loop) < end) {
+        run_for(f, 5);
+    }
+    if (w == 0) {
+        return -1;
+    }
+    assert_int_equal(w, p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    char buf[16384];
+    size_t n;
+    FILE *fp = fopen(path, "r");
+
+    assert_non_null(fp);
+    n = fread(buf, 1, sizeof(buf) - 1, fp);
+    buf[n] = 0;
+    fclose(fp);
+    return strstr(buf, needle) != NULL;
+}
+
+/* --heartbeat-ms: listed in --help, refused outside 50..60000 (exit 2),
+ * and a real server heartbeats at the period given. */
+static void test_heartbeat_flag(void **state)
+{
+    struct fx *f = *state;
+    char out[128];
+    const char *bad[] = {"0", "49", "60001", "-5"};
+    int before;
+    pid_t pid;
+
+    snprintf(out, sizeof(out), "%s/out.txt", f->dir);
+    {
+        const char *argv[] = {"--help", NULL};
+        assert_int_equal(proc_run(f, argv, out, 5000, &pid), 0);
+        assert_true(file_has(out, "--heartbeat-ms"));
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *argv[] = {
+            "--data",         f->data, "--master", f->master_addr,
+            "--heartbeat-ms", bad[i],  NULL};
+        assert_int_equal(proc_run(f, argv, out, 5000, &pid), 2);
+        assert_true(file_has(out, "--heartbeat-ms must be 50..60000"));
+    }
+    {
+        const char *argv[] = {"--data",       f->data,          "--master",
+                              f->master_addr, "--heartbeat-ms", "100",
+                              "--log-level",  "warn",           NULL};
+        uint64_t end;
+        int st = 0;
+
+        assert_int_equal(proc_run(f, argv, out, 0, &pid), -1);
+        uv_update_time(&f->loop);
+        end = uv_now(&f->loop) + 5000;
+        while (M.slot[0].registers == 0) {
+            run_for(f, 5);
+            assert_true(uv_now(&f->loop) < end);
+            assert_int_equal(waitpid(pid, NULL, WNOHANG), 0); /* alive */
+        }
+        run_for(f, 200); /* past the first tick */
+        before = M.slot[0].heartbeats;
+        run_for(f, 1000);
+        assert_int_equal(kill(pid, SIGTERM), 0);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        assert_true(M.slot[0].heartbeats - before >= 8);
+        assert_true(M.slot[0].heartbeats - before <= 11);
+        th_fake_master_forget(&M, 0);
+    }
+}
+
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -934,6 +1099,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_rules_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_value_rpc, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_period, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_default, setup,
+                                        teardown),
+#ifdef RT_PS_BINARY
+        cmocka_unit_test_setup_teardown(test_heartbeat_flag, setup, teardown),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
