@@ -1016,7 +1016,9 @@ static void ps__rcore_sealed(struct ps__rcore_range *r,
 }
 
 /* NONE -> ACTIVATING with the ISR of @a; streams what the members may
- * lack. */
+ * lack. cw is recomputed over the new ISR at once: with no other member
+ * (an ISR of one, below min_insync, F4) no ack and no local write (refused)
+ * would ever raise it, and reads wait for cw to reach their LSN. */
 static void ps__rcore_activate(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                const uint64_t *isr,
@@ -1033,6 +1035,7 @@ static void ps__rcore_activate(struct ps_rcore *node,
     for (size_t i = 0; i < r->n_peers; i++) {
         ps__rcore_pump(node, r, &r->peers[i], now_ms, out);
     }
+    ps__rcore_commit(node, r, out);
     ps__rcore_activated(r);
 }
 

@@ -6,12 +6,12 @@
  * RT_ESEALED, refused events, assignment at a durable LSN, later epochs,
  * forgetting a range, and writes held at the last LSN. Failover: SEAL
  * (checks, persist before the answer, grace, fence), promotion of a sealed
- * secondary, the resumption after a cancel, stepping down, and
- * ps_rcore_load() after a restart; appends to a primary, acks to a
- * group's sender, promotion after the writer drained. ISR shrink: the
- * ISR_CHANGE after late acks or a link down, one in flight, released by
- * the assignment; the write-hold limit.
- * tests/sim/sim_repl.c runs the same core at scale. */
+ * secondary (with an ISR of itself alone too), the resumption after a
+ * cancel, stepping down, and ps_rcore_load() after a restart; appends to a
+ * primary, acks to a group's sender, promotion after the writer drained. ISR
+ * shrink: the ISR_CHANGE after late acks or a link down, one in flight,
+ * released by the assignment; the write-hold limit. tests/sim/sim_repl.c runs
+ * the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -677,6 +677,35 @@ static void test_promotion(void **state)
     assert_int_equal(info_of(f->s2).commit_lsn, 2);
 }
 
+/* F4: a sealed secondary promoted with an ISR of itself alone serves at
+ * once with cw = its applied LSN (reads wait for cw; no ack and no write,
+ * refused below min_insync, would ever raise it). */
+static void test_promotion_isr_of_one(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    append(f, 1, 3);
+    applied(f, 1);
+    append(f, 2, 3);
+    applied(f, 2);
+    seal(f, f->s2, 10, 4);
+    count(f, RT_REPL_ACT_WRITE, &a);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(f->s2, &done, &f->out);
+    assert_int_equal(info_of(f->s2).commit_lsn, 0);
+    uint64_t isr[1] = {2};
+    assert_int_equal(assign(f, f->s2, 4, 2, 4, isr, 1), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    struct ps_rcore_range_info info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_PRIMARY);
+    assert_int_equal(info.state, PS_RPRI_SERVING);
+    assert_int_equal(info.commit_lsn, 2);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1); /* the answer */
+}
+
 /* A cancelled failover: the primary deposed by a sealed secondary's NACK
  * resumes at the new epoch (same generation); the sealed secondary
  * follows its appends at that epoch. */
@@ -1205,6 +1234,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_seal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_grace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_isr_of_one, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_step_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load, setup, teardown),
