@@ -24,10 +24,13 @@ record what was acknowledged. Each phase gets a fresh cluster:
     over the in-sync copies. The killed server restarts outside the ISR;
     its catch-up and return are the learner step (§3.3, §8.1), so its
     copy is not compared.
+  - the primary of one table is SIGKILLed, then the primary that replaced
+    it (design §10.2 F4): the copy left is an ISR of one, below
+    min_insync; writes are refused 503 and (a) holds through the front end.
 
 Clients run with retry_total=0, so an error makes the outcome of that
 write unknown: its keys may hold the value before or after it, and are
-never written again. About 20-30 s.
+never written again. About 20-40 s.
 """
 
 import json
@@ -503,3 +506,57 @@ def test_secondary_sigkill_shrinks_the_isr(cluster, tables):
     check_reads(cluster, load)
     check_replicas(cluster, skip=victim)
     check_reads(cluster, load)
+
+
+def primary_of(cluster, table):
+    return [r["server"] for r in our_ranges(cluster) if r["table"] == table][0]
+
+
+def wait_new_primary(cluster, table, old, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            p = primary_of(cluster, table)
+        except Exception:  # the master's status can race a commit
+            p = old
+        if p != old:
+            return p
+        time.sleep(0.1)
+    return old
+
+
+def test_two_primaries_killed_reads_go_on(cluster, tables):
+    """(f), design §10.2 F4: kill -9 the primary of the first table, then
+    the primary that replaced it. The copy left is an ISR of one, below
+    min_insync: writes are refused (503) and every acknowledged write still
+    reads back through the front end."""
+    names = server_names(cluster)
+    first = primary_of(cluster, TABLES[0])
+    with Load(cluster, 4) as load:
+        run_for(load, 1.0)
+        cluster.kill(names[first], signal.SIGKILL)
+        t_kill = time.monotonic()
+        second = wait_new_primary(cluster, TABLES[0], first)
+        assert second != first, "no failover after the first kill"
+        load.wait_acked_after(t_kill, n=1, timeout=5)
+        cluster.kill(names[second], signal.SIGKILL)
+        third = wait_new_primary(cluster, TABLES[0], second)
+        assert third not in (first, second), "no failover to the last copy"
+        run_for(load, 1.0)
+    load.finish()
+    sys.stderr.write("primaries %s then %s killed: writes answered %r\n"
+                     % (names[first], names[second], load.summary()))
+    deadline = time.monotonic() + 8
+    while True:
+        try:
+            check_reads(cluster, load)
+            break
+        except HttpResponseError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    tc = cluster.table_service_client(retry_total=0).get_table_client(
+        TABLES[0])
+    with pytest.raises(HttpResponseError) as e:
+        tc.upsert_entity({"PartitionKey": "f4", "RowKey": "w"})
+    assert e.value.status_code == 503, e.value
