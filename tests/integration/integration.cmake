@@ -35,9 +35,14 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_replication    RF 3 on 3 servers: every kind of write reaches all
 #                       three copies (rt-inspect digests and LSNs), rtctl
 #                       shows replicas and ISR; SIGKILL of the primary and
-#                       of a secondary mid-stream (writes stall, never a
-#                       2xx the ISR lacks), restart and catch-up; xfail
-#                       when a restarted primary is ahead (no catch-up yet)
+#                       of a secondary mid-stream (the ISR shrinks, writes
+#                       go on on the copies left), two primaries killed in
+#                       turn (the last copy serves reads, refuses writes);
+#                       xfail when a restarted primary is ahead (no
+#                       catch-up yet)
+#   test_repl_hostile   garbage, truncated and absurd frames on every
+#                       replication RPC method of every server and the
+#                       master: nobody dies, the table stays intact
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -51,6 +56,7 @@ set(RT_INTEGRATION_TESTS
   test_malformed
   test_balance
   test_replication
+  test_repl_hostile
 )
 
 function(rt_integration_test t)
