@@ -957,6 +957,15 @@ static struct ps_rcore *shrink_node(struct fx *f)
     return n;
 }
 
+/* The last step sent the master an ISR_CHANGE removing @server alone. */
+static void assert_asks_removal(struct fx *f, uint64_t server)
+{
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
+    assert_int_equal(a->msg.u.isr_change.remove[0], server);
+}
+
 static int step_ev(struct fx *f, struct ps_rcore *n, struct rt_repl_event *ev)
 {
     rt_repl_actions_reset(&f->out);
@@ -1063,10 +1072,7 @@ static void test_isr_shrink_oldest_group(void **state)
     assert_int_equal(timer_at(f, n, 1400), 0);
     assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
     assert_int_equal(timer_at(f, n, 1500), 0);
-    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
-    assert_non_null(a);
-    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
-    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    assert_asks_removal(f, 3);
     ps_rcore_destroy(n);
 }
 
@@ -1093,10 +1099,7 @@ static void test_isr_shrink_nack(void **state)
     assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
     m.u.ack.code = RT_ENOSPACE;
     assert_int_equal(msg_to(f, n, 20, 3, &m), 0);
-    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
-    assert_non_null(a);
-    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
-    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    assert_asks_removal(f, 3);
     ps_rcore_destroy(n);
 }
 
@@ -1177,10 +1180,7 @@ static void test_isr_shrink_link_down(void **state)
     assert_int_equal(timer_at(f, n, 800), 0);
     assert_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
     assert_int_equal(timer_at(f, n, 900), 0);
-    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
-    assert_non_null(a);
-    assert_int_equal(a->msg.u.isr_change.n_remove, 1);
-    assert_int_equal(a->msg.u.isr_change.remove[0], 3);
+    assert_asks_removal(f, 3);
     ps_rcore_destroy(n);
 }
 
