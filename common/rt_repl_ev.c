@@ -80,8 +80,9 @@ const char *rt_repl_act_kind_name(enum rt_repl_act_kind k)
 const char *rt_repl_msg_kind_name(enum rt_repl_msg_kind k)
 {
     static const char *const names[RT_REPL_MSG__NR] = {
-        "append",   "ack",    "seal",        "seal_resp", "isr_change",
-        "isr_resp", "assign", "assign_resp", "heartbeat"};
+        "append",     "ack",    "seal",        "seal_resp", "isr_change",
+        "isr_resp",   "assign", "assign_resp", "heartbeat", "probe",
+        "probe_resp", "begin",  "snap_end",    "copy_resp"};
     return (unsigned)k < RT_REPL_MSG__NR ? names[k] : "?";
 }
 

@@ -8,7 +8,9 @@
  * glue converts them to and from proto/rt.proto. Defined so far: the write
  * path (an append group and its ack) and failover (SEAL and its answer,
  * ISR_CHANGE and its answer, one range's assignment and its answer, a
- * server's heartbeat), plus the catalog mutation ms_rcore proposes.
+ * server's heartbeat), catch-up of a replica outside the ISR (probe and
+ * its answer, a full copy's begin and end and their answers), plus the
+ * catalog mutation ms_rcore proposes.
  *
  * Thread: none of its own; a struct rt_repl_actions belongs to the caller
  * of one core. Ownership: an event and everything it points at is borrowed
@@ -38,7 +40,10 @@ enum rt_repl_ev_kind {
 enum rt_repl_act_kind {
     RT_REPL_ACT_SEND,    /* message @msg to @peer */
     RT_REPL_ACT_WRITE,   /* submit to the writer: raw records of a group */
-    RT_REPL_ACT_READ,    /* open snapshot / next chunk / fetch keys */
+    RT_REPL_ACT_READ,    /* a FULL copy of range @range_id to @peer:
+                            open a snapshot at an LSN s >= @lsn, send
+                            @msg (BEGIN) with s, the chunks, the end;
+                            READ_DONE @io_id reports s or the failure */
     RT_REPL_ACT_TIMER,   /* arm @timer_id at @at_ms (0 = cancel) */
     RT_REPL_ACT_REPLY,   /* answer client request @req_id with @code */
     RT_REPL_ACT_PROPOSE, /* (ms_rcore) a catalog mutation + its guard */
@@ -57,10 +62,24 @@ enum rt_repl_msg_kind {
     RT_REPL_MSG_ASSIGN,      /* master -> replica: one range's configuration */
     RT_REPL_MSG_ASSIGN_RESP, /* replica -> master: assignment applied */
     RT_REPL_MSG_HEARTBEAT,   /* partition server -> master: alive */
+    RT_REPL_MSG_PROBE,       /* primary -> replica outside the ISR (ProbeReq) */
+    RT_REPL_MSG_PROBE_RESP,  /* replica -> primary (ReplicaState) */
+    RT_REPL_MSG_BEGIN,       /* primary -> replica: a FULL copy starts
+                                (ReplBegin); as a WRITE action: persist
+                                LEARNING and clear the range's keys */
+    RT_REPL_MSG_SNAP_END,    /* primary -> replica: the copy's last chunk
+                                (REPL_SNAP last); as a WRITE action: apply
+                                it with applied = (snap_epoch, snap_lsn),
+                                the history and state OK */
+    RT_REPL_MSG_COPY_RESP,   /* replica -> primary: BEGIN durable (lsn 0),
+                                or the copy durable at @lsn, or why not */
     RT_REPL_MSG__NR
 };
 
 #define RT_REPL_MAX_REPLICAS 8
+/* Generations a history keeps (the oldest are dropped: an unknown start
+ * only makes a catch-up a full copy). */
+#define RT_REPL_MAX_HISTORY 16
 
 /* proto ReplRole. */
 enum rt_repl_role {
@@ -163,6 +182,72 @@ struct rt_repl_append
     uint64_t commit_lsn; /* the sender's cw when it sent the group */
     const uint8_t *records;
     size_t records_len;
+    /* The generation (primary_epoch) that made the group, for the
+     * receiver's history; 0 = unknown (the receiver's history then stays
+     * unknown, and its catch-ups are full copies). */
+    uint64_t gen;
+};
+
+/* proto EpochStart: generation @epoch began at @first_lsn. */
+struct rt_repl_epoch_start
+{
+    uint64_t epoch;
+    uint64_t first_lsn;
+};
+
+/* proto ReplicaState.state. */
+enum rt_repl_copy_state {
+    RT_REPL_COPY_NONE,     /* no copy (never copied, or a copy cut short) */
+    RT_REPL_COPY_OK,       /* a whole copy up to its applied LSN */
+    RT_REPL_COPY_LEARNING, /* a copy being built */
+    RT_REPL_COPY_DIVERGED, /* holds LSNs the primary never had */
+};
+
+/* REPL_PROBE (proto ProbeReq). */
+struct rt_repl_probe
+{
+    uint64_t range_id;
+    uint64_t epoch;
+};
+
+/* The answer to a probe (proto ReplicaState plus the RPC's code): @code 0
+ * or RT_ESTALE (the prober's epoch is older than mine, or I am a serving
+ * primary); @applied_epoch is the generation of @applied_lsn in @history
+ * (0 when the history is unknown: @n_history 0). */
+struct rt_repl_replica_state
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    int32_t code;
+    enum rt_repl_copy_state state;
+    uint64_t applied_epoch;
+    uint64_t applied_lsn;
+    struct rt_repl_epoch_start history[RT_REPL_MAX_HISTORY];
+    size_t n_history;
+};
+
+/* REPL_BEGIN{FULL} and the copy's end (proto ReplBegin; the last
+ * REPL_SNAP): @snap_lsn and @snap_epoch are 0 in a BEGIN the primary's
+ * core asks for (the snapshot is opened after it). @history is the
+ * primary's. */
+struct rt_repl_begin
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    uint64_t snap_lsn;
+    uint64_t snap_epoch;
+    struct rt_repl_epoch_start history[RT_REPL_MAX_HISTORY];
+    size_t n_history;
+};
+
+/* The replica's answer to BEGIN (@lsn 0) or to the copy's end (@lsn =
+ * snap_lsn): @code 0, or the §4 error (RT_ESTALE, RT_EINVAL, RT_EBUSY). */
+struct rt_repl_copy_resp
+{
+    uint64_t range_id;
+    uint64_t epoch;
+    int32_t code;
+    uint64_t lsn;
 };
 
 /* Answer to appends of one range (proto RangeAck). @code 0: every group up
@@ -190,6 +275,10 @@ struct rt_repl_msg
         struct rt_repl_isr_resp isr_resp;
         struct rt_repl_conf assign;
         struct rt_repl_assign_resp assign_resp;
+        struct rt_repl_probe probe;
+        struct rt_repl_replica_state probe_resp;
+        struct rt_repl_begin begin; /* BEGIN, SNAP_END */
+        struct rt_repl_copy_resp copy_resp;
     } u; /* HEARTBEAT: none; the sender is the event's @peer */
 };
 
@@ -205,7 +294,9 @@ struct rt_repl_event
     /* DISK_DONE of a local group (primary): the writer assigned @lsn to the
      * group's changes of @range_id; @req_ids are the client writes it
      * holds. DISK_DONE of a replica's WRITE: @range_id and @lsn of it.
-     * CLIENT_WRITE: @range_id and @req_ids[0]. */
+     * CLIENT_WRITE: @range_id and @req_ids[0]. READ_DONE of a copy (the
+     * READ action): @range_id, and @lsn = the snapshot's LSN s, now
+     * durable on the replica, or @code why the copy failed. */
     uint64_t range_id;
     uint64_t lsn;
     const uint8_t *records;
@@ -213,7 +304,8 @@ struct rt_repl_event
     const uint64_t *req_ids;
     size_t n_req_ids;
     int32_t code; /* COMMITTED: 0, or why the proposal @io_id failed;
-                     CONN: 0 up, an RT_E* code down */
+                     CONN: 0 up, an RT_E* code down; READ_DONE: 0 or
+                     why the copy failed */
 };
 
 struct rt_repl_action

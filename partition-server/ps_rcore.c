@@ -103,6 +103,24 @@ struct ps__rcore_peer
     bool silent;   /* its lease support lapsed (ps_rcore_set_silent) */
 };
 
+/* The primary's view of a replica outside the ISR (§3.3, §8.1): probed,
+ * copied (FULL), streamed like an ISR member but never counted for cw
+ * until its ISR_CHANGE{add} is sent (joining). */
+enum ps__rlp_state {
+    PS__RLP_PROBE, /* probe sent at @probe_ms, or asked again then */
+    PS__RLP_COPY,  /* full copy @io running; groups above @s.acked kept */
+    PS__RLP_TAIL,  /* streamed from @s.acked + 1 */
+};
+
+struct ps__rcore_lpeer
+{
+    struct ps__rcore_peer s; /* its stream (id, acked, next, ...) */
+    enum ps__rlp_state state;
+    bool joining; /* TAIL and its ISR_CHANGE{add} sent: counted for cw */
+    uint64_t probe_ms;
+    uint64_t io; /* COPY: the READ action's id */
+};
+
 struct ps__rcore_group
 {
     uint64_t lsn;
@@ -111,6 +129,7 @@ struct ps__rcore_group
     /* Secondary: who sent it at which epoch (its ack goes there). */
     uint64_t from, epoch;
     uint64_t at_ms; /* primary: its local commit (0: before my stream) */
+    uint64_t gen;   /* the generation that made it (0: unknown) */
 };
 
 struct ps__rcore_held
@@ -149,6 +168,20 @@ struct ps__rcore_range
     /* Client writes waiting for cw, LSN order: held[held_head..held_n). */
     struct ps__rcore_held *held;
     size_t held_head, held_n, held_cap;
+    /* History (§2): the generations my applied sequence went through;
+     * n_hist 0 = unknown (then every catch-up of or from it is a full
+     * copy). */
+    struct rt_repl_epoch_start hist[RT_REPL_MAX_HISTORY];
+    size_t n_hist;
+    /* Primary: the replicas of the set outside the ISR, caught up here. */
+    struct ps__rcore_lpeer lpeers[PS_RCORE_MAX_REPLICAS];
+    size_t n_lpeers;
+    /* Replica being copied to (§3.3): the copy's epoch and sender, its
+     * WRITE in flight (the BEGIN's clear or the end's apply) and the end's
+     * LSN and history. */
+    uint64_t copy_epoch, copy_from, copy_io, copy_lsn;
+    struct rt_repl_epoch_start copy_hist[RT_REPL_MAX_HISTORY];
+    size_t n_copy_hist;
 };
 
 struct ps_rcore
@@ -160,6 +193,38 @@ struct ps_rcore
     uint64_t next_io;
     uint64_t started_ms; /* the seal grace runs from here too */
 };
+
+/* Catch-up of replicas outside the ISR (section "Learners" below). */
+static void ps__rcore_hist_note(struct ps__rcore_range *r,
+                                uint64_t gen,
+                                uint64_t lsn);
+static const struct rt_repl_epoch_start *
+ps__rcore_hist_at(const struct rt_repl_epoch_start *h, size_t n, uint64_t lsn);
+static void ps__rcore_lrn_add(struct ps_rcore *node,
+                              struct ps__rcore_range *r,
+                              uint64_t id,
+                              uint64_t now_ms,
+                              struct rt_repl_actions *out);
+static int ps__rcore_lrn_ack(struct ps_rcore *node,
+                             struct ps__rcore_range *r,
+                             const struct rt_repl_event *ev,
+                             struct rt_repl_actions *out);
+static void ps__rcore_lrn_tick(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out);
+static void ps__rcore_lrn_conn(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct rt_repl_event *ev,
+                               struct rt_repl_actions *out);
+static void ps__rcore_lrn_sync(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct rt_repl_conf *c,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out);
+static int ps__rcore_lrn_step(struct ps_rcore *node,
+                              const struct rt_repl_event *ev,
+                              struct rt_repl_actions *out);
 
 /* The one place a range's state changes: within its role's table. */
 static void ps__rcore_set_state(struct ps__rcore_range *r, unsigned to)
@@ -249,6 +314,12 @@ static int ps__rcore_check(const struct ps_rcore *node,
         in_isr |= a->isr[i] == node->cfg.self_id;
         primary_in_isr |= a->isr[i] == a->primary_id;
     }
+    if (a->n_learners > PS_RCORE_MAX_REPLICAS) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 0; i < a->n_learners; i++) {
+        in_isr |= a->learners[i] == node->cfg.self_id;
+    }
     return in_isr && primary_in_isr ? 0 : RT_EINVAL;
 }
 
@@ -286,7 +357,6 @@ int ps_rcore_assign(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,
                     struct rt_repl_actions *out)
 {
-    (void)out;
     if (ps__rcore_find(node, a->range_id) != NULL) {
         return RT_EEXIST;
     }
@@ -300,7 +370,20 @@ int ps_rcore_assign(struct ps_rcore *node,
     r->last_lsn = r->applied_lsn = a->lsn;
     r->primary_epoch = a->epoch;
     r->buf_first = a->lsn + 1;
-    if (a->primary_id == node->cfg.self_id) {
+    if (a->lsn == 0) {
+        /* A new range: its whole history is this generation. */
+        ps__rcore_hist_note(r, a->epoch, 1);
+    }
+    bool learner = true;
+    for (size_t i = 0; i < a->n_isr; i++) {
+        learner &= a->isr[i] != node->cfg.self_id;
+    }
+    if (learner && a->lsn == 0) {
+        /* Outside the ISR without a copy: a learner waiting for its
+         * primary's probe (§3.3). */
+        r->role = PS_RCORE_LEARNER;
+        r->n_hist = 0;
+    } else if (a->primary_id == node->cfg.self_id) {
         r->role = PS_RCORE_PRIMARY;
         /* Its members are taken to hold its durable LSN: nothing to catch
          * up (catch-up comes with failover, §3.1 ACTIVATING). */
@@ -308,6 +391,9 @@ int ps_rcore_assign(struct ps_rcore *node,
         ps__rcore_set_peers(node, r, a->isr, a->n_isr, 0);
         ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
         ps__rcore_set_state(r, PS_RPRI_SERVING);
+        for (size_t i = 0; i < a->n_learners; i++) {
+            ps__rcore_lrn_add(node, r, a->learners[i], 0, out);
+        }
     } else {
         r->role = PS_RCORE_SECONDARY;
         ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
@@ -355,6 +441,7 @@ static void ps__rcore_pump(struct ps_rcore *node,
             .commit_lsn = r->commit_lsn,
             .records = g->records,
             .records_len = g->len,
+            .gen = g->gen,
         };
         rt_repl_actions_add(out, &act);
         p->next++;
@@ -367,6 +454,14 @@ static void ps__rcore_trim(struct ps__rcore_range *r)
     uint64_t low = r->last_lsn;
     for (size_t i = 0; i < r->n_peers; i++) {
         low = r->peers[i].acked < low ? r->peers[i].acked : low;
+    }
+    /* A replica being copied or streamed outside the ISR keeps its groups
+     * (bounded by cfg.learn_window: past it, it starts again). */
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        const struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        if (lp->state != PS__RLP_PROBE && lp->s.acked < low) {
+            low = lp->s.acked;
+        }
     }
     size_t drop = 0;
     while (drop < r->buf_n && r->buf[drop].lsn <= low) {
@@ -394,6 +489,13 @@ static void ps__rcore_commit(struct ps_rcore *node,
                 continue; /* the known-bad core */
             }
             cw = r->peers[i].acked < cw ? r->peers[i].acked : cw;
+        }
+        /* §5.3: a member whose join is pending counts from the moment its
+         * ISR_CHANGE{add} was sent. */
+        for (size_t i = 0; i < r->n_lpeers; i++) {
+            if (r->lpeers[i].joining && r->lpeers[i].s.acked < cw) {
+                cw = r->lpeers[i].s.acked;
+            }
         }
     }
     RT_PRE(cw >= r->commit_lsn);
@@ -423,6 +525,9 @@ static bool ps__rcore_unacked(const struct ps_rcore *node)
                 (r->peers[j].down && node->cfg.conn_down_ms != 0)) {
                 return true;
             }
+        }
+        if (r->n_lpeers > 0) {
+            return true; /* probes, copies and joins run on the timer */
         }
     }
     return false;
@@ -491,6 +596,7 @@ static int ps__rcore_local_done(struct ps_rcore *node,
             ev->records_len ? rt_xmemdup(ev->records, ev->records_len) : NULL,
         .len = ev->records_len,
         .at_ms = ev->now_ms,
+        .gen = r->primary_epoch,
     };
     r->last_lsn = ev->lsn;
     r->applied_lsn = ev->lsn;
@@ -550,7 +656,7 @@ static int ps__rcore_ack(struct ps_rcore *node,
         }
     }
     if (p == NULL) {
-        return RT_EINVAL;
+        return ps__rcore_lrn_ack(node, r, ev, out);
     }
     if (r->state == PS_RPRI_DEPOSED || r->await_assign) {
         return 0;
@@ -705,6 +811,9 @@ static int ps__rcore_isr_resp(struct ps_rcore *node,
         for (size_t i = 0; i < r->n_peers; i++) {
             r->peers[i].removing = false;
         }
+        for (size_t i = 0; i < r->n_lpeers; i++) {
+            r->lpeers[i].joining = false;
+        }
     }
     return 0;
 }
@@ -734,6 +843,7 @@ static int ps__rcore_timer(struct ps_rcore *node,
             }
         }
         ps__rcore_isr_check(node, r, ev->now_ms, out);
+        ps__rcore_lrn_tick(node, r, ev->now_ms, out);
         ps__rcore_hold_expire(node, r, ev->now_ms, out);
     }
     return 0;
@@ -853,7 +963,10 @@ static int ps__rcore_append(struct ps_rcore *node,
                node->cfg.mutation == PS_RCORE_MUT_APPEND_AFTER_SEAL) {
         /* the known-bad core: fenced, yet still applying */
     } else if (r->state != PS_RSEC_FOLLOWING) {
-        ps__rcore_send_ack(ev->peer, r, RT_EINVAL, r->id, out);
+        ps__rcore_send_ack(
+            ev->peer, r,
+            r->state == PS_RSEC_DIVERGED ? RT_EDIVERGED : RT_EINVAL, r->id,
+            out);
         return RT_EINVAL;
     }
     if (ap->epoch > r->epoch) {
@@ -862,7 +975,16 @@ static int ps__rcore_append(struct ps_rcore *node,
     }
     r->heard_ms = ev->now_ms;
     if (ap->lsn <= r->applied_lsn) {
-        ps__rcore_send_ack(ev->peer, r, 0, r->id, out);
+        /* A duplicate, unless my group there is of another generation
+         * (a deposed primary's late local group, say): then my history
+         * disagrees with the sender's (§7.3). */
+        const struct rt_repl_epoch_start *mine =
+            ps__rcore_hist_at(r->hist, r->n_hist, ap->lsn);
+        bool other = ap->gen != 0 && mine != NULL && mine->epoch != ap->gen;
+        if (other) {
+            ps__rcore_set_state(r, PS_RSEC_DIVERGED);
+        }
+        ps__rcore_send_ack(ev->peer, r, other ? RT_EDIVERGED : 0, r->id, out);
         return 0;
     }
     if (ap->lsn <= r->last_lsn) {
@@ -883,6 +1005,8 @@ static int ps__rcore_append(struct ps_rcore *node,
     ps__rcore_buffer(r, ap->lsn, ap->records, ap->records_len);
     r->buf[r->buf_n - 1].from = ev->peer;
     r->buf[r->buf_n - 1].epoch = ap->epoch;
+    r->buf[r->buf_n - 1].gen = ap->gen;
+    ps__rcore_hist_note(r, ap->gen, ap->lsn);
     ps__rcore_trim_committed(r);
     struct rt_repl_action act = {.kind = RT_REPL_ACT_WRITE,
                                  .io_id = ++node->next_io,
@@ -903,6 +1027,9 @@ static int ps__rcore_applied(struct ps_rcore *node,
         (ev->lsn != r->applied_lsn + 1 &&
          node->cfg.mutation != PS_RCORE_MUT_ACCEPT_GAP)) {
         return RT_EINVAL;
+    }
+    if (r->state == PS_RSEC_DIVERGED) {
+        return RT_EINVAL; /* never acks (§3.2); a copy replaces it all */
     }
     r->applied_lsn = ev->lsn;
     /* The ack goes to the group's sender at the group's epoch: after an
@@ -1029,6 +1156,8 @@ static void ps__rcore_activate(struct ps_rcore *node,
     r->role = PS_RCORE_PRIMARY;
     r->state = PS_RPRI_NONE;
     r->await_assign = false;
+    /* My generation starts after what I hold (a no-op on a resumption). */
+    ps__rcore_hist_note(r, r->primary_epoch, r->last_lsn + 1);
     ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
     r->n_peers = 0;
     ps__rcore_set_peers(node, r, isr, n_isr, now_ms);
@@ -1065,6 +1194,7 @@ static void ps__rcore_step_down(struct ps__rcore_range *r,
     r->role = PS_RCORE_SECONDARY;
     r->state = PS_RSEC_NONE;
     r->n_peers = 0;
+    r->n_lpeers = 0;
     ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
     /* What it buffered as primary is above no commit it can trust. */
     ps__rcore_trim_committed(r);
@@ -1153,6 +1283,11 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
             ps__rcore_depose(r, out);
         }
         ps__rcore_drop(node, r);
+        r = NULL;
+    }
+    if (r != NULL && r->role == PS_RCORE_PRIMARY &&
+        r->state != PS_RPRI_DEPOSED) {
+        ps__rcore_lrn_sync(node, r, c, ev->now_ms, out);
     }
     ps__rcore_assign_resp(ev->peer, c->range_id, c->epoch, 0, out);
     return 0;
@@ -1165,6 +1300,22 @@ static int ps__rcore_local_late(struct ps__rcore_range *r,
                                 const struct rt_repl_event *ev,
                                 struct rt_repl_actions *out)
 {
+    if (r->role == PS_RCORE_SECONDARY && ev->lsn == r->applied_lsn + 1 &&
+        ev->lsn <= r->last_lsn) {
+        /* My new primary's append was accepted at the LSN my own late
+         * group took first: my copy diverges from its sequence (§3.2). */
+        r->applied_lsn = ev->lsn;
+        if (r->state != PS_RSEC_DIVERGED) {
+            ps__rcore_set_state(r, PS_RSEC_DIVERGED);
+        }
+        for (size_t i = 0; i < ev->n_req_ids; i++) {
+            struct rt_repl_action act = {.kind = RT_REPL_ACT_REPLY,
+                                         .req_id = ev->req_ids[i],
+                                         .code = RT_ETIMEDOUT};
+            rt_repl_actions_add(out, &act);
+        }
+        return 0;
+    }
     if (ev->lsn != r->applied_lsn + 1 || ev->lsn != r->last_lsn + 1) {
         return RT_EINVAL;
     }
@@ -1187,7 +1338,8 @@ int ps_rcore_load(struct ps_rcore *node,
     if (ps__rcore_find(node, d->range_id) != NULL) {
         return RT_EEXIST;
     }
-    if ((d->role != PS_RCORE_PRIMARY && d->role != PS_RCORE_SECONDARY) ||
+    if ((d->role != PS_RCORE_PRIMARY && d->role != PS_RCORE_SECONDARY &&
+         (d->role != PS_RCORE_LEARNER || d->applied_lsn != 0)) ||
         d->n_isr > PS_RCORE_MAX_REPLICAS || d->commit_lsn > d->applied_lsn ||
         d->n_groups != d->applied_lsn - d->commit_lsn) {
         return RT_EINVAL;
@@ -1234,6 +1386,9 @@ int ps_rcore_load(struct ps_rcore *node,
         ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
         ps__rcore_set_peers(node, r, d->isr, d->n_isr, now_ms);
         r->await_assign = true;
+    } else if (d->role == PS_RCORE_LEARNER) {
+        /* §3.3: a copy cut short by the restart is no copy. */
+        r->role = PS_RCORE_LEARNER;
     } else {
         r->role = PS_RCORE_SECONDARY;
         ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
@@ -1307,6 +1462,7 @@ static int ps__rcore_conn(struct ps_rcore *node,
         if (r->role != PS_RCORE_PRIMARY || r->state == PS_RPRI_DEPOSED) {
             continue;
         }
+        ps__rcore_lrn_conn(node, r, ev, out);
         for (size_t j = 0; j < r->n_peers; j++) {
             struct ps__rcore_peer *p = &r->peers[j];
             if (p->id != ev->peer) {
@@ -1326,6 +1482,627 @@ static int ps__rcore_conn(struct ps_rcore *node,
         }
     }
     return 0;
+}
+
+/* Learners: catch-up of replicas outside the ISR (§3.3, §7.3, §8.1)
+ *
+ * Primary side, per replica of the set outside the ISR (an lpeer): PROBE
+ * -> (plain catch-up: TAIL from its applied + 1) or (COPY: a READ action
+ * runs a full copy at a snapshot LSN s >= the position kept for it; its
+ * READ_DONE starts the stream at s + 1: TAIL) -> joining (ISR_CHANGE{add}
+ * sent once its ack reached cw and it lags at most cfg.join_lag groups;
+ * counted for cw from then) -> an ISR member, at the assignment that names
+ * it. Anything that goes wrong (a NACK, a failed copy, more than
+ * cfg.learn_window groups behind) goes back to PROBE.
+ * Replica side: PROBE answered with my ReplicaState; BEGIN turns me into
+ * a LEARNER (CLEARING: WRITE persists LEARNING and clears my keys, then
+ * COPYING); the end of the copy (SNAP_END: WRITE applies the last chunk
+ * with applied = s) makes me a FOLLOWING secondary outside the ISR that
+ * takes appends from s + 1. */
+
+static const char *const ps__rlp_names[] = {"probe", "copy", "tail"};
+
+/* Notes that group @lsn was made by generation @gen (0: unknown, which
+ * forgets the history: every later catch-up is a full copy). */
+static void ps__rcore_hist_note(struct ps__rcore_range *r,
+                                uint64_t gen,
+                                uint64_t lsn)
+{
+    if (gen == 0) {
+        r->n_hist = 0;
+        return;
+    }
+    if (r->n_hist > 0 && r->hist[r->n_hist - 1].epoch == gen) {
+        return;
+    }
+    if (r->n_hist == RT_REPL_MAX_HISTORY) {
+        memmove(r->hist, r->hist + 1, (r->n_hist - 1) * sizeof(*r->hist));
+        r->n_hist--;
+    }
+    r->hist[r->n_hist++] = (struct rt_repl_epoch_start){gen, lsn};
+}
+
+/* The entry of @h[@n] that LSN @lsn belongs to (NULL: unknown). */
+static const struct rt_repl_epoch_start *
+ps__rcore_hist_at(const struct rt_repl_epoch_start *h, size_t n, uint64_t lsn)
+{
+    const struct rt_repl_epoch_start *at = NULL;
+    for (size_t i = 0; i < n && h[i].first_lsn <= lsn; i++) {
+        at = &h[i];
+    }
+    return at;
+}
+
+/* §7.3 with D = applied: the replica's sequence up to its applied LSN is
+ * a prefix of mine iff the generation of its applied LSN began at the
+ * same LSN in both histories and its applied LSN is not past that
+ * generation's end in mine. Unknown histories never agree. */
+static bool ps__rcore_agrees(const struct ps__rcore_range *r,
+                             const struct rt_repl_replica_state *rs)
+{
+    if (rs->state != RT_REPL_COPY_OK || rs->n_history == 0 ||
+        rs->n_history > RT_REPL_MAX_HISTORY || r->n_hist == 0 ||
+        rs->applied_lsn > r->last_lsn) {
+        return false;
+    }
+    const struct rt_repl_epoch_start *g =
+        ps__rcore_hist_at(rs->history, rs->n_history, rs->applied_lsn);
+    if (g == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < r->n_hist; i++) {
+        if (r->hist[i].epoch != g->epoch) {
+            continue;
+        }
+        uint64_t end =
+            i + 1 < r->n_hist ? r->hist[i + 1].first_lsn - 1 : r->last_lsn;
+        return r->hist[i].first_lsn == g->first_lsn && rs->applied_lsn <= end;
+    }
+    return false;
+}
+
+static struct ps__rcore_lpeer *ps__rcore_lpeer(struct ps__rcore_range *r,
+                                               uint64_t id)
+{
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        if (r->lpeers[i].s.id == id) {
+            return &r->lpeers[i];
+        }
+    }
+    return NULL;
+}
+
+static uint64_t ps__rcore_learn_window(const struct ps_rcore *node)
+{
+    return node->cfg.learn_window ? node->cfg.learn_window
+                                  : PS_RCORE_LEARN_WINDOW;
+}
+
+/* (Again) PROBE: REPL_PROBE to the replica; its stream and any copy of
+ * it are forgotten (a copy's late READ_DONE no longer matches). */
+static void ps__rcore_lrn_probe(struct ps__rcore_range *r,
+                                struct ps__rcore_lpeer *lp,
+                                uint64_t now_ms,
+                                bool send,
+                                struct rt_repl_actions *out)
+{
+    lp->state = PS__RLP_PROBE;
+    lp->joining = false;
+    lp->io = 0;
+    lp->probe_ms = now_ms;
+    if (!send) {
+        return;
+    }
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND, .peer = lp->s.id};
+    act.msg.kind = RT_REPL_MSG_PROBE;
+    act.msg.u.probe =
+        (struct rt_repl_probe){.range_id = r->id, .epoch = r->epoch};
+    rt_repl_actions_add(out, &act);
+}
+
+static void ps__rcore_lrn_add(struct ps_rcore *node,
+                              struct ps__rcore_range *r,
+                              uint64_t id,
+                              uint64_t now_ms,
+                              struct rt_repl_actions *out)
+{
+    if (id == node->cfg.self_id || ps__rcore_lpeer(r, id) != NULL ||
+        r->n_lpeers == PS_RCORE_MAX_REPLICAS) {
+        return;
+    }
+    struct ps__rcore_lpeer *lp = &r->lpeers[r->n_lpeers++];
+    *lp = (struct ps__rcore_lpeer){.s = {.id = id, .progress_ms = now_ms}};
+    ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+}
+
+/* TAIL from @from + 1: the replica holds my sequence up to @from. */
+static void ps__rcore_lrn_tail(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               struct ps__rcore_lpeer *lp,
+                               uint64_t from,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out)
+{
+    lp->state = PS__RLP_TAIL;
+    lp->io = 0;
+    lp->s.acked = from;
+    lp->s.next = from + 1;
+    lp->s.rewound_to = 0;
+    lp->s.progress_ms = now_ms;
+    ps__rcore_pump(node, r, &lp->s, now_ms, out);
+    ps__rcore_trim(r);
+}
+
+/* §3.3 TAILING -> READY: the first streamed replica whose ack reached cw
+ * and lags at most cfg.join_lag is proposed for the ISR, one ISR change
+ * per range in flight; it counts for cw from now. */
+static void ps__rcore_lrn_join(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out)
+{
+    if (r->state != PS_RPRI_SERVING ||
+        (r->isr_inflight && r->isr_epoch == r->epoch) ||
+        now_ms < r->isr_not_before) {
+        return;
+    }
+    uint64_t lag = node->cfg.join_lag ? node->cfg.join_lag : PS_RCORE_JOIN_LAG;
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        bool early = node->cfg.mutation == PS_RCORE_MUT_LEARNER_EARLY &&
+                     lp->state == PS__RLP_COPY; /* the known-bad core */
+        if (lp->joining || !(early || (lp->state == PS__RLP_TAIL &&
+                                       lp->s.acked >= r->commit_lsn &&
+                                       lp->s.acked + lag >= r->last_lsn))) {
+            continue;
+        }
+        struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
+                                     .peer = node->cfg.master_id};
+        act.msg.kind = RT_REPL_MSG_ISR_CHANGE;
+        act.msg.u.isr_change = (struct rt_repl_isr_change){
+            .range_id = r->id, .epoch = r->epoch, .n_add = 1};
+        act.msg.u.isr_change.add[0] = lp->s.id;
+        rt_repl_actions_add(out, &act);
+        r->isr_inflight = true;
+        r->isr_epoch = r->epoch;
+        lp->joining = true;
+        ps__rcore_commit(node, r, out);
+        return;
+    }
+}
+
+/* §7.3 on the replica's answer to my probe: plain catch-up from its
+ * applied LSN if our histories agree there and my buffer still holds the
+ * next group, else a full copy (READ action) at a snapshot LSN >= my last
+ * LSN, whose groups above that are kept for it meanwhile. */
+static int ps__rcore_lrn_probed(struct ps_rcore *node,
+                                struct ps__rcore_range *r,
+                                const struct rt_repl_event *ev,
+                                struct rt_repl_actions *out)
+{
+    const struct rt_repl_replica_state *rs = &ev->msg->u.probe_resp;
+    struct ps__rcore_lpeer *lp = ps__rcore_lpeer(r, ev->peer);
+    if (lp == NULL || lp->state != PS__RLP_PROBE ||
+        r->state == PS_RPRI_DEPOSED || r->await_assign) {
+        return 0; /* not (or no longer) asked */
+    }
+    if (rs->code != 0) {
+        ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
+        return 0; /* asked again after PS_RCORE_PROBE_TICKS */
+    }
+    if (ps__rcore_agrees(r, rs) && rs->applied_lsn + 1 >= r->buf_first) {
+        ps__rcore_lrn_tail(node, r, lp, rs->applied_lsn, ev->now_ms, out);
+        ps__rcore_lrn_join(node, r, ev->now_ms, out);
+        return 0;
+    }
+    lp->state = PS__RLP_COPY;
+    lp->io = ++node->next_io;
+    lp->s.acked = r->last_lsn; /* kept from here: s >= it */
+    lp->s.next = 0;
+    lp->s.progress_ms = ev->now_ms;
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_READ,
+                                 .peer = lp->s.id,
+                                 .io_id = lp->io,
+                                 .range_id = r->id,
+                                 .lsn = r->last_lsn};
+    act.msg.kind = RT_REPL_MSG_BEGIN;
+    act.msg.u.begin =
+        (struct rt_repl_begin){.range_id = r->id, .epoch = r->epoch};
+    memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
+    act.msg.u.begin.n_history = r->n_hist;
+    rt_repl_actions_add(out, &act);
+    ps__rcore_lrn_join(node, r, ev->now_ms, out);
+    return 0;
+}
+
+/* The full copy's READ_DONE: the replica holds my sequence up to s. */
+static int ps__rcore_lrn_copied(struct ps_rcore *node,
+                                const struct rt_repl_event *ev,
+                                struct rt_repl_actions *out)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, ev->range_id);
+    if (r == NULL || r->role != PS_RCORE_PRIMARY) {
+        return 0; /* the range left: the copy no longer matters */
+    }
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        if (lp->state != PS__RLP_COPY || lp->io != ev->io_id) {
+            continue;
+        }
+        if (ev->code != 0 || ev->lsn < lp->s.acked) {
+            ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
+        } else {
+            ps__rcore_lrn_tail(node, r, lp, ev->lsn, ev->now_ms, out);
+            ps__rcore_lrn_join(node, r, ev->now_ms, out);
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* An ack (or NACK) from a replica outside the ISR. */
+static int ps__rcore_lrn_ack(struct ps_rcore *node,
+                             struct ps__rcore_range *r,
+                             const struct rt_repl_event *ev,
+                             struct rt_repl_actions *out)
+{
+    const struct rt_repl_ack *ack = &ev->msg->u.ack;
+    struct ps__rcore_lpeer *lp = ps__rcore_lpeer(r, ev->peer);
+    if (lp == NULL) {
+        return RT_EINVAL;
+    }
+    if (r->state == PS_RPRI_DEPOSED || r->await_assign ||
+        lp->state != PS__RLP_TAIL) {
+        return 0;
+    }
+    if (ack->code != 0 && ack->code != RT_ELSNGAP) {
+        /* It cannot take my stream (no copy any more, diverged, full):
+         * find out again what it holds. Its acks stop counting. */
+        ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
+        if (lp->joining) {
+            ps__rcore_commit(node, r, out);
+        }
+        return 0;
+    }
+    uint64_t top = lp->s.acked > r->last_lsn ? lp->s.acked : r->last_lsn;
+    if (ack->applied_lsn > top) {
+        return RT_EINVAL;
+    }
+    struct ps__rcore_peer *p = &lp->s;
+    if (ack->applied_lsn > p->acked) {
+        p->acked = ack->applied_lsn;
+        p->progress_ms = ev->now_ms;
+    }
+    if (ack->code == RT_ELSNGAP && p->acked + 1 < p->next &&
+        p->rewound_to != p->acked + 1) {
+        p->next = p->acked + 1;
+        p->rewound_to = p->acked + 1;
+    }
+    ps__rcore_pump(node, r, p, ev->now_ms, out);
+    ps__rcore_trim(r);
+    ps__rcore_commit(node, r, out);
+    ps__rcore_lrn_join(node, r, ev->now_ms, out);
+    return 0;
+}
+
+/* The resend tick: probes asked again, streams resent as for ISR members,
+ * a replica past cfg.learn_window starts again. */
+static void ps__rcore_lrn_tick(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out)
+{
+    uint64_t win = ps__rcore_learn_window(node);
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        struct ps__rcore_peer *p = &lp->s;
+        if (lp->state == PS__RLP_PROBE) {
+            if (now_ms - lp->probe_ms >=
+                PS_RCORE_PROBE_TICKS * node->cfg.resend_ms) {
+                ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+            }
+            continue;
+        }
+        if (p->acked + win < r->last_lsn && !lp->joining) {
+            ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+            ps__rcore_trim(r);
+            continue;
+        }
+        if (lp->state == PS__RLP_TAIL && p->acked < r->last_lsn &&
+            now_ms - p->progress_ms >= node->cfg.resend_ms) {
+            p->next = p->acked + 1;
+            p->rewound_to = 0;
+            ps__rcore_pump(node, r, p, now_ms, out);
+        }
+    }
+    ps__rcore_lrn_join(node, r, now_ms, out);
+}
+
+static void ps__rcore_lrn_conn(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct rt_repl_event *ev,
+                               struct rt_repl_actions *out)
+{
+    struct ps__rcore_lpeer *lp = ps__rcore_lpeer(r, ev->peer);
+    if (lp == NULL || !ev->up) {
+        return;
+    }
+    if (lp->state == PS__RLP_PROBE) {
+        ps__rcore_lrn_probe(r, lp, ev->now_ms, true, out);
+    } else if (lp->state == PS__RLP_TAIL) {
+        lp->s.next = lp->s.acked + 1;
+        lp->s.rewound_to = 0;
+        ps__rcore_pump(node, r, &lp->s, ev->now_ms, out);
+    }
+}
+
+/* An assignment of my primary range: a replica the ISR now names takes
+ * its stream along (it was counted since its join); the others of the
+ * set are caught up (new ones probed); a join not committed by it is
+ * over (the master refuses an ISR_CHANGE of an older epoch). */
+static void ps__rcore_lrn_sync(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct rt_repl_conf *c,
+                               uint64_t now_ms,
+                               struct rt_repl_actions *out)
+{
+    for (size_t i = 0; i < r->n_lpeers;) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        bool keep = rt_repl_conf_role(c, lp->s.id) != RT_REPL_ROLE_NONE &&
+                    !rt_repl_conf_in_isr(c, lp->s.id);
+        for (size_t j = 0; j < r->n_peers; j++) {
+            struct ps__rcore_peer *p = &r->peers[j];
+            if (p->id == lp->s.id && lp->state == PS__RLP_TAIL &&
+                lp->s.acked > p->acked) {
+                p->acked = lp->s.acked;
+                p->next = lp->s.next > p->acked ? lp->s.next : p->acked + 1;
+                p->progress_ms = now_ms;
+            }
+        }
+        if (keep) {
+            lp->joining = false;
+            i++;
+        } else {
+            *lp = r->lpeers[--r->n_lpeers];
+        }
+    }
+    for (size_t i = 0; i < c->n_members; i++) {
+        uint64_t id = c->members[i].server_id;
+        if (c->members[i].role != RT_REPL_ROLE_NONE &&
+            !rt_repl_conf_in_isr(c, id)) {
+            ps__rcore_lrn_add(node, r, id, now_ms, out);
+        }
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        ps__rcore_pump(node, r, &r->peers[i], now_ms, out);
+    }
+    ps__rcore_trim(r);
+    ps__rcore_commit(node, r, out);
+    ps__rcore_activated(r);
+}
+
+/* Replica side */
+
+static void ps__rcore_copy_resp(uint64_t peer,
+                                uint64_t range_id,
+                                uint64_t epoch,
+                                int32_t code,
+                                uint64_t lsn,
+                                struct rt_repl_actions *out)
+{
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND, .peer = peer};
+    act.msg.kind = RT_REPL_MSG_COPY_RESP;
+    act.msg.u.copy_resp = (struct rt_repl_copy_resp){
+        .range_id = range_id, .epoch = epoch, .code = code, .lsn = lsn};
+    rt_repl_actions_add(out, &act);
+}
+
+/* REPL_PROBE: my ReplicaState (§3.3 NONE -> PROBED for a learner). */
+static int ps__rcore_lrn_probe_in(struct ps__rcore_range *r,
+                                  const struct rt_repl_event *ev,
+                                  struct rt_repl_actions *out)
+{
+    const struct rt_repl_probe *pb = &ev->msg->u.probe;
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND, .peer = ev->peer};
+    act.msg.kind = RT_REPL_MSG_PROBE_RESP;
+    struct rt_repl_replica_state *rs = &act.msg.u.probe_resp;
+    rs->range_id = pb->range_id;
+    if (r == NULL || pb->epoch < r->epoch ||
+        (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED)) {
+        rs->code = RT_ESTALE;
+        rs->epoch = r ? r->epoch : 0;
+        rt_repl_actions_add(out, &act);
+        return 0;
+    }
+    rs->epoch = r->epoch;
+    if (r->last_lsn != r->applied_lsn || r->seal_io != 0 || r->copy_io != 0) {
+        /* A write of mine is in flight: my answer would be stale at once. */
+        rs->code = RT_EBUSY;
+        rt_repl_actions_add(out, &act);
+        return 0;
+    }
+    if (r->role == PS_RCORE_LEARNER) {
+        if (r->state == PS_RLRN_NONE) {
+            ps__rcore_set_state(r, PS_RLRN_PROBED);
+        }
+        rs->state = r->state == PS_RLRN_PROBED ? RT_REPL_COPY_NONE
+                                               : RT_REPL_COPY_LEARNING;
+    } else {
+        rs->state =
+            r->role == PS_RCORE_SECONDARY && r->state == PS_RSEC_DIVERGED
+                ? RT_REPL_COPY_DIVERGED
+                : RT_REPL_COPY_OK;
+        rs->applied_lsn = r->applied_lsn;
+        const struct rt_repl_epoch_start *g =
+            ps__rcore_hist_at(r->hist, r->n_hist, r->applied_lsn);
+        rs->applied_epoch = g ? g->epoch : 0;
+        memcpy(rs->history, r->hist, r->n_hist * sizeof(*r->hist));
+        rs->n_history = r->n_hist;
+    }
+    rt_repl_actions_add(out, &act);
+    return 0;
+}
+
+/* REPL_BEGIN{FULL} (§3.3 -> CLEARING): whatever I held of the range is
+ * given up; the WRITE persists LEARNING and clears my keys. Refused
+ * (nothing changes): RT_ESTALE for an older epoch or a serving primary,
+ * RT_EBUSY while a write of mine for the range is in flight. */
+static int ps__rcore_lrn_begin(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct rt_repl_event *ev,
+                               struct rt_repl_actions *out)
+{
+    const struct rt_repl_begin *b = &ev->msg->u.begin;
+    if (r == NULL || b->epoch < r->epoch ||
+        (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED)) {
+        ps__rcore_copy_resp(ev->peer, b->range_id, b->epoch, RT_ESTALE, 0, out);
+        return 0;
+    }
+    if (r->copy_io != 0 || r->seal_io != 0 || r->last_lsn != r->applied_lsn ||
+        b->n_history > RT_REPL_MAX_HISTORY) {
+        ps__rcore_copy_resp(
+            ev->peer, r->id, b->epoch,
+            b->n_history > RT_REPL_MAX_HISTORY ? RT_EINVAL : RT_EBUSY, 0, out);
+        return 0;
+    }
+    if (r->role == PS_RCORE_PRIMARY || r->role == PS_RCORE_SECONDARY) {
+        ps__rcore_set_state(r, 0); /* DEPOSED / FOLLOWING, ... -> NONE */
+        r->role = PS_RCORE_LEARNER;
+        r->state = PS_RLRN_NONE;
+    } else if (r->state != PS_RLRN_NONE) {
+        ps__rcore_set_state(r, PS_RLRN_NONE);
+    }
+    ps__rcore_set_state(r, PS_RLRN_PROBED);
+    ps__rcore_set_state(r, PS_RLRN_CLEARING);
+    for (size_t g = 0; g < r->buf_n; g++) {
+        free(r->buf[g].records);
+    }
+    r->buf_n = 0;
+    r->n_peers = r->n_lpeers = 0;
+    r->n_hist = 0;
+    r->applied_lsn = r->last_lsn = r->commit_lsn = 0;
+    r->held_head = r->held_n = 0;
+    r->await_assign = false;
+    if (b->epoch > r->epoch) {
+        r->epoch = b->epoch;
+    }
+    r->primary_id = ev->peer;
+    r->copy_epoch = b->epoch;
+    r->copy_from = ev->peer;
+    r->copy_io = ++node->next_io;
+    struct rt_repl_action act = {
+        .kind = RT_REPL_ACT_WRITE, .io_id = r->copy_io, .range_id = r->id};
+    act.msg.kind = RT_REPL_MSG_BEGIN;
+    act.msg.u.begin = *b;
+    rt_repl_actions_add(out, &act);
+    return 0;
+}
+
+/* The copy's last chunk (§3.3 COPYING): its WRITE applies it with
+ * applied = (snap_epoch, snap_lsn). RT_EINVAL unless I am COPYING that
+ * copy with nothing in flight. */
+static int ps__rcore_lrn_end(struct ps_rcore *node,
+                             struct ps__rcore_range *r,
+                             const struct rt_repl_event *ev,
+                             struct rt_repl_actions *out)
+{
+    const struct rt_repl_begin *b = &ev->msg->u.begin;
+    if (r == NULL || r->role != PS_RCORE_LEARNER ||
+        r->state != PS_RLRN_COPYING || r->copy_io != 0 ||
+        b->epoch != r->copy_epoch || ev->peer != r->copy_from ||
+        b->n_history > RT_REPL_MAX_HISTORY) {
+        ps__rcore_copy_resp(
+            ev->peer, b->range_id, b->epoch,
+            r != NULL && b->epoch < r->epoch ? RT_ESTALE : RT_EINVAL,
+            b->snap_lsn, out);
+        return 0;
+    }
+    r->copy_lsn = b->snap_lsn;
+    memcpy(r->copy_hist, b->history, b->n_history * sizeof(*b->history));
+    r->n_copy_hist = b->n_history;
+    r->copy_io = ++node->next_io;
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_WRITE,
+                                 .io_id = r->copy_io,
+                                 .range_id = r->id,
+                                 .lsn = b->snap_lsn};
+    act.msg.kind = RT_REPL_MSG_SNAP_END;
+    act.msg.u.begin = *b;
+    rt_repl_actions_add(out, &act);
+    return 0;
+}
+
+/* A learner's WRITE is durable: the clear (CLEARING -> COPYING, BEGIN
+ * answered) or the copy's end (COPYING -> TAILING: applied = s, and I
+ * follow at once as a secondary outside the ISR). A local group of a
+ * deposed primary that became a learner meanwhile: its writes' outcome
+ * is unknown. */
+static int ps__rcore_lrn_written(struct ps__rcore_range *r,
+                                 const struct rt_repl_event *ev,
+                                 struct rt_repl_actions *out)
+{
+    if (ev->io_id == 0 || ev->io_id != r->copy_io) {
+        for (size_t i = 0; i < ev->n_req_ids; i++) {
+            struct rt_repl_action act = {.kind = RT_REPL_ACT_REPLY,
+                                         .req_id = ev->req_ids[i],
+                                         .code = RT_ETIMEDOUT};
+            rt_repl_actions_add(out, &act);
+        }
+        return ev->io_id == 0 ? 0 : RT_EINVAL;
+    }
+    r->copy_io = 0;
+    if (r->state == PS_RLRN_CLEARING) {
+        ps__rcore_set_state(r, PS_RLRN_COPYING);
+        ps__rcore_copy_resp(r->copy_from, r->id, r->copy_epoch, 0, 0, out);
+        return 0;
+    }
+    ps__rcore_set_state(r, PS_RLRN_TAILING);
+    r->applied_lsn = r->last_lsn = r->copy_lsn;
+    r->commit_lsn = 0;
+    r->buf_first = r->copy_lsn + 1;
+    memcpy(r->hist, r->copy_hist, r->n_copy_hist * sizeof(*r->hist));
+    r->n_hist = r->n_copy_hist;
+    r->heard_ms = ev->now_ms;
+    ps__rcore_set_state(r, PS_RLRN_NONE);
+    r->role = PS_RCORE_SECONDARY;
+    r->state = PS_RSEC_NONE;
+    ps__rcore_set_state(r, PS_RSEC_FOLLOWING);
+    ps__rcore_copy_resp(r->copy_from, r->id, r->copy_epoch, 0, r->copy_lsn,
+                        out);
+    return 0;
+}
+
+static int ps__rcore_lrn_step(struct ps_rcore *node,
+                              const struct rt_repl_event *ev,
+                              struct rt_repl_actions *out)
+{
+    if (ev->kind == RT_REPL_EV_READ_DONE) {
+        return ps__rcore_lrn_copied(node, ev, out);
+    }
+    if (ev->kind == RT_REPL_EV_DISK_DONE) {
+        return ps__rcore_lrn_written(ps__rcore_find(node, ev->range_id), ev,
+                                     out);
+    }
+    const struct rt_repl_msg *m = ev->msg;
+    struct ps__rcore_range *r;
+    switch (m->kind) {
+        case RT_REPL_MSG_PROBE:
+            return ps__rcore_lrn_probe_in(
+                ps__rcore_find(node, m->u.probe.range_id), ev, out);
+        case RT_REPL_MSG_PROBE_RESP:
+            r = ps__rcore_find(node, m->u.probe_resp.range_id);
+            if (r == NULL || r->role != PS_RCORE_PRIMARY) {
+                return 0;
+            }
+            return ps__rcore_lrn_probed(node, r, ev, out);
+        case RT_REPL_MSG_BEGIN:
+            return ps__rcore_lrn_begin(
+                node, ps__rcore_find(node, m->u.begin.range_id), ev, out);
+        case RT_REPL_MSG_SNAP_END:
+            return ps__rcore_lrn_end(
+                node, ps__rcore_find(node, m->u.begin.range_id), ev, out);
+        default:
+            return RT_EINVAL;
+    }
 }
 
 /* Step */
@@ -1358,7 +2135,12 @@ int ps_rcore_step(struct ps_rcore *node,
                 rc = ps__rcore_isr_resp(
                     node, ps__rcore_find(node, ev->msg->u.isr_resp.range_id),
                     ev);
+            } else {
+                rc = ps__rcore_lrn_step(node, ev, out);
             }
+            break;
+        case RT_REPL_EV_READ_DONE:
+            rc = ps__rcore_lrn_step(node, ev, out);
             break;
         case RT_REPL_EV_DISK_DONE:
             /* A replica's WRITE echoes its io_id; a local group has none
@@ -1367,14 +2149,18 @@ int ps_rcore_step(struct ps_rcore *node,
             if (r == NULL) {
                 break;
             }
-            if (ev->io_id != 0 && ev->io_id == r->seal_io) {
+            if ((ev->io_id != 0 && ev->io_id == r->copy_io) ||
+                r->role == PS_RCORE_LEARNER) {
+                rc = ps__rcore_lrn_step(node, ev, out);
+            } else if (ev->io_id != 0 && ev->io_id == r->seal_io) {
                 ps__rcore_sealed(r, out);
                 rc = 0;
             } else if (r->role == PS_RCORE_PRIMARY &&
                        r->state == PS_RPRI_SERVING && ev->io_id == 0) {
                 rc = ps__rcore_local_done(node, r, ev, out);
             } else if (r->role == PS_RCORE_SECONDARY &&
-                       (ev->io_id != 0 || ev->lsn <= r->last_lsn)) {
+                       (ev->io_id != 0 ||
+                        (ev->lsn <= r->last_lsn && ev->n_req_ids == 0))) {
                 rc = ps__rcore_applied(node, r, ev, out);
             } else if (ev->io_id == 0) {
                 rc = ps__rcore_local_late(r, ev, out);
@@ -1446,7 +2232,27 @@ int ps_rcore_range_get(const struct ps_rcore *node,
         .primary_id = r->primary_id,
         .primary_epoch = r->primary_epoch,
         .sealed_epoch = r->sealed_epoch,
+        .n_learners = r->role == PS_RCORE_PRIMARY ? r->n_lpeers : 0,
     };
+    return 0;
+}
+
+int ps_rcore_learner_get(const struct ps_rcore *node,
+                         uint64_t range_id,
+                         uint64_t peer,
+                         struct ps_rcore_learner_info *out)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    struct ps__rcore_lpeer *lp = r != NULL && r->role == PS_RCORE_PRIMARY
+                                     ? ps__rcore_lpeer(r, peer)
+                                     : NULL;
+    if (lp == NULL) {
+        return RT_ENOTFOUND;
+    }
+    *out = (struct ps_rcore_learner_info){.state = ps__rlp_names[lp->state],
+                                          .joining = lp->joining,
+                                          .acked = lp->s.acked,
+                                          .copy_io = lp->io};
     return 0;
 }
 
@@ -1468,6 +2274,15 @@ void ps_rcore_dump(const struct ps_rcore *node, FILE *f)
                     "  peer %" PRIu64 " acked %" PRIu64 " next %" PRIu64
                     " rewound_to %" PRIu64 " progress_ms %" PRIu64 "\n",
                     p->id, p->acked, p->next, p->rewound_to, p->progress_ms);
+        }
+        for (size_t j = 0; r->role == PS_RCORE_PRIMARY && j < r->n_lpeers;
+             j++) {
+            const struct ps__rcore_lpeer *lp = &r->lpeers[j];
+            fprintf(f,
+                    "  learner %" PRIu64 " %s%s acked %" PRIu64 " next %" PRIu64
+                    "\n",
+                    lp->s.id, ps__rlp_names[lp->state],
+                    lp->joining ? " joining" : "", lp->s.acked, lp->s.next);
         }
     }
 }

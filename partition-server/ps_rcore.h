@@ -8,7 +8,8 @@
  * glue and tests/sim (sim_repl.c, sim_failover.c) drive the same code.
  *
  * Implemented so far: the write path, the seal / promotion side of
- * failover and the ISR shrink of §5.4 (no leases, no learners).
+ * failover, the ISR shrink of §5.4 and the catch-up of replicas outside
+ * the ISR (§3.3, §7.3, §8.1; no leases, no keyed catch-up).
  * - A range is created by ps_rcore_assign() at its durable LSN (0 for a
  *   new range): the primary goes ACTIVATING -> SERVING at once (nothing to
  *   catch up; support
@@ -106,7 +107,49 @@
  *   state (rs record, pending groups): a primary ACTIVATING but silent
  *   until an assignment of its generation confirms it (§10.1; the
  *   registration's answer), then streaming its pending groups; a
- *   secondary FOLLOWING or SEALED.
+ *   secondary FOLLOWING or SEALED; a LEARNER (a copy cut short) holds
+ *   nothing and answers probes "no copy".
+ * - Catch-up (primary side). Every replica of the set outside the ISR
+ *   (ps_rcore_assignment.learners, or an ASSIGN's members not in its
+ *   ISR) gets a PROBE; its answer (PROBE_RESP: state, applied LSN and
+ *   history) decides (§7.3 with D = applied): a plain catch-up, streamed
+ *   from its applied + 1, when the generation of its applied LSN starts
+ *   at the same LSN in both histories, its applied LSN is not past that
+ *   generation's end in mine, and my buffer still holds the next group;
+ *   otherwise a full copy: a READ action (peer, io_id, lsn = my last
+ *   LSN, msg = BEGIN with my history) that the glue runs at a snapshot
+ *   LSN s >= that lsn, reporting READ_DONE(io_id, s) once the replica
+ *   holds it durably (or a code: probed again later). Meanwhile the
+ *   groups above the action's lsn stay in the buffer; the stream then
+ *   starts at s + 1. Streams to such replicas never count for cw. Once
+ *   one's ack reached cw and it lags at most cfg.join_lag groups, a
+ *   SERVING primary sends ISR_CHANGE{add} (one ISR change per range in
+ *   flight) and counts its acks for cw from then (§5.3); the assignment
+ *   naming it in the ISR moves its stream among the ISR members'; an
+ *   ISR_RESP error, or an assignment without it, ends the join. A NACK,
+ *   or more than cfg.learn_window groups behind, sends it back to PROBE
+ *   (probes are asked again every PS_RCORE_PROBE_TICKS resend periods).
+ * - Catch-up (replica side). PROBE: my state (RT_ESTALE for an older
+ *   epoch or if I serve as primary; RT_EBUSY while a write of mine is in
+ *   flight). BEGIN (RT_ESTALE older epoch or serving primary, RT_EBUSY a
+ *   write in flight, else accepted): I become a LEARNER CLEARING
+ *   whatever I held (a deposed primary, a secondary, a learner), a WRITE
+ *   action (msg BEGIN) persists LEARNING and clears my keys, and its
+ *   DISK_DONE answers COPY_RESP{lsn 0} (COPYING). SNAP_END (the last
+ *   chunk; RT_EINVAL unless COPYING that copy): a WRITE action (msg
+ *   SNAP_END, lsn s) applies it with applied = s, and its DISK_DONE makes
+ *   me a FOLLOWING secondary outside the ISR at s, with the primary's
+ *   history, and answers COPY_RESP{lsn s}. A learner is never sealable
+ *   (SEAL RT_ESTALE) and never promoted.
+ * - History (§2): a range's generations (epoch, first LSN): a new range
+ *   starts at (epoch, 1), a promotion adds (primary_epoch, last + 1), a
+ *   secondary notes each append's generation (rt_repl_append.gen; 0
+ *   makes its history unknown, and every catch-up of it a full copy). A
+ *   duplicate append of another generation than my group at that LSN
+ *   (a deposed primary's late local group), or an append accepted at the
+ *   LSN such a late group then takes, makes a secondary DIVERGED: it
+ *   never acks again, NACKs RT_EDIVERGED, and only a full copy repairs
+ *   it.
  *
  * Thread: one thread per struct ps_rcore. Ownership: events are borrowed
  * for the call; actions go into the caller's list (rt_repl_ev.h). */
@@ -177,6 +220,9 @@ enum ps_rcore_mutation {
     /* cw stops counting an ISR member once its removal is asked, before
      * the master committed it. */
     PS_RCORE_MUT_SHRINK_EARLY,
+    /* a replica being copied is proposed for the ISR (and counted for
+     * cw at the copy's start position) before its copy finished. */
+    PS_RCORE_MUT_LEARNER_EARLY,
     PS_RCORE_MUT__NR
 };
 
@@ -197,7 +243,19 @@ struct ps_rcore_config
     uint64_t write_hold_ms;
     uint64_t master_id;              /* the peer ISR_CHANGE goes to */
     enum ps_rcore_mutation mutation; /* tests only */
+    /* Catch-up (§3.3, §8.1; 0 = the defaults below): groups a replica
+     * outside the ISR may be behind (or a copy may take) before it starts
+     * again with a new full copy; groups behind my last LSN at which a
+     * caught-up replica may join the ISR (--join-lag). */
+    uint64_t learn_window;
+    uint64_t join_lag;
 };
+
+#define PS_RCORE_LEARN_WINDOW 8192
+#define PS_RCORE_JOIN_LAG 64
+/* A probe unanswered (or a copy failed) is asked again this many resend
+ * periods later. */
+#define PS_RCORE_PROBE_TICKS 5
 
 /* A range as the master assigns it. */
 struct ps_rcore_assignment
@@ -209,6 +267,10 @@ struct ps_rcore_assignment
     size_t n_isr;
     uint64_t lsn; /* ps_rcore_assign: the durable applied LSN it starts
                      from (0 = a new range; after a restart, its `rs`) */
+    /* Replicas of the set outside the ISR (SECONDARY or LEARNER): the
+     * primary catches them up; this node may be one. */
+    uint64_t learners[PS_RCORE_MAX_REPLICAS];
+    size_t n_learners;
 };
 
 /* What ps_rcore_range_get() reports. */
@@ -226,6 +288,16 @@ struct ps_rcore_range_info
     uint64_t primary_id;
     uint64_t primary_epoch;
     uint64_t sealed_epoch;
+    size_t n_learners; /* primary: replicas outside the ISR it catches up */
+};
+
+/* The primary's view of one replica outside the ISR. */
+struct ps_rcore_learner_info
+{
+    const char *state; /* "probe", "copy", "tail" */
+    int joining;       /* its ISR_CHANGE{add} is in flight: counted for cw */
+    uint64_t acked;    /* durable there (copy: the position kept for it) */
+    uint64_t copy_io;  /* copy: the READ action's id */
 };
 
 /* One group of a range's durable pending suffix (its `rp` records). */
@@ -240,7 +312,9 @@ struct ps_rcore_group_rec
 struct ps_rcore_durable
 {
     uint64_t range_id;
-    enum ps_rcore_role role; /* PRIMARY or SECONDARY */
+    enum ps_rcore_role role; /* PRIMARY, SECONDARY, or LEARNER: a copy that
+                                was being built (rs state LEARNING), which
+                                holds nothing (applied and commit 0) */
     uint64_t epoch;
     uint64_t primary_id;
     uint64_t primary_epoch;
@@ -262,13 +336,13 @@ int ps_rcore_create(const struct ps_rcore_config *cfg, struct ps_rcore **out);
 void ps_rcore_destroy(struct ps_rcore *node);
 
 /* Creates range @a->range_id here with the role @a gives this node
- * (primary: SERVING; secondary: FOLLOWING), at LSN @a->lsn: applied, last
- * and (primary) cw. A primary takes its ISR members to hold @a->lsn too:
- * catching up one that does not comes with failover and learners (its
- * RT_ELSNGAP NACKs below the send buffer are then answered by nothing).
- * Needs no action yet; @out is where activation's will go. Errors:
- * RT_EEXIST (range known), RT_EINVAL (this node not in the ISR, or too
- * many replicas). */
+ * (primary: SERVING; secondary: FOLLOWING; named in @a->learners: a
+ * LEARNER without a copy at LSN 0, else a FOLLOWING secondary outside
+ * the ISR), at LSN @a->lsn: applied, last and (primary) cw. A primary
+ * takes its ISR members to hold @a->lsn too (their RT_ELSNGAP NACKs below
+ * the send buffer are answered by nothing), and probes @a->learners (SEND
+ * actions in @out). Errors: RT_EEXIST (range known), RT_EINVAL (this node
+ * neither in the ISR nor a learner, or too many replicas). */
 int ps_rcore_assign(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,
                     struct rt_repl_actions *out);
@@ -323,6 +397,13 @@ int ps_rcore_load(struct ps_rcore *node,
 int ps_rcore_step(struct ps_rcore *node,
                   const struct rt_repl_event *ev,
                   struct rt_repl_actions *out);
+
+/* Primary range @range_id's catch-up of replica @peer: 0 and *out
+ * filled, or RT_ENOTFOUND. */
+int ps_rcore_learner_get(const struct ps_rcore *node,
+                         uint64_t range_id,
+                         uint64_t peer,
+                         struct ps_rcore_learner_info *out);
 
 /* 0 and *out filled, or RT_ENOTFOUND. */
 int ps_rcore_range_get(const struct ps_rcore *node,

@@ -83,7 +83,8 @@
 static struct
 {
     uint64_t events, writes, acked, unknown, failed, failovers, cancels,
-        crashes, pauses, master_crashes, stale_msgs, isr_asks, isr_changes;
+        crashes, pauses, master_crashes, stale_msgs, isr_asks, isr_changes,
+        copies, copies_done;
 } sim_totals;
 
 /* Fixture */
@@ -98,6 +99,7 @@ enum sim_ev_kind {
     SIM_COMMIT,  /* a catalog commit lands */
     SIM_FAULT,   /* fault @fault starts (@gen 0) or ends (1) */
     SIM_CHECK_LIVE,
+    SIM_COPY_TIMEOUT, /* full copy @io_id of node @node gives up */
 };
 
 struct sim_ev
@@ -112,6 +114,11 @@ struct sim_ev
     size_t blob_len;
     uint64_t lsn, io_id, gen, req;
     bool seal_write; /* DISK of a seal persist */
+    bool copy_clear; /* DISK of a copy's begin: the log is cleared */
+    bool copy_end;   /* DISK of a copy's end: the log becomes @blob */
+    /* DELIVER, DISK of an append: how many copies had replaced the
+     * sender's log when it sent (P3 holds it to that log only). */
+    uint64_t sender_copies;
     uint64_t sealed_epoch;
     uint64_t *reqs; /* DISK of a local group: owned */
     size_t n_reqs;
@@ -149,6 +156,24 @@ struct sim_node
     uint64_t *queue;
     size_t queue_n, queue_cap;
     bool group_on_disk;
+    /* The last copy end received, until its WRITE takes it. */
+    uint8_t *snap_blob;
+    size_t snap_len;
+    uint64_t copies; /* copies that replaced my log */
+};
+
+/* A full copy a primary runs (the READ action: what ps_learn does): BEGIN
+ * to the replica, on its answer a snapshot of the durable log sent as the
+ * copy's end, on that answer READ_DONE. */
+struct sim_copy
+{
+    bool live;
+    int src;
+    uint64_t src_inc;
+    uint64_t peer, io;
+    bool ended;
+    uint64_t snap;
+    struct rt_repl_begin begin;
 };
 
 enum sim_req_state { REQ_PENDING, REQ_OK, REQ_FAIL, REQ_UNKNOWN };
@@ -193,6 +218,8 @@ struct sim
     uint64_t cut_until[SIM_PS]; /* link to the master cut until then */
     size_t n_faults;
     struct rt_repl_actions acts;
+    struct sim_copy copies[8];
+    uint64_t deliver_copies; /* sender_copies of the message being handled */
 };
 
 /* Helpers */
@@ -332,10 +359,12 @@ static void sim_persist_rs(struct sim *s, int ni)
 
 /* Actions */
 
-static void sim_send(struct sim *s,
-                     int from,
-                     uint64_t to_id,
-                     const struct rt_repl_msg *msg)
+static void sim_send_blob(struct sim *s,
+                          int from,
+                          uint64_t to_id,
+                          const struct rt_repl_msg *msg,
+                          const uint8_t *blob,
+                          size_t blob_len)
 {
     int to = sim_index(to_id);
     if (to < 0 || to > SIM_MASTER) {
@@ -351,6 +380,7 @@ static void sim_send(struct sim *s,
         uint64_t d = sim_net_delay(&s->w);
         struct sim_ev *e = sim_ev_new(s, SIM_DELIVER, to, s->w.now + d);
         e->from = s->nodes[from].id;
+        e->sender_copies = s->nodes[from].copies;
         e->msg = *msg;
         if (msg->kind == RT_REPL_MSG_APPEND) {
             e->blob_len = msg->u.append.records_len;
@@ -358,9 +388,20 @@ static void sim_send(struct sim *s,
                           ? rt_xmemdup(msg->u.append.records, e->blob_len)
                           : NULL;
             e->msg.u.append.records = e->blob;
+        } else if (blob_len > 0) {
+            e->blob_len = blob_len;
+            e->blob = rt_xmemdup(blob, blob_len);
         }
         sim_ev_push(s, e);
     }
+}
+
+static void sim_send(struct sim *s,
+                     int from,
+                     uint64_t to_id,
+                     const struct rt_repl_msg *msg)
+{
+    sim_send_blob(s, from, to_id, msg, NULL, 0);
 }
 
 static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
@@ -449,6 +490,40 @@ static void sim_check_ack_sent(struct sim *s,
     }
 }
 
+/* The READ action of primary @ni: a full copy to @a->peer (a new one
+ * replaces the last to that peer). */
+static void sim_copy_start(struct sim *s,
+                           int ni,
+                           const struct rt_repl_action *a)
+{
+    struct sim_copy *c = NULL;
+    for (size_t i = 0; i < sizeof(s->copies) / sizeof(s->copies[0]); i++) {
+        struct sim_copy *k = &s->copies[i];
+        if (!k->live || (k->src == ni && k->peer == a->peer) ||
+            k->src_inc != s->nodes[k->src].inc) {
+            c = k;
+            break;
+        }
+    }
+    if (c == NULL) {
+        sim_fail(&s->w, "setup", "too many copies");
+        return;
+    }
+    *c = (struct sim_copy){.live = true,
+                           .src = ni,
+                           .src_inc = s->nodes[ni].inc,
+                           .peer = a->peer,
+                           .io = a->io_id,
+                           .begin = a->msg.u.begin};
+    sim_totals.copies++;
+    sim_tracef(&s->w, "n%" PRIu64 " copy io %" PRIu64 " to n%" PRIu64,
+               s->nodes[ni].id, a->io_id, a->peer);
+    sim_send(s, ni, a->peer, &a->msg);
+    struct sim_ev *e = sim_ev_new(s, SIM_COPY_TIMEOUT, ni, s->w.now + 3000);
+    e->io_id = a->io_id;
+    sim_ev_push(s, e);
+}
+
 static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
 {
     struct sim_node *nd = &s->nodes[ni];
@@ -473,6 +548,7 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                     sim_ev_new(s, SIM_DISK, ni, nd->disk_free_at);
                 e->io_id = a->io_id;
                 e->from = sender;
+                e->sender_copies = s->deliver_copies;
                 sim_tracef(&s->w,
                            "n%" PRIu64 " write lsn %" PRIu64 " io %" PRIu64,
                            nd->id, a->lsn, a->io_id);
@@ -488,6 +564,15 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                 if (a->msg.kind == RT_REPL_MSG_SEAL) {
                     e->seal_write = true;
                     e->sealed_epoch = a->msg.u.seal.new_epoch;
+                } else if (a->msg.kind == RT_REPL_MSG_BEGIN) {
+                    e->copy_clear = true;
+                } else if (a->msg.kind == RT_REPL_MSG_SNAP_END) {
+                    e->copy_end = true;
+                    e->lsn = a->lsn;
+                    e->blob = nd->snap_blob;
+                    e->blob_len = nd->snap_len;
+                    nd->snap_blob = NULL;
+                    nd->snap_len = 0;
                 } else {
                     e->lsn = a->lsn;
                     e->blob_len = a->msg.u.append.records_len;
@@ -510,6 +595,9 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                 break;
             case RT_REPL_ACT_REPLY:
                 sim_reply(s, ni, a->req_id, a->code);
+                break;
+            case RT_REPL_ACT_READ:
+                sim_copy_start(s, ni, a);
                 break;
             case RT_REPL_ACT_PROPOSE: {
                 struct sim_ev *e =
@@ -568,6 +656,71 @@ static void sim_step(struct sim *s,
     sim_run_actions(s, ni, sender);
     if (ni != SIM_MASTER) {
         sim_persist_rs(s, ni);
+    }
+}
+
+/* The copy @c of a live primary ends: READ_DONE with @lsn or @code. */
+static void sim_copy_done(struct sim *s,
+                          struct sim_copy *c,
+                          uint64_t lsn,
+                          int32_t code)
+{
+    c->live = false;
+    if (!s->nodes[c->src].up || c->src_inc != s->nodes[c->src].inc) {
+        return;
+    }
+    sim_totals.copies_done += code == 0;
+    struct rt_repl_event ev = {.kind = RT_REPL_EV_READ_DONE,
+                               .io_id = c->io,
+                               .range_id = SIM_RANGE,
+                               .lsn = lsn,
+                               .code = code};
+    sim_step(s, c->src, &ev, 0);
+}
+
+/* A replica's answer to a copy of node @ni: after the begin, the
+ * snapshot (the durable log, one blob of length-prefixed groups) goes as
+ * the copy's end; after the end, the copy is done. */
+static void sim_copy_resp(struct sim *s, int ni, struct sim_ev *e)
+{
+    const struct rt_repl_copy_resp *r = &e->msg.u.copy_resp;
+    struct sim_node *nd = &s->nodes[ni];
+    for (size_t i = 0; i < sizeof(s->copies) / sizeof(s->copies[0]); i++) {
+        struct sim_copy *c = &s->copies[i];
+        if (!c->live || c->src != ni || c->src_inc != nd->inc ||
+            c->peer != e->from || r->epoch != c->begin.epoch) {
+            continue;
+        }
+        if (r->code != 0) {
+            sim_copy_done(s, c, 0, r->code);
+        } else if (!c->ended && r->lsn == 0) {
+            c->ended = true;
+            c->snap = nd->log_n;
+            size_t len = 0;
+            for (size_t l = 0; l < nd->log_n; l++) {
+                len += 4 + nd->log[l].len;
+            }
+            uint8_t *blob = rt_xmalloc(len + 1), *p = blob;
+            for (size_t l = 0; l < nd->log_n; l++) {
+                uint32_t n = (uint32_t)nd->log[l].len;
+                memcpy(p, &n, 4);
+                if (n > 0) {
+                    memcpy(p + 4, nd->log[l].records, n);
+                }
+                p += 4 + n;
+            }
+            struct rt_repl_msg m = {.kind = RT_REPL_MSG_SNAP_END};
+            m.u.begin = c->begin;
+            m.u.begin.snap_lsn = c->snap;
+            sim_tracef(&s->w,
+                       "n%" PRIu64 " send snap_end %" PRIu64 " to n%" PRIu64,
+                       nd->id, c->snap, c->peer);
+            sim_send_blob(s, ni, c->peer, &m, blob, len);
+            free(blob);
+        } else if (c->ended && r->lsn == c->snap) {
+            sim_copy_done(s, c, c->snap, 0);
+        }
+        return;
     }
 }
 
@@ -720,6 +873,15 @@ static void sim_restart(struct sim *s, int ni)
     nd->registered = false;
     /* The pending groups: those above the commit LSN of the rs record. */
     struct ps_rcore_durable d = nd->rs;
+    if (d.role == PS_RCORE_LEARNER) {
+        /* A copy cut short: LEARNING, i.e. nothing (§3.3). */
+        for (size_t l = 0; l < nd->log_n; l++) {
+            free(nd->log[l].records);
+        }
+        nd->log_n = 0;
+        nd->copies++;
+        d.commit_lsn = 0;
+    }
     d.applied_lsn = nd->log_n;
     if (d.commit_lsn > d.applied_lsn) {
         d.commit_lsn = d.applied_lsn;
@@ -825,8 +987,35 @@ static void sim_disk(struct sim *s, struct sim_ev *e)
         sim_step(s, e->node, &ev, 0);
         return;
     }
-    if (e->from != 0) {
-        /* P3: a replica applies what its sender holds at that LSN. */
+    if (e->copy_clear || e->copy_end) {
+        /* A copy's begin clears the replica's data (state LEARNING); its
+         * end replaces it by the snapshot, in one transaction. */
+        for (size_t l = 0; l < nd->log_n; l++) {
+            free(nd->log[l].records);
+        }
+        nd->log_n = 0;
+        nd->rs.commit_lsn = 0;
+        nd->copies++;
+        for (size_t off = 0; e->copy_end && off + 4 <= e->blob_len;) {
+            uint32_t n;
+            memcpy(&n, e->blob + off, 4);
+            sim_log_append(s, nd, nd->log_n + 1, e->blob + off + 4, n);
+            off += 4 + n;
+        }
+        if (e->copy_end && nd->log_n != e->lsn) {
+            sim_fail(&s->w, "setup", "copy of %zu groups for lsn %" PRIu64,
+                     nd->log_n, e->lsn);
+        }
+        sim_tracef(&s->w, "n%" PRIu64 " copy %s durable, %zu groups", nd->id,
+                   e->copy_end ? "end" : "begin", nd->log_n);
+        ev.lsn = e->lsn;
+        sim_step(s, e->node, &ev, 0);
+        return;
+    }
+    if (e->from != 0 &&
+        e->sender_copies == s->nodes[sim_index(e->from)].copies) {
+        /* P3: a replica applies what its sender holds at that LSN (unless
+         * a copy replaced the sender's log since it sent). */
         const struct sim_node *p = &s->nodes[sim_index(e->from)];
         if (sim_log_hash(p, e->lsn) != sim_group_hash(e->blob, e->blob_len)) {
             sim_fail(&s->w, "P3",
@@ -960,7 +1149,8 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
         return;
     }
     bool node_ev = e->kind == SIM_DELIVER || e->kind == SIM_DISK ||
-                   e->kind == SIM_TIMER || e->kind == SIM_ARRIVE;
+                   e->kind == SIM_TIMER || e->kind == SIM_ARRIVE ||
+                   e->kind == SIM_COPY_TIMEOUT;
     if (node_ev && (!nd->up || e->inc != nd->inc)) {
         if (e->kind == SIM_ARRIVE && s->reqs[e->req].st == REQ_PENDING) {
             s->reqs[e->req].st = REQ_UNKNOWN;
@@ -986,7 +1176,19 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             }
             sim_tracef(&s->w, "n%" PRIu64 " recv %s from n%" PRIu64, nd->id,
                        rt_repl_msg_kind_name(e->msg.kind), e->from);
+            if (e->msg.kind == RT_REPL_MSG_COPY_RESP) {
+                sim_copy_resp(s, e->node, e);
+                break;
+            }
+            if (e->msg.kind == RT_REPL_MSG_SNAP_END) {
+                free(nd->snap_blob);
+                nd->snap_blob = e->blob;
+                nd->snap_len = e->blob_len;
+                e->blob = NULL;
+            }
+            s->deliver_copies = e->sender_copies;
             sim_step(s, e->node, &ev, e->from);
+            s->deliver_copies = 0;
             break;
         }
         case SIM_DISK:
@@ -1018,13 +1220,41 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
         case SIM_CHECK_LIVE:
             sim_check_live(s);
             break;
+        case SIM_COPY_TIMEOUT:
+            for (size_t i = 0; i < sizeof(s->copies) / sizeof(s->copies[0]);
+                 i++) {
+                struct sim_copy *c = &s->copies[i];
+                if (c->live && c->src == e->node && c->io == e->io_id &&
+                    c->src_inc == e->inc) {
+                    sim_copy_done(s, c, 0, RT_ETIMEDOUT);
+                }
+            }
+            break;
     }
 }
 
-/* The end: after the drain every ISR member holds the primary's sequence. */
+/* The end: after the drain every ISR member holds the primary's sequence,
+ * and so does every live member outside the ISR (caught up: "rejoin"). */
 static void sim_check_end(struct sim *s)
 {
     const struct sim_node *p = &s->nodes[sim_index(s->catalog.primary_id)];
+    for (size_t i = 0; i < s->catalog.n_members; i++) {
+        uint64_t id = s->catalog.members[i].server_id;
+        const struct sim_node *m = &s->nodes[sim_index(id)];
+        bool same = m->log_n == p->log_n;
+        for (size_t l = 0; same && l < p->log_n; l++) {
+            same = m->log[l].hash == p->log[l].hash;
+        }
+        if (!rt_repl_conf_in_isr(&s->catalog, id) && m->up && !same) {
+            sim_fail(&s->w, "rejoin",
+                     "n%" PRIu64
+                     " outside the ISR has %zu groups%s, the "
+                     "primary %zu",
+                     id, m->log_n,
+                     m->log_n == p->log_n ? " (other content)" : "", p->log_n);
+            return;
+        }
+    }
     for (size_t i = 0; i < s->catalog.n_isr; i++) {
         const struct sim_node *m = &s->nodes[sim_index(s->catalog.isr[i])];
         if (m->log_n != p->log_n) {
@@ -1101,6 +1331,7 @@ static void sim_free(struct sim *s)
         }
         free(nd->log);
         free(nd->queue);
+        free(nd->snap_blob);
     }
     free(s->reqs);
     free(s->ref);
@@ -1269,11 +1500,13 @@ int main(int argc, char **argv)
            " refused; %" PRIu64 " failovers, %" PRIu64 " cancelled, %" PRIu64
            " server crashes, %" PRIu64 " pauses, %" PRIu64
            " master crashes, %" PRIu64 " refused messages, %" PRIu64
-           " ISR shrinks asked, %" PRIu64 " ISR changes)\n",
+           " ISR shrinks asked, %" PRIu64 " ISR changes, %" PRIu64
+           " full copies (%" PRIu64 " done))\n",
            seeds, sim_totals.events, sim_totals.writes, sim_totals.acked,
            sim_totals.unknown, sim_totals.failed, sim_totals.failovers,
            sim_totals.cancels, sim_totals.crashes, sim_totals.pauses,
            sim_totals.master_crashes, sim_totals.stale_msgs,
-           sim_totals.isr_asks, sim_totals.isr_changes);
+           sim_totals.isr_asks, sim_totals.isr_changes, sim_totals.copies,
+           sim_totals.copies_done);
     return 0;
 }

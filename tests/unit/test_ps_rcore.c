@@ -703,7 +703,9 @@ static void test_promotion_isr_of_one(void **state)
     assert_int_equal(info.role, PS_RCORE_PRIMARY);
     assert_int_equal(info.state, PS_RPRI_SERVING);
     assert_int_equal(info.commit_lsn, 2);
-    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1); /* the answer */
+    /* The answer, and probes of 1 and 3: replicas outside the ISR. */
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 3);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_ASSIGN_RESP);
 }
 
 /* A cancelled failover: the primary deposed by a sealed secondary's NACK
@@ -816,7 +818,9 @@ static void test_load(void **state)
     assert_int_equal(assign(f, n, 3, 1, 2, isr, 2), 0);
     assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
                      0);
-    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 3);
+    /* Groups 6 and 7, a probe of 3 (outside the ISR), the answer. */
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 4);
+    assert_int_equal(f->out.v[2].msg.kind, RT_REPL_MSG_PROBE);
     a = &f->out.v[1];
     assert_int_equal(a->msg.u.append.lsn, 7);
     assert_int_equal(a->msg.u.append.records[0], 8);
