@@ -225,6 +225,7 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
 static int ps__rcore_lrn_step(struct ps_rcore *node,
                               const struct rt_repl_event *ev,
                               struct rt_repl_actions *out);
+static void ps__rcore_lrn_refused(struct ps__rcore_range *r);
 
 /* The one place a range's state changes: within its role's table. */
 static void ps__rcore_set_state(struct ps__rcore_range *r, unsigned to)
@@ -811,9 +812,7 @@ static int ps__rcore_isr_resp(struct ps_rcore *node,
         for (size_t i = 0; i < r->n_peers; i++) {
             r->peers[i].removing = false;
         }
-        for (size_t i = 0; i < r->n_lpeers; i++) {
-            r->lpeers[i].joining = false;
-        }
+        ps__rcore_lrn_refused(r);
     }
     return 0;
 }
@@ -1029,7 +1028,8 @@ static int ps__rcore_applied(struct ps_rcore *node,
         return RT_EINVAL;
     }
     if (r->state == PS_RSEC_DIVERGED) {
-        return RT_EINVAL; /* never acks (§3.2); a copy replaces it all */
+        r->applied_lsn = ev->lsn;
+        return 0; /* never acks (§3.2); a copy replaces it all */
     }
     r->applied_lsn = ev->lsn;
     /* The ack goes to the group's sender at the group's epoch: after an
@@ -1671,6 +1671,24 @@ static void ps__rcore_lrn_join(struct ps_rcore *node,
     }
 }
 
+/* My ISR_CHANGE was refused: a join in it is over, and that replica goes
+ * last, so that the next join asks for another one first (the master
+ * may take only a learner it is adding, say). */
+static void ps__rcore_lrn_refused(struct ps__rcore_range *r)
+{
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        if (!r->lpeers[i].joining) {
+            continue;
+        }
+        struct ps__rcore_lpeer lp = r->lpeers[i];
+        lp.joining = false;
+        memmove(&r->lpeers[i], &r->lpeers[i + 1],
+                (r->n_lpeers - i - 1) * sizeof(lp));
+        r->lpeers[r->n_lpeers - 1] = lp;
+        return;
+    }
+}
+
 /* §7.3 on the replica's answer to my probe: plain catch-up from its
  * applied LSN if our histories agree there and my buffer still holds the
  * next group, else a full copy (READ action) at a snapshot LSN >= my last
@@ -1756,12 +1774,16 @@ static int ps__rcore_lrn_ack(struct ps_rcore *node,
         return 0;
     }
     if (ack->code != 0 && ack->code != RT_ELSNGAP) {
-        /* It cannot take my stream (no copy any more, diverged, full):
-         * find out again what it holds. Its acks stop counting. */
-        ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         if (lp->joining) {
-            ps__rcore_commit(node, r, out);
+            /* The master may have committed it into the ISR already (it
+             * may refuse my epoch because it heard of the new one
+             * first): it counts until the master's answer or the
+             * assignment says otherwise. */
+            return 0;
         }
+        /* It cannot take my stream (no copy any more, diverged, full):
+         * find out again what it holds. */
+        ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         return 0;
     }
     uint64_t top = lp->s.acked > r->last_lsn ? lp->s.acked : r->last_lsn;
@@ -1860,7 +1882,10 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
             }
         }
         if (keep) {
-            lp->joining = false;
+            /* A join still in flight at this epoch (the same assignment
+             * again) goes on; one of an older epoch was not committed. */
+            lp->joining =
+                lp->joining && r->isr_inflight && r->isr_epoch == r->epoch;
             i++;
         } else {
             *lp = r->lpeers[--r->n_lpeers];

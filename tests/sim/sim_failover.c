@@ -2,9 +2,10 @@
  * crashes, pauses and failovers (DESIGN-replication.md §7, §10.2, §11.2).
  *
  * One thread, one seeded PRNG, one priority queue of timed events (the
- * world of sim_net.h). Three partition servers run the real ps_rcore
+ * world of sim_net.h). Four partition servers run the real ps_rcore
  * and one master runs the real ms_rcore over an in-memory catalog (one
- * range). Each partition server
+ * range on nodes 1-3; node 4 is added as a learner once, at a random time
+ * in the 3 s after the heal, and joins the ISR). Each partition server
  * has a durable store: the log of the groups it applied (LSN, content
  * hash, records) and its `rs` record (role, epoch, primary, ISR, sealed
  * epoch, commit LSN); a crash loses everything else (the core, the
@@ -23,6 +24,13 @@
  * refuses a SEAL for a fixed L after the last append from its primary or
  * its start (ps_rcore's seal_grace_ms), the master waits as long after
  * its start.
+ *
+ * Replicas outside the ISR (an old primary, a removed member, the
+ * learner) are caught up by their primary: plain catch-up, or a full
+ * copy run here as ps_learn does (BEGIN, on its answer a snapshot of the
+ * primary's durable log as the copy's end, on that answer READ_DONE; a
+ * copy unanswered for 3 s fails). A replica's log is cleared by a copy's
+ * begin and replaced by its end; a restart while LEARNING holds nothing.
  *
  * Clients write unique values to the catalog's primary, from t = 0 until
  * the check. Faults happen in [1 s, 9 s]; at 9 s everything is healed.
@@ -43,13 +51,14 @@
  *            catalog's primary SERVING at the catalog's epoch, and a
  *            write sent after 15 s was acknowledged;
  *   end      after a quiet drain every ISR member holds the primary's
- *            sequence exactly.
+ *            sequence exactly;
+ *   rejoin   and so does every live member outside the ISR (caught up).
  *
  * Usage: sim_failover [--mutate NAME --expect PROP]
  *   SIM_SEEDS=N  seeds 1..N (default 1000); SIM_SEED=s  replays seed s
  *   with a trace. --mutate choose-min|no-seal (ms_rcore) or
- *   append-after-seal|shrink-early (ps_rcore) runs that test-only
- *   mutation and succeeds only if some seed violates PROP. */
+ *   append-after-seal|shrink-early|learner-early (ps_rcore) runs that
+ *   test-only mutation and succeeds only if some seed violates PROP. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -65,7 +74,9 @@
 #include "rt_repl_ev.h"
 #include "sim_net.h"
 
-#define SIM_PS 3
+#define SIM_PS 4
+#define SIM_MEMBERS 3     /* the range's first replicas: nodes 1-3 */
+#define SIM_SPARE 3       /* index of node 4, added as a learner once */
 #define SIM_MASTER SIM_PS /* index of the master in sim.nodes */
 #define SIM_MASTER_ID 100
 #define SIM_KEYS 16
@@ -84,7 +95,7 @@ static struct
 {
     uint64_t events, writes, acked, unknown, failed, failovers, cancels,
         crashes, pauses, master_crashes, stale_msgs, isr_asks, isr_changes,
-        copies, copies_done;
+        copies, copies_done, learners, joined;
 } sim_totals;
 
 /* Fixture */
@@ -100,6 +111,7 @@ enum sim_ev_kind {
     SIM_FAULT,   /* fault @fault starts (@gen 0) or ends (1) */
     SIM_CHECK_LIVE,
     SIM_COPY_TIMEOUT, /* full copy @io_id of node @node gives up */
+    SIM_ADD,          /* the master adds node 4 as a learner */
 };
 
 struct sim_ev
@@ -724,6 +736,57 @@ static void sim_copy_resp(struct sim *s, int ni, struct sim_ev *e)
     }
 }
 
+/* An assignment naming node @ni for a range its core does not hold (the
+ * spare added as a learner): the glue creates it (ps_rcore_assign). */
+static void sim_assign_new(struct sim *s, int ni, const struct rt_repl_conf *c)
+{
+    struct sim_node *nd = &s->nodes[ni];
+    struct ps_rcore_range_info info;
+    if (nd->ps == NULL || ps_rcore_range_get(nd->ps, SIM_RANGE, &info) == 0 ||
+        rt_repl_conf_role(c, nd->id) == RT_REPL_ROLE_NONE) {
+        return;
+    }
+    struct ps_rcore_assignment a = {.range_id = c->range_id,
+                                    .epoch = c->epoch,
+                                    .primary_id = c->primary_id,
+                                    .n_isr = c->n_isr,
+                                    .lsn = nd->log_n};
+    memcpy(a.isr, c->isr, c->n_isr * sizeof(*c->isr));
+    for (size_t i = 0; i < c->n_members; i++) {
+        if (!rt_repl_conf_in_isr(c, c->members[i].server_id)) {
+            a.learners[a.n_learners++] = c->members[i].server_id;
+        }
+    }
+    if (ps_rcore_assign(nd->ps, &a, &s->acts) != 0) {
+        sim_fail(&s->w, "core", "n%" PRIu64 " assign of a new range refused",
+                 nd->id);
+        return;
+    }
+    sim_run_actions(s, ni, 0);
+    sim_persist_rs(s, ni);
+}
+
+/* The master adds node 4 as a learner (re-replication's first half);
+ * asked again until the master takes it, up to the heal. */
+static void sim_add_learner(struct sim *s)
+{
+    struct sim_node *m = &s->nodes[SIM_MASTER];
+    int rc = RT_EBUSY;
+    if (m->up && rt_repl_conf_role(&s->catalog, s->nodes[SIM_SPARE].id) ==
+                     RT_REPL_ROLE_NONE) {
+        rc = ms_rcore_add_learner(m->ms, SIM_RANGE, s->nodes[SIM_SPARE].id,
+                                  sim_local(s, SIM_MASTER), &s->acts);
+        sim_run_actions(s, SIM_MASTER, 0);
+    }
+    if (rc == 0) {
+        sim_totals.learners++;
+        sim_tracef(&s->w, "master adds learner n%" PRIu64,
+                   s->nodes[SIM_SPARE].id);
+    } else if (s->w.now < SIM_PROBE) {
+        sim_ev_push(s, sim_ev_new(s, SIM_ADD, -1, s->w.now + 300));
+    }
+}
+
 /* The master sends every member the range's assignment: what registration
  * answers give partition servers. */
 static void sim_register_all(struct sim *s, int only)
@@ -845,7 +908,7 @@ static void sim_master_start(struct sim *s)
                                   .lease_ms = SIM_L,
                                   .seal_wait_ms = 200,
                                   .resend_ms = 100,
-                                  .learner_timeout_ms = 30000,
+                                  .learner_timeout_ms = 4000,
                                   .mutation = s->ms_mut};
     if (ms_rcore_create(&cfg, sim_local(s, SIM_MASTER), &m->ms) != 0 ||
         ms_rcore_load(m->ms, &s->catalog, sim_local(s, SIM_MASTER), &s->acts) !=
@@ -974,6 +1037,24 @@ static void sim_arrive(struct sim *s, struct sim_ev *e)
 static void sim_disk(struct sim *s, struct sim_ev *e)
 {
     struct sim_node *nd = &s->nodes[e->node];
+    struct ps_rcore_range_info held;
+    if (e->io_id != 0 && ps_rcore_range_get(nd->ps, SIM_RANGE, &held) != 0) {
+        /* A replica write of a range dropped meanwhile (a learner that
+         * failed): durable, of no interest to anyone. */
+        sim_tracef(&s->w,
+                   "n%" PRIu64 " write io %" PRIu64 " of a dropped range",
+                   nd->id, e->io_id);
+        return;
+    }
+    if (e->io_id != 0 && !e->seal_write && !e->copy_clear && !e->copy_end &&
+        e->lsn != nd->log_n + 1 && held.role == PS_RCORE_SECONDARY &&
+        held.state == PS_RSEC_DIVERGED) {
+        /* A deposed primary's late group took this LSN first: the store
+         * refuses the replica write (RT_ELSNGAP), the core ignores it. */
+        sim_tracef(&s->w, "n%" PRIu64 " write lsn %" PRIu64 " refused", nd->id,
+                   e->lsn);
+        return;
+    }
     struct rt_repl_event ev = {
         .kind = RT_REPL_EV_DISK_DONE, .range_id = SIM_RANGE, .io_id = e->io_id};
     if (e->seal_write) {
@@ -1054,6 +1135,10 @@ static void sim_commit(struct sim *s, struct sim_ev *e)
         if (!intent && c->epoch <= s->catalog.epoch) {
             sim_fail(&s->w, "P6", "commit at epoch %" PRIu64 " after %" PRIu64,
                      c->epoch, s->catalog.epoch);
+        }
+        if (rt_repl_conf_in_isr(c, s->nodes[SIM_SPARE].id) &&
+            !rt_repl_conf_in_isr(&s->catalog, s->nodes[SIM_SPARE].id)) {
+            sim_totals.joined++;
         }
         s->catalog = *c;
         code = 0;
@@ -1170,6 +1255,7 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             }
             if (e->msg.kind == RT_REPL_MSG_ASSIGN) {
                 nd->registered = true;
+                sim_assign_new(s, e->node, &e->msg.u.assign);
             }
             if (e->msg.kind == RT_REPL_MSG_APPEND) {
                 ev.range_id = e->msg.u.append.range_id;
@@ -1219,6 +1305,9 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
             break;
         case SIM_CHECK_LIVE:
             sim_check_live(s);
+            break;
+        case SIM_ADD:
+            sim_add_learner(s);
             break;
         case SIM_COPY_TIMEOUT:
             for (size_t i = 0; i < sizeof(s->copies) / sizeof(s->copies[0]);
@@ -1304,7 +1393,7 @@ static void sim_schedule(struct sim *s)
                   : r < 6 ? FAULT_PAUSE
                   : r < 8 ? FAULT_CUT
                           : FAULT_MASTER;
-        f->node = (int)rt_rng_below(&s->w.rng, SIM_PS + 1) % SIM_PS;
+        f->node = (int)rt_rng_below(&s->w.rng, SIM_MEMBERS + 1) % SIM_MEMBERS;
         uint64_t len = 300 + rt_rng_below(&s->w.rng, 3700);
         uint64_t at = SIM_FAULT_FROM +
                       rt_rng_below(&s->w.rng, SIM_HEAL - SIM_FAULT_FROM - len);
@@ -1390,11 +1479,17 @@ static const char *sim_run(uint64_t seed,
             continue;
         }
         sim_ps_start(s, i);
+        sim_ev_push(
+            s, sim_ev_new(s, SIM_HBEAT, i, rt_rng_below(&s->w.rng, SIM_HB)));
+        nd->registered = true;
+        if (i == SIM_SPARE) {
+            nd->rs = (struct ps_rcore_durable){.range_id = SIM_RANGE};
+            continue; /* no copy until it is added */
+        }
         if (ps_rcore_assign(nd->ps, &as, &s->acts) != 0) {
             sim_fail(&s->w, "setup", "assign n%d", i + 1);
         }
         rt_repl_actions_reset(&s->acts);
-        nd->registered = true;
         nd->rs = (struct ps_rcore_durable){
             .range_id = SIM_RANGE,
             .role = i == 0 ? PS_RCORE_PRIMARY : PS_RCORE_SECONDARY,
@@ -1403,13 +1498,17 @@ static const char *sim_run(uint64_t seed,
             .primary_epoch = 1,
             .isr = {1, 2, 3},
             .n_isr = 3};
-        sim_ev_push(
-            s, sim_ev_new(s, SIM_HBEAT, i, rt_rng_below(&s->w.rng, SIM_HB)));
     }
     sim_master_start(s);
     sim_tracef(&s->w, "seed %" PRIu64 " loss %.3f dup %.3f delay<=%" PRIu64,
                seed, s->w.loss, s->w.dup, s->w.delay_max);
     sim_schedule(s);
+    /* After the heal: a learner that fails (its primary suspected, or
+     * late) leaves through ms_rcore's LEARNER_OUT commit, whose
+     * assignment is sent once and not resent, so a lost one would leave
+     * the primary at the old epoch (the master's half of step 10). */
+    sim_ev_push(s, sim_ev_new(s, SIM_ADD, -1,
+                              SIM_HEAL + rt_rng_below(&s->w.rng, 3000)));
     sim_ev_push(s, sim_ev_new(s, SIM_CLIENT, -1, 0));
     sim_ev_push(s, sim_ev_new(s, SIM_CHECK_LIVE, -1, SIM_CHECK));
     struct sim_item *it;
@@ -1475,6 +1574,8 @@ static int sim_mutation_of(const char *name, void *ctx)
         o->ps_mut = PS_RCORE_MUT_APPEND_AFTER_SEAL;
     } else if (strcmp(name, "shrink-early") == 0) {
         o->ps_mut = PS_RCORE_MUT_SHRINK_EARLY;
+    } else if (strcmp(name, "learner-early") == 0) {
+        o->ps_mut = PS_RCORE_MUT_LEARNER_EARLY;
     } else {
         return -1;
     }
@@ -1501,12 +1602,13 @@ int main(int argc, char **argv)
            " server crashes, %" PRIu64 " pauses, %" PRIu64
            " master crashes, %" PRIu64 " refused messages, %" PRIu64
            " ISR shrinks asked, %" PRIu64 " ISR changes, %" PRIu64
-           " full copies (%" PRIu64 " done))\n",
+           " full copies (%" PRIu64 " done), %" PRIu64
+           " learners added, %" PRIu64 " joined)\n",
            seeds, sim_totals.events, sim_totals.writes, sim_totals.acked,
            sim_totals.unknown, sim_totals.failed, sim_totals.failovers,
            sim_totals.cancels, sim_totals.crashes, sim_totals.pauses,
            sim_totals.master_crashes, sim_totals.stale_msgs,
            sim_totals.isr_asks, sim_totals.isr_changes, sim_totals.copies,
-           sim_totals.copies_done);
+           sim_totals.copies_done, sim_totals.learners, sim_totals.joined);
     return 0;
 }

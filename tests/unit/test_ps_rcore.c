@@ -10,8 +10,10 @@
  * cancel, stepping down, and ps_rcore_load() after a restart; appends to a
  * primary, acks to a group's sender, promotion after the writer drained. ISR
  * shrink: the ISR_CHANGE after late acks or a link down, one in flight,
- * released by the assignment; the write-hold limit. tests/sim/sim_repl.c runs
- * the same core at scale. */
+ * released by the assignment; the write-hold limit. Catch-up of replicas
+ * outside the ISR: probe, plain catch-up or full copy, the join and its
+ * counting for cw, the replica's side of a copy, divergence on a duplicate
+ * of another generation. tests/sim runs the same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1220,6 +1222,263 @@ static void test_write_hold_expires(void **state)
     ps_rcore_destroy(n);
 }
 
+/* Catch-up of replicas outside the ISR */
+
+static int probe_resp(struct fx *f,
+                      uint64_t now,
+                      uint64_t peer,
+                      enum rt_repl_copy_state st,
+                      uint64_t applied,
+                      uint64_t gen)
+{
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE_RESP};
+    m.u.probe_resp = (struct rt_repl_replica_state){
+        .range_id = R, .epoch = 4, .state = st, .applied_lsn = applied};
+    if (gen != 0) {
+        m.u.probe_resp.history[0] = (struct rt_repl_epoch_start){gen, 1};
+        m.u.probe_resp.n_history = 1;
+        m.u.probe_resp.applied_epoch = gen;
+    }
+    return msg_to(f, f->p, now, peer, &m);
+}
+
+/* The last action of @kind (NULL: none). */
+static const struct rt_repl_action *action(const struct fx *f,
+                                           enum rt_repl_act_kind kind)
+{
+    const struct rt_repl_action *a = NULL;
+    count(f, kind, &a);
+    return a;
+}
+
+/* An assignment that leaves 3 outside the ISR makes the primary probe it;
+ * "no copy" asks for a full copy at my last LSN, whose groups stay
+ * buffered; the copy's end starts the stream after the snapshot; once the
+ * replica's ack reaches cw it is proposed for the ISR and counts for cw
+ * from then; the assignment naming it moves it among the members. */
+static void test_learner_full_copy(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore_learner_info li;
+    local_done(f, 0, 1, 100);
+    local_done(f, 0, 2, 101);
+    ack(f, 1, 2, 0, 2, 3);
+    ack(f, 1, 3, 0, 2, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_PROBE);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(a->msg.u.probe.epoch, 4);
+    assert_int_equal(info_of(f->p).n_learners, 1);
+
+    assert_int_equal(probe_resp(f, 2, 3, RT_REPL_COPY_NONE, 0, 0), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(a->lsn, 2);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_BEGIN);
+    assert_int_equal(a->msg.u.begin.n_history, 1);
+    assert_int_equal(a->msg.u.begin.history[0].epoch, 3);
+    uint64_t io = a->io_id;
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_string_equal(li.state, "copy");
+
+    /* While it copies: not streamed, not counted. */
+    local_done(f, 3, 3, 102);
+    assert_appends(f, 3, 0, 0);
+    ack(f, 4, 2, 0, 3, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 1);
+    assert_int_equal(info_of(f->p).n_buffered, 1); /* kept for 3 */
+
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 5,
+                                 .io_id = io,
+                                 .range_id = R,
+                                 .lsn = 2};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    a = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(a->msg.u.append.lsn, 3);
+    assert_int_equal(a->msg.u.append.gen, 3);
+
+    assert_int_equal(ack(f, 6, 3, 0, 3, 4), 0);
+    a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.n_add, 1);
+    assert_int_equal(a->msg.u.isr_change.add[0], 3);
+    assert_int_equal(a->msg.u.isr_change.epoch, 4);
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_true(li.joining);
+
+    /* Joining: its ack is needed now. */
+    local_done(f, 7, 4, 103);
+    ack(f, 8, 2, 0, 4, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    ack(f, 9, 3, 0, 4, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 1);
+
+    uint64_t isr3[3] = {1, 2, 3};
+    assert_int_equal(assign(f, f->p, 5, 1, 3, isr3, 3), 0);
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), RT_ENOTFOUND);
+    assert_int_equal(info_of(f->p).n_learners, 0);
+    assert_null(sent(f, RT_REPL_MSG_PROBE));
+}
+
+/* §7.3: a replica whose applied LSN is in my history (same generation
+ * start) and whose next group is still buffered is streamed from there;
+ * one of another generation gets a full copy. */
+static void test_learner_plain_or_full(void **state)
+{
+    struct fx *f = *state;
+    local_done(f, 0, 1, 100);
+    local_done(f, 0, 2, 101);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    assert_int_equal(probe_resp(f, 1, 3, RT_REPL_COPY_OK, 1, 2), 0);
+    assert_non_null(action(f, RT_REPL_ACT_READ)); /* generation 2 */
+    assert_null(sent(f, RT_REPL_MSG_APPEND));
+
+    /* Probed again after the failed copy; the same generation agrees. */
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 2,
+                                 .io_id = action(f, RT_REPL_ACT_READ)->io_id,
+                                 .range_id = R,
+                                 .code = RT_ETIMEDOUT};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    struct rt_repl_event tick = {.kind = RT_REPL_EV_TIMER,
+                                 .now_ms = 2 + PS_RCORE_PROBE_TICKS * 100,
+                                 .timer_id = PS_RCORE_TIMER_RESEND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &tick, &f->out), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(probe_resp(f, 600, 3, RT_REPL_COPY_OK, 1, 3), 0);
+    assert_null(action(f, RT_REPL_ACT_READ));
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(a->msg.u.append.lsn, 2);
+    /* Its position 1 is already at cw (0: nobody acked): it may join. */
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, NULL), 2);
+    assert_non_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
+}
+
+/* The replica side of a full copy: probe answers, BEGIN clears (never
+ * sealable meanwhile), the end's WRITE makes it a follower at s. Bad
+ * input changes nothing. */
+static void test_learner_replica(void **state)
+{
+    struct fx *f = *state;
+    append(f, 1, 3);
+    applied(f, 1);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE};
+    m.u.probe = (struct rt_repl_probe){.range_id = R, .epoch = 3};
+    assert_int_equal(msg_to(f, f->s2, 0, 1, &m), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_PROBE_RESP);
+    assert_int_equal(a->msg.u.probe_resp.code, 0);
+    assert_int_equal(a->msg.u.probe_resp.state, RT_REPL_COPY_OK);
+    assert_int_equal(a->msg.u.probe_resp.applied_lsn, 1);
+    assert_int_equal(a->msg.u.probe_resp.n_history, 0); /* gen unknown */
+    m.u.probe.epoch = 2;
+    assert_int_equal(msg_to(f, f->s2, 0, 1, &m), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_PROBE_RESP)->msg.u.probe_resp.code,
+                     RT_ESTALE);
+
+    struct rt_repl_msg b = {.kind = RT_REPL_MSG_BEGIN};
+    b.u.begin = (struct rt_repl_begin){.range_id = R, .epoch = 2};
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_ESTALE);
+    assert_int_equal(info_of(f->s2).role, PS_RCORE_SECONDARY);
+    b.u.begin.epoch = 3;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    a = action(f, RT_REPL_ACT_WRITE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_BEGIN);
+    uint64_t clear_io = a->io_id;
+    struct ps_rcore_range_info info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_LEARNER);
+    assert_int_equal(info.state, PS_RLRN_CLEARING);
+    assert_int_equal(info.applied_lsn, 0);
+    assert_int_equal(seal(f, f->s2, 5000, 4), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+
+    struct rt_repl_msg e = {.kind = RT_REPL_MSG_SNAP_END};
+    e.u.begin = (struct rt_repl_begin){
+        .range_id = R, .epoch = 3, .snap_lsn = 7, .n_history = 1};
+    e.u.begin.history[0] = (struct rt_repl_epoch_start){3, 1};
+    assert_int_equal(msg_to(f, f->s2, 2, 1, &e), 0); /* still clearing */
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EINVAL);
+    struct rt_repl_event d = {.kind = RT_REPL_EV_DISK_DONE,
+                              .now_ms = 3,
+                              .range_id = R,
+                              .io_id = clear_io};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    a = sent(f, RT_REPL_MSG_COPY_RESP);
+    assert_int_equal(a->peer, 1);
+    assert_int_equal(a->msg.u.copy_resp.code, 0);
+    assert_int_equal(a->msg.u.copy_resp.lsn, 0);
+    assert_int_equal(info_of(f->s2).state, PS_RLRN_COPYING);
+    assert_int_equal(append(f, 8, 3), 0); /* no appends while copying */
+    assert_int_equal(sent(f, RT_REPL_MSG_ACK)->msg.u.ack.code, RT_ESTALE);
+
+    e.u.begin.epoch = 4; /* another copy's end */
+    assert_int_equal(msg_to(f, f->s2, 4, 1, &e), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EINVAL);
+    e.u.begin.epoch = 3;
+    assert_int_equal(msg_to(f, f->s2, 4, 1, &e), 0);
+    a = action(f, RT_REPL_ACT_WRITE);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_SNAP_END);
+    assert_int_equal(a->lsn, 7);
+    d.io_id = a->io_id;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.lsn, 7);
+    info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.state, PS_RSEC_FOLLOWING);
+    assert_int_equal(info.applied_lsn, 7);
+    assert_int_equal(append(f, 8, 3), 0);
+    assert_non_null(action(f, RT_REPL_ACT_WRITE));
+    m.u.probe.epoch = 3;
+    assert_int_equal(msg_to(f, f->s2, 5, 1, &m), 0); /* 8 in flight */
+    assert_int_equal(sent(f, RT_REPL_MSG_PROBE_RESP)->msg.u.probe_resp.code,
+                     RT_EBUSY);
+}
+
+/* A duplicate of another generation than my group at that LSN: DIVERGED,
+ * NACKed, and nothing is acked from then on. */
+static void test_learner_diverged_duplicate(void **state)
+{
+    struct fx *f = *state;
+    uint8_t rec = 1;
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_APPEND};
+    m.u.append = (struct rt_repl_append){.range_id = R,
+                                         .epoch = 3,
+                                         .lsn = 1,
+                                         .records = &rec,
+                                         .records_len = 1,
+                                         .gen = 3};
+    assert_int_equal(msg_to(f, f->s2, 0, 1, &m), 0);
+    applied(f, 1);
+    m.u.append.gen = 4;
+    m.u.append.epoch = 4;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &m), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ACK)->msg.u.ack.code, RT_EDIVERGED);
+    assert_int_equal(info_of(f->s2).state, PS_RSEC_DIVERGED);
+    m.u.append.lsn = 2;
+    assert_int_equal(msg_to(f, f->s2, 2, 1, &m), RT_EINVAL);
+    assert_int_equal(sent(f, RT_REPL_MSG_ACK)->msg.u.ack.code, RT_EDIVERGED);
+    assert_null(action(f, RT_REPL_ACT_WRITE));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1258,6 +1517,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_isr_shrink_link_down, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_write_hold_expires, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_full_copy, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_plain_or_full, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
