@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_learn.h"
 #include "ps_lease.h"
 #include "ps_lsn_ring.h"
 #include "ps_rcore.h"
@@ -675,6 +676,9 @@ static void ps__repl_dispatch(struct ps_repl *rp)
     for (size_t i = 0; i < rp->out.n; i++) {
         const struct rt_repl_action *a = &rp->out.v[i];
         struct ps__rpeer *p;
+        if (ps_learn_action(rp->ps, a)) {
+            continue; /* catch-up: probes, copies, their answers */
+        }
         switch (a->kind) {
             case RT_REPL_ACT_SEND:
                 if (a->msg.kind == RT_REPL_MSG_ACK) {
@@ -737,6 +741,20 @@ static void ps__repl_step(struct ps_repl *rp, const struct rt_repl_event *ev)
                rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
     }
     ps__repl_dispatch(rp);
+}
+
+void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev)
+{
+    struct ps_repl *rp = ps->repl;
+    if (rp != NULL && !rp->closing && rp->core != NULL) {
+        ps__repl_step(rp, ev);
+    }
+}
+
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id)
+{
+    struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
+    return p != NULL && p->cli != NULL ? rt_rpc_client_conn(p->cli) : NULL;
 }
 
 /* Peers */
@@ -843,11 +861,22 @@ static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
     a->epoch = d->epoch;
     a->primary_id = d->server_id;
     if (d->n_isr > 0) {
-        if (d->n_isr > PS_RCORE_MAX_REPLICAS) {
+        if (d->n_isr > PS_RCORE_MAX_REPLICAS ||
+            d->n_replicas > PS_RCORE_MAX_REPLICAS) {
             return RT_EINVAL;
         }
         memcpy(a->isr, d->isr, d->n_isr * sizeof(*d->isr));
         a->n_isr = d->n_isr;
+        /* The others of the set are caught up by the primary. */
+        for (size_t i = 0; i < d->n_replicas; i++) {
+            int in = 0;
+            for (size_t j = 0; j < d->n_isr; j++) {
+                in |= d->isr[j] == d->replicas[i]->server_id;
+            }
+            if (!in) {
+                a->learners[a->n_learners++] = d->replicas[i]->server_id;
+            }
+        }
         return 0;
     }
     for (size_t i = 0; i < d->n_replicas; i++) {
@@ -964,7 +993,8 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
         }
     }
     if (rc == 0) {
-        a.lsn = rs.applied_lsn;
+        /* A copy cut short (LEARNING) is no copy. */
+        a.lsn = rs.state == PS_RS_LEARNING ? 0 : rs.applied_lsn;
         rc = ps_rcore_assign(rp->core, &a, &rp->out);
     }
     if (rc != 0) {
@@ -1017,6 +1047,11 @@ static int ps__rr_restore(struct ps_repl *rp, const Rt__Range *d)
      * hold the applied LSN, as a first assignment does. */
     du.commit_lsn = rs.applied_lsn;
     du.sealed_epoch = rs.sealed_epoch;
+    if (rs.state == PS_RS_LEARNING && du.role == PS_RCORE_SECONDARY) {
+        /* A copy cut short by the restart: no copy (§3.3). */
+        du.role = PS_RCORE_LEARNER;
+        du.applied_lsn = du.commit_lsn = 0;
+    }
     rc = ps_rcore_load(rp->core, &du, uv_now(ps->loop), &rp->out);
     if (rc != 0) {
         return rc;
@@ -2163,6 +2198,7 @@ void ps_repl_stop(struct ps_server *ps)
     if (rp == NULL) {
         return;
     }
+    ps_learn_stop(ps);
     ps->repl = NULL;
     rp->closing = 1;
     while (rp->waits.next != &rp->waits) {

@@ -98,10 +98,18 @@
  * activation timeout (a promoted primary asks to shrink its ISR instead), NACKs
  * RT_ENOSPACE / RT_EDIVERGED from this glue (the core handles them; a failing
  * secondary write is retried, and a lasting failure ends in the ack timeout),
- * learners and catch-up of a member behind the primary's durable LSN (a
- * secondary out of the ISR just follows), the undo of a deposed primary's
- * divergent suffix, the `rp` pending groups, splits and moves of replicated
+ * the keyed undo of a deposed primary's divergent suffix (a full copy
+ * replaces it), the `rp` pending groups, splits and moves of replicated
  * ranges.
+ *
+ * Catch-up (ps_learn.h): replicas of the set outside the ISR are given to
+ * the core as learners (ps_rcore_assignment.learners); a range whose `rs`
+ * state is LEARNING (a copy cut short) is no copy: created or restored as
+ * a learner at LSN 0. The core's probe / copy actions go to ps_learn
+ * (ps_learn_action, first in the dispatch), which steps the core back
+ * through ps_repl_core_step. The appends carry no generation
+ * (rt_repl_append.gen 0), so histories stay unknown here and every
+ * catch-up is a full copy.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H
@@ -293,6 +301,13 @@ enum ps_repl_status_state {
  * (ps_repl_lease_left) and state (enum ps_repl_status_state). Returns a
  * malloc'ed array the caller frees (NULL when *n = 0). */
 Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n);
+
+/* For ps_learn (catch-up): steps the core with @ev (borrowed) and runs
+ * its actions; nothing before the core exists or once stopping. */
+struct rt_repl_event;
+void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev);
+/* The connection to peer server @peer_id (NULL: no address known). */
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */

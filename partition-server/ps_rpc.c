@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "ps_jobs.h"
+#include "ps_learn.h"
 #include "ps_master.h"
 #include "ps_move.h"
 #include "ps_repl.h"
@@ -669,6 +670,15 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__SEAL:
             ps_repl_on_seal(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__REPL_PROBE:
+            ps_learn_on_probe(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__REPL_BEGIN:
+            ps_learn_on_begin(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__REPL_SNAP:
+            ps_learn_on_snap(ps, conn, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

@@ -13,6 +13,7 @@
  * then replication (writes still waiting for acks are answered, outcome
  * unknown), the master link, the listener and the metrics listener. */
 #include "ps_server.h"
+#include "ps_learn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "ps_http.h"
 #include "ps_jobs.h"
+#include "ps_learn.h"
 #include "ps_master.h"
 #include "ps_move.h"
 #include "ps_repl.h"
@@ -168,6 +170,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   (unsigned long long)ws.captured);
     ps_move_metrics(ps, b);
     ps_repl_metrics(ps, b);
+    ps_learn_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)
@@ -406,6 +409,7 @@ void ps_server_close(struct ps_server *ps)
         uv_run(ps->loop, UV_RUN_ONCE);
     }
     ps_move_close(ps); /* closes snapshot transactions */
+    ps_learn_free(ps);
     ps_ranges_close(&ps->ranges);
     ps_store_close(ps->store);
     ps->store = NULL;

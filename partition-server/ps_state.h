@@ -22,6 +22,7 @@ struct ps_move_out;
 struct ps_move_in;
 struct ps_http;
 struct ps_repl;
+struct ps_learn;
 
 /* Strings are borrowed for the server's life. */
 struct ps_config
@@ -81,6 +82,8 @@ struct ps_server
 
     /* Replication (ps_repl.c): the replica core and its glue. */
     struct ps_repl *repl;
+    /* Catch-up of replicas outside the ISR (ps_learn.c). */
+    struct ps_learn *learn;
 
     /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
     struct ps_move_out *moves_out;

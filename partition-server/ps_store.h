@@ -281,6 +281,10 @@ enum ps_rs_field {
     PS_RS_SET_ROLE = 1u << 1,          /* role */
     PS_RS_SET_PRIMARY_EPOCH = 1u << 2, /* primary_epoch */
     PS_RS_SET_SEALED_EPOCH = 1u << 3,  /* sealed_epoch, never lowered */
+    /* A learner's copy (docs/DESIGN-replication.md §3.3): state, and the
+     * position the finished copy stands for. */
+    PS_RS_SET_STATE = 1u << 4,   /* state */
+    PS_RS_SET_APPLIED = 1u << 5, /* applied_lsn, applied_epoch, commit_lsn */
 };
 /* Durably sets the fields @set (PS_RS_SET_* bits) of range @range_id's
  * record to those of @rs (borrowed), keeping the others (a missing record
@@ -457,6 +461,13 @@ int ps_store_snap_next(struct ps_snap *sn,
                        uint64_t *n,
                        uint64_t *bytes);
 void ps_store_snap_close(struct ps_snap *sn);
+/* Range @range_id's `rs` record as of the snapshot (ps_store_repl_get in
+ * its transaction): since a group's data and its record commit together,
+ * the snapshot holds exactly the data of *out's applied_lsn. Same errors
+ * as ps_store_repl_get. */
+int ps_store_snap_repl_get(struct ps_snap *sn,
+                           uint64_t range_id,
+                           struct ps_rstate *out);
 
 /* Entities of @sp (one read transaction). Thread-safe. */
 int ps_store_span_count(struct ps_store *s,

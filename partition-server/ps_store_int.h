@@ -140,6 +140,12 @@ void ps__cap(struct ps_store *s,
  * range). */
 void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE]);
 int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs);
+/* Range @range_id's record in @txn: 0, RT_ENOTFOUND or the decode's or
+ * LMDB's error. */
+int ps__rs_snap_read(struct ps_store *s,
+                     MDB_txn *txn,
+                     uint64_t range_id,
+                     struct ps_rstate *rs);
 /* Notes that write @idx of the group being built changed data of range
  * @range_id (non-zero). The notes start empty with each group
  * transaction (s->lsnbuf reset). */

@@ -98,6 +98,15 @@ static int ps__rs_read(struct ps_store *s,
     return ps__rs_decode(v.mv_data, v.mv_size, rs);
 }
 
+int ps__rs_snap_read(struct ps_store *s,
+                     MDB_txn *txn,
+                     uint64_t range_id,
+                     struct ps_rstate *rs)
+{
+    int found, rc = ps__rs_read(s, txn, range_id, rs, &found);
+    return rc == 0 && !found ? RT_ENOTFOUND : rc;
+}
+
 static int ps__rs_write(struct ps_store *s,
                         MDB_txn *txn,
                         uint64_t range_id,
@@ -241,6 +250,14 @@ int ps_store_repl_update(struct ps_store *s,
         if ((set & PS_RS_SET_SEALED_EPOCH) &&
             rs->sealed_epoch > cur.sealed_epoch) {
             cur.sealed_epoch = rs->sealed_epoch;
+        }
+        if (set & PS_RS_SET_STATE) {
+            cur.state = rs->state;
+        }
+        if (set & PS_RS_SET_APPLIED) {
+            cur.applied_lsn = rs->applied_lsn;
+            cur.applied_epoch = rs->applied_epoch;
+            cur.commit_lsn = rs->commit_lsn;
         }
         rc = ps__rs_write(s, txn, range_id, &cur);
     }

@@ -532,6 +532,13 @@ int ps_store_snap_open(struct ps_store *s,
     return 0;
 }
 
+int ps_store_snap_repl_get(struct ps_snap *sn,
+                           uint64_t range_id,
+                           struct ps_rstate *out)
+{
+    return ps__rs_snap_read(sn->s, sn->txn, range_id, out);
+}
+
 int ps_store_snap_next(struct ps_snap *sn,
                        struct rt_buf *out,
                        size_t max_bytes,

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "ps_learn.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
 #include "ps_server.h"
@@ -551,6 +552,21 @@ static uint64_t applied(struct fx *f, int i)
     return rs.applied_lsn;
 }
 
+/* Runs the loop until server @from finished a full copy to server @to
+ * (the catch-up of a replica outside the ISR). */
+static void wait_copied(struct fx *f, int from, int to)
+{
+    for (int k = 0; k < 4000; k++) {
+        if (ps_learn_received(&f->s[to].ps) > 0 &&
+            ps_learn_copies_done(&f->s[from].ps) > 0 &&
+            rinfo(f, to).role == PS_RCORE_SECONDARY) {
+            return;
+        }
+        run_for(f, 5);
+    }
+    fail();
+}
+
 /* Every running server holds the same bytes and the same applied LSN,
  * @lsn when non-zero. */
 static void assert_same(struct fx *f, uint64_t lsn)
@@ -901,6 +917,8 @@ static void test_seal_and_promote(void **state)
     /* The master's choice: server 8, primary at the sealed epoch. */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x7), 0);
     wait_lease(f, 1);
+    /* The old primary, outside the ISR, is caught up by a full copy. */
+    wait_copied(f, 1, 0);
     assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
     assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
@@ -919,6 +937,15 @@ static void test_seal_and_promote(void **state)
     assert_memory_equal(a.data, b.data, a.len);
     assert_int_equal(applied(f, 1), 4);
     assert_int_equal(applied(f, 2), 4);
+    /* ... and streamed since: the same bytes at the same LSN. */
+    for (int k = 0; k < 2000 && applied(f, 0) < 4; k++) {
+        run_for(f, 5);
+    }
+    assert_int_equal(applied(f, 0), 4);
+    rt_buf_reset(&b);
+    dump(f, 0, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
     rt_buf_free(&a);
     rt_buf_free(&b);
     /* Roles survive a restart: in the rs records. */

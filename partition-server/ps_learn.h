@@ -1,0 +1,111 @@
+/* ps_learn: the catch-up glue of range replication
+ * (docs/DESIGN-replication.md §3.3, §7.3, §8.1, §8.2): the RPCs and I/O
+ * behind the replica core's catch-up of replicas outside the ISR
+ * (ps_rcore.h, "Catch-up"). ps_repl owns the core and hands this module
+ * the core's catch-up actions; this module feeds the core the events they
+ * lead to (through ps_repl_core_step).
+ *
+ * Primary side:
+ *  - SEND PROBE -> a REPL_PROBE call to the replica; its ReplicaState (or
+ *    error) goes back to the core as PROBE_RESP.
+ *  - READ (a full copy to a replica) -> on the libuv threadpool, one LMDB
+ *    read transaction: the range's span and its `rs` record, whose
+ *    applied LSN s is exactly the snapshot's (data and record commit
+ *    together); REPL_BEGIN{FULL, snap_lsn s, snap_epoch, history}; once
+ *    answered, REPL_SNAP chunks of PS_LEARN_CHUNK bytes read from that
+ *    transaction, one call at a time, seq from 0, the last one with
+ *    last = true and count = every entry sent; once the last is answered
+ *    (the replica holds the copy durably at s), READ_DONE(s) to the core,
+ *    which streams from s + 1. Any failure (a call's error or timeout, a
+ *    read error) is READ_DONE with the code: the core probes again later.
+ *    A new copy to the same replica and range replaces the running one.
+ * Replica side (each request is answered once, from the core's answer):
+ *  - REPL_PROBE: the core's ReplicaState, or its error (RT_ESTALE: not
+ *    replicated here at that epoch; RT_EBUSY: a write in flight).
+ *  - REPL_BEGIN (mode FULL only, else RT_EINVAL; the range must be
+ *    assigned here, else RT_ESTALE): the core turns the copy LEARNER; its
+ *    WRITE persists rs state LEARNING (applied 0) and then drops the
+ *    range's span (chunked, like MIGRATE_BEGIN); answered Empty once the
+ *    span is empty. A restart from here finds LEARNING: "no copy".
+ *  - REPL_SNAP: checked in order (§4): a copy begun here for the range
+ *    (else RT_EINVAL), the copy's epoch (older RT_ESTALE, other RT_EINVAL),
+ *    seq the next one (else RT_EINVAL), the CRC32C of the packed message
+ *    with crc32c = 0 (else RT_ECORRUPT), every key inside the range
+ *    (else RT_EINVAL), and on the last chunk count = entries received
+ *    (else RT_EINVAL); a failed check changes nothing but ends the copy
+ *    here (its later chunks fail too; the primary starts again). A chunk
+ *    is written raw (no LSN) and answered once durable; the last one goes
+ *    to the core (SNAP_END), whose WRITE writes it and then sets rs
+ *    applied = (snap_epoch, s), state OK, role SECONDARY; answered Empty
+ *    once that is durable. Crash between: state LEARNING, "no copy".
+ *
+ * Metrics: rt_repl_catchups_total{mode="full"} (copies finished, primary
+ * side), rt_repl_copy_bytes_total (key + value bytes sent in copies),
+ * rt_repl_copies_running, rt_repl_copies_received_total (replica side).
+ * A plain catch-up needs no I/O here: the core streams it.
+ *
+ * Not yet: KEYED catch-up (REPL_BEGIN mode 2, the undo of a divergent
+ * suffix by keys), REPL_ABORT, more than one REPL_SNAP in flight, copies
+ * read from a secondary.
+ *
+ * Thread: the loop thread (snapshot reads on the threadpool). The state
+ * lives in ps_server.learn, made at first use. */
+#ifndef PS_LEARN_H
+#define PS_LEARN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_state.h"
+#include "rt_repl_ev.h"
+#include "rt_rpc.h"
+
+/* Bytes of keys and values per REPL_SNAP chunk. */
+#define PS_LEARN_CHUNK (256u * 1024u)
+/* Timeout of one REPL_PROBE / REPL_BEGIN / REPL_SNAP call. */
+#define PS_LEARN_CALL_MS 10000
+
+/* The core's peer id for the primary that runs a copy or probe of range
+ * @range_id here (the requests do not name their sender). */
+#define PS_LEARN_TOKEN(range_id) ((UINT64_C(1) << 62) | (range_id))
+#define PS_LEARN_IS_TOKEN(peer) (((peer) >> 62) == 1)
+
+/* REPL_PROBE, REPL_BEGIN, REPL_SNAP from a primary (@body borrowed). */
+void ps_learn_on_probe(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len);
+void ps_learn_on_begin(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len);
+void ps_learn_on_snap(struct ps_server *ps,
+                      struct rt_rpc_conn *conn,
+                      uint64_t id,
+                      const uint8_t *body,
+                      size_t len);
+
+/* A core action for this module (borrowed): SEND of PROBE, PROBE_RESP or
+ * COPY_RESP; READ; WRITE of BEGIN or SNAP_END. Returns 1 if taken, 0 if
+ * not one of those. */
+int ps_learn_action(struct ps_server *ps, const struct rt_repl_action *a);
+
+/* Answers every waiting request RT_EBUSY and stops the copies (their
+ * snapshots close once their threadpool work returned). Before
+ * ps_repl_stop. Idempotent. */
+void ps_learn_stop(struct ps_server *ps);
+
+/* After ps_server_close drained the threadpool: frees the state. */
+void ps_learn_free(struct ps_server *ps);
+
+/* Full copies received and applied here, and finished here as their
+ * primary (the metrics' counters; tests). */
+uint64_t ps_learn_received(const struct ps_server *ps);
+uint64_t ps_learn_copies_done(const struct ps_server *ps);
+
+/* Appends the metrics above to the Prometheus page @b. */
+void ps_learn_metrics(struct ps_server *ps, struct rt_buf *b);
+
+#endif
