@@ -46,7 +46,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_learn.h"
 #include "ps_lease.h"
 #include "ps_lsn_ring.h"
 #include "ps_rcore.h"
@@ -192,7 +191,8 @@ struct ps_repl
     struct ps_lease_holder *holder;
     uint64_t start_ms;
     uv_timer_t support_timer;
-    int fenced; /* ps_repl_lease_fence */
+    int fenced;                     /* ps_repl_lease_fence */
+    ps_repl_action_hook learn_hook; /* ps_repl_set_learn_hook */
     int closing;
     int open_handles;
 };
@@ -621,10 +621,10 @@ static void ps__isr_change_reply(int status,
             rt__range__free_unpacked(r, NULL);
         }
         rt_log(RT_LOG_INFO,
-               "range %" PRIu64 ": ISR shrink committed at epoch %" PRIu64,
+               "range %" PRIu64 ": ISR change committed at epoch %" PRIu64,
                m.u.isr_resp.range_id, m.u.isr_resp.epoch);
     } else {
-        rt_log(RT_LOG_DEBUG, "range %" PRIu64 ": ISR shrink refused: %s",
+        rt_log(RT_LOG_DEBUG, "range %" PRIu64 ": ISR change refused: %s",
                m.u.isr_resp.range_id, rt_strerror(status));
     }
     struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
@@ -650,12 +650,15 @@ static void ps__isr_change_send(struct ps_repl *rp,
     req.n_remove = c->n_remove;
     req.add = add;
     req.n_add = c->n_add;
-    req.reason = "late acks or link down";
+    req.reason = c->n_add ? "caught up" : "late acks or link down";
     rt_log(RT_LOG_INFO,
            "range %" PRIu64
            ": asking the master to remove %zu in-sync "
-           "replica(s) (first: server %" PRIu64 ") at epoch %" PRIu64,
-           c->range_id, c->n_remove, c->n_remove ? c->remove[0] : 0, c->epoch);
+           "replica(s) (first: server %" PRIu64
+           ") and add %zu (first: "
+           "server %" PRIu64 ") at epoch %" PRIu64,
+           c->range_id, c->n_remove, c->n_remove ? c->remove[0] : 0, c->n_add,
+           c->n_add ? c->add[0] : 0, c->epoch);
     if (ps->master == NULL) {
         return; /* no master link (tests): the change stays in flight */
     }
@@ -676,7 +679,7 @@ static void ps__repl_dispatch(struct ps_repl *rp)
     for (size_t i = 0; i < rp->out.n; i++) {
         const struct rt_repl_action *a = &rp->out.v[i];
         struct ps__rpeer *p;
-        if (ps_learn_action(rp->ps, a)) {
+        if (rp->learn_hook != NULL && rp->learn_hook(rp->ps, a)) {
             continue; /* catch-up: probes, copies, their answers */
         }
         switch (a->kind) {
@@ -741,6 +744,13 @@ static void ps__repl_step(struct ps_repl *rp, const struct rt_repl_event *ev)
                rt_repl_ev_kind_name(ev->kind), rt_strerror(rc));
     }
     ps__repl_dispatch(rp);
+}
+
+void ps_repl_set_learn_hook(struct ps_server *ps, ps_repl_action_hook hook)
+{
+    if (ps->repl != NULL) {
+        ps->repl->learn_hook = hook;
+    }
 }
 
 void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev)
@@ -2198,7 +2208,6 @@ void ps_repl_stop(struct ps_server *ps)
     if (rp == NULL) {
         return;
     }
-    ps_learn_stop(ps);
     ps->repl = NULL;
     rp->closing = 1;
     while (rp->waits.next != &rp->waits) {

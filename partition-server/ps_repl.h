@@ -106,9 +106,9 @@
  * the core as learners (ps_rcore_assignment.learners); a range whose `rs`
  * state is LEARNING (a copy cut short) is no copy: created or restored as
  * a learner at LSN 0. The core's probe / copy actions go to ps_learn
- * (ps_learn_action, first in the dispatch), which steps the core back
- * through ps_repl_core_step. The appends carry no generation
- * (rt_repl_append.gen 0), so histories stay unknown here and every
+ * (the hook ps_repl_set_learn_hook sets, first in the dispatch), which
+ * steps the core back through ps_repl_core_step. The appends carry no
+ * generation (rt_repl_append.gen 0), so histories stay unknown here and every
  * catch-up is a full copy.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
@@ -302,9 +302,16 @@ enum ps_repl_status_state {
  * malloc'ed array the caller frees (NULL when *n = 0). */
 Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n);
 
-/* For ps_learn (catch-up): steps the core with @ev (borrowed) and runs
- * its actions; nothing before the core exists or once stopping. */
+/* For ps_learn (catch-up). The core's actions go first to @hook (set
+ * after ps_repl_start, by the server: ps_learn_action), which returns 1
+ * for those it took; NULL drops none, runs none of them. */
 struct rt_repl_event;
+struct rt_repl_action;
+typedef int (*ps_repl_action_hook)(struct ps_server *ps,
+                                   const struct rt_repl_action *a);
+void ps_repl_set_learn_hook(struct ps_server *ps, ps_repl_action_hook hook);
+/* Steps the core with @ev (borrowed) and runs its actions; nothing
+ * before the core exists or once stopping. */
 void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev);
 /* The connection to peer server @peer_id (NULL: no address known). */
 struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id);

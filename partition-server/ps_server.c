@@ -341,7 +341,10 @@ int ps_server_start(struct ps_server *ps,
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }
-    if ((rc = ps_repl_start(ps)) != 0) {
+    if ((rc = ps_repl_start(ps)) == 0) {
+        ps_repl_set_learn_hook(ps, ps_learn_action);
+    }
+    if (rc != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "replication: %s",
                  rt_strerror(rc));
         return rc;
@@ -387,6 +390,7 @@ void ps_server_stop(struct ps_server *ps)
         ps_writer_stop(ps->writer);
         ps->writer = NULL;
     }
+    ps_learn_stop(ps); /* its waiting requests answered first */
     ps_repl_stop(ps);
     ps_master_stop(ps);
     if (ps->rpc) {
