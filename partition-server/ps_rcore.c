@@ -99,8 +99,13 @@ struct ps__rcore_peer
     bool down; /* connection down since @down_ms */
     uint64_t down_ms;
     bool removing; /* named in my ISR_CHANGE in flight */
-    bool failed;   /* NACKed RT_ENOSPACE / RT_EDIVERGED: cannot follow */
-    bool silent;   /* its lease support lapsed (ps_rcore_set_silent) */
+    /* A full copy to this ISR member (READ @copy_io) runs: it holds less
+     * than my buffer can resend (a restarted primary's members). */
+    uint64_t copy_io;
+    bool confirmed;    /* it acked at least @acked (not only assumed) */
+    uint64_t below_ms; /* since then it NACKs below @acked and my buffer */
+    bool failed;       /* NACKed RT_ENOSPACE / RT_EDIVERGED: cannot follow */
+    bool silent;       /* its lease support lapsed (ps_rcore_set_silent) */
 };
 
 /* The primary's view of a replica outside the ISR (§3.3, §8.1): probed,
@@ -226,6 +231,10 @@ static int ps__rcore_lrn_step(struct ps_rcore *node,
                               const struct rt_repl_event *ev,
                               struct rt_repl_actions *out);
 static void ps__rcore_lrn_refused(struct ps__rcore_range *r);
+static void ps__rcore_isr_copy(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               struct ps__rcore_peer *p,
+                               struct rt_repl_actions *out);
 
 /* The one place a range's state changes: within its role's table. */
 static void ps__rcore_set_state(struct ps__rcore_range *r, unsigned to)
@@ -424,6 +433,9 @@ static void ps__rcore_pump(struct ps_rcore *node,
                            uint64_t now_ms,
                            struct rt_repl_actions *out)
 {
+    if (p->copy_io != 0) {
+        return; /* streamed from the copy's LSN once it is done */
+    }
     if (p->next <= p->acked) {
         p->next = p->acked + 1;
     }
@@ -688,9 +700,14 @@ static int ps__rcore_ack(struct ps_rcore *node,
         p->failed = false;
     }
     /* Both carry the peer's durable position: a NACK acks too. */
+    bool below = ack->applied_lsn < p->acked && !p->confirmed;
     if (ack->applied_lsn > p->acked) {
         p->acked = ack->applied_lsn;
         p->progress_ms = ev->now_ms;
+    }
+    p->confirmed |= ack->applied_lsn >= p->acked;
+    if (p->confirmed) {
+        p->below_ms = 0;
     }
     if (ack->code == RT_ELSNGAP && p->acked + 1 < p->next &&
         p->rewound_to != p->acked + 1) {
@@ -698,6 +715,13 @@ static int ps__rcore_ack(struct ps_rcore *node,
          * already in flight name the same position. */
         p->next = p->acked + 1;
         p->rewound_to = p->acked + 1;
+    }
+    if (ack->code == RT_ELSNGAP && below &&
+        ack->applied_lsn + 1 < r->buf_first && p->below_ms == 0) {
+        /* A full copy at the next resend tick after a whole period, if
+         * no ack confirmed the position meanwhile (this NACK may be an
+         * old one, overtaken by acks). */
+        p->below_ms = ev->now_ms ? ev->now_ms : 1;
     }
     ps__rcore_pump(node, r, p, ev->now_ms, out);
     ps__rcore_trim(r);
@@ -842,6 +866,13 @@ static int ps__rcore_timer(struct ps_rcore *node,
             }
         }
         ps__rcore_isr_check(node, r, ev->now_ms, out);
+        for (size_t j = 0; j < r->n_peers; j++) {
+            struct ps__rcore_peer *p = &r->peers[j];
+            if (!p->confirmed && p->below_ms != 0 &&
+                ev->now_ms - p->below_ms >= node->cfg.resend_ms) {
+                ps__rcore_isr_copy(node, r, p, out);
+            }
+        }
         ps__rcore_lrn_tick(node, r, ev->now_ms, out);
         ps__rcore_hold_expire(node, r, ev->now_ms, out);
     }
@@ -1733,6 +1764,37 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
     return 0;
 }
 
+/* An ISR member NACKs below the position I took it to hold and below
+ * my buffer (I restarted, and my `rp` groups are not kept): only a full
+ * copy brings it level. It stays in the ISR meanwhile, counted at the
+ * position assumed (cw never passes what it acks afterwards). */
+static void ps__rcore_isr_copy(struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               struct ps__rcore_peer *p,
+                               struct rt_repl_actions *out)
+{
+    if (p->copy_io != 0 || r->state == PS_RPRI_DEPOSED || r->await_assign) {
+        return;
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        if (r->peers[i].copy_io != 0) {
+            return; /* one at a time: the others keep their copies */
+        }
+    }
+    p->copy_io = ++node->next_io;
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_READ,
+                                 .peer = p->id,
+                                 .io_id = p->copy_io,
+                                 .range_id = r->id,
+                                 .lsn = r->last_lsn};
+    act.msg.kind = RT_REPL_MSG_BEGIN;
+    act.msg.u.begin =
+        (struct rt_repl_begin){.range_id = r->id, .epoch = r->epoch};
+    memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
+    act.msg.u.begin.n_history = r->n_hist;
+    rt_repl_actions_add(out, &act);
+}
+
 /* The full copy's READ_DONE: the replica holds my sequence up to s. */
 static int ps__rcore_lrn_copied(struct ps_rcore *node,
                                 const struct rt_repl_event *ev,
@@ -1741,6 +1803,26 @@ static int ps__rcore_lrn_copied(struct ps_rcore *node,
     struct ps__rcore_range *r = ps__rcore_find(node, ev->range_id);
     if (r == NULL || r->role != PS_RCORE_PRIMARY) {
         return 0; /* the range left: the copy no longer matters */
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        struct ps__rcore_peer *p = &r->peers[i];
+        if (p->copy_io == 0 || p->copy_io != ev->io_id) {
+            continue;
+        }
+        p->copy_io = 0;
+        p->below_ms = 0;
+        if (ev->code == 0 && ev->lsn >= p->acked) {
+            p->acked = ev->lsn;
+            p->confirmed = true;
+        }
+        p->next = p->acked + 1;
+        p->rewound_to = 0;
+        p->progress_ms = ev->now_ms;
+        ps__rcore_pump(node, r, p, ev->now_ms, out);
+        ps__rcore_trim(r);
+        ps__rcore_commit(node, r, out);
+        ps__rcore_activated(r);
+        return 0;
     }
     for (size_t i = 0; i < r->n_lpeers; i++) {
         struct ps__rcore_lpeer *lp = &r->lpeers[i];
@@ -1874,11 +1956,13 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
                     !rt_repl_conf_in_isr(c, lp->s.id);
         for (size_t j = 0; j < r->n_peers; j++) {
             struct ps__rcore_peer *p = &r->peers[j];
-            if (p->id == lp->s.id && lp->state == PS__RLP_TAIL &&
-                lp->s.acked > p->acked) {
-                p->acked = lp->s.acked;
-                p->next = lp->s.next > p->acked ? lp->s.next : p->acked + 1;
-                p->progress_ms = now_ms;
+            if (p->id == lp->s.id && lp->state == PS__RLP_TAIL) {
+                if (lp->s.acked > p->acked) {
+                    p->acked = lp->s.acked;
+                    p->next = lp->s.next > p->acked ? lp->s.next : p->acked + 1;
+                    p->progress_ms = now_ms;
+                }
+                p->confirmed = lp->s.acked >= p->acked;
             }
         }
         if (keep) {

@@ -129,6 +129,13 @@
  *   ISR_RESP error, or an assignment without it, ends the join. A NACK,
  *   or more than cfg.learn_window groups behind, sends it back to PROBE
  *   (probes are asked again every PS_RCORE_PROBE_TICKS resend periods).
+ * - An ISR member that NACKs RT_ELSNGAP below the position I assumed
+ *   for it (never confirmed by one of its acks: a restarted primary
+ *   takes its members at its own applied LSN) and below my buffer gets,
+ *   if no ack confirmed that position within a resend period, a full
+ *   copy (READ) while it stays in the ISR, counted at the assumed
+ *   position; one member of a range at a time; streamed from the copy's
+ *   LSN after its READ_DONE.
  * - Catch-up (replica side). PROBE: my state (RT_ESTALE for an older
  *   epoch or if I serve as primary; RT_EBUSY while a write of mine is in
  *   flight). BEGIN (RT_ESTALE older epoch or serving primary, RT_EBUSY a

@@ -1479,6 +1479,78 @@ static void test_learner_diverged_duplicate(void **state)
     assert_null(action(f, RT_REPL_ACT_WRITE));
 }
 
+/* A restarted primary's ISR member NACKs below the position assumed at
+ * the restart and below the (empty) buffer: a whole resend period later,
+ * with no ack confirming that position, it gets a full copy (one member
+ * at a time) and is streamed from the copy's LSN. */
+static void test_isr_member_copy(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = NULL;
+    struct ps_rcore_config cfg = {
+        .self_id = 1, .inflight = 4, .resend_ms = 100, .seal_grace_ms = 50};
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    struct ps_rcore_durable d = {.range_id = R,
+                                 .role = PS_RCORE_PRIMARY,
+                                 .epoch = 3,
+                                 .primary_id = 1,
+                                 .primary_epoch = 3,
+                                 .isr = {1, 2, 3},
+                                 .n_isr = 3,
+                                 .applied_lsn = 5,
+                                 .commit_lsn = 5};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_load(n, &d, 0, &f->out), 0);
+    uint64_t isr[3] = {1, 2, 3};
+    assert_int_equal(assign(f, n, 4, 1, 3, isr, 3), 0);
+    assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    uint8_t rec = 6;
+    uint64_t req = 100;
+    struct rt_repl_event g = {.kind = RT_REPL_EV_DISK_DONE,
+                              .now_ms = 10,
+                              .range_id = R,
+                              .lsn = 6,
+                              .records = &rec,
+                              .records_len = 1,
+                              .req_ids = &req,
+                              .n_req_ids = 1};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &g, &f->out), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
+    m.u.ack = (struct rt_repl_ack){
+        .range_id = R, .code = RT_ELSNGAP, .applied_lsn = 2, .epoch = 4};
+    assert_int_equal(msg_to(f, n, 20, 2, &m), 0);
+    assert_null(action(f, RT_REPL_ACT_READ)); /* maybe an old NACK */
+    m.u.ack.applied_lsn = 3;
+    assert_int_equal(msg_to(f, n, 30, 3, &m), 0);
+    struct rt_repl_event tick = {.kind = RT_REPL_EV_TIMER,
+                                 .now_ms = 130,
+                                 .timer_id = PS_RCORE_TIMER_RESEND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &tick, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_READ, NULL), 1); /* one at a time */
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
+    assert_int_equal(a->peer, 2);
+    assert_int_equal(a->lsn, 6);
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 140,
+                                 .io_id = a->io_id,
+                                 .range_id = R,
+                                 .lsn = 6};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &done, &f->out), 0);
+    assert_null(sent(f, RT_REPL_MSG_APPEND)); /* it holds 6 already */
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 6, .epoch = 4};
+    assert_int_equal(msg_to(f, n, 150, 2, &m), 0);
+    tick.now_ms = 300;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &tick, &f->out), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    ps_rcore_destroy(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1525,6 +1597,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_isr_member_copy, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
