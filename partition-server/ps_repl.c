@@ -651,14 +651,19 @@ static void ps__isr_change_send(struct ps_repl *rp,
     req.add = add;
     req.n_add = c->n_add;
     req.reason = c->n_add ? "caught up" : "late acks or link down";
-    rt_log(RT_LOG_INFO,
-           "range %" PRIu64
-           ": asking the master to remove %zu in-sync "
-           "replica(s) (first: server %" PRIu64
-           ") and add %zu (first: "
-           "server %" PRIu64 ") at epoch %" PRIu64,
-           c->range_id, c->n_remove, c->n_remove ? c->remove[0] : 0, c->n_add,
-           c->n_add ? c->add[0] : 0, c->epoch);
+    if (c->n_add > 0) {
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": asking the master to add server %" PRIu64
+               " (caught up) to the ISR at epoch %" PRIu64,
+               c->range_id, c->add[0], c->epoch);
+    } else {
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64
+               ": asking the master to remove %zu in-sync "
+               "replica(s) (first: server %" PRIu64 ") at epoch %" PRIu64,
+               c->range_id, c->n_remove, c->n_remove ? c->remove[0] : 0,
+               c->epoch);
+    }
     if (ps->master == NULL) {
         return; /* no master link (tests): the change stays in flight */
     }
