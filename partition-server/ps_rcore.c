@@ -2092,10 +2092,8 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
     r->applied_lsn = r->last_lsn = r->commit_lsn = 0;
     r->held_head = r->held_n = 0;
     r->await_assign = false;
-    if (b->epoch > r->epoch) {
-        r->epoch = b->epoch;
-    }
-    r->primary_id = ev->peer;
+    /* Epoch and primary stay as assignments set them: the sender is only
+     * this copy's (in the daemon, a per-range token). */
     r->copy_epoch = b->epoch;
     r->copy_from = ev->peer;
     r->copy_io = ++node->next_io;
