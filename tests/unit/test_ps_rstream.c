@@ -6,7 +6,9 @@
  * server's master link with one RF-3 range (primary 7) and the peers'
  * addresses. One front-end client per server. The failover tests play
  * the master by hand: SEAL and ASSIGN_RANGES on the master links, and
- * ISR_CHANGE answered by a handler on the fake master. */
+ * ISR_CHANGE answered by a handler on the fake master. A replica left
+ * outside the ISR is caught up by a full copy (ps_learn) and asks to
+ * rejoin. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1023,6 +1025,8 @@ static struct
     uint64_t range_id, epoch;
     uint64_t remove[NSRV];
     size_t n_remove;
+    uint64_t add[NSRV];
+    size_t n_add;
 } isr_seen;
 
 static void on_master_other(struct rt_rpc_conn *conn,
@@ -1046,6 +1050,8 @@ static void on_master_other(struct rt_rpc_conn *conn,
     isr_seen.n_remove = q->n_remove < NSRV ? q->n_remove : NSRV;
     memcpy(isr_seen.remove, q->remove,
            isr_seen.n_remove * sizeof(*isr_seen.remove));
+    isr_seen.n_add = q->n_add < NSRV ? q->n_add : NSRV;
+    memcpy(isr_seen.add, q->add, isr_seen.n_add * sizeof(*isr_seen.add));
     r.id = q->range_id;
     r.epoch = q->epoch + 1;
     rt_rpc_reply_pb(conn, id, method, 0, &r.base);
@@ -1101,6 +1107,44 @@ static void test_isr_shrink_stopped_secondary(void **state)
     M.other = NULL;
 }
 
+/* §3.3, §8.1 (step 10): the secondary removed from the ISR restarts;
+ * the primary probes it, copies the range to it in full, streams from
+ * the copy's LSN and asks the master to add it (ISR_CHANGE{add}, the
+ * master's part played by the test); at the committed epoch it counts
+ * again, and all three hold the same bytes at the same LSN. */
+static void test_rejoin_after_restart(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t0;
+
+    memset(&isr_seen, 0, sizeof(isr_seen));
+    M.other = on_master_other;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    srv_stop(f, 2);
+    assert_int_equal(assign_conf(f, 2, 0, 1, 0x3, 0x3), 0);
+    assert_int_equal(write1(f, 0, 2, "b", "1"), 0);
+    assert_int_equal(write1(f, 0, 2, "c", "1"), 0);
+    memset(&isr_seen, 0, sizeof(isr_seen));
+    srv_start(f, 2);
+    assert_int_equal(assign_conf(f, 2, 0, 1, 0x3, 0x7), 0);
+    wait_copied(f, 0, 2);
+    uv_update_time(&f->loop);
+    t0 = uv_now(&f->loop);
+    while (isr_seen.n_add == 0 && uv_now(&f->loop) - t0 < 5000) {
+        run_for(f, 5);
+    }
+    assert_int_equal(isr_seen.range_id, RANGE);
+    assert_int_equal(isr_seen.epoch, 2);
+    assert_int_equal(isr_seen.n_remove, 0);
+    assert_int_equal(isr_seen.n_add, 1);
+    assert_int_equal(isr_seen.add[0], ids[2]);
+    assert_int_equal(applied(f, 2), 3);
+    assert_int_equal(assign_conf(f, 3, 0, 1, 0x7, 0x7), 0);
+    assert_int_equal(write1(f, 0, 3, "d", "1"), 0);
+    assert_same(f, 4);
+    M.other = NULL;
+}
+
 /* §6.2 with no ISR secondary: the primary alone holds the lease while
  * its configuration is current, so it serves reads though no peer
  * supports it and though the ISR is below min_insync (design F4: reads
@@ -1138,6 +1182,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_seal_and_promote, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_of_one_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejoin_after_restart, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
     };
