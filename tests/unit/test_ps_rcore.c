@@ -1551,6 +1551,43 @@ static void test_isr_member_copy(void **state)
     ps_rcore_destroy(n);
 }
 
+/* A restart while LEARNING (a copy cut short): the range holds nothing,
+ * answers probes "no copy", takes no appends and is never sealable; a
+ * LEARNER record with an applied LSN is refused. */
+static void test_learner_load(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore *n = NULL;
+    struct ps_rcore_config cfg = {
+        .self_id = 3, .inflight = 4, .resend_ms = 100};
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    struct ps_rcore_durable d = {.range_id = R,
+                                 .role = PS_RCORE_LEARNER,
+                                 .epoch = 4,
+                                 .primary_id = 1,
+                                 .primary_epoch = 3,
+                                 .isr = {1, 2},
+                                 .n_isr = 2,
+                                 .applied_lsn = 5,
+                                 .commit_lsn = 5};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_load(n, &d, 0, &f->out), RT_EINVAL);
+    d.applied_lsn = d.commit_lsn = 0;
+    assert_int_equal(ps_rcore_load(n, &d, 0, &f->out), 0);
+    assert_int_equal(info_of(n).role, PS_RCORE_LEARNER);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE};
+    m.u.probe = (struct rt_repl_probe){.range_id = R, .epoch = 4};
+    assert_int_equal(msg_to(f, n, 1, 1, &m), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_PROBE_RESP);
+    assert_int_equal(a->msg.u.probe_resp.code, 0);
+    assert_int_equal(a->msg.u.probe_resp.state, RT_REPL_COPY_NONE);
+    assert_int_equal(info_of(n).state, PS_RLRN_PROBED);
+    assert_int_equal(seal(f, n, 5000, 5), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+    ps_rcore_destroy(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1598,6 +1635,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_member_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_load, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
