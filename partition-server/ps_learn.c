@@ -76,12 +76,14 @@ struct ps__lcopy
     uint32_t seq;
     uint64_t count, bytes;
     uint64_t started_ms;
-    int dead;    /* replaced or stopped: no more calls, no READ_DONE */
-    int refs;    /* the list's, and each work item or call in flight */
-    int opened;  /* the snapshot is open: the work reads chunks */
-    int working; /* a threadpool step is in flight */
-    int fail;    /* fail the copy from the next after-work with this */
-    int rc;      /* threadpool result: 1 more, 0 last chunk, < 0 error */
+    int dead;     /* replaced or stopped: no more calls, no READ_DONE */
+    int refs;     /* the list's, and each work item or call in flight */
+    int opened;   /* the snapshot is open: the work reads chunks */
+    int working;  /* a threadpool step is in flight */
+    int inflight; /* REPL_SNAP calls out (not the last) */
+    int eof;      /* the last chunk is read: in @body until sent */
+    int fail;     /* fail the copy from the next after-work with this */
+    int rc;       /* threadpool result: 1 more, 0 last chunk, < 0 error */
     uint64_t n_chunk, bytes_chunk;
     struct rt_buf body; /* the packed chunk */
     uv_work_t work;
@@ -824,7 +826,7 @@ static void ps__copy_work(uv_work_t *work)
     rt_buf_free(&recs);
 }
 
-static void ps__snap_reply(int status,
+static void ps__last_reply(int status,
                            const uint8_t *body,
                            size_t len,
                            void *arg)
@@ -833,12 +835,43 @@ static void ps__snap_reply(int status,
     (void)body;
     (void)len;
     if (!c->dead) {
+        ps__copy_end(c, status); /* 0: the copy is durable there */
+    }
+    ps__copy_unref(c);
+}
+
+/* Sends the last chunk (in @c->body) once every other one was answered
+ * ok, so the replica's final record follows all of them; holds a
+ * reference for the call. */
+static void ps__send_last(struct ps__lcopy *c)
+{
+    struct rt_rpc_conn *conn = ps_repl_peer_conn(c->ps, c->peer);
+    int rc = conn == NULL ? RT_ENOCONN
+                          : rt_rpc_call(conn, RT__METHOD__REPL_SNAP,
+                                        c->body.data, c->body.len,
+                                        PS_LEARN_CALL_MS, ps__last_reply, c);
+    if (rc != 0) {
+        ps__copy_end(c, rc);
+        return;
+    }
+    c->refs++;
+}
+
+static void ps__snap_reply(int status,
+                           const uint8_t *body,
+                           size_t len,
+                           void *arg)
+{
+    struct ps__lcopy *c = arg;
+    (void)body;
+    (void)len;
+    c->inflight--;
+    if (!c->dead) {
         if (status != 0) {
             ps__copy_end(c, status);
-        } else if (c->rc == 0) {
-            ps__copy_end(c, 0); /* the last chunk is durable there */
-        } else {
-            c->seq++;
+        } else if (c->eof && c->inflight == 0) {
+            ps__send_last(c);
+        } else if (!c->eof && !c->working) {
             ps__copy_next(c);
         }
     }
@@ -907,8 +940,27 @@ static void ps__copy_after(uv_work_t *work, int status)
         c->count += c->n_chunk;
         c->bytes += c->bytes_chunk;
         ps__learn(ps)->copy_bytes += c->bytes_chunk;
+        c->seq++;
+        if (c->rc == 0) {
+            /* The last one waits for the others' answers. */
+            c->eof = 1;
+            if (c->inflight == 0) {
+                ps__send_last(c);
+            }
+            ps__copy_unref(c);
+            return;
+        }
         rc = rt_rpc_call(conn, RT__METHOD__REPL_SNAP, c->body.data, c->body.len,
                          PS_LEARN_CALL_MS, ps__snap_reply, c);
+        if (rc == 0) {
+            /* The call holds the work's reference; the next chunk is
+             * read while at most PS_LEARN_WINDOW are out. */
+            c->inflight++;
+            if (c->inflight < PS_LEARN_WINDOW) {
+                ps__copy_next(c);
+            }
+            return;
+        }
     }
     if (rc != 0) {
         ps__copy_end(c, rc);

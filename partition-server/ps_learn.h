@@ -13,8 +13,11 @@
  *    applied LSN s is exactly the snapshot's (data and record commit
  *    together); REPL_BEGIN{FULL, snap_lsn s, snap_epoch, history}; once
  *    answered, REPL_SNAP chunks of PS_LEARN_CHUNK bytes read from that
- *    transaction, one call at a time, seq from 0, the last one with
- *    last = true and count = every entry sent; once the last is answered
+ *    transaction (one threadpool read at a time), up to PS_LEARN_WINDOW
+ *    calls in flight, seq from 0; the last one, with last = true and
+ *    count = every entry sent, only once all the others were answered
+ *    ok (the replica's final record then follows every chunk); once it
+ *    is answered
  *    (the replica holds the copy durably at s), READ_DONE(s) to the core,
  *    which streams from s + 1. Any failure (a call's error or timeout, a
  *    read error) is READ_DONE with the code: the core probes again later.
@@ -45,8 +48,7 @@
  * A plain catch-up needs no I/O here: the core streams it.
  *
  * Not yet: KEYED catch-up (REPL_BEGIN mode 2, the undo of a divergent
- * suffix by keys), REPL_ABORT, more than one REPL_SNAP in flight, copies
- * read from a secondary.
+ * suffix by keys), REPL_ABORT, copies read from a secondary.
  *
  * Thread: the loop thread (snapshot reads on the threadpool). The state
  * lives in ps_server.learn, made at first use. */
@@ -60,8 +62,10 @@
 #include "rt_repl_ev.h"
 #include "rt_rpc.h"
 
-/* Bytes of keys and values per REPL_SNAP chunk. */
+/* Bytes of keys and values per REPL_SNAP chunk, and chunks in flight
+ * (the last one goes alone, after the others were answered). */
 #define PS_LEARN_CHUNK (256u * 1024u)
+#define PS_LEARN_WINDOW 4
 /* Timeout of one REPL_PROBE / REPL_BEGIN / REPL_SNAP call. */
 #define PS_LEARN_CALL_MS 10000
 

@@ -1048,10 +1048,14 @@ static void on_master_other(struct rt_rpc_conn *conn,
     isr_seen.range_id = q->range_id;
     isr_seen.epoch = q->epoch;
     isr_seen.n_remove = q->n_remove < NSRV ? q->n_remove : NSRV;
-    memcpy(isr_seen.remove, q->remove,
-           isr_seen.n_remove * sizeof(*isr_seen.remove));
+    if (isr_seen.n_remove > 0) {
+        memcpy(isr_seen.remove, q->remove,
+               isr_seen.n_remove * sizeof(*isr_seen.remove));
+    }
     isr_seen.n_add = q->n_add < NSRV ? q->n_add : NSRV;
-    memcpy(isr_seen.add, q->add, isr_seen.n_add * sizeof(*isr_seen.add));
+    if (isr_seen.n_add > 0) {
+        memcpy(isr_seen.add, q->add, isr_seen.n_add * sizeof(*isr_seen.add));
+    }
     r.id = q->range_id;
     r.epoch = q->epoch + 1;
     rt_rpc_reply_pb(conn, id, method, 0, &r.base);
