@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_jobs.h"
 #include "ps_move_jobs.h"
 #include "ps_range.h"
 #include "ps_rcore.h"
@@ -368,6 +369,36 @@ out:
     }
 }
 
+void ps_learn_on_abort(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len)
+{
+    const uint32_t method = RT__METHOD__REPL_ABORT;
+    Rt__ReplAbort *a = rt__repl_abort__unpack(NULL, len, body);
+    struct ps__lrecv *r = a ? ps__recv_find(ps, a->range_id) : NULL;
+    if (a == NULL) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad ReplAbort");
+        return;
+    }
+    if (r != NULL && r->epoch <= a->epoch) {
+        /* Its chunks are refused from now on; a new REPL_BEGIN starts
+         * over (the copy's state stays LEARNING: no copy). */
+        struct ps__lwait *w;
+        while ((w = ps__wait_find(ps, a->range_id, RT__METHOD__REPL_BEGIN,
+                                  RT__METHOD__REPL_SNAP)) != NULL &&
+               w->method == RT__METHOD__REPL_SNAP) {
+            ps__wait_answer(ps, w, RT_ECANCELED, NULL);
+        }
+        ps__recv_drop(ps, a->range_id);
+        rt_log(RT_LOG_INFO, "range %" PRIu64 ": copy aborted by %s",
+               a->range_id, rt_rpc_conn_peer(conn));
+    }
+    ps_jobs_reply_empty(conn, id, method);
+    rt__repl_abort__free_unpacked(a, NULL);
+}
+
 static uint32_t ps__snap_crc(Rt__ReplSnap *s)
 {
     uint32_t saved = s->crc32c, crc;
@@ -616,8 +647,12 @@ static void ps__lstate_cb(struct ps_job *job)
         sj->arg = d;
         ps_writer_submit(ps->writer, &sj->job);
     } else {
+        /* The finished copy's record counts even if the copy was
+         * aborted meanwhile: its data was complete. */
         ps__written(ps, j->range_id, j->io_id, j->lsn,
-                    r == NULL && job->status == 0 ? RT_ECANCELED : job->status,
+                    r == NULL && job->status == 0 && j->drop_after
+                        ? RT_ECANCELED
+                        : job->status,
                     j->drop_after ? "persisting LEARNING"
                                   : "recording the finished copy");
     }

@@ -48,7 +48,8 @@
  * A plain catch-up needs no I/O here: the core streams it.
  *
  * Not yet: KEYED catch-up (REPL_BEGIN mode 2, the undo of a divergent
- * suffix by keys), REPL_ABORT, copies read from a secondary.
+ * suffix by keys), sending REPL_ABORT (a primary's abandoned copy is
+ * replaced by the next BEGIN), copies read from a secondary.
  *
  * Thread: the loop thread (snapshot reads on the threadpool). The state
  * lives in ps_server.learn, made at first use. */
@@ -90,6 +91,15 @@ void ps_learn_on_snap(struct ps_server *ps,
                       uint64_t id,
                       const uint8_t *body,
                       size_t len);
+/* REPL_ABORT (@body borrowed): a copy received here for the range at an
+ * epoch up to the request's is dropped (its chunks refused from then on,
+ * a chunk waiting for its write answered RT_ECANCELED); answered Empty
+ * either way (idempotent). */
+void ps_learn_on_abort(struct ps_server *ps,
+                       struct rt_rpc_conn *conn,
+                       uint64_t id,
+                       const uint8_t *body,
+                       size_t len);
 
 /* A core action for this module (borrowed): SEND of PROBE, PROBE_RESP or
  * COPY_RESP; READ; WRITE of BEGIN or SNAP_END. Returns 1 if taken, 0 if

@@ -901,6 +901,9 @@ static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
                 return RT_EINVAL;
             }
             a->isr[a->n_isr++] = d->replicas[i]->server_id;
+        } else if (d->replicas[i]->role == RT__REPL_ROLE__ROLE_LEARNER &&
+                   a->n_learners < PS_RCORE_MAX_REPLICAS) {
+            a->learners[a->n_learners++] = d->replicas[i]->server_id;
         }
     }
     return 0;

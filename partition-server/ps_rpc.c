@@ -680,6 +680,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
         case RT__METHOD__REPL_SNAP:
             ps_learn_on_snap(ps, conn, id, body, len);
             break;
+        case RT__METHOD__REPL_ABORT:
+            ps_learn_on_abort(ps, conn, id, body, len);
+            break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);
             break;

@@ -1146,6 +1146,20 @@ static void test_rejoin_after_restart(void **state)
     assert_int_equal(assign_conf(f, 3, 0, 1, 0x7, 0x7), 0);
     assert_int_equal(write1(f, 0, 3, "d", "1"), 0);
     assert_same(f, 4);
+    /* REPL_ABORT of a copy no longer running: answered, nothing lost. */
+    {
+        Rt__ReplAbort ab = RT__REPL_ABORT__INIT;
+        struct th_reply rep;
+        ab.range_id = RANGE;
+        ab.epoch = 3;
+        assert_int_equal(
+            th_rpc_call(&f->loop, M.slot[2].conn, RT__METHOD__REPL_ABORT,
+                        &ab.base, 10000, &rep),
+            0);
+        th_reply_free(&rep);
+    }
+    assert_int_equal(write1(f, 0, 3, "e", "1"), 0);
+    assert_same(f, 5);
     M.other = NULL;
 }
 
