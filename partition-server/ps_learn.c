@@ -416,6 +416,9 @@ static uint32_t ps__snap_crc(Rt__ReplSnap *s)
 
 static int ps__key_in(const struct ps__lrecv *r, const ProtobufCBinaryData *k)
 {
+    if (k->len == 0 || r->klo.len == 0) {
+        return 0; /* every storage key of a range has its table prefix */
+    }
     size_t lo = r->klo.len < k->len ? r->klo.len : k->len;
     int c = memcmp(k->data, r->klo.data, lo);
     if (c < 0 || (c == 0 && k->len < r->klo.len)) {
