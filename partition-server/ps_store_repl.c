@@ -71,13 +71,11 @@ int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs)
     return 0;
 }
 
-/* Reads range @range_id's record in @txn. A missing one is a range at LSN
- * 0 that holds a copy (it is being written): state OK, all else 0. */
-static int ps__rs_read(struct ps_store *s,
-                       MDB_txn *txn,
-                       uint64_t range_id,
-                       struct ps_rstate *rs,
-                       int *found)
+int ps__rs_read(struct ps_store *s,
+                MDB_txn *txn,
+                uint64_t range_id,
+                struct ps_rstate *rs,
+                int *found)
 {
     uint8_t kb[PS_RS_KEY_LEN];
     MDB_val k = {PS_RS_KEY_LEN, kb}, v;
