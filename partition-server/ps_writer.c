@@ -248,6 +248,15 @@ static void ps__writer_group(struct ps_writer *w,
                 }
                 ps__list_push(&done_head, &done_tail, j);
                 break;
+            case PS_JOB_REPAIR:
+                t0 = rt_time_mono_us();
+                j->status = ps_store_repair(w->store, j->u.repair.range_id,
+                                            j->u.repair.key, j->u.repair.kn,
+                                            j->u.repair.val, j->u.repair.vn,
+                                            j->u.repair.min_lsn);
+                j->exec_us = rt_time_mono_us() - t0;
+                ps__list_push(&done_head, &done_tail, j);
+                break;
             case PS_JOB_BARRIER:
                 j->status = 0;
                 ps__list_push(&done_head, &done_tail, j);
