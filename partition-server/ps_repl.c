@@ -1438,12 +1438,9 @@ int ps_repl_read_wait(struct ps_server *ps,
 {
     struct ps_repl *rp = ps->repl;
     struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
-    struct ps_rcore_range_info info;
     uint64_t lsn_t;
 
-    if (rr == NULL || !rr->primary || rp->closing ||
-        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.state != PS_RPRI_SERVING) {
+    if (rr == NULL || !rr->primary || rp->closing) {
         return RT_ENOTPRIMARY;
     }
     if (txn_id <= rp->max_txn) {
@@ -1457,6 +1454,23 @@ int ps_repl_read_wait(struct ps_server *ps,
             return rc;
         }
         lsn_t = rc == 0 ? rs.applied_lsn : 0;
+    }
+    return ps_repl_lsn_wait(ps, w, range_id, lsn_t);
+}
+
+int ps_repl_lsn_wait(struct ps_server *ps,
+                     struct ps_repl_wait *w,
+                     uint64_t range_id,
+                     uint64_t lsn_t)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    struct ps_rcore_range_info info;
+
+    if (rr == NULL || !rr->primary || rp->closing ||
+        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
+        info.state != PS_RPRI_SERVING) {
+        return RT_ENOTPRIMARY;
     }
     if (info.commit_lsn >= lsn_t) {
         return ps__lease_ok(rp, range_id) ? 0 : RT_ENOTPRIMARY;
@@ -2053,6 +2067,30 @@ Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)
         (*n)++;
     }
     return v;
+}
+
+int ps_repl_holds(const struct ps_server *ps, uint64_t range_id)
+{
+    return ps->repl && ps__rr_find(ps->repl, range_id) != NULL;
+}
+
+size_t ps_repl_peer_ids(const struct ps_server *ps, uint64_t *ids, size_t max)
+{
+    const struct ps_repl *rp = ps->repl;
+    size_t n = 0;
+
+    for (size_t i = 0; rp && i < rp->n_peers && n < max; i++) {
+        if (rp->peers[i]->cli) {
+            ids[n++] = rp->peers[i]->id;
+        }
+    }
+    return n;
+}
+
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id)
+{
+    struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
+    return p && p->cli ? rt_rpc_client_conn(p->cli) : NULL;
 }
 
 int ps_repl_range_info(struct ps_server *ps,

@@ -225,6 +225,22 @@ int ps_repl_read_wait(struct ps_server *ps,
                       uint64_t range_id,
                       uint64_t txn_id);
 
+/* ps_repl_read_wait for a read whose snapshot is at LSN @lsn of
+ * @range_id (a value fetched from a peer at its applied LSN): the same
+ * answers. */
+int ps_repl_lsn_wait(struct ps_server *ps,
+                     struct ps_repl_wait *w,
+                     uint64_t range_id,
+                     uint64_t lsn);
+
+/* 1 when @range_id is held here as a replicated range (any role). */
+int ps_repl_holds(const struct ps_server *ps, uint64_t range_id);
+/* The ids of the peer servers this server has a link to (at most @max),
+ * the replicas a corrupt value can be fetched from (ps_repair.h). */
+size_t ps_repl_peer_ids(const struct ps_server *ps, uint64_t *ids, size_t max);
+/* The client connection to peer @peer_id (connected or not), or NULL. */
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id);
+
 /* REPL_APPEND from a primary (@body borrowed). */
 void ps_repl_on_append(struct ps_server *ps,
                        struct rt_rpc_conn *conn,
