@@ -41,12 +41,14 @@
 #include "ps_jobs.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repair.h"
 #include "ps_repl.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
+#include "rt_key.h"
 #include "rt_log.h"
 #include "rt_time.h"
 
@@ -401,6 +403,15 @@ static void ps__on_get(struct ps_server *ps,
         rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
                (unsigned long long)r->id, rt_strerror(rc));
     }
+    if (repl && rc == RT_ECORRUPT) {
+        /* Answered from another replica's copy, and repaired. */
+        struct rt_buf key = RT_BUF_INIT;
+        rt_key_entity(&key, msg->route->table_id, msg->pk, strlen(msg->pk),
+                      msg->rk, strlen(msg->rk));
+        ps_repair_get(ps, conn, id, r->id, key.data, key.len);
+        rt_buf_free(&key);
+        goto out;
+    }
     if (repl && (rc == 0 || rc == RT_ENOTFOUND)) {
         /* Found or not, the answer tells what T held: never ahead of cw. */
         struct ps_get_wait *g = rt_xcalloc(1, sizeof(*g));
@@ -539,6 +550,13 @@ static void ps__scan_after(uv_work_t *work, int status)
         r->scanned += req->sc.scanned;
     }
     ps__charge(ps, r, req->sc.n);
+    if (req->rc == RT_ECORRUPT && req->repl && req->sc.bad_key) {
+        /* Repaired from a peer in the background; the client's retry
+         * (503 ServerBusy) finds it whole. */
+        ps_repair_key(ps, req->range_id, req->sc.bad_key, req->sc.bad_kn);
+        ps__scan_reply(req, RT_EBUSY);
+        return;
+    }
     if (req->rc != 0) {
         rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
                (unsigned long long)req->range_id, rt_strerror(req->rc));
@@ -669,6 +687,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__SEAL:
             ps_repl_on_seal(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__REPL_FETCH:
+            ps_repair_on_fetch(ps, conn, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

@@ -22,6 +22,7 @@
 #include "ps_jobs.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repair.h"
 #include "ps_repl.h"
 #include "ps_rpc.h"
 #include "rt_addr.h"
@@ -168,6 +169,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   (unsigned long long)ws.captured);
     ps_move_metrics(ps, b);
     ps_repl_metrics(ps, b);
+    ps_repair_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)
@@ -344,6 +346,7 @@ int ps_server_start(struct ps_server *ps,
         return rc;
     }
     ps_repl_restore(ps);
+    ps_repair_start(ps);
     if ((rc = ps_move_start(ps)) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
                  rt_strerror(rc));
@@ -380,6 +383,7 @@ void ps_server_stop(struct ps_server *ps)
     }
     ps->stopping = 1;
     ps_move_stop(ps);
+    ps_repair_stop(ps);
     if (ps->writer) {
         ps_writer_stop(ps->writer);
         ps->writer = NULL;
