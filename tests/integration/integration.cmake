@@ -43,6 +43,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_repl_hostile   garbage, truncated and absurd frames on every
 #                       replication RPC method of every server and the
 #                       master: nobody dies, the table stays intact
+#   test_repair         bytes flipped in a running server's data.mdb: a
+#                       get at the primary answers from a peer's copy and
+#                       repairs, a query gets 503 then the right page, the
+#                       scrub repairs a secondary, RF 1 answers 500
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -57,6 +61,7 @@ set(RT_INTEGRATION_TESTS
   test_balance
   test_replication
   test_repl_hostile
+  test_repair
 )
 
 function(rt_integration_test t)
