@@ -454,7 +454,8 @@ struct ps_scan_req
     struct ps_scan sc;
     int rc;
     uint64_t exec_us;
-    struct rt_buf reply; /* packed ScanResp when rc == 0 */
+    struct rt_buf reply;   /* packed ScanResp when rc == 0 */
+    struct rt_buf bad_key; /* the key of a value failing its checksum */
 };
 
 static void ps__scan_pack(struct ps_scan_req *req)
@@ -503,6 +504,7 @@ static void ps__scan_free(struct ps_scan_req *req)
 {
     ps_scan_free(&req->sc);
     rt_buf_free(&req->reply);
+    rt_buf_free(&req->bad_key);
     rt_filter_free(req->filter);
     rt_rpc_conn_unref(req->conn);
     rt__scan_req__free_unpacked(req->msg, NULL);
@@ -550,10 +552,10 @@ static void ps__scan_after(uv_work_t *work, int status)
         r->scanned += req->sc.scanned;
     }
     ps__charge(ps, r, req->sc.n);
-    if (req->rc == RT_ECORRUPT && req->repl && req->sc.bad_key) {
+    if (req->rc == RT_ECORRUPT && req->repl && req->bad_key.len) {
         /* Repaired from a peer in the background; the client's retry
          * (503 ServerBusy) finds it whole. */
-        ps_repair_key(ps, req->range_id, req->sc.bad_key, req->sc.bad_kn);
+        ps_repair_key(ps, req->range_id, req->bad_key.data, req->bad_key.len);
         ps__scan_reply(req, RT_EBUSY);
         return;
     }
@@ -637,6 +639,7 @@ static void ps__on_scan(struct ps_server *ps,
     req->sc.select = (const char *const *)msg->select;
     req->sc.n_select = msg->n_select;
     req->sc.budget_ms = msg->budget_ms;
+    req->sc.bad_key = &req->bad_key;
     rt_rpc_conn_ref(conn);
     rc = uv_queue_work(ps->loop, &req->work, ps__scan_work, ps__scan_after);
     if (rc != 0) {

@@ -393,10 +393,9 @@ struct ps_scan
     uint64_t scanned; /* keys examined */
     size_t bytes;     /* returned value bytes */
     uint64_t txn_id;  /* the read transaction's id (0: none opened) */
-    /* RT_ECORRUPT from a value's checksum: that value's storage key
-     * (malloc'ed; ps_scan_free frees it), for repair (ps_repair.h). */
-    uint8_t *bad_key;
-    size_t bad_kn;
+    /* in, optional: on RT_ECORRUPT from a value's checksum, that value's
+     * storage key is appended here (for repair, ps_repair.h) */
+    struct rt_buf *bad_key;
 };
 #define PS_SCAN_MAX_LIMIT 1000u
 #define PS_SCAN_MAX_BYTES (4u * 1024u * 1024u)

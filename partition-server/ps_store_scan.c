@@ -84,9 +84,6 @@ void ps_scan_free(struct ps_scan *sc)
     free(sc->recs);
     free(sc->next_pk);
     free(sc->next_rk);
-    free(sc->bad_key);
-    sc->bad_key = NULL;
-    sc->bad_kn = 0;
     ps__scan_clear(sc);
 }
 
@@ -241,7 +238,6 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
     struct rt_buf start = RT_BUF_INIT, end = RT_BUF_INIT;
     struct rt_buf flo = RT_BUF_INIT, fhi = RT_BUF_INIT;
     struct rt_buf pk = RT_BUF_INIT, rk = RT_BUF_INIT, pbuf = RT_BUF_INIT;
-    struct rt_buf bad = RT_BUF_INIT;
     struct rt_filter_bounds fb;
     unsigned limit = sc->limit && sc->limit < PS_SCAN_MAX_LIMIT
                          ? sc->limit
@@ -353,8 +349,10 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
          * scan even when the filter would have skipped it, so a scan
          * never decides on corrupt data. */
         if ((rc = ps__value_check(it.key, it.kn, it.val, it.vn)) != 0) {
-            rt_buf_reset(&bad);
-            rt_buf_append(&bad, it.key, it.kn);
+            if (sc->bad_key) {
+                rt_buf_reset(sc->bad_key);
+                rt_buf_append(sc->bad_key, it.key, it.kn);
+            }
             goto out_err;
         }
         if (sc->scanned % PS_SCAN_CLOCK_EVERY == 0 &&
@@ -414,9 +412,6 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
     }
 out_err:
     ps_scan_free(sc);
-    if (bad.len) {
-        sc->bad_key = rt_buf_steal(&bad, &sc->bad_kn);
-    }
 out:
     ps__it_close(&it);
     if (txn) {
@@ -427,7 +422,6 @@ out:
     rt_buf_free(&flo);
     rt_buf_free(&fhi);
     rt_buf_free(&pk);
-    rt_buf_free(&bad);
     rt_buf_free(&rk);
     rt_buf_free(&pbuf);
     return rc;
