@@ -1398,7 +1398,7 @@ RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
                 "flip-bits")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
-RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary")
+RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
 
 
@@ -1434,7 +1434,7 @@ def main(argv=None):
                    "scenarios (at RF > 1 the RF_FULL ones)")
     g.add_argument("--rf3-quick", action="store_true",
                    help="ctest faults_rf3_quick: kill-primary, "
-                   "kill-secondary, pause-primary at RF 3, ≥ 2000 ops and "
+                   "kill-secondary, pause-primary, flip-bits at RF 3, ≥ 2000 ops and "
                    "1 fault each (≤ 90 s); exit 77 (skipped) when the "
                    "master has no automatic failover")
     ap.add_argument("--seed", type=int, default=None,
