@@ -682,6 +682,30 @@ class Nemesis:
         self.note("flip", target=name, role=role, range=rid,
                   values=len(chosen), found=len(hits))
 
+    def step_fill_secondary(self):
+        """A secondary's disk fills: kill -9 of a secondary of the busiest
+        range, restarted with --map-size-mb 1 (LMDB then maps exactly
+        the pages the file already uses, so every write that needs a new
+        page fails MDB_MAP_FULL, as on a full disk), left so 3-6 s, then
+        killed and restarted with its normal map ("space freed"). The
+        primary must stop counting it (ISR shrink on late acks, §5.4)
+        and go on with the other copies; nothing acknowledged is lost."""
+        name, rid = self.secondary()
+        full = self.rng.uniform(3.0, 6.0)
+        self.note("kill -9", target=name, role="secondary", range=rid,
+                  fill=True, full_s=round(full, 2))
+        self.c.kill(name, signal.SIGKILL)
+        self.c.ps_args[name] = ["--map-size-mb", "1"]
+        try:
+            self.c.start_process(name)
+            self.note("restarted", target=name, disk="full")
+            time.sleep(full)
+            self.c.kill(name, signal.SIGKILL)
+        finally:
+            self.c.ps_args.pop(name, None)
+        self.c.start_process(name)
+        self.note("restarted", target=name, disk="freed")
+
     def step_rolling_restart(self):
         """A clean restart (SIGTERM, exit 0 awaited, start on the same disk
         and port) of the next process in turn: each partition server, then
@@ -1395,7 +1419,7 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # kill-master.
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
                 "isolate-primary", "wipe-secondary", "rolling-restart",
-                "flip-bits")
+                "flip-bits", "fill-secondary")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")

@@ -166,7 +166,7 @@ class Proc:
                     "--data", os.path.join(c.workdir, self.name)]
             if self.name in c.ps_advertise:
                 args += ["--advertise", c.ps_advertise[self.name]]
-            return args
+            return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
                 "--master", c.master_rpc_addr]
 
@@ -265,6 +265,9 @@ class Cluster:
         # proxy with these.
         self.ps_master = {}
         self.ps_advertise = {}
+        # More arguments for one partition server (by name), read at each
+        # start: a restart can change them ({"ps2": ["--map-size-mb", 1]}).
+        self.ps_args = {}
         self.start_timeout = float(start_timeout or
                                    os.environ.get("RT_START_TIMEOUT", 30))
         self.account = DEV_ACCOUNT
