@@ -706,6 +706,31 @@ class Nemesis:
         self.c.start_process(name)
         self.note("restarted", target=name, disk="freed")
 
+    def step_kill_master_mid_failover(self):
+        """kill -9 of the primary of the busiest range, then, while the
+        master suspects it, seals or commits (1.3-1.9 s later: suspicion
+        takes --failover-after-ms 1.5 s, the seal and commit a few ms),
+        kill -9 of the master; the master restarts after 0.5-2 s and must
+        finish (or redo) the failover from what it committed (§3.4: a
+        committed seal_epoch restarts the range in SEALING; §2.4: a new
+        master suspects nobody for failover-after + one lease). The old
+        primary restarts last."""
+        name, rid = self.primary()
+        gap = self.rng.uniform(1.3, 1.9)
+        mdown = self.rng.uniform(0.5, 2.0)
+        self.note("kill -9", target=name, role="primary", range=rid)
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(gap)
+        self.note("kill -9", target="master", after_s=round(gap, 2),
+                  down_s=round(mdown, 2))
+        self.c.kill("master", signal.SIGKILL)
+        time.sleep(mdown)
+        self.c.start_process("master")
+        self.note("restarted", target="master")
+        time.sleep(self.rng.uniform(1.0, 3.0))
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
     def step_rolling_restart(self):
         """A clean restart (SIGTERM, exit 0 awaited, start on the same disk
         and port) of the next process in turn: each partition server, then
@@ -1419,7 +1444,7 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # kill-master.
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
                 "isolate-primary", "wipe-secondary", "rolling-restart",
-                "flip-bits", "fill-secondary")
+                "flip-bits", "fill-secondary", "kill-master-mid-failover")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
