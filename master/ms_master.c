@@ -230,6 +230,8 @@ int ms_master_start(uv_loop_t *loop,
             .lease_ms = m->cfg.lease_ms,
             .resend_ms = m->cfg.repl_resend_ms,
             .learner_timeout_ms = m->cfg.learner_timeout_ms,
+            .rereplicate_after_ms = m->cfg.rereplicate_after_ms,
+            .max_rereplications = m->cfg.max_rereplications,
         };
         /* Loads every replicated range; a seal intent found in the
          * catalog resumes its failover (SEALs go out once the servers
