@@ -593,8 +593,15 @@ static bool ms__repl_set_changed(struct ms_repl *r,
     for (size_t i = 0; i < old->n_members; i++) {
         uint64_t id = old->members[i].server_id;
         json_t *e;
+        const char *why = r->rm_reason;
         if (rt_repl_conf_role(c, id) != RT_REPL_ROLE_NONE) {
             continue;
+        }
+        if (!why) {
+            /* The core's own removals: a learner that timed out (or whose
+             * primary is gone), or one a returning secondary made
+             * surplus by joining first. */
+            why = r->isr_req ? "learner_aborted" : "learner_failed";
         }
         e = ms__repl_ev_new(r, "replica_removed", c->range_id);
         json_object_set_new(e, "removed", json_integer((json_int_t)id));
@@ -603,16 +610,18 @@ static bool ms__repl_set_changed(struct ms_repl *r,
             json_string(old->members[i].role == RT_REPL_ROLE_LEARNER
                             ? "learner"
                             : "secondary"));
-        json_object_set_new(e, "reason",
-                            json_string(r->rm_reason ? r->rm_reason : ""));
+        json_object_set_new(e, "reason", json_string(why));
         ms__repl_ev_add(r, e);
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": server %" PRIu64
                " left the replica set at epoch %" PRIu64 " (%s)",
-               c->range_id, id, c->epoch, r->rm_reason ? r->rm_reason : "");
+               c->range_id, id, c->epoch, why);
         if (rr && rr->rr_learner == id) {
             e = ms__repl_ev_new(r, "rereplicate", c->range_id);
-            json_object_set_new(e, "phase", json_string("failed"));
+            json_object_set_new(
+                e, "phase",
+                json_string(strcmp(why, "learner_aborted") == 0 ? "aborted"
+                                                                : "failed"));
             json_object_set_new(e, "learner", json_integer((json_int_t)id));
             json_object_set_new(
                 e, "duration_ms",
