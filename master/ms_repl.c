@@ -70,6 +70,7 @@ struct ms__repl_range
     uint64_t rr_learner;
     uint64_t rr_replaces;
     uint64_t rr_start_ms;
+    uint64_t rr_failed; /* the last learner that failed (0: none) */
 };
 
 /* Something for the core once the current action list is done. */
@@ -622,6 +623,9 @@ static bool ms__repl_set_changed(struct ms_repl *r,
                 e, "phase",
                 json_string(strcmp(why, "learner_aborted") == 0 ? "aborted"
                                                                 : "failed"));
+            if (strcmp(why, "learner_aborted") != 0) {
+                rr->rr_failed = id;
+            }
             json_object_set_new(e, "learner", json_integer((json_int_t)id));
             json_object_set_new(
                 e, "duration_ms",
@@ -660,6 +664,7 @@ static void ms__repl_rr_joined(struct ms_repl *r,
                rr->id, came[i], now - rr->rr_start_ms);
         r->stats.rereplications++;
         rr->rr_learner = 0;
+        rr->rr_failed = 0;
     }
 }
 
@@ -1260,6 +1265,7 @@ void ms_repl_rereplicate(struct ms_repl *r)
         rv[k].conf = info.conf;
         rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing;
         rv[k].adding = info.state == MS_RCORE_ADDING;
+        rv[k].avoid = r->ranges[i].rr_failed;
         k++;
     }
     for (size_t i = 0; i < ns; i++) {

@@ -129,10 +129,11 @@ static bool ms__rerepl_needs(const struct ms_rerepl_config *cfg,
 }
 
 /* ADD for range @c: the target chosen among the placeable non-members
- * (@cand scratch of @ns entries, @load the replicas counted so far), or
- * 0 when there is none. */
+ * other than @avoid (@cand scratch of @ns entries, @load the replicas
+ * counted so far), as 1 + its index in @s, or 0 when there is none. */
 static uint64_t ms__rerepl_target(const struct ms_rerepl_config *cfg,
                                   const struct rt_repl_conf *c,
+                                  uint64_t avoid,
                                   const struct ms_rerepl_server *s,
                                   size_t ns,
                                   const size_t *load,
@@ -149,7 +150,7 @@ static uint64_t ms__rerepl_target(const struct ms_rerepl_config *cfg,
         }
     }
     for (size_t i = 0; i < ns; i++) {
-        if (!s[i].placeable ||
+        if (!s[i].placeable || s[i].id == avoid ||
             rt_repl_conf_role(c, s[i].id) != RT_REPL_ROLE_NONE) {
             continue;
         }
@@ -201,8 +202,13 @@ size_t ms_rerepl_plan(const struct ms_rerepl_config *cfg,
     qsort(need, nneed, sizeof(*need), ms__rerepl_need_cmp);
     for (size_t k = 0; k < nneed && n < cap && inflight < cfg->max_inflight;
          k++) {
-        const struct rt_repl_conf *c = &r[need[k].idx].conf;
-        uint64_t t = ms__rerepl_target(cfg, c, s, ns, load, cand, cand_idx);
+        const struct ms_rerepl_range *rr = &r[need[k].idx];
+        const struct rt_repl_conf *c = &rr->conf;
+        uint64_t t =
+            ms__rerepl_target(cfg, c, rr->avoid, s, ns, load, cand, cand_idx);
+        if (t == 0 && rr->avoid != 0) {
+            t = ms__rerepl_target(cfg, c, 0, s, ns, load, cand, cand_idx);
+        }
         if (t == 0) {
             continue; /* nowhere to put it: the range stays as it is */
         }

@@ -13,7 +13,8 @@
  *   members are not dead (a dead server's copy, or a range created with
  *   fewer live servers than rf, or one a wiped server left), and a
  *   placeable server that is not a member exists: ms_place_one() chooses
- *   it (distinct servers, zones, least loaded). At most
+ *   it (distinct servers, zones, least loaded; the range's @avoid only
+ *   when it is the one candidate). At most
  *   cfg.max_inflight learners at a time cluster-wide (those already being
  *   built count); ranges with the fewest live in-sync copies first, then
  *   by id;
@@ -57,6 +58,9 @@ struct ms_rerepl_range
     struct rt_repl_conf conf; /* committed */
     bool busy;   /* an operation in flight (not STABLE, or proposing) */
     bool adding; /* a learner is being built (counts for the limit) */
+    /* A server whose learner for this range failed lately (0: none): it
+     * is chosen again only when no other server can take the copy. */
+    uint64_t avoid;
 };
 
 enum ms_rerepl_kind {

@@ -181,6 +181,24 @@ static void test_surplus_removed(void **state)
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
 }
 
+/* A server whose learner failed for the range is passed over while
+ * another can take the copy, and chosen again when it is the only one. */
+static void test_avoid_failed_target(void **state)
+{
+    struct ms_rerepl_range r = rng(7);
+    struct ms_rerepl_server s[] = {SV(1, "", 1, 0), SV(2, "", 1, 0),
+                                   SV(4, "", 0, 0), SV(5, "", 3, 0)};
+    struct ms_rerepl_decision d[2];
+    (void)state;
+    r.conf.n_members = 2;
+    r.conf.n_isr = 2;
+    r.avoid = 4;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 2), 1);
+    assert_int_equal(d[0].server, 5);
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 3, d, 2), 1);
+    assert_int_equal(d[0].server, 4);
+}
+
 /* @cap bounds the decisions written. */
 static void test_cap(void **state)
 {
@@ -203,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_rate_limit_order),
         cmocka_unit_test(test_surplus_removed),
+        cmocka_unit_test(test_avoid_failed_target),
         cmocka_unit_test(test_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
