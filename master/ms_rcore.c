@@ -26,7 +26,8 @@ static const char *const ms__rcore_names[MS_RCORE__NR] = {
     "stable", "sealing", "assigning", "adding"};
 
 /* §3.4. ASSIGNING -> STABLE is also the dropped wait (primary suspected);
- * ADDING -> STABLE a learner's add or its failure. */
+ * ADDING -> STABLE a learner's add or its failure; STABLE -> ASSIGNING
+ * also a replica removed (ms_rcore_remove_replica). */
 static const unsigned ms__rcore_allowed[MS_RCORE__NR] = {
     [MS_RCORE_STABLE] = MS__RBIT(MS_RCORE_SEALING) |
                         MS__RBIT(MS_RCORE_ASSIGNING) |

@@ -349,8 +349,11 @@ static void ms__repl_event(struct ms_repl *r, const struct rt_repl_action *act)
         ms__repl_failover_done(r, rr, act->range_id, act->at_ms);
         return;
     }
-    if (strcmp(what, "isr_change") == 0) {
-        return; /* isr_shrink / isr_grow went out at the commit */
+    if (strcmp(what, "isr_change") == 0 ||
+        strcmp(what, "replica_removed") == 0) {
+        /* isr_shrink / isr_grow / replica_removed went out at the
+         * commit */
+        return;
     }
     if (strcmp(what, "stale") == 0) {
         /* The catalog moved under the core: start over from it. */
