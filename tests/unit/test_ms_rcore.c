@@ -17,6 +17,7 @@
 
 #include "ms_rcore.h"
 #include "rt_err.h"
+#include "rt_rand.h"
 #include "rt_repl_ev.h"
 
 /* Fixture */
@@ -137,14 +138,15 @@ static int assign_resp(struct fx *f, uint64_t now, uint64_t from, uint64_t e)
     return step(f, &ev);
 }
 
-static int isr_change(struct fx *f,
-                      uint64_t from,
-                      uint64_t range,
-                      uint64_t epoch,
-                      const uint64_t *rm,
-                      size_t n_rm,
-                      const uint64_t *add,
-                      size_t n_add)
+static int isr_change_at(struct fx *f,
+                         uint64_t now,
+                         uint64_t from,
+                         uint64_t range,
+                         uint64_t epoch,
+                         const uint64_t *rm,
+                         size_t n_rm,
+                         const uint64_t *add,
+                         size_t n_add)
 {
     struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ISR_CHANGE};
     msg.u.isr_change.range_id = range;
@@ -158,8 +160,20 @@ static int isr_change(struct fx *f,
     }
     msg.u.isr_change.n_add = n_add;
     struct rt_repl_event ev = {
-        .kind = RT_REPL_EV_MSG, .now_ms = 10, .peer = from, .msg = &msg};
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = from, .msg = &msg};
     return step(f, &ev);
+}
+
+static int isr_change(struct fx *f,
+                      uint64_t from,
+                      uint64_t range,
+                      uint64_t epoch,
+                      const uint64_t *rm,
+                      size_t n_rm,
+                      const uint64_t *add,
+                      size_t n_add)
+{
+    return isr_change_at(f, 10, from, range, epoch, rm, n_rm, add, n_add);
 }
 
 /* How many actions of @kind (and message @mk for SEND) are in the list;
@@ -955,6 +969,114 @@ static void test_restart_in_adding(void **state)
     assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
 }
 
+/* The committed configuration @c is well formed: one PRIMARY, in the
+ * ISR; the ISR inside the set and without learners; at most rf + 1
+ * members, at most one learner. */
+static void assert_conf_sane(const struct rt_repl_conf *c)
+{
+    size_t primaries = 0, learners = 0;
+    assert_true(rt_repl_conf_in_isr(c, c->primary_id));
+    for (size_t i = 0; i < c->n_members; i++) {
+        primaries += c->members[i].role == RT_REPL_ROLE_PRIMARY;
+        learners += c->members[i].role == RT_REPL_ROLE_LEARNER;
+    }
+    assert_int_equal(primaries, 1);
+    assert_true(learners <= 1);
+    assert_true(c->n_members <= c->rf + 1);
+    for (size_t i = 0; i < c->n_isr; i++) {
+        enum rt_repl_role role = rt_repl_conf_role(c, c->isr[i]);
+        assert_true(role == RT_REPL_ROLE_PRIMARY ||
+                    role == RT_REPL_ROLE_SECONDARY);
+    }
+}
+
+/* Random ISR changes (valid or not), learners added and removed, replicas
+ * removed, commits that succeed or find the catalog moved, assignment
+ * answers and learner timeouts, with every server heartbeating: every
+ * proposal is guarded by the catalog's epoch and raises it by one, every
+ * committed configuration is well formed, and the core's view is always
+ * the catalog's. */
+static void test_random_reconfigurations(void **state)
+{
+    struct fx *f = *state;
+    struct rt_rng rng;
+    struct rt_repl_conf cat = conf_at(5); /* the catalog's copy */
+    uint64_t now = 0, pending = 0;
+    struct rt_repl_conf pending_conf = cat;
+    size_t commits = 0, joined = 0, left = 0;
+    size_t seen_isr = cat.n_isr, seen_members = cat.n_members;
+    rt_rng_seed(&rng, 42);
+    for (int it = 0; it < 20000; it++) {
+        uint64_t sid = 1 + rt_rng_below(&rng, 6);
+        const struct rt_repl_action *a = NULL;
+        now += rt_rng_below(&rng, 400);
+        for (uint64_t s = 1; s <= 6; s++) {
+            heartbeat(f, now, s); /* nobody is ever suspected */
+        }
+        rt_repl_actions_reset(&f->out);
+        switch (rt_rng_below(&rng, 7)) {
+            case 0:
+                isr_change_at(f, now, cat.primary_id, R, cat.epoch, &sid, 1,
+                              NULL, 0);
+                break;
+            case 1:
+                isr_change_at(f, now, cat.primary_id, R, cat.epoch, NULL, 0,
+                              &sid, 1);
+                break;
+            case 2:
+                ms_rcore_add_learner(f->m, R, sid, now, &f->out);
+                break;
+            case 3:
+                ms_rcore_remove_replica(f->m, R, sid, now, &f->out);
+                break;
+            case 4:
+                assign_resp(f, now, cat.primary_id, cat.epoch);
+                break;
+            case 5:
+                tick(f, now + rt_rng_below(&rng, 40000));
+                break;
+            default:
+                if (pending) {
+                    int32_t code = rt_rng_below(&rng, 8) == 0 ? RT_ESTALE : 0;
+                    uint64_t id = pending;
+                    if (code == 0) {
+                        cat = pending_conf;
+                        commits++;
+                        joined += pending_conf.n_isr > seen_isr;
+                        left += pending_conf.n_members < seen_members;
+                    }
+                    pending = 0;
+                    assert_int_equal(committed(f, now, id, code), 0);
+                    if (code != 0) {
+                        /* The glue reloads from the catalog. */
+                        assert_int_equal(
+                            ms_rcore_load(f->m, &cat, now, &f->out), 0);
+                    }
+                }
+                break;
+        }
+        if (count(f, RT_REPL_ACT_PROPOSE, -1, &a) == 1) {
+            assert_int_equal(pending, 0);
+            assert_int_equal(a->guard_epoch, cat.epoch);
+            assert_int_equal(a->conf.epoch, cat.epoch + 1);
+            assert_conf_sane(&a->conf);
+            pending = a->io_id;
+            pending_conf = a->conf;
+        }
+        struct rt_repl_conf seen = conf_of(f);
+        assert_int_equal(seen.epoch, cat.epoch);
+        assert_int_equal(seen.n_members, cat.n_members);
+        assert_int_equal(seen.n_isr, cat.n_isr);
+        assert_conf_sane(&seen);
+        seen_isr = seen.n_isr;
+        seen_members = seen.n_members;
+    }
+    /* The walk went through joins and removals many times. */
+    assert_true(commits > 500);
+    assert_true(joined > 50);
+    assert_true(left > 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -998,6 +1120,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_while_adding, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_in_adding, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_random_reconfigurations, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
