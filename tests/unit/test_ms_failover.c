@@ -1201,6 +1201,38 @@ static void test_rereplicate_dead_secondary(void **state)
     WAIT_UNTIL(f, metrics_has(f, "rt_master_rereplications_total 1\n"));
 }
 
+/* A range created with fewer live servers than its RF gets a learner as
+ * soon as a server appears (reason under_replicated), and the learner
+ * joins like any other. */
+static void test_rereplicate_under_replicated(void **state)
+{
+    struct fx *f = *state;
+    json_t *ev;
+    start_master(f);
+    fe_start(f);
+    ps_start(f, 0);
+    ps_start(f, 1);
+    assert_int_equal(create_table(f, "people"), 0);
+    assert_int_equal(map_role(f, f->ps[2].id), RT__REPL_ROLE__ROLE_NONE);
+    ps_start(f, 2);
+    WAIT_UNTIL(f, map_role(f, f->ps[2].id) == RT__REPL_ROLE__ROLE_LEARNER);
+    ev = find_event(f, "rereplicate", NULL);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                        "under_replicated");
+    json_decref(ev);
+    {
+        uint64_t p, e;
+        int rc = -1;
+        map_range(f, &p, &e, NULL);
+        WAIT_UNTIL(f, rc == 0 || (rc = isr_add(f, 0, range0_id(f), e,
+                                               f->ps[2].id, NULL)) == 0);
+    }
+    WAIT_UNTIL(f, map_role(f, f->ps[2].id) == RT__REPL_ROLE__ROLE_SECONDARY);
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_rereplications_total 1\n"));
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_under_replicated_ranges 0\n"));
+}
+
 /* A secondary whose disk was wiped comes back (new incarnation, after it
  * was seen down): it is removed from the set before it is assigned
  * anything, and registers as an empty server. */
@@ -1277,6 +1309,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_isr_add_rejoin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rereplicate_dead_secondary, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_rereplicate_under_replicated,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_wiped_secondary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wiped_primary_waits_for_failover,
                                         setup, teardown),
