@@ -18,7 +18,11 @@
  *   successful reply from the range's primary answers it); ISR_RESP
  *   answers the ISR_CHANGE request (the committed rt.Range, or the §4
  *   error); EVENT goes to the event log (`failover`, `isr_shrink`,
- *   `isr_grow`, ...) and the counters behind the metrics.
+ *   `isr_grow`, ...) and the counters behind the metrics;
+ * - re-replication (§8): a second uv timer runs the ms_rerepl plan every
+ *   500 ms (learners where copies are dead or missing, surplus replicas
+ *   removed once replaced), and registrations with a new incarnation
+ *   remove the wiped server from every set first (ms_repl_server_wiped).
  *
  * RF 1 ranges are never loaded: they never fail over. A COMMITTED event
  * is stepped only after every action of the step that proposed it was
