@@ -71,6 +71,7 @@ struct ms__repl_range
     uint64_t rr_replaces;
     uint64_t rr_start_ms;
     uint64_t rr_failed; /* the last learner that failed (0: none) */
+    uint64_t rr_retire; /* the replica a joined learner replaced */
 };
 
 /* Something for the core once the current action list is done. */
@@ -616,6 +617,9 @@ static bool ms__repl_set_changed(struct ms_repl *r,
                             : "secondary"));
         json_object_set_new(e, "reason", json_string(why));
         ms__repl_ev_add(r, e);
+        if (rr && rr->rr_retire == id) {
+            rr->rr_retire = 0;
+        }
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": server %" PRIu64
                " left the replica set at epoch %" PRIu64 " (%s)",
@@ -666,6 +670,7 @@ static void ms__repl_rr_joined(struct ms_repl *r,
                " done in %" PRIu64 " ms",
                rr->id, came[i], now - rr->rr_start_ms);
         r->stats.rereplications++;
+        rr->rr_retire = rr->rr_replaces;
         rr->rr_learner = 0;
         rr->rr_failed = 0;
     }
@@ -1268,7 +1273,11 @@ void ms_repl_rereplicate(struct ms_repl *r)
         rv[k].conf = info.conf;
         rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing;
         rv[k].adding = info.state == MS_RCORE_ADDING;
+        if (info.conf.n_members <= info.conf.rf) {
+            r->ranges[i].rr_retire = 0; /* nothing surplus any more */
+        }
         rv[k].avoid = r->ranges[i].rr_failed;
+        rv[k].retire = r->ranges[i].rr_retire;
         k++;
     }
     for (size_t i = 0; i < ns; i++) {

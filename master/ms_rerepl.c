@@ -41,31 +41,38 @@ static uint64_t ms__rerepl_silent(const struct ms_rerepl_server *s,
     return sv ? sv->silent_ms : UINT64_MAX;
 }
 
-/* The surplus SECONDARY of @c to remove, or 0. */
+/* The surplus SECONDARY of @rr to remove, or 0: a dead one (silent the
+ * longest first), else the replaced one (@rr->retire), else the one
+ * outside the ISR with the lowest id. */
 static uint64_t ms__rerepl_surplus(const struct ms_rerepl_config *cfg,
-                                   const struct rt_repl_conf *c,
+                                   const struct ms_rerepl_range *rr,
                                    const struct ms_rerepl_server *s,
                                    size_t ns)
 {
+    const struct rt_repl_conf *c = &rr->conf;
     uint64_t pick = 0;
-    bool pick_dead = false;
+    int pick_rank = 0;
     if (c->rf == 0 || c->n_members <= c->rf) {
         return 0;
     }
     for (size_t i = 0; i < c->n_members; i++) {
         uint64_t id = c->members[i].server_id;
-        bool dead = ms__rerepl_dead(cfg, s, ns, id);
         bool in = rt_repl_conf_in_isr(c, id);
-        if (c->members[i].role != RT_REPL_ROLE_SECONDARY || (!dead && in) ||
+        int rank = ms__rerepl_dead(cfg, s, ns, id) ? 3
+                   : id == rr->retire              ? 2
+                   : !in                           ? 1
+                                                   : 0;
+        if (c->members[i].role != RT_REPL_ROLE_SECONDARY || rank == 0 ||
             c->n_isr - (in ? 1 : 0) < c->rf) {
             continue;
         }
-        if (pick == 0 || (dead && !pick_dead) ||
-            (dead && pick_dead &&
-             ms__rerepl_silent(s, ns, id) > ms__rerepl_silent(s, ns, pick)) ||
-            (dead == pick_dead && !dead && id < pick)) {
+        if (pick == 0 || rank > pick_rank ||
+            (rank == pick_rank &&
+             (rank == 3 ? ms__rerepl_silent(s, ns, id) >
+                              ms__rerepl_silent(s, ns, pick)
+                        : id < pick))) {
             pick = id;
-            pick_dead = dead;
+            pick_rank = rank;
         }
     }
     return pick;
@@ -186,7 +193,7 @@ size_t ms_rerepl_plan(const struct ms_rerepl_config *cfg,
         if (r[i].busy || n == cap) {
             continue;
         }
-        uint64_t gone = ms__rerepl_surplus(cfg, &r[i].conf, s, ns);
+        uint64_t gone = ms__rerepl_surplus(cfg, &r[i], s, ns);
         if (gone != 0) {
             out[n++] =
                 (struct ms_rerepl_decision){.kind = MS_REREPL_REMOVE,

@@ -19,9 +19,11 @@
  *   built count); ranges with the fewest live in-sync copies first, then
  *   by id;
  * - REMOVE: the range has more members than rf and a SECONDARY that is
- *   dead or outside the ISR whose removal leaves at least rf in the ISR
- *   (the learner that replaced it has joined): the dead one silent the
- *   longest first, else the one outside the ISR with the lowest id. One
+ *   dead, the one a joined learner replaced (@retire), or outside the
+ *   ISR, whose removal leaves at least rf in the ISR: the dead one silent
+ *   the longest first, then @retire, then the one outside the ISR with
+ *   the lowest id. A set of rf + 1 all live and in the ISR with no
+ *   @retire is left alone (a move's add looks like that). One
  *   removal per range per plan; removals are not rate-limited (they copy
  *   nothing).
  *
@@ -61,6 +63,9 @@ struct ms_rerepl_range
     /* A server whose learner for this range failed lately (0: none): it
      * is chosen again only when no other server can take the copy. */
     uint64_t avoid;
+    /* The replica a joined learner replaced (0: none): surplus even if
+     * it came back into the ISR meanwhile. */
+    uint64_t retire;
 };
 
 enum ms_rerepl_kind {

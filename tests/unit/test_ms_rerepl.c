@@ -172,13 +172,18 @@ static void test_surplus_removed(void **state)
     /* The ISR too small without the candidate: nothing. */
     out_of_isr(&r, 4);
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
-    /* All four in the ISR (a move's add): nothing to trim. */
+    /* All four in the ISR (a move's add): nothing to trim... */
     r = rng(7);
     r.conf.members[3] = (struct rt_repl_member){4, RT_REPL_ROLE_SECONDARY};
     r.conf.n_members = 4;
     r.conf.isr[3] = 4;
     r.conf.n_isr = 4;
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
+    /* ... unless one of them is the replica a joined learner replaced
+     * (it came back into the ISR before it was removed). */
+    r.retire = 3;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].server, 3);
 }
 
 /* A server whose learner failed for the range is passed over while
