@@ -949,17 +949,64 @@ static struct ps__rrange *ps__rr_new(struct ps_repl *rp,
     return rr;
 }
 
+/* 1 when @rr's bounds contain @d's (same table). */
+static int ps__rr_contains(const struct ps__rrange *rr, const Rt__Range *d)
+{
+    const char *high = ps_range_pb_high(d);
+    if (rr->table_id != d->table_id ||
+        strcmp(rr->low, d->low ? d->low : "") > 0) {
+        return 0;
+    }
+    return rr->high == NULL || (high != NULL && strcmp(high, rr->high) <= 0);
+}
+
+/* A split of a replicated range (docs/DESIGN-replication.md §9.1): new
+ * range @d, without an `rs` record here, lies inside a range this server
+ * replicates under another id, its parent (an assignment never lists
+ * both: ranges of a table do not overlap). Then @d starts where the
+ * parent's durable record is: *@rs = its applied and commit positions,
+ * and 1; else 0 (a new range, LSN 0). Every ISR member of the parent held
+ * its last LSN when the master committed the split (the primary froze
+ * it first), so the children continue from the same LSN everywhere. */
+static int ps__rr_split_from(struct ps_repl *rp,
+                             const Rt__Range *d,
+                             struct ps_rstate *rs)
+{
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        const struct ps__rrange *par = rp->ranges[i];
+        struct ps_rstate prs;
+        if (par->id == d->id || !ps__rr_contains(par, d) ||
+            ps_store_repl_get(rp->ps->store, par->id, &prs) != 0) {
+            continue;
+        }
+        memset(rs, 0, sizeof(*rs));
+        rs->applied_epoch = prs.applied_epoch;
+        rs->applied_lsn = prs.applied_lsn;
+        rs->commit_lsn = prs.commit_lsn;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": split from range %" PRIu64
+               " at LSN %" PRIu64,
+               d->id, par->id, prs.applied_lsn);
+        return 1;
+    }
+    return 0;
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
     struct ps_rcore_assignment a;
     struct ps_rstate rs;
+    int split = 0;
     int rc = ps__assignment(d, &a);
 
     if (rc == 0) {
         rc = ps_store_repl_get(ps->store, d->id, &rs);
         if (rc == RT_ENOTFOUND) {
-            rs.applied_lsn = 0;
+            split = ps__rr_split_from(rp, d, &rs);
+            if (!split) {
+                rs.applied_lsn = 0;
+            }
             rc = 0;
         }
     }
@@ -974,6 +1021,11 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
     }
     struct ps__rrange *rr =
         ps__rr_new(rp, d, a.n_isr, d->server_id == ps->server_id, a.lsn);
+    if (split && ps->writer != NULL) {
+        /* Before the assignment's meta (the writer is FIFO): a restart
+         * that finds the children finds their records. */
+        ps__rstate_submit(rp, d->id, PS_RS_SET_APPLIED, &rs, 0);
+    }
     ps__rr_persist(rp, rr);
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": replicated as %s at epoch %" PRIu64
@@ -1212,9 +1264,9 @@ int ps_repl_assigned(struct ps_server *ps,
         rr = ps__rr_find(rp, d->id);
         if (rr != NULL &&
             (rr->table_id != d->table_id || !ps__rr_bounds_same(rr, d))) {
-            /* Other bounds (splits and merges of replicated ranges are a
-             * later step): start over at the durable LSN, with the
-             * capture over the new bounds. */
+            /* Same id, other bounds (the master never does this: a split
+             * or merge makes new ids): start over at the durable LSN,
+             * with the capture over the new bounds. */
             ps__rr_forget(rp, rr);
             rr = NULL;
         }

@@ -43,6 +43,7 @@
 #include "ps_move.h"
 #include "ps_repair.h"
 #include "ps_repl.h"
+#include "ps_split.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
@@ -277,6 +278,9 @@ static void ps__on_write(struct ps_server *ps,
     }
     if (rc == 0 && repl) {
         rc = ps_repl_write_admit(ps, r->id);
+    }
+    if (rc == 0 && repl) {
+        rc = ps_split_write_admit(ps, r->id);
     }
     if (rc != 0) {
         rt_rpc_reply_err(conn, id, method, rc, NULL);
@@ -693,6 +697,12 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__REPL_FETCH:
             ps_repair_on_fetch(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__RANGE_FREEZE:
+            ps_split_on_freeze(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__RANGE_THAW:
+            ps_split_on_thaw(ps, conn, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

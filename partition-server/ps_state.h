@@ -85,6 +85,8 @@ struct ps_server
     struct ps_repl *repl;
     /* Corruption repair and scrub (ps_repair.c). */
     struct ps_repair *repair;
+    /* Freezes of replicated ranges for their split (ps_split.c). */
+    struct ps_split *split;
 
     /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
     struct ps_move_out *moves_out;

@@ -281,6 +281,9 @@ enum ps_rs_field {
     PS_RS_SET_ROLE = 1u << 1,          /* role */
     PS_RS_SET_PRIMARY_EPOCH = 1u << 2, /* primary_epoch */
     PS_RS_SET_SEALED_EPOCH = 1u << 3,  /* sealed_epoch, never lowered */
+    /* applied_epoch, applied_lsn, commit_lsn: a range split here starts
+     * where its parent is (docs/DESIGN-replication.md §9.1) */
+    PS_RS_SET_APPLIED = 1u << 4,
 };
 /* Durably sets the fields @set (PS_RS_SET_* bits) of range @range_id's
  * record to those of @rs (borrowed), keeping the others (a missing record

@@ -236,6 +236,11 @@ int ps_store_repl_update(struct ps_store *s,
         if (set & PS_RS_SET_PRIMARY_EPOCH) {
             cur.primary_epoch = rs->primary_epoch;
         }
+        if (set & PS_RS_SET_APPLIED) {
+            cur.applied_epoch = rs->applied_epoch;
+            cur.applied_lsn = rs->applied_lsn;
+            cur.commit_lsn = rs->commit_lsn;
+        }
         if ((set & PS_RS_SET_SEALED_EPOCH) &&
             rs->sealed_epoch > cur.sealed_epoch) {
             cur.sealed_epoch = rs->sealed_epoch;

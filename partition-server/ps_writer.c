@@ -81,6 +81,14 @@ static struct ps_job *ps__writer_take(struct ps_writer *w)
         if (last && (ops >= PS_GROUP_MAX_OPS || bytes >= PS_GROUP_MAX_BYTES)) {
             break;
         }
+        /* A group runs its writes before its replica-state jobs: a write
+         * queued after one (the first write of a range split here, whose
+         * LSN continues the `rs` record written just before) waits for
+         * the next group. */
+        if (last && last->kind == PS_JOB_REPL_STATE &&
+            j->kind == PS_JOB_WRITE) {
+            break;
+        }
         if (j->kind == PS_JOB_WRITE) {
             ops += j->u.write.n_ops + j->u.write.n_kvs;
             for (size_t i = 0; i < j->u.write.n_ops; i++) {

@@ -4,7 +4,9 @@
  * replica-state and repair jobs (each its own synced transaction), then one
  * chunk of a table or span drop, and hands finished jobs back to the loop
  * thread through uv_async_send and a locked completion queue (sends coalesce,
- * so the whole queue is drained each time). Callbacks run in submission order,
+ * so the whole queue is drained each time). A write queued after a
+ * replica-state job is never taken into that job's group, so it commits
+ * after it. Callbacks run in submission order,
  * except drops (they finish when their last chunk does); a BARRIER job's
  * callback therefore runs after every job submitted before it (drops excepted)
  * has committed and called back.
