@@ -324,6 +324,20 @@ int ms_catalog_range_apply_repl(struct ms_catalog *cat,
                                 uint64_t guard_epoch,
                                 uint64_t guard_seal_epoch);
 
+/* Splits replicated range @range_id at @key (docs/DESIGN-replication.md
+ * §9.1), in one durable transaction that raises the map version: the
+ * range is replaced by [low, @key) and [@key, high) with new ids
+ * (*@new_ids, in that order), epoch + 1 and its replica set, ISR,
+ * primary, primary_epoch, rf and min_insync; only if it still has epoch
+ * @guard_epoch and no seal intent. @key is borrowed. Errors: RT_ENOTFOUND,
+ * RT_ESTALE (the guard does not match), RT_EINVAL (@key not strictly
+ * inside the range), RT_EIO, RT_ENOSPACE; nothing written on error. */
+int ms_catalog_split_repl(struct ms_catalog *cat,
+                          uint64_t range_id,
+                          uint64_t guard_epoch,
+                          const char *key,
+                          uint64_t new_ids[2]);
+
 /* Records a partition server. @want_id 0 assigns a fresh id; otherwise the
  * id is kept (recorded if unknown, e.g. after the master's data was lost,
  * and the id counter moves past it). @addr and @zone (NULL = "") are stored

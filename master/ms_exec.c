@@ -24,14 +24,16 @@
  * forgotten. A master restart finds unsettled records and aborts them
  * the same way once S and T are back.
  *
- * Ranges with more than one replica are not split, merged or moved yet
- * (docs/DESIGN-replication.md §9 comes in a later step): ms_exec_start
- * refuses them with RT_ENOTIMPL before anything happens.
+ * Split of a range with more than one replica (docs/DESIGN-replication.md
+ * §9.1): freeze its primary, commit both halves with the same replica set,
+ * assign (see "split of a replicated range" below). Merges and moves of
+ * such ranges are not built yet: ms_exec_start refuses them with
+ * RT_ENOTIMPL before anything happens.
  *
  * What an operator waiting for an operation sees: 400 bad arguments,
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
- * failed, 501 the range is replicated, 503 master stopping, 504 a
+ * failed, 501 a merge or move of a replicated range, 503 master stopping, 504 a
  * timeout; otherwise 200 with the event. */
 #include "ms_exec.h"
 
@@ -42,6 +44,7 @@
 #include <string.h>
 
 #include "ms_catalog.h"
+#include "ms_repl.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -614,6 +617,261 @@ static int ms__split(struct ms_exec *ex,
     return 0;
 }
 
+/* ---- split of a replicated range ---- */
+
+/* docs/DESIGN-replication.md §9.1, as built: RANGE_FREEZE to the primary
+ * P (new writes RT_EBUSY; answered once cw = its last LSN, so every ISR
+ * member holds all of R); then, if nothing changed meanwhile (R's epoch
+ * is the one P answered at, same primary, no seal intent, the replica
+ * core STABLE, P did not register again — its registration reply would
+ * have thawed R), one catalog commit replaces R by its two halves with
+ * R's replica set, ISR and primary at epoch + 1 (ms_catalog_split_repl);
+ * ASSIGN_RANGES to the secondaries, then to P; map push once P answered.
+ * Every replica derives the children's `rs` records from R's when it
+ * applies the assignment (ps_repl.c), so they continue from R's LSN.
+ * Anything else before the commit: RANGE_THAW to P (not waited for: if
+ * it is lost, P's next registration thaws R) and the split fails. */
+
+#define MS__FREEZE_TIMEOUT_MS 5000
+#define MS__THAW_TIMEOUT_MS 3000
+
+/* The split key of @o on @r (the load median when @o names none), or
+ * NULL with @err and *@rc; *@share is the median's left share (-1 when
+ * the key was given). The result is malloc'd. */
+static char *ms__split_key(struct ms_exec *ex,
+                           const struct ms_exec_order *o,
+                           const struct ms_range *r,
+                           double *share,
+                           int *rc,
+                           char *err,
+                           size_t errlen)
+{
+    char *key;
+    *share = -1;
+    if (o->key) {
+        key = rt_xstrdup(o->key);
+    } else {
+        key = ms_load_split_key(ms_load_find(ex->load, r->id), r->low,
+                                r->high_inf ? NULL : r->high, rt_time_mono_ms(),
+                                share);
+        if (!key) {
+            snprintf(err, errlen,
+                     "range %" PRIu64
+                     " has no load samples "
+                     "with two PartitionKeys: give the split key",
+                     r->id);
+            *rc = RT_EBUSY;
+            return NULL;
+        }
+    }
+    if (strcmp(key, r->low) <= 0 ||
+        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+        snprintf(err, errlen,
+                 "split key must lie strictly inside the "
+                 "range (low < key < high)");
+        free(key);
+        *rc = RT_EINVAL;
+        return NULL;
+    }
+    return key;
+}
+
+/* RANGE_THAW to @op's primary: the split will not commit. */
+static void ms__rsplit_thaw(struct ms_op *op)
+{
+    Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+    req.range_id = op->range_id;
+    (void)ms_cluster_call(op->ex->cl, op->server_id, RT__METHOD__RANGE_THAW,
+                          "RANGE_THAW", &req.base, MS__THAW_TIMEOUT_MS, NULL,
+                          NULL);
+}
+
+/* Why @op's range cannot be split now that its primary froze it at
+ * @epoch (NULL: it can). */
+static const char *ms__rsplit_changed(struct ms_op *op, uint64_t epoch)
+{
+    struct ms_exec *ex = op->ex;
+    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, op->range_id);
+    const struct ms_server *p = ms_cluster_server_find(ex->cl, op->server_id);
+    const char *st =
+        ex->repl ? ms_repl_range_state(ex->repl, op->range_id) : NULL;
+    if (!r || r->epoch != epoch || r->server_id != op->server_id ||
+        r->seal_epoch != 0) {
+        return "the range changed while it was frozen";
+    }
+    if (!p || p->reg_gen != op->src_reg_gen) {
+        return "the primary registered again while frozen";
+    }
+    if (st && strcmp(st, "stable") != 0) {
+        return "a replication change of the range is in flight";
+    }
+    return NULL;
+}
+
+/* Commits @op's split of its frozen range (epoch @epoch) and assigns the
+ * children. 0, or the error with @err (nothing committed). */
+static int ms__rsplit_commit(struct ms_op *op,
+                             uint64_t epoch,
+                             char *err,
+                             size_t errlen)
+{
+    struct ms_exec *ex = op->ex;
+    const char *key = json_string_value(json_object_get(op->ev, "key"));
+    const struct ms_range *c;
+    uint64_t ids[2];
+    struct ms_rmeta *rm;
+    int rc;
+
+    rc = ms_catalog_split_repl(ex->cl->cat, op->range_id, epoch, key, ids);
+    if (rc) {
+        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
+        return rc;
+    }
+    op->new_ids[0] = ids[0];
+    op->new_ids[1] = ids[1];
+    op->new_epoch = epoch + 1;
+    if (ex->repl) {
+        ms_repl_sync(ex->repl); /* forgets R, follows the children */
+    }
+    ms_load_split(ex->load, op->range_id, key, ids[0], ids[1]);
+    for (int i = 0; i < 2; i++) {
+        rm = ms_exec_rmeta(ex, ids[i]);
+        rm->born_ms = rm->split_ms = rt_time_mono_ms();
+    }
+    ex->n_splits++;
+    json_t *nr = json_array();
+    json_array_append_new(nr, json_integer((json_int_t)ids[0]));
+    json_array_append_new(nr, json_integer((json_int_t)ids[1]));
+    json_object_set_new(op->ev, "new_ranges", nr);
+    json_object_set_new(op->ev, "new_epoch",
+                        json_integer((json_int_t)op->new_epoch));
+    rt_log(RT_LOG_INFO,
+           "split replicated range %" PRIu64 " at '%s' -> %" PRIu64 ", %" PRIu64
+           " (primary %" PRIu64 ", epoch %" PRIu64 ", %s)",
+           op->range_id, key, ids[0], ids[1], op->server_id, op->new_epoch,
+           op->origin);
+    /* The secondaries first: the primary's children serve at once and
+     * stream to them. Not waited for (a late one learns it from its
+     * heartbeat reply; appends meanwhile are resent). */
+    c = ms_catalog_range_find(ex->cl->cat, ids[0]);
+    ms_cluster_map_changed(ex->cl, false);
+    for (size_t i = 0; c && i < c->nreplicas; i++) {
+        uint64_t sid = c->replicas[i].server_id;
+        if (sid != op->server_id) {
+            (void)ms_cluster_assign_push(ex->cl, sid, 0, NULL, NULL);
+        }
+    }
+    op->out_done_ms = rt_time_mono_ms();
+    ms__op_assign(op, op->server_id, ms__split_assigned_cb);
+    return 0;
+}
+
+static void ms__rsplit_frozen_cb(int status,
+                                 const uint8_t *body,
+                                 size_t len,
+                                 void *arg)
+{
+    struct ms_op *op = arg;
+    Rt__FreezeResp *resp = NULL;
+    const char *why;
+    char err[256];
+    int rc = status;
+
+    op->calls--;
+    if (op->ex->cl->stopping) {
+        ms__op_finish(op, RT_ECANCELED, "master stopping");
+        return;
+    }
+    if (rc == 0 && !(resp = rt__freeze_resp__unpack(NULL, len, body))) {
+        rc = RT_EIO;
+    }
+    if (rc) {
+        snprintf(err, sizeof(err), "RANGE_FREEZE: %s", rt_strerror(rc));
+        ms__rsplit_thaw(op);
+        ms__op_finish(op, rc, err);
+        return;
+    }
+    json_t *fz = json_object();
+    json_object_set_new(fz, "lsn", json_integer((json_int_t)resp->lsn));
+    json_object_set_new(fz, "frozen_ms",
+                        json_integer((json_int_t)resp->frozen_ms));
+    json_object_set_new(op->ev, "freeze", fz);
+    why = ms__rsplit_changed(op, resp->epoch);
+    rc = why ? RT_ESTALE : ms__rsplit_commit(op, resp->epoch, err, sizeof(err));
+    rt__freeze_resp__free_unpacked(resp, NULL);
+    if (rc) {
+        ms__rsplit_thaw(op);
+        ms__op_finish(op, rc, why ? why : err);
+    }
+}
+
+static int ms__rsplit(struct ms_exec *ex,
+                      const struct ms_exec_order *o,
+                      const struct ms_range *r,
+                      char *err,
+                      size_t errlen)
+{
+    Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+    const struct ms_server *p = ms_cluster_server_find(ex->cl, r->server_id);
+    const char *st = ex->repl ? ms_repl_range_state(ex->repl, r->id) : NULL;
+    struct ms_op *op;
+    double share;
+    char *key;
+    int rc = 0;
+
+    if (ms_exec_busy(ex, r->id)) {
+        snprintf(err, errlen,
+                 "range %" PRIu64
+                 " is busy (a move, split or "
+                 "merge of it is in flight)",
+                 r->id);
+        return RT_EBUSY;
+    }
+    if (!p || !ms_cluster_server_usable(ex->cl, r->server_id)) {
+        snprintf(err, errlen,
+                 "server %" PRIu64 " owning range %" PRIu64 " is down",
+                 r->server_id, r->id);
+        return RT_EBUSY;
+    }
+    if (r->seal_epoch != 0 || (st && strcmp(st, "stable") != 0)) {
+        snprintf(err, errlen,
+                 "range %" PRIu64 " is changing its replica configuration (%s)",
+                 r->id, st ? st : "sealing");
+        return RT_EBUSY;
+    }
+    key = ms__split_key(ex, o, r, &share, &rc, err, errlen);
+    if (!key) {
+        return rc;
+    }
+    op = ms__op_begin(ex, o, r);
+    json_object_set_new(op->ev, "key", ms__str_or_null(key));
+    free(key);
+    if (share >= 0) {
+        json_object_set_new(op->ev, "left_share",
+                            json_real(round(share * 1000) / 1000));
+    }
+    json_object_set_new(op->ev, "replicas",
+                        json_integer((json_int_t)r->nreplicas));
+    ms_exec_ev_decision(op->ev, o->d);
+    json_object_set_new(op->ev, "load",
+                        ms_exec_load_json(ms_load_find(ex->load, r->id), true));
+    op->src_reg_gen = p->reg_gen;
+    req.range_id = r->id;
+    req.epoch = r->epoch;
+    rc = ms_cluster_call(ex->cl, r->server_id, RT__METHOD__RANGE_FREEZE,
+                         "RANGE_FREEZE", &req.base, MS__FREEZE_TIMEOUT_MS,
+                         ms__rsplit_frozen_cb, op);
+    if (rc) {
+        snprintf(err, errlen, "RANGE_FREEZE: %s", rt_strerror(rc));
+        op->req = NULL;
+        ms__op_finish(op, rc, err);
+        return rc;
+    }
+    op->calls++;
+    ms_cluster_changed(ex->cl); /* the split shows in "ops" at once */
+    return 0;
+}
+
 /* ---- merge ---- */
 
 static int ms__merge(struct ms_exec *ex,
@@ -665,7 +923,7 @@ static int ms__merge(struct ms_exec *ex,
         snprintf(err, errlen,
                  "range %" PRIu64
                  " has %zu replicas: replicated ranges "
-                 "cannot be split, merged or moved yet",
+                 "cannot be merged or moved yet",
                  b->id, b->nreplicas);
         return RT_ENOTIMPL;
     }
@@ -1107,9 +1365,10 @@ static int ms__move(struct ms_exec *ex,
 
 /* ---- starting ---- */
 
-/* Splits, merges and moves rebuild a range with the RF 1 replica set;
- * doing them on a replicated range (docs/DESIGN-replication.md §9) comes
- * with a later step. Until then they are refused, nothing changed. */
+/* Merges and moves rebuild a range with the RF 1 replica set; doing them
+ * on a replicated range (docs/DESIGN-replication.md §9.2, §9.3) comes with
+ * a later step. Until then they are refused, nothing changed; a split
+ * goes to ms__rsplit. */
 static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
 {
     if (r->nreplicas <= 1) {
@@ -1118,7 +1377,7 @@ static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
     snprintf(err, errlen,
              "range %" PRIu64
              " has %zu replicas: replicated ranges cannot "
-             "be split, merged or moved yet",
+             "be merged or moved yet",
              r->id, r->nreplicas);
     return true;
 }
@@ -1133,6 +1392,9 @@ int ms_exec_start(struct ms_exec *ex,
         return RT_ENOTFOUND;
     }
     if (ms__replicated(r, err, errlen)) {
+        if (o->kind == MS_OP_SPLIT) {
+            return ms__rsplit(ex, o, r, err, errlen);
+        }
         return RT_ENOTIMPL;
     }
     switch (o->kind) {

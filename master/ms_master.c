@@ -241,6 +241,7 @@ int ms_master_start(uv_loop_t *loop,
         rc = ms_repl_create(loop, &m->cl, m->events, &rcfg, &m->repl);
         RT_PRE(rc == 0);
         m->rpc.repl = m->repl;
+        m->bal.exec.repl = m->repl;
     }
     uv_timer_init(loop, &m->tick);
     m->tick.data = m;
