@@ -21,7 +21,12 @@
  *    the ASSIGN_RANGES error status. Each taken role, epoch and
  *    primary_epoch is persisted in the `rs` record (PS_JOB_REPL_STATE)
  *    before that reply. A range no longer listed, or with other bounds,
- *    is forgotten (held writes RT_ETIMEDOUT: outcome unknown).
+ *    is forgotten (held writes RT_ETIMEDOUT: outcome unknown). A split
+ *    (docs/DESIGN-replication.md §9.1): a range new here without an `rs`
+ *    record that lies inside a range replicated here under another id
+ *    starts at that parent's applied and commit LSN (the primary froze
+ *    the parent until every ISR member held its last LSN, ps_split.h);
+ *    those positions are persisted before the assignment's meta.
  *  - Restart (ps_repl_restore): each replicated range of the persisted
  *    assignment is rebuilt with ps_rcore_load from its `rs` record (no
  *    pending groups are kept yet: commit = applied); a primary waits,
@@ -100,8 +105,8 @@
  * secondary write is retried, and a lasting failure ends in the ack timeout),
  * learners and catch-up of a member behind the primary's durable LSN (a
  * secondary out of the ISR just follows), the undo of a deposed primary's
- * divergent suffix, the `rp` pending groups, splits and moves of replicated
- * ranges.
+ * divergent suffix, the `rp` pending groups, merges and moves of
+ * replicated ranges.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H

@@ -632,11 +632,13 @@ def test_split_under_load_then_primary_killed(cluster, tables):
     busy = [o for o in ops if o[0] >= t_split - 1 and o[1] <= t_split +
             split_s + 1 and o[3] == 503]
     sys.stderr.write(
-        "split of range %d at %r: %.0f ms (freeze %s ms), %d writes "
+        "split of range %d at %r: rtctl %.0f ms, operation %s ms (freeze "
+        "%s ms, commit to the primary's assignment %s ms), %d writes "
         "answered 503 around it; primary %s killed, halves failed over "
         "in %.1f s to %r; writes answered %r\n"
-        % (parent["id"], key, split_s * 1000,
-           ev.get("freeze", {}).get("frozen_ms"), len(busy), victim,
+        % (parent["id"], key, split_s * 1000, ev.get("duration_ms"),
+           ev.get("freeze", {}).get("frozen_ms"), ev.get("assign_ms"),
+           len(busy), victim,
            failover_s, prim, load.summary()))
     assert resumed, ("writes did not resume after the halves failed over: "
                      "%r" % load.summary())
