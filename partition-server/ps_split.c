@@ -186,6 +186,14 @@ static void ps__frz_barrier_cb(struct ps_job *job)
     }
 }
 
+/* 1 when @conn is this server's link to the master: a freeze holds a
+ * range's writes until the master decides, so nobody else may ask. */
+static int ps__from_master(const struct ps_server *ps,
+                           const struct rt_rpc_conn *conn)
+{
+    return ps->master != NULL && conn == rt_rpc_client_conn(ps->master);
+}
+
 void ps_split_on_freeze(struct ps_server *ps,
                         struct rt_rpc_conn *conn,
                         uint64_t id,
@@ -199,6 +207,11 @@ void ps_split_on_freeze(struct ps_server *ps,
     struct ps_range *r;
     struct ps__frz *f;
 
+    if (!ps__from_master(ps, conn)) {
+        rt_rpc_reply_err(conn, id, method, RT_EINVAL,
+                         "RANGE_FREEZE comes on the master link only");
+        goto out;
+    }
     if (req == NULL || sp == NULL || sp->closing || ps->writer == NULL) {
         rt_rpc_reply_err(conn, id, method, req ? RT_EBUSY : RT_EINVAL,
                          req ? "shutting down" : "bad FreezeReq");
@@ -264,8 +277,13 @@ void ps_split_on_thaw(struct ps_server *ps,
     Rt__FreezeReq *req = rt__freeze_req__unpack(NULL, len, body);
     struct ps__frz *f;
 
-    if (req == NULL) {
-        rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad FreezeReq");
+    if (req == NULL || !ps__from_master(ps, conn)) {
+        rt_rpc_reply_err(
+            conn, id, method, RT_EINVAL,
+            req ? "RANGE_THAW comes on the master link only" : "bad FreezeReq");
+        if (req != NULL) {
+            rt__freeze_req__free_unpacked(req, NULL);
+        }
         return;
     }
     f = ps__frz_find(ps->split, req->range_id);

@@ -16,6 +16,8 @@
  * The freeze is not persisted: a restarted primary waits for its
  * registration's assignment anyway (ps_repl.c), which settles it.
  *
+ * Both are taken from the master link only (RT_EINVAL on any other
+ * connection: nobody else may hold a range's writes).
  * RANGE_FREEZE{range_id, epoch} answers, in this order: RT_EINVAL (bad
  * body, or R not replicated here), RT_ESTALE (R not served here at that
  * epoch), RT_EBUSY (R is moving, or a freeze of R is still waiting),
