@@ -1659,6 +1659,71 @@ err_after_build:
     return err;
 }
 
+int ms_catalog_merge_repl(struct ms_catalog *cat,
+                          uint64_t a_id,
+                          uint64_t a_epoch,
+                          uint64_t b_id,
+                          uint64_t b_epoch,
+                          uint64_t *new_id)
+{
+    const struct ms_range *a = ms_catalog_range_find(cat, a_id);
+    const struct ms_range *b = ms_catalog_range_find(cat, b_id);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range *m;
+    MDB_txn *txn;
+    size_t idx;
+    int rc, err;
+
+    if (!a || !b) {
+        return RT_ENOTFOUND;
+    }
+    if (a->epoch != a_epoch || b->epoch != b_epoch || a->seal_epoch != 0 ||
+        b->seal_epoch != 0) {
+        return RT_ESTALE;
+    }
+    if (a->table_id != b->table_id || a->high_inf ||
+        strcmp(a->high, b->low) != 0) {
+        return RT_EINVAL;
+    }
+    m = ms__range_child(a, ctr.next_range_id++, a->low,
+                        b->high_inf ? NULL : b->high);
+    m->epoch = (a->epoch > b->epoch ? a->epoch : b->epoch) + 1;
+    m->primary_epoch = a->primary_epoch > b->primary_epoch ? a->primary_epoch
+                                                           : b->primary_epoch;
+    if (!ms_range_replicas_valid(m)) {
+        ms__range_free(m);
+        return RT_EINVAL;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__range_free(m);
+        return ms__catalog_err(rc);
+    }
+    rc = ms__del_u64key(txn, cat->db_ranges, a_id);
+    if (rc == 0) {
+        rc = ms__del_u64key(txn, cat->db_ranges, b_id);
+    }
+    if (rc == 0) {
+        rc = ms__put_range(txn, cat, m);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
+    if (err) {
+        ms__range_free(m);
+        return err;
+    }
+    /* a and b are freed here. */
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, a_id, &idx)) {
+        ms__range_free(ms_vec_remove(&cat->ranges, idx));
+    }
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, b_id, &idx)) {
+        ms__range_free(ms_vec_remove(&cat->ranges, idx));
+    }
+    *new_id = m->id;
+    ms__mirror_put_range(cat, m);
+    return 0;
+}
+
 int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t want_id,
                                const char *addr,

@@ -88,6 +88,11 @@ struct ms_op
     uint64_t frozen_ms;        /* from MoveResp */
     bool s_settled, t_settled; /* aborting: each end acknowledged */
     bool s_inflight, t_inflight;
+    /* merge of replicated ranges: the epoch each range (range_id,
+     * range_id2) was frozen at by its primary (0: no answer yet), and the
+     * first failure */
+    uint64_t frz_epoch[2];
+    int frz_rc;
 };
 
 /* A move completed (committed and assigned). */

@@ -54,7 +54,8 @@ struct ms_range_view
     uint64_t epoch;
     bool busy;         /* a split, merge or move of it is in flight */
     bool replicated;   /* more than one replica: split when hot (pass 2),
-                        * never merged or moved (not supported yet) */
+                        * never merged or moved by the policy (moves are
+                        * not supported yet, merges need aligned sets) */
     uint64_t born_ms;  /* this id appeared (create, split, merge, or the
                         * master's start for ranges it loaded) */
     uint64_t split_ms; /* the last split involving it or its parents

@@ -992,6 +992,46 @@ static int ps__rr_split_from(struct ps_repl *rp,
     return 0;
 }
 
+/* A merge of replicated ranges (docs/DESIGN-replication.md §9.2): new
+ * range @d, without an `rs` record here, contains ranges this server
+ * replicates under other ids, its parents. Then @d starts at the highest
+ * of their durable applied positions (and commit LSNs): *@rs, and 1; else
+ * 0. The master merges only ranges whose every replica is in sync, frozen
+ * until each held its parent's last LSN, so every replica takes the same
+ * LSN. */
+static int ps__rr_merge_from(struct ps_repl *rp,
+                             const Rt__Range *d,
+                             struct ps_rstate *rs)
+{
+    const char *high = ps_range_pb_high(d);
+    int found = 0;
+    memset(rs, 0, sizeof(*rs));
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        const struct ps__rrange *par = rp->ranges[i];
+        struct ps_rstate prs;
+        if (par->id == d->id || par->table_id != d->table_id ||
+            strcmp(par->low, d->low ? d->low : "") < 0 ||
+            (high != NULL &&
+             (par->high == NULL || strcmp(par->high, high) > 0)) ||
+            ps_store_repl_get(rp->ps->store, par->id, &prs) != 0) {
+            continue;
+        }
+        if (prs.applied_lsn >= rs->applied_lsn) {
+            rs->applied_epoch = prs.applied_epoch;
+            rs->applied_lsn = prs.applied_lsn;
+        }
+        if (prs.commit_lsn > rs->commit_lsn) {
+            rs->commit_lsn = prs.commit_lsn;
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": merged from range %" PRIu64
+               " at LSN %" PRIu64,
+               d->id, par->id, prs.applied_lsn);
+        found = 1;
+    }
+    return found;
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
@@ -1003,7 +1043,8 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
     if (rc == 0) {
         rc = ps_store_repl_get(ps->store, d->id, &rs);
         if (rc == RT_ENOTFOUND) {
-            split = ps__rr_split_from(rp, d, &rs);
+            split =
+                ps__rr_split_from(rp, d, &rs) || ps__rr_merge_from(rp, d, &rs);
             if (!split) {
                 rs.applied_lsn = 0;
             }

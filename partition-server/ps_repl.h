@@ -26,7 +26,9 @@
  *    record that lies inside a range replicated here under another id
  *    starts at that parent's applied and commit LSN (the primary froze
  *    the parent until every ISR member held its last LSN, ps_split.h);
- *    those positions are persisted before the assignment's meta.
+ *    those positions are persisted before the assignment's meta. A
+ *    merge (§9.2): a new range that contains ranges replicated here
+ *    starts at the highest of their positions.
  *  - Restart (ps_repl_restore): each replicated range of the persisted
  *    assignment is rebuilt with ps_rcore_load from its `rs` record (no
  *    pending groups are kept yet: commit = applied); a primary waits,
@@ -105,8 +107,8 @@
  * secondary write is retried, and a lasting failure ends in the ack timeout),
  * learners and catch-up of a member behind the primary's durable LSN (a
  * secondary out of the ISR just follows), the undo of a deposed primary's
- * divergent suffix, the `rp` pending groups, merges and moves of
- * replicated ranges.
+ * divergent suffix, the `rp` pending groups, moves of replicated
+ * ranges.
  *
  * Thread: the loop thread only. The struct lives in ps_server.repl. */
 #ifndef PS_REPL_H

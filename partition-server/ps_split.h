@@ -1,5 +1,6 @@
-/* Split of a replicated range, the primary's part
- * (docs/DESIGN-replication.md §9.1): before the master commits the split
+/* Split (and merge) of a replicated range, the primary's part
+ * (docs/DESIGN-replication.md §9.1, §9.2; a merge freezes each of its two
+ * ranges the same way): before the master commits the split
  * of range R (same replica set, ISR and primary; new ids, epoch + 1), it
  * asks R's primary to freeze R with RANGE_FREEZE. The primary then
  * refuses new writes on R (RT_EBUSY, 503 ServerBusy; reads go on), lets

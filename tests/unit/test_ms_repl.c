@@ -457,8 +457,9 @@ static void test_min_insync_refusal(void **state)
     json_decref(o);
 }
 
-/* Merges, moves and drains of a replicated range are refused with 501 and
- * a JSON error, and nothing changes: same map, no operation. */
+/* Moves and drains of a replicated range are refused with 501 and a JSON
+ * error, a merge of a table's only range with 400, and nothing changes:
+ * same map, no operation. */
 static void test_replicated_refusals(void **state)
 {
     struct fx *f = *state;
@@ -480,10 +481,10 @@ static void test_replicated_refusals(void **state)
     assert_int_equal(
         th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 501);
     assert_non_null(strstr(body, "\"code\":\"ENOTIMPL\""));
-    assert_non_null(strstr(body, "cannot be merged or moved yet"));
+    assert_non_null(strstr(body, "cannot be moved yet"));
     free(body);
     assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MERGE, rid, 0, NULL, NULL),
-                     501);
+                     400);
     assert_int_equal(
         th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body), 501);
     assert_non_null(strstr(body, "cannot be moved yet"));
@@ -576,6 +577,94 @@ static void test_replicated_split(void **state)
                         f->ps[k].range_ids[1] == ids[0]);
         }
     }
+    rt__map__free_unpacked(m2, NULL);
+    rt__map__free_unpacked(map, NULL);
+}
+
+/* A merge of the two halves of a split (docs/DESIGN-replication.md §9.2):
+ * both are frozen on the primary, then one range over both with their
+ * replica set at max(epochs) + 1 under a new id, assigned to every
+ * replica. With one replica out of a half's ISR the merge is refused 409
+ * with the reason, nothing sent. */
+static void test_replicated_merge(void **state)
+{
+    struct fx *f = *state;
+    const Rt__Range *p, *m;
+    uint64_t rid;
+    char *body;
+    Rt__Map *map, *m2;
+    int pi;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+        f->ps[i].freeze_lsn = 9;
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0);
+    map = get_map(f);
+    p = map->ranges[0];
+    rid = p->id;
+    pi = ps_index(f, p->server_id);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", NULL),
+                     200);
+    m2 = get_map(f);
+    assert_int_equal(m2->n_ranges, 2);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MERGE, m2->ranges[0]->id, 0, NULL, &body),
+        200);
+    assert_non_null(strstr(body, "\"outcome\":\"ok\""));
+    free(body);
+    assert_int_equal(f->ps[pi].freezes, 3);
+    assert_int_equal(f->ps[pi].thaws, 0);
+    rt__map__free_unpacked(m2, NULL);
+    m2 = get_map(f);
+    assert_int_equal(m2->n_ranges, 1);
+    m = m2->ranges[0];
+    assert_true(m->id > rid + 2);
+    assert_string_equal(m->low, "");
+    assert_true(m->high_inf);
+    assert_int_equal(m->epoch, p->epoch + 2);
+    assert_int_equal(m->server_id, p->server_id);
+    assert_int_equal(m->primary_epoch, p->primary_epoch);
+    assert_int_equal(m->n_replicas, p->n_replicas);
+    assert_int_equal(m->n_isr, p->n_isr);
+    for (size_t k = 0; k < m->n_replicas; k++) {
+        assert_int_equal(m->replicas[k]->server_id, p->replicas[k]->server_id);
+        assert_int_equal(m->replicas[k]->role, p->replicas[k]->role);
+    }
+    for (int k = 0; k < NPS; k++) {
+        bool member = false;
+        for (size_t x = 0; x < p->n_replicas; x++) {
+            member = member || p->replicas[x]->server_id == f->ps[k].id;
+        }
+        WAIT_UNTIL(f, !member || (f->ps[k].nranges == 1 &&
+                                  f->ps[k].range_ids[0] == m->id));
+    }
+
+    /* Split again, one secondary out of the left half's ISR: refused. */
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, m->id, 0, "m", NULL),
+                     200);
+    rt__map__free_unpacked(m2, NULL);
+    m2 = get_map(f);
+    {
+        Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
+        uint64_t rm = m2->ranges[0]->replicas[1]->server_id;
+        struct th_ms_reply r;
+        req.range_id = m2->ranges[0]->id;
+        req.epoch = m2->ranges[0]->epoch;
+        req.n_remove = 1;
+        req.remove = &rm;
+        assert_int_equal(th_ms_call(&f->x.loop, f->ps[pi].cli,
+                                    RT__METHOD__ISR_CHANGE, &req.base, &r),
+                         0);
+        free(r.body);
+    }
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MERGE, m2->ranges[0]->id, 0, NULL, &body),
+        409);
+    assert_non_null(strstr(body, "a merge needs every replica in sync"));
+    free(body);
+    assert_int_equal(f->ps[pi].freezes, 4);
     rt__map__free_unpacked(m2, NULL);
     rt__map__free_unpacked(map, NULL);
 }
@@ -775,6 +864,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replicated_split, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replicated_split_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zone_violation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_address_change, setup,

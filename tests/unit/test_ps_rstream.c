@@ -1169,16 +1169,24 @@ static int write_range(struct fx *f,
     return rc;
 }
 
-/* The master's split of RANGE at "pk005" into ranges 2 and 3 at @epoch,
- * same replica set (primary 7, all in sync): ASSIGN_RANGES to the
- * secondaries first, then the primary. */
-static void assign_split(struct fx *f, uint64_t epoch)
+/* An assignment of @n ranges @rid[k] over [@low[k], @high[k]) (NULL =
+ * +inf) of TABLE at @epoch, each with the same replica set (primary 7,
+ * all in sync): ASSIGN_RANGES to the secondaries first, then the
+ * primary, as the master sends a split or merge. */
+static void assign_ranges(struct fx *f,
+                          uint64_t epoch,
+                          size_t n,
+                          const uint64_t *rid,
+                          const char *const *low,
+                          const char *const *high)
 {
     Rt__Replica rep[NSRV], *reps[NSRV];
     Rt__Server srv[NSRV], *srvs[NSRV];
     uint64_t isr[NSRV];
     Rt__Range r[2], *rs[2] = {&r[0], &r[1]};
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
+
+    assert_true(n <= 2);
 
     for (int i = 0; i < NSRV; i++) {
         rt__replica__init(&rep[i]);
@@ -1194,13 +1202,13 @@ static void assign_split(struct fx *f, uint64_t epoch)
         srvs[i] = &srv[i];
         isr[i] = ids[i];
     }
-    for (int k = 0; k < 2; k++) {
+    for (size_t k = 0; k < n; k++) {
         rt__range__init(&r[k]);
-        r[k].id = 2 + (uint64_t)k;
+        r[k].id = rid[k];
         r[k].table_id = TABLE;
-        r[k].low = k == 0 ? "" : "pk005";
-        r[k].high = k == 0 ? "pk005" : "";
-        r[k].high_inf = k == 1;
+        r[k].low = (char *)low[k];
+        r[k].high = high[k] ? (char *)high[k] : "";
+        r[k].high_inf = high[k] == NULL;
         r[k].server_id = ids[0];
         r[k].epoch = epoch;
         r[k].n_replicas = NSRV;
@@ -1211,7 +1219,7 @@ static void assign_split(struct fx *f, uint64_t epoch)
         r[k].rf = 3;
         r[k].min_insync = f->min_insync;
     }
-    a.n_ranges = 2;
+    a.n_ranges = n;
     a.ranges = rs;
     a.n_peers = NSRV;
     a.peers = srvs;
@@ -1227,6 +1235,21 @@ static void assign_split(struct fx *f, uint64_t epoch)
     }
 }
 
+/* Every server holds the same bytes of TABLE. */
+static void assert_same_data(struct fx *f)
+{
+    struct rt_buf a = RT_BUF_INIT;
+    dump(f, 0, &a);
+    for (int i = 1; i < NSRV; i++) {
+        struct rt_buf b = RT_BUF_INIT;
+        dump(f, i, &b);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        rt_buf_free(&b);
+    }
+    rt_buf_free(&a);
+}
+
 static uint64_t applied_of(struct fx *f, int i, uint64_t range)
 {
     struct ps_rstate rs;
@@ -1240,8 +1263,10 @@ static uint64_t applied_of(struct fx *f, int i, uint64_t range)
  * assignment both halves start on every replica at the parent's LSN
  * (durable `rs` records), take writes at once from LSN + 1 on all three,
  * the parent's id is stale and nothing is frozen any more. A secondary
- * refuses a freeze (RT_ENOTPRIMARY), so does a stale epoch (RT_ESTALE). */
-static void test_split_freeze_and_halves(void **state)
+ * refuses a freeze (RT_ENOTPRIMARY), so does a stale epoch (RT_ESTALE).
+ * Merged back (both halves frozen, then one range), the range starts at
+ * the higher of the halves' LSNs on all three. */
+static void test_split_and_merge(void **state)
 {
     struct fx *f = *state;
     char pk[32];
@@ -1277,7 +1302,12 @@ static void test_split_freeze_and_halves(void **state)
         freeze1(f, 0, RT__METHOD__RANGE_FREEZE, RANGE, 1, &lsn, NULL), 0);
     assert_int_equal(lsn, 11);
 
-    assign_split(f, 2);
+    {
+        const uint64_t rid[2] = {2, 3};
+        const char *const low[2] = {"", "pk005"};
+        const char *const high[2] = {"pk005", NULL};
+        assign_ranges(f, 2, 2, rid, low, high);
+    }
     assert_int_equal(ps_split_frozen(&f->s[0].ps), 0);
     for (int i = 0; i < NSRV; i++) {
         assert_int_equal(applied_of(f, i, 2), 11);
@@ -1292,18 +1322,34 @@ static void test_split_freeze_and_halves(void **state)
         assert_int_equal(applied_of(f, i, 3), 13);
     }
     assert_int_equal(write_range(f, 1, 2, 2, "pk002"), RT_ENOTPRIMARY);
+    assert_same_data(f);
+
+    /* Merge the halves back (§9.2): both frozen, then range 4 over the
+     * table starts at the higher LSN (13) everywhere. */
+    assert_int_equal(freeze1(f, 0, RT__METHOD__RANGE_FREEZE, 2, 2, &lsn, NULL),
+                     0);
+    assert_int_equal(lsn, 12);
+    assert_int_equal(freeze1(f, 0, RT__METHOD__RANGE_FREEZE, 3, 2, &lsn, NULL),
+                     0);
+    assert_int_equal(lsn, 13);
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 2);
     {
-        struct rt_buf a = RT_BUF_INIT;
-        dump(f, 0, &a);
-        for (int i = 1; i < NSRV; i++) {
-            struct rt_buf b = RT_BUF_INIT;
-            dump(f, i, &b);
-            assert_int_equal(a.len, b.len);
-            assert_memory_equal(a.data, b.data, a.len);
-            rt_buf_free(&b);
-        }
-        rt_buf_free(&a);
+        const uint64_t rid[1] = {4};
+        const char *const low[1] = {""};
+        const char *const high[1] = {NULL};
+        assign_ranges(f, 3, 1, rid, low, high);
     }
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 4), 13);
+    }
+    assert_int_equal(write_range(f, 0, 2, 2, "pk001"), RT_ESTALE);
+    assert_int_equal(write_range(f, 0, 4, 3, "pk001"), 0);
+    assert_int_equal(write_range(f, 0, 4, 3, "pk009"), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 4), 15);
+    }
+    assert_same_data(f);
 }
 
 int main(void)
@@ -1320,8 +1366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_isr_of_one_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_freeze_and_halves, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
