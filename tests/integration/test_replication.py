@@ -30,7 +30,8 @@ record what was acknowledged. Each phase gets a fresh cluster:
   - splits (design §9.1): one table's range is split under load; the
     halves keep the replica set, ISR and primary and take writes at once;
     their primary is then SIGKILLed and each half fails over, and (a)
-    holds. Two splits in a row under load: (a), and (b) for every half.
+    holds. Two splits and a merge in a row under load: (a), and (b) for
+    every range.
 
 Clients run with retry_total=0, so an error makes the outcome of that
 write unknown: its keys may hold the value before or after it, and are
@@ -646,10 +647,11 @@ def test_split_under_load_then_primary_killed(cluster, tables):
 
 
 def test_split_under_load_replicas_agree(cluster, tables):
-    """(h), design §9.1: after a split under load every replica holds both
-    halves with the same applied LSN, digest and entity count (the halves
-    continue the parent's LSNs on every copy), a second split of a half
-    works the same way, and after a restart of the whole cluster every
+    """(h), design §9.1, §9.2: after a split under load every replica holds
+    both halves with the same applied LSN, digest and entity count (the
+    halves continue the parent's LSNs on every copy), a second split of a
+    half works the same way, a merge of two halves too (one range from the
+    higher LSN), and after a restart of the whole cluster every
     acknowledged write still reads back."""
     parent = table_ranges(cluster, TABLES[0])[0]
     with Load(cluster, 6) as load:
@@ -658,14 +660,23 @@ def test_split_under_load_replicas_agree(cluster, tables):
         run_for(load, 1.0)
         left = table_ranges(cluster, TABLES[0])[0]
         cluster.rtctl("split", str(left["id"]), "w601")
+        run_for(load, 1.0)
+        right = table_ranges(cluster, TABLES[0])[1]
+        r = cluster.rtctl("merge", str(right["id"]), "--json")
+        ev = json.loads(r.stdout)
+        assert ev.get("outcome") == "ok", ev
         resumed = load.wait_acked_after(time.monotonic(), n=3)
     load.finish()
+    sys.stderr.write("merge of range %d: operation %s ms (freezes %s, "
+                     "commit to the primary's assignment %s ms)\n"
+                     % (right["id"], ev.get("duration_ms"),
+                        ev.get("freeze"), ev.get("assign_ms")))
     assert resumed, "writes did not resume after the splits: %r" % (
         load.summary(),)
     errors = [o for o in load.ops() if o[3] not in (200, 503)]
     assert not errors, "writes failed around a split: %r" % errors[:10]
     kids = table_ranges(cluster, TABLES[0])
-    assert len(kids) == 3, kids
+    assert len(kids) == 2, kids
     check_reads(cluster, load)
     figs = check_replicas(cluster)
     for k in kids:
