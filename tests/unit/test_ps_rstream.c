@@ -1265,7 +1265,8 @@ static uint64_t applied_of(struct fx *f, int i, uint64_t range)
  * the parent's id is stale and nothing is frozen any more. A secondary
  * refuses a freeze (RT_ENOTPRIMARY), so does a stale epoch (RT_ESTALE).
  * Merged back (both halves frozen, then one range), the range starts at
- * the higher of the halves' LSNs on all three. */
+ * the higher of the halves' LSNs on all three, and a restarted secondary
+ * comes back with it alone. */
 static void test_split_and_merge(void **state)
 {
     struct fx *f = *state;
@@ -1350,6 +1351,22 @@ static void test_split_and_merge(void **state)
         assert_int_equal(applied_of(f, i, 4), 15);
     }
     assert_same_data(f);
+
+    /* A secondary restarted from its disk comes back with the merged
+     * range only, as a secondary at its LSN (before it registers). */
+    srv_stop(f, 2);
+    srv_start_nowait(f, 2);
+    {
+        struct ps_rcore_range_info info;
+        assert_int_equal(ps_repl_range_info(&f->s[2].ps, 4, &info), 0);
+        assert_int_equal(info.role, PS_RCORE_SECONDARY);
+        assert_int_equal(info.applied_lsn, 15);
+        for (uint64_t id = 1; id <= 3; id++) {
+            assert_int_equal(ps_repl_range_info(&f->s[2].ps, id, &info),
+                             RT_ENOTFOUND);
+        }
+    }
+    srv_stop(f, 2);
 }
 
 int main(void)
