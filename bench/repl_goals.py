@@ -8,13 +8,19 @@
   rerep      watches the master's status while a secondary is killed under
              load and prints the re-replication time and rate (JSON).
   summary    the table of every phase's results against the issue's goals.
+  profile    one rt-load insert run with the servers' /metrics and every
+             process's CPU read before and after (bench/profile-repl).
 
 A probe write is a single-entity insert signed with SharedKey (the
-development account), sent over a keep-alive connection with a short
-timeout; a failed attempt is retried after 10 ms on a new connection. The
-probe is alone on its connection: it measures when the range takes writes
-again, not how long a queue drains. Python is fast enough here: it sends
-one request at a time, the load comes from rt-load beside it.
+development account), sent over a keep-alive connection with a 10 s
+timeout; a failed attempt is retried after 10 ms (on a new connection
+after a network error). --probes writers (4) run from the kill on, each
+alone on its connection, started 5 ms apart: the first success of any of
+them, 20 ms or more after the kill, ends the measurement. So a request the
+front end holds across the failover counts as well as one sent after it,
+and the number is when the range takes writes again, not how long a queue
+drains. Python is fast enough: each probe sends one request at a time, the
+load comes from rt-load beside it.
 """
 import base64
 import hashlib
@@ -25,6 +31,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 import urllib.request
 from email.utils import formatdate
@@ -138,16 +145,41 @@ def cmd_failover(a):
     if pid is None:
         print(json.dumps({"error": "no pid for primary %s" % old}))
         return 1
+    # Several probes: a request held by the front end across the failover
+    # and a fresh one sent after it both count, whichever succeeds first.
+    done = threading.Event()
+    first = []
+    tries = [0]
+    lock = threading.Lock()
+
+    def probe(wr):
+        while not done.is_set():
+            with lock:
+                tries[0] += 1
+            code = wr.insert()
+            now = time.monotonic()
+            if code in (201, 204) and now - t0 > 0.02:
+                with lock:
+                    first.append(now)
+                done.set()
+            elif code not in (201, 204):
+                time.sleep(0.01)
+
+    probes = [Writer(a.endpoint, a.table, a.timeout)
+              for _ in range(a.probes)]
+    for p in probes:
+        p.insert()  # connected before the kill
     t0 = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    tries = 0
-    ok_ms = None
-    while time.monotonic() - t0 < a.give_up:
-        tries += 1
-        if w.insert() in (201, 204):
-            ok_ms = (time.monotonic() - t0) * 1000.0
-            break
-        time.sleep(0.01)
+    ths = [threading.Thread(target=probe, args=(p,), daemon=True)
+           for p in probes]
+    for th in ths:
+        th.start()
+        time.sleep(0.005)
+    done.wait(a.give_up)
+    done.set()
+    ok_ms = (min(first) - t0) * 1000.0 if first else None
+    tries = tries[0]
     new = None
     try:
         new = table_range(status(a.master_http), a.table).get("primary")
@@ -235,18 +267,27 @@ def cmd_summary(a):
         return (al["ops_per_s"], al["latency_ms"]["p50"],
                 al["latency_ms"]["p99"], bad)
 
+    def nranges(name):
+        j = load_json(os.path.join(d, name + "-status.json"))
+        if not j:
+            return "-"
+        return str(len([r for r in j.get("ranges", [])
+                        if r.get("table") == "goals"]))
+
     r1, r3, et = ins("rt-rf1"), ins("rt-rf3"), ins("etcd3")
     print()
     print("durable single inserts through HTTP, one client (rt-load), "
           "%s connections, %s values, %s s" % (a.clients, a.size, a.seconds))
-    hdr = "%-28s %10s %9s %9s %8s" % ("system", "writes/s", "p50 ms",
-                                      "p99 ms", "non-2xx")
+    hdr = "%-28s %10s %9s %9s %8s %7s" % ("system", "writes/s", "p50 ms",
+                                          "p99 ms", "non-2xx", "ranges")
     print(hdr)
     print("-" * len(hdr))
-    for name, r in (("rangetable RF 1", r1), ("rangetable RF 3", r3),
-                    ("etcd 3.4, 3 members", et)):
+    for name, r, f in (("rangetable RF 1", r1, "rt-rf1"),
+                       ("rangetable RF 3", r3, "rt-rf3"),
+                       ("etcd 3.4, 3 members", et, "")):
         if r:
-            print("%-28s %10.0f %9.2f %9.2f %8d" % ((name,) + r))
+            print("%-28s %10.0f %9.2f %9.2f %8d %7s"
+                  % ((name,) + r + (nranges(f) if f else "-",)))
         else:
             print("%-28s %10s" % (name, "skipped"))
     print()
@@ -338,6 +379,72 @@ def cmd_fg(a):
     return 0
 
 
+def metrics(hostport):
+    """The partition server's counters we need, from GET /metrics."""
+    out = {}
+    with urllib.request.urlopen("http://%s/metrics" % hostport,
+                                timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            name, val = line.rsplit(" ", 1)
+            if name in ("rt_ps_group_commits_total",
+                        "rt_ps_group_commit_seconds_total",
+                        "rt_ps_group_commit_size_sum"):
+                out[name] = float(val)
+    return out
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process (and its threads)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            f = f.read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def cmd_profile(a):
+    import subprocess
+    procs = dict(x.split("=") for x in a.procs.split(","))
+    procs = {k: int(v) for k, v in procs.items()}
+    mets = dict(x.split("=") for x in a.metrics.split(",")) \
+        if a.metrics else {}
+    load = subprocess.Popen(a.load, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(a.warmup)
+    t0 = time.monotonic()
+    m0 = {k: metrics(v) for k, v in mets.items()}
+    c0 = {k: cpu_s(p) for k, p in procs.items()}
+    c0["rt-load"] = cpu_s(load.pid)
+    # Read the client's CPU just before it exits: the measured window ends
+    # at --duration after the warm-up.
+    time.sleep(max(a.seconds - 0.3, 0.1))
+    c1 = {k: cpu_s(p) for k, p in procs.items()}
+    c1["rt-load"] = cpu_s(load.pid)
+    m1 = {k: metrics(v) for k, v in mets.items()}
+    dt = time.monotonic() - t0
+    load.wait()
+    out = {"window_s": dt, "cpu_pct": {}, "servers": {}}
+    for k in c1:
+        out["cpu_pct"][k] = round(100.0 * (c1[k] - c0[k]) / dt, 1)
+    for k in m1:
+        g = m1[k]["rt_ps_group_commits_total"] - \
+            m0[k]["rt_ps_group_commits_total"]
+        us = (m1[k]["rt_ps_group_commit_seconds_total"] -
+              m0[k]["rt_ps_group_commit_seconds_total"]) * 1e6
+        ops = m1[k]["rt_ps_group_commit_size_sum"] - \
+            m0[k]["rt_ps_group_commit_size_sum"]
+        out["servers"][k] = {
+            "groups_s": round(g / dt, 1),
+            "ops_per_group": round(ops / g, 2) if g else 0,
+            "commit_ms": round(us / g / 1000.0, 3) if g else 0,
+            "writer_busy_pct": round(100.0 * us / 1e6 / dt, 1)}
+    print(json.dumps(out))
+    return 0
+
+
 def main():
     import argparse
     ap = argparse.ArgumentParser()
@@ -352,7 +459,8 @@ def main():
         p.add_argument("--table", required=True)
         p.add_argument("--give-up", type=float, default=30.0)
     f.add_argument("--rf", type=int, default=3)
-    f.add_argument("--timeout", type=float, default=1.0)
+    f.add_argument("--timeout", type=float, default=10.0)
+    f.add_argument("--probes", type=int, default=4)
     f.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("summary")
     s.add_argument("--dir", required=True)
@@ -360,6 +468,12 @@ def main():
     s.add_argument("--size", default="1k")
     s.add_argument("--seconds", default="20")
     s.add_argument("--give-up", default="30")
+    pr = sub.add_parser("profile")
+    pr.add_argument("--procs", required=True, help="name=pid,...")
+    pr.add_argument("--metrics", default="", help="name=host:port,...")
+    pr.add_argument("--warmup", type=float, default=2.0)
+    pr.add_argument("--seconds", type=float, required=True)
+    pr.add_argument("load", nargs="+", help="the rt-load command")
     g = sub.add_parser("fg")
     g.add_argument("--rerep", required=True)
     g.add_argument("--csv", required=True)
@@ -371,6 +485,8 @@ def main():
         return cmd_rerep(a)
     if a.cmd == "fg":
         return cmd_fg(a)
+    if a.cmd == "profile":
+        return cmd_profile(a)
     return cmd_summary(a)
 
 
