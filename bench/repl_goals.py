@@ -379,8 +379,14 @@ def cmd_fg(a):
     return 0
 
 
+COUNTERS = ("rt_ps_group_commits_total", "rt_ps_group_commit_seconds_total",
+            "rt_ps_group_commit_size_sum")
+GAUGES = ("rt_ps_pending_ops", "rt_ps_repl_held_write_ops")
+
+
 def metrics(hostport):
-    """The partition server's counters we need, from GET /metrics."""
+    """The partition server's counters and gauges we need, from GET
+    /metrics (published by the server once a second)."""
     out = {}
     with urllib.request.urlopen("http://%s/metrics" % hostport,
                                 timeout=2) as r:
@@ -388,11 +394,24 @@ def metrics(hostport):
             if line.startswith("#") or " " not in line:
                 continue
             name, val = line.rsplit(" ", 1)
-            if name in ("rt_ps_group_commits_total",
-                        "rt_ps_group_commit_seconds_total",
-                        "rt_ps_group_commit_size_sum"):
+            if name in COUNTERS or name in GAUGES:
                 out[name] = float(val)
     return out
+
+
+def metrics_fresh(hostport):
+    """(metrics, time) just after the server published them: polls every
+    20 ms until the group counter moves (an idle server: after 1.1 s), so
+    a rate over a window is not off by up to a publish period at each
+    end."""
+    m0 = metrics(hostport)
+    t_end = time.monotonic() + 1.1
+    while time.monotonic() < t_end:
+        time.sleep(0.02)
+        m = metrics(hostport)
+        if m.get(COUNTERS[0]) != m0.get(COUNTERS[0]):
+            return m, time.monotonic()
+    return m0, time.monotonic()
 
 
 def cpu_s(pid):
@@ -406,6 +425,11 @@ def cpu_s(pid):
 
 
 def cmd_profile(a):
+    """Counters are read fresh at both ends of the window; the gauges
+    (ops queued for or in the writer's commit, ops of writes waiting for
+    their replicas) are sampled every second in between. Little's law
+    turns their means into the mean time an op spends in each stage:
+    mean(ops in stage) / ops per second."""
     import subprocess
     procs = dict(x.split("=") for x in a.procs.split(","))
     procs = {k: int(v) for k, v in procs.items()}
@@ -415,32 +439,46 @@ def cmd_profile(a):
                             stderr=subprocess.DEVNULL)
     time.sleep(a.warmup)
     t0 = time.monotonic()
-    m0 = {k: metrics(v) for k, v in mets.items()}
     c0 = {k: cpu_s(p) for k, p in procs.items()}
     c0["rt-load"] = cpu_s(load.pid)
-    # Read the client's CPU just before it exits: the measured window ends
-    # at --duration after the warm-up.
-    time.sleep(max(a.seconds - 0.3, 0.1))
+    m0 = {k: metrics_fresh(v) for k, v in mets.items()}
+    samples = {k: [] for k in mets}
+    # Sample the gauges until ~1.5 s before the client stops (leaving
+    # time for the fresh read at the end).
+    while time.monotonic() - t0 < a.seconds - 1.5:
+        for k, v in mets.items():
+            try:
+                samples[k].append(metrics(v))
+            except OSError:
+                pass
+        time.sleep(1.0)
+    m1 = {k: metrics_fresh(v) for k, v in mets.items()}
     c1 = {k: cpu_s(p) for k, p in procs.items()}
     c1["rt-load"] = cpu_s(load.pid)
-    m1 = {k: metrics(v) for k, v in mets.items()}
     dt = time.monotonic() - t0
     load.wait()
     out = {"window_s": dt, "cpu_pct": {}, "servers": {}}
     for k in c1:
         out["cpu_pct"][k] = round(100.0 * (c1[k] - c0[k]) / dt, 1)
     for k in m1:
-        g = m1[k]["rt_ps_group_commits_total"] - \
-            m0[k]["rt_ps_group_commits_total"]
-        us = (m1[k]["rt_ps_group_commit_seconds_total"] -
-              m0[k]["rt_ps_group_commit_seconds_total"]) * 1e6
-        ops = m1[k]["rt_ps_group_commit_size_sum"] - \
-            m0[k]["rt_ps_group_commit_size_sum"]
-        out["servers"][k] = {
-            "groups_s": round(g / dt, 1),
-            "ops_per_group": round(ops / g, 2) if g else 0,
-            "commit_ms": round(us / g / 1000.0, 3) if g else 0,
-            "writer_busy_pct": round(100.0 * us / 1e6 / dt, 1)}
+        (v0, t_0), (v1, t_1) = m0[k], m1[k]
+        w = max(t_1 - t_0, 1e-3)
+        g = v1[COUNTERS[0]] - v0[COUNTERS[0]]
+        us = (v1[COUNTERS[1]] - v0[COUNTERS[1]]) * 1e6
+        ops = v1[COUNTERS[2]] - v0[COUNTERS[2]]
+        sv = {"groups_s": round(g / w, 1),
+              "ops_s": round(ops / w, 1),
+              "ops_per_group": round(ops / g, 2) if g else 0,
+              "commit_ms": round(us / g / 1000.0, 3) if g else 0,
+              "writer_busy_pct": round(100.0 * us / 1e6 / w, 1)}
+        for gname, short in ((GAUGES[0], "writer"), (GAUGES[1], "held")):
+            xs = [x[gname] for x in samples[k] if gname in x]
+            if xs:
+                mean = sum(xs) / len(xs)
+                sv[short + "_ops_mean"] = round(mean, 1)
+                if ops:
+                    sv[short + "_ms"] = round(1000.0 * mean / (ops / w), 2)
+        out["servers"][k] = sv
     print(json.dumps(out))
     return 0
 
