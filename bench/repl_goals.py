@@ -14,9 +14,10 @@
 A probe write is a single-entity insert signed with SharedKey (the
 development account), sent over a keep-alive connection with a 10 s
 timeout; a failed attempt is retried after 10 ms (on a new connection
-after a network error). --probes writers (4) run from the kill on, each
-alone on its connection, started 5 ms apart: the first success of any of
-them, 20 ms or more after the kill, ends the measurement. So a request the
+after a network error). --probes writers (8) run from the kill on, each
+alone on its connection, started --stagger-ms (50) apart so that together
+they cover the front end's 400 ms retry cycle: the first success of any
+of them, 20 ms or more after the kill, ends the measurement. So a request the
 front end holds across the failover counts as well as one sent after it,
 and the number is when the range takes writes again, not how long a queue
 drains. Python is fast enough: each probe sends one request at a time, the
@@ -136,8 +137,12 @@ def cmd_failover(a):
     else:
         print(json.dumps({"error": "range not in sync after 30 s"}))
         return 1
-    # Desynchronise the kill from the heartbeat period.
-    time.sleep(random.uniform(0.5, 1.5))
+    # The master suspects no server sooner than --failover-after-ms +
+    # --lease-ms (3 s by default) after its own start, so a kill right
+    # after the cluster came up would measure that guard: wait --settle
+    # first, then a random part of a second so kills fall anywhere in the
+    # heartbeat and support periods.
+    time.sleep(a.settle + random.uniform(0.0, 1.0))
     st = status(a.master_http)
     rng = table_range(st, a.table)
     old = rng["primary"]
@@ -170,12 +175,17 @@ def cmd_failover(a):
     for p in probes:
         p.insert()  # connected before the kill
     t0 = time.monotonic()
+    kill_unix = time.time()
     os.kill(pid, signal.SIGKILL)
     ths = [threading.Thread(target=probe, args=(p,), daemon=True)
            for p in probes]
+    # Staggered: the front end retries a request it could not send after
+    # 100 and then 300 ms (FE_ROUTE_WAIT1_MS / WAIT2_MS) and then answers
+    # 503, so probes started together would retry in step and see the
+    # range back only at their common retry times.
     for th in ths:
         th.start()
-        time.sleep(0.005)
+        time.sleep(a.stagger_ms / 1000.0)
     done.wait(a.give_up)
     done.set()
     ok_ms = (min(first) - t0) * 1000.0 if first else None
@@ -186,7 +196,8 @@ def cmd_failover(a):
     except (OSError, AttributeError):
         pass
     print(json.dumps({"killed_pid": pid, "old_primary": old,
-                      "new_primary": new, "ms": ok_ms, "attempts": tries}))
+                      "new_primary": new, "ms": ok_ms, "attempts": tries,
+                      "kill_unix": round(kill_unix, 3)}))
     return 0 if ok_ms is not None else 1
 
 
@@ -498,7 +509,9 @@ def main():
         p.add_argument("--give-up", type=float, default=30.0)
     f.add_argument("--rf", type=int, default=3)
     f.add_argument("--timeout", type=float, default=10.0)
-    f.add_argument("--probes", type=int, default=4)
+    f.add_argument("--probes", type=int, default=8)
+    f.add_argument("--stagger-ms", type=float, default=50.0)
+    f.add_argument("--settle", type=float, default=4.0)
     f.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("summary")
     s.add_argument("--dir", required=True)
