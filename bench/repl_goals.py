@@ -223,6 +223,7 @@ def cmd_rerep(a):
     os.kill(pid, signal.SIGKILL)
     t_add = t_join = None
     learner = None
+    why = None
     while time.time() - t0 < a.give_up:
         try:
             rng = table_range(status(a.master_http), a.table)
@@ -236,12 +237,26 @@ def cmd_rerep(a):
         if learner is not None and learner in rng.get("insync", []):
             t_join = time.time()
             break
+        if learner is not None and learner not in rng.get("replicas", []):
+            why = ("learner on server %s removed %.0f s after it was added, "
+                   "never in the ISR" % (learner, time.time() - t_add))
+            break
+        if t_add is None and time.time() - t0 > a.add_within:
+            why = ("no learner %.0f s after the kill (--rereplicate-after-ms "
+                   "%s)" % (a.add_within, a.after_ms))
+            break
         time.sleep(0.1)
     out = {"victim": victim, "learner": learner, "bytes": size,
            "kill_unix": t0, "add_unix": t_add, "join_unix": t_join}
     if t_add and t_join and t_join > t_add:
         out["copy_s"] = t_join - t_add
         out["mb_s"] = size / 1e6 / (t_join - t_add)
+    elif why is None:
+        why = ("learner on server %s added %.1f s after the kill, not in the "
+               "ISR %.0f s later (do the partition servers catch learners "
+               "up yet?)" % (learner, t_add - t0, time.time() - t_add))
+    if why:
+        out["error"] = why
     print(json.dumps(out))
     return 0 if t_join else 1
 
@@ -507,6 +522,11 @@ def main():
         p.add_argument("--pids", required=True)
         p.add_argument("--table", required=True)
         p.add_argument("--give-up", type=float, default=30.0)
+    r.add_argument("--after-ms", type=int, default=2000,
+                   help="the master's --rereplicate-after-ms")
+    r.add_argument("--add-within", type=float, default=30.0,
+                   help="give up when no learner appears this long after "
+                   "the kill")
     f.add_argument("--rf", type=int, default=3)
     f.add_argument("--timeout", type=float, default=10.0)
     f.add_argument("--probes", type=int, default=8)
