@@ -953,9 +953,8 @@ class Run:
                 if s.get("addr") in by_addr}
 
     def setup(self):
-        extra = {"master": ["--policy", "none"]}
-        if self.rf > 1:
-            extra["master"] += ["--replication-factor", str(self.rf)]
+        extra = {"master": ["--policy", "none", "--replication-factor",
+                            str(self.rf)]}
         if self.scenario == "moves-under-faults":
             extra["ps"] = ["--move-chunk-kb", "16"]
         self.cluster = Cluster(os.path.join(self.workdir, "cluster"),

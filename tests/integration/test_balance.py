@@ -52,8 +52,11 @@ PAYLOAD = "x" * 200
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """3 servers, policy "none" (only rtctl reshapes the map), small move
-    chunks so that a move of a few MB takes long enough to interrupt."""
+    chunks so that a move of a few MB takes long enough to interrupt. At
+    replication factor 1: these tests pin the move machinery of single
+    copies (a replicated range on three servers has nowhere to move)."""
     c = Cluster(tmp_path_factory.mktemp("balance"), n_ps=3,
+                replication_factor=1,
                 heartbeat_timeout_ms=2000,
                 extra_args={"master": ["--policy", "none"],
                             "ps": ["--move-chunk-kb", "16"]})
@@ -67,8 +70,10 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def capped(tmp_path_factory):
-    """3 servers capped at 1000 entities/s each, the default policy."""
+    """3 servers capped at 1000 entities/s each, the default policy, at
+    replication factor 1 (the policy splits and moves single copies)."""
     c = Cluster(tmp_path_factory.mktemp("capped"), n_ps=3,
+                replication_factor=1,
                 extra_args={"ps": ["--max-server-eps", "1000"]})
     sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
     c.start()
