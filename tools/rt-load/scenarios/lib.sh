@@ -6,7 +6,8 @@
 #                  tools/ (default: build/release, built if missing)
 #   RT_LOG_LEVEL   daemons' --log-level (default warn)
 #   RT_MASTER_ARGS more rt-master flags, split on spaces (e.g.
-#                  "--replication-factor 3"; default none)
+#                  "--replication-factor 1"; default none: the master's
+#                  own defaults, replication factor 3)
 #   RT_PS_ARGS     more rt-partition-server flags, split on spaces (e.g.
 #                  "--http 127.0.0.1:0" for /metrics; default none)
 #
