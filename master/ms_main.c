@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         {"delete-grace-ms", RT_OPT_INT, &delete_grace, "30000",
          "a deleted table's name cannot be created again for this long "
          "(409 TableBeingDeleted); 0: no grace period"},
-        {"replication-factor", RT_OPT_INT, &rf, "1",
+        {"replication-factor", RT_OPT_INT, &rf, "3",
          "copies of each new table's range (1..8), on distinct servers "
          "(distinct zones while there are enough)"},
         {"min-insync", RT_OPT_INT, &min_insync, NULL,
