@@ -2,7 +2,9 @@
 # Runs a local rangetable cluster in the foreground: rt-master, three
 # rt-partition-server and one rt-frontend on 127.0.0.1, with the development
 # account (devstoreaccount1 and its well-known key), so that
-# UseDevelopmentStorage=true works. Ctrl-C stops every process.
+# UseDevelopmentStorage=true works. The master keeps every table's range on
+# all three partition servers (its default --replication-factor 3). Ctrl-C
+# stops every process.
 #
 # Usage: deploy/run-local.sh [--data DIR] [--port N] [--no-build] [--help]
 #
@@ -48,7 +50,7 @@ die() {
     say "error: $*"
     exit 1
 }
-usage() { sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,27s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 while (($#)); do
     case "$1" in

@@ -1576,6 +1576,154 @@ int ms_catalog_range_apply_repl(struct ms_catalog *cat,
     return 0;
 }
 
+/* A child of @r for ms_catalog_split_repl: [@low, @high) (@high NULL =
+ * +inf) at @r's epoch + 1 with its replica configuration. */
+static struct ms_range *ms__range_child(const struct ms_range *r,
+                                        uint64_t id,
+                                        const char *low,
+                                        const char *high)
+{
+    struct ms_range_put p = {
+        0, r->table_id, low, high, high == NULL, r->server_id, r->epoch + 1};
+    struct ms_range *c = ms__range_new(&p, id);
+    c->nreplicas = r->nreplicas;
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        c->replicas[i].server_id = r->replicas[i].server_id;
+        c->replicas[i].role = r->replicas[i].role;
+    }
+    c->nisr = r->nisr;
+    memcpy(c->isr, r->isr, r->nisr * sizeof(r->isr[0]));
+    c->primary_epoch = r->primary_epoch;
+    c->rf = r->rf;
+    c->min_insync = r->min_insync;
+    return c;
+}
+
+int ms_catalog_split_repl(struct ms_catalog *cat,
+                          uint64_t range_id,
+                          uint64_t guard_epoch,
+                          const char *key,
+                          uint64_t new_ids[2])
+{
+    const struct ms_range *r = ms_catalog_range_find(cat, range_id);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range *c[2];
+    MDB_txn *txn;
+    size_t idx;
+    int rc, err;
+
+    if (!r) {
+        return RT_ENOTFOUND;
+    }
+    if (r->epoch != guard_epoch || r->seal_epoch != 0) {
+        return RT_ESTALE;
+    }
+    if (!key || strcmp(key, r->low) <= 0 ||
+        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+        return RT_EINVAL;
+    }
+    c[0] = ms__range_child(r, ctr.next_range_id++, r->low, key);
+    c[1] = ms__range_child(r, ctr.next_range_id++, key,
+                           r->high_inf ? NULL : r->high);
+    if (!ms_range_replicas_valid(c[0]) || !ms_range_replicas_valid(c[1])) {
+        err = RT_EINVAL;
+        goto err_after_build;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        err = ms__catalog_err(rc);
+        goto err_after_build;
+    }
+    rc = ms__del_u64key(txn, cat->db_ranges, range_id);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        rc = ms__put_range(txn, cat, c[i]);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "split replicated range");
+    if (err) {
+        goto err_after_build;
+    }
+    /* r is freed here. */
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, range_id, &idx)) {
+        ms__range_free(ms_vec_remove(&cat->ranges, idx));
+    }
+    for (int i = 0; i < 2; i++) {
+        new_ids[i] = c[i]->id;
+        ms__mirror_put_range(cat, c[i]);
+    }
+    return 0;
+
+err_after_build:
+    ms__range_free(c[0]);
+    ms__range_free(c[1]);
+    return err;
+}
+
+int ms_catalog_merge_repl(struct ms_catalog *cat,
+                          uint64_t a_id,
+                          uint64_t a_epoch,
+                          uint64_t b_id,
+                          uint64_t b_epoch,
+                          uint64_t *new_id)
+{
+    const struct ms_range *a = ms_catalog_range_find(cat, a_id);
+    const struct ms_range *b = ms_catalog_range_find(cat, b_id);
+    struct ms_counters ctr = cat->ctr;
+    struct ms_range *m;
+    MDB_txn *txn;
+    size_t idx;
+    int rc, err;
+
+    if (!a || !b) {
+        return RT_ENOTFOUND;
+    }
+    if (a->epoch != a_epoch || b->epoch != b_epoch || a->seal_epoch != 0 ||
+        b->seal_epoch != 0) {
+        return RT_ESTALE;
+    }
+    if (a->table_id != b->table_id || a->high_inf ||
+        strcmp(a->high, b->low) != 0) {
+        return RT_EINVAL;
+    }
+    m = ms__range_child(a, ctr.next_range_id++, a->low,
+                        b->high_inf ? NULL : b->high);
+    m->epoch = (a->epoch > b->epoch ? a->epoch : b->epoch) + 1;
+    m->primary_epoch = a->primary_epoch > b->primary_epoch ? a->primary_epoch
+                                                           : b->primary_epoch;
+    if (!ms_range_replicas_valid(m)) {
+        ms__range_free(m);
+        return RT_EINVAL;
+    }
+    ctr.map_version++;
+    rc = ms__txn_begin(cat, &txn);
+    if (rc) {
+        ms__range_free(m);
+        return ms__catalog_err(rc);
+    }
+    rc = ms__del_u64key(txn, cat->db_ranges, a_id);
+    if (rc == 0) {
+        rc = ms__del_u64key(txn, cat->db_ranges, b_id);
+    }
+    if (rc == 0) {
+        rc = ms__put_range(txn, cat, m);
+    }
+    err = ms__txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
+    if (err) {
+        ms__range_free(m);
+        return err;
+    }
+    /* a and b are freed here. */
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, a_id, &idx)) {
+        ms__range_free(ms_vec_remove(&cat->ranges, idx));
+    }
+    if (ms_vec_find(&cat->ranges, MS__RANGE_ID, b_id, &idx)) {
+        ms__range_free(ms_vec_remove(&cat->ranges, idx));
+    }
+    *new_id = m->id;
+    ms__mirror_put_range(cat, m);
+    return 0;
+}
+
 int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t want_id,
                                const char *addr,

@@ -98,11 +98,13 @@ struct ms_props
  * The replica set (docs/DESIGN-replication.md §2.1) is kept consistent
  * with server_id by the catalog on every change of owner: server_id is the
  * one PRIMARY replica, the ISR holds it, no server appears twice
- * (ms_range_replicas_valid). A range made by a split, merge or move, or
- * created with RF 1, has the RF 1 set: replicas [{server_id, PRIMARY}],
- * isr [server_id], primary_epoch = epoch, rf = min_insync = 1. A table
- * created with a larger replication factor starts with the placed set
- * (ms_catalog_create_table_rs); such ranges are not split, merged or moved
+ * (ms_range_replicas_valid). A range made by ms_catalog_update_ranges
+ * (a split, merge or move of an RF 1 range) or created with RF 1 has the
+ * RF 1 set: replicas [{server_id, PRIMARY}], isr [server_id],
+ * primary_epoch = epoch, rf = min_insync = 1. A table created with a
+ * larger replication factor starts with the placed set
+ * (ms_catalog_create_table_rs); such ranges are split and merged with
+ * their set (ms_catalog_split_repl, ms_catalog_merge_repl), not moved
  * yet.
  * A range lives on the heap inside the catalog and is never copied by
  * value: replica_v points into it. */
@@ -323,6 +325,36 @@ int ms_catalog_range_apply_repl(struct ms_catalog *cat,
                                 const struct rt_repl_conf *c,
                                 uint64_t guard_epoch,
                                 uint64_t guard_seal_epoch);
+
+/* Splits replicated range @range_id at @key (docs/DESIGN-replication.md
+ * §9.1), in one durable transaction that raises the map version: the
+ * range is replaced by [low, @key) and [@key, high) with new ids
+ * (*@new_ids, in that order), epoch + 1 and its replica set, ISR,
+ * primary, primary_epoch, rf and min_insync; only if it still has epoch
+ * @guard_epoch and no seal intent. @key is borrowed. Errors: RT_ENOTFOUND,
+ * RT_ESTALE (the guard does not match), RT_EINVAL (@key not strictly
+ * inside the range), RT_EIO, RT_ENOSPACE; nothing written on error. */
+int ms_catalog_split_repl(struct ms_catalog *cat,
+                          uint64_t range_id,
+                          uint64_t guard_epoch,
+                          const char *key,
+                          uint64_t new_ids[2]);
+
+/* Merges adjacent replicated ranges @a_id and @b_id (in key order) with
+ * the same replica configuration (docs/DESIGN-replication.md §9.2; the
+ * caller checks the sets match) in one durable transaction that raises
+ * the map version: both are replaced by [a.low, b.high) under a new id
+ * (*@new_id) at max(epochs) + 1 with @a_id's replica set, ISR, primary,
+ * rf and min_insync and the higher primary_epoch; only if they still have
+ * epochs @a_epoch and @b_epoch and no seal intent. Errors: RT_ENOTFOUND,
+ * RT_ESTALE (a guard does not match), RT_EINVAL (not adjacent), RT_EIO,
+ * RT_ENOSPACE; nothing written on error. */
+int ms_catalog_merge_repl(struct ms_catalog *cat,
+                          uint64_t a_id,
+                          uint64_t a_epoch,
+                          uint64_t b_id,
+                          uint64_t b_epoch,
+                          uint64_t *new_id);
 
 /* Records a partition server. @want_id 0 assigns a fresh id; otherwise the
  * id is kept (recorded if unknown, e.g. after the master's data was lost,

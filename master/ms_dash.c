@@ -2,6 +2,12 @@
  * (no external assets) that polls /api/status, /api/history and
  * /api/events and draws servers, ranges, a heat map of the load over the
  * key space for the last two minutes, per-server load and recent events.
+ * Replicated ranges show their replica set (the primary in bold, members
+ * outside the in-sync set struck through and red), the largest lag in
+ * LSNs and the primary's lease; the header counts under-replicated ranges
+ * and replication operations in flight; failovers, in-sync changes,
+ * transfers and re-replications are coloured in the event list with
+ * their durations.
  * Thread: read-only data, served from the HTTP thread. */
 
 const char ms_dashboard_html[] =
@@ -37,6 +43,10 @@ const char ms_dashboard_html[] =
     ".k-split{color:#79c0ff}.k-move{color:#d2a8ff}.k-merge{color:#7ee787}\n"
     ".k-hot{color:#ff7b72}.k-cool{color:#8b949e}.k-server_down{color:#f85149}"
     "\n.k-server_up{color:#3fb950}.k-drain{color:#d29922}\n"
+    ".k-failover{color:#ff7b72;font-weight:600}.k-isr_shrink{color:#d29922}"
+    ".k-isr_grow{color:#3fb950}.k-transfer{color:#d2a8ff}"
+    ".k-rereplicate{color:#79c0ff}.k-replica_removed{color:#8b949e}\n"
+    ".out{color:#f85149;text-decoration:line-through}\n"
     ".bad{color:#f85149}\n"
     ".wide{grid-column:1/-1}\n"
     "#legend{display:flex;gap:8px;align-items:center;color:#9aa7b3;"
@@ -53,6 +63,8 @@ const char ms_dashboard_html[] =
     "<span>ranges <b id=\"nrng\">-</b></span>\n"
     "<span>tables <b id=\"ntab\">-</b></span>\n"
     "<span>moves in flight <b id=\"nops\">-</b></span>\n"
+    "<span>replication ops <b id=\"nrops\">-</b></span>\n"
+    "<span>under-replicated <b id=\"nunder\">-</b></span>\n"
     "<span id=\"err\" class=\"bad\"></span></header>\n"
     "<main>\n"
     "<section class=\"wide\"><h2>Load over the key space (last 2 minutes; "
@@ -149,7 +161,12 @@ const char ms_dashboard_html[] =
     "$('nsrv').textContent=up+'/'+st.servers.length+' up';"
     "$('nrng').textContent=st.ranges.length;"
     "$('ntab').textContent=(st.tables||[]).length;"
-    "$('nops').textContent=(st.ops||[]).filter(o=>o.kind==='move').length;\n"
+    "$('nops').textContent=(st.ops||[]).filter(o=>o.kind==='move').length;"
+    "$('nrops').textContent=(st.ops||[]).filter(o=>o.kind!=='move'&&"
+    "o.kind!=='split'&&o.kind!=='merge').length;"
+    "const under=st.ranges.filter(r=>r.under_replicated).length;"
+    "$('nunder').textContent=under;"
+    "$('nunder').className=under?'bad':'';\n"
     " let h='<tr><th>id</th><th>addr</th><th>state</th><th>ranges</th>"
     "<th>demand/s</th><th>ent/s</th><th>refused/s</th><th>busy</th>"
     "<th>pending</th><th>caps</th></tr>';"
@@ -167,21 +184,35 @@ const char ms_dashboard_html[] =
     " const rs=[...st.ranges].sort((a,b)=>a.table_id-b.table_id||"
     "(a.low<b.low?-1:a.low>b.low?1:0));\n"
     " h='<tr><th>id</th><th>table</th><th>low</th><th>high</th><th>server"
-    "</th><th>epoch</th><th>demand/s</th><th>req/s</th><th>refused/s</th>"
+    "</th><th>replicas</th><th>lag</th><th>lease</th>"
+    "<th>epoch</th><th>demand/s</th><th>req/s</th><th>refused/s</th>"
     "<th>keys</th><th>size</th><th></th></tr>';"
     " for(const r of rs){const l=r.load||{};"
     "h+=`<tr><td>${r.id}</td><td>${esc(r.table||r.table_id)}</td>"
     "<td>${esc(key(r.low))}</td><td>${esc(key(r.high))}</td>"
-    "<td class=n>${r.server}</td><td class=n>${r.epoch}</td>"
+    "<td class=n>${r.server}</td><td>${reps(r)}</td>"
+    "<td class=n>${maxLag(r)}</td><td class=n>${r.lease_ms!=null?"
+    "r.lease_ms+' ms':'-'}</td><td class=n>${r.epoch}</td>"
     "<td class=n>${fmt(l.demand)}</td><td class=n>${fmt(l.req_s)}</td>"
     "<td class=n>${fmt(l.thr_s)}</td><td class=n>${fmt(l.keys)}</td>"
     "<td class=n>${l.bytes!=null?bytes(l.bytes):'-'}</td><td>"
     "${r.hot?'<span class=hot>hot</span> ':''}"
     "${r.busy?'<span class=busy>busy</span>':''}</td></tr>`;}\n"
     " $('rng').innerHTML=h;}\n"
+    "function reps(r){const R=r.replicas||[];if(R.length<2)return '-';"
+    "const I=r.insync||[];return R.map(s=>s===r.primary?`<b>${s}</b>`:"
+    "I.includes(s)?String(s):`<span class=out>${s}</span>`).join(' ')+"
+    "(r.under_replicated?' <span class=bad>under</span>':'');}\n"
+    "function maxLag(r){let m=null;for(const l of r.lag||[])if(l.lag!=null)"
+    "m=Math.max(m||0,l.lag);return m==null?'-':m;}\n"
     "function evText(e){let s=`${e.time.slice(11,23)} #${e.seq} `+"
     "`<span class=\"k-${esc(e.kind)}\">${esc(e.kind)}</span>`;"
     "if(e.range!=null)s+=' range '+e.range;"
+    "if(e.kind==='failover'&&e.new_primary!=null)s+=` ${e.old_primary}`+"
+    "` -> ${e.new_primary}`;"
+    "if(e.removed)s+=' removed '+e.removed.join(',');"
+    "if(e.added)s+=' added '+e.added.join(',');"
+    "if(e.isr)s+=' isr '+e.isr.join(',');"
     "if(e.kind==='split')s+=` at ${esc(key(e.key))} -> `+"
     "(e.new_ranges||[]).join(',');"
     "if(e.kind==='merge')s+=' + '+e.range2+' -> '+e.new_range;"

@@ -24,14 +24,17 @@
  * forgotten. A master restart finds unsettled records and aborts them
  * the same way once S and T are back.
  *
- * Ranges with more than one replica are not split, merged or moved yet
- * (docs/DESIGN-replication.md §9 comes in a later step): ms_exec_start
- * refuses them with RT_ENOTIMPL before anything happens.
+ * Split and merge of ranges with more than one replica
+ * (docs/DESIGN-replication.md §9.1, §9.2): freeze on the primary, commit
+ * with the same replica set, assign (see "split of a replicated range"
+ * and "merge of replicated ranges" below). Moves of such ranges are not
+ * built yet: ms_exec_start refuses them with RT_ENOTIMPL before anything
+ * happens.
  *
  * What an operator waiting for an operation sees: 400 bad arguments,
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
- * failed, 501 the range is replicated, 503 master stopping, 504 a
+ * failed, 501 a move of a replicated range, 503 master stopping, 504 a
  * timeout; otherwise 200 with the event. */
 #include "ms_exec.h"
 
@@ -42,6 +45,7 @@
 #include <string.h>
 
 #include "ms_catalog.h"
+#include "ms_repl.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -614,6 +618,561 @@ static int ms__split(struct ms_exec *ex,
     return 0;
 }
 
+/* ---- split of a replicated range ---- */
+
+/* docs/DESIGN-replication.md §9.1, as built: RANGE_FREEZE to the primary
+ * P (new writes RT_EBUSY; answered once cw = its last LSN, so every ISR
+ * member holds all of R); then, if nothing changed meanwhile (R's epoch
+ * is the one P answered at, same primary, no seal intent, the replica
+ * core STABLE, P did not register again — its registration reply would
+ * have thawed R), one catalog commit replaces R by its two halves with
+ * R's replica set, ISR and primary at epoch + 1 (ms_catalog_split_repl);
+ * ASSIGN_RANGES to the secondaries, then to P; map push once P answered.
+ * Every replica derives the children's `rs` records from R's when it
+ * applies the assignment (ps_repl.c), so they continue from R's LSN.
+ * Anything else before the commit: RANGE_THAW to P (not waited for: if
+ * it is lost, P's next registration thaws R) and the split fails. */
+
+#define MS__FREEZE_TIMEOUT_MS 5000
+#define MS__THAW_TIMEOUT_MS 3000
+
+/* The split key of @o on @r (the load median when @o names none), or
+ * NULL with @err and *@rc; *@share is the median's left share (-1 when
+ * the key was given). The result is malloc'd. */
+static char *ms__split_key(struct ms_exec *ex,
+                           const struct ms_exec_order *o,
+                           const struct ms_range *r,
+                           double *share,
+                           int *rc,
+                           char *err,
+                           size_t errlen)
+{
+    char *key;
+    *share = -1;
+    if (o->key) {
+        key = rt_xstrdup(o->key);
+    } else {
+        key = ms_load_split_key(ms_load_find(ex->load, r->id), r->low,
+                                r->high_inf ? NULL : r->high, rt_time_mono_ms(),
+                                share);
+        if (!key) {
+            snprintf(err, errlen,
+                     "range %" PRIu64
+                     " has no load samples "
+                     "with two PartitionKeys: give the split key",
+                     r->id);
+            *rc = RT_EBUSY;
+            return NULL;
+        }
+    }
+    if (strcmp(key, r->low) <= 0 ||
+        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+        snprintf(err, errlen,
+                 "split key must lie strictly inside the "
+                 "range (low < key < high)");
+        free(key);
+        *rc = RT_EINVAL;
+        return NULL;
+    }
+    return key;
+}
+
+/* RANGE_THAW to @op's primary: the split will not commit. */
+static void ms__rsplit_thaw(struct ms_op *op)
+{
+    Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+    req.range_id = op->range_id;
+    (void)ms_cluster_call(op->ex->cl, op->server_id, RT__METHOD__RANGE_THAW,
+                          "RANGE_THAW", &req.base, MS__THAW_TIMEOUT_MS, NULL,
+                          NULL);
+}
+
+/* Why @op's range cannot be split now that its primary froze it at
+ * @epoch (NULL: it can). */
+static const char *ms__rsplit_changed(struct ms_op *op, uint64_t epoch)
+{
+    struct ms_exec *ex = op->ex;
+    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, op->range_id);
+    const struct ms_server *p = ms_cluster_server_find(ex->cl, op->server_id);
+    const char *st =
+        ex->repl ? ms_repl_range_state(ex->repl, op->range_id) : NULL;
+    if (!r || r->epoch != epoch || r->server_id != op->server_id ||
+        r->seal_epoch != 0) {
+        return "the range changed while it was frozen";
+    }
+    if (!p || p->reg_gen != op->src_reg_gen) {
+        return "the primary registered again while frozen";
+    }
+    if (st && strcmp(st, "stable") != 0) {
+        return "a replication change of the range is in flight";
+    }
+    return NULL;
+}
+
+/* Commits @op's split of its frozen range (epoch @epoch) and assigns the
+ * children. 0, or the error with @err (nothing committed). */
+static int ms__rsplit_commit(struct ms_op *op,
+                             uint64_t epoch,
+                             char *err,
+                             size_t errlen)
+{
+    struct ms_exec *ex = op->ex;
+    const char *key = json_string_value(json_object_get(op->ev, "key"));
+    const struct ms_range *c;
+    uint64_t ids[2];
+    struct ms_rmeta *rm;
+    int rc;
+
+    rc = ms_catalog_split_repl(ex->cl->cat, op->range_id, epoch, key, ids);
+    if (rc) {
+        snprintf(err, errlen, "catalog: %s", rt_strerror(rc));
+        return rc;
+    }
+    op->new_ids[0] = ids[0];
+    op->new_ids[1] = ids[1];
+    op->new_epoch = epoch + 1;
+    if (ex->repl) {
+        ms_repl_sync(ex->repl); /* forgets R, follows the children */
+    }
+    ms_load_split(ex->load, op->range_id, key, ids[0], ids[1]);
+    for (int i = 0; i < 2; i++) {
+        rm = ms_exec_rmeta(ex, ids[i]);
+        rm->born_ms = rm->split_ms = rt_time_mono_ms();
+    }
+    ex->n_splits++;
+    json_t *nr = json_array();
+    json_array_append_new(nr, json_integer((json_int_t)ids[0]));
+    json_array_append_new(nr, json_integer((json_int_t)ids[1]));
+    json_object_set_new(op->ev, "new_ranges", nr);
+    json_object_set_new(op->ev, "new_epoch",
+                        json_integer((json_int_t)op->new_epoch));
+    rt_log(RT_LOG_INFO,
+           "split replicated range %" PRIu64 " at '%s' -> %" PRIu64 ", %" PRIu64
+           " (primary %" PRIu64 ", epoch %" PRIu64 ", %s)",
+           op->range_id, key, ids[0], ids[1], op->server_id, op->new_epoch,
+           op->origin);
+    /* The secondaries first: the primary's children serve at once and
+     * stream to them. Not waited for (a late one learns it from its
+     * heartbeat reply; appends meanwhile are resent). */
+    c = ms_catalog_range_find(ex->cl->cat, ids[0]);
+    ms_cluster_map_changed(ex->cl, false);
+    for (size_t i = 0; c && i < c->nreplicas; i++) {
+        uint64_t sid = c->replicas[i].server_id;
+        if (sid != op->server_id) {
+            (void)ms_cluster_assign_push(ex->cl, sid, 0, NULL, NULL);
+        }
+    }
+    op->out_done_ms = rt_time_mono_ms();
+    ms__op_assign(op, op->server_id, ms__split_assigned_cb);
+    return 0;
+}
+
+static void ms__rsplit_frozen_cb(int status,
+                                 const uint8_t *body,
+                                 size_t len,
+                                 void *arg)
+{
+    struct ms_op *op = arg;
+    Rt__FreezeResp *resp = NULL;
+    const char *why;
+    char err[256];
+    int rc = status;
+
+    op->calls--;
+    if (op->ex->cl->stopping) {
+        ms__op_finish(op, RT_ECANCELED, "master stopping");
+        return;
+    }
+    if (rc == 0 && !(resp = rt__freeze_resp__unpack(NULL, len, body))) {
+        rc = RT_EIO;
+    }
+    if (rc) {
+        snprintf(err, sizeof(err), "RANGE_FREEZE: %s", rt_strerror(rc));
+        ms__rsplit_thaw(op);
+        ms__op_finish(op, rc, err);
+        return;
+    }
+    json_t *fz = json_object();
+    json_object_set_new(fz, "lsn", json_integer((json_int_t)resp->lsn));
+    json_object_set_new(fz, "frozen_ms",
+                        json_integer((json_int_t)resp->frozen_ms));
+    json_object_set_new(op->ev, "freeze", fz);
+    why = ms__rsplit_changed(op, resp->epoch);
+    rc = why ? RT_ESTALE : ms__rsplit_commit(op, resp->epoch, err, sizeof(err));
+    rt__freeze_resp__free_unpacked(resp, NULL);
+    if (rc) {
+        ms__rsplit_thaw(op);
+        ms__op_finish(op, rc, why ? why : err);
+    }
+}
+
+static int ms__rsplit(struct ms_exec *ex,
+                      const struct ms_exec_order *o,
+                      const struct ms_range *r,
+                      char *err,
+                      size_t errlen)
+{
+    Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+    const struct ms_server *p = ms_cluster_server_find(ex->cl, r->server_id);
+    const char *st = ex->repl ? ms_repl_range_state(ex->repl, r->id) : NULL;
+    struct ms_op *op;
+    double share;
+    char *key;
+    int rc = 0;
+
+    if (ms_exec_busy(ex, r->id)) {
+        snprintf(err, errlen,
+                 "range %" PRIu64
+                 " is busy (a move, split or "
+                 "merge of it is in flight)",
+                 r->id);
+        return RT_EBUSY;
+    }
+    if (!p || !ms_cluster_server_usable(ex->cl, r->server_id)) {
+        snprintf(err, errlen,
+                 "server %" PRIu64 " owning range %" PRIu64 " is down",
+                 r->server_id, r->id);
+        return RT_EBUSY;
+    }
+    if (r->seal_epoch != 0 || (st && strcmp(st, "stable") != 0)) {
+        snprintf(err, errlen,
+                 "range %" PRIu64 " is changing its replica configuration (%s)",
+                 r->id, st ? st : "sealing");
+        return RT_EBUSY;
+    }
+    key = ms__split_key(ex, o, r, &share, &rc, err, errlen);
+    if (!key) {
+        return rc;
+    }
+    op = ms__op_begin(ex, o, r);
+    json_object_set_new(op->ev, "key", ms__str_or_null(key));
+    free(key);
+    if (share >= 0) {
+        json_object_set_new(op->ev, "left_share",
+                            json_real(round(share * 1000) / 1000));
+    }
+    json_object_set_new(op->ev, "replicas",
+                        json_integer((json_int_t)r->nreplicas));
+    ms_exec_ev_decision(op->ev, o->d);
+    json_object_set_new(op->ev, "load",
+                        ms_exec_load_json(ms_load_find(ex->load, r->id), true));
+    op->src_reg_gen = p->reg_gen;
+    req.range_id = r->id;
+    req.epoch = r->epoch;
+    rc = ms_cluster_call(ex->cl, r->server_id, RT__METHOD__RANGE_FREEZE,
+                         "RANGE_FREEZE", &req.base, MS__FREEZE_TIMEOUT_MS,
+                         ms__rsplit_frozen_cb, op);
+    if (rc) {
+        snprintf(err, errlen, "RANGE_FREEZE: %s", rt_strerror(rc));
+        op->req = NULL;
+        ms__op_finish(op, rc, err);
+        return rc;
+    }
+    op->calls++;
+    ms_cluster_changed(ex->cl); /* the split shows in "ops" at once */
+    return 0;
+}
+
+/* ---- merge of replicated ranges ---- */
+
+/* docs/DESIGN-replication.md §9.2, built like the split of §9.1: both
+ * ranges must have the same replica set, ISR and primary, with every
+ * replica in sync (a copy outside the ISR would take the merged range's
+ * LSN without holding both parents: refused 409 with the reason). Both
+ * are frozen on the primary (RANGE_FREEZE each); once both answered and
+ * nothing changed, one commit replaces them by one range at max(epochs)
+ * + 1 (ms_catalog_merge_repl); each replica starts it at the higher of
+ * the parents' LSNs (ps_repl.c). Any failure before the commit thaws
+ * both. */
+
+/* Why @a and @b (adjacent, in key order) cannot be merged as replicated
+ * ranges, or NULL. @buf holds the reason. */
+static const char *ms__rmerge_refusal(const struct ms_range *a,
+                                      const struct ms_range *b,
+                                      char *buf,
+                                      size_t len)
+{
+    const struct ms_range *rs[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        if (rs[k]->nisr != rs[k]->nreplicas) {
+            snprintf(buf, len,
+                     "range %" PRIu64
+                     " has %zu replicas but %zu in sync: "
+                     "a merge needs every replica in sync",
+                     rs[k]->id, rs[k]->nreplicas, rs[k]->nisr);
+            return buf;
+        }
+    }
+    if (a->nreplicas != b->nreplicas || a->server_id != b->server_id ||
+        a->nisr != b->nisr) {
+        snprintf(buf, len,
+                 "ranges %" PRIu64 " and %" PRIu64
+                 " have different replica sets, ISRs or primaries: move or "
+                 "transfer one first",
+                 a->id, b->id);
+        return buf;
+    }
+    for (size_t i = 0; i < a->nreplicas; i++) {
+        bool same = false;
+        for (size_t j = 0; j < b->nreplicas; j++) {
+            same =
+                same || (b->replicas[j].server_id == a->replicas[i].server_id &&
+                         b->replicas[j].role == a->replicas[i].role);
+        }
+        if (!same) {
+            snprintf(buf, len,
+                     "ranges %" PRIu64 " and %" PRIu64
+                     " have different replica sets: server %" PRIu64
+                     " is not a replica of both in the same role",
+                     a->id, b->id, a->replicas[i].server_id);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void ms__rmerge_thaw(struct ms_op *op)
+{
+    ms__rsplit_thaw(op);
+    if (op->range_id2) {
+        uint64_t id = op->range_id;
+        op->range_id = op->range_id2;
+        ms__rsplit_thaw(op);
+        op->range_id = id;
+    }
+}
+
+/* Both freezes answered: commit and assign, or thaw and fail. */
+static void ms__rmerge_decide(struct ms_op *op)
+{
+    struct ms_exec *ex = op->ex;
+    const char *why = NULL;
+    char err[256];
+    uint64_t id, ids[2] = {op->range_id, op->range_id2};
+    struct ms_rmeta *rm;
+    const struct ms_range *m;
+    uint64_t split_ms = 0;
+    int rc = op->frz_rc;
+
+    if (rc) {
+        snprintf(err, sizeof(err), "RANGE_FREEZE: %s", rt_strerror(rc));
+        why = err;
+    }
+    for (int k = 0; !why && k < 2; k++) {
+        uint64_t keep = op->range_id;
+        op->range_id = ids[k];
+        why = ms__rsplit_changed(op, op->frz_epoch[k]);
+        op->range_id = keep;
+        rc = why ? RT_ESTALE : 0;
+    }
+    if (!why) {
+        for (int k = 0; k < 2; k++) {
+            rm = ms_exec_rmeta(ex, ids[k]);
+            if (rm->split_ms > split_ms) {
+                split_ms = rm->split_ms;
+            }
+        }
+        rc = ms_catalog_merge_repl(ex->cl->cat, ids[0], op->frz_epoch[0],
+                                   ids[1], op->frz_epoch[1], &id);
+        if (rc) {
+            snprintf(err, sizeof(err), "catalog: %s", rt_strerror(rc));
+            why = err;
+        }
+    }
+    if (why) {
+        ms__rmerge_thaw(op);
+        ms__op_finish(op, rc, why);
+        return;
+    }
+    op->new_ids[0] = id;
+    if (ex->repl) {
+        ms_repl_sync(ex->repl); /* forgets both, follows the merged one */
+    }
+    ms_load_merge(ex->load, ids[0], ids[1], id);
+    rm = ms_exec_rmeta(ex, id);
+    rm->born_ms = rt_time_mono_ms();
+    rm->split_ms = split_ms;
+    ex->n_merges++;
+    m = ms_catalog_range_find(ex->cl->cat, id);
+    op->new_epoch = m ? m->epoch : 0;
+    json_object_set_new(op->ev, "new_range", json_integer((json_int_t)id));
+    json_object_set_new(op->ev, "new_epoch",
+                        json_integer((json_int_t)op->new_epoch));
+    rt_log(RT_LOG_INFO,
+           "merged replicated ranges %" PRIu64 " and %" PRIu64 " -> %" PRIu64
+           " (primary %" PRIu64 ", epoch %" PRIu64 ", %s)",
+           ids[0], ids[1], id, op->server_id, op->new_epoch, op->origin);
+    ms_cluster_map_changed(ex->cl, false);
+    for (size_t i = 0; m && i < m->nreplicas; i++) {
+        uint64_t sid = m->replicas[i].server_id;
+        if (sid != op->server_id) {
+            (void)ms_cluster_assign_push(ex->cl, sid, 0, NULL, NULL);
+        }
+    }
+    op->out_done_ms = rt_time_mono_ms();
+    ms__op_assign(op, op->server_id, ms__split_assigned_cb);
+}
+
+static void ms__rmerge_frozen(struct ms_op *op,
+                              int k,
+                              int status,
+                              const uint8_t *body,
+                              size_t len)
+{
+    Rt__FreezeResp *resp = NULL;
+    op->calls--;
+    if (op->ex->cl->stopping) {
+        if (op->calls == 0) {
+            ms__op_finish(op, RT_ECANCELED, "master stopping");
+        }
+        return;
+    }
+    if (status == 0 && !(resp = rt__freeze_resp__unpack(NULL, len, body))) {
+        status = RT_EIO;
+    }
+    if (status) {
+        op->frz_rc = op->frz_rc ? op->frz_rc : status;
+    } else {
+        json_t *fz = json_object_get(op->ev, "freeze");
+        json_t *one = json_object();
+        json_object_set_new(one, "lsn", json_integer((json_int_t)resp->lsn));
+        json_object_set_new(one, "frozen_ms",
+                            json_integer((json_int_t)resp->frozen_ms));
+        json_array_append_new(fz, one);
+        op->frz_epoch[k] = resp->epoch;
+        rt__freeze_resp__free_unpacked(resp, NULL);
+    }
+    if (op->calls == 0) {
+        ms__rmerge_decide(op);
+    }
+}
+
+static void ms__rmerge_frozen_a_cb(int status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   void *arg)
+{
+    ms__rmerge_frozen(arg, 0, status, body, len);
+}
+
+static void ms__rmerge_frozen_b_cb(int status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   void *arg)
+{
+    ms__rmerge_frozen(arg, 1, status, body, len);
+}
+
+static int ms__rmerge(struct ms_exec *ex,
+                      const struct ms_exec_order *o,
+                      const struct ms_range *a,
+                      char *err,
+                      size_t errlen)
+{
+    rt_rpc_reply_cb cbs[2] = {ms__rmerge_frozen_a_cb, ms__rmerge_frozen_b_cb};
+    const struct ms_range *b = NULL, *rs[2];
+    const struct ms_server *p;
+    struct ms_op *op;
+    json_t *parts;
+    char why[200];
+    int rc = 0;
+
+    if (o->range_id2 == 0) {
+        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(ex->cl->cat);
+             i++) {
+            const struct ms_range *x = ms_catalog_range_at(ex->cl->cat, i);
+            if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
+                b = x;
+                break;
+            }
+        }
+        if (!b) {
+            snprintf(err, errlen,
+                     "range %" PRIu64
+                     " is the last of its "
+                     "table: nothing to merge it with",
+                     a->id);
+            return RT_EINVAL;
+        }
+    } else if (!(b = ms__range_arg(ex, o->range_id2, err, errlen))) {
+        return RT_ENOTFOUND;
+    }
+    if (a->table_id != b->table_id || a->high_inf ||
+        strcmp(a->high, b->low) != 0) {
+        snprintf(err, errlen,
+                 "ranges %" PRIu64 " and %" PRIu64 " are not adjacent", a->id,
+                 b->id);
+        return RT_EINVAL;
+    }
+    if (ms__rmerge_refusal(a, b, why, sizeof(why))) {
+        snprintf(err, errlen, "%s", why);
+        return RT_EBUSY;
+    }
+    if (ms_exec_busy(ex, a->id) || ms_exec_busy(ex, b->id)) {
+        snprintf(err, errlen, "range %" PRIu64 " or %" PRIu64 " is busy", a->id,
+                 b->id);
+        return RT_EBUSY;
+    }
+    p = ms_cluster_server_find(ex->cl, a->server_id);
+    if (!p || !ms_cluster_server_usable(ex->cl, a->server_id)) {
+        snprintf(err, errlen, "server %" PRIu64 " is down", a->server_id);
+        return RT_EBUSY;
+    }
+    rs[0] = a;
+    rs[1] = b;
+    for (int k = 0; k < 2; k++) {
+        const char *st =
+            ex->repl ? ms_repl_range_state(ex->repl, rs[k]->id) : NULL;
+        if (rs[k]->seal_epoch != 0 || (st && strcmp(st, "stable") != 0)) {
+            snprintf(err, errlen,
+                     "range %" PRIu64
+                     " is changing its replica configuration (%s)",
+                     rs[k]->id, st ? st : "sealing");
+            return RT_EBUSY;
+        }
+    }
+    op = ms__op_begin(ex, o, a);
+    json_object_set_new(op->ev, "range2", json_integer((json_int_t)b->id));
+    json_object_set_new(op->ev, "high",
+                        b->high_inf ? json_null() : ms__str_or_null(b->high));
+    json_object_set_new(op->ev, "replicas",
+                        json_integer((json_int_t)a->nreplicas));
+    json_object_set_new(op->ev, "freeze", json_array());
+    ms_exec_ev_decision(op->ev, o->d);
+    parts = json_array();
+    json_array_append_new(
+        parts, ms_exec_load_json(ms_load_find(ex->load, a->id), false));
+    json_array_append_new(
+        parts, ms_exec_load_json(ms_load_find(ex->load, b->id), false));
+    json_object_set_new(op->ev, "loads", parts);
+    op->range_id2 = b->id;
+    op->src_reg_gen = p->reg_gen;
+    for (int k = 0; k < 2; k++) {
+        Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+        req.range_id = rs[k]->id;
+        req.epoch = rs[k]->epoch;
+        rc = ms_cluster_call(ex->cl, a->server_id, RT__METHOD__RANGE_FREEZE,
+                             "RANGE_FREEZE", &req.base, MS__FREEZE_TIMEOUT_MS,
+                             cbs[k], op);
+        if (rc) {
+            break;
+        }
+        op->calls++;
+    }
+    if (rc && op->calls == 0) {
+        snprintf(err, errlen, "RANGE_FREEZE: %s", rt_strerror(rc));
+        op->req = NULL;
+        ms__op_finish(op, rc, err);
+        return rc;
+    }
+    if (rc) {
+        /* The first is out: its answer decides (and thaws both). */
+        op->frz_rc = rc;
+    }
+    ms_cluster_changed(ex->cl);
+    return 0;
+}
+
 /* ---- merge ---- */
 
 static int ms__merge(struct ms_exec *ex,
@@ -663,11 +1222,10 @@ static int ms__merge(struct ms_exec *ex,
     }
     if (b->nreplicas > 1) {
         snprintf(err, errlen,
-                 "range %" PRIu64
-                 " has %zu replicas: replicated ranges "
-                 "cannot be split, merged or moved yet",
-                 b->id, b->nreplicas);
-        return RT_ENOTIMPL;
+                 "ranges %" PRIu64 " and %" PRIu64
+                 " have different replica sets (%zu and %zu replicas)",
+                 a->id, b->id, a->nreplicas, b->nreplicas);
+        return RT_EBUSY;
     }
     if (a->server_id != b->server_id) {
         snprintf(err, errlen,
@@ -1107,9 +1665,10 @@ static int ms__move(struct ms_exec *ex,
 
 /* ---- starting ---- */
 
-/* Splits, merges and moves rebuild a range with the RF 1 replica set;
- * doing them on a replicated range (docs/DESIGN-replication.md §9) comes
- * with a later step. Until then they are refused, nothing changed. */
+/* A move rebuilds a range with the RF 1 replica set; moving a replicated
+ * range (docs/DESIGN-replication.md §9.3) comes with a later step. Until
+ * then it is refused, nothing changed; a split goes to ms__rsplit, a
+ * merge to ms__rmerge. */
 static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
 {
     if (r->nreplicas <= 1) {
@@ -1118,7 +1677,7 @@ static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
     snprintf(err, errlen,
              "range %" PRIu64
              " has %zu replicas: replicated ranges cannot "
-             "be split, merged or moved yet",
+             "be moved yet",
              r->id, r->nreplicas);
     return true;
 }
@@ -1133,6 +1692,12 @@ int ms_exec_start(struct ms_exec *ex,
         return RT_ENOTFOUND;
     }
     if (ms__replicated(r, err, errlen)) {
+        if (o->kind == MS_OP_SPLIT) {
+            return ms__rsplit(ex, o, r, err, errlen);
+        }
+        if (o->kind == MS_OP_MERGE) {
+            return ms__rmerge(ex, o, r, err, errlen);
+        }
         return RT_ENOTIMPL;
     }
     switch (o->kind) {

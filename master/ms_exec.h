@@ -30,6 +30,7 @@
 #include "ms_events.h"
 #include "ms_load.h"
 #include "ms_policy.h"
+#include "ms_repl.h"
 #include "ms_util.h"
 
 /* Balancing bookkeeping of one range id. */
@@ -87,6 +88,11 @@ struct ms_op
     uint64_t frozen_ms;        /* from MoveResp */
     bool s_settled, t_settled; /* aborting: each end acknowledged */
     bool s_inflight, t_inflight;
+    /* merge of replicated ranges: the epoch each range (range_id,
+     * range_id2) was frozen at by its primary (0: no answer yet), and the
+     * first failure */
+    uint64_t frz_epoch[2];
+    int frz_rc;
 };
 
 /* A move completed (committed and assigned). */
@@ -98,6 +104,8 @@ struct ms_exec
     struct ms_load *load;     /* borrowed */
     struct ms_events *events; /* borrowed, may be NULL */
     struct ms_admin *admin;   /* borrowed, may be NULL: set by the owner */
+    struct ms_repl *repl;     /* borrowed, may be NULL: set by the owner;
+                               * splits of replicated ranges consult it */
     uint32_t move_timeout_ms; /* MOVE_OUT for an empty range; 0 = 30000 */
     ms_exec_moved_cb moved_cb;
     void *moved_arg;
@@ -148,10 +156,13 @@ struct ms_exec_order
  * fails after it was recorded is not an error here: it aborts and
  * reports like any other.
  * Errors: RT_ENOTFOUND (no such range or server), RT_EINVAL (arguments
- * that make no sense), RT_EBUSY (the range is busy or a server is down or
- * draining), RT_ENOTIMPL (the range, or a merge's other range, has more
- * than one replica: not before docs/DESIGN-replication.md §9 is built;
- * the admin API answers 501), or a catalog error. */
+ * that make no sense), RT_EBUSY (the range is busy, changing its replica
+ * configuration, or a server is down or draining), RT_ENOTIMPL (a merge or
+ * move of a range with more than one replica: not before
+ * docs/DESIGN-replication.md §9.2-§9.3 is built; the admin API answers
+ * 501), or a catalog error. A split of a replicated range that fails
+ * after its primary froze it reports like any other (RT_ESTALE: the range
+ * changed meanwhile, 409). */
 int ms_exec_start(struct ms_exec *ex,
                   const struct ms_exec_order *o,
                   char *err,

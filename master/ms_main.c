@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     long merge_after_split = 0, load_tau = 0, events_max = 0;
     long rf = 0, min_insync = 0;
     long failover_after = 0, reconnect_grace = 0, seal_wait = 0, lease = 0;
-    long learner_timeout = 0;
+    long learner_timeout = 0, rereplicate_after = 0, max_rereplications = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         {"delete-grace-ms", RT_OPT_INT, &delete_grace, "30000",
          "a deleted table's name cannot be created again for this long "
          "(409 TableBeingDeleted); 0: no grace period"},
-        {"replication-factor", RT_OPT_INT, &rf, "1",
+        {"replication-factor", RT_OPT_INT, &rf, "3",
          "copies of each new table's range (1..8), on distinct servers "
          "(distinct zones while there are enough)"},
         {"min-insync", RT_OPT_INT, &min_insync, NULL,
@@ -102,6 +102,11 @@ int main(int argc, char **argv)
         {"learner-timeout-ms", RT_OPT_INT, &learner_timeout, "30000",
          "a learner not in sync this long after its add committed is "
          "taken out of the replica set again"},
+        {"rereplicate-after-ms", RT_OPT_INT, &rereplicate_after, "60000",
+         "a replica whose server is silent this long is replaced: a "
+         "learner on another server, then the dead replica is removed"},
+        {"max-rereplications", RT_OPT_INT, &max_rereplications, "2",
+         "learners being built at once, cluster-wide (1..1000)"},
         {"policy", RT_OPT_STR, &policy, "default",
          "load-balancing policy: default | none (never splits, merges or "
          "moves by itself; rtctl still can)"},
@@ -204,6 +209,13 @@ int main(int argc, char **argv)
                 "be 1..3600000\n");
         goto bad_flags;
     }
+    if (rereplicate_after <= 0 || rereplicate_after > 7 * 24 * 3600 * 1000L ||
+        max_rereplications <= 0 || max_rereplications > 1000) {
+        fprintf(stderr,
+                "rt-master: --rereplicate-after-ms must be 1..604800000 and "
+                "--max-rereplications 1..1000\n");
+        goto bad_flags;
+    }
     if (min_insync < 1 || min_insync > rf) {
         fprintf(stderr,
                 "rt-master: --min-insync %ld: must be 1..%ld (at most "
@@ -268,6 +280,8 @@ int main(int argc, char **argv)
     cfg.seal_wait_ms = (uint64_t)seal_wait;
     cfg.lease_ms = (uint64_t)lease;
     cfg.learner_timeout_ms = (uint64_t)learner_timeout;
+    cfg.rereplicate_after_ms = (uint64_t)rereplicate_after;
+    cfg.max_rereplications = (uint32_t)max_rereplications;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

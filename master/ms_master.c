@@ -230,6 +230,8 @@ int ms_master_start(uv_loop_t *loop,
             .lease_ms = m->cfg.lease_ms,
             .resend_ms = m->cfg.repl_resend_ms,
             .learner_timeout_ms = m->cfg.learner_timeout_ms,
+            .rereplicate_after_ms = m->cfg.rereplicate_after_ms,
+            .max_rereplications = m->cfg.max_rereplications,
         };
         /* Loads every replicated range; a seal intent found in the
          * catalog resumes its failover (SEALs go out once the servers
@@ -239,6 +241,7 @@ int ms_master_start(uv_loop_t *loop,
         rc = ms_repl_create(loop, &m->cl, m->events, &rcfg, &m->repl);
         RT_PRE(rc == 0);
         m->rpc.repl = m->repl;
+        m->bal.exec.repl = m->repl;
     }
     uv_timer_init(loop, &m->tick);
     m->tick.data = m;

@@ -57,6 +57,9 @@ struct ms_master_config
     uint64_t lease_ms;           /* 1500: the partition servers' lease */
     uint64_t repl_resend_ms;     /* SEAL / ASSIGN resend period: 250 */
     uint64_t learner_timeout_ms; /* 30000 */
+    /* Re-replication (ms_rerepl.h; 0 = the default). */
+    uint64_t rereplicate_after_ms; /* 60000 */
+    uint32_t max_rereplications;   /* 2 */
 };
 
 /* Opens the catalog and the event log, starts listening and the liveness

@@ -75,3 +75,25 @@ size_t ms_place_replicas(const struct ms_place_server *s,
     free(chosen);
     return got;
 }
+
+int ms_place_one(const struct ms_place_server *s,
+                 size_t n,
+                 const char *const *zones,
+                 size_t n_zones)
+{
+    int best = -1;
+    size_t best_k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        for (size_t j = 0; j < n_zones; j++) {
+            const char *z = zones[j] ? zones[j] : "";
+            k += strcmp(z, ms__place_zone(&s[i])) == 0;
+        }
+        if (best < 0 || k < best_k ||
+            (k == best_k && ms__place_lighter(&s[i], &s[best]))) {
+            best = (int)i;
+            best_k = k;
+        }
+    }
+    return best;
+}

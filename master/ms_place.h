@@ -12,6 +12,10 @@
  * first pick is the least-loaded candidate overall: it is the primary.
  * Servers that declared no zone ("") share one zone.
  *
+ * ms_place_one() applies the same rule to one more copy of a range that
+ * already has some (re-replication, §8.2): the zones of the copies it
+ * keeps count as chosen.
+ *
  * Thread: any; no state. Everything passed in is borrowed for the call. */
 #ifndef MS_PLACE_H
 #define MS_PLACE_H
@@ -35,5 +39,15 @@ size_t ms_place_replicas(const struct ms_place_server *s,
                          size_t n,
                          size_t want,
                          uint64_t *out);
+
+/* Chooses one server among the @n candidates @s (none of them holds the
+ * range) for one more copy of a range whose kept copies are in the
+ * @n_zones zones @zones (NULL or "" = none declared): the least-loaded
+ * candidate among those whose zone holds the fewest of those copies.
+ * Returns its index in @s, or -1 when @n is 0. */
+int ms_place_one(const struct ms_place_server *s,
+                 size_t n,
+                 const char *const *zones,
+                 size_t n_zones);
 
 #endif

@@ -344,8 +344,10 @@ static void ms__pass_splits(struct ms__dflt *p,
         double share = 0.5;
         char *key;
 
-        if (!r->load || !s || !s->up || r->busy || r->replicated ||
-            o->used[i]) {
+        /* A replicated range splits too (docs/DESIGN-replication.md
+         * §9.1): its halves keep the replica set; a half then balances by
+         * a primaryship transfer rather than a move (§9.4). */
+        if (!r->load || !s || !s->up || r->busy || o->used[i]) {
             continue;
         }
         mk = ms__mark_get(p, r->id);

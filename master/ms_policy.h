@@ -53,8 +53,9 @@ struct ms_range_view
     uint64_t server_id;
     uint64_t epoch;
     bool busy;         /* a split, merge or move of it is in flight */
-    bool replicated;   /* more than one replica: not split, merged or
-                        * moved (not supported yet) */
+    bool replicated;   /* more than one replica: split when hot (pass 2),
+                        * never merged or moved by the policy (moves are
+                        * not supported yet, merges need aligned sets) */
     uint64_t born_ms;  /* this id appeared (create, split, merge, or the
                         * master's start for ranges it loaded) */
     uint64_t split_ms; /* the last split involving it or its parents

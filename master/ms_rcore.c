@@ -26,7 +26,8 @@ static const char *const ms__rcore_names[MS_RCORE__NR] = {
     "stable", "sealing", "assigning", "adding"};
 
 /* §3.4. ASSIGNING -> STABLE is also the dropped wait (primary suspected);
- * ADDING -> STABLE a learner's add or its failure. */
+ * ADDING -> STABLE a learner's add or its failure; STABLE -> ASSIGNING
+ * also a replica removed (ms_rcore_remove_replica). */
 static const unsigned ms__rcore_allowed[MS_RCORE__NR] = {
     [MS_RCORE_STABLE] = MS__RBIT(MS_RCORE_SEALING) |
                         MS__RBIT(MS_RCORE_ASSIGNING) |
@@ -46,6 +47,7 @@ enum ms__rop {
     MS__ROP_ISR,         /* an ISR_CHANGE */
     MS__ROP_LEARNER,     /* a learner joins the replica set */
     MS__ROP_LEARNER_OUT, /* the learner failed: it leaves */
+    MS__ROP_REMOVE,      /* a replica leaves (ms_rcore_remove_replica) */
 };
 
 struct ms__rserver
@@ -64,6 +66,7 @@ struct ms__rrange
     enum ms__rop prop;
     uint64_t prop_id;
     uint64_t prop_from; /* ISR_CHANGE: who asked */
+    uint64_t prop_drop; /* a server the proposal removes from the set */
     struct rt_repl_conf prop_conf;
     uint64_t op_start_ms; /* when the operation began */
     const char *op_what;  /* ASSIGNING: the event at its end */
@@ -328,6 +331,25 @@ static void ms__rcore_set_role(struct rt_repl_conf *c,
             c->members[i].role = role;
         }
     }
+}
+
+/* @c without member @id (and without it in the ISR). */
+static void ms__rcore_drop_member(struct rt_repl_conf *c, uint64_t id)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_members; i++) {
+        if (c->members[i].server_id != id) {
+            c->members[k++] = c->members[i];
+        }
+    }
+    c->n_members = k;
+    k = 0;
+    for (size_t i = 0; i < c->n_isr; i++) {
+        if (c->isr[i] != id) {
+            c->isr[k++] = c->isr[i];
+        }
+    }
+    c->n_isr = k;
 }
 
 /* The configuration after a failover to @chosen with ISR @isr: the old
@@ -705,6 +727,40 @@ int ms_rcore_add_learner(struct ms_rcore *m,
     return 0;
 }
 
+int ms_rcore_remove_replica(struct ms_rcore *m,
+                            uint64_t range_id,
+                            uint64_t server,
+                            uint64_t now_ms,
+                            struct rt_repl_actions *out)
+{
+    struct ms__rrange *r = ms__rcore_find(m, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    if ((r->state != MS_RCORE_STABLE && r->state != MS_RCORE_ADDING) ||
+        r->prop != MS__ROP_NONE || r->conf.seal_epoch != 0) {
+        return RT_EBUSY;
+    }
+    enum rt_repl_role role = rt_repl_conf_role(&r->conf, server);
+    if (role == RT_REPL_ROLE_NONE || role == RT_REPL_ROLE_PRIMARY) {
+        return RT_EINVAL;
+    }
+    struct rt_repl_conf next = r->conf;
+    ms__rcore_drop_member(&next, server);
+    next.epoch++;
+    r->prop_drop = server;
+    if (r->state == MS_RCORE_STABLE) {
+        r->op_start_ms = now_ms;
+    }
+    /* The learner of ADDING leaves as a failed one would. */
+    ms__rcore_propose(m, r,
+                      r->state == MS_RCORE_ADDING && server == r->learner
+                          ? MS__ROP_LEARNER_OUT
+                          : MS__ROP_REMOVE,
+                      &next, out);
+    return 0;
+}
+
 /* Events */
 
 static int ms__rcore_seal_resp(struct ms_rcore *m,
@@ -730,6 +786,23 @@ static int ms__rcore_seal_resp(struct ms_rcore *m,
         r->resend_at[i] = ev->now_ms + sr->retry_ms;
     }
     return 0;
+}
+
+/* May @id join the ISR of @c: a LEARNER, or a SECONDARY outside the ISR
+ * (an old primary after a failover, a secondary an ISR shrink removed). */
+static bool ms__rcore_may_join(const struct rt_repl_conf *c, uint64_t id)
+{
+    enum rt_repl_role role = rt_repl_conf_role(c, id);
+    return role == RT_REPL_ROLE_LEARNER ||
+           (role == RT_REPL_ROLE_SECONDARY && !rt_repl_conf_in_isr(c, id));
+}
+
+/* ADDING: would one more in-sync copy besides the learner give the range
+ * rf of them? Then a returning secondary that caught up first wins and
+ * the learner is aborted (DESIGN-replication.md §8.2). */
+static bool ms__rcore_learner_surplus(const struct ms__rrange *r)
+{
+    return r->conf.rf != 0 && r->conf.n_isr + 1 >= r->conf.rf;
 }
 
 /* §4 ISR_CHANGE checks, in order; 0 if the change may be proposed. */
@@ -762,7 +835,7 @@ static int ms__rcore_isr_check(const struct ms__rrange *r,
         if (rm && (id == c->primary_id || !rt_repl_conf_in_isr(c, id))) {
             return RT_EINVAL;
         }
-        if (!rm && rt_repl_conf_role(c, id) != RT_REPL_ROLE_LEARNER) {
+        if (!rm && !ms__rcore_may_join(c, id)) {
             return RT_EINVAL;
         }
     }
@@ -770,8 +843,10 @@ static int ms__rcore_isr_check(const struct ms__rrange *r,
         return RT_EBUSY;
     }
     if (r->state == MS_RCORE_ADDING) {
-        /* Only the learner's own join ends ADDING. */
-        if (ic->n_remove != 0 || ic->n_add != 1 || ic->add[0] != r->learner) {
+        /* Only the learner's own join ends ADDING, or a returning
+         * secondary's that makes the learner surplus (it is aborted). */
+        if (ic->n_remove != 0 || ic->n_add != 1 ||
+            (ic->add[0] != r->learner && !ms__rcore_learner_surplus(r))) {
             return RT_EBUSY;
         }
     } else if (r->state != MS_RCORE_STABLE) {
@@ -808,6 +883,11 @@ static int ms__rcore_isr_change(struct ms_rcore *m,
         ms__rcore_set_role(&next, ic->add[j], RT_REPL_ROLE_SECONDARY);
         next.isr[next.n_isr++] = ic->add[j];
     }
+    r->prop_drop = 0;
+    if (r->state == MS_RCORE_ADDING && ic->add[0] != r->learner) {
+        ms__rcore_drop_member(&next, r->learner);
+        r->prop_drop = r->learner;
+    }
     next.epoch++;
     r->prop_from = ev->peer;
     if (r->state == MS_RCORE_STABLE) {
@@ -828,6 +908,23 @@ static void ms__rcore_to_assigning(struct ms_rcore *m,
     r->op_what = what;
     ms__rcore_assign_all(r, also, out);
     r->assign_at = now + m->cfg.resend_ms;
+}
+
+/* MS__ROP_REMOVE committed: the removed server gets the assignment
+ * without the range (it drops its copy). From STABLE the primary's answer
+ * is waited for (ASSIGNING, then EVENT "replica_removed"); in ADDING the
+ * learner's copy goes on and the event goes out at once. */
+static void ms__rcore_removed(struct ms_rcore *m,
+                              struct ms__rrange *r,
+                              uint64_t now,
+                              struct rt_repl_actions *out)
+{
+    if (r->state == MS_RCORE_ADDING) {
+        ms__rcore_assign_all(r, r->prop_drop, out);
+        ms__rcore_event(r, "replica_removed", 0, now - r->op_start_ms, out);
+        return;
+    }
+    ms__rcore_to_assigning(m, r, "replica_removed", r->prop_drop, now, out);
 }
 
 static int ms__rcore_committed(struct ms_rcore *m,
@@ -873,7 +970,12 @@ static int ms__rcore_committed(struct ms_rcore *m,
         case MS__ROP_ISR: {
             ms__rcore_isr_resp(r->prop_from, r->conf.range_id, 0, r->conf.epoch,
                                out);
-            ms__rcore_to_assigning(m, r, "isr_change", 0, ev->now_ms, out);
+            if (r->prop_drop != 0) {
+                ms__rcore_event(r, "learner_aborted", 0,
+                                ev->now_ms - r->op_start_ms, out);
+            }
+            ms__rcore_to_assigning(m, r, "isr_change", r->prop_drop, ev->now_ms,
+                                   out);
             break;
         }
         case MS__ROP_LEARNER:
@@ -892,6 +994,9 @@ static int ms__rcore_committed(struct ms_rcore *m,
             ms__rcore_event(r, "learner_failed", RT_ETIMEDOUT,
                             ev->now_ms - r->op_start_ms, out);
             r->learner = 0;
+            break;
+        case MS__ROP_REMOVE:
+            ms__rcore_removed(m, r, ev->now_ms, out);
             break;
         case MS__ROP_NONE:
             break;
@@ -1002,6 +1107,8 @@ static const char *ms__rcore_op_name(const struct ms__rrange *r)
         case MS__ROP_LEARNER:
         case MS__ROP_LEARNER_OUT:
             return "learner";
+        case MS__ROP_REMOVE:
+            return "replica_removed";
         case MS__ROP_FAILOVER:
             return "failover";
         case MS__ROP_CANCEL:

@@ -39,16 +39,29 @@
  * - ADDING (a learner committed by ms_rcore_add_learner): ends with its
  *   ISR_CHANGE{add} (committed: T becomes SECONDARY and joins the ISR) or
  *   after cfg.learner_timeout_ms (committed: T leaves the replica set; an
- *   ASSIGN without T tells it to drop its copy).
+ *   ASSIGN without T tells it to drop its copy). A SECONDARY outside the
+ *   ISR that catches up first (a dead server back before the copy ended)
+ *   may join too when that gives the ISR rf members: the same commit
+ *   aborts the learner (it leaves the set; EVENT "learner_aborted"),
+ *   DESIGN-replication.md §8.2. Any other ISR change waits (RT_EBUSY).
+ *
+ * Replicas leave the set by ms_rcore_remove_replica() (the caller
+ * decides: re-replication's surplus after its learner joined, a server
+ * whose disk was wiped): epoch + 1, the server out of the set and the
+ * ISR; it gets the assignment without the range. From STABLE the range
+ * then waits in ASSIGNING for the primary's answer (EVENT
+ * "replica_removed" at its end); in ADDING the copy goes on.
  *
  * ISR_CHANGE from a primary is checked in the order of §4: unknown range
  * RT_ENOTFOUND; epoch not the current one RT_ESTALE; sender not the
  * primary RT_ENOTPRIMARY; removing the primary or a non-member, adding a
- * non-learner, an empty change, a server twice RT_EINVAL; any operation in
+ * server that is not a LEARNER nor a SECONDARY outside the ISR (a
+ * non-member, the primary, an ISR member), an empty change, a server
+ * twice RT_EINVAL; any operation in
  * flight (a seal intent, an assignment outstanding, a proposal pending; in
  * ADDING anything but adding that learner) RT_EBUSY. An accepted change is
  * proposed (epoch + 1; ISR minus the removed, even below min-insync; the
- * added learners become SECONDARY and join the ISR); on its commit the
+ * added servers become SECONDARY and join the ISR); on its commit the
  * sender gets ISR_RESP{0, epoch} and the range goes ASSIGNING; a failed
  * commit answers the commit's code.
  *
@@ -110,7 +123,8 @@ struct ms_rcore_range_info
     size_t n_sealed;          /* SEALING: ISR secondaries that sealed */
     /* The operation in flight, for the status: "failover" or "transfer"
      * (from the intent's proposal to the new primary's answer),
-     * "failover_cancelled", "isr_change", "learner"; NULL when none.
+     * "failover_cancelled", "isr_change", "learner", "replica_removed";
+     * NULL when none.
      * Static string. */
     const char *op;
     uint64_t op_start_ms; /* when @op began (with @op only) */
@@ -153,6 +167,18 @@ int ms_rcore_add_learner(struct ms_rcore *m,
                          uint64_t target,
                          uint64_t now_ms,
                          struct rt_repl_actions *out);
+
+/* STABLE or ADDING -> (proposal): server @server leaves the replica set
+ * (and the ISR) of @range_id; in ADDING the learner itself leaves as a
+ * failed one does (STABLE, EVENT "learner_failed"). Errors: RT_ENOTFOUND
+ * (range), RT_EBUSY (another operation in flight, a seal intent),
+ * RT_EINVAL (not a member, or the primary: it leaves only by a failover
+ * or a transfer). */
+int ms_rcore_remove_replica(struct ms_rcore *m,
+                            uint64_t range_id,
+                            uint64_t server,
+                            uint64_t now_ms,
+                            struct rt_repl_actions *out);
 
 /* One step: MSG (HEARTBEAT, SEAL_RESP, ISR_CHANGE, ASSIGN_RESP from
  * @ev->peer), CONN (@ev->code 0: up, else down), TIMER, COMMITTED

@@ -27,6 +27,7 @@
 #include "ms_cluster.h"
 #include "ms_events.h"
 #include "ms_rcore.h"
+#include "ms_rerepl.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -40,6 +41,9 @@
 #define MS__REPL_DEF_RESEND_MS 250
 #define MS__REPL_DEF_LEARNER_MS 30000
 #define MS__REPL_DEF_SEAL_TIMEOUT_MS 1000
+#define MS__REPL_DEF_REREPL_AFTER_MS 60000
+#define MS__REPL_DEF_MAX_REREPL 2
+#define MS__REPL_RR_TICK_MS 500 /* re-replication plan period */
 
 const double ms_repl_bucket_le[MS_REPL_NBUCKETS] = {0.5, 1,  2,  3,
                                                     5,   10, 30, 60};
@@ -62,6 +66,12 @@ struct ms__repl_range
      * oldest report makes room when full). */
     struct ms_repl_report rep[RT_REPL_MAX_REPLICAS];
     size_t n_rep;
+    /* The learner re-replication added (0: none), for its events. */
+    uint64_t rr_learner;
+    uint64_t rr_replaces;
+    uint64_t rr_start_ms;
+    uint64_t rr_failed; /* the last learner that failed (0: none) */
+    uint64_t rr_retire; /* the replica a joined learner replaced */
 };
 
 /* Something for the core once the current action list is done. */
@@ -105,6 +115,11 @@ struct ms_repl
 
     struct ms__repl_isr_req *isr_req; /* NULL outside the handler */
     struct ms_repl_stats stats;
+
+    uv_timer_t rr_timer; /* the re-replication plan, every tick */
+    bool rr_timer_open;
+    uint64_t start_ms;     /* silence of servers never heard counts from */
+    const char *rm_reason; /* why the removal being committed was asked */
 };
 
 /* One call to a partition server (SEAL or ASSIGN_RANGES) in flight. */
@@ -117,6 +132,7 @@ struct ms__repl_call
 };
 
 static void ms__repl_step(struct ms_repl *r, const struct rt_repl_event *ev);
+static void ms__repl_rr_start(struct ms_repl *r);
 static void ms__repl_apply(struct ms_repl *r, const struct rt_repl_actions *a);
 static void ms__repl_drain(struct ms_repl *r);
 
@@ -334,8 +350,11 @@ static void ms__repl_event(struct ms_repl *r, const struct rt_repl_action *act)
         ms__repl_failover_done(r, rr, act->range_id, act->at_ms);
         return;
     }
-    if (strcmp(what, "isr_change") == 0) {
-        return; /* isr_shrink / isr_grow went out at the commit */
+    if (strcmp(what, "isr_change") == 0 ||
+        strcmp(what, "replica_removed") == 0) {
+        /* isr_shrink / isr_grow / replica_removed went out at the
+         * commit */
+        return;
     }
     if (strcmp(what, "stale") == 0) {
         /* The catalog moved under the core: start over from it. */
@@ -551,6 +570,112 @@ static size_t ms__repl_isr_minus(const struct rt_repl_conf *a,
     return n;
 }
 
+/* Of the @n servers @ids, keeps (in place) those still members of @c: an
+ * ISR member that left the set is a removal, not an ISR shrink. */
+static size_t ms__repl_members_only(const struct rt_repl_conf *c,
+                                    uint64_t *ids,
+                                    size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rt_repl_conf_role(c, ids[i]) != RT_REPL_ROLE_NONE) {
+            ids[k++] = ids[i];
+        }
+    }
+    return k;
+}
+
+/* The replica set of @old -> @c: event `replica_removed` per server that
+ * left it (a re-replication learner leaving ends its copy, `rereplicate`
+ * with outcome "failed"). True when the set grew (a learner was added):
+ * there is no ISR change to report. */
+static bool ms__repl_set_changed(struct ms_repl *r,
+                                 struct ms__repl_range *rr,
+                                 const struct rt_repl_conf *old,
+                                 const struct rt_repl_conf *c,
+                                 uint64_t now)
+{
+    for (size_t i = 0; i < old->n_members; i++) {
+        uint64_t id = old->members[i].server_id;
+        json_t *e;
+        const char *why = r->rm_reason;
+        if (rt_repl_conf_role(c, id) != RT_REPL_ROLE_NONE) {
+            continue;
+        }
+        if (!why) {
+            /* The core's own removals: a learner that timed out (or whose
+             * primary is gone), or one a returning secondary made
+             * surplus by joining first. */
+            why = r->isr_req ? "learner_aborted" : "learner_failed";
+        }
+        e = ms__repl_ev_new(r, "replica_removed", c->range_id);
+        json_object_set_new(e, "removed", json_integer((json_int_t)id));
+        json_object_set_new(
+            e, "role",
+            json_string(old->members[i].role == RT_REPL_ROLE_LEARNER
+                            ? "learner"
+                            : "secondary"));
+        json_object_set_new(e, "reason", json_string(why));
+        ms__repl_ev_add(r, e);
+        if (rr && rr->rr_retire == id) {
+            rr->rr_retire = 0;
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": server %" PRIu64
+               " left the replica set at epoch %" PRIu64 " (%s)",
+               c->range_id, id, c->epoch, why);
+        if (rr && rr->rr_learner == id) {
+            e = ms__repl_ev_new(r, "rereplicate", c->range_id);
+            json_object_set_new(
+                e, "phase",
+                json_string(strcmp(why, "learner_aborted") == 0 ? "aborted"
+                                                                : "failed"));
+            if (strcmp(why, "learner_aborted") != 0) {
+                rr->rr_failed = id;
+            }
+            json_object_set_new(e, "learner", json_integer((json_int_t)id));
+            json_object_set_new(
+                e, "duration_ms",
+                json_integer((json_int_t)(now - rr->rr_start_ms)));
+            ms__repl_ev_add(r, e);
+            rr->rr_learner = 0;
+        }
+    }
+    return c->n_members > old->n_members;
+}
+
+/* The @n servers @came joined the ISR: a re-replication learner among
+ * them has finished its copy (`rereplicate`, outcome "done"). */
+static void ms__repl_rr_joined(struct ms_repl *r,
+                               struct ms__repl_range *rr,
+                               const uint64_t *came,
+                               size_t n,
+                               uint64_t now)
+{
+    for (size_t i = 0; rr && rr->rr_learner && i < n; i++) {
+        json_t *e;
+        if (came[i] != rr->rr_learner) {
+            continue;
+        }
+        e = ms__repl_ev_new(r, "rereplicate", rr->id);
+        json_object_set_new(e, "phase", json_string("done"));
+        json_object_set_new(e, "learner", json_integer((json_int_t)came[i]));
+        json_object_set_new(e, "replaces",
+                            json_integer((json_int_t)rr->rr_replaces));
+        json_object_set_new(e, "duration_ms",
+                            json_integer((json_int_t)(now - rr->rr_start_ms)));
+        ms__repl_ev_add(r, e);
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": re-replication to server %" PRIu64
+               " done in %" PRIu64 " ms",
+               rr->id, came[i], now - rr->rr_start_ms);
+        r->stats.rereplications++;
+        rr->rr_retire = rr->rr_replaces;
+        rr->rr_learner = 0;
+        rr->rr_failed = 0;
+    }
+}
+
 /* Bookkeeping and events of a committed change from @old to @c. */
 static void ms__repl_committed(struct ms_repl *r,
                                const struct rt_repl_conf *old,
@@ -579,11 +704,13 @@ static void ms__repl_committed(struct ms_repl *r,
                c->range_id, c->epoch, c->primary_id, old->primary_id, c->n_isr);
         return;
     }
-    if (c->n_members != old->n_members) {
-        return; /* a learner joined the set or left it */
+    if (ms__repl_set_changed(r, rr, old, c, now)) {
+        return; /* a learner joined the set */
     }
     n_gone = ms__repl_isr_minus(old, c, gone);
+    n_gone = ms__repl_members_only(c, gone, n_gone);
     n_came = ms__repl_isr_minus(c, old, came);
+    ms__repl_rr_joined(r, rr, came, n_came, now);
     if (r->isr_req && r->isr_req->range_id == c->range_id) {
         reason = r->isr_req->reason;
     }
@@ -943,6 +1070,8 @@ int ms_repl_create(uv_loop_t *loop,
     MS__REPL_DEF(resend_ms, MS__REPL_DEF_RESEND_MS)
     MS__REPL_DEF(learner_timeout_ms, MS__REPL_DEF_LEARNER_MS)
     MS__REPL_DEF(seal_timeout_ms, MS__REPL_DEF_SEAL_TIMEOUT_MS)
+    MS__REPL_DEF(rereplicate_after_ms, MS__REPL_DEF_REREPL_AFTER_MS)
+    MS__REPL_DEF(max_rereplications, MS__REPL_DEF_MAX_REREPL)
 #undef MS__REPL_DEF
     rc_cfg = (struct ms_rcore_config){
         .failover_after_ms = r->cfg.failover_after_ms,
@@ -961,6 +1090,8 @@ int ms_repl_create(uv_loop_t *loop,
     uv_timer_init(loop, &r->timer);
     r->timer.data = r;
     r->timer_open = true;
+    r->start_ms = rt_time_mono_ms();
+    ms__repl_rr_start(r);
     ms_repl_sync(r);
     *out = r;
     return 0;
@@ -976,6 +1107,11 @@ void ms_repl_stop(struct ms_repl *r)
         uv_timer_stop(&r->timer);
         uv_close((uv_handle_t *)&r->timer, NULL);
         r->timer_open = false;
+    }
+    if (r->rr_timer_open) {
+        uv_timer_stop(&r->rr_timer);
+        uv_close((uv_handle_t *)&r->rr_timer, NULL);
+        r->rr_timer_open = false;
     }
 }
 
@@ -1040,12 +1176,190 @@ const struct ms_repl_stats *ms_repl_stats(struct ms_repl *r)
 {
     r->stats.ranges = r->n_ranges;
     r->stats.inflight = 0;
+    r->stats.rereplicating = 0;
     for (size_t i = 0; i < r->n_ranges; i++) {
         struct ms_rcore_range_info info;
         if (ms_rcore_range_get(r->core, r->ranges[i].id, &info) == 0 &&
             (info.state != MS_RCORE_STABLE || info.proposing)) {
             r->stats.inflight++;
         }
+        if (r->ranges[i].rr_learner) {
+            r->stats.rereplicating++;
+        }
     }
     return &r->stats;
+}
+
+/* ---- re-replication and wiped servers (DESIGN-replication §8) ---- */
+
+/* One decision carried out through the core: its proposal is committed
+ * (synchronously) and the commit stepped before this returns. 0 when the
+ * core proposed it, else the core's refusal. */
+static int ms__repl_rr_do(struct ms_repl *r,
+                          const struct ms_rerepl_decision *d,
+                          uint64_t now)
+{
+    struct rt_repl_actions a;
+    int rc;
+    rt_repl_actions_init(&a);
+    if (d->kind == MS_REREPL_ADD) {
+        rc = ms_rcore_add_learner(r->core, d->range_id, d->server, now, &a);
+    } else {
+        rc = ms_rcore_remove_replica(r->core, d->range_id, d->server, now, &a);
+    }
+    r->rm_reason = d->reason;
+    if (rc == 0) {
+        ms__repl_apply(r, &a);
+    }
+    rt_repl_actions_close(&a);
+    ms__repl_drain(r);
+    r->rm_reason = NULL;
+    return rc;
+}
+
+/* An ADD was carried out: if its learner is in the committed set, the
+ * copy has begun (`rereplicate`, phase "start"). */
+static void ms__repl_rr_started(struct ms_repl *r,
+                                const struct ms_rerepl_decision *d,
+                                uint64_t now)
+{
+    struct ms_rcore_range_info info;
+    struct ms__repl_range *rr = ms__repl_range(r, d->range_id);
+    json_t *e;
+    if (!rr || ms_rcore_range_get(r->core, d->range_id, &info) != 0 ||
+        rt_repl_conf_role(&info.conf, d->server) != RT_REPL_ROLE_LEARNER) {
+        return;
+    }
+    rr->rr_learner = d->server;
+    rr->rr_replaces = d->replaces;
+    rr->rr_start_ms = now;
+    r->stats.rereplications_started++;
+    e = ms__repl_ev_new(r, "rereplicate", d->range_id);
+    json_object_set_new(e, "phase", json_string("start"));
+    json_object_set_new(e, "learner", json_integer((json_int_t)d->server));
+    json_object_set_new(e, "replaces", json_integer((json_int_t)d->replaces));
+    json_object_set_new(e, "reason", json_string(d->reason));
+    ms__repl_ev_add(r, e);
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": re-replicating to server %" PRIu64
+           " (%s, replaces %" PRIu64 ")",
+           d->range_id, d->server, d->reason, d->replaces);
+}
+
+void ms_repl_rereplicate(struct ms_repl *r)
+{
+    struct ms_cluster *cl = r->cl;
+    uint64_t now = rt_time_mono_ms();
+    size_t nr = r->n_ranges, ns = cl->servers.n, k = 0, n;
+    struct ms_rerepl_range *rv;
+    struct ms_rerepl_server *sv;
+    struct ms_rerepl_decision *d;
+    struct ms_rerepl_config pc = {
+        .after_ms = r->cfg.rereplicate_after_ms,
+        .max_inflight = r->cfg.max_rereplications,
+    };
+
+    if (r->stopping || nr == 0) {
+        return;
+    }
+    rv = rt_xcalloc(nr, sizeof(*rv));
+    sv = rt_xcalloc(ns ? ns : 1, sizeof(*sv));
+    d = rt_xcalloc(nr, sizeof(*d));
+    for (size_t i = 0; i < nr; i++) {
+        struct ms_rcore_range_info info;
+        if (ms_rcore_range_get(r->core, r->ranges[i].id, &info) != 0) {
+            continue;
+        }
+        rv[k].conf = info.conf;
+        rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing;
+        rv[k].adding = info.state == MS_RCORE_ADDING;
+        if (info.conf.n_members <= info.conf.rf) {
+            r->ranges[i].rr_retire = 0; /* nothing surplus any more */
+        }
+        rv[k].avoid = r->ranges[i].rr_failed;
+        rv[k].retire = r->ranges[i].rr_retire;
+        k++;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        const struct ms_server *s = cl->servers.v[i];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(cl->cat, s->id);
+        uint64_t since = s->seen ? s->last_hb_ms : r->start_ms;
+        sv[i] = (struct ms_rerepl_server){
+            .id = s->id,
+            .zone = rec ? rec->zone : "",
+            .nreplicas = ms_catalog_server_nreplicas(cl->cat, s->id),
+            .placeable =
+                ms_cluster_server_usable(cl, s->id) && !(rec && rec->draining),
+            .silent_ms = now > since ? now - since : 0,
+        };
+    }
+    n = ms_rerepl_plan(&pc, rv, k, sv, ns, d, nr);
+    for (size_t i = 0; i < n && !r->stopping; i++) {
+        int rc = ms__repl_rr_do(r, &d[i], now);
+        if (rc) {
+            rt_log(RT_LOG_DEBUG,
+                   "range %" PRIu64 ": re-replication step on server %" PRIu64
+                   " not taken: %s",
+                   d[i].range_id, d[i].server, rt_strerror(rc));
+        } else if (d[i].kind == MS_REREPL_ADD) {
+            ms__repl_rr_started(r, &d[i], now);
+        }
+    }
+    free(d);
+    free(sv);
+    free(rv);
+}
+
+static void ms__repl_rr_timer_cb(uv_timer_t *t)
+{
+    ms_repl_rereplicate(t->data);
+}
+
+static void ms__repl_rr_start(struct ms_repl *r)
+{
+    uv_timer_init(r->loop, &r->rr_timer);
+    r->rr_timer.data = r;
+    r->rr_timer_open = true;
+    uv_timer_start(&r->rr_timer, ms__repl_rr_timer_cb, MS__REPL_RR_TICK_MS,
+                   MS__REPL_RR_TICK_MS);
+}
+
+int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id)
+{
+    uint64_t now = rt_time_mono_ms();
+    int rc = 0;
+    if (r->stopping) {
+        return RT_EBUSY;
+    }
+    for (size_t i = 0; i < r->n_ranges; i++) {
+        struct ms_rcore_range_info info;
+        uint64_t id = r->ranges[i].id;
+        struct ms_rerepl_decision d = {.kind = MS_REREPL_REMOVE,
+                                       .range_id = id,
+                                       .server = server_id,
+                                       .reason = "wiped"};
+        enum rt_repl_role role;
+        if (ms_rcore_range_get(r->core, id, &info) != 0) {
+            continue;
+        }
+        role = rt_repl_conf_role(&info.conf, server_id);
+        if (role == RT_REPL_ROLE_NONE) {
+            continue;
+        }
+        if (role == RT_REPL_ROLE_PRIMARY || ms__repl_rr_do(r, &d, now) != 0 ||
+            (ms_rcore_range_get(r->core, id, &info) == 0 &&
+             rt_repl_conf_role(&info.conf, server_id) != RT_REPL_ROLE_NONE)) {
+            /* Still its primary (a failover must come first), or another
+             * operation in flight: the server registers again later. */
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64 ": wiped server %" PRIu64
+                   " not removed yet (%s)",
+                   id, server_id,
+                   role == RT_REPL_ROLE_PRIMARY ? "still its primary"
+                                                : "operation in flight");
+            rc = RT_EBUSY;
+        }
+    }
+    return rc;
 }

@@ -18,7 +18,11 @@
  *   successful reply from the range's primary answers it); ISR_RESP
  *   answers the ISR_CHANGE request (the committed rt.Range, or the §4
  *   error); EVENT goes to the event log (`failover`, `isr_shrink`,
- *   `isr_grow`, ...) and the counters behind the metrics.
+ *   `isr_grow`, ...) and the counters behind the metrics;
+ * - re-replication (§8): a second uv timer runs the ms_rerepl plan every
+ *   500 ms (learners where copies are dead or missing, surplus replicas
+ *   removed once replaced), and registrations with a new incarnation
+ *   remove the wiped server from every set first (ms_repl_server_wiped).
  *
  * RF 1 ranges are never loaded: they never fail over. A COMMITTED event
  * is stepped only after every action of the step that proposed it was
@@ -50,13 +54,15 @@ struct ms_repl;
 /* Timings (docs/DESIGN-replication.md §12.2). 0 picks the default. */
 struct ms_repl_config
 {
-    uint64_t failover_after_ms;  /* --failover-after-ms, 1500 */
-    uint64_t reconnect_grace_ms; /* --reconnect-grace-ms, 300 */
-    uint64_t seal_wait_ms;       /* --seal-wait-ms, 200 */
-    uint64_t lease_ms;           /* --lease-ms, 1500 */
-    uint64_t resend_ms;          /* SEAL / ASSIGN resend period, 250 */
-    uint64_t learner_timeout_ms; /* --learner-timeout-ms, 30000 */
-    uint32_t seal_timeout_ms;    /* one SEAL call's timeout, 1000 */
+    uint64_t failover_after_ms;    /* --failover-after-ms, 1500 */
+    uint64_t reconnect_grace_ms;   /* --reconnect-grace-ms, 300 */
+    uint64_t seal_wait_ms;         /* --seal-wait-ms, 200 */
+    uint64_t lease_ms;             /* --lease-ms, 1500 */
+    uint64_t resend_ms;            /* SEAL / ASSIGN resend period, 250 */
+    uint64_t learner_timeout_ms;   /* --learner-timeout-ms, 30000 */
+    uint32_t seal_timeout_ms;      /* one SEAL call's timeout, 1000 */
+    uint64_t rereplicate_after_ms; /* --rereplicate-after-ms, 60000 */
+    uint32_t max_rereplications;   /* --max-rereplications, 2 */
 };
 
 #define MS_REPL_NBUCKETS 8
@@ -71,8 +77,11 @@ struct ms_repl_stats
     uint64_t failover_le[MS_REPL_NBUCKETS];
     double failover_seconds_sum;
     uint64_t isr_shrinks, isr_grows;
-    size_t ranges;   /* replicated ranges followed */
-    size_t inflight; /* of them, with an operation in flight */
+    size_t ranges;                   /* replicated ranges followed */
+    size_t inflight;                 /* of them, with an operation in flight */
+    uint64_t rereplications_started; /* learners re-replication added */
+    uint64_t rereplications;         /* ... that joined the ISR */
+    size_t rereplicating;            /* ... being built now */
 };
 
 extern const double ms_repl_bucket_le[MS_REPL_NBUCKETS];
@@ -113,6 +122,24 @@ void ms_repl_isr_change(struct ms_repl *r,
                         uint64_t id,
                         uint64_t from,
                         const Rt__IsrChangeReq *req);
+
+/* Runs one re-replication plan now (ms_rerepl.h; also every 500 ms on
+ * the glue's own timer): learners added where copies are missing or dead
+ * (at most max_rereplications being built), surplus replicas removed once
+ * their replacement joined. Each decision is one guarded commit through
+ * the core; events `rereplicate` (phase start / done / failed) and
+ * `replica_removed`. */
+void ms_repl_rereplicate(struct ms_repl *r);
+
+/* Server @server_id registered with a new incarnation (its disk was wiped,
+ * docs/DESIGN-replication.md §8.1): commits its removal from every replica
+ * set and ISR it is in (epoch + 1 each, event `replica_removed` with
+ * reason "wiped") before it is assigned anything. Returns 0 when it is in
+ * none any more, or RT_EBUSY when some range could not be changed now (it
+ * is still that range's primary, which only a failover changes, or
+ * another operation is in flight): the caller refuses the registration
+ * and the server retries. */
+int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id);
 
 /* What server @server_id last reported of range @range_id in
  * HeartbeatReq.repl (docs/DESIGN-replication.md §12.3). */

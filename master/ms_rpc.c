@@ -165,10 +165,12 @@ static void ms__reply_map(const struct ms__req *q)
  * stored one is a different disk behind that id. While the id is live it
  * is refused (RT_EEXIST: a copy of a data directory, or a wiped server
  * restarted before we saw it go; the latter passes once it is marked
- * down). A server that comes back wiped while down is accepted with a
- * warning: the design's handling (docs/DESIGN-replication.md §8.1: its
- * copies of replicated ranges rebuilt as learners) comes with learners;
- * until then such a copy is as empty as an RF 1 range would be.
+ * down). A server that comes back wiped while down is first taken out of
+ * every replica set and ISR (docs/DESIGN-replication.md §8.1: an empty
+ * copy must never count as in sync), then accepted as a new, empty
+ * server; while that cannot be done yet (it is still the primary of a
+ * range, or the range is busy) it is refused with RT_EBUSY and retries.
+ * An RF 1 range it owned stays assigned to it, as empty as its disk.
  * Returns false when the registration was refused (answered). */
 static bool ms__check_incarnation(const struct ms__req *q,
                                   const Rt__RegisterReq *req)
@@ -206,6 +208,15 @@ static bool ms__check_incarnation(const struct ms__req *q,
            " is back with a new incarnation %s (was %s): its data was "
            "wiped or replaced",
            rec->id, now, was);
+    if (ms_repl_server_wiped(q->rpc->repl, rec->id) != 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg),
+                 "server id %" PRIu64
+                 " was wiped: its replicas are removed first, retry",
+                 rec->id);
+        ms__fail(q, RT_EBUSY, msg);
+        return false;
+    }
     return true;
 }
 

@@ -93,6 +93,24 @@ static json_t *ms__json_u64(uint64_t v)
 
 /* Keys come from clients as UTF-8; should one hold an invalid byte, show
  * it as '?' rather than losing the whole document. */
+/* Fewer in-sync copies than wanted (docs/DESIGN-replication.md §12.3):
+ * a copy missing (created with fewer live servers, removed after a wipe),
+ * out of the ISR (dead, lagging, an old primary not caught up yet) or
+ * still being built (a learner). */
+static bool ms__under_replicated(const struct ms_range *r)
+{
+    return r->nisr < r->rf;
+}
+
+static size_t ms__n_under_replicated(struct ms_cluster *cl)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
+        n += ms__under_replicated(ms_catalog_range_at(cl->cat, i));
+    }
+    return n;
+}
+
 static const char *ms__role_name(Rt__ReplRole role)
 {
     switch (role) {
@@ -352,7 +370,7 @@ static char *ms__build_json(struct ms_cluster *cl,
             json_object_set_new(o, "rf", ms__json_u64(r->rf));
             json_object_set_new(o, "min_insync", ms__json_u64(r->min_insync));
             json_object_set_new(o, "under_replicated",
-                                json_boolean(r->nreplicas < r->rf));
+                                json_boolean(ms__under_replicated(r)));
             json_object_set_new(o, "zone_violation",
                                 json_boolean(ms__zone_violation(cl->cat, r)));
             json_object_set_new(o, "seal_epoch", ms__json_u64(r->seal_epoch));
@@ -403,6 +421,8 @@ static char *ms__build_json(struct ms_cluster *cl,
             json_object_set_new(rep, "factor", ms__json_u64(bal->rf));
             json_object_set_new(rep, "min_insync",
                                 ms__json_u64(bal->min_insync));
+            json_object_set_new(rep, "under_replicated",
+                                ms__json_u64(ms__n_under_replicated(cl)));
             json_object_set_new(root, "replication", rep);
         }
         for (size_t i = 0; i < bal->exec.ops.n; i++) {
@@ -500,6 +520,13 @@ static void ms__repl_metrics(struct rt_buf *b, struct ms_repl *repl)
                 "Replicated ranges with a failover or ISR operation in "
                 "flight.",
                 st->inflight);
+    ms__metric1(b, "rt_master_rereplications_total", "counter",
+                "Re-replication learners that joined the ISR.",
+                st->rereplications);
+    ms__metric1(b, "rt_master_rereplications_started_total", "counter",
+                "Re-replication learners added.", st->rereplications_started);
+    ms__metric1(b, "rt_master_rereplications_inflight", "gauge",
+                "Re-replication learners being built.", st->rereplicating);
 }
 
 static char *ms__build_metrics(struct ms_cluster *cl,
@@ -522,12 +549,10 @@ static char *ms__build_metrics(struct ms_cluster *cl,
     rt_buf_printf(&b, "rt_master_servers{state=\"down\"} %zu\n", down);
     ms__metric1(&b, "rt_master_ranges", "gauge", "Ranges in the partition map.",
                 ms_catalog_nranges(cl->cat));
-    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
-        const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
-        under += r->nreplicas < r->rf;
-    }
+    under = ms__n_under_replicated(cl);
     ms__metric1(&b, "rt_master_under_replicated_ranges", "gauge",
-                "Ranges with fewer replicas than their replication factor.",
+                "Ranges with fewer in-sync copies than their replication "
+                "factor.",
                 under);
     ms__metric1(&b, "rt_master_tables", "gauge",
                 "Tables in the catalog (all accounts).",

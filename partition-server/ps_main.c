@@ -34,6 +34,7 @@ int main(int argc, char **argv)
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
     long repl_hb_ms = 0, drift_ppm = 0;
     long ack_timeout_ms = 0, write_hold_ms = 0, heartbeat_ms = 0;
+    long scrub_mb_s = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -63,6 +64,9 @@ int main(int argc, char **argv)
         {"read-wait-ms", RT_OPT_INT, &read_wait_ms, "1000",
          "replication: how long a read waits for its data to be on every "
          "in-sync replica, then ServerBusy"},
+        {"scrub-mb-per-s", RT_OPT_INT, &scrub_mb_s, "4",
+         "verify this many MiB of stored values per second and repair "
+         "corrupt ones of replicated ranges from a peer (0 = off)"},
         {"lease-ms", RT_OPT_INT, &lease_ms, "1500",
          "replication: L; a secondary refuses to seal its range this long "
          "after it last supported the primary's lease (and after start)"},
@@ -113,6 +117,11 @@ int main(int argc, char **argv)
                 "--read-wait-ms, --lease-ms (10 and up), "
                 "--repl-heartbeat-ms, --ack-timeout-ms and "
                 "--write-hold-ms 1..600000, --clock-drift-ppm 0..100000\n");
+        rt_config_free(opts);
+        return 2;
+    }
+    if (scrub_mb_s < 0 || scrub_mb_s > 4096) {
+        fprintf(stderr, "rt-partition-server: --scrub-mb-per-s 0..4096\n");
         rt_config_free(opts);
         return 2;
     }
@@ -170,6 +179,7 @@ int main(int argc, char **argv)
     cfg.ack_timeout_ms = (uint32_t)ack_timeout_ms;
     cfg.write_hold_ms = (uint32_t)write_hold_ms;
     cfg.heartbeat_ms = (uint32_t)heartbeat_ms;
+    cfg.scrub_mb_s = (uint32_t)scrub_mb_s;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

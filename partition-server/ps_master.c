@@ -31,6 +31,7 @@
 #include "ps_jobs.h"
 #include "ps_move.h"
 #include "ps_repl.h"
+#include "ps_split.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -62,6 +63,8 @@ static int ps__apply(struct ps_server *ps,
     refused = ps_repl_assigned(ps, v, n, peers, n_peers);
     /* Frozen ranges, moves in flight, ranges received (ps_move.c). */
     ps_move_assigned(ps, force);
+    /* Ranges frozen for a split (ps_split.c). */
+    ps_split_assigned(ps, force);
     for (size_t i = 0; i < ps->ranges.n; i++) {
         if (ps->ranges.v[i]->load_since_ms == 0) {
             ps->ranges.v[i]->load_since_ms = uv_now(ps->loop);

@@ -766,12 +766,6 @@ void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev)
     }
 }
 
-struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id)
-{
-    struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
-    return p != NULL && p->cli != NULL ? rt_rpc_client_conn(p->cli) : NULL;
-}
-
 /* Peers */
 
 static void ps__peer_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
@@ -996,17 +990,105 @@ static struct ps__rrange *ps__rr_new(struct ps_repl *rp,
     return rr;
 }
 
+/* 1 when @rr's bounds contain @d's (same table). */
+static int ps__rr_contains(const struct ps__rrange *rr, const Rt__Range *d)
+{
+    const char *high = ps_range_pb_high(d);
+    if (rr->table_id != d->table_id ||
+        strcmp(rr->low, d->low ? d->low : "") > 0) {
+        return 0;
+    }
+    return rr->high == NULL || (high != NULL && strcmp(high, rr->high) <= 0);
+}
+
+/* A split of a replicated range (docs/DESIGN-replication.md §9.1): new
+ * range @d, without an `rs` record here, lies inside a range this server
+ * replicates under another id, its parent (an assignment never lists
+ * both: ranges of a table do not overlap). Then @d starts where the
+ * parent's durable record is: *@rs = its applied and commit positions,
+ * and 1; else 0 (a new range, LSN 0). Every ISR member of the parent held
+ * its last LSN when the master committed the split (the primary froze
+ * it first), so the children continue from the same LSN everywhere. */
+static int ps__rr_split_from(struct ps_repl *rp,
+                             const Rt__Range *d,
+                             struct ps_rstate *rs)
+{
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        const struct ps__rrange *par = rp->ranges[i];
+        struct ps_rstate prs;
+        if (par->id == d->id || !ps__rr_contains(par, d) ||
+            ps_store_repl_get(rp->ps->store, par->id, &prs) != 0) {
+            continue;
+        }
+        memset(rs, 0, sizeof(*rs));
+        rs->applied_epoch = prs.applied_epoch;
+        rs->applied_lsn = prs.applied_lsn;
+        rs->commit_lsn = prs.commit_lsn;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": split from range %" PRIu64
+               " at LSN %" PRIu64,
+               d->id, par->id, prs.applied_lsn);
+        return 1;
+    }
+    return 0;
+}
+
+/* A merge of replicated ranges (docs/DESIGN-replication.md §9.2): new
+ * range @d, without an `rs` record here, contains ranges this server
+ * replicates under other ids, its parents. Then @d starts at the highest
+ * of their durable applied positions (and commit LSNs): *@rs, and 1; else
+ * 0. The master merges only ranges whose every replica is in sync, frozen
+ * until each held its parent's last LSN, so every replica takes the same
+ * LSN. */
+static int ps__rr_merge_from(struct ps_repl *rp,
+                             const Rt__Range *d,
+                             struct ps_rstate *rs)
+{
+    const char *high = ps_range_pb_high(d);
+    int found = 0;
+    memset(rs, 0, sizeof(*rs));
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        const struct ps__rrange *par = rp->ranges[i];
+        struct ps_rstate prs;
+        if (par->id == d->id || par->table_id != d->table_id ||
+            strcmp(par->low, d->low ? d->low : "") < 0 ||
+            (high != NULL &&
+             (par->high == NULL || strcmp(par->high, high) > 0)) ||
+            ps_store_repl_get(rp->ps->store, par->id, &prs) != 0) {
+            continue;
+        }
+        if (prs.applied_lsn >= rs->applied_lsn) {
+            rs->applied_epoch = prs.applied_epoch;
+            rs->applied_lsn = prs.applied_lsn;
+        }
+        if (prs.commit_lsn > rs->commit_lsn) {
+            rs->commit_lsn = prs.commit_lsn;
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": merged from range %" PRIu64
+               " at LSN %" PRIu64,
+               d->id, par->id, prs.applied_lsn);
+        found = 1;
+    }
+    return found;
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
     struct ps_rcore_assignment a;
     struct ps_rstate rs;
+    int split = 0;
     int rc = ps__assignment(d, &a);
 
     if (rc == 0) {
         rc = ps_store_repl_get(ps->store, d->id, &rs);
         if (rc == RT_ENOTFOUND) {
-            rs.applied_lsn = 0;
+            split =
+                ps__rr_split_from(rp, d, &rs) || ps__rr_merge_from(rp, d, &rs);
+            if (!split) {
+                rs.applied_lsn = 0;
+            }
             rc = 0;
         }
     }
@@ -1022,6 +1104,11 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
     }
     struct ps__rrange *rr =
         ps__rr_new(rp, d, a.n_isr, d->server_id == ps->server_id, a.lsn);
+    if (split && ps->writer != NULL) {
+        /* Before the assignment's meta (the writer is FIFO): a restart
+         * that finds the children finds their records. */
+        ps__rstate_submit(rp, d->id, PS_RS_SET_APPLIED, &rs, 0);
+    }
     ps__rr_persist(rp, rr);
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": replicated as %s at epoch %" PRIu64
@@ -1265,9 +1352,9 @@ int ps_repl_assigned(struct ps_server *ps,
         rr = ps__rr_find(rp, d->id);
         if (rr != NULL &&
             (rr->table_id != d->table_id || !ps__rr_bounds_same(rr, d))) {
-            /* Other bounds (splits and merges of replicated ranges are a
-             * later step): start over at the durable LSN, with the
-             * capture over the new bounds. */
+            /* Same id, other bounds (the master never does this: a split
+             * or merge makes new ids): start over at the durable LSN,
+             * with the capture over the new bounds. */
             ps__rr_forget(rp, rr);
             rr = NULL;
         }
@@ -1491,12 +1578,9 @@ int ps_repl_read_wait(struct ps_server *ps,
 {
     struct ps_repl *rp = ps->repl;
     struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
-    struct ps_rcore_range_info info;
     uint64_t lsn_t;
 
-    if (rr == NULL || !rr->primary || rp->closing ||
-        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.state != PS_RPRI_SERVING) {
+    if (rr == NULL || !rr->primary || rp->closing) {
         return RT_ENOTPRIMARY;
     }
     if (txn_id <= rp->max_txn) {
@@ -1510,6 +1594,23 @@ int ps_repl_read_wait(struct ps_server *ps,
             return rc;
         }
         lsn_t = rc == 0 ? rs.applied_lsn : 0;
+    }
+    return ps_repl_lsn_wait(ps, w, range_id, lsn_t);
+}
+
+int ps_repl_lsn_wait(struct ps_server *ps,
+                     struct ps_repl_wait *w,
+                     uint64_t range_id,
+                     uint64_t lsn_t)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    struct ps_rcore_range_info info;
+
+    if (rr == NULL || !rr->primary || rp->closing ||
+        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
+        info.state != PS_RPRI_SERVING) {
+        return RT_ENOTPRIMARY;
     }
     if (info.commit_lsn >= lsn_t) {
         return ps__lease_ok(rp, range_id) ? 0 : RT_ENOTPRIMARY;
@@ -2106,6 +2207,30 @@ Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)
         (*n)++;
     }
     return v;
+}
+
+int ps_repl_holds(const struct ps_server *ps, uint64_t range_id)
+{
+    return ps->repl && ps__rr_find(ps->repl, range_id) != NULL;
+}
+
+size_t ps_repl_peer_ids(const struct ps_server *ps, uint64_t *ids, size_t max)
+{
+    const struct ps_repl *rp = ps->repl;
+    size_t n = 0;
+
+    for (size_t i = 0; rp && i < rp->n_peers && n < max; i++) {
+        if (rp->peers[i]->cli) {
+            ids[n++] = rp->peers[i]->id;
+        }
+    }
+    return n;
+}
+
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id)
+{
+    struct ps__rpeer *p = ps->repl ? ps__peer_find(ps->repl, peer_id) : NULL;
+    return p && p->cli ? rt_rpc_client_conn(p->cli) : NULL;
 }
 
 int ps_repl_range_info(struct ps_server *ps,

@@ -21,7 +21,14 @@
  *    the ASSIGN_RANGES error status. Each taken role, epoch and
  *    primary_epoch is persisted in the `rs` record (PS_JOB_REPL_STATE)
  *    before that reply. A range no longer listed, or with other bounds,
- *    is forgotten (held writes RT_ETIMEDOUT: outcome unknown).
+ *    is forgotten (held writes RT_ETIMEDOUT: outcome unknown). A split
+ *    (docs/DESIGN-replication.md §9.1): a range new here without an `rs`
+ *    record that lies inside a range replicated here under another id
+ *    starts at that parent's applied and commit LSN (the primary froze
+ *    the parent until every ISR member held its last LSN, ps_split.h);
+ *    those positions are persisted before the assignment's meta. A
+ *    merge (§9.2): a new range that contains ranges replicated here
+ *    starts at the highest of their positions.
  *  - Restart (ps_repl_restore): each replicated range of the persisted
  *    assignment is rebuilt with ps_rcore_load from its `rs` record (no
  *    pending groups are kept yet: commit = applied); a primary waits,
@@ -99,7 +106,7 @@
  * RT_ENOSPACE / RT_EDIVERGED from this glue (the core handles them; a failing
  * secondary write is retried, and a lasting failure ends in the ack timeout),
  * the keyed undo of a deposed primary's divergent suffix (a full copy
- * replaces it), the `rp` pending groups, splits and moves of replicated
+ * replaces it), the `rp` pending groups, moves of replicated
  * ranges.
  *
  * Catch-up (ps_learn.h): replicas of the set outside the ISR are given to
@@ -233,6 +240,22 @@ int ps_repl_read_wait(struct ps_server *ps,
                       uint64_t range_id,
                       uint64_t txn_id);
 
+/* ps_repl_read_wait for a read whose snapshot is at LSN @lsn of
+ * @range_id (a value fetched from a peer at its applied LSN): the same
+ * answers. */
+int ps_repl_lsn_wait(struct ps_server *ps,
+                     struct ps_repl_wait *w,
+                     uint64_t range_id,
+                     uint64_t lsn);
+
+/* 1 when @range_id is held here as a replicated range (any role). */
+int ps_repl_holds(const struct ps_server *ps, uint64_t range_id);
+/* The ids of the peer servers this server has a link to (at most @max),
+ * the replicas a corrupt value can be fetched from (ps_repair.h). */
+size_t ps_repl_peer_ids(const struct ps_server *ps, uint64_t *ids, size_t max);
+/* The client connection to peer @peer_id (connected or not), or NULL. */
+struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id);
+
 /* REPL_APPEND from a primary (@body borrowed). */
 void ps_repl_on_append(struct ps_server *ps,
                        struct rt_rpc_conn *conn,
@@ -313,8 +336,6 @@ void ps_repl_set_learn_hook(struct ps_server *ps, ps_repl_action_hook hook);
 /* Steps the core with @ev (borrowed) and runs its actions; nothing
  * before the core exists or once stopping. */
 void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev);
-/* The connection to peer server @peer_id (NULL: no address known). */
-struct rt_rpc_conn *ps_repl_peer_conn(struct ps_server *ps, uint64_t peer_id);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */

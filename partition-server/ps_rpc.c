@@ -42,12 +42,15 @@
 #include "ps_learn.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repair.h"
 #include "ps_repl.h"
+#include "ps_split.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
 #include "rt_err.h"
 #include "rt_filter.h"
+#include "rt_key.h"
 #include "rt_log.h"
 #include "rt_time.h"
 
@@ -277,6 +280,9 @@ static void ps__on_write(struct ps_server *ps,
     if (rc == 0 && repl) {
         rc = ps_repl_write_admit(ps, r->id);
     }
+    if (rc == 0 && repl) {
+        rc = ps_split_write_admit(ps, r->id);
+    }
     if (rc != 0) {
         rt_rpc_reply_err(conn, id, method, rc, NULL);
         goto out_free;
@@ -402,6 +408,15 @@ static void ps__on_get(struct ps_server *ps,
         rt_log(RT_LOG_WARN, "get in range %llu failed: %s",
                (unsigned long long)r->id, rt_strerror(rc));
     }
+    if (repl && rc == RT_ECORRUPT) {
+        /* Answered from another replica's copy, and repaired. */
+        struct rt_buf key = RT_BUF_INIT;
+        rt_key_entity(&key, msg->route->table_id, msg->pk, strlen(msg->pk),
+                      msg->rk, strlen(msg->rk));
+        ps_repair_get(ps, conn, id, r->id, key.data, key.len);
+        rt_buf_free(&key);
+        goto out;
+    }
     if (repl && (rc == 0 || rc == RT_ENOTFOUND)) {
         /* Found or not, the answer tells what T held: never ahead of cw. */
         struct ps_get_wait *g = rt_xcalloc(1, sizeof(*g));
@@ -444,7 +459,8 @@ struct ps_scan_req
     struct ps_scan sc;
     int rc;
     uint64_t exec_us;
-    struct rt_buf reply; /* packed ScanResp when rc == 0 */
+    struct rt_buf reply;   /* packed ScanResp when rc == 0 */
+    struct rt_buf bad_key; /* the key of a value failing its checksum */
 };
 
 static void ps__scan_pack(struct ps_scan_req *req)
@@ -493,6 +509,7 @@ static void ps__scan_free(struct ps_scan_req *req)
 {
     ps_scan_free(&req->sc);
     rt_buf_free(&req->reply);
+    rt_buf_free(&req->bad_key);
     rt_filter_free(req->filter);
     rt_rpc_conn_unref(req->conn);
     rt__scan_req__free_unpacked(req->msg, NULL);
@@ -540,6 +557,13 @@ static void ps__scan_after(uv_work_t *work, int status)
         r->scanned += req->sc.scanned;
     }
     ps__charge(ps, r, req->sc.n);
+    if (req->rc == RT_ECORRUPT && req->repl && req->bad_key.len) {
+        /* Repaired from a peer in the background; the client's retry
+         * (503 ServerBusy) finds it whole. */
+        ps_repair_key(ps, req->range_id, req->bad_key.data, req->bad_key.len);
+        ps__scan_reply(req, RT_EBUSY);
+        return;
+    }
     if (req->rc != 0) {
         rt_log(RT_LOG_WARN, "scan of range %llu failed: %s",
                (unsigned long long)req->range_id, rt_strerror(req->rc));
@@ -620,6 +644,7 @@ static void ps__on_scan(struct ps_server *ps,
     req->sc.select = (const char *const *)msg->select;
     req->sc.n_select = msg->n_select;
     req->sc.budget_ms = msg->budget_ms;
+    req->sc.bad_key = &req->bad_key;
     rt_rpc_conn_ref(conn);
     rc = uv_queue_work(ps->loop, &req->work, ps__scan_work, ps__scan_after);
     if (rc != 0) {
@@ -682,6 +707,15 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__REPL_ABORT:
             ps_learn_on_abort(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__REPL_FETCH:
+            ps_repair_on_fetch(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__RANGE_FREEZE:
+            ps_split_on_freeze(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__RANGE_THAW:
+            ps_split_on_thaw(ps, conn, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

@@ -4,14 +4,16 @@
  * the server hands the master link its request dispatcher.
  *
  * Start: store -> meta (server id, ranges) -> writer -> resume unfinished
- * drops -> replication glue (ps_repl_start) -> span drops and frozen
+ * drops -> replication glue (ps_repl_start) -> split freezes
+ * (ps_split_start) -> span drops and frozen
  * ranges (ps_move_start) -> metrics HTTP -> RPC listener -> port file ->
  * master link. Any failure leaves a partly started server that
  * ps_server_stop() takes down.
  * Stop: moves in flight end (ps_move_stop), then the writer (it finishes
  * queued writes; their replies go out while connections are still open),
- * then replication (writes still waiting for acks are answered, outcome
- * unknown), the master link, the listener and the metrics listener. */
+ * then split freezes still waiting (answered busy), replication (writes
+ * still waiting for acks are answered, outcome unknown), the master link, the
+ * listener and the metrics listener. */
 #include "ps_server.h"
 #include "ps_learn.h"
 
@@ -24,8 +26,10 @@
 #include "ps_learn.h"
 #include "ps_master.h"
 #include "ps_move.h"
+#include "ps_repair.h"
 #include "ps_repl.h"
 #include "ps_rpc.h"
+#include "ps_split.h"
 #include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
@@ -171,6 +175,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
     ps_move_metrics(ps, b);
     ps_repl_metrics(ps, b);
     ps_learn_metrics(ps, b);
+    ps_repair_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)
@@ -350,6 +355,8 @@ int ps_server_start(struct ps_server *ps,
         return rc;
     }
     ps_repl_restore(ps);
+    ps_repair_start(ps);
+    ps_split_start(ps);
     if ((rc = ps_move_start(ps)) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
                  rt_strerror(rc));
@@ -386,11 +393,13 @@ void ps_server_stop(struct ps_server *ps)
     }
     ps->stopping = 1;
     ps_move_stop(ps);
+    ps_repair_stop(ps);
     if (ps->writer) {
         ps_writer_stop(ps->writer);
         ps->writer = NULL;
     }
     ps_learn_stop(ps); /* its waiting requests answered first */
+    ps_split_stop(ps);
     ps_repl_stop(ps);
     ps_master_stop(ps);
     if (ps->rpc) {

@@ -23,6 +23,7 @@ struct ps_move_in;
 struct ps_http;
 struct ps_repl;
 struct ps_learn;
+struct ps_repair;
 
 /* Strings are borrowed for the server's life. */
 struct ps_config
@@ -41,6 +42,7 @@ struct ps_config
     size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
     uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
     uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
+    uint32_t scrub_mb_s;     /* scrub budget per second; 0 = off */
     uint32_t lease_ms;       /* L of the read leases; 0 = 1500 */
     uint32_t repl_hb_ms;     /* SupportReq period; 0 = 250 */
     uint32_t drift_ppm;      /* ρ of the lease bound; 0 = 1000 */
@@ -84,6 +86,10 @@ struct ps_server
     struct ps_repl *repl;
     /* Catch-up of replicas outside the ISR (ps_learn.c). */
     struct ps_learn *learn;
+    /* Corruption repair and scrub (ps_repair.c). */
+    struct ps_repair *repair;
+    /* Freezes of replicated ranges for their split (ps_split.c). */
+    struct ps_split *split;
 
     /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
     struct ps_move_out *moves_out;

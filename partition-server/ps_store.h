@@ -281,10 +281,11 @@ enum ps_rs_field {
     PS_RS_SET_ROLE = 1u << 1,          /* role */
     PS_RS_SET_PRIMARY_EPOCH = 1u << 2, /* primary_epoch */
     PS_RS_SET_SEALED_EPOCH = 1u << 3,  /* sealed_epoch, never lowered */
-    /* A learner's copy (docs/DESIGN-replication.md §3.3): state, and the
-     * position the finished copy stands for. */
-    PS_RS_SET_STATE = 1u << 4,   /* state */
-    PS_RS_SET_APPLIED = 1u << 5, /* applied_lsn, applied_epoch, commit_lsn */
+    /* applied_epoch, applied_lsn, commit_lsn: a range split here starts
+     * where its parent is (docs/DESIGN-replication.md §9.1) */
+    PS_RS_SET_APPLIED = 1u << 4,
+    /* state: a learner's copy (docs/DESIGN-replication.md §3.3) */
+    PS_RS_SET_STATE = 1u << 5,
 };
 /* Durably sets the fields @set (PS_RS_SET_* bits) of range @range_id's
  * record to those of @rs (borrowed), keeping the others (a missing record
@@ -397,6 +398,9 @@ struct ps_scan
     uint64_t scanned; /* keys examined */
     size_t bytes;     /* returned value bytes */
     uint64_t txn_id;  /* the read transaction's id (0: none opened) */
+    /* in, optional: on RT_ECORRUPT from a value's checksum, that value's
+     * storage key is appended here (for repair, ps_repair.h) */
+    struct rt_buf *bad_key;
 };
 #define PS_SCAN_MAX_LIMIT 1000u
 #define PS_SCAN_MAX_BYTES (4u * 1024u * 1024u)
@@ -468,6 +472,66 @@ void ps_store_snap_close(struct ps_snap *sn);
 int ps_store_snap_repl_get(struct ps_snap *sn,
                            uint64_t range_id,
                            struct ps_rstate *out);
+
+/* Corruption repair (ps_store_repair.c). */
+
+/* One storage key to fetch (borrowed). */
+struct ps_fetch_key
+{
+    const uint8_t *key;
+    size_t kn;
+};
+/* Reads @keys[0..n) and range @range_id's applied LSN (*@lsn) in one read
+ * transaction, for a peer repairing its copy: found[i] = 1 with the
+ * stored value appended to vals[i], or 0 (absent). Errors: RT_ENOTFOUND
+ * (no complete copy of the range here: no `rs` record, or not OK),
+ * RT_ECORRUPT (one of the values fails its checksum here too), RT_EIO.
+ * Thread-safe. */
+int ps_store_fetch(struct ps_store *s,
+                   uint64_t range_id,
+                   const struct ps_fetch_key *keys,
+                   size_t n,
+                   struct rt_buf *vals,
+                   int *found,
+                   uint64_t *lsn);
+/* Replaces the corrupt local value of storage key @key with @val (NULL:
+ * deletes the key), a value a peer read at its applied LSN @min_lsn of
+ * range @range_id, in one synced transaction; only when the range's
+ * applied LSN here is >= @min_lsn and the local value still fails its
+ * checksum (the file comment says why that is safe). Returns 0 (repaired),
+ * RT_EEXIST (nothing to repair: the key was written since, or is absent
+ * as the peer says), RT_EBUSY (this copy is behind @min_lsn: ask again
+ * later), RT_ECORRUPT (@val itself fails its checksum) or an LMDB error.
+ * Writer thread (PS_JOB_REPAIR). */
+int ps_store_repair(struct ps_store *s,
+                    uint64_t range_id,
+                    const uint8_t *key,
+                    size_t kn,
+                    const uint8_t *val,
+                    size_t vn,
+                    uint64_t min_lsn);
+/* Verifies stored values from storage key @resume on (empty: the start)
+ * in one read transaction, until @max_bytes of keys and values were
+ * checked or @max_bad failed: their keys are appended to @bad
+ * (ps_scrub_key_append), their count to *@n_bad, the bytes checked to
+ * *@bytes. @resume becomes the first unexamined key, or empty with
+ * *@wrapped = 1 at the end of the data. Returns 0 or an error (RT_ECORRUPT:
+ * a bucket is unreadable). Thread-safe. */
+int ps_store_scrub(struct ps_store *s,
+                   struct rt_buf *resume,
+                   size_t max_bytes,
+                   struct rt_buf *bad,
+                   size_t max_bad,
+                   size_t *n_bad,
+                   uint64_t *bytes,
+                   int *wrapped);
+/* A list of storage keys packed as u32be length ‖ key. _next returns 1
+ * (one more: *key borrowed from @in), 0 (end) or RT_EINVAL. */
+void ps_scrub_key_append(struct rt_buf *out, const uint8_t *key, size_t kn);
+int ps_scrub_key_next(const struct rt_buf *in,
+                      size_t *off,
+                      const uint8_t **key,
+                      size_t *kn);
 
 /* Entities of @sp (one read transaction). Thread-safe. */
 int ps_store_span_count(struct ps_store *s,

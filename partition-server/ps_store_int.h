@@ -140,6 +140,14 @@ void ps__cap(struct ps_store *s,
  * range). */
 void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE]);
 int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs);
+/* Reads range @range_id's record in @txn into @rs, *@found = 1. A missing
+ * one is a range at LSN 0 that holds a copy (it is being written): state
+ * OK, all else 0, *@found = 0. Returns 0 or an error. */
+int ps__rs_read(struct ps_store *s,
+                MDB_txn *txn,
+                uint64_t range_id,
+                struct ps_rstate *rs,
+                int *found);
 /* Range @range_id's record in @txn: 0, RT_ENOTFOUND or the decode's or
  * LMDB's error. */
 int ps__rs_snap_read(struct ps_store *s,

@@ -71,13 +71,11 @@ int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs)
     return 0;
 }
 
-/* Reads range @range_id's record in @txn. A missing one is a range at LSN
- * 0 that holds a copy (it is being written): state OK, all else 0. */
-static int ps__rs_read(struct ps_store *s,
-                       MDB_txn *txn,
-                       uint64_t range_id,
-                       struct ps_rstate *rs,
-                       int *found)
+int ps__rs_read(struct ps_store *s,
+                MDB_txn *txn,
+                uint64_t range_id,
+                struct ps_rstate *rs,
+                int *found)
 {
     uint8_t kb[PS_RS_KEY_LEN];
     MDB_val k = {PS_RS_KEY_LEN, kb}, v;
@@ -247,17 +245,17 @@ int ps_store_repl_update(struct ps_store *s,
         if (set & PS_RS_SET_PRIMARY_EPOCH) {
             cur.primary_epoch = rs->primary_epoch;
         }
+        if (set & PS_RS_SET_APPLIED) {
+            cur.applied_epoch = rs->applied_epoch;
+            cur.applied_lsn = rs->applied_lsn;
+            cur.commit_lsn = rs->commit_lsn;
+        }
         if ((set & PS_RS_SET_SEALED_EPOCH) &&
             rs->sealed_epoch > cur.sealed_epoch) {
             cur.sealed_epoch = rs->sealed_epoch;
         }
         if (set & PS_RS_SET_STATE) {
             cur.state = rs->state;
-        }
-        if (set & PS_RS_SET_APPLIED) {
-            cur.applied_lsn = rs->applied_lsn;
-            cur.applied_epoch = rs->applied_epoch;
-            cur.commit_lsn = rs->commit_lsn;
         }
         rc = ps__rs_write(s, txn, range_id, &cur);
     }

@@ -349,6 +349,10 @@ int ps_store_scan(struct ps_store *s, struct ps_scan *sc)
          * scan even when the filter would have skipped it, so a scan
          * never decides on corrupt data. */
         if ((rc = ps__value_check(it.key, it.kn, it.val, it.vn)) != 0) {
+            if (sc->bad_key) {
+                rt_buf_reset(sc->bad_key);
+                rt_buf_append(sc->bad_key, it.key, it.kn);
+            }
             goto out_err;
         }
         if (sc->scanned % PS_SCAN_CLOCK_EVERY == 0 &&

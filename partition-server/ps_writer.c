@@ -81,6 +81,14 @@ static struct ps_job *ps__writer_take(struct ps_writer *w)
         if (last && (ops >= PS_GROUP_MAX_OPS || bytes >= PS_GROUP_MAX_BYTES)) {
             break;
         }
+        /* A group runs its writes before its replica-state jobs: a write
+         * queued after one (the first write of a range split here, whose
+         * LSN continues the `rs` record written just before) waits for
+         * the next group. */
+        if (last && last->kind == PS_JOB_REPL_STATE &&
+            j->kind == PS_JOB_WRITE) {
+            break;
+        }
         if (j->kind == PS_JOB_WRITE) {
             ops += j->u.write.n_ops + j->u.write.n_kvs;
             for (size_t i = 0; i < j->u.write.n_ops; i++) {
@@ -246,6 +254,15 @@ static void ps__writer_group(struct ps_writer *w,
                            (unsigned long long)j->u.rstate.range_id,
                            rt_strerror(j->status));
                 }
+                ps__list_push(&done_head, &done_tail, j);
+                break;
+            case PS_JOB_REPAIR:
+                t0 = rt_time_mono_us();
+                j->status = ps_store_repair(w->store, j->u.repair.range_id,
+                                            j->u.repair.key, j->u.repair.kn,
+                                            j->u.repair.val, j->u.repair.vn,
+                                            j->u.repair.min_lsn);
+                j->exec_us = rt_time_mono_us() - t0;
                 ps__list_push(&done_head, &done_tail, j);
                 break;
             case PS_JOB_BARRIER:

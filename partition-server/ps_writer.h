@@ -1,13 +1,15 @@
 /* Writer: the one thread that writes the store. The loop thread submits
  * jobs; the writer takes everything queued, applies all write jobs in ONE
- * durable transaction (group commit, ps_store_write_group), then meta and
- * replica-state jobs (each its own synced transaction), then one chunk of
- * a table or span drop, and hands finished jobs back to the loop thread
- * through uv_async_send and a locked completion queue (sends coalesce, so
- * the whole queue is drained each time). Callbacks run
- * in submission order, except drops (they finish when their last chunk
- * does); a BARRIER job's callback therefore runs after every job submitted
- * before it (drops excepted) has committed and called back.
+ * durable transaction (group commit, ps_store_write_group), then meta,
+ * replica-state and repair jobs (each its own synced transaction), then one
+ * chunk of a table or span drop, and hands finished jobs back to the loop
+ * thread through uv_async_send and a locked completion queue (sends coalesce,
+ * so the whole queue is drained each time). A write queued after a
+ * replica-state job is never taken into that job's group, so it commits
+ * after it. Callbacks run in submission order,
+ * except drops (they finish when their last chunk does); a BARRIER job's
+ * callback therefore runs after every job submitted before it (drops excepted)
+ * has committed and called back.
  *
  * Migration logs (range moves, docs/DESIGN-moves.md): while at least one
  * log is registered, the writer captures every change its group commits
@@ -49,6 +51,7 @@ enum ps_job_kind {
     PS_JOB_DROP_SPAN,  /* u.span: delete every key of one span */
     PS_JOB_BARRIER,    /* nothing: calls back after the jobs before it */
     PS_JOB_REPL_STATE, /* u.rstate: fields of a range's `rs` record */
+    PS_JOB_REPAIR,     /* u.repair: a corrupt value from a peer's copy */
     PS_JOB__NR
 };
 
@@ -89,6 +92,15 @@ struct ps_job
             unsigned set;        /* PS_RS_SET_* (ps_store_repl_update) */
             struct ps_rstate rs; /* the values of the fields in @set */
         } rstate;
+        struct
+        {
+            uint64_t range_id;
+            const uint8_t *key; /* borrowed until cb */
+            size_t kn;
+            const uint8_t *val; /* NULL: the key is absent at the peer */
+            size_t vn;
+            uint64_t min_lsn; /* the peer's applied LSN it was read at */
+        } repair;             /* status: ps_store_repair's */
     } u;
     /* private */
     struct ps_job *next;

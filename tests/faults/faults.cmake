@@ -10,7 +10,7 @@
 #                      and 3 faults each (about 80 s on 2 cores); seed 1 so a
 #                      failure replays (faults.py --seed N for others)
 #   faults_rf3_quick   faults.py --rf3-quick: kill-primary, kill-secondary,
-#                      pause-primary at replication factor 3, ≥ 2000
+#                      pause-primary, flip-bits at replication factor 3, ≥ 2000
 #                      operations and one fault each (≤ 90 s); SKIPPED (exit
 #                      77) while the master has no --failover-after-ms or
 #                      the partition server no --lease-ms, i.e. no

@@ -32,6 +32,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,10 @@ FINAL_READ_TIMEOUT_S = 120.0
 # the server that came back must have rejoined within REJOIN_WAIT_S.
 REJOIN_SCENARIOS = ("wipe-secondary",)
 REJOIN_WAIT_S = 30.0
+# Scenarios that damage stored values: every replica must hold a whole,
+# identical copy again within REPAIR_WAIT_S (the scrub runs at 4 MiB/s).
+REPAIR_SCENARIOS = ("flip-bits",)
+REPAIR_WAIT_S = 30.0
 # Before a fault at RF > 1, the nemesis waits at most this long for the
 # target range's in-sync set to be whole again.
 ISR_WAIT_S = 10.0
@@ -83,11 +88,6 @@ EXPECTED_FAIL_RF = {
                        "back as a learner copying its ranges "
                        "(docs/DESIGN-replication.md §8, F13; plan step "
                        "10), which is not built yet"),
-    "isolate-primary": (("linearizable", "stale", "scans"), "leases are "
-                        "not built yet (plan step 7): a primary cut off "
-                        "from the master and its peers may answer reads "
-                        "from its old state until it learns it was "
-                        "deposed; a lost write is still a failure"),
 }
 
 # Exit status of --rf3-quick when the master has no automatic failover:
@@ -653,6 +653,84 @@ class Nemesis:
         self.c.start_process(name)
         self.note("restarted", target=name, wiped=True)
 
+    def step_flip_bits(self):
+        """Bit rot under load: one byte flipped inside the stored "v"
+        string of up to 8 entities in the data.mdb of the primary or a
+        secondary of the busiest range, while it runs (LMDB reads the
+        file through a shared mapping, so the flip is seen at once). The
+        pattern is the property's own encoding (type STRING, name "v",
+        u32le length, then the run's value prefix), so only value bytes
+        are hit, never keys or LMDB structure. A damaged value must never
+        be returned, and every acknowledged write must stay readable: a
+        read at the primary answers from a peer's copy and repairs, the
+        scrub repairs the rest (docs/DESIGN-replication.md §5.6)."""
+        role = self.rng.choice(["primary", "secondary"])
+        name, rid = self.primary() if role == "primary" else \
+            self.secondary()
+        pat = re.compile(rb"\x01\x01v.{4}" +
+                         re.escape(self.run_.tag.encode()) + rb"-c", re.S)
+        path = os.path.join(self.c.workdir, name, "data.mdb")
+        with open(path, "r+b") as f:
+            data = f.read()
+            hits = [m.start() + 7 for m in pat.finditer(data)]
+            chosen = self.rng.sample(hits, min(8, len(hits)))
+            for at in chosen:
+                f.seek(at)
+                f.write(bytes([data[at] ^ 0x04]))
+            f.flush()
+            os.fsync(f.fileno())
+        self.note("flip", target=name, role=role, range=rid,
+                  values=len(chosen), found=len(hits))
+
+    def step_fill_secondary(self):
+        """A secondary's disk fills: kill -9 of a secondary of the busiest
+        range, restarted with --map-size-mb 1 (LMDB then maps exactly
+        the pages the file already uses, so every write that needs a new
+        page fails MDB_MAP_FULL, as on a full disk), left so 3-6 s, then
+        killed and restarted with its normal map ("space freed"). The
+        primary must stop counting it (ISR shrink on late acks, §5.4)
+        and go on with the other copies; nothing acknowledged is lost."""
+        name, rid = self.secondary()
+        full = self.rng.uniform(3.0, 6.0)
+        self.note("kill -9", target=name, role="secondary", range=rid,
+                  fill=True, full_s=round(full, 2))
+        self.c.kill(name, signal.SIGKILL)
+        self.c.ps_args[name] = ["--map-size-mb", "1"]
+        try:
+            self.c.start_process(name)
+            self.note("restarted", target=name, disk="full")
+            time.sleep(full)
+            self.c.kill(name, signal.SIGKILL)
+        finally:
+            self.c.ps_args.pop(name, None)
+        self.c.start_process(name)
+        self.note("restarted", target=name, disk="freed")
+
+    def step_kill_master_mid_failover(self):
+        """kill -9 of the primary of the busiest range, then, while the
+        master suspects it, seals or commits (1.3-1.9 s later: suspicion
+        takes --failover-after-ms 1.5 s, the seal and commit a few ms),
+        kill -9 of the master; the master restarts after 0.5-2 s and must
+        finish (or redo) the failover from what it committed (§3.4: a
+        committed seal_epoch restarts the range in SEALING; §2.4: a new
+        master suspects nobody for failover-after + one lease). The old
+        primary restarts last."""
+        name, rid = self.primary()
+        gap = self.rng.uniform(1.3, 1.9)
+        mdown = self.rng.uniform(0.5, 2.0)
+        self.note("kill -9", target=name, role="primary", range=rid)
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(gap)
+        self.note("kill -9", target="master", after_s=round(gap, 2),
+                  down_s=round(mdown, 2))
+        self.c.kill("master", signal.SIGKILL)
+        time.sleep(mdown)
+        self.c.start_process("master")
+        self.note("restarted", target="master")
+        time.sleep(self.rng.uniform(1.0, 3.0))
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
     def step_rolling_restart(self):
         """A clean restart (SIGTERM, exit 0 awaited, start on the same disk
         and port) of the next process in turn: each partition server, then
@@ -875,9 +953,8 @@ class Run:
                 if s.get("addr") in by_addr}
 
     def setup(self):
-        extra = {"master": ["--policy", "none"]}
-        if self.rf > 1:
-            extra["master"] += ["--replication-factor", str(self.rf)]
+        extra = {"master": ["--policy", "none", "--replication-factor",
+                            str(self.rf)]}
         if self.scenario == "moves-under-faults":
             extra["ps"] = ["--move-chunk-kb", "16"]
         self.cluster = Cluster(os.path.join(self.workdir, "cluster"),
@@ -1046,7 +1123,7 @@ ALL_OPS = ("insert", "upsert", "read", "replace", "batch", "scan")
 WRITE_OPS = ("insert", "upsert", "replace", "batch")
 
 # The nemesis log entries that start a fault.
-FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart")
+FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart", "flip")
 
 
 def is_fault(ev):
@@ -1151,6 +1228,39 @@ def check_rejoined(run):
             for x in short]
 
 
+def check_repaired(run):
+    """[violation] when, REPAIR_WAIT_S after the faults, a replica of a
+    range of the table still holds a value failing its checksum, or its
+    copy differs from the others' (rt-inspect --live digests): every
+    damaged value must have been repaired from a peer."""
+    end = time.monotonic() + REPAIR_WAIT_S
+    while True:
+        bad = []
+        try:
+            ids = {rg["id"] for rg in run.cluster.master_status()["ranges"]
+                   if rg["table"] == TABLE}
+            digests = {}
+            for p in run.cluster.pss:
+                r = run.cluster.inspect(p.name, "--live", check=False)
+                if r.returncode not in (0, 4):
+                    raise ClusterError("rt-inspect %s: %s" % (p.name,
+                                                              r.stderr))
+                for g in json.loads(r.stdout)["ranges"]:
+                    if g["id"] in ids:
+                        digests.setdefault(g["id"], {})[p.name] = \
+                            g["digest"] or "corrupt"
+            for rid, by in sorted(digests.items()):
+                if "corrupt" in by.values() or len(set(by.values())) > 1:
+                    bad.append("range %d: replicas %r" % (rid, by))
+        except (OSError, ClusterError, KeyError, ValueError) as e:
+            bad = ["inspect: %r" % e]
+        if not bad or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    return ["%s %.0f s after the last fault" % (x, REPAIR_WAIT_S)
+            for x in bad]
+
+
 def save_history(wd, history, nlog):
     with open(os.path.join(wd, "history.jsonl"), "w") as f:
         for op in history:
@@ -1202,6 +1312,8 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
             final, unreadable = None, str(e)[:300]
         rejoin = check_rejoined(run) if rf > 1 and \
             name in REJOIN_SCENARIOS else []
+        if rf > 1 and name in REPAIR_SCENARIOS:
+            rejoin += check_repaired(run)
     except Exception:  # noqa: BLE001 - a harness failure, not a violation
         row["error"] = traceback.format_exc()
         if run.cluster:
@@ -1330,10 +1442,11 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # RF > 1): with --replication-factor N > 1, --full runs these and
 # kill-master.
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
-                "isolate-primary", "wipe-secondary", "rolling-restart")
+                "isolate-primary", "wipe-secondary", "rolling-restart",
+                "flip-bits", "fill-secondary", "kill-master-mid-failover")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
-RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary")
+RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
 
 
@@ -1369,7 +1482,7 @@ def main(argv=None):
                    "scenarios (at RF > 1 the RF_FULL ones)")
     g.add_argument("--rf3-quick", action="store_true",
                    help="ctest faults_rf3_quick: kill-primary, "
-                   "kill-secondary, pause-primary at RF 3, ≥ 2000 ops and "
+                   "kill-secondary, pause-primary, flip-bits at RF 3, ≥ 2000 ops and "
                    "1 fault each (≤ 90 s); exit 77 (skipped) when the "
                    "master has no automatic failover")
     ap.add_argument("--seed", type=int, default=None,

@@ -30,7 +30,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_malformed      a few hundred bad requests (seeded): each gets a
 #                       complete 4xx with x-ms-error-code; nothing written
 #   test_balance        load balancing: policy split/move of a hot range,
-#                       rtctl split/move/merge/drain under load, SIGKILL
+#                       the policy's split of a hot RF-3 range, rtctl
+#                       split/move/merge/drain under load, SIGKILL
 #                       mid-move, master restarts, a stale front end
 #   test_replication    RF 3 on 3 servers: every kind of write reaches all
 #                       three copies (rt-inspect digests and LSNs), rtctl
@@ -38,11 +39,17 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       of a secondary mid-stream (the ISR shrinks, writes
 #                       go on on the copies left), two primaries killed in
 #                       turn (the last copy serves reads, refuses writes);
+#                       splits under load (halves keep the replica set and
+#                       LSNs, then fail over one by one);
 #                       xfail when a restarted primary is ahead (no
 #                       catch-up yet)
 #   test_repl_hostile   garbage, truncated and absurd frames on every
 #                       replication RPC method of every server and the
 #                       master: nobody dies, the table stays intact
+#   test_repair         bytes flipped in a running server's data.mdb: a
+#                       get at the primary answers from a peer's copy and
+#                       repairs, a query gets 503 then the right page, the
+#                       scrub repairs a secondary, RF 1 answers 500
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -57,6 +64,7 @@ set(RT_INTEGRATION_TESTS
   test_balance
   test_replication
   test_repl_hostile
+  test_repair
 )
 
 function(rt_integration_test t)

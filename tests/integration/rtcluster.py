@@ -25,7 +25,8 @@ azure.data.tables (Debian python3-azure) lazily.
         c.master_status()["servers"]
         c.rtctl("status", "--json")
     c.stop(); c.inspect("ps1")            # rt-inspect --json of a stopped server
-    Cluster(tmp_path, replication_factor=3)  # master --replication-factor 3
+    Cluster(tmp_path, replication_factor=1)  # master --replication-factor 1
+                                             # (default: the master's, 3)
     c.check_sanitizers()
 """
 
@@ -158,7 +159,7 @@ class Proc:
                     "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)
                     ] + (["--replication-factor",
                           str(c.replication_factor)]
-                         if c.replication_factor != 1 else [])
+                         if c.replication_factor is not None else [])
         if self.kind == "ps":
             args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--master", c.ps_master.get(self.name,
@@ -166,7 +167,7 @@ class Proc:
                     "--data", os.path.join(c.workdir, self.name)]
             if self.name in c.ps_advertise:
                 args += ["--advertise", c.ps_advertise[self.name]]
-            return args
+            return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
                 "--master", c.master_rpc_addr]
 
@@ -245,7 +246,7 @@ class Cluster:
 
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
                  heartbeat_timeout_ms=3000, start_timeout=None,
-                 extra_args=None, replication_factor=1):
+                 extra_args=None, replication_factor=None):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
@@ -253,8 +254,9 @@ class Cluster:
         self.log_level = log_level or os.environ.get("RT_LOG_LEVEL", "info")
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         # Copies of each new range (the master's --replication-factor);
-        # 1 leaves the master's command line as it always was.
-        self.replication_factor = int(replication_factor)
+        # None leaves it to the master's default (3).
+        self.replication_factor = (None if replication_factor is None
+                                   else int(replication_factor))
         # {"master"|"ps"|"frontend": [flags...]} appended to that kind's
         # command line, e.g. {"master": ["--delete-grace-ms", "2000"]}.
         self.extra_args = dict(extra_args or {})
@@ -265,6 +267,9 @@ class Cluster:
         # proxy with these.
         self.ps_master = {}
         self.ps_advertise = {}
+        # More arguments for one partition server (by name), read at each
+        # start: a restart can change them ({"ps2": ["--map-size-mb", 1]}).
+        self.ps_args = {}
         self.start_timeout = float(start_timeout or
                                    os.environ.get("RT_START_TIMEOUT", 30))
         self.account = DEV_ACCOUNT

@@ -4,7 +4,8 @@ Python SDK and rt-load as clients, rtctl as the operator.
 1. A hot key range driven by rt-load on a cluster whose partition servers
    are capped (--max-server-eps): the master marks it hot, splits it and
    moves parts to the other servers within 15 s, and the table's
-   throughput rises.
+   throughput rises. The same at --replication-factor 3: the hot range is
+   split within 15 s, its halves keep the replica set (no moves yet).
 2. Manual split and moves (rtctl) under continuous writes and reads:
    every acknowledged write is present exactly once afterwards, reads of
    acknowledged writes never miss; the ServerBusy window is printed
@@ -51,8 +52,11 @@ PAYLOAD = "x" * 200
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """3 servers, policy "none" (only rtctl reshapes the map), small move
-    chunks so that a move of a few MB takes long enough to interrupt."""
+    chunks so that a move of a few MB takes long enough to interrupt. At
+    replication factor 1: these tests pin the move machinery of single
+    copies (a replicated range on three servers has nowhere to move)."""
     c = Cluster(tmp_path_factory.mktemp("balance"), n_ps=3,
+                replication_factor=1,
                 heartbeat_timeout_ms=2000,
                 extra_args={"master": ["--policy", "none"],
                             "ps": ["--move-chunk-kb", "16"]})
@@ -66,8 +70,25 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def capped(tmp_path_factory):
-    """3 servers capped at 1000 entities/s each, the default policy."""
+    """3 servers capped at 1000 entities/s each, the default policy, at
+    replication factor 1 (the policy splits and moves single copies)."""
     c = Cluster(tmp_path_factory.mktemp("capped"), n_ps=3,
+                replication_factor=1,
+                extra_args={"ps": ["--max-server-eps", "1000"]})
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
+
+
+@pytest.fixture
+def capped_rf3(tmp_path_factory):
+    """The same capped servers with every table's range on all three
+    (--replication-factor 3)."""
+    c = Cluster(tmp_path_factory.mktemp("capped3"), n_ps=3,
+                replication_factor=3,
                 extra_args={"ps": ["--max-server-eps", "1000"]})
     sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
     c.start()
@@ -430,6 +451,59 @@ def test_hot_range_split_and_spread(capped):
                      "the last 5 s (cap 1000/s per server)\n%s\n"
                      % (first, last, out[-600:]))
     assert last >= 1.5 * first, (first, last)
+
+
+def test_hot_replicated_range_split(capped_rf3):
+    """1b (docs/DESIGN-replication.md §9.1): the same saturating client
+    on an RF-3 table: the policy splits the hot range within 15 s; every
+    half keeps the three replicas, the ISR and the primary; the inserts
+    go on after the split (no move: replicated ranges do not move yet)."""
+    c = capped_rf3
+    c.table_service_client().create_table("hot3")
+    rs = table_ranges(c, "hot3")
+    if len(rs[0]["replicas"]) < 3:
+        pytest.skip("the cluster placed the table unreplicated")
+    parent = rs[0]
+    csv_path = os.path.join(c.workdir, "hot3.csv")
+    duration = 16
+    t0 = time.monotonic()
+    rl = subprocess.Popen(
+        [rt_load_bin(c), "--endpoint", c.table_endpoint, "--table", "hot3",
+         "--mix", "insert", "--partitions", "0", "--pk-scheme", "hash",
+         "--workers", "32", "--duration", "%ds" % duration, "--retry",
+         "none", "--csv", csv_path, "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=c.env)
+    split_at = None
+    try:
+        while rl.poll() is None and time.monotonic() - t0 < duration + 30:
+            if split_at is None and len(table_ranges(c, "hot3")) >= 2:
+                split_at = time.monotonic() - t0
+            time.sleep(0.25)
+        out = rl.communicate(timeout=60)[0]
+    finally:
+        if rl.poll() is None:
+            rl.kill()
+            rl.wait()
+    rs = table_ranges(c, "hot3")
+    splits = [e for e in events(c) if e["kind"] == "split"]
+    sys.stderr.write("\n[balance] hot RF-3 range: split after %s s; %d "
+                     "ranges at the end; splits %s\n%s\n"
+                     % (split_at, len(rs),
+                        [(e.get("origin"), e.get("outcome"),
+                          e.get("duration_ms"), e.get("freeze"))
+                         for e in splits], out[-400:]))
+    assert split_at is not None and split_at <= 15, split_at
+    assert any(e.get("origin") == "policy" and e.get("outcome") == "ok"
+               for e in splits), splits
+    assert len(rs) >= 2, rs
+    for r in rs:
+        assert sorted(r["replicas"]) == sorted(parent["replicas"]), r
+        assert sorted(r["insync"]) == sorted(parent["insync"]), r
+        assert r["server"] == parent["server"], r
+    with open(csv_path) as f:
+        rows = [r for r in csv.DictReader(f) if r["phase"] == "run"]
+    assert sum(float(r["entities_per_s"]) for r in rows[-3:]) > 0, rows
 
 
 # ------------------------------------------------------------ 2. manual

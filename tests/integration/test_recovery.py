@@ -23,8 +23,11 @@ TABLE = "recovery"
 # ------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # Replication factor 1: what one copy does on its own after a restart
+    # or with a damaged value (replicated ranges: test_replication,
+    # test_repair).
     c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
-                heartbeat_timeout_ms=1000)
+                heartbeat_timeout_ms=1000, replication_factor=1)
     c.start()
     yield c
     c.stop(check=False)

@@ -1,6 +1,7 @@
 """Hostile frames against the replication RPC methods (docs/DESIGN-replication.md
 §4): an RF-3 cluster gets, on every partition server's and the master's RPC
-port, REPL_APPEND, REPL_SUPPORT, SEAL, ISR_CHANGE and the reserved methods
+port, REPL_APPEND, REPL_SUPPORT, SEAL, ISR_CHANGE, RANGE_FREEZE / RANGE_THAW
+(refused off the master link) and the reserved methods
 with garbage bodies, truncated protobuf, absurd field values (unknown
 ranges, epochs at 2^64-1, LSN gaps, a group whose CRC does not match) and
 frames claiming the maximum length then closing. Every request is
@@ -19,7 +20,7 @@ from rtcluster import Cluster
 
 MAGIC = 0x5254
 F_REPLY = 1
-REPL_METHODS = list(range(60, 67)) + list(range(70, 74))
+REPL_METHODS = list(range(60, 67)) + list(range(70, 74)) + [76, 77]
 
 
 def varint(n):

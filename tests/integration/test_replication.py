@@ -32,7 +32,12 @@ record what was acknowledged. Each phase gets a fresh cluster:
     the data, until the master takes it;
   - the primary of one table is SIGKILLed, then the primary that replaced
     it (design §10.2 F4): the copy left is an ISR of one, below
-    min_insync; writes are refused 503 and (a) holds through the front end.
+    min_insync; writes are refused 503 and (a) holds through the front end;
+  - splits (design §9.1): one table's range is split under load; the
+    halves keep the replica set, ISR and primary and take writes at once;
+    their primary is then SIGKILLed and each half fails over, and (a)
+    holds. Two splits and a merge in a row under load: (a), and (b) for
+    every range.
 
 Clients run with retry_total=0, so an error makes the outcome of that
 write unknown: its keys may hold the value before or after it, and are
@@ -584,6 +589,123 @@ def test_two_primaries_killed_reads_go_on(cluster, tables):
     assert e.value.status_code == 503, e.value
 
 
+def table_ranges(cluster, table):
+    return sorted((r for r in our_ranges(cluster) if r["table"] == table),
+                  key=lambda r: r["low"] or "")
+
+
+def wait_children_failed_over(cluster, ids, old, timeout=10):
+    """Waits until every range of @ids has a primary other than @old;
+    returns {id: primary}."""
+    deadline = time.monotonic() + timeout
+    prim = {}
+    while time.monotonic() < deadline:
+        try:
+            prim = {r["id"]: r["server"] for r in our_ranges(cluster)
+                    if r["id"] in ids}
+        except Exception:  # the master's status can race a commit
+            prim = {}
+        if len(prim) == len(ids) and old not in prim.values():
+            break
+        time.sleep(0.1)
+    return prim
+
+
+def test_split_under_load_then_primary_killed(cluster, tables):
+    """(g), design §9.1: split the first table's range while writers run on
+    both sides of the key. The halves keep the replica set, ISR and
+    primary at epoch + 1 and take writes at once; then kill -9 their
+    primary: each half fails over on its own, and every acknowledged
+    write (before, across and after the split) reads back."""
+    names = server_names(cluster)
+    parent = table_ranges(cluster, TABLES[0])[0]
+    # Writers of table 0 in phase 5: w500, w502, w504 -> two left, one
+    # right of the key.
+    key = "w503"
+    with Load(cluster, 5) as load:
+        run_for(load, 1.5)
+        t_split = time.monotonic()
+        r = cluster.rtctl("split", str(parent["id"]), key, "--json")
+        split_s = time.monotonic() - t_split
+        ev = json.loads(r.stdout)
+        assert ev.get("outcome") == "ok", ev
+        kids = table_ranges(cluster, TABLES[0])
+        assert len(kids) == 2, kids
+        for k in kids:
+            assert k["id"] not in (parent["id"],), k
+            assert k["epoch"] == parent["epoch"] + 1, (k, parent)
+            assert k["server"] == parent["server"], (k, parent)
+            assert sorted(k["replicas"]) == sorted(parent["replicas"]), k
+            assert sorted(k["insync"]) == sorted(parent["insync"]), k
+        resumed = load.wait_acked_after(time.monotonic(), n=3)
+        assert resumed, "writes did not resume after the split: %r" % (
+            load.summary(),)
+        run_for(load, 1.0)
+        victim = names[parent["server"]]
+        cluster.kill(victim, signal.SIGKILL)
+        t_kill = time.monotonic()
+        ids = {k["id"] for k in kids}
+        prim = wait_children_failed_over(cluster, ids, parent["server"])
+        failover_s = time.monotonic() - t_kill
+        assert len(prim) == 2 and parent["server"] not in prim.values(), (
+            "the halves did not both fail over: %r" % prim)
+        resumed = load.wait_acked_after(time.monotonic(), n=3)
+    load.finish()
+    ops = load.ops()
+    busy = [o for o in ops if o[0] >= t_split - 1 and o[1] <= t_split +
+            split_s + 1 and o[3] == 503]
+    sys.stderr.write(
+        "split of range %d at %r: rtctl %.0f ms, operation %s ms (freeze "
+        "%s ms, commit to the primary's assignment %s ms), %d writes "
+        "answered 503 around it; primary %s killed, halves failed over "
+        "in %.1f s to %r; writes answered %r\n"
+        % (parent["id"], key, split_s * 1000, ev.get("duration_ms"),
+           ev.get("freeze", {}).get("frozen_ms"), ev.get("assign_ms"),
+           len(busy), victim,
+           failover_s, prim, load.summary()))
+    assert resumed, ("writes did not resume after the halves failed over: "
+                     "%r" % load.summary())
+    check_reads(cluster, load)
+
+
+def test_split_under_load_replicas_agree(cluster, tables):
+    """(h), design §9.1, §9.2: after a split under load every replica holds
+    both halves with the same applied LSN, digest and entity count (the
+    halves continue the parent's LSNs on every copy), a second split of a
+    half works the same way, a merge of two halves too (one range from the
+    higher LSN), and after a restart of the whole cluster every
+    acknowledged write still reads back."""
+    parent = table_ranges(cluster, TABLES[0])[0]
+    with Load(cluster, 6) as load:
+        run_for(load, 1.0)
+        cluster.rtctl("split", str(parent["id"]), "w603")
+        run_for(load, 1.0)
+        left = table_ranges(cluster, TABLES[0])[0]
+        cluster.rtctl("split", str(left["id"]), "w601")
+        run_for(load, 1.0)
+        right = table_ranges(cluster, TABLES[0])[1]
+        r = cluster.rtctl("merge", str(right["id"]), "--json")
+        ev = json.loads(r.stdout)
+        assert ev.get("outcome") == "ok", ev
+        resumed = load.wait_acked_after(time.monotonic(), n=3)
+    load.finish()
+    sys.stderr.write("merge of range %d: operation %s ms (freezes %s, "
+                     "commit to the primary's assignment %s ms)\n"
+                     % (right["id"], ev.get("duration_ms"),
+                        ev.get("freeze"), ev.get("assign_ms")))
+    assert resumed, "writes did not resume after the splits: %r" % (
+        load.summary(),)
+    errors = [o for o in load.ops() if o[3] not in (200, 503)]
+    assert not errors, "writes failed around a split: %r" % errors[:10]
+    kids = table_ranges(cluster, TABLES[0])
+    assert len(kids) == 2, kids
+    check_reads(cluster, load)
+    figs = check_replicas(cluster)
+    for k in kids:
+        assert figs[k["id"]][1] > 0, (k, figs)
+    check_reads(cluster, load)
+
+
 def test_old_primary_rejoins_after_failover(cluster, tables):
     """(g), design §7.3, §8.1: kill -9 the primary of the first table
     while writers run, let the master fail it over, restart it: the old
@@ -592,7 +714,7 @@ def test_old_primary_rejoins_after_failover(cluster, tables):
     primary's data; then it should be back in the ISR."""
     names = server_names(cluster)
     first = primary_of(cluster, TABLES[0])
-    with Load(cluster, 5) as load:
+    with Load(cluster, 7) as load:
         run_for(load, 1.5)
         cluster.kill(names[first], signal.SIGKILL)
         t_kill = time.monotonic()

@@ -408,10 +408,14 @@ def test_rtctl_status(cluster, table):
     assert rg["low"] == "" and rg["high"] is None, rg
     assert rg["server"] in [s["id"] for s in servers], rg
     assert rg["epoch"] >= 1, rg
-    # Replica sets (RF 1): the owner is the primary and the whole ISR;
-    # every server registered its incarnation (16 bytes, hex) and zone.
-    assert rg["replicas"] == [rg["server"]], rg
-    assert rg["primary"] == rg["server"] and rg["insync"] == [rg["server"]], rg
+    # Replica sets (the master's default, replication factor 3, on three
+    # servers): every server holds a copy, the owner is the primary, all
+    # three are in sync; every server registered its incarnation (16
+    # bytes, hex) and zone.
+    ids = sorted(s["id"] for s in servers)
+    assert sorted(rg["replicas"]) == ids, rg
+    assert rg["primary"] == rg["server"], rg
+    assert sorted(rg["insync"]) == ids, rg
     for s in servers:
         assert s["zone"] == "", s
         assert len(s["incarnation"]) == 32, s

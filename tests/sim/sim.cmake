@@ -13,7 +13,7 @@ add_test(NAME sim_repl_mut_no_resend
          COMMAND sim_repl --mutate no-resend --expect live)
 set_tests_properties(sim_repl sim_repl_mut_ack_primary_only
                      sim_repl_mut_accept_gap sim_repl_mut_no_resend
-                     PROPERTIES LABELS sim TIMEOUT 120)
+                     PROPERTIES LABELS sim TIMEOUT 400)
 
 # Failover: ps_rcore nodes and one ms_rcore with crashes, pauses, master
 # restarts; the mutation runs use ms_rcore's and ps_rcore's test-only
@@ -37,4 +37,4 @@ set_tests_properties(sim_failover sim_failover_mut_choose_min
                      sim_failover_mut_append_after_seal
                      sim_failover_mut_shrink_early
                      sim_failover_mut_learner_early
-                     PROPERTIES LABELS sim TIMEOUT 120)
+                     PROPERTIES LABELS sim TIMEOUT 400)

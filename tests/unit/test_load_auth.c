@@ -237,6 +237,56 @@ static void test_request_signed(void **state)
     assert_int_equal(rl_target_parse(&c->t, "https://x", "", err), -1);
 }
 
+/* etcd mode: a put of the entity's key with the prepared value, a range
+ * read for a get; Content-Length matches; kinds etcd has no call for
+ * build nothing. */
+static void test_request_etcd(void **state)
+{
+    struct req_fixture *f = *state;
+    struct rl_reqcfg *c = &f->c;
+    struct rl_reqargs a;
+    char err[RL_ERR_SIZE], key[64], k64[100];
+    uint8_t val[2000];
+    char *buf;
+    const char *p;
+    assert_int_equal(rl_target_parse(&c->t, "http://127.0.0.1:2379", "", err),
+                     0);
+    c->etcd = 1;
+    c->km.partitions = 10;
+    c->entity_size = 1024;
+    assert_int_equal(rl_reqcfg_prepare(c, 1, err), 0);
+    assert_int_equal(rl_b64_decode(c->etcd_value, val, sizeof(val)), 1024);
+    buf = f->buf = malloc(c->max_request + 1);
+    assert_non_null(buf);
+    memset(&a, 0, sizeof(a));
+    a.rq = RL_RQ_INSERT;
+    a.id = 7;
+    build(c, &a, buf);
+    assert_true(strncmp(buf, "POST /v3/kv/put HTTP/1.1\r\n", 26) == 0);
+    assert_non_null(strstr(buf, "Host: 127.0.0.1:2379\r\n"));
+    assert_null(strstr(buf, "Authorization"));
+    p = strstr(buf, "\r\n\r\n");
+    assert_non_null(p);
+    assert_int_equal(atoi(strstr(buf, "Content-Length: ") + 16), strlen(p + 4));
+    {
+        char pk[RL_KEY_MAX], rk[RL_KEY_MAX];
+        rl_key_of(&c->km, 7, pk, rk);
+        snprintf(key, sizeof(key), "%s/%s", pk, rk);
+        rl_b64_encode((const uint8_t *)key, strlen(key), k64);
+    }
+    assert_non_null(strstr(p, k64));
+    assert_non_null(strstr(p, c->etcd_value));
+    a.rq = RL_RQ_GET;
+    build(c, &a, buf);
+    assert_true(strncmp(buf, "POST /v3/kv/range HTTP/1.1\r\n", 28) == 0);
+    p = strstr(buf, "\r\n\r\n");
+    assert_non_null(p);
+    assert_int_equal(atoi(strstr(buf, "Content-Length: ") + 16), strlen(p + 4));
+    assert_null(strstr(p, "value"));
+    a.rq = RL_RQ_SCAN;
+    assert_int_equal(rl_req_build(c, &a, DATE, buf), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +297,8 @@ int main(void)
         cmocka_unit_test(test_date),
         cmocka_unit_test(test_b64),
         cmocka_unit_test_setup_teardown(test_request_signed, req_setup,
+                                        req_teardown),
+        cmocka_unit_test_setup_teardown(test_request_etcd, req_setup,
                                         req_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

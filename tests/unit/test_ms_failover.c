@@ -5,7 +5,9 @@
  * mode says (sealed at its LSN, busy with retry_ms, never, refused) and
  * ASSIGN_RANGES (or holds it), and records what it was told; a fake front
  * end records the MAP_UPDATE pushes. The master runs with short timings
- * (failover after 300 ms of silence, 200 ms lease).
+ * (failover after 300 ms of silence, 200 ms lease). Rejoin and
+ * re-replication (plan step 10) run here too: a secondary outside the ISR
+ * joining it, a dead replica replaced by a learner, wiped servers.
  * Everything runs on one loop. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,6 +87,8 @@ struct fx
     int pushes;
     uint64_t fe_primary, fe_epoch; /* range 0 of the last pushed map */
     uint32_t rf;
+    uint32_t hb_timeout_ms;        /* 0: 60000 */
+    uint64_t rereplicate_after_ms; /* 0: the default */
 };
 
 static void ps_on_request(struct rt_rpc_conn *conn,
@@ -173,7 +177,7 @@ static void start_master(struct fx *f)
         .data_dir = f->dir,
         .listen_host = "127.0.0.1",
         .listen_port = 0,
-        .heartbeat_timeout_ms = 60000,
+        .heartbeat_timeout_ms = f->hb_timeout_ms ? f->hb_timeout_ms : 60000,
         .tick_ms = 50,
         .assign_timeout_ms = 500,
         .policy = "none",
@@ -183,6 +187,7 @@ static void start_master(struct fx *f)
         .seal_wait_ms = 100,
         .lease_ms = 200,
         .repl_resend_ms = 100,
+        .rereplicate_after_ms = f->rereplicate_after_ms,
     };
     char errmsg[RT_ERRMSG_SIZE];
     assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
@@ -1046,6 +1051,238 @@ static void test_rf1_never_fails_over(void **state)
     assert_true(metrics_has(f, "rt_master_failovers_total 0\n"));
 }
 
+/* ---- Rejoin and re-replication (docs/DESIGN-replication.md §8) ---- */
+
+/* ISR_CHANGE{add} from fake server @i; as isr_change(). */
+static int isr_add(struct fx *f,
+                   int i,
+                   uint64_t range_id,
+                   uint64_t epoch,
+                   uint64_t add,
+                   Rt__Range **range)
+{
+    Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
+    struct th_ms_reply r;
+    int status;
+    req.range_id = range_id;
+    req.epoch = epoch;
+    req.n_add = 1;
+    req.add = &add;
+    req.reason = "caught up";
+    status = th_ms_call(&f->loop, f->ps[i].cli, RT__METHOD__ISR_CHANGE,
+                        &req.base, &r);
+    if (range) {
+        *range = status == 0 ? rt__range__unpack(NULL, r.len, r.body) : NULL;
+    }
+    free(r.body);
+    return status;
+}
+
+/* PS_REGISTER of fake server @i with incarnation byte @inc (16 times) on
+ * a new connection that becomes its own; the status, and on 0 how many
+ * ranges it was assigned in *nranges. */
+static int register_inc(struct fx *f, int i, uint8_t inc, size_t *nranges)
+{
+    struct fake_ps *ps = &f->ps[i];
+    Rt__RegisterReq req = RT__REGISTER_REQ__INIT;
+    uint8_t bytes[16];
+    struct th_ms_reply r;
+    int status;
+    if (!ps->cli) {
+        assert_int_equal(rt_rpc_client_start(&f->loop, f->addr, ps_on_request,
+                                             NULL, ps, &ps->cli),
+                         0);
+        th_ms_wait_up(&f->loop, ps->cli);
+    }
+    memset(bytes, inc, sizeof(bytes));
+    req.server_id = ps->id;
+    req.addr = ps->addr;
+    req.zone = (char *)ps->zone;
+    req.incarnation.data = bytes;
+    req.incarnation.len = sizeof(bytes);
+    status =
+        th_ms_call(&f->loop, ps->cli, RT__METHOD__PS_REGISTER, &req.base, &r);
+    if (status == 0) {
+        Rt__RegisterResp *resp = rt__register_resp__unpack(NULL, r.len, r.body);
+        assert_non_null(resp);
+        *nranges = resp->n_ranges;
+        rt__register_resp__free_unpacked(resp, NULL);
+    }
+    free(r.body);
+    return status;
+}
+
+/* Range 0's role of server @sid in the map (ROLE_NONE: not a member). */
+static int map_role(struct fx *f, uint64_t sid)
+{
+    Rt__Map *map = get_map(f);
+    int role = RT__REPL_ROLE__ROLE_NONE;
+    for (size_t i = 0; i < map->ranges[0]->n_replicas; i++) {
+        if (map->ranges[0]->replicas[i]->server_id == sid) {
+            role = map->ranges[0]->replicas[i]->role;
+        }
+    }
+    rt__map__free_unpacked(map, NULL);
+    return role;
+}
+
+static uint64_t range0_id(struct fx *f)
+{
+    Rt__Map *map = get_map(f);
+    uint64_t id = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    return id;
+}
+
+static bool range0_stable(struct fx *f)
+{
+    const char *st;
+    status_primary(f, &st);
+    return strcmp(st, "stable") == 0;
+}
+
+/* A secondary an ISR shrink removed comes back into the ISR by its
+ * primary's ISR_CHANGE{add}: epoch + 1, in the ISR again, event
+ * isr_grow. A non-member or a request from a non-primary is refused. */
+static void test_isr_add_rejoin(void **state)
+{
+    struct fx *f = *state;
+    Rt__Range *r = NULL;
+    uint64_t rid;
+    start_cluster(f);
+    rid = range0_id(f);
+    assert_int_equal(isr_change(f, 0, rid, 1, f->ps[3].id, NULL), 0);
+    WAIT_UNTIL(f, range0_stable(f));
+    assert_int_equal(isr_add(f, 0, rid, 2, f->ps[1].id, NULL), RT_EINVAL);
+    assert_int_equal(isr_add(f, 0, rid, 2, f->ps[2].id, NULL), RT_EINVAL);
+    assert_int_equal(isr_add(f, 2, rid, 2, f->ps[3].id, NULL), RT_ENOTPRIMARY);
+    assert_int_equal(isr_add(f, 0, rid, 1, f->ps[3].id, NULL), RT_ESTALE);
+    assert_int_equal(isr_add(f, 0, rid, 2, f->ps[3].id, &r), 0);
+    assert_non_null(r);
+    assert_int_equal(r->epoch, 3);
+    assert_int_equal(r->n_isr, 3);
+    assert_int_equal(r->isr[2], f->ps[3].id);
+    rt__range__free_unpacked(r, NULL);
+    WAIT_UNTIL(f, f->ps[3].a_epoch == 3 && f->ps[3].a_nisr == 3);
+    assert_true(has_event(f, "isr_grow", NULL));
+}
+
+/* A secondary silent past --rereplicate-after-ms is replaced: a learner
+ * on the one server left (events, status op), which joins by the
+ * primary's ISR_CHANGE{add}; then the dead replica leaves the set and the
+ * metrics count one re-replication. */
+static void test_rereplicate_dead_secondary(void **state)
+{
+    struct fx *f = *state;
+    uint64_t rid, p, e;
+    f->rereplicate_after_ms = 400;
+    start_cluster(f);
+    rid = range0_id(f);
+    ps_stop(&f->ps[3]);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
+    assert_true(has_event(f, "rereplicate", NULL));
+    WAIT_UNTIL(f, f->ps[1].a_nranges == 1);
+    map_range(f, &p, &e, NULL);
+    assert_int_equal(p, f->ps[0].id);
+    assert_int_equal(e, 2);
+    WAIT_UNTIL(f, status_has_op(f, "learner"));
+    assert_int_equal(isr_add(f, 0, rid, 2, f->ps[1].id, NULL), 0);
+    WAIT_UNTIL(f, map_role(f, f->ps[3].id) == RT__REPL_ROLE__ROLE_NONE);
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_SECONDARY);
+    map_range(f, &p, &e, NULL);
+    assert_int_equal(e, 4);
+    {
+        json_t *ev = find_event(f, "replica_removed", NULL);
+        assert_non_null(ev);
+        assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                            "surplus");
+        json_decref(ev);
+    }
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_rereplications_total 1\n"));
+}
+
+/* A range created with fewer live servers than its RF gets a learner as
+ * soon as a server appears (reason under_replicated), and the learner
+ * joins like any other. */
+static void test_rereplicate_under_replicated(void **state)
+{
+    struct fx *f = *state;
+    json_t *ev;
+    start_master(f);
+    fe_start(f);
+    ps_start(f, 0);
+    ps_start(f, 1);
+    assert_int_equal(create_table(f, "people"), 0);
+    assert_int_equal(map_role(f, f->ps[2].id), RT__REPL_ROLE__ROLE_NONE);
+    ps_start(f, 2);
+    WAIT_UNTIL(f, map_role(f, f->ps[2].id) == RT__REPL_ROLE__ROLE_LEARNER);
+    ev = find_event(f, "rereplicate", NULL);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                        "under_replicated");
+    json_decref(ev);
+    {
+        uint64_t p, e;
+        int rc = -1;
+        map_range(f, &p, &e, NULL);
+        WAIT_UNTIL(f, rc == 0 || (rc = isr_add(f, 0, range0_id(f), e,
+                                               f->ps[2].id, NULL)) == 0);
+    }
+    WAIT_UNTIL(f, map_role(f, f->ps[2].id) == RT__REPL_ROLE__ROLE_SECONDARY);
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_rereplications_total 1\n"));
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_under_replicated_ranges 0\n"));
+}
+
+/* A secondary whose disk was wiped comes back (new incarnation, after it
+ * was seen down): it is removed from the set before it is assigned
+ * anything, and registers as an empty server. */
+static void test_wiped_secondary(void **state)
+{
+    struct fx *f = *state;
+    size_t n = 99;
+    f->hb_timeout_ms = 300;
+    start_cluster(f);
+    assert_int_equal(register_inc(f, 3, 0xaa, &n), 0);
+    assert_int_equal(n, 1);
+    ps_stop(&f->ps[3]);
+    th_ms_spin(&f->loop, 600); /* seen down */
+    assert_int_equal(register_inc(f, 3, 0xbb, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(map_role(f, f->ps[3].id), RT__REPL_ROLE__ROLE_NONE);
+    {
+        json_t *ev = find_event(f, "replica_removed", NULL);
+        assert_non_null(ev);
+        assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                            "wiped");
+        json_decref(ev);
+    }
+    /* Two in-sync copies of three: under-replicated. */
+    WAIT_UNTIL(f, metrics_has(f, "rt_master_under_replicated_ranges 1\n"));
+}
+
+/* A wiped primary is refused (RT_EBUSY) while it is still the primary and
+ * no in-sync copy is live to fail over to; once a secondary is back the
+ * range fails over and the wiped server registers, out of the set. */
+static void test_wiped_primary_waits_for_failover(void **state)
+{
+    struct fx *f = *state;
+    size_t n = 99;
+    f->hb_timeout_ms = 300;
+    start_cluster(f);
+    assert_int_equal(register_inc(f, 0, 0xaa, &n), 0);
+    f->ps[2].beating = false;
+    f->ps[3].beating = false;
+    ps_stop(&f->ps[0]);
+    th_ms_spin(&f->loop, 600);
+    assert_int_equal(register_inc(f, 0, 0xbb, &n), RT_EBUSY);
+    assert_int_equal(map_primary(f), f->ps[0].id);
+    f->ps[2].beating = true;
+    WAIT_UNTIL(f, map_primary(f) == f->ps[2].id && range0_stable(f));
+    assert_int_equal(register_inc(f, 0, 0xbb, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(map_role(f, f->ps[0].id), RT__REPL_ROLE__ROLE_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1069,6 +1306,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_lag, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_add_rejoin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rereplicate_dead_secondary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rereplicate_under_replicated,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wiped_secondary, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wiped_primary_waits_for_failover,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

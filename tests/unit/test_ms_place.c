@@ -1,4 +1,4 @@
-/* Placement of a new range's replica set (ms_place.h,
+/* Placement of a new range's replica set and of one more copy (ms_place.h,
  * docs/DESIGN-replication.md §8.3) on hand-made candidate lists: pure, no
  * master. */
 #include <setjmp.h>
@@ -157,6 +157,38 @@ static void test_fewer_candidates(void **state)
     assert_int_equal(ms_place_replicas(s, 2, 0, ids), 0);
 }
 
+/* One more copy: a zone the kept copies do not use wins over a lighter
+ * server in a used zone; among equally used zones the lightest server. */
+static void test_one_more_zone(void **state)
+{
+    const struct ms_place_server s[] = {
+        S(4, "a", 0, 0),
+        S(5, "b", 7, 50),
+        S(6, "c", 7, 10),
+    };
+    const char *kept[] = {"a", "b"};
+    (void)state;
+    assert_int_equal(ms_place_one(s, 3, kept, 2), 2);
+    const char *kept2[] = {"a", "b", "c"};
+    assert_int_equal(ms_place_one(s, 3, kept2, 3), 0);
+    assert_int_equal(ms_place_one(s, 0, kept, 2), -1);
+}
+
+/* One more copy without zones: the least-loaded candidate (replicas, then
+ * demand, then id). */
+static void test_one_more_least_loaded(void **state)
+{
+    const struct ms_place_server s[] = {
+        S(7, NULL, 2, 0),
+        S(3, "", 1, 9),
+        S(2, NULL, 1, 9),
+    };
+    const char *kept[] = {NULL, ""};
+    (void)state;
+    assert_int_equal(ms_place_one(s, 3, kept, 2), 2);
+    assert_int_equal(ms_place_one(s, 3, NULL, 0), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +198,8 @@ int main(void)
         cmocka_unit_test(test_zones_spread),
         cmocka_unit_test(test_no_zone_is_one_zone),
         cmocka_unit_test(test_fewer_candidates),
+        cmocka_unit_test(test_one_more_zone),
+        cmocka_unit_test(test_one_more_least_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 /* Unit tests of the master's replica core (ms_rcore.h) stepped by hand:
  * one range at epoch 5, primary 1, ISR {1, 2, 3}, and the actions of each
  * step inspected. Every transition of the §3.4 table (suspicion, seal,
- * choice, cancel, assignment, ISR changes, learners), every ISR_CHANGE
- * refusal with its code, and the restart in SEALING. tests/sim runs the
+ * choice, cancel, assignment, ISR changes, learners, a returning
+ * secondary's join, replicas leaving the set), every ISR_CHANGE refusal
+ * with its code, and the restarts in SEALING and ADDING. tests/sim runs the
  * same core at scale. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include "ms_rcore.h"
 #include "rt_err.h"
+#include "rt_rand.h"
 #include "rt_repl_ev.h"
 
 /* Fixture */
@@ -136,14 +138,15 @@ static int assign_resp(struct fx *f, uint64_t now, uint64_t from, uint64_t e)
     return step(f, &ev);
 }
 
-static int isr_change(struct fx *f,
-                      uint64_t from,
-                      uint64_t range,
-                      uint64_t epoch,
-                      const uint64_t *rm,
-                      size_t n_rm,
-                      const uint64_t *add,
-                      size_t n_add)
+static int isr_change_at(struct fx *f,
+                         uint64_t now,
+                         uint64_t from,
+                         uint64_t range,
+                         uint64_t epoch,
+                         const uint64_t *rm,
+                         size_t n_rm,
+                         const uint64_t *add,
+                         size_t n_add)
 {
     struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ISR_CHANGE};
     msg.u.isr_change.range_id = range;
@@ -157,8 +160,20 @@ static int isr_change(struct fx *f,
     }
     msg.u.isr_change.n_add = n_add;
     struct rt_repl_event ev = {
-        .kind = RT_REPL_EV_MSG, .now_ms = 10, .peer = from, .msg = &msg};
+        .kind = RT_REPL_EV_MSG, .now_ms = now, .peer = from, .msg = &msg};
     return step(f, &ev);
+}
+
+static int isr_change(struct fx *f,
+                      uint64_t from,
+                      uint64_t range,
+                      uint64_t epoch,
+                      const uint64_t *rm,
+                      size_t n_rm,
+                      const uint64_t *add,
+                      size_t n_add)
+{
+    return isr_change_at(f, 10, from, range, epoch, rm, n_rm, add, n_add);
 }
 
 /* How many actions of @kind (and message @mk for SEND) are in the list;
@@ -756,6 +771,312 @@ static void test_many_ranges_found(void **state)
     assert_int_equal(ms_rcore_range_get(f->m, 1000 + n, &info), RT_ENOTFOUND);
 }
 
+/* Reloads the range with 3 a SECONDARY outside the ISR {1, 2} (an old
+ * primary after a failover, or a secondary an ISR shrink removed). */
+static void load_outside(struct fx *f)
+{
+    struct rt_repl_conf c = conf_at(5);
+    c.isr[0] = 1;
+    c.isr[1] = 2;
+    c.n_isr = 2;
+    assert_int_equal(ms_rcore_load(f->m, &c, 0, &f->out), 0);
+    rt_repl_actions_reset(&f->out);
+}
+
+/* A SECONDARY outside the ISR that caught up joins it: epoch + 1, it is in
+ * the ISR, the primary is answered, everyone assigned; the same add again,
+ * an ISR member, the primary or a non-member is refused. */
+static void test_isr_add_secondary(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t one = 1, two = 2, three = 3, four = 4;
+    load_outside(f);
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &two, 1), 0);
+    assert_isr_resp(f, RT_EINVAL); /* in the ISR already */
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &one, 1), 0);
+    assert_isr_resp(f, RT_EINVAL); /* the primary */
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &four, 1), 0);
+    assert_isr_resp(f, RT_EINVAL); /* not a member */
+    assert_int_equal(isr_change(f, 2, R, 5, NULL, 0, &three, 1), 0);
+    assert_isr_resp(f, RT_ENOTPRIMARY);
+    assert_int_equal(isr_change(f, 1, R, 4, NULL, 0, &three, 1), 0);
+    assert_isr_resp(f, RT_ESTALE);
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &three, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_epoch, 5);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.n_isr, 3);
+    assert_int_equal(a->conf.isr[2], 3);
+    assert_int_equal(a->conf.n_members, 3);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 3), RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(a->conf.primary_epoch, 4);
+    /* Twice while the first is pending: busy. */
+    uint64_t id = a->io_id;
+    assert_int_equal(isr_change(f, 1, R, 5, NULL, 0, &three, 1), 0);
+    assert_isr_resp(f, RT_EBUSY);
+    assert_int_equal(committed(f, 20, id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ISR_RESP, &a), 1);
+    assert_int_equal(a->msg.u.isr_resp.code, 0);
+    assert_int_equal(a->msg.u.isr_resp.epoch, 6);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, NULL), 3);
+    assert_int_equal(assign_resp(f, 30, 1, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    /* Now in the ISR: adding it again is refused. */
+    assert_int_equal(isr_change(f, 1, R, 6, NULL, 0, &three, 1), 0);
+    assert_isr_resp(f, RT_EINVAL);
+    assert_int_equal(conf_of(f).epoch, 6);
+}
+
+/* ADDING, and the secondary the learner was to replace catches up first:
+ * its join makes the ISR rf strong, so the same commit takes the learner
+ * out of the set (it is told by an assignment without the range). */
+static void test_returning_secondary_aborts_learner(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t three = 3;
+    load_outside(f);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(committed(f, 1, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+    assert_int_equal(isr_change(f, 1, R, 6, NULL, 0, &three, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.epoch, 7);
+    assert_int_equal(a->conf.n_isr, 3);
+    assert_int_equal(a->conf.n_members, 3);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 4), RT_REPL_ROLE_NONE);
+    assert_int_equal(committed(f, 20, a->io_id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "learner_aborted");
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 4);
+    assert_int_equal(a->peer, 4);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, 30, 1, 7), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+}
+
+/* ADDING with two copies missing: a returning secondary's join would not
+ * make the learner surplus, so it waits (RT_EBUSY) for the learner. */
+static void test_returning_secondary_waits(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t three = 3;
+    struct rt_repl_conf c = conf_at(5);
+    c.n_isr = 1; /* {1}: 2 and 3 outside */
+    assert_int_equal(ms_rcore_load(f->m, &c, 0, &f->out), 0);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(committed(f, 1, a->io_id, 0), 0);
+    assert_int_equal(isr_change(f, 1, R, 6, NULL, 0, &three, 1), 0);
+    assert_isr_resp(f, RT_EBUSY);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+}
+
+/* A replica leaves the set: refusals first (unknown range, the primary, a
+ * non-member, an operation in flight), then epoch + 1 without it, the
+ * assignment to the members and to it, the primary's answer, the event. */
+static void test_remove_replica(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_remove_replica(f->m, R + 1, 3, 0, &f->out),
+                     RT_ENOTFOUND);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 1, 0, &f->out),
+                     RT_EINVAL);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 4, 0, &f->out),
+                     RT_EINVAL);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 3, 0, &f->out), 0);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 2, 0, &f->out), RT_EBUSY);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->guard_epoch, 5);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.n_members, 2);
+    assert_int_equal(a->conf.n_isr, 2);
+    assert_int_equal(rt_repl_conf_role(&a->conf, 3), RT_REPL_ROLE_NONE);
+    assert_false(rt_repl_conf_in_isr(&a->conf, 3));
+    struct ms_rcore_range_info info;
+    assert_int_equal(ms_rcore_range_get(f->m, R, &info), 0);
+    assert_string_equal(info.op, "replica_removed");
+    assert_int_equal(committed(f, 10, a->io_id, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 3);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(f->out.v[0].peer, 1);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(assign_resp(f, 30, 1, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "replica_removed");
+    assert_int_equal(a->at_ms, 30);
+    assert_int_equal(conf_of(f).n_members, 2);
+}
+
+/* In ADDING another replica may leave (the copy goes on); the learner
+ * itself leaves as a failed one (STABLE). */
+static void test_remove_while_adding(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 3, 0, &f->out),
+                     RT_EBUSY); /* the learner's proposal is pending */
+    assert_int_equal(committed(f, 1, a->io_id, 0), 0);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 3, 2, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(a->conf.n_members, 3);
+    assert_int_equal(committed(f, 3, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 4);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "replica_removed");
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_remove_replica(f->m, R, 4, 4, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    assert_int_equal(a->conf.n_members, 2);
+    assert_int_equal(committed(f, 5, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "learner_failed");
+}
+
+/* A master restarted while a learner was being built loads the range in
+ * ADDING with a fresh timeout from the load; the learner's join then
+ * commits as before. */
+static void test_restart_in_adding(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t four = 4;
+    struct rt_repl_conf c = conf_at(6);
+    c.members[3] = (struct rt_repl_member){4, RT_REPL_ROLE_LEARNER};
+    c.n_members = 4;
+    assert_int_equal(ms_rcore_load(f->m, &c, 100, &f->out), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+    heartbeat(f, 30000, 1);
+    heartbeat(f, 30000, 2);
+    tick(f, 30099);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(isr_change(f, 1, R, 6, NULL, 0, &four, 1), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.n_isr, 4);
+    assert_int_equal(committed(f, 30100, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+}
+
+/* The committed configuration @c is well formed: one PRIMARY, in the
+ * ISR; the ISR inside the set and without learners; at most rf + 1
+ * members, at most one learner. */
+static void assert_conf_sane(const struct rt_repl_conf *c)
+{
+    size_t primaries = 0, learners = 0;
+    assert_true(rt_repl_conf_in_isr(c, c->primary_id));
+    for (size_t i = 0; i < c->n_members; i++) {
+        primaries += c->members[i].role == RT_REPL_ROLE_PRIMARY;
+        learners += c->members[i].role == RT_REPL_ROLE_LEARNER;
+    }
+    assert_int_equal(primaries, 1);
+    assert_true(learners <= 1);
+    assert_true(c->n_members <= c->rf + 1);
+    for (size_t i = 0; i < c->n_isr; i++) {
+        enum rt_repl_role role = rt_repl_conf_role(c, c->isr[i]);
+        assert_true(role == RT_REPL_ROLE_PRIMARY ||
+                    role == RT_REPL_ROLE_SECONDARY);
+    }
+}
+
+/* Random ISR changes (valid or not), learners added and removed, replicas
+ * removed, commits that succeed or find the catalog moved, assignment
+ * answers and learner timeouts, with every server heartbeating: every
+ * proposal is guarded by the catalog's epoch and raises it by one, every
+ * committed configuration is well formed, and the core's view is always
+ * the catalog's. */
+static void test_random_reconfigurations(void **state)
+{
+    struct fx *f = *state;
+    struct rt_rng rng;
+    struct rt_repl_conf cat = conf_at(5); /* the catalog's copy */
+    uint64_t now = 0, pending = 0;
+    struct rt_repl_conf pending_conf = cat;
+    size_t commits = 0, joined = 0, left = 0;
+    size_t seen_isr = cat.n_isr, seen_members = cat.n_members;
+    rt_rng_seed(&rng, 42);
+    for (int it = 0; it < 20000; it++) {
+        uint64_t sid = 1 + rt_rng_below(&rng, 6);
+        const struct rt_repl_action *a = NULL;
+        now += rt_rng_below(&rng, 400);
+        for (uint64_t s = 1; s <= 6; s++) {
+            heartbeat(f, now, s); /* nobody is ever suspected */
+        }
+        rt_repl_actions_reset(&f->out);
+        switch (rt_rng_below(&rng, 7)) {
+            case 0:
+                isr_change_at(f, now, cat.primary_id, R, cat.epoch, &sid, 1,
+                              NULL, 0);
+                break;
+            case 1:
+                isr_change_at(f, now, cat.primary_id, R, cat.epoch, NULL, 0,
+                              &sid, 1);
+                break;
+            case 2:
+                ms_rcore_add_learner(f->m, R, sid, now, &f->out);
+                break;
+            case 3:
+                ms_rcore_remove_replica(f->m, R, sid, now, &f->out);
+                break;
+            case 4:
+                assign_resp(f, now, cat.primary_id, cat.epoch);
+                break;
+            case 5:
+                tick(f, now + rt_rng_below(&rng, 40000));
+                break;
+            default:
+                if (pending) {
+                    int32_t code = rt_rng_below(&rng, 8) == 0 ? RT_ESTALE : 0;
+                    uint64_t id = pending;
+                    if (code == 0) {
+                        cat = pending_conf;
+                        commits++;
+                        joined += pending_conf.n_isr > seen_isr;
+                        left += pending_conf.n_members < seen_members;
+                    }
+                    pending = 0;
+                    assert_int_equal(committed(f, now, id, code), 0);
+                    if (code != 0) {
+                        /* The glue reloads from the catalog. */
+                        assert_int_equal(
+                            ms_rcore_load(f->m, &cat, now, &f->out), 0);
+                    }
+                }
+                break;
+        }
+        if (count(f, RT_REPL_ACT_PROPOSE, -1, &a) == 1) {
+            assert_int_equal(pending, 0);
+            assert_int_equal(a->guard_epoch, cat.epoch);
+            assert_int_equal(a->conf.epoch, cat.epoch + 1);
+            assert_conf_sane(&a->conf);
+            pending = a->io_id;
+            pending_conf = a->conf;
+        }
+        struct rt_repl_conf seen = conf_of(f);
+        assert_int_equal(seen.epoch, cat.epoch);
+        assert_int_equal(seen.n_members, cat.n_members);
+        assert_int_equal(seen.n_isr, cat.n_isr);
+        assert_conf_sane(&seen);
+        seen_isr = seen.n_isr;
+        seen_members = seen.n_members;
+    }
+    /* The walk went through joins and removals many times. */
+    assert_true(commits > 500);
+    assert_true(joined > 50);
+    assert_true(left > 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +1110,19 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sealing_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_rf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isr_add_secondary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_returning_secondary_aborts_learner,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_returning_secondary_waits, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_remove_replica, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_while_adding, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restart_in_adding, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_random_reconfigurations, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

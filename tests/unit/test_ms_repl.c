@@ -3,8 +3,9 @@
  * and answer ASSIGN_RANGES and DROP_TABLE): where a new table's replicas
  * go (docs/DESIGN-replication.md §8.3), what each server is assigned
  * (every range naming it, and its peers' addresses), the refusal when
- * fewer than min-insync servers are live, the status document, the
- * operations refused on replicated ranges, and a master restart.
+ * fewer than min-insync servers are live, the status document, the split
+ * of a replicated range (freeze, commit shape, assignments) and the
+ * operations still refused on them, and a master restart.
  * Everything runs on one loop; "synchronous" calls turn the loop until
  * their reply. */
 #include <setjmp.h>
@@ -49,6 +50,12 @@ struct fake_ps
     uint64_t peer_ids[MAXP];
     char peer_addrs[MAXP][32];
     int drops;
+    /* RANGE_FREEZE: received, and the answer (0: FreezeResp{freeze_lsn,
+     * the request's epoch}); RANGE_THAW received */
+    int freezes;
+    int freeze_code;
+    uint64_t freeze_lsn;
+    int thaws;
 };
 
 struct fx
@@ -95,6 +102,22 @@ static void ps_on_request(struct rt_rpc_conn *conn,
         rt_rpc_reply(conn, id, method, 0, NULL, 0);
     } else if (method == RT__METHOD__DROP_TABLE) {
         ps->drops++;
+        rt_rpc_reply(conn, id, method, 0, NULL, 0);
+    } else if (method == RT__METHOD__RANGE_FREEZE) {
+        Rt__FreezeReq *q = rt__freeze_req__unpack(NULL, len, body);
+        Rt__FreezeResp resp = RT__FREEZE_RESP__INIT;
+        assert_non_null(q);
+        ps->freezes++;
+        resp.lsn = ps->freeze_lsn;
+        resp.epoch = q->epoch;
+        rt__freeze_req__free_unpacked(q, NULL);
+        if (ps->freeze_code) {
+            rt_rpc_reply_err(conn, id, method, ps->freeze_code, NULL);
+        } else {
+            rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+        }
+    } else if (method == RT__METHOD__RANGE_THAW) {
+        ps->thaws++;
         rt_rpc_reply(conn, id, method, 0, NULL, 0);
     } else {
         rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, NULL);
@@ -434,8 +457,9 @@ static void test_min_insync_refusal(void **state)
     json_decref(o);
 }
 
-/* Splits, merges, moves and drains of a replicated range are refused with
- * 501 and a JSON error, and nothing changes: same map, no operation. */
+/* Moves and drains of a replicated range are refused with 501 and a JSON
+ * error, a merge of a table's only range with 400, and nothing changes:
+ * same map, no operation. */
 static void test_replicated_refusals(void **state)
 {
     struct fx *f = *state;
@@ -454,17 +478,13 @@ static void test_replicated_refusals(void **state)
     rt__map__free_unpacked(map, NULL);
     before = packed_ranges(f, &len0);
 
-    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", &body),
-                     501);
-    assert_non_null(strstr(body, "\"code\":\"ENOTIMPL\""));
-    assert_non_null(strstr(body, "replicated ranges cannot be split"));
-    free(body);
     assert_int_equal(
         th_ms_admin(&f->x, MS_ADMIN_MOVE, rid, f->ps[1].id, NULL, &body), 501);
-    assert_non_null(strstr(body, "cannot be split, merged or moved yet"));
+    assert_non_null(strstr(body, "\"code\":\"ENOTIMPL\""));
+    assert_non_null(strstr(body, "cannot be moved yet"));
     free(body);
     assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_MERGE, rid, 0, NULL, NULL),
-                     501);
+                     400);
     assert_int_equal(
         th_ms_admin(&f->x, MS_ADMIN_DRAIN, 0, f->ps[0].id, NULL, &body), 501);
     assert_non_null(strstr(body, "cannot be moved yet"));
@@ -484,6 +504,206 @@ static void test_replicated_refusals(void **state)
         assert_non_null(strstr(json, "\"ops\":[]"));
         free(json);
     }
+}
+
+/* A split of a replicated range (docs/DESIGN-replication.md §9.1): the
+ * primary is asked to freeze it, then both halves are committed with the
+ * parent's replica set, ISR, primary and primary generation at epoch + 1
+ * under new ids, every replica is assigned both, the fourth server
+ * nothing, and the front ends' map has the halves. */
+static void test_replicated_split(void **state)
+{
+    struct fx *f = *state;
+    const Rt__Range *p, *c;
+    uint64_t rid, epoch, ids[2];
+    char *body;
+    Rt__Map *map, *m2;
+    int pi;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+        f->ps[i].freeze_lsn = 7;
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0);
+    map = get_map(f);
+    p = map->ranges[0];
+    rid = p->id;
+    epoch = p->epoch;
+    pi = ps_index(f, p->server_id);
+
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", &body),
+                     200);
+    assert_non_null(strstr(body, "\"outcome\":\"ok\""));
+    assert_non_null(strstr(body, "\"freeze\":{\"lsn\":7"));
+    free(body);
+    assert_int_equal(f->ps[pi].freezes, 1);
+    assert_int_equal(f->ps[pi].thaws, 0);
+    m2 = get_map(f);
+    assert_int_equal(m2->n_ranges, 2);
+    for (size_t i = 0; i < 2; i++) {
+        c = m2->ranges[i];
+        ids[i] = c->id;
+        assert_true(c->id > rid);
+        assert_string_equal(c->low, i == 0 ? "" : "m");
+        assert_int_equal(c->epoch, epoch + 1);
+        assert_int_equal(c->server_id, p->server_id);
+        assert_int_equal(c->primary_epoch, p->primary_epoch);
+        assert_int_equal(c->rf, p->rf);
+        assert_int_equal(c->min_insync, p->min_insync);
+        assert_int_equal(c->n_replicas, p->n_replicas);
+        assert_int_equal(c->n_isr, p->n_isr);
+        for (size_t k = 0; k < c->n_replicas; k++) {
+            assert_int_equal(c->replicas[k]->server_id,
+                             p->replicas[k]->server_id);
+            assert_int_equal(c->replicas[k]->role, p->replicas[k]->role);
+        }
+        for (size_t k = 0; k < c->n_isr; k++) {
+            assert_int_equal(c->isr[k], p->isr[k]);
+        }
+    }
+    assert_true(m2->ranges[0]->high && strcmp(m2->ranges[0]->high, "m") == 0);
+    assert_true(m2->ranges[1]->high_inf);
+    /* Each replica is assigned both halves; the fourth server nothing. */
+    for (int k = 0; k < NPS; k++) {
+        bool member = false;
+        for (size_t x = 0; x < p->n_replicas; x++) {
+            member = member || p->replicas[x]->server_id == f->ps[k].id;
+        }
+        WAIT_UNTIL(f, !member || f->ps[k].nranges == 2);
+        assert_int_equal(f->ps[k].nranges, member ? 2 : 0);
+        if (member) {
+            assert_true(f->ps[k].range_ids[0] == ids[0] ||
+                        f->ps[k].range_ids[1] == ids[0]);
+        }
+    }
+    rt__map__free_unpacked(m2, NULL);
+    rt__map__free_unpacked(map, NULL);
+}
+
+/* A merge of the two halves of a split (docs/DESIGN-replication.md §9.2):
+ * both are frozen on the primary, then one range over both with their
+ * replica set at max(epochs) + 1 under a new id, assigned to every
+ * replica. With one replica out of a half's ISR the merge is refused 409
+ * with the reason, nothing sent. */
+static void test_replicated_merge(void **state)
+{
+    struct fx *f = *state;
+    const Rt__Range *p, *m;
+    uint64_t rid;
+    char *body;
+    Rt__Map *map, *m2;
+    int pi;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+        f->ps[i].freeze_lsn = 9;
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0);
+    map = get_map(f);
+    p = map->ranges[0];
+    rid = p->id;
+    pi = ps_index(f, p->server_id);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", NULL),
+                     200);
+    m2 = get_map(f);
+    assert_int_equal(m2->n_ranges, 2);
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MERGE, m2->ranges[0]->id, 0, NULL, &body),
+        200);
+    assert_non_null(strstr(body, "\"outcome\":\"ok\""));
+    free(body);
+    assert_int_equal(f->ps[pi].freezes, 3);
+    assert_int_equal(f->ps[pi].thaws, 0);
+    rt__map__free_unpacked(m2, NULL);
+    m2 = get_map(f);
+    assert_int_equal(m2->n_ranges, 1);
+    m = m2->ranges[0];
+    assert_true(m->id > rid + 2);
+    assert_string_equal(m->low, "");
+    assert_true(m->high_inf);
+    assert_int_equal(m->epoch, p->epoch + 2);
+    assert_int_equal(m->server_id, p->server_id);
+    assert_int_equal(m->primary_epoch, p->primary_epoch);
+    assert_int_equal(m->n_replicas, p->n_replicas);
+    assert_int_equal(m->n_isr, p->n_isr);
+    for (size_t k = 0; k < m->n_replicas; k++) {
+        assert_int_equal(m->replicas[k]->server_id, p->replicas[k]->server_id);
+        assert_int_equal(m->replicas[k]->role, p->replicas[k]->role);
+    }
+    for (int k = 0; k < NPS; k++) {
+        bool member = false;
+        for (size_t x = 0; x < p->n_replicas; x++) {
+            member = member || p->replicas[x]->server_id == f->ps[k].id;
+        }
+        WAIT_UNTIL(f, !member || (f->ps[k].nranges == 1 &&
+                                  f->ps[k].range_ids[0] == m->id));
+    }
+
+    /* Split again, one secondary out of the left half's ISR: refused. */
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, m->id, 0, "m", NULL),
+                     200);
+    rt__map__free_unpacked(m2, NULL);
+    m2 = get_map(f);
+    {
+        Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
+        uint64_t rm = m2->ranges[0]->replicas[1]->server_id;
+        struct th_ms_reply r;
+        req.range_id = m2->ranges[0]->id;
+        req.epoch = m2->ranges[0]->epoch;
+        req.n_remove = 1;
+        req.remove = &rm;
+        assert_int_equal(th_ms_call(&f->x.loop, f->ps[pi].cli,
+                                    RT__METHOD__ISR_CHANGE, &req.base, &r),
+                         0);
+        free(r.body);
+    }
+    assert_int_equal(
+        th_ms_admin(&f->x, MS_ADMIN_MERGE, m2->ranges[0]->id, 0, NULL, &body),
+        409);
+    assert_non_null(strstr(body, "a merge needs every replica in sync"));
+    free(body);
+    assert_int_equal(f->ps[pi].freezes, 4);
+    rt__map__free_unpacked(m2, NULL);
+    rt__map__free_unpacked(map, NULL);
+}
+
+/* A split whose freeze the primary refuses (here RT_EBUSY) fails with 409,
+ * is thawed, and changes nothing. */
+static void test_replicated_split_refused(void **state)
+{
+    struct fx *f = *state;
+    size_t len0, len1;
+    char *before, *after, *body;
+    uint64_t rid;
+    Rt__Map *map;
+    int pi;
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+        f->ps[i].freeze_code = RT_EBUSY;
+    }
+    assert_int_equal(create_table(f, "people", NULL, 0), 0);
+    map = get_map(f);
+    rid = map->ranges[0]->id;
+    pi = ps_index(f, map->ranges[0]->server_id);
+    rt__map__free_unpacked(map, NULL);
+    before = packed_ranges(f, &len0);
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "m", &body),
+                     409);
+    assert_non_null(strstr(body, "RANGE_FREEZE"));
+    free(body);
+    WAIT_UNTIL(f, f->ps[pi].thaws == 1);
+    after = packed_ranges(f, &len1);
+    assert_int_equal(len0, len1);
+    assert_memory_equal(before, after, len0);
+    free(before);
+    free(after);
+    /* A key outside the range is refused before anything is sent. */
+    assert_int_equal(th_ms_admin(&f->x, MS_ADMIN_SPLIT, rid, 0, "", NULL), 400);
+    assert_int_equal(f->ps[pi].freezes, 1);
 }
 
 /* A master restart reloads the replica sets unchanged, and the servers'
@@ -641,6 +861,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_replicated_refusals, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_split, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_split_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_replicated_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zone_violation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_address_change, setup,

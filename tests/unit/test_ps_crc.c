@@ -442,6 +442,144 @@ static void test_file_bad_magic(void **state)
     }
 }
 
+/* Repair (ps_store_repair.c): a peer's copy read by ps_store_fetch at LSN
+ * f replaces a corrupt value only while this copy is at f or later and
+ * the value still fails its checksum; a fetch never hands out a corrupt
+ * value; the scrub finds the bad key and resumes where it stopped. */
+#define RANGE 42
+
+static void rs_at(struct fx *f, uint64_t lsn)
+{
+    struct ps_rstate rs;
+    memset(&rs, 0, sizeof(rs));
+    rs.applied_lsn = lsn;
+    rs.state = PS_RS_OK;
+    assert_int_equal(ps_store_repl_put(f->s, RANGE, &rs), 0);
+}
+
+static void test_repair_and_fetch(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf good = RT_BUF_INIT, k = RT_BUF_INIT, v = RT_BUF_INIT;
+    struct rt_buf vals[2] = {RT_BUF_INIT, RT_BUF_INIT};
+    struct ps_fetch_key keys[2];
+    int found[2];
+    uint64_t lsn = 0;
+
+    put(f->s, "p", "a");
+    put(f->s, "p", "b");
+    rs_at(f, 5);
+    assert_int_equal(ps_store_get(f->s, T, "p", "b", &good), 0);
+    skey(&k, "p", "b");
+
+    /* A fetch answers values, absent keys and the applied LSN. */
+    keys[0].key = k.data;
+    keys[0].kn = k.len;
+    skey(&v, "p", "zz");
+    keys[1].key = v.data;
+    keys[1].kn = v.len;
+    assert_int_equal(ps_store_fetch(f->s, RANGE, keys, 2, vals, found, &lsn),
+                     0);
+    assert_int_equal(lsn, 5);
+    assert_int_equal(found[0], 1);
+    assert_int_equal(found[1], 0);
+    assert_memory_equal(vals[0].data, good.data, good.len);
+    rt_buf_free(&vals[0]);
+    rt_buf_free(&vals[1]);
+    /* No rs record: no complete copy to answer from. */
+    assert_int_equal(
+        ps_store_fetch(f->s, RANGE + 1, keys, 1, vals, found, &lsn),
+        RT_ENOTFOUND);
+    rt_buf_free(&vals[0]);
+
+    flip(f, "p", "b", -1);
+    assert_int_equal(get(f->s, "p", "b"), RT_ECORRUPT);
+    /* The corrupt copy is never handed out. */
+    assert_int_equal(ps_store_fetch(f->s, RANGE, keys, 1, vals, found, &lsn),
+                     RT_ECORRUPT);
+    rt_buf_free(&vals[0]);
+    /* A copy read at an LSN this replica has not reached waits. */
+    assert_int_equal(
+        ps_store_repair(f->s, RANGE, k.data, k.len, good.data, good.len, 6),
+        RT_EBUSY);
+    /* Damage never replaces damage. */
+    good.data[good.len - 1] ^= 0x10;
+    assert_int_equal(
+        ps_store_repair(f->s, RANGE, k.data, k.len, good.data, good.len, 5),
+        RT_ECORRUPT);
+    good.data[good.len - 1] ^= 0x10;
+    assert_int_equal(
+        ps_store_repair(f->s, RANGE, k.data, k.len, good.data, good.len, 5), 0);
+    rt_buf_reset(&v);
+    assert_int_equal(ps_store_get(f->s, T, "p", "b", &v), 0);
+    assert_int_equal(v.len, good.len);
+    assert_memory_equal(v.data, good.data, good.len);
+    /* Whole again (or written since): nothing to repair. */
+    assert_int_equal(
+        ps_store_repair(f->s, RANGE, k.data, k.len, good.data, good.len, 5),
+        RT_EEXIST);
+    /* Absent at the peer: a corrupt entry is deleted, an absent one
+     * left alone. */
+    flip(f, "p", "a", -1);
+    skey(&k, "p", "a");
+    assert_int_equal(ps_store_repair(f->s, RANGE, k.data, k.len, NULL, 0, 5),
+                     0);
+    assert_int_equal(get(f->s, "p", "a"), RT_ENOTFOUND);
+    assert_int_equal(ps_store_repair(f->s, RANGE, k.data, k.len, NULL, 0, 5),
+                     RT_EEXIST);
+    rt_buf_free(&good);
+    rt_buf_free(&k);
+    rt_buf_free(&v);
+}
+
+static void test_scrub_finds_and_resumes(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf resume = RT_BUF_INIT, bad = RT_BUF_INIT, k = RT_BUF_INIT;
+    const uint8_t *bk;
+    size_t n_bad, bkn, off = 0;
+    uint64_t bytes, total = 0;
+    int wrapped, steps = 0;
+    char rk[16];
+
+    for (int i = 0; i < 50; i++) {
+        snprintf(rk, sizeof(rk), "r%02d", i);
+        put(f->s, "p", rk);
+    }
+    flip(f, "p", "r17", -1);
+    /* The whole store in one step: one bad key, the end reached. */
+    assert_int_equal(ps_store_scrub(f->s, &resume, 1u << 20, &bad, 16, &n_bad,
+                                    &bytes, &wrapped),
+                     0);
+    assert_int_equal(n_bad, 1);
+    assert_int_equal(wrapped, 1);
+    assert_int_equal(resume.len, 0);
+    assert_int_equal(ps_scrub_key_next(&bad, &off, &bk, &bkn), 1);
+    skey(&k, "p", "r17");
+    assert_int_equal(bkn, k.len);
+    assert_memory_equal(bk, k.data, k.len);
+    assert_int_equal(ps_scrub_key_next(&bad, &off, &bk, &bkn), 0);
+    /* Small budgets: several steps, each resuming after the last, the
+     * bad key found once per pass. */
+    rt_buf_reset(&bad);
+    do {
+        assert_int_equal(ps_store_scrub(f->s, &resume, 200, &bad, 16, &n_bad,
+                                        &bytes, &wrapped),
+                         0);
+        total += bytes;
+        steps++;
+    } while (!wrapped && steps < 1000);
+    assert_true(wrapped);
+    assert_true(steps > 5);
+    off = 0;
+    assert_int_equal(ps_scrub_key_next(&bad, &off, &bk, &bkn), 1);
+    assert_int_equal(ps_scrub_key_next(&bad, &off, &bk, &bkn), 0);
+    assert_true(total > 0);
+    rt_buf_free(&resume);
+    rt_buf_free(&bad);
+    rt_buf_free(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +598,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_file_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_bad_magic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repair_and_fetch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scrub_finds_and_resumes, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,9 +6,10 @@
  * server's master link with one RF-3 range (primary 7) and the peers'
  * addresses. One front-end client per server. The failover tests play
  * the master by hand: SEAL and ASSIGN_RANGES on the master links, and
- * ISR_CHANGE answered by a handler on the fake master. A replica left
- * outside the ISR is caught up by a full copy (ps_learn) and asks to
- * rejoin. */
+ * ISR_CHANGE answered by a handler on the fake master; so does the split
+ * test (RANGE_FREEZE / RANGE_THAW, then the halves' assignment). A
+ * replica left outside the ISR is caught up by a full copy (ps_learn)
+ * and asks to rejoin. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include "ps_rcore.h"
 #include "ps_repl.h"
 #include "ps_server.h"
+#include "ps_split.h"
 #include "rt.pb-c.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -1188,6 +1190,275 @@ static void test_isr_of_one_reads(void **state)
     assert_int_equal(write1(f, 0, 2, "b", "1"), RT_EBUSY);
 }
 
+/* Split (docs/DESIGN-replication.md §9.1), the partition servers' part. */
+
+/* RANGE_FREEZE or RANGE_THAW of @range at @epoch to server @i on its
+ * master link: the reply status; a FreezeResp's lsn and epoch in *@lsn
+ * and *@ep (may be NULL). */
+static int freeze1(struct fx *f,
+                   int i,
+                   uint32_t method,
+                   uint64_t range,
+                   uint64_t epoch,
+                   uint64_t *lsn,
+                   uint64_t *ep)
+{
+    Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
+    struct th_reply r;
+    int rc;
+    req.range_id = range;
+    req.epoch = epoch;
+    rc = th_rpc_call(&f->loop, M.slot[i].conn, method, &req.base, 10000, &r);
+    if (rc == 0 && method == RT__METHOD__RANGE_FREEZE) {
+        Rt__FreezeResp *resp =
+            rt__freeze_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        if (lsn) {
+            *lsn = resp->lsn;
+        }
+        if (ep) {
+            *ep = resp->epoch;
+        }
+        rt__freeze_resp__free_unpacked(resp, NULL);
+    }
+    th_reply_free(&r);
+    return rc;
+}
+
+/* An upsert of (@pk, "r") to range @range at @epoch on server @s: the
+ * reply status. */
+static int write_range(struct fx *f,
+                       int s,
+                       uint64_t range,
+                       uint64_t epoch,
+                       const char *pk)
+{
+    struct rt_buf props = RT_BUF_INIT;
+    Rt__RangeRef ref = RT__RANGE_REF__INIT;
+    Rt__EntityOp op = RT__ENTITY_OP__INIT;
+    Rt__EntityOp *ops[1] = {&op};
+    Rt__WriteReq req = RT__WRITE_REQ__INIT;
+    struct th_reply r;
+    int rc;
+    th_props1(&props, "v", pk);
+    ref.table_id = TABLE;
+    ref.range_id = range;
+    ref.epoch = epoch;
+    op.kind = RT__OP_KIND__OP_UPSERT_REPLACE;
+    op.pk = (char *)pk;
+    op.rk = "r";
+    op.props.data = props.data;
+    op.props.len = props.len;
+    req.route = &ref;
+    req.n_ops = 1;
+    req.ops = ops;
+    rc = th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[s].cli),
+                     RT__METHOD__ENTITY_WRITE, &req.base, 30000, &r);
+    th_reply_free(&r);
+    rt_buf_free(&props);
+    return rc;
+}
+
+/* An assignment of @n ranges @rid[k] over [@low[k], @high[k]) (NULL =
+ * +inf) of TABLE at @epoch, each with the same replica set (primary 7,
+ * all in sync): ASSIGN_RANGES to the secondaries first, then the
+ * primary, as the master sends a split or merge. */
+static void assign_ranges(struct fx *f,
+                          uint64_t epoch,
+                          size_t n,
+                          const uint64_t *rid,
+                          const char *const *low,
+                          const char *const *high)
+{
+    Rt__Replica rep[NSRV], *reps[NSRV];
+    Rt__Server srv[NSRV], *srvs[NSRV];
+    uint64_t isr[NSRV];
+    Rt__Range r[2], *rs[2] = {&r[0], &r[1]};
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+
+    assert_true(n <= 2);
+
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&rep[i]);
+        rep[i].server_id = ids[i];
+        rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                             : RT__REPL_ROLE__ROLE_SECONDARY;
+        reps[i] = &rep[i];
+        rt__server__init(&srv[i]);
+        srv[i].id = ids[i];
+        srv[i].addr = f->s[i].ps.addr;
+        srv[i].incarnation.data = f->s[i].ps.incarnation;
+        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
+        srvs[i] = &srv[i];
+        isr[i] = ids[i];
+    }
+    for (size_t k = 0; k < n; k++) {
+        rt__range__init(&r[k]);
+        r[k].id = rid[k];
+        r[k].table_id = TABLE;
+        r[k].low = (char *)low[k];
+        r[k].high = high[k] ? (char *)high[k] : "";
+        r[k].high_inf = high[k] == NULL;
+        r[k].server_id = ids[0];
+        r[k].epoch = epoch;
+        r[k].n_replicas = NSRV;
+        r[k].replicas = reps;
+        r[k].n_isr = NSRV;
+        r[k].isr = isr;
+        r[k].primary_epoch = 1;
+        r[k].rf = 3;
+        r[k].min_insync = f->min_insync;
+    }
+    a.n_ranges = n;
+    a.ranges = rs;
+    a.n_peers = NSRV;
+    a.peers = srvs;
+    a.map_version = ++f->map_version;
+    for (int k = 1; k <= NSRV; k++) {
+        int i = k % NSRV;
+        struct th_reply rep_;
+        assert_int_equal(
+            th_rpc_call(&f->loop, M.slot[i].conn, RT__METHOD__ASSIGN_RANGES,
+                        &a.base, 10000, &rep_),
+            0);
+        th_reply_free(&rep_);
+    }
+}
+
+/* Every server holds the same bytes of TABLE. */
+static void assert_same_data(struct fx *f)
+{
+    struct rt_buf a = RT_BUF_INIT;
+    dump(f, 0, &a);
+    for (int i = 1; i < NSRV; i++) {
+        struct rt_buf b = RT_BUF_INIT;
+        dump(f, i, &b);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        rt_buf_free(&b);
+    }
+    rt_buf_free(&a);
+}
+
+static uint64_t applied_of(struct fx *f, int i, uint64_t range)
+{
+    struct ps_rstate rs;
+    assert_int_equal(ps_store_repl_get(f->s[i].ps.store, range, &rs), 0);
+    return rs.applied_lsn;
+}
+
+/* RANGE_FREEZE answers once every ISR member has the last LSN, then new
+ * writes get RT_EBUSY while reads go on; the same request is answered
+ * again the same; RANGE_THAW lets writes in again. After the split's
+ * assignment both halves start on every replica at the parent's LSN
+ * (durable `rs` records), take writes at once from LSN + 1 on all three,
+ * the parent's id is stale and nothing is frozen any more. A secondary
+ * refuses a freeze (RT_ENOTPRIMARY), so does a stale epoch (RT_ESTALE).
+ * Merged back (both halves frozen, then one range), the range starts at
+ * the higher of the halves' LSNs on all three, and a restarted secondary
+ * comes back with it alone. */
+static void test_split_and_merge(void **state)
+{
+    struct fx *f = *state;
+    char pk[32];
+    uint64_t lsn = 0, ep = 0;
+
+    for (int i = 0; i < 10; i++) {
+        snprintf(pk, sizeof(pk), "pk%03d", i);
+        assert_int_equal(write1(f, 0, 1, pk, "v"), 0);
+    }
+    assert_int_equal(
+        freeze1(f, 1, RT__METHOD__RANGE_FREEZE, RANGE, 1, NULL, NULL),
+        RT_ENOTPRIMARY);
+    assert_int_equal(
+        freeze1(f, 0, RT__METHOD__RANGE_FREEZE, RANGE, 2, NULL, NULL),
+        RT_ESTALE);
+    assert_int_equal(
+        freeze1(f, 0, RT__METHOD__RANGE_FREEZE, RANGE, 1, &lsn, &ep), 0);
+    assert_int_equal(lsn, 10);
+    assert_int_equal(ep, 1);
+    assert_same(f, 10);
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 1);
+    assert_int_equal(write1(f, 0, 1, "pk001", "w"), RT_EBUSY);
+    assert_int_equal(get1(f, 0, "pk001"), 0);
+    lsn = 0;
+    assert_int_equal(
+        freeze1(f, 0, RT__METHOD__RANGE_FREEZE, RANGE, 1, &lsn, NULL), 0);
+    assert_int_equal(lsn, 10);
+    assert_int_equal(
+        freeze1(f, 0, RT__METHOD__RANGE_THAW, RANGE, 1, NULL, NULL), 0);
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 0);
+    assert_int_equal(write1(f, 0, 1, "pk001", "w"), 0);
+    assert_int_equal(
+        freeze1(f, 0, RT__METHOD__RANGE_FREEZE, RANGE, 1, &lsn, NULL), 0);
+    assert_int_equal(lsn, 11);
+
+    {
+        const uint64_t rid[2] = {2, 3};
+        const char *const low[2] = {"", "pk005"};
+        const char *const high[2] = {"pk005", NULL};
+        assign_ranges(f, 2, 2, rid, low, high);
+    }
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 2), 11);
+        assert_int_equal(applied_of(f, i, 3), 11);
+    }
+    assert_int_equal(write_range(f, 0, RANGE, 1, "pk001"), RT_ESTALE);
+    assert_int_equal(write_range(f, 0, 2, 2, "pk001"), 0);
+    assert_int_equal(write_range(f, 0, 3, 2, "pk007"), 0);
+    assert_int_equal(write_range(f, 0, 3, 2, "pk008"), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 2), 12);
+        assert_int_equal(applied_of(f, i, 3), 13);
+    }
+    assert_int_equal(write_range(f, 1, 2, 2, "pk002"), RT_ENOTPRIMARY);
+    assert_same_data(f);
+
+    /* Merge the halves back (§9.2): both frozen, then range 4 over the
+     * table starts at the higher LSN (13) everywhere. */
+    assert_int_equal(freeze1(f, 0, RT__METHOD__RANGE_FREEZE, 2, 2, &lsn, NULL),
+                     0);
+    assert_int_equal(lsn, 12);
+    assert_int_equal(freeze1(f, 0, RT__METHOD__RANGE_FREEZE, 3, 2, &lsn, NULL),
+                     0);
+    assert_int_equal(lsn, 13);
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 2);
+    {
+        const uint64_t rid[1] = {4};
+        const char *const low[1] = {""};
+        const char *const high[1] = {NULL};
+        assign_ranges(f, 3, 1, rid, low, high);
+    }
+    assert_int_equal(ps_split_frozen(&f->s[0].ps), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 4), 13);
+    }
+    assert_int_equal(write_range(f, 0, 2, 2, "pk001"), RT_ESTALE);
+    assert_int_equal(write_range(f, 0, 4, 3, "pk001"), 0);
+    assert_int_equal(write_range(f, 0, 4, 3, "pk009"), 0);
+    for (int i = 0; i < NSRV; i++) {
+        assert_int_equal(applied_of(f, i, 4), 15);
+    }
+    assert_same_data(f);
+
+    /* A secondary restarted from its disk comes back with the merged
+     * range only, as a secondary at its LSN (before it registers). */
+    srv_stop(f, 2);
+    srv_start_nowait(f, 2);
+    {
+        struct ps_rcore_range_info info;
+        assert_int_equal(ps_repl_range_info(&f->s[2].ps, 4, &info), 0);
+        assert_int_equal(info.role, PS_RCORE_SECONDARY);
+        assert_int_equal(info.applied_lsn, 15);
+        for (uint64_t id = 1; id <= 3; id++) {
+            assert_int_equal(ps_repl_range_info(&f->s[2].ps, id, &info),
+                             RT_ENOTFOUND);
+        }
+    }
+    srv_stop(f, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1204,6 +1475,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,10 +238,37 @@ static void rl__part(const struct rl_reqcfg *c, struct rl_tmpl *t, int upsert)
     rl__tb_finish(&b);
 }
 
+/* The etcd value: --entity-size letters, stored base64 once. */
+static int rl__etcd_prepare(struct rl_reqcfg *c, char *err)
+{
+    size_t n = c->entity_size ? (size_t)c->entity_size : 1;
+    unsigned char *raw = malloc(n);
+    c->etcd_value = malloc(4 * ((n + 2) / 3) + 1);
+    if (!raw || !c->etcd_value) {
+        free(raw);
+        rl__err(err, "out of memory");
+        return -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        raw[k] = (unsigned char)('a' + rt_mix64(k) % 26);
+    }
+    rl_b64_encode(raw, n, c->etcd_value);
+    free(raw);
+    c->max_request = strlen(c->etcd_value) + 1024;
+    return 0;
+}
+
 int rl_reqcfg_prepare(struct rl_reqcfg *c, unsigned max_batch, char *err)
 {
     struct rl__tb b;
     int k;
+    if (c->etcd) {
+        memset(&c->body, 0, sizeof(c->body));
+        memset(&c->part_insert, 0, sizeof(c->part_insert));
+        memset(&c->part_upsert, 0, sizeof(c->part_upsert));
+        c->max_batch = 1;
+        return rl__etcd_prepare(c, err);
+    }
     if (strlen(c->t.table) < 3) {
         rl__err(err, "table name '%s' too short", c->t.table);
         return -1;
@@ -281,7 +308,9 @@ void rl_reqcfg_free(struct rl_reqcfg *c)
     free(c->body.p);
     free(c->part_insert.p);
     free(c->part_upsert.p);
+    free(c->etcd_value);
     c->body.p = c->part_insert.p = c->part_upsert.p = NULL;
+    c->etcd_value = NULL;
 }
 
 /* Request writing */
@@ -363,6 +392,50 @@ static size_t rl__utoa(uint64_t v, char *out)
     return n;
 }
 
+/* etcd: the key is the entity's PartitionKey and RowKey, as Azure
+ * addresses it; the body is {"key":B64[,"value":B64]}. */
+static size_t rl__build_etcd(const struct rl_reqcfg *c,
+                             const struct rl_reqargs *a,
+                             char *buf)
+{
+    char key[2 * RL_KEY_MAX], k64[4 * RL_KEY_MAX], num[24];
+    struct rl__vals v;
+    size_t len = 0, kl, k64l, body_len;
+    int put;
+    switch (a->rq) {
+        case RL_RQ_INSERT:
+        case RL_RQ_UPSERT:
+        case RL_RQ_UPDATE:
+        case RL_RQ_MERGE:
+            put = 1;
+            break;
+        case RL_RQ_GET:
+            put = 0;
+            break;
+        default:
+            return 0;
+    }
+    rl__vals_entity(c, a->id, &v);
+    kl = (size_t)snprintf(key, sizeof(key), "%s/%s", v.pk, v.rk);
+    k64l = rl_b64_encode((const uint8_t *)key, kl, k64);
+    body_len = 8 + k64l + 1 + (put ? 10 + strlen(c->etcd_value) + 1 : 0) + 1;
+    PUTS(put ? "POST /v3/kv/put HTTP/1.1\r\nHost: "
+             : "POST /v3/kv/range HTTP/1.1\r\nHost: ");
+    PUTS(c->t.host_header);
+    PUTS("\r\nContent-Type: application/json\r\nContent-Length: ");
+    PUT(num, rl__utoa(body_len, num));
+    PUTS("\r\n\r\n{\"key\":\"");
+    PUT(k64, k64l);
+    PUT("\"", 1);
+    if (put) {
+        PUTS(",\"value\":\"");
+        PUTS(c->etcd_value);
+        PUT("\"", 1);
+    }
+    PUT("}", 1);
+    return len;
+}
+
 size_t rl_req_build(const struct rl_reqcfg *c,
                     const struct rl_reqargs *a,
                     const char *date,
@@ -379,6 +452,9 @@ size_t rl_req_build(const struct rl_reqcfg *c,
     size_t body_len = 0;
     char num[24];
 
+    if (c->etcd) {
+        return rl__build_etcd(c, a, buf);
+    }
     switch (a->rq) {
         case RL_RQ_CREATE_TABLE:
             verb = "POST";

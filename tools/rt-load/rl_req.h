@@ -2,6 +2,9 @@
  * caller's buffer from templates prepared once (the constant header block,
  * the entity body and the $batch part with fixed-width key slots), then the
  * keys are patched in and the request is signed. No allocation per request.
+ * With rl_reqcfg.etcd set, the same entity ids become etcd v3 JSON gateway
+ * calls instead (put: POST /v3/kv/put, get: POST /v3/kv/range, base64 key
+ * and value), so one client measures both systems.
  * Thread: a prepared struct rl_reqcfg is read-only (any thread). */
 #ifndef RL_REQ_H
 #define RL_REQ_H
@@ -66,13 +69,15 @@ struct rl_reqcfg
     unsigned page_size;    /* $top of page/scan/partition queries */
     unsigned range_len;    /* $top of row-range queries */
     char scan_filter[512]; /* URL-encoded $filter of the scan op */
+    int etcd;              /* talk to etcd's v3 JSON gateway, not Azure */
     /* Prepared */
     char common[1024]; /* constant headers */
     size_t common_len;
     struct rl_tmpl body;        /* entity JSON */
     struct rl_tmpl part_insert; /* $batch changeset part: POST /t */
     struct rl_tmpl part_upsert; /* $batch changeset part: PUT /t(PK,RK) */
-    size_t max_request;         /* buffer size that fits any request */
+    char *etcd_value;   /* base64 of the entity_size-byte value (etcd) */
+    size_t max_request; /* buffer size that fits any request */
     unsigned max_batch;
 };
 
@@ -113,7 +118,9 @@ struct rl_reqargs
 };
 
 /* Writes the request into @buf (rl_reqcfg.max_request bytes) signed with
- * @date (RFC 1123). Returns its length. */
+ * @date (RFC 1123). Returns its length. With rl_reqcfg.etcd, INSERT,
+ * UPSERT, UPDATE and MERGE write a put of the entity's key, GET a range read
+ * of it; other kinds are refused by the option checks (0 is returned). */
 size_t rl_req_build(const struct rl_reqcfg *c,
                     const struct rl_reqargs *a,
                     const char *date,

@@ -48,6 +48,7 @@
 static struct
 {
     char *endpoint, *account, *key, *auth, *sas, *connect, *table;
+    char *protocol;
     int create_table;
     long preload, preload_batch;
     char *workload, *mix, *dist, *pk_scheme, *rk_scheme, *entity_size;
@@ -81,6 +82,11 @@ static struct rt_opt rl_opts[] = {
     {"connect", RT_OPT_STR, &O.connect, "",
      "HOST:PORT to connect to instead of the endpoint's host (e.g. a "
      "host-style name served on loopback)"},
+    {"protocol", RT_OPT_STR, &O.protocol, "azure",
+     "azure | etcd: etcd's v3 JSON gateway at --endpoint http://host:port "
+     "(insert/upsert/update/merge = POST /v3/kv/put of a --entity-size "
+     "value, get = POST /v3/kv/range; key = PartitionKey/RowKey, base64; "
+     "no auth, no table, no preload)"},
     {"table", RT_OPT_STR, &O.table, "rtload", "table name"},
     {"create-table", RT_OPT_BOOL, &O.create_table, "false",
      "create the table first (an existing table is fine)"},
@@ -1726,6 +1732,21 @@ int main(int argc, char **argv)
     }
     if (O.dist[0] && rl_dist_parse(O.dist, &DIST, err) != 0) {
         die("--dist: %s", err);
+    }
+    if (!strcasecmp(O.protocol, "etcd")) {
+        for (int op = 0; op < RL_OP__NR; op++) {
+            if (MIX.w[op] && op != RL_OP_INSERT && op != RL_OP_GET &&
+                op != RL_OP_UPSERT && op != RL_OP_UPDATE && op != RL_OP_MERGE) {
+                die("--protocol etcd: --mix takes insert, upsert, update, "
+                    "merge and get only");
+            }
+        }
+        if (O.create_table || O.preload > 0) {
+            die("--protocol etcd: no --create-table or --preload");
+        }
+        RC.etcd = 1;
+    } else if (strcasecmp(O.protocol, "azure")) {
+        die("--protocol: azure or etcd");
     }
     if (O.partitions < 0) {
         die("--partitions must be >= 0");

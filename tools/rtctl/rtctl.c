@@ -486,6 +486,12 @@ static void rtctl_print_table(json_t *root)
     if (json_is_integer(v)) {
         printf("map version %lld\n\n", (long long)json_integer_value(v));
     }
+    v = json_object_get(json_object_get(root, "replication"),
+                        "under_replicated");
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        printf("under-replicated ranges %lld\n\n",
+               (long long)json_integer_value(v));
+    }
     printf("SERVERS\n");
     t.ncols = 6;
     rtctl_tab_add(&t, (char *[]){rtctl_dup("ID"), rtctl_dup("ADDR"),

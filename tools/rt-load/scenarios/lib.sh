@@ -6,7 +6,10 @@
 #                  tools/ (default: build/release, built if missing)
 #   RT_LOG_LEVEL   daemons' --log-level (default warn)
 #   RT_MASTER_ARGS more rt-master flags, split on spaces (e.g.
-#                  "--replication-factor 3"; default none)
+#                  "--replication-factor 1"; default none: the master's
+#                  own defaults, replication factor 3)
+#   RT_PS_ARGS     more rt-partition-server flags, split on spaces (e.g.
+#                  "--http 127.0.0.1:0" for /metrics; default none)
 #
 # After rt_cluster_start N_PS DIR: RT_ENDPOINT (http://127.0.0.1:PORT/
 # devstoreaccount1), RT_MASTER_HTTP (127.0.0.1:PORT), RT_FE_PID, RT_PS_PIDS,
@@ -95,7 +98,7 @@ rt_cluster_start() {
         "$RT_BUILD_DIR/partition-server/rt-partition-server" \
             --listen 127.0.0.1:0 --master "$RT_MASTER_RPC" --data "$dir/ps$i" \
             --port-file "$dir/run/ps$i.ports" --log-level "$RT_LOG_LEVEL" \
-            >"$dir/logs/ps$i.log" 2>&1 </dev/null &
+            ${RT_PS_ARGS:-} >"$dir/logs/ps$i.log" 2>&1 </dev/null &
         RT_PS_PIDS+=($!)
         RT_PIDS+=($!)
     done
