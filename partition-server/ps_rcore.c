@@ -230,7 +230,7 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
 static int ps__rcore_lrn_step(struct ps_rcore *node,
                               const struct rt_repl_event *ev,
                               struct rt_repl_actions *out);
-static void ps__rcore_lrn_refused(struct ps__rcore_range *r);
+static void ps__rcore_lrn_refused(struct ps__rcore_range *r, int32_t code);
 static void ps__rcore_isr_copy(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                struct ps__rcore_peer *p,
@@ -836,7 +836,7 @@ static int ps__rcore_isr_resp(struct ps_rcore *node,
         for (size_t i = 0; i < r->n_peers; i++) {
             r->peers[i].removing = false;
         }
-        ps__rcore_lrn_refused(r);
+        ps__rcore_lrn_refused(r, resp->code);
     }
     return 0;
 }
@@ -1682,9 +1682,11 @@ static void ps__rcore_lrn_join(struct ps_rcore *node,
         struct ps__rcore_lpeer *lp = &r->lpeers[i];
         bool early = node->cfg.mutation == PS_RCORE_MUT_LEARNER_EARLY &&
                      lp->state == PS__RLP_COPY; /* the known-bad core */
-        if (lp->joining || !(early || (lp->state == PS__RLP_TAIL &&
-                                       lp->s.acked >= r->commit_lsn &&
-                                       lp->s.acked + lag >= r->last_lsn))) {
+        /* A join already counted is asked again (its last answer was no
+         * proof either way). */
+        if (!lp->joining && !(early || (lp->state == PS__RLP_TAIL &&
+                                        lp->s.acked >= r->commit_lsn &&
+                                        lp->s.acked + lag >= r->last_lsn))) {
             continue;
         }
         struct rt_repl_action act = {.kind = RT_REPL_ACT_SEND,
@@ -1702,11 +1704,19 @@ static void ps__rcore_lrn_join(struct ps_rcore *node,
     }
 }
 
-/* My ISR_CHANGE was refused: a join in it is over, and that replica goes
- * last, so that the next join asks for another one first (the master
- * may take only a learner it is adding, say). */
-static void ps__rcore_lrn_refused(struct ps__rcore_range *r)
+/* My ISR_CHANGE was refused. RT_EBUSY (a change in flight: maybe this
+ * very add, sent twice) and RT_ESTALE (the range moved past my epoch:
+ * maybe by this add) are no proof that it was not committed: the
+ * replica keeps counting for cw, and the add is asked again, until an
+ * assignment says whether it is in the ISR. Any other refusal is
+ * final at my epoch: the join is over, and that replica goes last, so
+ * that the next join asks for another one first (the master may take
+ * only a learner it is adding, say). */
+static void ps__rcore_lrn_refused(struct ps__rcore_range *r, int32_t code)
 {
+    if (code == RT_EBUSY || code == RT_ESTALE) {
+        return;
+    }
     for (size_t i = 0; i < r->n_lpeers; i++) {
         if (!r->lpeers[i].joining) {
             continue;

@@ -126,9 +126,12 @@
  *   SERVING primary sends ISR_CHANGE{add} (one ISR change per range in
  *   flight) and counts its acks for cw from then (§5.3); the assignment
  *   naming it in the ISR moves its stream among the ISR members'; an
- *   ISR_RESP error, or an assignment without it, ends the join. A NACK,
- *   or more than cfg.learn_window groups behind, sends it back to PROBE
- *   (probes are asked again every PS_RCORE_PROBE_TICKS resend periods).
+ *   assignment at a later epoch without it, or an ISR_RESP error other
+ *   than RT_EBUSY / RT_ESTALE, ends the join (those two may hide a
+ *   commit of this very add, sent twice: it keeps counting and is asked
+ *   again). A NACK of a replica not joining, or more than
+ *   cfg.learn_window groups behind, sends it back to PROBE (probes are
+ *   asked again every PS_RCORE_PROBE_TICKS resend periods).
  * - An ISR member that NACKs RT_ELSNGAP below the position I assumed
  *   for it (never confirmed by one of its acks: a restarted primary
  *   takes its members at its own applied LSN) and below my buffer gets,
