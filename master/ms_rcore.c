@@ -989,11 +989,13 @@ static int ms__rcore_committed(struct ms_rcore *m,
             ms__rcore_assign_all(r, 0, out);
             break;
         case MS__ROP_LEARNER_OUT:
-            ms__rcore_set_state(r, MS_RCORE_STABLE);
-            ms__rcore_assign_all(r, learner, out);
+            /* The primary must hear of the new epoch (a lost ASSIGN
+             * would leave it asking changes at the old one): wait for
+             * its answer like any other commit; the event is now. */
             ms__rcore_event(r, "learner_failed", RT_ETIMEDOUT,
                             ev->now_ms - r->op_start_ms, out);
             r->learner = 0;
+            ms__rcore_to_assigning(m, r, NULL, learner, ev->now_ms, out);
             break;
         case MS__ROP_REMOVE:
             ms__rcore_removed(m, r, ev->now_ms, out);
@@ -1016,7 +1018,9 @@ static int ms__rcore_assign_resp(struct ms_rcore *m,
         return 0; /* late, duplicate, or from another replica */
     }
     ms__rcore_set_state(r, MS_RCORE_STABLE);
-    ms__rcore_event(r, r->op_what, 0, ev->now_ms - r->op_start_ms, out);
+    if (r->op_what != NULL) {
+        ms__rcore_event(r, r->op_what, 0, ev->now_ms - r->op_start_ms, out);
+    }
     return 0;
 }
 

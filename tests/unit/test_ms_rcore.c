@@ -602,7 +602,9 @@ static void test_learner_joins(void **state)
 }
 
 /* A learner that does not join within the timeout leaves the set; the
- * assignment without it goes to it too. */
+ * assignment without it goes to it too, and the primary's answer at the
+ * new epoch is waited for (resent until it comes), with no second
+ * event. */
 static void test_learner_timeout(void **state)
 {
     struct fx *f = *state;
@@ -619,11 +621,18 @@ static void test_learner_timeout(void **state)
     assert_int_equal(a->conf.n_members, 3);
     assert_int_equal(a->conf.epoch, 7);
     assert_int_equal(committed(f, 30001, a->io_id, 0), 0);
-    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
     assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 4);
     assert_int_equal(a->peer, 4);
     assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
     assert_string_equal(a->what, "learner_failed");
+    rt_repl_actions_reset(&f->out);
+    tick(f, 30001 + 1000);
+    assert_true(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a) >= 1);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(assign_resp(f, 31500, 1, 7), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, NULL), 0);
 }
 
 /* ASSIGNING whose new primary dies before answering: the wait is dropped
@@ -940,7 +949,7 @@ static void test_remove_while_adding(void **state)
     count(f, RT_REPL_ACT_PROPOSE, -1, &a);
     assert_int_equal(a->conf.n_members, 2);
     assert_int_equal(committed(f, 5, a->io_id, 0), 0);
-    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
     assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
     assert_string_equal(a->what, "learner_failed");
 }
