@@ -40,11 +40,12 @@
  *   ISR_CHANGE{add} (committed: T becomes SECONDARY and joins the ISR) or
  *   after cfg.learner_timeout_ms (committed: T leaves the replica set; an
  *   ASSIGN without T tells it to drop its copy, and the range is
- *   ASSIGNING until the primary answered at the new epoch). A SECONDARY outside
- * the ISR that catches up first (a dead server back before the copy ended) may
- * join too when that gives the ISR rf members: the same commit aborts the
- * learner (it leaves the set; EVENT "learner_aborted"), DESIGN-replication.md
- * §8.2. Any other ISR change waits (RT_EBUSY).
+ *   ASSIGNING until the primary answered at the new epoch). A SECONDARY
+ *   outside the ISR that catches up first (a dead server back before the
+ *   copy ended) may join too when that gives the ISR rf members: the same
+ *   commit aborts the learner (it leaves the set; EVENT
+ *   "learner_aborted"), DESIGN-replication.md §8.2. Any other ISR change
+ *   waits (RT_EBUSY).
  *
  * Replicas leave the set by ms_rcore_remove_replica() (the caller
  * decides: re-replication's surplus after its learner joined, a server
