@@ -82,6 +82,9 @@ struct ms__rrange
     /* ADDING */
     uint64_t learner;
     uint64_t learner_deadline;
+    /* A transfer intent proposed: the old primary's LSN at its freeze. */
+    uint64_t xfer_lsn;
+    bool xfer_known;
 };
 
 struct ms_rcore
@@ -761,6 +764,86 @@ int ms_rcore_remove_replica(struct ms_rcore *m,
     return 0;
 }
 
+/* Transfers (§9.3 step 2) */
+
+/* The checks of ms_rcore_transfer(), in its order. */
+static int ms__rcore_transfer_check(const struct ms__rrange *r,
+                                    uint64_t epoch,
+                                    uint64_t to)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    if (epoch != c->epoch) {
+        return RT_ESTALE;
+    }
+    if (to == c->primary_id || !rt_repl_conf_in_isr(c, to)) {
+        return RT_EINVAL;
+    }
+    if (r->state != MS_RCORE_STABLE || r->prop != MS__ROP_NONE ||
+        c->seal_epoch != 0) {
+        return RT_EBUSY;
+    }
+    return 0;
+}
+
+/* SEALING of a transfer intent just committed: the old primary's
+ * TRANSFER answer is its seal (it froze at xfer_lsn, released its lease
+ * and serves nothing more of this generation), so it counts as a sealed
+ * replier and stays in the ISR of the next configuration. */
+static void ms__rcore_transfer_sealed(struct ms__rrange *r, uint64_t now)
+{
+    int p = ms__rcore_isr_index(&r->conf, r->conf.primary_id);
+    bool known = r->xfer_known;
+    r->xfer_known = false;
+    if (r->conf.seal_kind != RT_REPL_SEAL_TRANSFER || p < 0 || !known) {
+        return; /* loaded after a restart: P's LSN is not known */
+    }
+    r->sealed[p] = true;
+    r->sealed_lsn[p] = r->xfer_lsn;
+    r->n_sealed = 1;
+    r->first_ok_ms = now;
+}
+
+int ms_rcore_transfer_check(const struct ms_rcore *m,
+                            uint64_t range_id,
+                            uint64_t to,
+                            struct rt_repl_conf *conf)
+{
+    const struct ms__rrange *r = ms__rcore_find(m, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    *conf = r->conf;
+    return ms__rcore_transfer_check(r, r->conf.epoch, to);
+}
+
+int ms_rcore_transfer(struct ms_rcore *m,
+                      uint64_t range_id,
+                      uint64_t epoch,
+                      uint64_t to,
+                      uint64_t lsn,
+                      uint64_t now_ms,
+                      struct rt_repl_actions *out)
+{
+    struct ms__rrange *r = ms__rcore_find(m, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    int rc = ms__rcore_transfer_check(r, epoch, to);
+    if (rc != 0) {
+        return rc;
+    }
+    struct rt_repl_conf next = r->conf;
+    next.seal_epoch = r->conf.epoch + 1;
+    next.seal_kind = RT_REPL_SEAL_TRANSFER;
+    next.seal_to = to;
+    r->xfer_lsn = lsn;
+    r->xfer_known = true;
+    r->op_start_ms = now_ms;
+    ms__rcore_propose(m, r, MS__ROP_SEAL_INTENT, &next, out);
+    ms__rcore_arm(m, now_ms, out);
+    return 0;
+}
+
 /* Events */
 
 static int ms__rcore_seal_resp(struct ms_rcore *m,
@@ -953,15 +1036,17 @@ static int ms__rcore_committed(struct ms_rcore *m,
     }
     uint64_t old_primary = r->conf.primary_id;
     uint64_t learner = r->learner;
+    bool xfer = r->conf.seal_kind == RT_REPL_SEAL_TRANSFER;
     r->conf = r->prop_conf;
     switch (kind) {
         case MS__ROP_SEAL_INTENT:
             ms__rcore_enter_sealing(r, ev->now_ms);
+            ms__rcore_transfer_sealed(r, ev->now_ms);
             ms__rcore_event(r, "seal", 0, ev->now_ms - r->op_start_ms, out);
             break;
         case MS__ROP_FAILOVER:
-            ms__rcore_to_assigning(m, r, "failover", old_primary, ev->now_ms,
-                                   out);
+            ms__rcore_to_assigning(m, r, xfer ? "transfer" : "failover",
+                                   old_primary, ev->now_ms, out);
             break;
         case MS__ROP_CANCEL:
             ms__rcore_to_assigning(m, r, "failover_cancelled", 0, ev->now_ms,
