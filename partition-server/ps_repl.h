@@ -61,7 +61,8 @@
  *    held writes. A write held --write-hold-ms is answered RT_ETIMEDOUT.
  *  - Heartbeats (ps_repl_status): a ReplStatus per replicated range.
  *  - Admission (ps_repl_route): only the primary serves client requests
- *    (a secondary answers RT_ENOTPRIMARY), at any RangeRef.epoch in
+ *    (a secondary answers RT_ENOTPRIMARY, a primary frozen for a transfer
+ *    RT_EBUSY), at any RangeRef.epoch in
  *    [primary_epoch, epoch] (an ISR change leaves front-end maps valid).
  *  - Primary writes (ps_repl_write_done): the writer gave the write its
  *    range's LSN in the group's transaction; the group's change records
@@ -100,7 +101,7 @@
  * core restarts the stream to a peer when the connection comes back.
  *
  * Not yet (later steps): a joining member in the lease set (no
- * ISR_CHANGE{add} yet), release / resume on transfers, the disk-stall
+ * ISR_CHANGE{add} yet), the disk-stall
  * detector that should call ps_repl_lease_fence, the SealResp history, the
  * activation timeout (a promoted primary asks to shrink its ISR instead), NACKs
  * RT_ENOSPACE / RT_EDIVERGED from this glue (the core handles them; a failing
@@ -316,6 +317,33 @@ enum ps_repl_status_state {
  * (ps_repl_lease_left) and state (enum ps_repl_status_state). Returns a
  * malloc'ed array the caller frees (NULL when *n = 0). */
 Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n);
+
+/* Transfers of primaryship (docs/DESIGN-replication.md §3.1 FROZEN, §4,
+ * §9.3 step 2), driven by ps_transfer.
+ * ps_repl_freeze: the core's ps_rcore_freeze (same errors: RT_ESTALE,
+ * RT_EINVAL, RT_EBUSY; RT_ESTALE too for a range not primary here); then
+ * the read lease is released (ps_lease_holder_release: every grant void,
+ * the range listed in `release` of every SupportReq) and a support round
+ * goes out at once, so the ISR may seal without waiting out L. From then
+ * ps_repl_route answers RT_EBUSY for the range.
+ * ps_repl_unfreeze: back to SERVING; the lease must be won again (only
+ * support asked for after this counts). RT_ENOTFOUND if not frozen here.
+ * ps_repl_transfer_ready: 1 when the frozen range may be handed over:
+ * @to acked its last LSN (*@lsn) and answered a SupportReq carrying the
+ * release; with @all, also every ISR member acked it (cw = last, so no
+ * write stays held) and every connected peer answered such a request;
+ * 0 not yet; RT_ESTALE when the range is no longer a frozen primary
+ * here. */
+int ps_repl_freeze(struct ps_server *ps,
+                   uint64_t range_id,
+                   uint64_t epoch,
+                   uint64_t to);
+int ps_repl_unfreeze(struct ps_server *ps, uint64_t range_id);
+int ps_repl_transfer_ready(struct ps_server *ps,
+                           uint64_t range_id,
+                           uint64_t to,
+                           int all,
+                           uint64_t *lsn);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */
