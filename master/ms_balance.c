@@ -488,12 +488,14 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
     switch (req->kind) {
         case MS_ADMIN_SPLIT:
         case MS_ADMIN_MERGE:
-        case MS_ADMIN_MOVE: {
+        case MS_ADMIN_MOVE:
+        case MS_ADMIN_TRANSFER: {
             /* rtctl merge names the left-hand range only. */
             const struct ms_exec_order o = {
-                .kind = req->kind == MS_ADMIN_SPLIT   ? MS_OP_SPLIT
-                        : req->kind == MS_ADMIN_MERGE ? MS_OP_MERGE
-                                                      : MS_OP_MOVE,
+                .kind = req->kind == MS_ADMIN_SPLIT      ? MS_OP_SPLIT
+                        : req->kind == MS_ADMIN_MERGE    ? MS_OP_MERGE
+                        : req->kind == MS_ADMIN_TRANSFER ? MS_OP_TRANSFER
+                                                         : MS_OP_MOVE,
                 .range_id = req->range_id,
                 .dst = req->server_id,
                 .key = req->key,

@@ -134,8 +134,8 @@ static void ps__xunfreeze(struct ps__xfer *x, int code, const char *why)
     (void)ps_repl_unfreeze(ps, x->range_id);
     ps__xanswer_err(x, code, why);
     rt_log(RT_LOG_INFO,
-           "range %" PRIu64 ": transfer to server %" PRIu64
-           " ended, unfrozen after %" PRIu64 " ms (%s)",
+           "range %" PRIu64 ": freeze for a transfer to server %" PRIu64
+           " over after %" PRIu64 " ms (%s)",
            x->range_id, x->to, ps__xnow() - x->frozen_at_ms, why);
     ps__xdrop(x);
 }
