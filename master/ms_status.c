@@ -427,7 +427,8 @@ static char *ms__build_json(struct ms_cluster *cl,
         }
         for (size_t i = 0; i < bal->exec.ops.n; i++) {
             const struct ms_op *op = bal->exec.ops.v[i];
-            static const char *const kinds[] = {"split", "merge", "move"};
+            static const char *const kinds[] = {"split", "merge", "move",
+                                                "transfer"};
             json_t *oj = json_object();
             json_object_set_new(oj, "kind", json_string(kinds[op->kind]));
             json_object_set_new(oj, "range", ms__json_u64(op->range_id));
@@ -438,6 +439,8 @@ static char *ms__build_json(struct ms_cluster *cl,
                 json_object_set_new(
                     oj, "state",
                     json_string(ms_exec_move_state_name(op->state)));
+            } else if (op->kind == MS_OP_TRANSFER) {
+                json_object_set_new(oj, "to", ms__json_u64(op->dst));
             }
             json_object_set_new(oj, "origin", json_string(op->origin));
             json_object_set_new(oj, "running_ms",
