@@ -168,6 +168,8 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         rv[i].epoch = r->epoch;
         rv[i].busy = ms_exec_busy(&b->exec, r->id);
         rv[i].replicated = r->nreplicas > 1;
+        rv[i].isr = r->isr;
+        rv[i].nisr = r->nisr;
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
@@ -289,11 +291,13 @@ static void ms__run_policy(struct ms_balance *b)
                 break;
             case MS_DECIDE_SPLIT:
             case MS_DECIDE_MERGE:
-            case MS_DECIDE_MOVE: {
+            case MS_DECIDE_MOVE:
+            case MS_DECIDE_TRANSFER: {
                 const struct ms_exec_order o = {
-                    .kind = d[i].kind == MS_DECIDE_SPLIT   ? MS_OP_SPLIT
-                            : d[i].kind == MS_DECIDE_MERGE ? MS_OP_MERGE
-                                                           : MS_OP_MOVE,
+                    .kind = d[i].kind == MS_DECIDE_SPLIT      ? MS_OP_SPLIT
+                            : d[i].kind == MS_DECIDE_MERGE    ? MS_OP_MERGE
+                            : d[i].kind == MS_DECIDE_TRANSFER ? MS_OP_TRANSFER
+                                                              : MS_OP_MOVE,
                     .range_id = d[i].range_id,
                     .range_id2 = d[i].range_id2,
                     .dst = d[i].server_id,
@@ -353,6 +357,38 @@ static uint64_t ms__drain_target(struct ms_balance *b, uint64_t not )
     return best;
 }
 
+/* The in-sync replica of replicated @r (not its primary) that is usable,
+ * not draining, and primary of the least demand; 0 if none. */
+static uint64_t ms__drain_isr_target(struct ms_balance *b,
+                                     const struct ms_range *r)
+{
+    uint64_t best = 0;
+    double best_load = 0;
+    for (size_t k = 0; k < r->nisr; k++) {
+        uint64_t id = r->isr[k];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(b->cl->cat, id);
+        double load = 0;
+        if (id == r->server_id || !rec || rec->draining ||
+            !ms_cluster_server_usable(b->cl, id)) {
+            continue;
+        }
+        for (size_t j = 0; j < ms_catalog_nranges(b->cl->cat); j++) {
+            const struct ms_range *x = ms_catalog_range_at(b->cl->cat, j);
+            const struct ms_load_range *l;
+            if (x->server_id == id) {
+                l = ms_load_find(b->load, x->id);
+                load += l ? ms_load_demand(&l->avg) : 0;
+            }
+        }
+        if (!best || load < best_load) {
+            best = id;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
 static void ms__run_drains(struct ms_balance *b)
 {
     unsigned cap = b->policy_cfg.max_moves ? b->policy_cfg.max_moves : 1;
@@ -388,12 +424,21 @@ static void ms__run_drains(struct ms_balance *b)
              j++) {
             const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             struct ms_exec_order o = {.kind = MS_OP_MOVE, .origin = "drain"};
-            if (r->server_id != rec->id || r->nreplicas > 1 ||
-                ms_exec_busy(&b->exec, r->id)) {
+            if (r->server_id != rec->id || ms_exec_busy(&b->exec, r->id)) {
                 continue;
             }
             o.range_id = r->id;
-            o.dst = ms__drain_target(b, rec->id);
+            if (r->nreplicas > 1) {
+                /* Its primary role goes to an in-sync replica (§9.4);
+                 * its copy stays until learners can move it. */
+                o.kind = MS_OP_TRANSFER;
+                o.dst = ms__drain_isr_target(b, r);
+                if (!o.dst) {
+                    continue;
+                }
+            } else {
+                o.dst = ms__drain_target(b, rec->id);
+            }
             if (!o.dst) {
                 break;
             }
@@ -518,16 +563,6 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 break;
             }
             nrep = ms__replicated_held(b, req->server_id);
-            if (!req->cancel && nrep) {
-                /* A drain would have to move them: not supported yet. */
-                snprintf(err, sizeof(err),
-                         "server %" PRIu64
-                         " holds replicas of %zu replicated "
-                         "ranges: replicated ranges cannot be moved yet",
-                         req->server_id, nrep);
-                rc = RT_ENOTIMPL;
-                break;
-            }
             rc = ms_catalog_set_draining(b->cl->cat, req->server_id,
                                          !req->cancel);
             if (rc) {
@@ -549,6 +584,19 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 e, "ranges",
                 json_integer((json_int_t)ms_catalog_server_nranges(
                     b->cl->cat, req->server_id)));
+            if (!req->cancel && nrep) {
+                /* Primaries are transferred away; the copies stay. */
+                char note[200];
+                snprintf(note, sizeof(note),
+                         "%zu replicated ranges keep their copy on server "
+                         "%" PRIu64
+                         " (their primary role is transferred): moving a "
+                         "replica needs learners, not built yet",
+                         nrep, req->server_id);
+                json_object_set_new(e, "replicas_kept",
+                                    json_integer((json_int_t)nrep));
+                json_object_set_new(e, "note", json_string(note));
+            }
             e = ms_exec_event_get(&b->exec, e);
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,
                    req->cancel ? "no longer draining" : "draining");

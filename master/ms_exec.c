@@ -181,7 +181,9 @@ unsigned ms_exec_moves(struct ms_exec *ex)
     unsigned n = 0;
     for (size_t i = 0; i < ex->ops.n; i++) {
         const struct ms_op *op = ex->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op);
+        n += !op->finished &&
+             (op->kind == MS_OP_MOVE || op->kind == MS_OP_TRANSFER) &&
+             ms__op_holds(op);
     }
     return n;
 }
@@ -191,8 +193,9 @@ unsigned ms_exec_server_moving(struct ms_exec *ex, uint64_t sid)
     unsigned n = 0;
     for (size_t i = 0; i < ex->ops.n; i++) {
         const struct ms_op *op = ex->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op) &&
-             (op->server_id == sid || op->dst == sid);
+        n += !op->finished &&
+             (op->kind == MS_OP_MOVE || op->kind == MS_OP_TRANSFER) &&
+             ms__op_holds(op) && (op->server_id == sid || op->dst == sid);
     }
     return n;
 }
@@ -1685,8 +1688,18 @@ static void ms__transfer_done(void *arg,
     json_object_set_new(e, "window_ms",
                         json_integer((json_int_t)res->window_ms));
     if (code == 0) {
+        uint64_t now = rt_time_mono_ms();
+        struct ms_server *s = ms_cluster_server_find(ex->cl, op->server_id);
+        struct ms_server *t = ms_cluster_server_find(ex->cl, op->dst);
         ex->n_transfers++;
-        ms_exec_rmeta(ex, op->range_id)->move_ms = rt_time_mono_ms();
+        /* The cool-downs of a move (docs/DESIGN-replication.md §9.4). */
+        ms_exec_rmeta(ex, op->range_id)->move_ms = now;
+        if (s) {
+            s->move_ms = now;
+        }
+        if (t) {
+            t->move_ms = now;
+        }
     }
     ms__op_finish(op, code, code ? res->error : NULL);
     if (code == 0 && ex->moved_cb && !ex->cl->stopping) {

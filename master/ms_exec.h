@@ -188,9 +188,10 @@ void ms_exec_on_register(struct ms_exec *ex, struct ms_server *s);
 
 /* An operation of @range_id holds it (no other may start). */
 bool ms_exec_busy(struct ms_exec *ex, uint64_t range_id);
-/* Moves holding their range. */
+/* Moves and transfers holding their range (max_moves counts both). */
 unsigned ms_exec_moves(struct ms_exec *ex);
-/* Moves holding their range with @sid as source or target. */
+/* Moves and transfers holding their range with @sid as source or
+ * target. */
 unsigned ms_exec_server_moving(struct ms_exec *ex, uint64_t sid);
 /* The bookkeeping of @id, created (born now) when unknown. Valid until the
  * next call that creates or prunes. */
