@@ -433,6 +433,33 @@ static bool ms__rcore_live_secondary(const struct ms_rcore *m,
     return false;
 }
 
+/* When a transfer's choice may be taken without its target (see
+ * ms__rcore_transfer_waits): MS__RNEVER when it need not wait. */
+static uint64_t ms__rcore_transfer_until(const struct ms_rcore *m,
+                                         const struct ms__rrange *r)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    int to = ms__rcore_isr_index(c, c->seal_to);
+    if (c->seal_kind != RT_REPL_SEAL_TRANSFER || to < 0 || r->sealed[to]) {
+        return MS__RNEVER;
+    }
+    return r->seal_since_ms + m->cfg.lease_ms + m->cfg.seal_wait_ms;
+}
+
+/* A transfer waits for its target's seal while the target is not
+ * suspected, up to lease_ms + seal_wait_ms after the intent: a secondary
+ * refuses a SEAL (busy) for up to L, e.g. in the grace after its start,
+ * and choosing without the target would turn the transfer into a failover
+ * back to the old primary. */
+static bool ms__rcore_transfer_waits(const struct ms_rcore *m,
+                                     const struct ms__rrange *r,
+                                     uint64_t now)
+{
+    uint64_t until = ms__rcore_transfer_until(m, r);
+    return until != MS__RNEVER && now < until &&
+           !ms__rcore_suspected(m, r->conf.seal_to, now);
+}
+
 /* Decisions due at @now for one range; true if its state changed (then
  * the caller looks again). */
 static bool ms__rcore_eval_once(struct ms_rcore *m,
@@ -500,7 +527,8 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
                 }
             }
             if (r->n_sealed > 0 &&
-                (all || now >= r->first_ok_ms + m->cfg.seal_wait_ms)) {
+                (all || now >= r->first_ok_ms + m->cfg.seal_wait_ms) &&
+                !ms__rcore_transfer_waits(m, r, now)) {
                 ms__rcore_choose(m, r, out);
             }
             return false;
@@ -581,6 +609,9 @@ static void ms__rcore_arm(struct ms_rcore *m,
                 if (r->n_sealed > 0) {
                     ms__rcore_min(&at, r->first_ok_ms + m->cfg.seal_wait_ms,
                                   now);
+                    if (ms__rcore_transfer_until(m, r) != MS__RNEVER) {
+                        ms__rcore_min(&at, ms__rcore_transfer_until(m, r), now);
+                    }
                 }
                 for (size_t j = 0; j < c->n_isr; j++) {
                     if (c->isr[j] != c->primary_id && !r->sealed[j]) {

@@ -554,9 +554,10 @@ static void test_transfer(void **state)
 }
 
 /* A transfer whose target does not answer its SEAL finishes as a
- * failover among the sealed: after the seal wait, the old primary (it
- * holds the highest LSN) is primary again at the new epoch with the other
- * replier; the silent target leaves the ISR. */
+ * failover among the sealed: not after the seal wait, but after lease +
+ * seal wait (the target may be busy sealing that long), the old primary
+ * (it holds the highest LSN) is primary again at the new epoch with the
+ * other replier; the silent target leaves the ISR. */
 static void test_transfer_target_silent(void **state)
 {
     struct fx *f = *state;
@@ -566,8 +567,11 @@ static void test_transfer_target_silent(void **state)
     assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
     assert_int_equal(committed(f, 110, a->io_id, 0), 0);
     seal_resp(f, 115, 3, 0, 6, 40, 0);
+    seal_resp(f, 116, 2, RT_EBUSY, 6, 0, 500);
     assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
     assert_int_equal(tick(f, 110 + 200), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(tick(f, 110 + LEASE + 200), 0);
     assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
     assert_int_equal(a->conf.primary_id, 1);
     assert_int_equal(a->conf.epoch, 6);
