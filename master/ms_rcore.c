@@ -439,25 +439,34 @@ static uint64_t ms__rcore_transfer_until(const struct ms_rcore *m,
                                          const struct ms__rrange *r)
 {
     const struct rt_repl_conf *c = &r->conf;
-    int to = ms__rcore_isr_index(c, c->seal_to);
-    if (c->seal_kind != RT_REPL_SEAL_TRANSFER || to < 0 || r->sealed[to]) {
+    if (c->seal_kind != RT_REPL_SEAL_TRANSFER) {
         return MS__RNEVER;
     }
     return r->seal_since_ms + m->cfg.lease_ms + m->cfg.seal_wait_ms;
 }
 
-/* A transfer waits for its target's seal while the target is not
- * suspected, up to lease_ms + seal_wait_ms after the intent: a secondary
- * refuses a SEAL (busy) for up to L, e.g. in the grace after its start,
- * and choosing without the target would turn the transfer into a failover
- * back to the old primary. */
+/* A transfer waits for the seal of every ISR secondary not suspected (its
+ * target above all), up to lease_ms + seal_wait_ms after the intent: a
+ * secondary refuses a SEAL (busy) for up to L, e.g. in the grace after
+ * its start. Choosing without the target would turn a planned transfer
+ * into a failover back to the old primary, and without another secondary
+ * would leave that healthy copy out of the ISR. */
 static bool ms__rcore_transfer_waits(const struct ms_rcore *m,
                                      const struct ms__rrange *r,
                                      uint64_t now)
 {
+    const struct rt_repl_conf *c = &r->conf;
     uint64_t until = ms__rcore_transfer_until(m, r);
-    return until != MS__RNEVER && now < until &&
-           !ms__rcore_suspected(m, r->conf.seal_to, now);
+    if (until == MS__RNEVER || now >= until) {
+        return false;
+    }
+    for (size_t i = 0; i < c->n_isr; i++) {
+        if (c->isr[i] != c->primary_id && !r->sealed[i] &&
+            !ms__rcore_suspected(m, c->isr[i], now)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Decisions due at @now for one range; true if its state changed (then

@@ -195,10 +195,11 @@ int ms_rcore_remove_replica(struct ms_rcore *m,
  * that names @to primary. The rest runs as a failover: SEALs to the other
  * ISR members, the choice (@to, which holds the maximum), ASSIGNING, and
  * the EVENT "transfer" when @to answered its assignment. The choice waits
- * for @to's seal while @to is not suspected, up to lease_ms + seal_wait_ms
- * after the intent (a secondary answers SEAL busy for up to L, as in the
- * grace after its start); without it, the highest LSN wins, which may be
- * the old primary (a failover back to it). A transfer
+ * for the seal of every ISR secondary not suspected (@to above all), up to
+ * lease_ms + seal_wait_ms after the intent (a secondary answers SEAL busy
+ * for up to L, as in the grace after its start); without @to, the highest
+ * LSN wins, which may be the old primary (a failover back to it). A
+ * transfer
  * intent loaded after a restart finishes as a plain failover among the
  * sealed secondaries. Errors (both, in this order): RT_ENOTFOUND (range
  * not followed), RT_ESTALE (the range is no longer at @epoch), RT_EINVAL

@@ -14,9 +14,17 @@ every server), the official SDK through the front end.
     primary (the old primary stays a secondary in the ISR: nothing to
     copy);
   - bad requests change nothing and get a clear 4xx: an unknown range,
-    an unknown server, the primary itself as target.
+    an unknown server, the primary itself as target;
+  - primary balancing (design §9.4): with the default policy (thresholds
+    lowered for a test's load) and both tables' primaries put on one
+    server, the writes make that server the most loaded and the policy
+    transfers one primary away (event "transfer", origin "policy"); no
+    acknowledged write is lost;
+  - `rtctl drain` of the server that is primary of both tables transfers
+    both primaries away and finishes; the server keeps its copies (moving
+    a replica needs learners) and writes go on.
 
-About 20 s.
+About 40 s.
 """
 
 import json
@@ -24,8 +32,11 @@ import re
 import sys
 import time
 
-from test_replication import (TABLES, Load, check_reads, check_replicas,
-                              cluster, our_ranges, tables)
+import pytest
+
+from rtcluster import Cluster
+from test_replication import (RF, TABLES, Load, check_reads,
+                              check_replicas, cluster, our_ranges, tables)
 
 __all__ = ["cluster", "tables"]  # fixtures, shared with test_replication
 
@@ -115,3 +126,93 @@ def test_transfer_refused(cluster, tables):
         range_of(cluster, TABLES[0])["epoch"] == rg["epoch"]
     ev = cluster.rtctl("events", "--json").stdout
     assert '"transfer"' not in ev, ev
+
+
+# ------------------------------------------------------------ balancing
+@pytest.fixture
+def balancing(tmp_path_factory):
+    """RF 3 with the default policy, its move thresholds low enough for
+    the writers of Load and no splits."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
+                replication_factor=RF,
+                extra_args={"master": ["--move-min-eps", "20",
+                                       "--split-eps", "1000000",
+                                       "--move-cooldown-ms", "3000",
+                                       "--server-cooldown-ms", "500"]})
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    svc = c.table_service_client()
+    for t in TABLES:
+        svc.create_table(t)
+    # Past the partition servers' start grace (--lease-ms), in which a
+    # SEAL is answered busy and a transfer waits for it.
+    time.sleep(1.6)
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
+
+
+def same_primary(cluster):
+    """Puts every table's primary on the first table's primary; returns
+    that server."""
+    p = range_of(cluster, TABLES[0])["server"]
+    for t in TABLES[1:]:
+        rg = range_of(cluster, t)
+        if rg["server"] != p:
+            transfer(cluster, rg["id"], p)
+    assert {range_of(cluster, t)["server"] for t in TABLES} == {p}
+    return p
+
+
+def wait_for(pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def policy_transfers(cluster):
+    out = cluster.rtctl("events", "--json", "--limit", "0").stdout
+    evs = [json.loads(x) for x in out.splitlines() if x.strip()]
+    return [e for e in evs if e.get("kind") == "transfer"
+            and e.get("origin") == "policy"]
+
+
+def test_policy_balances_primaries(balancing):
+    """Both primaries on one server under writes: the policy transfers."""
+    hot = same_primary(balancing)
+    with Load(balancing, 2) as load:
+        spread = wait_for(lambda: len({range_of(balancing, t)["server"]
+                                       for t in TABLES}) == len(TABLES), 20)
+        time.sleep(0.5)
+    load.finish()
+    evs = policy_transfers(balancing)
+    sys.stderr.write("policy transfers: %s; writes %r\n"
+                     % ([(e.get("range"), e.get("server"), e.get("to"),
+                          e.get("window_ms")) for e in evs],
+                        load.summary()))
+    assert spread, "primaries still together: %r" % our_ranges(balancing)
+    assert evs and all(e["outcome"] == "ok" for e in evs), evs
+    assert any(e["server"] == hot for e in evs), evs
+    check_reads(balancing, load)
+
+
+def test_drain_transfers_primaries(cluster, tables):
+    """rtctl drain of the primaries' server: both transfer away."""
+    hot = same_primary(cluster)
+    with Load(cluster, 3) as load:
+        time.sleep(2)
+        r = cluster.rtctl("drain", str(hot), timeout=60)
+        assert "drained" in r.stdout, r.stdout
+        t = time.monotonic()
+        assert load.wait_acked_after(t), "no write acknowledged after"
+    load.finish()
+    for tname in TABLES:
+        rg = range_of(cluster, tname)
+        assert rg["server"] != hot, rg
+        assert hot in rg["replicas"] and hot in rg["insync"], rg
+    check_reads(cluster, load)
+    check_replicas(cluster)
