@@ -583,7 +583,11 @@ static char *ms__build_metrics(struct ms_cluster *cl,
                   "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
                   bal->exec.n_aborts);
     ms__metric1(&b, "rt_master_moves_inflight", "gauge",
-                "Range moves in flight.", ms_exec_moves(&bal->exec));
+                "Range moves and primaryship transfers in flight.",
+                ms_exec_moves(&bal->exec));
+    ms__metric1(&b, "rt_master_transfers_total", "counter",
+                "Primaryship transfers that made their target primary.",
+                bal->exec.n_transfers);
     ms__metric1(&b, "rt_master_hot_marks_total", "counter",
                 "Times a range was marked hot by the policy.", bal->n_hot);
     ms__metric1(&b, "rt_master_events_total", "counter",
