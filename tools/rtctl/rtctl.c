@@ -452,7 +452,8 @@ static char *rtctl_lease(const json_t *o)
 }
 
 /* The replication operations among "ops" (failovers, ISR changes,
- * learners), one line each; moves, splits and merges are not listed. */
+ * learners, transfers), one line each; moves, splits and merges are not
+ * listed. */
 static void rtctl_print_repl_ops(json_t *root)
 {
     json_t *o;
@@ -468,6 +469,20 @@ static void rtctl_print_repl_ops(json_t *root)
         if (first) {
             printf("\nREPLICATION OPS\n");
             first = 0;
+        }
+        if (json_object_get(o, "origin")) {
+            /* The executor's transfer (its core op, if any, follows). */
+            printf(
+                "%s range %lld (primary %lld -> %lld, %s): running for "
+                "%lld ms\n",
+                kind,
+                (long long)json_integer_value(json_object_get(o, "range")),
+                (long long)json_integer_value(json_object_get(o, "server")),
+                (long long)json_integer_value(json_object_get(o, "to")),
+                rtctl_str(o, "origin", "?"),
+                (long long)json_integer_value(
+                    json_object_get(o, "running_ms")));
+            continue;
         }
         printf("%s range %lld (primary %lld): %s for %lld ms\n", kind,
                (long long)json_integer_value(json_object_get(o, "range")),
