@@ -80,6 +80,7 @@ struct ps__rrange
     /* primary frozen for a transfer: the first SupportReq seq that
      * carried its release (0: not released) */
     uint64_t release_seq;
+    int held; /* ps_repl_hold: clients get RT_EBUSY */
 };
 
 struct ps__rpeer
@@ -1410,8 +1411,9 @@ int ps_repl_route(struct ps_server *ps,
         const struct ps_range *r = ps_ranges_find(&ps->ranges, range_id);
         return r != NULL && r->n_replicas > 1 ? RT_ENOTPRIMARY : 1;
     }
-    if (rr->primary && ps_rcore_range_get(rp->core, range_id, &info) == 0 &&
-        info.role == PS_RCORE_PRIMARY && info.state == PS_RPRI_FROZEN) {
+    if (rr->held ||
+        (rr->primary && ps_rcore_range_get(rp->core, range_id, &info) == 0 &&
+         info.role == PS_RCORE_PRIMARY && info.state == PS_RPRI_FROZEN)) {
         return RT_EBUSY; /* a transfer's short window (§9.3): 503 at once */
     }
     if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
@@ -2429,4 +2431,14 @@ int ps_repl_transfer_ready(struct ps_server *ps,
         }
     }
     return 1;
+}
+
+int ps_repl_hold(struct ps_server *ps, uint64_t range_id, int on)
+{
+    struct ps__rrange *rr = ps->repl ? ps__rr_find(ps->repl, range_id) : NULL;
+    if (rr == NULL) {
+        return RT_ENOTFOUND;
+    }
+    rr->held = on != 0;
+    return 0;
 }

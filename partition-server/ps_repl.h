@@ -62,7 +62,7 @@
  *  - Heartbeats (ps_repl_status): a ReplStatus per replicated range.
  *  - Admission (ps_repl_route): only the primary serves client requests
  *    (a secondary answers RT_ENOTPRIMARY, a primary frozen for a transfer
- *    RT_EBUSY), at any RangeRef.epoch in
+ *    or held by ps_repl_hold RT_EBUSY), at any RangeRef.epoch in
  *    [primary_epoch, epoch] (an ISR change leaves front-end maps valid).
  *  - Primary writes (ps_repl_write_done): the writer gave the write its
  *    range's LSN in the group's transaction; the group's change records
@@ -344,6 +344,12 @@ int ps_repl_transfer_ready(struct ps_server *ps,
                            uint64_t to,
                            int all,
                            uint64_t *lsn);
+
+/* While @on, ps_repl_route answers RT_EBUSY for @range_id whatever its
+ * state: a freeze found persisted after a restart (ps_transfer), before
+ * the core could be frozen again. 0 or RT_ENOTFOUND (not replicated
+ * here). */
+int ps_repl_hold(struct ps_server *ps, uint64_t range_id, int on);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */

@@ -1,24 +1,30 @@
 /* Primaryship transfer of ps_transfer.h. The happy path: TRANSFER_PRIMARY
  * -> ps_repl_freeze (RT_EBUSY to clients, lease released, support round)
- * -> writer barrier -> the poll timer (1 ms) sees ps_repl_transfer_ready
+ * -> META job writing the marker (durable; FIFO, so also the writer
+ * barrier) -> the poll timer (1 ms) sees ps_repl_transfer_ready
  * -> TransferResp{lsn, frozen_ms} -> the master seals and commits T as
  * primary -> the assignment steps the core down to a secondary following
  * T (ps_transfer_assigned drops the record). Failure modes: a refused
  * check answers at once and changes nothing; not ready in time unfreezes
  * and answers RT_ETIMEDOUT; TRANSFER_ABORT, a newer assignment keeping
- * this server primary, or an orphaned freeze unfreezes; the server
- * stopping answers RT_EBUSY. */
+ * this server primary, or an orphaned freeze unfreezes (and deletes the
+ * marker); a marker that cannot be written unfreezes and answers its
+ * error; the server stopping answers RT_EBUSY and keeps the marker, so
+ * the restart holds the range until a decision. */
 #include "ps_transfer.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <uv.h>
 
+#include "ps_jobs.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
+#include "ps_store.h"
 #include "ps_writer.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
+#include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
 
@@ -41,9 +47,15 @@ struct ps__xfer
     uint64_t epoch;
     uint64_t to;
     uint64_t frozen_at_ms; /* monotonic */
+    /* The META job persisting the marker; FIFO, it is the writer barrier
+     * too. Its buffers live here until it called back. */
     struct ps_job barrier;
+    struct rt_buf blob, key;
+    uint8_t val[16];
+    struct ps_meta_op op;
     int barrier_pending;
     int barrier_done;
+    int restored; /* found persisted at start: held, never answered */
     int answered; /* the answer below went out (same request: same) */
     uint64_t lsn;
     uint64_t frozen_ms;
@@ -98,6 +110,68 @@ static void ps__xanswer_ok(struct ps__xfer *x)
     x->n_waits = 0;
 }
 
+/* The persisted marker (PS_TRANSFER_META) */
+
+static void ps__xfree(struct ps__xfer *x)
+{
+    rt_buf_free(&x->blob);
+    rt_buf_free(&x->key);
+    free(x);
+}
+
+/* A META job deleting the marker of @range_id, not waited for. */
+struct ps__xdel
+{
+    struct ps_job job;
+    struct rt_buf blob, key;
+    struct ps_meta_op op;
+};
+
+static void ps__xdel_cb(struct ps_job *job)
+{
+    struct ps__xdel *d = container_of(job, struct ps__xdel, job);
+    if (job->status != 0) {
+        rt_log(RT_LOG_WARN, "transfer marker not deleted: %s",
+               rt_strerror(job->status));
+    }
+    rt_buf_free(&d->blob);
+    rt_buf_free(&d->key);
+    free(d);
+}
+
+static void ps__xdel_marker(struct ps_server *ps, uint64_t range_id)
+{
+    struct ps__xdel *d;
+    if (ps->writer == NULL) {
+        return; /* stopping: a restart finds the marker and holds */
+    }
+    d = rt_xcalloc(1, sizeof(*d));
+    ps_jobs_meta_init(ps, &d->job, &d->blob);
+    ps_store_meta_key(&d->key, PS_TRANSFER_META, range_id);
+    d->op = (struct ps_meta_op){.key = d->key.data, .kn = d->key.len, .del = 1};
+    d->job.u.meta.ops = &d->op;
+    d->job.u.meta.n_ops = 1;
+    d->job.cb = ps__xdel_cb;
+    ps_writer_submit(ps->writer, &d->job);
+}
+
+static void ps__xput_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static uint64_t ps__xget_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
 /* Records */
 
 static struct ps__xfer *ps__xfind(struct ps_transfer *xt, uint64_t range_id)
@@ -122,7 +196,7 @@ static void ps__xdrop(struct ps__xfer *x)
     }
     x->gone = 1;
     if (!x->barrier_pending) {
-        free(x);
+        ps__xfree(x);
     }
 }
 
@@ -132,6 +206,8 @@ static void ps__xunfreeze(struct ps__xfer *x, int code, const char *why)
 {
     struct ps_server *ps = x->xt->ps;
     (void)ps_repl_unfreeze(ps, x->range_id);
+    (void)ps_repl_hold(ps, x->range_id, 0);
+    ps__xdel_marker(ps, x->range_id);
     ps__xanswer_err(x, code, why);
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": freeze for a transfer to server %" PRIu64
@@ -180,8 +256,7 @@ static void ps__xcheck(struct ps__xfer *x, uint64_t now)
                      ? ps_repl_transfer_ready(ps, x->range_id, x->to, all, &lsn)
                      : 0;
         if (rc < 0) {
-            ps__xanswer_err(x, RT_ESTALE, "range no longer a frozen primary");
-            ps__xdrop(x);
+            ps__xunfreeze(x, RT_ESTALE, "range no longer a frozen primary");
             return;
         }
         if (rc == 1) {
@@ -230,7 +305,12 @@ static void ps__xbarrier_cb(struct ps_job *job)
     struct ps_transfer *xt = x->xt;
     x->barrier_pending = 0;
     if (x->gone) {
-        free(x);
+        ps__xfree(x);
+        return;
+    }
+    if (job->status != 0) {
+        ps__xunfreeze(x, job->status, "persisting the freeze failed");
+        ps__xarm(xt);
         return;
     }
     x->barrier_done = 1;
@@ -253,7 +333,7 @@ static void ps__on_transfer(struct ps_transfer *xt,
     if (x != NULL) {
         /* §4: frozen already; the same request again gets the same
          * answer. */
-        if (x->epoch != req->epoch || x->to != req->to_server) {
+        if (x->restored || x->epoch != req->epoch || x->to != req->to_server) {
             rt_rpc_reply_err(conn, id, method, RT_EBUSY,
                              "range frozen for another transfer");
         } else if (x->answered) {
@@ -288,8 +368,19 @@ static void ps__on_transfer(struct ps_transfer *xt,
            "range %" PRIu64 ": frozen at epoch %" PRIu64
            " for a transfer to server %" PRIu64,
            x->range_id, x->epoch, x->to);
-    /* Every write admitted before the freeze reaches the core first. */
-    x->barrier.kind = PS_JOB_BARRIER;
+    /* The marker is durable before the answer, so a restart does not
+     * serve; the writer being FIFO, every write admitted before the freeze
+     * reaches the core before this job calls back. */
+    ps_jobs_meta_init(ps, &x->barrier, &x->blob);
+    ps_store_meta_key(&x->key, PS_TRANSFER_META, x->range_id);
+    ps__xput_u64(x->val, x->epoch);
+    ps__xput_u64(x->val + 8, x->to);
+    x->op = (struct ps_meta_op){.key = x->key.data,
+                                .kn = x->key.len,
+                                .val = x->val,
+                                .vn = sizeof(x->val)};
+    x->barrier.u.meta.ops = &x->op;
+    x->barrier.u.meta.n_ops = 1;
     x->barrier.cb = ps__xbarrier_cb;
     x->barrier_pending = 1;
     ps_writer_submit(ps->writer, &x->barrier);
@@ -341,7 +432,8 @@ void ps_transfer_assigned(struct ps_server *ps)
         struct ps_rcore_range_info info;
         next = x->next;
         if (ps_repl_range_info(ps, x->range_id, &info) != 0 ||
-            info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_FROZEN) {
+            info.role != PS_RCORE_PRIMARY ||
+            (!x->restored && info.state != PS_RPRI_FROZEN)) {
             /* Settled by the assignment: a secondary following T, or a
              * primary of a new generation (its lease won afresh). */
             ps__xunfreeze(x, RT_ESTALE, "transfer settled by an assignment");
@@ -367,9 +459,54 @@ size_t ps_transfer_frozen(const struct ps_server *ps)
 
 /* Life cycle */
 
+/* Markers found at start: kept (and their range held) while this server
+ * is still the range's primary at the frozen epoch, else deleted. */
+struct ps__xscan
+{
+    struct ps_transfer *xt;
+    uint64_t stale[16];
+    size_t n_stale;
+};
+
+static int ps__xrestore_cb(uint64_t id,
+                           const uint8_t *val,
+                           size_t vn,
+                           void *arg)
+{
+    struct ps__xscan *sc = arg;
+    struct ps_transfer *xt = sc->xt;
+    struct ps_rcore_range_info info;
+    struct ps__xfer *x;
+    uint64_t epoch = vn == 16 ? ps__xget_u64(val) : 0;
+    if (vn != 16 || ps_repl_range_info(xt->ps, id, &info) != 0 ||
+        info.role != PS_RCORE_PRIMARY || info.epoch != epoch ||
+        ps_repl_hold(xt->ps, id, 1) != 0) {
+        if (sc->n_stale < sizeof(sc->stale) / sizeof(sc->stale[0])) {
+            sc->stale[sc->n_stale++] = id;
+        }
+        return 0;
+    }
+    x = rt_xcalloc(1, sizeof(*x));
+    x->xt = xt;
+    x->range_id = id;
+    x->epoch = epoch;
+    x->to = ps__xget_u64(val + 8);
+    x->frozen_at_ms = ps__xnow();
+    x->barrier_done = x->answered = x->restored = 1;
+    x->next = xt->list;
+    xt->list = x;
+    rt_log(RT_LOG_WARN,
+           "range %" PRIu64 ": was frozen at epoch %" PRIu64
+           " for a transfer to server %" PRIu64
+           ": serves nothing until its assignment decides",
+           id, epoch, x->to);
+    return 0;
+}
+
 int ps_transfer_start(struct ps_server *ps)
 {
     struct ps_transfer *xt = rt_xcalloc(1, sizeof(*xt));
+    struct ps__xscan sc = {.xt = xt};
     int rc = uv_timer_init(ps->loop, &xt->timer);
     if (rc != 0) {
         free(xt);
@@ -378,6 +515,14 @@ int ps_transfer_start(struct ps_server *ps)
     xt->ps = ps;
     xt->timer.data = xt;
     ps->xfer = xt;
+    rc = ps_store_meta_scan(ps->store, PS_TRANSFER_META, ps__xrestore_cb, &sc);
+    if (rc != 0) {
+        rt_log(RT_LOG_WARN, "transfer markers not read: %s", rt_strerror(rc));
+    }
+    for (size_t i = 0; i < sc.n_stale; i++) {
+        ps__xdel_marker(ps, sc.stale[i]);
+    }
+    ps__xarm(xt);
     return 0;
 }
 

@@ -9,8 +9,10 @@
  *    gets the same answer, another one RT_EBUSY). Then the range freezes
  *    (ps_repl_freeze: reads and writes RT_EBUSY, which the front end
  *    answers 503 at once; the read lease released with a support round at
- *    once), a writer barrier lets every write admitted before the freeze
- *    reach the core, and the answer waits until T acked the last LSN and
+ *    once), the freeze is persisted (meta PS_TRANSFER_META ‖ range id; the
+ *    job, FIFO, is also the writer barrier that lets every write admitted
+ *    before the freeze reach the core), and the answer waits until T
+ *    acked the last LSN and
  *    answered a SupportReq carrying the release (for the first
  *    PS_TRANSFER_ALL_MS also every ISR member, so that no write stays held,
  *    and every connected peer). Answer: status 0 + TransferResp{lsn, frozen_ms
@@ -31,9 +33,12 @@
  *    rest on this: a secondary that sealed refuses the old generation's
  *    appends and support.
  *
- * Not done: the freeze is not persisted (`rfrz` meta record of §9.3): a
- * restarted primary comes back ACTIVATING and cannot serve before its
- * assignment, and sealed secondaries neither ack nor support it.
+ *  - Restart: a marker found at start whose range this server still
+ *    holds as primary at the frozen epoch keeps it answering RT_EBUSY
+ *    (ps_repl_hold) until an assignment at a newer epoch or naming
+ *    another primary, TRANSFER_ABORT, or the orphan rule; a
+ *    TRANSFER_PRIMARY for it gets RT_EBUSY. Other markers are deleted.
+ *    Every end of a freeze deletes its marker.
  *
  * Thread: the loop thread only. The state lives in ps_server.xfer. */
 #ifndef PS_TRANSFER_H
@@ -45,14 +50,19 @@
 #include "ps_state.h"
 #include "rt_rpc.h"
 
+/* Meta record of a freeze: PS_TRANSFER_META ‖ u64be range id ->
+ * u64be epoch ‖ u64be target. */
+#define PS_TRANSFER_META "rfrz"
+
 /* Waits of the answer (ms since the freeze). */
 #define PS_TRANSFER_ALL_MS 300
 #define PS_TRANSFER_READY_MS 3000
 /* A freeze nobody decided about for this long ends (§3.1). */
 #define PS_TRANSFER_ORPHAN_MS 10000
 
-/* Sets up the state and its timer (after ps_repl_start). 0 or a libuv
- * error. */
+/* Sets up the state and its timer, and restores the freezes found
+ * persisted (after ps_repl_restore, with the writer running). 0 or a
+ * libuv error. */
 int ps_transfer_start(struct ps_server *ps);
 /* Answers every waiting request RT_EBUSY and closes the timer; the state
  * is freed by the timer's close callback. After the writer stopped (every

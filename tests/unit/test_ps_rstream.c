@@ -1410,15 +1410,27 @@ static int transfer1(struct fx *f,
  * ISR (RT_EINVAL). Accepted: answered with the last LSN once the target
  * has it; the range then answers RT_EBUSY to writes and reads; the same
  * request gets the same answer, another RT_EBUSY. The lease is released:
- * the secondaries seal at once (no busy retry). The assignment naming
+ * the secondaries seal at once (no busy retry). Restarted, the frozen
+ * primary still serves nothing (the freeze was persisted) although its
+ * registration names it primary. The assignment naming
  * the target primary makes the old primary a secondary in its ISR with
  * every write; the new primary serves. A second transfer is aborted: the
  * primary serves again once its lease is back. */
+static int count_marker(uint64_t id, const uint8_t *v, size_t vn, void *arg)
+{
+    (void)id;
+    (void)v;
+    (void)vn;
+    (*(int *)arg)++;
+    return 0;
+}
+
 static void test_transfer(void **state)
 {
     struct fx *f = *state;
     uint64_t lsn = 0, frozen = 0, served = 0;
     uint32_t retry = 0;
+    int markers = 0;
 
     run_for(f, LEASE_MS); /* past the start grace of the seal guard */
     assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
@@ -1459,10 +1471,46 @@ static void test_transfer(void **state)
     assert_int_equal(seal1(f, 2, RANGE, 2, &lsn, &retry), 0);
     assert_int_equal(retry, 0);
 
+    /* The old primary restarts before the decision: its freeze was
+     * persisted, so although its registration still names it primary
+     * at epoch 1 it serves nothing. Static: the fake master answers
+     * heartbeats with them until the test's end. */
+    static Rt__Replica reg_rep[NSRV], *reg_reps[NSRV];
+    static uint64_t reg_isr[NSRV];
+    Rt__Range *reg = &M.slot[0].ranges[0];
+    th_fake_master_set_range(&M, 0, 0, RANGE, TABLE, "", NULL, 1);
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&reg_rep[i]);
+        reg_rep[i].server_id = ids[i];
+        reg_rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                                 : RT__REPL_ROLE__ROLE_SECONDARY;
+        reg_reps[i] = &reg_rep[i];
+        reg_isr[i] = ids[i];
+    }
+    reg->n_replicas = NSRV;
+    reg->replicas = reg_reps;
+    reg->n_isr = NSRV;
+    reg->isr = reg_isr;
+    reg->primary_epoch = 1;
+    reg->rf = 3;
+    reg->min_insync = 2;
+    M.slot[0].n = 1;
+    srv_stop(f, 0);
+    srv_start(f, 0);
+    assert_int_equal(ps_transfer_frozen(&f->s[0].ps), 1);
+    run_for(f, 2 * LEASE_MS);
+    assert_int_equal(ps_repl_route(&f->s[0].ps, RANGE, 1, &served), RT_EBUSY);
+    assert_int_equal(write1(f, 0, 1, "d", "1"), RT_EBUSY);
+    M.slot[0].n = 0;
+
     /* Committed: server 8 primary at epoch 2, all three in sync. */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x7, 0x7), 0);
     wait_lease(f, 1);
     assert_int_equal(ps_transfer_frozen(&f->s[0].ps), 0);
+    assert_int_equal(ps_store_meta_scan(f->s[0].ps.store, PS_TRANSFER_META,
+                                        count_marker, &markers),
+                     0);
+    assert_int_equal(markers, 0);
     assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 0).state, PS_RSEC_FOLLOWING);
     f->read_epoch = 2;
