@@ -9,15 +9,15 @@
  *    gets the same answer, another one RT_EBUSY). Then the range freezes
  *    (ps_repl_freeze: reads and writes RT_EBUSY, which the front end
  *    answers 503 at once; the read lease released with a support round at
- *    once), the freeze is persisted (meta PS_TRANSFER_META ‖ range id; the
- *    job, FIFO, is also the writer barrier that lets every write admitted
- *    before the freeze reach the core), and the answer waits until T
- *    acked the last LSN and
- *    answered a SupportReq carrying the release (for the first
- *    PS_TRANSFER_ALL_MS also every ISR member, so that no write stays held,
- *    and every connected peer). Answer: status 0 + TransferResp{lsn, frozen_ms
- *    = ms since the freeze}. Not ready within PS_TRANSFER_READY_MS: the range
- *    is unfrozen and the answer is RT_ETIMEDOUT.
+ *    once), the freeze is persisted (meta PS_TRANSFER_META ‖ range id;
+ *    the job, FIFO, is also the writer barrier that lets every write
+ *    admitted before the freeze reach the core), and the answer waits
+ *    until T acked the last LSN and answered a SupportReq carrying the
+ *    release (for the first PS_TRANSFER_ALL_MS also every ISR member, so
+ *    that no write stays held, and every connected peer). Answer: status
+ *    0 + TransferResp{lsn, frozen_ms = ms since the freeze}. Not ready
+ *    within PS_TRANSFER_READY_MS: the range is unfrozen and the answer is
+ *    RT_ETIMEDOUT; the marker not written: unfrozen, its error.
  *  - TRANSFER_ABORT{range_id, epoch}: a freeze of that epoch ends (the
  *    lease must be won again); a request still waiting gets RT_ECANCELED.
  *    Always answered Empty (idempotent).
@@ -32,7 +32,6 @@
  *    unfrozen (the master lost track; DESIGN-moves §6). Safety does not
  *    rest on this: a secondary that sealed refuses the old generation's
  *    appends and support.
- *
  *  - Restart: a marker found at start whose range this server still
  *    holds as primary at the frozen epoch keeps it answering RT_EBUSY
  *    (ps_repl_hold) until an assignment at a newer epoch or naming
