@@ -752,6 +752,9 @@ static void rtctl_print_event(json_t *e)
     if (json_is_string(json_object_get(e, "error"))) {
         printf(" - error: %s", rtctl_str(e, "error", ""));
     }
+    if (json_is_string(json_object_get(e, "note"))) {
+        printf(" - %s", rtctl_str(e, "note", ""));
+    }
     printf("\n");
 }
 
