@@ -31,11 +31,20 @@
  * built yet: ms_exec_start refuses them with RT_ENOTIMPL before anything
  * happens.
  *
+ * Transfer (the primary role of replicated R from P to in-sync T,
+ * docs/DESIGN-replication.md §9.3 step 2): checked here (R replicated, T
+ * known and not P, R not busy), then carried out by ms_repl_transfer
+ * (TRANSFER_PRIMARY, the seal intent, SEALs, the commit, assignments);
+ * its callback ends the op with the event (the ServerBusy window) and
+ * the move cool-downs of R, P and T. A refusal by ms_repl leaves no op
+ * and no event.
+ *
  * What an operator waiting for an operation sees: 400 bad arguments,
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
  * failed, 501 a move of a replicated range, 503 master stopping, 504 a
- * timeout; otherwise 200 with the event. */
+ * timeout (a transfer: it ended with another primary than its target);
+ * otherwise 200 with the event. */
 #include "ms_exec.h"
 
 #include <inttypes.h>
