@@ -3,20 +3,23 @@
  * Every tick: prune the bookkeeping of ranges that are gone, retry
  * unsettled aborts, build the policy's view of the cluster (servers with
  * their load and moves, ranges in key order with their load, age and
- * busy flag), ask the policy, and hand each split, merge or move it
- * decides to ms_exec.c; hot/cool marks only write an event. Then drains:
- * a draining server's ranges move, one at a time up to max_moves, to the
- * least-loaded usable server. Once a second a history frame for the heat
- * map.
+ * busy flag, replicated ones with their ISR), ask the policy, and hand
+ * each split, merge, move or transfer it decides to ms_exec.c; hot/cool
+ * marks only write an event. Then drains: a draining server's ranges
+ * move, one at a time up to max_moves, to the least-loaded usable server.
+ * Once a second a history frame for the heat map.
  *
- * Operator requests (rtctl split / merge / move / drain) arrive here from
- * the HTTP thread through ms_admin and are handed to ms_exec.c the same
- * way; what a refused request gets is listed in ms_exec.c.
+ * Operator requests (rtctl split / merge / move / transfer / drain)
+ * arrive here from the HTTP thread through ms_admin and are handed to
+ * ms_exec.c the same way; what a refused request gets is listed in
+ * ms_exec.c.
  *
- * Replicated ranges (more than one replica) stay where they are until
- * moves with replicas exist (docs/DESIGN-replication.md §9): the policy
- * is told so in its view, drains skip them, and a drain of a server that
- * holds one is refused (RT_ENOTIMPL, 501), nothing changed. */
+ * Replicated ranges (more than one replica) keep their copies where they
+ * are until moves with replicas exist (docs/DESIGN-replication.md §9):
+ * only their primary role moves, by a transfer within the ISR (§9.4). The
+ * policy is told so in its view; a drain transfers the primary role of
+ * each one the server leads to its least loaded in-sync replica and
+ * leaves the server's copies (its answer says so). */
 #include "ms_balance.h"
 
 #include <inttypes.h>

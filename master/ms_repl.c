@@ -14,7 +14,13 @@
  * (retry_ms) is sent again after retry_ms; an unanswered or refused SEAL
  * is resent every resend_ms; a failed commit (the catalog moved, or the
  * table was deleted) drops the operation, and the range is reloaded from
- * the catalog (or forgotten when it is gone). */
+ * the catalog (or forgotten when it is gone).
+ *
+ * A transfer (ms_repl_transfer): TRANSFER_PRIMARY to the primary -> its
+ * answer -> ms_rcore_transfer proposes the TRANSFER intent -> the same
+ * path as a failover from the SEALs on -> the core's "transfer" event
+ * ends it through the caller's callback. A refusal, no answer or a stale
+ * range before the intent sends TRANSFER_ABORT. */
 #include "ms_repl.h"
 
 #include <inttypes.h>
