@@ -1394,9 +1394,58 @@ int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id)
 
 /* ---- transfers (docs/DESIGN-replication.md §9.3 step 2) ---- */
 
+/* A TRANSFER_ABORT in flight: sent again (up to MS__REPL_ABORT_TRIES
+ * times) when it failed while the old primary is still connected. */
+#define MS__REPL_ABORT_TRIES 3
+struct ms__repl_abort
+{
+    struct ms_repl *r;
+    uint64_t peer;
+    uint64_t range_id, epoch, to;
+    unsigned tries;
+};
+
+static void ms__repl_abort_send(struct ms__repl_abort *a);
+
+static void ms__repl_abort_cb(int status,
+                              const uint8_t *body,
+                              size_t len,
+                              void *arg)
+{
+    struct ms__repl_abort *a = arg;
+    (void)body;
+    (void)len;
+    if (status == 0 || a->r->stopping || ++a->tries >= MS__REPL_ABORT_TRIES) {
+        if (status != 0 && !a->r->stopping) {
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64 ": TRANSFER_ABORT to server %" PRIu64
+                   " not answered (%s): it unfreezes by itself",
+                   a->range_id, a->peer, rt_strerror(status));
+        }
+        free(a);
+        return;
+    }
+    ms__repl_abort_send(a);
+}
+
+/* Not connected: the old primary is down or reconnecting, and unfreezes
+ * by itself (its 3 s / 10 s rules, or its next assignment). */
+static void ms__repl_abort_send(struct ms__repl_abort *a)
+{
+    Rt__TransferReq req = RT__TRANSFER_REQ__INIT;
+    req.range_id = a->range_id;
+    req.epoch = a->epoch;
+    req.to_server = a->to;
+    if (ms_cluster_call(a->r->cl, a->peer, RT__METHOD__TRANSFER_ABORT,
+                        "TRANSFER_ABORT", &req.base, MS_REPL_TRANSFER_CALL_MS,
+                        ms__repl_abort_cb, a) != 0) {
+        free(a);
+    }
+}
+
 /* Ends the transfer of @range_id: the callback gets @code (and @why);
- * with @abort the old primary is told TRANSFER_ABORT (not waited for: a
- * lost one is covered by its own 3 s / 10 s unfreeze rules). */
+ * with @abort the old primary is told TRANSFER_ABORT (not waited for;
+ * resent a few times if it fails while the server is connected). */
 static void ms__repl_xfer_end(struct ms_repl *r,
                               uint64_t range_id,
                               int code,
@@ -1427,12 +1476,13 @@ static void ms__repl_xfer_end(struct ms_repl *r,
         snprintf(res.error, sizeof(res.error), "%s", why);
     }
     if (abort) {
-        Rt__TransferReq req = RT__TRANSFER_REQ__INIT;
-        req.range_id = range_id;
-        req.epoch = rr->xfer_epoch;
-        req.to_server = rr->xfer_to;
-        (void)ms_cluster_call(r->cl, rr->xfer_from, RT__METHOD__TRANSFER_ABORT,
-                              "TRANSFER_ABORT", &req.base, 5000, NULL, NULL);
+        struct ms__repl_abort *a = rt_xcalloc(1, sizeof(*a));
+        *a = (struct ms__repl_abort){.r = r,
+                                     .peer = rr->xfer_from,
+                                     .range_id = range_id,
+                                     .epoch = rr->xfer_epoch,
+                                     .to = rr->xfer_to};
+        ms__repl_abort_send(a);
     }
     cb = rr->xfer_cb;
     arg = rr->xfer_arg;

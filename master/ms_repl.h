@@ -157,7 +157,8 @@ struct ms_repl_transfer_result
 };
 /* Fires once: @code 0 (the target is primary), or why not: an RT_E* of
  * TRANSFER_PRIMARY (refused by the old primary, or no answer: then
- * TRANSFER_ABORT went to it), RT_ESTALE (the range changed before the
+ * TRANSFER_ABORT went to it, sent again up to 3 times while it fails
+ * with the server connected), RT_ESTALE (the range changed before the
  * intent committed: TRANSFER_ABORT too), RT_ETIMEDOUT (after the intent:
  * the transfer ended as a failover and another server is primary, or the
  * new primary did not answer), RT_ENOTFOUND (range deleted). @res is
