@@ -30,6 +30,7 @@ enum ms_admin_kind {
     MS_ADMIN_MERGE,
     MS_ADMIN_MOVE,
     MS_ADMIN_DRAIN,
+    MS_ADMIN_TRANSFER, /* primaryship of a replicated range */
     MS_ADMIN__NR
 };
 
@@ -38,7 +39,7 @@ struct ms_admin_req
     /* Filled by the HTTP side before submit, read-only afterwards. */
     enum ms_admin_kind kind;
     uint64_t range_id;
-    uint64_t server_id; /* move target, drain server */
+    uint64_t server_id; /* move / transfer target, drain server */
     char *key;          /* split key, NULL = load median (freed with req) */
     bool cancel;        /* drain: stop draining */
     void (*wake)(struct ms_admin_req *req); /* called by complete(), from

@@ -3,20 +3,23 @@
  * Every tick: prune the bookkeeping of ranges that are gone, retry
  * unsettled aborts, build the policy's view of the cluster (servers with
  * their load and moves, ranges in key order with their load, age and
- * busy flag), ask the policy, and hand each split, merge or move it
- * decides to ms_exec.c; hot/cool marks only write an event. Then drains:
- * a draining server's ranges move, one at a time up to max_moves, to the
- * least-loaded usable server. Once a second a history frame for the heat
- * map.
+ * busy flag, replicated ones with their ISR), ask the policy, and hand
+ * each split, merge, move or transfer it decides to ms_exec.c; hot/cool
+ * marks only write an event. Then drains: a draining server's ranges
+ * move, one at a time up to max_moves, to the least-loaded usable server.
+ * Once a second a history frame for the heat map.
  *
- * Operator requests (rtctl split / merge / move / drain) arrive here from
- * the HTTP thread through ms_admin and are handed to ms_exec.c the same
- * way; what a refused request gets is listed in ms_exec.c.
+ * Operator requests (rtctl split / merge / move / transfer / drain)
+ * arrive here from the HTTP thread through ms_admin and are handed to
+ * ms_exec.c the same way; what a refused request gets is listed in
+ * ms_exec.c.
  *
- * Replicated ranges (more than one replica) stay where they are until
- * moves with replicas exist (docs/DESIGN-replication.md §9): the policy
- * is told so in its view, drains skip them, and a drain of a server that
- * holds one is refused (RT_ENOTIMPL, 501), nothing changed. */
+ * Replicated ranges (more than one replica) keep their copies where they
+ * are until moves with replicas exist (docs/DESIGN-replication.md §9):
+ * only their primary role moves, by a transfer within the ISR (§9.4). The
+ * policy is told so in its view; a drain transfers the primary role of
+ * each one the server leads to its least loaded in-sync replica and
+ * leaves the server's copies (its answer says so). */
 #include "ms_balance.h"
 
 #include <inttypes.h>
@@ -168,6 +171,8 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         rv[i].epoch = r->epoch;
         rv[i].busy = ms_exec_busy(&b->exec, r->id);
         rv[i].replicated = r->nreplicas > 1;
+        rv[i].isr = r->isr;
+        rv[i].nisr = r->nisr;
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
@@ -289,11 +294,13 @@ static void ms__run_policy(struct ms_balance *b)
                 break;
             case MS_DECIDE_SPLIT:
             case MS_DECIDE_MERGE:
-            case MS_DECIDE_MOVE: {
+            case MS_DECIDE_MOVE:
+            case MS_DECIDE_TRANSFER: {
                 const struct ms_exec_order o = {
-                    .kind = d[i].kind == MS_DECIDE_SPLIT   ? MS_OP_SPLIT
-                            : d[i].kind == MS_DECIDE_MERGE ? MS_OP_MERGE
-                                                           : MS_OP_MOVE,
+                    .kind = d[i].kind == MS_DECIDE_SPLIT      ? MS_OP_SPLIT
+                            : d[i].kind == MS_DECIDE_MERGE    ? MS_OP_MERGE
+                            : d[i].kind == MS_DECIDE_TRANSFER ? MS_OP_TRANSFER
+                                                              : MS_OP_MOVE,
                     .range_id = d[i].range_id,
                     .range_id2 = d[i].range_id2,
                     .dst = d[i].server_id,
@@ -353,6 +360,38 @@ static uint64_t ms__drain_target(struct ms_balance *b, uint64_t not )
     return best;
 }
 
+/* The in-sync replica of replicated @r (not its primary) that is usable,
+ * not draining, and primary of the least demand; 0 if none. */
+static uint64_t ms__drain_isr_target(struct ms_balance *b,
+                                     const struct ms_range *r)
+{
+    uint64_t best = 0;
+    double best_load = 0;
+    for (size_t k = 0; k < r->nisr; k++) {
+        uint64_t id = r->isr[k];
+        const struct ms_server_rec *rec =
+            ms_catalog_server_find(b->cl->cat, id);
+        double load = 0;
+        if (id == r->server_id || !rec || rec->draining ||
+            !ms_cluster_server_usable(b->cl, id)) {
+            continue;
+        }
+        for (size_t j = 0; j < ms_catalog_nranges(b->cl->cat); j++) {
+            const struct ms_range *x = ms_catalog_range_at(b->cl->cat, j);
+            const struct ms_load_range *l;
+            if (x->server_id == id) {
+                l = ms_load_find(b->load, x->id);
+                load += l ? ms_load_demand(&l->avg) : 0;
+            }
+        }
+        if (!best || load < best_load) {
+            best = id;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
 static void ms__run_drains(struct ms_balance *b)
 {
     unsigned cap = b->policy_cfg.max_moves ? b->policy_cfg.max_moves : 1;
@@ -388,12 +427,21 @@ static void ms__run_drains(struct ms_balance *b)
              j++) {
             const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
             struct ms_exec_order o = {.kind = MS_OP_MOVE, .origin = "drain"};
-            if (r->server_id != rec->id || r->nreplicas > 1 ||
-                ms_exec_busy(&b->exec, r->id)) {
+            if (r->server_id != rec->id || ms_exec_busy(&b->exec, r->id)) {
                 continue;
             }
             o.range_id = r->id;
-            o.dst = ms__drain_target(b, rec->id);
+            if (r->nreplicas > 1) {
+                /* Its primary role goes to an in-sync replica (§9.4);
+                 * its copy stays until learners can move it. */
+                o.kind = MS_OP_TRANSFER;
+                o.dst = ms__drain_isr_target(b, r);
+                if (!o.dst) {
+                    continue;
+                }
+            } else {
+                o.dst = ms__drain_target(b, rec->id);
+            }
             if (!o.dst) {
                 break;
             }
@@ -488,12 +536,14 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
     switch (req->kind) {
         case MS_ADMIN_SPLIT:
         case MS_ADMIN_MERGE:
-        case MS_ADMIN_MOVE: {
+        case MS_ADMIN_MOVE:
+        case MS_ADMIN_TRANSFER: {
             /* rtctl merge names the left-hand range only. */
             const struct ms_exec_order o = {
-                .kind = req->kind == MS_ADMIN_SPLIT   ? MS_OP_SPLIT
-                        : req->kind == MS_ADMIN_MERGE ? MS_OP_MERGE
-                                                      : MS_OP_MOVE,
+                .kind = req->kind == MS_ADMIN_SPLIT      ? MS_OP_SPLIT
+                        : req->kind == MS_ADMIN_MERGE    ? MS_OP_MERGE
+                        : req->kind == MS_ADMIN_TRANSFER ? MS_OP_TRANSFER
+                                                         : MS_OP_MOVE,
                 .range_id = req->range_id,
                 .dst = req->server_id,
                 .key = req->key,
@@ -516,16 +566,6 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 break;
             }
             nrep = ms__replicated_held(b, req->server_id);
-            if (!req->cancel && nrep) {
-                /* A drain would have to move them: not supported yet. */
-                snprintf(err, sizeof(err),
-                         "server %" PRIu64
-                         " holds replicas of %zu replicated "
-                         "ranges: replicated ranges cannot be moved yet",
-                         req->server_id, nrep);
-                rc = RT_ENOTIMPL;
-                break;
-            }
             rc = ms_catalog_set_draining(b->cl->cat, req->server_id,
                                          !req->cancel);
             if (rc) {
@@ -547,6 +587,19 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 e, "ranges",
                 json_integer((json_int_t)ms_catalog_server_nranges(
                     b->cl->cat, req->server_id)));
+            if (!req->cancel && nrep) {
+                /* Primaries are transferred away; the copies stay. */
+                char note[200];
+                snprintf(note, sizeof(note),
+                         "%zu replicated ranges keep their copy on server "
+                         "%" PRIu64
+                         " (their primary role is transferred): moving a "
+                         "replica needs learners, not built yet",
+                         nrep, req->server_id);
+                json_object_set_new(e, "replicas_kept",
+                                    json_integer((json_int_t)nrep));
+                json_object_set_new(e, "note", json_string(note));
+            }
             e = ms_exec_event_get(&b->exec, e);
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,
                    req->cancel ? "no longer draining" : "draining");

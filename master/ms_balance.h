@@ -1,6 +1,7 @@
 /* Load balancing, the decision loop: the load model fed by heartbeats,
  * the policy asked on every tick, drains, and the operator's requests
- * (rtctl split / merge / move / drain). The decisions are carried out by
+ * (rtctl split / merge / move / transfer / drain). The decisions are
+ * carried out by
  * ms_exec.h, which the balancer embeds; server state changes, hot/cool
  * marks and drains are recorded as events.
  *

@@ -31,11 +31,20 @@
  * built yet: ms_exec_start refuses them with RT_ENOTIMPL before anything
  * happens.
  *
+ * Transfer (the primary role of replicated R from P to in-sync T,
+ * docs/DESIGN-replication.md §9.3 step 2): checked here (R replicated, T
+ * known and not P, R not busy), then carried out by ms_repl_transfer
+ * (TRANSFER_PRIMARY, the seal intent, SEALs, the commit, assignments);
+ * its callback ends the op with the event (the ServerBusy window) and
+ * the move cool-downs of R, P and T. A refusal by ms_repl leaves no op
+ * and no event.
+ *
  * What an operator waiting for an operation sees: 400 bad arguments,
  * 404 no such range/server, 409 the range is busy or the request makes
  * no sense now (server down, nothing to split at), 500 the catalog
  * failed, 501 a move of a replicated range, 503 master stopping, 504 a
- * timeout; otherwise 200 with the event. */
+ * timeout (a transfer: it ended with another primary than its target);
+ * otherwise 200 with the event. */
 #include "ms_exec.h"
 
 #include <inttypes.h>
@@ -181,7 +190,9 @@ unsigned ms_exec_moves(struct ms_exec *ex)
     unsigned n = 0;
     for (size_t i = 0; i < ex->ops.n; i++) {
         const struct ms_op *op = ex->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op);
+        n += !op->finished &&
+             (op->kind == MS_OP_MOVE || op->kind == MS_OP_TRANSFER) &&
+             ms__op_holds(op);
     }
     return n;
 }
@@ -191,8 +202,9 @@ unsigned ms_exec_server_moving(struct ms_exec *ex, uint64_t sid)
     unsigned n = 0;
     for (size_t i = 0; i < ex->ops.n; i++) {
         const struct ms_op *op = ex->ops.v[i];
-        n += !op->finished && op->kind == MS_OP_MOVE && ms__op_holds(op) &&
-             (op->server_id == sid || op->dst == sid);
+        n += !op->finished &&
+             (op->kind == MS_OP_MOVE || op->kind == MS_OP_TRANSFER) &&
+             ms__op_holds(op) && (op->server_id == sid || op->dst == sid);
     }
     return n;
 }
@@ -217,6 +229,7 @@ static const char *const ms__op_kind_names[] = {
     [MS_OP_SPLIT] = "split",
     [MS_OP_MERGE] = "merge",
     [MS_OP_MOVE] = "move",
+    [MS_OP_TRANSFER] = "transfer",
 };
 
 /* Starts the operation @o orders on its range @r (owner included); its
@@ -1663,6 +1676,99 @@ static int ms__move(struct ms_exec *ex,
     return 0;
 }
 
+/* ---- transfers (docs/DESIGN-replication.md §9.3 step 2) ---- */
+
+/* ms_repl_transfer_cb: the transfer ended; its event and the operator's
+ * answer carry the ServerBusy window. */
+static void ms__transfer_done(void *arg,
+                              int code,
+                              const struct ms_repl_transfer_result *res)
+{
+    struct ms_op *op = arg;
+    struct ms_exec *ex = op->ex;
+    json_t *e = op->ev;
+    op->calls--;
+    json_object_set_new(e, "new_primary",
+                        json_integer((json_int_t)res->new_primary));
+    json_object_set_new(e, "new_epoch", json_integer((json_int_t)res->epoch));
+    json_object_set_new(e, "lsn", json_integer((json_int_t)res->lsn));
+    json_object_set_new(e, "frozen_ms",
+                        json_integer((json_int_t)res->frozen_ms));
+    json_object_set_new(e, "window_ms",
+                        json_integer((json_int_t)res->window_ms));
+    if (code == 0) {
+        uint64_t now = rt_time_mono_ms();
+        struct ms_server *s = ms_cluster_server_find(ex->cl, op->server_id);
+        struct ms_server *t = ms_cluster_server_find(ex->cl, op->dst);
+        ex->n_transfers++;
+        /* The cool-downs of a move (docs/DESIGN-replication.md §9.4). */
+        ms_exec_rmeta(ex, op->range_id)->move_ms = now;
+        if (s) {
+            s->move_ms = now;
+        }
+        if (t) {
+            t->move_ms = now;
+        }
+    }
+    ms__op_finish(op, code, code ? res->error : NULL);
+    if (code == 0 && ex->moved_cb && !ex->cl->stopping) {
+        ex->moved_cb(ex->moved_arg); /* a drain goes on */
+    }
+}
+
+static int ms__transfer(struct ms_exec *ex,
+                        const struct ms_exec_order *o,
+                        const struct ms_range *r,
+                        char *err,
+                        size_t errlen)
+{
+    struct ms_op *op;
+    int rc;
+    if (r->nreplicas <= 1) {
+        snprintf(err, errlen,
+                 "range %" PRIu64
+                 " has one replica: there is no other to hand its primary "
+                 "role to",
+                 r->id);
+        return RT_EINVAL;
+    }
+    if (!ms_catalog_server_find(ex->cl->cat, o->dst)) {
+        snprintf(err, errlen, "no server %" PRIu64, o->dst);
+        return RT_ENOTFOUND;
+    }
+    if (r->server_id == o->dst) {
+        snprintf(err, errlen,
+                 "server %" PRIu64 " is already the primary of range %" PRIu64,
+                 o->dst, r->id);
+        return RT_EINVAL;
+    }
+    if (!ex->repl) {
+        snprintf(err, errlen, "replication is not running");
+        return RT_EBUSY;
+    }
+    if (ms_exec_busy(ex, r->id)) {
+        snprintf(err, errlen, "range %" PRIu64 " is busy", r->id);
+        return RT_EBUSY;
+    }
+    op = ms__op_begin(ex, o, r);
+    op->dst = o->dst;
+    json_object_set_new(op->ev, "to", json_integer((json_int_t)o->dst));
+    ms_exec_ev_decision(op->ev, o->d);
+    op->calls++;
+    rc = ms_repl_transfer(ex->repl, r->id, o->dst, ms__transfer_done, op, err,
+                          errlen);
+    if (rc) {
+        /* Refused before anything was asked: no event, nothing changed. */
+        op->calls--;
+        op->req = NULL;
+        op->finished = op->reported = true;
+        ms__op_maybe_free(op);
+        return rc;
+    }
+    ms_cluster_changed(ex->cl); /* the transfer shows in "ops" at once */
+    return 0;
+}
+
 /* ---- starting ---- */
 
 /* A move rebuilds a range with the RF 1 replica set; moving a replicated
@@ -1691,6 +1797,9 @@ int ms_exec_start(struct ms_exec *ex,
     if (!r) {
         return RT_ENOTFOUND;
     }
+    if (o->kind == MS_OP_TRANSFER) {
+        return ms__transfer(ex, o, r, err, errlen);
+    }
     if (ms__replicated(r, err, errlen)) {
         if (o->kind == MS_OP_SPLIT) {
             return ms__rsplit(ex, o, r, err, errlen);
@@ -1707,6 +1816,8 @@ int ms_exec_start(struct ms_exec *ex,
             return ms__merge(ex, o, r, err, errlen);
         case MS_OP_MOVE:
             return ms__move(ex, o, r, err, errlen);
+        case MS_OP_TRANSFER:
+            break;
     }
     snprintf(err, errlen, "unknown operation %d", (int)o->kind);
     return RT_EINVAL;

@@ -42,7 +42,10 @@ struct ms_rmeta
     uint64_t move_ms;  /* its last move ended (0 = never) */
 };
 
-enum ms_op_kind { MS_OP_SPLIT, MS_OP_MERGE, MS_OP_MOVE };
+/* MS_OP_TRANSFER: the primary role of a replicated range handed to an
+ * in-sync secondary (docs/DESIGN-replication.md §9.3 step 2), carried out
+ * by ms_repl; the op holds the range until it ends. */
+enum ms_op_kind { MS_OP_SPLIT, MS_OP_MERGE, MS_OP_MOVE, MS_OP_TRANSFER };
 
 /* States of a range move (docs/DESIGN-moves.md); the legal changes are
  * the table in ms_exec.c. NEW = not started (also every split and
@@ -105,14 +108,15 @@ struct ms_exec
     struct ms_events *events; /* borrowed, may be NULL */
     struct ms_admin *admin;   /* borrowed, may be NULL: set by the owner */
     struct ms_repl *repl;     /* borrowed, may be NULL: set by the owner;
-                               * splits of replicated ranges consult it */
+                               * splits of replicated ranges consult it,
+                               * transfers need it */
     uint32_t move_timeout_ms; /* MOVE_OUT for an empty range; 0 = 30000 */
     ms_exec_moved_cb moved_cb;
     void *moved_arg;
 
     struct ms_vec ops;   /* struct ms_op *, in flight */
     struct ms_vec rmeta; /* struct ms_rmeta *, by range id */
-    uint64_t n_splits, n_merges, n_moves, n_aborts;
+    uint64_t n_splits, n_merges, n_moves, n_aborts, n_transfers;
 };
 
 /* Range bookkeeping for every range of the catalog (counted as just
@@ -133,11 +137,12 @@ void ms_exec_fini(struct ms_exec *ex);
 /* ---- starting operations ---- */
 
 /* What to start: a split of @range_id at @key (NULL: the load median), a
- * merge of @range_id with @range_id2 (0: its right-hand neighbour) or a
- * move of @range_id to server @dst. @origin is a static string ("policy",
- * "manual", "drain"); @d (may be NULL) is the policy decision behind it,
- * recorded in the event; @req (may be NULL) is the operator waiting for
- * it. Everything is borrowed. */
+ * merge of @range_id with @range_id2 (0: its right-hand neighbour), a
+ * move of @range_id to server @dst, or a transfer of replicated
+ * @range_id's primary role to in-sync secondary @dst. @origin is a static
+ * string ("policy", "manual", "drain"); @d (may be NULL) is the policy decision
+ * behind it, recorded in the event; @req (may be NULL) is the operator waiting
+ * for it. Everything is borrowed. */
 struct ms_exec_order
 {
     enum ms_op_kind kind;
@@ -156,13 +161,15 @@ struct ms_exec_order
  * fails after it was recorded is not an error here: it aborts and
  * reports like any other.
  * Errors: RT_ENOTFOUND (no such range or server), RT_EINVAL (arguments
- * that make no sense), RT_EBUSY (the range is busy, changing its replica
- * configuration, or a server is down or draining), RT_ENOTIMPL (a merge or
- * move of a range with more than one replica: not before
- * docs/DESIGN-replication.md §9.2-§9.3 is built; the admin API answers
- * 501), or a catalog error. A split of a replicated range that fails
- * after its primary froze it reports like any other (RT_ESTALE: the range
- * changed meanwhile, 409). */
+ * that make no sense; a transfer of an RF-1 range, or to a server that is
+ * the primary or not in the ISR), RT_EBUSY (the range is busy, changing
+ * its replica configuration, or a server is down or draining),
+ * RT_ENOTIMPL (a merge or move of a range with more than one replica: not
+ * before docs/DESIGN-replication.md §9.2-§9.3 is built; the admin API
+ * answers 501), or a catalog error. A split of a replicated range that
+ * fails after its primary froze it reports like any other (RT_ESTALE: the
+ * range changed meanwhile, 409); so does a transfer that fails after it
+ * started (its event, outcome "failed"). */
 int ms_exec_start(struct ms_exec *ex,
                   const struct ms_exec_order *o,
                   char *err,
@@ -181,9 +188,10 @@ void ms_exec_on_register(struct ms_exec *ex, struct ms_server *s);
 
 /* An operation of @range_id holds it (no other may start). */
 bool ms_exec_busy(struct ms_exec *ex, uint64_t range_id);
-/* Moves holding their range. */
+/* Moves and transfers holding their range (max_moves counts both). */
 unsigned ms_exec_moves(struct ms_exec *ex);
-/* Moves holding their range with @sid as source or target. */
+/* Moves and transfers holding their range with @sid as source or
+ * target. */
 unsigned ms_exec_server_moving(struct ms_exec *ex, uint64_t sid);
 /* The bookkeeping of @id, created (born now) when unknown. Valid until the
  * next call that creates or prunes. */

@@ -138,7 +138,8 @@ static struct ms_admin_req *ms__post_req(struct MHD_Connection *c,
         *err = "range=ID is required";
         goto err;
     }
-    if ((p->kind == MS_ADMIN_MOVE || p->kind == MS_ADMIN_DRAIN) &&
+    if ((p->kind == MS_ADMIN_MOVE || p->kind == MS_ADMIN_DRAIN ||
+         p->kind == MS_ADMIN_TRANSFER) &&
         !ms__parse_u64(server, &sid)) {
         *err = "server=ID is required";
         goto err;
@@ -179,7 +180,8 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
         } routes[] = {{"/api/split", MS_ADMIN_SPLIT},
                       {"/api/merge", MS_ADMIN_MERGE},
                       {"/api/move", MS_ADMIN_MOVE},
-                      {"/api/drain", MS_ADMIN_DRAIN}};
+                      {"/api/drain", MS_ADMIN_DRAIN},
+                      {"/api/transfer", MS_ADMIN_TRANSFER}};
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
             if (strcmp(url, routes[i].url) == 0) {
                 p = rt_xcalloc(1, sizeof(*p));
@@ -317,7 +319,8 @@ static enum MHD_Result ms__http_handler(void *cls,
                (strcmp(url, "/api/split") == 0 ||
                 strcmp(url, "/api/merge") == 0 ||
                 strcmp(url, "/api/move") == 0 ||
-                strcmp(url, "/api/drain") == 0)) {
+                strcmp(url, "/api/drain") == 0 ||
+                strcmp(url, "/api/transfer") == 0)) {
         return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                             "use POST\n", false);
     } else {

@@ -6,16 +6,20 @@
  *     cold; a change is reported as a HOT / COOL mark;
  *  2. splits: hot for split_sustain_ms, not new (split_cooldown_ms), not
  *     busy, the table below split_max_ranges, and a load-median key;
- *  3. moves: while fewer than max_moves are in flight, the most loaded
+ *  3. transfers (docs/DESIGN-replication.md §9.4): the same rule over the
+ *     replicated ranges, whose primary role goes to the member of their
+ *     ISR that evens the two servers out best (no copy);
+ *  4. moves, only when no transfer was decided: while fewer than
+ *     max_moves are in flight, the most loaded
  *     eligible server above mean * (1 + tolerance) gives the range that
  *     best evens it out with the least loaded one (ties: the smaller
  *     range, it copies faster);
- *  4. merges: one pair per call, adjacent, same server, both cold long
+ *  5. merges: one pair per call, adjacent, same server, both cold long
  *     enough, small, and not split recently.
  * A range chosen by one pass is not used by a later one in the same call.
  * Replicated ranges (more than one replica) are never split, merged or
  * moved yet: the master would refuse (docs/DESIGN-replication.md §9 comes
- * later). */
+ * later); only their primary role moves. */
 #include "ms_policy.h"
 
 #include <inttypes.h>
@@ -30,8 +34,8 @@
 
 const char *ms_decision_kind_name(enum ms_decision_kind k)
 {
-    static const char *const names[MS_DECIDE__NR] = {"hot", "cool", "split",
-                                                     "merge", "move"};
+    static const char *const names[MS_DECIDE__NR] = {
+        "hot", "cool", "split", "merge", "move", "transfer"};
     return (int)k >= 0 && k < MS_DECIDE__NR ? names[k] : "?";
 }
 
@@ -471,6 +475,14 @@ static void ms__pass_moves(struct ms__dflt *p,
     unsigned moves = v->moves;
     double mean = 0;
 
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->d[i].kind == MS_DECIDE_TRANSFER) {
+            /* Loads have changed: moves wait for the next call. */
+            free(load);
+            free(taken);
+            return;
+        }
+    }
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
         if (ms__eligible(s)) {
@@ -599,7 +611,112 @@ out:
     free(taken);
 }
 
-/* Pass 4: one merge. */
+/* Pass 3: transfers of primary roles (see the header comment). */
+static void ms__pass_transfers(struct ms__dflt *p,
+                               const struct ms_cluster_view *v,
+                               struct ms__out *o)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    size_t ns = v->nservers, neligible = 0;
+    double *load = rt_xcalloc(ns ? ns : 1, sizeof(*load));
+    bool *taken = rt_xcalloc(ns ? ns : 1, sizeof(*taken));
+    unsigned moves = v->moves;
+    double mean = 0;
+
+    for (size_t i = 0; i < v->nranges; i++) {
+        for (size_t j = 0; j < ns; j++) {
+            if (v->servers[j].id == v->ranges[i].server_id) {
+                load[j] += ms__demand(&v->ranges[i]);
+            }
+        }
+    }
+    for (size_t j = 0; j < ns; j++) {
+        if (ms__eligible(&v->servers[j])) {
+            mean += load[j];
+            neligible++;
+        }
+    }
+    if (neligible < 2) {
+        goto out;
+    }
+    mean /= (double)neligible;
+    while (moves < c->max_moves && o->n < o->max) {
+        const struct ms_range_view *best = NULL;
+        double best_max = 0, lr_best = 0;
+        size_t si = ns, ti = ns;
+        for (size_t j = 0; j < ns; j++) {
+            if (!taken[j] && ms__server_free(c, v, &v->servers[j]) &&
+                ms__overloaded(c, load[j], mean) &&
+                (si == ns || load[j] > load[si])) {
+                si = j;
+            }
+        }
+        if (si == ns) {
+            break;
+        }
+        taken[si] = true;
+        for (size_t i = 0; i < v->nranges; i++) {
+            const struct ms_range_view *r = &v->ranges[i];
+            double lr;
+            if (r->server_id != v->servers[si].id || !r->replicated ||
+                r->busy || o->used[i] || !r->load ||
+                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                continue;
+            }
+            lr = ms__demand(r);
+            for (size_t k = 0; k < r->nisr; k++) {
+                for (size_t j = 0; j < ns; j++) {
+                    double nm;
+                    if (v->servers[j].id != r->isr[k] || j == si || taken[j] ||
+                        !ms__server_free(c, v, &v->servers[j])) {
+                        continue;
+                    }
+                    nm = fmax(load[si] - lr, load[j] + lr);
+                    if (!best || nm < best_max) {
+                        best = r;
+                        best_max = nm;
+                        lr_best = lr;
+                        ti = j;
+                    }
+                }
+            }
+        }
+        if (!best || best_max > load[si] * (1.0 - c->move_gain_pct / 100.0)) {
+            continue;
+        }
+        {
+            struct ms_decision *d = ms__emit(o, MS_DECIDE_TRANSFER, best->id);
+            d->server_id = v->servers[ti].id;
+            d->load = lr_best;
+            d->src_load = load[si];
+            d->dst_load = load[ti];
+            d->mean_load = mean;
+            d->threshold = ms__over_threshold(c, mean);
+            snprintf(d->reason, sizeof(d->reason),
+                     "server %" PRIu64
+                     " primary demand %.0f/s > mean %.0f/s + %u%%; "
+                     "in-sync replica on server %" PRIu64
+                     " (%.0f/s) takes the primary role: "
+                     "%.0f/s moves, the larger becomes %.0f/s",
+                     v->servers[si].id, load[si], mean, c->move_tolerance_pct,
+                     v->servers[ti].id, load[ti], lr_best, best_max);
+            for (size_t i = 0; i < v->nranges; i++) {
+                if (&v->ranges[i] == best) {
+                    o->used[i] = true;
+                }
+            }
+            taken[ti] = true;
+            load[si] -= lr_best;
+            load[ti] += lr_best;
+            moves++;
+        }
+    }
+out:
+    free(load);
+    free(taken);
+}
+
+/* Pass 5: one merge. */
 static void ms__pass_merges(struct ms__dflt *p,
                             const struct ms_cluster_view *v,
                             struct ms__out *o)
@@ -658,6 +775,7 @@ static size_t ms__dflt_decide(void *state,
     o.used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*o.used));
     ms__pass_marks(p, v, &o);
     ms__pass_splits(p, v, &o);
+    ms__pass_transfers(p, v, &o);
     ms__pass_moves(p, v, &o);
     ms__pass_merges(p, v, &o);
     free(o.used);

@@ -7,7 +7,8 @@
  *
  * Two operations:
  *  - place: the server for a new table's first range;
- *  - decide: a list of decisions (split R at K, merge R1 R2, move R to S)
+ *  - decide: a list of decisions (split R at K, merge R1 R2, move R to S,
+ *    transfer the primary role of replicated R to its in-sync replica S)
  *    plus informational marks (R became hot / cooled down) from the
  *    per-range loads and the time in the view. A policy may keep state
  *    between calls (e.g. since when a range is hot); the master calls
@@ -52,10 +53,15 @@ struct ms_range_view
     const char *high; /* NULL: unbounded */
     uint64_t server_id;
     uint64_t epoch;
-    bool busy;         /* a split, merge or move of it is in flight */
-    bool replicated;   /* more than one replica: split when hot (pass 2),
-                        * never merged or moved by the policy (moves are
-                        * not supported yet, merges need aligned sets) */
+    bool busy;           /* a split, merge or move of it is in flight */
+    bool replicated;     /* more than one replica: split when hot (pass 2),
+                          * never merged or moved by the policy (moves are
+                          * not supported yet, merges need aligned sets);
+                          * its primary role may be transferred within its
+                          * ISR */
+    const uint64_t *isr; /* replicated: the in-sync replicas, the primary
+                          * (server_id) included */
+    size_t nisr;
     uint64_t born_ms;  /* this id appeared (create, split, merge, or the
                         * master's start for ranges it loaded) */
     uint64_t split_ms; /* the last split involving it or its parents
@@ -71,7 +77,7 @@ struct ms_cluster_view
     const struct ms_range_view *ranges; /* by (table_id, low) */
     size_t nranges;
     uint64_t now_ms; /* monotonic */
-    unsigned moves;  /* moves in flight (all kinds) */
+    unsigned moves;  /* moves and transfers in flight (all kinds) */
 };
 
 enum ms_decision_kind {
@@ -80,6 +86,9 @@ enum ms_decision_kind {
     MS_DECIDE_SPLIT, /* split range_id at key */
     MS_DECIDE_MERGE, /* merge range_id with range_id2 (adjacent, in order) */
     MS_DECIDE_MOVE,  /* move range_id to server_id */
+    /* hand replicated range_id's primary role to server_id, a member of
+     * its ISR (docs/DESIGN-replication.md §9.4) */
+    MS_DECIDE_TRANSFER,
     MS_DECIDE__NR
 };
 
@@ -90,14 +99,15 @@ struct ms_decision
     enum ms_decision_kind kind;
     uint64_t range_id;
     uint64_t range_id2; /* merge: the right-hand neighbour */
-    uint64_t server_id; /* move: the target */
+    uint64_t server_id; /* move, transfer: the target */
     char *key;          /* split: malloc'd, freed by ms_decisions_free */
     char reason[256];   /* one line for humans, kept in the event */
     /* Figures that justified it (0 when not applicable). */
     double load;      /* demand of range_id (entities + refused / s) */
     double load2;     /* merge: demand of range_id2 */
     double threshold; /* the threshold it was compared with */
-    double src_load;  /* move: demand of the source and target servers */
+    double src_load;  /* move, transfer: demand of the source and target
+                       * servers */
     double dst_load;
     double mean_load; /* move: mean demand of eligible servers */
     double share;     /* split: sampled load share left of the key */
@@ -126,7 +136,11 @@ struct ms_policy_config
     /* Move ranges off a server whose demand exceeds the mean of the live,
      * non-draining servers by move_tolerance_pct% and by move_min_eps, to
      * the least-loaded one, when that lowers the larger of the two by
-     * move_gain_pct% at least. */
+     * move_gain_pct% at least. A server's demand is that of the ranges it
+     * is primary of; replicated ranges are balanced first, and only, by
+     * transferring their primary role within their ISR (no copy), with the
+     * same thresholds, cooldowns and max_moves (docs/DESIGN-replication.md
+     * §9.4); a call that decides a transfer decides no move. */
     unsigned move_tolerance_pct; /* 25 */
     double move_min_eps;         /* 500 */
     unsigned move_gain_pct;      /* 10 */

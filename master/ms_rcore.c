@@ -82,6 +82,9 @@ struct ms__rrange
     /* ADDING */
     uint64_t learner;
     uint64_t learner_deadline;
+    /* A transfer intent proposed: the old primary's LSN at its freeze. */
+    uint64_t xfer_lsn;
+    bool xfer_known;
 };
 
 struct ms_rcore
@@ -430,6 +433,42 @@ static bool ms__rcore_live_secondary(const struct ms_rcore *m,
     return false;
 }
 
+/* When a transfer's choice may be taken without its target (see
+ * ms__rcore_transfer_waits): MS__RNEVER when it need not wait. */
+static uint64_t ms__rcore_transfer_until(const struct ms_rcore *m,
+                                         const struct ms__rrange *r)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    if (c->seal_kind != RT_REPL_SEAL_TRANSFER) {
+        return MS__RNEVER;
+    }
+    return r->seal_since_ms + m->cfg.lease_ms + m->cfg.seal_wait_ms;
+}
+
+/* A transfer waits for the seal of every ISR secondary not suspected (its
+ * target above all), up to lease_ms + seal_wait_ms after the intent: a
+ * secondary refuses a SEAL (busy) for up to L, e.g. in the grace after
+ * its start. Choosing without the target would turn a planned transfer
+ * into a failover back to the old primary, and without another secondary
+ * would leave that healthy copy out of the ISR. */
+static bool ms__rcore_transfer_waits(const struct ms_rcore *m,
+                                     const struct ms__rrange *r,
+                                     uint64_t now)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    uint64_t until = ms__rcore_transfer_until(m, r);
+    if (until == MS__RNEVER || now >= until) {
+        return false;
+    }
+    for (size_t i = 0; i < c->n_isr; i++) {
+        if (c->isr[i] != c->primary_id && !r->sealed[i] &&
+            !ms__rcore_suspected(m, c->isr[i], now)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Decisions due at @now for one range; true if its state changed (then
  * the caller looks again). */
 static bool ms__rcore_eval_once(struct ms_rcore *m,
@@ -497,7 +536,8 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
                 }
             }
             if (r->n_sealed > 0 &&
-                (all || now >= r->first_ok_ms + m->cfg.seal_wait_ms)) {
+                (all || now >= r->first_ok_ms + m->cfg.seal_wait_ms) &&
+                !ms__rcore_transfer_waits(m, r, now)) {
                 ms__rcore_choose(m, r, out);
             }
             return false;
@@ -578,6 +618,9 @@ static void ms__rcore_arm(struct ms_rcore *m,
                 if (r->n_sealed > 0) {
                     ms__rcore_min(&at, r->first_ok_ms + m->cfg.seal_wait_ms,
                                   now);
+                    if (ms__rcore_transfer_until(m, r) != MS__RNEVER) {
+                        ms__rcore_min(&at, ms__rcore_transfer_until(m, r), now);
+                    }
                 }
                 for (size_t j = 0; j < c->n_isr; j++) {
                     if (c->isr[j] != c->primary_id && !r->sealed[j]) {
@@ -758,6 +801,86 @@ int ms_rcore_remove_replica(struct ms_rcore *m,
                           ? MS__ROP_LEARNER_OUT
                           : MS__ROP_REMOVE,
                       &next, out);
+    return 0;
+}
+
+/* Transfers (§9.3 step 2) */
+
+/* The checks of ms_rcore_transfer(), in its order. */
+static int ms__rcore_transfer_check(const struct ms__rrange *r,
+                                    uint64_t epoch,
+                                    uint64_t to)
+{
+    const struct rt_repl_conf *c = &r->conf;
+    if (epoch != c->epoch) {
+        return RT_ESTALE;
+    }
+    if (to == c->primary_id || !rt_repl_conf_in_isr(c, to)) {
+        return RT_EINVAL;
+    }
+    if (r->state != MS_RCORE_STABLE || r->prop != MS__ROP_NONE ||
+        c->seal_epoch != 0) {
+        return RT_EBUSY;
+    }
+    return 0;
+}
+
+/* SEALING of a transfer intent just committed: the old primary's
+ * TRANSFER answer is its seal (it froze at xfer_lsn, released its lease
+ * and serves nothing more of this generation), so it counts as a sealed
+ * replier and stays in the ISR of the next configuration. */
+static void ms__rcore_transfer_sealed(struct ms__rrange *r, uint64_t now)
+{
+    int p = ms__rcore_isr_index(&r->conf, r->conf.primary_id);
+    bool known = r->xfer_known;
+    r->xfer_known = false;
+    if (r->conf.seal_kind != RT_REPL_SEAL_TRANSFER || p < 0 || !known) {
+        return; /* loaded after a restart: P's LSN is not known */
+    }
+    r->sealed[p] = true;
+    r->sealed_lsn[p] = r->xfer_lsn;
+    r->n_sealed = 1;
+    r->first_ok_ms = now;
+}
+
+int ms_rcore_transfer_check(const struct ms_rcore *m,
+                            uint64_t range_id,
+                            uint64_t to,
+                            struct rt_repl_conf *conf)
+{
+    const struct ms__rrange *r = ms__rcore_find(m, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    *conf = r->conf;
+    return ms__rcore_transfer_check(r, r->conf.epoch, to);
+}
+
+int ms_rcore_transfer(struct ms_rcore *m,
+                      uint64_t range_id,
+                      uint64_t epoch,
+                      uint64_t to,
+                      uint64_t lsn,
+                      uint64_t now_ms,
+                      struct rt_repl_actions *out)
+{
+    struct ms__rrange *r = ms__rcore_find(m, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    int rc = ms__rcore_transfer_check(r, epoch, to);
+    if (rc != 0) {
+        return rc;
+    }
+    struct rt_repl_conf next = r->conf;
+    next.seal_epoch = r->conf.epoch + 1;
+    next.seal_kind = RT_REPL_SEAL_TRANSFER;
+    next.seal_to = to;
+    r->xfer_lsn = lsn;
+    r->xfer_known = true;
+    r->op_start_ms = now_ms;
+    ms__rcore_propose(m, r, MS__ROP_SEAL_INTENT, &next, out);
+    ms__rcore_arm(m, now_ms, out);
     return 0;
 }
 
@@ -953,15 +1076,17 @@ static int ms__rcore_committed(struct ms_rcore *m,
     }
     uint64_t old_primary = r->conf.primary_id;
     uint64_t learner = r->learner;
+    bool xfer = r->conf.seal_kind == RT_REPL_SEAL_TRANSFER;
     r->conf = r->prop_conf;
     switch (kind) {
         case MS__ROP_SEAL_INTENT:
             ms__rcore_enter_sealing(r, ev->now_ms);
+            ms__rcore_transfer_sealed(r, ev->now_ms);
             ms__rcore_event(r, "seal", 0, ev->now_ms - r->op_start_ms, out);
             break;
         case MS__ROP_FAILOVER:
-            ms__rcore_to_assigning(m, r, "failover", old_primary, ev->now_ms,
-                                   out);
+            ms__rcore_to_assigning(m, r, xfer ? "transfer" : "failover",
+                                   old_primary, ev->now_ms, out);
             break;
         case MS__ROP_CANCEL:
             ms__rcore_to_assigning(m, r, "failover_cancelled", 0, ev->now_ms,

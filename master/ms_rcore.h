@@ -36,6 +36,8 @@
  *   secondary is not, the wait is dropped (STABLE), so that the next
  *   failover can start; without such a secondary the resends go on (the
  *   primary may only be cut off for a while).
+ * - A transfer (ms_rcore_transfer) enters SEALING from STABLE with a
+ *   TRANSFER intent whose old primary already counts as sealed.
  * - ADDING (a learner committed by ms_rcore_add_learner): ends with its
  *   ISR_CHANGE{add} (committed: T becomes SECONDARY and joins the ISR) or
  *   after cfg.learner_timeout_ms (committed: T leaves the replica set; an
@@ -181,6 +183,41 @@ int ms_rcore_remove_replica(struct ms_rcore *m,
                             uint64_t server,
                             uint64_t now_ms,
                             struct rt_repl_actions *out);
+
+/* A planned primaryship transfer (DESIGN-replication.md §9.3 step 2).
+ * ms_rcore_transfer_check: may @range_id's primary hand over to @to now?
+ * *@conf gets the committed configuration (the epoch TRANSFER_PRIMARY
+ * names). ms_rcore_transfer: the primary answered TRANSFER_PRIMARY{range,
+ * @epoch, to @to} ok: it is frozen, @to acked everything up to @lsn, and
+ * it released its lease. STABLE -> (proposal) -> SEALING: proposes the
+ * intent seal_epoch = epoch + 1, TRANSFER, seal_to @to. Once committed,
+ * the old primary's answer stands for its SEAL (it froze at @lsn and
+ * serves nothing more of its generation): it counts as a sealed replier
+ * at @lsn and so stays in the ISR, as a SECONDARY, of the configuration
+ * that names @to primary. The rest runs as a failover: SEALs to the other
+ * ISR members, the choice (@to, which holds the maximum), ASSIGNING, and
+ * the EVENT "transfer" when @to answered its assignment. The choice waits
+ * for the seal of every ISR secondary not suspected (@to above all), up to
+ * lease_ms + seal_wait_ms after the intent (a secondary answers SEAL busy
+ * for up to L, as in the grace after its start); without @to, the highest
+ * LSN wins, which may be the old primary (a failover back to it). A
+ * transfer
+ * intent loaded after a restart finishes as a plain failover among the
+ * sealed secondaries. Errors (both, in this order): RT_ENOTFOUND (range
+ * not followed), RT_ESTALE (the range is no longer at @epoch), RT_EINVAL
+ * (@to is the primary or not in the ISR), RT_EBUSY (an operation in
+ * flight). */
+int ms_rcore_transfer_check(const struct ms_rcore *m,
+                            uint64_t range_id,
+                            uint64_t to,
+                            struct rt_repl_conf *conf);
+int ms_rcore_transfer(struct ms_rcore *m,
+                      uint64_t range_id,
+                      uint64_t epoch,
+                      uint64_t to,
+                      uint64_t lsn,
+                      uint64_t now_ms,
+                      struct rt_repl_actions *out);
 
 /* One step: MSG (HEARTBEAT, SEAL_RESP, ISR_CHANGE, ASSIGN_RESP from
  * @ev->peer), CONN (@ev->code 0: up, else down), TIMER, COMMITTED

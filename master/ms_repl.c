@@ -14,7 +14,13 @@
  * (retry_ms) is sent again after retry_ms; an unanswered or refused SEAL
  * is resent every resend_ms; a failed commit (the catalog moved, or the
  * table was deleted) drops the operation, and the range is reloaded from
- * the catalog (or forgotten when it is gone). */
+ * the catalog (or forgotten when it is gone).
+ *
+ * A transfer (ms_repl_transfer): TRANSFER_PRIMARY to the primary -> its
+ * answer -> ms_rcore_transfer proposes the TRANSFER intent -> the same
+ * path as a failover from the SEALs on -> the core's "transfer" event
+ * ends it through the caller's callback. A refusal, no answer or a stale
+ * range before the intent sends TRANSFER_ABORT. */
 #include "ms_repl.h"
 
 #include <inttypes.h>
@@ -72,6 +78,14 @@ struct ms__repl_range
     uint64_t rr_start_ms;
     uint64_t rr_failed; /* the last learner that failed (0: none) */
     uint64_t rr_retire; /* the replica a joined learner replaced */
+
+    /* A transfer of ms_repl_transfer(): TRANSFER_PRIMARY asked of
+     * @xfer_from, then (@xfer_intent) carried on by the core. */
+    bool xfer, xfer_intent;
+    uint64_t xfer_from, xfer_to, xfer_epoch;
+    uint64_t xfer_t0, xfer_answer_ms, xfer_frozen_ms, xfer_lsn;
+    ms_repl_transfer_cb xfer_cb;
+    void *xfer_arg;
 };
 
 /* Something for the core once the current action list is done. */
@@ -135,6 +149,13 @@ static void ms__repl_step(struct ms_repl *r, const struct rt_repl_event *ev);
 static void ms__repl_rr_start(struct ms_repl *r);
 static void ms__repl_apply(struct ms_repl *r, const struct rt_repl_actions *a);
 static void ms__repl_drain(struct ms_repl *r);
+static void ms__repl_xfer_end(struct ms_repl *r,
+                              uint64_t range_id,
+                              int code,
+                              const char *why,
+                              bool abort);
+static bool ms__repl_xfer_event(struct ms_repl *r,
+                                const struct rt_repl_action *act);
 
 /* ---- followed ranges ---- */
 
@@ -185,6 +206,10 @@ static struct ms__repl_range *ms__repl_range_add(struct ms_repl *r, uint64_t id)
 static void ms__repl_range_del(struct ms_repl *r, uint64_t id)
 {
     size_t i = ms__repl_slot(r, id);
+    if (i < r->n_ranges && r->ranges[i].id == id && r->ranges[i].xfer) {
+        ms__repl_xfer_end(r, id, RT_ENOTFOUND, "range deleted", false);
+        i = ms__repl_slot(r, id);
+    }
     if (i < r->n_ranges && r->ranges[i].id == id) {
         memmove(&r->ranges[i], &r->ranges[i + 1],
                 (r->n_ranges - i - 1) * sizeof(*r->ranges));
@@ -346,6 +371,9 @@ static void ms__repl_event(struct ms_repl *r, const struct rt_repl_action *act)
 
     r->dirty = true;
 
+    if (ms__repl_xfer_event(r, act)) {
+        return;
+    }
     if (strcmp(what, "failover") == 0) {
         ms__repl_failover_done(r, rr, act->range_id, act->at_ms);
         return;
@@ -1362,4 +1390,283 @@ int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id)
         }
     }
     return rc;
+}
+
+/* ---- transfers (docs/DESIGN-replication.md §9.3 step 2) ---- */
+
+/* A TRANSFER_ABORT in flight: sent again (up to MS__REPL_ABORT_TRIES
+ * times) when it failed while the old primary is still connected. */
+#define MS__REPL_ABORT_TRIES 3
+struct ms__repl_abort
+{
+    struct ms_repl *r;
+    uint64_t peer;
+    uint64_t range_id, epoch, to;
+    unsigned tries;
+};
+
+static void ms__repl_abort_send(struct ms__repl_abort *a);
+
+static void ms__repl_abort_cb(int status,
+                              const uint8_t *body,
+                              size_t len,
+                              void *arg)
+{
+    struct ms__repl_abort *a = arg;
+    (void)body;
+    (void)len;
+    if (status == 0 || a->r->stopping || ++a->tries >= MS__REPL_ABORT_TRIES) {
+        if (status != 0 && !a->r->stopping) {
+            rt_log(RT_LOG_WARN,
+                   "range %" PRIu64 ": TRANSFER_ABORT to server %" PRIu64
+                   " not answered (%s): it unfreezes by itself",
+                   a->range_id, a->peer, rt_strerror(status));
+        }
+        free(a);
+        return;
+    }
+    ms__repl_abort_send(a);
+}
+
+/* Not connected: the old primary is down or reconnecting, and unfreezes
+ * by itself (its 3 s / 10 s rules, or its next assignment). */
+static void ms__repl_abort_send(struct ms__repl_abort *a)
+{
+    Rt__TransferReq req = RT__TRANSFER_REQ__INIT;
+    req.range_id = a->range_id;
+    req.epoch = a->epoch;
+    req.to_server = a->to;
+    if (ms_cluster_call(a->r->cl, a->peer, RT__METHOD__TRANSFER_ABORT,
+                        "TRANSFER_ABORT", &req.base, MS_REPL_TRANSFER_CALL_MS,
+                        ms__repl_abort_cb, a) != 0) {
+        free(a);
+    }
+}
+
+/* Ends the transfer of @range_id: the callback gets @code (and @why);
+ * with @abort the old primary is told TRANSFER_ABORT (not waited for;
+ * resent a few times if it fails while the server is connected). */
+static void ms__repl_xfer_end(struct ms_repl *r,
+                              uint64_t range_id,
+                              int code,
+                              const char *why,
+                              bool abort)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, range_id);
+    struct ms_repl_transfer_result res = {0};
+    struct ms_rcore_range_info info;
+    ms_repl_transfer_cb cb;
+    void *arg;
+    if (!rr || !rr->xfer) {
+        return;
+    }
+    res.from = rr->xfer_from;
+    res.to = rr->xfer_to;
+    res.lsn = rr->xfer_lsn;
+    res.frozen_ms = rr->xfer_frozen_ms;
+    if (ms_rcore_range_get(r->core, range_id, &info) == 0) {
+        res.new_primary = info.conf.primary_id;
+        res.epoch = info.conf.epoch;
+    }
+    if (rr->xfer_answer_ms) {
+        res.window_ms =
+            rr->xfer_frozen_ms + (rt_time_mono_ms() - rr->xfer_answer_ms);
+    }
+    if (why) {
+        snprintf(res.error, sizeof(res.error), "%s", why);
+    }
+    if (abort) {
+        struct ms__repl_abort *a = rt_xcalloc(1, sizeof(*a));
+        *a = (struct ms__repl_abort){.r = r,
+                                     .peer = rr->xfer_from,
+                                     .range_id = range_id,
+                                     .epoch = rr->xfer_epoch,
+                                     .to = rr->xfer_to};
+        ms__repl_abort_send(a);
+    }
+    cb = rr->xfer_cb;
+    arg = rr->xfer_arg;
+    rr->xfer = rr->xfer_intent = false;
+    rr->xfer_cb = NULL;
+    rt_log(code ? RT_LOG_WARN : RT_LOG_INFO,
+           "range %" PRIu64 ": transfer from server %" PRIu64 " to %" PRIu64
+           ": %s (frozen %" PRIu64 " ms, window %" PRIu64 " ms)",
+           range_id, res.from, res.to, code ? res.error : "done", res.frozen_ms,
+           res.window_ms);
+    r->dirty = true;
+    if (cb) {
+        cb(arg, code, &res);
+    }
+}
+
+/* An EVENT of the core about a range with a transfer in flight; true when
+ * it is consumed (the transfer's own event is its caller's). */
+static bool ms__repl_xfer_event(struct ms_repl *r,
+                                const struct rt_repl_action *act)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, act->range_id);
+    const char *what = act->what ? act->what : "";
+    struct ms_rcore_range_info info;
+    char why[128];
+    if (!rr || !rr->xfer || !rr->xfer_intent) {
+        return false;
+    }
+    if (strcmp(what, "transfer") == 0) {
+        uint64_t to = rr->xfer_to;
+        if (ms_rcore_range_get(r->core, act->range_id, &info) == 0 &&
+            info.conf.primary_id != to) {
+            /* Finished as a failover among the sealed (§9.3). */
+            snprintf(why, sizeof(why),
+                     "target did not seal in time: server %" PRIu64
+                     " is primary at epoch %" PRIu64,
+                     info.conf.primary_id, info.conf.epoch);
+            ms__repl_xfer_end(r, act->range_id, RT_ETIMEDOUT, why, false);
+        } else {
+            ms__repl_xfer_end(r, act->range_id, 0, NULL, false);
+        }
+        return true;
+    }
+    if (strcmp(what, "stale") == 0) {
+        /* The intent did not commit: the old primary is still frozen. */
+        ms__repl_xfer_end(r, act->range_id, RT_ESTALE,
+                          "catalog changed before the intent committed", true);
+    } else if (strcmp(what, "assign_dropped") == 0) {
+        ms__repl_xfer_end(r, act->range_id, RT_ETIMEDOUT,
+                          "new primary did not answer its assignment", false);
+    }
+    return false;
+}
+
+static void ms__repl_xfer_cb(int status,
+                             const uint8_t *body,
+                             size_t len,
+                             void *arg)
+{
+    struct ms__repl_call *call = arg;
+    struct ms_repl *r = call->r;
+    uint64_t range_id = call->range_id, epoch = call->epoch;
+    struct ms__repl_range *rr;
+    Rt__TransferResp *resp;
+    struct rt_repl_actions a;
+    char why[128];
+    int rc;
+
+    free(call);
+    rr = r->stopping ? NULL : ms__repl_range(r, range_id);
+    if (!rr || !rr->xfer || rr->xfer_intent || rr->xfer_epoch != epoch) {
+        return;
+    }
+    if (status != 0) {
+        snprintf(why, sizeof(why), "TRANSFER_PRIMARY on server %" PRIu64 ": %s",
+                 rr->xfer_from, rt_strerror(status));
+        ms__repl_xfer_end(r, range_id, status, why, true);
+        return;
+    }
+    resp = rt__transfer_resp__unpack(NULL, len, body);
+    if (!resp) {
+        ms__repl_xfer_end(r, range_id, RT_EINVAL, "bad TransferResp", true);
+        return;
+    }
+    rr->xfer_answer_ms = rt_time_mono_ms();
+    rr->xfer_frozen_ms = resp->frozen_ms;
+    rr->xfer_lsn = resp->lsn;
+    rt__transfer_resp__free_unpacked(resp, NULL);
+    rt_repl_actions_init(&a);
+    rc = ms_rcore_transfer(r->core, range_id, epoch, rr->xfer_to, rr->xfer_lsn,
+                           rr->xfer_answer_ms, &a);
+    if (rc) {
+        rt_repl_actions_close(&a);
+        snprintf(why, sizeof(why), "range changed meanwhile: %s",
+                 rt_strerror(rc));
+        ms__repl_xfer_end(r, range_id, rc, why, true);
+        return;
+    }
+    rr->xfer_intent = true;
+    ms__repl_apply(r, &a); /* the intent's commit (rr may move) */
+    rt_repl_actions_close(&a);
+    ms__repl_drain(r);
+}
+
+int ms_repl_transfer(struct ms_repl *r,
+                     uint64_t range_id,
+                     uint64_t to,
+                     ms_repl_transfer_cb cb,
+                     void *arg,
+                     char *err,
+                     size_t errlen)
+{
+    struct ms__repl_range *rr = ms__repl_range(r, range_id);
+    Rt__TransferReq req = RT__TRANSFER_REQ__INIT;
+    struct ms__repl_call *call;
+    struct rt_repl_conf c;
+    int rc;
+
+    if (r->stopping) {
+        snprintf(err, errlen, "master is stopping");
+        return RT_EBUSY;
+    }
+    if (!rr) {
+        snprintf(err, errlen, "range %" PRIu64 " is not replicated", range_id);
+        return RT_EINVAL;
+    }
+    rc = ms_rcore_transfer_check(r->core, range_id, to, &c);
+    if (rc == 0 && rr->xfer) {
+        rc = RT_EBUSY;
+    }
+    if (rc == RT_EINVAL) {
+        snprintf(err, errlen,
+                 "server %" PRIu64
+                 " is not an in-sync secondary of range "
+                 "%" PRIu64 " (primary %" PRIu64 ")",
+                 to, range_id, c.primary_id);
+        return rc;
+    }
+    if (rc) {
+        snprintf(err, errlen, "range %" PRIu64 " is busy (%s)", range_id,
+                 rr->xfer ? "transferring" : ms_repl_range_state(r, range_id));
+        return rc;
+    }
+    if (!ms_cluster_server_usable(r->cl, to)) {
+        snprintf(err, errlen, "target server %" PRIu64 " is down", to);
+        return RT_EBUSY;
+    }
+    req.range_id = range_id;
+    req.epoch = c.epoch;
+    req.to_server = to;
+    req.new_epoch = c.epoch + 1;
+    call = rt_xcalloc(1, sizeof(*call));
+    call->r = r;
+    call->peer = c.primary_id;
+    call->range_id = range_id;
+    call->epoch = c.epoch;
+    rc = ms_cluster_call(r->cl, c.primary_id, RT__METHOD__TRANSFER_PRIMARY,
+                         "TRANSFER_PRIMARY", &req.base,
+                         MS_REPL_TRANSFER_CALL_MS, ms__repl_xfer_cb, call);
+    if (rc) {
+        free(call);
+        snprintf(err, errlen, "primary server %" PRIu64 " is not connected",
+                 c.primary_id);
+        return RT_EBUSY;
+    }
+    rr->xfer = true;
+    rr->xfer_intent = false;
+    rr->xfer_from = c.primary_id;
+    rr->xfer_to = to;
+    rr->xfer_epoch = c.epoch;
+    rr->xfer_t0 = rt_time_mono_ms();
+    rr->xfer_answer_ms = rr->xfer_frozen_ms = rr->xfer_lsn = 0;
+    rr->xfer_cb = cb;
+    rr->xfer_arg = arg;
+    r->dirty = true;
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": transfer from server %" PRIu64 " to %" PRIu64
+           " at epoch %" PRIu64,
+           range_id, c.primary_id, to, c.epoch);
+    return 0;
+}
+
+bool ms_repl_transferring(const struct ms_repl *r, uint64_t range_id)
+{
+    const struct ms__repl_range *rr = r ? ms__repl_range(r, range_id) : NULL;
+    return rr && rr->xfer;
 }

@@ -141,6 +141,54 @@ void ms_repl_rereplicate(struct ms_repl *r);
  * and the server retries. */
 int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id);
 
+/* A planned primaryship transfer (docs/DESIGN-replication.md §9.3 step
+ * 2), the outcome given to its callback. */
+struct ms_repl_transfer_result
+{
+    uint64_t from, to;    /* old primary, target */
+    uint64_t new_primary; /* primary of the range at the end */
+    uint64_t epoch;       /* the range's epoch at the end */
+    uint64_t lsn;         /* the old primary's last LSN when frozen */
+    uint64_t frozen_ms;   /* frozen until it answered (its own count) */
+    /* The ServerBusy window: frozen_ms + from its answer to the end (the
+     * seal, the commit, the new primary's answer); 0 if never answered. */
+    uint64_t window_ms;
+    char error[160]; /* why it failed ("" on success) */
+};
+/* Fires once: @code 0 (the target is primary), or why not: an RT_E* of
+ * TRANSFER_PRIMARY (refused by the old primary, or no answer: then
+ * TRANSFER_ABORT went to it, sent again up to 3 times while it fails
+ * with the server connected), RT_ESTALE (the range changed before the
+ * intent committed: TRANSFER_ABORT too), RT_ETIMEDOUT (after the intent:
+ * the transfer ended as a failover and another server is primary, or the
+ * new primary did not answer), RT_ENOTFOUND (range deleted). @res is
+ * borrowed for the call. Never fires after ms_repl_stop(). */
+typedef void (*ms_repl_transfer_cb)(void *arg,
+                                    int code,
+                                    const struct ms_repl_transfer_result *res);
+/* Timeout of the TRANSFER_PRIMARY call (the old primary gives up at 3 s). */
+#define MS_REPL_TRANSFER_CALL_MS 5000
+
+/* Starts the transfer of replicated range @range_id's primary role to
+ * @to: TRANSFER_PRIMARY{range, epoch, to, epoch + 1} to the primary; its
+ * answer {lsn, frozen_ms} becomes ms_rcore_transfer() (intent TRANSFER,
+ * SEALs, the new configuration with @to primary and the old primary a
+ * SECONDARY in the ISR, assignments, MAP_UPDATE). Returns 0 (@cb fires
+ * later, never before this returns) or, with @err saying why and nothing
+ * changed: RT_EINVAL (not replicated, or @to not an in-sync secondary:
+ * the primary itself, not a member, outside the ISR), RT_EBUSY (an
+ * operation in flight on the range, the target down, the primary not
+ * connected, the master stopping), RT_ENOTFOUND. */
+int ms_repl_transfer(struct ms_repl *r,
+                     uint64_t range_id,
+                     uint64_t to,
+                     ms_repl_transfer_cb cb,
+                     void *arg,
+                     char *err,
+                     size_t errlen);
+/* A transfer of @range_id is in flight (NULL @r: false). */
+bool ms_repl_transferring(const struct ms_repl *r, uint64_t range_id);
+
 /* What server @server_id last reported of range @range_id in
  * HeartbeatReq.repl (docs/DESIGN-replication.md §12.3). */
 struct ms_repl_report

@@ -427,7 +427,8 @@ static char *ms__build_json(struct ms_cluster *cl,
         }
         for (size_t i = 0; i < bal->exec.ops.n; i++) {
             const struct ms_op *op = bal->exec.ops.v[i];
-            static const char *const kinds[] = {"split", "merge", "move"};
+            static const char *const kinds[] = {"split", "merge", "move",
+                                                "transfer"};
             json_t *oj = json_object();
             json_object_set_new(oj, "kind", json_string(kinds[op->kind]));
             json_object_set_new(oj, "range", ms__json_u64(op->range_id));
@@ -438,6 +439,8 @@ static char *ms__build_json(struct ms_cluster *cl,
                 json_object_set_new(
                     oj, "state",
                     json_string(ms_exec_move_state_name(op->state)));
+            } else if (op->kind == MS_OP_TRANSFER) {
+                json_object_set_new(oj, "to", ms__json_u64(op->dst));
             }
             json_object_set_new(oj, "origin", json_string(op->origin));
             json_object_set_new(oj, "running_ms",
@@ -580,7 +583,11 @@ static char *ms__build_metrics(struct ms_cluster *cl,
                   "rt_master_moves_total{outcome=\"aborted\"} %" PRIu64 "\n",
                   bal->exec.n_aborts);
     ms__metric1(&b, "rt_master_moves_inflight", "gauge",
-                "Range moves in flight.", ms_exec_moves(&bal->exec));
+                "Range moves and primaryship transfers in flight.",
+                ms_exec_moves(&bal->exec));
+    ms__metric1(&b, "rt_master_transfers_total", "counter",
+                "Primaryship transfers that made their target primary.",
+                bal->exec.n_transfers);
     ms__metric1(&b, "rt_master_hot_marks_total", "counter",
                 "Times a range was marked hot by the policy.", bal->n_hot);
     ms__metric1(&b, "rt_master_events_total", "counter",

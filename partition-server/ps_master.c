@@ -32,6 +32,7 @@
 #include "ps_move.h"
 #include "ps_repl.h"
 #include "ps_split.h"
+#include "ps_transfer.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -61,6 +62,7 @@ static int ps__apply(struct ps_server *ps,
     ps->ranges.map_version = map_version;
     /* Replica roles, ISRs and peers (ps_repl.c); RF-1 ranges stay out. */
     refused = ps_repl_assigned(ps, v, n, peers, n_peers);
+    ps_transfer_assigned(ps); /* freezes settled by it */
     /* Frozen ranges, moves in flight, ranges received (ps_move.c). */
     ps_move_assigned(ps, force);
     /* Ranges frozen for a split (ps_split.c). */

@@ -585,7 +585,8 @@ static int ps__rcore_local_done(struct ps_rcore *node,
                                 const struct rt_repl_event *ev,
                                 struct rt_repl_actions *out)
 {
-    if (r->state != PS_RPRI_SERVING || ev->lsn > r->last_lsn + 1) {
+    if ((r->state != PS_RPRI_SERVING && r->state != PS_RPRI_FROZEN) ||
+        ev->lsn > r->last_lsn + 1) {
         return RT_EINVAL;
     }
     if (ev->lsn <= r->last_lsn) {
@@ -1276,6 +1277,14 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
             ps__rcore_trim(r);
             ps__rcore_commit(node, r, out);
             ps__rcore_activated(r);
+        } else if (r->role == PS_RCORE_PRIMARY && r->state == PS_RPRI_FROZEN) {
+            /* A transfer that ended as a failover choosing me again (§9.3:
+             * I held the highest LSN): a new generation of mine. */
+            ps__rcore_depose(r, out);
+            ps__rcore_set_state(r, PS_RPRI_NONE);
+            r->epoch = c->epoch;
+            r->primary_epoch = c->primary_epoch;
+            ps__rcore_activate(node, r, c->isr, c->n_isr, ev->now_ms, out);
         } else if (r->role == PS_RCORE_PRIMARY &&
                    r->primary_epoch == c->primary_epoch) {
             /* DEPOSED by a seal of a failover that was then cancelled. */
@@ -2273,7 +2282,9 @@ int ps_rcore_step(struct ps_rcore *node,
                 ps__rcore_sealed(r, out);
                 rc = 0;
             } else if (r->role == PS_RCORE_PRIMARY &&
-                       r->state == PS_RPRI_SERVING && ev->io_id == 0) {
+                       (r->state == PS_RPRI_SERVING ||
+                        r->state == PS_RPRI_FROZEN) &&
+                       ev->io_id == 0) {
                 rc = ps__rcore_local_done(node, r, ev, out);
             } else if (r->role == PS_RCORE_SECONDARY &&
                        (ev->io_id != 0 ||
@@ -2310,6 +2321,61 @@ int ps_rcore_step(struct ps_rcore *node,
 }
 
 /* Inspection */
+
+/* Transfers (§3.1 FROZEN, §4 TRANSFER_PRIMARY) */
+
+int ps_rcore_freeze(struct ps_rcore *node,
+                    uint64_t range_id,
+                    uint64_t epoch,
+                    uint64_t to)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL || r->role != PS_RCORE_PRIMARY || r->epoch != epoch ||
+        r->state == PS_RPRI_DEPOSED || r->await_assign) {
+        return RT_ESTALE;
+    }
+    bool member = false;
+    for (size_t i = 0; i < r->n_peers; i++) {
+        member |= r->peers[i].id == to;
+    }
+    if (!member) {
+        return RT_EINVAL;
+    }
+    if (r->state != PS_RPRI_SERVING) {
+        return RT_EBUSY; /* frozen already, activating, or without lease */
+    }
+    ps__rcore_set_state(r, PS_RPRI_FROZEN);
+    return 0;
+}
+
+int ps_rcore_unfreeze(struct ps_rcore *node, uint64_t range_id)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL || r->role != PS_RCORE_PRIMARY ||
+        r->state != PS_RPRI_FROZEN) {
+        return RT_ENOTFOUND;
+    }
+    ps__rcore_set_state(r, PS_RPRI_SERVING);
+    return 0;
+}
+
+int ps_rcore_peer_acked(const struct ps_rcore *node,
+                        uint64_t range_id,
+                        uint64_t peer,
+                        uint64_t *acked)
+{
+    const struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL || r->role != PS_RCORE_PRIMARY) {
+        return RT_ENOTFOUND;
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        if (r->peers[i].id == peer) {
+            *acked = r->peers[i].acked;
+            return 0;
+        }
+    }
+    return RT_ENOTFOUND;
+}
 
 int ps_rcore_set_silent(struct ps_rcore *node,
                         uint64_t range_id,

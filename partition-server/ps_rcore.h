@@ -379,6 +379,33 @@ int ps_rcore_set_silent(struct ps_rcore *node,
                         const uint64_t *ids,
                         size_t n);
 
+/* Transfer of primaryship (§3.1 FROZEN, §4 TRANSFER_PRIMARY, §9.3).
+ * ps_rcore_freeze: SERVING -> FROZEN for a transfer of @range_id at
+ * @epoch to ISR member @to. While FROZEN the range takes no client write
+ * (CLIENT_WRITE RT_ENOTPRIMARY; the glue answers RT_EBUSY before that),
+ * still takes the DISK_DONE of groups already in the writer and streams
+ * them, counts acks and answers held writes as cw covers them, and never
+ * proposes an ISR removal. Errors, in this order: RT_ESTALE (not the
+ * primary here, or not at @epoch, or deposed, or a restarted primary not
+ * confirmed yet), RT_EINVAL (@to not an ISR peer), RT_EBUSY (not SERVING:
+ * frozen already, activating, or without lease). An assignment naming
+ * another primary steps a frozen primary down like a serving one; one
+ * naming it primary of a new generation (the transfer ended as a
+ * failover that chose it) activates it again.
+ * ps_rcore_unfreeze: FROZEN -> SERVING (TRANSFER_ABORT); RT_ENOTFOUND
+ * when the range is not a frozen primary here.
+ * ps_rcore_peer_acked: *@acked = ISR peer @peer's cumulative ack of
+ * primary range @range_id; RT_ENOTFOUND otherwise. */
+int ps_rcore_freeze(struct ps_rcore *node,
+                    uint64_t range_id,
+                    uint64_t epoch,
+                    uint64_t to);
+int ps_rcore_unfreeze(struct ps_rcore *node, uint64_t range_id);
+int ps_rcore_peer_acked(const struct ps_rcore *node,
+                        uint64_t range_id,
+                        uint64_t peer,
+                        uint64_t *acked);
+
 /* The range is no longer this node's (or changes role): a primary's held
  * writes are answered RT_ETIMEDOUT (outcome unknown, §5.5) in @out, and
  * everything the node kept of the range is freed. RT_ENOTFOUND if

@@ -77,6 +77,10 @@ struct ps__rrange
     int lease_held;
     int nolease; /* primary: NOLEASE now (logged once per lapse) */
     int seen;    /* in the assignment being applied */
+    /* primary frozen for a transfer: the first SupportReq seq that
+     * carried its release (0: not released) */
+    uint64_t release_seq;
+    int held; /* ps_repl_hold: clients get RT_EBUSY */
 };
 
 struct ps__rpeer
@@ -85,6 +89,7 @@ struct ps__rpeer
     char addr[320];
     struct rt_rpc_client *cli;
     struct ps_repl *repl;
+    uint64_t resp_seq;   /* the highest SupportReq seq it answered */
     int inc_from_master; /* the master gave its incarnation */
     /* The batch of appends being built by one dispatch. */
     Rt__ReplGroup **batch;
@@ -191,6 +196,7 @@ struct ps_repl
     struct ps_lease_holder *holder;
     uint64_t start_ms;
     uv_timer_t support_timer;
+    uint64_t sent_seq;              /* the last SupportReq seq sent */
     int fenced;                     /* ps_repl_lease_fence */
     ps_repl_action_hook learn_hook; /* ps_repl_set_learn_hook */
     int closing;
@@ -1452,6 +1458,11 @@ int ps_repl_route(struct ps_server *ps,
         const struct ps_range *r = ps_ranges_find(&ps->ranges, range_id);
         return r != NULL && r->n_replicas > 1 ? RT_ENOTPRIMARY : 1;
     }
+    if (rr->held ||
+        (rr->primary && ps_rcore_range_get(rp->core, range_id, &info) == 0 &&
+         info.role == PS_RCORE_PRIMARY && info.state == PS_RPRI_FROZEN)) {
+        return RT_EBUSY; /* a transfer's short window (§9.3): 503 at once */
+    }
     if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
         info.state != PS_RPRI_SERVING) {
         return RT_ENOTPRIMARY;
@@ -1946,6 +1957,10 @@ static void ps__support_reply(int status,
         return;
     }
     if (resp->seq == seq) {
+        struct ps__rpeer *p = ps__peer_find(ps->repl, peer);
+        if (p != NULL && seq > p->resp_seq) {
+            p->resp_seq = seq;
+        }
         (void)ps_lease_holder_on_resp(ps->repl->holder, peer, seq,
                                       resp->granted, resp->withdrawn,
                                       resp->n_withdrawn);
@@ -2010,6 +2025,7 @@ static void ps__support_round(struct ps_repl *rp)
             continue;
         }
         ps_lease_holder_send(rp->holder, p->id, ps__lease_now(), &lr);
+        rp->sent_seq = lr.seq;
         msg.from_server = ps->server_id;
         msg.incarnation.data = ps->incarnation;
         msg.incarnation.len = sizeof(ps->incarnation);
@@ -2383,4 +2399,93 @@ void ps_repl_stop(struct ps_server *ps)
     uv_close((uv_handle_t *)&rp->core_timer, ps__repl_close_cb);
     uv_close((uv_handle_t *)&rp->read_timer, ps__repl_close_cb);
     uv_close((uv_handle_t *)&rp->support_timer, ps__repl_close_cb);
+}
+
+/* ---- transfers (docs/DESIGN-replication.md §9.3 step 2; ps_transfer) ---- */
+
+int ps_repl_freeze(struct ps_server *ps,
+                   uint64_t range_id,
+                   uint64_t epoch,
+                   uint64_t to)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    int rc;
+    if (rr == NULL || rp->core == NULL || rp->closing || !rr->primary) {
+        return RT_ESTALE;
+    }
+    rc = ps_rcore_freeze(rp->core, range_id, epoch, to);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Release the lease at once so that the ISR may seal without waiting
+     * out L: every grant held for the range is void from here, and no
+     * lapse of it is NOLEASE (nobody is to be removed for it). */
+    if (rp->holder != NULL) {
+        (void)ps_lease_holder_release(rp->holder, range_id);
+    }
+    rr->lease_held = rr->nolease = 0;
+    (void)ps_rcore_set_silent(rp->core, range_id, NULL, 0);
+    rr->release_seq = rp->sent_seq + 1;
+    ps__support_round(rp);
+    return 0;
+}
+
+int ps_repl_unfreeze(struct ps_server *ps, uint64_t range_id)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    if (rr == NULL || rp->core == NULL || rp->closing) {
+        return RT_ENOTFOUND;
+    }
+    if (rr->release_seq != 0 && rp->holder != NULL) {
+        /* Only support asked for from now on counts (§9.3). */
+        (void)ps_lease_holder_resume(rp->holder, range_id);
+    }
+    rr->release_seq = 0;
+    if (ps_rcore_unfreeze(rp->core, range_id) != 0) {
+        return RT_ENOTFOUND;
+    }
+    ps__support_kick(rp);
+    return 0;
+}
+
+int ps_repl_transfer_ready(struct ps_server *ps,
+                           uint64_t range_id,
+                           uint64_t to,
+                           int all,
+                           uint64_t *lsn)
+{
+    struct ps_repl *rp = ps->repl;
+    struct ps__rrange *rr = rp ? ps__rr_find(rp, range_id) : NULL;
+    struct ps_rcore_range_info info;
+    uint64_t acked = 0;
+    if (rr == NULL || rp->core == NULL || rp->closing ||
+        ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
+        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_FROZEN ||
+        ps_rcore_peer_acked(rp->core, range_id, to, &acked) != 0) {
+        return RT_ESTALE;
+    }
+    *lsn = info.last_lsn;
+    if (acked < info.last_lsn || (all && info.commit_lsn < info.last_lsn)) {
+        return 0;
+    }
+    for (size_t i = 0; i < rp->n_peers; i++) {
+        const struct ps__rpeer *p = rp->peers[i];
+        if ((p->id == to || (all && p->cli != NULL)) &&
+            p->resp_seq < rr->release_seq) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int ps_repl_hold(struct ps_server *ps, uint64_t range_id, int on)
+{
+    struct ps__rrange *rr = ps->repl ? ps__rr_find(ps->repl, range_id) : NULL;
+    if (rr == NULL) {
+        return RT_ENOTFOUND;
+    }
+    rr->held = on != 0;
+    return 0;
 }

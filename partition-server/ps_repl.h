@@ -61,7 +61,8 @@
  *    held writes. A write held --write-hold-ms is answered RT_ETIMEDOUT.
  *  - Heartbeats (ps_repl_status): a ReplStatus per replicated range.
  *  - Admission (ps_repl_route): only the primary serves client requests
- *    (a secondary answers RT_ENOTPRIMARY), at any RangeRef.epoch in
+ *    (a secondary answers RT_ENOTPRIMARY, a primary frozen for a transfer
+ *    or held by ps_repl_hold RT_EBUSY), at any RangeRef.epoch in
  *    [primary_epoch, epoch] (an ISR change leaves front-end maps valid).
  *  - Primary writes (ps_repl_write_done): the writer gave the write its
  *    range's LSN in the group's transaction; the group's change records
@@ -100,7 +101,7 @@
  * core restarts the stream to a peer when the connection comes back.
  *
  * Not yet (later steps): a joining member in the lease set (no
- * ISR_CHANGE{add} yet), release / resume on transfers, the disk-stall
+ * ISR_CHANGE{add} yet), the disk-stall
  * detector that should call ps_repl_lease_fence, the SealResp history, the
  * activation timeout (a promoted primary asks to shrink its ISR instead), NACKs
  * RT_ENOSPACE / RT_EDIVERGED from this glue (the core handles them; a failing
@@ -336,6 +337,39 @@ void ps_repl_set_learn_hook(struct ps_server *ps, ps_repl_action_hook hook);
 /* Steps the core with @ev (borrowed) and runs its actions; nothing
  * before the core exists or once stopping. */
 void ps_repl_core_step(struct ps_server *ps, const struct rt_repl_event *ev);
+
+/* Transfers of primaryship (docs/DESIGN-replication.md §3.1 FROZEN, §4,
+ * §9.3 step 2), driven by ps_transfer.
+ * ps_repl_freeze: the core's ps_rcore_freeze (same errors: RT_ESTALE,
+ * RT_EINVAL, RT_EBUSY; RT_ESTALE too for a range not primary here); then
+ * the read lease is released (ps_lease_holder_release: every grant void,
+ * the range listed in `release` of every SupportReq) and a support round
+ * goes out at once, so the ISR may seal without waiting out L. From then
+ * ps_repl_route answers RT_EBUSY for the range.
+ * ps_repl_unfreeze: back to SERVING; the lease must be won again (only
+ * support asked for after this counts). RT_ENOTFOUND if not frozen here.
+ * ps_repl_transfer_ready: 1 when the frozen range may be handed over:
+ * @to acked its last LSN (*@lsn) and answered a SupportReq carrying the
+ * release; with @all, also every ISR member acked it (cw = last, so no
+ * write stays held) and every connected peer answered such a request;
+ * 0 not yet; RT_ESTALE when the range is no longer a frozen primary
+ * here. */
+int ps_repl_freeze(struct ps_server *ps,
+                   uint64_t range_id,
+                   uint64_t epoch,
+                   uint64_t to);
+int ps_repl_unfreeze(struct ps_server *ps, uint64_t range_id);
+int ps_repl_transfer_ready(struct ps_server *ps,
+                           uint64_t range_id,
+                           uint64_t to,
+                           int all,
+                           uint64_t *lsn);
+
+/* While @on, ps_repl_route answers RT_EBUSY for @range_id whatever its
+ * state: a freeze found persisted after a restart (ps_transfer), before
+ * the core could be frozen again. 0 or RT_ENOTFOUND (not replicated
+ * here). */
+int ps_repl_hold(struct ps_server *ps, uint64_t range_id, int on);
 
 /* The core's view of @range_id (tests, rtctl): 0 or RT_ENOTFOUND (not
  * replicated here). */

@@ -45,6 +45,7 @@
 #include "ps_repair.h"
 #include "ps_repl.h"
 #include "ps_split.h"
+#include "ps_transfer.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_entity.h"
@@ -716,6 +717,10 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
             break;
         case RT__METHOD__RANGE_THAW:
             ps_split_on_thaw(ps, conn, id, body, len);
+            break;
+        case RT__METHOD__TRANSFER_PRIMARY:
+        case RT__METHOD__TRANSFER_ABORT:
+            ps_transfer_on_request(ps, conn, method, id, body, len);
             break;
         case RT__METHOD__ASSIGN_RANGES:
             ps_master_on_assign(ps, conn, id, body, len);

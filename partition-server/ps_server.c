@@ -30,6 +30,7 @@
 #include "ps_repl.h"
 #include "ps_rpc.h"
 #include "ps_split.h"
+#include "ps_transfer.h"
 #include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_config.h"
@@ -357,6 +358,11 @@ int ps_server_start(struct ps_server *ps,
     ps_repl_restore(ps);
     ps_repair_start(ps);
     ps_split_start(ps);
+    if ((rc = ps_transfer_start(ps)) != 0) {
+        snprintf(ps->errmsg, sizeof(ps->errmsg), "transfers: %s",
+                 rt_strerror(rc));
+        return rc;
+    }
     if ((rc = ps_move_start(ps)) != 0) {
         snprintf(ps->errmsg, sizeof(ps->errmsg), "restoring moves: %s",
                  rt_strerror(rc));
@@ -400,6 +406,7 @@ void ps_server_stop(struct ps_server *ps)
     }
     ps_learn_stop(ps); /* its waiting requests answered first */
     ps_split_stop(ps);
+    ps_transfer_stop(ps);
     ps_repl_stop(ps);
     ps_master_stop(ps);
     if (ps->rpc) {

@@ -24,6 +24,7 @@ struct ps_http;
 struct ps_repl;
 struct ps_learn;
 struct ps_repair;
+struct ps_transfer;
 
 /* Strings are borrowed for the server's life. */
 struct ps_config
@@ -90,6 +91,8 @@ struct ps_server
     struct ps_repair *repair;
     /* Freezes of replicated ranges for their split (ps_split.c). */
     struct ps_split *split;
+    /* Primaryship transfers (ps_transfer.c): ranges frozen for one. */
+    struct ps_transfer *xfer;
 
     /* Range moves (ps_move*.c; the structs are in ps_move_int.h). */
     struct ps_move_out *moves_out;

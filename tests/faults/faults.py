@@ -582,6 +582,49 @@ class Nemesis:
         self.c.start_process(name)
         self.note("restarted", target=name)
 
+    def step_transfer_kill_primary(self):
+        """rtctl transfer of the busiest range's primary role to an
+        in-sync secondary, and kill -9 of the old primary 0-20 ms into it
+        (a transfer freezes for a few ms, seals and commits in tens): before
+        its answer the transfer fails and the range fails over; after the
+        intent it completes among the sealed (design §9.3). The old primary
+        restarts after 2-4 s."""
+        if self.run_.rf > 1:
+            self.whole_isr()
+        rg, names = self.busiest()
+        p = rg.get("primary", rg.get("server"))
+        name = names.get(p)
+        to = [s for s in rg.get("insync", []) if s != p and s in names]
+        if name is None or not to:
+            return
+        t = self.rng.choice(to)
+        argv = ["transfer", str(rg["id"]), str(t)]
+        self.note("rtctl", args=argv, target=name, role="primary",
+                  range=rg["id"], to=names[t])
+        tr = subprocess.Popen([self.c.bins["rtctl"], "--master-http",
+                               self.c.master_http_addr] + argv +
+                              ["--json", "--timeout", "30"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=self.c.env)
+        time.sleep(self.rng.uniform(0.0, 0.02))
+        self.note("kill -9", target=name, role="primary", range=rg["id"])
+        self.c.kill(name, signal.SIGKILL)
+        try:
+            out, err = tr.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            tr.kill()
+            out, err = tr.communicate()
+        try:
+            ev = json.loads(out) if out.strip() else {}
+        except ValueError:
+            ev = {}
+        self.note("rtctl done", args=argv, rc=tr.returncode,
+                  outcome=ev.get("outcome"), window_ms=ev.get("window_ms"),
+                  err=err.strip()[-200:])
+        time.sleep(self.rng.uniform(2.0, 4.0))
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
     def step_kill_secondary(self):
         """kill -9 of a secondary of the busiest range, restarted after
         0.5-4 s: the primary holds acks until the ISR shrinks (§5.4)."""
@@ -1447,7 +1490,8 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 # kill-master.
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
                 "isolate-primary", "wipe-secondary", "rolling-restart",
-                "flip-bits", "fill-secondary", "kill-master-mid-failover")
+                "flip-bits", "fill-secondary", "kill-master-mid-failover",
+                "transfer-kill-primary")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")

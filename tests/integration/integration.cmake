@@ -43,6 +43,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       LSNs, then fail over one by one);
 #                       xfail when a restarted primary is ahead (no
 #                       catch-up yet)
+#   test_transfer       RF 3: rtctl transfer of a primary to a secondary
+#                       and back under SDK writes (ServerBusy window
+#                       printed), no acknowledged write lost, the copies
+#                       identical; bad transfers refused 4xx
 #   test_repl_hostile   garbage, truncated and absurd frames on every
 #                       replication RPC method of every server and the
 #                       master: nobody dies, the table stays intact
@@ -63,6 +67,7 @@ set(RT_INTEGRATION_TESTS
   test_malformed
   test_balance
   test_replication
+  test_transfer
   test_repl_hostile
   test_repair
 )

@@ -4,10 +4,13 @@
  * heartbeats every 50 ms on a timer while "beating", answers SEAL as its
  * mode says (sealed at its LSN, busy with retry_ms, never, refused) and
  * ASSIGN_RANGES (or holds it), and records what it was told; a fake front
- * end records the MAP_UPDATE pushes. The master runs with short timings
- * (failover after 300 ms of silence, 200 ms lease). Rejoin and
- * re-replication (plan step 10) run here too: a secondary outside the ISR
- * joining it, a dead replica replaced by a learner, wiped servers.
+ * end records the MAP_UPDATE pushes. Transfers of the primary role
+ * (§9.3) go through the admin bridge as rtctl's do; the fakes answer
+ * TRANSFER_PRIMARY as their mode says and count TRANSFER_ABORT. The
+ * master runs with short timings (failover after 300 ms of silence, 200
+ * ms lease). Rejoin and re-replication (plan step 10) run here too: a
+ * secondary outside the ISR joining it, a dead replica replaced by a
+ * learner, wiped servers.
  * Everything runs on one loop. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,6 +46,12 @@ enum seal_mode {
     SEAL_STALE, /* refused with RT_ESTALE */
 };
 
+enum xfer_mode {
+    XFER_OK,   /* TRANSFER_PRIMARY answered {lsn, frozen_ms 3} */
+    XFER_BUSY, /* refused with RT_EBUSY */
+    XFER_HOLD, /* never answered */
+};
+
 struct fx;
 
 struct fake_ps
@@ -68,6 +77,10 @@ struct fake_ps
     size_t a_nranges;
     uint64_t a_range, a_primary, a_epoch;
     size_t a_nisr;
+    /* TRANSFER_PRIMARY / TRANSFER_ABORT */
+    enum xfer_mode xfer_mode;
+    int xfers, xfer_aborts;
+    uint64_t xfer_epoch, xfer_to;
     /* heartbeats report the range as PRIMARY at a_epoch when it is (else
      * SECONDARY), applied at @lsn, with @lease_ms */
     bool report_role;
@@ -141,6 +154,27 @@ static void ps_on_request(struct rt_rpc_conn *conn,
                 break;
             case SEAL_HOLD:
                 break;
+        }
+    } else if (method == RT__METHOD__TRANSFER_PRIMARY ||
+               method == RT__METHOD__TRANSFER_ABORT) {
+        Rt__TransferReq *t = rt__transfer_req__unpack(NULL, len, body);
+        Rt__TransferResp resp = RT__TRANSFER_RESP__INIT;
+        assert_non_null(t);
+        ps->xfer_epoch = t->epoch;
+        ps->xfer_to = t->to_server;
+        rt__transfer_req__free_unpacked(t, NULL);
+        if (method == RT__METHOD__TRANSFER_ABORT) {
+            ps->xfer_aborts++;
+            rt_rpc_reply(conn, id, method, 0, NULL, 0);
+        } else {
+            ps->xfers++;
+            resp.lsn = ps->lsn;
+            resp.frozen_ms = 3;
+            if (ps->xfer_mode == XFER_OK) {
+                rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
+            } else if (ps->xfer_mode == XFER_BUSY) {
+                rt_rpc_reply_err(conn, id, method, RT_EBUSY, NULL);
+            }
         }
     } else if (method == RT__METHOD__DROP_TABLE) {
         rt_rpc_reply(conn, id, method, 0, NULL, 0);
@@ -598,6 +632,149 @@ static void start_cluster(struct fx *f)
     }
     assert_int_equal(create_table(f, "people"), 0);
     assert_int_equal(map_primary(f), f->ps[0].id);
+}
+
+/* ---- transfers (docs/DESIGN-replication.md §9.3 step 2) ---- */
+
+/* rtctl transfer through the admin bridge: the HTTP status and body. */
+static int admin_transfer(struct fx *f, uint64_t range, uint64_t to, char **out)
+{
+    struct ms_admin_req *req = ms_admin_req_new(MS_ADMIN_TRANSFER);
+    int status = 0;
+    const char *b = NULL;
+    req->range_id = range;
+    req->server_id = to;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, ms_admin_result(f->adm, req, &status, &b));
+    *out = strdup(b ? b : "");
+    ms_admin_release(f->adm, req);
+    return status;
+}
+
+/* A transfer of the primary role to secondary 2: TRANSFER_PRIMARY{epoch
+ * 1, to 2} to the primary; on its answer the intent, SEALs to the two ISR
+ * secondaries only (the answer stands for the primary's seal), then epoch
+ * 2 with 2 primary and the old primary a SECONDARY in an ISR of three;
+ * the operator gets 200 and the "transfer" event with its window. */
+static void test_transfer(void **state)
+{
+    struct fx *f = *state;
+    Rt__Map *map;
+    const Rt__Range *r;
+    char *body = NULL;
+    json_t *e;
+
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = 7;
+    }
+    map = get_map(f);
+    uint64_t rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(admin_transfer(f, rid, f->ps[2].id, &body), 200);
+    e = json_loads(body, 0, NULL);
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "kind")),
+                        "transfer");
+    assert_string_equal(json_string_value(json_object_get(e, "outcome")), "ok");
+    assert_int_equal(json_integer_value(json_object_get(e, "new_primary")),
+                     f->ps[2].id);
+    assert_int_equal(json_integer_value(json_object_get(e, "lsn")), 7);
+    assert_int_equal(json_integer_value(json_object_get(e, "frozen_ms")), 3);
+    assert_true(json_integer_value(json_object_get(e, "window_ms")) >= 3);
+    json_decref(e);
+    free(body);
+    assert_int_equal(f->ps[0].xfers, 1);
+    assert_int_equal(f->ps[0].xfer_epoch, 1);
+    assert_int_equal(f->ps[0].xfer_to, f->ps[2].id);
+    assert_int_equal(f->ps[0].xfer_aborts, 0);
+    assert_int_equal(f->ps[0].seals, 0);
+    assert_true(f->ps[2].seals >= 1 && f->ps[3].seals >= 1);
+    map = get_map(f);
+    r = map->ranges[0];
+    assert_int_equal(r->server_id, f->ps[2].id);
+    assert_int_equal(r->epoch, 2);
+    assert_int_equal(r->primary_epoch, 2);
+    assert_int_equal(r->n_isr, 3);
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        if (r->replicas[i]->server_id == f->ps[0].id) {
+            assert_int_equal(r->replicas[i]->role,
+                             RT__REPL_ROLE__ROLE_SECONDARY);
+        }
+    }
+    rt__map__free_unpacked(map, NULL);
+    assert_true(has_event(f, "transfer", "ok"));
+
+    /* Refused with a reason, nothing changed: the primary itself, a
+     * server outside the replica set, an unknown range. */
+    assert_int_equal(admin_transfer(f, rid, f->ps[2].id, &body), 400);
+    assert_non_null(strstr(body, "already the primary"));
+    free(body);
+    assert_int_equal(admin_transfer(f, rid, f->ps[1].id, &body), 400);
+    assert_non_null(strstr(body, "not an in-sync secondary"));
+    free(body);
+    assert_int_equal(admin_transfer(f, rid + 100, f->ps[1].id, &body), 404);
+    free(body);
+    assert_int_equal(map_primary(f), f->ps[2].id);
+}
+
+/* Failure before the intent: the primary refuses (or never answers):
+ * TRANSFER_ABORT goes to it, the operator gets the error, the range keeps
+ * its primary and epoch, no seal was asked. */
+static void test_transfer_refused_by_primary(void **state)
+{
+    struct fx *f = *state;
+    char *body = NULL;
+    Rt__Map *map;
+
+    start_cluster(f);
+    map = get_map(f);
+    uint64_t rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    f->ps[0].xfer_mode = XFER_BUSY;
+    assert_int_equal(admin_transfer(f, rid, f->ps[3].id, &body), 409);
+    assert_non_null(strstr(body, "\"outcome\":\"failed\""));
+    free(body);
+    WAIT_UNTIL(f, f->ps[0].xfer_aborts == 1);
+    assert_int_equal(f->ps[0].xfer_epoch, 1);
+    assert_int_equal(map_primary(f), f->ps[0].id);
+    assert_int_equal(map_seal_epoch(f), 0);
+    assert_int_equal(f->ps[2].seals + f->ps[3].seals, 0);
+    assert_true(has_event(f, "transfer", "failed"));
+}
+
+/* Failure after the intent: the target never answers its SEAL; after the
+ * seal wait the transfer ends as a failover among the sealed (the old
+ * primary, counted sealed by its answer, and the other secondary): the
+ * old primary, with the highest LSN, is primary again at epoch 2, and the
+ * operator is told the target did not take over. */
+static void test_transfer_target_silent(void **state)
+{
+    struct fx *f = *state;
+    char *body = NULL;
+    Rt__Map *map;
+
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+    }
+    f->ps[0].lsn = 9;
+    f->ps[3].lsn = 9;
+    f->ps[2].seal_mode = SEAL_HOLD;
+    map = get_map(f);
+    uint64_t rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(admin_transfer(f, rid, f->ps[2].id, &body), 504);
+    assert_non_null(strstr(body, "did not seal"));
+    free(body);
+    map = get_map(f);
+    assert_int_equal(map->ranges[0]->server_id, f->ps[0].id);
+    assert_int_equal(map->ranges[0]->epoch, 2);
+    assert_int_equal(map->ranges[0]->primary_epoch, 2);
+    assert_int_equal(map->ranges[0]->n_isr, 2);
+    rt__map__free_unpacked(map, NULL);
+    assert_int_equal(f->ps[0].xfer_aborts, 0);
 }
 
 /* ---- Tests ---- */
@@ -1286,6 +1463,11 @@ static void test_wiped_primary_waits_for_failover(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_refused_by_primary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_target_silent, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_failover_on_silence, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failover_on_conn_close, setup,

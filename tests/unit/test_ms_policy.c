@@ -598,6 +598,88 @@ static void test_replicated_skipped(void **state)
     assert_non_null(find(f, MS_DECIDE_MERGE, 4));
 }
 
+/* Primaries first (docs/DESIGN-replication.md §9.4): a server that is
+ * primary of three replicated ranges hands the primary role of one to the
+ * least loaded member of its ISR (no move is decided in that call); a
+ * target outside the ISR, draining, or cooling down is never chosen; a
+ * range transferred recently stays; the "none" policy decides nothing. */
+static void test_transfer_primaries(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_decision *d;
+    static const uint64_t isr123[] = {1, 2, 3}, isr13[] = {1, 3};
+    struct ms_policy none;
+    policy(f);
+    server(f, 1, true);
+    server(f, 2, true);
+    server(f, 3, true);
+    for (uint64_t id = 1; id <= 3; id++) {
+        struct ms_range_view *r = range(f, id,
+                                        id == 1   ? ""
+                                        : id == 2 ? "g"
+                                                  : "p",
+                                        id == 1   ? "g"
+                                        : id == 2 ? "p"
+                                                  : NULL,
+                                        1);
+        r->replicated = true;
+        r->isr = isr123;
+        r->nisr = 3;
+        report(f, id, 1, 1000, NULL, 0);
+    }
+    range(f, 4, "", NULL, 3)->table_id = 2; /* RF 1, idle */
+    report(f, 4, 3, 10, NULL, 0);
+    decide(f);
+    /* Server 1: 3000/s, mean 1003/s: one range's primary role goes to
+     * server 2 (0/s), the least loaded in-sync replica. */
+    assert_int_equal(count(f, MS_DECIDE_TRANSFER), 1);
+    assert_int_equal(count(f, MS_DECIDE_MOVE), 0);
+    d = find(f, MS_DECIDE_TRANSFER, 0);
+    assert_int_equal(d->server_id, 2);
+    assert_true(d->src_load > 2999 && d->src_load < 3001);
+    assert_non_null(strstr(d->reason, "takes the primary role"));
+
+    /* Server 2 outside every ISR but range 3's {1, 3}: server 3. */
+    for (size_t i = 0; i < 3; i++) {
+        f->rv[i].isr = isr13;
+        f->rv[i].nisr = 2;
+    }
+    decide(f);
+    d = find(f, MS_DECIDE_TRANSFER, 0);
+    assert_non_null(d);
+    assert_int_equal(d->server_id, 3);
+    /* ... unless it is draining, or cooling down after a move. */
+    f->sv[2].draining = true;
+    decide(f);
+    assert_null(find(f, MS_DECIDE_TRANSFER, 0));
+    f->sv[2].draining = false;
+    f->sv[2].move_ms = f->now - 100;
+    decide(f);
+    assert_null(find(f, MS_DECIDE_TRANSFER, 0));
+    f->sv[2].move_ms = 0;
+    /* A range transferred recently stays; the others may go. */
+    for (size_t i = 0; i < 3; i++) {
+        f->rv[i].move_ms = f->now - 100;
+    }
+    decide(f);
+    assert_null(find(f, MS_DECIDE_TRANSFER, 0));
+    f->rv[1].move_ms = 0;
+    decide(f);
+    d = find(f, MS_DECIDE_TRANSFER, 0);
+    assert_non_null(d);
+    assert_int_equal(d->range_id, 2);
+
+    /* "none" never decides. */
+    struct ms_cluster_view v = {.servers = f->sv,
+                                .nservers = f->ns,
+                                .ranges = f->rv,
+                                .nranges = f->nr,
+                                .now_ms = f->now};
+    assert_int_equal(ms_policy_create("none", NULL, &none), 0);
+    assert_int_equal(ms_policy_decide(&none, &v, f->d + 32, 32), 0);
+    ms_policy_destroy(&none);
+}
+
 /* Cool-downs: a server that just took part in a move, or is moving, is
  * left alone; a range moved recently does not move again. */
 static void test_move_cooldowns(void **state)
@@ -852,6 +934,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_cooldowns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_primaries, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_replicated_skipped, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move_cap, setup, teardown),

@@ -493,6 +493,108 @@ static void test_restart_transfer(void **state)
     assert_int_equal(a->conf.primary_id, 3);
 }
 
+/* A transfer: refusals first (unknown range, the primary or a non-member
+ * as target, a stale epoch, an operation in flight); then the intent
+ * TRANSFER seal_to 2, the old primary counted as sealed: SEALs go to 2
+ * and 3 only, and once both answered the proposal names 2 primary with
+ * 1 a SECONDARY in the ISR; the end is the "transfer" event. */
+static void test_transfer(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct rt_repl_conf c;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_transfer_check(f->m, 77, 2, &c), RT_ENOTFOUND);
+    assert_int_equal(ms_rcore_transfer_check(f->m, R, 1, &c), RT_EINVAL);
+    assert_int_equal(ms_rcore_transfer_check(f->m, R, 4, &c), RT_EINVAL);
+    assert_int_equal(ms_rcore_transfer_check(f->m, R, 2, &c), 0);
+    assert_int_equal(c.epoch, 5);
+    assert_int_equal(ms_rcore_transfer(f->m, R, 4, 2, 40, 100, &f->out),
+                     RT_ESTALE);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+
+    assert_int_equal(ms_rcore_transfer(f->m, R, 5, 2, 40, 100, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.seal_epoch, 6);
+    assert_int_equal(a->conf.seal_kind, RT_REPL_SEAL_TRANSFER);
+    assert_int_equal(a->conf.seal_to, 2);
+    assert_int_equal(a->guard_epoch, 5);
+    /* One operation at a time. */
+    assert_int_equal(ms_rcore_transfer_check(f->m, R, 3, &c), RT_EBUSY);
+
+    assert_int_equal(committed(f, 110, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 2);
+    for (size_t i = 0; i < f->out.n; i++) {
+        if (f->out.v[i].kind == RT_REPL_ACT_SEND) {
+            assert_int_not_equal(f->out.v[i].peer, 1);
+        }
+    }
+    seal_resp(f, 115, 2, 0, 6, 40, 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    seal_resp(f, 116, 3, 0, 6, 38, 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.primary_id, 2);
+    assert_int_equal(a->conf.primary_epoch, 6);
+    assert_int_equal(a->conf.n_isr, 3);
+    assert_true(rt_repl_conf_in_isr(&a->conf, 1));
+    assert_int_equal(rt_repl_conf_role(&a->conf, 1), RT_REPL_ROLE_SECONDARY);
+    assert_int_equal(a->conf.seal_epoch, 0);
+
+    assert_int_equal(committed(f, 120, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ASSIGNING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_ASSIGN, &a), 3);
+    assert_int_equal(f->out.v[0].peer, 2); /* the new primary first */
+    assert_int_equal(assign_resp(f, 125, 2, 6), 0);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "transfer");
+    assert_int_equal(a->at_ms, 25);
+}
+
+/* A transfer whose target does not answer its SEAL finishes as a
+ * failover among the sealed: not after the seal wait, but after lease +
+ * seal wait (the target may be busy sealing that long), the old primary
+ * (it holds the highest LSN) is primary again at the new epoch with the
+ * other replier; the silent target leaves the ISR. */
+static void test_transfer_target_silent(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_transfer(f->m, R, 5, 2, 40, 100, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(committed(f, 110, a->io_id, 0), 0);
+    seal_resp(f, 115, 3, 0, 6, 40, 0);
+    seal_resp(f, 116, 2, RT_EBUSY, 6, 0, 500);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(tick(f, 110 + 200), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(tick(f, 110 + LEASE + 200), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 1);
+    assert_int_equal(a->conf.epoch, 6);
+    assert_int_equal(a->conf.n_isr, 2);
+    assert_false(rt_repl_conf_in_isr(&a->conf, 2));
+}
+
+/* A failed intent commit (the catalog moved) drops the transfer: "stale",
+ * and the range is free again once reloaded. */
+static void test_transfer_commit_failed(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_transfer(f->m, R, 5, 3, 40, 100, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(committed(f, 110, a->io_id, RT_ESTALE), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, &a), 1);
+    assert_string_equal(a->what, "stale");
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+    assert_int_equal(conf_of(f).seal_epoch, 0);
+}
+
 /* ISR_CHANGE refusals, in the order of §4. */
 static void test_isr_change_refused(void **state)
 {
@@ -1105,6 +1207,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_in_sealing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_restart_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_target_silent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_transfer_commit_failed, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_isr_change_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_change_while_sealing, setup,

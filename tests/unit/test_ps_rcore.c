@@ -783,6 +783,94 @@ static void test_assign_step_down(void **state)
     assert_int_equal(ps_rcore_range_get(f->s2, R, &gone), RT_ENOTFOUND);
 }
 
+/* Freeze for a transfer (§4 TRANSFER_PRIMARY): checks in order (not
+ * primary or another epoch RT_ESTALE, target outside the ISR RT_EINVAL,
+ * frozen already RT_EBUSY); a frozen primary takes no client write but
+ * still streams a group the writer finishes, counts its acks and answers
+ * its write at cw; the target's ack is readable; unfreeze serves again. */
+static void test_freeze(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t acked = 0;
+    local_done(f, 0, 1, 100);
+    assert_int_equal(ps_rcore_freeze(f->s2, R, 3, 1), RT_ESTALE);
+    assert_int_equal(ps_rcore_freeze(f->p, R, 2, 2), RT_ESTALE);
+    assert_int_equal(ps_rcore_freeze(f->p, R, 3, 4), RT_EINVAL);
+    assert_int_equal(ps_rcore_freeze(f->p, R, 3, 2), 0);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_FROZEN);
+    assert_int_equal(ps_rcore_freeze(f->p, R, 3, 2), RT_EBUSY);
+
+    rt_repl_actions_reset(&f->out);
+    uint64_t req = 101;
+    struct rt_repl_event cw = {.kind = RT_REPL_EV_CLIENT_WRITE,
+                               .range_id = R,
+                               .req_ids = &req,
+                               .n_req_ids = 1};
+    assert_int_equal(ps_rcore_step(f->p, &cw, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->code, RT_ENOTPRIMARY);
+
+    /* A write admitted before the freeze comes out of the writer. */
+    assert_int_equal(local_done(f, 1, 2, 102), 0);
+    assert_appends(f, 2, 2, 2);
+    assert_int_equal(ack(f, 2, 2, 0, 2, 3), 0);
+    assert_int_equal(ps_rcore_peer_acked(f->p, R, 2, &acked), 0);
+    assert_int_equal(acked, 2);
+    assert_int_equal(ps_rcore_peer_acked(f->p, R, 4, &acked), RT_ENOTFOUND);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
+    assert_int_equal(ack(f, 3, 3, 0, 2, 3), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 2);
+    assert_int_equal(info_of(f->p).commit_lsn, 2);
+
+    assert_int_equal(ps_rcore_unfreeze(f->p, R), 0);
+    assert_int_equal(info_of(f->p).state, PS_RPRI_SERVING);
+    assert_int_equal(ps_rcore_unfreeze(f->p, R), RT_ENOTFOUND);
+}
+
+/* A frozen primary named secondary in the ISR of the target (a transfer
+ * committed) follows it; one named primary of a new generation (the
+ * transfer ended as a failover that chose it) activates again. */
+static void test_frozen_assigned(void **state)
+{
+    struct fx *f = *state;
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    assert_int_equal(ps_rcore_freeze(f->p, R, 3, 2), 0);
+    uint64_t isr[3] = {2, 1, 3};
+    assert_int_equal(assign(f, f->p, 4, 2, 4, isr, 3), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    struct ps_rcore_range_info info = info_of(f->p);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.state, PS_RSEC_FOLLOWING);
+    assert_int_equal(info.primary_id, 2);
+    assert_int_equal(info.applied_lsn, 1);
+
+    /* The other way: a fresh primary 1 of {1, 2} chosen again. */
+    struct fx g;
+    struct ps_rcore_config cfg = {.inflight = 2, .resend_ms = 100};
+    struct ps_rcore_assignment a = {
+        .range_id = R, .epoch = 3, .primary_id = 1, .isr = {1, 2}, .n_isr = 2};
+    cfg.self_id = 1;
+    rt_repl_actions_init(&g.out);
+    assert_int_equal(ps_rcore_create(&cfg, &g.p), 0);
+    assert_int_equal(ps_rcore_assign(g.p, &a, &g.out), 0);
+    assert_int_equal(ps_rcore_freeze(g.p, R, 3, 2), 0);
+    uint64_t isr1[2] = {1, 2};
+    assert_int_equal(assign(&g, g.p, 4, 1, 4, isr1, 2), 0);
+    assert_int_equal(sent(&g, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    info = info_of(g.p);
+    assert_int_equal(info.role, PS_RCORE_PRIMARY);
+    assert_int_equal(info.primary_epoch, 4);
+    assert_true(info.state == PS_RPRI_ACTIVATING ||
+                info.state == PS_RPRI_SERVING);
+    ps_rcore_destroy(g.p);
+    rt_repl_actions_close(&g.out);
+}
+
 /* A restart: a primary with pending groups goes ACTIVATING, waits for
  * the assignment of its generation, then streams them and serves once
  * acked; a secondary sealed above its epoch comes back SEALED. */
@@ -1610,6 +1698,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_step_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_freeze, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frozen_assigned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_to_primary, setup,
                                         teardown),

@@ -6,10 +6,11 @@
  * server's master link with one RF-3 range (primary 7) and the peers'
  * addresses. One front-end client per server. The failover tests play
  * the master by hand: SEAL and ASSIGN_RANGES on the master links, and
- * ISR_CHANGE answered by a handler on the fake master; so does the split
- * test (RANGE_FREEZE / RANGE_THAW, then the halves' assignment). A
- * replica left outside the ISR is caught up by a full copy (ps_learn)
- * and asks to rejoin. */
+ * ISR_CHANGE answered by a handler on the fake master; so do the split
+ * test (RANGE_FREEZE / RANGE_THAW, then the halves' assignment) and the
+ * transfer test (TRANSFER_PRIMARY, TRANSFER_ABORT). A replica left
+ * outside the ISR is caught up by a full copy (ps_learn) and asks to
+ * rejoin. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 #include "ps_repl.h"
 #include "ps_server.h"
 #include "ps_split.h"
+#include "ps_transfer.h"
 #include "rt.pb-c.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -1459,6 +1461,168 @@ static void test_split_and_merge(void **state)
     srv_stop(f, 2);
 }
 
+/* TRANSFER_PRIMARY{RANGE, @epoch, to slot @to} (or TRANSFER_ABORT) to
+ * server @i on its master link. Returns the status; on 0 a transfer's
+ * answer is in *@lsn and *@frozen_ms (may be NULL). */
+static int transfer1(struct fx *f,
+                     int i,
+                     uint32_t method,
+                     uint64_t epoch,
+                     uint64_t to,
+                     uint64_t *lsn,
+                     uint64_t *frozen_ms)
+{
+    Rt__TransferReq req = RT__TRANSFER_REQ__INIT;
+    struct th_reply r;
+    int rc;
+    req.range_id = RANGE;
+    req.epoch = epoch;
+    req.to_server = to;
+    req.new_epoch = epoch + 1;
+    rc = th_rpc_call(&f->loop, M.slot[i].conn, method, &req.base, 10000, &r);
+    if (rc == 0 && method == RT__METHOD__TRANSFER_PRIMARY) {
+        Rt__TransferResp *resp =
+            rt__transfer_resp__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(resp);
+        *lsn = resp->lsn;
+        if (frozen_ms) {
+            *frozen_ms = resp->frozen_ms;
+        }
+        rt__transfer_resp__free_unpacked(resp, NULL);
+    }
+    th_reply_free(&r);
+    return rc;
+}
+
+/* A transfer by hand, the master's part played by the test (§4
+ * TRANSFER_PRIMARY, §9.3 step 2). Refused in the order of §4: not the
+ * primary (a secondary), another epoch (RT_ESTALE), a target outside the
+ * ISR (RT_EINVAL). Accepted: answered with the last LSN once the target
+ * has it; the range then answers RT_EBUSY to writes and reads; the same
+ * request gets the same answer, another RT_EBUSY. The lease is released:
+ * the secondaries seal at once (no busy retry). Restarted, the frozen
+ * primary still serves nothing (the freeze was persisted) although its
+ * registration names it primary. The assignment naming
+ * the target primary makes the old primary a secondary in its ISR with
+ * every write; the new primary serves. A second transfer is aborted: the
+ * primary serves again once its lease is back. */
+static int count_marker(uint64_t id, const uint8_t *v, size_t vn, void *arg)
+{
+    (void)id;
+    (void)v;
+    (void)vn;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_transfer(void **state)
+{
+    struct fx *f = *state;
+    uint64_t lsn = 0, frozen = 0, served = 0;
+    uint32_t retry = 0;
+    int markers = 0;
+
+    run_for(f, LEASE_MS); /* past the start grace of the seal guard */
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_int_equal(
+        transfer1(f, 1, RT__METHOD__TRANSFER_PRIMARY, 1, ids[2], &lsn, NULL),
+        RT_ESTALE);
+    assert_int_equal(
+        transfer1(f, 0, RT__METHOD__TRANSFER_PRIMARY, 2, ids[1], &lsn, NULL),
+        RT_ESTALE);
+    assert_int_equal(
+        transfer1(f, 0, RT__METHOD__TRANSFER_PRIMARY, 1, 99, &lsn, NULL),
+        RT_EINVAL);
+    assert_int_equal(write1(f, 0, 1, "c", "1"), 0);
+
+    assert_int_equal(
+        transfer1(f, 0, RT__METHOD__TRANSFER_PRIMARY, 1, ids[1], &lsn, &frozen),
+        0);
+    assert_int_equal(lsn, 3);
+    assert_true(frozen < 1000);
+    assert_int_equal(ps_transfer_frozen(&f->s[0].ps), 1);
+    assert_int_equal(rinfo(f, 0).state, PS_RPRI_FROZEN);
+    assert_int_equal(write1(f, 0, 1, "d", "1"), RT_EBUSY);
+    assert_int_equal(get1(f, 0, "a"), RT_EBUSY);
+    assert_int_equal(ps_repl_route(&f->s[0].ps, RANGE, 1, &served), RT_EBUSY);
+    lsn = 0;
+    assert_int_equal(
+        transfer1(f, 0, RT__METHOD__TRANSFER_PRIMARY, 1, ids[1], &lsn, NULL),
+        0);
+    assert_int_equal(lsn, 3);
+    assert_int_equal(
+        transfer1(f, 0, RT__METHOD__TRANSFER_PRIMARY, 1, ids[2], &lsn, NULL),
+        RT_EBUSY);
+    /* Released: the ISR seals without waiting out L. */
+    assert_int_equal(seal1(f, 1, RANGE, 2, &lsn, &retry), 0);
+    assert_int_equal(retry, 0);
+    assert_int_equal(lsn, 3);
+    assert_int_equal(seal1(f, 2, RANGE, 2, &lsn, &retry), 0);
+    assert_int_equal(retry, 0);
+
+    /* The old primary restarts before the decision: its freeze was
+     * persisted, so although its registration still names it primary
+     * at epoch 1 it serves nothing. Static: the fake master answers
+     * heartbeats with them until the test's end. */
+    static Rt__Replica reg_rep[NSRV], *reg_reps[NSRV];
+    static uint64_t reg_isr[NSRV];
+    Rt__Range *reg = &M.slot[0].ranges[0];
+    th_fake_master_set_range(&M, 0, 0, RANGE, TABLE, "", NULL, 1);
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&reg_rep[i]);
+        reg_rep[i].server_id = ids[i];
+        reg_rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
+                                 : RT__REPL_ROLE__ROLE_SECONDARY;
+        reg_reps[i] = &reg_rep[i];
+        reg_isr[i] = ids[i];
+    }
+    reg->n_replicas = NSRV;
+    reg->replicas = reg_reps;
+    reg->n_isr = NSRV;
+    reg->isr = reg_isr;
+    reg->primary_epoch = 1;
+    reg->rf = 3;
+    reg->min_insync = 2;
+    M.slot[0].n = 1;
+    srv_stop(f, 0);
+    srv_start(f, 0);
+    assert_int_equal(ps_transfer_frozen(&f->s[0].ps), 1);
+    run_for(f, 2 * LEASE_MS);
+    assert_int_equal(ps_repl_route(&f->s[0].ps, RANGE, 1, &served), RT_EBUSY);
+    assert_int_equal(write1(f, 0, 1, "d", "1"), RT_EBUSY);
+    M.slot[0].n = 0;
+
+    /* Committed: server 8 primary at epoch 2, all three in sync. */
+    assert_int_equal(assign_conf(f, 2, 1, 2, 0x7, 0x7), 0);
+    wait_lease(f, 1);
+    assert_int_equal(ps_transfer_frozen(&f->s[0].ps), 0);
+    assert_int_equal(ps_store_meta_scan(f->s[0].ps.store, PS_TRANSFER_META,
+                                        count_marker, &markers),
+                     0);
+    assert_int_equal(markers, 0);
+    assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 0).state, PS_RSEC_FOLLOWING);
+    f->read_epoch = 2;
+    assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
+    assert_int_equal(get1(f, 1, "c"), 0);
+    assert_int_equal(write1(f, 0, 2, "f", "1"), RT_ENOTPRIMARY);
+    assert_same(f, 4);
+
+    /* Another transfer, aborted: server 8 serves again. */
+    assert_int_equal(
+        transfer1(f, 1, RT__METHOD__TRANSFER_PRIMARY, 2, ids[2], &lsn, NULL),
+        0);
+    assert_int_equal(lsn, 4);
+    assert_int_equal(write1(f, 1, 2, "g", "1"), RT_EBUSY);
+    assert_int_equal(
+        transfer1(f, 1, RT__METHOD__TRANSFER_ABORT, 2, ids[2], NULL, NULL), 0);
+    assert_int_equal(ps_transfer_frozen(&f->s[1].ps), 0);
+    wait_lease(f, 1);
+    assert_int_equal(write1(f, 1, 2, "g", "1"), 0);
+    assert_same(f, 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1473,6 +1637,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_isr_of_one_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejoin_after_restart, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),

@@ -3,6 +3,7 @@
  *
  *   rtctl [--master-http HOST:PORT] status [--json]
  *   rtctl split RANGE [KEY] | merge RANGE | move RANGE SERVER [--json]
+ *   rtctl transfer RANGE SERVER [--json]
  *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
  *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
  *
@@ -45,6 +46,9 @@ static void rtctl_usage(FILE *out)
         "  move RANGE SERVER       move RANGE to partition server SERVER;\n"
         "                          waits for the outcome and prints the\n"
         "                          copy figures and the ServerBusy window\n"
+        "  transfer RANGE SERVER   hand the primary role of replicated\n"
+        "                          RANGE to SERVER, an in-sync replica (no\n"
+        "                          copy); prints the ServerBusy window\n"
         "  drain SERVER            move every range off SERVER and keep new\n"
         "                          ones away; waits until it is empty\n"
         "      --cancel            stop draining SERVER\n"
@@ -448,7 +452,8 @@ static char *rtctl_lease(const json_t *o)
 }
 
 /* The replication operations among "ops" (failovers, ISR changes,
- * learners), one line each; moves, splits and merges are not listed. */
+ * learners, transfers), one line each; moves, splits and merges are not
+ * listed. */
 static void rtctl_print_repl_ops(json_t *root)
 {
     json_t *o;
@@ -464,6 +469,20 @@ static void rtctl_print_repl_ops(json_t *root)
         if (first) {
             printf("\nREPLICATION OPS\n");
             first = 0;
+        }
+        if (json_object_get(o, "origin")) {
+            /* The executor's transfer (its core op, if any, follows). */
+            printf(
+                "%s range %lld (primary %lld -> %lld, %s): running for "
+                "%lld ms\n",
+                kind,
+                (long long)json_integer_value(json_object_get(o, "range")),
+                (long long)json_integer_value(json_object_get(o, "server")),
+                (long long)json_integer_value(json_object_get(o, "to")),
+                rtctl_str(o, "origin", "?"),
+                (long long)json_integer_value(
+                    json_object_get(o, "running_ms")));
+            continue;
         }
         printf("%s range %lld (primary %lld): %s for %lld ms\n", kind,
                (long long)json_integer_value(json_object_get(o, "range")),
@@ -704,7 +723,7 @@ static void rtctl_print_event(json_t *e)
     } else if (!strcmp(kind, "merge")) {
         printf(" + %lld -> %lld", rtctl_jint(e, "range2"),
                rtctl_jint(e, "new_range"));
-    } else if (!strcmp(kind, "move")) {
+    } else if (!strcmp(kind, "move") || !strcmp(kind, "transfer")) {
         printf(" server %lld -> %lld", rtctl_jint(e, "server"),
                rtctl_jint(e, "to"));
     } else if (json_object_get(e, "server")) {
@@ -732,6 +751,9 @@ static void rtctl_print_event(json_t *e)
     }
     if (json_is_string(json_object_get(e, "error"))) {
         printf(" - error: %s", rtctl_str(e, "error", ""));
+    }
+    if (json_is_string(json_object_get(e, "note"))) {
+        printf(" - %s", rtctl_str(e, "note", ""));
     }
     printf("\n");
 }
@@ -771,6 +793,16 @@ static int rtctl_action_result(int status, json_t *root, int as_json)
             rtctl_jint(mv, "entities"), b, rtctl_jint(mv, "snapshot_ms"),
             rtctl_jint(mv, "tail_rounds"), rtctl_jint(mv, "frozen_ms"),
             rtctl_jint(root, "commit_assign_ms"), rtctl_jint(root, "busy_ms"));
+    }
+    if (!as_json && !strcmp(rtctl_str(root, "kind", ""), "transfer")) {
+        printf(
+            "new primary: server %lld at LSN %lld\n"
+            "ServerBusy window: %lld ms frozen at the old primary + %lld "
+            "ms seal, commit and assignment = %lld ms\n",
+            rtctl_jint(root, "new_primary"), rtctl_jint(root, "lsn"),
+            rtctl_jint(root, "frozen_ms"),
+            rtctl_jint(root, "window_ms") - rtctl_jint(root, "frozen_ms"),
+            rtctl_jint(root, "window_ms"));
     }
     json_decref(root);
     return fflush(stdout) == 0 ? 0 : 1;
@@ -992,8 +1024,9 @@ int main(int argc, char **argv)
         return rtctl_events(addr, as_json, follow, since, limit);
     }
     if (!strcmp(cmd, "split") || !strcmp(cmd, "merge") ||
-        !strcmp(cmd, "move") || !strcmp(cmd, "drain")) {
-        int want = !strcmp(cmd, "move") ? 2 : 1;
+        !strcmp(cmd, "move") || !strcmp(cmd, "drain") ||
+        !strcmp(cmd, "transfer")) {
+        int want = !strcmp(cmd, "move") || !strcmp(cmd, "transfer") ? 2 : 1;
         int maxargs = !strcmp(cmd, "split") ? 2 : want;
         char path[8192];
         uint64_t id = 0, id2 = 0;
@@ -1002,7 +1035,7 @@ int main(int argc, char **argv)
         if (nargs < want || nargs > maxargs) {
             fprintf(stderr, "rtctl: usage: rtctl %s %s\n", cmd,
                     !strcmp(cmd, "split")   ? "RANGE [KEY]"
-                    : !strcmp(cmd, "move")  ? "RANGE SERVER"
+                    : want == 2             ? "RANGE SERVER"
                     : !strcmp(cmd, "drain") ? "SERVER [--cancel] [--no-wait]"
                                             : "RANGE");
             return 2;
@@ -1028,9 +1061,9 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(cmd, "merge")) {
             snprintf(path, sizeof(path), "/api/merge?range=%" PRIu64, id);
-        } else if (!strcmp(cmd, "move")) {
+        } else if (want == 2) {
             snprintf(path, sizeof(path),
-                     "/api/move?range=%" PRIu64 "&server=%" PRIu64, id, id2);
+                     "/api/%s?range=%" PRIu64 "&server=%" PRIu64, cmd, id, id2);
         } else {
             snprintf(path, sizeof(path), "/api/drain?server=%" PRIu64 "%s", id,
                      cancel ? "&cancel=1" : "");
