@@ -498,6 +498,7 @@ bool ms_balance_tick(struct ms_balance *b)
     }
     ms_exec_rmeta_prune(&b->exec);
     ms_exec_retry_aborts(&b->exec);
+    ms_exec_progress(&b->exec);
     ms__run_policy(b);
     ms__run_drains(b);
     if (now - b->frame_ms + b->tick_ms / 2 >= MS__FRAME_MS) {

@@ -27,9 +27,11 @@
  * Split and merge of ranges with more than one replica
  * (docs/DESIGN-replication.md §9.1, §9.2): freeze on the primary, commit
  * with the same replica set, assign (see "split of a replicated range"
- * and "merge of replicated ranges" below). Moves of such ranges are not
- * built yet: ms_exec_start refuses them with RT_ENOTIMPL before anything
- * happens.
+ * and "merge of replicated ranges" below). A move of such a range
+ * (docs/DESIGN-replication.md §9.3, "move of a replicated range" below)
+ * adds a learner on the target, waits until it joined the ISR (read from
+ * the committed catalog every tick), transfers the primary role to it if
+ * the source is the primary, then removes the source from the set.
  *
  * Transfer (the primary role of replicated R from P to in-sync T,
  * docs/DESIGN-replication.md §9.3 step 2): checked here (R replicated, T
@@ -40,9 +42,9 @@
  * and no event.
  *
  * What an operator waiting for an operation sees: 400 bad arguments,
- * 404 no such range/server, 409 the range is busy or the request makes
- * no sense now (server down, nothing to split at), 500 the catalog
- * failed, 501 a move of a replicated range, 503 master stopping, 504 a
+ * 404 no such range/server, 409 the range is busy, a move's target holds a
+ * copy, or the request makes no sense now (server down, nothing to split at),
+ * 500 the catalog failed, 503 master stopping or a move's target down, 504 a
  * timeout (a transfer: it ended with another primary than its target);
  * otherwise 200 with the event. */
 #include "ms_exec.h"
@@ -54,6 +56,7 @@
 #include <string.h>
 
 #include "ms_catalog.h"
+#include "ms_place.h"
 #include "ms_repl.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -123,14 +126,34 @@ void ms_exec_range_created(struct ms_exec *ex, uint64_t range_id)
  * ASSIGNING -> DONE: the target answered ASSIGN_RANGES (or could not: its
  *   next heartbeat reply carries the range).
  * ABORTING -> DONE: both ends acknowledged MOVE_ABORT, record forgotten.
+ * A replicated range's move (docs/DESIGN-replication.md §9.3):
+ *
+ *   NEW -> ADDING -> TRANSFERRING -> REMOVING -> DONE
+ *   (ADDING -> REMOVING, ADDING -> DONE, TRANSFERRING -> ABORTING -> DONE)
+ *
+ * NEW -> ADDING: the learner on the target committed.
+ * ADDING -> TRANSFERRING: it joined the ISR and the source is primary.
+ * ADDING -> REMOVING: it joined and the source is not primary.
+ * ADDING -> DONE: the learner failed or timed out (it left the set).
+ * TRANSFERRING -> REMOVING: the source is no longer primary.
+ * TRANSFERRING -> ABORTING: the transfer failed, the source still primary:
+ *   the target leaves the set again.
+ * REMOVING -> DONE: the source left the set (or cannot: it is primary
+ *   again after a failover).
  * An operation cut short by shutdown keeps its state; it is freed, and
  * the next start aborts a move that was not committed. */
 static const unsigned ms__move_allowed[MS_MOVE__NR] = {
-    [MS_MOVE_NEW] = MS__BIT(MS_MOVE_COPYING) | MS__BIT(MS_MOVE_ABORTING),
+    [MS_MOVE_NEW] = MS__BIT(MS_MOVE_COPYING) | MS__BIT(MS_MOVE_ABORTING) |
+                    MS__BIT(MS_MOVE_ADDING),
     [MS_MOVE_COPYING] = MS__BIT(MS_MOVE_ASSIGNING) | MS__BIT(MS_MOVE_ABORTING),
     [MS_MOVE_ASSIGNING] = MS__BIT(MS_MOVE_DONE),
     [MS_MOVE_ABORTING] = MS__BIT(MS_MOVE_DONE),
     [MS_MOVE_DONE] = 0,
+    [MS_MOVE_ADDING] = MS__BIT(MS_MOVE_TRANSFERRING) |
+                       MS__BIT(MS_MOVE_REMOVING) | MS__BIT(MS_MOVE_DONE),
+    [MS_MOVE_TRANSFERRING] =
+        MS__BIT(MS_MOVE_REMOVING) | MS__BIT(MS_MOVE_ABORTING),
+    [MS_MOVE_REMOVING] = MS__BIT(MS_MOVE_DONE),
 };
 
 static const char *const ms__move_state_names[MS_MOVE__NR] = {
@@ -139,6 +162,9 @@ static const char *const ms__move_state_names[MS_MOVE__NR] = {
     [MS_MOVE_ASSIGNING] = "assigning",
     [MS_MOVE_ABORTING] = "aborting",
     [MS_MOVE_DONE] = "done",
+    [MS_MOVE_ADDING] = "adding",
+    [MS_MOVE_TRANSFERRING] = "transferring",
+    [MS_MOVE_REMOVING] = "removing",
 };
 
 const char *ms_exec_move_state_name(enum ms_move_state st)
@@ -297,8 +323,10 @@ static int ms__http_status(int rc)
             return 404;
         case RT_EBUSY:
         case RT_ESTALE:
-        case RT_ENOCONN:
+        case RT_EEXIST:
             return 409;
+        case RT_ENOCONN:
+            return 503;
         case RT_ETIMEDOUT:
             return 504;
         case RT_ENOTIMPL:
@@ -1769,23 +1797,410 @@ static int ms__transfer(struct ms_exec *ex,
     return 0;
 }
 
+/* ---- move of a replicated range (docs/DESIGN-replication.md §9.3) ---- */
+
+/* The zone of server @id as it registered ("" when none or unknown). */
+static const char *ms__zone(struct ms_exec *ex, uint64_t id)
+{
+    const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, id);
+    return rec && rec->zone ? rec->zone : "";
+}
+
+/* Copies of @r in @zone once @src has left. */
+static size_t ms__zone_copies(struct ms_exec *ex,
+                              const struct ms_range *r,
+                              uint64_t src,
+                              const char *zone)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        uint64_t id = r->replicas[i].server_id;
+        n += id != src && strcmp(ms__zone(ex, id), zone) == 0;
+    }
+    return n;
+}
+
+/* May server @id take a copy of @r: known, usable, not draining, not a
+ * member? */
+static bool ms__rmove_candidate(struct ms_exec *ex,
+                                const struct ms_range *r,
+                                uint64_t id)
+{
+    const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, id);
+    return rec && !rec->draining && ms_cluster_server_usable(ex->cl, id) &&
+           !ms_range_names(r, id);
+}
+
+uint64_t ms_exec_rmove_target(struct ms_exec *ex,
+                              const struct ms_range *r,
+                              uint64_t src)
+{
+    size_t n = 0, nz = 0;
+    struct ms_place_server *c = rt_xcalloc(ex->cl->servers.n + 1, sizeof(*c));
+    const char *zones[MS_REPLICAS_MAX];
+    uint64_t best = 0;
+    int k;
+    for (size_t i = 0; i < ex->cl->servers.n; i++) {
+        const struct ms_server *s = ex->cl->servers.v[i];
+        if (!ms__rmove_candidate(ex, r, s->id)) {
+            continue;
+        }
+        c[n++] = (struct ms_place_server){
+            .id = s->id,
+            .zone = ms__zone(ex, s->id),
+            .nreplicas = ms_catalog_server_nreplicas(ex->cl->cat, s->id) +
+                         ms_exec_server_moving(ex, s->id),
+        };
+    }
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        if (r->replicas[i].server_id != src) {
+            zones[nz++] = ms__zone(ex, r->replicas[i].server_id);
+        }
+    }
+    k = ms_place_one(c, n, zones, nz);
+    if (k >= 0) {
+        best = c[k].id;
+    }
+    free(c);
+    return best;
+}
+
+/* The zone rule of ms_place_one for a chosen target @dst: no candidate's
+ * zone would hold fewer of the kept copies than @dst's. */
+static bool ms__rmove_zone_ok(struct ms_exec *ex,
+                              const struct ms_range *r,
+                              uint64_t src,
+                              uint64_t dst,
+                              char *err,
+                              size_t errlen)
+{
+    const char *z = ms__zone(ex, dst);
+    size_t mine = ms__zone_copies(ex, r, src, z);
+    for (size_t i = 0; i < ex->cl->servers.n; i++) {
+        const struct ms_server *s = ex->cl->servers.v[i];
+        const char *sz;
+        if (!ms__rmove_candidate(ex, r, s->id)) {
+            continue;
+        }
+        sz = ms__zone(ex, s->id);
+        if (ms__zone_copies(ex, r, src, sz) < mine) {
+            snprintf(err, errlen,
+                     "zone rule: zone \"%s\" of server %" PRIu64
+                     " would hold %zu copies of range %" PRIu64
+                     ", zone \"%s\" of server %" PRIu64 " fewer",
+                     z, dst, mine + 1, r->id, sz, s->id);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The role of @id in @r's committed set (RT__REPL_ROLE__... or -1). */
+static int ms__role(const struct ms_range *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->nreplicas; i++) {
+        if (r->replicas[i].server_id == id) {
+            return (int)r->replicas[i].role;
+        }
+    }
+    return -1;
+}
+
+static bool ms__in_isr(const struct ms_range *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->nisr; i++) {
+        if (r->isr[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The move settles: its event with the phases, the cool-downs and the
+ * next step of a drain on success. */
+static void ms__rmove_done(struct ms_op *op, int rc, const char *why)
+{
+    struct ms_exec *ex = op->ex;
+    uint64_t now = rt_time_mono_ms();
+    json_t *ph = json_object();
+    uint64_t add_end = op->add_end_ms ? op->add_end_ms : now;
+    json_object_set_new(ph, "adding_ms",
+                        json_integer((json_int_t)(add_end - op->t0_ms)));
+    if (op->xfer_end_ms) {
+        json_object_set_new(
+            ph, "transfer_ms",
+            json_integer((json_int_t)(op->xfer_end_ms - add_end)));
+    }
+    if (op->add_end_ms) {
+        uint64_t from = op->xfer_end_ms ? op->xfer_end_ms : add_end;
+        json_object_set_new(
+            ph, op->state == MS_MOVE_ABORTING ? "aborting_ms" : "removing_ms",
+            json_integer((json_int_t)(now - from)));
+    }
+    json_object_set_new(op->ev, "phases", ph);
+    json_object_set_new(op->ev, "state",
+                        json_string(ms_exec_move_state_name(op->state)));
+    ms__move_set_state(op, MS_MOVE_DONE);
+    if (rc == 0) {
+        struct ms_server *s = ms_cluster_server_find(ex->cl, op->server_id);
+        struct ms_server *t = ms_cluster_server_find(ex->cl, op->dst);
+        ex->n_moves++;
+        ms_exec_rmeta(ex, op->range_id)->move_ms = now;
+        if (s) {
+            s->move_ms = now;
+        }
+        if (t) {
+            t->move_ms = now;
+        }
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": replica moved from server %" PRIu64
+               " to %" PRIu64,
+               op->range_id, op->server_id, op->dst);
+    } else {
+        ex->n_aborts++;
+        rt_log(RT_LOG_WARN,
+               "range %" PRIu64 ": move of its replica from server %" PRIu64
+               " to %" PRIu64 " failed: %s",
+               op->range_id, op->server_id, op->dst, why);
+    }
+    ms__op_finish(op, rc, why);
+    if (rc == 0 && ex->moved_cb && !ex->cl->stopping) {
+        ex->moved_cb(ex->moved_arg); /* a drain goes on */
+    }
+}
+
+/* The transfer failed with the source still primary: the target leaves
+ * the set again (ABORTING, retried every tick while the range is busy). */
+static void ms__rmove_abort(struct ms_op *op, int rc, const char *why)
+{
+    op->rm_rc = rc;
+    snprintf(op->rm_err, sizeof(op->rm_err), "%s", why);
+    ms__move_set_state(op, MS_MOVE_ABORTING);
+}
+
+static void ms__rmove_step(struct ms_op *op);
+
+/* ms_repl_transfer_cb of a move's step 2. */
+static void ms__rmove_transferred(void *arg,
+                                  int code,
+                                  const struct ms_repl_transfer_result *res)
+{
+    struct ms_op *op = arg;
+    struct ms_exec *ex = op->ex;
+    const struct ms_range *r;
+    op->calls--;
+    op->xfer_end_ms = rt_time_mono_ms();
+    json_object_set_new(op->ev, "new_primary",
+                        json_integer((json_int_t)res->new_primary));
+    json_object_set_new(op->ev, "frozen_ms",
+                        json_integer((json_int_t)res->frozen_ms));
+    json_object_set_new(op->ev, "window_ms",
+                        json_integer((json_int_t)res->window_ms));
+    if (op->finished || ex->cl->stopping) {
+        ms__op_maybe_free(op);
+        return;
+    }
+    r = ms_catalog_range_find(ex->cl->cat, op->range_id);
+    if (code == 0 || (r && r->server_id != op->server_id)) {
+        /* The source is no longer primary (a failover may have chosen
+         * another member than the target): it may leave. */
+        ms__move_set_state(op, MS_MOVE_REMOVING);
+    } else {
+        char why[200];
+        snprintf(why, sizeof(why), "transfer: %s", res->error);
+        ms__rmove_abort(op, code ? code : RT_ESTALE, why);
+    }
+    ms__rmove_step(op);
+}
+
+/* One step of a replicated move, from the committed catalog. */
+static void ms__rmove_step(struct ms_op *op)
+{
+    struct ms_exec *ex = op->ex;
+    const struct ms_range *r = ms_catalog_range_find(ex->cl->cat, op->range_id);
+    uint64_t now = rt_time_mono_ms();
+    char err[256];
+    int rc;
+
+    if (op->finished || op->calls || ex->cl->stopping) {
+        return;
+    }
+    if (!r) {
+        ms__rmove_done(op, RT_ENOTFOUND, "the range was deleted");
+        return;
+    }
+    switch (op->state) {
+        case MS_MOVE_ADDING: {
+            int role = ms__role(r, op->dst);
+            if (role < 0) {
+                ms__rmove_done(op, RT_ETIMEDOUT,
+                               "the learner failed or timed out: nothing "
+                               "else changed");
+                return;
+            }
+            if (role == RT__REPL_ROLE__ROLE_LEARNER ||
+                !ms__in_isr(r, op->dst)) {
+                return; /* still copying */
+            }
+            op->add_end_ms = now;
+            if (r->server_id != op->server_id) {
+                ms__move_set_state(op, MS_MOVE_REMOVING);
+                break;
+            }
+            ms__move_set_state(op, MS_MOVE_TRANSFERRING);
+            op->xfer_until_ms = now + 10000;
+        }
+            /* fall through */
+        case MS_MOVE_TRANSFERRING:
+            if (r->server_id != op->server_id) {
+                ms__move_set_state(op, MS_MOVE_REMOVING);
+                break;
+            }
+            op->calls++;
+            rc = ms_repl_transfer(ex->repl, r->id, op->dst,
+                                  ms__rmove_transferred, op, err, sizeof(err));
+            if (rc == 0) {
+                return;
+            }
+            op->calls--;
+            if (rc == RT_EBUSY && now < op->xfer_until_ms) {
+                return; /* the join's assignment is still out: next tick */
+            }
+            ms__rmove_abort(op, rc, err);
+            break;
+        default:
+            break;
+    }
+    if (op->state == MS_MOVE_REMOVING) {
+        if (ms__role(r, op->server_id) < 0) {
+            ms__rmove_done(op, 0, NULL);
+            return;
+        }
+        rc = ms_repl_remove_replica(ex->repl, r->id, op->server_id, "move", err,
+                                    sizeof(err));
+        if (rc == 0) {
+            ms__rmove_done(op, 0, NULL);
+        } else if (rc != RT_EBUSY) {
+            /* The source is primary again (a failover back to it): the
+             * range keeps rf + 1 copies; an operator moves it again. */
+            ms__rmove_done(op, rc, err);
+        }
+        return;
+    }
+    if (op->state == MS_MOVE_ABORTING) {
+        if (ms__role(r, op->dst) < 0 || r->server_id == op->dst) {
+            ms__rmove_done(op, op->rm_rc, op->rm_err);
+            return;
+        }
+        rc = ms_repl_remove_replica(ex->repl, r->id, op->dst, "move_aborted",
+                                    err, sizeof(err));
+        if (rc != RT_EBUSY) {
+            ms__rmove_done(op, op->rm_rc, op->rm_err);
+        }
+    }
+}
+
+void ms_exec_progress(struct ms_exec *ex)
+{
+    /* A step may finish (and free) its op: walk a copy of the ranges. */
+    uint64_t *ids;
+    size_t n = 0;
+    if (!ex->ops.n) {
+        return;
+    }
+    ids = rt_xcalloc(ex->ops.n, sizeof(*ids));
+    for (size_t i = 0; i < ex->ops.n; i++) {
+        const struct ms_op *op = ex->ops.v[i];
+        if (op->rmove && !op->finished) {
+            ids[n++] = op->range_id;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        for (size_t i = 0; i < ex->ops.n; i++) {
+            struct ms_op *op = ex->ops.v[i];
+            if (op->rmove && !op->finished && op->range_id == ids[k]) {
+                ms__rmove_step(op);
+                break;
+            }
+        }
+    }
+    free(ids);
+}
+
+static int ms__rmove(struct ms_exec *ex,
+                     const struct ms_exec_order *o,
+                     const struct ms_range *r,
+                     char *err,
+                     size_t errlen)
+{
+    uint64_t src = o->src ? o->src : r->server_id, dst = o->dst;
+    const struct ms_server_rec *rec = ms_catalog_server_find(ex->cl->cat, dst);
+    struct ms_op *op;
+    int rc;
+
+    if (!rec) {
+        snprintf(err, errlen, "no server %" PRIu64, dst);
+        return RT_ENOTFOUND;
+    }
+    if (ms__role(r, src) < 0) {
+        snprintf(err, errlen,
+                 "server %" PRIu64 " holds no replica of range %" PRIu64, src,
+                 r->id);
+        return RT_EINVAL;
+    }
+    if (ms_range_names(r, dst)) {
+        snprintf(err, errlen,
+                 "server %" PRIu64 " already holds a replica of range %" PRIu64,
+                 dst, r->id);
+        return RT_EEXIST;
+    }
+    if (!ms_cluster_server_usable(ex->cl, dst)) {
+        snprintf(err, errlen, "target server %" PRIu64 " is down", dst);
+        return RT_ENOCONN;
+    }
+    if (rec->draining) {
+        snprintf(err, errlen, "target server %" PRIu64 " is draining", dst);
+        return RT_EBUSY;
+    }
+    if (!ex->repl) {
+        snprintf(err, errlen, "replication is not running");
+        return RT_EBUSY;
+    }
+    if (ms_exec_busy(ex, r->id)) {
+        snprintf(err, errlen, "range %" PRIu64 " is busy", r->id);
+        return RT_EBUSY;
+    }
+    if (!ms__rmove_zone_ok(ex, r, src, dst, err, errlen)) {
+        return RT_EINVAL;
+    }
+    rc = ms_repl_add_learner(ex->repl, r->id, dst, err, errlen);
+    if (rc) {
+        return rc == RT_EINVAL ? RT_EBUSY : rc;
+    }
+    op = ms__op_begin(ex, o, r);
+    op->rmove = true;
+    op->server_id = src;
+    op->dst = dst;
+    json_object_set_new(op->ev, "from", json_integer((json_int_t)src));
+    json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
+    json_object_set_new(op->ev, "replicated", json_true());
+    ms_exec_ev_decision(op->ev, o->d);
+    ms__move_set_state(op, MS_MOVE_ADDING);
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": moving its replica from server %" PRIu64
+           " to %" PRIu64 " (%s): learner added",
+           r->id, src, dst, o->origin);
+    ms_cluster_changed(ex->cl); /* the move shows in "ops" at once */
+    return 0;
+}
+
 /* ---- starting ---- */
 
-/* A move rebuilds a range with the RF 1 replica set; moving a replicated
- * range (docs/DESIGN-replication.md §9.3) comes with a later step. Until
- * then it is refused, nothing changed; a split goes to ms__rsplit, a
- * merge to ms__rmerge. */
-static bool ms__replicated(const struct ms_range *r, char *err, size_t errlen)
+/* A range with more than one replica: its split goes to ms__rsplit, its
+ * merge to ms__rmerge, its move to ms__rmove. */
+static bool ms__replicated(const struct ms_range *r)
 {
-    if (r->nreplicas <= 1) {
-        return false;
-    }
-    snprintf(err, errlen,
-             "range %" PRIu64
-             " has %zu replicas: replicated ranges cannot "
-             "be moved yet",
-             r->id, r->nreplicas);
-    return true;
+    return r->nreplicas > 1;
 }
 
 int ms_exec_start(struct ms_exec *ex,
@@ -1800,14 +2215,14 @@ int ms_exec_start(struct ms_exec *ex,
     if (o->kind == MS_OP_TRANSFER) {
         return ms__transfer(ex, o, r, err, errlen);
     }
-    if (ms__replicated(r, err, errlen)) {
+    if (ms__replicated(r)) {
         if (o->kind == MS_OP_SPLIT) {
             return ms__rsplit(ex, o, r, err, errlen);
         }
         if (o->kind == MS_OP_MERGE) {
             return ms__rmerge(ex, o, r, err, errlen);
         }
-        return RT_ENOTIMPL;
+        return ms__rmove(ex, o, r, err, errlen);
     }
     switch (o->kind) {
         case MS_OP_SPLIT:
@@ -1834,14 +2249,15 @@ void ms_exec_retry_aborts(struct ms_exec *ex)
     ids = rt_xcalloc(ex->ops.n, sizeof(*ids));
     for (size_t i = 0; i < ex->ops.n; i++) {
         const struct ms_op *op = ex->ops.v[i];
-        if (op->kind == MS_OP_MOVE && op->state == MS_MOVE_ABORTING) {
+        if (op->kind == MS_OP_MOVE && !op->rmove &&
+            op->state == MS_MOVE_ABORTING) {
             ids[n++] = op->move_id;
         }
     }
     for (size_t k = 0; k < n; k++) {
         for (size_t i = 0; i < ex->ops.n; i++) {
             struct ms_op *op = ex->ops.v[i];
-            if (op->kind == MS_OP_MOVE && op->move_id == ids[k] &&
+            if (op->kind == MS_OP_MOVE && !op->rmove && op->move_id == ids[k] &&
                 op->state == MS_MOVE_ABORTING) {
                 ms__abort_kick(op);
                 break;

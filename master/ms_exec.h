@@ -52,13 +52,22 @@ enum ms_op_kind { MS_OP_SPLIT, MS_OP_MERGE, MS_OP_MOVE, MS_OP_TRANSFER };
  * merge); COPYING = recorded, MOVE_OUT sent; ASSIGNING = committed,
  * waiting for the target's ASSIGN_RANGES reply; ABORTING = failed before
  * the commit, MOVE_ABORT to both ends until each acknowledged; DONE =
- * settled either way. */
+ * settled either way.
+ * A replicated range's move (docs/DESIGN-replication.md §9.3): ADDING =
+ * the target is a LEARNER, waiting until it joined the ISR; TRANSFERRING
+ * = the source is the primary, its role goes to an in-sync member (the
+ * target); REMOVING = the source leaves the replica set; ABORTING = the
+ * transfer failed with the source still primary, the target leaves the
+ * set again. */
 enum ms_move_state {
     MS_MOVE_NEW,
     MS_MOVE_COPYING,
     MS_MOVE_ASSIGNING,
     MS_MOVE_ABORTING,
     MS_MOVE_DONE,
+    MS_MOVE_ADDING,
+    MS_MOVE_TRANSFERRING,
+    MS_MOVE_REMOVING,
     MS_MOVE__NR
 };
 
@@ -96,6 +105,13 @@ struct ms_op
      * first failure */
     uint64_t frz_epoch[2];
     int frz_rc;
+    /* move of a replicated range: when each phase began and ended
+     * (monotonic, 0 = not reached), the retry deadline of the transfer's
+     * start, and the failure reported when it settles */
+    bool rmove;
+    uint64_t add_end_ms, xfer_end_ms, xfer_until_ms;
+    int rm_rc;
+    char rm_err[200];
 };
 
 /* A move completed (committed and assigned). */
@@ -149,6 +165,8 @@ struct ms_exec_order
     uint64_t range_id;
     uint64_t range_id2;
     uint64_t dst;
+    uint64_t src; /* move of a replicated range: the replica that leaves
+                   * (0: the primary) */
     const char *key;
     const char *origin;
     const struct ms_decision *d;
@@ -164,22 +182,34 @@ struct ms_exec_order
  * that make no sense; a transfer of an RF-1 range, or to a server that is
  * the primary or not in the ISR), RT_EBUSY (the range is busy, changing
  * its replica configuration, or a server is down or draining),
- * RT_ENOTIMPL (a merge or move of a range with more than one replica: not
- * before docs/DESIGN-replication.md §9.2-§9.3 is built; the admin API
- * answers 501), or a catalog error. A split of a replicated range that
- * fails after its primary froze it reports like any other (RT_ESTALE: the
- * range changed meanwhile, 409); so does a transfer that fails after it
- * started (its event, outcome "failed"). */
+ * or a catalog error. A move of a replicated range also refuses, nothing
+ * changed: RT_EEXIST (the target already holds a replica, 409),
+ * RT_ENOCONN (the target is down, 503), RT_EINVAL (the source holds no
+ * replica, or the target breaks the zone rule, 400). A split of a replicated
+ * range that fails after its primary froze it reports like any other
+ * (RT_ESTALE: the range changed meanwhile, 409); so does a transfer that fails
+ * after it started (its event, outcome "failed"). */
 int ms_exec_start(struct ms_exec *ex,
                   const struct ms_exec_order *o,
                   char *err,
                   size_t errlen);
+
+/* A target for the replica of replicated @r on server @src (a drain's
+ * move): among the usable, not draining servers that hold no replica of
+ * @r, the one ms_place_one() chooses (zones, then fewest replicas,
+ * counting moves into it); 0 when there is none. */
+uint64_t ms_exec_rmove_target(struct ms_exec *ex,
+                              const struct ms_range *r,
+                              uint64_t src);
 
 /* ---- progress ---- */
 
 /* Sends MOVE_ABORT again to the ends of aborting moves that have not
  * acknowledged it yet (every tick). */
 void ms_exec_retry_aborts(struct ms_exec *ex);
+/* Moves of replicated ranges go on (every tick): a learner that joined
+ * or failed, a transfer or a removal to (re)start. */
+void ms_exec_progress(struct ms_exec *ex);
 /* A server registered: its reply lists its ranges at their old epoch,
  * which settles the source end of aborting moves. */
 void ms_exec_on_register(struct ms_exec *ex, struct ms_server *s);

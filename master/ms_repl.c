@@ -1392,6 +1392,78 @@ int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id)
     return rc;
 }
 
+/* ---- a move's replica-set changes (DESIGN-replication §9.3) ---- */
+
+/* @d through the core (ms__repl_rr_do), then checked in the committed
+ * configuration: the learner in the set (@want_in) or the server gone. */
+static int ms__repl_move_do(struct ms_repl *r,
+                            const struct ms_rerepl_decision *d,
+                            bool want_in,
+                            char *err,
+                            size_t errlen)
+{
+    struct ms_rcore_range_info info;
+    int rc;
+    if (r->stopping) {
+        snprintf(err, errlen, "master is stopping");
+        return RT_EBUSY;
+    }
+    if (!ms__repl_range(r, d->range_id)) {
+        snprintf(err, errlen, "range %" PRIu64 " is not replicated",
+                 d->range_id);
+        return RT_EINVAL;
+    }
+    if (ms_repl_transferring(r, d->range_id)) {
+        snprintf(err, errlen, "range %" PRIu64 " is transferring", d->range_id);
+        return RT_EBUSY;
+    }
+    rc = ms__repl_rr_do(r, d, rt_time_mono_ms());
+    if (rc) {
+        snprintf(err, errlen,
+                 "range %" PRIu64 ": %s of server %" PRIu64 " refused (%s)",
+                 d->range_id, want_in ? "learner" : "removal", d->server,
+                 rt_strerror(rc));
+        return rc;
+    }
+    if (ms_rcore_range_get(r->core, d->range_id, &info) != 0 ||
+        (rt_repl_conf_role(&info.conf, d->server) != RT_REPL_ROLE_NONE) !=
+            want_in) {
+        snprintf(err, errlen,
+                 "range %" PRIu64 ": the change of server %" PRIu64
+                 " was not committed",
+                 d->range_id, d->server);
+        return RT_ESTALE;
+    }
+    return 0;
+}
+
+int ms_repl_add_learner(struct ms_repl *r,
+                        uint64_t range_id,
+                        uint64_t server,
+                        char *err,
+                        size_t errlen)
+{
+    const struct ms_rerepl_decision d = {.kind = MS_REREPL_ADD,
+                                         .range_id = range_id,
+                                         .server = server,
+                                         .reason = "move"};
+    return ms__repl_move_do(r, &d, true, err, errlen);
+}
+
+int ms_repl_remove_replica(struct ms_repl *r,
+                           uint64_t range_id,
+                           uint64_t server,
+                           const char *reason,
+                           char *err,
+                           size_t errlen)
+{
+    const struct ms_rerepl_decision d = {.kind = MS_REREPL_REMOVE,
+                                         .range_id = range_id,
+                                         .server = server,
+                                         .reason = reason};
+    return ms__repl_move_do(r, &d, false, err, errlen);
+}
+
 /* ---- transfers (docs/DESIGN-replication.md §9.3 step 2) ---- */
 
 /* A TRANSFER_ABORT in flight: sent again (up to MS__REPL_ABORT_TRIES

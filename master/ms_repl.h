@@ -141,6 +141,31 @@ void ms_repl_rereplicate(struct ms_repl *r);
  * and the server retries. */
 int ms_repl_server_wiped(struct ms_repl *r, uint64_t server_id);
 
+/* The replica-set changes of a move (docs/DESIGN-replication.md §9.3
+ * steps 1 and 3), carried out through the core like re-replication's: one
+ * guarded catalog commit each, done or refused before the call returns.
+ * ms_repl_add_learner: @server joins @range_id's set as a LEARNER and its
+ * copy starts; the catalog then shows how it ends (the learner's
+ * ISR_CHANGE{add} makes it an in-sync SECONDARY; a failure or the learner
+ * timeout removes it, event `replica_removed`). ms_repl_remove_replica:
+ * @server leaves the set and the ISR (event `replica_removed` with
+ * @reason, a static string) and is assigned the range no more. Errors,
+ * nothing changed: RT_EINVAL (not replicated; add: no room; remove: not a
+ * member, or the primary), RT_EEXIST (add: already a member), RT_EBUSY
+ * (an operation in flight on the range, a transfer, the master
+ * stopping), RT_ESTALE (the commit failed: the catalog moved). */
+int ms_repl_add_learner(struct ms_repl *r,
+                        uint64_t range_id,
+                        uint64_t server,
+                        char *err,
+                        size_t errlen);
+int ms_repl_remove_replica(struct ms_repl *r,
+                           uint64_t range_id,
+                           uint64_t server,
+                           const char *reason,
+                           char *err,
+                           size_t errlen);
+
 /* A planned primaryship transfer (docs/DESIGN-replication.md §9.3 step
  * 2), the outcome given to its callback. */
 struct ms_repl_transfer_result
