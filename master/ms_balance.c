@@ -1,11 +1,11 @@
 /* Load balancing: the decision loop (contract in ms_balance.h).
  *
  * Every tick: prune the bookkeeping of ranges that are gone, retry
- * unsettled aborts, build the policy's view of the cluster (servers with
- * their load and moves, ranges in key order with their load, age and
- * busy flag, replicated ones with their ISR), ask the policy, and hand
- * each split, merge, move or transfer it decides to ms_exec.c; hot/cool
- * marks only write an event. Then drains: a draining server's ranges
+ * unsettled aborts, let moves of replicated ranges go on, build the policy's
+ * view of the cluster (servers with their load and moves, ranges in key order
+ * with their load, age and busy flag, replicated ones with their ISR), ask the
+ * policy, and hand each split, merge, move or transfer it decides to ms_exec.c;
+ * hot/cool marks only write an event. Then drains: a draining server's ranges
  * move, one at a time up to max_moves, to the least-loaded usable server.
  * Once a second a history frame for the heat map.
  *
@@ -14,12 +14,14 @@
  * ms_exec.c the same way; what a refused request gets is listed in
  * ms_exec.c.
  *
- * Replicated ranges (more than one replica) keep their copies where they
- * are until moves with replicas exist (docs/DESIGN-replication.md §9):
- * only their primary role moves, by a transfer within the ISR (§9.4). The
- * policy is told so in its view; a drain transfers the primary role of
- * each one the server leads to its least loaded in-sync replica and
- * leaves the server's copies (its answer says so). */
+ * Replicated ranges (more than one replica): the policy balances their
+ * primary role by transfers within the ISR (docs/DESIGN-replication.md
+ * §9.4; it is told so in its view). A drain first transfers the primary
+ * role of each one the server leads to its least loaded in-sync replica,
+ * then moves each copy the server holds (add a learner elsewhere, remove
+ * the copy: §9.3) to a live, non-draining server that holds none of that
+ * range, chosen by ms_exec_rmove_target (zones, fewest replicas); a copy
+ * no server can take stays, and the drain's "done" event says so. */
 #include "ms_balance.h"
 
 #include <inttypes.h>
@@ -392,6 +394,48 @@ static uint64_t ms__drain_isr_target(struct ms_balance *b,
     return best;
 }
 
+/* The copies draining server @sid still holds once it leads nothing
+ * (docs/DESIGN-replication.md §9.4): each replicated range naming it
+ * moves that replica to ms_exec_rmove_target's choice, while fewer than
+ * @cap moves run. True while some copy is moving or may move later;
+ * *@kept counts those no server can take (they stay). */
+static bool ms__drain_replicas(struct ms_balance *b,
+                               uint64_t sid,
+                               unsigned cap,
+                               size_t *kept)
+{
+    bool pending = false;
+    char err[256];
+    for (size_t j = 0; j < ms_catalog_nranges(b->cl->cat); j++) {
+        const struct ms_range *r = ms_catalog_range_at(b->cl->cat, j);
+        struct ms_exec_order o = {.kind = MS_OP_MOVE, .origin = "drain"};
+        if (r->nreplicas <= 1 || !ms_range_names(r, sid)) {
+            continue;
+        }
+        if (ms_exec_busy(&b->exec, r->id)) {
+            pending = true;
+            continue;
+        }
+        o.range_id = r->id;
+        o.src = sid;
+        o.dst = ms_exec_rmove_target(&b->exec, r, sid);
+        if (!o.dst) {
+            (*kept)++;
+            continue;
+        }
+        pending = true;
+        if (ms_exec_moves(&b->exec) >= cap) {
+            continue;
+        }
+        if (ms_exec_start(&b->exec, &o, err, sizeof(err)) != 0) {
+            rt_log(RT_LOG_WARN, "drain of server %" PRIu64 ": %s", sid, err);
+        }
+        /* The catalog changed (a learner): go on at the next tick. */
+        return true;
+    }
+    return pending;
+}
+
 static void ms__run_drains(struct ms_balance *b)
 {
     unsigned cap = b->policy_cfg.max_moves ? b->policy_cfg.max_moves : 1;
@@ -406,6 +450,10 @@ static void ms__run_drains(struct ms_balance *b)
         s = ms_cluster_server_find(b->cl, rec->id);
         left = ms_catalog_server_nranges(b->cl->cat, rec->id);
         if (left == 0) {
+            size_t kept = 0;
+            if (ms__drain_replicas(b, rec->id, cap, &kept)) {
+                continue; /* copies still to move */
+            }
             if (s && !s->drain_reported &&
                 ms_exec_server_moving(&b->exec, rec->id) == 0) {
                 json_t *e = json_object();
@@ -414,6 +462,17 @@ static void ms__run_drains(struct ms_balance *b)
                 json_object_set_new(e, "server",
                                     json_integer((json_int_t)rec->id));
                 json_object_set_new(e, "outcome", json_string("done"));
+                if (kept) {
+                    char note[200];
+                    snprintf(note, sizeof(note),
+                             "%zu replicated ranges keep their copy on "
+                             "server %" PRIu64
+                             ": no other live server holds none of them",
+                             kept, rec->id);
+                    json_object_set_new(e, "replicas_kept",
+                                        json_integer((json_int_t)kept));
+                    json_object_set_new(e, "note", json_string(note));
+                }
                 ms_exec_event(&b->exec, e);
                 rt_log(RT_LOG_INFO, "server %" PRIu64 " drained", rec->id);
             }
@@ -589,17 +648,10 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
                 json_integer((json_int_t)ms_catalog_server_nranges(
                     b->cl->cat, req->server_id)));
             if (!req->cancel && nrep) {
-                /* Primaries are transferred away; the copies stay. */
-                char note[200];
-                snprintf(note, sizeof(note),
-                         "%zu replicated ranges keep their copy on server "
-                         "%" PRIu64
-                         " (their primary role is transferred): moving a "
-                         "replica needs learners, not built yet",
-                         nrep, req->server_id);
-                json_object_set_new(e, "replicas_kept",
+                /* Primaries are transferred away first, then each copy
+                 * moves (ms__drain_replicas). */
+                json_object_set_new(e, "replicas",
                                     json_integer((json_int_t)nrep));
-                json_object_set_new(e, "note", json_string(note));
             }
             e = ms_exec_event_get(&b->exec, e);
             rt_log(RT_LOG_INFO, "server %" PRIu64 " %s", req->server_id,

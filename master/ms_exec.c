@@ -1996,6 +1996,21 @@ static void ms__rmove_transferred(void *arg,
                         json_integer((json_int_t)res->frozen_ms));
     json_object_set_new(op->ev, "window_ms",
                         json_integer((json_int_t)res->window_ms));
+    {
+        /* The figures rtctl prints for a move: the ServerBusy window is
+         * the transfer's (the copy froze nothing). */
+        json_t *mv = json_object();
+        json_object_set_new(mv, "frozen_ms",
+                            json_integer((json_int_t)res->frozen_ms));
+        json_object_set_new(op->ev, "move", mv);
+        json_object_set_new(op->ev, "busy_ms",
+                            json_integer((json_int_t)res->window_ms));
+        json_object_set_new(
+            op->ev, "commit_assign_ms",
+            json_integer((json_int_t)(res->window_ms > res->frozen_ms
+                                          ? res->window_ms - res->frozen_ms
+                                          : 0)));
+    }
     if (op->finished || ex->cl->stopping) {
         ms__op_maybe_free(op);
         return;
@@ -2173,10 +2188,8 @@ static int ms__rmove(struct ms_exec *ex,
     if (!ms__rmove_zone_ok(ex, r, src, dst, err, errlen)) {
         return RT_EINVAL;
     }
-    rc = ms_repl_add_learner(ex->repl, r->id, dst, err, errlen);
-    if (rc) {
-        return rc == RT_EINVAL ? RT_EBUSY : rc;
-    }
+    /* The event describes the range before the move: begin first (the
+     * learner's commit replaces @r in the catalog). */
     op = ms__op_begin(ex, o, r);
     op->rmove = true;
     op->server_id = src;
@@ -2185,11 +2198,19 @@ static int ms__rmove(struct ms_exec *ex,
     json_object_set_new(op->ev, "to", json_integer((json_int_t)dst));
     json_object_set_new(op->ev, "replicated", json_true());
     ms_exec_ev_decision(op->ev, o->d);
+    rc = ms_repl_add_learner(ex->repl, op->range_id, dst, err, errlen);
+    if (rc) {
+        /* Refused before anything changed: no event. */
+        op->req = NULL;
+        op->finished = op->reported = true;
+        ms__op_maybe_free(op);
+        return rc == RT_EINVAL ? RT_EBUSY : rc;
+    }
     ms__move_set_state(op, MS_MOVE_ADDING);
     rt_log(RT_LOG_INFO,
            "range %" PRIu64 ": moving its replica from server %" PRIu64
            " to %" PRIu64 " (%s): learner added",
-           r->id, src, dst, o->origin);
+           op->range_id, src, dst, o->origin);
     ms_cluster_changed(ex->cl); /* the move shows in "ops" at once */
     return 0;
 }

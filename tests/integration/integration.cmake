@@ -47,6 +47,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       and back under SDK writes (ServerBusy window
 #                       printed), no acknowledged write lost, the copies
 #                       identical; bad transfers refused 4xx
+#   test_move_repl      RF 3 on 4 servers: rtctl move of a range from its
+#                       primary's server to the fourth under SDK writes
+#                       (learner, join, transfer, removal), the copies
+#                       identical; bad moves refused 4xx; a drain moves
+#                       every copy off its server
 #   test_repl_hostile   garbage, truncated and absurd frames on every
 #                       replication RPC method of every server and the
 #                       master: nobody dies, the table stays intact
@@ -68,6 +73,7 @@ set(RT_INTEGRATION_TESTS
   test_balance
   test_replication
   test_transfer
+  test_move_repl
   test_repl_hostile
   test_repair
 )
