@@ -1303,6 +1303,77 @@ static int map_role(struct fx *f, uint64_t sid)
     return role;
 }
 
+/* A move of the range from its primary (server 0) to server 1, which
+ * holds no copy (docs/DESIGN-replication.md §9.3): server 1 becomes a
+ * LEARNER; once the primary's ISR_CHANGE{add 1} committed, the primary
+ * role is transferred to 1 (TRANSFER_PRIMARY to 0), then 0 leaves the
+ * set: replicas 1 (primary), 2, 3 all in sync; event "move" ok with its
+ * phases. A move to a member is refused 409 before anything changed. */
+static void test_move_replicated(void **state)
+{
+    struct fx *f = *state;
+    struct ms_admin_req *req;
+    const char *b = NULL;
+    char *body = NULL;
+    int status = 0;
+    uint64_t rid;
+    Rt__Map *map;
+    json_t *e;
+
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = 7;
+    }
+    map = get_map(f);
+    rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = f->ps[2].id;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, ms_admin_result(f->adm, req, &status, &b));
+    assert_int_equal(status, 409);
+    assert_non_null(strstr(b, "already holds a replica"));
+    ms_admin_release(f->adm, req);
+
+    req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = f->ps[1].id;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
+    map = get_map(f);
+    assert_int_equal(
+        isr_add(f, 0, rid, map->ranges[0]->epoch, f->ps[1].id, NULL), 0);
+    rt__map__free_unpacked(map, NULL);
+    WAIT_UNTIL(f, ms_admin_result(f->adm, req, &status, &b));
+    assert_int_equal(status, 200);
+    body = strdup(b);
+    ms_admin_release(f->adm, req);
+    e = json_loads(body, 0, NULL);
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "kind")), "move");
+    assert_string_equal(json_string_value(json_object_get(e, "outcome")), "ok");
+    assert_true(json_is_true(json_object_get(e, "replicated")));
+    assert_int_equal(json_integer_value(json_object_get(e, "from")),
+                     f->ps[0].id);
+    assert_int_equal(json_integer_value(json_object_get(e, "new_primary")),
+                     f->ps[1].id);
+    assert_non_null(
+        json_object_get(json_object_get(e, "phases"), "transfer_ms"));
+    json_decref(e);
+    free(body);
+    assert_int_equal(f->ps[0].xfers, 1);
+    assert_int_equal(f->ps[0].xfer_to, f->ps[1].id);
+    assert_int_equal(map_role(f, f->ps[0].id), RT__REPL_ROLE__ROLE_NONE);
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_PRIMARY);
+    map = get_map(f);
+    assert_int_equal(map->ranges[0]->n_replicas, 3);
+    assert_int_equal(map->ranges[0]->n_isr, 3);
+    rt__map__free_unpacked(map, NULL);
+    assert_true(has_event(f, "move", "ok"));
+}
+
 static uint64_t range0_id(struct fx *f)
 {
     Rt__Map *map = get_map(f);
@@ -1464,6 +1535,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_move_replicated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transfer_refused_by_primary, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer_target_silent, setup,
