@@ -6,7 +6,9 @@
  * ASSIGN_RANGES (or holds it), and records what it was told; a fake front
  * end records the MAP_UPDATE pushes. Transfers of the primary role
  * (§9.3) go through the admin bridge as rtctl's do; the fakes answer
- * TRANSFER_PRIMARY as their mode says and count TRANSFER_ABORT. The
+ * TRANSFER_PRIMARY as their mode says and count TRANSFER_ABORT. A move
+ * of a replicated range (§9.3) runs the same way: learner, its join
+ * (the fake primary's ISR_CHANGE{add}), transfer, removal. The
  * master runs with short timings (failover after 300 ms of silence, 200
  * ms lease). Rejoin and re-replication (plan step 10) run here too: a
  * secondary outside the ISR joining it, a dead replica replaced by a

@@ -457,12 +457,11 @@ static void test_min_insync_refusal(void **state)
     json_decref(o);
 }
 
-/* Moves of a replicated range are refused with 501 and a JSON error, a
- * merge of a table's only range with 400, and nothing changes: same map,
- * no operation. A drain of a server holding a copy is taken: its
- * primaries would be transferred (docs/DESIGN-replication.md §9.4), its
- * copies stay, and the answer says so; one holding only a secondary copy
- * changes nothing. */
+/* Bad moves of a replicated range are refused before anything changed:
+ * to a server already holding a copy with 409 EEXIST and the reason, to
+ * an unknown server with 404; a merge of a table's only range with 400.
+ * A drain of a server holding no copy changes nothing: same map, no
+ * operation. */
 static void test_replicated_refusals(void **state)
 {
     struct fx *f = *state;
