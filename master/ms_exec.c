@@ -138,6 +138,7 @@ void ms_exec_range_created(struct ms_exec *ex, uint64_t range_id)
  * TRANSFERRING -> REMOVING: the source is no longer primary.
  * TRANSFERRING -> ABORTING: the transfer failed, the source still primary:
  *   the target leaves the set again.
+ * ADDING, TRANSFERRING, ABORTING -> DONE: also when the range is gone.
  * REMOVING -> DONE: the source left the set (or cannot: it is primary
  *   again after a failover).
  * An operation cut short by shutdown keeps its state; it is freed, and
@@ -151,8 +152,8 @@ static const unsigned ms__move_allowed[MS_MOVE__NR] = {
     [MS_MOVE_DONE] = 0,
     [MS_MOVE_ADDING] = MS__BIT(MS_MOVE_TRANSFERRING) |
                        MS__BIT(MS_MOVE_REMOVING) | MS__BIT(MS_MOVE_DONE),
-    [MS_MOVE_TRANSFERRING] =
-        MS__BIT(MS_MOVE_REMOVING) | MS__BIT(MS_MOVE_ABORTING),
+    [MS_MOVE_TRANSFERRING] = MS__BIT(MS_MOVE_REMOVING) |
+                             MS__BIT(MS_MOVE_ABORTING) | MS__BIT(MS_MOVE_DONE),
     [MS_MOVE_REMOVING] = MS__BIT(MS_MOVE_DONE),
 };
 
@@ -1978,8 +1979,6 @@ static void ms__rmove_abort(struct ms_op *op, int rc, const char *why)
     ms__move_set_state(op, MS_MOVE_ABORTING);
 }
 
-static void ms__rmove_step(struct ms_op *op);
-
 /* ms_repl_transfer_cb of a move's step 2. */
 static void ms__rmove_transferred(void *arg,
                                   int code,
@@ -2025,7 +2024,9 @@ static void ms__rmove_transferred(void *arg,
         snprintf(why, sizeof(why), "transfer: %s", res->error);
         ms__rmove_abort(op, code ? code : RT_ESTALE, why);
     }
-    ms__rmove_step(op);
+    /* The removal waits for the next tick (ms_exec_progress): this runs
+     * inside ms_repl's handling of the transfer, which a new commit
+     * through it must not re-enter. */
 }
 
 /* One step of a replicated move, from the committed catalog. */
