@@ -1975,7 +1975,9 @@ static void ms__rmove_done(struct ms_op *op, int rc, const char *why)
 static void ms__rmove_abort(struct ms_op *op, int rc, const char *why)
 {
     op->rm_rc = rc;
-    snprintf(op->rm_err, sizeof(op->rm_err), "%s", why);
+    /* A longer reason is cut to the field (bounded so -O2 sees it). */
+    snprintf(op->rm_err, sizeof(op->rm_err), "%.*s",
+             (int)sizeof(op->rm_err) - 1, why);
     ms__move_set_state(op, MS_MOVE_ABORTING);
 }
 
