@@ -334,7 +334,11 @@ static int ps__rcore_check(const struct ps_rcore *node,
 }
 
 /* Rebuilds the peer list from @isr: peers kept keep their stream, new
- * ones are assumed at the commit LSN (every ISR member acked it). */
+ * ones are assumed at the commit LSN (every ISR member acked it), or at
+ * the LSN my buffer starts after when that is higher: a range that came
+ * here at an LSN (the half of a split, a merge: every ISR member held
+ * it) or by a copy has nothing of its own below it to send, and a member
+ * that NACKs below it gets a full copy (ps__rcore_ack). */
 static void ps__rcore_set_peers(struct ps_rcore *node,
                                 struct ps__rcore_range *r,
                                 const uint64_t *isr,
@@ -350,9 +354,11 @@ static void ps__rcore_set_peers(struct ps_rcore *node,
             continue;
         }
         struct ps__rcore_peer *p = &r->peers[r->n_peers++];
+        uint64_t at =
+            r->commit_lsn > r->buf_first - 1 ? r->commit_lsn : r->buf_first - 1;
         *p = (struct ps__rcore_peer){.id = isr[i],
-                                     .acked = r->commit_lsn,
-                                     .next = r->commit_lsn + 1,
+                                     .acked = at,
+                                     .next = at + 1,
                                      .progress_ms = now_ms,
                                      .joined_ms = now_ms};
         for (size_t j = 0; j < n_old; j++) {

@@ -679,6 +679,65 @@ static void test_promotion(void **state)
     assert_int_equal(info_of(f->s2).commit_lsn, 2);
 }
 
+/* A secondary that got its range at an LSN (the half of a split, every
+ * ISR member at that LSN) and has learned no commit LSN since is sealed
+ * and promoted (a transfer or a failover right after the split): the
+ * members are taken at that LSN, nothing below it is sent (it holds no
+ * group there), and their acks make it SERVING. */
+static void test_promotion_of_a_range_assigned_at_lsn(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    struct ps_rcore_assignment as = {.range_id = R + 1,
+                                     .epoch = 3,
+                                     .primary_id = 1,
+                                     .isr = {1, 2, 3},
+                                     .n_isr = 3,
+                                     .lsn = 7};
+    assert_int_equal(ps_rcore_assign(f->s2, &as, &f->out), 0);
+    rt_repl_actions_reset(&f->out);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_SEAL};
+    m.u.seal = (struct rt_repl_seal){
+        .range_id = R + 1, .old_epoch = 3, .new_epoch = 4, .old_primary = 1};
+    assert_int_equal(msg_to(f, f->s2, 10000, MASTER, &m), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, &a), 1);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R + 1, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    ps_rcore_step(f->s2, &done, &f->out);
+    m = (struct rt_repl_msg){.kind = RT_REPL_MSG_ASSIGN};
+    struct rt_repl_conf *c = &m.u.assign;
+    c->range_id = R + 1;
+    c->epoch = 4;
+    c->primary_id = 2;
+    c->primary_epoch = 4;
+    for (uint64_t id = 1; id <= 3; id++) {
+        c->members[c->n_members++] = (struct rt_repl_member){
+            id, id == 2 ? RT_REPL_ROLE_PRIMARY : RT_REPL_ROLE_SECONDARY};
+    }
+    c->isr[0] = 2;
+    c->isr[1] = 3;
+    c->n_isr = 2;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(msg_to(f, f->s2, 10001, MASTER, &m), 0);
+    for (size_t i = 0; i < f->out.n; i++) {
+        a = &f->out.v[i];
+        assert_false(a->kind == RT_REPL_ACT_SEND &&
+                     a->msg.kind == RT_REPL_MSG_APPEND &&
+                     a->msg.u.append.lsn <= 7);
+    }
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_rcore_range_get(f->s2, R + 1, &info), 0);
+    assert_int_equal(info.role, PS_RCORE_PRIMARY);
+    m = (struct rt_repl_msg){.kind = RT_REPL_MSG_ACK};
+    m.u.ack =
+        (struct rt_repl_ack){.range_id = R + 1, .applied_lsn = 7, .epoch = 4};
+    assert_int_equal(msg_to(f, f->s2, 10002, 3, &m), 0);
+    assert_int_equal(ps_rcore_range_get(f->s2, R + 1, &info), 0);
+    assert_int_equal(info.state, PS_RPRI_SERVING);
+    assert_int_equal(info.commit_lsn, 7);
+}
+
 /* F4: a sealed secondary promoted with an ISR of itself alone serves at
  * once with cw = its applied LSN (reads wait for cw; no ack and no write,
  * refused below min_insync, would ever raise it). */
@@ -1694,6 +1753,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_seal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_grace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_promotion_of_a_range_assigned_at_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_isr_of_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
