@@ -716,6 +716,13 @@ static void ms__repl_committed(struct ms_repl *r,
     const char *reason = "";
 
     if (old->seal_epoch == 0 && c->seal_epoch != 0) {
+        if (c->seal_kind == RT_REPL_SEAL_TRANSFER) {
+            rt_log(RT_LOG_INFO,
+                   "range %" PRIu64 ": transfer from primary %" PRIu64
+                   " to %" PRIu64 "; sealing epoch %" PRIu64,
+                   c->range_id, c->primary_id, c->seal_to, c->seal_epoch);
+            return;
+        }
         rt_log(RT_LOG_WARN,
                "range %" PRIu64 ": primary %" PRIu64
                " suspected; sealing epoch %" PRIu64,
