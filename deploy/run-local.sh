@@ -19,7 +19,8 @@
 # Environment: RT_BUILD_DIR (default build/release), RT_MASTER_RPC (default
 # 127.0.0.1:10100), RT_MASTER_HTTP (default 127.0.0.1:10101; rtctl reads it
 # too), RT_LOG_LEVEL (debug|info|warn|error, default info), RT_SKIP_DEPS=1
-# (do not check Debian packages).
+# (do not check Debian packages), RT_RESTART=0 (a process that dies stops
+# the cluster; by default it is restarted after RT_RESTART_DELAY, 5 s).
 #
 # Steps: (1) deploy/install-deps.sh installs missing Debian packages with
 # apt-get (sudo when not root); (2) a Release build in build/release;
@@ -44,6 +45,10 @@ LOG_LEVEL=${RT_LOG_LEVEL:-info}
 N_PS=3
 START_TIMEOUT=30 # seconds per readiness wait
 STOP_TIMEOUT=10  # seconds before SIGKILL
+RESTART=${RT_RESTART:-1}            # restart a process that died on its own
+RESTART_DELAY=${RT_RESTART_DELAY:-5} # seconds before that restart
+CRASH_WINDOW=10 # an exit this soon after a start counts as a crash loop
+CRASH_MAX=3     # ... and this many in a row stop the cluster
 
 say() { printf '[run-local] %s\n' "$*" >&2; }
 die() {
@@ -127,6 +132,9 @@ rm -f "$RUN"/*.ports
 
 names=() # parallel arrays, in start order
 pids=()
+cmds=()   # each process's command line, quoted (printf %q), for restarts
+started=() # SECONDS at each process's last start
+quick=()   # exits in a row within CRASH_WINDOW of a start
 stopping=0
 
 # alive PID: true while the process exists and is not a zombie.
@@ -193,6 +201,34 @@ start() {
     setsid "$bin" --log-level "$LOG_LEVEL" "$@" >"$log" 2>&1 </dev/null &
     names+=("$name")
     pids+=("$!")
+    cmds+=("$(printf '%q ' "$bin" "$@")")
+    started+=("$SECONDS")
+    quick+=(0)
+}
+
+# restart I: starts process I again with its command line (its log goes
+# on in the same file); gives up (exit 1) when it exited within
+# CRASH_WINDOW seconds of its start CRASH_MAX times in a row.
+restart() {
+    local i=$1 log=$LOGS/${names[$1]}.log
+    if ((SECONDS - started[i] < CRASH_WINDOW)); then
+        quick[i]=$((quick[i] + 1))
+    else
+        quick[i]=0
+    fi
+    if ((quick[i] >= CRASH_MAX)); then
+        say "${names[$i]} exited $CRASH_MAX times within ${CRASH_WINDOW}s of its start: giving up"
+        exit 1
+    fi
+    say "restarting ${names[$i]} in ${RESTART_DELAY}s (RT_RESTART=0: stop the cluster instead)"
+    sleep "$RESTART_DELAY"
+    eval "set -- ${cmds[$i]}"
+    local bin=$1
+    shift
+    setsid "$bin" --log-level "$LOG_LEVEL" "$@" >>"$log" 2>&1 </dev/null &
+    pids[i]=$!
+    started[i]=$SECONDS
+    say "${names[$i]} restarted (pid ${pids[$i]})"
 }
 
 # Fails with the tail of NAME's log when its process has exited.
@@ -298,15 +334,20 @@ cat >&2 <<BANNER
 
 BANNER
 
-# Foreground until a signal, or until a process dies on its own.
+# Foreground until a signal. A process that dies on its own is reported
+# and, like a service supervisor would, started again after RESTART_DELAY
+# (with replication factor 3 the other partition servers serve its ranges
+# meanwhile, and it rejoins); RT_RESTART=0 stops the cluster instead.
 while true; do
     rc=0
     wait -n "${pids[@]}" || rc=$?
     for i in "${!names[@]}"; do
         if ! alive "${pids[$i]}"; then
+            wait "${pids[$i]}" 2>/dev/null || true
             say "${names[$i]} (pid ${pids[$i]}) exited unexpectedly (status $rc); last lines of $LOGS/${names[$i]}.log:"
             tail -n 25 "$LOGS/${names[$i]}.log" | sed 's/^/    /' >&2
-            exit 1
+            ((RESTART)) || exit 1
+            restart "$i"
         fi
     done
 done
