@@ -464,6 +464,34 @@ static void ms__balance_split(struct ms__dflt *p,
 }
 
 /* Pass 3: moves. */
+/* Emits a move or transfer (@kind) of range @best from server @si to
+ * server @ti of @v, carrying @lr of demand, with the loads before it, and
+ * books it: the range is used by this round, @lr leaves load[@si] for
+ * load[@ti]. The caller writes the reason. */
+static struct ms_decision *ms__emit_shift(struct ms__out *o,
+                                          enum ms_decision_kind kind,
+                                          const struct ms_policy_config *c,
+                                          const struct ms_cluster_view *v,
+                                          const struct ms_range_view *best,
+                                          size_t si,
+                                          size_t ti,
+                                          double lr,
+                                          double mean,
+                                          double *load)
+{
+    struct ms_decision *d = ms__emit(o, kind, best->id);
+    d->server_id = v->servers[ti].id;
+    d->load = lr;
+    d->src_load = load[si];
+    d->dst_load = load[ti];
+    d->mean_load = mean;
+    d->threshold = ms__over_threshold(c, mean);
+    o->used[best - v->ranges] = true;
+    load[si] -= lr;
+    load[ti] += lr;
+    return d;
+}
+
 static void ms__pass_moves(struct ms__dflt *p,
                            const struct ms_cluster_view *v,
                            struct ms__out *o)
@@ -580,29 +608,18 @@ static void ms__pass_moves(struct ms__dflt *p,
             continue;
         }
         {
-            struct ms_decision *d = ms__emit(o, MS_DECIDE_MOVE, best->id);
-            d->server_id = v->servers[ti].id;
-            d->load = lr_best;
-            d->src_load = load[si];
-            d->dst_load = load[ti];
-            d->mean_load = mean;
-            d->threshold = ms__over_threshold(c, mean);
+            struct ms_decision *d = ms__emit_shift(
+                o, MS_DECIDE_MOVE, c, v, best, si, ti, lr_best, mean, load);
             snprintf(d->reason, sizeof(d->reason),
                      "server %" PRIu64
                      " demand %.0f/s > mean %.0f/s + %u%%; "
                      "server %" PRIu64
                      " least loaded (%.0f/s); moving "
                      "%.0f/s makes the larger %.0f/s",
-                     v->servers[si].id, load[si], mean, c->move_tolerance_pct,
-                     v->servers[ti].id, load[ti], lr_best, best_max);
-            for (size_t i = 0; i < v->nranges; i++) {
-                if (&v->ranges[i] == best) {
-                    o->used[i] = true;
-                }
-            }
+                     v->servers[si].id, d->src_load, mean,
+                     c->move_tolerance_pct, v->servers[ti].id, d->dst_load,
+                     lr_best, best_max);
             taken[ti] = true;
-            load[si] -= lr_best;
-            load[ti] += lr_best;
             moves++;
         }
     }
@@ -685,29 +702,18 @@ static void ms__pass_transfers(struct ms__dflt *p,
             continue;
         }
         {
-            struct ms_decision *d = ms__emit(o, MS_DECIDE_TRANSFER, best->id);
-            d->server_id = v->servers[ti].id;
-            d->load = lr_best;
-            d->src_load = load[si];
-            d->dst_load = load[ti];
-            d->mean_load = mean;
-            d->threshold = ms__over_threshold(c, mean);
+            struct ms_decision *d = ms__emit_shift(
+                o, MS_DECIDE_TRANSFER, c, v, best, si, ti, lr_best, mean, load);
             snprintf(d->reason, sizeof(d->reason),
                      "server %" PRIu64
                      " primary demand %.0f/s > mean %.0f/s + %u%%; "
                      "in-sync replica on server %" PRIu64
                      " (%.0f/s) takes the primary role: "
                      "%.0f/s moves, the larger becomes %.0f/s",
-                     v->servers[si].id, load[si], mean, c->move_tolerance_pct,
-                     v->servers[ti].id, load[ti], lr_best, best_max);
-            for (size_t i = 0; i < v->nranges; i++) {
-                if (&v->ranges[i] == best) {
-                    o->used[i] = true;
-                }
-            }
+                     v->servers[si].id, d->src_load, mean,
+                     c->move_tolerance_pct, v->servers[ti].id, d->dst_load,
+                     lr_best, best_max);
             taken[ti] = true;
-            load[si] -= lr_best;
-            load[ti] += lr_best;
             moves++;
         }
     }
