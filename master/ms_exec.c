@@ -289,6 +289,37 @@ static const struct ms_range *ms__range_arg(struct ms_exec *ex,
     return r;
 }
 
+/* The range a merge order joins with @a: its second range, or else the
+ * right-hand neighbour of @a in the same table. 0, RT_ENOTFOUND (no such
+ * range) or RT_EINVAL (@a is its table's last), @err saying why. */
+static int ms__merge_partner(struct ms_exec *ex,
+                             const struct ms_exec_order *o,
+                             const struct ms_range *a,
+                             const struct ms_range **b,
+                             char *err,
+                             size_t errlen)
+{
+    *b = NULL;
+    if (o->range_id2 != 0) {
+        *b = ms__range_arg(ex, o->range_id2, err, errlen);
+        return *b ? 0 : RT_ENOTFOUND;
+    }
+    for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(ex->cl->cat);
+         i++) {
+        const struct ms_range *x = ms_catalog_range_at(ex->cl->cat, i);
+        if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
+            *b = x;
+            return 0;
+        }
+    }
+    snprintf(err, errlen,
+             "range %" PRIu64
+             " is the last of its table: nothing to merge "
+             "it with",
+             a->id);
+    return RT_EINVAL;
+}
+
 /* Frees @op once it is finished and nothing of ours for it is in flight. */
 static void ms__op_maybe_free(struct ms_op *op)
 {
@@ -1119,25 +1150,8 @@ static int ms__rmerge(struct ms_exec *ex,
     char why[200];
     int rc = 0;
 
-    if (o->range_id2 == 0) {
-        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(ex->cl->cat);
-             i++) {
-            const struct ms_range *x = ms_catalog_range_at(ex->cl->cat, i);
-            if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
-                b = x;
-                break;
-            }
-        }
-        if (!b) {
-            snprintf(err, errlen,
-                     "range %" PRIu64
-                     " is the last of its "
-                     "table: nothing to merge it with",
-                     a->id);
-            return RT_EINVAL;
-        }
-    } else if (!(b = ms__range_arg(ex, o->range_id2, err, errlen))) {
-        return RT_ENOTFOUND;
+    if ((rc = ms__merge_partner(ex, o, a, &b, err, errlen)) != 0) {
+        return rc;
     }
     if (a->table_id != b->table_id || a->high_inf ||
         strcmp(a->high, b->low) != 0) {
@@ -1231,29 +1245,8 @@ static int ms__merge(struct ms_exec *ex,
     json_t *parts;
     int rc;
 
-    if (o->range_id2 == 0) {
-        /* The right-hand neighbour of the same table. */
-        for (size_t i = 0; !a->high_inf && i < ms_catalog_nranges(ex->cl->cat);
-             i++) {
-            const struct ms_range *x = ms_catalog_range_at(ex->cl->cat, i);
-            if (x->table_id == a->table_id && strcmp(x->low, a->high) == 0) {
-                b = x;
-                break;
-            }
-        }
-        if (!b) {
-            snprintf(err, errlen,
-                     "range %" PRIu64
-                     " is the last of its "
-                     "table: nothing to merge it with",
-                     a->id);
-            return RT_EINVAL;
-        }
-    } else {
-        b = ms__range_arg(ex, o->range_id2, err, errlen);
-        if (!b) {
-            return RT_ENOTFOUND;
-        }
+    if ((rc = ms__merge_partner(ex, o, a, &b, err, errlen)) != 0) {
+        return rc;
     }
     if (a->table_id != b->table_id || a->high_inf ||
         strcmp(a->high, b->low) != 0) {
