@@ -575,23 +575,32 @@ static long long status_lag(struct fx *f, uint64_t sid)
     return v;
 }
 
-/* ISR_CHANGE from fake server @i; returns the status, *range (may be
- * NULL) the committed Range on 0 (the caller frees it). */
-static int isr_change(struct fx *f,
-                      int i,
-                      uint64_t range_id,
-                      uint64_t epoch,
-                      uint64_t remove,
-                      Rt__Range **range)
+/* ISR_CHANGE from fake server @i removing @remove or adding @add (0:
+ * none); returns the status, *range (may be NULL) the committed Range on
+ * 0 (the caller frees it). */
+static int isr_req(struct fx *f,
+                   int i,
+                   uint64_t range_id,
+                   uint64_t epoch,
+                   uint64_t remove,
+                   uint64_t add,
+                   Rt__Range **range)
 {
     Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
     struct th_ms_reply r;
     int status;
     req.range_id = range_id;
     req.epoch = epoch;
-    req.n_remove = 1;
-    req.remove = &remove;
-    req.reason = "lagging";
+    if (remove) {
+        req.n_remove = 1;
+        req.remove = &remove;
+        req.reason = "lagging";
+    }
+    if (add) {
+        req.n_add = 1;
+        req.add = &add;
+        req.reason = "caught up";
+    }
     status = th_ms_call(&f->loop, f->ps[i].cli, RT__METHOD__ISR_CHANGE,
                         &req.base, &r);
     if (range) {
@@ -599,6 +608,16 @@ static int isr_change(struct fx *f,
     }
     free(r.body);
     return status;
+}
+
+static int isr_change(struct fx *f,
+                      int i,
+                      uint64_t range_id,
+                      uint64_t epoch,
+                      uint64_t remove,
+                      Rt__Range **range)
+{
+    return isr_req(f, i, range_id, epoch, remove, 0, range);
 }
 
 /* PS_REGISTER of fake server @i (its current id and incarnation-less)
@@ -1240,21 +1259,7 @@ static int isr_add(struct fx *f,
                    uint64_t add,
                    Rt__Range **range)
 {
-    Rt__IsrChangeReq req = RT__ISR_CHANGE_REQ__INIT;
-    struct th_ms_reply r;
-    int status;
-    req.range_id = range_id;
-    req.epoch = epoch;
-    req.n_add = 1;
-    req.add = &add;
-    req.reason = "caught up";
-    status = th_ms_call(&f->loop, f->ps[i].cli, RT__METHOD__ISR_CHANGE,
-                        &req.base, &r);
-    if (range) {
-        *range = status == 0 ? rt__range__unpack(NULL, r.len, r.body) : NULL;
-    }
-    free(r.body);
-    return status;
+    return isr_req(f, i, range_id, epoch, 0, add, range);
 }
 
 /* PS_REGISTER of fake server @i with incarnation byte @inc (16 times) on
