@@ -65,8 +65,8 @@ struct rt_repl_action *rt_repl_actions_add(struct rt_repl_actions *a,
 const char *rt_repl_ev_kind_name(enum rt_repl_ev_kind k)
 {
     static const char *const names[RT_REPL_EV__NR] = {
-        "msg",       "conn",         "timer",       "disk_done",
-        "read_done", "client_write", "client_read", "committed"};
+        "msg",          "conn",        "timer",     "disk_done", "read_done",
+        "client_write", "client_read", "committed", "group"};
     return (unsigned)k < RT_REPL_EV__NR ? names[k] : "?";
 }
 

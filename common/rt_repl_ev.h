@@ -33,6 +33,10 @@ enum rt_repl_ev_kind {
     RT_REPL_EV_CLIENT_READ,  /* a read finished evaluating at txn T */
     RT_REPL_EV_COMMITTED,    /* (ms_rcore) a proposed catalog change
                                 committed or failed */
+    RT_REPL_EV_GROUP,        /* (primary) the writer took @lsn for a group
+                                of @range_id and is committing it: its
+                                records may be shipped before they are
+                                durable here */
     RT_REPL_EV__NR
 };
 
@@ -234,6 +238,10 @@ struct rt_repl_begin
 {
     uint64_t range_id;
     uint64_t epoch;
+    /* The sender's id of this copy (0: none): a second BEGIN with the
+     * same id, epoch and sender is a duplicate of one already taken and
+     * must not clear the copy it started. */
+    uint64_t copy_id;
     uint64_t snap_lsn;
     uint64_t snap_epoch;
     struct rt_repl_epoch_start history[RT_REPL_MAX_HISTORY];
@@ -291,11 +299,13 @@ struct rt_repl_event
     uint64_t io_id;    /* DISK_DONE, READ_DONE: the WRITE/READ action's id */
     int up;            /* CONN: 1 up, 0 down */
     const struct rt_repl_msg *msg; /* MSG */
-    /* DISK_DONE of a local group (primary): the writer assigned @lsn to the
-     * group's changes of @range_id; @req_ids are the client writes it
-     * holds. DISK_DONE of a replica's WRITE: @range_id and @lsn of it.
-     * CLIENT_WRITE: @range_id and @req_ids[0]. READ_DONE of a copy (the
-     * READ action): @range_id, and @lsn = the snapshot's LSN s, now
+    /* GROUP (primary): @range_id, @lsn and the group's @records, before
+     * the local commit. DISK_DONE of a local group (primary): the writer
+     * assigned @lsn to the group's changes of @range_id and they are
+     * durable; @records as in GROUP when no GROUP came first; @req_ids are
+     * the client writes it holds. DISK_DONE of a replica's WRITE: @range_id and
+     * @lsn of it. CLIENT_WRITE: @range_id and @req_ids[0]. READ_DONE of a copy
+     * (the READ action): @range_id, and @lsn = the snapshot's LSN s, now
      * durable on the replica, or @code why the copy failed. */
     uint64_t range_id;
     uint64_t lsn;

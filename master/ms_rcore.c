@@ -85,7 +85,15 @@ struct ms__rrange
     /* A transfer intent proposed: the old primary's LSN at its freeze. */
     uint64_t xfer_lsn;
     bool xfer_known;
+    /* The primary of generation @restarted_pe (0: none) restarted: it
+     * waits to be failed over, as a candidate sealed like a secondary. */
+    uint64_t restarted_pe;
 };
+
+static bool ms__rcore_restarted(const struct ms__rrange *r)
+{
+    return r->restarted_pe != 0 && r->restarted_pe == r->conf.primary_epoch;
+}
 
 struct ms_rcore
 {
@@ -410,6 +418,11 @@ static void ms__rcore_choose(struct ms_rcore *m,
     }
     RT_PRE(best >= 0);
     uint64_t chosen = c->isr[best];
+    int old = ms__rcore_isr_index(c, c->primary_id);
+    if (ms__rcore_restarted(r) && old >= 0 && r->sealed[old] &&
+        r->sealed_lsn[old] == r->sealed_lsn[best]) {
+        chosen = c->primary_id; /* no primary moves for a restart alone */
+    }
     int to = ms__rcore_isr_index(c, c->seal_to);
     if (c->seal_kind == RT_REPL_SEAL_TRANSFER && to >= 0 && r->sealed[to] &&
         r->sealed_lsn[to] == r->sealed_lsn[best]) {
@@ -433,13 +446,14 @@ static bool ms__rcore_live_secondary(const struct ms_rcore *m,
     return false;
 }
 
-/* When a transfer's choice may be taken without its target (see
- * ms__rcore_transfer_waits): MS__RNEVER when it need not wait. */
+/* When a transfer's (or a restart's) choice may be taken without every
+ * live ISR member (see ms__rcore_transfer_waits): MS__RNEVER when it need
+ * not wait. */
 static uint64_t ms__rcore_transfer_until(const struct ms_rcore *m,
                                          const struct ms__rrange *r)
 {
     const struct rt_repl_conf *c = &r->conf;
-    if (c->seal_kind != RT_REPL_SEAL_TRANSFER) {
+    if (c->seal_kind != RT_REPL_SEAL_TRANSFER && !ms__rcore_restarted(r)) {
         return MS__RNEVER;
     }
     return r->seal_since_ms + m->cfg.lease_ms + m->cfg.seal_wait_ms;
@@ -450,7 +464,9 @@ static uint64_t ms__rcore_transfer_until(const struct ms_rcore *m,
  * secondary refuses a SEAL (busy) for up to L, e.g. in the grace after
  * its start. Choosing without the target would turn a planned transfer
  * into a failover back to the old primary, and without another secondary
- * would leave that healthy copy out of the ISR. */
+ * would leave that healthy copy out of the ISR. A restarted primary's
+ * failover waits the same way: every member is usually alive (a whole
+ * cluster restarted) and would otherwise need a catch-up. */
 static bool ms__rcore_transfer_waits(const struct ms_rcore *m,
                                      const struct ms__rrange *r,
                                      uint64_t now)
@@ -461,8 +477,8 @@ static bool ms__rcore_transfer_waits(const struct ms_rcore *m,
         return false;
     }
     for (size_t i = 0; i < c->n_isr; i++) {
-        if (c->isr[i] != c->primary_id && !r->sealed[i] &&
-            !ms__rcore_suspected(m, c->isr[i], now)) {
+        if ((c->isr[i] != c->primary_id || ms__rcore_restarted(r)) &&
+            !r->sealed[i] && !ms__rcore_suspected(m, c->isr[i], now)) {
             return true;
         }
     }
@@ -482,7 +498,9 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
     }
     switch (r->state) {
         case MS_RCORE_STABLE: {
-            if (!ms__rcore_suspected(m, c->primary_id, now)) {
+            bool restarted = ms__rcore_restarted(r) &&
+                             !ms__rcore_suspected(m, c->primary_id, now);
+            if (!restarted && !ms__rcore_suspected(m, c->primary_id, now)) {
                 return false;
             }
             uint64_t live[RT_REPL_MAX_REPLICAS];
@@ -493,11 +511,11 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
                     live[n_live++] = c->isr[i];
                 }
             }
-            if (n_live == 0) {
+            if (n_live == 0 && !restarted) {
                 return false; /* no in-sync copy to promote: wait */
             }
             r->op_start_ms = now;
-            if (m->cfg.mutation == MS_RCORE_MUT_NO_SEAL) {
+            if (m->cfg.mutation == MS_RCORE_MUT_NO_SEAL && n_live > 0) {
                 struct rt_repl_conf next =
                     ms__rcore_failover_conf(r, live[0], live, n_live);
                 ms__rcore_propose(m, r, MS__ROP_FAILOVER, &next, out);
@@ -513,8 +531,9 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
         case MS_RCORE_SEALING: {
             const struct ms__rserver *p =
                 ms__rcore_server_find(m, c->primary_id);
+            bool restarted = ms__rcore_restarted(r);
             if (c->seal_kind == RT_REPL_SEAL_FAILOVER && r->n_sealed == 0 &&
-                p != NULL && p->heard_ms > r->seal_since_ms &&
+                !restarted && p != NULL && p->heard_ms > r->seal_since_ms &&
                 !ms__rcore_suspected(m, c->primary_id, now)) {
                 struct rt_repl_conf next = *c;
                 next.epoch = c->seal_epoch;
@@ -525,8 +544,8 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
             }
             bool all = r->n_sealed > 0;
             for (size_t i = 0; i < c->n_isr; i++) {
-                if (c->isr[i] == c->primary_id || r->sealed[i] ||
-                    ms__rcore_suspected(m, c->isr[i], now)) {
+                if ((c->isr[i] == c->primary_id && !restarted) ||
+                    r->sealed[i] || ms__rcore_suspected(m, c->isr[i], now)) {
                     continue;
                 }
                 all = false;
@@ -544,9 +563,11 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
         }
         case MS_RCORE_ASSIGNING:
             /* Drop the wait only if a failover can follow; else keep
-             * resending: the primary may just be cut off for a while. */
-            if (ms__rcore_suspected(m, c->primary_id, now) &&
-                ms__rcore_live_secondary(m, c, now)) {
+             * resending: the primary may just be cut off for a while. A
+             * restarted primary never answers: its failover follows. */
+            if ((ms__rcore_suspected(m, c->primary_id, now) &&
+                 ms__rcore_live_secondary(m, c, now)) ||
+                ms__rcore_restarted(r)) {
                 ms__rcore_event(r, "assign_dropped", RT_ETIMEDOUT,
                                 now - r->op_start_ms, out);
                 ms__rcore_set_state(r, MS_RCORE_STABLE);
@@ -560,7 +581,7 @@ static bool ms__rcore_eval_once(struct ms_rcore *m,
         case MS_RCORE_ADDING:
             /* A failover needs the range free: a learner whose primary is
              * gone, or that took too long, leaves the set first. */
-            if (now >= r->learner_deadline ||
+            if (now >= r->learner_deadline || ms__rcore_restarted(r) ||
                 ms__rcore_suspected(m, c->primary_id, now)) {
                 struct rt_repl_conf next = *c;
                 size_t k = 0;
@@ -896,7 +917,7 @@ static int ms__rcore_seal_resp(struct ms_rcore *m,
         return 0; /* late or duplicate: the decision is taken */
     }
     int i = ms__rcore_isr_index(&r->conf, ev->peer);
-    if (i < 0 || ev->peer == r->conf.primary_id) {
+    if (i < 0 || (ev->peer == r->conf.primary_id && !ms__rcore_restarted(r))) {
         return 0;
     }
     if (sr->code == 0 && !r->sealed[i]) {
@@ -1137,6 +1158,13 @@ static int ms__rcore_assign_resp(struct ms_rcore *m,
 {
     const struct rt_repl_assign_resp *ar = &ev->msg->u.assign_resp;
     struct ms__rrange *r = ms__rcore_find(m, ar->range_id);
+    if (r != NULL && ar->code == RT_ENOTPRIMARY &&
+        ev->peer == r->conf.primary_id && ar->epoch == r->conf.epoch &&
+        r->conf.n_isr > 1) {
+        /* The primary restarted: fail it over (ms__rcore_eval_once). */
+        r->restarted_pe = r->conf.primary_epoch;
+        return 0;
+    }
     if (r == NULL || r->state != MS_RCORE_ASSIGNING ||
         ev->peer != r->conf.primary_id || ar->epoch != r->conf.epoch ||
         ar->code != 0) {
@@ -1263,6 +1291,7 @@ int ms_rcore_range_get(const struct ms_rcore *m,
         .n_sealed = r->n_sealed,
         .op = ms__rcore_op_name(r),
         .op_start_ms = r->op_start_ms,
+        .restarted = ms__rcore_restarted(r),
     };
     if (!out->op) {
         out->op_start_ms = 0;

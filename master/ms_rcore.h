@@ -132,6 +132,7 @@ struct ms_rcore_range_info
      * Static string. */
     const char *op;
     uint64_t op_start_ms; /* when @op began (with @op only) */
+    int restarted;        /* its primary restarted and waits for a failover */
 };
 
 struct ms_rcore;

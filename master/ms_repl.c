@@ -59,6 +59,7 @@ struct ms__repl_range
 {
     uint64_t id;
     uint64_t suspected_ms; /* the intent was proposed (0: no failover) */
+    bool restart_cause;    /* the primary restarted (else: went silent) */
     uint64_t silent_ms;    /* the old primary's silence then */
     uint64_t sealed_ms;    /* the new configuration was proposed */
     uint64_t committed_ms; /* ... and committed */
@@ -335,6 +336,10 @@ static void ms__repl_failover_done(struct ms_repl *r,
     }
     json_object_set_new(e, "outcome", json_string("ok"));
     if (rr && t0) {
+        json_object_set_new(
+            e, "cause",
+            json_string(rr->restart_cause ? "primary_restarted"
+                                          : "primary_suspected"));
         json_object_set_new(e, "old_primary",
                             json_integer((json_int_t)rr->old_primary));
         json_object_set_new(e, "new_primary",
@@ -723,10 +728,11 @@ static void ms__repl_committed(struct ms_repl *r,
                    c->range_id, c->primary_id, c->seal_to, c->seal_epoch);
             return;
         }
-        rt_log(RT_LOG_WARN,
-               "range %" PRIu64 ": primary %" PRIu64
-               " suspected; sealing epoch %" PRIu64,
-               c->range_id, c->primary_id, c->seal_epoch);
+        rt_log(
+            RT_LOG_WARN,
+            "range %" PRIu64 ": primary %" PRIu64 " %s; sealing epoch %" PRIu64,
+            c->range_id, c->primary_id,
+            rr && rr->restart_cause ? "restarted" : "suspected", c->seal_epoch);
         return;
     }
     if (old->seal_epoch != 0 && c->seal_epoch == 0) {
@@ -788,13 +794,14 @@ static void ms__repl_propose(struct ms_repl *r,
         const struct ms_server *s =
             ms_cluster_server_find(r->cl, info.conf.primary_id);
         rr->suspected_ms = now;
+        rr->restart_cause = info.restarted != 0;
         rr->silent_ms = s && s->seen ? now - s->last_hb_ms : 0;
         rr->sealed_ms = rr->committed_ms = 0;
         rr->old_primary = info.conf.primary_id;
         rr->chosen = rr->chosen_lsn = 0;
         rr->n_lsn = 0;
     } else if (rr && info.conf.seal_epoch != 0 && c->seal_epoch == 0 &&
-               c->primary_id != info.conf.primary_id) {
+               c->primary_epoch != info.conf.primary_epoch) {
         if (!rr->suspected_ms) {
             /* Resumed after a master restart: timed from here. */
             rr->suspected_ms = now;
@@ -996,6 +1003,23 @@ void ms_repl_heard(struct ms_repl *r,
                                .now_ms = rt_time_mono_ms(),
                                .peer = server_id,
                                .msg = &msg};
+    /* A restarted primary asks for its failover before the heartbeat
+     * could cancel one begun while it was away. */
+    for (size_t i = 0; req && i < req->n_repl && !r->stopping; i++) {
+        const Rt__ReplStatus *st = req->repl[i];
+        struct rt_repl_msg am = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+        struct rt_repl_event rev = {.kind = RT_REPL_EV_MSG,
+                                    .now_ms = ev.now_ms,
+                                    .peer = server_id,
+                                    .msg = &am};
+        if (!st->restarted || st->role != RT__REPL_ROLE__ROLE_PRIMARY) {
+            continue;
+        }
+        am.u.assign_resp.range_id = st->range_id;
+        am.u.assign_resp.epoch = st->epoch;
+        am.u.assign_resp.code = RT_ENOTPRIMARY;
+        ms__repl_step(r, &rev);
+    }
     ms__repl_step(r, &ev);
     for (size_t i = 0; req && i < req->n_repl; i++) {
         ms__repl_keep_report(r, server_id, req->repl[i]);
@@ -1004,7 +1028,7 @@ void ms_repl_heard(struct ms_repl *r,
         const Rt__ReplStatus *st = req->repl[i];
         struct ms_rcore_range_info info;
         struct rt_repl_msg am = {.kind = RT_REPL_MSG_ASSIGN_RESP};
-        if (st->role != RT__REPL_ROLE__ROLE_PRIMARY ||
+        if (st->role != RT__REPL_ROLE__ROLE_PRIMARY || st->restarted ||
             ms_rcore_range_get(r->core, st->range_id, &info) != 0 ||
             info.state != MS_RCORE_ASSIGNING ||
             info.conf.primary_id != server_id || st->epoch < info.conf.epoch) {

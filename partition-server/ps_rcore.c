@@ -155,7 +155,11 @@ struct ps__rcore_range
     uint64_t seal_from; /* who asked for it: the answer goes there */
     uint64_t heard_ms;  /* last append from the primary */
     bool await_assign;  /* restarted primary: silent until assigned */
-    bool isr_inflight;  /* an ISR_CHANGE of mine at epoch @isr_epoch */
+    /* Restarted as the primary of an ISR of more than me: a secondary may
+     * hold groups I shipped and never made durable, so I wait for a
+     * failover (sealed like a secondary) instead of resuming. */
+    bool restarted;
+    bool isr_inflight; /* an ISR_CHANGE of mine at epoch @isr_epoch */
     uint64_t isr_epoch;
     uint64_t isr_not_before; /* after a refusal: no new ask before this */
     enum ps_rcore_role role;
@@ -185,6 +189,7 @@ struct ps__rcore_range
      * WRITE in flight (the BEGIN's clear or the end's apply) and the end's
      * LSN and history. */
     uint64_t copy_epoch, copy_from, copy_io, copy_lsn;
+    uint64_t copy_id_seen; /* the BEGIN that started my copy (rt_repl_begin) */
     struct rt_repl_epoch_start copy_hist[RT_REPL_MAX_HISTORY];
     size_t n_copy_hist;
 };
@@ -585,7 +590,56 @@ static void ps__rcore_hold(struct ps__rcore_range *r,
     }
 }
 
-/* §5.2: the writer made group @ev->lsn of the range durable here. */
+static void ps__rcore_buffer(struct ps__rcore_range *r,
+                             uint64_t lsn,
+                             const uint8_t *records,
+                             size_t len);
+
+/* Appends my group @lsn to @r's send buffer, of my generation. */
+static void ps__rcore_buf_add(struct ps__rcore_range *r,
+                              uint64_t lsn,
+                              const uint8_t *records,
+                              size_t len,
+                              uint64_t now_ms)
+{
+    ps__rcore_buffer(r, lsn, records, len);
+    r->buf[r->buf_n - 1].at_ms = now_ms;
+    r->buf[r->buf_n - 1].gen = r->primary_epoch;
+}
+
+/* §5.2/§5.3: the writer took group @ev->lsn and is committing it. It is
+ * shipped now, in parallel with the local sync: cw counts my own durable
+ * LSN (applied_lsn), so nothing is acknowledged before it is durable here
+ * too. A secondary may then hold a group its primary lost in a crash; a
+ * restarted primary is therefore failed over (ps_rcore_load), never
+ * resumed. Not serving (deposed, a transfer's end): the group is still
+ * mine and in flight, so it is buffered and counted in last_lsn (an
+ * append at that LSN waits for it) but not sent. */
+static int ps__rcore_group_in(struct ps_rcore *node,
+                              struct ps__rcore_range *r,
+                              const struct rt_repl_event *ev,
+                              struct rt_repl_actions *out)
+{
+    if (ev->lsn != r->last_lsn + 1) {
+        return RT_EINVAL;
+    }
+    r->last_lsn = ev->lsn;
+    if (r->role != PS_RCORE_PRIMARY) {
+        return 0; /* its DISK_DONE finds a secondary: ps__rcore_local_late */
+    }
+    ps__rcore_buf_add(r, ev->lsn, ev->records, ev->records_len, ev->now_ms);
+    if (r->state != PS_RPRI_SERVING && r->state != PS_RPRI_FROZEN) {
+        return 0;
+    }
+    for (size_t i = 0; i < r->n_peers; i++) {
+        ps__rcore_pump(node, r, &r->peers[i], ev->now_ms, out);
+    }
+    ps__rcore_trim(r);
+    return 0;
+}
+
+/* §5.2: the writer made group @ev->lsn of the range durable here (shipped
+ * already if a GROUP event came first). */
 static int ps__rcore_local_done(struct ps_rcore *node,
                                 struct ps__rcore_range *r,
                                 const struct rt_repl_event *ev,
@@ -595,6 +649,14 @@ static int ps__rcore_local_done(struct ps_rcore *node,
         ev->lsn > r->last_lsn + 1) {
         return RT_EINVAL;
     }
+    if (ev->lsn == r->applied_lsn + 1 && ev->lsn <= r->last_lsn) {
+        /* Shipped at its GROUP: now durable here too. */
+        r->applied_lsn = ev->lsn;
+        ps__rcore_hold(r, r->last_lsn, ev->now_ms, ev->req_ids, ev->n_req_ids);
+        ps__rcore_trim(r);
+        ps__rcore_commit(node, r, out);
+        return 0;
+    }
     if (ev->lsn <= r->last_lsn) {
         /* Not a new group: another write of the last one, or a write that
          * changed nothing but saw the state up to it (§5.2). Held at the
@@ -603,21 +665,10 @@ static int ps__rcore_local_done(struct ps_rcore *node,
         ps__rcore_commit(node, r, out);
         return 0;
     }
-    if (r->buf_n == r->buf_cap) {
-        r->buf_cap = r->buf_cap ? 2 * r->buf_cap : 16;
-        r->buf = rt_xrealloc(r->buf, r->buf_cap * sizeof(*r->buf));
+    if (r->applied_lsn != r->last_lsn) {
+        return RT_EINVAL; /* a group without GROUP while one is in flight */
     }
-    if (r->buf_n == 0) {
-        r->buf_first = ev->lsn;
-    }
-    r->buf[r->buf_n++] = (struct ps__rcore_group){
-        .lsn = ev->lsn,
-        .records =
-            ev->records_len ? rt_xmemdup(ev->records, ev->records_len) : NULL,
-        .len = ev->records_len,
-        .at_ms = ev->now_ms,
-        .gen = r->primary_epoch,
-    };
+    ps__rcore_buf_add(r, ev->lsn, ev->records, ev->records_len, ev->now_ms);
     r->last_lsn = ev->lsn;
     r->applied_lsn = ev->lsn;
     ps__rcore_hold(r, ev->lsn, ev->now_ms, ev->req_ids, ev->n_req_ids);
@@ -1111,6 +1162,9 @@ static void ps__rcore_seal_resp(uint64_t peer,
     rt_repl_actions_add(out, &act);
 }
 
+static void ps__rcore_step_down(struct ps__rcore_range *r,
+                                struct rt_repl_actions *out);
+
 /* §3.2 FOLLOWING -> SEALED, with the §4 checks in their order. */
 static int ps__rcore_seal(struct ps_rcore *node,
                           const struct rt_repl_event *ev,
@@ -1134,6 +1188,12 @@ static int ps__rcore_seal(struct ps_rcore *node,
         }
         return 0;
     }
+    bool restarted = r->restarted;
+    if (restarted) {
+        /* A restarted primary is sealed like a secondary, at once: the
+         * lease the grace protects was my dead predecessor's. */
+        ps__rcore_step_down(r, out);
+    }
     if (r->role == PS_RCORE_PRIMARY) {
         if (r->state != PS_RPRI_DEPOSED) {
             ps__rcore_depose(r, out);
@@ -1151,7 +1211,7 @@ static int ps__rcore_seal(struct ps_rcore *node,
     }
     uint64_t from =
         r->heard_ms > node->started_ms ? r->heard_ms : node->started_ms;
-    if (ev->now_ms < from + node->cfg.seal_grace_ms) {
+    if (!restarted && ev->now_ms < from + node->cfg.seal_grace_ms) {
         uint64_t wait = from + node->cfg.seal_grace_ms - ev->now_ms;
         ps__rcore_seal_resp(ev->peer, r, r->id, sl->new_epoch, RT_EBUSY,
                             (uint32_t)wait, out);
@@ -1194,6 +1254,7 @@ static void ps__rcore_activate(struct ps_rcore *node,
     r->role = PS_RCORE_PRIMARY;
     r->state = PS_RPRI_NONE;
     r->await_assign = false;
+    r->restarted = false;
     /* My generation starts after what I hold (a no-op on a resumption). */
     ps__rcore_hist_note(r, r->primary_epoch, r->last_lsn + 1);
     ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
@@ -1229,6 +1290,7 @@ static void ps__rcore_step_down(struct ps__rcore_range *r,
     }
     ps__rcore_set_state(r, PS_RPRI_NONE);
     r->await_assign = false;
+    r->restarted = false;
     r->role = PS_RCORE_SECONDARY;
     r->state = PS_RSEC_NONE;
     r->n_peers = 0;
@@ -1270,6 +1332,15 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
     bool in_isr = rt_repl_conf_in_isr(c, self);
     bool member = in_isr || rt_repl_conf_role(c, self) != RT_REPL_ROLE_NONE;
     if (c->primary_id == self) {
+        if (r->restarted && c->n_isr > 1 &&
+            r->primary_epoch == c->primary_epoch) {
+            /* Not resumed: the master fails me over (I am a candidate).
+             * The epoch is taken so that my reports name the current one. */
+            r->epoch = c->epoch;
+            ps__rcore_assign_resp(ev->peer, r->id, c->epoch, RT_ENOTPRIMARY,
+                                  out);
+            return 0;
+        }
         if (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED &&
             r->primary_epoch == c->primary_epoch) {
             /* Same generation: a new ISR (or a cancel seen in time), or
@@ -1362,11 +1433,16 @@ static int ps__rcore_local_late(struct ps__rcore_range *r,
         }
         return 0;
     }
-    if (ev->lsn != r->applied_lsn + 1 || ev->lsn != r->last_lsn + 1) {
+    if (r->role == PS_RCORE_PRIMARY && ev->lsn == r->applied_lsn + 1 &&
+        ev->lsn <= r->last_lsn) {
+        /* Shipped (and buffered) at its GROUP while I still served. */
+        r->applied_lsn = ev->lsn;
+    } else if (ev->lsn != r->applied_lsn + 1 || ev->lsn != r->last_lsn + 1) {
         return RT_EINVAL;
+    } else {
+        r->applied_lsn = r->last_lsn = ev->lsn;
+        ps__rcore_buffer(r, ev->lsn, ev->records, ev->records_len);
     }
-    r->applied_lsn = r->last_lsn = ev->lsn;
-    ps__rcore_buffer(r, ev->lsn, ev->records, ev->records_len);
     for (size_t i = 0; i < ev->n_req_ids; i++) {
         struct rt_repl_action act = {.kind = RT_REPL_ACT_REPLY,
                                      .req_id = ev->req_ids[i],
@@ -1432,6 +1508,8 @@ int ps_rcore_load(struct ps_rcore *node,
         ps__rcore_set_state(r, PS_RPRI_ACTIVATING);
         ps__rcore_set_peers(node, r, d->isr, d->n_isr, now_ms);
         r->await_assign = true;
+        r->restarted =
+            d->n_isr > 1 && node->cfg.mutation != PS_RCORE_MUT_RESUME_RESTARTED;
     } else if (d->role == PS_RCORE_LEARNER) {
         /* §3.3: a copy cut short by the restart is no copy. */
         r->role = PS_RCORE_LEARNER;
@@ -1780,8 +1858,8 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
                                  .range_id = r->id,
                                  .lsn = r->last_lsn};
     act.msg.kind = RT_REPL_MSG_BEGIN;
-    act.msg.u.begin =
-        (struct rt_repl_begin){.range_id = r->id, .epoch = r->epoch};
+    act.msg.u.begin = (struct rt_repl_begin){
+        .range_id = r->id, .epoch = r->epoch, .copy_id = lp->io};
     memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
     act.msg.u.begin.n_history = r->n_hist;
     rt_repl_actions_add(out, &act);
@@ -1813,8 +1891,8 @@ static void ps__rcore_isr_copy(struct ps_rcore *node,
                                  .range_id = r->id,
                                  .lsn = r->last_lsn};
     act.msg.kind = RT_REPL_MSG_BEGIN;
-    act.msg.u.begin =
-        (struct rt_repl_begin){.range_id = r->id, .epoch = r->epoch};
+    act.msg.u.begin = (struct rt_repl_begin){
+        .range_id = r->id, .epoch = r->epoch, .copy_id = p->copy_io};
     memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
     act.msg.u.begin.n_history = r->n_hist;
     rt_repl_actions_add(out, &act);
@@ -2087,6 +2165,10 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
                                struct rt_repl_actions *out)
 {
     const struct rt_repl_begin *b = &ev->msg->u.begin;
+    if (r != NULL && b->copy_id != 0 && b->copy_id == r->copy_id_seen &&
+        b->epoch == r->copy_epoch && ev->peer == r->copy_from) {
+        return 0; /* a duplicate of the copy I took (or finished) */
+    }
     if (r == NULL || b->epoch < r->epoch ||
         (r->role == PS_RCORE_PRIMARY && r->state != PS_RPRI_DEPOSED)) {
         ps__rcore_copy_resp(ev->peer, b->range_id, b->epoch, RT_ESTALE, 0, out);
@@ -2121,6 +2203,7 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
      * this copy's (in the daemon, a per-range token). */
     r->copy_epoch = b->epoch;
     r->copy_from = ev->peer;
+    r->copy_id_seen = b->copy_id;
     r->copy_io = ++node->next_io;
     struct rt_repl_action act = {
         .kind = RT_REPL_ACT_WRITE, .io_id = r->copy_io, .range_id = r->id};
@@ -2300,6 +2383,11 @@ int ps_rcore_step(struct ps_rcore *node,
                 rc = ps__rcore_local_late(r, ev, out);
             }
             break;
+        case RT_REPL_EV_GROUP:
+            if (r != NULL) {
+                rc = ps__rcore_group_in(node, r, ev, out);
+            }
+            break;
         case RT_REPL_EV_TIMER:
             rc = ps__rcore_timer(node, ev, out);
             break;
@@ -2418,6 +2506,7 @@ int ps_rcore_range_get(const struct ps_rcore *node,
         .commit_lsn = r->commit_lsn,
         .n_held = r->held_n - r->held_head,
         .n_buffered = r->buf_n,
+        .restarted = r->restarted,
         .primary_id = r->primary_id,
         .primary_epoch = r->primary_epoch,
         .sealed_epoch = r->sealed_epoch,

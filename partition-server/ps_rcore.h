@@ -233,6 +233,9 @@ enum ps_rcore_mutation {
     /* a replica being copied is proposed for the ISR (and counted for
      * cw at the copy's start position) before its copy finished. */
     PS_RCORE_MUT_LEARNER_EARLY,
+    /* a restarted primary resumes its generation (as if no secondary
+     * could hold a group it shipped before its own commit). */
+    PS_RCORE_MUT_RESUME_RESTARTED,
     PS_RCORE_MUT__NR
 };
 
@@ -299,6 +302,7 @@ struct ps_rcore_range_info
     uint64_t primary_epoch;
     uint64_t sealed_epoch;
     size_t n_learners; /* primary: replicas outside the ISR it catches up */
+    int restarted;     /* a restarted primary waiting to be failed over */
 };
 
 /* The primary's view of one replica outside the ISR. */

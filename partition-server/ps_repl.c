@@ -80,6 +80,7 @@ struct ps__rrange
     /* primary frozen for a transfer: the first SupportReq seq that
      * carried its release (0: not released) */
     uint64_t release_seq;
+    int restart_released; /* released as a restarted primary (below) */
     int held; /* ps_repl_hold: clients get RT_EBUSY */
 };
 
@@ -1305,6 +1306,23 @@ static void ps__lease_sync(struct ps_repl *rp,
     }
 }
 
+/* A restarted primary's range (§7.1): its lease set is the ISR of @d and
+ * every SupportReq releases it until its failover's assignment. */
+static void ps__lease_restart_release(struct ps_repl *rp,
+                                      struct ps__rrange *rr,
+                                      const Rt__Range *d)
+{
+    struct ps_rcore_assignment a;
+    if (rp->holder == NULL || rr->restart_released ||
+        ps__assignment(d, &a) != 0 ||
+        ps_lease_holder_set_range(rp->holder, rr->id, a.isr, a.n_isr) != 0) {
+        return;
+    }
+    (void)ps_lease_holder_release(rp->holder, rr->id);
+    rr->restart_released = 1;
+    rr->lease_held = rr->nolease = 0;
+}
+
 /* Peers' incarnations, for the granter (an unknown one is refused). */
 static void ps__lease_peers(struct ps_repl *rp,
                             Rt__Server *const *peers,
@@ -1381,6 +1399,23 @@ int ps_repl_assigned(struct ps_server *ps,
         rc = ps__conf_apply(rp, rr, d, now);
         if (rc == 0) {
             ps__lease_sync(rp, rr, d);
+            if (rr->restart_released && rp->holder != NULL) {
+                /* Failed over (to me or away): support counts anew. */
+                (void)ps_lease_holder_resume(rp->holder, rr->id);
+                rr->restart_released = 0;
+            }
+        }
+        if (rc == RT_ENOTPRIMARY) {
+            /* A restarted primary: its heartbeats ask for the failover.
+             * Its lease is released so that the secondaries seal without
+             * waiting out the support they gave its dead predecessor. */
+            ps__lease_restart_release(rp, rr, d);
+            rt_log(RT_LOG_INFO,
+                   "range %" PRIu64
+                   ": restarted as its primary at epoch %" PRIu64
+                   "; waiting to be failed over",
+                   d->id, d->epoch);
+            rc = 0;
         }
         if (rc != 0) {
             /* Kept as it was; the master sends it again. */
@@ -1464,7 +1499,7 @@ int ps_repl_route(struct ps_server *ps,
         return RT_EBUSY; /* a transfer's short window (§9.3): 503 at once */
     }
     if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.state != PS_RPRI_SERVING) {
+        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
         return RT_ENOTPRIMARY;
     }
     if (epoch < rr->primary_epoch || epoch > rr->epoch) {
@@ -1530,6 +1565,45 @@ static int ps__take_group(struct ps_server *ps,
     rt_buf_free(&rr->pend);
     rr->pend = keep;
     return 0;
+}
+
+void ps_repl_shipped(void *arg, const struct ps_shipped *v, size_t n)
+{
+    struct ps_server *ps = arg;
+    struct ps_repl *rp = ps->repl;
+
+    for (size_t i = 0; rp != NULL && !rp->closing && i < n; i++) {
+        struct ps__rrange *rr = ps__rr_find(rp, v[i].range_id);
+        struct rt_buf grp = RT_BUF_INIT;
+        if (rr == NULL || !rr->primary || v[i].lsn <= rr->last_fed) {
+            continue;
+        }
+        if (ps__take_group(ps, rr, v[i].txn_id, &grp) != 0) {
+            rt_log(RT_LOG_ERROR,
+                   "range %" PRIu64 ": capture overflowed; forgetting it",
+                   rr->id);
+            ps__rr_forget(rp, rr);
+            continue;
+        }
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_GROUP,
+                                   .now_ms = uv_now(ps->loop),
+                                   .range_id = v[i].range_id,
+                                   .lsn = v[i].lsn,
+                                   .records = grp.data,
+                                   .records_len = grp.len};
+        ps_lsn_ring_push(&rr->ring, v[i].txn_id, v[i].lsn);
+        rr->last_fed = v[i].lsn;
+        int rc = ps_rcore_step(rp->core, &ev, &rp->out);
+        rt_buf_free(&grp);
+        if (rc != 0) {
+            rt_log(RT_LOG_ERROR,
+                   "range %" PRIu64 ": group LSN %" PRIu64 " not shipped: %s",
+                   rr->id, v[i].lsn, rt_strerror(rc));
+        }
+    }
+    if (rp != NULL) {
+        ps__repl_dispatch(rp);
+    }
 }
 
 void ps_repl_write_done(struct ps_server *ps,
@@ -1620,7 +1694,7 @@ int ps_repl_lsn_wait(struct ps_server *ps,
 
     if (rr == NULL || !rr->primary || rp->closing ||
         ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.state != PS_RPRI_SERVING) {
+        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
         return RT_ENOTPRIMARY;
     }
     if (info.commit_lsn >= lsn_t) {
@@ -2207,6 +2281,7 @@ Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)
         st->applied_lsn = info.applied_lsn;
         st->commit_lsn = info.commit_lsn;
         st->lease_ms = (uint32_t)ps_repl_lease_left(ps, st->range_id);
+        st->restarted = info.restarted != 0;
         st->state = PS_REPL_ST_OTHER;
         if (info.role == PS_RCORE_PRIMARY) {
             st->state = info.state == PS_RPRI_SERVING ? PS_REPL_ST_OK

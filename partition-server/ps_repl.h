@@ -227,6 +227,12 @@ size_t ps_repl_held_ops(const struct ps_server *ps);
  * up to @txn_id (they call back in commit order). */
 void ps_repl_note_txn(struct ps_server *ps, uint64_t txn_id);
 
+/* The writer's ship callback (ps_writer_set_ship, @arg the server): the
+ * groups @v are being committed; each primary range's records are taken
+ * from its log and shipped to the ISR now, while the local sync runs. Its
+ * write callbacks follow with the same LSNs (ps_repl_write_done). */
+void ps_repl_shipped(void *arg, const struct ps_shipped *v, size_t n);
+
 /* Write @pw (its job called back; admitted by ps_repl_route == 0) is held
  * until cw covers it; @w->cb fires then (possibly before this returns). */
 void ps_repl_write_done(struct ps_server *ps,

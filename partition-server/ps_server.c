@@ -344,6 +344,7 @@ int ps_server_start(struct ps_server *ps,
                  rt_strerror(rc));
         return rc;
     }
+    ps_writer_set_ship(ps->writer, ps_repl_shipped, ps);
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }

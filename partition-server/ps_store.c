@@ -204,6 +204,14 @@ void ps_store_capture(struct ps_store *s, int on)
     s->capture = on;
 }
 
+void ps_store_set_precommit(struct ps_store *s,
+                            ps_store_precommit_fn fn,
+                            void *arg)
+{
+    s->precommit = fn;
+    s->precommit_arg = arg;
+}
+
 void ps_store_capture_take(struct ps_store *s, struct rt_buf *out)
 {
     if (s->cap.len == 0) {

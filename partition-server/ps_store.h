@@ -333,6 +333,22 @@ int ps_change_next(const uint8_t *p,
 void ps_store_capture(struct ps_store *s, int on);
 void ps_store_capture_take(struct ps_store *s, struct rt_buf *out);
 
+/* Pre-commit hook (writer thread): called by a group commit after the
+ * writes are applied and their LSNs assigned, just before the commit,
+ * when some write of the group took an LSN here (a primary's group of a
+ * replicated range: lsn != 0, repl_lsn == 0), with the transaction's id.
+ * It may take the capture and ship the changes before they are durable.
+ * A group whose commit then fails cannot be taken back from the peers:
+ * the process logs the failure and aborts (a restarted primary is failed
+ * over, docs/DESIGN-replication.md §5.3). */
+typedef void (*ps_store_precommit_fn)(void *arg,
+                                      struct ps_write *const *w,
+                                      size_t n,
+                                      uint64_t txn_id);
+void ps_store_set_precommit(struct ps_store *s,
+                            ps_store_precommit_fn fn,
+                            void *arg);
+
 /* Point read. On 0 the stored value is appended to @value (caller-owned).
  * Errors: RT_ENOTFOUND, RT_ECORRUPT (checksum mismatch), RT_EIO. */
 int ps_store_get(struct ps_store *s,

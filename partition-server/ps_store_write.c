@@ -19,6 +19,7 @@
 #include "ps_store_int.h"
 
 #include <lmdb.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_entity.h"
@@ -354,6 +355,25 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
     return 0;
 }
 
+/* Runs the pre-commit hook when the group holds a primary's group of a
+ * replicated range; returns whether it ran. */
+static int ps__group_ship(struct ps_store *s,
+                          struct ps_write *const *w,
+                          size_t n,
+                          uint64_t txn_id)
+{
+    if (s->precommit == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (w[i]->lsn != 0 && w[i]->repl_lsn == 0) {
+            s->precommit(s->precommit_arg, w, n, txn_id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int ps__group_txn(struct ps_store *s,
                          struct ps_write *const *w,
                          size_t n)
@@ -361,7 +381,7 @@ static int ps__group_txn(struct ps_store *s,
     MDB_txn *txn;
     uint64_t id;
     size_t mark = s->cap.len;
-    int rc;
+    int rc, shipped;
 
     for (size_t i = 0; i < n; i++) {
         ps_write_reset(w[i]);
@@ -391,9 +411,19 @@ static int ps__group_txn(struct ps_store *s,
     if (rc != 0) {
         goto err_abort;
     }
+    shipped = ps__group_ship(s, w, n, id);
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
         rc = rt_lmdb_err(rc);
+        if (shipped) {
+            /* Peers may hold this group already; an LSN reused for other
+             * changes would make them diverge silently. */
+            rt_log(RT_LOG_FATAL,
+                   "commit of a replicated group shipped before its local "
+                   "commit failed (%s): stopping",
+                   rt_strerror(rc));
+            abort();
+        }
         goto err_uncommitted;
     }
     for (size_t i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
  * interleaves with writes instead of blocking them. */
 #include "ps_writer.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,19 @@ struct ps_writer
     /* Writer thread only. */
     struct ps_job *drops_head, *drops_tail;
     struct rt_buf capbuf;
+    int group_capture; /* the group being committed captures */
+    /* Set before the thread sees a job (ps_writer_set_ship). */
+    ps_writer_ship_fn ship_fn;
+    void *ship_arg;
+};
+
+/* A PS_JOB_SHIPPED job: the writer's, freed by its callback. */
+struct ps__shipjob
+{
+    struct ps_job job;
+    struct ps_writer *w;
+    size_t n;
+    struct ps_shipped v[];
 };
 
 static void ps__list_push(struct ps_job **head,
@@ -148,6 +162,54 @@ static void ps__writer_distribute(struct ps_writer *w)
     rt_buf_reset(&w->capbuf);
 }
 
+static void ps__writer_shipped_cb(struct ps_job *job)
+{
+    struct ps__shipjob *sj = container_of(job, struct ps__shipjob, job);
+    sj->w->ship_fn(sj->w->ship_arg, sj->v, sj->n);
+    free(sj);
+}
+
+/* The store's pre-commit hook: the group's records go to the logs and its
+ * (range, lsn, txn) list to the loop now, ahead of its commit. */
+static void ps__writer_precommit(void *arg,
+                                 struct ps_write *const *wr,
+                                 size_t n,
+                                 uint64_t txn_id)
+{
+    struct ps_writer *w = arg;
+    struct ps__shipjob *sj;
+    size_t k = 0;
+
+    if (!w->group_capture) {
+        return; /* no log saw it: the records come with the callbacks */
+    }
+    sj = rt_xcalloc(1, sizeof(*sj) + n * sizeof(sj->v[0]));
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        if (wr[i]->lsn == 0 || wr[i]->repl_lsn != 0) {
+            continue;
+        }
+        for (size_t j = 0; j < k && !seen; j++) {
+            seen = sj->v[j].range_id == wr[i]->range_id;
+        }
+        if (!seen) {
+            sj->v[k++] = (struct ps_shipped){.range_id = wr[i]->range_id,
+                                             .lsn = wr[i]->lsn,
+                                             .txn_id = txn_id};
+        }
+    }
+    sj->n = k;
+    sj->w = w;
+    sj->job.kind = PS_JOB_SHIPPED;
+    sj->job.cb = ps__writer_shipped_cb;
+    sj->job.next = NULL;
+    ps_store_capture_take(w->store, &w->capbuf);
+    uv_mutex_lock(&w->mu);
+    ps__writer_distribute(w);
+    uv_mutex_unlock(&w->mu);
+    ps__writer_done(w, &sj->job, &sj->job);
+}
+
 static unsigned ps__hist_slot(size_t ops)
 {
     unsigned i = 0;
@@ -185,6 +247,7 @@ static void ps__writer_group(struct ps_writer *w,
     }
 
     ps_store_capture(w->store, capture);
+    w->group_capture = capture;
     t0 = rt_time_mono_us();
     if (nw > 0) {
         ps_store_write_group(w->store, writes, nw);
@@ -446,6 +509,14 @@ err_after_mutex:
 err_after_alloc:
     free(w);
     return rc;
+}
+
+void ps_writer_set_ship(struct ps_writer *w, ps_writer_ship_fn fn, void *arg)
+{
+    w->ship_fn = fn;
+    w->ship_arg = arg;
+    ps_store_set_precommit(w->store, fn ? ps__writer_precommit : NULL,
+                           fn ? w : NULL);
 }
 
 void ps_writer_submit(struct ps_writer *w, struct ps_job *job)

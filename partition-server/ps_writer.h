@@ -27,7 +27,11 @@
  * range's (range_id, lsn, txn_id) is known before any later group calls
  * back. The change records of an LSN are those a migration log over the
  * range's key bounds receives with that txn_id (ps_writer_log_add): the
- * writer keeps no other copy of them.
+ * writer keeps no other copy of them. With a ship callback set
+ * (ps_writer_set_ship), a group holding such writes hands the loop its
+ * (range_id, lsn, txn_id) list and distributes its records to the logs
+ * BEFORE its commit, so the primary ships while its own sync runs
+ * (§5.3); the callbacks of its jobs follow after the commit, in order.
  *
  * Threads: ps_writer_start/submit/pending/stop on the loop thread only.
  * Job callbacks run on the loop thread, exactly once per submitted job.
@@ -52,6 +56,7 @@ enum ps_job_kind {
     PS_JOB_BARRIER,    /* nothing: calls back after the jobs before it */
     PS_JOB_REPL_STATE, /* u.rstate: fields of a range's `rs` record */
     PS_JOB_REPAIR,     /* u.repair: a corrupt value from a peer's copy */
+    PS_JOB_SHIPPED,    /* made by the writer: see ps_writer_set_ship */
     PS_JOB__NR
 };
 
@@ -143,11 +148,27 @@ struct ps_writer_stats
     uint64_t captured; /* changes appended to migration logs */
 };
 
+/* One range's group, shipped before its commit (ps_writer_set_ship). */
+struct ps_shipped
+{
+    uint64_t range_id;
+    uint64_t lsn;
+    uint64_t txn_id;
+};
+typedef void (*ps_writer_ship_fn)(void *arg,
+                                  const struct ps_shipped *v,
+                                  size_t n);
+
 /* Starts the thread. @store is borrowed and must outlive the writer.
  * Returns 0 or a libuv error. */
 int ps_writer_start(uv_loop_t *loop,
                     struct ps_store *store,
                     struct ps_writer **out);
+/* Asks for @fn (loop thread) with every group of replicated ranges before
+ * its commit, ordered with the job callbacks: after those of every earlier
+ * group, before those of its own. Only groups that capture (a log is
+ * registered) are shipped early. Set before the first submit. */
+void ps_writer_set_ship(struct ps_writer *w, ps_writer_ship_fn fn, void *arg);
 /* Queues @job (callback later, on the loop thread). Never after
  * ps_writer_stop. */
 void ps_writer_submit(struct ps_writer *w, struct ps_job *job);

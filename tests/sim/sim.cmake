@@ -32,9 +32,12 @@ add_test(NAME sim_failover_mut_shrink_early
          COMMAND sim_failover --mutate shrink-early --expect P1)
 add_test(NAME sim_failover_mut_learner_early
          COMMAND sim_failover --mutate learner-early --expect P1)
+add_test(NAME sim_failover_mut_resume_restarted
+         COMMAND sim_failover --mutate resume-restarted --expect P3)
 set_tests_properties(sim_failover sim_failover_mut_choose_min
                      sim_failover_mut_no_seal
                      sim_failover_mut_append_after_seal
                      sim_failover_mut_shrink_early
                      sim_failover_mut_learner_early
+                     sim_failover_mut_resume_restarted
                      PROPERTIES LABELS sim TIMEOUT 400)

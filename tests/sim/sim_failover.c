@@ -57,7 +57,8 @@
  * Usage: sim_failover [--mutate NAME --expect PROP]
  *   SIM_SEEDS=N  seeds 1..N (default 1000); SIM_SEED=s  replays seed s
  *   with a trace. --mutate choose-min|no-seal (ms_rcore) or
- *   append-after-seal|shrink-early|learner-early (ps_rcore) runs that
+ *   append-after-seal|shrink-early|learner-early|resume-restarted
+ *   (ps_rcore) runs that
  *   test-only mutation and succeeds only if some seed violates PROP. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -131,6 +132,7 @@ struct sim_ev
     /* DELIVER, DISK of an append: how many copies had replaced the
      * sender's log when it sent (P3 holds it to that log only). */
     uint64_t sender_copies;
+    uint64_t sender_inc; /* ... and the sender's incarnation */
     uint64_t sealed_epoch;
     uint64_t *reqs; /* DISK of a local group: owned */
     size_t n_reqs;
@@ -168,6 +170,7 @@ struct sim_node
     uint64_t *queue;
     size_t queue_n, queue_cap;
     bool group_on_disk;
+    uint64_t disk_lsn, disk_hash; /* that group, shipped before it is durable */
     /* The last copy end received, until its WRITE takes it. */
     uint8_t *snap_blob;
     size_t snap_len;
@@ -232,6 +235,7 @@ struct sim
     struct rt_repl_actions acts;
     struct sim_copy copies[8];
     uint64_t deliver_copies; /* sender_copies of the message being handled */
+    uint64_t deliver_inc;    /* sender_inc of it */
 };
 
 /* Helpers */
@@ -393,6 +397,7 @@ static void sim_send_blob(struct sim *s,
         struct sim_ev *e = sim_ev_new(s, SIM_DELIVER, to, s->w.now + d);
         e->from = s->nodes[from].id;
         e->sender_copies = s->nodes[from].copies;
+        e->sender_inc = s->nodes[from].inc;
         e->msg = *msg;
         if (msg->kind == RT_REPL_MSG_APPEND) {
             e->blob_len = msg->u.append.records_len;
@@ -477,7 +482,8 @@ static void sim_reply(struct sim *s, int ni, uint64_t req_id, int32_t code)
 }
 
 /* P3 at the ack: a secondary acks position @a to a primary of its epoch
- * only if that primary holds the same group there. */
+ * only if that primary holds the same group there (durably, or in its
+ * writer: it ships before its own commit). */
 static void sim_check_ack_sent(struct sim *s,
                                int ni,
                                uint64_t to,
@@ -493,7 +499,9 @@ static void sim_check_ack_sent(struct sim *s,
         return;
     }
     uint64_t a = ack->applied_lsn;
-    if (sim_log_hash(p, a) != sim_log_hash(&s->nodes[ni], a)) {
+    uint64_t h = sim_log_hash(&s->nodes[ni], a);
+    if (sim_log_hash(p, a) != h &&
+        !(p->group_on_disk && p->disk_lsn == a && p->disk_hash == h)) {
         sim_fail(&s->w, "P3",
                  "n%" PRIu64 " acks lsn %" PRIu64 " to primary n%" PRIu64
                  " which holds %s",
@@ -561,6 +569,7 @@ static void sim_run_actions(struct sim *s, int ni, uint64_t sender)
                 e->io_id = a->io_id;
                 e->from = sender;
                 e->sender_copies = s->deliver_copies;
+                e->sender_inc = s->deliver_inc;
                 sim_tracef(&s->w,
                            "n%" PRIu64 " write lsn %" PRIu64 " io %" PRIu64,
                            nd->id, a->lsn, a->io_id);
@@ -829,6 +838,18 @@ static void sim_writer_start(struct sim *s, int ni)
     nd->queue_n = 0;
     nd->group_on_disk = true;
     sim_ev_push(s, e);
+    if (info.role == PS_RCORE_PRIMARY) {
+        /* The daemon ships a primary's group before its local commit:
+         * a crash before the DISK event loses it here only. */
+        nd->disk_lsn = e->lsn;
+        nd->disk_hash = sim_group_hash(e->blob, e->blob_len);
+        struct rt_repl_event ev = {.kind = RT_REPL_EV_GROUP,
+                                   .range_id = SIM_RANGE,
+                                   .lsn = e->lsn,
+                                   .records = e->blob,
+                                   .records_len = e->blob_len};
+        sim_step(s, ni, &ev, 0);
+    }
 }
 
 /* Crash and restart */
@@ -1094,11 +1115,16 @@ static void sim_disk(struct sim *s, struct sim_ev *e)
         return;
     }
     if (e->from != 0 &&
-        e->sender_copies == s->nodes[sim_index(e->from)].copies) {
+        e->sender_copies == s->nodes[sim_index(e->from)].copies &&
+        e->sender_inc == s->nodes[sim_index(e->from)].inc) {
         /* P3: a replica applies what its sender holds at that LSN (unless
-         * a copy replaced the sender's log since it sent). */
+         * a copy replaced the sender's log since it sent, or it crashed:
+         * a primary ships its group before its own commit), durably or
+         * in its writer. */
         const struct sim_node *p = &s->nodes[sim_index(e->from)];
-        if (sim_log_hash(p, e->lsn) != sim_group_hash(e->blob, e->blob_len)) {
+        uint64_t h = sim_group_hash(e->blob, e->blob_len);
+        if (sim_log_hash(p, e->lsn) != h &&
+            !(p->group_on_disk && p->disk_lsn == e->lsn && p->disk_hash == h)) {
             sim_fail(&s->w, "P3",
                      "n%" PRIu64 " applies lsn %" PRIu64
                      " that its sender n%" PRIu64 " does not hold",
@@ -1226,8 +1252,20 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
     struct sim_node *nd = e->node >= 0 ? &s->nodes[e->node] : NULL;
     if (e->kind == SIM_HBEAT) {
         /* A live, running server heartbeats every SIM_HB. */
+        struct ps_rcore_range_info info;
         if (nd->up) {
             struct rt_repl_msg m = {.kind = RT_REPL_MSG_HEARTBEAT};
+            sim_send(s, e->node, SIM_MASTER_ID, &m);
+        }
+        if (nd->up && nd->ps != NULL &&
+            ps_rcore_range_get(nd->ps, SIM_RANGE, &info) == 0 &&
+            info.restarted) {
+            /* As the daemon's heartbeat reports it (ReplStatus). */
+            struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+            m.u.assign_resp =
+                (struct rt_repl_assign_resp){.range_id = SIM_RANGE,
+                                             .epoch = info.epoch,
+                                             .code = RT_ENOTPRIMARY};
             sim_send(s, e->node, SIM_MASTER_ID, &m);
         }
         sim_ev_push(s, sim_ev_new(s, SIM_HBEAT, e->node, s->w.now + SIM_HB));
@@ -1273,8 +1311,10 @@ static void sim_handle(struct sim *s, struct sim_ev *e)
                 e->blob = NULL;
             }
             s->deliver_copies = e->sender_copies;
+            s->deliver_inc = e->sender_inc;
             sim_step(s, e->node, &ev, e->from);
             s->deliver_copies = 0;
+            s->deliver_inc = 0;
             break;
         }
         case SIM_DISK:
@@ -1576,6 +1616,8 @@ static int sim_mutation_of(const char *name, void *ctx)
         o->ps_mut = PS_RCORE_MUT_SHRINK_EARLY;
     } else if (strcmp(name, "learner-early") == 0) {
         o->ps_mut = PS_RCORE_MUT_LEARNER_EARLY;
+    } else if (strcmp(name, "resume-restarted") == 0) {
+        o->ps_mut = PS_RCORE_MUT_RESUME_RESTARTED;
     } else {
         return -1;
     }

@@ -930,9 +930,13 @@ static void test_frozen_assigned(void **state)
     rt_repl_actions_close(&g.out);
 }
 
-/* A restart: a primary with pending groups goes ACTIVATING, waits for
- * the assignment of its generation, then streams them and serves once
- * acked; a secondary sealed above its epoch comes back SEALED. */
+/* A restart: a primary with pending groups goes ACTIVATING and waits for
+ * the assignment of its generation. With an ISR of more than itself it
+ * does not resume (a secondary may hold a group it shipped and lost): it
+ * answers RT_ENOTPRIMARY, takes a SEAL at once (the grace protected its
+ * dead predecessor's lease), and on the failover choosing it streams its
+ * groups and serves once acked. Alone in its ISR it resumes. A secondary
+ * sealed above its epoch comes back SEALED. */
 static void test_load(void **state)
 {
     struct fx *f = *state;
@@ -962,21 +966,55 @@ static void test_load(void **state)
     struct ps_rcore_range_info info = info_of(n);
     assert_int_equal(info.state, PS_RPRI_ACTIVATING);
     assert_int_equal(info.primary_epoch, 2);
+    assert_true(info.restarted);
     assert_int_equal(f->out.n, 0); /* silent until assigned */
     uint64_t isr[2] = {1, 2};
     assert_int_equal(assign(f, n, 3, 1, 2, isr, 2), 0);
     assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_ENOTPRIMARY);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 1); /* no append */
+    assert_int_equal(info_of(n).state, PS_RPRI_ACTIVATING);
+    /* Sealed within what would be the grace: no wait. */
+    assert_int_equal(seal(f, n, 1001, 4), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_WRITE, &a), 1);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_SEAL);
+    info = info_of(n);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.state, PS_RSEC_SEALED);
+    assert_false(info.restarted);
+    struct rt_repl_event done = {
+        .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &done, &f->out), 0);
+    a = sent(f, RT_REPL_MSG_SEAL_RESP);
+    assert_int_equal(a->msg.u.seal_resp.code, 0);
+    assert_int_equal(a->msg.u.seal_resp.applied_lsn, 7);
+    /* The failover chose me: groups 6 and 7 go to 2, then SERVING. */
+    assert_int_equal(assign(f, n, 4, 1, 4, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
                      0);
-    /* Groups 6 and 7, a probe of 3 (outside the ISR), the answer. */
-    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 4);
-    assert_int_equal(f->out.v[2].msg.kind, RT_REPL_MSG_PROBE);
-    a = &f->out.v[1];
+    assert_int_equal(info_of(n).state, PS_RPRI_ACTIVATING);
+    a = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(a);
     assert_int_equal(a->msg.u.append.lsn, 7);
     assert_int_equal(a->msg.u.append.records[0], 8);
     struct rt_repl_msg m = {.kind = RT_REPL_MSG_ACK};
-    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 7, .epoch = 3};
-    assert_int_equal(msg_to(f, n, 5, 2, &m), 0);
+    m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 7, .epoch = 4};
+    assert_int_equal(msg_to(f, n, 1005, 2, &m), 0);
     assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    ps_rcore_destroy(n);
+    /* Alone in its ISR: nothing can be ahead of it; it resumes. */
+    assert_int_equal(ps_rcore_create(&cfg, &n), 0);
+    d.isr[1] = 0;
+    d.n_isr = 1;
+    assert_int_equal(ps_rcore_load(n, &d, 1000, &f->out), 0);
+    assert_false(info_of(n).restarted);
+    assert_int_equal(assign(f, n, 3, 1, 2, isr, 1), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    d.isr[1] = 2;
+    d.n_isr = 2;
     ps_rcore_destroy(n);
     cfg.self_id = 2;
     assert_int_equal(ps_rcore_create(&cfg, &n), 0);
@@ -1626,8 +1664,9 @@ static void test_learner_diverged_duplicate(void **state)
     assert_null(action(f, RT_REPL_ACT_WRITE));
 }
 
-/* A restarted primary's ISR member NACKs below the position assumed at
- * the restart and below the (empty) buffer: a whole resend period later,
+/* A restarted primary, failed over to itself, whose ISR member NACKs
+ * below the position assumed at the promotion and below the (empty)
+ * buffer: a whole resend period later,
  * with no ack confirming that position, it gets a full copy (one member
  * at a time) and is streamed from the copy's LSN. */
 static void test_isr_member_copy(void **state)
@@ -1648,8 +1687,15 @@ static void test_isr_member_copy(void **state)
                                  .commit_lsn = 5};
     rt_repl_actions_reset(&f->out);
     assert_int_equal(ps_rcore_load(n, &d, 0, &f->out), 0);
+    assert_int_equal(seal(f, n, 1, 4), 0);
+    struct rt_repl_event sealed = {
+        .kind = RT_REPL_EV_DISK_DONE,
+        .range_id = R,
+        .io_id = action(f, RT_REPL_ACT_WRITE)->io_id};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(n, &sealed, &f->out), 0);
     uint64_t isr[3] = {1, 2, 3};
-    assert_int_equal(assign(f, n, 4, 1, 3, isr, 3), 0);
+    assert_int_equal(assign(f, n, 4, 1, 4, isr, 3), 0);
     assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
     uint8_t rec = 6;
     uint64_t req = 100;
