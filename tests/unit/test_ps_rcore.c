@@ -1390,7 +1390,7 @@ static void test_write_hold_expires(void **state)
                                  .records_len = 1,
                                  .req_ids = &req,
                                  .n_req_ids = 1};
-    const struct rt_repl_action *a;
+    const struct rt_repl_action *a = NULL;
     assert_int_equal(step_ev(f, n, &done), 0);
     assert_int_equal(timer_at(f, n, 4999), 0);
     assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 0);
