@@ -81,7 +81,7 @@ struct ps__rrange
      * carried its release (0: not released) */
     uint64_t release_seq;
     int restart_released; /* released as a restarted primary (below) */
-    int held; /* ps_repl_hold: clients get RT_EBUSY */
+    int held;             /* ps_repl_hold: clients get RT_EBUSY */
 };
 
 struct ps__rpeer
@@ -1961,7 +1961,14 @@ void ps_repl_on_seal(struct ps_server *ps,
      * before sealed_epoch is persisted and answered. A SEAL at or below
      * the epoch known here is left to the core (it refuses it). */
     struct ps__rrange *srr = ps__rr_find(rp, req->range_id);
-    if (rp->granter != NULL && srr != NULL && req->new_epoch > srr->epoch) {
+    struct ps_rcore_range_info own;
+    /* A restarted primary sealed for its own failover granted nothing
+     * for the range: it led it (§5.3 "As built"); its restart grace is for
+     * the ranges it followed. */
+    bool own_restart = ps_rcore_range_get(rp->core, req->range_id, &own) == 0 &&
+                       own.restarted && req->old_primary == ps->server_id;
+    if (rp->granter != NULL && srr != NULL && req->new_epoch > srr->epoch &&
+        !own_restart) {
         uint64_t retry = 0;
         int grc =
             ps_lease_granter_seal(rp->granter, req->range_id, req->new_epoch,

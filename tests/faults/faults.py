@@ -572,9 +572,15 @@ class Nemesis:
     def step_kill_primary(self):
         """kill -9 of the primary of the busiest range; restarted (same
         disk and port) after 2-5 s, so the failover (≈ 1.6-2 s, §7.1)
-        happens while it is away and it comes back as a secondary."""
+        happens while it is away and it comes back as a secondary; or,
+        one kill in two, at once (20-250 ms, before the master suspects
+        it): it shipped groups before its own commit, so it must not
+        resume but be failed over with itself as a candidate (§5.3, F1a)."""
         name, rid = self.primary()
-        down = self.rng.uniform(2.0, 5.0)
+        if self.rng.random() < 0.5:
+            down = self.rng.uniform(0.02, 0.25)
+        else:
+            down = self.rng.uniform(2.0, 5.0)
         self.note("kill -9", target=name, role="primary", range=rid,
                   down_s=round(down, 2))
         self.c.kill(name, signal.SIGKILL)
