@@ -287,7 +287,14 @@ struct rt_repl_msg
         struct rt_repl_replica_state probe_resp;
         struct rt_repl_begin begin; /* BEGIN, SNAP_END */
         struct rt_repl_copy_resp copy_resp;
-    } u; /* HEARTBEAT: none; the sender is the event's @peer */
+        /* HEARTBEAT (the sender is the event's @peer): its writer has
+         * not finished a commit for --stall-timeout-ms; it fenced itself
+         * and is to be failed over like a silent server. */
+        struct
+        {
+            int stalled;
+        } heartbeat;
+    } u;
 };
 
 struct rt_repl_event

@@ -56,6 +56,10 @@ struct ms__rserver
     uint64_t heard_ms; /* last heartbeat, or when the server became known */
     uint64_t down_ms;  /* connection down since (if @down) */
     bool down;
+    /* It reported a stalled writer (self-fenced) at @stalled_ms: suspected
+     * like a silent server, until a heartbeat without it. */
+    bool stalled;
+    uint64_t stalled_ms;
 };
 
 struct ms__rrange
@@ -197,6 +201,9 @@ static uint64_t ms__rcore_suspect_at(const struct ms_rcore *m, uint64_t id)
     uint64_t at = s->heard_ms + m->cfg.failover_after_ms;
     if (s->down && s->down_ms + m->cfg.reconnect_grace_ms < at) {
         at = s->down_ms + m->cfg.reconnect_grace_ms;
+    }
+    if (s->stalled && s->stalled_ms < at) {
+        at = s->stalled_ms;
     }
     uint64_t grace = m->start_ms + m->cfg.failover_after_ms + m->cfg.lease_ms;
     return at > grace ? at : grace;
@@ -1193,6 +1200,10 @@ int ms_rcore_step(struct ms_rcore *m,
                         ms__rcore_server(m, ev->peer, ev->now_ms);
                     s->heard_ms = ev->now_ms;
                     s->down = false;
+                    if (ev->msg->u.heartbeat.stalled && !s->stalled) {
+                        s->stalled_ms = ev->now_ms;
+                    }
+                    s->stalled = ev->msg->u.heartbeat.stalled != 0;
                     rc = 0;
                     break;
                 }

@@ -12,7 +12,8 @@
  * States (one operation per range at a time):
  * - STABLE: nothing in flight. When the primary is suspected (no heartbeat
  *   for cfg.failover_after_ms, or its connection down for
- *   cfg.reconnect_grace_ms without a heartbeat since) and some ISR
+ *   cfg.reconnect_grace_ms without a heartbeat since, or its heartbeat
+ *   reports a stalled writer) and some ISR
  *   secondary is not, it proposes the intent seal_epoch = epoch + 1,
  *   FAILOVER. No server is suspected before cfg.failover_after_ms +
  *   cfg.lease_ms after the core was created (a new master must not read

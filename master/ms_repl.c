@@ -999,6 +999,15 @@ void ms_repl_heard(struct ms_repl *r,
                    const Rt__HeartbeatReq *req)
 {
     struct rt_repl_msg msg = {.kind = RT_REPL_MSG_HEARTBEAT};
+    msg.u.heartbeat.stalled = req != NULL && req->stalled;
+    if (msg.u.heartbeat.stalled) {
+        /* Every heartbeat while it lasts; the failover logs at warn. */
+        rt_log(RT_LOG_DEBUG,
+               "server %" PRIu64
+               " reports a stalled writer: failing its "
+               "primaries over",
+               server_id);
+    }
     struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
                                .now_ms = rt_time_mono_ms(),
                                .peer = server_id,

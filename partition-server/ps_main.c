@@ -34,6 +34,7 @@ int main(int argc, char **argv)
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
     long repl_hb_ms = 0, drift_ppm = 0;
     long ack_timeout_ms = 0, write_hold_ms = 0, heartbeat_ms = 0;
+    long stall_timeout_ms = 0;
     long scrub_mb_s = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
@@ -81,6 +82,10 @@ int main(int argc, char **argv)
         {"write-hold-ms", RT_OPT_INT, &write_hold_ms, "5000",
          "replication: a write waiting this long for its replicas is "
          "answered OperationTimedOut (outcome unknown)"},
+        {"stall-timeout-ms", RT_OPT_INT, &stall_timeout_ms, "5000",
+         "replication: a commit stuck this long (a stalled disk) fences "
+         "this server: no lease support asked or granted, and its "
+         "heartbeat asks the master to fail its primaries over"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -122,6 +127,14 @@ int main(int argc, char **argv)
     }
     if (scrub_mb_s < 0 || scrub_mb_s > 4096) {
         fprintf(stderr, "rt-partition-server: --scrub-mb-per-s 0..4096\n");
+        rt_config_free(opts);
+        return 2;
+    }
+    if (stall_timeout_ms < 100 || stall_timeout_ms > 3600000) {
+        fprintf(stderr,
+                "rt-partition-server: --stall-timeout-ms must be "
+                "100..3600000 (got %ld)\n",
+                stall_timeout_ms);
         rt_config_free(opts);
         return 2;
     }
@@ -179,6 +192,7 @@ int main(int argc, char **argv)
     cfg.ack_timeout_ms = (uint32_t)ack_timeout_ms;
     cfg.write_hold_ms = (uint32_t)write_hold_ms;
     cfg.heartbeat_ms = (uint32_t)heartbeat_ms;
+    cfg.stall_timeout_ms = (uint32_t)stall_timeout_ms;
     cfg.scrub_mb_s = (uint32_t)scrub_mb_s;
 
     rc = uv_loop_init(&loop);

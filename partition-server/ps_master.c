@@ -277,6 +277,7 @@ static void ps__heartbeat(struct ps_server *ps)
     req.pending = (uint32_t)ps_writer_pending(ps->writer);
     req.max_server_eps = ps->cfg.max_server_eps;
     req.max_range_eps = ps->cfg.max_range_eps;
+    req.stalled = ps_repl_stalled(ps) != 0;
     repl = ps_repl_status(ps, &n_repl);
     repl_ptrs = n_repl ? rt_xcalloc(n_repl, sizeof(*repl_ptrs)) : NULL;
     for (size_t i = 0; i < n_repl; i++) {

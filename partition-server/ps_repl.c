@@ -199,6 +199,7 @@ struct ps_repl
     uv_timer_t support_timer;
     uint64_t sent_seq;              /* the last SupportReq seq sent */
     int fenced;                     /* ps_repl_lease_fence */
+    int stalled;                    /* the writer is stuck: self-fenced */
     ps_repl_action_hook learn_hook; /* ps_repl_set_learn_hook */
     int closing;
     int open_handles;
@@ -2090,10 +2091,51 @@ static void ps__nolease_check(struct ps_repl *rp)
 
 /* One SupportReq to every peer whose link is up. The send time is read
  * before the request leaves (ps_lease_holder_send). */
+/* §6.4 disk-stall self-fencing: a commit running for
+ * cfg.stall_timeout_ms means the disk is stuck. The server stops asking
+ * and granting support, so its primaries lose their leases (no read, no
+ * write) and its secondaries may be sealed, and its heartbeat says
+ * `stalled` so the master fails its primaries over at once. It recovers
+ * when the commit completes. */
+static void ps__stall_check(struct ps_repl *rp)
+{
+    struct ps_server *ps = rp->ps;
+    uint64_t limit =
+        ps->cfg.stall_timeout_ms ? ps->cfg.stall_timeout_ms : PS_REPL_STALL_MS;
+    uint64_t busy = ps->writer ? ps_writer_busy_ms(ps->writer) : 0;
+    int stalled = busy >= limit;
+    if (stalled == rp->stalled) {
+        return;
+    }
+    rp->stalled = stalled;
+    if (stalled) {
+        rt_log(RT_LOG_ERROR,
+               "the writer has been in one commit for %" PRIu64
+               " ms: fencing this server (no lease support) until it ends",
+               busy);
+    } else {
+        rt_log(RT_LOG_WARN,
+               "the writer finished its stalled commit: "
+               "lease support resumes");
+    }
+    if (rp->granter != NULL) {
+        ps_lease_granter_set_fenced(rp->granter, rp->fenced || rp->stalled);
+    }
+}
+
+int ps_repl_stalled(struct ps_server *ps)
+{
+    return ps->repl != NULL && ps->repl->stalled;
+}
+
 static void ps__support_round(struct ps_repl *rp)
 {
     struct ps_server *ps = rp->ps;
-    if (rp->closing || rp->holder == NULL || ps->server_id == 0 || rp->fenced) {
+    if (!rp->closing) {
+        ps__stall_check(rp);
+    }
+    if (rp->closing || rp->holder == NULL || ps->server_id == 0 || rp->fenced ||
+        rp->stalled) {
         return;
     }
     ps__nolease_check(rp);
@@ -2202,7 +2244,7 @@ void ps_repl_lease_fence(struct ps_server *ps, int fenced)
     }
     rp->fenced = fenced != 0;
     if (rp->granter != NULL) {
-        ps_lease_granter_set_fenced(rp->granter, rp->fenced);
+        ps_lease_granter_set_fenced(rp->granter, rp->fenced || rp->stalled);
     }
 }
 

@@ -137,6 +137,7 @@
  * period) and --clock-drift-ppm (ρ), and the lease's ε (ps_lease.h). */
 #define PS_REPL_LEASE_MS 1500
 #define PS_REPL_HB_MS 250
+#define PS_REPL_STALL_MS 5000 /* --stall-timeout-ms: a stuck commit fences */
 #define PS_REPL_DRIFT_PPM 1000
 #define PS_REPL_LEASE_EPS_MS 5
 /* §5.4 defaults: --ack-timeout-ms (an ISR member with a group unacked
@@ -226,6 +227,11 @@ size_t ps_repl_held_ops(const struct ps_server *ps);
 /* Every write callback, replicated or not: the loop has seen the commits
  * up to @txn_id (they call back in commit order). */
 void ps_repl_note_txn(struct ps_server *ps, uint64_t txn_id);
+
+/* The writer has been stuck in one commit for --stall-timeout-ms: this
+ * server fenced itself (no lease support asked or granted); its heartbeat
+ * says so. Checked at every support round. */
+int ps_repl_stalled(struct ps_server *ps);
 
 /* The writer's ship callback (ps_writer_set_ship, @arg the server): the
  * groups @v are being committed; each primary range's records are taken

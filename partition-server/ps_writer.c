@@ -31,6 +31,7 @@ struct ps_writer
     int stop;
     struct ps_mlog *logs;
     struct ps_writer_stats stats;
+    uint64_t busy_since_us; /* the group or drop chunk running began (0) */
     /* Loop thread only. */
     size_t pending_ops;
     int stopped; /* ps_writer_stop ran: submit is a bug */
@@ -420,12 +421,20 @@ static void ps__writer_main(void *arg)
         capture = w->logs != NULL;
         uv_mutex_unlock(&w->mu);
 
+        if (jobs || w->drops_head) {
+            uv_mutex_lock(&w->mu);
+            w->busy_since_us = rt_time_mono_us();
+            uv_mutex_unlock(&w->mu);
+        }
         if (jobs) {
             ps__writer_group(w, jobs, capture);
         }
         if (w->drops_head) {
             ps__writer_drop_step(w);
         }
+        uv_mutex_lock(&w->mu);
+        w->busy_since_us = 0;
+        uv_mutex_unlock(&w->mu);
     }
 
     /* Unfinished drops: their meta marker resumes them on the next start. */
@@ -580,6 +589,15 @@ uint64_t ps_writer_log_take(struct ps_writer *w,
     *overflow = log->overflow;
     uv_mutex_unlock(&w->mu);
     return n;
+}
+
+uint64_t ps_writer_busy_ms(struct ps_writer *w)
+{
+    uint64_t since, now = rt_time_mono_us();
+    uv_mutex_lock(&w->mu);
+    since = w->busy_since_us;
+    uv_mutex_unlock(&w->mu);
+    return since != 0 && now > since ? (now - since) / 1000 : 0;
 }
 
 void ps_writer_stats(struct ps_writer *w, struct ps_writer_stats *out)

@@ -172,6 +172,9 @@ void ps_writer_set_ship(struct ps_writer *w, ps_writer_ship_fn fn, void *arg);
 /* Queues @job (callback later, on the loop thread). Never after
  * ps_writer_stop. */
 void ps_writer_submit(struct ps_writer *w, struct ps_job *job);
+/* How long the group commit (or drop chunk) running now has taken, in
+ * ms; 0 while idle. A disk that stalls shows here (self-fencing). */
+uint64_t ps_writer_busy_ms(struct ps_writer *w);
 /* Entity ops submitted and not yet completed (for back-pressure). */
 size_t ps_writer_pending(const struct ps_writer *w);
 /* Registers @log: see the header comment for what it receives. */

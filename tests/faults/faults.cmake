@@ -60,3 +60,13 @@ set_tests_properties(faults_rf3_quick PROPERTIES
   SKIP_RETURN_CODE 77
   ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
   RESOURCE_LOCK rt_integration)
+
+# stall-primary's LD_PRELOAD shim (stallshim.c): fsync/fdatasync block
+# while a flag file names the process. Plain C, no sanitizer (it is
+# preloaded into sanitized daemons with verify_asan_link_order=0).
+add_library(rt_stallshim SHARED ${CMAKE_CURRENT_LIST_DIR}/stallshim.c)
+target_compile_options(rt_stallshim PRIVATE -fno-sanitize=all)
+target_link_options(rt_stallshim PRIVATE -fno-sanitize=all)
+target_link_libraries(rt_stallshim PRIVATE ${CMAKE_DL_LIBS})
+set_target_properties(rt_stallshim PROPERTIES
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -60,6 +60,8 @@ FINAL_READ_TIMEOUT_S = 120.0
 # Scenarios whose replicas must all be in sync again at the end (RF > 1):
 # the server that came back must have rejoined within REJOIN_WAIT_S.
 REJOIN_SCENARIOS = ("wipe-secondary",)
+# The partition servers' --stall-timeout-ms in stall-primary.
+STALL_TIMEOUT_MS = 1500
 REJOIN_WAIT_S = 30.0
 # The master's --rereplicate-after-ms in wipe-secondary.
 REREPLICATE_AFTER_MS = 3000
@@ -659,6 +661,26 @@ class Nemesis:
         self.paused.discard(name)
         self.note("SIGCONT", target=name)
 
+    def step_stall_primary(self):
+        """The primary's disk stops answering: its fdatasync/fsync block
+        (stallshim.c, preloaded into every partition server) for 3-5 s,
+        longer than its --stall-timeout-ms (STALL_TIMEOUT_MS). It must
+        fence itself (no lease support, `stalled` in its heartbeat), be
+        failed over, and answer nothing from its old state once its
+        commit completes (F11); its held writes end unknown."""
+        name, rid = self.primary()
+        stall = self.rng.uniform(3.0, 5.0)
+        flag = os.path.join(self.run_.stall_dir, str(self.c.proc(name).pid))
+        self.note("stall", target=name, role="primary", range=rid,
+                  stall_s=round(stall, 2))
+        with open(flag, "w"):
+            pass
+        try:
+            time.sleep(stall)
+        finally:
+            os.unlink(flag)
+        self.note("unstalled", target=name)
+
     def step_isolate_primary(self):
         """Cuts the primary of the busiest range from the master and from
         every other partition server, both ways, but not from the front
@@ -946,6 +968,7 @@ class Run:
         self.client_failed = False
         self.cluster = None
         self.proxy = None
+        self.stall_dir = None
         self.sampler = None
         self.initial = {}
 
@@ -1010,10 +1033,27 @@ class Run:
             # down REREPLICATE_AFTER_MS (the default, 60 s, outlasts a run).
             extra["master"] += ["--rereplicate-after-ms",
                                 str(REREPLICATE_AFTER_MS)]
+        if self.scenario == "stall-primary":
+            extra["ps"] = ["--stall-timeout-ms", str(STALL_TIMEOUT_MS)]
         self.cluster = Cluster(os.path.join(self.workdir, "cluster"),
                                n_ps=self.n_ps, extra_args=extra,
                                log_level=os.environ.get("RT_LOG_LEVEL",
                                                         "warn"))
+        if self.scenario == "stall-primary":
+            self.stall_dir = os.path.join(self.workdir, "stall")
+            os.makedirs(self.stall_dir, exist_ok=True)
+            shim = os.path.join(self.cluster.build_dir, "tests",
+                                "librt_stallshim.so")
+            if not os.path.exists(shim):
+                raise ClusterError("stall-primary needs %s (build the "
+                                   "rt_stallshim target)" % shim)
+            env = self.cluster.env
+            env["LD_PRELOAD"] = shim
+            env["RT_STALL_DIR"] = self.stall_dir
+            # A sanitized daemon wants its runtime first; the shim calls
+            # through and allocates nothing.
+            env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + \
+                ":verify_asan_link_order=0"
         if self.scenario in LINK_SCENARIOS:
             self.route_links()
         self.cluster.start()
@@ -1176,7 +1216,8 @@ ALL_OPS = ("insert", "upsert", "read", "replace", "batch", "scan")
 WRITE_OPS = ("insert", "upsert", "replace", "batch")
 
 # The nemesis log entries that start a fault.
-FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart", "flip")
+FAULT_EVENTS = ("kill -9", "SIGSTOP", "rtctl", "cut", "restart", "flip",
+                "stall")
 
 
 def is_fault(ev):
@@ -1497,7 +1538,7 @@ QUICK = ("kill-ps", "kill-master", "pause-ps", "moves-under-faults",
 RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
                 "isolate-primary", "wipe-secondary", "rolling-restart",
                 "flip-bits", "fill-secondary", "kill-master-mid-failover",
-                "transfer-kill-primary")
+                "transfer-kill-primary", "stall-primary")
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")

@@ -289,6 +289,61 @@ static void test_conn_down_suspicion(void **state)
     assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 1);
 }
 
+/* A heartbeat reporting a stalled writer is suspicion at once; a later
+ * one without it lifts it. */
+static void test_stalled_suspicion(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t = 3 * GRACE;
+    heartbeat(f, t, 1);
+    heartbeat(f, t, 2);
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_HEARTBEAT};
+    msg.u.heartbeat.stalled = 1;
+    struct rt_repl_event hb = {
+        .kind = RT_REPL_EV_MSG, .now_ms = t + 10, .peer = 1, .msg = &msg};
+    assert_int_equal(step(f, &hb), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 1);
+}
+
+/* A restarted primary (ASSIGN_RESP RT_ENOTPRIMARY at the current epoch)
+ * is failed over though it heartbeats: it is sealed too, the choice waits
+ * for every live member, a tie keeps it primary in a new generation, and
+ * the intent is not cancelled by its heartbeats. */
+static void test_restarted_primary(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    uint64_t t = 3 * GRACE;
+    for (uint64_t s = 1; s <= 3; s++) {
+        heartbeat(f, t, s);
+    }
+    struct rt_repl_msg msg = {.kind = RT_REPL_MSG_ASSIGN_RESP};
+    msg.u.assign_resp = (struct rt_repl_assign_resp){
+        .range_id = R, .epoch = 4, .code = RT_ENOTPRIMARY};
+    struct rt_repl_event ev = {
+        .kind = RT_REPL_EV_MSG, .now_ms = t, .peer = 1, .msg = &msg};
+    assert_int_equal(step(f, &ev), 0); /* an old epoch: ignored */
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    msg.u.assign_resp.epoch = 5;
+    assert_int_equal(step(f, &ev), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.seal_epoch, 6);
+    assert_int_equal(committed(f, t + 1, a->io_id, 0), 0);
+    assert_int_equal(state_of(f), MS_RCORE_SEALING);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, RT_REPL_MSG_SEAL, NULL), 3);
+    heartbeat(f, t + 3, 1); /* no cancel */
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(seal_resp(f, t + 4, 2, 0, 6, 10, 0), 0);
+    assert_int_equal(seal_resp(f, t + 5, 3, 0, 6, 10, 0), 0);
+    assert_int_equal(tick(f, t + 500), 0); /* waits for the primary */
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    assert_int_equal(seal_resp(f, t + 501, 1, 0, 6, 10, 0), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.primary_id, 1);
+    assert_int_equal(a->conf.primary_epoch, 6);
+    assert_int_equal(a->conf.n_isr, 3);
+}
+
 /* SEALING: SEALs to the live ISR secondaries; RT_EBUSY answers are resent
  * after their retry_ms; when all live ones sealed, the highest applied LSN
  * is chosen and the new configuration proposed. */
@@ -1197,6 +1252,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_suspicion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conn_down_suspicion, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_suspicion, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restarted_primary, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_seal_and_choose, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_wait, setup, teardown),
