@@ -78,6 +78,9 @@ struct ms__repl_range
     uint64_t rr_start_ms;
     uint64_t rr_failed; /* the last learner that failed (0: none) */
     uint64_t rr_retire; /* the replica a joined learner replaced */
+    /* ms_exec moves a copy of the range (ms_repl_add_learner until
+     * ms_repl_move_end): its rf + 1 copies are not the planner's to trim. */
+    bool moving;
 
     /* A transfer of ms_repl_transfer(): TRANSFER_PRIMARY asked of
      * @xfer_from, then (@xfer_intent) carried on by the core. */
@@ -1306,13 +1309,15 @@ void ms_repl_rereplicate(struct ms_repl *r)
             continue;
         }
         rv[k].conf = info.conf;
-        rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing;
+        rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing ||
+                     r->ranges[i].xfer;
         rv[k].adding = info.state == MS_RCORE_ADDING;
         if (info.conf.n_members <= info.conf.rf) {
             r->ranges[i].rr_retire = 0; /* nothing surplus any more */
         }
         rv[k].avoid = r->ranges[i].rr_failed;
         rv[k].retire = r->ranges[i].rr_retire;
+        rv[k].moving = r->ranges[i].moving;
         k++;
     }
     for (size_t i = 0; i < ns; i++) {
@@ -1454,7 +1459,20 @@ int ms_repl_add_learner(struct ms_repl *r,
                                          .range_id = range_id,
                                          .server = server,
                                          .reason = "move"};
-    return ms__repl_move_do(r, &d, true, err, errlen);
+    int rc = ms__repl_move_do(r, &d, true, err, errlen);
+    struct ms__repl_range *rr = ms__repl_range(r, range_id);
+    if (rc == 0 && rr) {
+        rr->moving = true;
+    }
+    return rc;
+}
+
+void ms_repl_move_end(struct ms_repl *r, uint64_t range_id)
+{
+    struct ms__repl_range *rr = r ? ms__repl_range(r, range_id) : NULL;
+    if (rr) {
+        rr->moving = false;
+    }
 }
 
 int ms_repl_remove_replica(struct ms_repl *r,

@@ -165,6 +165,13 @@ int ms_repl_remove_replica(struct ms_repl *r,
                            const char *reason,
                            char *err,
                            size_t errlen);
+/* The move that ms_repl_add_learner() began on @range_id ended, however
+ * it ended: from now on the re-replication plan trims a set larger than
+ * rf itself ("over_rf", ms_rerepl.h). Until then it leaves the move's
+ * rf + 1 copies alone. Not durable: a master restart forgets the move,
+ * so the plan settles its extra copy. NULL @r or an unknown range is
+ * ignored. */
+void ms_repl_move_end(struct ms_repl *r, uint64_t range_id);
 
 /* A planned primaryship transfer (docs/DESIGN-replication.md §9.3 step
  * 2), the outcome given to its callback. */

@@ -1381,6 +1381,73 @@ static void test_move_replicated(void **state)
     assert_true(has_event(f, "move", "ok"));
 }
 
+/* The master restarts in the middle of a move of the range from server 0
+ * to server 1, the learner on 1 committed but not joined (nothing of a
+ * move is durable): the restarted master loads the learner as ADDING, the
+ * primary's ISR_CHANGE{add 1} makes the set four in-sync copies, and the
+ * re-replication plan trims it back to three ("over_rf"): server 1,
+ * whose zone z1 the primary already covers; the primary stays. */
+static void test_move_restart_settles(void **state)
+{
+    struct fx *f = *state;
+    struct ms_admin_req *req;
+    const char *b = NULL;
+    int status = 0;
+    uint64_t rid;
+    Rt__Map *map;
+    json_t *ev;
+
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = 7;
+    }
+    map = get_map(f);
+    rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = f->ps[1].id;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
+
+    /* Stop: the operator's request is answered 503 (when the master is
+     * destroyed). */
+    close_clients(f);
+    ms_master_stop(f->m);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ms_master_destroy(f->m);
+    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_int_equal(status, 503);
+    ms_admin_release(f->adm, req);
+    ms_admin_destroy(f->adm);
+    f->m = NULL;
+    f->adm = NULL;
+
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_LEARNER);
+    WAIT_UNTIL(f, status_has_op(f, "learner"));
+    map = get_map(f);
+    assert_int_equal(
+        isr_add(f, 0, rid, map->ranges[0]->epoch, f->ps[1].id, NULL), 0);
+    rt__map__free_unpacked(map, NULL);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_NONE);
+    assert_int_equal(map_role(f, f->ps[0].id), RT__REPL_ROLE__ROLE_PRIMARY);
+    map = get_map(f);
+    assert_int_equal(map->ranges[0]->n_replicas, 3);
+    assert_int_equal(map->ranges[0]->n_isr, 3);
+    rt__map__free_unpacked(map, NULL);
+    ev = find_event(f, "replica_removed", NULL);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                        "over_rf");
+    json_decref(ev);
+}
+
 static uint64_t range0_id(struct fx *f)
 {
     Rt__Map *map = get_map(f);
@@ -1543,6 +1610,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_replicated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_move_restart_settles, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_transfer_refused_by_primary, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer_target_silent, setup,
