@@ -46,6 +46,7 @@
 #define MS__REPL_DEF_LEASE_MS 1500
 #define MS__REPL_DEF_RESEND_MS 250
 #define MS__REPL_DEF_LEARNER_MS 30000
+#define MS__REPL_DEF_LEARNER_MBPS 20
 #define MS__REPL_DEF_SEAL_TIMEOUT_MS 1000
 #define MS__REPL_DEF_REREPL_AFTER_MS 60000
 #define MS__REPL_DEF_MAX_REREPL 2
@@ -1003,6 +1004,16 @@ void ms_repl_heard(struct ms_repl *r,
     for (size_t i = 0; req && i < req->n_repl; i++) {
         ms__repl_keep_report(r, server_id, req->repl[i]);
     }
+    for (size_t i = 0; req && i < req->n_loads; i++) {
+        /* The primary's size of a range sets its learners' deadline (a
+         * learner's own report would be of its partial copy). */
+        struct ms_rcore_range_info info;
+        const Rt__RangeLoad *ld = req->loads[i];
+        if (ms_rcore_range_get(r->core, ld->range_id, &info) == 0 &&
+            info.conf.primary_id == server_id) {
+            ms_rcore_range_size(r->core, ld->range_id, ld->key_bytes);
+        }
+    }
     for (size_t i = 0; req && i < req->n_repl && !r->stopping; i++) {
         const Rt__ReplStatus *st = req->repl[i];
         struct ms_rcore_range_info info;
@@ -1107,6 +1118,7 @@ int ms_repl_create(uv_loop_t *loop,
     MS__REPL_DEF(lease_ms, MS__REPL_DEF_LEASE_MS)
     MS__REPL_DEF(resend_ms, MS__REPL_DEF_RESEND_MS)
     MS__REPL_DEF(learner_timeout_ms, MS__REPL_DEF_LEARNER_MS)
+    MS__REPL_DEF(learner_min_mb_per_s, MS__REPL_DEF_LEARNER_MBPS)
     MS__REPL_DEF(seal_timeout_ms, MS__REPL_DEF_SEAL_TIMEOUT_MS)
     MS__REPL_DEF(rereplicate_after_ms, MS__REPL_DEF_REREPL_AFTER_MS)
     MS__REPL_DEF(max_rereplications, MS__REPL_DEF_MAX_REREPL)
@@ -1118,6 +1130,7 @@ int ms_repl_create(uv_loop_t *loop,
         .seal_wait_ms = r->cfg.seal_wait_ms,
         .resend_ms = r->cfg.resend_ms,
         .learner_timeout_ms = r->cfg.learner_timeout_ms,
+        .learner_min_mb_per_s = r->cfg.learner_min_mb_per_s,
         .mutation = MS_RCORE_MUT_NONE,
     };
     rc = ms_rcore_create(&rc_cfg, rt_time_mono_ms(), &r->core);
