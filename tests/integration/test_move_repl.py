@@ -170,8 +170,11 @@ def test_master_killed_mid_move(cluster, tables):
         mv.start()
         # The learner is in the set (copying or joined), the source not
         # removed yet: the range has rf + 1 replicas.
-        grown = wait_for(lambda: len(range_of(cluster, TABLES[0])
-                                     ["replicas"]) > RF, 30)
+        end = time.monotonic() + 30
+        grown = False
+        while not grown and time.monotonic() < end:
+            grown = len(range_of(cluster, TABLES[0])["replicas"]) > RF
+            time.sleep(0.02)
         cluster.kill("master", signal.SIGKILL)
         mv.join(timeout=30)
         assert grown, ("the move never added its learner",
