@@ -161,6 +161,8 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         sv[i].max_range_eps = s->max_range_eps;
         sv[i].moving = ms_exec_server_moving(&b->exec, s->id);
         sv[i].move_ms = s->move_ms;
+        sv[i].zone = rec ? rec->zone : "";
+        sv[i].nreplicas = ms_catalog_server_nreplicas(b->cl->cat, s->id);
     }
     for (size_t i = 0; i < nr; i++) {
         const struct ms_range *r = ms_catalog_range_at(b->cl->cat, i);
@@ -175,6 +177,16 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
         rv[i].replicated = r->nreplicas > 1;
         rv[i].isr = r->isr;
         rv[i].nisr = r->nisr;
+        if (r->nreplicas > 1) {
+            /* Freed by ms__view_free(). */
+            uint64_t *ids = rt_xcalloc(r->nreplicas, sizeof(*ids));
+            for (size_t k = 0; k < r->nreplicas; k++) {
+                ids[k] = r->replicas[k].server_id;
+            }
+            rv[i].replicas = ids;
+            rv[i].nreplicas = r->nreplicas;
+        }
+        rv[i].rf = r->rf;
         rv[i].born_ms = rm->born_ms;
         rv[i].split_ms = rm->split_ms;
         rv[i].move_ms = rm->move_ms;
@@ -192,6 +204,9 @@ static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
 
 static void ms__view_free(struct ms_cluster_view *view)
 {
+    for (size_t i = 0; i < view->nranges; i++) {
+        free((void *)view->ranges[i].replicas);
+    }
     free((void *)view->servers);
     free((void *)view->ranges);
     view->servers = NULL;
@@ -306,6 +321,7 @@ static void ms__run_policy(struct ms_balance *b)
                     .range_id = d[i].range_id,
                     .range_id2 = d[i].range_id2,
                     .dst = d[i].server_id,
+                    .src = d[i].src_id,
                     .key = d[i].key,
                     .origin = "policy",
                     .d = &d[i],

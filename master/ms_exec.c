@@ -31,7 +31,10 @@
  * (docs/DESIGN-replication.md §9.3, "move of a replicated range" below)
  * adds a learner on the target, waits until it joined the ISR (read from
  * the committed catalog every tick), transfers the primary role to it if
- * the source is the primary, then removes the source from the set.
+ * the source is the primary, then removes the source from the set. Such
+ * a move is not durable: from its learner until it ends it holds the
+ * range in ms_repl (ms_repl_move_end), and a set a restart (or a failed
+ * removal) leaves larger than rf is trimmed by re-replication's plan.
  *
  * Transfer (the primary role of replicated R from P to in-sync T,
  * docs/DESIGN-replication.md §9.3 step 2): checked here (R replicated, T
@@ -1935,6 +1938,9 @@ static void ms__rmove_done(struct ms_op *op, int rc, const char *why)
     json_object_set_new(op->ev, "state",
                         json_string(ms_exec_move_state_name(op->state)));
     ms__move_set_state(op, MS_MOVE_DONE);
+    /* A set left larger than rf (the source primary again) is the
+     * re-replication plan's to trim from now on. */
+    ms_repl_move_end(ex->repl, op->range_id);
     if (rc == 0) {
         struct ms_server *s = ms_cluster_server_find(ex->cl, op->server_id);
         struct ms_server *t = ms_cluster_server_find(ex->cl, op->dst);
@@ -2093,7 +2099,8 @@ static void ms__rmove_step(struct ms_op *op)
             ms__rmove_done(op, 0, NULL);
         } else if (rc != RT_EBUSY) {
             /* The source is primary again (a failover back to it): the
-             * range keeps rf + 1 copies; an operator moves it again. */
+             * move fails, and the re-replication plan removes one of the
+             * rf + 1 copies (never the primary) once the move ended. */
             ms__rmove_done(op, rc, err);
         }
         return;

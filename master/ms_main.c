@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     long rf = 0, min_insync = 0;
     long failover_after = 0, reconnect_grace = 0, seal_wait = 0, lease = 0;
     long learner_timeout = 0, rereplicate_after = 0, max_rereplications = 0;
+    long learner_mbps = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
@@ -101,7 +102,11 @@ int main(int argc, char **argv)
          "is suspected before failover-after + lease after a start"},
         {"learner-timeout-ms", RT_OPT_INT, &learner_timeout, "30000",
          "a learner not in sync this long after its add committed is "
-         "taken out of the replica set again"},
+         "taken out of the replica set again (or longer for a large "
+         "range: see --learner-min-mb-per-s)"},
+        {"learner-min-mb-per-s", RT_OPT_INT, &learner_mbps, "20",
+         "the slowest copy rate a learner is given time for: a range of "
+         "B MB waits max(learner-timeout, 10 s + B / this) (1..100000)"},
         {"rereplicate-after-ms", RT_OPT_INT, &rereplicate_after, "60000",
          "a replica whose server is silent this long is replaced: a "
          "learner on another server, then the dead replica is removed"},
@@ -209,6 +214,11 @@ int main(int argc, char **argv)
                 "be 1..3600000\n");
         goto bad_flags;
     }
+    if (learner_mbps <= 0 || learner_mbps > 100000) {
+        fprintf(stderr,
+                "rt-master: --learner-min-mb-per-s must be 1..100000\n");
+        goto bad_flags;
+    }
     if (rereplicate_after <= 0 || rereplicate_after > 7 * 24 * 3600 * 1000L ||
         max_rereplications <= 0 || max_rereplications > 1000) {
         fprintf(stderr,
@@ -280,6 +290,7 @@ int main(int argc, char **argv)
     cfg.seal_wait_ms = (uint64_t)seal_wait;
     cfg.lease_ms = (uint64_t)lease;
     cfg.learner_timeout_ms = (uint64_t)learner_timeout;
+    cfg.learner_min_mb_per_s = (uint64_t)learner_mbps;
     cfg.rereplicate_after_ms = (uint64_t)rereplicate_after;
     cfg.max_rereplications = (uint32_t)max_rereplications;
     rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);

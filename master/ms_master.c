@@ -230,6 +230,7 @@ int ms_master_start(uv_loop_t *loop,
             .lease_ms = m->cfg.lease_ms,
             .resend_ms = m->cfg.repl_resend_ms,
             .learner_timeout_ms = m->cfg.learner_timeout_ms,
+            .learner_min_mb_per_s = m->cfg.learner_min_mb_per_s,
             .rereplicate_after_ms = m->cfg.rereplicate_after_ms,
             .max_rereplications = m->cfg.max_rereplications,
         };

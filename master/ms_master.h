@@ -59,6 +59,7 @@ struct ms_master_config
     uint64_t learner_timeout_ms; /* 30000 */
     /* Re-replication (ms_rerepl.h; 0 = the default). */
     uint64_t rereplicate_after_ms; /* 60000 */
+    uint64_t learner_min_mb_per_s; /* 20: a large range's learner waits more */
     uint32_t max_rereplications;   /* 2 */
 };
 

@@ -14,12 +14,16 @@
  *     eligible server above mean * (1 + tolerance) gives the range that
  *     best evens it out with the least loaded one (ties: the smaller
  *     range, it copies faster);
+ *  4b. replica counts, only when no transfer or move was decided: one
+ *     secondary copy of a healthy replicated range from the fullest
+ *     server to the emptiest eligible one holding none of it, when their
+ *     replica counts are more than one apart (the zone rule first);
  *  5. merges: one pair per call, adjacent, same server, both cold long
  *     enough, small, and not split recently.
  * A range chosen by one pass is not used by a later one in the same call.
- * Replicated ranges (more than one replica) are never split, merged or
- * moved yet: the master would refuse (docs/DESIGN-replication.md §9 comes
- * later); only their primary role moves. */
+ * Replicated ranges (more than one replica) are split when hot like any
+ * other, never merged; their load moves by transfers of the primary role,
+ * and their copies move only by pass 4b. */
 #include "ms_policy.h"
 
 #include <inttypes.h>
@@ -722,6 +726,173 @@ out:
     free(taken);
 }
 
+/* Pass 4b: replica counts (see ms_policy_config). */
+
+static const char *ms__zone_of(const struct ms_cluster_view *v, uint64_t id)
+{
+    const struct ms_server_view *s = ms__server(v, id);
+    return s && s->zone ? s->zone : "";
+}
+
+/* Copies of @r in @zone once its copy on @src has left. */
+static size_t ms__kept_in_zone(const struct ms_cluster_view *v,
+                               const struct ms_range_view *r,
+                               uint64_t src,
+                               const char *zone)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < r->nreplicas; k++) {
+        n += r->replicas[k] != src &&
+             strcmp(ms__zone_of(v, r->replicas[k]), zone) == 0;
+    }
+    return n;
+}
+
+static bool ms__holds(const struct ms_range_view *r, uint64_t id)
+{
+    for (size_t k = 0; k < r->nreplicas; k++) {
+        if (r->replicas[k] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The target for @r's copy on server @si: a free eligible server holding
+ * no copy and at least two replicas fewer than @si, whose zone holds no
+ * more of the kept copies than @si's (the copies never crowd into fewer
+ * zones), in a zone holding the fewest kept copies, then the emptiest,
+ * then the lowest id; @ns if none. */
+static size_t ms__replica_target(const struct ms_policy_config *c,
+                                 const struct ms_cluster_view *v,
+                                 const struct ms_range_view *r,
+                                 size_t si)
+{
+    size_t ns = v->nservers, best = ns, best_z = 0;
+    uint64_t src = v->servers[si].id;
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_view *t = &v->servers[j];
+        size_t z;
+        if (j == si || !ms__server_free(c, v, t) || ms__holds(r, t->id) ||
+            t->nreplicas + 1 >= v->servers[si].nreplicas) {
+            continue;
+        }
+        z = ms__kept_in_zone(v, r, src, t->zone ? t->zone : "");
+        if (z > ms__kept_in_zone(v, r, src, ms__zone_of(v, src))) {
+            continue; /* its zone would hold more than the source's did */
+        }
+        if (best == ns || z < best_z ||
+            (z == best_z && (t->nreplicas < v->servers[best].nreplicas ||
+                             (t->nreplicas == v->servers[best].nreplicas &&
+                              t->id < v->servers[best].id)))) {
+            best = j;
+            best_z = z;
+        }
+    }
+    if (best == ns) {
+        return ns;
+    }
+    /* ms_place_one's zone rule, as the executor checks it: no eligible
+     * server outside the set may sit in a zone with fewer kept copies. */
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_view *t = &v->servers[j];
+        if (j != si && ms__eligible(t) && !ms__holds(r, t->id) &&
+            ms__kept_in_zone(v, r, src, t->zone ? t->zone : "") < best_z) {
+            return ns;
+        }
+    }
+    return best;
+}
+
+static void ms__pass_replicas(struct ms__dflt *p,
+                              const struct ms_cluster_view *v,
+                              struct ms__out *o)
+{
+    const struct ms_policy_config *c = &p->cfg;
+    size_t ns = v->nservers, lo = ns, hi = ns;
+    bool *tried;
+
+    if (v->moves >= c->max_moves || o->n >= o->max) {
+        return;
+    }
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->d[i].kind == MS_DECIDE_MOVE ||
+            o->d[i].kind == MS_DECIDE_TRANSFER) {
+            return; /* the loads change first */
+        }
+    }
+    for (size_t j = 0; j < ns; j++) {
+        const struct ms_server_view *s = &v->servers[j];
+        if (!ms__eligible(s)) {
+            continue;
+        }
+        if (lo == ns || s->nreplicas < v->servers[lo].nreplicas) {
+            lo = j;
+        }
+        if (hi == ns || s->nreplicas > v->servers[hi].nreplicas) {
+            hi = j;
+        }
+    }
+    if (lo == ns || v->servers[hi].nreplicas <= v->servers[lo].nreplicas + 1) {
+        return;
+    }
+    /* From the fullest free server that has a copy to give. */
+    tried = rt_xcalloc(ns, sizeof(*tried));
+    for (;;) {
+        const struct ms_range_view *best = NULL;
+        size_t si = ns, ti = ns;
+        for (size_t j = 0; j < ns; j++) {
+            const struct ms_server_view *s = &v->servers[j];
+            if (!tried[j] && ms__server_free(c, v, s) &&
+                s->nreplicas > v->servers[lo].nreplicas + 1 &&
+                (si == ns || s->nreplicas > v->servers[si].nreplicas)) {
+                si = j;
+            }
+        }
+        if (si == ns) {
+            break;
+        }
+        tried[si] = true;
+        for (size_t i = 0; i < v->nranges; i++) {
+            const struct ms_range_view *r = &v->ranges[i];
+            size_t t;
+            if (!r->replicated || r->busy || o->used[i] ||
+                r->server_id == v->servers[si].id ||
+                !ms__holds(r, v->servers[si].id) || r->rf == 0 ||
+                r->nreplicas != r->rf || r->nisr != r->nreplicas ||
+                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                continue;
+            }
+            t = ms__replica_target(c, v, r, si);
+            if (t == ns) {
+                continue;
+            }
+            if (!best || (r->load ? r->load->key_bytes : 0) <
+                             (best->load ? best->load->key_bytes : 0)) {
+                best = r;
+                ti = t;
+            }
+        }
+        if (best) {
+            struct ms_decision *d = ms__emit(o, MS_DECIDE_MOVE, best->id);
+            d->server_id = v->servers[ti].id;
+            d->src_id = v->servers[si].id;
+            d->load = ms__demand(best);
+            o->used[best - v->ranges] = true;
+            snprintf(d->reason, sizeof(d->reason),
+                     "replica counts: server %" PRIu64
+                     " holds %zu, server %" PRIu64
+                     " %zu (more than one apart): a secondary copy moves "
+                     "(%" PRIu64 " bytes)",
+                     v->servers[si].id, v->servers[si].nreplicas,
+                     v->servers[ti].id, v->servers[ti].nreplicas,
+                     best->load ? best->load->key_bytes : 0);
+            break;
+        }
+    }
+    free(tried);
+}
+
 /* Pass 5: one merge. */
 static void ms__pass_merges(struct ms__dflt *p,
                             const struct ms_cluster_view *v,
@@ -783,6 +954,7 @@ static size_t ms__dflt_decide(void *state,
     ms__pass_splits(p, v, &o);
     ms__pass_transfers(p, v, &o);
     ms__pass_moves(p, v, &o);
+    ms__pass_replicas(p, v, &o);
     ms__pass_merges(p, v, &o);
     free(o.used);
     return o.n;

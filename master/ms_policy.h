@@ -8,7 +8,8 @@
  * Two operations:
  *  - place: the server for a new table's first range;
  *  - decide: a list of decisions (split R at K, merge R1 R2, move R to S,
- *    transfer the primary role of replicated R to its in-sync replica S)
+ *    transfer the primary role of replicated R to its in-sync replica S,
+ *    move replicated R's copy on server S2 to S)
  *    plus informational marks (R became hot / cooled down) from the
  *    per-range loads and the time in the view. A policy may keep state
  *    between calls (e.g. since when a range is hot); the master calls
@@ -43,6 +44,8 @@ struct ms_server_view
     uint64_t max_range_eps;
     unsigned moving;  /* moves in flight from or to it */
     uint64_t move_ms; /* when its last move ended (0 = never) */
+    const char *zone; /* its --zone ("" = none; NULL counts as "") */
+    size_t nreplicas; /* replicas of ranges it holds, any role */
 };
 
 struct ms_range_view
@@ -55,13 +58,16 @@ struct ms_range_view
     uint64_t epoch;
     bool busy;           /* a split, merge or move of it is in flight */
     bool replicated;     /* more than one replica: split when hot (pass 2),
-                          * never merged or moved by the policy (moves are
-                          * not supported yet, merges need aligned sets);
-                          * its primary role may be transferred within its
-                          * ISR */
+                          * never merged (merges need aligned sets); its
+                          * primary role may be transferred within its
+                          * ISR, and a secondary copy moved to even out
+                          * the servers' replica counts */
     const uint64_t *isr; /* replicated: the in-sync replicas, the primary
                           * (server_id) included */
     size_t nisr;
+    const uint64_t *replicas; /* replicated: every member, any role */
+    size_t nreplicas;
+    uint32_t rf;       /* copies it should have (0: not known) */
     uint64_t born_ms;  /* this id appeared (create, split, merge, or the
                         * master's start for ranges it loaded) */
     uint64_t split_ms; /* the last split involving it or its parents
@@ -100,6 +106,8 @@ struct ms_decision
     uint64_t range_id;
     uint64_t range_id2; /* merge: the right-hand neighbour */
     uint64_t server_id; /* move, transfer: the target */
+    uint64_t src_id;    /* move of a replicated range's secondary copy:
+                         * the server it leaves (0: the primary's copy) */
     char *key;          /* split: malloc'd, freed by ms_decisions_free */
     char reason[256];   /* one line for humans, kept in the event */
     /* Figures that justified it (0 when not applicable). */
@@ -140,7 +148,16 @@ struct ms_policy_config
      * is primary of; replicated ranges are balanced first, and only, by
      * transferring their primary role within their ISR (no copy), with the
      * same thresholds, cooldowns and max_moves (docs/DESIGN-replication.md
-     * §9.4); a call that decides a transfer decides no move. */
+     * §9.4); a call that decides a transfer decides no move. Then, in a
+     * call that decided neither, replicas are balanced by count: when
+     * the live, non-draining servers' replica counts differ by more than
+     * one, one secondary copy of a healthy replicated range (ISR = its
+     * rf members) moves from the fullest server to the emptiest one that
+     * holds none of it (the zone rule of ms_place_one: a zone holding
+     * fewer of the kept copies first), the range's smallest candidate
+     * first; both servers free (not moving, server_cooldown_ms), the
+     * range past move_cooldown_ms, under max_moves, one such move per
+     * call. */
     unsigned move_tolerance_pct; /* 25 */
     double move_min_eps;         /* 500 */
     unsigned move_gain_pct;      /* 10 */

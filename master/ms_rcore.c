@@ -86,6 +86,8 @@ struct ms__rrange
     /* ADDING */
     uint64_t learner;
     uint64_t learner_deadline;
+    uint64_t learner_start_ms; /* its add committed (or was loaded) */
+    uint64_t size_bytes;       /* ms_rcore_range_size(), 0: unknown */
     /* A transfer intent proposed: the old primary's LSN at its freeze. */
     uint64_t xfer_lsn;
     bool xfer_known;
@@ -110,6 +112,32 @@ struct ms_rcore
     uint64_t next_prop;
     uint64_t timer_at; /* 0: not armed */
 };
+
+/* How long a learner of @r may take to join: --learner-timeout-ms, or
+ * more for a range whose copy at learner_min_mb_per_s takes longer than
+ * that (MS_RCORE_LEARNER_FIXED_MS for the probe, the catch-up of the live
+ * stream and the join on top of the copy itself). */
+static uint64_t ms__rcore_learner_ms(const struct ms_rcore *m,
+                                     const struct ms__rrange *r)
+{
+    uint64_t t = m->cfg.learner_timeout_ms;
+    uint64_t per_ms = m->cfg.learner_min_mb_per_s * 1048576 / 1000;
+    uint64_t by_size;
+    if (per_ms == 0 || r->size_bytes == 0) {
+        return t;
+    }
+    by_size = MS_RCORE_LEARNER_FIXED_MS + r->size_bytes / per_ms;
+    return by_size > t ? by_size : t;
+}
+
+/* ADDING from @now_ms: the learner's deadline. */
+static void ms__rcore_learner_arm(const struct ms_rcore *m,
+                                  struct ms__rrange *r,
+                                  uint64_t now_ms)
+{
+    r->learner_start_ms = now_ms;
+    r->learner_deadline = now_ms + ms__rcore_learner_ms(m, r);
+}
 
 static void ms__rcore_set_state(struct ms__rrange *r, enum ms_rcore_state to)
 {
@@ -742,7 +770,7 @@ int ms_rcore_load(struct ms_rcore *m,
             r->state == MS_RCORE_STABLE) {
             ms__rcore_set_state(r, MS_RCORE_ADDING);
             r->learner = c->members[i].server_id;
-            r->learner_deadline = now_ms + m->cfg.learner_timeout_ms;
+            ms__rcore_learner_arm(m, r, now_ms);
         }
     }
     if (c->seal_epoch != 0) {
@@ -752,6 +780,27 @@ int ms_rcore_load(struct ms_rcore *m,
     }
     ms__rcore_eval(m, now_ms, out);
     ms__rcore_arm(m, now_ms, out);
+    return 0;
+}
+
+int ms_rcore_range_size(struct ms_rcore *m,
+                        uint64_t range_id,
+                        uint64_t size_bytes)
+{
+    struct ms__rrange *r = ms__rcore_find(m, range_id);
+    uint64_t until;
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    r->size_bytes = size_bytes;
+    if (r->state == MS_RCORE_ADDING) {
+        /* Only ever later: a learner is not cut short by a smaller report
+         * (the timer finds the later deadline when it fires). */
+        until = r->learner_start_ms + ms__rcore_learner_ms(m, r);
+        if (until > r->learner_deadline) {
+            r->learner_deadline = until;
+        }
+    }
     return 0;
 }
 
@@ -1138,7 +1187,7 @@ static int ms__rcore_committed(struct ms_rcore *m,
                     r->learner = r->conf.members[i].server_id;
                 }
             }
-            r->learner_deadline = ev->now_ms + m->cfg.learner_timeout_ms;
+            ms__rcore_learner_arm(m, r, ev->now_ms);
             ms__rcore_assign_all(r, 0, out);
             break;
         case MS__ROP_LEARNER_OUT:

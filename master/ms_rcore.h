@@ -41,7 +41,8 @@
  *   TRANSFER intent whose old primary already counts as sealed.
  * - ADDING (a learner committed by ms_rcore_add_learner): ends with its
  *   ISR_CHANGE{add} (committed: T becomes SECONDARY and joins the ISR) or
- *   after cfg.learner_timeout_ms (committed: T leaves the replica set; an
+ *   after its deadline, cfg.learner_timeout_ms or more for a large range
+ *   (ms_rcore_range_size; committed: T leaves the replica set; an
  *   ASSIGN without T tells it to drop its copy, and the range is
  *   ASSIGNING until the primary answered at the new epoch). A SECONDARY
  *   outside the ISR that catches up first (a dead server back before the
@@ -116,8 +117,16 @@ struct ms_rcore_config
     uint64_t seal_wait_ms;           /* --seal-wait-ms (200) */
     uint64_t resend_ms;              /* SEAL / ASSIGN resend period, > 0 */
     uint64_t learner_timeout_ms;     /* --learner-timeout-ms (30000) */
+    uint64_t learner_min_mb_per_s;   /* --learner-min-mb-per-s (20), 0: off */
     enum ms_rcore_mutation mutation; /* tests only */
 };
+
+/* A learner of a range of B bytes (ms_rcore_range_size()) has
+ * max(learner_timeout_ms, MS_RCORE_LEARNER_FIXED_MS + B at
+ * learner_min_mb_per_s) to join; with learner_min_mb_per_s 0, or B not
+ * known, learner_timeout_ms. The fixed part is the probe, the catch-up of
+ * the live stream after the copy, and the join. */
+#define MS_RCORE_LEARNER_FIXED_MS 10000
 
 /* What ms_rcore_range_get() reports. */
 struct ms_rcore_range_info
@@ -157,6 +166,17 @@ int ms_rcore_load(struct ms_rcore *m,
                   const struct rt_repl_conf *c,
                   uint64_t now_ms,
                   struct rt_repl_actions *out);
+
+/* The size of range @range_id as its primary last reported it (bytes of
+ * keys and values). It sets the deadline of the range's learners: one
+ * being built gets the later of its deadline and its start plus the
+ * time the new size allows (never earlier); a later one is armed with
+ * it. Unknown (0) until reported: a restarted master arms a loaded
+ * learner by learner_timeout_ms and extends it at the first report.
+ * Errors: RT_ENOTFOUND. */
+int ms_rcore_range_size(struct ms_rcore *m,
+                        uint64_t range_id,
+                        uint64_t size_bytes);
 
 /* Forgets range @range_id (its table was deleted): whatever was in flight
  * for it is dropped, and later answers about it are ignored. A proposal

@@ -46,6 +46,7 @@
 #define MS__REPL_DEF_LEASE_MS 1500
 #define MS__REPL_DEF_RESEND_MS 250
 #define MS__REPL_DEF_LEARNER_MS 30000
+#define MS__REPL_DEF_LEARNER_MBPS 20
 #define MS__REPL_DEF_SEAL_TIMEOUT_MS 1000
 #define MS__REPL_DEF_REREPL_AFTER_MS 60000
 #define MS__REPL_DEF_MAX_REREPL 2
@@ -79,6 +80,9 @@ struct ms__repl_range
     uint64_t rr_start_ms;
     uint64_t rr_failed; /* the last learner that failed (0: none) */
     uint64_t rr_retire; /* the replica a joined learner replaced */
+    /* ms_exec moves a copy of the range (ms_repl_add_learner until
+     * ms_repl_move_end): its rf + 1 copies are not the planner's to trim. */
+    bool moving;
 
     /* A transfer of ms_repl_transfer(): TRANSFER_PRIMARY asked of
      * @xfer_from, then (@xfer_intent) carried on by the core. */
@@ -1033,6 +1037,16 @@ void ms_repl_heard(struct ms_repl *r,
     for (size_t i = 0; req && i < req->n_repl; i++) {
         ms__repl_keep_report(r, server_id, req->repl[i]);
     }
+    for (size_t i = 0; req && i < req->n_loads; i++) {
+        /* The primary's size of a range sets its learners' deadline (a
+         * learner's own report would be of its partial copy). */
+        struct ms_rcore_range_info info;
+        const Rt__RangeLoad *ld = req->loads[i];
+        if (ms_rcore_range_get(r->core, ld->range_id, &info) == 0 &&
+            info.conf.primary_id == server_id) {
+            ms_rcore_range_size(r->core, ld->range_id, ld->key_bytes);
+        }
+    }
     for (size_t i = 0; req && i < req->n_repl && !r->stopping; i++) {
         const Rt__ReplStatus *st = req->repl[i];
         struct ms_rcore_range_info info;
@@ -1137,6 +1151,7 @@ int ms_repl_create(uv_loop_t *loop,
     MS__REPL_DEF(lease_ms, MS__REPL_DEF_LEASE_MS)
     MS__REPL_DEF(resend_ms, MS__REPL_DEF_RESEND_MS)
     MS__REPL_DEF(learner_timeout_ms, MS__REPL_DEF_LEARNER_MS)
+    MS__REPL_DEF(learner_min_mb_per_s, MS__REPL_DEF_LEARNER_MBPS)
     MS__REPL_DEF(seal_timeout_ms, MS__REPL_DEF_SEAL_TIMEOUT_MS)
     MS__REPL_DEF(rereplicate_after_ms, MS__REPL_DEF_REREPL_AFTER_MS)
     MS__REPL_DEF(max_rereplications, MS__REPL_DEF_MAX_REREPL)
@@ -1148,6 +1163,7 @@ int ms_repl_create(uv_loop_t *loop,
         .seal_wait_ms = r->cfg.seal_wait_ms,
         .resend_ms = r->cfg.resend_ms,
         .learner_timeout_ms = r->cfg.learner_timeout_ms,
+        .learner_min_mb_per_s = r->cfg.learner_min_mb_per_s,
         .mutation = MS_RCORE_MUT_NONE,
     };
     rc = ms_rcore_create(&rc_cfg, rt_time_mono_ms(), &r->core);
@@ -1339,13 +1355,15 @@ void ms_repl_rereplicate(struct ms_repl *r)
             continue;
         }
         rv[k].conf = info.conf;
-        rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing;
+        rv[k].busy = info.state != MS_RCORE_STABLE || info.proposing ||
+                     r->ranges[i].xfer;
         rv[k].adding = info.state == MS_RCORE_ADDING;
         if (info.conf.n_members <= info.conf.rf) {
             r->ranges[i].rr_retire = 0; /* nothing surplus any more */
         }
         rv[k].avoid = r->ranges[i].rr_failed;
         rv[k].retire = r->ranges[i].rr_retire;
+        rv[k].moving = r->ranges[i].moving;
         k++;
     }
     for (size_t i = 0; i < ns; i++) {
@@ -1487,7 +1505,20 @@ int ms_repl_add_learner(struct ms_repl *r,
                                          .range_id = range_id,
                                          .server = server,
                                          .reason = "move"};
-    return ms__repl_move_do(r, &d, true, err, errlen);
+    int rc = ms__repl_move_do(r, &d, true, err, errlen);
+    struct ms__repl_range *rr = ms__repl_range(r, range_id);
+    if (rc == 0 && rr) {
+        rr->moving = true;
+    }
+    return rc;
+}
+
+void ms_repl_move_end(struct ms_repl *r, uint64_t range_id)
+{
+    struct ms__repl_range *rr = r ? ms__repl_range(r, range_id) : NULL;
+    if (rr) {
+        rr->moving = false;
+    }
 }
 
 int ms_repl_remove_replica(struct ms_repl *r,

@@ -60,6 +60,7 @@ struct ms_repl_config
     uint64_t lease_ms;             /* --lease-ms, 1500 */
     uint64_t resend_ms;            /* SEAL / ASSIGN resend period, 250 */
     uint64_t learner_timeout_ms;   /* --learner-timeout-ms, 30000 */
+    uint64_t learner_min_mb_per_s; /* --learner-min-mb-per-s, 20 */
     uint32_t seal_timeout_ms;      /* one SEAL call's timeout, 1000 */
     uint64_t rereplicate_after_ms; /* --rereplicate-after-ms, 60000 */
     uint32_t max_rereplications;   /* --max-rereplications, 2 */
@@ -103,7 +104,9 @@ void ms_repl_destroy(struct ms_repl *r);
 
 /* Server @server_id registered or heartbeated: it is alive now. With
  * @req (a heartbeat, borrowed), each ReplStatus reporting PRIMARY at the
- * committed epoch or later answers that range's assignment. */
+ * committed epoch or later answers that range's assignment, and each
+ * RangeLoad of a range it is primary of gives the core that range's size
+ * (key_bytes: its learners' deadline, ms_rcore_range_size()). */
 void ms_repl_heard(struct ms_repl *r,
                    uint64_t server_id,
                    const Rt__HeartbeatReq *req);
@@ -165,6 +168,13 @@ int ms_repl_remove_replica(struct ms_repl *r,
                            const char *reason,
                            char *err,
                            size_t errlen);
+/* The move that ms_repl_add_learner() began on @range_id ended, however
+ * it ended: from now on the re-replication plan trims a set larger than
+ * rf itself ("over_rf", ms_rerepl.h). Until then it leaves the move's
+ * rf + 1 copies alone. Not durable: a master restart forgets the move,
+ * so the plan settles its extra copy. NULL @r or an unknown range is
+ * ignored. */
+void ms_repl_move_end(struct ms_repl *r, uint64_t range_id);
 
 /* A planned primaryship transfer (docs/DESIGN-replication.md §9.3 step
  * 2), the outcome given to its callback. */

@@ -78,6 +78,79 @@ static uint64_t ms__rerepl_surplus(const struct ms_rerepl_config *cfg,
     return pick;
 }
 
+/* Does another member of @c than @id sit in @id's zone? Servers the
+ * cluster does not know count as zones of their own. */
+static bool ms__rerepl_zone_shared(const struct rt_repl_conf *c,
+                                   const struct ms_rerepl_server *s,
+                                   size_t ns,
+                                   uint64_t id)
+{
+    const struct ms_rerepl_server *me = ms__rerepl_server(s, ns, id);
+    const char *z = me && me->zone ? me->zone : "";
+    for (size_t i = 0; me && i < c->n_members; i++) {
+        const struct ms_rerepl_server *o =
+            ms__rerepl_server(s, ns, c->members[i].server_id);
+        if (o && o != me && strcmp(o->zone ? o->zone : "", z) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Is live in-sync SECONDARY @a a better one to drop from @c than @b (0:
+ * none yet)? Zone shared, then most replicas, most demand, lowest id. */
+static bool ms__rerepl_over_better(const struct rt_repl_conf *c,
+                                   const struct ms_rerepl_server *s,
+                                   size_t ns,
+                                   uint64_t a,
+                                   uint64_t b)
+{
+    const struct ms_rerepl_server *x = ms__rerepl_server(s, ns, a);
+    const struct ms_rerepl_server *y = ms__rerepl_server(s, ns, b);
+    bool zx, zy;
+    if (b == 0) {
+        return true;
+    }
+    zx = ms__rerepl_zone_shared(c, s, ns, a);
+    zy = ms__rerepl_zone_shared(c, s, ns, b);
+    if (zx != zy) {
+        return zx;
+    }
+    if (x->nreplicas != y->nreplicas) {
+        return x->nreplicas > y->nreplicas;
+    }
+    if (x->demand != y->demand) {
+        return x->demand > y->demand;
+    }
+    return a < b;
+}
+
+/* The live in-sync SECONDARY of @rr to drop because the set is larger
+ * than rf (contract in ms_rerepl.h, "over_rf"), or 0. */
+static uint64_t ms__rerepl_over_rf(const struct ms_rerepl_config *cfg,
+                                   const struct ms_rerepl_range *rr,
+                                   const struct ms_rerepl_server *s,
+                                   size_t ns)
+{
+    const struct rt_repl_conf *c = &rr->conf;
+    uint64_t pick = 0;
+    if (rr->moving || c->rf == 0 || c->n_members <= c->rf ||
+        c->n_isr < c->rf + 1) {
+        return 0;
+    }
+    for (size_t i = 0; i < c->n_members; i++) {
+        uint64_t id = c->members[i].server_id;
+        if (c->members[i].role != RT_REPL_ROLE_SECONDARY ||
+            !rt_repl_conf_in_isr(c, id) || ms__rerepl_dead(cfg, s, ns, id)) {
+            continue;
+        }
+        if (ms__rerepl_over_better(c, s, ns, id, pick)) {
+            pick = id;
+        }
+    }
+    return pick;
+}
+
 /* A range that needs a copy, with its sort key. */
 struct ms__rerepl_need
 {
@@ -193,13 +266,18 @@ size_t ms_rerepl_plan(const struct ms_rerepl_config *cfg,
         if (r[i].busy || n == cap) {
             continue;
         }
+        const char *why = "surplus";
         uint64_t gone = ms__rerepl_surplus(cfg, &r[i], s, ns);
+        if (gone == 0) {
+            gone = ms__rerepl_over_rf(cfg, &r[i], s, ns);
+            why = "over_rf";
+        }
         if (gone != 0) {
             out[n++] =
                 (struct ms_rerepl_decision){.kind = MS_REREPL_REMOVE,
                                             .range_id = r[i].conf.range_id,
                                             .server = gone,
-                                            .reason = "surplus"};
+                                            .reason = why};
             continue;
         }
         if (ms__rerepl_needs(cfg, &r[i], s, ns, &need[nneed])) {

@@ -22,10 +22,16 @@
  *   dead, the one a joined learner replaced (@retire), or outside the
  *   ISR, whose removal leaves at least rf in the ISR: the dead one silent
  *   the longest first, then @retire, then the one outside the ISR with
- *   the lowest id. A set of rf + 1 all live and in the ISR with no
- *   @retire is left alone (a move's add looks like that). One
- *   removal per range per plan; removals are not rate-limited (they copy
- *   nothing).
+ *   the lowest id. Failing those, a set larger than rf whose removal
+ *   still leaves rf in the ISR loses a live in-sync SECONDARY (reason
+ *   "over_rf"), unless a move is under way on the range (@moving: the
+ *   move removes its own source): one whose zone holds another copy of
+ *   the range first (the zones the set spans stay), then the one on the
+ *   server holding the most replicas, the most demand, the lowest id.
+ *   This is what settles a move a master restart forgot (the move is not
+ *   durable, its learner joined) and a move whose source became primary
+ *   again. One removal per range per plan; removals are not rate-limited
+ *   (they copy nothing).
  *
  * Thread: any; no state. Everything passed in is borrowed for the call. */
 #ifndef MS_REREPL_H
@@ -66,6 +72,9 @@ struct ms_rerepl_range
     /* The replica a joined learner replaced (0: none): surplus even if
      * it came back into the ISR meanwhile. */
     uint64_t retire;
+    /* A move of this master is under way: a set of rf + 1 in-sync
+     * members is its own doing, and it removes the copy it moves. */
+    bool moving;
 };
 
 enum ms_rerepl_kind {
@@ -79,7 +88,8 @@ struct ms_rerepl_decision
     uint64_t range_id;
     uint64_t server;
     uint64_t replaces;  /* ADD: the dead member it stands in for (0: none) */
-    const char *reason; /* static: "dead", "under_replicated", "surplus" */
+    const char *reason; /* static: "dead", "under_replicated", "surplus",
+                           "over_rf" */
 };
 
 /* Plans over the @nr ranges @r and the @ns servers @s (ids distinct) and

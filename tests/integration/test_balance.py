@@ -6,6 +6,8 @@ Python SDK and rt-load as clients, rtctl as the operator.
    moves parts to the other servers within 15 s, and the table's
    throughput rises. The same at --replication-factor 3: the hot range is
    split within 15 s, its halves keep the replica set (no moves yet).
+   A fourth server added to an RF-3 cluster of three gets secondary
+   copies moved to it by the policy until the replica counts are even.
 2. Manual split and moves (rtctl) under continuous writes and reads:
    every acknowledged write is present exactly once afterwards, reads of
    acknowledged writes never miss; the ServerBusy window is printed
@@ -511,6 +513,87 @@ def test_hot_replicated_range_split(capped_rf3):
     with open(csv_path) as f:
         rows = [r for r in csv.DictReader(f) if r["phase"] == "run"]
     assert sum(float(r["entities_per_s"]) for r in rows[-3:]) > 0, rows
+
+
+def test_new_server_gets_replicas(tmp_path_factory):
+    """1c (docs/DESIGN-replication.md §9.4): RF 3 on three servers with
+    four tables (every server holds every copy), then a fourth server
+    starts: the default policy moves secondary copies to it, one at a
+    time, until the servers' replica counts are at most one apart; every
+    range keeps exactly three replicas, all in the ISR, and every
+    acknowledged write (before and during the moves) reads back."""
+    c = Cluster(tmp_path_factory.mktemp("newserver"), n_ps=4,
+                replication_factor=3)
+    fourth = c.pss.pop()  # started later: the cluster begins with three
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    try:
+        svc = c.table_service_client()
+        tables = ["spread%d" % i for i in range(4)]
+        written = {}
+        for t in tables:
+            svc.create_table(t)
+            tc = svc.get_table_client(t)
+            for i in range(40):
+                e = {"PartitionKey": "p%02d" % (i % 7), "RowKey": "r%03d" % i,
+                     "v": "%s-%d" % (t, i)}
+                tc.create_entity(e)
+                written[(t, e["PartitionKey"], e["RowKey"])] = e["v"]
+        st = c.master_status()
+        ours = [r for r in st["ranges"] if r["table"] in tables]
+        if any(len(r["replicas"]) < 3 for r in ours):
+            pytest.skip("the cluster placed the tables unreplicated")
+        wl = Workload(svc, tables[0], writers=2, readers=1).start()
+        try:
+            c.pss.append(fourth)
+            t0 = time.monotonic()
+            c.start_process(fourth.name)
+            st = c.master_status()
+            new_id = [s["id"] for s in st["servers"]
+                      if s["addr"] == c.ps_addr(fourth)][0]
+
+            def balanced():
+                st = c.master_status()
+                rs = [r for r in st["ranges"] if r["table"] in tables]
+                counts = collections.Counter(
+                    s for r in rs for s in r["replicas"])
+                live = [s["id"] for s in st["servers"]
+                        if s["state"] == "up"]
+                n = [counts.get(s, 0) for s in live]
+                return (counts.get(new_id, 0) > 0 and max(n) - min(n) <= 1
+                        and all(len(r["replicas"]) == 3 and
+                                sorted(r["insync"]) == sorted(r["replicas"])
+                                for r in rs)
+                        and not st.get("ops"))
+            wait_for(balanced, 90, "the fourth server to get replicas")
+            took = time.monotonic() - t0
+            n = len(wl.acked)
+            wait_for(lambda: len(wl.acked) > n + 20, 30, "writes after")
+        finally:
+            wl.stop()
+        moves = [e for e in events(c) if e["kind"] == "move" and
+                 e.get("origin") == "policy"]
+        sys.stderr.write("\n[balance] fourth server %d: balanced after "
+                         "%.1f s by %d replica moves %r\n"
+                         % (new_id, took, len(moves),
+                            [(e.get("range"), e.get("from"), e.get("to"),
+                              e.get("outcome"), e.get("phases"))
+                             for e in moves]))
+        assert moves and all(e.get("outcome") == "ok" for e in moves), moves
+        assert all(e.get("to") == new_id for e in moves), moves
+        assert all("replica counts" in e.get("reason", "")
+                   for e in moves), moves
+        wl.verify(c.table_service_client())
+        for t in tables:
+            got = {(t, e["PartitionKey"], e["RowKey"]): e["v"]
+                   for e in svc.get_table_client(t).list_entities()
+                   if e["RowKey"].startswith("r")}
+            want = {k: v for k, v in written.items() if k[0] == t}
+            assert got == want, (t, len(got), len(want))
+    finally:
+        c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
 
 
 # ------------------------------------------------------------ 2. manual

@@ -13,13 +13,22 @@ official SDK through the front end.
   - bad moves are refused with a clear 4xx and change nothing: the
     target already holds a copy (409), an unknown server (404);
   - `rtctl drain` of a server moves every replica it holds away (its
-    primaries are transferred first): afterwards no range names it.
+    primaries are transferred first): afterwards no range names it;
+  - the master SIGKILLed in the middle of a move (the learner on the
+    target added, the source not removed yet) and started again: nothing
+    of the move is durable, so the restarted master settles the extra
+    copy (the learner joins or leaves, then the re-replication plan trims
+    a set larger than rf): every range ends with exactly rf replicas, all
+    in the ISR, rf copies on disk, and every acknowledged write reads
+    back.
 
-About 60 s.
+About 90 s.
 """
 
 import json
+import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -141,3 +150,55 @@ def test_drain_moves_replicas(cluster, tables):
         assert sorted(rg["insync"]) == sorted(rg["replicas"]), rg
     check_reads(cluster, load)
     check_replicas(cluster)
+
+
+def test_master_killed_mid_move(cluster, tables):
+    """SIGKILL of the master while a replicated move holds rf + 1 copies:
+    the restarted master brings the range back to rf copies."""
+    rg = range_of(cluster, TABLES[0])
+    target = [s for s in server_ids(cluster) if s not in rg["replicas"]][0]
+    with Load(cluster, 3) as load:
+        time.sleep(1.5)
+        res = {}
+
+        def move():
+            # The master dies under this request: no answer is expected.
+            res["r"] = cluster.rtctl("move", str(rg["id"]), str(target),
+                                     "--json", timeout=120, check=False)
+
+        mv = threading.Thread(target=move, daemon=True)
+        mv.start()
+        # The learner is in the set (copying or joined), the source not
+        # removed yet: the range has rf + 1 replicas.
+        end = time.monotonic() + 30
+        grown = False
+        while not grown and time.monotonic() < end:
+            grown = len(range_of(cluster, TABLES[0])["replicas"]) > RF
+            time.sleep(0.02)
+        cluster.kill("master", signal.SIGKILL)
+        mv.join(timeout=30)
+        assert grown, ("the move never added its learner",
+                       res.get("r") and res["r"].stdout)
+        t = time.monotonic()
+        cluster.start_process("master")
+        assert wait_for(cluster._all_servers_up, 30)
+
+        def settled():
+            rs = our_ranges(cluster)
+            st = cluster.master_status()
+            return (all(len(r["replicas"]) == RF and
+                        sorted(r["insync"]) == sorted(r["replicas"])
+                        for r in rs) and
+                    not any(o.get("range") in {r["id"] for r in rs}
+                            for o in st.get("ops", [])))
+        ok = wait_for(settled, 60)
+        sys.stderr.write("after the restart: %s\n"
+                         % json.dumps(range_of(cluster, TABLES[0])))
+        assert ok, our_ranges(cluster)
+        assert load.wait_acked_after(t), "no write acknowledged after"
+    load.finish()
+    sys.stderr.write("master SIGKILLed mid-move of range %d to %d: "
+                     "writes %r\n" % (rg["id"], target, load.summary()))
+    check_reads(cluster, load)
+    check_replicas(cluster)
+    check_reads(cluster, load)

@@ -87,6 +87,9 @@ struct fake_ps
      * SECONDARY), applied at @lsn, with @lease_ms */
     bool report_role;
     uint32_t lease_ms;
+    /* heartbeats also carry a RangeLoad of the assigned range with this
+     * key_bytes (0: none) */
+    uint64_t key_bytes;
 };
 
 struct fx
@@ -104,6 +107,8 @@ struct fx
     uint32_t rf;
     uint32_t hb_timeout_ms;        /* 0: 60000 */
     uint64_t rereplicate_after_ms; /* 0: the default */
+    uint64_t learner_timeout_ms;   /* 0: the default */
+    uint64_t learner_mbps;         /* 0: the default */
 };
 
 static void ps_on_request(struct rt_rpc_conn *conn,
@@ -224,6 +229,8 @@ static void start_master(struct fx *f)
         .lease_ms = 200,
         .repl_resend_ms = 100,
         .rereplicate_after_ms = f->rereplicate_after_ms,
+        .learner_timeout_ms = f->learner_timeout_ms,
+        .learner_min_mb_per_s = f->learner_mbps,
     };
     char errmsg[RT_ERRMSG_SIZE];
     assert_int_equal(ms_master_start(&f->loop, &cfg, &f->m, errmsg), 0);
@@ -324,10 +331,18 @@ static void beat_cb(uv_timer_t *t)
     struct fake_ps *ps = t->data;
     Rt__HeartbeatReq req = RT__HEARTBEAT_REQ__INIT;
     Rt__ReplStatus st = RT__REPL_STATUS__INIT, *stp = &st;
+    Rt__RangeLoad ld = RT__RANGE_LOAD__INIT, *ldp = &ld;
     if (!ps->beating || ps->hb_inflight || !ps->cli) {
         return;
     }
     req.server_id = ps->id;
+    if (ps->key_bytes && ps->a_nranges > 0) {
+        ld.range_id = ps->a_range;
+        ld.key_bytes = ps->key_bytes;
+        ld.interval_ms = BEAT_MS;
+        req.n_loads = 1;
+        req.loads = &ldp;
+    }
     if (ps->report_role && ps->a_nranges > 0) {
         st.range_id = ps->a_range;
         st.role = ps->a_primary == ps->id ? RT__REPL_ROLE__ROLE_PRIMARY
@@ -1381,6 +1396,73 @@ static void test_move_replicated(void **state)
     assert_true(has_event(f, "move", "ok"));
 }
 
+/* The master restarts in the middle of a move of the range from server 0
+ * to server 1, the learner on 1 committed but not joined (nothing of a
+ * move is durable): the restarted master loads the learner as ADDING, the
+ * primary's ISR_CHANGE{add 1} makes the set four in-sync copies, and the
+ * re-replication plan trims it back to three ("over_rf"): server 1,
+ * whose zone z1 the primary already covers; the primary stays. */
+static void test_move_restart_settles(void **state)
+{
+    struct fx *f = *state;
+    struct ms_admin_req *req;
+    const char *b = NULL;
+    int status = 0;
+    uint64_t rid;
+    Rt__Map *map;
+    json_t *ev;
+
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = 7;
+    }
+    map = get_map(f);
+    rid = map->ranges[0]->id;
+    rt__map__free_unpacked(map, NULL);
+    req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = f->ps[1].id;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
+
+    /* Stop: the operator's request is answered 503 (when the master is
+     * destroyed). */
+    close_clients(f);
+    ms_master_stop(f->m);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ms_master_destroy(f->m);
+    assert_true(ms_admin_result(f->adm, req, &status, &b));
+    assert_int_equal(status, 503);
+    ms_admin_release(f->adm, req);
+    ms_admin_destroy(f->adm);
+    f->m = NULL;
+    f->adm = NULL;
+
+    start_master(f);
+    fe_start(f);
+    for (int i = 0; i < NPS; i++) {
+        ps_start(f, i);
+    }
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_LEARNER);
+    WAIT_UNTIL(f, status_has_op(f, "learner"));
+    map = get_map(f);
+    assert_int_equal(
+        isr_add(f, 0, rid, map->ranges[0]->epoch, f->ps[1].id, NULL), 0);
+    rt__map__free_unpacked(map, NULL);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_NONE);
+    assert_int_equal(map_role(f, f->ps[0].id), RT__REPL_ROLE__ROLE_PRIMARY);
+    map = get_map(f);
+    assert_int_equal(map->ranges[0]->n_replicas, 3);
+    assert_int_equal(map->ranges[0]->n_isr, 3);
+    rt__map__free_unpacked(map, NULL);
+    ev = find_event(f, "replica_removed", NULL);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+                        "over_rf");
+    json_decref(ev);
+}
+
 static uint64_t range0_id(struct fx *f)
 {
     Rt__Map *map = get_map(f);
@@ -1394,6 +1476,47 @@ static bool range0_stable(struct fx *f)
     const char *st;
     status_primary(f, &st);
     return strcmp(st, "stable") == 0;
+}
+
+/* --learner-timeout-ms 300 with --learner-min-mb-per-s 1: the primary's
+ * heartbeats report its range at 1 MiB, so a move's learner has 10 s +
+ * 1 s, not 300 ms: it is still a learner after a second, joins, and the
+ * move completes. */
+static void test_learner_deadline_by_size(void **state)
+{
+    struct fx *f = *state;
+    struct ms_admin_req *req;
+    const char *b = NULL;
+    int status = 0;
+    uint64_t rid;
+    Rt__Map *map;
+
+    f->learner_timeout_ms = 300;
+    f->learner_mbps = 1;
+    start_cluster(f);
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = 7;
+    }
+    f->ps[0].key_bytes = 1 << 20;
+    rid = range0_id(f);
+    th_ms_spin(&f->loop, 4 * BEAT_MS); /* the size reaches the master */
+    req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = f->ps[1].id;
+    ms_admin_submit(f->adm, req);
+    WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
+    th_ms_spin(&f->loop, 1000);
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_LEARNER);
+    assert_false(has_event(f, "replica_removed", NULL));
+    map = get_map(f);
+    assert_int_equal(
+        isr_add(f, 0, rid, map->ranges[0]->epoch, f->ps[1].id, NULL), 0);
+    rt__map__free_unpacked(map, NULL);
+    WAIT_UNTIL(f, ms_admin_result(f->adm, req, &status, &b));
+    assert_int_equal(status, 200);
+    ms_admin_release(f->adm, req);
+    assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_PRIMARY);
 }
 
 /* A secondary an ISR shrink removed comes back into the ISR by its
@@ -1543,6 +1666,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_replicated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_move_restart_settles, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_deadline_by_size, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_transfer_refused_by_primary, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer_target_silent, setup,

@@ -680,6 +680,85 @@ static void test_transfer_primaries(void **state)
     ms_policy_destroy(&none);
 }
 
+/* Replica counts (the fourth server of an RF-3 cluster of three): one
+ * secondary copy moves from a fullest server to the empty one, the
+ * smallest candidate range first, never a primary's copy, one per call,
+ * with a reason; nothing when counts are at most one apart, a range is
+ * not healthy (ISR short of rf), a move or transfer is already decided
+ * or too many are in flight, or the target is cooling down; the zone
+ * rule picks a zone that holds fewer of the kept copies. */
+static void test_replica_balance(void **state)
+{
+    struct fx *f = *state;
+    const struct ms_decision *d;
+    static const uint64_t set[] = {1, 2, 3};
+    policy(f);
+    for (uint64_t id = 1; id <= 4; id++) {
+        server(f, id, true);
+        f->sv[id - 1].nreplicas = id == 4 ? 0 : 4;
+    }
+    for (uint64_t id = 1; id <= 4; id++) {
+        struct ms_range_view *r = range(f, id, "", NULL, 1 + (id - 1) % 3);
+        r->table_id = id;
+        r->replicated = true;
+        r->isr = r->replicas = set;
+        r->nisr = r->nreplicas = 3;
+        r->rf = 3;
+        report(f, id, r->server_id, 1, NULL, id == 3 ? 1000 : 5000);
+    }
+    decide(f);
+    assert_int_equal(count(f, MS_DECIDE_MOVE), 1);
+    d = find(f, MS_DECIDE_MOVE, 0);
+    assert_int_equal(d->server_id, 4);
+    /* Server 1 (the lowest id of the fullest) gives range 3's copy: the
+     * smallest range it holds a secondary copy of. */
+    assert_int_equal(d->src_id, 1);
+    assert_int_equal(d->range_id, 3);
+    assert_non_null(strstr(d->reason, "replica counts"));
+
+    /* Range 3 not healthy: the next smallest of server 1's (2 or 4). */
+    f->rv[2].nisr = 2;
+    decide(f);
+    d = find(f, MS_DECIDE_MOVE, 0);
+    assert_non_null(d);
+    assert_int_equal(d->src_id, 1);
+    assert_true(d->range_id == 2 || d->range_id == 4);
+    f->rv[2].nisr = 3;
+
+    /* At most one apart: nothing. */
+    f->sv[3].nreplicas = 3;
+    decide(f);
+    assert_int_equal(count(f, MS_DECIDE_MOVE), 0);
+    f->sv[3].nreplicas = 0;
+    /* The target cooling down, or max_moves in flight: nothing. */
+    f->sv[3].move_ms = f->now - 100;
+    decide(f);
+    assert_int_equal(count(f, MS_DECIDE_MOVE), 0);
+    f->sv[3].move_ms = 0;
+    f->moves = f->cfg.max_moves;
+    decide(f);
+    assert_int_equal(count(f, MS_DECIDE_MOVE), 0);
+    f->moves = 0;
+
+    /* Zones: servers 1 and 4 in z1, 2 in z2, 3 in z3: server 1's copy
+     * may go to 4 (z1 keeps its copy). With 4 in z2 it may not (z1
+     * would hold none, z2 two): server 2's copy goes instead. */
+    f->sv[0].zone = f->sv[3].zone = "z1";
+    f->sv[1].zone = "z2";
+    f->sv[2].zone = "z3";
+    decide(f);
+    d = find(f, MS_DECIDE_MOVE, 0);
+    assert_non_null(d);
+    assert_int_equal(d->server_id, 4);
+    assert_int_equal(d->src_id, 1);
+    f->sv[3].zone = "z2"; /* now 4 is in z2: server 1's copy stays */
+    decide(f);
+    d = find(f, MS_DECIDE_MOVE, 0);
+    assert_non_null(d);
+    assert_int_not_equal(d->src_id, 1);
+    assert_int_equal(d->server_id, 4);
+}
+
 /* Cool-downs: a server that just took part in a move, or is moving, is
  * left alone; a range moved recently does not move again. */
 static void test_move_cooldowns(void **state)
@@ -934,6 +1013,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_move, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_cooldowns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replica_balance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transfer_primaries, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_replicated_skipped, setup,

@@ -792,6 +792,85 @@ static void test_learner_timeout(void **state)
     assert_int_equal(count(f, RT_REPL_ACT_EVENT, -1, NULL), 0);
 }
 
+/* Heartbeats of servers 1, 2 and 3 every second from @from to @to, each
+ * followed by a tick: the primary stays live through a long copy. */
+static void beat_until(struct fx *f, uint64_t from, uint64_t to)
+{
+    for (uint64_t t = from; t <= to; t += 1000) {
+        heartbeat(f, t, 1);
+        heartbeat(f, t, 2);
+        heartbeat(f, t, 3);
+        tick(f, t);
+        assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, NULL), 0);
+    }
+}
+
+/* With --learner-min-mb-per-s 20 a learner of a 2 GiB range has
+ * 10 s + 2048 MiB / 20 MiB/s = 112.4 s (MiB/s counted as 20971 bytes/ms), not
+ * the 30 s timeout; a size reported while the copy runs extends its deadline
+ * (never shortens it); a small range keeps the 30 s; a learner loaded by a
+ * restarted master starts at 30 s and is extended by the first report. */
+static void test_learner_timeout_grows_with_size(void **state)
+{
+    struct fx *f = *state;
+    struct ms_rcore_config c2 = cfg;
+    struct rt_repl_conf c = conf_at(5);
+    const struct rt_repl_action *a = NULL;
+    const uint64_t gib2 = 2048ull << 20;
+    c2.learner_min_mb_per_s = 20;
+    ms_rcore_destroy(f->m);
+    assert_int_equal(ms_rcore_create(&c2, 0, &f->m), 0);
+    assert_int_equal(ms_rcore_load(f->m, &c, 0, &f->out), 0);
+    assert_int_equal(ms_rcore_range_size(f->m, 99, 1), RT_ENOTFOUND);
+
+    /* 2 GiB known before the add. */
+    assert_int_equal(ms_rcore_range_size(f->m, R, gib2), 0);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 0, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 0, a->io_id, 0);
+    beat_until(f, 1000, 112000);
+    tick(f, 112500);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.n_members, 3);
+    committed(f, 112501, a->io_id, 0);
+    assign_resp(f, 112502, 1, 7);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+
+    /* A small range: the 30 s timeout (the primary heard meanwhile). */
+    beat_until(f, 113000, 200000);
+    assert_int_equal(ms_rcore_range_size(f->m, R, 1 << 20), 0);
+    assert_int_equal(ms_rcore_add_learner(f->m, R, 4, 200000, &f->out), 0);
+    count(f, RT_REPL_ACT_PROPOSE, -1, &a);
+    committed(f, 200000, a->io_id, 0);
+    beat_until(f, 201000, 229000);
+    /* The range grows to 2 GiB during the copy: 112.4 s from the add;
+     * a smaller report later does not shorten it. */
+    assert_int_equal(ms_rcore_range_size(f->m, R, gib2), 0);
+    assert_int_equal(ms_rcore_range_size(f->m, R, 1 << 20), 0);
+    beat_until(f, 230000, 312000);
+    tick(f, 312500);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    committed(f, 312501, a->io_id, 0);
+    assign_resp(f, 312502, 1, 9);
+    assert_int_equal(state_of(f), MS_RCORE_STABLE);
+
+    /* A learner loaded at 400 s (a master restart): 30 s until the
+     * first report of 2 GiB extends it to 112.4 s. */
+    c = conf_at(9);
+    c.members[3] = (struct rt_repl_member){4, RT_REPL_ROLE_LEARNER};
+    c.n_members = 4;
+    ms_rcore_destroy(f->m);
+    assert_int_equal(ms_rcore_create(&c2, 400000, &f->m), 0);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ms_rcore_load(f->m, &c, 400000, &f->out), 0);
+    assert_int_equal(state_of(f), MS_RCORE_ADDING);
+    assert_int_equal(ms_rcore_range_size(f->m, R, gib2), 0);
+    beat_until(f, 401000, 512000);
+    tick(f, 512500);
+    assert_int_equal(count(f, RT_REPL_ACT_PROPOSE, -1, &a), 1);
+    assert_int_equal(a->conf.n_members, 3);
+}
+
 /* ASSIGNING whose new primary dies before answering: the wait is dropped
  * and the next failover can start. */
 static void test_assign_dropped(void **state)
@@ -1278,6 +1357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_isr_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_joins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_timeout_grows_with_size,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adding_then_failover, setup,

@@ -1,7 +1,8 @@
 /* The re-replication planner (ms_rerepl.h, docs/DESIGN-replication.md
  * §8.2) on hand-made ranges and servers: when a range gets a learner and
- * where, the rate limit and its order, and the surplus replica that
- * leaves once the copy joined. Pure, no master. */
+ * where, the rate limit and its order, the surplus replica that leaves
+ * once the copy joined, and the trim of a set larger than rf that no
+ * move is settling. Pure, no master. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -172,18 +173,71 @@ static void test_surplus_removed(void **state)
     /* The ISR too small without the candidate: nothing. */
     out_of_isr(&r, 4);
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
-    /* All four in the ISR (a move's add): nothing to trim... */
+    /* All four in the ISR while a move is under way: the move's... */
     r = rng(7);
     r.conf.members[3] = (struct rt_repl_member){4, RT_REPL_ROLE_SECONDARY};
     r.conf.n_members = 4;
     r.conf.isr[3] = 4;
     r.conf.n_isr = 4;
+    r.moving = true;
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
     /* ... unless one of them is the replica a joined learner replaced
      * (it came back into the ISR before it was removed). */
     r.retire = 3;
     assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
     assert_int_equal(d[0].server, 3);
+    assert_string_equal(d[0].reason, "surplus");
+}
+
+/* rf + 1 in-sync copies with no move under way (a move a master restart
+ * forgot): one secondary leaves, never the primary; the one sharing a
+ * zone first, then the fullest server, the most demand, the lowest id;
+ * nothing while busy or when the ISR would drop below rf. */
+static void test_over_rf(void **state)
+{
+    struct ms_rerepl_range r = rng(7);
+    struct ms_rerepl_server s[] = {SV(1, "", 9, 0), SV(2, "", 3, 0),
+                                   SV(3, "", 5, 0), SV(4, "", 1, 0)};
+    struct ms_rerepl_decision d[4];
+    (void)state;
+    r.conf.members[3] = (struct rt_repl_member){4, RT_REPL_ROLE_SECONDARY};
+    r.conf.n_members = 4;
+    r.conf.isr[3] = 4;
+    r.conf.n_isr = 4;
+    /* The fullest secondary's server (3), not the primary's (1). */
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].kind, MS_REREPL_REMOVE);
+    assert_int_equal(d[0].server, 3);
+    assert_string_equal(d[0].reason, "over_rf");
+    /* Equal counts: the most demand, then the lowest id. */
+    s[1].nreplicas = s[2].nreplicas = s[3].nreplicas = 4;
+    s[3].demand = 10;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].server, 4);
+    s[3].demand = 0;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].server, 2);
+    /* Zones a (1, 2), b (3), c (4): 2 shares its zone with the primary,
+     * so it goes even from the emptiest server; 3 or 4 would leave the
+     * set in two zones. */
+    s[0].zone = s[1].zone = "a";
+    s[2].zone = "b";
+    s[3].zone = "c";
+    s[1].nreplicas = 0;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].server, 2);
+    /* Busy (an operation in flight): nothing. */
+    r.busy = true;
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
+    r.busy = false;
+    /* Only rf in the ISR: the outside one goes as "surplus" instead... */
+    out_of_isr(&r, 4);
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 1);
+    assert_int_equal(d[0].server, 4);
+    assert_string_equal(d[0].reason, "surplus");
+    /* ... and an rf-sized set is left alone. */
+    r = rng(7);
+    assert_int_equal(ms_rerepl_plan(&cfg, &r, 1, s, 4, d, 4), 0);
 }
 
 /* A server whose learner failed for the range is passed over while
@@ -226,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_left_alone),
         cmocka_unit_test(test_rate_limit_order),
         cmocka_unit_test(test_surplus_removed),
+        cmocka_unit_test(test_over_rf),
         cmocka_unit_test(test_avoid_failed_target),
         cmocka_unit_test(test_cap),
     };
