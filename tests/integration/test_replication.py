@@ -455,10 +455,10 @@ def test_primary_sigkill_and_restart(cluster, tables):
     load.finish()
     sys.stderr.write("primary %s killed: writes answered %r\n"
                      % (victim, load.summary()))
-    # The kill can fall after the primary committed groups its
-    # secondaries have not applied yet: the restarted primary then starts
-    # ahead of them with those groups no longer in memory, and gives them
-    # a full copy (no longer a stall).
+    # The primary ships a group before its own commit, so the kill can
+    # leave either side ahead: the restarted primary never resumes, the
+    # master fails it over with itself as a candidate (design §5.3 "As
+    # built", F1a), and whoever ends behind is caught up.
     assert resumed, ("writes did not resume after the primary's restart: "
                      "%r; %s" % (sorted({o[3] for o in load.ops()}, key=str),
                                  "; ".join(primary_ahead(cluster))))
