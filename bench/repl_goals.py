@@ -300,7 +300,28 @@ def cmd_summary(a):
         return str(len([r for r in j.get("ranges", [])
                         if r.get("table") == "goals"]))
 
-    r1, r3, et = ins("rt-rf1"), ins("rt-rf3"), ins("etcd3")
+    def rounds(name):
+        """(median row, [rows]) of the NAME-rK phases (or NAME)."""
+        rows = []
+        k = 1
+        while ins("%s-r%d" % (name, k)):
+            rows.append(ins("%s-r%d" % (name, k)))
+            k += 1
+        if not rows:
+            one = ins(name)
+            return one, [one] if one else []
+        return sorted(rows)[len(rows) // 2], rows
+
+    (r1, r1s), (r3, r3s) = rounds("rt-rf1"), rounds("rt-rf3")
+    et, ets = rounds("etcd3")
+
+    def med(v):
+        return sorted(v)[len(v) // 2] if v else None
+
+    # Each round's ratios: its phases ran back to back, so the background
+    # load of a shared machine moves them alike.
+    ratios = [b[0] / a[0] for a, b in zip(r1s, r3s) if a and b and a[0]]
+    eratios = [b[0] / e[0] for e, b in zip(ets, r3s) if e and b and e[0]]
     print()
     print("durable single inserts through HTTP, one client (rt-load), "
           "%s connections, %s values, %s s" % (a.clients, a.size, a.seconds))
@@ -308,9 +329,9 @@ def cmd_summary(a):
                                           "p99 ms", "non-2xx", "ranges")
     print(hdr)
     print("-" * len(hdr))
-    for name, r, f in (("rangetable RF 1", r1, "rt-rf1"),
-                       ("rangetable RF 3", r3, "rt-rf3"),
-                       ("etcd 3.4, 3 members", et, "")):
+    for name, r, f in (("rangetable RF 1 (median)", r1, "rt-rf1-r1"),
+                       ("rangetable RF 3 (median)", r3, "rt-rf3-r1"),
+                       ("etcd 3.4, 3 members (median)", et, "")):
         if r:
             print("%-28s %10.0f %9.2f %9.2f %8d %7s"
                   % ((name,) + r + (nranges(f) if f else "-",)))
@@ -326,10 +347,17 @@ def cmd_summary(a):
             print("  %-44s %s  %s" % (text, fmt % val,
                                       "met" if val >= want else "NOT met"))
 
-    goal("RF 3 inserts >= 3x etcd's three members",
-         r3[0] / et[0] if r3 and et and et[0] else None, 3.0, "%.2fx")
-    goal("RF 3 inserts >= 60% of RF 1",
-         r3[0] / r1[0] if r3 and r1 and r1[0] else None, 0.6, "%.2fx")
+    if len(eratios) > 1:
+        print("  rounds, etcd / RF 3 writes/s (ratio): %s"
+              % ", ".join("%.0f / %.0f (%.2f)" % (e[0], b[0], b[0] / e[0])
+                          for e, b in zip(ets, r3s) if e and b and e[0]))
+    goal("RF 3 inserts >= 3x etcd's three members", med(eratios), 3.0,
+         "%.2fx")
+    if len(ratios) > 1:
+        print("  rounds, RF 1 / RF 3 writes/s (ratio): %s"
+              % ", ".join("%.0f / %.0f (%.2f)" % (a[0], b[0], b[0] / a[0])
+                          for a, b in zip(r1s, r3s) if a and b and a[0]))
+    goal("RF 3 inserts >= 60% of RF 1", med(ratios), 0.6, "%.2fx")
     fo = []
     fails = 0
     try:
