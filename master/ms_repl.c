@@ -1025,8 +1025,8 @@ void ms_repl_heard(struct ms_repl *r,
                                     .now_ms = ev.now_ms,
                                     .peer = server_id,
                                     .msg = &am};
-        if (!st->restarted || st->role != RT__REPL_ROLE__ROLE_PRIMARY) {
-            continue;
+        if (!st->restarted) {
+            continue; /* (sealed already, it reports as a secondary) */
         }
         am.u.assign_resp.range_id = st->range_id;
         am.u.assign_resp.epoch = st->epoch;

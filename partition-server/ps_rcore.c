@@ -1189,10 +1189,14 @@ static int ps__rcore_seal(struct ps_rcore *node,
         return 0;
     }
     bool restarted = r->restarted;
-    if (restarted) {
+    if (restarted && r->role == PS_RCORE_PRIMARY) {
         /* A restarted primary is sealed like a secondary, at once: the
-         * lease the grace protects was my dead predecessor's. */
+         * lease the grace protects was my dead predecessor's. It stays
+         * `restarted` (never promoted back into its old generation, a
+         * cancel included) until a new generation or another primary is
+         * assigned. */
         ps__rcore_step_down(r, out);
+        r->restarted = true;
     }
     if (r->role == PS_RCORE_PRIMARY) {
         if (r->state != PS_RPRI_DEPOSED) {
@@ -1386,6 +1390,7 @@ static int ps__rcore_assign_msg(struct ps_rcore *node,
             return 0;
         }
     } else if (member) {
+        r->restarted = false; /* another primary: nothing to resume */
         if (r->role == PS_RCORE_PRIMARY) {
             ps__rcore_step_down(r, out);
         } else if (r->role == PS_RCORE_SECONDARY &&

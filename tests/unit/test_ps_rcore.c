@@ -981,7 +981,7 @@ static void test_load(void **state)
     info = info_of(n);
     assert_int_equal(info.role, PS_RCORE_SECONDARY);
     assert_int_equal(info.state, PS_RSEC_SEALED);
-    assert_false(info.restarted);
+    assert_true(info.restarted); /* until a new generation */
     struct rt_repl_event done = {
         .kind = RT_REPL_EV_DISK_DONE, .range_id = R, .io_id = a->io_id};
     rt_repl_actions_reset(&f->out);
@@ -989,6 +989,11 @@ static void test_load(void **state)
     a = sent(f, RT_REPL_MSG_SEAL_RESP);
     assert_int_equal(a->msg.u.seal_resp.code, 0);
     assert_int_equal(a->msg.u.seal_resp.applied_lsn, 7);
+    /* A cancel (my old generation again) is refused: never resumed. */
+    assert_int_equal(assign(f, n, 4, 1, 2, isr, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     RT_ENOTPRIMARY);
+    assert_int_equal(info_of(n).state, PS_RSEC_SEALED);
     /* The failover chose me: groups 6 and 7 go to 2, then SERVING. */
     assert_int_equal(assign(f, n, 4, 1, 4, isr, 2), 0);
     assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
@@ -1002,6 +1007,7 @@ static void test_load(void **state)
     m.u.ack = (struct rt_repl_ack){.range_id = R, .applied_lsn = 7, .epoch = 4};
     assert_int_equal(msg_to(f, n, 1005, 2, &m), 0);
     assert_int_equal(info_of(n).state, PS_RPRI_SERVING);
+    assert_false(info_of(n).restarted);
     ps_rcore_destroy(n);
     /* Alone in its ISR: nothing can be ahead of it; it resumes. */
     assert_int_equal(ps_rcore_create(&cfg, &n), 0);
