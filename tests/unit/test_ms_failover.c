@@ -687,6 +687,25 @@ static int admin_transfer(struct fx *f, uint64_t range, uint64_t to, char **out)
     return status;
 }
 
+/* Every fake partition server reports its role, at LSN @lsn. */
+static void report_roles(struct fx *f, uint64_t lsn)
+{
+    for (int i = 0; i < NPS; i++) {
+        f->ps[i].report_role = true;
+        f->ps[i].lsn = lsn;
+    }
+}
+
+/* Submits an operator's move of range @rid to server @to. */
+static struct ms_admin_req *submit_move(struct fx *f, uint64_t rid, uint64_t to)
+{
+    struct ms_admin_req *req = ms_admin_req_new(MS_ADMIN_MOVE);
+    req->range_id = rid;
+    req->server_id = to;
+    ms_admin_submit(f->adm, req);
+    return req;
+}
+
 /* A transfer of the primary role to secondary 2: TRANSFER_PRIMARY{epoch
  * 1, to 2} to the primary; on its answer the intent, SEALs to the two ISR
  * secondaries only (the answer stands for the primary's seal), then epoch
@@ -701,10 +720,7 @@ static void test_transfer(void **state)
     json_t *e;
 
     start_cluster(f);
-    for (int i = 0; i < NPS; i++) {
-        f->ps[i].report_role = true;
-        f->ps[i].lsn = 7;
-    }
+    report_roles(f, 7);
     map = get_map(f);
     uint64_t rid = map->ranges[0]->id;
     rt__map__free_unpacked(map, NULL);
@@ -1343,26 +1359,17 @@ static void test_move_replicated(void **state)
     json_t *e;
 
     start_cluster(f);
-    for (int i = 0; i < NPS; i++) {
-        f->ps[i].report_role = true;
-        f->ps[i].lsn = 7;
-    }
+    report_roles(f, 7);
     map = get_map(f);
     rid = map->ranges[0]->id;
     rt__map__free_unpacked(map, NULL);
-    req = ms_admin_req_new(MS_ADMIN_MOVE);
-    req->range_id = rid;
-    req->server_id = f->ps[2].id;
-    ms_admin_submit(f->adm, req);
+    req = submit_move(f, rid, f->ps[2].id);
     WAIT_UNTIL(f, ms_admin_result(f->adm, req, &status, &b));
     assert_int_equal(status, 409);
     assert_non_null(strstr(b, "already holds a replica"));
     ms_admin_release(f->adm, req);
 
-    req = ms_admin_req_new(MS_ADMIN_MOVE);
-    req->range_id = rid;
-    req->server_id = f->ps[1].id;
-    ms_admin_submit(f->adm, req);
+    req = submit_move(f, rid, f->ps[1].id);
     WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
     map = get_map(f);
     assert_int_equal(
@@ -1413,17 +1420,11 @@ static void test_move_restart_settles(void **state)
     json_t *ev;
 
     start_cluster(f);
-    for (int i = 0; i < NPS; i++) {
-        f->ps[i].report_role = true;
-        f->ps[i].lsn = 7;
-    }
+    report_roles(f, 7);
     map = get_map(f);
     rid = map->ranges[0]->id;
     rt__map__free_unpacked(map, NULL);
-    req = ms_admin_req_new(MS_ADMIN_MOVE);
-    req->range_id = rid;
-    req->server_id = f->ps[1].id;
-    ms_admin_submit(f->adm, req);
+    req = submit_move(f, rid, f->ps[1].id);
     WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
 
     /* Stop: the operator's request is answered 503 (when the master is
@@ -1494,17 +1495,11 @@ static void test_learner_deadline_by_size(void **state)
     f->learner_timeout_ms = 300;
     f->learner_mbps = 1;
     start_cluster(f);
-    for (int i = 0; i < NPS; i++) {
-        f->ps[i].report_role = true;
-        f->ps[i].lsn = 7;
-    }
+    report_roles(f, 7);
     f->ps[0].key_bytes = 1 << 20;
     rid = range0_id(f);
     th_ms_spin(&f->loop, 4 * BEAT_MS); /* the size reaches the master */
-    req = ms_admin_req_new(MS_ADMIN_MOVE);
-    req->range_id = rid;
-    req->server_id = f->ps[1].id;
-    ms_admin_submit(f->adm, req);
+    req = submit_move(f, rid, f->ps[1].id);
     WAIT_UNTIL(f, map_role(f, f->ps[1].id) == RT__REPL_ROLE__ROLE_LEARNER);
     th_ms_spin(&f->loop, 1000);
     assert_int_equal(map_role(f, f->ps[1].id), RT__REPL_ROLE__ROLE_LEARNER);
