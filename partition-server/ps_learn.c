@@ -674,6 +674,13 @@ static void ps__copy_done_submit(struct ps_server *ps,
                            .role = PS_RS_ROLE_SECONDARY,
                            .applied_lsn = snap_lsn,
                            .applied_epoch = snap_epoch};
+    /* The sender's history up to s becomes mine (§3.3), with the data. */
+    const struct ps__lrecv *r = ps__recv_find(ps, range_id);
+    for (size_t i = 0; r != NULL && i < r->n_hist && i < PS_RS_MAX_HISTORY;
+         i++) {
+        rs.hist[i] = (struct ps_rs_gen){r->hist[i].epoch, r->hist[i].first_lsn};
+        rs.n_hist = i + 1;
+    }
     ps__lstate_submit(ps, range_id, io_id, snap_lsn,
                       PS_RS_SET_STATE | PS_RS_SET_APPLIED | PS_RS_SET_ROLE, &rs,
                       0);

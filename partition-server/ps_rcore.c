@@ -122,6 +122,11 @@ struct ps__rcore_lpeer
     struct ps__rcore_peer s; /* its stream (id, acked, next, ...) */
     enum ps__rlp_state state;
     bool joining; /* TAIL and its ISR_CHANGE{add} sent: counted for cw */
+    /* PROBE, an ISR member until my last assignment: my buffer keeps the
+     * groups above @s.acked for it (@held_bytes of them, counted up to
+     * @held_to) while they fit cfg.window_bytes. */
+    bool hold, fresh; /* fresh: not probed since it left */
+    uint64_t held_bytes, held_to, window;
     uint64_t probe_ms;
     uint64_t io; /* COPY: the READ action's id */
 };
@@ -197,6 +202,7 @@ struct ps_rcore
     bool timer_armed;
     uint64_t next_io;
     uint64_t started_ms; /* the seal grace runs from here too */
+    uint64_t catchups[PS_RCORE_CATCHUP__NR];
 };
 
 /* Catch-up of replicas outside the ISR (section "Learners" below). */
@@ -235,6 +241,10 @@ static void ps__rcore_isr_copy(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                struct ps__rcore_peer *p,
                                struct rt_repl_actions *out);
+static void ps__rcore_lrn_left(const struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct ps__rcore_peer *p);
+static uint64_t ps__rcore_lrn_floor(struct ps__rcore_range *r, uint64_t low);
 
 /* The one place a range's state changes: within its role's table. */
 static void ps__rcore_set_state(struct ps__rcore_range *r, unsigned to)
@@ -367,6 +377,15 @@ static void ps__rcore_set_peers(struct ps_rcore *node,
             }
         }
     }
+    for (size_t j = 0; j < n_old; j++) {
+        bool in = false;
+        for (size_t i = 0; i < n_isr; i++) {
+            in |= isr[i] == old[j].id;
+        }
+        if (!in) {
+            ps__rcore_lrn_left(node, r, &old[j]);
+        }
+    }
 }
 
 int ps_rcore_assign(struct ps_rcore *node,
@@ -482,6 +501,7 @@ static void ps__rcore_trim(struct ps__rcore_range *r)
             low = lp->s.acked;
         }
     }
+    low = ps__rcore_lrn_floor(r, low);
     size_t drop = 0;
     while (drop < r->buf_n && r->buf[drop].lsn <= low) {
         free(r->buf[drop].records);
@@ -1661,6 +1681,60 @@ static void ps__rcore_lrn_add(struct ps_rcore *node,
     ps__rcore_lrn_probe(r, lp, now_ms, true, out);
 }
 
+/* ISR member @p left the ISR by an assignment of my generation: if the
+ * set keeps it (ps__rcore_lrn_sync drops it otherwise), it is probed at
+ * the next tick, and my buffer keeps its groups above its last ack
+ * meanwhile (ps__rcore_lrn_floor): back soon, it rejoins by a plain
+ * catch-up. */
+static void ps__rcore_lrn_left(const struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct ps__rcore_peer *p)
+{
+    if (ps__rcore_lpeer(r, p->id) != NULL ||
+        r->n_lpeers == PS_RCORE_MAX_REPLICAS) {
+        return;
+    }
+    struct ps__rcore_lpeer *lp = &r->lpeers[r->n_lpeers++];
+    *lp = (struct ps__rcore_lpeer){
+        .s = {.id = p->id, .acked = p->acked, .progress_ms = 0},
+        .state = PS__RLP_PROBE,
+        .fresh = true,
+        .hold = p->acked + 1 >= r->buf_first,
+        .held_to = p->acked,
+        .window = node->cfg.window_bytes ? node->cfg.window_bytes
+                                         : PS_RCORE_WINDOW_BYTES,
+    };
+}
+
+/* The lowest LSN my buffer must keep, from @low: also every held
+ * replica's last ack, while the groups above it total at most its window
+ * (one that passes it is let go: a dead peer pins no more memory than
+ * that, and its catch-up will be a copy). */
+static uint64_t ps__rcore_lrn_floor(struct ps__rcore_range *r, uint64_t low)
+{
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        if (!lp->hold) {
+            continue;
+        }
+        if (lp->state != PS__RLP_PROBE || lp->s.acked + 1 < r->buf_first) {
+            lp->hold = false;
+            continue;
+        }
+        uint64_t from = lp->held_to > lp->s.acked ? lp->held_to : lp->s.acked;
+        for (uint64_t l = from + 1; l <= r->last_lsn; l++) {
+            lp->held_bytes += ps__rcore_group(r, l)->len;
+        }
+        lp->held_to = r->last_lsn;
+        if (lp->held_bytes > lp->window) {
+            lp->hold = false;
+            continue;
+        }
+        low = lp->s.acked < low ? lp->s.acked : low;
+    }
+    return low;
+}
+
 /* TAIL from @from + 1: the replica holds my sequence up to @from. */
 static void ps__rcore_lrn_tail(struct ps_rcore *node,
                                struct ps__rcore_range *r,
@@ -1764,11 +1838,14 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
         ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         return 0; /* asked again after PS_RCORE_PROBE_TICKS */
     }
+    lp->hold = false; /* it is streamed or copied from here on */
     if (ps__rcore_agrees(r, rs) && rs->applied_lsn + 1 >= r->buf_first) {
+        node->catchups[PS_RCORE_CATCHUP_TAIL]++;
         ps__rcore_lrn_tail(node, r, lp, rs->applied_lsn, ev->now_ms, out);
         ps__rcore_lrn_join(node, r, ev->now_ms, out);
         return 0;
     }
+    node->catchups[PS_RCORE_CATCHUP_FULL]++;
     lp->state = PS__RLP_COPY;
     lp->io = ++node->next_io;
     lp->s.acked = r->last_lsn; /* kept from here: s >= it */
@@ -2004,6 +2081,12 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
         uint64_t id = c->members[i].server_id;
         if (c->members[i].role != RT_REPL_ROLE_NONE &&
             !rt_repl_conf_in_isr(c, id)) {
+            struct ps__rcore_lpeer *lp = ps__rcore_lpeer(r, id);
+            if (lp != NULL && lp->fresh) {
+                /* It just left the ISR (ps__rcore_lrn_left). */
+                lp->fresh = false;
+                ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+            }
             ps__rcore_lrn_add(node, r, id, now_ms, out);
         }
     }
@@ -2399,6 +2482,36 @@ int ps_rcore_set_silent(struct ps_rcore *node,
         }
     }
     return 0;
+}
+
+int ps_rcore_set_history(struct ps_rcore *node,
+                         uint64_t range_id,
+                         const struct rt_repl_epoch_start *h,
+                         size_t n)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    if (n == 0 || n > RT_REPL_MAX_HISTORY ||
+        h[n - 1].first_lsn > r->applied_lsn + 1) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (h[i].first_lsn <= h[i - 1].first_lsn ||
+            h[i].epoch <= h[i - 1].epoch) {
+            return RT_EINVAL;
+        }
+    }
+    memcpy(r->hist, h, n * sizeof(*h));
+    r->n_hist = n;
+    return 0;
+}
+
+uint64_t ps_rcore_catchups(const struct ps_rcore *node,
+                           enum ps_rcore_catchup kind)
+{
+    return kind < PS_RCORE_CATCHUP__NR ? node->catchups[kind] : 0;
 }
 
 int ps_rcore_range_get(const struct ps_rcore *node,

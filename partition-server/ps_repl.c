@@ -369,6 +369,7 @@ static void ps__batch_add(struct ps_repl *rp,
     g->range_id = ap->range_id;
     g->epoch = ap->epoch;
     g->primary_epoch = rr != NULL ? rr->primary_epoch : 0;
+    g->gen = ap->gen;
     g->lsn = ap->lsn;
     g->commit_lsn = ap->commit_lsn;
     g->records.data = (uint8_t *)ap->records;
@@ -507,6 +508,7 @@ static void ps__write_submit(struct ps_repl *rp, const struct rt_repl_action *a)
     rw->job.u.write.failed_index = -1;
     rw->job.u.write.range_id = a->range_id;
     rw->job.u.write.repl_lsn = a->lsn;
+    rw->job.u.write.repl_gen = ap->gen;
     ps_writer_submit(rp->ps->writer, &rw->job);
 }
 
@@ -1030,6 +1032,8 @@ static int ps__rr_split_from(struct ps_repl *rp,
         rs->applied_epoch = prs.applied_epoch;
         rs->applied_lsn = prs.applied_lsn;
         rs->commit_lsn = prs.commit_lsn;
+        memcpy(rs->hist, prs.hist, sizeof(rs->hist));
+        rs->n_hist = prs.n_hist;
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": split from range %" PRIu64
                " at LSN %" PRIu64,
@@ -1079,6 +1083,24 @@ static int ps__rr_merge_from(struct ps_repl *rp,
     return found;
 }
 
+/* Gives the core range @range_id's durable history (@rs, its `rs`
+ * record, or its split parent's), so that a replica that restarted or
+ * was split can still be caught up from its LSN (§7.3). */
+static void ps__rr_history(struct ps_repl *rp,
+                           uint64_t range_id,
+                           const struct ps_rstate *rs)
+{
+    struct rt_repl_epoch_start h[RT_REPL_MAX_HISTORY];
+    size_t n = rs->n_hist <= RT_REPL_MAX_HISTORY ? rs->n_hist : 0;
+    for (size_t i = 0; i < n; i++) {
+        h[i] = (struct rt_repl_epoch_start){rs->hist[i].epoch,
+                                            rs->hist[i].first_lsn};
+    }
+    if (n > 0) {
+        ps_rcore_set_history(rp->core, range_id, h, n);
+    }
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
@@ -1102,6 +1124,9 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
         /* A copy cut short (LEARNING) is no copy. */
         a.lsn = rs.state == PS_RS_LEARNING ? 0 : rs.applied_lsn;
         rc = ps_rcore_assign(rp->core, &a, &rp->out);
+    }
+    if (rc == 0 && a.lsn != 0) {
+        ps__rr_history(rp, d->id, &rs);
     }
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "range %" PRIu64 ": cannot replicate: %s", d->id,
@@ -1166,6 +1191,9 @@ static int ps__rr_restore(struct ps_repl *rp, const Rt__Range *d)
     rc = ps_rcore_load(rp->core, &du, uv_now(ps->loop), &rp->out);
     if (rc != 0) {
         return rc;
+    }
+    if (du.applied_lsn != 0) {
+        ps__rr_history(rp, d->id, &rs);
     }
     ps__rr_new(rp, d, a.n_isr, du.role == PS_RCORE_PRIMARY, rs.applied_lsn);
     rt_log(RT_LOG_INFO,
@@ -1832,6 +1860,7 @@ void ps_repl_on_append(struct ps_server *ps,
             .commit_lsn = g->commit_lsn,
             .records = g->records.data,
             .records_len = g->records.len,
+            .gen = g->gen,
         };
         struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
                                    .now_ms = uv_now(ps->loop),
@@ -2164,6 +2193,19 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
                   "# TYPE rt_ps_repl_held_reads gauge\n"
                   "rt_ps_repl_held_reads %zu\n",
                   rp->held_ops, rp->n_reads);
+    if (rp->core != NULL) {
+        rt_buf_printf(
+            b,
+            "# HELP rt_ps_repl_catchups_total Catch-ups of replicas outside "
+            "the ISR begun here as primary: tail = streamed from the "
+            "replica's LSN, full = a full copy.\n"
+            "# TYPE rt_ps_repl_catchups_total counter\n"
+            "rt_ps_repl_catchups_total{kind=\"tail\"} %" PRIu64
+            "\n"
+            "rt_ps_repl_catchups_total{kind=\"full\"} %" PRIu64 "\n",
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_TAIL),
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_FULL));
+    }
     for (size_t k = 0; k < sizeof(per_range) / sizeof(per_range[0]); k++) {
         rt_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", per_range[k].name,
                       per_range[k].help, per_range[k].name);
@@ -2259,6 +2301,14 @@ int ps_repl_range_info(struct ps_server *ps,
     return ps_rcore_range_get(ps->repl->core, range_id, out);
 }
 
+uint64_t ps_repl_catchups(struct ps_server *ps, int kind)
+{
+    if (ps->repl == NULL || ps->repl->core == NULL) {
+        return 0;
+    }
+    return ps_rcore_catchups(ps->repl->core, (enum ps_rcore_catchup)kind);
+}
+
 /* Life cycle */
 
 /* The core knows its node id: (re)made once the master gave one. */
@@ -2279,6 +2329,7 @@ static int ps__core_ensure(struct ps_repl *rp)
         .write_hold_ms = ps->cfg.write_hold_ms ? ps->cfg.write_hold_ms
                                                : PS_REPL_WRITE_HOLD_MS,
         .master_id = PS__MASTER_PEER,
+        .window_bytes = (uint64_t)ps->cfg.repl_window_mb << 20,
     };
     if (rp->core != NULL && rp->core_self == ps->server_id) {
         return 0;

@@ -378,4 +378,8 @@ int ps_repl_range_info(struct ps_server *ps,
                        uint64_t range_id,
                        struct ps_rcore_range_info *out);
 
+/* Catch-ups of kind @kind (enum ps_rcore_catchup) this server began as a
+ * primary (tests, metrics). */
+uint64_t ps_repl_catchups(struct ps_server *ps, int kind);
+
 #endif

@@ -1513,6 +1513,146 @@ static void test_learner_plain_or_full(void **state)
     assert_non_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
 }
 
+/* Replaces the primary by one whose buffer keeps @window bytes for a
+ * member that left the ISR, at the same assignment. */
+static void primary_with_window(struct fx *f, uint64_t window)
+{
+    struct ps_rcore_config cfg = {
+        .self_id = 1, .inflight = 8, .resend_ms = 100, .window_bytes = window};
+    struct ps_rcore_assignment a = {.range_id = R,
+                                    .epoch = 3,
+                                    .primary_id = 1,
+                                    .isr = {1, 2, 3},
+                                    .n_isr = 3};
+    ps_rcore_destroy(f->p);
+    assert_int_equal(ps_rcore_create(&cfg, &f->p), 0);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_assign(f->p, &a, &f->out), 0);
+}
+
+/* §2.3, §7.3: a member that an assignment of my generation leaves out of
+ * the ISR (late, paused) is probed at once, and my buffer keeps its
+ * groups above its last ack although every ISR member acked them; back,
+ * it is streamed from its applied LSN (no copy) and joins. */
+static void test_left_member_tail(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore_learner_info li;
+    primary_with_window(f, 1000);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    local_done(f, 2, 2, 101);
+    local_done(f, 2, 3, 102);
+    ack(f, 3, 2, 0, 3, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_string_equal(li.state, "probe");
+    assert_int_equal(li.acked, 1);
+    local_done(f, 4, 4, 103);
+    ack(f, 5, 2, 0, 4, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 1);
+    assert_int_equal(info_of(f->p).n_buffered, 3); /* 2..4, kept for 3 */
+
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 3), 0);
+    assert_null(action(f, RT_REPL_ACT_READ));
+    const struct rt_repl_action *ap = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(ap);
+    assert_int_equal(ap->peer, 3);
+    assert_int_equal(ap->msg.u.append.lsn, 4); /* the last of 2, 3, 4 */
+    assert_int_equal(ap->msg.u.append.gen, 3);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_TAIL), 1);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 0);
+    assert_int_equal(ack(f, 7, 3, 0, 4, 4), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.add[0], 3);
+    assert_int_equal(info_of(f->p).n_buffered, 0);
+}
+
+/* The buffer kept for a member out of the ISR is bounded: past the
+ * window its groups are let go (a dead peer pins no more memory), and its
+ * catch-up is a full copy. A member removed from the set is no longer
+ * kept at all. */
+static void test_left_member_window(void **state)
+{
+    struct fx *f = *state;
+    primary_with_window(f, 7); /* local_done's groups are 3 bytes */
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    local_done(f, 2, 2, 101);
+    local_done(f, 2, 3, 102);
+    ack(f, 3, 2, 0, 3, 4);
+    assert_int_equal(info_of(f->p).n_buffered, 2); /* 6 bytes: kept */
+    local_done(f, 4, 4, 103);
+    ack(f, 5, 2, 0, 4, 4);
+    assert_int_equal(info_of(f->p).n_buffered, 0); /* 9 bytes: let go */
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 3), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_null(sent(f, RT_REPL_MSG_APPEND));
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 1);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_TAIL), 0);
+
+    /* Server 2 leaves the ISR and the set at once: nothing kept. */
+    primary_with_window(f, 1000);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 3, 0, 1, 3);
+    local_done(f, 2, 2, 101);
+    ack(f, 3, 3, 0, 2, 3);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    struct rt_repl_conf *c = &m.u.assign;
+    c->range_id = R;
+    c->epoch = 4;
+    c->primary_id = 1;
+    c->primary_epoch = 3;
+    c->members[0] = (struct rt_repl_member){1, RT_REPL_ROLE_PRIMARY};
+    c->members[1] = (struct rt_repl_member){3, RT_REPL_ROLE_SECONDARY};
+    c->n_members = 2;
+    c->isr[0] = 1;
+    c->isr[1] = 3;
+    c->n_isr = 2;
+    assert_int_equal(msg_to(f, f->p, 4, MASTER, &m), 0);
+    assert_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(info_of(f->p).n_learners, 0);
+    assert_int_equal(info_of(f->p).n_buffered, 0);
+}
+
+/* A range's durable history given back after a load: checked, then
+ * answered in probes. */
+static void test_set_history(void **state)
+{
+    struct fx *f = *state;
+    struct rt_repl_epoch_start h[2] = {{2, 1}, {3, 5}};
+    assert_int_equal(ps_rcore_set_history(f->s2, R + 1, h, 2), RT_ENOTFOUND);
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 0), RT_EINVAL);
+    /* Its last entry past applied + 1 (0 + 1). */
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 2), RT_EINVAL);
+    struct rt_repl_epoch_start bad[2] = {{3, 1}, {2, 1}};
+    assert_int_equal(ps_rcore_set_history(f->s2, R, bad, 2), RT_EINVAL);
+    for (uint64_t l = 1; l <= 5; l++) {
+        append(f, l, 3);
+        applied(f, l);
+    }
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 2), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE};
+    m.u.probe = (struct rt_repl_probe){.range_id = R, .epoch = 3};
+    assert_int_equal(msg_to(f, f->s2, 0, 1, &m), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_PROBE_RESP);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.probe_resp.applied_lsn, 5);
+    assert_int_equal(a->msg.u.probe_resp.n_history, 2);
+    assert_int_equal(a->msg.u.probe_resp.history[1].epoch, 3);
+    assert_int_equal(a->msg.u.probe_resp.history[1].first_lsn, 5);
+    assert_int_equal(a->msg.u.probe_resp.applied_epoch, 3);
+}
+
 /* The replica side of a full copy: probe answers, BEGIN clears (never
  * sealable meanwhile), the end's WRITE makes it a follower at s. Bad
  * input changes nothing. */
@@ -1782,6 +1922,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_learner_plain_or_full, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_left_member_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_left_member_window, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_set_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),

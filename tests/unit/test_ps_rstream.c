@@ -558,14 +558,19 @@ static uint64_t applied(struct fx *f, int i)
     return rs.applied_lsn;
 }
 
-/* Runs the loop until server @from finished a full copy to server @to
- * (the catch-up of a replica outside the ISR). */
-static void wait_copied(struct fx *f, int from, int to)
+/* Runs the loop until server @from caught server @to up by streaming
+ * from its LSN (no copy: @to's history agrees with @from's and the
+ * groups it lacks are still buffered, docs/DESIGN-replication.md §7.3)
+ * and @to follows as a secondary at @from's last LSN. */
+static void wait_tailed(struct fx *f, int from, int to)
 {
     for (int k = 0; k < 4000; k++) {
-        if (ps_learn_received(&f->s[to].ps) > 0 &&
-            ps_learn_copies_done(&f->s[from].ps) > 0 &&
-            rinfo(f, to).role == PS_RCORE_SECONDARY) {
+        if (ps_repl_catchups(&f->s[from].ps, PS_RCORE_CATCHUP_TAIL) > 0 &&
+            rinfo(f, to).role == PS_RCORE_SECONDARY &&
+            rinfo(f, to).applied_lsn == rinfo(f, from).last_lsn) {
+            assert_int_equal(
+                ps_repl_catchups(&f->s[from].ps, PS_RCORE_CATCHUP_FULL), 0);
+            assert_int_equal(ps_learn_received(&f->s[to].ps), 0);
             return;
         }
         run_for(f, 5);
@@ -728,9 +733,9 @@ static void test_secondary_not_primary(void **state)
     assert_int_equal(write1(f, 0, 4, "e", "1"), RT_EBUSY);
     assert_int_equal(applied(f, 0), 4);
     /* Server 9, out of the ISR but still named secondary, is caught up
-     * by a full copy (its history is unknown here), stays a secondary of
-     * the new configuration and serves nothing. */
-    wait_copied(f, 0, 2);
+     * from its LSN (its history agrees with the primary's), stays a
+     * secondary of the new configuration and serves nothing. */
+    wait_tailed(f, 0, 2);
     struct ps_rcore_range_info info;
     assert_int_equal(ps_repl_range_info(&f->s[2].ps, RANGE, &info), 0);
     assert_int_equal(info.role, PS_RCORE_SECONDARY);
@@ -924,8 +929,10 @@ static void test_seal_and_promote(void **state)
     /* The master's choice: server 8, primary at the sealed epoch. */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x7), 0);
     wait_lease(f, 1);
-    /* The old primary, outside the ISR, is caught up by a full copy. */
-    wait_copied(f, 1, 0);
+    /* The old primary, outside the ISR, is caught up from its LSN: it
+     * applied nothing the new primary lacks (its refused write took no
+     * LSN), so its history agrees (§7.3, D = applied). */
+    wait_tailed(f, 1, 0);
     assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
     assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
@@ -1116,8 +1123,9 @@ static void test_isr_shrink_stopped_secondary(void **state)
 }
 
 /* §3.3, §8.1 (step 10): the secondary removed from the ISR restarts;
- * the primary probes it, copies the range to it in full, streams from
- * the copy's LSN and asks the master to add it (ISR_CHANGE{add}, the
+ * the primary probes it, finds the history of its `rs` record agreeing
+ * with its own, streams from its LSN out of the send buffer it kept for
+ * it (no copy) and asks the master to add it (ISR_CHANGE{add}, the
  * master's part played by the test); at the committed epoch it counts
  * again, and all three hold the same bytes at the same LSN. */
 static void test_rejoin_after_restart(void **state)
@@ -1135,7 +1143,7 @@ static void test_rejoin_after_restart(void **state)
     memset(&isr_seen, 0, sizeof(isr_seen));
     srv_start(f, 2);
     assert_int_equal(assign_conf(f, 2, 0, 1, 0x3, 0x7), 0);
-    wait_copied(f, 0, 2);
+    wait_tailed(f, 0, 2);
     uv_update_time(&f->loop);
     t0 = uv_now(&f->loop);
     while (isr_seen.n_add == 0 && uv_now(&f->loop) - t0 < 5000) {
