@@ -1841,6 +1841,10 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
     lp->hold = false; /* it is streamed or copied from here on */
     if (ps__rcore_agrees(r, rs) && rs->applied_lsn + 1 >= r->buf_first) {
         node->catchups[PS_RCORE_CATCHUP_TAIL]++;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": server %" PRIu64
+               ": plain catch-up from LSN %" PRIu64 " (my last %" PRIu64 ")",
+               r->id, lp->s.id, rs->applied_lsn, r->last_lsn);
         ps__rcore_lrn_tail(node, r, lp, rs->applied_lsn, ev->now_ms, out);
         ps__rcore_lrn_join(node, r, ev->now_ms, out);
         return 0;
