@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_keylog.h"
 #include "ps_lease.h"
 #include "ps_lsn_ring.h"
 #include "ps_rcore.h"
@@ -125,6 +126,7 @@ struct ps__rwrite
     uint64_t lsn;
     uint64_t io_id;
     uint8_t *recs;
+    size_t recs_len;
     struct ps_kv *kvs;
 };
 
@@ -199,6 +201,10 @@ struct ps_repl
     uint64_t sent_seq;              /* the last SupportReq seq sent */
     int fenced;                     /* ps_repl_lease_fence */
     ps_repl_action_hook learn_hook; /* ps_repl_set_learn_hook */
+    /* §2.3: which keys each group committed here changed, per range
+     * (primary: its own groups; secondary: the groups it applied), for
+     * keyed catch-ups; --repl-log-mb. */
+    struct ps_keylog *keylog;
     int closing;
     int open_handles;
 };
@@ -492,6 +498,7 @@ static void ps__write_submit(struct ps_repl *rp, const struct rt_repl_action *a)
     rw->io_id = a->io_id;
     rw->recs =
         ap->records_len ? rt_xmemdup(ap->records, ap->records_len) : NULL;
+    rw->recs_len = ap->records_len;
     while (ps_change_next(rw->recs, ap->records_len, &off, &c) == 1) {
         n++;
     }
@@ -825,8 +832,52 @@ static void ps__peer_set(struct ps_repl *rp, uint64_t id, const char *addr)
 
 /* Ranges */
 
+/* Key log (§2.3) */
+
+/* Notes in the key log that group @lsn of @rr (write transaction @txn_id)
+ * changed the storage keys of its change records @recs[@len], and moves
+ * the range's cw there to the commit LSN the core knows. A group the log
+ * refuses (an LSN not above its last: a replay) changes nothing. */
+static void ps__keylog_feed(struct ps_repl *rp,
+                            const struct ps__rrange *rr,
+                            uint64_t lsn,
+                            uint64_t txn_id,
+                            const uint8_t *recs,
+                            size_t len)
+{
+    struct ps_keylog_key stack[16], *keys = stack;
+    struct ps_change c;
+    size_t off = 0, n = 0, cap = sizeof(stack) / sizeof(stack[0]);
+    struct ps_rcore_range_info info;
+    if (rp->keylog == NULL) {
+        return;
+    }
+    while (ps_change_next(recs, len, &off, &c) == 1) {
+        if (n == cap) {
+            cap *= 2;
+            if (keys == stack) {
+                keys = rt_xmalloc(cap * sizeof(*keys));
+                memcpy(keys, stack, sizeof(stack));
+            } else {
+                keys = rt_xrealloc(keys, cap * sizeof(*keys));
+            }
+        }
+        keys[n++] = (struct ps_keylog_key){c.key, c.kn};
+    }
+    (void)ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys, n);
+    if (keys != stack) {
+        free(keys);
+    }
+    if (ps_rcore_range_get(rp->core, rr->id, &info) == 0) {
+        (void)ps_keylog_set_cw(rp->keylog, rr->id, info.commit_lsn);
+    }
+}
+
 static void ps__rr_free(struct ps_repl *rp, struct ps__rrange *rr)
 {
+    if (rp->keylog != NULL) {
+        (void)ps_keylog_drop_range(rp->keylog, rr->id);
+    }
     if (rr->log_on && rp->ps->writer != NULL) {
         ps_writer_log_remove(rp->ps->writer, &rr->log);
     }
@@ -1595,6 +1646,7 @@ void ps_repl_write_done(struct ps_server *ps,
         }
         ev.records = grp.data;
         ev.records_len = grp.len;
+        ps__keylog_feed(rp, rr, pw->lsn, pw->txn_id, grp.data, grp.len);
         ps_lsn_ring_push(&rr->ring, pw->txn_id, pw->lsn);
         rr->last_fed = pw->lsn;
     }
@@ -1760,6 +1812,11 @@ static void ps__write_job_cb(struct ps_job *job)
                                    .io_id = rw->io_id,
                                    .range_id = rw->range_id,
                                    .lsn = rw->lsn};
+        const struct ps__rrange *rr = ps__rr_find(rp, rw->range_id);
+        if (rr != NULL) {
+            ps__keylog_feed(rp, rr, rw->lsn, job->u.write.txn_id, rw->recs,
+                            rw->recs_len);
+        }
         ps__repl_step(rp, &ev);
     }
     ps_write_reset(&job->u.write);
@@ -2206,6 +2263,12 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
             ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_TAIL),
             ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_FULL));
     }
+    rt_buf_printf(b,
+                  "# HELP rt_ps_repl_keylog_bytes Memory of the key log "
+                  "(which keys each recent group changed, §2.3).\n"
+                  "# TYPE rt_ps_repl_keylog_bytes gauge\n"
+                  "rt_ps_repl_keylog_bytes %zu\n",
+                  rp->keylog ? ps_keylog_bytes(rp->keylog) : 0);
     for (size_t k = 0; k < sizeof(per_range) / sizeof(per_range[0]); k++) {
         rt_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", per_range[k].name,
                       per_range[k].help, per_range[k].name);
@@ -2301,6 +2364,11 @@ int ps_repl_range_info(struct ps_server *ps,
     return ps_rcore_range_get(ps->repl->core, range_id, out);
 }
 
+const struct ps_keylog *ps_repl_keylog(const struct ps_server *ps)
+{
+    return ps->repl != NULL ? ps->repl->keylog : NULL;
+}
+
 uint64_t ps_repl_catchups(struct ps_server *ps, int kind)
 {
     if (ps->repl == NULL || ps->repl->core == NULL) {
@@ -2384,6 +2452,12 @@ int ps_repl_start(struct ps_server *ps)
     uv_timer_init(ps->loop, &rp->read_timer);
     uv_timer_init(ps->loop, &rp->support_timer);
     rp->start_ms = ps__lease_now();
+    if (ps_keylog_create(
+            (size_t)(ps->cfg.repl_log_mb ? ps->cfg.repl_log_mb : PS_REPL_LOG_MB)
+                << 20,
+            &rp->keylog) != 0) {
+        rp->keylog = NULL;
+    }
     rp->open_handles = 3;
     ps->repl = rp;
     return 0;
@@ -2398,6 +2472,7 @@ static void ps__repl_close_cb(uv_handle_t *h)
     ps_rcore_destroy(rp->core);
     ps_lease_granter_destroy(rp->granter);
     ps_lease_holder_destroy(rp->holder);
+    ps_keylog_destroy(rp->keylog);
     rt_repl_actions_close(&rp->out);
     free(rp);
 }

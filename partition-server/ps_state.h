@@ -51,6 +51,7 @@ struct ps_config
     uint32_t write_hold_ms;  /* held write -> RT_ETIMEDOUT; 0 = 5000 */
     uint32_t heartbeat_ms;   /* master heartbeat period; 0 = 500 */
     uint32_t repl_window_mb; /* buffer kept for a peer out of the ISR; 0 = 64 */
+    uint32_t repl_log_mb;    /* key log budget (§2.3); 0 = 64 */
 };
 
 struct ps_server

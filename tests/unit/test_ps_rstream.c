@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "ps_keylog.h"
 #include "ps_learn.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
@@ -666,6 +667,25 @@ static void test_acked_everywhere(void **state)
     size_t n = 0;
     assert_int_equal(scan1(f, 0, &n), 0);
     assert_int_equal(n, 21);
+    /* Every replica's key log (§2.3) names the 21 keys of LSNs 1..21 and
+     * one of LSN 21 alone: the primary from its groups, the secondaries
+     * from the groups they applied. */
+    for (int i = 0; i < 3; i++) {
+        const struct ps_keylog *kl = ps_repl_keylog(&f->s[i].ps);
+        struct ps_keylog_keys keys = {0};
+        assert_non_null(kl);
+        for (int k = 0; k < 500; k++) {
+            struct ps_keylog_range_info ki;
+            if (ps_keylog_range_get(kl, RANGE, &ki) == 0 && ki.last == 21) {
+                break;
+            }
+            run_for(f, 5);
+        }
+        assert_int_equal(ps_keylog_changed(kl, RANGE, 0, 21, &keys), 21);
+        assert_int_equal(ps_keylog_changed(kl, RANGE, 20, 21, &keys), 1);
+        assert_true(keys.v[0].len > sizeof(longpk) - 1);
+        ps_keylog_keys_close(&keys);
+    }
     /* The metrics page shows cw, roles and the lease. */
     struct rt_buf m = RT_BUF_INIT;
     ps_repl_metrics(&f->s[0].ps, &m);
