@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ps_jobs.h"
+#include "ps_keylog.h"
 #include "ps_move_jobs.h"
 #include "ps_range.h"
 #include "ps_rcore.h"
@@ -56,6 +57,7 @@ struct ps__lrecv
     uint64_t snap_lsn, snap_epoch;
     struct rt_repl_epoch_start hist[RT_REPL_MAX_HISTORY];
     size_t n_hist;
+    int keyed; /* BEGIN mode KEYED: my keys were kept */
     uint32_t next_seq;
     uint64_t count;
     char *low, *high;
@@ -74,6 +76,16 @@ struct ps__lcopy
     struct ps_span span; /* strings owned */
     struct ps_snap *snap;
     uint64_t s, s_epoch;
+    /* Keyed (BEGIN mode KEYED, §7.3): the replica holds my sequence up to
+     * @from; the keys changed in (@from, s] (copied out of the key log
+     * into @keybuf once it reached s, @waits polls of it so far) are
+     * sent from @next_key on. Without them it is a full copy. */
+    int keyed, begun;
+    uint64_t from;
+    unsigned waits;
+    struct rt_buf keybuf;
+    struct ps_fetch_key *keys;
+    size_t n_keys, next_key;
     uint32_t seq;
     uint64_t count, bytes;
     uint64_t started_ms;
@@ -97,6 +109,7 @@ struct ps_learn
     struct ps__lrecv *recvs;
     struct ps__lcopy *copies;
     uint64_t copies_done, copy_bytes, received;
+    uint64_t keyed_done, keyed_received, keyed_fallbacks;
     int stopped;
 };
 
@@ -309,10 +322,12 @@ void ps_learn_on_begin(struct ps_server *ps,
     const uint32_t method = RT__METHOD__REPL_BEGIN;
     Rt__ReplBegin *b = rt__repl_begin__unpack(NULL, len, body);
     const struct ps_range *rg;
-    if (b == NULL || b->mode != 1 || b->n_history > RT_REPL_MAX_HISTORY) {
+    if (b == NULL ||
+        (b->mode != RT_REPL_BEGIN_FULL && b->mode != RT_REPL_BEGIN_KEYED) ||
+        b->n_history > RT_REPL_MAX_HISTORY) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                          b == NULL ? "bad ReplBegin"
-                                   : "only FULL copies (mode 1), at most "
+                                   : "mode FULL (1) or KEYED (2), at most "
                                      "16 history entries");
         goto out;
     }
@@ -339,6 +354,7 @@ void ps_learn_on_begin(struct ps_server *ps,
         r->hist[i].first_lsn = b->history[i]->first_lsn;
     }
     r->n_hist = b->n_history;
+    r->keyed = b->mode == RT_REPL_BEGIN_KEYED;
     r->low = rt_xstrdup(rg->low);
     r->high = rg->high ? rt_xstrdup(rg->high) : NULL;
     rt_buf_init(&r->klo);
@@ -351,6 +367,8 @@ void ps_learn_on_begin(struct ps_server *ps,
     struct rt_repl_msg m = {.kind = RT_REPL_MSG_BEGIN};
     m.u.begin = (struct rt_repl_begin){.range_id = b->range_id,
                                        .epoch = b->epoch,
+                                       .mode = b->mode,
+                                       .from_lsn = b->from_lsn,
                                        .snap_lsn = b->snap_lsn,
                                        .snap_epoch = b->snap_epoch,
                                        .n_history = r->n_hist};
@@ -360,9 +378,10 @@ void ps_learn_on_begin(struct ps_server *ps,
         ps__wait_answer(ps, w, RT_EBUSY, NULL);
     }
     rt_log(RT_LOG_INFO,
-           "range %" PRIu64 ": full copy from %s begins (snapshot LSN %" PRIu64
-           ", epoch %" PRIu64 ")",
-           b->range_id, rt_rpc_conn_peer(conn), b->snap_lsn, b->epoch);
+           "range %" PRIu64 ": %s copy from %s begins (from LSN %" PRIu64
+           ", snapshot LSN %" PRIu64 ", epoch %" PRIu64 ")",
+           b->range_id, r->keyed ? "keyed" : "full", rt_rpc_conn_peer(conn),
+           b->from_lsn, b->snap_lsn, b->epoch);
 out:
     if (b != NULL) {
         rt__repl_begin__free_unpacked(b, NULL);
@@ -696,11 +715,14 @@ static void ps__learn_write(struct ps_server *ps,
         return;
     }
     if (a->msg.kind == RT_REPL_MSG_BEGIN) {
+        /* LEARNING is durable first: a restart in the middle finds no
+         * copy (§3.3), and its next catch-up is a full one, which clears
+         * what a keyed one left half-done. */
         struct ps_rstate rs = {.state = PS_RS_LEARNING,
                                .role = PS_RS_ROLE_LEARNER};
         ps__lstate_submit(ps, a->range_id, a->io_id, 0,
                           PS_RS_SET_STATE | PS_RS_SET_APPLIED | PS_RS_SET_ROLE,
-                          &rs, 1);
+                          &rs, a->msg.u.begin.mode != RT_REPL_BEGIN_KEYED);
         return;
     }
     if (r->last != NULL) {
@@ -727,10 +749,16 @@ static void ps__copy_answer(struct ps_server *ps,
         return;
     }
     if (w->method == RT__METHOD__REPL_SNAP && c->code == 0) {
-        ps__learn(ps)->received++;
+        const struct ps__lrecv *r = ps__recv_find(ps, c->range_id);
+        int keyed = r != NULL && r->keyed;
+        if (keyed) {
+            ps__learn(ps)->keyed_received++;
+        } else {
+            ps__learn(ps)->received++;
+        }
         rt_log(RT_LOG_INFO,
-               "range %" PRIu64 ": full copy received at LSN %" PRIu64,
-               c->range_id, c->lsn);
+               "range %" PRIu64 ": %s copy received at LSN %" PRIu64,
+               c->range_id, keyed ? "keyed" : "full", c->lsn);
     }
     if (w->method == RT__METHOD__REPL_SNAP || c->code != 0) {
         ps__recv_drop(ps, c->range_id);
@@ -749,6 +777,8 @@ static void ps__copy_unref(struct ps__lcopy *c)
         ps_store_snap_close(c->snap);
     }
     rt_buf_free(&c->body);
+    rt_buf_free(&c->keybuf);
+    free(c->keys);
     free((char *)c->span.low);
     free((char *)c->span.high);
     free(c);
@@ -778,7 +808,15 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
                                .range_id = c->range_id,
                                .lsn = c->s,
                                .code = code};
-    if (code == 0) {
+    if (code == 0 && c->keyed) {
+        ps__learn(ps)->keyed_done++;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": server %" PRIu64
+               ": keyed catch-up from LSN %" PRIu64 " done at LSN %" PRIu64
+               ": %" PRIu64 " keys, %" PRIu64 " bytes in %" PRIu64 " ms",
+               c->range_id, c->peer, c->from, c->s, c->count, c->bytes,
+               uv_now(ps->loop) - c->started_ms);
+    } else if (code == 0) {
         ps__learn(ps)->copies_done++;
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": full copy to server %" PRIu64
@@ -788,8 +826,9 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
                uv_now(ps->loop) - c->started_ms);
     } else {
         rt_log(RT_LOG_WARN,
-               "range %" PRIu64 ": full copy to server %" PRIu64 " failed: %s",
-               c->range_id, c->peer, rt_strerror(code));
+               "range %" PRIu64 ": %s copy to server %" PRIu64 " failed: %s",
+               c->range_id, c->keyed ? "keyed" : "full", c->peer,
+               rt_strerror(code));
     }
     c->refs++;
     ps__copy_kill(ps, c);
@@ -800,6 +839,7 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
 }
 
 static void ps__copy_next(struct ps__lcopy *c);
+static int ps__copy_keys(struct ps__lcopy *c);
 
 /* Threadpool: open the snapshot and read s in it (first), or read the
  * next chunk and pack it (then). */
@@ -809,6 +849,11 @@ static void ps__copy_work(uv_work_t *work)
     struct ps_server *ps = c->ps;
     if (c->fail != 0) {
         c->rc = c->fail;
+        return;
+    }
+    if (c->opened && !c->begun) {
+        uv_sleep(PS_LEARN_KEY_WAIT_MS); /* the key log is not at s yet */
+        c->rc = 1;
         return;
     }
     if (!c->opened) {
@@ -828,8 +873,23 @@ static void ps__copy_work(uv_work_t *work)
     }
     struct rt_buf recs = RT_BUF_INIT;
     c->n_chunk = c->bytes_chunk = 0;
-    c->rc = ps_store_snap_next(c->snap, &recs, PS_LEARN_CHUNK, &c->n_chunk,
-                               &c->bytes_chunk);
+    if (c->keyed) {
+        /* The keys changed since the replica's LSN, at s: values, or
+         * tombstones for those deleted since. */
+        c->rc = 0;
+        while (c->next_key < c->n_keys && c->rc == 0 &&
+               c->bytes_chunk < PS_LEARN_CHUNK) {
+            c->rc = ps_store_snap_keys(c->snap, &c->keys[c->next_key++], 1,
+                                       &recs, &c->bytes_chunk);
+            c->n_chunk++;
+        }
+        if (c->rc == 0 && c->next_key < c->n_keys) {
+            c->rc = 1;
+        }
+    } else {
+        c->rc = ps_store_snap_next(c->snap, &recs, PS_LEARN_CHUNK, &c->n_chunk,
+                                   &c->bytes_chunk);
+    }
     if (c->rc >= 0) {
         Rt__ReplSnap m = RT__REPL_SNAP__INIT;
         struct ps_change ch;
@@ -960,9 +1020,15 @@ static void ps__copy_after(uv_work_t *work, int status)
         return;
     }
     int rc;
-    if (!c->opened) {
+    if (!c->begun) {
         /* Snapshot open: s is known. */
         c->opened = 1;
+        if (c->keyed && ps__copy_keys(c) == 1) {
+            ps__copy_next(c); /* polls the key log again */
+            ps__copy_unref(c);
+            return;
+        }
+        c->begun = 1;
         Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
         Rt__EpochStart hs[RT_REPL_MAX_HISTORY], *hp[RT_REPL_MAX_HISTORY];
         for (size_t i = 0; i < c->n_hist; i++) {
@@ -973,7 +1039,8 @@ static void ps__copy_after(uv_work_t *work, int status)
         }
         b.range_id = c->range_id;
         b.epoch = c->epoch;
-        b.mode = 1;
+        b.mode = c->keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL;
+        b.from_lsn = c->keyed ? c->from : 0;
         b.snap_lsn = c->s;
         b.snap_epoch = c->s_epoch;
         b.history = hp;
@@ -1014,6 +1081,58 @@ static void ps__copy_after(uv_work_t *work, int status)
     /* else the call holds the work's reference */
 }
 
+/* A keyed copy whose snapshot is open at s: takes the keys changed in
+ * (from, s] out of the key log. Returns 0 (taken, or the copy is a full
+ * one now: the log does not reach back to from, or did not reach s
+ * within PS_LEARN_KEY_WAITS polls) or 1 (the log is not at s yet: poll
+ * again; the writer's callbacks for the groups up to s are on their
+ * way to the loop). */
+static int ps__copy_keys(struct ps__lcopy *c)
+{
+    struct ps_learn *l = ps__learn(c->ps);
+    const struct ps_keylog *kl = ps_repl_keylog(c->ps);
+    struct ps_keylog_range_info ki;
+    struct ps_keylog_keys k = {0};
+    const char *why = "no key log";
+    int n;
+    if (kl != NULL && c->s >= c->from &&
+        (ps_keylog_range_get(kl, c->range_id, &ki) != 0 || ki.last < c->s)) {
+        if (++c->waits < PS_LEARN_KEY_WAITS) {
+            return 1;
+        }
+        why = "the key log did not reach the snapshot";
+    } else if (kl != NULL && c->s >= c->from) {
+        n = ps_keylog_changed(kl, c->range_id, c->from, c->s, &k);
+        if (n >= 0) {
+            size_t total = 0;
+            for (size_t i = 0; i < k.n; i++) {
+                total += k.v[i].len;
+            }
+            uint8_t *p = rt_buf_reserve(&c->keybuf, total ? total : 1);
+            c->keys = rt_xcalloc(k.n ? k.n : 1, sizeof(*c->keys));
+            for (size_t i = 0; i < k.n; i++) {
+                memcpy(p, k.v[i].p, k.v[i].len);
+                c->keys[i] = (struct ps_fetch_key){p, k.v[i].len};
+                p += k.v[i].len;
+            }
+            c->keybuf.len = total;
+            c->n_keys = k.n;
+            ps_keylog_keys_close(&k);
+            return 0;
+        }
+        why = n == RT_ENOTFOUND ? "the key log does not reach back"
+                                : rt_strerror(n);
+    }
+    l->keyed_fallbacks++;
+    c->keyed = 0;
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": server %" PRIu64
+           ": no keyed catch-up from LSN %" PRIu64 " to %" PRIu64
+           " (%s): full copy",
+           c->range_id, c->peer, c->from, c->s, why);
+    return 0;
+}
+
 /* Queues the next threadpool step of @c (holding a reference). */
 static void ps__copy_next(struct ps__lcopy *c)
 {
@@ -1049,6 +1168,9 @@ static void ps__copy_start(struct ps_server *ps, const struct rt_repl_action *a)
     c->peer = a->peer;
     c->io = a->io_id;
     c->epoch = a->msg.u.begin.epoch;
+    c->keyed = a->msg.u.begin.mode == RT_REPL_BEGIN_KEYED;
+    c->from = a->msg.u.begin.from_lsn;
+    rt_buf_init(&c->keybuf);
     c->n_hist = a->msg.u.begin.n_history;
     memcpy(c->hist, a->msg.u.begin.history, c->n_hist * sizeof(*c->hist));
     c->started_ms = uv_now(ps->loop);
@@ -1066,8 +1188,8 @@ static void ps__copy_start(struct ps_server *ps, const struct rt_repl_action *a)
         c->span.high = rg->high ? rt_xstrdup(rg->high) : NULL;
     }
     rt_log(RT_LOG_INFO,
-           "range %" PRIu64 ": full copy to server %" PRIu64 " starts",
-           a->range_id, a->peer);
+           "range %" PRIu64 ": %s copy to server %" PRIu64 " starts",
+           a->range_id, c->keyed ? "keyed" : "full", a->peer);
     ps__copy_next(c);
 }
 
@@ -1222,6 +1344,13 @@ void ps_learn_metrics(struct ps_server *ps, struct rt_buf *b)
                   "# TYPE rt_repl_catchups_total counter\n"
                   "rt_repl_catchups_total{mode=\"full\"} %" PRIu64
                   "\n"
+                  "rt_repl_catchups_total{mode=\"keyed\"} %" PRIu64
+                  "\n"
+                  "# HELP rt_repl_keyed_fallbacks_total Keyed catch-ups "
+                  "sent as full copies (the key log did not reach).\n"
+                  "# TYPE rt_repl_keyed_fallbacks_total counter\n"
+                  "rt_repl_keyed_fallbacks_total %" PRIu64
+                  "\n"
                   "# HELP rt_repl_copy_bytes_total Key and value bytes sent "
                   "in full copies.\n"
                   "# TYPE rt_repl_copy_bytes_total counter\n"
@@ -1234,6 +1363,7 @@ void ps_learn_metrics(struct ps_server *ps, struct rt_buf *b)
                   "received and applied here.\n"
                   "# TYPE rt_repl_copies_received_total counter\n"
                   "rt_repl_copies_received_total %" PRIu64 "\n",
-                  l ? l->copies_done : 0, l ? l->copy_bytes : 0, running,
+                  l ? l->copies_done : 0, l ? l->keyed_done : 0,
+                  l ? l->keyed_fallbacks : 0, l ? l->copy_bytes : 0, running,
                   l ? l->received : 0);
 }

@@ -69,6 +69,11 @@
 #define PS_LEARN_WINDOW 4
 /* Timeout of one REPL_PROBE / REPL_BEGIN / REPL_SNAP call. */
 #define PS_LEARN_CALL_MS 10000
+/* A keyed copy waits for the key log to reach its snapshot's LSN this
+ * many polls of PS_LEARN_KEY_WAIT_MS (a threadpool sleep), then copies in
+ * full. */
+#define PS_LEARN_KEY_WAITS 500
+#define PS_LEARN_KEY_WAIT_MS 2
 
 /* The core's peer id for the primary that runs a copy or probe of range
  * @range_id here (the requests do not name their sender). */

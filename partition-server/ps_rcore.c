@@ -1849,7 +1849,11 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
         ps__rcore_lrn_join(node, r, ev->now_ms, out);
         return 0;
     }
-    node->catchups[PS_RCORE_CATCHUP_FULL]++;
+    /* §7.3: an agreeing replica the buffer no longer reaches needs only
+     * the keys changed since its applied LSN (the glue copies in full if
+     * its key log does not reach back that far). */
+    bool keyed = ps__rcore_agrees(r, rs);
+    node->catchups[keyed ? PS_RCORE_CATCHUP_KEYED : PS_RCORE_CATCHUP_FULL]++;
     lp->state = PS__RLP_COPY;
     lp->io = ++node->next_io;
     lp->s.acked = r->last_lsn; /* kept from here: s >= it */
@@ -1861,8 +1865,11 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
                                  .range_id = r->id,
                                  .lsn = r->last_lsn};
     act.msg.kind = RT_REPL_MSG_BEGIN;
-    act.msg.u.begin =
-        (struct rt_repl_begin){.range_id = r->id, .epoch = r->epoch};
+    act.msg.u.begin = (struct rt_repl_begin){
+        .range_id = r->id,
+        .epoch = r->epoch,
+        .mode = keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL,
+        .from_lsn = keyed ? rs->applied_lsn : 0};
     memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
     act.msg.u.begin.n_history = r->n_hist;
     rt_repl_actions_add(out, &act);
@@ -2164,10 +2171,13 @@ static int ps__rcore_lrn_probe_in(struct ps__rcore_range *r,
     return 0;
 }
 
-/* REPL_BEGIN{FULL} (§3.3 -> CLEARING): whatever I held of the range is
- * given up; the WRITE persists LEARNING and clears my keys. Refused
- * (nothing changes): RT_ESTALE for an older epoch or a serving primary,
- * RT_EBUSY while a write of mine for the range is in flight. */
+/* REPL_BEGIN (§3.3 -> CLEARING): whatever I held of the range is given
+ * up as a copy; the WRITE persists LEARNING and, for a FULL one, clears my
+ * keys (a KEYED one keeps them: only the keys changed after its from_lsn
+ * come). Refused (nothing changes): RT_ESTALE for an older epoch or a
+ * serving primary, RT_EBUSY while a write of mine for the range is in
+ * flight, RT_EINVAL for a KEYED one unless I am a copy (not diverged) at
+ * exactly its from_lsn. */
 static int ps__rcore_lrn_begin(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                const struct rt_repl_event *ev,
@@ -2184,6 +2194,16 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
         ps__rcore_copy_resp(
             ev->peer, r->id, b->epoch,
             b->n_history > RT_REPL_MAX_HISTORY ? RT_EINVAL : RT_EBUSY, 0, out);
+        return 0;
+    }
+    if (b->mode == RT_REPL_BEGIN_KEYED &&
+        (r->role == PS_RCORE_LEARNER || r->applied_lsn != b->from_lsn ||
+         (r->role == PS_RCORE_SECONDARY && r->state == PS_RSEC_DIVERGED))) {
+        /* Keyed: only the keys changed after @from_lsn come, so my data
+         * must be exactly that LSN of the sender's sequence (no copy, a
+         * copy cut short, or an applied LSN that moved since the probe:
+         * the sender probes again). */
+        ps__rcore_copy_resp(ev->peer, r->id, b->epoch, RT_EINVAL, 0, out);
         return 0;
     }
     if (r->role == PS_RCORE_PRIMARY || r->role == PS_RCORE_SECONDARY) {

@@ -137,6 +137,12 @@
  *   groups above its last ack meanwhile, while they total at most
  *   cfg.window_bytes (past that it is released, and its catch-up will
  *   be a copy): a replica away for a moment rejoins by a plain catch-up.
+ *   One whose history agrees but whose next group is no longer buffered
+ *   gets a keyed copy: the READ's BEGIN has mode RT_REPL_BEGIN_KEYED and
+ *   from_lsn = its applied LSN; the glue sends the current value (or a
+ *   tombstone) of every key changed in (from_lsn, s] at a snapshot LSN
+ *   s, or, if its key log does not reach back, a full copy instead;
+ *   either ends in READ_DONE(s) like a full copy.
  *   ps_rcore_catchups() counts the catch-ups begun by kind.
  * - An ISR member that NACKs RT_ELSNGAP below the position I assumed
  *   for it (never confirmed by one of its acks: a restarted primary
@@ -466,8 +472,9 @@ int ps_rcore_set_history(struct ps_rcore *node,
 
 /* Catch-ups this node began as a primary, by kind. */
 enum ps_rcore_catchup {
-    PS_RCORE_CATCHUP_TAIL, /* streamed from the replica's applied + 1 */
-    PS_RCORE_CATCHUP_FULL, /* a full copy (READ) */
+    PS_RCORE_CATCHUP_TAIL,  /* streamed from the replica's applied + 1 */
+    PS_RCORE_CATCHUP_KEYED, /* a keyed copy (READ, BEGIN mode KEYED) */
+    PS_RCORE_CATCHUP_FULL,  /* a full copy (READ) */
     PS_RCORE_CATCHUP__NR
 };
 uint64_t ps_rcore_catchups(const struct ps_rcore *node,

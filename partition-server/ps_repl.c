@@ -2255,12 +2255,16 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
             b,
             "# HELP rt_ps_repl_catchups_total Catch-ups of replicas outside "
             "the ISR begun here as primary: tail = streamed from the "
-            "replica's LSN, full = a full copy.\n"
+            "replica's LSN, keyed = the keys changed since it (a full "
+            "copy if the key log does not reach), full = a full copy.\n"
             "# TYPE rt_ps_repl_catchups_total counter\n"
             "rt_ps_repl_catchups_total{kind=\"tail\"} %" PRIu64
             "\n"
+            "rt_ps_repl_catchups_total{kind=\"keyed\"} %" PRIu64
+            "\n"
             "rt_ps_repl_catchups_total{kind=\"full\"} %" PRIu64 "\n",
             ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_TAIL),
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_KEYED),
             ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_FULL));
     }
     rt_buf_printf(b,

@@ -488,6 +488,18 @@ int ps_store_snap_next(struct ps_snap *sn,
                        uint64_t *n,
                        uint64_t *bytes);
 void ps_store_snap_close(struct ps_snap *sn);
+/* Appends the value at the snapshot of each storage key @keys[0..n)
+ * (borrowed; inside the span or not) as a change record to @out: a put,
+ * or a deleted record (a tombstone) for a key absent there; adds the
+ * key + value bytes to *bytes. For a keyed catch-up
+ * (docs/DESIGN-replication.md §7.3). Returns 0 or RT_ECORRUPT (a value
+ * fails its checksum: never copied), RT_EIO. */
+struct ps_fetch_key;
+int ps_store_snap_keys(struct ps_snap *sn,
+                       const struct ps_fetch_key *keys,
+                       size_t n,
+                       struct rt_buf *out,
+                       uint64_t *bytes);
 /* Range @range_id's `rs` record as of the snapshot (ps_store_repl_get in
  * its transaction): since a group's data and its record commit together,
  * the snapshot holds exactly the data of *out's applied_lsn. Same errors

@@ -1574,8 +1574,9 @@ static void test_left_member_tail(void **state)
 
 /* The buffer kept for a member out of the ISR is bounded: past the
  * window its groups are let go (a dead peer pins no more memory), and its
- * catch-up is a full copy. A member removed from the set is no longer
- * kept at all. */
+ * catch-up is a keyed copy from its applied LSN (its history agrees), or
+ * a full one when its history disagrees. A member removed from the set is
+ * no longer kept at all. */
 static void test_left_member_window(void **state)
 {
     struct fx *f = *state;
@@ -1596,9 +1597,40 @@ static void test_left_member_window(void **state)
     const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
     assert_non_null(a);
     assert_int_equal(a->peer, 3);
+    assert_int_equal(a->lsn, 4);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    assert_int_equal(a->msg.u.begin.from_lsn, 1);
     assert_null(sent(f, RT_REPL_MSG_APPEND));
-    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 1);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_KEYED), 1);
     assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_TAIL), 0);
+    /* Its READ_DONE(s) streams from s + 1 as after a full copy. */
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 7,
+                                 .io_id = a->io_id,
+                                 .range_id = R,
+                                 .lsn = 4};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    struct ps_rcore_learner_info li;
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_string_equal(li.state, "tail");
+    assert_int_equal(li.acked, 4);
+
+    /* Another generation at its applied LSN: a full copy. */
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 4; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 2), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 1);
 
     /* Server 2 leaves the ISR and the set at once: nothing kept. */
     primary_with_window(f, 1000);
@@ -1651,6 +1683,78 @@ static void test_set_history(void **state)
     assert_int_equal(a->msg.u.probe_resp.history[1].epoch, 3);
     assert_int_equal(a->msg.u.probe_resp.history[1].first_lsn, 5);
     assert_int_equal(a->msg.u.probe_resp.applied_epoch, 3);
+}
+
+/* The replica side of a keyed copy (§7.3): a KEYED BEGIN is refused,
+ * changing nothing, for an unknown range, an older epoch, or a from_lsn
+ * that is not my applied LSN; accepted, I am a LEARNER (never acks, never
+ * sealable) whose WRITE persists LEARNING without clearing (mode KEYED
+ * in the action), until the end's WRITE makes me a follower at s. */
+static void test_learner_replica_keyed(void **state)
+{
+    struct fx *f = *state;
+    for (uint64_t l = 1; l <= 3; l++) {
+        append(f, l, 3);
+        applied(f, l);
+    }
+    struct rt_repl_msg b = {.kind = RT_REPL_MSG_BEGIN};
+    b.u.begin = (struct rt_repl_begin){.range_id = R + 1,
+                                       .epoch = 3,
+                                       .mode = RT_REPL_BEGIN_KEYED,
+                                       .from_lsn = 3};
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_ESTALE);
+    b.u.begin.range_id = R;
+    b.u.begin.epoch = 2;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_ESTALE);
+    b.u.begin.epoch = 3;
+    b.u.begin.from_lsn = 2; /* I hold 3: its keys would miss LSN 3's */
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EINVAL);
+    assert_null(action(f, RT_REPL_ACT_WRITE));
+    struct ps_rcore_range_info info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.applied_lsn, 3);
+
+    b.u.begin.from_lsn = 3;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_WRITE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_BEGIN);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    uint64_t io = a->io_id;
+    info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_LEARNER);
+    assert_int_equal(seal(f, f->s2, 5000, 4), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+    /* A second BEGIN while the first one's WRITE runs: busy. */
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EBUSY);
+    struct rt_repl_event d = {
+        .kind = RT_REPL_EV_DISK_DONE, .now_ms = 3, .range_id = R, .io_id = io};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code, 0);
+    struct rt_repl_msg e = {.kind = RT_REPL_MSG_SNAP_END};
+    e.u.begin = (struct rt_repl_begin){
+        .range_id = R, .epoch = 3, .snap_lsn = 9, .n_history = 1};
+    e.u.begin.history[0] = (struct rt_repl_epoch_start){3, 1};
+    assert_int_equal(msg_to(f, f->s2, 4, 1, &e), 0);
+    a = action(f, RT_REPL_ACT_WRITE);
+    assert_non_null(a);
+    d.io_id = a->io_id;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.lsn, 9);
+    info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.applied_lsn, 9);
 }
 
 /* The replica side of a full copy: probe answers, BEGIN clears (never
@@ -1927,6 +2031,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_set_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_replica_keyed, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_member_copy, setup, teardown),
