@@ -98,6 +98,23 @@ def quiet_cluster(tmp_path_factory):
 
 
 @pytest.fixture
+def small_window_cluster(tmp_path_factory):
+    """quiet_cluster with --repl-window-mb 1 on every partition server: a
+    primary lets go of the groups it kept for a member out of the ISR once
+    they pass 1 MiB."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
+                replication_factor=RF,
+                extra_args={"master": ["--policy", "none"],
+                            "ps": ["--repl-window-mb", "1"]})
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
+
+
+@pytest.fixture
 def tables(cluster):
     """Creates the tables; skips the module when the cluster placed them
     unreplicated (a partition server without replication would serve them
@@ -644,6 +661,86 @@ def test_secondary_paused_rejoins_from_its_lsn(quiet_cluster):
     check_reads(cluster, load)
     check_replicas(cluster)
     check_reads(cluster, load)
+
+
+def keyed_catchups(cluster, sid):
+    """Keyed catch-ups of server @sid that primaries logged as done."""
+    tag = ": server %d: keyed catch-up from LSN" % sid
+    n = 0
+    for p in cluster.pss:
+        for path in p.stderr_paths:
+            with open(path, errors="replace") as f:
+                n += sum(1 for line in f if tag in line)
+    return n
+
+
+def test_secondary_away_rejoins_by_keys(small_window_cluster):
+    """(i), design §2.3, §7.3: a secondary of every range is SIGSTOPped
+    while more than the primaries' --repl-window-mb (1 MiB) is written:
+    they let go of the groups it lacks, but their key logs still reach
+    back to its LSN. SIGCONT: each primary sends it the current values
+    (and tombstones: some keys are deleted meanwhile) of the keys changed
+    since, from one snapshot, without clearing its copy (no full copy),
+    and it joins the ISR again; every write reads back and the three
+    copies are equal."""
+    cluster = small_window_cluster
+    svc = cluster.table_service_client()
+    for t in TABLES:
+        svc.create_table(t)
+    names = server_names(cluster)
+    prims = {r["server"] for r in our_ranges(cluster)}
+    sec = sorted(sid for sid in names if sid not in prims)[0]
+    victim = names[sec]
+    clients = {t: svc.get_table_client(t) for t in TABLES}
+    want = {t: {} for t in TABLES}
+
+    def put(t, rk, n):
+        ent = {"PartitionKey": "big", "RowKey": rk, "n": n,
+               "pad": ("%s-%d-" % (rk, n)) * 2000}
+        clients[t].upsert_entity(ent)
+        want[t][rk] = n
+
+    for t in TABLES:
+        for i in range(10):
+            put(t, "k%03d" % i, 0)
+    cluster.proc(victim).signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 10
+        for t in TABLES:
+            put(t, "k000", 1)  # stalls until the ISR shrinks
+        while True:
+            rows = [x for x in json.loads(cluster.rtctl(
+                        "status", "--json").stdout)["ranges"]
+                    if x["table"] in TABLES]
+            if all(sec not in x["insync"] for x in rows):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.1)
+        # About 2.5 MiB per range, over the same and new keys; some deleted.
+        for i in range(150):
+            for t in TABLES:
+                put(t, "k%03d" % (i % 40), i + 2)
+        for t in TABLES:
+            for i in (3, 5, 38):
+                clients[t].delete_entity("big", "k%03d" % i)
+                want[t].pop("k%03d" % i)
+    finally:
+        cluster.proc(victim).signal(signal.SIGCONT)
+    wait_rejoined(cluster, sec)
+    for t in TABLES:
+        put(t, "after", 1)
+    sys.stderr.write("secondary %s away: %d keyed catch-ups, %d plain, %d "
+                     "full copies received\n"
+                     % (victim, keyed_catchups(cluster, sec),
+                        tail_catchups(cluster, sec),
+                        copies_received(cluster, victim)))
+    assert keyed_catchups(cluster, sec) >= len(TABLES)
+    assert copies_received(cluster, victim) == 0
+    for t in TABLES:
+        got = {e["RowKey"]: e["n"]
+               for e in clients[t].list_entities()}
+        assert got == want[t], (t, got, want[t])
+    check_replicas(cluster)
 
 
 def test_two_primaries_killed_reads_go_on(cluster, tables):
