@@ -720,6 +720,9 @@ static void ps__learn_write(struct ps_server *ps,
          * what a keyed one left half-done. */
         struct ps_rstate rs = {.state = PS_RS_LEARNING,
                                .role = PS_RS_ROLE_LEARNER};
+        /* The copy replaces what my key log describes: a full one all of
+         * it, a keyed one the LSNs after from_lsn. */
+        ps_repl_keylog_forget(ps, a->range_id);
         ps__lstate_submit(ps, a->range_id, a->io_id, 0,
                           PS_RS_SET_STATE | PS_RS_SET_APPLIED | PS_RS_SET_ROLE,
                           &rs, a->msg.u.begin.mode != RT_REPL_BEGIN_KEYED);

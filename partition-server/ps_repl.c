@@ -864,7 +864,14 @@ static void ps__keylog_feed(struct ps_repl *rp,
         }
         keys[n++] = (struct ps_keylog_key){c.key, c.kn};
     }
-    (void)ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys, n);
+    if (ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys, n) ==
+        RT_EINVAL) {
+        /* Not above the log's last LSN: a sequence the log does not
+         * describe (a copy, a rebuild); it starts again here. */
+        (void)ps_keylog_drop_range(rp->keylog, rr->id);
+        (void)ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys,
+                               n);
+    }
     if (keys != stack) {
         free(keys);
     }
@@ -2371,6 +2378,13 @@ int ps_repl_range_info(struct ps_server *ps,
 const struct ps_keylog *ps_repl_keylog(const struct ps_server *ps)
 {
     return ps->repl != NULL ? ps->repl->keylog : NULL;
+}
+
+void ps_repl_keylog_forget(struct ps_server *ps, uint64_t range_id)
+{
+    if (ps->repl != NULL && ps->repl->keylog != NULL) {
+        (void)ps_keylog_drop_range(ps->repl->keylog, range_id);
+    }
 }
 
 uint64_t ps_repl_catchups(struct ps_server *ps, int kind)

@@ -388,5 +388,8 @@ uint64_t ps_repl_catchups(struct ps_server *ps, int kind);
  * group committed here: valid until ps_repl_stop (tests, metrics). */
 struct ps_keylog;
 const struct ps_keylog *ps_repl_keylog(const struct ps_server *ps);
+/* Forgets range @range_id's key log: a copy is replacing the data it
+ * describes (its entries may name another history's keys). */
+void ps_repl_keylog_forget(struct ps_server *ps, uint64_t range_id);
 
 #endif
