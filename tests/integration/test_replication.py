@@ -26,7 +26,9 @@ record what was acknowledged. Each phase gets a fresh cluster:
     the primaries' send buffers, is caught up from its LSN without a copy
     (§7.3, §8.1) and rejoins the ISR: (b) over all three;
   - a secondary is SIGSTOPped for a moment: out of the ISR, then back by
-    a plain catch-up (no copy) into the ISR;
+    a plain catch-up (no copy) into the ISR; SIGSTOPped while more than
+    the primaries' --repl-window-mb (1 MiB here) is written, it is back
+    by a keyed catch-up (the keys changed since its LSN, no full copy);
   - the primary of one table is SIGKILLed and, once another server took
     over (failover), restarted: the old primary, outside the ISR, may hold
     groups nobody acknowledged; it is caught up by a full copy (or from its
@@ -547,14 +549,16 @@ def test_secondary_sigkill_shrinks_the_isr(cluster, tables):
                      "%r" % load.summary())
     check_reads(cluster, load)
     # Back on its data: caught up from its LSN (its `rs` history agrees
-    # and the primary kept the groups it lacks), or by a full copy when a
-    # primary that has not kept them serves the range by then (the
-    # policy may have transferred it meanwhile); then streamed.
+    # and the primary kept the groups it lacks), or by keys when a primary
+    # that has not kept them serves the range by then (the policy may
+    # have transferred it meanwhile); then streamed.
     wait_rejoined(cluster, sec)
     sys.stderr.write("restarted secondary caught up: %d from its LSN, %d "
-                     "full copies\n" % (tail_catchups(cluster, sec),
-                                        copies_received(cluster, victim)))
-    assert (tail_catchups(cluster, sec) +
+                     "by keys, %d full copies\n"
+                     % (tail_catchups(cluster, sec),
+                        keyed_catchups(cluster, sec),
+                        copies_received(cluster, victim)))
+    assert (tail_catchups(cluster, sec) + keyed_catchups(cluster, sec) +
             copies_received(cluster, victim)) >= len(TABLES)
     check_replicas(cluster)
     check_reads(cluster, load)
@@ -922,10 +926,12 @@ def test_old_primary_rejoins_after_failover(cluster, tables):
                      "answered %r\n" % (names[first], names[second],
                                          load.summary()))
     # By a full copy if it applied groups nobody acknowledged (its history
-    # then disagrees, §7.3), else from its LSN.
+    # then disagrees, §7.3), else from its LSN (plainly if the new
+    # primary buffered what it lacks, else by keys).
     deadline = time.monotonic() + 15
     while (copies_received(cluster, names[first]) +
-           tail_catchups(cluster, first)) < 1:
+           tail_catchups(cluster, first) +
+           keyed_catchups(cluster, first)) < 1:
         assert time.monotonic() < deadline, "old primary never caught up"
         time.sleep(0.1)
     time.sleep(0.5)  # the stream after the catch-up drains

@@ -1142,6 +1142,87 @@ static void test_isr_shrink_stopped_secondary(void **state)
     M.other = NULL;
 }
 
+static int begin1(struct fx *f,
+                  int i,
+                  uint64_t range,
+                  uint64_t epoch,
+                  uint32_t mode,
+                  uint64_t from)
+{
+    Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
+    struct th_reply r;
+    b.range_id = range;
+    b.epoch = epoch;
+    b.mode = mode;
+    b.from_lsn = from;
+    b.snap_lsn = 9;
+    int rc = th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[i].cli),
+                         RT__METHOD__REPL_BEGIN, &b.base, 10000, &r);
+    th_reply_free(&r);
+    return rc;
+}
+
+/* §7.3: bad input to a keyed copy changes nothing at the replica. A
+ * KEYED REPL_BEGIN for an unknown range, at an older epoch, from an LSN
+ * that is not its applied one, or of an unknown mode is refused: it stays
+ * the same secondary with the same bytes. A good one makes it a learner
+ * that keeps its keys (nothing cleared); then a chunk with a bad CRC32C
+ * and one out of order are refused and write nothing, and a second KEYED
+ * BEGIN for the copy cut short is refused. */
+static void test_keyed_bad_input(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf before = RT_BUF_INIT, after = RT_BUF_INIT;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_same(f, 2);
+    dump(f, 2, &before);
+    assert_int_equal(begin1(f, 2, RANGE + 7, 1, 2, 2), RT_ESTALE);
+    assert_int_equal(begin1(f, 2, RANGE, 0, 2, 2), RT_ESTALE);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 1), RT_EINVAL);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 3, 2), RT_EINVAL);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 2);
+    assert_int_equal(applied(f, 2), 2);
+
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 2), 0);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_LEARNER);
+    dump(f, 2, &after);
+    assert_int_equal(before.len, after.len);
+    assert_memory_equal(before.data, after.data, before.len);
+
+    uint8_t key[12] = {0, 0, 0, 0, 0, 0, 0, TABLE, 'z', 0, 'r', 0};
+    Rt__KeyValue kv = RT__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    kv.key.data = key;
+    kv.key.len = sizeof(key);
+    kv.deleted = 1;
+    Rt__ReplSnap sn = RT__REPL_SNAP__INIT;
+    struct th_reply r;
+    sn.range_id = RANGE;
+    sn.epoch = 1;
+    sn.seq = 0;
+    sn.count = 1;
+    sn.n_kvs = 1;
+    sn.kvs = kvs;
+    sn.crc32c = 12345; /* not its CRC32C */
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     RT_ECORRUPT);
+    th_reply_free(&r);
+    sn.seq = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     RT_EINVAL);
+    th_reply_free(&r);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 2), RT_EINVAL);
+    rt_buf_reset(&after);
+    dump(f, 2, &after);
+    assert_int_equal(before.len, after.len);
+    assert_memory_equal(before.data, after.data, before.len);
+    rt_buf_free(&before);
+    rt_buf_free(&after);
+}
+
 /* §3.3, §8.1 (step 10): the secondary removed from the ISR restarts;
  * the primary probes it, finds the history of its `rs` record agreeing
  * with its own, streams from its LSN out of the send buffer it kept for
@@ -1666,6 +1747,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rejoin_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),
