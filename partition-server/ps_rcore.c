@@ -1569,7 +1569,8 @@ static int ps__rcore_conn(struct ps_rcore *node,
 static const char *const ps__rlp_names[] = {"probe", "copy", "tail"};
 
 /* Notes that group @lsn was made by generation @gen (0: unknown, which
- * forgets the history: every later catch-up is a full copy). */
+ * forgets the history: every later catch-up is a full copy, until a copy
+ * brings the sender's history). */
 static void ps__rcore_hist_note(struct ps__rcore_range *r,
                                 uint64_t gen,
                                 uint64_t lsn)
@@ -1579,6 +1580,12 @@ static void ps__rcore_hist_note(struct ps__rcore_range *r,
         return;
     }
     if (r->n_hist > 0 && r->hist[r->n_hist - 1].epoch == gen) {
+        return;
+    }
+    if (r->n_hist == 0 && lsn != 1) {
+        /* Unknown stays unknown: an entry starting here would claim that
+         * @gen began here, and agree with another replica's such entry
+         * although their earlier groups may differ. */
         return;
     }
     if (r->n_hist == RT_REPL_MAX_HISTORY) {
