@@ -58,6 +58,10 @@ struct ps__lrecv
     struct rt_repl_epoch_start hist[RT_REPL_MAX_HISTORY];
     size_t n_hist;
     int keyed; /* BEGIN mode KEYED: my keys were kept */
+    /* KEYED from below my applied LSN: the keys my LSNs above it changed
+     * (from my key log), named in my answer to the BEGIN. */
+    struct rt_buf own; /* each key preceded by its u32le length */
+    size_t n_own;
     uint32_t next_seq;
     uint64_t count;
     char *low, *high;
@@ -83,7 +87,7 @@ struct ps__lcopy
     int keyed, begun;
     uint64_t from;
     unsigned waits;
-    struct rt_buf keybuf;
+    struct rt_buf keybuf, own; /* own: the keys the replica named */
     struct ps_fetch_key *keys;
     size_t n_keys, next_key;
     uint32_t seq;
@@ -244,6 +248,7 @@ static void ps__recv_drop(struct ps_server *ps, uint64_t range_id)
         }
         rt_buf_free(&r->klo);
         rt_buf_free(&r->khi);
+        rt_buf_free(&r->own);
         free(r->low);
         free(r->high);
         free(r);
@@ -313,6 +318,42 @@ static void ps__probe_answer(struct ps_server *ps,
     ps__wait_answer(ps, w, rs->code, &st.base);
 }
 
+/* A KEYED BEGIN from @from below my applied LSN of range @range_id: the
+ * keys my LSNs in (from, applied] changed, from my key log, into @out
+ * (their bytes, each preceded by a u32le length) and *@n. 0 (none when
+ * from is my applied LSN), RT_ENOTFOUND (the log does not reach back:
+ * the sender copies in full), RT_EINVAL (from above my applied LSN: the
+ * core refuses it). */
+static int ps__own_keys(struct ps_server *ps,
+                        uint64_t range_id,
+                        uint64_t from,
+                        struct rt_buf *out,
+                        size_t *n)
+{
+    struct ps_rcore_range_info info;
+    const struct ps_keylog *kl = ps_repl_keylog(ps);
+    struct ps_keylog_keys k = {0};
+    *n = 0;
+    if (ps_repl_range_info(ps, range_id, &info) != 0 ||
+        from >= info.applied_lsn) {
+        return 0; /* the core decides */
+    }
+    if (kl == NULL ||
+        ps_keylog_changed(kl, range_id, from, info.applied_lsn, &k) < 0) {
+        ps_keylog_keys_close(&k);
+        return RT_ENOTFOUND;
+    }
+    for (size_t i = 0; i < k.n; i++) {
+        uint8_t len[4];
+        rt_put_u32le(len, (uint32_t)k.v[i].len);
+        rt_buf_append(out, len, 4);
+        rt_buf_append(out, k.v[i].p, k.v[i].len);
+    }
+    *n = k.n;
+    ps_keylog_keys_close(&k);
+    return 0;
+}
+
 void ps_learn_on_begin(struct ps_server *ps,
                        struct rt_rpc_conn *conn,
                        uint64_t id,
@@ -341,8 +382,21 @@ void ps_learn_on_begin(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "a copy step is running");
         goto out;
     }
+    struct rt_buf own = RT_BUF_INIT;
+    size_t n_own = 0;
+    if (b->mode == RT_REPL_BEGIN_KEYED) {
+        int rc = ps__own_keys(ps, b->range_id, b->from_lsn, &own, &n_own);
+        if (rc != 0) {
+            rt_rpc_reply_err(conn, id, method, rc,
+                             "my key log does not name my LSNs above "
+                             "from_lsn");
+            goto out;
+        }
+    }
     ps__recv_drop(ps, b->range_id);
     struct ps__lrecv *r = rt_xcalloc(1, sizeof(*r));
+    r->own = own;
+    r->n_own = n_own;
     struct ps_span sp = {rg->table_id, rg->low, rg->high};
     r->range_id = b->range_id;
     r->table_id = rg->table_id;
@@ -763,6 +817,25 @@ static void ps__copy_answer(struct ps_server *ps,
                "range %" PRIu64 ": %s copy received at LSN %" PRIu64,
                c->range_id, keyed ? "keyed" : "full", c->lsn);
     }
+    const struct ps__lrecv *r = ps__recv_find(ps, c->range_id);
+    if (w->method == RT__METHOD__REPL_BEGIN && c->code == 0 && r != NULL &&
+        r->n_own > 0) {
+        /* A keyed copy from below my applied LSN: my keys above it. */
+        Rt__ReplicaState st = RT__REPLICA_STATE__INIT;
+        ProtobufCBinaryData *keys = rt_xcalloc(r->n_own, sizeof(*keys));
+        size_t off = 0;
+        for (size_t i = 0; i < r->n_own; i++) {
+            keys[i].len = rt_get_u32le(r->own.data + off);
+            keys[i].data = r->own.data + off + 4;
+            off += 4 + keys[i].len;
+        }
+        st.range_id = c->range_id;
+        st.pending_keys = keys;
+        st.n_pending_keys = r->n_own;
+        ps__wait_answer(ps, w, 0, &st.base);
+        free(keys);
+        return;
+    }
     if (w->method == RT__METHOD__REPL_SNAP || c->code != 0) {
         ps__recv_drop(ps, c->range_id);
     }
@@ -781,6 +854,7 @@ static void ps__copy_unref(struct ps__lcopy *c)
     }
     rt_buf_free(&c->body);
     rt_buf_free(&c->keybuf);
+    rt_buf_free(&c->own);
     free(c->keys);
     free((char *)c->span.low);
     free((char *)c->span.high);
@@ -986,14 +1060,51 @@ static void ps__snap_reply(int status,
     ps__copy_unref(c);
 }
 
+/* A keyed copy's BEGIN answer may name keys of the replica's own LSNs
+ * above from (a suffix I never had, §7.3): they are sent too, at s, so
+ * that the replica ends up with exactly my values (or none). Returns 0 or
+ * RT_EINVAL (a bad answer: the copy fails, the next one is full). */
+static int ps__copy_own_keys(struct ps__lcopy *c,
+                             const uint8_t *body,
+                             size_t len)
+{
+    if (!c->keyed || len == 0) {
+        return 0;
+    }
+    Rt__ReplicaState *st = rt__replica_state__unpack(NULL, len, body);
+    if (st == NULL || st->range_id != c->range_id) {
+        if (st != NULL) {
+            rt__replica_state__free_unpacked(st, NULL);
+        }
+        return RT_EINVAL;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < st->n_pending_keys; i++) {
+        total += st->pending_keys[i].len;
+    }
+    uint8_t *p = rt_buf_reserve(&c->own, total ? total : 1);
+    c->keys = rt_xrealloc(
+        c->keys, (c->n_keys + st->n_pending_keys + 1) * sizeof(*c->keys));
+    for (size_t i = 0; i < st->n_pending_keys; i++) {
+        memcpy(p, st->pending_keys[i].data, st->pending_keys[i].len);
+        c->keys[c->n_keys++] =
+            (struct ps_fetch_key){p, st->pending_keys[i].len};
+        p += st->pending_keys[i].len;
+    }
+    c->own.len = total;
+    rt__replica_state__free_unpacked(st, NULL);
+    return 0;
+}
+
 static void ps__begin_reply(int status,
                             const uint8_t *body,
                             size_t len,
                             void *arg)
 {
     struct ps__lcopy *c = arg;
-    (void)body;
-    (void)len;
+    if (status == 0 && !c->dead) {
+        status = ps__copy_own_keys(c, body, len);
+    }
     if (!c->dead) {
         if (status != 0) {
             ps__copy_end(c, status);
@@ -1086,10 +1197,10 @@ static void ps__copy_after(uv_work_t *work, int status)
 
 /* A keyed copy whose snapshot is open at s: takes the keys changed in
  * (from, s] out of the key log. Returns 0 (taken, or the copy is a full
- * one now: the log does not reach back to from, or did not reach s
- * within PS_LEARN_KEY_WAITS polls) or 1 (the log is not at s yet: poll
- * again; the writer's callbacks for the groups up to s are on their
- * way to the loop). */
+ * one now: the log holds nothing of the range or does not reach back to
+ * from, or did not reach s within PS_LEARN_KEY_WAITS polls) or 1 (the
+ * log is not at s yet: poll again; the writer's callbacks for the groups
+ * up to s are on their way to the loop). */
 static int ps__copy_keys(struct ps__lcopy *c)
 {
     struct ps_learn *l = ps__learn(c->ps);
@@ -1098,13 +1209,15 @@ static int ps__copy_keys(struct ps__lcopy *c)
     struct ps_keylog_keys k = {0};
     const char *why = "no key log";
     int n;
-    if (kl != NULL && c->s >= c->from &&
-        (ps_keylog_range_get(kl, c->range_id, &ki) != 0 || ki.last < c->s)) {
+    int known = kl != NULL && ps_keylog_range_get(kl, c->range_id, &ki) == 0;
+    if (known && ki.base > c->from) {
+        why = "the key log does not reach back";
+    } else if (known && c->s >= c->from && ki.last < c->s) {
         if (++c->waits < PS_LEARN_KEY_WAITS) {
             return 1;
         }
         why = "the key log did not reach the snapshot";
-    } else if (kl != NULL && c->s >= c->from) {
+    } else if (known && c->s >= c->from) {
         n = ps_keylog_changed(kl, c->range_id, c->from, c->s, &k);
         if (n >= 0) {
             size_t total = 0;

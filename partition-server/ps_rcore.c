@@ -126,6 +126,7 @@ struct ps__rcore_lpeer
      * groups above @s.acked for it (@held_bytes of them, counted up to
      * @held_to) while they fit cfg.window_bytes. */
     bool hold, fresh; /* fresh: not probed since it left */
+    bool no_keyed;    /* a keyed copy of it failed: the next is full */
     uint64_t held_bytes, held_to, window;
     uint64_t probe_ms;
     uint64_t io; /* COPY: the READ action's id */
@@ -1634,6 +1635,37 @@ static bool ps__rcore_agrees(const struct ps__rcore_range *r,
     return false;
 }
 
+/* §7.3: the end D of the prefix the replica's sequence shares with mine
+ * (0: none known): for the newest generation of its history that began at
+ * the same LSN in mine, the lower of that generation's ends in the two.
+ * Up to D one primary of one generation made every LSN in both. */
+static uint64_t ps__rcore_agreed(const struct ps__rcore_range *r,
+                                 const struct rt_repl_replica_state *rs)
+{
+    if ((rs->state != RT_REPL_COPY_OK && rs->state != RT_REPL_COPY_DIVERGED) ||
+        rs->n_history > RT_REPL_MAX_HISTORY) {
+        return 0;
+    }
+    for (size_t i = rs->n_history; i-- > 0;) {
+        const struct rt_repl_epoch_start *e = &rs->history[i];
+        uint64_t end_r = i + 1 < rs->n_history
+                             ? rs->history[i + 1].first_lsn - 1
+                             : rs->applied_lsn;
+        for (size_t j = 0; j < r->n_hist; j++) {
+            if (r->hist[j].epoch != e->epoch) {
+                continue;
+            }
+            if (r->hist[j].first_lsn != e->first_lsn) {
+                return 0;
+            }
+            uint64_t end_q =
+                j + 1 < r->n_hist ? r->hist[j + 1].first_lsn - 1 : r->last_lsn;
+            return end_r < end_q ? end_r : end_q;
+        }
+    }
+    return 0;
+}
+
 static struct ps__rcore_lpeer *ps__rcore_lpeer(struct ps__rcore_range *r,
                                                uint64_t id)
 {
@@ -1858,8 +1890,13 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
     }
     /* §7.3: an agreeing replica the buffer no longer reaches needs only
      * the keys changed since its applied LSN (the glue copies in full if
-     * its key log does not reach back that far). */
-    bool keyed = ps__rcore_agrees(r, rs);
+     * its key log does not reach back that far); one with a suffix I
+     * never had (D < its applied) also those of its suffix, which it
+     * names from its own key log when it accepts (else refuses: then a
+     * full copy). */
+    uint64_t from =
+        ps__rcore_agrees(r, rs) ? rs->applied_lsn : ps__rcore_agreed(r, rs);
+    bool keyed = !lp->no_keyed && from > 0;
     node->catchups[keyed ? PS_RCORE_CATCHUP_KEYED : PS_RCORE_CATCHUP_FULL]++;
     lp->state = PS__RLP_COPY;
     lp->io = ++node->next_io;
@@ -1876,7 +1913,7 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
         .range_id = r->id,
         .epoch = r->epoch,
         .mode = keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL,
-        .from_lsn = keyed ? rs->applied_lsn : 0};
+        .from_lsn = keyed ? from : 0};
     memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
     act.msg.u.begin.n_history = r->n_hist;
     rt_repl_actions_add(out, &act);
@@ -1950,6 +1987,7 @@ static int ps__rcore_lrn_copied(struct ps_rcore *node,
             continue;
         }
         if (ev->code != 0 || ev->lsn < lp->s.acked) {
+            lp->no_keyed = true; /* whatever failed, a full copy next */
             ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         } else {
             ps__rcore_lrn_tail(node, r, lp, ev->lsn, ev->now_ms, out);
@@ -2181,10 +2219,10 @@ static int ps__rcore_lrn_probe_in(struct ps__rcore_range *r,
 /* REPL_BEGIN (§3.3 -> CLEARING): whatever I held of the range is given
  * up as a copy; the WRITE persists LEARNING and, for a FULL one, clears my
  * keys (a KEYED one keeps them: only the keys changed after its from_lsn
- * come). Refused (nothing changes): RT_ESTALE for an older epoch or a
- * serving primary, RT_EBUSY while a write of mine for the range is in
- * flight, RT_EINVAL for a KEYED one unless I am a copy (not diverged) at
- * exactly its from_lsn. */
+ * come, with those of my own LSNs above it). Refused (nothing changes):
+ * RT_ESTALE for an older epoch or a serving primary, RT_EBUSY while a
+ * write of mine for the range is in flight, RT_EINVAL for a KEYED one
+ * unless I hold a copy at its from_lsn or past it. */
 static int ps__rcore_lrn_begin(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                const struct rt_repl_event *ev,
@@ -2204,12 +2242,11 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
         return 0;
     }
     if (b->mode == RT_REPL_BEGIN_KEYED &&
-        (r->role == PS_RCORE_LEARNER || r->applied_lsn != b->from_lsn ||
-         (r->role == PS_RCORE_SECONDARY && r->state == PS_RSEC_DIVERGED))) {
-        /* Keyed: only the keys changed after @from_lsn come, so my data
-         * must be exactly that LSN of the sender's sequence (no copy, a
-         * copy cut short, or an applied LSN that moved since the probe:
-         * the sender probes again). */
+        (r->role == PS_RCORE_LEARNER || b->from_lsn > r->applied_lsn)) {
+        /* Keyed: only the keys changed after @from_lsn come (and those
+         * of my LSNs above it, which the glue names from my key log), so
+         * I must hold a copy at that LSN or past it (not a copy cut
+         * short): the sender probes again. */
         ps__rcore_copy_resp(ev->peer, r->id, b->epoch, RT_EINVAL, 0, out);
         return 0;
     }

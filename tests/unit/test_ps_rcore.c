@@ -1685,9 +1685,80 @@ static void test_set_history(void **state)
     assert_int_equal(a->msg.u.probe_resp.applied_epoch, 3);
 }
 
+/* §7.3: a replica with a suffix I never had (its newest generation is
+ * not in my history) gets a keyed copy from D, the end of the prefix we
+ * share (min of the shared generation's ends); one sharing no generation
+ * start with me, or whose keyed copy failed, a full one. */
+static void test_learner_divergent_keyed(void **state)
+{
+    struct fx *f = *state;
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 8; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    struct rt_repl_epoch_start mine[2] = {{3, 1}, {5, 5}};
+    assert_int_equal(ps_rcore_set_history(f->p, R, mine, 2), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE_RESP};
+    m.u.probe_resp =
+        (struct rt_repl_replica_state){.range_id = R,
+                                       .epoch = 4,
+                                       .state = RT_REPL_COPY_DIVERGED,
+                                       .applied_lsn = 7,
+                                       .applied_epoch = 4,
+                                       .n_history = 2};
+    m.u.probe_resp.history[0] = (struct rt_repl_epoch_start){3, 1};
+    m.u.probe_resp.history[1] = (struct rt_repl_epoch_start){4, 5};
+    assert_int_equal(msg_to(f, f->p, 9, 3, &m), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    assert_int_equal(a->msg.u.begin.from_lsn, 4);
+    uint64_t io = a->io_id;
+    /* It failed (the replica's key log did not reach back): full next. */
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 10,
+                                 .io_id = io,
+                                 .range_id = R,
+                                 .code = RT_ENOTFOUND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    struct rt_repl_event tick = {.kind = RT_REPL_EV_TIMER,
+                                 .now_ms = 10 + PS_RCORE_PROBE_TICKS * 100,
+                                 .timer_id = PS_RCORE_TIMER_RESEND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &tick, &f->out), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(msg_to(f, f->p, 600, 3, &m), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+
+    /* No generation start in common: full at once. */
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 8; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    m.u.probe_resp.history[0] = (struct rt_repl_epoch_start){3, 2};
+    assert_int_equal(msg_to(f, f->p, 9, 3, &m), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+}
+
 /* The replica side of a keyed copy (§7.3): a KEYED BEGIN is refused,
  * changing nothing, for an unknown range, an older epoch, or a from_lsn
- * that is not my applied LSN; accepted, I am a LEARNER (never acks, never
+ * above my applied LSN; accepted, I am a LEARNER (never acks, never
  * sealable) whose WRITE persists LEARNING without clearing (mode KEYED
  * in the action), until the end's WRITE makes me a follower at s. */
 static void test_learner_replica_keyed(void **state)
@@ -1711,7 +1782,7 @@ static void test_learner_replica_keyed(void **state)
     assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
                      RT_ESTALE);
     b.u.begin.epoch = 3;
-    b.u.begin.from_lsn = 2; /* I hold 3: its keys would miss LSN 3's */
+    b.u.begin.from_lsn = 4; /* I hold only 3: LSN 4's keys would be lost */
     assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
     assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
                      RT_EINVAL);
@@ -2032,6 +2103,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_set_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_replica_keyed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_divergent_keyed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),

@@ -30,6 +30,7 @@
 #include "ps_split.h"
 #include "ps_transfer.h"
 #include "rt.pb-c.h"
+#include "rt_crc32c.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "th_dir.h"
@@ -1164,7 +1165,7 @@ static int begin1(struct fx *f,
 
 /* §7.3: bad input to a keyed copy changes nothing at the replica. A
  * KEYED REPL_BEGIN for an unknown range, at an older epoch, from an LSN
- * that is not its applied one, or of an unknown mode is refused: it stays
+ * above its applied one, or of an unknown mode is refused: it stays
  * the same secondary with the same bytes. A good one makes it a learner
  * that keeps its keys (nothing cleared); then a chunk with a bad CRC32C
  * and one out of order are refused and write nothing, and a second KEYED
@@ -1179,7 +1180,7 @@ static void test_keyed_bad_input(void **state)
     dump(f, 2, &before);
     assert_int_equal(begin1(f, 2, RANGE + 7, 1, 2, 2), RT_ESTALE);
     assert_int_equal(begin1(f, 2, RANGE, 0, 2, 2), RT_ESTALE);
-    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 1), RT_EINVAL);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 3), RT_EINVAL);
     assert_int_equal(begin1(f, 2, RANGE, 1, 3, 2), RT_EINVAL);
     assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 2).applied_lsn, 2);
@@ -1221,6 +1222,91 @@ static void test_keyed_bad_input(void **state)
     assert_memory_equal(before.data, after.data, before.len);
     rt_buf_free(&before);
     rt_buf_free(&after);
+}
+
+/* §7.3, a suffix the sender never had: a KEYED REPL_BEGIN from below the
+ * replica's applied LSN is answered with the keys its own LSNs above it
+ * changed (from its key log), so that the sender sends their values too;
+ * the chunk's tombstone for such a key deletes it, nothing else is
+ * cleared, and the end leaves the replica a secondary at the copy's LSN.
+ * Restarted, it has no key log: such a BEGIN is refused (RT_ENOTFOUND:
+ * the sender copies in full) and changes nothing. */
+static void test_keyed_own_keys(void **state)
+{
+    struct fx *f = *state;
+    struct th_reply r;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "c", "1"), 0);
+    assert_same(f, 3);
+
+    Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
+    b.range_id = RANGE;
+    b.epoch = 1;
+    b.mode = 2;
+    b.from_lsn = 2;
+    b.snap_lsn = 3;
+    b.snap_epoch = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_BEGIN, &b.base, 10000, &r),
+                     0);
+    Rt__ReplicaState *st =
+        rt__replica_state__unpack(NULL, r.body.len, r.body.data);
+    assert_non_null(st);
+    assert_int_equal(st->n_pending_keys, 1); /* "c", LSN 3's */
+    uint8_t key[64];
+    size_t kn = st->pending_keys[0].len;
+    assert_true(kn <= sizeof(key));
+    memcpy(key, st->pending_keys[0].data, kn);
+    assert_non_null(memchr(key, 'c', kn));
+    rt__replica_state__free_unpacked(st, NULL);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_LEARNER);
+
+    Rt__KeyValue kv = RT__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    kv.key.data = key;
+    kv.key.len = kn;
+    kv.deleted = 1;
+    Rt__ReplSnap sn = RT__REPL_SNAP__INIT;
+    sn.range_id = RANGE;
+    sn.epoch = 1;
+    sn.seq = 0;
+    sn.last = 1;
+    sn.count = 1;
+    sn.n_kvs = 1;
+    sn.kvs = kvs;
+    uint8_t buf[256];
+    size_t n = rt__repl_snap__get_packed_size(&sn);
+    assert_true(n <= sizeof(buf));
+    rt__repl_snap__pack(&sn, buf);
+    sn.crc32c = rt_crc32c(0, buf, n);
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     0);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
+    /* a, b kept; c (the last in key order) deleted: server 2's bytes are
+     * server 0's without c's record. */
+    struct rt_buf d0 = RT_BUF_INIT, d2 = RT_BUF_INIT;
+    dump(f, 0, &d0);
+    dump(f, 2, &d2);
+    assert_true(d2.len > 0 && d2.len < d0.len);
+    assert_memory_equal(d0.data, d2.data, d2.len);
+    rt_buf_free(&d0);
+    rt_buf_free(&d2);
+    assert_int_equal(get1(f, 0, "c"), 0); /* the others keep it */
+    srv_stop(f, 2);
+    srv_start(f, 2);
+    assert_int_equal(assign_conf(f, 1, 0, 1, 0x7, 0x4), 0);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
+    b.from_lsn = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_BEGIN, &b.base, 10000, &r),
+                     RT_ENOTFOUND);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
 }
 
 /* §3.3, §8.1 (step 10): the secondary removed from the ISR restarts;
@@ -1748,6 +1834,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keyed_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_own_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),
