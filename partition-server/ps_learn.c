@@ -8,7 +8,12 @@
  * callback -> DISK_DONE -> the core's COPY_RESP -> the reply; each
  * REPL_SNAP -> a raw write -> the reply; the last one -> the core's WRITE
  * (SNAP_END) -> raw write, then rs (applied s, OK) -> DISK_DONE -> the
- * core's COPY_RESP(s) -> the reply.
+ * core's COPY_RESP(s) -> the reply. A keyed copy: the same, except that
+ * after the snapshot the primary takes the keys out of its key log
+ * (ps__copy_keys, polled through the threadpool until the log holds s),
+ * adds those the BEGIN's answer names (ps__copy_own_keys), and reads the
+ * chunks key by key (ps_store_snap_keys); the replica names its own keys
+ * (ps__own_keys) and drops no span.
  * Failure modes: a call failing or timing out ends the copy on the
  * primary (READ_DONE with the code; the core probes again); a chunk
  * failing its checks or its write ends it on the replica (the request is
