@@ -142,7 +142,12 @@
  *   from_lsn = its applied LSN; the glue sends the current value (or a
  *   tombstone) of every key changed in (from_lsn, s] at a snapshot LSN
  *   s, or, if its key log does not reach back, a full copy instead;
- *   either ends in READ_DONE(s) like a full copy.
+ *   either ends in READ_DONE(s) like a full copy. One with a suffix I
+ *   never had gets a keyed copy from D, the end of the prefix we share
+ *   (for the newest generation of its history that began at the same LSN
+ *   in mine, the lower of its two ends): the glue adds the keys the
+ *   replica names for its LSNs above D. A keyed copy that fails (a
+ *   READ_DONE with a code) makes that replica's next one full.
  *   ps_rcore_catchups() counts the catch-ups begun by kind.
  * - An ISR member that NACKs RT_ELSNGAP below the position I assumed
  *   for it (never confirmed by one of its acks: a restarted primary
@@ -156,7 +161,9 @@
  *   flight). BEGIN (RT_ESTALE older epoch or serving primary, RT_EBUSY a
  *   write in flight, else accepted): I become a LEARNER CLEARING
  *   whatever I held (a deposed primary, a secondary, a learner), a WRITE
- *   action (msg BEGIN) persists LEARNING and clears my keys, and its
+ *   action (msg BEGIN) persists LEARNING and, for a FULL one, clears my
+ *   keys (a KEYED one is refused RT_EINVAL unless I hold a copy at its
+ *   from_lsn or past it: nothing changes), and its
  *   DISK_DONE answers COPY_RESP{lsn 0} (COPYING). SNAP_END (the last
  *   chunk; RT_EINVAL unless COPYING that copy): a WRITE action (msg
  *   SNAP_END, lsn s) applies it with applied = s, and its DISK_DONE makes
