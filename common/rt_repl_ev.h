@@ -230,10 +230,16 @@ struct rt_repl_replica_state
     size_t n_history;
 };
 
-/* REPL_BEGIN{FULL} and the copy's end (proto ReplBegin; the last
- * REPL_SNAP): @snap_lsn and @snap_epoch are 0 in a BEGIN the primary's
- * core asks for (the snapshot is opened after it). @history is the
- * primary's. */
+/* REPL_BEGIN and the copy's end (proto ReplBegin; the last REPL_SNAP):
+ * @snap_lsn and @snap_epoch are 0 in a BEGIN the primary's core asks for
+ * (the snapshot is opened after it). @history is the primary's. @mode:
+ * RT_REPL_BEGIN_FULL (0 reads as it) clears the replica's span first;
+ * RT_REPL_BEGIN_KEYED keeps it and sends only the keys changed after
+ * @from_lsn, the replica's applied LSN, which must still be it. */
+enum rt_repl_begin_mode {
+    RT_REPL_BEGIN_FULL = 1,
+    RT_REPL_BEGIN_KEYED = 2,
+};
 struct rt_repl_begin
 {
     uint64_t range_id;
@@ -242,6 +248,8 @@ struct rt_repl_begin
      * same id, epoch and sender is a duplicate of one already taken and
      * must not clear the copy it started. */
     uint64_t copy_id;
+    uint32_t mode;
+    uint64_t from_lsn;
     uint64_t snap_lsn;
     uint64_t snap_epoch;
     struct rt_repl_epoch_start history[RT_REPL_MAX_HISTORY];

@@ -8,7 +8,12 @@
  * callback -> DISK_DONE -> the core's COPY_RESP -> the reply; each
  * REPL_SNAP -> a raw write -> the reply; the last one -> the core's WRITE
  * (SNAP_END) -> raw write, then rs (applied s, OK) -> DISK_DONE -> the
- * core's COPY_RESP(s) -> the reply.
+ * core's COPY_RESP(s) -> the reply. A keyed copy: the same, except that
+ * after the snapshot the primary takes the keys out of its key log
+ * (ps__copy_keys, polled through the threadpool until the log holds s),
+ * adds those the BEGIN's answer names (ps__copy_own_keys), and reads the
+ * chunks key by key (ps_store_snap_keys); the replica names its own keys
+ * (ps__own_keys) and drops no span.
  * Failure modes: a call failing or timing out ends the copy on the
  * primary (READ_DONE with the code; the core probes again); a chunk
  * failing its checks or its write ends it on the replica (the request is
@@ -23,6 +28,7 @@
 #include <string.h>
 
 #include "ps_jobs.h"
+#include "ps_keylog.h"
 #include "ps_move_jobs.h"
 #include "ps_range.h"
 #include "ps_rcore.h"
@@ -56,6 +62,11 @@ struct ps__lrecv
     uint64_t snap_lsn, snap_epoch;
     struct rt_repl_epoch_start hist[RT_REPL_MAX_HISTORY];
     size_t n_hist;
+    int keyed; /* BEGIN mode KEYED: my keys were kept */
+    /* KEYED from below my applied LSN: the keys my LSNs above it changed
+     * (from my key log), named in my answer to the BEGIN. */
+    struct rt_buf own; /* each key preceded by its u32le length */
+    size_t n_own;
     uint32_t next_seq;
     uint64_t count;
     char *low, *high;
@@ -74,6 +85,16 @@ struct ps__lcopy
     struct ps_span span; /* strings owned */
     struct ps_snap *snap;
     uint64_t s, s_epoch;
+    /* Keyed (BEGIN mode KEYED, §7.3): the replica holds my sequence up to
+     * @from; the keys changed in (@from, s] (copied out of the key log
+     * into @keybuf once it reached s, @waits polls of it so far) are
+     * sent from @next_key on. Without them it is a full copy. */
+    int keyed, begun;
+    uint64_t from;
+    unsigned waits;
+    struct rt_buf keybuf, own; /* own: the keys the replica named */
+    struct ps_fetch_key *keys;
+    size_t n_keys, next_key;
     uint32_t seq;
     uint64_t count, bytes;
     uint64_t started_ms;
@@ -97,6 +118,7 @@ struct ps_learn
     struct ps__lrecv *recvs;
     struct ps__lcopy *copies;
     uint64_t copies_done, copy_bytes, received;
+    uint64_t keyed_done, keyed_received, keyed_fallbacks;
     int stopped;
 };
 
@@ -231,6 +253,7 @@ static void ps__recv_drop(struct ps_server *ps, uint64_t range_id)
         }
         rt_buf_free(&r->klo);
         rt_buf_free(&r->khi);
+        rt_buf_free(&r->own);
         free(r->low);
         free(r->high);
         free(r);
@@ -300,6 +323,42 @@ static void ps__probe_answer(struct ps_server *ps,
     ps__wait_answer(ps, w, rs->code, &st.base);
 }
 
+/* A KEYED BEGIN from @from below my applied LSN of range @range_id: the
+ * keys my LSNs in (from, applied] changed, from my key log, into @out
+ * (their bytes, each preceded by a u32le length) and *@n. 0 (none when
+ * from is my applied LSN), RT_ENOTFOUND (the log does not reach back:
+ * the sender copies in full), RT_EINVAL (from above my applied LSN: the
+ * core refuses it). */
+static int ps__own_keys(struct ps_server *ps,
+                        uint64_t range_id,
+                        uint64_t from,
+                        struct rt_buf *out,
+                        size_t *n)
+{
+    struct ps_rcore_range_info info;
+    const struct ps_keylog *kl = ps_repl_keylog(ps);
+    struct ps_keylog_keys k = {0};
+    *n = 0;
+    if (ps_repl_range_info(ps, range_id, &info) != 0 ||
+        from >= info.applied_lsn) {
+        return 0; /* the core decides */
+    }
+    if (kl == NULL ||
+        ps_keylog_changed(kl, range_id, from, info.applied_lsn, &k) < 0) {
+        ps_keylog_keys_close(&k);
+        return RT_ENOTFOUND;
+    }
+    for (size_t i = 0; i < k.n; i++) {
+        uint8_t len[4];
+        rt_put_u32le(len, (uint32_t)k.v[i].len);
+        rt_buf_append(out, len, 4);
+        rt_buf_append(out, k.v[i].p, k.v[i].len);
+    }
+    *n = k.n;
+    ps_keylog_keys_close(&k);
+    return 0;
+}
+
 void ps_learn_on_begin(struct ps_server *ps,
                        struct rt_rpc_conn *conn,
                        uint64_t id,
@@ -309,10 +368,12 @@ void ps_learn_on_begin(struct ps_server *ps,
     const uint32_t method = RT__METHOD__REPL_BEGIN;
     Rt__ReplBegin *b = rt__repl_begin__unpack(NULL, len, body);
     const struct ps_range *rg;
-    if (b == NULL || b->mode != 1 || b->n_history > RT_REPL_MAX_HISTORY) {
+    if (b == NULL ||
+        (b->mode != RT_REPL_BEGIN_FULL && b->mode != RT_REPL_BEGIN_KEYED) ||
+        b->n_history > RT_REPL_MAX_HISTORY) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                          b == NULL ? "bad ReplBegin"
-                                   : "only FULL copies (mode 1), at most "
+                                   : "mode FULL (1) or KEYED (2), at most "
                                      "16 history entries");
         goto out;
     }
@@ -326,8 +387,21 @@ void ps_learn_on_begin(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "a copy step is running");
         goto out;
     }
+    struct rt_buf own = RT_BUF_INIT;
+    size_t n_own = 0;
+    if (b->mode == RT_REPL_BEGIN_KEYED) {
+        int rc = ps__own_keys(ps, b->range_id, b->from_lsn, &own, &n_own);
+        if (rc != 0) {
+            rt_rpc_reply_err(conn, id, method, rc,
+                             "my key log does not name my LSNs above "
+                             "from_lsn");
+            goto out;
+        }
+    }
     ps__recv_drop(ps, b->range_id);
     struct ps__lrecv *r = rt_xcalloc(1, sizeof(*r));
+    r->own = own;
+    r->n_own = n_own;
     struct ps_span sp = {rg->table_id, rg->low, rg->high};
     r->range_id = b->range_id;
     r->table_id = rg->table_id;
@@ -339,6 +413,7 @@ void ps_learn_on_begin(struct ps_server *ps,
         r->hist[i].first_lsn = b->history[i]->first_lsn;
     }
     r->n_hist = b->n_history;
+    r->keyed = b->mode == RT_REPL_BEGIN_KEYED;
     r->low = rt_xstrdup(rg->low);
     r->high = rg->high ? rt_xstrdup(rg->high) : NULL;
     rt_buf_init(&r->klo);
@@ -351,6 +426,8 @@ void ps_learn_on_begin(struct ps_server *ps,
     struct rt_repl_msg m = {.kind = RT_REPL_MSG_BEGIN};
     m.u.begin = (struct rt_repl_begin){.range_id = b->range_id,
                                        .epoch = b->epoch,
+                                       .mode = b->mode,
+                                       .from_lsn = b->from_lsn,
                                        .snap_lsn = b->snap_lsn,
                                        .snap_epoch = b->snap_epoch,
                                        .n_history = r->n_hist};
@@ -360,9 +437,10 @@ void ps_learn_on_begin(struct ps_server *ps,
         ps__wait_answer(ps, w, RT_EBUSY, NULL);
     }
     rt_log(RT_LOG_INFO,
-           "range %" PRIu64 ": full copy from %s begins (snapshot LSN %" PRIu64
-           ", epoch %" PRIu64 ")",
-           b->range_id, rt_rpc_conn_peer(conn), b->snap_lsn, b->epoch);
+           "range %" PRIu64 ": %s copy from %s begins (from LSN %" PRIu64
+           ", snapshot LSN %" PRIu64 ", epoch %" PRIu64 ")",
+           b->range_id, r->keyed ? "keyed" : "full", rt_rpc_conn_peer(conn),
+           b->from_lsn, b->snap_lsn, b->epoch);
 out:
     if (b != NULL) {
         rt__repl_begin__free_unpacked(b, NULL);
@@ -674,6 +752,13 @@ static void ps__copy_done_submit(struct ps_server *ps,
                            .role = PS_RS_ROLE_SECONDARY,
                            .applied_lsn = snap_lsn,
                            .applied_epoch = snap_epoch};
+    /* The sender's history up to s becomes mine (§3.3), with the data. */
+    const struct ps__lrecv *r = ps__recv_find(ps, range_id);
+    for (size_t i = 0; r != NULL && i < r->n_hist && i < PS_RS_MAX_HISTORY;
+         i++) {
+        rs.hist[i] = (struct ps_rs_gen){r->hist[i].epoch, r->hist[i].first_lsn};
+        rs.n_hist = i + 1;
+    }
     ps__lstate_submit(ps, range_id, io_id, snap_lsn,
                       PS_RS_SET_STATE | PS_RS_SET_APPLIED | PS_RS_SET_ROLE, &rs,
                       0);
@@ -689,11 +774,17 @@ static void ps__learn_write(struct ps_server *ps,
         return;
     }
     if (a->msg.kind == RT_REPL_MSG_BEGIN) {
+        /* LEARNING is durable first: a restart in the middle finds no
+         * copy (§3.3), and its next catch-up is a full one, which clears
+         * what a keyed one left half-done. */
         struct ps_rstate rs = {.state = PS_RS_LEARNING,
                                .role = PS_RS_ROLE_LEARNER};
+        /* The copy replaces what my key log describes: a full one all of
+         * it, a keyed one the LSNs after from_lsn. */
+        ps_repl_keylog_forget(ps, a->range_id);
         ps__lstate_submit(ps, a->range_id, a->io_id, 0,
                           PS_RS_SET_STATE | PS_RS_SET_APPLIED | PS_RS_SET_ROLE,
-                          &rs, 1);
+                          &rs, a->msg.u.begin.mode != RT_REPL_BEGIN_KEYED);
         return;
     }
     if (r->last != NULL) {
@@ -720,10 +811,35 @@ static void ps__copy_answer(struct ps_server *ps,
         return;
     }
     if (w->method == RT__METHOD__REPL_SNAP && c->code == 0) {
-        ps__learn(ps)->received++;
+        const struct ps__lrecv *r = ps__recv_find(ps, c->range_id);
+        int keyed = r != NULL && r->keyed;
+        if (keyed) {
+            ps__learn(ps)->keyed_received++;
+        } else {
+            ps__learn(ps)->received++;
+        }
         rt_log(RT_LOG_INFO,
-               "range %" PRIu64 ": full copy received at LSN %" PRIu64,
-               c->range_id, c->lsn);
+               "range %" PRIu64 ": %s copy received at LSN %" PRIu64,
+               c->range_id, keyed ? "keyed" : "full", c->lsn);
+    }
+    const struct ps__lrecv *r = ps__recv_find(ps, c->range_id);
+    if (w->method == RT__METHOD__REPL_BEGIN && c->code == 0 && r != NULL &&
+        r->n_own > 0) {
+        /* A keyed copy from below my applied LSN: my keys above it. */
+        Rt__ReplicaState st = RT__REPLICA_STATE__INIT;
+        ProtobufCBinaryData *keys = rt_xcalloc(r->n_own, sizeof(*keys));
+        size_t off = 0;
+        for (size_t i = 0; i < r->n_own; i++) {
+            keys[i].len = rt_get_u32le(r->own.data + off);
+            keys[i].data = r->own.data + off + 4;
+            off += 4 + keys[i].len;
+        }
+        st.range_id = c->range_id;
+        st.pending_keys = keys;
+        st.n_pending_keys = r->n_own;
+        ps__wait_answer(ps, w, 0, &st.base);
+        free(keys);
+        return;
     }
     if (w->method == RT__METHOD__REPL_SNAP || c->code != 0) {
         ps__recv_drop(ps, c->range_id);
@@ -742,6 +858,9 @@ static void ps__copy_unref(struct ps__lcopy *c)
         ps_store_snap_close(c->snap);
     }
     rt_buf_free(&c->body);
+    rt_buf_free(&c->keybuf);
+    rt_buf_free(&c->own);
+    free(c->keys);
     free((char *)c->span.low);
     free((char *)c->span.high);
     free(c);
@@ -771,7 +890,15 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
                                .range_id = c->range_id,
                                .lsn = c->s,
                                .code = code};
-    if (code == 0) {
+    if (code == 0 && c->keyed) {
+        ps__learn(ps)->keyed_done++;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": server %" PRIu64
+               ": keyed catch-up from LSN %" PRIu64 " done at LSN %" PRIu64
+               ": %" PRIu64 " keys, %" PRIu64 " bytes in %" PRIu64 " ms",
+               c->range_id, c->peer, c->from, c->s, c->count, c->bytes,
+               uv_now(ps->loop) - c->started_ms);
+    } else if (code == 0) {
         ps__learn(ps)->copies_done++;
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": full copy to server %" PRIu64
@@ -781,8 +908,9 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
                uv_now(ps->loop) - c->started_ms);
     } else {
         rt_log(RT_LOG_WARN,
-               "range %" PRIu64 ": full copy to server %" PRIu64 " failed: %s",
-               c->range_id, c->peer, rt_strerror(code));
+               "range %" PRIu64 ": %s copy to server %" PRIu64 " failed: %s",
+               c->range_id, c->keyed ? "keyed" : "full", c->peer,
+               rt_strerror(code));
     }
     c->refs++;
     ps__copy_kill(ps, c);
@@ -793,6 +921,7 @@ static void ps__copy_end(struct ps__lcopy *c, int code)
 }
 
 static void ps__copy_next(struct ps__lcopy *c);
+static int ps__copy_keys(struct ps__lcopy *c);
 
 /* Threadpool: open the snapshot and read s in it (first), or read the
  * next chunk and pack it (then). */
@@ -802,6 +931,11 @@ static void ps__copy_work(uv_work_t *work)
     struct ps_server *ps = c->ps;
     if (c->fail != 0) {
         c->rc = c->fail;
+        return;
+    }
+    if (c->opened && !c->begun) {
+        uv_sleep(PS_LEARN_KEY_WAIT_MS); /* the key log is not at s yet */
+        c->rc = 1;
         return;
     }
     if (!c->opened) {
@@ -821,8 +955,23 @@ static void ps__copy_work(uv_work_t *work)
     }
     struct rt_buf recs = RT_BUF_INIT;
     c->n_chunk = c->bytes_chunk = 0;
-    c->rc = ps_store_snap_next(c->snap, &recs, PS_LEARN_CHUNK, &c->n_chunk,
-                               &c->bytes_chunk);
+    if (c->keyed) {
+        /* The keys changed since the replica's LSN, at s: values, or
+         * tombstones for those deleted since. */
+        c->rc = 0;
+        while (c->next_key < c->n_keys && c->rc == 0 &&
+               c->bytes_chunk < PS_LEARN_CHUNK) {
+            c->rc = ps_store_snap_keys(c->snap, &c->keys[c->next_key++], 1,
+                                       &recs, &c->bytes_chunk);
+            c->n_chunk++;
+        }
+        if (c->rc == 0 && c->next_key < c->n_keys) {
+            c->rc = 1;
+        }
+    } else {
+        c->rc = ps_store_snap_next(c->snap, &recs, PS_LEARN_CHUNK, &c->n_chunk,
+                                   &c->bytes_chunk);
+    }
     if (c->rc >= 0) {
         Rt__ReplSnap m = RT__REPL_SNAP__INIT;
         struct ps_change ch;
@@ -916,14 +1065,51 @@ static void ps__snap_reply(int status,
     ps__copy_unref(c);
 }
 
+/* A keyed copy's BEGIN answer may name keys of the replica's own LSNs
+ * above from (a suffix I never had, §7.3): they are sent too, at s, so
+ * that the replica ends up with exactly my values (or none). Returns 0 or
+ * RT_EINVAL (a bad answer: the copy fails, the next one is full). */
+static int ps__copy_own_keys(struct ps__lcopy *c,
+                             const uint8_t *body,
+                             size_t len)
+{
+    if (!c->keyed || len == 0) {
+        return 0;
+    }
+    Rt__ReplicaState *st = rt__replica_state__unpack(NULL, len, body);
+    if (st == NULL || st->range_id != c->range_id) {
+        if (st != NULL) {
+            rt__replica_state__free_unpacked(st, NULL);
+        }
+        return RT_EINVAL;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < st->n_pending_keys; i++) {
+        total += st->pending_keys[i].len;
+    }
+    uint8_t *p = rt_buf_reserve(&c->own, total ? total : 1);
+    c->keys = rt_xrealloc(
+        c->keys, (c->n_keys + st->n_pending_keys + 1) * sizeof(*c->keys));
+    for (size_t i = 0; i < st->n_pending_keys; i++) {
+        memcpy(p, st->pending_keys[i].data, st->pending_keys[i].len);
+        c->keys[c->n_keys++] =
+            (struct ps_fetch_key){p, st->pending_keys[i].len};
+        p += st->pending_keys[i].len;
+    }
+    c->own.len = total;
+    rt__replica_state__free_unpacked(st, NULL);
+    return 0;
+}
+
 static void ps__begin_reply(int status,
                             const uint8_t *body,
                             size_t len,
                             void *arg)
 {
     struct ps__lcopy *c = arg;
-    (void)body;
-    (void)len;
+    if (status == 0 && !c->dead) {
+        status = ps__copy_own_keys(c, body, len);
+    }
     if (!c->dead) {
         if (status != 0) {
             ps__copy_end(c, status);
@@ -953,9 +1139,15 @@ static void ps__copy_after(uv_work_t *work, int status)
         return;
     }
     int rc;
-    if (!c->opened) {
+    if (!c->begun) {
         /* Snapshot open: s is known. */
         c->opened = 1;
+        if (c->keyed && ps__copy_keys(c) == 1) {
+            ps__copy_next(c); /* polls the key log again */
+            ps__copy_unref(c);
+            return;
+        }
+        c->begun = 1;
         Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
         Rt__EpochStart hs[RT_REPL_MAX_HISTORY], *hp[RT_REPL_MAX_HISTORY];
         for (size_t i = 0; i < c->n_hist; i++) {
@@ -966,7 +1158,8 @@ static void ps__copy_after(uv_work_t *work, int status)
         }
         b.range_id = c->range_id;
         b.epoch = c->epoch;
-        b.mode = 1;
+        b.mode = c->keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL;
+        b.from_lsn = c->keyed ? c->from : 0;
         b.snap_lsn = c->s;
         b.snap_epoch = c->s_epoch;
         b.history = hp;
@@ -1007,6 +1200,60 @@ static void ps__copy_after(uv_work_t *work, int status)
     /* else the call holds the work's reference */
 }
 
+/* A keyed copy whose snapshot is open at s: takes the keys changed in
+ * (from, s] out of the key log. Returns 0 (taken, or the copy is a full
+ * one now: the log holds nothing of the range or does not reach back to
+ * from, or did not reach s within PS_LEARN_KEY_WAITS polls) or 1 (the
+ * log is not at s yet: poll again; the writer's callbacks for the groups
+ * up to s are on their way to the loop). */
+static int ps__copy_keys(struct ps__lcopy *c)
+{
+    struct ps_learn *l = ps__learn(c->ps);
+    const struct ps_keylog *kl = ps_repl_keylog(c->ps);
+    struct ps_keylog_range_info ki;
+    struct ps_keylog_keys k = {0};
+    const char *why = "no key log";
+    int n;
+    int known = kl != NULL && ps_keylog_range_get(kl, c->range_id, &ki) == 0;
+    if (known && ki.base > c->from) {
+        why = "the key log does not reach back";
+    } else if (known && c->s >= c->from && ki.last < c->s) {
+        if (++c->waits < PS_LEARN_KEY_WAITS) {
+            return 1;
+        }
+        why = "the key log did not reach the snapshot";
+    } else if (known && c->s >= c->from) {
+        n = ps_keylog_changed(kl, c->range_id, c->from, c->s, &k);
+        if (n >= 0) {
+            size_t total = 0;
+            for (size_t i = 0; i < k.n; i++) {
+                total += k.v[i].len;
+            }
+            uint8_t *p = rt_buf_reserve(&c->keybuf, total ? total : 1);
+            c->keys = rt_xcalloc(k.n ? k.n : 1, sizeof(*c->keys));
+            for (size_t i = 0; i < k.n; i++) {
+                memcpy(p, k.v[i].p, k.v[i].len);
+                c->keys[i] = (struct ps_fetch_key){p, k.v[i].len};
+                p += k.v[i].len;
+            }
+            c->keybuf.len = total;
+            c->n_keys = k.n;
+            ps_keylog_keys_close(&k);
+            return 0;
+        }
+        why = n == RT_ENOTFOUND ? "the key log does not reach back"
+                                : rt_strerror(n);
+    }
+    l->keyed_fallbacks++;
+    c->keyed = 0;
+    rt_log(RT_LOG_INFO,
+           "range %" PRIu64 ": server %" PRIu64
+           ": no keyed catch-up from LSN %" PRIu64 " to %" PRIu64
+           " (%s): full copy",
+           c->range_id, c->peer, c->from, c->s, why);
+    return 0;
+}
+
 /* Queues the next threadpool step of @c (holding a reference). */
 static void ps__copy_next(struct ps__lcopy *c)
 {
@@ -1042,6 +1289,9 @@ static void ps__copy_start(struct ps_server *ps, const struct rt_repl_action *a)
     c->peer = a->peer;
     c->io = a->io_id;
     c->epoch = a->msg.u.begin.epoch;
+    c->keyed = a->msg.u.begin.mode == RT_REPL_BEGIN_KEYED;
+    c->from = a->msg.u.begin.from_lsn;
+    rt_buf_init(&c->keybuf);
     c->n_hist = a->msg.u.begin.n_history;
     memcpy(c->hist, a->msg.u.begin.history, c->n_hist * sizeof(*c->hist));
     c->started_ms = uv_now(ps->loop);
@@ -1059,8 +1309,8 @@ static void ps__copy_start(struct ps_server *ps, const struct rt_repl_action *a)
         c->span.high = rg->high ? rt_xstrdup(rg->high) : NULL;
     }
     rt_log(RT_LOG_INFO,
-           "range %" PRIu64 ": full copy to server %" PRIu64 " starts",
-           a->range_id, a->peer);
+           "range %" PRIu64 ": %s copy to server %" PRIu64 " starts",
+           a->range_id, c->keyed ? "keyed" : "full", a->peer);
     ps__copy_next(c);
 }
 
@@ -1215,6 +1465,13 @@ void ps_learn_metrics(struct ps_server *ps, struct rt_buf *b)
                   "# TYPE rt_repl_catchups_total counter\n"
                   "rt_repl_catchups_total{mode=\"full\"} %" PRIu64
                   "\n"
+                  "rt_repl_catchups_total{mode=\"keyed\"} %" PRIu64
+                  "\n"
+                  "# HELP rt_repl_keyed_fallbacks_total Keyed catch-ups "
+                  "sent as full copies (the key log did not reach).\n"
+                  "# TYPE rt_repl_keyed_fallbacks_total counter\n"
+                  "rt_repl_keyed_fallbacks_total %" PRIu64
+                  "\n"
                   "# HELP rt_repl_copy_bytes_total Key and value bytes sent "
                   "in full copies.\n"
                   "# TYPE rt_repl_copy_bytes_total counter\n"
@@ -1227,6 +1484,7 @@ void ps_learn_metrics(struct ps_server *ps, struct rt_buf *b)
                   "received and applied here.\n"
                   "# TYPE rt_repl_copies_received_total counter\n"
                   "rt_repl_copies_received_total %" PRIu64 "\n",
-                  l ? l->copies_done : 0, l ? l->copy_bytes : 0, running,
+                  l ? l->copies_done : 0, l ? l->keyed_done : 0,
+                  l ? l->keyed_fallbacks : 0, l ? l->copy_bytes : 0, running,
                   l ? l->received : 0);
 }

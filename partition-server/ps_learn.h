@@ -22,34 +22,50 @@
  *    which streams from s + 1. Any failure (a call's error or timeout, a
  *    read error) is READ_DONE with the code: the core probes again later.
  *    A new copy to the same replica and range replaces the running one.
+ *  - READ with BEGIN mode KEYED, from_lsn D (§7.3): the same snapshot at
+ *    s; then, on the loop, the keys the server's key log (ps_repl_keylog)
+ *    says changed in (D, s] -- polled every PS_LEARN_KEY_WAIT_MS, at most
+ *    PS_LEARN_KEY_WAITS times, until the log holds s (the writer's
+ *    callbacks up to s are on their way) -- are copied out;
+ *    REPL_BEGIN{KEYED, from_lsn D, s, ...}; the keys its answer names (the
+ *    replica's own LSNs above D: a suffix I never had) are added; the
+ *    chunks carry each key's value at s, or a tombstone (KeyValue.deleted)
+ *    for a key absent there; the rest as for a full copy. A log that
+ *    holds nothing of the range, does not reach back to D, or does not
+ *    reach s in time makes it a full copy (logged, counted).
  * Replica side (each request is answered once, from the core's answer):
  *  - REPL_PROBE: the core's ReplicaState, or its error (RT_ESTALE: not
  *    replicated here at that epoch; RT_EBUSY: a write in flight).
- *  - REPL_BEGIN (mode FULL only, else RT_EINVAL; the range must be
+ *  - REPL_BEGIN (mode FULL or KEYED, else RT_EINVAL; the range must be
  *    assigned here, else RT_ESTALE): the core turns the copy LEARNER; its
- *    WRITE persists rs state LEARNING (applied 0) and then drops the
- *    range's span (chunked, like MIGRATE_BEGIN); answered Empty once the
- *    span is empty. A restart from here finds LEARNING: "no copy".
- *  - REPL_SNAP: checked in order (§4): a copy begun here for the range
- *    (else RT_EINVAL), the copy's epoch (older RT_ESTALE, other RT_EINVAL),
- *    seq the next one (else RT_EINVAL), the CRC32C of the packed message
- *    with crc32c = 0 (else RT_ECORRUPT), every key inside the range
- *    (else RT_EINVAL), and on the last chunk count = entries received
- *    (else RT_EINVAL); a failed check changes nothing but ends the copy
- *    here (its later chunks fail too; the primary starts again). A chunk
- *    is written raw (no LSN) and answered once durable; the last one goes
- *    to the core (SNAP_END), whose WRITE writes it and then sets rs
- *    applied = (snap_epoch, s), state OK, role SECONDARY; answered Empty
- *    once that is durable. Crash between: state LEARNING, "no copy".
+ *    WRITE forgets the range's key log, persists rs state LEARNING
+ *    (applied 0) and, FULL only, then drops the range's span (chunked,
+ *    like MIGRATE_BEGIN); answered Empty once done. A KEYED one from
+ *    below my applied LSN first takes the keys my LSNs above it changed
+ *    from my key log (RT_ENOTFOUND when it does not reach back: nothing
+ *    changes) and is answered with them (ReplicaState.pending_keys). A
+ *    restart from here finds LEARNING: "no copy".
+ *  - REPL_SNAP (a tombstone deletes its key): checked in order (§4): a copy
+ * begun here for the range (else RT_EINVAL), the copy's epoch (older RT_ESTALE,
+ * other RT_EINVAL), seq the next one (else RT_EINVAL), the CRC32C of the packed
+ * message with crc32c = 0 (else RT_ECORRUPT), every key inside the range (else
+ * RT_EINVAL), and on the last chunk count = entries received (else RT_EINVAL);
+ * a failed check changes nothing but ends the copy here (its later chunks fail
+ * too; the primary starts again). A chunk is written raw (no LSN) and answered
+ * once durable; the last one goes to the core (SNAP_END), whose WRITE writes it
+ * and then sets rs applied = (snap_epoch, s), state OK, role SECONDARY;
+ * answered Empty once that is durable. Crash between: state LEARNING, "no
+ * copy".
  *
- * Metrics: rt_repl_catchups_total{mode="full"} (copies finished, primary
- * side), rt_repl_copy_bytes_total (key + value bytes sent in copies),
- * rt_repl_copies_running, rt_repl_copies_received_total (replica side).
- * A plain catch-up needs no I/O here: the core streams it.
+ * Metrics: rt_repl_catchups_total{mode="full"|"keyed"} (copies finished,
+ * primary side), rt_repl_keyed_fallbacks_total, rt_repl_copy_bytes_total (key +
+ * value bytes sent in copies), rt_repl_copies_running,
+ * rt_repl_copies_received_total (replica side). A plain catch-up needs no I/O
+ * here: the core streams it.
  *
- * Not yet: KEYED catch-up (REPL_BEGIN mode 2, the undo of a divergent
- * suffix by keys), sending REPL_ABORT (a primary's abandoned copy is
- * replaced by the next BEGIN), copies read from a secondary.
+ * Not yet: sending REPL_ABORT (a primary's abandoned copy is replaced by
+ * the next BEGIN), copies read from a secondary, the single-chunk atomic
+ * apply of a small keyed copy (it always goes through LEARNING).
  *
  * Thread: the loop thread (snapshot reads on the threadpool). The state
  * lives in ps_server.learn, made at first use. */
@@ -69,6 +85,11 @@
 #define PS_LEARN_WINDOW 4
 /* Timeout of one REPL_PROBE / REPL_BEGIN / REPL_SNAP call. */
 #define PS_LEARN_CALL_MS 10000
+/* A keyed copy waits for the key log to reach its snapshot's LSN this
+ * many polls of PS_LEARN_KEY_WAIT_MS (a threadpool sleep), then copies in
+ * full. */
+#define PS_LEARN_KEY_WAITS 500
+#define PS_LEARN_KEY_WAIT_MS 2
 
 /* The core's peer id for the primary that runs a copy or probe of range
  * @range_id here (the requests do not name their sender). */

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     long repl_hb_ms = 0, drift_ppm = 0;
     long ack_timeout_ms = 0, write_hold_ms = 0, heartbeat_ms = 0;
     long stall_timeout_ms = 0;
-    long scrub_mb_s = 0;
+    long scrub_mb_s = 0, repl_window_mb = 0, repl_log_mb = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -86,6 +86,13 @@ int main(int argc, char **argv)
          "replication: a commit stuck this long (a stalled disk) fences "
          "this server: no lease support asked or granted, and its "
          "heartbeat asks the master to fail its primaries over"},
+        {"repl-window-mb", RT_OPT_INT, &repl_window_mb, "64",
+         "replication: MiB of groups a primary keeps for a replica that "
+         "left the in-sync set, so that it can catch up from its LSN "
+         "(1..65536)"},
+        {"repl-log-mb", RT_OPT_INT, &repl_log_mb, "64",
+         "replication: MiB of memory for the key log (which keys each "
+         "recent group changed), for catch-ups by key (1..65536)"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
@@ -116,12 +123,15 @@ int main(int argc, char **argv)
         read_wait_ms > 600000 || lease_ms < 1 || lease_ms > 600000 ||
         ack_timeout_ms < 1 || ack_timeout_ms > 600000 || write_hold_ms < 1 ||
         write_hold_ms > 600000 || lease_ms < 10 || repl_hb_ms < 1 ||
-        repl_hb_ms > 600000 || drift_ppm < 0 || drift_ppm > 100000) {
+        repl_hb_ms > 600000 || drift_ppm < 0 || drift_ppm > 100000 ||
+        repl_window_mb < 1 || repl_window_mb > 65536 || repl_log_mb < 1 ||
+        repl_log_mb > 65536) {
         fprintf(stderr,
                 "rt-partition-server: --repl-inflight 1..100000, "
                 "--read-wait-ms, --lease-ms (10 and up), "
                 "--repl-heartbeat-ms, --ack-timeout-ms and "
-                "--write-hold-ms 1..600000, --clock-drift-ppm 0..100000\n");
+                "--write-hold-ms 1..600000, --clock-drift-ppm 0..100000, "
+                "--repl-window-mb and --repl-log-mb 1..65536\n");
         rt_config_free(opts);
         return 2;
     }
@@ -194,6 +204,8 @@ int main(int argc, char **argv)
     cfg.heartbeat_ms = (uint32_t)heartbeat_ms;
     cfg.stall_timeout_ms = (uint32_t)stall_timeout_ms;
     cfg.scrub_mb_s = (uint32_t)scrub_mb_s;
+    cfg.repl_window_mb = (uint32_t)repl_window_mb;
+    cfg.repl_log_mb = (uint32_t)repl_log_mb;
 
     rc = uv_loop_init(&loop);
     if (rc != 0) {

@@ -122,6 +122,12 @@ struct ps__rcore_lpeer
     struct ps__rcore_peer s; /* its stream (id, acked, next, ...) */
     enum ps__rlp_state state;
     bool joining; /* TAIL and its ISR_CHANGE{add} sent: counted for cw */
+    /* PROBE, an ISR member until my last assignment: my buffer keeps the
+     * groups above @s.acked for it (@held_bytes of them, counted up to
+     * @held_to) while they fit cfg.window_bytes. */
+    bool hold, fresh; /* fresh: not probed since it left */
+    bool no_keyed;    /* a keyed copy of it failed: the next is full */
+    uint64_t held_bytes, held_to, window;
     uint64_t probe_ms;
     uint64_t io; /* COPY: the READ action's id */
 };
@@ -202,6 +208,7 @@ struct ps_rcore
     bool timer_armed;
     uint64_t next_io;
     uint64_t started_ms; /* the seal grace runs from here too */
+    uint64_t catchups[PS_RCORE_CATCHUP__NR];
 };
 
 /* Catch-up of replicas outside the ISR (section "Learners" below). */
@@ -240,6 +247,10 @@ static void ps__rcore_isr_copy(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                struct ps__rcore_peer *p,
                                struct rt_repl_actions *out);
+static void ps__rcore_lrn_left(const struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct ps__rcore_peer *p);
+static uint64_t ps__rcore_lrn_floor(struct ps__rcore_range *r, uint64_t low);
 
 /* The one place a range's state changes: within its role's table. */
 static void ps__rcore_set_state(struct ps__rcore_range *r, unsigned to)
@@ -372,6 +383,15 @@ static void ps__rcore_set_peers(struct ps_rcore *node,
             }
         }
     }
+    for (size_t j = 0; j < n_old; j++) {
+        bool in = false;
+        for (size_t i = 0; i < n_isr; i++) {
+            in |= isr[i] == old[j].id;
+        }
+        if (!in) {
+            ps__rcore_lrn_left(node, r, &old[j]);
+        }
+    }
 }
 
 int ps_rcore_assign(struct ps_rcore *node,
@@ -487,6 +507,7 @@ static void ps__rcore_trim(struct ps__rcore_range *r)
             low = lp->s.acked;
         }
     }
+    low = ps__rcore_lrn_floor(r, low);
     size_t drop = 0;
     while (drop < r->buf_n && r->buf[drop].lsn <= low) {
         free(r->buf[drop].records);
@@ -1632,7 +1653,8 @@ static int ps__rcore_conn(struct ps_rcore *node,
 static const char *const ps__rlp_names[] = {"probe", "copy", "tail"};
 
 /* Notes that group @lsn was made by generation @gen (0: unknown, which
- * forgets the history: every later catch-up is a full copy). */
+ * forgets the history: every later catch-up is a full copy, until a copy
+ * brings the sender's history). */
 static void ps__rcore_hist_note(struct ps__rcore_range *r,
                                 uint64_t gen,
                                 uint64_t lsn)
@@ -1642,6 +1664,12 @@ static void ps__rcore_hist_note(struct ps__rcore_range *r,
         return;
     }
     if (r->n_hist > 0 && r->hist[r->n_hist - 1].epoch == gen) {
+        return;
+    }
+    if (r->n_hist == 0 && lsn != 1) {
+        /* Unknown stays unknown: an entry starting here would claim that
+         * @gen began here, and agree with another replica's such entry
+         * although their earlier groups may differ. */
         return;
     }
     if (r->n_hist == RT_REPL_MAX_HISTORY) {
@@ -1688,6 +1716,37 @@ static bool ps__rcore_agrees(const struct ps__rcore_range *r,
         return r->hist[i].first_lsn == g->first_lsn && rs->applied_lsn <= end;
     }
     return false;
+}
+
+/* §7.3: the end D of the prefix the replica's sequence shares with mine
+ * (0: none known): for the newest generation of its history that began at
+ * the same LSN in mine, the lower of that generation's ends in the two.
+ * Up to D one primary of one generation made every LSN in both. */
+static uint64_t ps__rcore_agreed(const struct ps__rcore_range *r,
+                                 const struct rt_repl_replica_state *rs)
+{
+    if ((rs->state != RT_REPL_COPY_OK && rs->state != RT_REPL_COPY_DIVERGED) ||
+        rs->n_history > RT_REPL_MAX_HISTORY) {
+        return 0;
+    }
+    for (size_t i = rs->n_history; i-- > 0;) {
+        const struct rt_repl_epoch_start *e = &rs->history[i];
+        uint64_t end_r = i + 1 < rs->n_history
+                             ? rs->history[i + 1].first_lsn - 1
+                             : rs->applied_lsn;
+        for (size_t j = 0; j < r->n_hist; j++) {
+            if (r->hist[j].epoch != e->epoch) {
+                continue;
+            }
+            if (r->hist[j].first_lsn != e->first_lsn) {
+                return 0;
+            }
+            uint64_t end_q =
+                j + 1 < r->n_hist ? r->hist[j + 1].first_lsn - 1 : r->last_lsn;
+            return end_r < end_q ? end_r : end_q;
+        }
+    }
+    return 0;
 }
 
 static struct ps__rcore_lpeer *ps__rcore_lpeer(struct ps__rcore_range *r,
@@ -1742,6 +1801,60 @@ static void ps__rcore_lrn_add(struct ps_rcore *node,
     struct ps__rcore_lpeer *lp = &r->lpeers[r->n_lpeers++];
     *lp = (struct ps__rcore_lpeer){.s = {.id = id, .progress_ms = now_ms}};
     ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+}
+
+/* ISR member @p left the ISR by an assignment of my generation: if the
+ * set keeps it (ps__rcore_lrn_sync drops it otherwise), it is probed at
+ * the next tick, and my buffer keeps its groups above its last ack
+ * meanwhile (ps__rcore_lrn_floor): back soon, it rejoins by a plain
+ * catch-up. */
+static void ps__rcore_lrn_left(const struct ps_rcore *node,
+                               struct ps__rcore_range *r,
+                               const struct ps__rcore_peer *p)
+{
+    if (ps__rcore_lpeer(r, p->id) != NULL ||
+        r->n_lpeers == PS_RCORE_MAX_REPLICAS) {
+        return;
+    }
+    struct ps__rcore_lpeer *lp = &r->lpeers[r->n_lpeers++];
+    *lp = (struct ps__rcore_lpeer){
+        .s = {.id = p->id, .acked = p->acked, .progress_ms = 0},
+        .state = PS__RLP_PROBE,
+        .fresh = true,
+        .hold = p->acked + 1 >= r->buf_first,
+        .held_to = p->acked,
+        .window = node->cfg.window_bytes ? node->cfg.window_bytes
+                                         : PS_RCORE_WINDOW_BYTES,
+    };
+}
+
+/* The lowest LSN my buffer must keep, from @low: also every held
+ * replica's last ack, while the groups above it total at most its window
+ * (one that passes it is let go: a dead peer pins no more memory than
+ * that, and its catch-up will be a copy). */
+static uint64_t ps__rcore_lrn_floor(struct ps__rcore_range *r, uint64_t low)
+{
+    for (size_t i = 0; i < r->n_lpeers; i++) {
+        struct ps__rcore_lpeer *lp = &r->lpeers[i];
+        if (!lp->hold) {
+            continue;
+        }
+        if (lp->state != PS__RLP_PROBE || lp->s.acked + 1 < r->buf_first) {
+            lp->hold = false;
+            continue;
+        }
+        uint64_t from = lp->held_to > lp->s.acked ? lp->held_to : lp->s.acked;
+        for (uint64_t l = from + 1; l <= r->last_lsn; l++) {
+            lp->held_bytes += ps__rcore_group(r, l)->len;
+        }
+        lp->held_to = r->last_lsn;
+        if (lp->held_bytes > lp->window) {
+            lp->hold = false;
+            continue;
+        }
+        low = lp->s.acked < low ? lp->s.acked : low;
+    }
+    return low;
 }
 
 /* TAIL from @from + 1: the replica holds my sequence up to @from. */
@@ -1847,11 +1960,27 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
         ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         return 0; /* asked again after PS_RCORE_PROBE_TICKS */
     }
+    lp->hold = false; /* it is streamed or copied from here on */
     if (ps__rcore_agrees(r, rs) && rs->applied_lsn + 1 >= r->buf_first) {
+        node->catchups[PS_RCORE_CATCHUP_TAIL]++;
+        rt_log(RT_LOG_INFO,
+               "range %" PRIu64 ": server %" PRIu64
+               ": plain catch-up from LSN %" PRIu64 " (my last %" PRIu64 ")",
+               r->id, lp->s.id, rs->applied_lsn, r->last_lsn);
         ps__rcore_lrn_tail(node, r, lp, rs->applied_lsn, ev->now_ms, out);
         ps__rcore_lrn_join(node, r, ev->now_ms, out);
         return 0;
     }
+    /* §7.3: an agreeing replica the buffer no longer reaches needs only
+     * the keys changed since its applied LSN (the glue copies in full if
+     * its key log does not reach back that far); one with a suffix I
+     * never had (D < its applied) also those of its suffix, which it
+     * names from its own key log when it accepts (else refuses: then a
+     * full copy). */
+    uint64_t from =
+        ps__rcore_agrees(r, rs) ? rs->applied_lsn : ps__rcore_agreed(r, rs);
+    bool keyed = !lp->no_keyed && from > 0;
+    node->catchups[keyed ? PS_RCORE_CATCHUP_KEYED : PS_RCORE_CATCHUP_FULL]++;
     lp->state = PS__RLP_COPY;
     lp->io = ++node->next_io;
     lp->s.acked = r->last_lsn; /* kept from here: s >= it */
@@ -1864,7 +1993,11 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
                                  .lsn = r->last_lsn};
     act.msg.kind = RT_REPL_MSG_BEGIN;
     act.msg.u.begin = (struct rt_repl_begin){
-        .range_id = r->id, .epoch = r->epoch, .copy_id = lp->io};
+        .range_id = r->id,
+        .epoch = r->epoch,
+        .mode = keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL,
+        .from_lsn = keyed ? from : 0,
+        .copy_id = lp->io};
     memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
     act.msg.u.begin.n_history = r->n_hist;
     rt_repl_actions_add(out, &act);
@@ -1938,6 +2071,7 @@ static int ps__rcore_lrn_copied(struct ps_rcore *node,
             continue;
         }
         if (ev->code != 0 || ev->lsn < lp->s.acked) {
+            lp->no_keyed = true; /* whatever failed, a full copy next */
             ps__rcore_lrn_probe(r, lp, ev->now_ms, false, out);
         } else {
             ps__rcore_lrn_tail(node, r, lp, ev->lsn, ev->now_ms, out);
@@ -2087,6 +2221,12 @@ static void ps__rcore_lrn_sync(struct ps_rcore *node,
         uint64_t id = c->members[i].server_id;
         if (c->members[i].role != RT_REPL_ROLE_NONE &&
             !rt_repl_conf_in_isr(c, id)) {
+            struct ps__rcore_lpeer *lp = ps__rcore_lpeer(r, id);
+            if (lp != NULL && lp->fresh) {
+                /* It just left the ISR (ps__rcore_lrn_left). */
+                lp->fresh = false;
+                ps__rcore_lrn_probe(r, lp, now_ms, true, out);
+            }
             ps__rcore_lrn_add(node, r, id, now_ms, out);
         }
     }
@@ -2160,10 +2300,13 @@ static int ps__rcore_lrn_probe_in(struct ps__rcore_range *r,
     return 0;
 }
 
-/* REPL_BEGIN{FULL} (§3.3 -> CLEARING): whatever I held of the range is
- * given up; the WRITE persists LEARNING and clears my keys. Refused
- * (nothing changes): RT_ESTALE for an older epoch or a serving primary,
- * RT_EBUSY while a write of mine for the range is in flight. */
+/* REPL_BEGIN (§3.3 -> CLEARING): whatever I held of the range is given
+ * up as a copy; the WRITE persists LEARNING and, for a FULL one, clears my
+ * keys (a KEYED one keeps them: only the keys changed after its from_lsn
+ * come, with those of my own LSNs above it). Refused (nothing changes):
+ * RT_ESTALE for an older epoch or a serving primary, RT_EBUSY while a
+ * write of mine for the range is in flight, RT_EINVAL for a KEYED one
+ * unless I hold a copy at its from_lsn or past it. */
 static int ps__rcore_lrn_begin(struct ps_rcore *node,
                                struct ps__rcore_range *r,
                                const struct rt_repl_event *ev,
@@ -2184,6 +2327,15 @@ static int ps__rcore_lrn_begin(struct ps_rcore *node,
         ps__rcore_copy_resp(
             ev->peer, r->id, b->epoch,
             b->n_history > RT_REPL_MAX_HISTORY ? RT_EINVAL : RT_EBUSY, 0, out);
+        return 0;
+    }
+    if (b->mode == RT_REPL_BEGIN_KEYED &&
+        (r->role == PS_RCORE_LEARNER || b->from_lsn > r->applied_lsn)) {
+        /* Keyed: only the keys changed after @from_lsn come (and those
+         * of my LSNs above it, which the glue names from my key log), so
+         * I must hold a copy at that LSN or past it (not a copy cut
+         * short): the sender probes again. */
+        ps__rcore_copy_resp(ev->peer, r->id, b->epoch, RT_EINVAL, 0, out);
         return 0;
     }
     if (r->role == PS_RCORE_PRIMARY || r->role == PS_RCORE_SECONDARY) {
@@ -2492,6 +2644,36 @@ int ps_rcore_set_silent(struct ps_rcore *node,
         }
     }
     return 0;
+}
+
+int ps_rcore_set_history(struct ps_rcore *node,
+                         uint64_t range_id,
+                         const struct rt_repl_epoch_start *h,
+                         size_t n)
+{
+    struct ps__rcore_range *r = ps__rcore_find(node, range_id);
+    if (r == NULL) {
+        return RT_ENOTFOUND;
+    }
+    if (n == 0 || n > RT_REPL_MAX_HISTORY ||
+        h[n - 1].first_lsn > r->applied_lsn + 1) {
+        return RT_EINVAL;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (h[i].first_lsn <= h[i - 1].first_lsn ||
+            h[i].epoch <= h[i - 1].epoch) {
+            return RT_EINVAL;
+        }
+    }
+    memcpy(r->hist, h, n * sizeof(*h));
+    r->n_hist = n;
+    return 0;
+}
+
+uint64_t ps_rcore_catchups(const struct ps_rcore *node,
+                           enum ps_rcore_catchup kind)
+{
+    return kind < PS_RCORE_CATCHUP__NR ? node->catchups[kind] : 0;
 }
 
 int ps_rcore_range_get(const struct ps_rcore *node,

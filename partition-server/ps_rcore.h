@@ -131,7 +131,24 @@
  *   commit of this very add, sent twice: it keeps counting and is asked
  *   again). A NACK of a replica not joining, or more than
  *   cfg.learn_window groups behind, sends it back to PROBE (probes are
- *   asked again every PS_RCORE_PROBE_TICKS resend periods).
+ *   asked again every PS_RCORE_PROBE_TICKS resend periods). A member
+ *   that an assignment of my generation leaves out of the ISR but keeps
+ *   in the set is probed at the next tick, and my buffer keeps its
+ *   groups above its last ack meanwhile, while they total at most
+ *   cfg.window_bytes (past that it is released, and its catch-up will
+ *   be a copy): a replica away for a moment rejoins by a plain catch-up.
+ *   One whose history agrees but whose next group is no longer buffered
+ *   gets a keyed copy: the READ's BEGIN has mode RT_REPL_BEGIN_KEYED and
+ *   from_lsn = its applied LSN; the glue sends the current value (or a
+ *   tombstone) of every key changed in (from_lsn, s] at a snapshot LSN
+ *   s, or, if its key log does not reach back, a full copy instead;
+ *   either ends in READ_DONE(s) like a full copy. One with a suffix I
+ *   never had gets a keyed copy from D, the end of the prefix we share
+ *   (for the newest generation of its history that began at the same LSN
+ *   in mine, the lower of its two ends): the glue adds the keys the
+ *   replica names for its LSNs above D. A keyed copy that fails (a
+ *   READ_DONE with a code) makes that replica's next one full.
+ *   ps_rcore_catchups() counts the catch-ups begun by kind.
  * - An ISR member that NACKs RT_ELSNGAP below the position I assumed
  *   for it (never confirmed by one of its acks: a restarted primary
  *   takes its members at its own applied LSN) and below my buffer gets,
@@ -144,7 +161,9 @@
  *   flight). BEGIN (RT_ESTALE older epoch or serving primary, RT_EBUSY a
  *   write in flight, else accepted): I become a LEARNER CLEARING
  *   whatever I held (a deposed primary, a secondary, a learner), a WRITE
- *   action (msg BEGIN) persists LEARNING and clears my keys, and its
+ *   action (msg BEGIN) persists LEARNING and, for a FULL one, clears my
+ *   keys (a KEYED one is refused RT_EINVAL unless I hold a copy at its
+ *   from_lsn or past it: nothing changes), and its
  *   DISK_DONE answers COPY_RESP{lsn 0} (COPYING). SNAP_END (the last
  *   chunk; RT_EINVAL unless COPYING that copy): a WRITE action (msg
  *   SNAP_END, lsn s) applies it with applied = s, and its DISK_DONE makes
@@ -262,7 +281,12 @@ struct ps_rcore_config
      * caught-up replica may join the ISR (--join-lag). */
     uint64_t learn_window;
     uint64_t join_lag;
+    /* Bytes of groups my buffer keeps for a member that left the ISR and
+     * was not probed yet (--repl-window-mb; 0 = PS_RCORE_WINDOW_BYTES). */
+    uint64_t window_bytes;
 };
+
+#define PS_RCORE_WINDOW_BYTES (64u << 20)
 
 #define PS_RCORE_LEARN_WINDOW 8192
 #define PS_RCORE_JOIN_LAG 64
@@ -445,6 +469,27 @@ int ps_rcore_learner_get(const struct ps_rcore *node,
                          uint64_t range_id,
                          uint64_t peer,
                          struct ps_rcore_learner_info *out);
+
+/* Range @range_id's history (§2.3, §7.3): @h[@n] (copied; oldest first),
+ * the generations that made its LSNs up to its applied LSN, as its `rs`
+ * record keeps them, for a range loaded or assigned at a non-zero LSN
+ * (the core starts only a new range's history itself). RT_ENOTFOUND, or
+ * RT_EINVAL (@n 0 or above RT_REPL_MAX_HISTORY, entries not increasing,
+ * or the last entry past the applied LSN + 1): nothing changes. */
+int ps_rcore_set_history(struct ps_rcore *node,
+                         uint64_t range_id,
+                         const struct rt_repl_epoch_start *h,
+                         size_t n);
+
+/* Catch-ups this node began as a primary, by kind. */
+enum ps_rcore_catchup {
+    PS_RCORE_CATCHUP_TAIL,  /* streamed from the replica's applied + 1 */
+    PS_RCORE_CATCHUP_KEYED, /* a keyed copy (READ, BEGIN mode KEYED) */
+    PS_RCORE_CATCHUP_FULL,  /* a full copy (READ) */
+    PS_RCORE_CATCHUP__NR
+};
+uint64_t ps_rcore_catchups(const struct ps_rcore *node,
+                           enum ps_rcore_catchup kind);
 
 /* 0 and *out filled, or RT_ENOTFOUND. */
 int ps_rcore_range_get(const struct ps_rcore *node,

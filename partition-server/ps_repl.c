@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_keylog.h"
 #include "ps_lease.h"
 #include "ps_lsn_ring.h"
 #include "ps_rcore.h"
@@ -126,6 +127,7 @@ struct ps__rwrite
     uint64_t lsn;
     uint64_t io_id;
     uint8_t *recs;
+    size_t recs_len;
     struct ps_kv *kvs;
 };
 
@@ -201,6 +203,10 @@ struct ps_repl
     int fenced;                     /* ps_repl_lease_fence */
     int stalled;                    /* the writer is stuck: self-fenced */
     ps_repl_action_hook learn_hook; /* ps_repl_set_learn_hook */
+    /* §2.3: which keys each group committed here changed, per range
+     * (primary: its own groups; secondary: the groups it applied), for
+     * keyed catch-ups; --repl-log-mb. */
+    struct ps_keylog *keylog;
     int closing;
     int open_handles;
 };
@@ -371,6 +377,7 @@ static void ps__batch_add(struct ps_repl *rp,
     g->range_id = ap->range_id;
     g->epoch = ap->epoch;
     g->primary_epoch = rr != NULL ? rr->primary_epoch : 0;
+    g->gen = ap->gen;
     g->lsn = ap->lsn;
     g->commit_lsn = ap->commit_lsn;
     g->records.data = (uint8_t *)ap->records;
@@ -493,6 +500,7 @@ static void ps__write_submit(struct ps_repl *rp, const struct rt_repl_action *a)
     rw->io_id = a->io_id;
     rw->recs =
         ap->records_len ? rt_xmemdup(ap->records, ap->records_len) : NULL;
+    rw->recs_len = ap->records_len;
     while (ps_change_next(rw->recs, ap->records_len, &off, &c) == 1) {
         n++;
     }
@@ -509,6 +517,7 @@ static void ps__write_submit(struct ps_repl *rp, const struct rt_repl_action *a)
     rw->job.u.write.failed_index = -1;
     rw->job.u.write.range_id = a->range_id;
     rw->job.u.write.repl_lsn = a->lsn;
+    rw->job.u.write.repl_gen = ap->gen;
     ps_writer_submit(rp->ps->writer, &rw->job);
 }
 
@@ -825,8 +834,59 @@ static void ps__peer_set(struct ps_repl *rp, uint64_t id, const char *addr)
 
 /* Ranges */
 
+/* Key log (§2.3) */
+
+/* Notes in the key log that group @lsn of @rr (write transaction @txn_id)
+ * changed the storage keys of its change records @recs[@len], and moves
+ * the range's cw there to the commit LSN the core knows. A group the log
+ * refuses (an LSN not above its last: a replay) changes nothing. */
+static void ps__keylog_feed(struct ps_repl *rp,
+                            const struct ps__rrange *rr,
+                            uint64_t lsn,
+                            uint64_t txn_id,
+                            const uint8_t *recs,
+                            size_t len)
+{
+    struct ps_keylog_key stack[16], *keys = stack;
+    struct ps_change c;
+    size_t off = 0, n = 0, cap = sizeof(stack) / sizeof(stack[0]);
+    struct ps_rcore_range_info info;
+    if (rp->keylog == NULL) {
+        return;
+    }
+    while (ps_change_next(recs, len, &off, &c) == 1) {
+        if (n == cap) {
+            cap *= 2;
+            if (keys == stack) {
+                keys = rt_xmalloc(cap * sizeof(*keys));
+                memcpy(keys, stack, sizeof(stack));
+            } else {
+                keys = rt_xrealloc(keys, cap * sizeof(*keys));
+            }
+        }
+        keys[n++] = (struct ps_keylog_key){c.key, c.kn};
+    }
+    if (ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys, n) ==
+        RT_EINVAL) {
+        /* Not above the log's last LSN: a sequence the log does not
+         * describe (a copy, a rebuild); it starts again here. */
+        (void)ps_keylog_drop_range(rp->keylog, rr->id);
+        (void)ps_keylog_append(rp->keylog, rr->id, lsn, rr->epoch, txn_id, keys,
+                               n);
+    }
+    if (keys != stack) {
+        free(keys);
+    }
+    if (ps_rcore_range_get(rp->core, rr->id, &info) == 0) {
+        (void)ps_keylog_set_cw(rp->keylog, rr->id, info.commit_lsn);
+    }
+}
+
 static void ps__rr_free(struct ps_repl *rp, struct ps__rrange *rr)
 {
+    if (rp->keylog != NULL) {
+        (void)ps_keylog_drop_range(rp->keylog, rr->id);
+    }
     if (rr->log_on && rp->ps->writer != NULL) {
         ps_writer_log_remove(rp->ps->writer, &rr->log);
     }
@@ -1032,6 +1092,8 @@ static int ps__rr_split_from(struct ps_repl *rp,
         rs->applied_epoch = prs.applied_epoch;
         rs->applied_lsn = prs.applied_lsn;
         rs->commit_lsn = prs.commit_lsn;
+        memcpy(rs->hist, prs.hist, sizeof(rs->hist));
+        rs->n_hist = prs.n_hist;
         rt_log(RT_LOG_INFO,
                "range %" PRIu64 ": split from range %" PRIu64
                " at LSN %" PRIu64,
@@ -1081,6 +1143,24 @@ static int ps__rr_merge_from(struct ps_repl *rp,
     return found;
 }
 
+/* Gives the core range @range_id's durable history (@rs, its `rs`
+ * record, or its split parent's), so that a replica that restarted or
+ * was split can still be caught up from its LSN (§7.3). */
+static void ps__rr_history(struct ps_repl *rp,
+                           uint64_t range_id,
+                           const struct ps_rstate *rs)
+{
+    struct rt_repl_epoch_start h[RT_REPL_MAX_HISTORY];
+    size_t n = rs->n_hist <= RT_REPL_MAX_HISTORY ? rs->n_hist : 0;
+    for (size_t i = 0; i < n; i++) {
+        h[i] = (struct rt_repl_epoch_start){rs->hist[i].epoch,
+                                            rs->hist[i].first_lsn};
+    }
+    if (n > 0) {
+        ps_rcore_set_history(rp->core, range_id, h, n);
+    }
+}
+
 static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
 {
     struct ps_server *ps = rp->ps;
@@ -1104,6 +1184,9 @@ static void ps__rr_create(struct ps_repl *rp, const Rt__Range *d)
         /* A copy cut short (LEARNING) is no copy. */
         a.lsn = rs.state == PS_RS_LEARNING ? 0 : rs.applied_lsn;
         rc = ps_rcore_assign(rp->core, &a, &rp->out);
+    }
+    if (rc == 0 && a.lsn != 0) {
+        ps__rr_history(rp, d->id, &rs);
     }
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "range %" PRIu64 ": cannot replicate: %s", d->id,
@@ -1168,6 +1251,9 @@ static int ps__rr_restore(struct ps_repl *rp, const Rt__Range *d)
     rc = ps_rcore_load(rp->core, &du, uv_now(ps->loop), &rp->out);
     if (rc != 0) {
         return rc;
+    }
+    if (du.applied_lsn != 0) {
+        ps__rr_history(rp, d->id, &rs);
     }
     ps__rr_new(rp, d, a.n_isr, du.role == PS_RCORE_PRIMARY, rs.applied_lsn);
     rt_log(RT_LOG_INFO,
@@ -1592,6 +1678,7 @@ void ps_repl_shipped(void *arg, const struct ps_shipped *v, size_t n)
                                    .lsn = v[i].lsn,
                                    .records = grp.data,
                                    .records_len = grp.len};
+        ps__keylog_feed(rp, rr, v[i].lsn, v[i].txn_id, grp.data, grp.len);
         ps_lsn_ring_push(&rr->ring, v[i].txn_id, v[i].lsn);
         rr->last_fed = v[i].lsn;
         int rc = ps_rcore_step(rp->core, &ev, &rp->out);
@@ -1642,6 +1729,7 @@ void ps_repl_write_done(struct ps_server *ps,
         }
         ev.records = grp.data;
         ev.records_len = grp.len;
+        ps__keylog_feed(rp, rr, pw->lsn, pw->txn_id, grp.data, grp.len);
         ps_lsn_ring_push(&rr->ring, pw->txn_id, pw->lsn);
         rr->last_fed = pw->lsn;
     }
@@ -1807,6 +1895,11 @@ static void ps__write_job_cb(struct ps_job *job)
                                    .io_id = rw->io_id,
                                    .range_id = rw->range_id,
                                    .lsn = rw->lsn};
+        const struct ps__rrange *rr = ps__rr_find(rp, rw->range_id);
+        if (rr != NULL) {
+            ps__keylog_feed(rp, rr, rw->lsn, job->u.write.txn_id, rw->recs,
+                            rw->recs_len);
+        }
         ps__repl_step(rp, &ev);
     }
     ps_write_reset(&job->u.write);
@@ -1907,6 +2000,7 @@ void ps_repl_on_append(struct ps_server *ps,
             .commit_lsn = g->commit_lsn,
             .records = g->records.data,
             .records_len = g->records.len,
+            .gen = g->gen,
         };
         struct rt_repl_event ev = {.kind = RT_REPL_EV_MSG,
                                    .now_ms = uv_now(ps->loop),
@@ -2287,6 +2381,29 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
                   "# TYPE rt_ps_repl_held_reads gauge\n"
                   "rt_ps_repl_held_reads %zu\n",
                   rp->held_ops, rp->n_reads);
+    if (rp->core != NULL) {
+        rt_buf_printf(
+            b,
+            "# HELP rt_ps_repl_catchups_total Catch-ups of replicas outside "
+            "the ISR begun here as primary: tail = streamed from the "
+            "replica's LSN, keyed = the keys changed since it (a full "
+            "copy if the key log does not reach), full = a full copy.\n"
+            "# TYPE rt_ps_repl_catchups_total counter\n"
+            "rt_ps_repl_catchups_total{kind=\"tail\"} %" PRIu64
+            "\n"
+            "rt_ps_repl_catchups_total{kind=\"keyed\"} %" PRIu64
+            "\n"
+            "rt_ps_repl_catchups_total{kind=\"full\"} %" PRIu64 "\n",
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_TAIL),
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_KEYED),
+            ps_rcore_catchups(rp->core, PS_RCORE_CATCHUP_FULL));
+    }
+    rt_buf_printf(b,
+                  "# HELP rt_ps_repl_keylog_bytes Memory of the key log "
+                  "(which keys each recent group changed, §2.3).\n"
+                  "# TYPE rt_ps_repl_keylog_bytes gauge\n"
+                  "rt_ps_repl_keylog_bytes %zu\n",
+                  rp->keylog ? ps_keylog_bytes(rp->keylog) : 0);
     for (size_t k = 0; k < sizeof(per_range) / sizeof(per_range[0]); k++) {
         rt_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", per_range[k].name,
                       per_range[k].help, per_range[k].name);
@@ -2383,6 +2500,26 @@ int ps_repl_range_info(struct ps_server *ps,
     return ps_rcore_range_get(ps->repl->core, range_id, out);
 }
 
+const struct ps_keylog *ps_repl_keylog(const struct ps_server *ps)
+{
+    return ps->repl != NULL ? ps->repl->keylog : NULL;
+}
+
+void ps_repl_keylog_forget(struct ps_server *ps, uint64_t range_id)
+{
+    if (ps->repl != NULL && ps->repl->keylog != NULL) {
+        (void)ps_keylog_drop_range(ps->repl->keylog, range_id);
+    }
+}
+
+uint64_t ps_repl_catchups(struct ps_server *ps, int kind)
+{
+    if (ps->repl == NULL || ps->repl->core == NULL) {
+        return 0;
+    }
+    return ps_rcore_catchups(ps->repl->core, (enum ps_rcore_catchup)kind);
+}
+
 /* Life cycle */
 
 /* The core knows its node id: (re)made once the master gave one. */
@@ -2403,6 +2540,7 @@ static int ps__core_ensure(struct ps_repl *rp)
         .write_hold_ms = ps->cfg.write_hold_ms ? ps->cfg.write_hold_ms
                                                : PS_REPL_WRITE_HOLD_MS,
         .master_id = PS__MASTER_PEER,
+        .window_bytes = (uint64_t)ps->cfg.repl_window_mb << 20,
     };
     if (rp->core != NULL && rp->core_self == ps->server_id) {
         return 0;
@@ -2457,6 +2595,12 @@ int ps_repl_start(struct ps_server *ps)
     uv_timer_init(ps->loop, &rp->read_timer);
     uv_timer_init(ps->loop, &rp->support_timer);
     rp->start_ms = ps__lease_now();
+    if (ps_keylog_create(
+            (size_t)(ps->cfg.repl_log_mb ? ps->cfg.repl_log_mb : PS_REPL_LOG_MB)
+                << 20,
+            &rp->keylog) != 0) {
+        rp->keylog = NULL;
+    }
     rp->open_handles = 3;
     ps->repl = rp;
     return 0;
@@ -2471,6 +2615,7 @@ static void ps__repl_close_cb(uv_handle_t *h)
     ps_rcore_destroy(rp->core);
     ps_lease_granter_destroy(rp->granter);
     ps_lease_holder_destroy(rp->holder);
+    ps_keylog_destroy(rp->keylog);
     rt_repl_actions_close(&rp->out);
     free(rp);
 }

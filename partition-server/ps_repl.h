@@ -132,6 +132,8 @@
 
 /* Defaults of --repl-inflight and --read-wait-ms (ps_config 0). */
 #define PS_REPL_INFLIGHT 32
+/* Key log budget, MiB (--repl-log-mb; §2.3). */
+#define PS_REPL_LOG_MB 64
 #define PS_REPL_READ_WAIT_MS 1000
 /* Defaults of --lease-ms (L), --repl-heartbeat-ms (the SupportReq
  * period) and --clock-drift-ppm (ρ), and the lease's ε (ps_lease.h). */
@@ -389,5 +391,17 @@ struct ps_rcore_range_info;
 int ps_repl_range_info(struct ps_server *ps,
                        uint64_t range_id,
                        struct ps_rcore_range_info *out);
+
+/* Catch-ups of kind @kind (enum ps_rcore_catchup) this server began as a
+ * primary (tests, metrics). */
+uint64_t ps_repl_catchups(struct ps_server *ps, int kind);
+
+/* The server's key log (§2.3; NULL before ps_repl_start), fed with every
+ * group committed here: valid until ps_repl_stop (tests, metrics). */
+struct ps_keylog;
+const struct ps_keylog *ps_repl_keylog(const struct ps_server *ps);
+/* Forgets range @range_id's key log: a copy is replacing the data it
+ * describes (its entries may name another history's keys). */
+void ps_repl_keylog_forget(struct ps_server *ps, uint64_t range_id);
 
 #endif

@@ -29,27 +29,29 @@ struct ps_transfer;
 /* Strings are borrowed for the server's life. */
 struct ps_config
 {
-    const char *listen;        /* "host:port" (port 0 = ephemeral) */
-    const char *advertise;     /* "" = the actual listen address */
-    const char *master;        /* "host:port" of rt-master */
-    const char *data;          /* LMDB directory */
-    const char *port_file;     /* "" = none */
-    const char *zone;          /* failure domain sent at registration; "" */
-    size_t max_pending;        /* queued write ops before RT_EBUSY */
-    size_t map_size;           /* LMDB map size in bytes */
-    uint64_t max_server_eps;   /* entities/s for the whole server; 0 = none */
-    uint64_t max_range_eps;    /* entities/s per range; 0 = none */
-    const char *http;          /* metrics "host:port"; NULL or "" = off */
-    size_t move_chunk;         /* MIGRATE_DATA body target; 0 = 256 KiB */
-    uint32_t repl_inflight;    /* appends unacked per peer; 0 = 32 */
-    uint32_t read_wait_ms;     /* a replicated read waiting for cw; 0 = 1000 */
-    uint32_t scrub_mb_s;       /* scrub budget per second; 0 = off */
-    uint32_t lease_ms;         /* L of the read leases; 0 = 1500 */
-    uint32_t repl_hb_ms;       /* SupportReq period; 0 = 250 */
-    uint32_t drift_ppm;        /* ρ of the lease bound; 0 = 1000 */
-    uint32_t ack_timeout_ms;   /* late ISR member -> shrink; 0 = 1000 */
-    uint32_t write_hold_ms;    /* held write -> RT_ETIMEDOUT; 0 = 5000 */
-    uint32_t heartbeat_ms;     /* master heartbeat period; 0 = 500 */
+    const char *listen;      /* "host:port" (port 0 = ephemeral) */
+    const char *advertise;   /* "" = the actual listen address */
+    const char *master;      /* "host:port" of rt-master */
+    const char *data;        /* LMDB directory */
+    const char *port_file;   /* "" = none */
+    const char *zone;        /* failure domain sent at registration; "" */
+    size_t max_pending;      /* queued write ops before RT_EBUSY */
+    size_t map_size;         /* LMDB map size in bytes */
+    uint64_t max_server_eps; /* entities/s for the whole server; 0 = none */
+    uint64_t max_range_eps;  /* entities/s per range; 0 = none */
+    const char *http;        /* metrics "host:port"; NULL or "" = off */
+    size_t move_chunk;       /* MIGRATE_DATA body target; 0 = 256 KiB */
+    uint32_t repl_inflight;  /* appends unacked per peer; 0 = 32 */
+    uint32_t read_wait_ms;   /* a replicated read waiting for cw; 0 = 1000 */
+    uint32_t scrub_mb_s;     /* scrub budget per second; 0 = off */
+    uint32_t lease_ms;       /* L of the read leases; 0 = 1500 */
+    uint32_t repl_hb_ms;     /* SupportReq period; 0 = 250 */
+    uint32_t drift_ppm;      /* ρ of the lease bound; 0 = 1000 */
+    uint32_t ack_timeout_ms; /* late ISR member -> shrink; 0 = 1000 */
+    uint32_t write_hold_ms;  /* held write -> RT_ETIMEDOUT; 0 = 5000 */
+    uint32_t heartbeat_ms;   /* master heartbeat period; 0 = 500 */
+    uint32_t repl_window_mb; /* buffer kept for a peer out of the ISR; 0 = 64 */
+    uint32_t repl_log_mb;    /* key log budget (§2.3); 0 = 64 */
     uint32_t stall_timeout_ms; /* writer stuck this long: fence; 0 = 5000 */
 };
 

@@ -159,6 +159,11 @@ struct ps_write
      * order: a gap or a repeat fails the write with RT_ELSNGAP (never a
      * hole in the data). */
     uint64_t repl_lsn;
+    /* In, with @repl_lsn: the generation that made that group (its
+     * primary_epoch; 0 = unknown), for the record's history. A write of
+     * the range's primary (no @repl_lsn) is of the record's
+     * primary_epoch. */
+    uint64_t repl_gen;
 };
 
 /* Clears a write's outputs (frees op values) so it can be applied again or
@@ -251,6 +256,16 @@ enum ps_rs_state {
     PS_RS_DIVERGED = 3,
     PS_RS__NR
 };
+/* One primary generation of a range: the epoch at which it took over and
+ * the first LSN it wrote (rt.EpochStart). */
+struct ps_rs_gen
+{
+    uint64_t epoch;
+    uint64_t first_lsn;
+};
+/* Generations a record keeps (the oldest are dropped), as the core's
+ * RT_REPL_MAX_HISTORY. */
+#define PS_RS_MAX_HISTORY 16
 struct ps_rstate
 {
     uint64_t epoch;
@@ -261,6 +276,13 @@ struct ps_rstate
     uint64_t sealed_epoch;
     enum ps_rs_role role;
     enum ps_rs_state state;
+    /* The generations that made LSNs 1 .. applied_lsn, oldest first
+     * (docs/DESIGN-replication.md §2.2, §7.3); n_hist 0 = unknown. Kept
+     * by every group commit in the same transaction as its data: a group
+     * of another generation than the last entry's appends (gen, its LSN);
+     * a group of unknown generation (0) makes the history unknown. */
+    struct ps_rs_gen hist[PS_RS_MAX_HISTORY];
+    size_t n_hist;
 };
 /* Reads range @range_id's record (own read transaction; any thread).
  * Returns 0, RT_ENOTFOUND (no record: LSN 0), RT_ECORRUPT (bad size,
@@ -281,8 +303,9 @@ enum ps_rs_field {
     PS_RS_SET_ROLE = 1u << 1,          /* role */
     PS_RS_SET_PRIMARY_EPOCH = 1u << 2, /* primary_epoch */
     PS_RS_SET_SEALED_EPOCH = 1u << 3,  /* sealed_epoch, never lowered */
-    /* applied_epoch, applied_lsn, commit_lsn: a range split here starts
-     * where its parent is (docs/DESIGN-replication.md §9.1) */
+    /* applied_epoch, applied_lsn, commit_lsn and the history: a range
+     * split here starts where its parent is (docs/DESIGN-replication.md
+     * §9.1); a copy's end sets them to its snapshot's */
     PS_RS_SET_APPLIED = 1u << 4,
     /* state: a learner's copy (docs/DESIGN-replication.md §3.3) */
     PS_RS_SET_STATE = 1u << 5,
@@ -481,6 +504,18 @@ int ps_store_snap_next(struct ps_snap *sn,
                        uint64_t *n,
                        uint64_t *bytes);
 void ps_store_snap_close(struct ps_snap *sn);
+/* Appends the value at the snapshot of each storage key @keys[0..n)
+ * (borrowed; inside the span or not) as a change record to @out: a put,
+ * or a deleted record (a tombstone) for a key absent there; adds the
+ * key + value bytes to *bytes. For a keyed catch-up
+ * (docs/DESIGN-replication.md §7.3). Returns 0 or RT_ECORRUPT (a value
+ * fails its checksum: never copied), RT_EIO. */
+struct ps_fetch_key;
+int ps_store_snap_keys(struct ps_snap *sn,
+                       const struct ps_fetch_key *keys,
+                       size_t n,
+                       struct rt_buf *out,
+                       uint64_t *bytes);
 /* Range @range_id's `rs` record as of the snapshot (ps_store_repl_get in
  * its transaction): since a group's data and its record commit together,
  * the snapshot holds exactly the data of *out's applied_lsn. Same errors

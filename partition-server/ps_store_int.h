@@ -22,20 +22,24 @@
 #define PS_META_BUCKET_LEN "bucket_len" /* u32le T */
 
 /* The "repl" DB (ps_store_repl.c). Key: "rs" ‖ u64be range_id. Value, a
- * fixed layout of PS_RS_SIZE bytes rather than a packed rt.ReplicaState:
- * it is rewritten by every group commit for every range it changes, so it
- * must cost one small put and no allocation or varint work; the wire
- * message (PROBE, registration) is built from it when needed.
+ * fixed layout rather than a packed rt.ReplicaState: it is rewritten by
+ * every group commit for every range it changes, so it must cost one small
+ * put and no allocation or varint work; the wire message (PROBE,
+ * registration) is built from it when needed.
  *   u8 version (PS_RS_VERSION) ‖ u8 role ‖ u8 state ‖ u8 0 ‖
  *   u64le epoch ‖ u64le primary_epoch ‖ u64le applied_epoch ‖
  *   u64le applied_lsn ‖ u64le commit_lsn ‖ u64le sealed_epoch ‖
- *   u32le CRC32C of the 52 bytes before it (§5.6: stored values are
- *   checked). The history and pending keys ("rp" records) are later
- *   fields of the design; a new layout takes a new version byte. */
+ *   u8 n_hist ‖ n_hist × (u64le epoch ‖ u64le first_lsn) ‖
+ *   u32le CRC32C of the bytes before it (§5.6: stored values are
+ *   checked). Version 1 (PS_RS_V1_SIZE bytes, no n_hist nor history) is
+ *   still read: an unknown history. The pending keys ("rp" records) are a
+ *   later field of the design; a new layout takes a new version byte. */
 #define PS_RS_PREFIX "rs"
 #define PS_RS_KEY_LEN 10
-#define PS_RS_VERSION 1
-#define PS_RS_SIZE 56
+#define PS_RS_VERSION 2
+#define PS_RS_V1_SIZE 56
+#define PS_RS_FIXED 52 /* the fields before n_hist */
+#define PS_RS_MAX_SIZE (PS_RS_FIXED + 1 + 16 * PS_RS_MAX_HISTORY + 4)
 
 #define PS_BUCKET_VERSION 0xB1
 #define PS_BUCKET_HDR 8
@@ -137,10 +141,10 @@ void ps__cap(struct ps_store *s,
 
 /* Replica state records (ps_store_repl.c). */
 
-/* Encodes @rs as the PS_RS_SIZE bytes at @out / decodes them. Decoding
- * returns 0 or RT_ECORRUPT (size, version, CRC32C or an enum out of
- * range). */
-void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE]);
+/* Encodes @rs at @out (PS_RS_MAX_SIZE bytes) and returns its length /
+ * decodes @n bytes at @p. Decoding returns 0 or RT_ECORRUPT (size,
+ * version, CRC32C, an enum or a history length out of range). */
+size_t ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_MAX_SIZE]);
 int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs);
 /* Reads range @range_id's record in @txn into @rs, *@found = 1. A missing
  * one is a range at LSN 0 that holds a copy (it is being written): state

@@ -7,7 +7,8 @@
  * sorts the notes by range, and for each range reads its record (absent =
  * LSN 0), moves applied_lsn and applied_epoch to (lsn + 1, epoch) -- or,
  * for a replica's raw writes, to the highest repl_lsn they carry, which
- * must follow applied_lsn without a gap (else RT_ELSNGAP) -- puts it
+ * must follow applied_lsn without a gap (else RT_ELSNGAP) -- notes the
+ * generation of each LSN in its history (ps__rs_hist_note), puts it
  * back, and gives that LSN to every write of the range. Failure modes: a
  * record that fails its checks is RT_ECORRUPT and an LMDB failure its code;
  * both poison the transaction, so the group fails as a whole and is retried
@@ -24,8 +25,6 @@
 #include "rt_err.h"
 #include "rt_lmdb.h"
 
-#define PS_RS_BODY (PS_RS_SIZE - 4)
-
 struct ps__rpair
 {
     uint64_t range_id;
@@ -38,8 +37,9 @@ static void ps__rs_key(uint8_t k[PS_RS_KEY_LEN], uint64_t range_id)
     rt_put_u64be(k + 2, range_id);
 }
 
-void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE])
+size_t ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_MAX_SIZE])
 {
+    size_t n = rs->n_hist <= PS_RS_MAX_HISTORY ? rs->n_hist : 0, off;
     out[0] = PS_RS_VERSION;
     out[1] = (uint8_t)rs->role;
     out[2] = (uint8_t)rs->state;
@@ -50,14 +50,36 @@ void ps__rs_encode(const struct ps_rstate *rs, uint8_t out[PS_RS_SIZE])
     rt_put_u64le(out + 28, rs->applied_lsn);
     rt_put_u64le(out + 36, rs->commit_lsn);
     rt_put_u64le(out + 44, rs->sealed_epoch);
-    rt_put_u32le(out + PS_RS_BODY, rt_crc32c(0, out, PS_RS_BODY));
+    out[PS_RS_FIXED] = (uint8_t)n;
+    off = PS_RS_FIXED + 1;
+    for (size_t i = 0; i < n; i++, off += 16) {
+        rt_put_u64le(out + off, rs->hist[i].epoch);
+        rt_put_u64le(out + off + 8, rs->hist[i].first_lsn);
+    }
+    rt_put_u32le(out + off, rt_crc32c(0, out, off));
+    return off + 4;
 }
 
 int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs)
 {
-    if (n != PS_RS_SIZE || p[0] != PS_RS_VERSION || p[1] >= PS_RS_ROLE__NR ||
-        p[2] >= PS_RS__NR ||
-        rt_get_u32le(p + PS_RS_BODY) != rt_crc32c(0, p, PS_RS_BODY)) {
+    size_t body, nh = 0;
+    if (n < PS_RS_V1_SIZE || (p[0] != 1 && p[0] != PS_RS_VERSION) ||
+        p[1] >= PS_RS_ROLE__NR || p[2] >= PS_RS__NR) {
+        return RT_ECORRUPT;
+    }
+    if (p[0] == 1) {
+        body = PS_RS_V1_SIZE - 4;
+        if (n != PS_RS_V1_SIZE) {
+            return RT_ECORRUPT;
+        }
+    } else {
+        nh = p[PS_RS_FIXED];
+        body = PS_RS_FIXED + 1 + 16 * nh;
+        if (nh > PS_RS_MAX_HISTORY || n != body + 4) {
+            return RT_ECORRUPT;
+        }
+    }
+    if (rt_get_u32le(p + body) != rt_crc32c(0, p, body)) {
         return RT_ECORRUPT;
     }
     rs->role = (enum ps_rs_role)p[1];
@@ -68,7 +90,40 @@ int ps__rs_decode(const uint8_t *p, size_t n, struct ps_rstate *rs)
     rs->applied_lsn = rt_get_u64le(p + 28);
     rs->commit_lsn = rt_get_u64le(p + 36);
     rs->sealed_epoch = rt_get_u64le(p + 44);
+    memset(rs->hist, 0, sizeof(rs->hist));
+    rs->n_hist = nh;
+    for (size_t i = 0; i < nh; i++) {
+        const uint8_t *h = p + PS_RS_FIXED + 1 + 16 * i;
+        rs->hist[i].epoch = rt_get_u64le(h);
+        rs->hist[i].first_lsn = rt_get_u64le(h + 8);
+    }
     return 0;
+}
+
+/* Notes that LSN @lsn was made by generation @gen (0: unknown, which
+ * forgets the history) in @rs's history, the way the core does
+ * (ps_rcore.c ps__rcore_hist_note): a generation's first LSN opens an
+ * entry, the oldest entry goes when the list is full. */
+static void ps__rs_hist_note(struct ps_rstate *rs, uint64_t gen, uint64_t lsn)
+{
+    if (gen == 0) {
+        rs->n_hist = 0;
+        return;
+    }
+    if (rs->n_hist > 0 && rs->hist[rs->n_hist - 1].epoch == gen) {
+        return;
+    }
+    if (rs->n_hist == 0 && lsn != 1) {
+        /* Where its earlier generations began is unknown: so stays the
+         * history (an entry starting here would claim that @gen began
+         * here). */
+        return;
+    }
+    if (rs->n_hist == PS_RS_MAX_HISTORY) {
+        memmove(rs->hist, rs->hist + 1, (rs->n_hist - 1) * sizeof(*rs->hist));
+        rs->n_hist--;
+    }
+    rs->hist[rs->n_hist++] = (struct ps_rs_gen){gen, lsn};
 }
 
 int ps__rs_read(struct ps_store *s,
@@ -110,12 +165,12 @@ static int ps__rs_write(struct ps_store *s,
                         uint64_t range_id,
                         const struct ps_rstate *rs)
 {
-    uint8_t kb[PS_RS_KEY_LEN], vb[PS_RS_SIZE];
-    MDB_val k = {PS_RS_KEY_LEN, kb}, v = {PS_RS_SIZE, vb};
+    uint8_t kb[PS_RS_KEY_LEN], vb[PS_RS_MAX_SIZE];
+    MDB_val k = {PS_RS_KEY_LEN, kb}, v = {0, vb};
     int rc;
 
     ps__rs_key(kb, range_id);
-    ps__rs_encode(rs, vb);
+    v.mv_size = ps__rs_encode(rs, vb);
     rc = mdb_put(txn, s->repl, &k, &v, 0);
     return rc == 0 ? 0 : rt_lmdb_err(rc);
 }
@@ -166,8 +221,17 @@ int ps__repl_assign(struct ps_store *s, MDB_txn *txn, struct ps_write *const *w)
             if (l != next) {
                 return RT_ELSNGAP;
             }
+            if (l != set) {
+                ps__rs_hist_note(&rs, w[p[b].idx]->repl_gen, l);
+            }
             set = l;
             next++;
+        }
+        if (set == 0) {
+            /* The primary's own group: of its generation, if it is one. */
+            ps__rs_hist_note(
+                &rs, rs.role == PS_RS_ROLE_PRIMARY ? rs.primary_epoch : 0,
+                rs.applied_lsn + 1);
         }
         rs.applied_lsn = set != 0 ? set : rs.applied_lsn + 1;
         rs.applied_epoch = rs.epoch;
@@ -249,6 +313,8 @@ int ps_store_repl_update(struct ps_store *s,
             cur.applied_epoch = rs->applied_epoch;
             cur.applied_lsn = rs->applied_lsn;
             cur.commit_lsn = rs->commit_lsn;
+            memcpy(cur.hist, rs->hist, sizeof(cur.hist));
+            cur.n_hist = rs->n_hist <= PS_RS_MAX_HISTORY ? rs->n_hist : 0;
         }
         if ((set & PS_RS_SET_SEALED_EPOCH) &&
             rs->sealed_epoch > cur.sealed_epoch) {

@@ -585,6 +585,33 @@ int ps_store_snap_next(struct ps_snap *sn,
     return rc;
 }
 
+int ps_store_snap_keys(struct ps_snap *sn,
+                       const struct ps_fetch_key *keys,
+                       size_t n,
+                       struct rt_buf *out,
+                       uint64_t *bytes)
+{
+    for (size_t i = 0; i < n; i++) {
+        MDB_val v;
+        int rc = ps__lookup(sn->s, sn->txn, keys[i].key, keys[i].kn, &v);
+        if (rc == RT_ENOTFOUND) {
+            ps_change_append(out, 0, keys[i].key, keys[i].kn, NULL, 0, 1);
+            *bytes += keys[i].kn;
+            continue;
+        }
+        if (rc == 0) {
+            rc = ps__value_check(keys[i].key, keys[i].kn, v.mv_data, v.mv_size);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        ps_change_append(out, 0, keys[i].key, keys[i].kn, v.mv_data, v.mv_size,
+                         0);
+        *bytes += keys[i].kn + v.mv_size;
+    }
+    return 0;
+}
+
 void ps_store_snap_close(struct ps_snap *sn)
 {
     if (!sn) {

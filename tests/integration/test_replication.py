@@ -22,11 +22,17 @@ record what was acknowledged. Each phase gets a fresh cluster:
     master to take it out of the ISR (design §5.4, §10.2 F2) and writes
     resume on the two copies left while it is down: (a) holds, and (b)
     over the in-sync copies. The killed server restarts outside the ISR
-    and is caught up by a full copy (§3.3, §8.1): (b) over all three;
+    and, its history kept in its `rs` records and the groups it lacks in
+    the primaries' send buffers, is caught up from its LSN without a copy
+    (§7.3, §8.1) and rejoins the ISR: (b) over all three;
+  - a secondary is SIGSTOPped for a moment: out of the ISR, then back by
+    a plain catch-up (no copy) into the ISR; SIGSTOPped while more than
+    the primaries' --repl-window-mb (1 MiB here) is written, it is back
+    by a keyed catch-up (the keys changed since its LSN, no full copy);
   - the primary of one table is SIGKILLed and, once another server took
     over (failover), restarted: the old primary, outside the ISR, may hold
-    groups nobody acknowledged; it is caught up by a full copy, so (b)
-    holds over all three copies, and it asks to rejoin the ISR. The
+    groups nobody acknowledged; it is caught up by a full copy (or from its
+    LSN when its history agrees), so (b) holds over all three copies, and it asks to rejoin the ISR. The
     master on main refuses ISR_CHANGE{add} of a SECONDARY (only a LEARNER
     it is adding may join): the test then reports xfail after checking
     the data, until the master takes it;
@@ -69,6 +75,39 @@ def cluster(tmp_path_factory):
     (see test_primary_sigkill_and_restart) must not fail the next one."""
     c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
                 replication_factor=RF)
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
+
+
+@pytest.fixture
+def quiet_cluster(tmp_path_factory):
+    """A fresh cluster whose master never moves or transfers anything by
+    itself (--policy none): a test that counts how replicas were caught
+    up needs the primaries to stay where they are."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
+                replication_factor=RF,
+                extra_args={"master": ["--policy", "none"]})
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()
+
+
+@pytest.fixture
+def small_window_cluster(tmp_path_factory):
+    """quiet_cluster with --repl-window-mb 1 on every partition server: a
+    primary lets go of the groups it kept for a member out of the ISR once
+    they pass 1 MiB."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
+                replication_factor=RF,
+                extra_args={"master": ["--policy", "none"],
+                            "ps": ["--repl-window-mb", "1"]})
     sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
     c.start()
     yield c
@@ -509,8 +548,18 @@ def test_secondary_sigkill_shrinks_the_isr(cluster, tables):
     assert resumed, ("writes did not resume after the secondary's restart: "
                      "%r" % load.summary())
     check_reads(cluster, load)
-    # Caught up by a full copy of each range (ps_learn), then streamed.
-    wait_copies(cluster, victim, len(TABLES))
+    # Back on its data: caught up from its LSN (its `rs` history agrees
+    # and the primary kept the groups it lacks), or by keys when a primary
+    # that has not kept them serves the range by then (the policy may
+    # have transferred it meanwhile); then streamed.
+    wait_rejoined(cluster, sec)
+    sys.stderr.write("restarted secondary caught up: %d from its LSN, %d "
+                     "by keys, %d full copies\n"
+                     % (tail_catchups(cluster, sec),
+                        keyed_catchups(cluster, sec),
+                        copies_received(cluster, victim)))
+    assert (tail_catchups(cluster, sec) + keyed_catchups(cluster, sec) +
+            copies_received(cluster, victim)) >= len(TABLES)
     check_replicas(cluster)
     check_reads(cluster, load)
 
@@ -525,14 +574,30 @@ def copies_received(cluster, name):
     return n
 
 
-def wait_copies(cluster, name, n, timeout=15):
+def tail_catchups(cluster, sid):
+    """Plain catch-ups of server @sid (streamed from its LSN, no copy)
+    that primaries logged, over all their runs."""
+    tag = ": server %d: plain catch-up from LSN" % sid
+    n = 0
+    for p in cluster.pss:
+        for path in p.stderr_paths:
+            with open(path, errors="replace") as f:
+                n += sum(1 for line in f if tag in line)
+    return n
+
+
+def wait_rejoined(cluster, sid, timeout=20):
+    """Waits until server @sid is in the ISR of every range of ours."""
     deadline = time.monotonic() + timeout
-    while copies_received(cluster, name) < n:
+    while True:
+        rows = [x for x in json.loads(cluster.rtctl(
+                    "status", "--json").stdout)["ranges"]
+                if x["table"] in TABLES]
+        if all(sid in x["insync"] for x in rows):
+            return
         assert time.monotonic() < deadline, (
-            "%s received %d full copies, want %d"
-            % (name, copies_received(cluster, name), n))
-        time.sleep(0.1)
-    time.sleep(0.5)  # the streams after the copies drain
+            "server %d not back in every ISR: %r" % (sid, rows))
+        time.sleep(0.2)
 
 
 def primary_of(cluster, table):
@@ -550,6 +615,136 @@ def wait_new_primary(cluster, table, old, timeout=10):
             return p
         time.sleep(0.1)
     return old
+
+
+def test_secondary_paused_rejoins_from_its_lsn(quiet_cluster):
+    """(h), design §2.3, §7.3, §8.1: SIGSTOP a server that is a secondary
+    of every range for a moment under a light write load: the primaries
+    take it out of their ISR and go on. SIGCONT: each primary, which kept
+    the groups it lacks (--repl-window-mb), streams them from its applied
+    LSN, with no REPL_BEGIN and no copy, and it joins the ISR again; every
+    acknowledged write reads back and the three copies are equal."""
+    cluster = quiet_cluster
+    svc = cluster.table_service_client()
+    for t in TABLES:
+        svc.create_table(t)
+    names = server_names(cluster)
+    prims = {r["server"] for r in our_ranges(cluster)}
+    sec = sorted(sid for sid in names if sid not in prims)[0]
+    victim = names[sec]
+    with Load(cluster, 8) as load:
+        run_for(load, 1.0)
+        cluster.proc(victim).signal(signal.SIGSTOP)
+        t_stop = time.monotonic()
+        try:
+            deadline = t_stop + 10
+            while True:
+                rows = [x for x in json.loads(cluster.rtctl(
+                            "status", "--json").stdout)["ranges"]
+                        if x["table"] in TABLES]
+                if all(sec not in x["insync"] for x in rows):
+                    break
+                assert time.monotonic() < deadline, (
+                    "the paused secondary stayed in the ISR: %r" % rows)
+                time.sleep(0.1)
+            t_out = time.monotonic()
+            assert load.wait_acked_after(t_out, n=2, timeout=8)
+        finally:
+            cluster.proc(victim).signal(signal.SIGCONT)
+        t_back = time.monotonic()
+        wait_rejoined(cluster, sec)
+        t_in = time.monotonic()
+        assert load.wait_acked_after(t_in, n=2)
+    load.finish()
+    sys.stderr.write(
+        "secondary %s paused: out of the ISR %.1f s after SIGSTOP, back in "
+        "it %.1f s after SIGCONT; writes answered %r\n"
+        % (victim, t_out - t_stop, t_in - t_back, load.summary()))
+    assert tail_catchups(cluster, sec) >= len(TABLES)
+    assert copies_received(cluster, victim) == 0
+    check_reads(cluster, load)
+    check_replicas(cluster)
+    check_reads(cluster, load)
+
+
+def keyed_catchups(cluster, sid):
+    """Keyed catch-ups of server @sid that primaries logged as done."""
+    tag = ": server %d: keyed catch-up from LSN" % sid
+    n = 0
+    for p in cluster.pss:
+        for path in p.stderr_paths:
+            with open(path, errors="replace") as f:
+                n += sum(1 for line in f if tag in line)
+    return n
+
+
+def test_secondary_away_rejoins_by_keys(small_window_cluster):
+    """(i), design §2.3, §7.3: a secondary of every range is SIGSTOPped
+    while more than the primaries' --repl-window-mb (1 MiB) is written:
+    they let go of the groups it lacks, but their key logs still reach
+    back to its LSN. SIGCONT: each primary sends it the current values
+    (and tombstones: some keys are deleted meanwhile) of the keys changed
+    since, from one snapshot, without clearing its copy (no full copy),
+    and it joins the ISR again; every write reads back and the three
+    copies are equal."""
+    cluster = small_window_cluster
+    svc = cluster.table_service_client()
+    for t in TABLES:
+        svc.create_table(t)
+    names = server_names(cluster)
+    prims = {r["server"] for r in our_ranges(cluster)}
+    sec = sorted(sid for sid in names if sid not in prims)[0]
+    victim = names[sec]
+    clients = {t: svc.get_table_client(t) for t in TABLES}
+    want = {t: {} for t in TABLES}
+
+    def put(t, rk, n):
+        ent = {"PartitionKey": "big", "RowKey": rk, "n": n,
+               "pad": ("%s-%d-" % (rk, n)) * 2000}
+        clients[t].upsert_entity(ent)
+        want[t][rk] = n
+
+    for t in TABLES:
+        for i in range(10):
+            put(t, "k%03d" % i, 0)
+    cluster.proc(victim).signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 10
+        for t in TABLES:
+            put(t, "k000", 1)  # stalls until the ISR shrinks
+        while True:
+            rows = [x for x in json.loads(cluster.rtctl(
+                        "status", "--json").stdout)["ranges"]
+                    if x["table"] in TABLES]
+            if all(sec not in x["insync"] for x in rows):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.1)
+        # About 2.5 MiB per range, over the same and new keys; some deleted.
+        for i in range(150):
+            for t in TABLES:
+                put(t, "k%03d" % (i % 40), i + 2)
+        for t in TABLES:
+            for i in (3, 5, 38):
+                clients[t].delete_entity("big", "k%03d" % i)
+                want[t].pop("k%03d" % i)
+    finally:
+        cluster.proc(victim).signal(signal.SIGCONT)
+    wait_rejoined(cluster, sec)
+    for t in TABLES:
+        put(t, "after", 1)
+    sys.stderr.write("secondary %s away: %d keyed catch-ups, %d plain, %d "
+                     "full copies received\n"
+                     % (victim, keyed_catchups(cluster, sec),
+                        tail_catchups(cluster, sec),
+                        copies_received(cluster, victim)))
+    assert keyed_catchups(cluster, sec) >= len(TABLES)
+    assert copies_received(cluster, victim) == 0
+    for t in TABLES:
+        got = {e["RowKey"]: e["n"]
+               for e in clients[t].list_entities()}
+        assert got == want[t], (t, got, want[t])
+    check_replicas(cluster)
 
 
 def test_two_primaries_killed_reads_go_on(cluster, tables):
@@ -710,7 +905,8 @@ def test_old_primary_rejoins_after_failover(cluster, tables):
     """(g), design §7.3, §8.1: kill -9 the primary of the first table
     while writers run, let the master fail it over, restart it: the old
     primary (a SECONDARY outside the ISR, maybe with groups nobody
-    acknowledged) is caught up by a full copy and holds exactly the new
+    acknowledged) is caught up by a full copy, or from its LSN when its
+    history agrees with the new primary's, and holds exactly the new
     primary's data; then it should be back in the ISR."""
     names = server_names(cluster)
     first = primary_of(cluster, TABLES[0])
@@ -729,7 +925,16 @@ def test_old_primary_rejoins_after_failover(cluster, tables):
     sys.stderr.write("old primary %s back after failover to %s: writes "
                      "answered %r\n" % (names[first], names[second],
                                          load.summary()))
-    wait_copies(cluster, names[first], 1)
+    # By a full copy if it applied groups nobody acknowledged (its history
+    # then disagrees, §7.3), else from its LSN (plainly if the new
+    # primary buffered what it lacks, else by keys).
+    deadline = time.monotonic() + 15
+    while (copies_received(cluster, names[first]) +
+           tail_catchups(cluster, first) +
+           keyed_catchups(cluster, first)) < 1:
+        assert time.monotonic() < deadline, "old primary never caught up"
+        time.sleep(0.1)
+    time.sleep(0.5)  # the stream after the catch-up drains
     check_reads(cluster, load)
     check_replicas(cluster)
     check_reads(cluster, load)

@@ -1557,6 +1557,321 @@ static void test_learner_plain_or_full(void **state)
     assert_non_null(sent(f, RT_REPL_MSG_ISR_CHANGE));
 }
 
+/* Replaces the primary by one whose buffer keeps @window bytes for a
+ * member that left the ISR, at the same assignment. */
+static void primary_with_window(struct fx *f, uint64_t window)
+{
+    struct ps_rcore_config cfg = {
+        .self_id = 1, .inflight = 8, .resend_ms = 100, .window_bytes = window};
+    struct ps_rcore_assignment a = {.range_id = R,
+                                    .epoch = 3,
+                                    .primary_id = 1,
+                                    .isr = {1, 2, 3},
+                                    .n_isr = 3};
+    ps_rcore_destroy(f->p);
+    assert_int_equal(ps_rcore_create(&cfg, &f->p), 0);
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_assign(f->p, &a, &f->out), 0);
+}
+
+/* §2.3, §7.3: a member that an assignment of my generation leaves out of
+ * the ISR (late, paused) is probed at once, and my buffer keeps its
+ * groups above its last ack although every ISR member acked them; back,
+ * it is streamed from its applied LSN (no copy) and joins. */
+static void test_left_member_tail(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rcore_learner_info li;
+    primary_with_window(f, 1000);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    local_done(f, 2, 2, 101);
+    local_done(f, 2, 3, 102);
+    ack(f, 3, 2, 0, 3, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_string_equal(li.state, "probe");
+    assert_int_equal(li.acked, 1);
+    local_done(f, 4, 4, 103);
+    ack(f, 5, 2, 0, 4, 4);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, NULL), 1);
+    assert_int_equal(info_of(f->p).n_buffered, 3); /* 2..4, kept for 3 */
+
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 3), 0);
+    assert_null(action(f, RT_REPL_ACT_READ));
+    const struct rt_repl_action *ap = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(ap);
+    assert_int_equal(ap->peer, 3);
+    assert_int_equal(ap->msg.u.append.lsn, 4); /* the last of 2, 3, 4 */
+    assert_int_equal(ap->msg.u.append.gen, 3);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_TAIL), 1);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 0);
+    assert_int_equal(ack(f, 7, 3, 0, 4, 4), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_ISR_CHANGE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.isr_change.add[0], 3);
+    assert_int_equal(info_of(f->p).n_buffered, 0);
+}
+
+/* The buffer kept for a member out of the ISR is bounded: past the
+ * window its groups are let go (a dead peer pins no more memory), and its
+ * catch-up is a keyed copy from its applied LSN (its history agrees), or
+ * a full one when its history disagrees. A member removed from the set is
+ * no longer kept at all. */
+static void test_left_member_window(void **state)
+{
+    struct fx *f = *state;
+    primary_with_window(f, 7); /* local_done's groups are 3 bytes */
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    local_done(f, 2, 2, 101);
+    local_done(f, 2, 3, 102);
+    ack(f, 3, 2, 0, 3, 4);
+    assert_int_equal(info_of(f->p).n_buffered, 2); /* 6 bytes: kept */
+    local_done(f, 4, 4, 103);
+    ack(f, 5, 2, 0, 4, 4);
+    assert_int_equal(info_of(f->p).n_buffered, 0); /* 9 bytes: let go */
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 3), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 3);
+    assert_int_equal(a->lsn, 4);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    assert_int_equal(a->msg.u.begin.from_lsn, 1);
+    assert_null(sent(f, RT_REPL_MSG_APPEND));
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_KEYED), 1);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_TAIL), 0);
+    /* Its READ_DONE(s) streams from s + 1 as after a full copy. */
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 7,
+                                 .io_id = a->io_id,
+                                 .range_id = R,
+                                 .lsn = 4};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    struct ps_rcore_learner_info li;
+    assert_int_equal(ps_rcore_learner_get(f->p, R, 3, &li), 0);
+    assert_string_equal(li.state, "tail");
+    assert_int_equal(li.acked, 4);
+
+    /* Another generation at its applied LSN: a full copy. */
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 4; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    assert_int_equal(probe_resp(f, 6, 3, RT_REPL_COPY_OK, 1, 2), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+    assert_int_equal(ps_rcore_catchups(f->p, PS_RCORE_CATCHUP_FULL), 1);
+
+    /* Server 2 leaves the ISR and the set at once: nothing kept. */
+    primary_with_window(f, 1000);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 3, 0, 1, 3);
+    local_done(f, 2, 2, 101);
+    ack(f, 3, 3, 0, 2, 3);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_ASSIGN};
+    struct rt_repl_conf *c = &m.u.assign;
+    c->range_id = R;
+    c->epoch = 4;
+    c->primary_id = 1;
+    c->primary_epoch = 3;
+    c->members[0] = (struct rt_repl_member){1, RT_REPL_ROLE_PRIMARY};
+    c->members[1] = (struct rt_repl_member){3, RT_REPL_ROLE_SECONDARY};
+    c->n_members = 2;
+    c->isr[0] = 1;
+    c->isr[1] = 3;
+    c->n_isr = 2;
+    assert_int_equal(msg_to(f, f->p, 4, MASTER, &m), 0);
+    assert_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(info_of(f->p).n_learners, 0);
+    assert_int_equal(info_of(f->p).n_buffered, 0);
+}
+
+/* A range's durable history given back after a load: checked, then
+ * answered in probes. */
+static void test_set_history(void **state)
+{
+    struct fx *f = *state;
+    struct rt_repl_epoch_start h[2] = {{2, 1}, {3, 5}};
+    assert_int_equal(ps_rcore_set_history(f->s2, R + 1, h, 2), RT_ENOTFOUND);
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 0), RT_EINVAL);
+    /* Its last entry past applied + 1 (0 + 1). */
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 2), RT_EINVAL);
+    struct rt_repl_epoch_start bad[2] = {{3, 1}, {2, 1}};
+    assert_int_equal(ps_rcore_set_history(f->s2, R, bad, 2), RT_EINVAL);
+    for (uint64_t l = 1; l <= 5; l++) {
+        append(f, l, 3);
+        applied(f, l);
+    }
+    assert_int_equal(ps_rcore_set_history(f->s2, R, h, 2), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE};
+    m.u.probe = (struct rt_repl_probe){.range_id = R, .epoch = 3};
+    assert_int_equal(msg_to(f, f->s2, 0, 1, &m), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_PROBE_RESP);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.probe_resp.applied_lsn, 5);
+    assert_int_equal(a->msg.u.probe_resp.n_history, 2);
+    assert_int_equal(a->msg.u.probe_resp.history[1].epoch, 3);
+    assert_int_equal(a->msg.u.probe_resp.history[1].first_lsn, 5);
+    assert_int_equal(a->msg.u.probe_resp.applied_epoch, 3);
+}
+
+/* §7.3: a replica with a suffix I never had (its newest generation is
+ * not in my history) gets a keyed copy from D, the end of the prefix we
+ * share (min of the shared generation's ends); one sharing no generation
+ * start with me, or whose keyed copy failed, a full one. */
+static void test_learner_divergent_keyed(void **state)
+{
+    struct fx *f = *state;
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    uint64_t isr[2] = {1, 2};
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 8; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    struct rt_repl_epoch_start mine[2] = {{3, 1}, {5, 5}};
+    assert_int_equal(ps_rcore_set_history(f->p, R, mine, 2), 0);
+    struct rt_repl_msg m = {.kind = RT_REPL_MSG_PROBE_RESP};
+    m.u.probe_resp =
+        (struct rt_repl_replica_state){.range_id = R,
+                                       .epoch = 4,
+                                       .state = RT_REPL_COPY_DIVERGED,
+                                       .applied_lsn = 7,
+                                       .applied_epoch = 4,
+                                       .n_history = 2};
+    m.u.probe_resp.history[0] = (struct rt_repl_epoch_start){3, 1};
+    m.u.probe_resp.history[1] = (struct rt_repl_epoch_start){4, 5};
+    assert_int_equal(msg_to(f, f->p, 9, 3, &m), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    assert_int_equal(a->msg.u.begin.from_lsn, 4);
+    uint64_t io = a->io_id;
+    /* It failed (the replica's key log did not reach back): full next. */
+    struct rt_repl_event done = {.kind = RT_REPL_EV_READ_DONE,
+                                 .now_ms = 10,
+                                 .io_id = io,
+                                 .range_id = R,
+                                 .code = RT_ENOTFOUND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &done, &f->out), 0);
+    struct rt_repl_event tick = {.kind = RT_REPL_EV_TIMER,
+                                 .now_ms = 10 + PS_RCORE_PROBE_TICKS * 100,
+                                 .timer_id = PS_RCORE_TIMER_RESEND};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &tick, &f->out), 0);
+    assert_non_null(sent(f, RT_REPL_MSG_PROBE));
+    assert_int_equal(msg_to(f, f->p, 600, 3, &m), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+
+    /* No generation start in common: full at once. */
+    primary_with_window(f, 7);
+    local_done(f, 0, 1, 100);
+    ack(f, 1, 2, 0, 1, 3);
+    ack(f, 1, 3, 0, 1, 3);
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr, 2), 0);
+    for (uint64_t l = 2; l <= 8; l++) {
+        local_done(f, l, l, 100 + l);
+        ack(f, l, 2, 0, l, 4);
+    }
+    m.u.probe_resp.history[0] = (struct rt_repl_epoch_start){3, 2};
+    assert_int_equal(msg_to(f, f->p, 9, 3, &m), 0);
+    a = action(f, RT_REPL_ACT_READ);
+    assert_non_null(a);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_FULL);
+}
+
+/* The replica side of a keyed copy (§7.3): a KEYED BEGIN is refused,
+ * changing nothing, for an unknown range, an older epoch, or a from_lsn
+ * above my applied LSN; accepted, I am a LEARNER (never acks, never
+ * sealable) whose WRITE persists LEARNING without clearing (mode KEYED
+ * in the action), until the end's WRITE makes me a follower at s. */
+static void test_learner_replica_keyed(void **state)
+{
+    struct fx *f = *state;
+    for (uint64_t l = 1; l <= 3; l++) {
+        append(f, l, 3);
+        applied(f, l);
+    }
+    struct rt_repl_msg b = {.kind = RT_REPL_MSG_BEGIN};
+    b.u.begin = (struct rt_repl_begin){.range_id = R + 1,
+                                       .epoch = 3,
+                                       .mode = RT_REPL_BEGIN_KEYED,
+                                       .from_lsn = 3};
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_ESTALE);
+    b.u.begin.range_id = R;
+    b.u.begin.epoch = 2;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_ESTALE);
+    b.u.begin.epoch = 3;
+    b.u.begin.from_lsn = 4; /* I hold only 3: LSN 4's keys would be lost */
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EINVAL);
+    assert_null(action(f, RT_REPL_ACT_WRITE));
+    struct ps_rcore_range_info info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.applied_lsn, 3);
+
+    b.u.begin.from_lsn = 3;
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    const struct rt_repl_action *a = action(f, RT_REPL_ACT_WRITE);
+    assert_non_null(a);
+    assert_int_equal(a->msg.kind, RT_REPL_MSG_BEGIN);
+    assert_int_equal(a->msg.u.begin.mode, RT_REPL_BEGIN_KEYED);
+    uint64_t io = a->io_id;
+    info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_LEARNER);
+    assert_int_equal(seal(f, f->s2, 5000, 4), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_SEAL_RESP)->msg.u.seal_resp.code,
+                     RT_ESTALE);
+    /* A second BEGIN while the first one's WRITE runs: busy. */
+    assert_int_equal(msg_to(f, f->s2, 1, 1, &b), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code,
+                     RT_EBUSY);
+    struct rt_repl_event d = {
+        .kind = RT_REPL_EV_DISK_DONE, .now_ms = 3, .range_id = R, .io_id = io};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.code, 0);
+    struct rt_repl_msg e = {.kind = RT_REPL_MSG_SNAP_END};
+    e.u.begin = (struct rt_repl_begin){
+        .range_id = R, .epoch = 3, .snap_lsn = 9, .n_history = 1};
+    e.u.begin.history[0] = (struct rt_repl_epoch_start){3, 1};
+    assert_int_equal(msg_to(f, f->s2, 4, 1, &e), 0);
+    a = action(f, RT_REPL_ACT_WRITE);
+    assert_non_null(a);
+    d.io_id = a->io_id;
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->s2, &d, &f->out), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_COPY_RESP)->msg.u.copy_resp.lsn, 9);
+    info = info_of(f->s2);
+    assert_int_equal(info.role, PS_RCORE_SECONDARY);
+    assert_int_equal(info.applied_lsn, 9);
+}
+
 /* The replica side of a full copy: probe answers, BEGIN clears (never
  * sealable meanwhile), the end's WRITE makes it a follower at s. Bad
  * input changes nothing. */
@@ -1834,7 +2149,15 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_learner_plain_or_full, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_left_member_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_left_member_window, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_set_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learner_replica, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learner_replica_keyed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_learner_divergent_keyed, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_learner_diverged_duplicate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_isr_member_copy, setup, teardown),

@@ -16,6 +16,7 @@
 
 #include "ps_lsn_ring.h"
 #include "ps_store.h"
+#include "rt_crc32c.h"
 #include "rt_err.h"
 #include "th_dir.h"
 #include "th_props.h"
@@ -514,6 +515,114 @@ static void test_raw_write_explicit_lsn(void **state)
     rt_buf_free(&v);
 }
 
+/* The history (docs/DESIGN-replication.md §2.2, §7.3) moves with the
+ * data: a primary's groups are of its record's primary_epoch, a
+ * replica's of the generation they carry; a new generation opens an
+ * entry at its first LSN, an unknown one (0) forgets the history, and a
+ * history that is unknown stays so (no entry claims where an earlier
+ * generation began). It survives a reopen; a version-1 record (no
+ * history) still reads, as an unknown history. */
+static void test_record_history(void **state)
+{
+    struct fx *f = *state;
+    struct ps_rstate rs, got;
+    uint8_t key[12] = {0, 0, 0, 0, 0, 0, 0, TABLE, 'a', 0, 'b', 0};
+    uint8_t val[4] = {1, 2, 3, 4};
+    struct ps_kv kv = {key, sizeof(key), val, sizeof(val), 0};
+    struct ps_write w;
+    struct ps_write *wp = &w;
+
+    memset(&rs, 0, sizeof(rs));
+    rs.epoch = 3;
+    rs.primary_epoch = 3;
+    rs.role = PS_RS_ROLE_PRIMARY;
+    assert_int_equal(
+        ps_store_repl_update(
+            f->s, 8, PS_RS_SET_EPOCH | PS_RS_SET_ROLE | PS_RS_SET_PRIMARY_EPOCH,
+            &rs),
+        0);
+    assert_int_equal(insert1(f, 8, "p", "1"), 1);
+    assert_int_equal(insert1(f, 8, "p", "2"), 2);
+    rs.epoch = rs.primary_epoch = 5;
+    assert_int_equal(
+        ps_store_repl_update(f->s, 8, PS_RS_SET_EPOCH | PS_RS_SET_PRIMARY_EPOCH,
+                             &rs),
+        0);
+    assert_int_equal(insert1(f, 8, "p", "3"), 3);
+    /* A secondary now: groups of generation 7, from LSN 4. */
+    rs.role = PS_RS_ROLE_SECONDARY;
+    assert_int_equal(ps_store_repl_update(f->s, 8, PS_RS_SET_ROLE, &rs), 0);
+    memset(&w, 0, sizeof(w));
+    w.table_id = TABLE;
+    w.kvs = &kv;
+    w.n_kvs = 1;
+    w.failed_index = -1;
+    w.range_id = 8;
+    w.repl_lsn = 4;
+    w.repl_gen = 7;
+    group(f, &wp, 1);
+    assert_int_equal(w.status, 0);
+    reopen(f);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.applied_lsn, 4);
+    assert_int_equal(got.n_hist, 3);
+    assert_int_equal(got.hist[0].epoch, 3);
+    assert_int_equal(got.hist[0].first_lsn, 1);
+    assert_int_equal(got.hist[1].epoch, 5);
+    assert_int_equal(got.hist[1].first_lsn, 3);
+    assert_int_equal(got.hist[2].epoch, 7);
+    assert_int_equal(got.hist[2].first_lsn, 4);
+    /* A group of unknown generation: unknown from then on. */
+    w.repl_lsn = 5;
+    w.repl_gen = 0;
+    group(f, &wp, 1);
+    w.repl_lsn = 6;
+    w.repl_gen = 7;
+    group(f, &wp, 1);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.applied_lsn, 6);
+    assert_int_equal(got.n_hist, 0);
+    /* Set with the applied position (a copy's end, a split). */
+    rs.applied_lsn = 6;
+    rs.n_hist = 1;
+    rs.hist[0] = (struct ps_rs_gen){2, 1};
+    assert_int_equal(ps_store_repl_update(f->s, 8, PS_RS_SET_APPLIED, &rs), 0);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.n_hist, 1);
+    assert_int_equal(got.hist[0].epoch, 2);
+
+    /* Version 1: 56 bytes, CRC32C over the first 52. */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    uint8_t kb[10] = {'r', 's', 0, 0, 0, 0, 0, 0, 0, 8};
+    uint8_t v1[56];
+    MDB_val k = {sizeof(kb), kb}, v = {sizeof(v1), v1};
+    memset(v1, 0, sizeof(v1));
+    v1[0] = 1;
+    v1[1] = PS_RS_ROLE_SECONDARY;
+    v1[2] = PS_RS_OK;
+    v1[28] = 9; /* applied_lsn */
+    uint32_t crc = rt_crc32c(0, v1, 52);
+    memcpy(v1 + 52, &crc, 4); /* little-endian hosts only, as the store */
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, MAP_SIZE), 0);
+    assert_int_equal(mdb_env_open(env, f->dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "repl", 0, &dbi), 0);
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    reopen(f);
+    assert_int_equal(ps_store_repl_get(f->s, 8, &got), 0);
+    assert_int_equal(got.applied_lsn, 9);
+    assert_int_equal(got.role, PS_RS_ROLE_SECONDARY);
+    assert_int_equal(got.n_hist, 0);
+}
+
 /* A group that LMDB fails as a whole (map full) takes no LSN; its writes,
  * retried one by one, each take their own when they commit. */
 static void test_failed_group_retried_alone(void **state)
@@ -626,6 +735,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_fields_kept, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_record_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_write_explicit_lsn, setup,

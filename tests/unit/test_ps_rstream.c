@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "ps_keylog.h"
 #include "ps_learn.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
@@ -29,6 +30,7 @@
 #include "ps_split.h"
 #include "ps_transfer.h"
 #include "rt.pb-c.h"
+#include "rt_crc32c.h"
 #include "rt_err.h"
 #include "rt_log.h"
 #include "th_dir.h"
@@ -546,14 +548,19 @@ static uint64_t applied(struct fx *f, int i)
     return rs.applied_lsn;
 }
 
-/* Runs the loop until server @from finished a full copy to server @to
- * (the catch-up of a replica outside the ISR). */
-static void wait_copied(struct fx *f, int from, int to)
+/* Runs the loop until server @from caught server @to up by streaming
+ * from its LSN (no copy: @to's history agrees with @from's and the
+ * groups it lacks are still buffered, docs/DESIGN-replication.md §7.3)
+ * and @to follows as a secondary at @from's last LSN. */
+static void wait_tailed(struct fx *f, int from, int to)
 {
     for (int k = 0; k < 4000; k++) {
-        if (ps_learn_received(&f->s[to].ps) > 0 &&
-            ps_learn_copies_done(&f->s[from].ps) > 0 &&
-            rinfo(f, to).role == PS_RCORE_SECONDARY) {
+        if (ps_repl_catchups(&f->s[from].ps, PS_RCORE_CATCHUP_TAIL) > 0 &&
+            rinfo(f, to).role == PS_RCORE_SECONDARY &&
+            rinfo(f, to).applied_lsn == rinfo(f, from).last_lsn) {
+            assert_int_equal(
+                ps_repl_catchups(&f->s[from].ps, PS_RCORE_CATCHUP_FULL), 0);
+            assert_int_equal(ps_learn_received(&f->s[to].ps), 0);
             return;
         }
         run_for(f, 5);
@@ -649,6 +656,25 @@ static void test_acked_everywhere(void **state)
     size_t n = 0;
     assert_int_equal(scan1(f, 0, &n), 0);
     assert_int_equal(n, 21);
+    /* Every replica's key log (§2.3) names the 21 keys of LSNs 1..21 and
+     * one of LSN 21 alone: the primary from its groups, the secondaries
+     * from the groups they applied. */
+    for (int i = 0; i < 3; i++) {
+        const struct ps_keylog *kl = ps_repl_keylog(&f->s[i].ps);
+        struct ps_keylog_keys keys = {0};
+        assert_non_null(kl);
+        for (int k = 0; k < 500; k++) {
+            struct ps_keylog_range_info ki;
+            if (ps_keylog_range_get(kl, RANGE, &ki) == 0 && ki.last == 21) {
+                break;
+            }
+            run_for(f, 5);
+        }
+        assert_int_equal(ps_keylog_changed(kl, RANGE, 0, 21, &keys), 21);
+        assert_int_equal(ps_keylog_changed(kl, RANGE, 20, 21, &keys), 1);
+        assert_true(keys.v[0].len > sizeof(longpk) - 1);
+        ps_keylog_keys_close(&keys);
+    }
     /* The metrics page shows cw, roles and the lease. */
     struct rt_buf m = RT_BUF_INIT;
     ps_repl_metrics(&f->s[0].ps, &m);
@@ -716,9 +742,9 @@ static void test_secondary_not_primary(void **state)
     assert_int_equal(write1(f, 0, 4, "e", "1"), RT_EBUSY);
     assert_int_equal(applied(f, 0), 4);
     /* Server 9, out of the ISR but still named secondary, is caught up
-     * by a full copy (its history is unknown here), stays a secondary of
-     * the new configuration and serves nothing. */
-    wait_copied(f, 0, 2);
+     * from its LSN (its history agrees with the primary's), stays a
+     * secondary of the new configuration and serves nothing. */
+    wait_tailed(f, 0, 2);
     struct ps_rcore_range_info info;
     assert_int_equal(ps_repl_range_info(&f->s[2].ps, RANGE, &info), 0);
     assert_int_equal(info.role, PS_RCORE_SECONDARY);
@@ -912,8 +938,10 @@ static void test_seal_and_promote(void **state)
     /* The master's choice: server 8, primary at the sealed epoch. */
     assert_int_equal(assign_conf(f, 2, 1, 2, 0x6, 0x7), 0);
     wait_lease(f, 1);
-    /* The old primary, outside the ISR, is caught up by a full copy. */
-    wait_copied(f, 1, 0);
+    /* The old primary, outside the ISR, is caught up from its LSN: it
+     * applied nothing the new primary lacks (its refused write took no
+     * LSN), so its history agrees (§7.3, D = applied). */
+    wait_tailed(f, 1, 0);
     assert_int_equal(rinfo(f, 0).role, PS_RCORE_SECONDARY);
     assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
     assert_int_equal(write1(f, 1, 2, "e", "1"), 0);
@@ -1122,9 +1150,176 @@ static void test_isr_shrink_stopped_secondary(void **state)
     M.other = NULL;
 }
 
+static int begin1(struct fx *f,
+                  int i,
+                  uint64_t range,
+                  uint64_t epoch,
+                  uint32_t mode,
+                  uint64_t from)
+{
+    Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
+    struct th_reply r;
+    b.range_id = range;
+    b.epoch = epoch;
+    b.mode = mode;
+    b.from_lsn = from;
+    b.snap_lsn = 9;
+    int rc = th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[i].cli),
+                         RT__METHOD__REPL_BEGIN, &b.base, 10000, &r);
+    th_reply_free(&r);
+    return rc;
+}
+
+/* §7.3: bad input to a keyed copy changes nothing at the replica. A
+ * KEYED REPL_BEGIN for an unknown range, at an older epoch, from an LSN
+ * above its applied one, or of an unknown mode is refused: it stays
+ * the same secondary with the same bytes. A good one makes it a learner
+ * that keeps its keys (nothing cleared); then a chunk with a bad CRC32C
+ * and one out of order are refused and write nothing, and a second KEYED
+ * BEGIN for the copy cut short is refused. */
+static void test_keyed_bad_input(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf before = RT_BUF_INIT, after = RT_BUF_INIT;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_same(f, 2);
+    dump(f, 2, &before);
+    assert_int_equal(begin1(f, 2, RANGE + 7, 1, 2, 2), RT_ESTALE);
+    assert_int_equal(begin1(f, 2, RANGE, 0, 2, 2), RT_ESTALE);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 3), RT_EINVAL);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 3, 2), RT_EINVAL);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 2);
+    assert_int_equal(applied(f, 2), 2);
+
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 2), 0);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_LEARNER);
+    dump(f, 2, &after);
+    assert_int_equal(before.len, after.len);
+    assert_memory_equal(before.data, after.data, before.len);
+
+    uint8_t key[12] = {0, 0, 0, 0, 0, 0, 0, TABLE, 'z', 0, 'r', 0};
+    Rt__KeyValue kv = RT__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    kv.key.data = key;
+    kv.key.len = sizeof(key);
+    kv.deleted = 1;
+    Rt__ReplSnap sn = RT__REPL_SNAP__INIT;
+    struct th_reply r;
+    sn.range_id = RANGE;
+    sn.epoch = 1;
+    sn.seq = 0;
+    sn.count = 1;
+    sn.n_kvs = 1;
+    sn.kvs = kvs;
+    sn.crc32c = 12345; /* not its CRC32C */
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     RT_ECORRUPT);
+    th_reply_free(&r);
+    sn.seq = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     RT_EINVAL);
+    th_reply_free(&r);
+    assert_int_equal(begin1(f, 2, RANGE, 1, 2, 2), RT_EINVAL);
+    rt_buf_reset(&after);
+    dump(f, 2, &after);
+    assert_int_equal(before.len, after.len);
+    assert_memory_equal(before.data, after.data, before.len);
+    rt_buf_free(&before);
+    rt_buf_free(&after);
+}
+
+/* §7.3, a suffix the sender never had: a KEYED REPL_BEGIN from below the
+ * replica's applied LSN is answered with the keys its own LSNs above it
+ * changed (from its key log), so that the sender sends their values too;
+ * the chunk's tombstone for such a key deletes it, nothing else is
+ * cleared, and the end leaves the replica a secondary at the copy's LSN.
+ * Restarted, it has no key log: such a BEGIN is refused (RT_ENOTFOUND:
+ * the sender copies in full) and changes nothing. */
+static void test_keyed_own_keys(void **state)
+{
+    struct fx *f = *state;
+    struct th_reply r;
+    assert_int_equal(write1(f, 0, 1, "a", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "b", "1"), 0);
+    assert_int_equal(write1(f, 0, 1, "c", "1"), 0);
+    assert_same(f, 3);
+
+    Rt__ReplBegin b = RT__REPL_BEGIN__INIT;
+    b.range_id = RANGE;
+    b.epoch = 1;
+    b.mode = 2;
+    b.from_lsn = 2;
+    b.snap_lsn = 3;
+    b.snap_epoch = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_BEGIN, &b.base, 10000, &r),
+                     0);
+    Rt__ReplicaState *st =
+        rt__replica_state__unpack(NULL, r.body.len, r.body.data);
+    assert_non_null(st);
+    assert_int_equal(st->n_pending_keys, 1); /* "c", LSN 3's */
+    uint8_t key[64];
+    size_t kn = st->pending_keys[0].len;
+    assert_true(kn <= sizeof(key));
+    memcpy(key, st->pending_keys[0].data, kn);
+    assert_non_null(memchr(key, 'c', kn));
+    rt__replica_state__free_unpacked(st, NULL);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_LEARNER);
+
+    Rt__KeyValue kv = RT__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    kv.key.data = key;
+    kv.key.len = kn;
+    kv.deleted = 1;
+    Rt__ReplSnap sn = RT__REPL_SNAP__INIT;
+    sn.range_id = RANGE;
+    sn.epoch = 1;
+    sn.seq = 0;
+    sn.last = 1;
+    sn.count = 1;
+    sn.n_kvs = 1;
+    sn.kvs = kvs;
+    uint8_t buf[256];
+    size_t n = rt__repl_snap__get_packed_size(&sn);
+    assert_true(n <= sizeof(buf));
+    rt__repl_snap__pack(&sn, buf);
+    sn.crc32c = rt_crc32c(0, buf, n);
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_SNAP, &sn.base, 10000, &r),
+                     0);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
+    /* a, b kept; c (the last in key order) deleted: server 2's bytes are
+     * server 0's without c's record. */
+    struct rt_buf d0 = RT_BUF_INIT, d2 = RT_BUF_INIT;
+    dump(f, 0, &d0);
+    dump(f, 2, &d2);
+    assert_true(d2.len > 0 && d2.len < d0.len);
+    assert_memory_equal(d0.data, d2.data, d2.len);
+    rt_buf_free(&d0);
+    rt_buf_free(&d2);
+    assert_int_equal(get1(f, 0, "c"), 0); /* the others keep it */
+    srv_stop(f, 2);
+    srv_start(f, 2);
+    assert_int_equal(assign_conf(f, 1, 0, 1, 0x7, 0x4), 0);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
+    b.from_lsn = 1;
+    assert_int_equal(th_rpc_call(&f->loop, rt_rpc_client_conn(f->s[2].cli),
+                                 RT__METHOD__REPL_BEGIN, &b.base, 10000, &r),
+                     RT_ENOTFOUND);
+    th_reply_free(&r);
+    assert_int_equal(rinfo(f, 2).role, PS_RCORE_SECONDARY);
+    assert_int_equal(rinfo(f, 2).applied_lsn, 3);
+}
+
 /* §3.3, §8.1 (step 10): the secondary removed from the ISR restarts;
- * the primary probes it, copies the range to it in full, streams from
- * the copy's LSN and asks the master to add it (ISR_CHANGE{add}, the
+ * the primary probes it, finds the history of its `rs` record agreeing
+ * with its own, streams from its LSN out of the send buffer it kept for
+ * it (no copy) and asks the master to add it (ISR_CHANGE{add}, the
  * master's part played by the test); at the committed epoch it counts
  * again, and all three hold the same bytes at the same LSN. */
 static void test_rejoin_after_restart(void **state)
@@ -1142,7 +1337,7 @@ static void test_rejoin_after_restart(void **state)
     memset(&isr_seen, 0, sizeof(isr_seen));
     srv_start(f, 2);
     assert_int_equal(assign_conf(f, 2, 0, 1, 0x3, 0x7), 0);
-    wait_copied(f, 0, 2);
+    wait_tailed(f, 0, 2);
     uv_update_time(&f->loop);
     t0 = uv_now(&f->loop);
     while (isr_seen.n_add == 0 && uv_now(&f->loop) - t0 < 5000) {
@@ -1645,6 +1840,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rejoin_after_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_own_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isr_shrink_stopped_secondary,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_and_merge, setup, teardown),
