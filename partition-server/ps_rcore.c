@@ -1444,10 +1444,15 @@ static int ps__rcore_local_late(struct ps__rcore_range *r,
                                 struct rt_repl_actions *out)
 {
     if (r->role == PS_RCORE_SECONDARY && ev->lsn == r->applied_lsn + 1 &&
-        ev->lsn <= r->last_lsn) {
-        /* My new primary's append was accepted at the LSN my own late
-         * group took first: my copy diverges from its sequence (§3.2). */
+        ev->lsn <= r->last_lsn + 1) {
+        /* My own late group took this LSN (shipped at its GROUP, or my
+         * new primary's append was accepted at it first): whether my copy
+         * still matches the new primary's sequence is not known, so it is
+         * treated as divergent (§3.2, §7.3: undone by key or copied). */
         r->applied_lsn = ev->lsn;
+        if (ev->lsn > r->last_lsn) {
+            r->last_lsn = ev->lsn;
+        }
         if (r->state != PS_RSEC_DIVERGED) {
             ps__rcore_set_state(r, PS_RSEC_DIVERGED);
         }

@@ -1707,17 +1707,21 @@ void ps_repl_write_done(struct ps_server *ps,
     w->range_id = pw->range_id;
     w->is_read = 0;
     w->ops = pw->n_ops;
-    if (rr == NULL || !rr->primary || rp->closing) {
+    if (rr == NULL || rp->closing || (!rr->primary && pw->lsn == 0)) {
         w->cb(w, RT_ETIMEDOUT);
         return;
     }
+    /* A group of mine that became durable after I stepped down still goes
+     * to the core: it is applied here (its GROUP may have counted it in
+     * flight already, which keeps catch-up probes busy until it lands);
+     * the core answers its writes RT_ETIMEDOUT (outcome unknown). */
     struct rt_repl_event ev = {.kind = RT_REPL_EV_DISK_DONE,
                                .now_ms = uv_now(ps->loop),
                                .range_id = pw->range_id,
                                .lsn = pw->lsn,
                                .req_ids = &req,
                                .n_req_ids = 1};
-    if (pw->lsn > rr->last_fed) {
+    if (rr->primary && pw->lsn > rr->last_fed) {
         if (ps__take_group(ps, rr, pw->txn_id, &grp) != 0) {
             rt_log(RT_LOG_ERROR,
                    "range %" PRIu64 ": capture overflowed; forgetting it",

@@ -800,6 +800,59 @@ static void test_cancel_resumes(void **state)
     assert_int_equal(info_of(f->s2).epoch, 4);
 }
 
+/* The primary ships group 2 at its GROUP (before its own commit), then
+ * steps down before the commit ends: the group stays counted in flight
+ * (a probe is busy, an append at 2 waits for it), and its late DISK_DONE
+ * applies it, answers its write RT_ETIMEDOUT and marks the copy divergent
+ * (whether it matches the new primary's 2 is unknown): probes answer
+ * again, so the new primary can undo or copy it. */
+static void test_shipped_then_stepped_down(void **state)
+{
+    struct fx *f = *state;
+    const struct rt_repl_action *a = NULL;
+    local_done(f, 0, 1, 100);
+    uint8_t rec = 2;
+    struct rt_repl_event g = {.kind = RT_REPL_EV_GROUP,
+                              .now_ms = 1,
+                              .range_id = R,
+                              .lsn = 2,
+                              .records = &rec,
+                              .records_len = 1};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &g, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_SEND, &a), 2); /* to 2 and 3 */
+    assert_int_equal(a->msg.u.append.lsn, 2);
+    assert_int_equal(info_of(f->p).last_lsn, 2);
+    assert_int_equal(info_of(f->p).applied_lsn, 1);
+    uint64_t isr[2] = {2, 3};
+    assert_int_equal(assign(f, f->p, 4, 2, 4, isr, 2), 0);
+    assert_int_equal(info_of(f->p).role, PS_RCORE_SECONDARY);
+    struct rt_repl_msg pb = {.kind = RT_REPL_MSG_PROBE};
+    pb.u.probe = (struct rt_repl_probe){.range_id = R, .epoch = 4};
+    assert_int_equal(msg_to(f, f->p, 2, 2, &pb), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_PROBE_RESP)->msg.u.probe_resp.code,
+                     RT_EBUSY);
+    uint64_t req = 101;
+    struct rt_repl_event d = {.kind = RT_REPL_EV_DISK_DONE,
+                              .now_ms = 3,
+                              .range_id = R,
+                              .lsn = 2,
+                              .req_ids = &req,
+                              .n_req_ids = 1};
+    rt_repl_actions_reset(&f->out);
+    assert_int_equal(ps_rcore_step(f->p, &d, &f->out), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->req_id, 101);
+    assert_int_equal(a->code, RT_ETIMEDOUT);
+    struct ps_rcore_range_info info = info_of(f->p);
+    assert_int_equal(info.applied_lsn, 2);
+    assert_int_equal(info.state, PS_RSEC_DIVERGED);
+    assert_int_equal(msg_to(f, f->p, 4, 2, &pb), 0);
+    a = sent(f, RT_REPL_MSG_PROBE_RESP);
+    assert_int_equal(a->msg.u.probe_resp.code, 0);
+    assert_int_equal(a->msg.u.probe_resp.state, RT_REPL_COPY_DIVERGED);
+}
+
 /* A primary named secondary (outside the ISR) steps down: held writes get
  * RT_ETIMEDOUT; an older assignment is stale; one omitting a node drops
  * its copy. */
@@ -2126,6 +2179,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assign_step_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shipped_then_stepped_down, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_freeze, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frozen_assigned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load, setup, teardown),
