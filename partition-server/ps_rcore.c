@@ -1946,6 +1946,31 @@ static void ps__rcore_lrn_refused(struct ps__rcore_range *r, int32_t code)
     }
 }
 
+/* A copy of @r to @peer (the READ action @io, BEGIN with my history):
+ * FULL, or KEYED from @from_lsn. */
+static void ps__rcore_copy_start(const struct ps__rcore_range *r,
+                                 uint64_t peer,
+                                 uint64_t io,
+                                 uint32_t mode,
+                                 uint64_t from_lsn,
+                                 struct rt_repl_actions *out)
+{
+    struct rt_repl_action act = {.kind = RT_REPL_ACT_READ,
+                                 .peer = peer,
+                                 .io_id = io,
+                                 .range_id = r->id,
+                                 .lsn = r->last_lsn};
+    act.msg.kind = RT_REPL_MSG_BEGIN;
+    act.msg.u.begin = (struct rt_repl_begin){.range_id = r->id,
+                                             .epoch = r->epoch,
+                                             .mode = mode,
+                                             .from_lsn = from_lsn,
+                                             .copy_id = io};
+    memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
+    act.msg.u.begin.n_history = r->n_hist;
+    rt_repl_actions_add(out, &act);
+}
+
 /* §7.3 on the replica's answer to my probe: plain catch-up from its
  * applied LSN if our histories agree there and my buffer still holds the
  * next group, else a full copy (READ action) at a snapshot LSN >= my last
@@ -1991,21 +2016,9 @@ static int ps__rcore_lrn_probed(struct ps_rcore *node,
     lp->s.acked = r->last_lsn; /* kept from here: s >= it */
     lp->s.next = 0;
     lp->s.progress_ms = ev->now_ms;
-    struct rt_repl_action act = {.kind = RT_REPL_ACT_READ,
-                                 .peer = lp->s.id,
-                                 .io_id = lp->io,
-                                 .range_id = r->id,
-                                 .lsn = r->last_lsn};
-    act.msg.kind = RT_REPL_MSG_BEGIN;
-    act.msg.u.begin = (struct rt_repl_begin){
-        .range_id = r->id,
-        .epoch = r->epoch,
-        .mode = keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL,
-        .from_lsn = keyed ? from : 0,
-        .copy_id = lp->io};
-    memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
-    act.msg.u.begin.n_history = r->n_hist;
-    rt_repl_actions_add(out, &act);
+    ps__rcore_copy_start(r, lp->s.id, lp->io,
+                         keyed ? RT_REPL_BEGIN_KEYED : RT_REPL_BEGIN_FULL,
+                         keyed ? from : 0, out);
     ps__rcore_lrn_join(node, r, ev->now_ms, out);
     return 0;
 }
@@ -2028,17 +2041,7 @@ static void ps__rcore_isr_copy(struct ps_rcore *node,
         }
     }
     p->copy_io = ++node->next_io;
-    struct rt_repl_action act = {.kind = RT_REPL_ACT_READ,
-                                 .peer = p->id,
-                                 .io_id = p->copy_io,
-                                 .range_id = r->id,
-                                 .lsn = r->last_lsn};
-    act.msg.kind = RT_REPL_MSG_BEGIN;
-    act.msg.u.begin = (struct rt_repl_begin){
-        .range_id = r->id, .epoch = r->epoch, .copy_id = p->copy_io};
-    memcpy(act.msg.u.begin.history, r->hist, r->n_hist * sizeof(*r->hist));
-    act.msg.u.begin.n_history = r->n_hist;
-    rt_repl_actions_add(out, &act);
+    ps__rcore_copy_start(r, p->id, p->copy_io, RT_REPL_BEGIN_FULL, 0, out);
 }
 
 /* The full copy's READ_DONE: the replica holds my sequence up to s. */
