@@ -36,6 +36,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -565,3 +566,17 @@ class Cluster:
     def describe(self, n=30):
         return "\n".join(p.describe(n) for p in self.procs
                          if p.stderr_path)
+
+
+def started(factory, name="cluster", **kw):
+    """A started Cluster for a pytest fixture (`yield from started(...)`,
+    @factory being tmp_path_factory, @kw Cluster's arguments): after the
+    test it is stopped by PID and its daemons' exits and sanitizer reports
+    are checked."""
+    c = Cluster(factory.mktemp(name), **kw)
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    c.start()
+    yield c
+    c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()

@@ -44,7 +44,7 @@ import urllib.request
 
 import pytest
 
-from rtcluster import Cluster, ClusterError
+from rtcluster import Cluster, started, ClusterError
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 PAYLOAD = "x" * 200
@@ -57,47 +57,29 @@ def cluster(tmp_path_factory):
     chunks so that a move of a few MB takes long enough to interrupt. At
     replication factor 1: these tests pin the move machinery of single
     copies (a replicated range on three servers has nowhere to move)."""
-    c = Cluster(tmp_path_factory.mktemp("balance"), n_ps=3,
-                replication_factor=1,
-                heartbeat_timeout_ms=2000,
-                extra_args={"master": ["--policy", "none"],
-                            "ps": ["--move-chunk-kb", "16"]})
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "balance", n_ps=3,
+                       replication_factor=1,
+                       heartbeat_timeout_ms=2000,
+                       extra_args={"master": ["--policy", "none"],
+                                   "ps": ["--move-chunk-kb", "16"]})
 
 
 @pytest.fixture
 def capped(tmp_path_factory):
     """3 servers capped at 1000 entities/s each, the default policy, at
     replication factor 1 (the policy splits and moves single copies)."""
-    c = Cluster(tmp_path_factory.mktemp("capped"), n_ps=3,
-                replication_factor=1,
-                extra_args={"ps": ["--max-server-eps", "1000"]})
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "capped", n_ps=3,
+                       replication_factor=1,
+                       extra_args={"ps": ["--max-server-eps", "1000"]})
 
 
 @pytest.fixture
 def capped_rf3(tmp_path_factory):
     """The same capped servers with every table's range on all three
     (--replication-factor 3)."""
-    c = Cluster(tmp_path_factory.mktemp("capped3"), n_ps=3,
-                replication_factor=3,
-                extra_args={"ps": ["--max-server-eps", "1000"]})
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "capped3", n_ps=3,
+                       replication_factor=3,
+                       extra_args={"ps": ["--max-server-eps", "1000"]})
 
 
 # ------------------------------------------------------------ helpers

@@ -25,7 +25,7 @@ import time
 import pytest
 from azure.data.tables import UpdateMode
 
-from rtcluster import Cluster
+from rtcluster import started
 
 TABLE = "crashsafety"
 N_THREADS = 6
@@ -38,13 +38,8 @@ PAYLOAD = "x" * 180
 # ------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
-                heartbeat_timeout_ms=1000)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "cluster", n_ps=3,
+                       heartbeat_timeout_ms=1000)
 
 
 # ------------------------------------------------------------ helpers

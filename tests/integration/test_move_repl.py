@@ -33,21 +33,15 @@ import time
 
 import pytest
 
-from rtcluster import Cluster
+from rtcluster import started
 from test_replication import (RF, TABLES, Load, check_reads,
                               check_replicas, our_ranges)
 
 
 @pytest.fixture
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=4,
-                replication_factor=RF)
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "cluster", n_ps=4,
+                       replication_factor=RF)
 
 
 @pytest.fixture

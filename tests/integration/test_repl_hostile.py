@@ -16,7 +16,7 @@ import struct
 
 import pytest
 
-from rtcluster import Cluster
+from rtcluster import started
 
 MAGIC = 0x5254
 F_REPLY = 1
@@ -91,13 +91,8 @@ def hostile_bodies(rng):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("hostile"), n_ps=3,
-                replication_factor=3)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "hostile", n_ps=3,
+                       replication_factor=3)
 
 
 def test_hostile_replication_frames(cluster):

@@ -61,7 +61,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.data.tables import UpdateMode
 
-from rtcluster import Cluster
+from rtcluster import started
 
 TABLES = ("repla", "replb")
 N_THREADS = 6
@@ -73,14 +73,8 @@ RF = 3
 def cluster(tmp_path_factory):
     """A fresh cluster per test: a fault phase that leaves a range stalled
     (see test_primary_sigkill_and_restart) must not fail the next one."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
-                replication_factor=RF)
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "cluster", n_ps=3,
+                       replication_factor=RF)
 
 
 @pytest.fixture
@@ -88,15 +82,9 @@ def quiet_cluster(tmp_path_factory):
     """A fresh cluster whose master never moves or transfers anything by
     itself (--policy none): a test that counts how replicas were caught
     up needs the primaries to stay where they are."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
-                replication_factor=RF,
-                extra_args={"master": ["--policy", "none"]})
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "cluster", n_ps=3,
+                       replication_factor=RF,
+                       extra_args={"master": ["--policy", "none"]})
 
 
 @pytest.fixture
@@ -104,16 +92,10 @@ def small_window_cluster(tmp_path_factory):
     """quiet_cluster with --repl-window-mb 1 on every partition server: a
     primary lets go of the groups it kept for a member out of the ISR once
     they pass 1 MiB."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"), n_ps=3,
-                replication_factor=RF,
-                extra_args={"master": ["--policy", "none"],
-                            "ps": ["--repl-window-mb", "1"]})
-    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
-    c.start()
-    yield c
-    c.stop(check=False)
-    c.check_exits()
-    c.check_sanitizers()
+    yield from started(tmp_path_factory, "cluster", n_ps=3,
+                       replication_factor=RF,
+                       extra_args={"master": ["--policy", "none"],
+                                   "ps": ["--repl-window-mb", "1"]})
 
 
 @pytest.fixture
