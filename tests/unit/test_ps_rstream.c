@@ -155,30 +155,45 @@ static void srv_stop(struct fx *f, int i)
     th_fake_master_forget(&M, i);
 }
 
+/* Replicas (the @p-th primary, the others secondaries) and servers
+ * (their current addresses and incarnations) of an assignment of the
+ * fixture's servers. */
+struct members
+{
+    Rt__Replica rep[NSRV], *reps[NSRV];
+    Rt__Server srv[NSRV], *srvs[NSRV];
+};
+
+static void members_fill(struct fx *f, struct members *m, int p)
+{
+    for (int i = 0; i < NSRV; i++) {
+        rt__replica__init(&m->rep[i]);
+        m->rep[i].server_id = ids[i];
+        m->rep[i].role = i == p ? RT__REPL_ROLE__ROLE_PRIMARY
+                                : RT__REPL_ROLE__ROLE_SECONDARY;
+        m->reps[i] = &m->rep[i];
+        rt__server__init(&m->srv[i]);
+        m->srv[i].id = ids[i];
+        m->srv[i].addr = f->s[i].ps.addr;
+        m->srv[i].incarnation.data = f->s[i].ps.incarnation;
+        m->srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
+        m->srvs[i] = &m->srv[i];
+    }
+}
+
 /* Sends every running server the assignment: range RANGE of TABLE, whole
  * table, primary 7, replicas 7, 8, 9 all in sync, at @epoch (primary since
  * epoch 1), with the servers' current addresses; @sec_only: to the
  * secondaries only. */
 static void assign_order(struct fx *f, uint64_t epoch, int sec_only)
 {
-    Rt__Replica rep[NSRV], *reps[NSRV];
-    Rt__Server srv[NSRV], *srvs[NSRV];
+    struct members mb;
     uint64_t isr[NSRV];
     Rt__Range r = RT__RANGE__INIT, *rs[1] = {&r};
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
 
+    members_fill(f, &mb, 0);
     for (int i = 0; i < NSRV; i++) {
-        rt__replica__init(&rep[i]);
-        rep[i].server_id = ids[i];
-        rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
-                             : RT__REPL_ROLE__ROLE_SECONDARY;
-        reps[i] = &rep[i];
-        rt__server__init(&srv[i]);
-        srv[i].id = ids[i];
-        srv[i].addr = f->s[i].ps.addr;
-        srv[i].incarnation.data = f->s[i].ps.incarnation;
-        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
-        srvs[i] = &srv[i];
         isr[i] = ids[i];
     }
     r.id = RANGE;
@@ -189,7 +204,7 @@ static void assign_order(struct fx *f, uint64_t epoch, int sec_only)
     r.server_id = ids[0];
     r.epoch = epoch;
     r.n_replicas = NSRV;
-    r.replicas = reps;
+    r.replicas = mb.reps;
     r.n_isr = f->n_isr;
     r.isr = isr;
     r.primary_epoch = 1;
@@ -198,7 +213,7 @@ static void assign_order(struct fx *f, uint64_t epoch, int sec_only)
     a.n_ranges = 1;
     a.ranges = rs;
     a.n_peers = NSRV;
-    a.peers = srvs;
+    a.peers = mb.srvs;
     a.map_version = ++f->map_version;
     for (int k = 0; k < NSRV; k++) {
         int i = k;
@@ -230,8 +245,7 @@ static int assign_conf(struct fx *f,
                        unsigned isr_mask,
                        unsigned to_mask)
 {
-    Rt__Replica rep[NSRV], *reps[NSRV];
-    Rt__Server srv[NSRV], *srvs[NSRV];
+    struct members mb;
     uint64_t isr[NSRV];
     Rt__Range r = RT__RANGE__INIT, *rs[1] = {&r};
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
@@ -239,18 +253,8 @@ static int assign_conf(struct fx *f,
 
     r.n_isr = 0;
     isr[r.n_isr++] = ids[p];
+    members_fill(f, &mb, p);
     for (int i = 0; i < NSRV; i++) {
-        rt__replica__init(&rep[i]);
-        rep[i].server_id = ids[i];
-        rep[i].role = i == p ? RT__REPL_ROLE__ROLE_PRIMARY
-                             : RT__REPL_ROLE__ROLE_SECONDARY;
-        reps[i] = &rep[i];
-        rt__server__init(&srv[i]);
-        srv[i].id = ids[i];
-        srv[i].addr = f->s[i].ps.addr;
-        srv[i].incarnation.data = f->s[i].ps.incarnation;
-        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
-        srvs[i] = &srv[i];
         if (i != p && (isr_mask & (1u << i))) {
             isr[r.n_isr++] = ids[i];
         }
@@ -263,7 +267,7 @@ static int assign_conf(struct fx *f,
     r.server_id = ids[p];
     r.epoch = epoch;
     r.n_replicas = NSRV;
-    r.replicas = reps;
+    r.replicas = mb.reps;
     r.isr = isr;
     r.primary_epoch = primary_epoch;
     r.rf = 3;
@@ -271,7 +275,7 @@ static int assign_conf(struct fx *f,
     a.n_ranges = 1;
     a.ranges = rs;
     a.n_peers = NSRV;
-    a.peers = srvs;
+    a.peers = mb.srvs;
     a.map_version = ++f->map_version;
     for (int i = 0; i < NSRV; i++) {
         struct th_reply rep_;
@@ -1474,26 +1478,15 @@ static void assign_ranges(struct fx *f,
                           const char *const *low,
                           const char *const *high)
 {
-    Rt__Replica rep[NSRV], *reps[NSRV];
-    Rt__Server srv[NSRV], *srvs[NSRV];
+    struct members mb;
     uint64_t isr[NSRV];
     Rt__Range r[2], *rs[2] = {&r[0], &r[1]};
     Rt__Assignment a = RT__ASSIGNMENT__INIT;
 
     assert_true(n <= 2);
 
+    members_fill(f, &mb, 0);
     for (int i = 0; i < NSRV; i++) {
-        rt__replica__init(&rep[i]);
-        rep[i].server_id = ids[i];
-        rep[i].role = i == 0 ? RT__REPL_ROLE__ROLE_PRIMARY
-                             : RT__REPL_ROLE__ROLE_SECONDARY;
-        reps[i] = &rep[i];
-        rt__server__init(&srv[i]);
-        srv[i].id = ids[i];
-        srv[i].addr = f->s[i].ps.addr;
-        srv[i].incarnation.data = f->s[i].ps.incarnation;
-        srv[i].incarnation.len = sizeof(f->s[i].ps.incarnation);
-        srvs[i] = &srv[i];
         isr[i] = ids[i];
     }
     for (size_t k = 0; k < n; k++) {
@@ -1506,7 +1499,7 @@ static void assign_ranges(struct fx *f,
         r[k].server_id = ids[0];
         r[k].epoch = epoch;
         r[k].n_replicas = NSRV;
-        r[k].replicas = reps;
+        r[k].replicas = mb.reps;
         r[k].n_isr = NSRV;
         r[k].isr = isr;
         r[k].primary_epoch = 1;
@@ -1516,7 +1509,7 @@ static void assign_ranges(struct fx *f,
     a.n_ranges = n;
     a.ranges = rs;
     a.n_peers = NSRV;
-    a.peers = srvs;
+    a.peers = mb.srvs;
     a.map_version = ++f->map_version;
     for (int k = 1; k <= NSRV; k++) {
         int i = k % NSRV;
