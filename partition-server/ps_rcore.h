@@ -329,6 +329,13 @@ struct ps_rcore_range_info
     int restarted;     /* a restarted primary waiting to be failed over */
 };
 
+/* @i is a primary serving its range (state numbers are per role: a
+ * SEALED secondary's equals SERVING's, so the role is checked too). */
+static inline int ps_rcore_info_serving(const struct ps_rcore_range_info *i)
+{
+    return i->role == PS_RCORE_PRIMARY && i->state == PS_RPRI_SERVING;
+}
+
 /* The primary's view of one replica outside the ISR. */
 struct ps_rcore_learner_info
 {

@@ -298,7 +298,7 @@ static void ps__reads_check(struct ps_repl *rp, uint64_t now_ms)
             continue;
         }
         if (ps_rcore_range_get(rp->core, w->range_id, &info) != 0 ||
-            info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
+            !ps_rcore_info_serving(&info)) {
             ps__wait_fire(rp, w, RT_ENOTPRIMARY);
         } else if (info.commit_lsn >= w->lsn) {
             ps__wait_fire(rp, w,
@@ -1586,7 +1586,7 @@ int ps_repl_route(struct ps_server *ps,
         return RT_EBUSY; /* a transfer's short window (§9.3): 503 at once */
     }
     if (!rr->primary || ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
+        !ps_rcore_info_serving(&info)) {
         return RT_ENOTPRIMARY;
     }
     if (epoch < rr->primary_epoch || epoch > rr->epoch) {
@@ -1787,7 +1787,7 @@ int ps_repl_lsn_wait(struct ps_server *ps,
 
     if (rr == NULL || !rr->primary || rp->closing ||
         ps_rcore_range_get(rp->core, range_id, &info) != 0 ||
-        info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
+        !ps_rcore_info_serving(&info)) {
         return RT_ENOTPRIMARY;
     }
     if (info.commit_lsn >= lsn_t) {

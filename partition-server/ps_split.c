@@ -238,7 +238,7 @@ void ps_split_on_freeze(struct ps_server *ps,
                          "range already frozen (a move or a split)");
         goto out;
     }
-    if (info.role != PS_RCORE_PRIMARY || info.state != PS_RPRI_SERVING) {
+    if (!ps_rcore_info_serving(&info)) {
         rt_rpc_reply_err(conn, id, method, RT_ENOTPRIMARY, NULL);
         goto out;
     }
