@@ -743,11 +743,26 @@ class Nemesis:
             data = f.read()
             hits = [m.start() + 7 for m in pat.finditer(data)]
             chosen = self.rng.sample(hits, min(8, len(hits)))
-            for at in chosen:
-                f.seek(at)
-                f.write(bytes([data[at] ^ 0x04]))
-            f.flush()
-            os.fsync(f.fileno())
+            # The server reuses freed pages while the file is searched:
+            # a byte found a moment ago may now be part of a key or a
+            # branch page. Stop the server, keep only the hits that
+            # still match, flip them, and let it go on (a few ms).
+            self.paused.add(name)
+            self.c.kill(name, signal.SIGSTOP)
+            try:
+                wait_stopped(self.c.proc(name).pid)
+                kept = []
+                fd = f.fileno()
+                for at in chosen:
+                    cur = os.pread(fd, 7 + len(self.run_.tag) + 2, at - 7)
+                    if pat.fullmatch(cur):
+                        kept.append(at)
+                        os.pwrite(fd, bytes([cur[7] ^ 0x04]), at)
+                os.fsync(fd)
+            finally:
+                self.c.kill(name, signal.SIGCONT)
+                self.paused.discard(name)
+            chosen = kept
         self.note("flip", target=name, role=role, range=rid,
                   values=len(chosen), found=len(hits))
 
@@ -1543,6 +1558,20 @@ RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
+
+
+def wait_stopped(pid, timeout_s=2.0):
+    """Waits until process @pid is stopped (state T in /proc), so that no
+    write of its is in flight."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                    return
+        except OSError:
+            return
+        time.sleep(0.001)
 
 
 def missing_failover():
