@@ -15,8 +15,15 @@ set -euo pipefail
 RT_BUILD_PKGS=(
     build-essential cmake pkg-config
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblmdb-dev
-    libssl-dev libmicrohttpd-dev libjansson-dev
+    libssl-dev libmicrohttpd-dev libjansson-dev libraft-dev
 )
+# libraft (the masters' consensus) must be >= 0.17.1: 0.15.0 in bookworm's
+# main suite lacks Raft's rule against committing entries of an older term
+# by counting replicas (canonical/raft#220). On bookworm it comes from
+# bookworm-backports (0.22.1, the cowsql line), pinned for these packages
+# only; nothing else is taken from backports.
+RT_RAFT_MIN=0.17.1
+RT_RAFT_PKGS=(libraft-dev libraft0)
 # Tests: cmocka for unit tests; the official Azure SDK and pytest (run with
 # /usr/bin/python3) for integration tests; Node.js and npm for the
 # JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
@@ -64,6 +71,12 @@ for p in "${pkgs[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
     if [[ "$status" != "install ok installed" ]]; then
         missing+=("$p")
+    elif [[ "$p" == libraft-dev ]]; then
+        v=$(dpkg-query -W -f='${Version}' libraft-dev)
+        if ! dpkg --compare-versions "$v" ge "$RT_RAFT_MIN"; then
+            log "libraft-dev $v is older than $RT_RAFT_MIN: upgrading"
+            missing+=("$p")
+        fi
     fi
 done
 
@@ -80,6 +93,34 @@ if [[ "$(id -u)" != 0 ]]; then
     fi
     sudo=(sudo)
 fi
+
+# Adds bookworm-backports (deb822 source) and pins libraft to it, once.
+add_raft_backports() {
+    local codename src pin
+    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    [[ "$codename" == bookworm ]] || return 0
+    src=/etc/apt/sources.list.d/rangetable-bookworm-backports.sources
+    pin=/etc/apt/preferences.d/rangetable-libraft
+    if [[ ! -e "$src" ]] &&
+        ! grep -rqs 'bookworm-backports' /etc/apt/sources.list \
+            /etc/apt/sources.list.d/; then
+        log "adding bookworm-backports (for ${RT_RAFT_PKGS[*]} only): $src"
+        printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" \
+            "Suites: bookworm-backports" "Components: main" \
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+            "${sudo[@]}" tee "$src" >/dev/null
+    fi
+    if [[ ! -e "$pin" ]]; then
+        printf '%s\n' "Package: ${RT_RAFT_PKGS[*]}" \
+            "Pin: release n=bookworm-backports" "Pin-Priority: 990" |
+            "${sudo[@]}" tee "$pin" >/dev/null
+    fi
+}
+for p in "${missing[@]}"; do
+    if [[ "$p" == libraft-dev ]]; then
+        add_raft_backports
+    fi
+done
 
 log "installing missing packages: ${missing[*]}"
 "${sudo[@]}" apt-get update
