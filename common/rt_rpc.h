@@ -204,6 +204,22 @@ int rt_rpc_reply_err_at(struct rt_rpc_conn *conn,
                         int32_t index,
                         const char *message);
 
+/* Output gate (the master's output commit, docs/DESIGN-master-ha.md §2.7):
+ * while set, each frame queued is tagged with need(ud) at that moment, and
+ * a connection's buffered frames leave only once have(ud) reaches the
+ * highest tag among them (frames keep their order; a held frame counts as
+ * never sent for RT_ENOTSENT). Call rt_rpc_gate_release() whenever have()
+ * advanced. One gate per process; rt_rpc_gate_set(NULL) removes it and
+ * releases everything held. */
+struct rt_rpc_gate
+{
+    uint64_t (*need)(void *ud);
+    uint64_t (*have)(void *ud);
+    void *ud;
+};
+void rt_rpc_gate_set(const struct rt_rpc_gate *g);
+void rt_rpc_gate_release(void);
+
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */
 void rt_rpc_conn_ref(struct rt_rpc_conn *conn);
