@@ -39,6 +39,7 @@ struct ms_master
     struct ms_policy policy;
     struct ms_load *load;     /* per-range load model and history */
     struct ms_events *events; /* decisions and outcomes */
+    bool own_cat, own_events; /* opened here (else borrowed) */
     struct ms_admin *admin;   /* borrowed, may be NULL */
     struct rt_rpc_server *rpc_server;
     uv_timer_t tick;
@@ -193,13 +194,22 @@ int ms_master_start(uv_loop_t *loop,
     }
     m->load = ms_load_create(m->cfg.load_tau_ms);
 
-    rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
-    if (rc) {
-        goto err_after_load;
+    m->cat = cfg->cat;
+    if (!m->cat) {
+        rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
+        if (rc) {
+            goto err_after_load;
+        }
+        m->own_cat = true;
     }
-    rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events, errmsg);
-    if (rc) {
-        goto err_after_catalog;
+    m->events = cfg->events;
+    if (!m->events) {
+        rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events,
+                            errmsg);
+        if (rc) {
+            goto err_after_catalog;
+        }
+        m->own_events = true;
     }
     ms_catalog_set_delete_grace(m->cat, m->cfg.delete_grace_ms);
     ms_cluster_init(&m->cl, m->cat, m->cfg.heartbeat_timeout_ms,
@@ -210,9 +220,11 @@ int ms_master_start(uv_loop_t *loop,
     m->bal_open = true;
     m->rpc.cl = &m->cl;
     m->rpc.bal = &m->bal;
-    rc = rt_rpc_server_start(loop, cfg->listen_host, cfg->listen_port,
-                             ms_rpc_on_request, ms_rpc_on_conn, &m->rpc,
-                             &m->rpc_server);
+    rc = cfg->no_listen
+             ? 0
+             : rt_rpc_server_start(loop, cfg->listen_host, cfg->listen_port,
+                                   ms_rpc_on_request, ms_rpc_on_conn, &m->rpc,
+                                   &m->rpc_server);
     if (rc) {
         if (errmsg) {
             rt_errmsg_printf(errmsg, "listen on %s:%d: %s", cfg->listen_host,
@@ -260,7 +272,9 @@ int ms_master_start(uv_loop_t *loop,
     return 0;
 
 err_after_catalog:
-    ms_catalog_close(m->cat);
+    if (m->own_cat) {
+        ms_catalog_close(m->cat);
+    }
 err_after_load:
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
@@ -287,6 +301,11 @@ struct ms_events *ms_master_events(struct ms_master *m)
 int ms_master_rpc_port(const struct ms_master *m)
 {
     return m->rpc_server ? rt_rpc_server_port(m->rpc_server) : -1;
+}
+
+struct ms_rpc *ms_master_rpc(struct ms_master *m)
+{
+    return &m->rpc;
 }
 
 void ms_master_stop(struct ms_master *m)
@@ -329,7 +348,11 @@ void ms_master_destroy(struct ms_master *m)
     ms_cluster_fini(&m->cl);
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
-    ms_events_close(m->events);
-    ms_catalog_close(m->cat);
+    if (m->own_events) {
+        ms_events_close(m->events);
+    }
+    if (m->own_cat) {
+        ms_catalog_close(m->cat);
+    }
     free(m);
 }
