@@ -41,6 +41,7 @@ struct ms_master
     struct ms_events *events; /* decisions and outcomes */
     bool own_cat, own_events; /* opened here (else borrowed) */
     struct ms_admin *admin;   /* borrowed, may be NULL */
+    bool admin_attached;      /* ours to detach (ms_master_set_admin) */
     struct rt_rpc_server *rpc_server;
     uv_timer_t tick;
     bool tick_open;
@@ -288,9 +289,21 @@ int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm)
     int rc = ms_admin_attach(adm, m->loop, ms_balance_admin, &m->bal);
     if (rc == 0) {
         m->admin = adm;
+        m->admin_attached = true;
         ms_balance_set_admin(&m->bal, adm);
     }
     return rc;
+}
+
+void ms_master_use_admin(struct ms_master *m, struct ms_admin *adm)
+{
+    m->admin = adm;
+    ms_balance_set_admin(&m->bal, adm);
+}
+
+void ms_master_admin(struct ms_master *m, struct ms_admin_req *req)
+{
+    ms_balance_admin(req, &m->bal);
 }
 
 struct ms_events *ms_master_events(struct ms_master *m)
@@ -322,7 +335,7 @@ void ms_master_stop(struct ms_master *m)
         m->tick_open = false;
     }
     ms_repl_stop(m->repl);
-    if (m->admin) {
+    if (m->admin_attached) {
         /* Queued operator requests get 503; those in flight are answered
          * when their calls complete (RT_ECANCELED) below. */
         ms_admin_detach(m->admin);

@@ -98,6 +98,12 @@ void ms_master_set_status(struct ms_master *m, struct ms_status *st);
  * (ms_admin.h); @adm is borrowed and must outlive the master. Returns 0
  * or a libuv error. */
 int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm);
+/* The same for a member that attached @adm itself (ms_node.c): operator
+ * requests reach the master through ms_master_admin(); the master does
+ * not detach @adm. */
+void ms_master_use_admin(struct ms_master *m, struct ms_admin *adm);
+struct ms_admin_req;
+void ms_master_admin(struct ms_master *m, struct ms_admin_req *req);
 /* The event log (GET /api/events reads it from the HTTP thread). Owned
  * by the master; valid until ms_master_destroy(). */
 struct ms_events *ms_master_events(struct ms_master *m);
