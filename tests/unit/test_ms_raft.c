@@ -541,6 +541,99 @@ static void test_three_members(void **state)
     free(c);
 }
 
+/* ---- Tests: membership ---- */
+
+static void start_joiner(uv_loop_t *loop,
+                         const char *dir,
+                         struct toy *t,
+                         struct ms_raft **out)
+{
+    struct ms_raft_opts o = {0};
+    struct ms_raft_fsm f = toy_fsm(t);
+    char errmsg[RT_ERRMSG_SIZE];
+
+    o.id = 2;
+    o.dir = dir;
+    o.listen = "127.0.0.1:0";
+    o.join = true;
+    o.segment_size = 256 * 1024;
+    if (ms_raft_start(loop, &o, &f, toy_changed, t, out, errmsg) != 0)
+        fail_msg("start joiner: %s", errmsg);
+}
+
+/* A member started with join waits with no configuration; added as a spare
+ * and made a voter by the leader, it catches up from the leader's snapshot
+ * and log and applies what follows; a barrier completes; removed, it leaves
+ * the configuration. */
+static void test_join_add_remove(void **state)
+{
+    uv_loop_t loop;
+    char tmp[2][64], dir[2][96];
+    struct toy t[2] = {{0}};
+    struct ms_raft *r[2];
+    struct applied_arg a;
+    struct done d = {0};
+    struct ms_raft_member m[3];
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(th_dir_create("ms_raft", tmp[i], sizeof tmp[i]), 0);
+        snprintf(dir[i], sizeof dir[i], "%s/raft", tmp[i]);
+    }
+    start_one(&loop, dir[0], &t[0], 16, &r[0]);
+    assert_true(run_until(&loop, is_leader, r[0], 5000));
+    for (uint32_t i = 0; i < 40; i++)
+        propose_u32(r[0], i);
+    a = (struct applied_arg){r[0], &t[0], 40};
+    assert_true(run_until(&loop, applied_n, &a, 5000));
+    assert_true(run_until(&loop, snap_written, r[0], 2000));
+
+    start_joiner(&loop, dir[1], &t[1], &r[1]);
+    assert_int_equal(ms_raft_config(r[1], m, 3), 0);
+    assert_false(ms_raft_is_leader(r[1]));
+    assert_int_equal(ms_raft_add(r[0], 2, ms_raft_addr(r[1]), on_done, &d), 0);
+    assert_true(run_until(&loop, done_called, &d, 5000));
+    assert_int_equal(d.status, 0);
+    d = (struct done){0};
+    assert_int_equal(ms_raft_assign_voter(r[0], 2, on_done, &d), 0);
+    assert_true(run_until(&loop, done_called, &d, 10000));
+    assert_int_equal(d.status, 0);
+    a = (struct applied_arg){r[1], &t[1], 40};
+    assert_true(run_until(&loop, applied_n, &a, 5000));
+    assert_sequence(&t[1], 0, 40);
+    assert_int_equal(t[1].restores, 1); /* installed from the snapshot */
+    assert_int_equal(ms_raft_config(r[0], m, 3), 2);
+    assert_int_equal(m[1].id, 2);
+    assert_int_equal(m[1].role, MS_RAFT_VOTER);
+    assert_int_equal(ms_raft_leader(r[1], NULL), 1);
+
+    for (uint32_t i = 40; i < 45; i++)
+        propose_u32(r[0], i);
+    d = (struct done){0};
+    assert_int_equal(ms_raft_barrier(r[0], on_done, &d), 0);
+    assert_true(run_until(&loop, done_called, &d, 5000));
+    assert_int_equal(d.status, 0);
+    assert_sequence(&t[0], 0, 45);
+    a = (struct applied_arg){r[1], &t[1], 45};
+    assert_true(run_until(&loop, applied_n, &a, 5000));
+    assert_sequence(&t[1], 0, 45);
+
+    d = (struct done){0};
+    assert_int_equal(ms_raft_remove(r[0], 2, on_done, &d), 0);
+    assert_true(run_until(&loop, done_called, &d, 5000));
+    assert_int_equal(d.status, 0);
+    assert_int_equal(ms_raft_config(r[0], m, 3), 1);
+
+    for (int i = 0; i < 2; i++) {
+        close_member(&loop, r[i]);
+        toy_free(&t[i]);
+    }
+    assert_int_equal(uv_loop_close(&loop), 0);
+    for (int i = 0; i < 2; i++)
+        th_dir_remove(tmp[i]);
+}
+
 /* An empty directory with several peers and neither --bootstrap nor --join
  * is refused before anything is created: the member may be a wiped one. */
 static void test_empty_dir_with_peers_refused(void **state)
@@ -579,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_one_member_restart),
         cmocka_unit_test(test_snapshot_busy_skips),
         cmocka_unit_test(test_three_members),
+        cmocka_unit_test(test_join_add_remove),
         cmocka_unit_test(test_empty_dir_with_peers_refused),
     };
 
