@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <raft.h>
+#include <raft/fixture.h>
 #include <uv.h>
 
 #include "ms_raft.h"
@@ -634,6 +636,180 @@ static void test_join_add_remove(void **state)
         th_dir_remove(tmp[i]);
 }
 
+/* ---- Tests: libraft's own fixture (simulated time and network) ---- */
+
+/* The toy again, as a bare raft_fsm: the fixture drives raft instances
+ * directly, without the uv backend ms_raft wraps. */
+#define FX_N 3
+#define FX_MAX 4096
+
+struct fx_fsm
+{
+    uint64_t val[FX_MAX];
+    size_t n;
+};
+
+static int fx_apply(struct raft_fsm *fsm,
+                    const struct raft_buffer *buf,
+                    void **result)
+{
+    struct fx_fsm *x = fsm->data;
+
+    assert_int_equal(buf->len, 8);
+    assert_true(x->n < FX_MAX);
+    x->val[x->n++] = rt_get_u64le(buf->base);
+    *result = NULL;
+    return 0;
+}
+
+static int fx_snapshot(struct raft_fsm *fsm,
+                       struct raft_buffer *bufs[],
+                       unsigned *n_bufs)
+{
+    struct fx_fsm *x = fsm->data;
+
+    *bufs = raft_malloc(sizeof **bufs);
+    (*bufs)[0].len = 8 * (x->n + 1);
+    (*bufs)[0].base = raft_malloc((*bufs)[0].len);
+    rt_put_u64le((*bufs)[0].base, x->n);
+    for (size_t i = 0; i < x->n; i++)
+        rt_put_u64le((uint8_t *)(*bufs)[0].base + 8 * (i + 1), x->val[i]);
+    *n_bufs = 1;
+    return 0;
+}
+
+static int fx_finalize(struct raft_fsm *fsm,
+                       struct raft_buffer *bufs[],
+                       unsigned *n_bufs)
+{
+    (void)fsm;
+    if (*bufs != NULL) {
+        raft_free((*bufs)[0].base);
+        raft_free(*bufs);
+    }
+    *bufs = NULL;
+    *n_bufs = 0;
+    return 0;
+}
+
+static int fx_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    struct fx_fsm *x = fsm->data;
+    const uint8_t *p = buf->base;
+
+    x->n = rt_get_u64le(p);
+    for (size_t i = 0; i < x->n; i++)
+        x->val[i] = rt_get_u64le(p + 8 * (i + 1));
+    raft_free(buf->base);
+    return 0;
+}
+
+static void fx_apply_cb(struct raft_apply *req, int status, void *result)
+{
+    (void)status;
+    (void)result;
+    free(req);
+}
+
+static void fx_propose(struct raft_fixture *f, uint64_t v)
+{
+    unsigned l = raft_fixture_leader_index(f);
+    struct raft_apply *req;
+    struct raft_buffer b;
+
+    if (l >= FX_N)
+        return;
+    req = calloc(1, sizeof *req);
+    b.len = 8;
+    b.base = raft_malloc(8);
+    rt_put_u64le(b.base, v);
+    if (raft_apply(raft_fixture_get(f, l), req, &b, 1, fx_apply_cb) != 0) {
+        raft_free(b.base);
+        free(req);
+    }
+}
+
+/* Under seeded kills, revivals, partitions and proposals in simulated time,
+ * no two members ever lead in one term (Election Safety) and every two
+ * members' applied sequences agree on their common prefix (State Machine
+ * Safety). */
+static void test_fixture_election_safety(void **state)
+{
+    static struct fx_fsm x[FX_N];
+    struct raft_fsm fsm[FX_N];
+    struct raft_fixture f;
+    struct raft_configuration conf;
+    raft_id leader_of[512] = {0};
+    unsigned seed = 12345, elections = 0;
+    uint64_t next = 1;
+
+    (void)state;
+    memset(x, 0, sizeof x);
+    assert_int_equal(raft_fixture_init(&f), 0);
+    for (unsigned i = 0; i < FX_N; i++) {
+        memset(&fsm[i], 0, sizeof fsm[i]);
+        fsm[i].version = 2;
+        fsm[i].data = &x[i];
+        fsm[i].apply = fx_apply;
+        fsm[i].snapshot = fx_snapshot;
+        fsm[i].restore = fx_restore;
+        fsm[i].snapshot_finalize = fx_finalize;
+        assert_int_equal(raft_fixture_grow(&f, &fsm[i]), 0);
+        /* No snapshots here: in 0.22.1 the fixture's in-memory io crashes
+         * (double free) when a follower installs one (threshold 32,
+         * trailing 8, seed 12345: at t = 185 515 ms). The uv backend's
+         * install is covered by test_join_add_remove. */
+        raft_set_snapshot_threshold(raft_fixture_get(&f, i), 1000000);
+        raft_fixture_get(&f, i)->tracer = NULL; /* its stdout trace */
+        raft_set_pre_vote(raft_fixture_get(&f, i), true);
+    }
+    assert_int_equal(raft_fixture_configuration(&f, FX_N, &conf), 0);
+    assert_int_equal(raft_fixture_bootstrap(&f, &conf), 0);
+    raft_configuration_close(&conf);
+    assert_int_equal(raft_fixture_start(&f), 0);
+
+    for (unsigned step = 0; step < 20000; step++) {
+        unsigned r = rand_r(&seed) % 1000;
+        unsigned i = rand_r(&seed) % FX_N, j = rand_r(&seed) % FX_N;
+
+        if (r < 100) {
+            fx_propose(&f, next++);
+        } else if (r < 103 && raft_fixture_alive(&f, i)) {
+            raft_fixture_kill(&f, i);
+        } else if (r < 110 && !raft_fixture_alive(&f, i)) {
+            raft_fixture_revive(&f, i);
+        } else if (r < 113 && i != j) {
+            raft_fixture_disconnect(&f, i, j);
+        } else if (r < 125 && i != j) {
+            raft_fixture_reconnect(&f, i, j);
+        }
+        raft_fixture_step(&f);
+
+        for (unsigned k = 0; k < FX_N; k++) {
+            struct raft *rk = raft_fixture_get(&f, k);
+            raft_term t = raft_current_term(rk);
+
+            if (raft_state(rk) != RAFT_LEADER)
+                continue;
+            assert_true(t < 512);
+            if (leader_of[t] == 0) {
+                leader_of[t] = rk->id;
+                elections++;
+            }
+            assert_int_equal(leader_of[t], rk->id);
+        }
+        for (unsigned a = 0; a < FX_N; a++) {
+            for (unsigned b = a + 1; b < FX_N; b++) {
+                size_t n = x[a].n < x[b].n ? x[a].n : x[b].n;
+                assert_memory_equal(x[a].val, x[b].val, n * sizeof x[a].val[0]);
+            }
+        }
+    }
+    assert_true(elections >= 2); /* the faults did depose leaders */
+    assert_true(x[0].n > 0 || x[1].n > 0 || x[2].n > 0);
+    raft_fixture_close(&f);
+}
+
 /* An empty directory with several peers and neither --bootstrap nor --join
  * is refused before anything is created: the member may be a wiped one. */
 static void test_empty_dir_with_peers_refused(void **state)
@@ -673,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_busy_skips),
         cmocka_unit_test(test_three_members),
         cmocka_unit_test(test_join_add_remove),
+        cmocka_unit_test(test_fixture_election_safety),
         cmocka_unit_test(test_empty_dir_with_peers_refused),
     };
 
