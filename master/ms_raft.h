@@ -126,9 +126,13 @@ struct ms_raft_opts
 };
 
 /* Start a member on @loop. @o and @fsm are borrowed (copied). On 0, *out
- * belongs to the caller until ms_raft_close(); before returning, the newest
- * snapshot was restored and the committed entries after it are being
- * re-applied (fsm callbacks run on the loop from now on).
+ * belongs to the caller until ms_raft_close(). Inside this call libraft
+ * restores the newest snapshot (fsm.restore); the entries after it are
+ * re-applied (fsm.apply) once their commit is known: a lone voter elects
+ * itself inside this call and applies them all before it returns (seen
+ * with 0.22.1); a member of several applies them when a leader's first
+ * append tells it the commit index. The caller acts on nothing before
+ * its own start marker (LEADER_START, design §3.2) was applied.
  * Start rules (design §4.4): an empty dir with one member (no peers, or only
  * itself) or with --bootstrap is bootstrapped with the peers' configuration;
  * an empty dir with several peers and neither bootstrap nor join is refused

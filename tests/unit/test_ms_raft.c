@@ -32,6 +32,7 @@ struct toy
     uint32_t *val;
     size_t n, cap;
     bool busy;      /* snapshot answers RT_EBUSY */
+    bool corrupt;   /* restore answers RT_ECORRUPT */
     int snap_busy;  /* snapshots refused */
     int snap_taken; /* snapshots given */
     int restores;
@@ -81,7 +82,7 @@ static int toy_restore(void *ud, const uint8_t *buf, size_t len)
     struct toy *t = ud;
     uint64_t n;
 
-    if (len < 8)
+    if (len < 8 || t->corrupt)
         return RT_ECORRUPT;
     n = rt_get_u64le(buf);
     if (len != 8 + 12 * n)
@@ -355,6 +356,58 @@ static void test_snapshot_busy_skips(void **state)
     a = (struct applied_arg){r, &t, 101};
     assert_true(run_until(&loop, applied_n, &a, 5000));
     assert_sequence(&t, 0, 101);
+    close_member(&loop, r);
+    toy_free(&t);
+
+    assert_int_equal(uv_loop_close(&loop), 0);
+    th_dir_remove(tmp);
+}
+
+/* A snapshot the FSM cannot restore fails the start (RT_ECORRUPT, with a
+ * message) and leaves nothing behind once the loop ran; the directory is
+ * untouched and starts fine afterwards. */
+static void test_restore_failure_fails_start(void **state)
+{
+    uv_loop_t loop;
+    char tmp[64], dir[96], errmsg[RT_ERRMSG_SIZE];
+    struct toy t = {0};
+    struct ms_raft *r = NULL;
+    struct ms_raft_opts o = {0};
+    struct ms_raft_fsm f = toy_fsm(&t);
+    struct applied_arg a;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(th_dir_create("ms_raft", tmp, sizeof tmp), 0);
+    snprintf(dir, sizeof dir, "%s/raft", tmp);
+    start_one(&loop, dir, &t, 16, &r);
+    assert_true(run_until(&loop, is_leader, r, 5000));
+    for (uint32_t i = 0; i < 40; i++)
+        propose_u32(r, i);
+    a = (struct applied_arg){r, &t, 40};
+    assert_true(run_until(&loop, applied_n, &a, 5000));
+    assert_true(run_until(&loop, snap_written, r, 2000));
+    close_member(&loop, r);
+    toy_free(&t);
+
+    t.corrupt = true;
+    o.id = 1;
+    o.dir = dir;
+    o.listen = "127.0.0.1:0";
+    o.segment_size = 256 * 1024;
+    r = NULL;
+    assert_int_equal(ms_raft_start(&loop, &o, &f, toy_changed, &t, &r, errmsg),
+                     RT_ECORRUPT);
+    assert_null(r);
+    assert_true(strlen(errmsg) > 0);
+    uv_run(&loop, UV_RUN_DEFAULT); /* the instance closes itself */
+    toy_free(&t);
+
+    start_one(&loop, dir, &t, 16, &r);
+    assert_int_equal(t.restores, 1);
+    a = (struct applied_arg){r, &t, 40};
+    assert_true(run_until(&loop, applied_n, &a, 5000));
+    assert_sequence(&t, 0, 40);
     close_member(&loop, r);
     toy_free(&t);
 
@@ -847,6 +900,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_member_restart),
         cmocka_unit_test(test_snapshot_busy_skips),
+        cmocka_unit_test(test_restore_failure_fails_start),
         cmocka_unit_test(test_three_members),
         cmocka_unit_test(test_join_add_remove),
         cmocka_unit_test(test_fixture_election_safety),
