@@ -36,9 +36,13 @@
  *   committed by the next leader. The wrapper surfaces it as
  *   ms_raft_failed() + on_change; it never knows whether such an entry will
  *   commit (the caller re-executes and rebuilds from the log, §2.5).
- * - An append that fails on disk: the uv backend retries (disk full) and the
- *   legacy layer asserts a failed append is only RAFT_CANCELED at close, so
- *   a proposal fails only by leadership loss, a transfer, or close.
+ * - An append that fails on disk is never reported as a failed proposal:
+ *   the uv backend retries a full disk (raft_uv_set_disk_retry), and the
+ *   legacy layer's append callback asserts that a failed append is only
+ *   RAFT_CANCELED at close (src/legacy.c legacyPersistEntriesCb), so any
+ *   other write error aborts the process (or, asserts compiled out, leaves
+ *   the entry uncommitted forever: the caller's proposal timeout is the
+ *   only net). A proposal fails only by leadership loss, transfer or close.
  * - fsm.apply returning non-zero stops libraft's apply loop with the entry
  *   unapplied; the wrapper therefore logs fatal and exit(1)s instead.
  * - restore owns its buffer in libraft's contract: the wrapper frees it and
