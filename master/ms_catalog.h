@@ -50,7 +50,8 @@
  * and the same results. With a proposer (ms_catalog_set_proposer) the
  * packed entry of every mutation that changed state goes to it after the
  * apply; callers stay synchronous and the master holds what it sends out
- * until Raft committed the entry.
+ * until Raft committed the entry. ms_catalog_snapshot/_restore move the
+ * whole catalog as a record stream (Raft snapshots).
  *
  * Thread: not thread-safe; the master uses it from its loop thread only.
  * Pointers returned by the read functions are owned by the catalog and stay
@@ -527,5 +528,25 @@ int ms_catalog_leader_start(struct ms_catalog *cat,
                             const struct ms_leader_addrs *addrs);
 /* The last LEADER_START taken, or NULL. Read. */
 const Rt__LeaderStartCmd *ms_catalog_leader(const struct ms_catalog *cat);
+
+/* ---- snapshot, restore, digest (docs/DESIGN-master-ha.md §2.5) ---- */
+
+struct rt_buf;
+
+/* Appends every record of every database to @out as a stream of frames
+ * (u32 BE length + packed message): an rt.CatalogSnapshot header (record
+ * count, body length and CRC32C), then one rt.CatalogRecord per record.
+ * The stream parses when buffers holding it are concatenated. Read.
+ * Errors: RT_EIO (nothing useful appended). */
+int ms_catalog_snapshot(struct ms_catalog *cat, struct rt_buf *out);
+/* Replaces the whole catalog with the stream @buf[0..@len) (borrowed):
+ * parses and checks all of it first, then empties and refills every
+ * database in one transaction and reloads the mirror from it; pointers
+ * from earlier reads are invalid afterwards. A bad stream changes nothing.
+ * Errors: RT_ECORRUPT (not a whole valid stream), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_restore(struct ms_catalog *cat, const uint8_t *buf, size_t len);
+/* A hash of every record of every database in order, for tests: equal
+ * catalogs give equal digests. Read (0 when LMDB cannot be read). */
+uint64_t ms_catalog_digest(struct ms_catalog *cat);
 
 #endif
