@@ -573,7 +573,7 @@ static int ms__put_counters(MDB_txn *txn,
     return 0;
 }
 
-static int ms__txn_begin(struct ms_catalog *cat, MDB_txn **txn)
+int ms_cat_txn_begin(struct ms_catalog *cat, MDB_txn **txn)
 {
     int rc = mdb_txn_begin(cat->env, NULL, 0, txn);
     if (rc) {
@@ -585,11 +585,11 @@ static int ms__txn_begin(struct ms_catalog *cat, MDB_txn **txn)
 
 /* Commits with @ctr as the new counters; aborts on any earlier error
  * (@rc != 0). Returns 0 or an RT_E* code. */
-static int ms__txn_finish(struct ms_catalog *cat,
-                          MDB_txn *txn,
-                          int rc,
-                          const struct ms_counters *ctr,
-                          const char *what)
+int ms_cat_txn_finish(struct ms_catalog *cat,
+                      MDB_txn *txn,
+                      int rc,
+                      const struct ms_counters *ctr,
+                      const char *what)
 {
     if (rc == 0) {
         rc = ms__put_counters(txn, cat, ctr);
@@ -1286,7 +1286,7 @@ int ms_cat_do_create_table(struct ms_catalog *cat,
         goto err_after_alloc;
     }
 
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_alloc;
@@ -1298,7 +1298,7 @@ int ms_cat_do_create_table(struct ms_catalog *cat,
     if (rc == 0 && tomb) {
         rc = ms__del_tomb(txn, cat, account, lname);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "create table");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "create table");
     if (err) {
         goto err_after_alloc;
     }
@@ -1343,7 +1343,7 @@ int ms_cat_do_delete_table(struct ms_catalog *cat,
     }
     t = (struct ms_table *)found;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
@@ -1364,7 +1364,7 @@ int ms_cat_do_delete_table(struct ms_catalog *cat,
             rc = ms__put_tomb(txn, cat, t->account, t->lname, until_ms);
         }
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "delete table");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "delete table");
     if (err) {
         return err;
     }
@@ -1471,7 +1471,7 @@ int ms_cat_do_update_ranges(struct ms_catalog *cat,
     }
     ctr.map_version++;
 
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_build;
@@ -1482,7 +1482,7 @@ int ms_cat_do_update_ranges(struct ms_catalog *cat,
     for (size_t i = 0; rc == 0 && i < nput; i++) {
         rc = ms__put_range(txn, cat, built[i]);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "update ranges");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "update ranges");
     if (err) {
         goto err_after_build;
     }
@@ -1579,13 +1579,13 @@ int ms_cat_do_range_apply_repl(struct ms_catalog *cat,
         return RT_EINVAL;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(nr);
         return ms__catalog_err(rc);
     }
     rc = ms__put_range(txn, cat, nr);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "apply replication change");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "apply replication change");
     if (err) {
         ms__range_free(nr);
         return err;
@@ -1648,7 +1648,7 @@ int ms_cat_do_split_repl(struct ms_catalog *cat,
         goto err_after_build;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_build;
@@ -1657,7 +1657,7 @@ int ms_cat_do_split_repl(struct ms_catalog *cat,
     for (int i = 0; rc == 0 && i < 2; i++) {
         rc = ms__put_range(txn, cat, c[i]);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "split replicated range");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "split replicated range");
     if (err) {
         goto err_after_build;
     }
@@ -1713,7 +1713,7 @@ int ms_cat_do_merge_repl(struct ms_catalog *cat,
         return RT_EINVAL;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(m);
         return ms__catalog_err(rc);
@@ -1725,7 +1725,7 @@ int ms_cat_do_merge_repl(struct ms_catalog *cat,
     if (rc == 0) {
         rc = ms__put_range(txn, cat, m);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
     if (err) {
         ms__range_free(m);
         return err;
@@ -1789,13 +1789,13 @@ int ms_cat_do_register_server(struct ms_catalog *cat,
         ctr.next_server_id = s->id + 1;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__server_free(s);
         return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, s);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "register server");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "register server");
     if (err) {
         ms__server_free(s);
         return err;
@@ -1814,11 +1814,11 @@ int ms_cat_do_bump_version(struct ms_catalog *cat)
     MDB_txn *txn;
     int rc;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
-    return ms__txn_finish(cat, txn, 0, &ctr, "bump map version");
+    return ms_cat_txn_finish(cat, txn, 0, &ctr, "bump map version");
 }
 
 /* ---- table ACLs ---- */
@@ -1896,13 +1896,13 @@ int ms_cat_do_set_acl(struct ms_catalog *cat,
     tmp.acl = ms__acl_copy(acl, n);
     tmp.nacl = n;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__acl_free(tmp.acl, tmp.nacl);
         return ms__catalog_err(rc);
     }
     rc = ms__put_table(txn, cat, &tmp);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "set table acl");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "set table acl");
     if (err) {
         ms__acl_free(tmp.acl, tmp.nacl);
         return err;
@@ -1994,7 +1994,7 @@ int ms_cat_do_set_props(struct ms_catalog *cat,
         return RT_ENOMEM;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_pack;
@@ -2004,7 +2004,7 @@ int ms_cat_do_set_props(struct ms_catalog *cat,
     v.mv_size = len;
     v.mv_data = buf;
     rc = mdb_put(txn, cat->db_props, &k, &v, 0);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "set service properties");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "set service properties");
     if (err) {
         goto err_after_pack;
     }
@@ -2077,7 +2077,7 @@ int ms_cat_do_purge_tombstones(struct ms_catalog *cat, uint64_t now)
     if (!expired) {
         return 0;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
@@ -2088,7 +2088,7 @@ int ms_cat_do_purge_tombstones(struct ms_catalog *cat, uint64_t now)
         }
     }
     /* Not a map change: the counters are written back unchanged. */
-    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "purge tombstones");
+    err = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "purge tombstones");
     if (err) {
         return err;
     }
@@ -2124,13 +2124,13 @@ int ms_cat_do_set_draining(struct ms_catalog *cat,
     }
     tmp = *s;
     tmp.draining = draining;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, &tmp);
     /* Not a map change: counters written back unchanged. */
-    rc = ms__txn_finish(cat, txn, rc, &cat->ctr, "set draining");
+    rc = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "set draining");
     if (rc) {
         return rc;
     }
@@ -2197,13 +2197,13 @@ int ms_cat_do_move_begin(struct ms_catalog *cat,
         cat->local_err = RT_ENOMEM;
         return RT_ENOMEM;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_copy;
     }
     rc = ms__put_u64key_msg(txn, cat->db_moves, msg.move_id, &msg.base);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "record move");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "record move");
     if (err) {
         goto err_after_copy;
     }
@@ -2248,7 +2248,7 @@ int ms_cat_do_move_commit(struct ms_catalog *cat, uint64_t move_id)
     p.epoch = mv->new_epoch;
     nr = ms__range_new(&p, r->id);
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(nr);
         return ms__catalog_err(rc);
@@ -2257,7 +2257,7 @@ int ms_cat_do_move_commit(struct ms_catalog *cat, uint64_t move_id)
     if (rc == 0) {
         rc = ms__del_u64key(txn, cat->db_moves, move_id);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "commit move");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "commit move");
     if (err) {
         ms__range_free(nr);
         return err;
@@ -2276,72 +2276,15 @@ int ms_cat_do_move_forget(struct ms_catalog *cat, uint64_t move_id)
     if (!ms_vec_find(&cat->moves, MS__MOVE_ID, move_id, &idx)) {
         return RT_ENOTFOUND;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
     rc = ms__del_u64key(txn, cat->db_moves, move_id);
-    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "forget move");
+    err = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "forget move");
     if (err) {
         return err;
     }
     rt__move_req__free_unpacked(ms_vec_remove(&cat->moves, idx), NULL);
     return 0;
-}
-
-/* ---- leadership ---- */
-
-const Rt__LeaderStartCmd *ms_catalog_leader(const struct ms_catalog *cat)
-{
-    return cat->leader;
-}
-
-int ms_cat_do_leader_start(struct ms_catalog *cat, const Rt__LeaderStartCmd *ls)
-{
-    static const char key[] = "current";
-    struct ms_counters ctr = cat->ctr;
-    Rt__LeaderStartCmd *copy;
-    uint8_t *buf;
-    size_t len;
-    MDB_txn *txn;
-    int rc, err;
-
-    /* Terms only grow: an older leader's entry committed late is a no-op. */
-    if (ls->master_term <= ctr.master_term) {
-        return RT_ESTALE;
-    }
-    ctr.master_term = ls->master_term;
-    len = rt__leader_start_cmd__get_packed_size(ls);
-    buf = rt_xmalloc(len ? len : 1);
-    rt__leader_start_cmd__pack(ls, buf);
-    copy = rt__leader_start_cmd__unpack(NULL, len, buf);
-    if (!copy) {
-        free(buf);
-        cat->local_err = RT_ENOMEM;
-        return RT_ENOMEM;
-    }
-    rc = ms__txn_begin(cat, &txn);
-    if (rc) {
-        err = ms__catalog_err(rc);
-        goto err_after_copy;
-    }
-    {
-        MDB_val k = {sizeof(key) - 1, (void *)key}, v = {len, buf};
-        rc = mdb_put(txn, cat->db_leader, &k, &v, 0);
-    }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "leader start");
-    if (err) {
-        goto err_after_copy;
-    }
-    free(buf);
-    if (cat->leader) {
-        rt__leader_start_cmd__free_unpacked(cat->leader, NULL);
-    }
-    cat->leader = copy;
-    return 0;
-
-err_after_copy:
-    rt__leader_start_cmd__free_unpacked(copy, NULL);
-    free(buf);
-    return err;
 }

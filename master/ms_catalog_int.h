@@ -1,5 +1,6 @@
 /* The catalog's insides, shared by its own files only: ms_catalog.c (LMDB,
- * mirror, reads, the bodies of the mutations), ms_cmd.c (the public
+ * mirror, reads, the bodies of the mutations; ms_catalog_lead.c the
+ * LEADER_START one), ms_cmd.c (the public
  * mutations: build a MasterCmd, apply it, hand it to the proposer),
  * ms_fsm.c (apply: unpack, dispatch to ms_cat_do_*) and ms_catalog_snap.c
  * (snapshot, restore, digest). Nothing outside those files includes it.
@@ -77,6 +78,17 @@ struct ms_catalog
 
 /* The wall clock of ms_catalog_set_clock (real time by default). */
 uint64_t ms_cat_now_ms(const struct ms_catalog *cat);
+
+/* A write transaction of a mutation body: begin (an LMDB code), then
+ * finish: commits with @ctr as the new counters, or aborts when @rc (an
+ * LMDB code) says an earlier step failed. Returns 0 or an RT_E* code;
+ * either failure also sets cat->local_err. */
+int ms_cat_txn_begin(struct ms_catalog *cat, MDB_txn **txn);
+int ms_cat_txn_finish(struct ms_catalog *cat,
+                      MDB_txn *txn,
+                      int rc,
+                      const struct ms_counters *ctr,
+                      const char *what);
 
 /* Database @i (< MS_CAT_NDBS): its name and its handle. */
 const char *ms_cat_db_name(size_t i);
