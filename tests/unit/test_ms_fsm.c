@@ -40,6 +40,8 @@ struct fx
     struct entry e[MAX_ENTRIES];
     size_t n;
     int fail_propose; /* next proposal's result */
+    int last_rc;      /* the last step's result and outputs */
+    uint64_t last_out, last_out2;
     uint64_t rng;
 };
 
@@ -106,10 +108,10 @@ static const char *const names[] = {"alpha", "Bravo", "charlie",
                                     "ALPHA", "delta", "1bad"};
 #define NNAMES (sizeof(names) / sizeof(names[0]))
 
-static const struct ms_range *some_range(struct fx *f)
+static const struct ms_range *some_range(struct fx *f, struct ms_catalog *cat)
 {
-    size_t n = ms_catalog_nranges(f->a.cat);
-    return n ? ms_catalog_range_at(f->a.cat, rnd(f, n)) : NULL;
+    size_t n = ms_catalog_nranges(cat);
+    return n ? ms_catalog_range_at(cat, rnd(f, n)) : NULL;
 }
 
 /* Records the outputs of the mutation that just ran on a, if it was
@@ -120,6 +122,9 @@ static void note(struct fx *f,
                  uint64_t out,
                  uint64_t out2)
 {
+    f->last_rc = rc;
+    f->last_out = out;
+    f->last_out2 = out2;
     if (f->n == before) {
         return; /* a failed guard or a no-op: nothing proposed */
     }
@@ -132,14 +137,12 @@ static void note(struct fx *f,
 
 /* One random mutation of a random kind on a, with arguments drawn so that
  * guards fail now and then. */
-static void one_step(struct fx *f)
+static void one_step(struct fx *f, struct ms_catalog *cat)
 {
-    struct ms_catalog *cat = f->a.cat;
     size_t before = f->n;
-    const struct ms_range *r = some_range(f);
+    const struct ms_range *r = some_range(f, cat);
     int rc;
 
-    f->now_ms += rnd(f, 700);
     switch (rnd(f, 16)) {
         case 0: {
             static const uint8_t inc[2][MS_INCARNATION_SIZE] = {{1}, {2}};
@@ -221,7 +224,7 @@ static void one_step(struct fx *f)
             break;
         }
         case 8: {
-            const struct ms_range *b = some_range(f);
+            const struct ms_range *b = some_range(f, cat);
             uint64_t id = 0;
             if (!r || !b) {
                 break;
@@ -329,7 +332,8 @@ static void run(struct fx *f, uint64_t seed, int steps)
 {
     f->rng = seed;
     for (int i = 0; i < steps; i++) {
-        one_step(f);
+        f->now_ms += rnd(f, 700);
+        one_step(f, f->a.cat);
     }
 }
 
@@ -383,6 +387,32 @@ static void test_replay_same_state(void **state)
     th_ms_cat_reopen(&f->b);
     ms_fsm_set_self(f->b.cat, 2, 0xb3);
     assert_int_not_equal(ms_catalog_digest(f->b.cat), 0);
+}
+
+/* The same calls on two catalogs in the same state give the same results,
+ * refusals included: no guard depends on anything but the state and the
+ * command (b has no proposer, a's clock). */
+static void test_lockstep_same_results(void **state)
+{
+    struct fx *f = *state;
+    ms_catalog_set_clock(f->b.cat, fx_clock, f);
+    f->rng = 0xfeed;
+    for (int i = 0; i < 600; i++) {
+        uint64_t rng, out, out2;
+        int rc;
+        f->now_ms += rnd(f, 700);
+        rng = f->rng;
+        one_step(f, f->a.cat);
+        rc = f->last_rc;
+        out = f->last_out;
+        out2 = f->last_out2;
+        f->rng = rng;
+        one_step(f, f->b.cat);
+        assert_int_equal(f->last_rc, rc);
+        assert_int_equal(f->last_out, out);
+        assert_int_equal(f->last_out2, out2);
+    }
+    assert_int_equal(ms_catalog_digest(f->a.cat), ms_catalog_digest(f->b.cat));
 }
 
 /* Its own committed entries are skipped by the catalog that proposed
@@ -577,6 +607,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_replay_same_state, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_lockstep_same_results, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_own_entries_skipped, setup,
                                         teardown),
