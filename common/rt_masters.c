@@ -112,6 +112,8 @@ void rt_masters_reached(struct rt_masters *m)
 struct rt_masters_link
 {
     struct rt_masters list;
+    char addr[RT_MASTERS_ADDR_MAX]; /* the client's: the old one until the
+                                     * move's down is reported */
     struct rt_rpc_client *client;
     uv_loop_t *loop;
     uv_timer_t timer;    /* the pause before an attempt, then its window */
@@ -137,12 +139,17 @@ static void rt__link_attempt(struct rt_masters_link *l)
 {
     const char *addr = rt_masters_current(&l->list);
 
-    rt_log(RT_LOG_INFO, "trying master %s", addr);
+    /* The first move after a master answered is news; the rounds of an
+     * outage are not. */
+    rt_log(l->list.failed <= 1 || rt_masters_on_hint(&l->list) ? RT_LOG_INFO
+                                                               : RT_LOG_DEBUG,
+           "trying master %s", addr);
     l->moving = 1;
     if (rt_rpc_client_set_addr(l->client, addr) != 0) {
         rt_log(RT_LOG_WARN, "master %s: bad address", addr); /* checked */
     }
     l->moving = 0;
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
     l->attempt_at = uv_now(l->loop);
     l->pausing = 0;
     uv_timer_start(&l->timer, rt__link_timer_cb, RT_MASTERS_TRY_MS, 0);
@@ -245,6 +252,7 @@ int rt_masters_link_start(uv_loop_t *loop,
         return rc;
     }
     l->loop = loop;
+    snprintf(l->addr, sizeof(l->addr), "%s", rt_masters_current(&l->list));
     l->on_request = on_request;
     l->on_conn = on_conn;
     l->ud = ud;
@@ -265,7 +273,7 @@ struct rt_rpc_client *rt_masters_link_client(struct rt_masters_link *l)
 
 const char *rt_masters_link_addr(const struct rt_masters_link *l)
 {
-    return rt_masters_current(&l->list);
+    return l->addr;
 }
 
 int rt_masters_link_reply(struct rt_masters_link *l,

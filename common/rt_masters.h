@@ -83,7 +83,8 @@ int rt_masters_link_start(uv_loop_t *loop,
 /* The link's client: stable for the link's life (calls go on
  * rt_rpc_client_conn of it). */
 struct rt_rpc_client *rt_masters_link_client(struct rt_masters_link *l);
-/* The master being talked to, for log lines. Valid until the link moves. */
+/* The master the client talks to, for log lines (inside the down callback
+ * of a move, still the old one). Valid until the link moves. */
 const char *rt_masters_link_addr(const struct rt_masters_link *l);
 /* Every reply the owner gets from the master goes through here (@body
  * borrowed). Status 0: this master acts, the round starts over.
