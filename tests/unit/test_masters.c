@@ -122,6 +122,7 @@ struct fx
     int follower_calls, leader_calls;
     int ups, done;
     int moved;
+    int first_dies; /* the first master to answer closes after it */
 };
 
 static struct fx F;
@@ -167,7 +168,9 @@ static void fx_close(void)
 {
     uv_timer_stop(&F.watchdog);
     rt_masters_link_close(F.link);
-    rt_rpc_server_close(F.follower);
+    if (F.follower) {
+        rt_rpc_server_close(F.follower);
+    }
     rt_rpc_server_close(F.leader);
     uv_close((uv_handle_t *)&F.watchdog, NULL);
 }
@@ -182,7 +185,12 @@ static void register_cb(int status, const uint8_t *body, size_t len, void *arg)
         F.moved++;
         return; /* registers again once the link is up */
     }
-    if (status == 0) {
+    if (status == 0 && F.first_dies && F.done == 0) {
+        /* The master that answered goes away: the link moves on. */
+        F.done++;
+        rt_rpc_server_close(F.follower);
+        F.follower = NULL;
+    } else if (status == 0) {
         F.done++;
         fx_close();
     }
@@ -295,6 +303,28 @@ static void test_link_skips_dead(void **state)
     assert_int_equal(F.done, 1);
 }
 
+/* A master that answered and then went away: the link moves to the next
+ * address of the list at once and the owner registers there. */
+static void test_link_leader_dies(void **state)
+{
+    char first[64], list[160];
+    (void)state;
+    fx_init();
+    F.first_dies = 1;
+    F.follower = start_master(leader_request, first, sizeof(first));
+    F.leader =
+        start_master(leader_request, F.leader_addr, sizeof(F.leader_addr));
+    snprintf(list, sizeof(list), "%s,%s", first, F.leader_addr);
+    assert_int_equal(
+        rt_masters_link_start(&F.loop, list, NULL, link_conn, NULL, &F.link),
+        0);
+    fx_run();
+    assert_int_equal(F.leader_calls, 2);
+    assert_int_equal(F.moved, 0);
+    assert_int_equal(F.ups, 2);
+    assert_int_equal(F.done, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_link_follows_hint),
         cmocka_unit_test(test_link_learns_leader),
         cmocka_unit_test(test_link_skips_dead),
+        cmocka_unit_test(test_link_leader_dies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
