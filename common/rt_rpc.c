@@ -1512,6 +1512,26 @@ int rt_rpc_reply_err(struct rt_rpc_conn *conn,
     return rt_rpc_reply_err_at(conn, id, method, status, -1, message);
 }
 
+int rt_rpc_reply_notleader(struct rt_rpc_conn *conn,
+                           uint64_t id,
+                           uint32_t method,
+                           const struct Rt__NotLeader *hint)
+{
+    Rt__NotLeader none = RT__NOT_LEADER__INIT;
+    return rt_rpc_reply_pb(conn, id, method, RT_ENOTLEADER,
+                           hint ? &hint->base : &none.base);
+}
+
+struct Rt__NotLeader *rt_notleader_parse(int status,
+                                         const uint8_t *body,
+                                         size_t len)
+{
+    if (status != RT_ENOTLEADER || body == NULL) {
+        return NULL;
+    }
+    return rt__not_leader__unpack(NULL, len, body);
+}
+
 /* ------------------------------------------------------------------ */
 /* Conn accessors                                                      */
 /* ------------------------------------------------------------------ */

@@ -15,7 +15,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
     "Python with azure-data-tables and pytest, for integration tests")
 
 # One ctest test per file. What each covers:
-#   test_skeleton       SDK round trip, restart survival, rtctl
+#   test_masters_list   a partition server and a front end given
+#                       --master FOLLOWER,LEADER (a fake follower
+#                       answering RT_ENOTLEADER) end at the leader
+#   test_skeleton       SDK round trip, restart survival, rtctl (also
+#                       given a list: dead, no-leader and 307 masters)
 #   test_recovery       partition server / master restarts; a truncated
 #                       data.mdb refused at start (exit 2); a value
 #                       changed on disk is 500, not data
@@ -76,6 +80,7 @@ set(RT_INTEGRATION_TESTS
   test_move_repl
   test_repl_hostile
   test_repair
+  test_masters_list
 )
 
 function(rt_integration_test t)

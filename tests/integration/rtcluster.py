@@ -170,7 +170,7 @@ class Proc:
                 args += ["--advertise", c.ps_advertise[self.name]]
             return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
-                "--master", c.master_rpc_addr]
+                "--master", c.fe_master or c.master_rpc_addr]
 
     def start(self):
         assert not self.running(), "%s already running" % self.name
@@ -268,6 +268,9 @@ class Cluster:
         # proxy with these.
         self.ps_master = {}
         self.ps_advertise = {}
+        # The front end's --master, set before its start (default the
+        # master's own address; a list in test_masters_list).
+        self.fe_master = None
         # More arguments for one partition server (by name), read at each
         # start: a restart can change them ({"ps2": ["--map-size-mb", 1]}).
         self.ps_args = {}

@@ -1123,6 +1123,67 @@ static void test_error_reply(void **state)
     assert_int_equal(F.status[0], RT_ETABLEEXISTS);
 }
 
+static void srv_notleader(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    Rt__NotLeader hint = RT__NOT_LEADER__INIT;
+    (void)body;
+    (void)len;
+    (void)ud;
+    hint.leader_id = 3;
+    hint.leader_rpc_addr = "127.0.0.1:10300";
+    hint.leader_http_addr = "127.0.0.1:10380";
+    hint.master_term = 7;
+    rt_rpc_reply_notleader(conn, id, method, &hint);
+}
+
+static void notleader_reply_cb(int status,
+                               const uint8_t *body,
+                               size_t len,
+                               void *arg)
+{
+    Rt__NotLeader *n = rt_notleader_parse(status, body, len);
+    (void)arg;
+    F.status[0] = status;
+    F.calls_done[0]++;
+    assert_non_null(n);
+    assert_int_equal(n->leader_id, 3);
+    assert_string_equal(n->leader_rpc_addr, "127.0.0.1:10300");
+    assert_string_equal(n->leader_http_addr, "127.0.0.1:10380");
+    assert_int_equal(n->master_term, 7);
+    rt__not_leader__free_unpacked(n, NULL);
+    /* Any other status has no hint, whatever its body. */
+    assert_null(rt_notleader_parse(RT_EBUSY, body, len));
+    fx_finish();
+}
+
+static void cli_notleader_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    (void)ud;
+    if (up) {
+        assert_int_equal(rt_rpc_call_pb(conn, RT__METHOD__PS_REGISTER, NULL, 0,
+                                        notleader_reply_cb, NULL),
+                         0);
+    }
+}
+
+/* A follower's RT_ENOTLEADER reply carries the leader it names, and the
+ * client reads it back with rt_notleader_parse. */
+static void test_notleader_reply(void **state)
+{
+    (void)state;
+    fx_init();
+    start_server(srv_notleader, NULL);
+    start_client(NULL, cli_notleader_conn);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], RT_ENOTLEADER);
+}
+
 /* ------------------------------------------------------------------ */
 /* Close                                                               */
 /* ------------------------------------------------------------------ */
@@ -1427,6 +1488,7 @@ int main(void)
         cmocka_unit_test(test_call_while_connecting),
         cmocka_unit_test(test_symmetric),
         cmocka_unit_test(test_error_reply),
+        cmocka_unit_test(test_notleader_reply),
         cmocka_unit_test(test_close_cancels),
         cmocka_unit_test(test_big_bodies),
         cmocka_unit_test(test_garbage_closes),
