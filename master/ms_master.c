@@ -262,7 +262,8 @@ int ms_master_start(uv_loop_t *loop,
     m->tick_open = true;
     uv_timer_start(&m->tick, ms__tick_cb, m->cfg.tick_ms, m->cfg.tick_ms);
     rt_log(RT_LOG_INFO,
-           "master up: rpc %s:%d, %zu tables, %zu ranges, %zu known servers, "
+           "master up: rpc %s:%d (-1: the member's listener), %zu tables, %zu "
+           "ranges, %zu known servers, "
            "map version %" PRIu64
            ", policy %s, replication factor %u (min-insync %u)",
            cfg->listen_host, ms_master_rpc_port(m), ms_catalog_ntables(m->cat),

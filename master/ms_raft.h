@@ -66,10 +66,8 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 
-/* "This member does not lead". rt_err.h gains RT_ENOTLEADER with the
- * clients' change; until it is merged the wrapper answers with the closest
- * existing code (503 ServerBusy too). One line to change at merge. */
-#define MS_RAFT_ENOTLEADER RT_ENOTPRIMARY
+/* "This member does not lead" (503 ServerBusy). */
+#define MS_RAFT_ENOTLEADER RT_ENOTLEADER
 
 #define MS_RAFT_ADDR_SIZE 64
 
