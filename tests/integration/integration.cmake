@@ -63,6 +63,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       get at the primary answers from a peer's copy and
 #                       repairs, a query gets 503 then the right page, the
 #                       scrub repairs a secondary, RF 1 answers 500
+#   test_master_ha      three masters (one Raft group): status lists them,
+#                       followers redirect, kill -9 of the leader under
+#                       writes (new leader, no lost write, creation works),
+#                       two of three down (data path serves, creation 503)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -81,6 +85,7 @@ set(RT_INTEGRATION_TESTS
   test_repl_hostile
   test_repair
   test_masters_list
+  test_master_ha
 )
 
 function(rt_integration_test t)
