@@ -349,6 +349,113 @@ def entity_cont(r):
                                                             safe=""))
 
 
+class ControlClient(threading.Thread):
+    """The control plane under master faults: creates a table with a fresh
+    name every 50-150 ms (and deletes some it created), through the front
+    end, and records each outcome (ok, fail with a definite HTTP status,
+    unknown on a timeout or a dropped connection). check_control() then
+    asks that every acknowledged create exists at the end (unless its
+    acknowledged delete followed) and every acknowledged delete is gone."""
+
+    def __init__(self, run):
+        super().__init__(name="control", daemon=True)
+        self.run_ = run
+        self.rng = random.Random(run.seed * 31 + 7)
+        self.cli = rawhttp.Client(run.cluster.fe_port,
+                                  timeout=CLIENT_TIMEOUT_S)
+        self.history = []
+        self.exc = None
+
+    def one(self, verb, target, body, name, op):
+        t_inv = now_ms(self.run_.t0)
+        try:
+            r = self.cli.request(verb, target, body=body)
+            code = r.status
+            ok = (op == "create" and code == 201) or \
+                (op == "delete" and code == 204)
+            outcome = "ok" if ok else "fail"
+        except (OSError, http.client.HTTPException):
+            self.cli.close()
+            code, outcome = None, "unknown"
+        self.history.append({"op": op, "table": name, "outcome": outcome,
+                             "code": code, "invoke_ms": t_inv,
+                             "end_ms": now_ms(self.run_.t0)})
+        return outcome
+
+    def run(self):
+        try:
+            i = 0
+            created = []
+            while not self.run_.stop.is_set():
+                i += 1
+                name = "ctl%dn%d" % (self.run_.seed, i)
+                if self.one("POST", self.cli.path("/Tables"),
+                            {"TableName": name}, name, "create") == "ok":
+                    created.append(name)
+                if created and self.rng.random() < 0.25:
+                    victim = created.pop(self.rng.randrange(len(created)))
+                    self.one("DELETE",
+                             self.cli.path("/Tables('%s')" % victim), None,
+                             victim, "delete")
+                time.sleep(self.rng.uniform(0.05, 0.15))
+        except Exception:  # noqa: BLE001 - reported by the runner
+            self.exc = traceback.format_exc()
+        finally:
+            self.cli.close()
+
+
+def list_tables(port, timeout_s=60.0):
+    """Every table name, through the front end (retried until it reads)."""
+    cli = rawhttp.Client(port, timeout=30)
+    end = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < end:
+        try:
+            names, target = set(), cli.path("/Tables")
+            first = target
+            while True:
+                r = cli.get(target)
+                if r.status != 200:
+                    raise ClusterError("list tables: %r" % r)
+                names |= {t["TableName"] for t in r.json()["value"]}
+                nt = r.header("x-ms-continuation-NextTableName")
+                if not nt:
+                    cli.close()
+                    return names
+                target = first + "?NextTableName=" + \
+                    urllib.parse.quote(nt, safe="")
+        except (OSError, http.client.HTTPException, ClusterError) as e:
+            last = e
+            cli.close()
+            time.sleep(0.5)
+    raise ClusterError("could not list tables: %r" % last)
+
+
+def check_control(history, names):
+    """[violation] for each acknowledged create whose table is missing
+    (no acknowledged delete of it) and each acknowledged delete whose
+    table is still there; and the longest stretch (ms) without a
+    successful control operation."""
+    out = []
+    last = {}
+    for op in history:
+        if op["outcome"] == "ok":
+            last[op["table"]] = op["op"]
+    for t, what in sorted(last.items()):
+        if what == "create" and t not in names:
+            out.append("acknowledged create of %s: the table is missing" % t)
+        if what == "delete" and t in names:
+            out.append("acknowledged delete of %s: the table is still "
+                       "there" % t)
+    gap, prev = 0, None
+    for op in sorted(history, key=lambda o: o["end_ms"]):
+        if op["outcome"] == "ok":
+            if prev is not None:
+                gap = max(gap, op["end_ms"] - prev)
+            prev = op["end_ms"]
+    return out, gap
+
+
 # ------------------------------------------------------------ nemesis
 class Nemesis:
     """Applies the scenario's faults on a seeded schedule until the run has
@@ -842,6 +949,106 @@ class Nemesis:
         self.c.start_process(name)
         self.note("restarted", target=name)
 
+    # ---- three masters (docs/DESIGN-master-ha.md §6) ----
+    def leader_name(self, wait_s=15.0):
+        """The leading master's name; waits for one (an election after
+        the previous fault may still be running)."""
+        end = time.monotonic() + wait_s
+        while True:
+            p = self.c.master_leader()
+            if p is not None:
+                return p.name
+            if time.monotonic() > end:
+                raise ClusterError("no master leader to aim at within "
+                                   "%.0f s" % wait_s)
+            time.sleep(0.1)
+
+    def follower_names(self):
+        lead = self.leader_name()
+        return [m.name for m in self.c.masters if m.name != lead]
+
+    def kill_restart(self, name, role, down):
+        self.note("kill -9", target=name, role=role, down_s=round(down, 2))
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(down)
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
+    def step_kill_leader(self):
+        """kill -9 of the master leader, restarted 0.3-2 s later (H1): a
+        new leader within ~1 s; the data path never waits for it."""
+        self.kill_restart(self.leader_name(), "leader",
+                          self.rng.uniform(0.3, 2.0))
+
+    def step_pause_leader(self):
+        """SIGSTOP of the leader for 0.3-3 s (H2): a stop longer than the
+        election timeout deposes it; on SIGCONT it must not act on what
+        it decided before (it re-executes and follows)."""
+        name = self.leader_name()
+        pause = self.rng.uniform(0.3, 3.0)
+        self.note("SIGSTOP", target=name, role="leader",
+                  pause_s=round(pause, 2))
+        self.paused.add(name)
+        self.c.kill(name, signal.SIGSTOP)
+        time.sleep(pause)
+        self.c.kill(name, signal.SIGCONT)
+        self.paused.discard(name)
+        self.note("SIGCONT", target=name)
+
+    def step_kill_follower(self):
+        """kill -9 of a follower master (H3): nothing visible."""
+        self.kill_restart(self.rng.choice(self.follower_names()),
+                          "follower", self.rng.uniform(0.3, 2.0))
+
+    def step_pause_follower(self):
+        """SIGSTOP of a follower master for 0.3-3 s (H3)."""
+        name = self.rng.choice(self.follower_names())
+        pause = self.rng.uniform(0.3, 3.0)
+        self.note("SIGSTOP", target=name, role="follower",
+                  pause_s=round(pause, 2))
+        self.paused.add(name)
+        self.c.kill(name, signal.SIGSTOP)
+        time.sleep(pause)
+        self.c.kill(name, signal.SIGCONT)
+        self.paused.discard(name)
+        self.note("SIGCONT", target=name)
+
+    def step_kill_two_masters(self):
+        """kill -9 of two of three masters, the leader among them or not,
+        for 1-3 s (H4): no quorum, control operations fail, the data path
+        serves; then both return and elect."""
+        names = [m.name for m in self.c.masters]
+        two = self.rng.sample(names, 2)
+        down = self.rng.uniform(1.0, 3.0)
+        for n in two:
+            self.note("kill -9", target=n, role="master",
+                      down_s=round(down, 2))
+            self.c.kill(n, signal.SIGKILL)
+        time.sleep(down)
+        for n in two:
+            self.c.start_process(n)
+            self.note("restarted", target=n)
+
+    def step_old_disk(self):
+        """A follower down for 4-8 s while control operations commit, then
+        back with its own (old) disk (H10): caught up by entries or a
+        snapshot (the masters run with a low snapshot threshold here)."""
+        self.kill_restart(self.rng.choice(self.follower_names()),
+                          "follower", self.rng.uniform(4.0, 8.0))
+
+    def step_kill_leader_mid_failover(self):
+        """kill -9 of a partition server primary, then of the master leader
+        while it suspects, seals or commits the failover (H13)."""
+        name, rid = self.primary()
+        self.note("kill -9", target=name, role="primary", range=rid)
+        self.c.kill(name, signal.SIGKILL)
+        time.sleep(self.rng.uniform(1.3, 1.9))
+        self.kill_restart(self.leader_name(), "leader",
+                          self.rng.uniform(0.3, 1.5))
+        time.sleep(self.rng.uniform(1.0, 3.0))
+        self.c.start_process(name)
+        self.note("restarted", target=name)
+
     def step_moves_under_faults(self):
         """A split or a move through rtctl, and while it runs one random
         fault (or none) on the source, the target, another server or the
@@ -986,6 +1193,8 @@ class Run:
         self.stall_dir = None
         self.sampler = None
         self.initial = {}
+        self.control = None
+        self.n_masters = 3 if scenario in MASTER_SCENARIOS else 1
 
     def faults_capped(self):
         """The nemesis has done all the faults it may (max_faults)."""
@@ -1050,10 +1259,16 @@ class Run:
                                 str(REREPLICATE_AFTER_MS)]
         if self.scenario == "stall-primary":
             extra["ps"] = ["--stall-timeout-ms", str(STALL_TIMEOUT_MS)]
+        if self.scenario == "old-disk":
+            # Snapshots often, so a member back from a few seconds away is
+            # behind the leader's log and gets one (H10).
+            extra["master"] += ["--raft-snapshot-threshold", "32",
+                                "--raft-snapshot-trailing", "8"]
         self.cluster = Cluster(os.path.join(self.workdir, "cluster"),
                                n_ps=self.n_ps, extra_args=extra,
                                log_level=os.environ.get("RT_LOG_LEVEL",
-                                                        "warn"))
+                                                        "warn"),
+                               masters=self.n_masters)
         if self.scenario == "stall-primary":
             self.stall_dir = os.path.join(self.workdir, "stall")
             os.makedirs(self.stall_dir, exist_ok=True)
@@ -1162,6 +1377,9 @@ class Run:
         self.sampler.start()
         for t in clients:
             t.start()
+        if self.n_masters > 1:
+            self.control = ControlClient(self)
+            self.control.start()
         nem.run()  # returns healed, once enough() holds
         while not self.enough():
             time.sleep(0.1)
@@ -1179,6 +1397,10 @@ class Run:
         self.sampler.halt.set()
         self.sampler.join(timeout=10)
         errors = [t.exc for t in clients if t.exc]
+        if self.control:
+            self.control.join(timeout=CLIENT_TIMEOUT_S * 3)
+            if self.control.exc:
+                errors.append("control client: " + self.control.exc)
         if nem.exc:
             errors.append("nemesis: " + nem.exc)
         if any(t.is_alive() for t in clients):
@@ -1370,6 +1592,42 @@ def check_repaired(run):
             for x in bad]
 
 
+def check_one_leader(run):
+    """[violation] unless, after the faults, every master agrees on one
+    leader: the leader answers its status itself and lists itself as the
+    only leader, every other member redirects (307) to it."""
+    end = time.monotonic() + 20
+    seen = []
+    while time.monotonic() < end:
+        seen = []
+        for m in run.cluster.masters:
+            conn = http.client.HTTPConnection("127.0.0.1", m.ports["http"],
+                                              timeout=5)
+            try:
+                conn.request("GET", "/api/status")
+                r = conn.getresponse()
+                body = r.read()
+                if r.status == 307:
+                    seen.append(r.getheader("Location", "").split("/")[2])
+                elif r.status == 200:
+                    leaders = [x for x in json.loads(body).get("masters", [])
+                               if x.get("leader")]
+                    seen.append("127.0.0.1:%d" % m.ports["http"]
+                                if len(leaders) == 1 else "several")
+                else:
+                    seen.append(None)
+            except (OSError, ValueError, IndexError,
+                    http.client.HTTPException):
+                seen.append(None)
+            finally:
+                conn.close()
+        if len(set(seen)) == 1 and seen[0] not in (None, "several"):
+            return []
+        time.sleep(0.5)
+    return ["masters disagree on the leader 20 s after the faults: %r"
+            % seen]
+
+
 def save_history(wd, history, nlog):
     with open(os.path.join(wd, "history.jsonl"), "w") as f:
         for op in history:
@@ -1423,6 +1681,15 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
             name in REJOIN_SCENARIOS else []
         if rf > 1 and name in REPAIR_SCENARIOS:
             rejoin += check_repaired(run)
+        control, control_gap = [], None
+        if run.control is not None:
+            chist = run.control.history
+            with open(os.path.join(wd, "control.jsonl"), "w") as f:
+                for op in chist:
+                    f.write(json.dumps(op, sort_keys=True) + "\n")
+            control, control_gap = check_control(
+                chist, list_tables(run.cluster.fe_port))
+            control += check_one_leader(run)
     except Exception:  # noqa: BLE001 - a harness failure, not a violation
         row["error"] = traceback.format_exc()
         if run.cluster:
@@ -1441,6 +1708,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
         res = check.check_all(history, final, run.initial)
         res["final"] = []
         res["rejoin"] = rejoin
+        res["control"] = control
     else:
         res = {"lost": [], "batches": [],
                "linearizable": check.check_linearizable(history,
@@ -1450,7 +1718,7 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
                "final": ["the table could not be read back within %.0f s "
                          "(lost writes and batches not checked): %s"
                          % (final_s, unreadable)],
-               "rejoin": rejoin}
+               "rejoin": rejoin, "control": control}
     with open(os.path.join(wd, "violations.txt"), "w") as f:
         for k, vs in res.items():
             for v in vs:
@@ -1468,6 +1736,8 @@ def run_scenario(name, seed, n_ops, min_faults, root, max_s, rf=1,
         "violations": sum(len(v) for k, v in res.items() if k != "lost"),
         "by_checker": {k: len(v) for k, v in res.items()},
         "window_ms": win, "window_end_ms": win_end,
+        "control_window_ms": control_gap,
+        "control_ops": len(run.control.history) if run.control else 0,
         "faults": sum(1 for e in nlog if is_fault(e)),
         "examples": [v for vs in res.values() for v in vs[:3]],
         "errors": errors,
@@ -1529,6 +1799,15 @@ def print_table(rows):
               % (r["scenario"], r["seed"], r["ops"], r["ok"], r["fail"],
                  r["unknown"], r["lost"], r["violations"], r["window_ms"],
                  r["faults"], r["seconds"]))
+    ctl = [r for r in rows if "error" not in r and r.get("control_ops")]
+    if ctl:
+        print("\ncontrol plane (three masters): table creates/deletes "
+              "through the front end during the faults")
+        for r in ctl:
+            print("  %-24s %5d control ops, longest stretch without a "
+                  "successful one %s ms" % (
+                      r["scenario"], r["control_ops"],
+                      r.get("control_window_ms")))
     for r in rows:
         if "error" in r:
             print("\n%s: harness error\n%s" % (r["scenario"], r["error"]))
@@ -1557,7 +1836,12 @@ RF_SCENARIOS = ("kill-primary", "kill-secondary", "pause-primary",
 RF_FULL = RF_SCENARIOS[:4] + ("kill-master",) + RF_SCENARIOS[4:]
 # --rf3-quick (ctest faults_rf3_quick): these at RF 3, briefly.
 RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
-ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS
+# Scenarios of a three-master Raft group (docs/DESIGN-master-ha.md §6);
+# they run with --masters 3 whatever the flag says.
+MASTER_SCENARIOS = ("kill-leader", "pause-leader", "kill-follower",
+                    "pause-follower", "kill-two-masters", "old-disk",
+                    "kill-leader-mid-failover")
+ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS + MASTER_SCENARIOS
 
 
 def wait_stopped(pid, timeout_s=2.0):
