@@ -280,7 +280,7 @@ int main(int argc, char **argv)
     if (ms__parse_peers(peers, peer_v, &npeers) != 0) {
         goto bad_flags;
     }
-    if (npeers > 0) {
+    if (npeers > 0 && !join) {
         bool self = false;
         for (size_t i = 0; i < npeers; i++) {
             self = self || peer_v[i].id == (uint64_t)id;

@@ -59,6 +59,9 @@ struct ms_node
     uint64_t spec_applied, spec_committed;
     uint64_t transfer_ms;  /* when the SIGTERM transfer began */
     uint64_t last_ls_term; /* the LEADER_START last published */
+    bool handing_over;     /* an operator's leadership transfer runs */
+    bool reexec_armed;
+    uv_timer_t reexec_timer;
     uv_timer_t tick;
     bool tick_open;
     uint64_t last_tick_ms, last_status_ms;
@@ -132,6 +135,29 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
     _exit(1);
 }
 
+static void ms__node_reexec_timer(uv_timer_t *t)
+{
+    struct ms_node *n = t->data;
+    if (!n->stopping) {
+        ms__node_reexec(n, "after the leadership transfer");
+    }
+}
+
+/* Re-executes after 300 ms: time for the HTTP thread to send the answer
+ * of the request that caused it. */
+static void ms__node_reexec_soon(struct ms_node *n, const char *why)
+{
+    if (n->reexec_armed) {
+        return;
+    }
+    rt_log(RT_LOG_INFO, "master %" PRIu64 ": %s; re-executing shortly",
+           n->cfg.id, why);
+    n->reexec_armed = true;
+    uv_timer_init(n->loop, &n->reexec_timer);
+    n->reexec_timer.data = n;
+    uv_timer_start(&n->reexec_timer, ms__node_reexec_timer, 300, 0);
+}
+
 /* ---- the state machine (ms_raft_fsm) ---- */
 
 static int ms__fsm_apply(void *ud,
@@ -191,7 +217,7 @@ static int ms__node_propose(void *ud, const uint8_t *buf, size_t len)
     struct ms_node *n = ud;
     int rc;
     n->spec_applied++;
-    if (n->transferring || n->stopping) {
+    if (n->transferring || n->stopping || n->handing_over) {
         /* Going away: what it holds is rebuilt at the next start. */
         return MS_RAFT_ENOTLEADER;
     }
@@ -388,7 +414,7 @@ static void ms__node_session_start(struct ms_node *n)
     }
     ms_status_set_role(n->status, true, NULL);
     ev = json_object();
-    json_object_set_new(ev, "type", json_string("master_elected"));
+    json_object_set_new(ev, "kind", json_string("master_elected"));
     json_object_set_new(ev, "leader", json_integer((json_int_t)n->cfg.id));
     json_object_set_new(ev, "term",
                         json_integer((json_int_t)ms_raft_term(n->raft)));
@@ -429,6 +455,9 @@ static void ms__node_drive(struct ms_node *n)
         return;
     }
     if (n->session) {
+        if (n->handing_over) {
+            return; /* the transfer's end re-executes the member */
+        }
         if (n->transferring) {
             /* Stopping: the transfer's end stops the member; libraft does
              * not end a transfer whose leader stepped down (no quorum). */
@@ -546,13 +575,17 @@ static void ms__node_op_done(void *ud, int status)
         }
         status = RT_EBUSY;
     }
+    if (op->kind == MS_ADMIN_MASTER_TRANSFER) {
+        /* Led until now: the view may hold what never commits. */
+        ms__node_reexec_soon(n, "leadership handed over");
+    }
     if (status == 0) {
         json_t *ev = json_object();
         const char *what =
             op->kind == MS_ADMIN_MASTER_REMOVE     ? "master_member_removed"
             : op->kind == MS_ADMIN_MASTER_TRANSFER ? "master_transferred"
                                                    : "master_member_added";
-        json_object_set_new(ev, "type", json_string(what));
+        json_object_set_new(ev, "kind", json_string(what));
         json_object_set_new(ev, "id",
                             json_integer((json_int_t)op->req->server_id));
         ms_events_add(n->events, ev);
@@ -613,8 +646,15 @@ static void ms__node_admin(struct ms_admin_req *req, void *arg)
             rc = ms_raft_remove(n->raft, req->server_id, ms__node_op_done, op);
             break;
         default:
+            /* The session ends first (nothing acts or proposes during the
+             * hand-over); the member re-executes once the answer is out. */
+            ms_master_stop(n->session);
+            n->handing_over = true;
             rc =
                 ms_raft_transfer(n->raft, req->server_id, ms__node_op_done, op);
+            if (rc != 0) {
+                ms__node_reexec_soon(n, "a leadership transfer was refused");
+            }
             break;
     }
     if (rc != 0) {
@@ -823,6 +863,10 @@ static void ms__node_stop_now(struct ms_node *n)
         return;
     }
     n->stopping = true;
+    if (n->reexec_armed) {
+        uv_timer_stop(&n->reexec_timer);
+        uv_close((uv_handle_t *)&n->reexec_timer, NULL);
+    }
     if (n->admin_attached) {
         ms_admin_detach(n->admin);
         n->admin_attached = false;

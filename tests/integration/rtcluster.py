@@ -146,6 +146,7 @@ class Proc:
         self.exits = []           # (generation, returncode, expected)
         self.expect_death = False
         self.member_id = None     # a master of a Raft group: its id
+        self.join = False         # ... started empty to be added (--join)
 
     @property
     def pid(self):
@@ -171,7 +172,9 @@ class Proc:
                     ] + (["--replication-factor",
                           str(c.replication_factor)]
                          if c.replication_factor is not None else [])
-            if c.n_masters > 1:
+            if self.join:
+                args += ["--id", str(self.member_id), "--join"]
+            elif c.n_masters > 1:
                 args += ["--id", str(self.member_id), "--peers", c.peers]
                 # Every initial member bootstraps its empty directory
                 # once; never a directory that had state (amnesia).
@@ -529,6 +532,20 @@ class Cluster:
             except OSError as e:
                 last = (599, str(e).encode())
         return last or (599, b"no master running")
+
+    def new_master(self, member_id):
+        """A master Proc started empty with --join (not running yet; its
+        ports chosen now): `rtctl master add ID RAFT_ADDR` makes it a
+        member. Clients learn it only from a later start (their --master
+        list is fixed)."""
+        m = Proc(self, "master%d" % member_id, self.bins["master"], "master")
+        m.member_id = member_id
+        m.join = True
+        m.fixed_ports = {k: _free_port() for k in ("rpc", "http", "raft")}
+        m.ports = dict(m.fixed_ports)
+        os.makedirs(os.path.join(self.workdir, m.name), exist_ok=True)
+        self.masters.append(m)
+        return m
 
     def master_leader(self):
         """The Proc of the master that leads now (by its status's

@@ -189,3 +189,66 @@ def test_majority_down_keeps_data_path(cluster):
                 raise
             time.sleep(0.3)
     assert "haquorum2" in {x.name for x in svc.list_tables()}
+
+
+def test_transfer_remove_add_and_wiped_member(cluster):
+    svc = cluster.table_service_client()
+    svc.create_table("hamember")
+    old, _ = wait_leader(cluster)
+    # Leadership transfer: another member leads, the SDK goes on.
+    r = cluster.rtctl("master", "transfer")
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 15
+    while True:
+        new = cluster.master_leader()
+        if new is not None and new is not old:
+            break
+        assert time.monotonic() < deadline, "the leadership did not move"
+        time.sleep(0.1)
+    svc.get_table_client("hamember").upsert_entity(
+        {"PartitionKey": "p", "RowKey": "r", "V": 1})
+    # A member whose disk is wiped must not rejoin under its old id (it
+    # could vote twice in one term): it refuses to start.
+    victim = next(m for m in cluster.masters if m is not new)
+    cluster.kill(victim.name, signal.SIGKILL)
+    import shutil
+    import os
+    import subprocess
+    d = os.path.join(cluster.workdir, victim.name)
+    shutil.rmtree(d)
+    os.makedirs(d)
+    argv = [cluster.bins["master"]] + [a for a in victim.args()
+                                       if a != "--bootstrap"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                       cwd=cluster.workdir)
+    assert p.returncode != 0
+    assert "join" in p.stderr, p.stderr[-500:]
+    # It leaves the group, and a new member (id 4, empty, --join) is
+    # added: it catches up from the leader and holds the catalog.
+    r = cluster.rtctl("master", "remove", str(victim.member_id))
+    assert r.returncode == 0, r.stderr
+    cluster.masters.remove(victim)
+    m4 = cluster.new_master(4)
+    cluster.start_process(m4.name)
+    r = cluster.rtctl("master", "add", "4",
+                      "127.0.0.1:%d" % m4.ports["raft"])
+    assert r.returncode == 0, r.stderr + r.stdout
+    deadline = time.monotonic() + 20
+    while True:
+        ms = status_json(cluster)["masters"]
+        if sorted(m["id"] for m in ms) == sorted(
+                m.member_id for m in cluster.masters) and \
+                all(m["role"] == "voter" for m in ms):
+            break
+        assert time.monotonic() < deadline, ms
+        time.sleep(0.2)
+    # Hand the leadership to the new member: it must know the table.
+    r = cluster.rtctl("master", "transfer", "4")
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 15
+    while cluster.master_leader() is not m4:
+        assert time.monotonic() < deadline, "master 4 does not lead"
+        time.sleep(0.1)
+    names = {x.name for x in svc.list_tables()}
+    assert "hamember" in names
+    svc.create_table("hamember2")

@@ -60,6 +60,12 @@ static void rtctl_usage(FILE *out)
         "                          ones away; waits until it is empty\n"
         "      --cancel            stop draining SERVER\n"
         "      --no-wait           return once draining has started\n"
+        "  master add ID RAFT_ADDR add master ID (started with --join on\n"
+        "                          RAFT_ADDR) to the masters' Raft group\n"
+        "  master remove ID        take master ID out of the group (not\n"
+        "                          the leader: transfer first)\n"
+        "  master transfer [ID]    hand the masters' leadership to ID (or\n"
+        "                          the most up-to-date other master)\n"
         "  events                  the master's events (decisions, their\n"
         "                          outcomes, servers up/down), oldest first\n"
         "      --follow            keep printing new events (Ctrl-C stops)\n"
@@ -616,6 +622,37 @@ static void rtctl_print_repl_ops(json_t *root)
     }
 }
 
+static long long rtctl_jint(json_t *o, const char *key);
+
+/* The masters of a replicated master (the status's "masters" array). */
+static void rtctl_print_masters(json_t *masters)
+{
+    size_t i;
+    json_t *m;
+
+    if (!json_is_array(masters) || json_array_size(masters) == 0) {
+        return;
+    }
+    printf("%-4s %-22s %-22s %-8s %-7s %6s %8s %8s\n", "ID", "RPC", "RAFT",
+           "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED");
+    json_array_foreach(masters, i, m)
+    {
+        json_t *term = json_object_get(m, "term");
+        char t[24] = "-", c[24] = "-", a[24] = "-";
+        if (json_is_integer(term)) {
+            snprintf(t, sizeof(t), "%lld", (long long)json_integer_value(term));
+            snprintf(c, sizeof(c), "%lld", rtctl_jint(m, "commit_index"));
+            snprintf(a, sizeof(a), "%lld", rtctl_jint(m, "apply_index"));
+        }
+        printf("%-4lld %-22s %-22s %-8s %-7s %6s %8s %8s\n",
+               rtctl_jint(m, "id"), rtctl_str(m, "addr", "-"),
+               rtctl_str(m, "raft_addr", "-"), rtctl_str(m, "role", "-"),
+               json_is_true(json_object_get(m, "leader")) ? "yes" : "", t, c,
+               a);
+    }
+    printf("\n");
+}
+
 static void rtctl_print_table(json_t *root)
 {
     json_t *servers = json_object_get(root, "servers");
@@ -626,6 +663,7 @@ static void rtctl_print_table(json_t *root)
     size_t i;
     json_t *o;
 
+    rtctl_print_masters(json_object_get(root, "masters"));
     if (json_is_integer(v)) {
         printf("map version %lld\n\n", (long long)json_integer_value(v));
     }
@@ -1199,6 +1237,46 @@ int main(int argc, char **argv)
             rc = rtctl_drain_wait(addr, id, timeout_s);
         }
         return rc;
+    }
+    if (!strcmp(cmd, "master")) {
+        const char *sub = nargs ? args[0] : "";
+        char path[512];
+        uint64_t id = 0;
+        json_t *root = NULL;
+        int status, ok;
+        ok = (!strcmp(sub, "add") && nargs == 3) ||
+             (!strcmp(sub, "remove") && nargs == 2) ||
+             (!strcmp(sub, "transfer") && nargs <= 2 && nargs >= 1);
+        if (!ok || (nargs >= 2 && rtctl_parse_id("ID", args[1], &id) != 0)) {
+            fprintf(stderr,
+                    "rtctl: usage: rtctl master add ID RAFT_ADDR | "
+                    "remove ID | transfer [ID]\n");
+            return 2;
+        }
+        if (!strcmp(sub, "add")) {
+            char *a = rtctl_urlenc(args[2]);
+            snprintf(path, sizeof(path),
+                     "/api/masters/add?id=%" PRIu64 "&addr=%.300s", id, a);
+            free(a);
+        } else if (nargs == 2) {
+            snprintf(path, sizeof(path), "/api/masters/%s?id=%" PRIu64, sub,
+                     id);
+        } else {
+            snprintf(path, sizeof(path), "/api/masters/%s", sub);
+        }
+        status = rtctl_call(addr, "POST", path, timeout_s, &root);
+        if (status < 0) {
+            return 1;
+        }
+        if (as_json || status != 200) {
+            json_dumpf(root, as_json ? stdout : stderr,
+                       JSON_COMPACT | JSON_PRESERVE_ORDER);
+            fputc('\n', as_json ? stdout : stderr);
+        } else {
+            printf("%s\n", rtctl_str(root, "outcome", "done"));
+        }
+        json_decref(root);
+        return status == 200 ? 0 : 1;
     }
     fprintf(stderr, "rtctl: unknown command '%s' (try --help)\n", cmd);
     return 2;
