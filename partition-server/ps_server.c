@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_http.h"
 #include "ps_jobs.h"
 #include "ps_learn.h"
@@ -177,6 +178,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
     ps_repl_metrics(ps, b);
     ps_learn_metrics(ps, b);
     ps_repair_metrics(ps, b);
+    ps_fence_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)
