@@ -154,7 +154,10 @@
       "The replica's history diverges.")                                       \
     /* RPC: a call that never left this process (rt_rpc.h). */                 \
     X(ENOTSENT, -10113, 503, "ServerBusy",                                     \
-      "The request was never sent to the server.")
+      "The request was never sent to the server.")                             \
+    /* Masters (DESIGN-master-ha.md §5.2): the body is an rt.NotLeader. */    \
+    X(ENOTLEADER, -10114, 503, "ServerBusy",                                   \
+      "The master contacted is not the leader; retry.")
 
 enum rt_err {
     RT_OK = 0,

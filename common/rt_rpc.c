@@ -270,7 +270,10 @@ struct rt_rpc_conn
     size_t wlen;
     size_t wcap;
     size_t whint;
-    uint64_t wseq; /* batches handed to uv_write; the buffer holds the next */
+    uint64_t wseq;  /* batches handed to uv_write; the buffer holds the next */
+    uint64_t wneed; /* output gate: the buffer leaves once have() >= this */
+    int gparked;    /* on the gate's list of held connections */
+    struct rt_rpc_conn *gprev, *gnext;
 
     /* Deferred completions. */
     struct rt_rpc_pending *defer_head;
@@ -306,6 +309,7 @@ struct rt_rpc_client
 };
 
 static void conn_maybe_free(struct rt_rpc_conn *conn);
+static void flush_cb(uv_prepare_t *h);
 static void conn_drop(struct rt_rpc_conn *conn, int status);
 static void fail_all_pending(struct rt_rpc_conn *conn, int status);
 
@@ -589,10 +593,83 @@ static void tmo_cb(uv_timer_t *t)
 }
 
 /* ------------------------------------------------------------------ */
-/* Writes                                                              */
+/* Output gate                                                         */
 /* ------------------------------------------------------------------ */
 
-static void flush_cb(uv_prepare_t *h);
+/* One per process (rt_rpc_gate_set); the loop is single-threaded. */
+static struct
+{
+    struct rt_rpc_gate g;
+    int on;
+    struct rt_rpc_conn *held; /* connections whose buffer waits */
+} gate;
+
+static void gate_unpark(struct rt_rpc_conn *conn)
+{
+    if (!conn->gparked) {
+        return;
+    }
+    if (conn->gprev) {
+        conn->gprev->gnext = conn->gnext;
+    } else {
+        gate.held = conn->gnext;
+    }
+    if (conn->gnext) {
+        conn->gnext->gprev = conn->gprev;
+    }
+    conn->gprev = conn->gnext = NULL;
+    conn->gparked = 0;
+}
+
+static void gate_park(struct rt_rpc_conn *conn)
+{
+    if (conn->gparked) {
+        return;
+    }
+    conn->gparked = 1;
+    conn->gprev = NULL;
+    conn->gnext = gate.held;
+    if (gate.held) {
+        gate.held->gprev = conn;
+    }
+    gate.held = conn;
+}
+
+/* 1 when @conn's buffer must wait for the gate. */
+static int gate_holds(const struct rt_rpc_conn *conn)
+{
+    return gate.on && conn->wneed > gate.g.have(gate.g.ud);
+}
+
+void rt_rpc_gate_set(const struct rt_rpc_gate *g)
+{
+    if (g) {
+        gate.g = *g;
+        gate.on = 1;
+        return;
+    }
+    gate.on = 0;
+    rt_rpc_gate_release();
+}
+
+void rt_rpc_gate_release(void)
+{
+    struct rt_rpc_conn *conn = gate.held, *next;
+
+    for (; conn; conn = next) {
+        next = conn->gnext;
+        if (conn->retired) {
+            gate_unpark(conn);
+        } else if (!gate_holds(conn)) {
+            gate_unpark(conn);
+            uv_prepare_start(&conn->flush, flush_cb);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Writes                                                              */
+/* ------------------------------------------------------------------ */
 
 static void write_cb(uv_write_t *req, int status)
 {
@@ -628,6 +705,10 @@ static void flush_cb(uv_prepare_t *h)
     }
     if (conn->sock->writing) {
         return; /* write_cb flushes what gathered meanwhile */
+    }
+    if (gate_holds(conn)) {
+        gate_park(conn); /* rt_rpc_gate_release() flushes it */
+        return;
     }
     struct rt_rpc_wreq *w = rt_xmalloc(sizeof(*w));
     w->sock = conn->sock;
@@ -681,6 +762,12 @@ static void queue_frame2(struct rt_rpc_conn *conn,
         memcpy(conn->wbuf + conn->wlen + RT_RPC_HDR_SIZE + plen, body, len);
     }
     conn->wlen = need;
+    if (gate.on) {
+        uint64_t t = gate.g.need(gate.g.ud);
+        if (t > conn->wneed) {
+            conn->wneed = t;
+        }
+    }
     if (!uv_is_active((uv_handle_t *)&conn->flush)) {
         uv_prepare_start(&conn->flush, flush_cb);
     }
@@ -756,6 +843,7 @@ static void conn_maybe_free(struct rt_rpc_conn *conn)
         return;
     }
     RT_PRE(conn->heap_len == 0 && conn->defer_head == NULL);
+    gate_unpark(conn);
     free(conn->cli);
     free(conn->ht);
     free(conn->heap);
@@ -1422,6 +1510,26 @@ int rt_rpc_reply_err(struct rt_rpc_conn *conn,
                      const char *message)
 {
     return rt_rpc_reply_err_at(conn, id, method, status, -1, message);
+}
+
+int rt_rpc_reply_notleader(struct rt_rpc_conn *conn,
+                           uint64_t id,
+                           uint32_t method,
+                           const struct Rt__NotLeader *hint)
+{
+    Rt__NotLeader none = RT__NOT_LEADER__INIT;
+    return rt_rpc_reply_pb(conn, id, method, RT_ENOTLEADER,
+                           hint ? &hint->base : &none.base);
+}
+
+struct Rt__NotLeader *rt_notleader_parse(int status,
+                                         const uint8_t *body,
+                                         size_t len)
+{
+    if (status != RT_ENOTLEADER || body == NULL) {
+        return NULL;
+    }
+    return rt__not_leader__unpack(NULL, len, body);
 }
 
 /* ------------------------------------------------------------------ */

@@ -203,6 +203,37 @@ int rt_rpc_reply_err_at(struct rt_rpc_conn *conn,
                         int32_t status,
                         int32_t index,
                         const char *message);
+/* A master that is not the acting leader answers request @id with
+ * RT_ENOTLEADER and @hint (borrowed; NULL = no leader known) as the body,
+ * an rt.NotLeader (docs/DESIGN-master-ha.md §5.2). Returns 0. */
+struct Rt__NotLeader;
+int rt_rpc_reply_notleader(struct rt_rpc_conn *conn,
+                           uint64_t id,
+                           uint32_t method,
+                           const struct Rt__NotLeader *hint);
+/* The hint of a reply: when @status is RT_ENOTLEADER and @body decodes as
+ * an rt.NotLeader, returns it (the caller frees it with
+ * rt__not_leader__free_unpacked); otherwise NULL (another status, or a
+ * follower that knows no leader and sent no body). */
+struct Rt__NotLeader *rt_notleader_parse(int status,
+                                         const uint8_t *body,
+                                         size_t len);
+
+/* Output gate (the master's output commit, docs/DESIGN-master-ha.md §2.7):
+ * while set, each frame queued is tagged with need(ud) at that moment, and
+ * a connection's buffered frames leave only once have(ud) reaches the
+ * highest tag among them (frames keep their order; a held frame counts as
+ * never sent for RT_ENOTSENT). Call rt_rpc_gate_release() whenever have()
+ * advanced. One gate per process; rt_rpc_gate_set(NULL) removes it and
+ * releases everything held. */
+struct rt_rpc_gate
+{
+    uint64_t (*need)(void *ud);
+    uint64_t (*have)(void *ud);
+    void *ud;
+};
+void rt_rpc_gate_set(const struct rt_rpc_gate *g);
+void rt_rpc_gate_release(void);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

@@ -6,12 +6,17 @@
 # all three partition servers (its default --replication-factor 3). Ctrl-C
 # stops every process.
 #
-# Usage: deploy/run-local.sh [--data DIR] [--port N] [--no-build] [--help]
+# Usage: deploy/run-local.sh [--data DIR] [--port N] [--masters N]
+#                            [--no-build] [--help]
 #
 #   --data DIR   data directory (default ./rt-data in the repository; env
 #                RT_DATA). Kept across runs: restart with the same DIR and
 #                your tables are still there.
 #   --port N     front-end HTTP port (default 10002; env RT_FE_PORT)
+#   --masters N  1 (default), 3 or 5 masters (a Raft group): master i has
+#                RPC/HTTP/raft ports 10100/10101/10102 + 10*(i-1); the
+#                first master's HTTP port stays 10101 and rtctl finds the
+#                leader from any of them
 #   --no-build   skip the dependency check and the build; use the binaries
 #                already in the build directory
 #   --help       this text
@@ -43,6 +48,7 @@ MASTER_RPC=${RT_MASTER_RPC:-127.0.0.1:10100}
 MASTER_HTTP=${RT_MASTER_HTTP:-127.0.0.1:10101}
 LOG_LEVEL=${RT_LOG_LEVEL:-info}
 N_PS=3
+N_MASTERS=1
 START_TIMEOUT=30 # seconds per readiness wait
 STOP_TIMEOUT=10  # seconds before SIGKILL
 RESTART=${RT_RESTART:-1}            # restart a process that died on its own
@@ -55,7 +61,7 @@ die() {
     say "error: $*"
     exit 1
 }
-usage() { sed -n '2,27s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 while (($#)); do
     case "$1" in
@@ -77,6 +83,15 @@ while (($#)); do
         FE_PORT=${1#--port=}
         shift
         ;;
+    --masters)
+        (($# >= 2)) || die "--masters needs a number"
+        N_MASTERS=$2
+        shift 2
+        ;;
+    --masters=*)
+        N_MASTERS=${1#--masters=}
+        shift
+        ;;
     --no-build)
         BUILD=0
         shift
@@ -95,6 +110,10 @@ done
 if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65535)); then
     die "--port: not a port number: $FE_PORT"
 fi
+case "$N_MASTERS" in
+1 | 3 | 5) ;;
+*) die "--masters: 1, 3 or 5, not $N_MASTERS" ;;
+esac
 
 # Paths the user gave are relative to where they ran us; the default data
 # directory lives in the repository.
@@ -126,7 +145,7 @@ done
 # ---------------------------------------------------------------- processes
 RUN=$DATA/run # port files of this run
 LOGS=$DATA/logs
-mkdir -p "$DATA/master" "$RUN" "$LOGS"
+mkdir -p "$RUN" "$LOGS"
 for i in $(seq 1 "$N_PS"); do mkdir -p "$DATA/ps$i"; done
 rm -f "$RUN"/*.ports
 
@@ -276,34 +295,71 @@ http_ok() {
 # servers_up N: true when the master reports at least N servers up.
 servers_up() {
     local n
-    n=$("$RTCTL_BIN" --master-http "$MASTER_HTTP" status --json 2>/dev/null |
+    n=$("$RTCTL_BIN" --master-http "$MASTER_HTTPS" status --json 2>/dev/null |
         grep -o '"state"[[:space:]]*:[[:space:]]*"up"' | wc -l)
     ((n >= $1))
 }
 
+# Master i: its data directory, RPC, HTTP and raft addresses (master 1
+# keeps DATA/master and the RT_MASTER_* addresses).
+master_dir() { if (($1 == 1)); then echo "$DATA/master"; else echo "$DATA/master$1"; fi; }
+master_addr() { # I KIND(0 rpc, 1 http, 2 raft)
+    local base
+    case $2 in
+    0) base=$MASTER_RPC ;;
+    1) base=$MASTER_HTTP ;;
+    2) base=${MASTER_RPC%:*}:$((${MASTER_RPC##*:} + 2)) ;;
+    esac
+    echo "${base%:*}:$((${base##*:} + 10 * ($1 - 1)))"
+}
 say "data directory: $DATA"
 if tcp_open "127.0.0.1:$FE_PORT"; then
     die "port $FE_PORT is already in use (another cluster or Azurite?); pick one with --port N"
 fi
-for a in "$MASTER_RPC" "$MASTER_HTTP"; do
+for a in $(for m in $(seq 1 "$N_MASTERS"); do master_addr "$m" 0; master_addr "$m" 1; master_addr "$m" 2; done); do
     if tcp_open "$a"; then
         die "$a is already in use (another rangetable cluster?); set RT_MASTER_RPC / RT_MASTER_HTTP"
     fi
 done
 
-start master "$MASTER_BIN" --listen "$MASTER_RPC" --http "$MASTER_HTTP" \
-    --data "$DATA/master" --port-file "$RUN/master.ports"
-wait_for "rt-master on $MASTER_HTTP" http_ok "$MASTER_HTTP" /health
+PEERS=
+MASTER_RPCS=
+MASTER_HTTPS=
+for m in $(seq 1 "$N_MASTERS"); do
+    PEERS+="${PEERS:+,}$m=$(master_addr "$m" 2)"
+    MASTER_RPCS+="${MASTER_RPCS:+,}$(master_addr "$m" 0)"
+    MASTER_HTTPS+="${MASTER_HTTPS:+,}$(master_addr "$m" 1)"
+done
+for m in $(seq 1 "$N_MASTERS"); do
+    d=$(master_dir "$m")
+    margs=(--id "$m" --listen "$(master_addr "$m" 0)"
+        --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
+        --data "$d" --port-file "$RUN/master$m.ports")
+    if ((N_MASTERS > 1)); then
+        margs+=(--peers "$PEERS")
+        # A new group is bootstrapped once, by every initial member; a
+        # member with state never again (its configuration is in its log).
+        [[ -d "$d/raft" ]] || margs+=(--bootstrap)
+    fi
+    mkdir -p "$d"
+    name=master
+    ((N_MASTERS == 1)) || name=master$m
+    start "$name" "$MASTER_BIN" "${margs[@]}"
+done
+for m in $(seq 1 "$N_MASTERS"); do
+    wait_for "rt-master $m on $(master_addr "$m" 1)" http_ok "$(master_addr "$m" 1)" /health
+done
+export RT_MASTER_HTTP=$MASTER_HTTPS
 
 for i in $(seq 1 "$N_PS"); do
-    start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPC" \
+    start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPCS" \
         --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports"
 done
 for i in $(seq 1 "$N_PS"); do
     wait_for "rt-partition-server ps$i" test -s "$RUN/ps$i.ports"
 done
 
-start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPC" \
+start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPCS" \
     --port-file "$RUN/frontend.ports"
 wait_for "rt-frontend on 127.0.0.1:$FE_PORT" tcp_open "127.0.0.1:$FE_PORT"
 wait_for "$N_PS partition servers up (rtctl status)" servers_up "$N_PS"
@@ -319,7 +375,7 @@ RTCTL_SHOWN=${RTCTL_BIN#"$ROOT"/}
 
 cat >&2 <<BANNER
 
-  rangetable is running (master, $N_PS partition servers, front end)
+  rangetable is running ($N_MASTERS master(s), $N_PS partition servers, front end)
 
   table endpoint   $ENDPOINT
   account / key    $DEV_ACCOUNT / $DEV_KEY

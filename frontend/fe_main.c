@@ -50,7 +50,8 @@ int main(int argc, char **argv)
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
          "HTTP address for the Table REST API (port 0 = ephemeral)"},
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
-         "rt-master RPC address"},
+         "rt-master RPC address, or the comma-separated addresses of "
+         "several masters (the front end follows their leader)"},
         {"threads", RT_OPT_INT, &threads, "2",
          "worker threads (each: a libuv loop, a libmicrohttpd daemon and "
          "its own connections to the master and partition servers)"},

@@ -28,6 +28,10 @@
  *   back-off, and front-end retries on top would multiply the load it
  *   refused;
  * - GET_MAP fails (master down): RT_EBUSY;
+ * - a master that is not the leader answers RT_ENOTLEADER: returned as is
+ *   (503 ServerBusy: it executed nothing, the SDK retries), and the link
+ *   moves to the leader it names or the next master, where FE_HELLO
+ *   brings the map again;
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): a write's is returned
  *   as is (500 OperationTimedOut), never retried: it may have happened; a
  *   read or scan hop is tried again like RT_ENOCONN;
@@ -57,6 +61,7 @@
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
+#include "rt_masters.h"
 #include "rt_rpc.h"
 
 struct fe__table_ix
@@ -97,7 +102,8 @@ struct fe__ps
 struct fe_route
 {
     uv_loop_t *loop;
-    struct rt_rpc_client *master;
+    struct rt_masters_link *master_link; /* follows the acting master */
+    struct rt_rpc_client *master;        /* master_link's client */
     struct fe__map map;
     int have_map;
     struct fe__ps **ps; /* stable pointers: client callbacks keep them */
@@ -547,6 +553,21 @@ static void fe__release_waiters(struct fe_route *r, int status)
     }
 }
 
+/* Every master reply passes the link first (rt_masters_link_reply): a
+ * master that is not the leader (RT_ENOTLEADER) moves it to the leader it
+ * names; the new master's FE_HELLO then brings the map. Returns 1 when the
+ * link moved. */
+static int fe__master_moved(struct fe_route *r,
+                            int status,
+                            const uint8_t *body,
+                            size_t len)
+{
+    if (r->closing || (status != 0 && status != RT_ENOTLEADER)) {
+        return 0;
+    }
+    return rt_masters_link_reply(r->master_link, status, body, len);
+}
+
 static void fe__on_get_map(int status,
                            const uint8_t *body,
                            size_t len,
@@ -555,6 +576,7 @@ static void fe__on_get_map(int status,
     struct fe_route *r = arg;
     r->inflight--;
     r->map_inflight = 0;
+    fe__master_moved(r, status, body, len);
     if (status == 0) {
         Rt__Map *pb = rt__map__unpack(NULL, len, body);
         if (pb) {
@@ -715,6 +737,12 @@ static int fe__master_reply_failed(struct fe_job *job,
                                    const char *what)
 {
     job->route_->inflight--;
+    fe__master_moved(job->route_, status, body, len);
+    if (status == RT_ENOTLEADER) {
+        /* Nothing was executed: 503 ServerBusy, which the SDKs retry. */
+        fe__job_finish(job, status);
+        return 1;
+    }
     if (status != 0) {
         fe__error_index(body, len, what, status);
         fe__job_finish(job, status);
@@ -1330,6 +1358,9 @@ static void fe__on_hello(int status, const uint8_t *body, size_t len, void *arg)
 {
     struct fe_route *r = arg;
     r->inflight--;
+    if (fe__master_moved(r, status, body, len)) {
+        return; /* hello again once the link reaches the leader */
+    }
     if (status == 0 && !r->closing) {
         Rt__Map *pb = rt__map__unpack(NULL, len, body);
         if (pb) {
@@ -1403,9 +1434,11 @@ int fe_route_create(uv_loop_t *loop,
     r->tick.data = r;
     uv_timer_init(loop, &r->wait_timer);
     r->wait_timer.data = r;
-    rc = rt_rpc_client_start(loop, master_addr, fe__on_master_request,
-                             fe__on_master_conn, r, &r->master);
-    if (rc != 0) {
+    rc = rt_masters_link_start(loop, master_addr, fe__on_master_request,
+                               fe__on_master_conn, r, &r->master_link);
+    if (rc == 0) {
+        r->master = rt_masters_link_client(r->master_link);
+    } else {
         /* Nothing else was started: close the timer and let the caller's
          * loop run its close callback before the memory goes. */
         r->closing = 1;
@@ -1453,7 +1486,7 @@ void fe_route_close(struct fe_route *r)
     }
     uv_close((uv_handle_t *)&r->tick, NULL);
     uv_close((uv_handle_t *)&r->wait_timer, NULL);
-    rt_rpc_client_close(r->master);
+    rt_masters_link_close(r->master_link);
     for (size_t i = 0; i < r->nps; i++) {
         rt_rpc_client_close(r->ps[i]->client);
     }

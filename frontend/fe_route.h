@@ -2,7 +2,8 @@
  *
  * fe_route keeps the partition map (tables, ranges, servers) received from
  * the master (FE_HELLO on every connect, MAP_UPDATE pushes, GET_MAP on
- * demand), one rt_rpc_client to the master and one per partition server
+ * demand), one link to the acting master (rt_masters_link: it follows
+ * the leader among several) and one rt_rpc_client per partition server
  * (created lazily, keyed by server id; the address follows the map).
  * A struct fe_job describes one client operation; fe_route_submit() runs it
  * to completion: it resolves account+table to a table id and the key to a
@@ -193,8 +194,9 @@ struct fe_job_op *fe_job_add_op(struct fe_job *job,
 
 struct fe_route;
 
-/* Starts connecting to the master at @master_addr ("host:port"). Returns 0
- * or RT_EINVAL (bad address). */
+/* Starts connecting to the master at @master_addr ("host:port", or the
+ * comma-separated addresses of several masters: the route follows their
+ * leader, rt_masters.h). Returns 0 or RT_EINVAL (bad address). */
 int fe_route_create(uv_loop_t *loop,
                     const char *master_addr,
                     struct fe_route **out);

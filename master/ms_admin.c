@@ -8,6 +8,16 @@
 #include "rt_alloc.h"
 #include "rt_err.h"
 
+/* An answer held until the commit index reaches @need (loop side). */
+struct ms__held
+{
+    struct ms_admin_req *req;
+    int status;
+    char *body;
+    uint64_t need;
+    struct ms__held *next;
+};
+
 struct ms_admin
 {
     pthread_mutex_t lock; /* guards everything below and every request */
@@ -15,6 +25,10 @@ struct ms_admin
     struct ms_admin_req *head, *tail;
     ms_admin_cb cb;
     void *cb_arg;
+    /* Loop side only (no lock): the output gate and what it holds. */
+    struct rt_rpc_gate gate;
+    bool gate_on;
+    struct ms__held *held, *held_tail;
 };
 
 struct ms_admin *ms_admin_create(void)
@@ -141,6 +155,14 @@ void ms_admin_detach(struct ms_admin *adm)
     adm->async = NULL;
     list = ms__take_all(adm);
     pthread_mutex_unlock(&adm->lock);
+    adm->gate_on = false;
+    /* Held answers depend on entries that may never commit. */
+    for (struct ms__held *h = adm->held; h; h = h->next) {
+        free(h->body);
+        h->status = 503;
+        h->body = rt_xstrdup("{\"error\":\"master is stopping\"}");
+    }
+    ms_admin_gate_release(adm);
     while ((r = ms__pop(&list))) {
         ms_admin_complete(adm, r, 503,
                           rt_xstrdup("{\"error\":\"master is stopping\"}"));
@@ -197,10 +219,66 @@ void ms_admin_release(struct ms_admin *adm, struct ms_admin_req *req)
     pthread_mutex_unlock(&adm->lock);
 }
 
+static void ms__complete_now(struct ms_admin *adm,
+                             struct ms_admin_req *req,
+                             int http_status,
+                             char *body);
+
 void ms_admin_complete(struct ms_admin *adm,
                        struct ms_admin_req *req,
                        int http_status,
                        char *body)
+{
+    if (adm->gate_on) {
+        uint64_t need = adm->gate.need(adm->gate.ud);
+        /* Behind held answers too: they leave in order. */
+        if (adm->held || need > adm->gate.have(adm->gate.ud)) {
+            struct ms__held *h = rt_xcalloc(1, sizeof(*h));
+            h->req = req;
+            h->status = http_status;
+            h->body = body;
+            h->need = need;
+            if (adm->held_tail) {
+                adm->held_tail->next = h;
+            } else {
+                adm->held = h;
+            }
+            adm->held_tail = h;
+            return;
+        }
+    }
+    ms__complete_now(adm, req, http_status, body);
+}
+
+void ms_admin_set_gate(struct ms_admin *adm, const struct rt_rpc_gate *g)
+{
+    if (g) {
+        adm->gate = *g;
+        adm->gate_on = true;
+    } else {
+        adm->gate_on = false;
+        ms_admin_gate_release(adm);
+    }
+}
+
+void ms_admin_gate_release(struct ms_admin *adm)
+{
+    while (adm->held &&
+           (!adm->gate_on || adm->held->need <= adm->gate.have(adm->gate.ud))) {
+        struct ms__held *h = adm->held;
+        adm->held = h->next;
+        if (!adm->held) {
+            adm->held_tail = NULL;
+        }
+        ms__complete_now(adm, h->req, h->status, h->body);
+        free(h);
+    }
+}
+
+static void ms__complete_now(struct ms_admin *adm,
+                             struct ms_admin_req *req,
+                             int http_status,
+                             char *body)
 {
     void (*wake)(struct ms_admin_req *) = NULL;
     bool freed;

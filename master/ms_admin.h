@@ -25,12 +25,19 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rt_rpc.h"
+
 enum ms_admin_kind {
     MS_ADMIN_SPLIT,
     MS_ADMIN_MERGE,
     MS_ADMIN_MOVE,
     MS_ADMIN_DRAIN,
     MS_ADMIN_TRANSFER, /* primaryship of a replicated range */
+    /* Masters (ms_node.c): server_id is the master's id; key the new
+     * member's raft address (add); transfer with id 0 lets Raft pick. */
+    MS_ADMIN_MASTER_ADD,
+    MS_ADMIN_MASTER_REMOVE,
+    MS_ADMIN_MASTER_TRANSFER,
     MS_ADMIN__NR
 };
 
@@ -90,10 +97,20 @@ bool ms_admin_result(struct ms_admin *adm,
 void ms_admin_release(struct ms_admin *adm, struct ms_admin_req *req);
 
 /* Loop side: the answer (@body taken, may be NULL). Drops the loop's
- * reference; call exactly once per request handed to the callback. */
+ * reference; call exactly once per request handed to the callback. With
+ * a gate set, the answer is held (in order) until the gate's have()
+ * reaches its need() at this call: an operator never sees the outcome
+ * of a catalog change the master's Raft log has not committed
+ * (docs/DESIGN-master-ha.md §2.7). */
 void ms_admin_complete(struct ms_admin *adm,
                        struct ms_admin_req *req,
                        int http_status,
                        char *body);
+
+/* Loop side: sets (or with NULL removes, releasing what is held) the
+ * output gate of ms_admin_complete(). */
+void ms_admin_set_gate(struct ms_admin *adm, const struct rt_rpc_gate *g);
+/* Loop side: completes the held answers the gate now lets through. */
+void ms_admin_gate_release(struct ms_admin *adm);
 
 #endif

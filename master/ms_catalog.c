@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ms_catalog_int.h"
 #include "ms_util.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
@@ -28,42 +29,6 @@
 #include "rt_log.h"
 
 #define MS__MAPSIZE (1ull << 30) /* sparse file; grows on demand */
-
-struct ms_counters
-{
-    uint64_t next_table_id;
-    uint64_t next_range_id;
-    uint64_t next_server_id;
-    uint64_t map_version;
-    uint64_t next_move_id;
-    uint64_t master_term;
-};
-
-#define MS__NCOUNTERS 6
-
-struct ms_catalog
-{
-    MDB_env *env;
-    MDB_dbi db_tables;
-    MDB_dbi db_ranges;
-    MDB_dbi db_servers;
-    MDB_dbi db_counters;
-    MDB_dbi db_props;
-    MDB_dbi db_deleted;
-    MDB_dbi db_moves;
-    int lock_fd; /* flock: one master per data directory */
-    struct ms_counters ctr;
-    struct ms_vec tables;       /* struct ms_table *, by (account, lname) */
-    struct ms_vec tables_by_id; /* the same tables, by id */
-    struct ms_vec ranges;       /* struct ms_range *, by id */
-    struct ms_vec servers;      /* struct ms_server_rec *, by id */
-    struct ms_vec props;        /* struct ms_props *, by account */
-    struct ms_vec tombs;        /* struct ms__tomb *, by (account, lname) */
-    struct ms_vec moves;        /* Rt__MoveReq * (unpacked), by move_id */
-    uint64_t grace_ms;
-    uint64_t (*clock)(void *arg); /* wall clock ms; NULL = real time */
-    void *clock_arg;
-};
 
 /* A deleted table's name in its grace period. */
 struct ms__tomb
@@ -340,7 +305,7 @@ static void ms__mirror_put_server(struct ms_catalog *cat,
 
 /* ---- tombstones (mirror) ---- */
 
-static uint64_t ms__wall_ms(const struct ms_catalog *cat)
+uint64_t ms_cat_now_ms(const struct ms_catalog *cat)
 {
     return cat->clock ? cat->clock(cat->clock_arg) : ms_unix_ms();
 }
@@ -608,22 +573,23 @@ static int ms__put_counters(MDB_txn *txn,
     return 0;
 }
 
-static int ms__txn_begin(struct ms_catalog *cat, MDB_txn **txn)
+int ms_cat_txn_begin(struct ms_catalog *cat, MDB_txn **txn)
 {
     int rc = mdb_txn_begin(cat->env, NULL, 0, txn);
     if (rc) {
         rt_log(RT_LOG_ERROR, "catalog: begin txn: %s", mdb_strerror(rc));
+        cat->local_err = ms__catalog_err(rc);
     }
     return rc;
 }
 
 /* Commits with @ctr as the new counters; aborts on any earlier error
  * (@rc != 0). Returns 0 or an RT_E* code. */
-static int ms__txn_finish(struct ms_catalog *cat,
-                          MDB_txn *txn,
-                          int rc,
-                          const struct ms_counters *ctr,
-                          const char *what)
+int ms_cat_txn_finish(struct ms_catalog *cat,
+                      MDB_txn *txn,
+                      int rc,
+                      const struct ms_counters *ctr,
+                      const char *what)
 {
     if (rc == 0) {
         rc = ms__put_counters(txn, cat, ctr);
@@ -635,7 +601,10 @@ static int ms__txn_finish(struct ms_catalog *cat,
     }
     if (rc) {
         rt_log(RT_LOG_ERROR, "catalog: %s: lmdb: %s", what, mdb_strerror(rc));
-        return ms__catalog_err(rc);
+        /* A failed write is this member's fault, never the command's: the
+         * caller (ms_fsm) must not treat it as a result. */
+        cat->local_err = ms__catalog_err(rc);
+        return cat->local_err;
     }
     cat->ctr = *ctr;
     return 0;
@@ -852,46 +821,84 @@ static int ms__load_move(struct ms_catalog *cat,
     return 0;
 }
 
-static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
+static int ms__load_leader(struct ms_catalog *cat,
+                           const MDB_val *k,
+                           const MDB_val *v)
 {
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+    Rt__LeaderStartCmd *m =
+        rt__leader_start_cmd__unpack(NULL, v->mv_size, v->mv_data);
+    (void)k;
+    if (!m || cat->leader) {
+        return ms__corrupt((ProtobufCMessage *)m);
+    }
+    cat->leader = m;
+    return 0;
+}
+
+/* Every database, and what loads its records into the mirror (the
+ * counters are read first, on their own). The order is the snapshot's and
+ * the digest's. */
+static const struct
+{
+    const char *name;
+    size_t dbi_off;
+    int (*load)(struct ms_catalog *, const MDB_val *, const MDB_val *);
+} ms__dbs[MS_CAT_NDBS] = {
+    {"tables", offsetof(struct ms_catalog, db_tables), ms__load_table},
+    {"ranges", offsetof(struct ms_catalog, db_ranges), ms__load_range},
+    {"servers", offsetof(struct ms_catalog, db_servers), ms__load_server},
+    {"counters", offsetof(struct ms_catalog, db_counters), NULL},
+    {"props", offsetof(struct ms_catalog, db_props), ms__load_props},
+    {"deleted", offsetof(struct ms_catalog, db_deleted), ms__load_tomb},
+    {"moves", offsetof(struct ms_catalog, db_moves), ms__load_move},
+    {"leader", offsetof(struct ms_catalog, db_leader), ms__load_leader}};
+
+const char *ms_cat_db_name(size_t i)
+{
+    RT_PRE(i < MS_CAT_NDBS);
+    return ms__dbs[i].name;
+}
+
+MDB_dbi *ms_cat_db(struct ms_catalog *cat, size_t i)
+{
+    RT_PRE(i < MS_CAT_NDBS);
+    return (MDB_dbi *)((char *)cat + ms__dbs[i].dbi_off);
+}
+
+int ms_cat_load(struct ms_catalog *cat, MDB_txn *txn)
+{
     int err;
-    /* Every database, and what loads its records into the mirror (the
-     * counters are read first, on their own). */
-    struct
-    {
-        const char *name;
-        MDB_dbi *dbi;
-        int (*load)(struct ms_catalog *, const MDB_val *, const MDB_val *);
-    } dbs[7] = {{"tables", &cat->db_tables, ms__load_table},
-                {"ranges", &cat->db_ranges, ms__load_range},
-                {"servers", &cat->db_servers, ms__load_server},
-                {"counters", &cat->db_counters, NULL},
-                {"props", &cat->db_props, ms__load_props},
-                {"deleted", &cat->db_deleted, ms__load_tomb},
-                {"moves", &cat->db_moves, ms__load_move}};
-    if (rc) {
-        goto err_lmdb;
-    }
-    for (int i = 0; i < 7; i++) {
-        rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
-        if (rc) {
-            mdb_txn_abort(txn);
-            goto err_lmdb;
-        }
-    }
     cat->ctr.next_table_id = 1;
     cat->ctr.next_range_id = 1;
     cat->ctr.next_server_id = 1;
     cat->ctr.map_version = 0;
     cat->ctr.next_move_id = 1;
+    cat->ctr.master_term = 0;
     err = ms__load_counters(cat, txn);
-    for (int i = 0; i < 7 && !err; i++) {
-        if (dbs[i].load) {
-            err = ms__load_db(cat, txn, *dbs[i].dbi, dbs[i].load);
+    for (size_t i = 0; i < MS_CAT_NDBS && !err; i++) {
+        if (ms__dbs[i].load) {
+            err = ms__load_db(cat, txn, *ms_cat_db(cat, i), ms__dbs[i].load);
         }
     }
+    return err;
+}
+
+static int ms__open_dbs(struct ms_catalog *cat, unsigned flags, char *errmsg)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+    int err;
+    if (rc) {
+        goto err_lmdb;
+    }
+    for (size_t i = 0; i < MS_CAT_NDBS; i++) {
+        rc = mdb_dbi_open(txn, ms__dbs[i].name, MDB_CREATE, ms_cat_db(cat, i));
+        if (rc) {
+            mdb_txn_abort(txn);
+            goto err_lmdb;
+        }
+    }
+    err = ms_cat_load(cat, txn);
     if (err) {
         mdb_txn_abort(txn);
         if (errmsg) {
@@ -900,8 +907,11 @@ static int ms__open_dbs(struct ms_catalog *cat, char *errmsg)
         return err;
     }
     /* A new term for every start of a master on this catalog, in the
-     * commit that also creates the named databases on first open. */
-    cat->ctr.master_term++;
+     * commit that also creates the named databases on first open. With
+     * Raft the term comes from LEADER_START instead. */
+    if (!(flags & MS_CATALOG_NO_TERM_BUMP)) {
+        cat->ctr.master_term++;
+    }
     rc = ms__put_counters(txn, cat, &cat->ctr);
     if (rc) {
         mdb_txn_abort(txn);
@@ -948,6 +958,14 @@ static int ms__mkdir_p(const char *dir)
 
 int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
 {
+    return ms_catalog_open_flags(dir, 0, out, errmsg);
+}
+
+int ms_catalog_open_flags(const char *dir,
+                          unsigned flags,
+                          struct ms_catalog **out,
+                          char *errmsg)
+{
     struct ms_catalog *cat = rt_xcalloc(1, sizeof(*cat));
     char path[4096];
     int rc, err;
@@ -977,7 +995,7 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
     }
     rc = mdb_env_create(&cat->env);
     if (rc == 0) {
-        rc = mdb_env_set_maxdbs(cat->env, 8);
+        rc = mdb_env_set_maxdbs(cat->env, 16);
     }
     if (rc == 0) {
         rc = mdb_env_set_mapsize(cat->env, MS__MAPSIZE);
@@ -994,7 +1012,7 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
         err = ms__catalog_err(rc);
         goto err_after_alloc;
     }
-    err = ms__open_dbs(cat, errmsg);
+    err = ms__open_dbs(cat, flags, errmsg);
     if (err) {
         goto err_after_alloc;
     }
@@ -1013,11 +1031,8 @@ err_after_alloc:
     return err;
 }
 
-void ms_catalog_close(struct ms_catalog *cat)
+void ms_cat_mirror_free(struct ms_catalog *cat)
 {
-    if (!cat) {
-        return;
-    }
     for (size_t i = 0; i < cat->tables.n; i++) {
         ms__table_free(cat->tables.v[i]);
     }
@@ -1043,6 +1058,18 @@ void ms_catalog_close(struct ms_catalog *cat)
     ms_vec_free(&cat->tables_by_id);
     ms_vec_free(&cat->ranges);
     ms_vec_free(&cat->servers);
+    if (cat->leader) {
+        rt__leader_start_cmd__free_unpacked(cat->leader, NULL);
+        cat->leader = NULL;
+    }
+}
+
+void ms_catalog_close(struct ms_catalog *cat)
+{
+    if (!cat) {
+        return;
+    }
+    ms_cat_mirror_free(cat);
     if (cat->env) {
         mdb_env_close(cat->env);
     }
@@ -1207,24 +1234,13 @@ const struct ms_server_rec *ms_catalog_server_find(const struct ms_catalog *cat,
 
 /* ---- mutations ---- */
 
-int ms_catalog_create_table(struct ms_catalog *cat,
-                            const char *account,
-                            const char *name,
-                            uint64_t server_id,
-                            const struct ms_table **table_out,
-                            const struct ms_range **range_out)
-{
-    const struct ms_replica_spec rs = {&server_id, 1, 1, 1};
-    return ms_catalog_create_table_rs(cat, account, name, &rs, table_out,
-                                      range_out);
-}
-
-int ms_catalog_create_table_rs(struct ms_catalog *cat,
-                               const char *account,
-                               const char *name,
-                               const struct ms_replica_spec *rs,
-                               const struct ms_table **table_out,
-                               const struct ms_range **range_out)
+int ms_cat_do_create_table(struct ms_catalog *cat,
+                           const char *account,
+                           const char *name,
+                           const struct ms_replica_spec *rs,
+                           uint64_t now_ms,
+                           const struct ms_table **table_out,
+                           const struct ms_range **range_out)
 {
     struct ms_counters ctr = cat->ctr;
     struct ms_table *t;
@@ -1253,7 +1269,7 @@ int ms_catalog_create_table_rs(struct ms_catalog *cat,
      * the grace period; an expired tombstone goes in this transaction. */
     ms__lower(lname, name, sizeof(lname));
     tomb = ms__tomb_find(cat, account, lname, &tomb_i);
-    if (tomb && tomb->until_ms > ms__wall_ms(cat)) {
+    if (tomb && tomb->until_ms > now_ms) {
         return RT_ETABLEBEINGDELETED;
     }
     t = ms__table_new(ctr.next_table_id++, account, name);
@@ -1270,7 +1286,7 @@ int ms_catalog_create_table_rs(struct ms_catalog *cat,
         goto err_after_alloc;
     }
 
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_alloc;
@@ -1282,7 +1298,7 @@ int ms_catalog_create_table_rs(struct ms_catalog *cat,
     if (rc == 0 && tomb) {
         rc = ms__del_tomb(txn, cat, account, lname);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "create table");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "create table");
     if (err) {
         goto err_after_alloc;
     }
@@ -1305,10 +1321,12 @@ err_after_alloc:
     return err;
 }
 
-int ms_catalog_delete_table(struct ms_catalog *cat,
-                            const char *account,
-                            const char *name,
-                            struct ms_table_drop *drop)
+int ms_cat_do_delete_table(struct ms_catalog *cat,
+                           const char *account,
+                           const char *name,
+                           uint64_t grace_ms,
+                           uint64_t now_ms,
+                           struct ms_table_drop *drop)
 {
     const struct ms_table *found = ms_catalog_table_find(cat, account, name);
     struct ms_counters ctr = cat->ctr;
@@ -1325,7 +1343,7 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
     }
     t = (struct ms_table *)found;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
@@ -1340,17 +1358,17 @@ int ms_catalog_delete_table(struct ms_catalog *cat,
         }
     }
     rt_buf_free(&key);
-    if (cat->grace_ms) {
-        until_ms = ms__wall_ms(cat) + cat->grace_ms;
+    if (grace_ms) {
+        until_ms = now_ms + grace_ms;
         if (rc == 0) {
             rc = ms__put_tomb(txn, cat, t->account, t->lname, until_ms);
         }
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "delete table");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "delete table");
     if (err) {
         return err;
     }
-    if (cat->grace_ms) {
+    if (grace_ms) {
         size_t i;
         struct ms__tomb *old = ms__tomb_find(cat, t->account, t->lname, &i);
         if (old) {
@@ -1410,12 +1428,12 @@ void ms_table_drop_free(struct ms_table_drop *drop)
     }
 }
 
-int ms_catalog_update_ranges(struct ms_catalog *cat,
-                             const struct ms_range_put *puts,
-                             size_t nput,
-                             const uint64_t *dels,
-                             size_t ndel,
-                             uint64_t *new_ids)
+int ms_cat_do_update_ranges(struct ms_catalog *cat,
+                            const struct ms_range_put *puts,
+                            size_t nput,
+                            const uint64_t *dels,
+                            size_t ndel,
+                            uint64_t *new_ids)
 {
     struct ms_counters ctr = cat->ctr;
     struct ms_range **built;
@@ -1453,7 +1471,7 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
     }
     ctr.map_version++;
 
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_build;
@@ -1464,7 +1482,7 @@ int ms_catalog_update_ranges(struct ms_catalog *cat,
     for (size_t i = 0; rc == 0 && i < nput; i++) {
         rc = ms__put_range(txn, cat, built[i]);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "update ranges");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "update ranges");
     if (err) {
         goto err_after_build;
     }
@@ -1512,10 +1530,10 @@ void ms_range_to_repl_conf(const struct ms_range *r, struct rt_repl_conf *c)
     c->seal_to = r->seal_to;
 }
 
-int ms_catalog_range_apply_repl(struct ms_catalog *cat,
-                                const struct rt_repl_conf *c,
-                                uint64_t guard_epoch,
-                                uint64_t guard_seal_epoch)
+int ms_cat_do_range_apply_repl(struct ms_catalog *cat,
+                               const struct rt_repl_conf *c,
+                               uint64_t guard_epoch,
+                               uint64_t guard_seal_epoch)
 {
     const struct ms_range *r = ms_catalog_range_find(cat, c->range_id);
     struct ms_counters ctr = cat->ctr;
@@ -1561,13 +1579,13 @@ int ms_catalog_range_apply_repl(struct ms_catalog *cat,
         return RT_EINVAL;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(nr);
         return ms__catalog_err(rc);
     }
     rc = ms__put_range(txn, cat, nr);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "apply replication change");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "apply replication change");
     if (err) {
         ms__range_free(nr);
         return err;
@@ -1599,11 +1617,11 @@ static struct ms_range *ms__range_child(const struct ms_range *r,
     return c;
 }
 
-int ms_catalog_split_repl(struct ms_catalog *cat,
-                          uint64_t range_id,
-                          uint64_t guard_epoch,
-                          const char *key,
-                          uint64_t new_ids[2])
+int ms_cat_do_split_repl(struct ms_catalog *cat,
+                         uint64_t range_id,
+                         uint64_t guard_epoch,
+                         const char *key,
+                         uint64_t new_ids[2])
 {
     const struct ms_range *r = ms_catalog_range_find(cat, range_id);
     struct ms_counters ctr = cat->ctr;
@@ -1630,7 +1648,7 @@ int ms_catalog_split_repl(struct ms_catalog *cat,
         goto err_after_build;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_build;
@@ -1639,7 +1657,7 @@ int ms_catalog_split_repl(struct ms_catalog *cat,
     for (int i = 0; rc == 0 && i < 2; i++) {
         rc = ms__put_range(txn, cat, c[i]);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "split replicated range");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "split replicated range");
     if (err) {
         goto err_after_build;
     }
@@ -1659,12 +1677,12 @@ err_after_build:
     return err;
 }
 
-int ms_catalog_merge_repl(struct ms_catalog *cat,
-                          uint64_t a_id,
-                          uint64_t a_epoch,
-                          uint64_t b_id,
-                          uint64_t b_epoch,
-                          uint64_t *new_id)
+int ms_cat_do_merge_repl(struct ms_catalog *cat,
+                         uint64_t a_id,
+                         uint64_t a_epoch,
+                         uint64_t b_id,
+                         uint64_t b_epoch,
+                         uint64_t *new_id)
 {
     const struct ms_range *a = ms_catalog_range_find(cat, a_id);
     const struct ms_range *b = ms_catalog_range_find(cat, b_id);
@@ -1695,7 +1713,7 @@ int ms_catalog_merge_repl(struct ms_catalog *cat,
         return RT_EINVAL;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(m);
         return ms__catalog_err(rc);
@@ -1707,7 +1725,7 @@ int ms_catalog_merge_repl(struct ms_catalog *cat,
     if (rc == 0) {
         rc = ms__put_range(txn, cat, m);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "merge replicated ranges");
     if (err) {
         ms__range_free(m);
         return err;
@@ -1724,13 +1742,13 @@ int ms_catalog_merge_repl(struct ms_catalog *cat,
     return 0;
 }
 
-int ms_catalog_register_server(struct ms_catalog *cat,
-                               uint64_t want_id,
-                               const char *addr,
-                               const char *zone,
-                               const uint8_t *incarnation,
-                               uint64_t *id_out,
-                               bool *changed)
+int ms_cat_do_register_server(struct ms_catalog *cat,
+                              uint64_t want_id,
+                              const char *addr,
+                              const char *zone,
+                              const uint8_t *incarnation,
+                              uint64_t *id_out,
+                              bool *changed)
 {
     struct ms_counters ctr = cat->ctr;
     const struct ms_server_rec *old;
@@ -1771,13 +1789,13 @@ int ms_catalog_register_server(struct ms_catalog *cat,
         ctr.next_server_id = s->id + 1;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__server_free(s);
         return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, s);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "register server");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "register server");
     if (err) {
         ms__server_free(s);
         return err;
@@ -1790,17 +1808,17 @@ int ms_catalog_register_server(struct ms_catalog *cat,
     return 0;
 }
 
-int ms_catalog_bump_version(struct ms_catalog *cat)
+int ms_cat_do_bump_version(struct ms_catalog *cat)
 {
     struct ms_counters ctr = cat->ctr;
     MDB_txn *txn;
     int rc;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
-    return ms__txn_finish(cat, txn, 0, &ctr, "bump map version");
+    return ms_cat_txn_finish(cat, txn, 0, &ctr, "bump map version");
 }
 
 /* ---- table ACLs ---- */
@@ -1854,11 +1872,11 @@ int ms_acl_check(const struct ms_acl_entry *acl, size_t n)
     return 0;
 }
 
-int ms_catalog_set_acl(struct ms_catalog *cat,
-                       const char *account,
-                       const char *name,
-                       const struct ms_acl_entry *acl,
-                       size_t n)
+int ms_cat_do_set_acl(struct ms_catalog *cat,
+                      const char *account,
+                      const char *name,
+                      const struct ms_acl_entry *acl,
+                      size_t n)
 {
     const struct ms_table *found = ms_catalog_table_find(cat, account, name);
     struct ms_counters ctr = cat->ctr;
@@ -1878,13 +1896,13 @@ int ms_catalog_set_acl(struct ms_catalog *cat,
     tmp.acl = ms__acl_copy(acl, n);
     tmp.nacl = n;
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__acl_free(tmp.acl, tmp.nacl);
         return ms__catalog_err(rc);
     }
     rc = ms__put_table(txn, cat, &tmp);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "set table acl");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "set table acl");
     if (err) {
         ms__acl_free(tmp.acl, tmp.nacl);
         return err;
@@ -1933,9 +1951,9 @@ const Rt__ServiceProps *ms_catalog_props(const struct ms_catalog *cat,
     return NULL;
 }
 
-int ms_catalog_set_props(struct ms_catalog *cat,
-                         const char *account,
-                         const Rt__ServiceProps *update)
+int ms_cat_do_set_props(struct ms_catalog *cat,
+                        const char *account,
+                        const Rt__ServiceProps *update)
 {
     const Rt__ServiceProps *old;
     Rt__ServiceProps merged = RT__SERVICE_PROPS__INIT;
@@ -1972,10 +1990,11 @@ int ms_catalog_set_props(struct ms_catalog *cat,
     fresh = rt__service_props__unpack(NULL, len, buf);
     if (!fresh) {
         free(buf);
+        cat->local_err = RT_ENOMEM;
         return RT_ENOMEM;
     }
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_pack;
@@ -1985,7 +2004,7 @@ int ms_catalog_set_props(struct ms_catalog *cat,
     v.mv_size = len;
     v.mv_data = buf;
     rc = mdb_put(txn, cat->db_props, &k, &v, 0);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "set service properties");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "set service properties");
     if (err) {
         goto err_after_pack;
     }
@@ -2036,7 +2055,7 @@ bool ms_catalog_table_deleting(const struct ms_catalog *cat,
     }
     ms__lower(lname, name, sizeof(lname));
     t = ms__tomb_find(cat, account, lname, NULL);
-    return t && t->until_ms > ms__wall_ms(cat);
+    return t && t->until_ms > ms_cat_now_ms(cat);
 }
 
 size_t ms_catalog_ntombstones(const struct ms_catalog *cat)
@@ -2044,9 +2063,8 @@ size_t ms_catalog_ntombstones(const struct ms_catalog *cat)
     return cat->tombs.n;
 }
 
-int ms_catalog_purge_tombstones(struct ms_catalog *cat)
+int ms_cat_do_purge_tombstones(struct ms_catalog *cat, uint64_t now)
 {
-    uint64_t now = ms__wall_ms(cat);
     size_t expired = 0;
     MDB_txn *txn;
     int rc = 0, err;
@@ -2059,7 +2077,7 @@ int ms_catalog_purge_tombstones(struct ms_catalog *cat)
     if (!expired) {
         return 0;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
@@ -2070,7 +2088,7 @@ int ms_catalog_purge_tombstones(struct ms_catalog *cat)
         }
     }
     /* Not a map change: the counters are written back unchanged. */
-    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "purge tombstones");
+    err = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "purge tombstones");
     if (err) {
         return err;
     }
@@ -2087,9 +2105,10 @@ int ms_catalog_purge_tombstones(struct ms_catalog *cat)
 
 /* ---- draining ---- */
 
-int ms_catalog_set_draining(struct ms_catalog *cat,
-                            uint64_t server_id,
-                            bool draining)
+int ms_cat_do_set_draining(struct ms_catalog *cat,
+                           uint64_t server_id,
+                           bool draining,
+                           bool *changed)
 {
     struct ms_server_rec *s =
         (struct ms_server_rec *)ms_catalog_server_find(cat, server_id);
@@ -2099,22 +2118,24 @@ int ms_catalog_set_draining(struct ms_catalog *cat,
     if (!s) {
         return RT_ENOTFOUND;
     }
+    *changed = false;
     if (s->draining == draining) {
         return 0;
     }
     tmp = *s;
     tmp.draining = draining;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
     rc = ms__put_server(txn, cat, &tmp);
     /* Not a map change: counters written back unchanged. */
-    rc = ms__txn_finish(cat, txn, rc, &cat->ctr, "set draining");
+    rc = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "set draining");
     if (rc) {
         return rc;
     }
     s->draining = draining;
+    *changed = true;
     return 0;
 }
 
@@ -2137,11 +2158,11 @@ const Rt__MoveReq *ms_catalog_move_find(const struct ms_catalog *cat,
     return ms_vec_find(&cat->moves, MS__MOVE_ID, move_id, NULL);
 }
 
-int ms_catalog_move_begin(struct ms_catalog *cat,
-                          uint64_t range_id,
-                          uint64_t target_id,
-                          const char *target_addr,
-                          const Rt__MoveReq **out)
+int ms_cat_do_move_begin(struct ms_catalog *cat,
+                         uint64_t range_id,
+                         uint64_t target_id,
+                         const char *target_addr,
+                         const Rt__MoveReq **out)
 {
     const struct ms_range *r = ms_catalog_range_find(cat, range_id);
     struct ms_counters ctr = cat->ctr;
@@ -2174,15 +2195,16 @@ int ms_catalog_move_begin(struct ms_catalog *cat,
     copy = rt__move_req__unpack(NULL, len, buf);
     if (!copy) {
         free(buf);
+        cat->local_err = RT_ENOMEM;
         return RT_ENOMEM;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         err = ms__catalog_err(rc);
         goto err_after_copy;
     }
     rc = ms__put_u64key_msg(txn, cat->db_moves, msg.move_id, &msg.base);
-    err = ms__txn_finish(cat, txn, rc, &ctr, "record move");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "record move");
     if (err) {
         goto err_after_copy;
     }
@@ -2199,7 +2221,7 @@ err_after_copy:
     return err;
 }
 
-int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
+int ms_cat_do_move_commit(struct ms_catalog *cat, uint64_t move_id)
 {
     const Rt__MoveReq *mv = ms_catalog_move_find(cat, move_id);
     const struct ms_range *r;
@@ -2227,7 +2249,7 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
     p.epoch = mv->new_epoch;
     nr = ms__range_new(&p, r->id);
     ctr.map_version++;
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         ms__range_free(nr);
         return ms__catalog_err(rc);
@@ -2236,7 +2258,7 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
     if (rc == 0) {
         rc = ms__del_u64key(txn, cat->db_moves, move_id);
     }
-    err = ms__txn_finish(cat, txn, rc, &ctr, "commit move");
+    err = ms_cat_txn_finish(cat, txn, rc, &ctr, "commit move");
     if (err) {
         ms__range_free(nr);
         return err;
@@ -2247,7 +2269,7 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id)
     return 0;
 }
 
-int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id)
+int ms_cat_do_move_forget(struct ms_catalog *cat, uint64_t move_id)
 {
     size_t idx;
     MDB_txn *txn;
@@ -2255,12 +2277,12 @@ int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id)
     if (!ms_vec_find(&cat->moves, MS__MOVE_ID, move_id, &idx)) {
         return RT_ENOTFOUND;
     }
-    rc = ms__txn_begin(cat, &txn);
+    rc = ms_cat_txn_begin(cat, &txn);
     if (rc) {
         return ms__catalog_err(rc);
     }
     rc = ms__del_u64key(txn, cat->db_moves, move_id);
-    err = ms__txn_finish(cat, txn, rc, &cat->ctr, "forget move");
+    err = ms_cat_txn_finish(cat, txn, rc, &cat->ctr, "forget move");
     if (err) {
         return err;
     }

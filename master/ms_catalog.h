@@ -40,6 +40,19 @@
  * create and removed by ms_catalog_purge_tombstones() (or by the create that
  * finds one). Tombstone times are wall-clock (they survive restarts).
  *
+ *   leader    key "current"                  value rt.LeaderStartCmd: the
+ *             last LEADER_START taken (its term is counters.master_term)
+ *
+ * Commands (docs/DESIGN-master-ha.md §2.2-§2.5): every mutation below is
+ * one rt.MasterCmd carrying all its inputs (the clock's now_ms, the delete
+ * grace), applied through ms_fsm_apply() (ms_fsm.h) — the path a follower
+ * takes for a committed entry — so every member computes the same state
+ * and the same results. With a proposer (ms_catalog_set_proposer) the
+ * packed entry of every mutation that changed state goes to it after the
+ * apply; callers stay synchronous and the master holds what it sends out
+ * until Raft committed the entry. ms_catalog_snapshot/_restore move the
+ * whole catalog as a record stream (Raft snapshots).
+ *
  * Thread: not thread-safe; the master uses it from its loop thread only.
  * Pointers returned by the read functions are owned by the catalog and stay
  * valid until the next mutating call (anything not marked "read"). */
@@ -203,7 +216,28 @@ struct ms_table_drop
  * caller: ms_catalog_close() releases it. On error @errmsg (RT_ERRMSG_SIZE
  * bytes, may be NULL) says why. Errors: RT_EIO, RT_ECORRUPT, RT_ENOMEM. */
 int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg);
+/* Flags of ms_catalog_open_flags(). */
+#define MS_CATALOG_NO_TERM_BUMP             \
+    1u /* keep the stored master_term: with \
+        * Raft it comes from LEADER_START */
+/* ms_catalog_open() is ms_catalog_open_flags(dir, 0, ...). */
+int ms_catalog_open_flags(const char *dir,
+                          unsigned flags,
+                          struct ms_catalog **out,
+                          char *errmsg);
 void ms_catalog_close(struct ms_catalog *cat);
+
+/* Receives the packed rt.MasterCmd (@buf, borrowed for the call) of a
+ * mutation that was just applied and changed state. Returns 0 or an RT_E*
+ * code: the mutation then returns that code although it was applied here
+ * (not replicated: the leader must give up, re-exec itself and rebuild its
+ * view from the Raft snapshot and log). */
+typedef int (*ms_catalog_propose_fn)(void *ud, const uint8_t *buf, size_t len);
+/* Sets (or with NULL clears) the proposer. Without one, mutations are
+ * local only (a single master, the tests). */
+void ms_catalog_set_proposer(struct ms_catalog *cat,
+                             ms_catalog_propose_fn propose,
+                             void *ud);
 
 /* 0 when @name is a valid new table name: ^[A-Za-z][A-Za-z0-9]{2,62}$ and
  * not the reserved "Tables" (any case); else RT_EBADNAME. Pure. */
@@ -212,8 +246,9 @@ int ms_table_name_check(const char *name);
 /* ---- reads ---- */
 uint64_t ms_catalog_map_version(const struct ms_catalog *cat);
 /* The master term: + 1, durably, at every ms_catalog_open() (so 1 on a
- * new catalog). Carried in every assignment (docs/DESIGN-replication.md
- * §2.4) so a partition server can tell a newer master from an older one. */
+ * new catalog); with MS_CATALOG_NO_TERM_BUMP only LEADER_START raises it.
+ * Carried in every assignment (docs/DESIGN-replication.md §2.4) so a partition
+ * server can tell a newer master from an older one. */
 uint64_t ms_catalog_master_term(const struct ms_catalog *cat);
 
 /* Tables ordered by (account, lower-case name). */
@@ -472,5 +507,46 @@ int ms_catalog_move_commit(struct ms_catalog *cat, uint64_t move_id);
 /* Removes a settled (aborted) move record. Errors: RT_ENOTFOUND, RT_EIO,
  * RT_ENOSPACE. */
 int ms_catalog_move_forget(struct ms_catalog *cat, uint64_t move_id);
+
+/* ---- leadership (docs/DESIGN-master-ha.md §3.2) ---- */
+
+/* A leader's addresses, borrowed; NULL = "". */
+struct ms_leader_addrs
+{
+    const char *rpc;
+    const char *http;
+    const char *raft;
+};
+
+/* LEADER_START: sets master_term to @master_term and records @leader_id
+ * and @addrs as the leader, durably, only if @master_term is above the
+ * stored term. Errors: RT_ESTALE (not above: nothing written, as when an
+ * older leader's entry commits late), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_leader_start(struct ms_catalog *cat,
+                            uint64_t master_term,
+                            uint64_t leader_id,
+                            const struct ms_leader_addrs *addrs);
+/* The last LEADER_START taken, or NULL. Read. */
+const Rt__LeaderStartCmd *ms_catalog_leader(const struct ms_catalog *cat);
+
+/* ---- snapshot, restore, digest (docs/DESIGN-master-ha.md §2.5) ---- */
+
+struct rt_buf;
+
+/* Appends every record of every database to @out as a stream of frames
+ * (u32 BE length + packed message): an rt.CatalogSnapshot header (record
+ * count, body length and CRC32C), then one rt.CatalogRecord per record.
+ * The stream parses when buffers holding it are concatenated. Read.
+ * Errors: RT_EIO (nothing useful appended). */
+int ms_catalog_snapshot(struct ms_catalog *cat, struct rt_buf *out);
+/* Replaces the whole catalog with the stream @buf[0..@len) (borrowed):
+ * parses and checks all of it first, then empties and refills every
+ * database in one transaction and reloads the mirror from it; pointers
+ * from earlier reads are invalid afterwards. A bad stream changes nothing.
+ * Errors: RT_ECORRUPT (not a whole valid stream), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_restore(struct ms_catalog *cat, const uint8_t *buf, size_t len);
+/* A hash of every record of every database in order, for tests: equal
+ * catalogs give equal digests. Read (0 when LMDB cannot be read). */
+uint64_t ms_catalog_digest(struct ms_catalog *cat);
 
 #endif

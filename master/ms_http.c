@@ -134,6 +134,29 @@ static struct ms_admin_req *ms__post_req(struct MHD_Connection *c,
     server = ms__arg(c, body, "server", b2, sizeof(b2));
     cancel = ms__arg(c, body, "cancel", b3, sizeof(b3));
     key = ms__arg(c, body, "key", NULL, 0);
+    if (p->kind == MS_ADMIN_MASTER_ADD || p->kind == MS_ADMIN_MASTER_REMOVE ||
+        p->kind == MS_ADMIN_MASTER_TRANSFER) {
+        const char *id = ms__arg(c, body, "id", b1, sizeof(b1));
+        const char *addr = ms__arg(c, body, "addr", NULL, 0);
+        if (id ? !ms__parse_u64(id, &sid)
+               : p->kind != MS_ADMIN_MASTER_TRANSFER) {
+            *err = "id=N is required";
+            goto err;
+        }
+        if (p->kind == MS_ADMIN_MASTER_ADD && (!addr || !*addr)) {
+            *err =
+                "addr=HOST:PORT (the new master's raft address) is "
+                "required";
+            goto err;
+        }
+        req = ms_admin_req_new(p->kind);
+        req->server_id = sid;
+        if (addr && *addr) {
+            req->key = rt_xstrdup(addr);
+        }
+        json_decref(body);
+        return req;
+    }
     if (p->kind != MS_ADMIN_DRAIN && !ms__parse_u64(range, &rid)) {
         *err = "range=ID is required";
         goto err;
@@ -181,7 +204,10 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
                       {"/api/merge", MS_ADMIN_MERGE},
                       {"/api/move", MS_ADMIN_MOVE},
                       {"/api/drain", MS_ADMIN_DRAIN},
-                      {"/api/transfer", MS_ADMIN_TRANSFER}};
+                      {"/api/transfer", MS_ADMIN_TRANSFER},
+                      {"/api/masters/add", MS_ADMIN_MASTER_ADD},
+                      {"/api/masters/remove", MS_ADMIN_MASTER_REMOVE},
+                      {"/api/masters/transfer", MS_ADMIN_MASTER_TRANSFER}};
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
             if (strcmp(url, routes[i].url) == 0) {
                 p = rt_xcalloc(1, sizeof(*p));
@@ -277,6 +303,73 @@ static enum MHD_Result ms__http_events(struct ms_http *h,
         ms_events_json(h->events, since, since_ms, (size_t)limit), true);
 }
 
+/* ---- a member that is not the acting leader (DESIGN-master-ha §5.2) ---- */
+
+/* Answered by every member itself: its own metrics. */
+static bool ms__http_local(const char *url)
+{
+    return strcmp(url, "/metrics") == 0 || strcmp(url, "/health") == 0;
+}
+
+static enum MHD_Result ms__http_arg(void *cls,
+                                    enum MHD_ValueKind kind,
+                                    const char *key,
+                                    const char *value)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    struct rt_buf *b = cls;
+    (void)kind;
+    rt_buf_append_u8(b, b->len && b->data[b->len - 1] != '?' ? '&' : '?');
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p = pass ? value : key;
+        if (pass) {
+            if (!value) {
+                break;
+            }
+            rt_buf_append_u8(b, '=');
+        }
+        for (; *p; p++) {
+            unsigned char ch = (unsigned char)*p;
+            if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
+                rt_buf_append_u8(b, ch);
+            } else {
+                rt_buf_append_u8(b, '%');
+                rt_buf_append_u8(b, (uint8_t)hex[ch >> 4]);
+                rt_buf_append_u8(b, (uint8_t)hex[ch & 15]);
+            }
+        }
+    }
+    return MHD_YES;
+}
+
+/* 307 to the leader (the method and body are kept by the client), or 503
+ * while no leader is known. */
+static enum MHD_Result ms__http_not_leader(struct MHD_Connection *c,
+                                           const char *url,
+                                           const char *leader)
+{
+    struct MHD_Response *r;
+    struct rt_buf loc = RT_BUF_INIT;
+    enum MHD_Result ret;
+
+    if (!leader) {
+        return ms__http_json(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                             "no master leader: this master is not the "
+                             "leader and knows none yet; retry");
+    }
+    rt_buf_printf(&loc, "http://%s%s", leader, url);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, ms__http_arg, &loc);
+    rt_buf_append_u8(&loc, 0);
+    r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, (char *)loc.data);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ret = MHD_queue_response(c, MHD_HTTP_TEMPORARY_REDIRECT, r);
+    MHD_destroy_response(r);
+    rt_buf_free(&loc);
+    return ret;
+}
+
 static enum MHD_Result ms__http_handler(void *cls,
                                         struct MHD_Connection *c,
                                         const char *url,
@@ -293,6 +386,14 @@ static enum MHD_Result ms__http_handler(void *cls,
     enum MHD_Result ret;
     (void)version;
 
+    if (!*con_cls && !ms__http_local(url)) {
+        char *leader = NULL;
+        if (!ms_status_role(h->st, &leader)) {
+            ret = ms__http_not_leader(c, url, leader);
+            free(leader);
+            return ret;
+        }
+    }
     if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
         return ms__http_post(h, c, url, upload_data, upload_data_size, con_cls);
     }

@@ -7,8 +7,10 @@
 
 #include "ms_admin.h"
 #include "ms_catalog.h"
+#include "ms_events.h"
 #include "ms_http.h"
 #include "ms_master.h"
+#include "ms_node.h"
 #include "ms_policy.h"
 #include "ms_status.h"
 #include "rt_addr.h"
@@ -22,9 +24,12 @@
     "admin API and the dashboard (GET /, /api/status, /api/events, "     \
     "/metrics)."
 
+/* Masters in --peers at most (Raft groups of 3 or 5 are the point). */
+#define MS__MAX_PEERS 9
+
 struct ms_main
 {
-    struct ms_master *m;
+    struct ms_node *n;
     uv_signal_t sigint;
     uv_signal_t sigterm;
 };
@@ -33,7 +38,7 @@ static void ms__signal_cb(uv_signal_t *h, int signum)
 {
     struct ms_main *mm = h->data;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
-    ms_master_stop(mm->m);
+    ms_node_stop(mm->n);
     uv_close((uv_handle_t *)&mm->sigint, NULL);
     uv_close((uv_handle_t *)&mm->sigterm, NULL);
 }
@@ -52,6 +57,54 @@ static int ms__hostport(const char *flag,
     return 0;
 }
 
+/* "ID=HOST:PORT,..." into @out (at most MS__MAX_PEERS, ids distinct). */
+static int ms__parse_peers(const char *list,
+                           struct ms_raft_peer *out,
+                           size_t *n)
+{
+    const char *p = list;
+    *n = 0;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[128], host[64], *eq, *num_end;
+        unsigned long long pid;
+        int port;
+        if (len == 0 || len >= sizeof(item) || *n == MS__MAX_PEERS) {
+            goto bad;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        eq = strchr(item, '=');
+        if (!eq) {
+            goto bad;
+        }
+        *eq = 0;
+        pid = strtoull(item, &num_end, 10);
+        if (*num_end || pid == 0 ||
+            rt_addr_split(eq + 1, host, sizeof(host), &port) != 0 ||
+            port <= 0 || strlen(eq + 1) >= MS_RAFT_ADDR_SIZE) {
+            goto bad;
+        }
+        for (size_t i = 0; i < *n; i++) {
+            if (out[i].id == pid) {
+                goto bad;
+            }
+        }
+        out[*n].id = pid;
+        snprintf(out[*n].addr, sizeof(out[*n].addr), "%s", eq + 1);
+        (*n)++;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+bad:
+    fprintf(stderr,
+            "rt-master: --peers: expected ID=HOST:PORT,... (distinct ids "
+            ">= 1, at most %d), got '%s'\n",
+            MS__MAX_PEERS, list);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     char *listen = NULL, *http = NULL, *data = NULL, *port_file = NULL;
@@ -68,7 +121,34 @@ int main(int argc, char **argv)
     long failover_after = 0, reconnect_grace = 0, seal_wait = 0, lease = 0;
     long learner_timeout = 0, rereplicate_after = 0, max_rereplications = 0;
     long learner_mbps = 0;
+    long id = 0, election_ms = 0, heartbeat_ms = 0, snap_threshold = 0;
+    long snap_trailing = 0;
+    int bootstrap = 0, join = 0;
+    char *peers = NULL, *raft_listen = NULL;
     struct rt_opt opts[] = {
+        {"id", RT_OPT_INT, &id, "1",
+         "this master's id among the masters (>= 1; never reused for "
+         "another disk)"},
+        {"peers", RT_OPT_STR, &peers, "",
+         "the initial masters' raft addresses ID=HOST:PORT,... (this one "
+         "included); empty: a single master. Read only to bootstrap an "
+         "empty data directory"},
+        {"raft-listen", RT_OPT_STR, &raft_listen, "127.0.0.1:10102",
+         "raft transport address HOST:PORT (port 0: ephemeral)"},
+        {"bootstrap", RT_OPT_BOOL, &bootstrap, NULL,
+         "with --peers: bootstrap a new cluster on an empty data directory "
+         "(each initial master, once)"},
+        {"join", RT_OPT_BOOL, &join, NULL,
+         "start with an empty data directory and wait to be added "
+         "(rtctl master add)"},
+        {"raft-election-ms", RT_OPT_INT, &election_ms, "500",
+         "raft election timeout (randomised up to twice this)"},
+        {"raft-heartbeat-ms", RT_OPT_INT, &heartbeat_ms, "100",
+         "raft heartbeat period"},
+        {"raft-snapshot-threshold", RT_OPT_INT, &snap_threshold, "1024",
+         "raft entries between snapshots of the catalog"},
+        {"raft-snapshot-trailing", RT_OPT_INT, &snap_trailing, "128",
+         "raft entries kept after a snapshot"},
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
         {"http", RT_OPT_STR, &http, "127.0.0.1:10101",
@@ -171,6 +251,11 @@ int main(int argc, char **argv)
     struct ms_admin *admin = NULL;
     struct ms_http *httpd = NULL;
     struct ms_main mm = {0};
+    struct ms_node_config ncfg = {0};
+    struct ms_events *events = NULL;
+    struct ms_raft_peer peer_v[MS__MAX_PEERS];
+    size_t npeers = 0;
+    char http_addr[300] = "";
     uv_loop_t loop;
 
     rt_config_parse("rt-master", MS_SUMMARY, opts, argc, argv, NULL, 0);
@@ -182,6 +267,28 @@ int main(int argc, char **argv)
         (*http && ms__hostport("http", http, http_host, sizeof(http_host),
                                &http_port) != 0)) {
         goto bad_flags;
+    }
+    if (id < 1 || election_ms < 50 || election_ms > 60000 ||
+        heartbeat_ms < 10 || heartbeat_ms >= election_ms ||
+        snap_threshold < 1 || snap_trailing < 0) {
+        fprintf(stderr,
+                "rt-master: --id must be >= 1, --raft-election-ms 50..60000, "
+                "--raft-heartbeat-ms 10..(election - 1), "
+                "--raft-snapshot-threshold >= 1\n");
+        goto bad_flags;
+    }
+    if (ms__parse_peers(peers, peer_v, &npeers) != 0) {
+        goto bad_flags;
+    }
+    if (npeers > 0) {
+        bool self = false;
+        for (size_t i = 0; i < npeers; i++) {
+            self = self || peer_v[i].id == (uint64_t)id;
+        }
+        if (!self) {
+            fprintf(stderr, "rt-master: --peers must include --id %ld\n", id);
+            goto bad_flags;
+        }
     }
     if (hb_timeout <= 0 || hb_timeout > 3600 * 1000) {
         fprintf(stderr, "rt-master: --heartbeat-timeout-ms: out of range\n");
@@ -293,32 +400,52 @@ int main(int argc, char **argv)
     cfg.learner_min_mb_per_s = (uint64_t)learner_mbps;
     cfg.rereplicate_after_ms = (uint64_t)rereplicate_after;
     cfg.max_rereplications = (uint32_t)max_rereplications;
-    rc = ms_master_start(&loop, &cfg, &mm.m, errmsg);
+    status = ms_status_create();
+    admin = ms_admin_create();
+    rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
         goto out_loop;
     }
-    status = ms_status_create();
-    ms_master_set_status(mm.m, status);
-    admin = ms_admin_create();
-    rc = ms_master_set_admin(mm.m, admin);
-    if (rc) {
-        rt_log(RT_LOG_ERROR, "cannot start: admin queue: %s", rt_strerror(rc));
-        goto out_master;
-    }
     if (*http) {
-        rc = ms_http_start(http_host, http_port, status, ms_master_events(mm.m),
-                           admin, &httpd, errmsg);
+        rc = ms_http_start(http_host, http_port, status, events, admin, &httpd,
+                           errmsg);
         if (rc) {
             rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
-            goto out_master;
+            goto out_loop;
         }
+        snprintf(http_addr, sizeof(http_addr), "%s:%d", http_host,
+                 ms_http_port(httpd));
+    }
+    ncfg.master = cfg;
+    ncfg.http_addr = http_addr;
+    ncfg.id = (uint64_t)id;
+    ncfg.raft_listen = raft_listen;
+    ncfg.peers = peer_v;
+    ncfg.npeers = npeers;
+    ncfg.bootstrap = bootstrap != 0;
+    ncfg.join = join != 0;
+    ncfg.election_ms = (unsigned)election_ms;
+    ncfg.heartbeat_ms = (unsigned)heartbeat_ms;
+    ncfg.snapshot_threshold = (unsigned)snap_threshold;
+    ncfg.snapshot_trailing = (unsigned)snap_trailing;
+    ncfg.argc = argc;
+    ncfg.argv = argv;
+    rc = ms_node_start(&loop, &ncfg, events, status, admin, &mm.n, errmsg);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
+        goto out_loop;
     }
     if (*port_file) {
-        const char *keys[2] = {"rpc", "http"};
-        int ports[2] = {ms_master_rpc_port(mm.m),
+        const char *keys[3] = {"rpc", "raft", "http"};
+        int ports[3] = {ms_node_rpc_port(mm.n), 0,
                         httpd ? ms_http_port(httpd) : 0};
-        rc = rt_write_port_file(port_file, keys, ports, httpd ? 2 : 1);
+        char rh[256];
+        if (rt_addr_split(ms_node_raft_addr(mm.n), rh, sizeof(rh), &ports[1]) !=
+            0) {
+            ports[1] = 0;
+        }
+        rc = rt_write_port_file(port_file, keys, ports, httpd ? 3 : 2);
         if (rc) {
             rt_log(RT_LOG_ERROR, "cannot write port file %s: %s", port_file,
                    strerror(-rc));
@@ -330,8 +457,9 @@ int main(int argc, char **argv)
     mm.sigint.data = mm.sigterm.data = &mm;
     uv_signal_start(&mm.sigint, ms__signal_cb, SIGINT);
     uv_signal_start(&mm.sigterm, ms__signal_cb, SIGTERM);
-    rt_log(RT_LOG_INFO, "rt-master ready: rpc port %d, http port %d",
-           ms_master_rpc_port(mm.m), httpd ? ms_http_port(httpd) : 0);
+    rt_log(RT_LOG_INFO, "rt-master ready: rpc port %d, http port %d, raft %s",
+           ms_node_rpc_port(mm.n), httpd ? ms_http_port(httpd) : 0,
+           ms_node_raft_addr(mm.n));
 
     uv_run(&loop, UV_RUN_DEFAULT);
     exit_code = 0;
@@ -339,13 +467,16 @@ int main(int argc, char **argv)
 out_master:
     /* The HTTP thread first: it reads the status the master publishes. */
     ms_http_stop(httpd);
-    ms_master_stop(mm.m);
+    httpd = NULL;
+    ms_node_stop(mm.n);
     uv_run(&loop, UV_RUN_DEFAULT);
-    ms_master_destroy(mm.m);
+    ms_node_destroy(mm.n);
+out_loop:
+    ms_http_stop(httpd);
+    uv_run(&loop, UV_RUN_DEFAULT); /* let failed listeners close */
+    ms_events_close(events);
     ms_status_destroy(status);
     ms_admin_destroy(admin);
-out_loop:
-    uv_run(&loop, UV_RUN_DEFAULT); /* let failed listeners close */
     if (uv_loop_close(&loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }

@@ -39,7 +39,9 @@ struct ms_master
     struct ms_policy policy;
     struct ms_load *load;     /* per-range load model and history */
     struct ms_events *events; /* decisions and outcomes */
+    bool own_cat, own_events; /* opened here (else borrowed) */
     struct ms_admin *admin;   /* borrowed, may be NULL */
+    bool admin_attached;      /* ours to detach (ms_master_set_admin) */
     struct rt_rpc_server *rpc_server;
     uv_timer_t tick;
     bool tick_open;
@@ -193,13 +195,22 @@ int ms_master_start(uv_loop_t *loop,
     }
     m->load = ms_load_create(m->cfg.load_tau_ms);
 
-    rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
-    if (rc) {
-        goto err_after_load;
+    m->cat = cfg->cat;
+    if (!m->cat) {
+        rc = ms_catalog_open(cfg->data_dir, &m->cat, errmsg);
+        if (rc) {
+            goto err_after_load;
+        }
+        m->own_cat = true;
     }
-    rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events, errmsg);
-    if (rc) {
-        goto err_after_catalog;
+    m->events = cfg->events;
+    if (!m->events) {
+        rc = ms_events_open(cfg->data_dir, m->cfg.events_cap, &m->events,
+                            errmsg);
+        if (rc) {
+            goto err_after_catalog;
+        }
+        m->own_events = true;
     }
     ms_catalog_set_delete_grace(m->cat, m->cfg.delete_grace_ms);
     ms_cluster_init(&m->cl, m->cat, m->cfg.heartbeat_timeout_ms,
@@ -210,9 +221,11 @@ int ms_master_start(uv_loop_t *loop,
     m->bal_open = true;
     m->rpc.cl = &m->cl;
     m->rpc.bal = &m->bal;
-    rc = rt_rpc_server_start(loop, cfg->listen_host, cfg->listen_port,
-                             ms_rpc_on_request, ms_rpc_on_conn, &m->rpc,
-                             &m->rpc_server);
+    rc = cfg->no_listen
+             ? 0
+             : rt_rpc_server_start(loop, cfg->listen_host, cfg->listen_port,
+                                   ms_rpc_on_request, ms_rpc_on_conn, &m->rpc,
+                                   &m->rpc_server);
     if (rc) {
         if (errmsg) {
             rt_errmsg_printf(errmsg, "listen on %s:%d: %s", cfg->listen_host,
@@ -249,7 +262,8 @@ int ms_master_start(uv_loop_t *loop,
     m->tick_open = true;
     uv_timer_start(&m->tick, ms__tick_cb, m->cfg.tick_ms, m->cfg.tick_ms);
     rt_log(RT_LOG_INFO,
-           "master up: rpc %s:%d, %zu tables, %zu ranges, %zu known servers, "
+           "master up: rpc %s:%d (-1: the member's listener), %zu tables, %zu "
+           "ranges, %zu known servers, "
            "map version %" PRIu64
            ", policy %s, replication factor %u (min-insync %u)",
            cfg->listen_host, ms_master_rpc_port(m), ms_catalog_ntables(m->cat),
@@ -260,7 +274,9 @@ int ms_master_start(uv_loop_t *loop,
     return 0;
 
 err_after_catalog:
-    ms_catalog_close(m->cat);
+    if (m->own_cat) {
+        ms_catalog_close(m->cat);
+    }
 err_after_load:
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
@@ -274,9 +290,21 @@ int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm)
     int rc = ms_admin_attach(adm, m->loop, ms_balance_admin, &m->bal);
     if (rc == 0) {
         m->admin = adm;
+        m->admin_attached = true;
         ms_balance_set_admin(&m->bal, adm);
     }
     return rc;
+}
+
+void ms_master_use_admin(struct ms_master *m, struct ms_admin *adm)
+{
+    m->admin = adm;
+    ms_balance_set_admin(&m->bal, adm);
+}
+
+void ms_master_admin(struct ms_master *m, struct ms_admin_req *req)
+{
+    ms_balance_admin(req, &m->bal);
 }
 
 struct ms_events *ms_master_events(struct ms_master *m)
@@ -287,6 +315,11 @@ struct ms_events *ms_master_events(struct ms_master *m)
 int ms_master_rpc_port(const struct ms_master *m)
 {
     return m->rpc_server ? rt_rpc_server_port(m->rpc_server) : -1;
+}
+
+struct ms_rpc *ms_master_rpc(struct ms_master *m)
+{
+    return &m->rpc;
 }
 
 void ms_master_stop(struct ms_master *m)
@@ -303,7 +336,7 @@ void ms_master_stop(struct ms_master *m)
         m->tick_open = false;
     }
     ms_repl_stop(m->repl);
-    if (m->admin) {
+    if (m->admin_attached) {
         /* Queued operator requests get 503; those in flight are answered
          * when their calls complete (RT_ECANCELED) below. */
         ms_admin_detach(m->admin);
@@ -329,7 +362,11 @@ void ms_master_destroy(struct ms_master *m)
     ms_cluster_fini(&m->cl);
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
-    ms_events_close(m->events);
-    ms_catalog_close(m->cat);
+    if (m->own_events) {
+        ms_events_close(m->events);
+    }
+    if (m->own_cat) {
+        ms_catalog_close(m->cat);
+    }
     free(m);
 }

@@ -20,6 +20,7 @@
 #ifndef MS_MASTER_H
 #define MS_MASTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -32,16 +33,24 @@ struct ms_status;
 
 struct ms_master_config
 {
-    const char *data_dir;    /* catalog directory (borrowed during start) */
-    const char *listen_host; /* RPC listener */
-    int listen_port;         /* 0 = ephemeral, see ms_master_rpc_port() */
-    uint32_t heartbeat_timeout_ms;      /* up -> down after this silence */
-    uint32_t tick_ms;                   /* liveness check period; 0 = 500 */
-    uint32_t assign_timeout_ms;         /* wait for ASSIGN_RANGES; 0 = 2000 */
-    uint64_t delete_grace_ms;           /* deleted names stay taken this long
-                                         * (409 TableBeingDeleted); 0 = none */
-    const char *policy;                 /* "default" (NULL) or "none" (borrowed
-                                         * during start) */
+    const char *data_dir; /* catalog directory (borrowed during start) */
+    /* A member of a replicated master (ms_node.h) starts its leader session
+     * on what it already holds: the catalog view and the event log are
+     * borrowed (not opened, not closed), and with no_listen the master
+     * serves requests handed to it (ms_master_rpc()) on the member's
+     * listener instead of opening its own. NULL / false: as alone. */
+    struct ms_catalog *cat;
+    struct ms_events *events;
+    bool no_listen;
+    const char *listen_host;       /* RPC listener */
+    int listen_port;               /* 0 = ephemeral, see ms_master_rpc_port() */
+    uint32_t heartbeat_timeout_ms; /* up -> down after this silence */
+    uint32_t tick_ms;              /* liveness check period; 0 = 500 */
+    uint32_t assign_timeout_ms;    /* wait for ASSIGN_RANGES; 0 = 2000 */
+    uint64_t delete_grace_ms;      /* deleted names stay taken this long
+                                    * (409 TableBeingDeleted); 0 = none */
+    const char *policy;            /* "default" (NULL) or "none" (borrowed
+                                    * during start) */
     struct ms_policy_config policy_cfg; /* all zero = the defaults */
     uint32_t load_tau_ms;        /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
     uint32_t move_timeout_ms;    /* MOVE_OUT timeout for an empty range; it
@@ -75,8 +84,12 @@ int ms_master_start(uv_loop_t *loop,
                     const struct ms_master_config *cfg,
                     struct ms_master **out,
                     char *errmsg);
-/* The RPC port actually bound. */
+/* The RPC port actually bound (-1 with no_listen). */
 int ms_master_rpc_port(const struct ms_master *m);
+/* The handlers' context: pass it as @ud to ms_rpc_on_request() and
+ * ms_rpc_on_conn() (ms_rpc.h) for requests of a listener the master does
+ * not own (no_listen). */
+struct ms_rpc *ms_master_rpc(struct ms_master *m);
 /* Where to publish the status snapshot (JSON + metrics) from now on; it is
  * rebuilt at once, on every state change and at least every second.
  * @st is borrowed and must outlive the master (or be unset with NULL). */
@@ -85,6 +98,12 @@ void ms_master_set_status(struct ms_master *m, struct ms_status *st);
  * (ms_admin.h); @adm is borrowed and must outlive the master. Returns 0
  * or a libuv error. */
 int ms_master_set_admin(struct ms_master *m, struct ms_admin *adm);
+/* The same for a member that attached @adm itself (ms_node.c): operator
+ * requests reach the master through ms_master_admin(); the master does
+ * not detach @adm. */
+void ms_master_use_admin(struct ms_master *m, struct ms_admin *adm);
+struct ms_admin_req;
+void ms_master_admin(struct ms_master *m, struct ms_admin_req *req);
 /* The event log (GET /api/events reads it from the HTTP thread). Owned
  * by the master; valid until ms_master_destroy(). */
 struct ms_events *ms_master_events(struct ms_master *m);

@@ -25,6 +25,11 @@ struct ms_status
 {
     pthread_mutex_t lock;
     char *docs[MS_STATUS__NR]; /* guarded by lock */
+    /* The member's side (ms_node.c), guarded by lock too. */
+    bool follower;       /* not the acting leader: HTTP redirects */
+    char *leader_http;   /* where to, NULL = no leader known */
+    char *masters_json;  /* a JSON array, spliced in as "masters" */
+    char *metrics_extra; /* appended to the metrics */
 };
 
 struct ms_status *ms_status_create(void)
@@ -42,6 +47,9 @@ void ms_status_destroy(struct ms_status *st)
     for (int i = 0; i < MS_STATUS__NR; i++) {
         free(st->docs[i]);
     }
+    free(st->leader_http);
+    free(st->masters_json);
+    free(st->metrics_extra);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
@@ -72,16 +80,80 @@ void ms_status_publish_doc(struct ms_status *st,
     free(old);
 }
 
+/* @doc with the member's parts added (lock held). */
+static char *ms__status_doc_locked(const struct ms_status *st,
+                                   enum ms_status_doc doc)
+{
+    const char *d = st->docs[doc];
+    struct rt_buf b = RT_BUF_INIT;
+    size_t n;
+
+    if (!d) {
+        return NULL;
+    }
+    n = strlen(d);
+    if (doc == MS_STATUS_JSON && st->masters_json && n >= 2 &&
+        d[n - 1] == '}') {
+        /* The document is one object: "masters" goes in before its end. */
+        rt_buf_append(&b, d, n - 1);
+        rt_buf_printf(&b, "%s\"masters\":%s}", n > 2 ? "," : "",
+                      st->masters_json);
+    } else if (doc == MS_STATUS_METRICS && st->metrics_extra) {
+        rt_buf_printf(&b, "%s%s", d, st->metrics_extra);
+    } else {
+        return rt_xstrdup(d);
+    }
+    rt_buf_append_u8(&b, 0);
+    return (char *)b.data;
+}
+
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc)
 {
-    char *copy = NULL;
+    char *copy;
     RT_PRE((int)doc >= 0 && doc < MS_STATUS__NR);
     pthread_mutex_lock(&st->lock);
-    if (st->docs[doc]) {
-        copy = rt_xstrdup(st->docs[doc]);
-    }
+    copy = ms__status_doc_locked(st, doc);
     pthread_mutex_unlock(&st->lock);
     return copy;
+}
+
+void ms_status_set_role(struct ms_status *st,
+                        bool acting,
+                        const char *leader_http)
+{
+    char *old;
+    pthread_mutex_lock(&st->lock);
+    st->follower = !acting;
+    old = st->leader_http;
+    st->leader_http =
+        !acting && leader_http && *leader_http ? rt_xstrdup(leader_http) : NULL;
+    pthread_mutex_unlock(&st->lock);
+    free(old);
+}
+
+bool ms_status_role(struct ms_status *st, char **leader_http)
+{
+    bool acting;
+    pthread_mutex_lock(&st->lock);
+    acting = !st->follower;
+    *leader_http = st->leader_http ? rt_xstrdup(st->leader_http) : NULL;
+    pthread_mutex_unlock(&st->lock);
+    return acting;
+}
+
+void ms_status_set_members(struct ms_status *st,
+                           char *masters_json,
+                           char *metrics_extra)
+{
+    char *old_m, *old_x;
+    pthread_mutex_lock(&st->lock);
+    old_m = st->masters_json;
+    old_x = st->metrics_extra;
+    st->masters_json = masters_json;
+    st->metrics_extra = metrics_extra;
+    pthread_mutex_unlock(&st->lock);
+    free(old_m);
+    free(old_x);
 }
 
 /* ---- builder (loop thread) ---- */

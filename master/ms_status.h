@@ -9,6 +9,8 @@
 #ifndef MS_STATUS_H
 #define MS_STATUS_H
 
+#include <stdbool.h>
+
 struct ms_balance;
 struct ms_cluster;
 struct ms_repl;
@@ -33,6 +35,22 @@ void ms_status_publish_doc(struct ms_status *st,
 /* A malloc'd copy of one document (caller frees), or NULL when nothing has
  * been published yet. */
 char *ms_status_copy(struct ms_status *st, enum ms_status_doc doc);
+
+/* The member's role for the HTTP thread (docs/DESIGN-master-ha.md §5.2):
+ * a member that is not the acting leader answers 307 to @leader_http
+ * ("host:port", copied; NULL or "" = no leader known: 503). A new status
+ * acts (alone). */
+void ms_status_set_role(struct ms_status *st,
+                        bool acting,
+                        const char *leader_http);
+/* true when acting; else *@leader_http is a malloc'd copy or NULL. */
+bool ms_status_role(struct ms_status *st, char **leader_http);
+/* The replicated master's parts of the documents (takes both, malloc'd or
+ * NULL): @masters_json, a JSON array, appears in MS_STATUS_JSON as
+ * "masters"; @metrics_extra is appended to MS_STATUS_METRICS. */
+void ms_status_set_members(struct ms_status *st,
+                           char *masters_json,
+                           char *metrics_extra);
 
 /* Builds both documents from the cluster state, the balancer and the
  * replication glue (loop thread; all borrowed; @repl may be NULL). The

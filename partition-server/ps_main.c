@@ -42,7 +42,8 @@ int main(int argc, char **argv)
         {"advertise", RT_OPT_STR, &advertise, "",
          "address registered with the master (default: the listen address)"},
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
-         "rt-master RPC address"},
+         "rt-master RPC address, or the comma-separated addresses of "
+         "several masters (the server follows their leader)"},
         {"data", RT_OPT_STR, &data, NULL, "LMDB data directory (required)"},
         {"zone", RT_OPT_STR, &zone, "",
          "failure domain reported to the master (placement)"},

@@ -1,7 +1,8 @@
 /* Master link: registration, heartbeats, assignments, table drops
  * (docs/DESIGN.md §2: the heartbeat and load report; §4).
  *
- * Happy path: the rt_rpc_client connects -> PS_REGISTER{server_id from
+ * Happy path: the link (rt_masters_link over cfg.master, a list of one or
+ * more masters) connects -> PS_REGISTER{server_id from
  * meta (0 the first time), addr, range ids, incarnation, zone} -> the reply
  * gives our id and the full set of ranges to serve -> applied and persisted.
  * Every cfg.heartbeat_ms (PS_HEARTBEAT_MS if 0): PS_HEARTBEAT{id, per-range
@@ -9,9 +10,14 @@
  * the reply carries the assignment again and is reconciled. The master may also
  * call ASSIGN_RANGES (answered once persisted) and DROP_TABLE (answered when
  * the table's keys are gone) on this connection. Failure modes:
- *  - master down or unreachable: the client reconnects with backoff; we
- *    keep serving the ranges we have (the master marks us down and the
- *    front ends stop routing to us) and register again on reconnect;
+ *  - master down or unreachable: the client reconnects with backoff (one
+ *    master) or the link tries the next master of the list; we keep
+ *    serving the ranges we have (the master marks us down and the front
+ *    ends stop routing to us) and register again on reconnect;
+ *  - a master that is not the leader answers register or heartbeat
+ *    RT_ENOTLEADER (DESIGN-master-ha.md §5.2): the link moves to the
+ *    leader it names, or to the next master, and we register there
+ *    (full assignment), exactly as after a master restart;
  *  - register fails or times out: retried on the next heartbeat tick;
  *  - register refused because our id is live with another incarnation
  *    (RT_EEXIST): logged at error with the master's reason, retried the
@@ -43,6 +49,7 @@
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_masters.h"
 
 /* Applies a full assignment from the master. @force (registration)
  * accepts any map_version. Persists when something changed. Returns 0 or
@@ -96,6 +103,12 @@ static int ps__apply(struct ps_server *ps,
     return refused;
 }
 
+/* The master the link talks to now, for log lines. */
+static const char *ps__master_addr(const struct ps_server *ps)
+{
+    return rt_masters_link_addr(ps->master_link);
+}
+
 /* 1 when a reply from the master no longer matters: the server is
  * stopping or the call was cancelled (the link closed). */
 static int ps__master_reply_moot(const struct ps_server *ps, int status)
@@ -117,6 +130,9 @@ static void ps__register_cb(int status,
     if (ps__master_reply_moot(ps, status)) {
         return;
     }
+    if (rt_masters_link_reply(ps->master_link, status, body, len)) {
+        return; /* registers with the new master once connected */
+    }
     if (status == RT_EEXIST) {
         /* Our id is registered and live with another incarnation: another
          * server runs on a copy of this data directory, or this one was
@@ -127,7 +143,7 @@ static void ps__register_cb(int status,
             RT_LOG_ERROR,
             "master %s refused server id %llu: %s; retrying "
             "(is another server running on a copy of %s?)",
-            ps->cfg.master, (unsigned long long)ps->server_id,
+            ps__master_addr(ps), (unsigned long long)ps->server_id,
             e && e->message && *e->message ? e->message : rt_strerror(status),
             ps->cfg.data);
         if (e) {
@@ -137,12 +153,13 @@ static void ps__register_cb(int status,
     }
     if (status != 0) {
         rt_log(RT_LOG_WARN, "register with master %s failed: %s",
-               ps->cfg.master, rt_strerror(status));
+               ps__master_addr(ps), rt_strerror(status));
         return; /* the heartbeat timer tries again */
     }
     resp = rt__register_resp__unpack(NULL, len, body);
     if (!resp || resp->server_id == 0) {
-        rt_log(RT_LOG_ERROR, "bad RegisterResp from master %s", ps->cfg.master);
+        rt_log(RT_LOG_ERROR, "bad RegisterResp from master %s",
+               ps__master_addr(ps));
         if (resp) {
             rt__register_resp__free_unpacked(resp, NULL);
         }
@@ -169,7 +186,7 @@ static void ps__register_cb(int status,
     rt_log(RT_LOG_INFO,
            "registered with master %s as server %llu (%s), "
            "%zu ranges",
-           ps->cfg.master, (unsigned long long)ps->server_id, ps->addr,
+           ps__master_addr(ps), (unsigned long long)ps->server_id, ps->addr,
            ps->ranges.n);
     rt__register_resp__free_unpacked(resp, NULL);
 }
@@ -212,6 +229,10 @@ static void ps__heartbeat_cb(int status,
 
     ps->hb_inflight = 0;
     if (ps__master_reply_moot(ps, status)) {
+        return;
+    }
+    if (rt_masters_link_reply(ps->master_link, status, body, len)) {
+        ps->registered = 0; /* with the new master, once connected */
         return;
     }
     if (status == RT_ENOCONN || status == RT_ETIMEDOUT) {
@@ -333,12 +354,13 @@ static void ps__master_conn_cb(struct rt_rpc_conn *conn, int up, void *ud)
         return;
     }
     if (up) {
-        rt_log(RT_LOG_INFO, "connected to master %s", ps->cfg.master);
+        rt_log(RT_LOG_INFO, "connected to master %s", ps__master_addr(ps));
         if (!ps->register_inflight) {
             ps__register(ps);
         }
     } else {
-        rt_log(RT_LOG_WARN, "lost master %s; reconnecting", ps->cfg.master);
+        rt_log(RT_LOG_WARN, "lost master %s; reconnecting",
+               ps__master_addr(ps));
     }
 }
 
@@ -418,12 +440,13 @@ int ps_master_start(struct ps_server *ps, rt_rpc_request_cb on_request)
         return rc;
     }
     ps->hb_timer_init = 1;
-    rc = rt_rpc_client_start(ps->loop, ps->cfg.master, on_request,
-                             ps__master_conn_cb, ps, &ps->master);
+    rc = rt_masters_link_start(ps->loop, ps->cfg.master, on_request,
+                               ps__master_conn_cb, ps, &ps->master_link);
     if (rc != 0) {
-        ps->master = NULL;
+        ps->master_link = NULL;
         return rc;
     }
+    ps->master = rt_masters_link_client(ps->master_link);
     return uv_timer_start(&ps->hb_timer, ps__hb_timer_cb, period, period);
 }
 
@@ -434,8 +457,9 @@ void ps_master_stop(struct ps_server *ps)
         uv_close((uv_handle_t *)&ps->hb_timer, NULL);
         ps->hb_timer_init = 0;
     }
-    if (ps->master) {
-        rt_rpc_client_close(ps->master);
+    if (ps->master_link) {
+        rt_masters_link_close(ps->master_link);
+        ps->master_link = NULL;
         ps->master = NULL;
     }
 }

@@ -19,11 +19,14 @@
 /* Timeout of register/heartbeat calls to the master. */
 #define PS_MASTER_CALL_MS 3000
 
-/* Connects to cfg.master and starts the heartbeat timer. Requests the
+/* Connects to cfg.master (one master's RPC address, or a comma-separated
+ * list of them: the link follows the leader, rt_masters.h) and starts the
+ * heartbeat timer. Requests the
  * master sends on the link go to @on_request (with @ps as its ud): the
  * owner passes its dispatcher (ps_rpc_on_request), which hands
  * ASSIGN_RANGES and DROP_TABLE back to the functions below. Returns 0 or
- * a libuv / RT_E* error; on error ps_master_stop() cleans up. */
+ * a libuv / RT_E* error (RT_EINVAL: a bad address in the list); on error
+ * ps_master_stop() cleans up. */
 int ps_master_start(struct ps_server *ps, rt_rpc_request_cb on_request);
 /* Stops the timer and closes the link. Idempotent. */
 void ps_master_stop(struct ps_server *ps);

@@ -68,7 +68,8 @@ struct ps_server
     uint64_t server_id;                       /* 0 until the master gives one */
     uint8_t incarnation[PS_INCARNATION_SIZE]; /* from meta, never changes */
 
-    /* Master link (ps_master.c). */
+    /* Master link (ps_master.c): @master is @master_link's client. */
+    struct rt_masters_link *master_link;
     struct rt_rpc_client *master;
     uv_timer_t hb_timer;
     int hb_timer_init;

@@ -15,7 +15,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
     "Python with azure-data-tables and pytest, for integration tests")
 
 # One ctest test per file. What each covers:
-#   test_skeleton       SDK round trip, restart survival, rtctl
+#   test_masters_list   a partition server and a front end given
+#                       --master FOLLOWER,LEADER (a fake follower
+#                       answering RT_ENOTLEADER) end at the leader
+#   test_skeleton       SDK round trip, restart survival, rtctl (also
+#                       given a list: dead, no-leader and 307 masters)
 #   test_recovery       partition server / master restarts; a truncated
 #                       data.mdb refused at start (exit 2); a value
 #                       changed on disk is 500, not data
@@ -59,6 +63,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       get at the primary answers from a peer's copy and
 #                       repairs, a query gets 503 then the right page, the
 #                       scrub repairs a secondary, RF 1 answers 500
+#   test_master_ha      three masters (one Raft group): status lists them,
+#                       followers redirect, kill -9 of the leader under
+#                       writes (new leader, no lost write, creation works),
+#                       two of three down (data path serves, creation 503)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -76,6 +84,8 @@ set(RT_INTEGRATION_TESTS
   test_move_repl
   test_repl_hostile
   test_repair
+  test_masters_list
+  test_master_ha
 )
 
 function(rt_integration_test t)

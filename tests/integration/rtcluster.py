@@ -102,6 +102,13 @@ def _read_port_file(path):
     return out
 
 
+def _free_port():
+    """A TCP port free on 127.0.0.1 now (bound, read, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _tcp_open(port, host="127.0.0.1"):
     try:
         with socket.create_connection((host, port), timeout=1.0):
@@ -138,6 +145,7 @@ class Proc:
         self.stderr_paths = []    # every generation's stderr
         self.exits = []           # (generation, returncode, expected)
         self.expect_death = False
+        self.member_id = None     # a master of a Raft group: its id
 
     @property
     def pid(self):
@@ -154,23 +162,34 @@ class Proc:
         c = self.cluster
         fp = self.fixed_ports or {}
         if self.kind == "master":
-            return ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
+            data = os.path.join(c.workdir, self.name)
+            args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--http", "127.0.0.1:%d" % fp.get("http", 0),
-                    "--data", os.path.join(c.workdir, "master"),
+                    "--raft-listen", "127.0.0.1:%d" % fp.get("raft", 0),
+                    "--data", data,
                     "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)
                     ] + (["--replication-factor",
                           str(c.replication_factor)]
                          if c.replication_factor is not None else [])
+            if c.n_masters > 1:
+                args += ["--id", str(self.member_id), "--peers", c.peers]
+                # Every initial member bootstraps its empty directory
+                # once; never a directory that had state (amnesia).
+                if not os.path.isdir(os.path.join(data, "raft")) and \
+                        self.generation == 1:
+                    args.append("--bootstrap")
+            return args + [str(a) for a in c.master_args.get(self.name,
+                                                             [])]
         if self.kind == "ps":
             args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--master", c.ps_master.get(self.name,
-                                                c.master_rpc_addr),
+                                                c.master_rpc_addrs),
                     "--data", os.path.join(c.workdir, self.name)]
             if self.name in c.ps_advertise:
                 args += ["--advertise", c.ps_advertise[self.name]]
             return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
-                "--master", c.master_rpc_addr]
+                "--master", c.fe_master or c.master_rpc_addrs]
 
     def start(self):
         assert not self.running(), "%s already running" % self.name
@@ -247,7 +266,7 @@ class Cluster:
 
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
                  heartbeat_timeout_ms=3000, start_timeout=None,
-                 extra_args=None, replication_factor=None):
+                 extra_args=None, replication_factor=None, masters=1):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
@@ -268,6 +287,9 @@ class Cluster:
         # proxy with these.
         self.ps_master = {}
         self.ps_advertise = {}
+        # The front end's --master, set before its start (default the
+        # master's own address; a list in test_masters_list).
+        self.fe_master = None
         # More arguments for one partition server (by name), read at each
         # start: a restart can change them ({"ps2": ["--map-size-mb", 1]}).
         self.ps_args = {}
@@ -292,19 +314,41 @@ class Cluster:
         env.pop("RT_MASTER_HTTP", None)  # rtctl gets --master-http from us
         self.env = env
 
-        self.master = Proc(self, "master", self.bins["master"], "master")
+        # One master ("master") or a Raft group of N ("master1".."masterN",
+        # ids 1..N) whose ports are chosen up front: each member's --peers
+        # and every client's --master list name all of them.
+        self.n_masters = int(masters)
+        # More arguments for one master (by name), read at each start.
+        self.master_args = {}
+        if self.n_masters == 1:
+            self.masters = [Proc(self, "master", self.bins["master"],
+                                 "master")]
+        else:
+            self.masters = [Proc(self, "master%d" % i, self.bins["master"],
+                                 "master") for i in
+                            range(1, self.n_masters + 1)]
+            for i, m in enumerate(self.masters):
+                m.member_id = i + 1
+                m.fixed_ports = {k: _free_port()
+                                 for k in ("rpc", "http", "raft")}
+                m.ports = dict(m.fixed_ports)
+            self.peers = ",".join("%d=127.0.0.1:%d" % (m.member_id,
+                                                       m.fixed_ports["raft"])
+                                  for m in self.masters)
+        self.master = self.masters[0]
         self.pss = [Proc(self, "ps%d" % i, self.bins["ps"], "ps")
                     for i in range(1, n_ps + 1)]
         self.frontend = Proc(self, "frontend", self.bins["frontend"],
                              "frontend")
-        for d in ["run", "logs", "master"] + [p.name for p in self.pss]:
+        for d in ["run", "logs"] + [m.name for m in self.masters] + \
+                [p.name for p in self.pss]:
             os.makedirs(os.path.join(self.workdir, d), exist_ok=True)
 
     # ------------------------------------------------------------ processes
     @property
     def procs(self):
-        """Start order: master, partition servers, front end."""
-        return [self.master] + self.pss + [self.frontend]
+        """Start order: masters, partition servers, front end."""
+        return self.masters + self.pss + [self.frontend]
 
     def proc(self, name):
         for p in self.procs:
@@ -317,8 +361,20 @@ class Cluster:
         return "127.0.0.1:%d" % self.master.ports["rpc"]
 
     @property
+    def master_rpc_addrs(self):
+        """Every master's RPC address, comma-separated (--master)."""
+        return ",".join("127.0.0.1:%d" % m.ports["rpc"]
+                        for m in self.masters)
+
+    @property
     def master_http_addr(self):
         return "127.0.0.1:%d" % self.master.ports["http"]
+
+    @property
+    def master_http_addrs(self):
+        """Every master's HTTP address, comma-separated (rtctl)."""
+        return ",".join("127.0.0.1:%d" % m.ports["http"]
+                        for m in self.masters)
 
     @property
     def fe_port(self):
@@ -347,11 +403,14 @@ class Cluster:
         n_ps servers up and the front end accepts connections."""
         deadline = time.monotonic() + self.start_timeout
         try:
-            self.master.start()
-            self.master.wait_ports(deadline, ("rpc", "http"))
-            self.master.fixed_ports = dict(self.master.ports)
-            self._wait(deadline, "master /health",
-                       lambda: self._http_get_master("/health")[0] == 200)
+            for m in self.masters:
+                m.start()
+            for m in self.masters:
+                m.wait_ports(deadline, ("rpc", "http", "raft"))
+                m.fixed_ports = dict(m.ports)
+            self._wait(deadline, "a master leader",
+                       lambda: self._http_get_master("/api/status")[0]
+                       == 200)
             for p in self.pss:
                 p.start()
             for p in self.pss:
@@ -402,7 +461,7 @@ class Cluster:
         """SIGTERM to the front end, then the partition servers, then the
         master; each gets STOP_TIMEOUT seconds before SIGKILL. With @check,
         raises if any process exited non-zero (a clean shutdown exits 0)."""
-        groups = [[self.frontend], self.pss, [self.master]]
+        groups = [[self.frontend], self.pss, self.masters]
         for g in groups:
             for p in g:
                 p.signal(signal.SIGTERM)
@@ -436,7 +495,7 @@ class Cluster:
             p.reap()
         p.start()
         deadline = time.monotonic() + self.start_timeout
-        keys = {"master": ("rpc", "http"), "ps": ("rpc",),
+        keys = {"master": ("rpc", "http", "raft"), "ps": ("rpc",),
                 "frontend": ("http",)}[p.kind]
         p.wait_ports(deadline, keys)
         if wait and p.kind == "ps":
@@ -453,12 +512,43 @@ class Cluster:
 
     # ------------------------------------------------------------ clients
     def _http_get_master(self, path):
-        url = "http://%s%s" % (self.master_http_addr, path)
-        try:
-            with _OPENER.open(url, timeout=5) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
+        """GET @path from the first master that answers (a follower
+        redirects to the leader; urllib follows the 307)."""
+        last = None
+        for m in self.masters:
+            if not m.running() or "http" not in m.ports:
+                continue
+            url = "http://127.0.0.1:%d%s" % (m.ports["http"], path)
+            try:
+                with _OPENER.open(url, timeout=5) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                last = (e.code, e.read())
+                if e.code != 503:
+                    return last
+            except OSError as e:
+                last = (599, str(e).encode())
+        return last or (599, b"no master running")
+
+    def master_leader(self):
+        """The Proc of the master that leads now (by its status's
+        "masters" array), or None."""
+        for m in self.masters:
+            if not m.running():
+                continue
+            url = "http://127.0.0.1:%d/api/status" % m.ports["http"]
+            try:
+                with _OPENER.open(url, timeout=5) as r:
+                    st = json.loads(r.read())
+            except (OSError, ValueError):
+                continue
+            for mem in st.get("masters", []):
+                if mem.get("leader"):
+                    for p in self.masters:
+                        if mem.get("raft_addr") == "127.0.0.1:%d" % \
+                                p.ports.get("raft", -1):
+                            return p
+        return None
 
     def master_status(self):
         """GET /api/status of the master, decoded."""
@@ -470,7 +560,7 @@ class Cluster:
     def rtctl(self, *args, check=True, timeout=30):
         """Runs tools/rtctl with --master-http pointing at this cluster.
         Returns the CompletedProcess (text stdout/stderr)."""
-        argv = [self.bins["rtctl"], "--master-http", self.master_http_addr]
+        argv = [self.bins["rtctl"], "--master-http", self.master_http_addrs]
         argv += list(args)
         r = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout, env=self.env)

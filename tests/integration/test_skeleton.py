@@ -446,6 +446,92 @@ def test_rtctl_after_delete(cluster):
     assert not [g for g in st["ranges"] if g["table"] == TABLE], st
 
 
+class _FakeMaster:
+    """A master that is not the leader, on a loopback port: 307 to the
+    leader's HTTP address (same path), or, with leader None, 503 "no master
+    leader" (docs/DESIGN-master-ha.md §5.2)."""
+
+    def __init__(self, leader):
+        import http.server
+        import threading
+        fake = self
+        self.hits = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                fake.hits += 1
+                if leader:
+                    self.send_response(307)
+                    self.send_header("Location",
+                                     "http://%s%s" % (leader, self.path))
+                    body = b""
+                else:
+                    self.send_response(503)
+                    body = json.dumps({"error": "no master leader",
+                                       "reachable": [], "quorum": 2}).encode()
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = _answer
+            do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.addr = "127.0.0.1:%d" % self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def _dead_addr():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return addr
+
+
+def test_rtctl_follows_leader(cluster):
+    """--master-http as a list: a dead master and one with no leader are
+    passed over, a follower's 307 is followed to the leader; when every
+    address fails, the error names each one tried."""
+    import subprocess
+    follower = _FakeMaster(cluster.master_http_addr)
+    noleader = _FakeMaster(None)
+    dead = _dead_addr()
+    try:
+        rtctl = cluster.bins["rtctl"]
+        lst = ",".join([dead, noleader.addr, follower.addr])
+        r = subprocess.run([rtctl, "--master-http", lst, "status", "--json"],
+                           capture_output=True, text=True, timeout=30,
+                           env=cluster.env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["servers"], r.stdout
+        assert noleader.hits == 1 and follower.hits == 1
+        env = dict(cluster.env, RT_MASTER_HTTP="%s,%s" % (dead,
+                                                            noleader.addr))
+        r = subprocess.run([rtctl, "status"], capture_output=True, text=True,
+                           timeout=30, env=env)
+        assert r.returncode == 1
+        assert dead in r.stderr and noleader.addr in r.stderr, r.stderr
+        r = subprocess.run([rtctl, "--master-http", "%s,%s" % (noleader.addr,
+                                                                dead),
+                            "events", "--limit", "1"],
+                           capture_output=True, text=True, timeout=30,
+                           env=cluster.env)
+        assert r.returncode == 1
+        assert "no master leader" in r.stderr, r.stderr
+    finally:
+        follower.close()
+        noleader.close()
+
+
 def test_clean_shutdown(cluster):
     """SIGTERM stops every process with status 0 and no sanitizer
     report."""

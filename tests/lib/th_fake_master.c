@@ -120,6 +120,13 @@ static void th__fm_on_request(struct rt_rpc_conn *conn,
     Rt__RegisterResp resp = RT__REGISTER_RESP__INIT;
     struct th_fm_slot *s;
 
+    if (m->not_leader != NULL && method != RT__METHOD__PING) {
+        Rt__NotLeader hint = RT__NOT_LEADER__INIT;
+        hint.leader_rpc_addr = (char *)m->not_leader;
+        m->not_leader_answers++;
+        rt_rpc_reply_notleader(conn, id, method, &hint);
+        return;
+    }
     if (method == RT__METHOD__PS_REGISTER) {
         s = th__fm_register(m, conn, body, len);
     } else if (method == RT__METHOD__PS_HEARTBEAT) {

@@ -14,6 +14,10 @@
  * the connection. Requests that match no slot, or do not unpack, are
  * counted in bad_requests and answered RT_EINVAL.
  *
+ * A follower: with not_leader set, every request but PING is answered
+ * RT_ENOTLEADER naming not_leader as the leader's RPC address ("" = no
+ * leader known), and counted in not_leader_answers.
+ *
  * Thread: the test's loop thread. Strings given to it are copied. */
 #ifndef TH_FAKE_MASTER_H
 #define TH_FAKE_MASTER_H
@@ -76,6 +80,9 @@ struct th_fake_master
      * being answered RT_ENOTIMPL (the handler answers them). */
     rt_rpc_request_cb other;
     void *other_ud;
+    /* Set by the test: act as a follower naming this leader. */
+    const char *not_leader;
+    int not_leader_answers;
 };
 
 /* Starts listening on @loop. @m must be zeroed (or scripted) before;

@@ -64,6 +64,17 @@ static void test_notsent_code(void **state)
     assert_string_equal(rt_err_name(RT_ENOTSENT), "ENOTSENT");
 }
 
+/* A follower master's answer is a retryable 503 ServerBusy; its number is
+ * the one DESIGN-master-ha.md §5.2 fixes. */
+static void test_notleader_code(void **state)
+{
+    (void)state;
+    assert_int_equal(RT_ENOTLEADER, -10114);
+    assert_int_equal(rt_err_http_status(RT_ENOTLEADER), 503);
+    assert_string_equal(rt_err_azure_code(RT_ENOTLEADER), "ServerBusy");
+    assert_string_equal(rt_err_name(RT_ENOTLEADER), "ENOTLEADER");
+}
+
 /* Unknown codes (libuv's) fall back to 500 InternalError; messages exist. */
 static void test_unknown(void **state)
 {
@@ -93,6 +104,7 @@ int main(void)
         cmocka_unit_test(test_internal_codes),
         cmocka_unit_test(test_replication_codes),
         cmocka_unit_test(test_notsent_code),
+        cmocka_unit_test(test_notleader_code),
         cmocka_unit_test(test_unknown),
         cmocka_unit_test(test_wrap),
     };

@@ -91,6 +91,13 @@ struct fx
     int pushes; /* MAP_UPDATEs pushed */
     int push_acks;
     struct rt_rpc_conn *fe_conn; /* the route's master connection */
+    /* A second master (test_follows_leader): a follower naming the
+     * fixture's master as leader, until follower_leads. */
+    struct rt_rpc_server *follower;
+    char master_addr[32], follower_addr[32];
+    int follower_leads;  /* the second master acts, the first follows */
+    int follower_hellos; /* FE_HELLO answered by the second master */
+    int not_leader;      /* RT_ENOTLEADER answers, both masters */
 };
 
 static struct fx *g_fx;
@@ -110,6 +117,13 @@ static void master_req(struct rt_rpc_conn *conn,
     struct fx *f = ud;
     (void)body;
     (void)len;
+    if (f->follower_leads) {
+        Rt__NotLeader hint = RT__NOT_LEADER__INIT;
+        hint.leader_rpc_addr = f->follower_addr;
+        f->not_leader++;
+        rt_rpc_reply_notleader(conn, id, method, &hint);
+        return;
+    }
     if (method != RT__METHOD__FE_HELLO && method != RT__METHOD__GET_MAP) {
         rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake");
         return;
@@ -448,6 +462,7 @@ static int setup(void **state)
                                          NULL, f, &f->master),
                      0);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", rt_rpc_server_port(f->master));
+    snprintf(f->master_addr, sizeof(f->master_addr), "%s", addr);
     assert_int_equal(fe_route_create(&f->loop, addr, &f->route), 0);
     /* Wait for the FE_HELLO map. */
     for (int i = 0; i < 2000 && fe_route_map_version(f->route) == 0; i++) {
@@ -1296,6 +1311,80 @@ static void test_page_budget(void **state)
     rt_buf_free(&npk);
 }
 
+/* The second master: a follower naming the first as leader, or (once
+ * follower_leads) the leader itself, answering as the first does. */
+static void follower_req(struct rt_rpc_conn *conn,
+                         uint32_t method,
+                         uint64_t id,
+                         const uint8_t *body,
+                         size_t len,
+                         void *ud)
+{
+    struct fx *f = ud;
+    Rt__NotLeader hint = RT__NOT_LEADER__INIT;
+    if (f->follower_leads) {
+        if (method == RT__METHOD__FE_HELLO) {
+            f->follower_hellos++;
+            put_map(f, conn, id, method);
+        } else {
+            rt_rpc_reply_err(conn, id, method, RT_ENOTIMPL, "fake");
+        }
+        return;
+    }
+    (void)body;
+    (void)len;
+    hint.leader_rpc_addr = f->master_addr;
+    f->not_leader++;
+    rt_rpc_reply_notleader(conn, id, method, &hint);
+}
+
+/* Given FOLLOWER,LEADER a route subscribes at the leader; when the leader
+ * steps down naming the other master, a table operation ends
+ * RT_ENOTLEADER (503, nothing executed) and the route says hello to the
+ * new leader. */
+static void test_follows_leader(void **state)
+{
+    struct fx *f = *state;
+    struct fe_route *r2;
+    struct fe_job job;
+    char list[80];
+    int before = f->done;
+
+    assert_int_equal(rt_rpc_server_start(&f->loop, "127.0.0.1", 0, follower_req,
+                                         NULL, f, &f->follower),
+                     0);
+    snprintf(f->follower_addr, sizeof(f->follower_addr), "127.0.0.1:%d",
+             rt_rpc_server_port(f->follower));
+    snprintf(list, sizeof(list), "%s,%s", f->follower_addr, f->master_addr);
+    assert_int_equal(fe_route_create(&f->loop, list, &r2), 0);
+    for (int i = 0; i < 5000 && fe_route_map_version(r2) == 0; i++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_true(fe_route_map_version(r2) > 0);
+    assert_int_equal(f->not_leader, 1);
+
+    f->follower_leads = 1;
+    fe_job_init(&job, FE_JOB_LIST_TABLES);
+    job.account = "acct";
+    job.done_cb = job_done;
+    job.data = f;
+    fe_route_submit(r2, &job);
+    wait_jobs(f, before, 1);
+    assert_int_equal(job.status, RT_ENOTLEADER);
+    fe_job_free(&job);
+    for (int i = 0; i < 5000 && f->follower_hellos == 0; i++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(f->follower_hellos, 1);
+
+    fe_route_close(r2);
+    rt_rpc_server_close(f->follower);
+    for (int i = 0; i < 50; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    }
+    fe_route_destroy(r2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1334,6 +1423,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filter_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scan_done, setup, teardown),
         cmocka_unit_test_setup_teardown(test_page_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follows_leader, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

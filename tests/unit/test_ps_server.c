@@ -51,7 +51,7 @@ struct fx
     uv_loop_t loop;
     char dir[64];
     char data[96];
-    char master_addr[64];
+    char master_addr[160];
     struct ps_server ps;
     struct rt_rpc_client *cli;
     int cli_up;
@@ -1172,6 +1172,46 @@ static void test_heartbeat_default(void **state)
     assert_true(M.slot[0].heartbeats - before <= 4);
 }
 
+/* Given --master FOLLOWER,LEADER the server ends registered at the
+ * leader; when that leader steps down and names the other master, the
+ * next heartbeat's RT_ENOTLEADER takes the server there, where it
+ * registers again with its full range set (as after a master restart). */
+static void test_follows_leader(void **state)
+{
+    struct fx *f = *state;
+    static struct th_fake_master other;
+
+    memset(&other, 0, sizeof(other));
+    other.slot[0] = M.slot[0];
+    other.slot[0].conn = NULL;
+    for (size_t i = 0; i < TH_FM_RANGES; i++) {
+        other.slot[0].ptrs[i] = &other.slot[0].ranges[i];
+    }
+    other.map_version = M.map_version;
+    other.not_leader = M.addr;
+    assert_int_equal(th_fake_master_start(&other, &f->loop), 0);
+    snprintf(f->master_addr, sizeof(f->master_addr), "%s,%s", other.addr,
+             M.addr);
+    heartbeat_ms = 100;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    assert_true(other.not_leader_answers >= 1);
+    assert_int_equal(other.slot[0].registers, 0);
+    assert_int_equal(M.slot[0].registers, 1);
+    assert_int_equal(f->ps.server_id, 7);
+
+    /* The leader moves to the other master. */
+    M.not_leader = other.addr;
+    other.not_leader = NULL;
+    run_until(f, &other.slot[0].registers);
+    run_until(f, &f->ps.registered);
+    assert_true(M.not_leader_answers >= 1);
+    assert_int_equal(other.slot[0].reg_server_id, 7);
+    assert_int_equal(other.slot[0].reg_n_range_ids, 1);
+    assert_int_equal(other.bad_requests, 0);
+    th_fake_master_close(&other);
+}
+
 #ifdef RT_PS_BINARY
 
 /* Runs rt-partition-server with @argv (after the program name), its
@@ -1304,6 +1344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_value_rpc, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_period, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follows_leader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_default, setup,
                                         teardown),
 #ifdef RT_PS_BINARY

@@ -1123,6 +1123,67 @@ static void test_error_reply(void **state)
     assert_int_equal(F.status[0], RT_ETABLEEXISTS);
 }
 
+static void srv_notleader(struct rt_rpc_conn *conn,
+                          uint32_t method,
+                          uint64_t id,
+                          const uint8_t *body,
+                          size_t len,
+                          void *ud)
+{
+    Rt__NotLeader hint = RT__NOT_LEADER__INIT;
+    (void)body;
+    (void)len;
+    (void)ud;
+    hint.leader_id = 3;
+    hint.leader_rpc_addr = "127.0.0.1:10300";
+    hint.leader_http_addr = "127.0.0.1:10380";
+    hint.master_term = 7;
+    rt_rpc_reply_notleader(conn, id, method, &hint);
+}
+
+static void notleader_reply_cb(int status,
+                               const uint8_t *body,
+                               size_t len,
+                               void *arg)
+{
+    Rt__NotLeader *n = rt_notleader_parse(status, body, len);
+    (void)arg;
+    F.status[0] = status;
+    F.calls_done[0]++;
+    assert_non_null(n);
+    assert_int_equal(n->leader_id, 3);
+    assert_string_equal(n->leader_rpc_addr, "127.0.0.1:10300");
+    assert_string_equal(n->leader_http_addr, "127.0.0.1:10380");
+    assert_int_equal(n->master_term, 7);
+    rt__not_leader__free_unpacked(n, NULL);
+    /* Any other status has no hint, whatever its body. */
+    assert_null(rt_notleader_parse(RT_EBUSY, body, len));
+    fx_finish();
+}
+
+static void cli_notleader_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    (void)ud;
+    if (up) {
+        assert_int_equal(rt_rpc_call_pb(conn, RT__METHOD__PS_REGISTER, NULL, 0,
+                                        notleader_reply_cb, NULL),
+                         0);
+    }
+}
+
+/* A follower's RT_ENOTLEADER reply carries the leader it names, and the
+ * client reads it back with rt_notleader_parse. */
+static void test_notleader_reply(void **state)
+{
+    (void)state;
+    fx_init();
+    start_server(srv_notleader, NULL);
+    start_client(NULL, cli_notleader_conn);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], RT_ENOTLEADER);
+}
+
 /* ------------------------------------------------------------------ */
 /* Close                                                               */
 /* ------------------------------------------------------------------ */
@@ -1310,6 +1371,103 @@ static void test_bad_addr(void **state)
     fx_run_and_close();
 }
 
+/* ------------------------------------------------------------------ */
+/* Output gate                                                         */
+/* ------------------------------------------------------------------ */
+
+static uint64_t gate_proposed, gate_committed;
+
+static uint64_t gate_need(void *ud)
+{
+    (void)ud;
+    return gate_proposed;
+}
+
+static uint64_t gate_have(void *ud)
+{
+    (void)ud;
+    return gate_committed;
+}
+
+/* The server "proposes" index 5 before answering: its reply is tagged 5. */
+static void srv_gated(struct rt_rpc_conn *conn,
+                      uint32_t method,
+                      uint64_t id,
+                      const uint8_t *body,
+                      size_t len,
+                      void *ud)
+{
+    struct fx *f = ud;
+    f->requests++;
+    gate_proposed = 5;
+    rt_rpc_reply(conn, id, method, 0, body, len);
+}
+
+static void gated_reply_cb(int status,
+                           const uint8_t *body,
+                           size_t len,
+                           void *arg)
+{
+    (void)arg;
+    if (status != 0 || !body_matches(0, body, len)) {
+        F.bad++;
+    }
+    F.replies++;
+    /* Only after the commit: the timer set gate_committed first. */
+    if (gate_committed < 5) {
+        F.bad++;
+    }
+    fx_finish();
+}
+
+static void gate_commit_cb(uv_timer_t *t)
+{
+    (void)t;
+    /* Held so far: the reply depends on index 5, the commit is at 4. */
+    assert_int_equal(F.requests, 1);
+    assert_int_equal(F.replies, 0);
+    gate_committed = 4;
+    rt_rpc_gate_release();
+    assert_int_equal(F.replies, 0);
+    gate_committed = 5;
+    rt_rpc_gate_release();
+}
+
+static void cli_gated_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    uint8_t body[128];
+    size_t n = make_body(0, body);
+    (void)ud;
+    if (!up) {
+        return;
+    }
+    assert_int_equal(rt_rpc_call(conn, RT__METHOD__PING, body, n, 5000,
+                                 gated_reply_cb, NULL),
+                     0);
+    F.aux.data = &F;
+    uv_timer_start(&F.aux, gate_commit_cb, 100, 0);
+}
+
+/* With the output gate set, a frame queued while the proposed index is
+ * ahead of the committed one stays in its buffer until the commit reaches
+ * it, then leaves unchanged; frames tagged at or below the commit (the
+ * client's call) flow at once. */
+static void test_output_gate(void **state)
+{
+    struct rt_rpc_gate g = {gate_need, gate_have, NULL};
+    (void)state;
+    gate_proposed = gate_committed = 0;
+    rt_rpc_gate_set(&g);
+    fx_init();
+    start_server(srv_gated, srv_count_conn);
+    start_client(NULL, cli_gated_conn);
+    fx_run_and_close();
+    rt_rpc_gate_set(NULL);
+    assert_int_equal(F.requests, 1);
+    assert_int_equal(F.replies, 1);
+    assert_int_equal(F.bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1330,10 +1488,12 @@ int main(void)
         cmocka_unit_test(test_call_while_connecting),
         cmocka_unit_test(test_symmetric),
         cmocka_unit_test(test_error_reply),
+        cmocka_unit_test(test_notleader_reply),
         cmocka_unit_test(test_close_cancels),
         cmocka_unit_test(test_big_bodies),
         cmocka_unit_test(test_garbage_closes),
         cmocka_unit_test(test_bad_addr),
+        cmocka_unit_test(test_output_gate),
     };
     rt_log_init("test", RT_LOG_WARN);
     return cmocka_run_group_tests(tests, NULL, NULL);

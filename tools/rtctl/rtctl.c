@@ -1,14 +1,19 @@
 /* rtctl: the operator's command line. Talks to the master's HTTP API
  * (plain blocking HTTP/1.0: it is a CLI, a few requests per run).
  *
- *   rtctl [--master-http HOST:PORT] status [--json]
+ *   rtctl [--master-http HOST:PORT[,HOST:PORT...]] status [--json]
  *   rtctl split RANGE [KEY] | merge RANGE | move RANGE SERVER [--json]
  *   rtctl transfer RANGE SERVER [--json]
  *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
  *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
  *
  * The master is found without flags: --master-http, else $RT_MASTER_HTTP,
- * else 127.0.0.1:10101 (rt-master's default --http).
+ * else 127.0.0.1:10101 (rt-master's default --http). Either may list
+ * several masters, comma-separated (docs/DESIGN-master-ha.md §5.1-§5.2):
+ * a request goes to the first; a follower's 307 is followed (up to
+ * RTCTL_MAX_REDIRECTS, same method and path) to the leader; a connection
+ * error or a 503 (no leader known) moves on to the next address; when all
+ * fail the error names each address tried and what it answered.
  * Exit: 0 ok, 1 master unreachable, refused or failed, 2 usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -27,12 +33,13 @@
 #define RTCTL_TIMEOUT_S 5
 #define RTCTL_ACTION_TIMEOUT_S 3600 /* a move copies the whole range */
 #define RTCTL_MAX_BODY (64u * 1024u * 1024u)
+#define RTCTL_MAX_REDIRECTS 3
 
 static void rtctl_usage(FILE *out)
 {
     fprintf(
         out,
-        "Usage: rtctl [--master-http HOST:PORT] COMMAND [options]\n"
+        "Usage: rtctl [--master-http HOST:PORT[,...]] COMMAND [options]\n"
         "\n"
         "Commands:\n"
         "  status [--json]         servers and ranges of the cluster with\n"
@@ -64,9 +71,11 @@ static void rtctl_usage(FILE *out)
         "  --json                   print the master's JSON answer\n"
         "  --timeout S              give up waiting after S seconds\n"
         "                           (split/merge/move/drain; default 3600)\n"
-        "  --master-http HOST:PORT  master status API (default: "
-        "$RT_MASTER_HTTP,\n"
-        "                           else " RTCTL_DEFAULT_MASTER
+        "  --master-http HOST:PORT[,HOST:PORT...]\n"
+        "                           master status API, or those of\n"
+        "                           several masters (the leader is found;\n"
+        "                           default: $RT_MASTER_HTTP, "
+        "else " RTCTL_DEFAULT_MASTER
         ")\n"
         "  --help                   print this help and exit\n"
         "\n"
@@ -147,17 +156,45 @@ static int rtctl_connect(const char *addr,
     return fd;
 }
 
+/* Copies the value of header @name (with its ':') from the header block
+ * @hdrs (ending at the blank line) into @out, or sets "" when absent. */
+static void rtctl_header(const char *hdrs,
+                         const char *name,
+                         char *out,
+                         size_t outlen)
+{
+    size_t nl = strlen(name);
+    const char *end = strstr(hdrs, "\r\n\r\n");
+
+    out[0] = '\0';
+    for (const char *l = strstr(hdrs, "\r\n"); l && (!end || l < end);
+         l = strstr(l + 2, "\r\n")) {
+        if (strncasecmp(l + 2, name, nl) == 0) {
+            const char *v = l + 2 + nl;
+            size_t n = strcspn(v, "\r\n");
+            while (n && (*v == ' ' || *v == '\t')) {
+                v++;
+                n--;
+            }
+            snprintf(out, outlen, "%.*s", (int)n, v);
+            return;
+        }
+    }
+}
+
 /* @method @path on @addr (no body), waiting up to @timeout_s for the
- * answer. On 0, *body (malloc'd, NUL-terminated) holds the response body
- * and *status the HTTP status. */
-static int rtctl_http(const char *addr,
-                      const char *method,
-                      const char *path,
-                      int timeout_s,
-                      int *status,
-                      char **body,
-                      char *err,
-                      size_t errlen)
+ * answer. On 0, *body (malloc'd, NUL-terminated) holds the response body,
+ * *status the HTTP status and @location its Location header ("" if none). */
+static int rtctl_http_once(const char *addr,
+                           const char *method,
+                           const char *path,
+                           int timeout_s,
+                           int *status,
+                           char **body,
+                           char *location,
+                           size_t loclen,
+                           char *err,
+                           size_t errlen)
 {
     char req[8192];
     char *buf = NULL, *p;
@@ -228,6 +265,7 @@ static int rtctl_http(const char *addr,
         free(buf);
         return -1;
     }
+    rtctl_header(buf, "Location:", location, loclen);
     p = strstr(buf, "\r\n\r\n");
     p = p ? p + 4 : buf + len;
     memmove(buf, p, strlen(p) + 1);
@@ -237,6 +275,92 @@ static int rtctl_http(const char *addr,
 err_read:
     close(fd);
     free(buf);
+    return -1;
+}
+
+/* Splits a redirect's @location ("http://HOST:PORT/PATH" or "/PATH") into
+ * @addr (kept when the location has no host) and @path. Returns 0, or -1
+ * for a location that is neither. */
+static int rtctl_location(const char *location,
+                          char *addr,
+                          size_t addrlen,
+                          char *path,
+                          size_t pathlen)
+{
+    const char *p = location;
+    if (strncasecmp(p, "http://", 7) == 0) {
+        size_t n = strcspn(p + 7, "/");
+        if (n == 0 || n >= addrlen) {
+            return -1;
+        }
+        snprintf(addr, addrlen, "%.*s", (int)n, p + 7);
+        p += 7 + n;
+    }
+    if (p[0] != '/' || strlen(p) >= pathlen) {
+        return -1;
+    }
+    snprintf(path, pathlen, "%s", p);
+    return 0;
+}
+
+/* @method @path on the master among @list (comma-separated addresses) that
+ * leads: each address in turn, following its 307 redirects (up to
+ * RTCTL_MAX_REDIRECTS, method and path kept: the request has no body);
+ * a connection error or a 503 moves on to the next address. On 0, as
+ * rtctl_http_once (a 503 from the last address is returned as such); on
+ * -1, @err names every address tried and why it failed. */
+static int rtctl_http(const char *list,
+                      const char *method,
+                      const char *path,
+                      int timeout_s,
+                      int *status,
+                      char **body,
+                      char *err,
+                      size_t errlen)
+{
+    char addr[256], cur[8192], location[512], why[512];
+    size_t used = 0;
+    const char *next = list;
+
+    err[0] = '\0';
+    while (next) {
+        const char *comma = strchr(next, ',');
+        size_t n = comma ? (size_t)(comma - next) : strlen(next);
+        int hops = 0, rc;
+
+        snprintf(addr, sizeof(addr), "%.*s", (int)n, next);
+        next = comma ? comma + 1 : NULL;
+        snprintf(cur, sizeof(cur), "%s", path);
+        for (;;) {
+            rc = rtctl_http_once(addr, method, cur, timeout_s, status, body,
+                                 location, sizeof(location), why, sizeof(why));
+            if (rc != 0 || *status != 307 || hops == RTCTL_MAX_REDIRECTS) {
+                break;
+            }
+            free(*body);
+            if (rtctl_location(location, addr, sizeof(addr), cur,
+                               sizeof(cur)) != 0) {
+                snprintf(why, sizeof(why), "redirect to bad Location '%.200s'",
+                         location);
+                rc = -1;
+                break;
+            }
+            hops++;
+        }
+        if (rc == 0 && (*status != 503 || !next)) {
+            return 0;
+        }
+        if (rc == 0) {
+            snprintf(why, sizeof(why), "HTTP 503: %.200s", *body);
+            free(*body);
+        }
+        used +=
+            (size_t)snprintf(err + used, used < errlen ? errlen - used : 0,
+                             "%s%s (%s)", used ? ", " : "tried ", addr, why);
+        if (used >= errlen) {
+            used = errlen - 1;
+        }
+    }
     return -1;
 }
 
