@@ -2188,6 +2188,7 @@ int ms_cat_do_move_begin(struct ms_catalog *cat,
     msg.target_server_id = target_id;
     msg.target_addr = (char *)target_addr;
     msg.new_epoch = r->epoch + 1;
+    msg.master_term = ctr.master_term;
     len = rt__move_req__get_packed_size(&msg);
     buf = rt_xmalloc(len);
     rt__move_req__pack(&msg, buf);

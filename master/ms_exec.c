@@ -758,6 +758,7 @@ static void ms__rsplit_thaw(struct ms_op *op)
 {
     Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
     req.range_id = op->range_id;
+    req.master_term = ms_catalog_master_term(op->ex->cl->cat);
     (void)ms_cluster_call(op->ex->cl, op->server_id, RT__METHOD__RANGE_THAW,
                           "RANGE_THAW", &req.base, MS__THAW_TIMEOUT_MS, NULL,
                           NULL);
@@ -935,6 +936,7 @@ static int ms__rsplit(struct ms_exec *ex,
     op->src_reg_gen = p->reg_gen;
     req.range_id = r->id;
     req.epoch = r->epoch;
+    req.master_term = ms_catalog_master_term(ex->cl->cat);
     rc = ms_cluster_call(ex->cl, r->server_id, RT__METHOD__RANGE_FREEZE,
                          "RANGE_FREEZE", &req.base, MS__FREEZE_TIMEOUT_MS,
                          ms__rsplit_frozen_cb, op);
@@ -1210,6 +1212,7 @@ static int ms__rmerge(struct ms_exec *ex,
         Rt__FreezeReq req = RT__FREEZE_REQ__INIT;
         req.range_id = rs[k]->id;
         req.epoch = rs[k]->epoch;
+        req.master_term = ms_catalog_master_term(ex->cl->cat);
         rc = ms_cluster_call(ex->cl, a->server_id, RT__METHOD__RANGE_FREEZE,
                              "RANGE_FREEZE", &req.base, MS__FREEZE_TIMEOUT_MS,
                              cbs[k], op);
@@ -1444,6 +1447,7 @@ static void ms__abort_kick(struct ms_op *op)
     Rt__MoveAbort ab = RT__MOVE_ABORT__INIT;
     ab.move_id = op->move_id;
     ab.range_id = op->range_id;
+    ab.master_term = ms_catalog_master_term(ex->cl->cat);
     for (int k = 0; k < 2 && !ex->cl->stopping; k++) {
         bool source = k == 0;
         bool *settled = source ? &op->s_settled : &op->t_settled;
@@ -1516,6 +1520,7 @@ static void ms__move_assigned_cb(int status,
                         json_integer((json_int_t)(now - op->out_done_ms)));
     done.move_id = op->move_id;
     done.range_id = op->range_id;
+    done.master_term = ms_catalog_master_term(ex->cl->cat);
     ms_cluster_call(ex->cl, op->server_id, RT__METHOD__MOVE_DONE, "MOVE_DONE",
                     &done.base, MS__DONE_TIMEOUT_MS, NULL, NULL);
     for (int k = 0; k < 2; k++) {

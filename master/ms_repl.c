@@ -1579,6 +1579,7 @@ static void ms__repl_abort_send(struct ms__repl_abort *a)
     req.range_id = a->range_id;
     req.epoch = a->epoch;
     req.to_server = a->to;
+    req.master_term = ms_catalog_master_term(a->r->cl->cat);
     if (ms_cluster_call(a->r->cl, a->peer, RT__METHOD__TRANSFER_ABORT,
                         "TRANSFER_ABORT", &req.base, MS_REPL_TRANSFER_CALL_MS,
                         ms__repl_abort_cb, a) != 0) {
@@ -1777,6 +1778,7 @@ int ms_repl_transfer(struct ms_repl *r,
     req.epoch = c.epoch;
     req.to_server = to;
     req.new_epoch = c.epoch + 1;
+    req.master_term = ms_catalog_master_term(r->cl->cat);
     call = rt_xcalloc(1, sizeof(*call));
     call->r = r;
     call->peer = c.primary_id;

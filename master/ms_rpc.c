@@ -516,6 +516,7 @@ static void ms__h_delete(const struct ms__req *q, void *arg)
     for (size_t i = 0; i < drop.nservers; i++) {
         Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
         d.table_id = drop.table_id;
+        d.master_term = ms_catalog_master_term(q->rpc->cl->cat);
         /* Not waited for: a server that misses it drops the ranges when
          * its next heartbeat reply no longer lists them. */
         ms_cluster_call(q->rpc->cl, drop.server_ids[i], RT__METHOD__DROP_TABLE,

@@ -57,6 +57,10 @@ void ps_jobs_meta_init(struct ps_server *ps,
     job->u.meta.server_id = ps->server_id;
     job->u.meta.ranges = blob->data;
     job->u.meta.ranges_len = blob->len;
+    /* Every META job carries the highest master term seen: the one an
+     * assignment brought is durable before its answer (DESIGN-master-ha
+     * §5.4). */
+    job->u.meta.master_term = ps->master_term;
 }
 
 struct ps_meta_req

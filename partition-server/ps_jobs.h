@@ -26,16 +26,18 @@ void ps_jobs_answer(struct rt_rpc_conn *conn,
                     uint32_t method,
                     int status,
                     const char *why);
-/* Makes @job a META job of the server id and the owned ranges, packed now
+/* Makes @job a META job of the server id, the owned ranges, packed now
  * into @blob (empty; the job points into it, so it must stay until the
- * job calls back). */
+ * job calls back), and the highest master term seen now (stored unless a
+ * higher one already is). */
 void ps_jobs_meta_init(struct ps_server *ps,
                        struct ps_job *job,
                        struct rt_buf *blob);
 
-/* Queues a META job persisting server id + owned ranges (a snapshot taken
- * now). When @conn is set, answers request @id with @method (Empty, or the
- * error) once the commit is durable; @conn is ref'd until then. */
+/* Queues a META job persisting server id + owned ranges + master term (a
+ * snapshot taken now). When @conn is set, answers request @id with
+ * @method (Empty, or the error) once the commit is durable; @conn is
+ * ref'd until then. */
 void ps_jobs_persist(struct ps_server *ps,
                      struct rt_rpc_conn *conn,
                      uint64_t id,

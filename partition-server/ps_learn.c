@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_jobs.h"
 #include "ps_keylog.h"
 #include "ps_move_jobs.h"
@@ -458,6 +459,10 @@ void ps_learn_on_abort(struct ps_server *ps,
     struct ps__lrecv *r = a ? ps__recv_find(ps, a->range_id) : NULL;
     if (a == NULL) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad ReplAbort");
+        return;
+    }
+    if (ps_fence_admit(ps, conn, id, method, a->master_term) != 0) {
+        rt__repl_abort__free_unpacked(a, NULL);
         return;
     }
     if (r != NULL && r->epoch <= a->epoch) {

@@ -25,6 +25,11 @@
  *  - heartbeat rejected (the master forgot us): register again;
  *  - an assignment older than the one applied (map_version) is ignored,
  *    so a slow heartbeat reply cannot undo a newer ASSIGN_RANGES;
+ *  - a deposed master (ps_fence.h: a master_term below the highest seen):
+ *    its ASSIGN_RANGES and DROP_TABLE are refused (RT_ESTALE), its
+ *    heartbeat replies ignored, its registration reply ignored (we
+ *    register again); a higher term is recorded and persisted with the
+ *    assignment, before ASSIGN_RANGES is answered;
  *  - every applied assignment also settles range moves (ps_move_assigned):
  *    a frozen range missing from it was committed to its target (dropped
  *    here), and one still listed in a registration reply was not (it is
@@ -34,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_jobs.h"
 #include "ps_move.h"
 #include "ps_repl.h"
@@ -95,15 +101,6 @@ static int ps__apply(struct ps_server *ps,
         ps_jobs_persist(ps, NULL, 0, 0);
     }
     return refused;
-}
-
-/* Keeps the highest master term seen: a SEAL from an older master is
- * refused (ps_repl_on_seal). */
-static void ps__note_term(struct ps_server *ps, uint64_t term)
-{
-    if (term > ps->master_term) {
-        ps->master_term = term;
-    }
 }
 
 /* The master the link talks to now, for log lines. */
@@ -176,7 +173,12 @@ static void ps__register_cb(int status,
         }
         ps->server_id = resp->server_id;
     }
-    ps__note_term(ps, resp->master_term);
+    if (ps_fence_check(ps, resp->master_term, "a registration reply") != 0) {
+        /* A deposed master answered: none of it is taken, and we register
+         * again on the next tick. */
+        rt__register_resp__free_unpacked(resp, NULL);
+        return;
+    }
     ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
               resp->map_version, 1, 0);
     ps_jobs_persist(ps, NULL, 0, 0);
@@ -256,8 +258,8 @@ static void ps__heartbeat_cb(int status,
                (unsigned long long)resp->server_id,
                (unsigned long long)ps->server_id);
         ps->registered = 0;
-    } else {
-        ps__note_term(ps, resp->master_term);
+    } else if (ps_fence_check(ps, resp->master_term, "a heartbeat reply") ==
+               0) {
         ps__apply(ps, resp->ranges, resp->n_ranges, resp->peers, resp->n_peers,
                   resp->map_version, 0, 1);
     }
@@ -378,7 +380,10 @@ void ps_master_on_assign(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad Assignment");
         return;
     }
-    ps__note_term(ps, a->master_term);
+    if (ps_fence_admit(ps, conn, id, method, a->master_term) != 0) {
+        rt__assignment__free_unpacked(a, NULL); /* nothing of it taken */
+        return;
+    }
     rc = ps__apply(ps, a->ranges, a->n_ranges, a->peers, a->n_peers,
                    a->map_version, 0, 0);
     rt__assignment__free_unpacked(a, NULL);
@@ -410,6 +415,11 @@ void ps_master_on_drop(struct ps_server *ps,
         if (d) {
             rt__drop_table_req__free_unpacked(d, NULL);
         }
+        return;
+    }
+    if (ps_fence_admit(ps, conn, id, RT__METHOD__DROP_TABLE, d->master_term) !=
+        0) {
+        rt__drop_table_req__free_unpacked(d, NULL);
         return;
     }
     rt_log(RT_LOG_INFO, "dropping table %llu", (unsigned long long)d->table_id);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_jobs.h"
 #include "ps_move_in.h"
 #include "ps_move_jobs.h"
@@ -34,6 +35,10 @@ static void ps__move_abort_req(struct ps_server *ps,
 
     if (!ma) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveAbort");
+        return;
+    }
+    if (ps_fence_admit(ps, conn, id, method, ma->master_term) != 0) {
+        rt__move_abort__free_unpacked(ma, NULL);
         return;
     }
     mv = ps__mvout_by_move(ps, ma->move_id);
@@ -61,6 +66,10 @@ static void ps__move_done_req(struct ps_server *ps,
 
     if (!ma) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveAbort");
+        return;
+    }
+    if (ps_fence_admit(ps, conn, id, method, ma->master_term) != 0) {
+        rt__move_abort__free_unpacked(ma, NULL);
         return;
     }
     mv = ps__mvout_by_move(ps, ma->move_id);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_move_jobs.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
@@ -735,6 +736,9 @@ void ps__mvout_request(struct ps_server *ps,
     if (!req || !req->range || !req->target_addr || !*req->target_addr ||
         req->move_id == 0) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad MoveReq");
+        goto out;
+    }
+    if (ps_fence_admit(ps, conn, id, method, req->master_term) != 0) {
         goto out;
     }
     mv = ps__mvout_by_range(ps, req->range->id);

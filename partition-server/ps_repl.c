@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_keylog.h"
 #include "ps_lease.h"
 #include "ps_lsn_ring.h"
@@ -2046,13 +2047,9 @@ void ps_repl_on_seal(struct ps_server *ps,
         return;
     }
     /* §4: a master older than one already heard from (0: not said). */
-    if (req->master_term != 0 && req->master_term < ps->master_term) {
-        rt_rpc_reply_err(conn, id, method, RT_ESTALE, "older master term");
+    if (ps_fence_admit(ps, conn, id, method, req->master_term) != 0) {
         rt__seal_req__free_unpacked(req, NULL);
         return;
-    }
-    if (req->master_term > ps->master_term) {
-        ps->master_term = req->master_term;
     }
     /* §6.2: S's promise. Busy until L after the last grant for the range
      * (or to its primary, or the restart grace), unless released; a SEAL

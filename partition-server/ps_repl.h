@@ -281,9 +281,9 @@ void ps_repl_on_append(struct ps_server *ps,
 /* SEAL from the master (@body borrowed; on the master link or the RPC
  * server): answered status 0 + SealResp once sealed_epoch is durable
  * (SealResp.retry_ms > 0: busy, nothing changed, ask again then), or
- * error status RT_ENOTFOUND / RT_ESTALE (§4; RT_ESTALE also for a
- * master_term below the highest a master reply or SEAL carried, 0 taken
- * as unsaid). History is not sent yet. */
+ * error status RT_ENOTFOUND / RT_ESTALE (§4; RT_ESTALE "older master
+ * term N < M" also for a master_term below the highest seen, ps_fence.h,
+ * 0 taken as unsaid). History is not sent yet. */
 void ps_repl_on_seal(struct ps_server *ps,
                      struct rt_rpc_conn *conn,
                      uint64_t id,

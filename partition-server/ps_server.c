@@ -3,11 +3,11 @@
  * up here:
  * the server hands the master link its request dispatcher.
  *
- * Start: store -> meta (server id, ranges) -> writer -> resume unfinished
- * drops -> replication glue (ps_repl_start) -> split freezes
- * (ps_split_start) -> span drops and frozen
- * ranges (ps_move_start) -> metrics HTTP -> RPC listener -> port file ->
- * master link. Any failure leaves a partly started server that
+ * Start: store -> meta (server id, ranges, master term) -> writer ->
+ * resume unfinished drops -> replication glue (ps_repl_start) -> split
+ * freezes (ps_split_start) -> span drops and frozen ranges
+ * (ps_move_start) -> metrics HTTP -> RPC listener -> port file -> master
+ * link. Any failure leaves a partly started server that
  * ps_server_stop() takes down.
  * Stop: moves in flight end (ps_move_stop), then the writer (it finishes
  * queued writes; their replies go out while connections are still open),
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_http.h"
 #include "ps_jobs.h"
 #include "ps_learn.h"
@@ -177,6 +178,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
     ps_repl_metrics(ps, b);
     ps_learn_metrics(ps, b);
     ps_repair_metrics(ps, b);
+    ps_fence_metrics(ps, b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)
@@ -239,6 +241,9 @@ static int ps__load_meta(struct ps_server *ps)
     rc = ps_store_meta_incarnation(ps->store, ps->incarnation);
     if (rc == 0) {
         rc = ps_store_meta_load(ps->store, &ps->server_id, &blob);
+    }
+    if (rc == 0) {
+        rc = ps_store_meta_term(ps->store, &ps->master_term);
     }
     if (rc == 0 && blob.len > 0) {
         rc = ps_ranges_unpack(&ps->ranges, blob.data, blob.len);

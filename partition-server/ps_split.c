@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_fence.h"
 #include "ps_range.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
@@ -217,6 +218,9 @@ void ps_split_on_freeze(struct ps_server *ps,
                          req ? "shutting down" : "bad FreezeReq");
         goto out;
     }
+    if (ps_fence_admit(ps, conn, id, method, req->master_term) != 0) {
+        goto out;
+    }
     if (ps_repl_range_info(ps, req->range_id, &info) != 0) {
         rt_rpc_reply_err(conn, id, method, RT_EINVAL,
                          "range not replicated here");
@@ -284,6 +288,10 @@ void ps_split_on_thaw(struct ps_server *ps,
         if (req != NULL) {
             rt__freeze_req__free_unpacked(req, NULL);
         }
+        return;
+    }
+    if (ps_fence_admit(ps, conn, id, method, req->master_term) != 0) {
+        rt__freeze_req__free_unpacked(req, NULL);
         return;
     }
     f = ps__frz_find(ps->split, req->range_id);

@@ -76,7 +76,11 @@ struct ps_server
     int registered;
     int register_inflight;
     int hb_inflight;
-    uint64_t master_term; /* the highest term a master reply carried */
+    /* The highest master term seen (ps_fence.h): loaded from meta at
+     * start, raised by master requests and replies, persisted by every
+     * META job; never lowered. */
+    uint64_t master_term;
+    uint64_t master_term_refused; /* requests and replies refused for it */
 
     /* uv_queue_work requests out (scans, count scans, move snapshots);
      * the store must not close before they are back (ps_server_close

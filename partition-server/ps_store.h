@@ -6,7 +6,10 @@
  *           for each table drop still in progress (resumed on restart);
  *           "dspan" ‖ u64be seq -> packed span, for each span drop in
  *           progress; other keys written by callers (ps_store_meta_write);
- *           "incarnation" -> 16 bytes (ps_store_meta_incarnation).
+ *           "incarnation" -> 16 bytes (ps_store_meta_incarnation);
+ *           "master_term" -> u64le, the highest master term seen
+ *           (ps_store_meta_term; raised by ps_store_meta_write, never
+ *           lowered).
  *   "repl"  "rs" ‖ u64be range_id -> the range's replica state
  *           (ps_store_repl_get), written with every group changing it.
  *
@@ -618,13 +621,21 @@ struct ps_meta_op
     size_t vn;
     int del; /* delete @key (missing is fine) */
 };
-/* ps_store_meta_save plus @ops, all in one durable transaction. */
+/* ps_store_meta_save plus @ops, all in one durable transaction, which
+ * also raises the stored master term to @master_term when that is higher
+ * (0, or a lower one, leaves it: the record is never lowered,
+ * docs/DESIGN-master-ha.md §5.4). */
 int ps_store_meta_write(struct ps_store *s,
                         uint64_t server_id,
                         const void *ranges,
                         size_t ranges_len,
+                        uint64_t master_term,
                         const struct ps_meta_op *ops,
                         size_t n_ops);
+/* The highest master term ps_store_meta_write stored (0 when none was).
+ * Any thread (a read transaction). Errors: RT_ECORRUPT (a record of
+ * another size), RT_EIO. */
+int ps_store_meta_term(struct ps_store *s, uint64_t *master_term);
 /* Appends the meta key @prefix ‖ u64be @id (the form of every per-id
  * record: drop and span markers, move records) to @out. */
 void ps_store_meta_key(struct rt_buf *out, const char *prefix, uint64_t id);

@@ -1,5 +1,6 @@
 /* Store metadata: the meta records (server id, incarnation, owned ranges,
- * drop and span drop markers, extra records of range moves) and chunked
+ * the highest master term seen, drop and span drop markers, extra records
+ * of range moves) and chunked
  * drops: of
  * a table, or of the key span a range move leaves behind. Both kinds run
  * the same chunk (ps__drop_chunk) and differ only in bounds and marker;
@@ -58,13 +59,63 @@ int ps_store_meta_save(struct ps_store *s,
                        const void *ranges,
                        size_t ranges_len)
 {
-    return ps_store_meta_write(s, server_id, ranges, ranges_len, NULL, 0);
+    return ps_store_meta_write(s, server_id, ranges, ranges_len, 0, NULL, 0);
+}
+
+/* Puts @term as the master term record in @txn when it is above the
+ * stored one: jobs snapshot the term when they are made, so one made
+ * earlier may commit after a later one and must not lower it. */
+static int ps__meta_raise_term(struct ps_store *s, MDB_txn *txn, uint64_t term)
+{
+    MDB_val k, v;
+    uint8_t b[8];
+    int rc;
+
+    if (term == 0) {
+        return 0;
+    }
+    k = ps__val(PS_META_MASTER_TERM, strlen(PS_META_MASTER_TERM));
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == 0 && v.mv_size == 8 && rt_get_u64le(v.mv_data) >= term) {
+        return 0;
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    rt_put_u64le(b, term);
+    v = ps__val(b, sizeof(b));
+    return mdb_put(txn, s->meta, &k, &v, 0);
+}
+
+int ps_store_meta_term(struct ps_store *s, uint64_t *master_term)
+{
+    MDB_txn *txn;
+    MDB_val k, v;
+    int rc;
+
+    *master_term = 0;
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return rt_lmdb_err(rc);
+    }
+    k = ps__val(PS_META_MASTER_TERM, strlen(PS_META_MASTER_TERM));
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == 0) {
+        if (v.mv_size != 8) {
+            mdb_txn_abort(txn);
+            return RT_ECORRUPT;
+        }
+        *master_term = rt_get_u64le(v.mv_data);
+    }
+    mdb_txn_abort(txn);
+    return rc == MDB_NOTFOUND ? 0 : rt_lmdb_err(rc);
 }
 
 int ps_store_meta_write(struct ps_store *s,
                         uint64_t server_id,
                         const void *ranges,
                         size_t ranges_len,
+                        uint64_t master_term,
                         const struct ps_meta_op *ops,
                         size_t n_ops)
 {
@@ -85,6 +136,9 @@ int ps_store_meta_write(struct ps_store *s,
         k = ps__val(PS_META_RANGES, strlen(PS_META_RANGES));
         v = ps__val(ranges, ranges_len);
         rc = mdb_put(txn, s->meta, &k, &v, 0);
+    }
+    if (rc == 0) {
+        rc = ps__meta_raise_term(s, txn, master_term);
     }
     for (size_t i = 0; rc == 0 && i < n_ops; i++) {
         k = ps__val(ops[i].key, ops[i].kn);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <uv.h>
 
+#include "ps_fence.h"
 #include "ps_jobs.h"
 #include "ps_rcore.h"
 #include "ps_repl.h"
@@ -409,7 +410,9 @@ void ps_transfer_on_request(struct ps_server *ps,
         rt_rpc_reply_err(conn, id, method, RT_EINVAL, "bad TransferReq");
         return;
     }
-    if (xt == NULL || xt->closing || ps->writer == NULL) {
+    if (ps_fence_admit(ps, conn, id, method, req->master_term) != 0) {
+        /* answered */
+    } else if (xt == NULL || xt->closing || ps->writer == NULL) {
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "shutting down");
     } else if (method == RT__METHOD__TRANSFER_PRIMARY) {
         ps__on_transfer(xt, conn, id, req);

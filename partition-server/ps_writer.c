@@ -286,7 +286,8 @@ static void ps__writer_group(struct ps_writer *w,
                 t0 = rt_time_mono_us();
                 j->status = ps_store_meta_write(
                     w->store, j->u.meta.server_id, j->u.meta.ranges,
-                    j->u.meta.ranges_len, j->u.meta.ops, j->u.meta.n_ops);
+                    j->u.meta.ranges_len, j->u.meta.master_term, j->u.meta.ops,
+                    j->u.meta.n_ops);
                 j->exec_us = rt_time_mono_us() - t0;
                 if (j->status != 0) {
                     rt_log(RT_LOG_ERROR, "persisting meta failed: %s",

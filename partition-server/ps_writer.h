@@ -77,6 +77,7 @@ struct ps_job
             uint64_t server_id;
             const void *ranges; /* borrowed until cb */
             size_t ranges_len;
+            uint64_t master_term;         /* raises the stored one; 0 = leave */
             const struct ps_meta_op *ops; /* more changes, same txn */
             size_t n_ops;
         } meta;

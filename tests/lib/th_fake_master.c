@@ -147,6 +147,7 @@ static void th__fm_on_request(struct rt_rpc_conn *conn,
     resp.n_ranges = s->n;
     resp.ranges = s->ptrs;
     resp.map_version = m->map_version;
+    resp.master_term = m->master_term;
     rt_rpc_reply_pb(conn, id, method, 0, &resp.base);
 }
 

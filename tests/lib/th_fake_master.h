@@ -73,6 +73,7 @@ struct th_fake_master
     int port;
     char addr[64];        /* "127.0.0.1:port", for --master */
     uint64_t map_version; /* answered with every assignment */
+    uint64_t master_term; /* likewise; 0 = a master older than terms */
     struct th_fm_slot slot[TH_FM_SLOTS];
     int bad_requests;
     /* Set by the test: requests of any other method go here instead of

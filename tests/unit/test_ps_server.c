@@ -431,6 +431,206 @@ static void test_assign_and_drop(void **state)
     assert_int_equal(M.slot[0].reg_range_ids[1], 2);
 }
 
+/* Sends @a on the master link; returns the status, and when it failed
+ * checks the Error's message contains @why. */
+static int assign_term(struct fx *f, Rt__Assignment *a, const char *why)
+{
+    struct th_reply r;
+    int status;
+
+    call(f, M.slot[0].conn, RT__METHOD__ASSIGN_RANGES, &a->base, &r);
+    status = r.status;
+    if (status != 0 && why) {
+        Rt__Error *e = rt__error__unpack(NULL, r.body.len, r.body.data);
+        assert_non_null(e);
+        assert_non_null(strstr(e->message, why));
+        rt__error__free_unpacked(e, NULL);
+    }
+    rt_buf_free(&r.body);
+    return status;
+}
+
+/* A master term below the highest seen is refused and changes nothing
+ * (assignment, table drop); a higher one is taken and persisted with the
+ * assignment, so a restarted server still refuses the deposed master (its
+ * registration replies too) and takes the next one; term 0, from a master
+ * older than terms, is taken. */
+static void test_master_term_fence(void **state)
+{
+    struct fx *f = *state;
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+    Rt__DropTableReq d = RT__DROP_TABLE_REQ__INIT;
+    struct th_reply r;
+    int code;
+
+    heartbeat_ms = 50;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "1", &code, NULL), 0);
+
+    /* Term 5 splits range 1 at "m". */
+    master_set_range(0, 1, 5, "", "m", 2);
+    master_set_range(1, 2, 5, "m", NULL, 1);
+    M.slot[0].n = 2;
+    M.map_version = 4;
+    M.master_term = 5;
+    a.n_ranges = 2;
+    a.ranges = M.slot[0].ptrs;
+    a.map_version = 4;
+    a.master_term = 5;
+    assert_int_equal(assign_term(f, &a, NULL), 0);
+    assert_int_equal(f->ps.master_term, 5);
+
+    /* Term 4, a newer map that takes range 2 away: refused, nothing
+     * changes. */
+    a.n_ranges = 1;
+    a.map_version = 9;
+    a.master_term = 4;
+    assert_int_equal(assign_term(f, &a, "older master term 4 < 5"), RT_ESTALE);
+    assert_int_equal(f->ps.ranges.n, 2);
+    assert_int_equal(f->ps.ranges.map_version, 4);
+    assert_int_equal(f->ps.master_term, 5);
+    assert_int_equal(f->ps.master_term_refused, 1);
+    assert_int_equal(get1(f, 1, 2, "b", "1", NULL), 0);
+
+    /* A table drop of term 4: refused, the table keeps its entities. */
+    d.table_id = 5;
+    d.master_term = 4;
+    call(f, M.slot[0].conn, RT__METHOD__DROP_TABLE, &d.base, &r);
+    assert_int_equal(r.status, RT_ESTALE);
+    rt_buf_free(&r.body);
+    assert_int_equal(get1(f, 1, 2, "b", "1", NULL), 0);
+    assert_int_equal(f->ps.master_term_refused, 2);
+
+    /* Term 0 (an older master): taken, the term stays. */
+    a.n_ranges = 2;
+    a.map_version = 5;
+    a.master_term = 0;
+    assert_int_equal(assign_term(f, &a, NULL), 0);
+    assert_int_equal(f->ps.ranges.map_version, 5);
+    assert_int_equal(f->ps.master_term, 5);
+
+    /* Restart with the deposed master (term 3) answering registrations:
+     * term 5 was persisted, so none of its replies is taken. */
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    M.master_term = 3;
+    ps_start(f);
+    assert_int_equal(f->ps.master_term, 5);
+    while (f->ps.master_term_refused < 3) { /* it keeps trying */
+        uv_run(&f->loop, UV_RUN_ONCE);
+        assert_false(f->ps.registered);
+    }
+
+    /* The next master (term 6) is taken. */
+    M.master_term = 6;
+    run_until(f, &f->ps.registered);
+    assert_int_equal(f->ps.master_term, 6);
+    assert_int_equal(f->ps.ranges.n, 2);
+}
+
+/* Every other master request that changes what the server serves is
+ * refused RT_ESTALE under a term below the highest seen, and changes
+ * nothing; the same requests at that term go through to their handlers. */
+static void test_master_term_fence_requests(void **state)
+{
+    struct fx *f = *state;
+    Rt__Assignment a = RT__ASSIGNMENT__INIT;
+    Rt__Range rng = RT__RANGE__INIT;
+    Rt__MoveReq mv = RT__MOVE_REQ__INIT;
+    Rt__MoveAbort ma = RT__MOVE_ABORT__INIT;
+    Rt__TransferReq tr = RT__TRANSFER_REQ__INIT;
+    Rt__FreezeReq fr = RT__FREEZE_REQ__INIT;
+    Rt__ReplAbort ra = RT__REPL_ABORT__INIT;
+    struct
+    {
+        uint32_t method;
+        ProtobufCMessage *msg;
+        uint64_t *term;
+    } reqs[] = {
+        {RT__METHOD__MOVE_OUT, &mv.base, &mv.master_term},
+        {RT__METHOD__MOVE_ABORT, &ma.base, &ma.master_term},
+        {RT__METHOD__MOVE_DONE, &ma.base, &ma.master_term},
+        {RT__METHOD__TRANSFER_PRIMARY, &tr.base, &tr.master_term},
+        {RT__METHOD__TRANSFER_ABORT, &tr.base, &tr.master_term},
+        {RT__METHOD__RANGE_FREEZE, &fr.base, &fr.master_term},
+        {RT__METHOD__RANGE_THAW, &fr.base, &fr.master_term},
+        {RT__METHOD__REPL_ABORT, &ra.base, &ra.master_term},
+    };
+    const size_t n = sizeof(reqs) / sizeof(reqs[0]);
+    struct th_reply r;
+    int code;
+
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "1", &code, NULL), 0);
+    a.n_ranges = 1;
+    a.ranges = M.slot[0].ptrs;
+    a.map_version = 4;
+    a.master_term = 5;
+    assert_int_equal(assign_term(f, &a, NULL), 0);
+
+    rng.id = 1;
+    rng.table_id = 5;
+    rng.low = "";
+    rng.high_inf = 1;
+    rng.server_id = 7;
+    rng.epoch = 1;
+    mv.move_id = 1;
+    mv.range = &rng;
+    mv.target_server_id = 8;
+    mv.target_addr = "127.0.0.1:1";
+    mv.new_epoch = 2;
+    ma.move_id = 1;
+    ma.range_id = 1;
+    tr.range_id = 1;
+    tr.epoch = 1;
+    tr.to_server = 8;
+    tr.new_epoch = 2;
+    fr.range_id = 1;
+    fr.epoch = 1;
+    ra.range_id = 1;
+    ra.epoch = 1;
+    for (size_t i = 0; i < n; i++) {
+        *reqs[i].term = 4;
+        call(f, M.slot[0].conn, reqs[i].method, reqs[i].msg, &r);
+        assert_int_equal(r.status, RT_ESTALE);
+        rt_buf_free(&r.body);
+        assert_int_equal(f->ps.master_term_refused, i + 1);
+    }
+    /* Nothing moved, froze or went away. */
+    assert_int_equal(f->ps.ranges.n, 1);
+    assert_int_equal(get1(f, 1, 1, "b", "1", NULL), 0);
+    assert_int_equal(
+        write1(f, 1, 1, RT__OP_KIND__OP_INSERT, "b", "2", &code, NULL), 0);
+    assert_int_equal(f->ps.master_term, 5);
+
+    /* At the current term they reach their handlers (which answer what
+     * they answer, never "older master term"). */
+    for (size_t i = 0; i < n; i++) {
+        *reqs[i].term = 5;
+        if (reqs[i].method == RT__METHOD__MOVE_OUT) {
+            continue; /* it would start a move to a dead address */
+        }
+        call(f, M.slot[0].conn, reqs[i].method, reqs[i].msg, &r);
+        if (r.status != 0) {
+            Rt__Error *e = rt__error__unpack(NULL, r.body.len, r.body.data);
+            assert_true(e == NULL || e->message == NULL ||
+                        strstr(e->message, "older master term") == NULL);
+            if (e) {
+                rt__error__free_unpacked(e, NULL);
+            }
+        }
+        rt_buf_free(&r.body);
+    }
+    assert_int_equal(f->ps.master_term_refused, n);
+}
+
 /* An atomic write failing at op 1 writes nothing and reports the index. */
 static void test_atomic_error_index(void **state)
 {
@@ -1129,6 +1329,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_register_and_serve, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_assign_and_drop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_master_term_fence, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_master_term_fence_requests, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_atomic_error_index, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_and_busy, setup,

@@ -513,6 +513,31 @@ static void test_incarnation(void **state)
     assert_memory_equal(a, b, sizeof(a));
 }
 
+/* The stored master term only rises: a lower one or 0 leaves it, and it
+ * survives reopening the environment. */
+static void test_meta_master_term(void **state)
+{
+    struct fx *f = *state;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    uint64_t term = 1;
+
+    assert_int_equal(ps_store_meta_term(f->s, &term), 0);
+    assert_int_equal(term, 0);
+    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, 5, NULL, 0), 0);
+    assert_int_equal(ps_store_meta_term(f->s, &term), 0);
+    assert_int_equal(term, 5);
+    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, 3, NULL, 0), 0);
+    assert_int_equal(ps_store_meta_save(f->s, 1, "", 0), 0);
+    assert_int_equal(ps_store_meta_term(f->s, &term), 0);
+    assert_int_equal(term, 5);
+    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, 7, NULL, 0), 0);
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+    assert_int_equal(ps_store_meta_term(f->s, &term), 0);
+    assert_int_equal(term, 7);
+}
+
 /* Data and meta survive closing and reopening the environment. */
 static void test_persist_reopen(void **state)
 {
@@ -1861,7 +1886,7 @@ static void test_span_marker(void **state)
     }
     ps_store_span_marker(11, &sp, &k, &v);
     struct ps_meta_op op = {k.data, k.len, v.data, v.len, 0};
-    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, &op, 1), 0);
+    assert_int_equal(ps_store_meta_write(f->s, 1, "", 0, 0, &op, 1), 0);
     assert_int_equal(ps_store_pending_spans(f->s, count_span_cb, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(ps_store_span_drop_chunk(f->s, 11, &sp, 2, &deleted), 1);
@@ -1894,6 +1919,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_range_bounds, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_persist_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_master_term, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_read_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incarnation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drop_table, setup, teardown),
