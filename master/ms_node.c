@@ -478,6 +478,10 @@ static void ms__node_drive(struct ms_node *n)
         if (n->admin) {
             ms_admin_gate_release(n->admin);
         }
+        if (ms_catalog_master_term(n->cat) != n->last_ls_term) {
+            n->last_ls_term = ms_catalog_master_term(n->cat);
+            ms__node_publish(n);
+        }
         return;
     }
     leader = ms_raft_leader(n->raft, NULL);

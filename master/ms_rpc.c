@@ -246,6 +246,25 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     if (!ms__check_incarnation(q, req)) {
         return;
     }
+    if (req->master_term_seen >= ms_catalog_master_term(q->rpc->cl->cat)) {
+        /* The server has seen this term or a higher one (from a master
+         * whose catalog is gone, or from before the log): take a higher
+         * one, or it would refuse every answer of ours. A LEADER_START
+         * like a new leader's; it commits before the answer leaves. */
+        const Rt__LeaderStartCmd *ls = ms_catalog_leader(q->rpc->cl->cat);
+        if (ls) {
+            struct ms_leader_addrs a = {ls->rpc_addr, ls->http_addr,
+                                        ls->raft_addr};
+            uint64_t term = req->master_term_seen + 1;
+            rc = ms_catalog_leader_start(q->rpc->cl->cat, term, ls->leader_id,
+                                         &a);
+            rt_log(rc ? RT_LOG_ERROR : RT_LOG_WARN,
+                   "server %" PRIu64 " has seen master term %" PRIu64
+                   ": this master's term goes to %" PRIu64 "%s%s",
+                   req->server_id, req->master_term_seen, term, rc ? ": " : "",
+                   rc ? rt_strerror(rc) : "");
+        }
+    }
     rc = ms_catalog_register_server(
         q->rpc->cl->cat, req->server_id, req->addr, req->zone,
         req->incarnation.len ? req->incarnation.data : NULL, &sid,

@@ -207,6 +207,7 @@ static void ps__register(struct ps_server *ps)
     req.zone = (char *)(ps->cfg.zone ? ps->cfg.zone : "");
     req.n_range_ids = ps->ranges.n;
     req.range_ids = ids;
+    req.master_term_seen = ps->master_term;
     rc = rt_rpc_call_pb(rt_rpc_client_conn(ps->master), RT__METHOD__PS_REGISTER,
                         &req.base, PS_MASTER_CALL_MS, ps__register_cb, ps);
     free(ids);

@@ -252,3 +252,33 @@ def test_transfer_remove_add_and_wiped_member(cluster):
     names = {x.name for x in svc.list_tables()}
     assert "hamember" in names
     svc.create_table("hamember2")
+
+
+def test_wiped_master_is_not_refused(tmp_path_factory):
+    """Partition servers persist the highest master term they saw and
+    refuse lower ones; a master whose data directory was lost starts
+    again at a low term. It must raise its term above what the servers
+    report when they register, not be refused for ever."""
+    import shutil
+    import os
+    gen = started(tmp_path_factory, "single", n_ps=3, replication_factor=3)
+    c = next(gen)
+    try:
+        for _ in range(2):  # each start of a lone master is a new term
+            c.kill("master", signal.SIGKILL)
+            c.start_process("master")
+        c._wait(time.monotonic() + 30, "servers up", c._all_servers_up)
+        seen = status_json(c)["masters"][0]["master_term"]
+        c.kill("master", signal.SIGKILL)
+        d = os.path.join(c.workdir, "master")
+        shutil.rmtree(d)
+        os.makedirs(d)
+        c.start_process("master")
+        c._wait(time.monotonic() + 30, "servers up", c._all_servers_up)
+        deadline = time.monotonic() + 10
+        while status_json(c)["masters"][0]["master_term"] <= seen:
+            assert time.monotonic() < deadline, "the term stayed low"
+            time.sleep(0.1)
+        c.table_service_client().create_table("afterwipe")
+    finally:
+        next(gen, None)
