@@ -526,6 +526,12 @@ int ms_catalog_leader_start(struct ms_catalog *cat,
                             uint64_t master_term,
                             uint64_t leader_id,
                             const struct ms_leader_addrs *addrs);
+/* IMPORT (docs/DESIGN-master-ha.md §2.6): the catalog a master kept
+ * before the Raft log, as ms_catalog_snapshot() wrote it (@snap
+ * borrowed), replaces an empty catalog; the leader proposes it once.
+ * Errors: RT_EEXIST (the catalog holds a table, range or server: nothing
+ * written), RT_ECORRUPT (not a valid snapshot), RT_EIO, RT_ENOSPACE. */
+int ms_catalog_import(struct ms_catalog *cat, const uint8_t *snap, size_t len);
 /* The last LEADER_START taken, or NULL. Read. */
 const Rt__LeaderStartCmd *ms_catalog_leader(const struct ms_catalog *cat);
 

@@ -173,5 +173,9 @@ int ms_cat_do_move_forget(struct ms_catalog *cat, uint64_t move_id);
  * RT_ESTALE and nothing is written. */
 int ms_cat_do_leader_start(struct ms_catalog *cat,
                            const Rt__LeaderStartCmd *ls);
+/* IMPORT: restores the snapshot @snap into an empty catalog (no table,
+ * range or server); RT_EEXIST when it is not empty, RT_ECORRUPT when the
+ * stream is bad (both: nothing written, the same on every member). */
+int ms_cat_do_import(struct ms_catalog *cat, const uint8_t *snap, size_t len);
 
 #endif

@@ -314,3 +314,18 @@ uint64_t ms_catalog_digest(struct ms_catalog *cat)
     uint64_t h = 0xcbf29ce484222325ull;
     return ms__snap_walk(cat, ms__digest_one, &h) ? 0 : h;
 }
+
+int ms_cat_do_import(struct ms_catalog *cat, const uint8_t *snap, size_t len)
+{
+    int rc;
+
+    if (ms_catalog_ntables(cat) || ms_catalog_nranges(cat) ||
+        ms_catalog_nservers(cat)) {
+        return RT_EEXIST;
+    }
+    rc = ms_catalog_restore(cat, snap, len);
+    if (rc != 0 && rc != RT_ECORRUPT) {
+        cat->local_err = rc; /* this member's storage, not the entry */
+    }
+    return rc;
+}

@@ -439,3 +439,14 @@ int ms_catalog_leader_start(struct ms_catalog *cat,
     cmd.leader_start = &c;
     return ms__cmd_simple(cat, &cmd);
 }
+
+int ms_catalog_import(struct ms_catalog *cat, const uint8_t *snap, size_t len)
+{
+    Rt__MasterCmd cmd = RT__MASTER_CMD__INIT;
+    Rt__ImportCmd c = RT__IMPORT_CMD__INIT;
+    c.snapshot.data = (uint8_t *)snap;
+    c.snapshot.len = len;
+    cmd.cmd_case = RT__MASTER_CMD__CMD_IMPORT_CATALOG;
+    cmd.import_catalog = &c;
+    return ms__cmd_simple(cat, &cmd);
+}

@@ -203,6 +203,10 @@ static int ms__fsm_dispatch(struct ms_catalog *cat,
         case RT__MASTER_CMD__CMD_LEADER_START:
             rc = ms_cat_do_leader_start(cat, cmd->leader_start);
             break;
+        case RT__MASTER_CMD__CMD_IMPORT_CATALOG:
+            rc = ms_cat_do_import(cat, cmd->import_catalog->snapshot.data,
+                                  cmd->import_catalog->snapshot.len);
+            break;
         default:
             return RT_ECORRUPT;
     }

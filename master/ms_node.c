@@ -60,6 +60,11 @@ struct ms_node
     uint64_t transfer_ms;  /* when the SIGTERM transfer began */
     uint64_t last_ls_term; /* the LEADER_START last published */
     bool handing_over;     /* an operator's leadership transfer runs */
+    /* A catalog from before the Raft log (DATA/data.mdb): imported by the
+     * first leader session that finds the log's catalog empty, moved to
+     * DATA/catalog-v0/ once the import is committed. */
+    bool legacy;
+    uint64_t import_index; /* the import's proposal, 0 = none pending */
     bool reexec_armed;
     uv_timer_t reexec_timer;
     uv_timer_t tick;
@@ -371,6 +376,73 @@ static void ms__node_publish(struct ms_node *n)
     }
 }
 
+/* ---- a catalog from before the log (design §2.6) ---- */
+
+/* Moves DATA/data.mdb and lock.mdb to DATA/catalog-v0/ (kept, never
+ * deleted by the master). */
+static void ms__node_legacy_aside(struct ms_node *n)
+{
+    char from[2 * MS__NODE_PATH], to[2 * MS__NODE_PATH];
+    static const char *const files[] = {"data.mdb", "lock.mdb"};
+
+    snprintf(to, sizeof(to), "%s/catalog-v0", n->data_dir);
+    if (mkdir(to, 0755) != 0 && errno != EEXIST) {
+        rt_log(RT_LOG_ERROR, "mkdir %s: %s", to, strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(from, sizeof(from), "%s/%s", n->data_dir, files[i]);
+        snprintf(to, sizeof(to), "%s/catalog-v0/%s", n->data_dir, files[i]);
+        if (rename(from, to) != 0 && errno != ENOENT) {
+            rt_log(RT_LOG_ERROR, "rename %s: %s", from, strerror(errno));
+            return;
+        }
+    }
+    n->legacy = false;
+    rt_log(RT_LOG_INFO,
+           "the catalog from before the raft log is in the log now; its "
+           "files are kept in %s/catalog-v0",
+           n->data_dir);
+}
+
+/* The leader's first act when the log's catalog is empty and the data
+ * directory holds a catalog from before the log: IMPORT it. */
+static void ms__node_import(struct ms_node *n)
+{
+    struct ms_catalog *old = NULL;
+    struct rt_buf snap = RT_BUF_INIT;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    int rc;
+
+    if (ms_catalog_ntables(n->cat) || ms_catalog_nranges(n->cat) ||
+        ms_catalog_nservers(n->cat)) {
+        ms__node_legacy_aside(n); /* imported by an earlier life */
+        return;
+    }
+    rc = ms_catalog_open(n->data_dir, &old, errmsg);
+    if (rc == 0) {
+        rc = ms_catalog_snapshot(old, &snap);
+        ms_catalog_close(old);
+    }
+    if (rc == 0) {
+        rc = ms_catalog_import(n->cat, snap.data, snap.len);
+    }
+    rt_buf_free(&snap);
+    if (rc != 0) {
+        rt_log(RT_LOG_ERROR,
+               "cannot import the catalog of %s/data.mdb (from before the "
+               "raft log): %s %s; starting without it",
+               n->data_dir, rt_strerror(rc), errmsg);
+        return;
+    }
+    n->import_index = ms_raft_last_proposed(n->raft);
+    rt_log(RT_LOG_WARN,
+           "imported the catalog from before the raft log: %zu tables, %zu "
+           "ranges, %zu servers (raft index %" PRIu64 ")",
+           ms_catalog_ntables(n->cat), ms_catalog_nranges(n->cat),
+           ms_catalog_nservers(n->cat), n->import_index);
+}
+
 /* ---- leadership ---- */
 
 static void ms__node_session_start(struct ms_node *n)
@@ -389,6 +461,9 @@ static void ms__node_session_start(struct ms_node *n)
     addrs.raft = ms_raft_addr(n->raft);
     ms_catalog_set_proposer(n->cat, ms__node_propose, n);
     rt_rpc_gate_set(&gate);
+    if (n->legacy) {
+        ms__node_import(n);
+    }
     /* Above every term a partition server may have seen: the raft term
      * (one leader per term) or, after an import, the stored one + 1. */
     term = ms_raft_term(n->raft);
@@ -477,6 +552,11 @@ static void ms__node_drive(struct ms_node *n)
         rt_rpc_gate_release();
         if (n->admin) {
             ms_admin_gate_release(n->admin);
+        }
+        if (n->import_index &&
+            ms_raft_commit_index(n->raft) >= n->import_index) {
+            n->import_index = 0;
+            ms__node_legacy_aside(n);
         }
         if (ms_catalog_master_term(n->cat) != n->last_ls_term) {
             n->last_ls_term = ms_catalog_master_term(n->cat);
@@ -729,6 +809,12 @@ int ms_node_start(uv_loop_t *loop,
         rt_errmsg_printf(errmsg, "mkdir %s: %s", n->data_dir, strerror(errno));
         rc = RT_EIO;
         goto err;
+    }
+    {
+        char old[2 * MS__NODE_PATH];
+        struct stat st;
+        snprintf(old, sizeof(old), "%s/data.mdb", n->data_dir);
+        n->legacy = stat(old, &st) == 0;
     }
     snprintf(view, sizeof(view), "%s/catalog", n->data_dir);
     if ((rc = ms__node_fresh_view(view, errmsg)) != 0 ||

@@ -282,3 +282,46 @@ def test_wiped_master_is_not_refused(tmp_path_factory):
         c.table_service_client().create_table("afterwipe")
     finally:
         next(gen, None)
+
+
+def test_catalog_from_before_the_log_is_imported(tmp_path_factory):
+    """A master data directory laid out as before the Raft log (the
+    catalog's data.mdb directly in --data, no raft/): the first start
+    imports it into the log (IMPORT), tables and servers are kept, and
+    the old files move to catalog-v0/."""
+    import shutil
+    import os
+    gen = started(tmp_path_factory, "legacy", n_ps=3, replication_factor=3)
+    c = next(gen)
+    try:
+        svc = c.table_service_client()
+        svc.create_table("legacya")
+        svc.get_table_client("legacya").upsert_entity(
+            {"PartitionKey": "p", "RowKey": "r", "V": 7})
+        svc.create_table("legacyb")
+        c.kill("master", signal.SIGTERM)
+        c.master.reap()
+        d = os.path.join(c.workdir, "master")
+        # The view holds the whole catalog in the pre-log LMDB schema.
+        shutil.copy(os.path.join(d, "catalog", "data.mdb"),
+                    os.path.join(d, "data.mdb"))
+        shutil.rmtree(os.path.join(d, "catalog"))
+        shutil.rmtree(os.path.join(d, "raft"))
+        c.start_process("master")
+        c._wait(time.monotonic() + 30, "servers up", c._all_servers_up)
+        names = {t.name for t in svc.list_tables()}
+        assert {"legacya", "legacyb"} <= names
+        assert svc.get_table_client("legacya").get_entity("p", "r")["V"] == 7
+        deadline = time.monotonic() + 10
+        while os.path.exists(os.path.join(d, "data.mdb")):
+            assert time.monotonic() < deadline, "data.mdb not moved aside"
+            time.sleep(0.1)
+        assert os.path.exists(os.path.join(d, "catalog-v0", "data.mdb"))
+        # A restart replays the log: still there, no second import.
+        c.kill("master", signal.SIGKILL)
+        c.start_process("master")
+        c._wait(time.monotonic() + 30, "servers up", c._all_servers_up)
+        assert {"legacya", "legacyb"} <= {t.name for t in svc.list_tables()}
+        svc.create_table("legacyc")
+    finally:
+        next(gen, None)

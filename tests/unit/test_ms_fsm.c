@@ -603,6 +603,42 @@ static void test_snapshot_restore(void **state)
     rt_buf_free(&other);
 }
 
+/* IMPORT: a catalog kept before the log replaces an empty one (the
+ * entry replayed elsewhere gives the same catalog); a catalog that holds
+ * anything refuses it and stays as it is. */
+static void test_import(void **state)
+{
+    struct fx *f = *state;
+    struct rt_buf snap = RT_BUF_INIT;
+    uint64_t digest;
+
+    run(f, 11, 300);
+    assert_int_equal(ms_catalog_snapshot(f->a.cat, &snap), 0);
+    assert_true(ms_catalog_ntables(f->a.cat) > 0);
+    /* b is empty: it takes the import, and so does a replay of it. */
+    assert_int_equal(ms_catalog_import(f->b.cat, snap.data, snap.len), 0);
+    assert_int_equal(ms_catalog_ntables(f->b.cat),
+                     ms_catalog_ntables(f->a.cat));
+    assert_int_equal(ms_catalog_nranges(f->b.cat),
+                     ms_catalog_nranges(f->a.cat));
+    assert_int_equal(ms_catalog_digest(f->a.cat), ms_catalog_digest(f->b.cat));
+    /* Not empty any more: refused, nothing written. */
+    digest = ms_catalog_digest(f->b.cat);
+    assert_int_equal(ms_catalog_import(f->b.cat, snap.data, snap.len),
+                     RT_EEXIST);
+    assert_int_equal(ms_catalog_digest(f->b.cat), digest);
+    /* A bad stream into an empty catalog: refused as corrupt. */
+    {
+        struct th_ms_cat c;
+        assert_int_equal(th_ms_cat_setup(&c, "test_ms_fsm_c"), 0);
+        assert_int_equal(ms_catalog_import(c.cat, snap.data, snap.len - 1),
+                         RT_ECORRUPT);
+        assert_int_equal(ms_catalog_ntables(c.cat), 0);
+        th_ms_cat_teardown(&c);
+    }
+    rt_buf_free(&snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leader_start_monotonic, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_restore, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
