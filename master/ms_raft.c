@@ -356,10 +356,13 @@ static int ms_raft__bootstrap(struct ms_raft *r,
     if (o->npeers == 0) {
         rv = raft_configuration_add(&conf, r->id, r->addr, RAFT_VOTER);
     } else {
+        /* Every member bootstraps the very same configuration (the first
+         * log entry must be identical everywhere): its own entry is the
+         * address the others dial, as --peers names it, which need not be
+         * the one it binds (a proxy, a NAT). */
         for (size_t i = 0; i < o->npeers && rv == 0; i++) {
-            const char *a =
-                o->peers[i].id == r->id ? r->addr : o->peers[i].addr;
-            rv = raft_configuration_add(&conf, o->peers[i].id, a, RAFT_VOTER);
+            rv = raft_configuration_add(&conf, o->peers[i].id, o->peers[i].addr,
+                                        RAFT_VOTER);
         }
     }
     if (rv == 0)
