@@ -9,6 +9,8 @@
 #                      moves-under-faults, cut-fe-link, ≥ 2000 operations
 #                      and 3 faults each (about 80 s on 2 cores); seed 1 so a
 #                      failure replays (faults.py --seed N for others)
+#   faults_masters_quick faults.py --masters-quick: three masters, kill
+#                      -9 and isolation of the leader, two of three down
 #   faults_rf3_quick   faults.py --rf3-quick: kill-primary, kill-secondary,
 #                      pause-primary, flip-bits at replication factor 3, ≥ 2000
 #                      operations and one fault each (≤ 90 s); SKIPPED (exit
@@ -58,6 +60,17 @@ set_tests_properties(faults_rf3_quick PROPERTIES
   LABELS faults
   TIMEOUT 300
   SKIP_RETURN_CODE 77
+  ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
+  RESOURCE_LOCK rt_integration)
+
+add_test(NAME faults_masters_quick
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/faults.py
+          --masters-quick --seed 1
+          --workdir ${CMAKE_CURRENT_BINARY_DIR}/tmp-faults
+  WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(faults_masters_quick PROPERTIES
+  LABELS faults
+  TIMEOUT 400
   ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
   RESOURCE_LOCK rt_integration)
 

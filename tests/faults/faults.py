@@ -105,6 +105,8 @@ FAILOVER_AFTER_MS = 1500
 # tells who dialed by the owner of the client socket, so the front end's
 # path and a peer's path to one server are cut apart).
 LINK_SCENARIOS = ("cut-master-link", "cut-fe-link", "isolate-primary")
+# Scenarios whose masters reach each other's raft port through the proxy.
+RAFT_LINK_SCENARIOS = ("isolate-leader", "isolate-follower")
 
 # Outcome of an HTTP status: these are definite answers (nothing written,
 # or the condition did not hold); any other 5xx may have been applied.
@@ -1029,6 +1031,89 @@ class Nemesis:
             self.c.start_process(n)
             self.note("restarted", target=n)
 
+    def isolate_master(self, name, role):
+        """Cuts master @name off from the other masters, both ways, for
+        2-4 s (past the election timeout), then heals (H6, H7)."""
+        px = self.run_.proxy
+        cut = self.rng.uniform(2.0, 4.0)
+        mode = self.rng.choice(["blackhole", "blackhole", "reset"])
+        others = [m.name for m in self.c.masters if m.name != name]
+        self.note("cut", target=name, role=role, mode=mode,
+                  cut_s=round(cut, 2), links=["raft->" + name] +
+                  ["%s->raft->%s" % (name, o) for o in others])
+        px.cut("raft->" + name, mode)
+        for o in others:
+            px.cut("raft->" + o, mode, src=name)
+        time.sleep(cut)
+        px.heal("raft->" + name)
+        for o in others:
+            px.heal("raft->" + o, src=name)
+        self.note("heal", target=name)
+
+    def step_isolate_leader(self):
+        """The leader cut off from the other masters (partition servers
+        and front ends still reach it): the others elect a new leader, the
+        old one steps down and stops acting (it re-executes as a
+        follower); its uncommitted work never leaves it (output gate) and
+        partition servers refuse its older term (H6)."""
+        self.isolate_master(self.leader_name(), "leader")
+
+    def step_isolate_follower(self):
+        """A follower cut off from the other masters (H7): nothing visible;
+        pre-vote keeps it from disturbing the leader when it returns."""
+        self.isolate_master(self.rng.choice(self.follower_names()),
+                            "follower")
+
+    def step_wipe_master(self):
+        """A follower's disk lost (H11): kill -9, data directory deleted.
+        Under its old id it must refuse to start (it could vote twice in
+        one term); it is removed from the group and comes back empty under
+        a new id (--join, rtctl master add), catching up from a snapshot."""
+        # A member added with --join would start again under its old id
+        # with --join (an operator's mistake the design cannot catch: its
+        # disk held nothing to tell); wipe the bootstrapped ones only.
+        names = [n for n in self.follower_names()
+                 if not self.c.proc(n).join]
+        if not names:
+            self.kill_restart(self.rng.choice(self.follower_names()),
+                              "follower", self.rng.uniform(0.3, 2.0))
+            return
+        name = self.rng.choice(names)
+        victim = self.c.proc(name)
+        self.note("kill -9", target=name, role="follower", wipe=True)
+        self.c.kill(name, signal.SIGKILL)
+        d = os.path.join(self.c.workdir, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        argv = [self.c.bins["master"]] + [a for a in victim.args()
+                                          if a != "--bootstrap"]
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=30, cwd=self.c.workdir, env=self.c.env)
+        if r.returncode == 0 or "join" not in r.stderr:
+            raise ClusterError("a wiped master started under its old id "
+                               "(exit %d): %s" % (r.returncode,
+                                                  r.stderr[-300:]))
+        self.note("refused", target=name, exit=r.returncode)
+        self.c.masters.remove(victim)  # gone for good: heal() skips it
+        self.rtctl_ok("master", "remove", str(victim.member_id))
+        new_id = max(m.member_id for m in self.c.masters + [victim]) + 1
+        m = self.c.new_master(new_id)
+        self.c.start_process(m.name)
+        self.rtctl_ok("master", "add", str(new_id),
+                      "127.0.0.1:%d" % m.ports["raft"])
+        self.note("rejoined", target=m.name, id=new_id)
+
+    def rtctl_ok(self, *args):
+        end = time.monotonic() + 20
+        while True:
+            r = self.c.rtctl(*args, check=False)
+            if r.returncode == 0:
+                return r
+            if time.monotonic() > end:
+                raise ClusterError("rtctl %s: %s" % (" ".join(args),
+                                                     r.stderr[-300:]))
+            time.sleep(0.5)
+
     def step_old_disk(self):
         """A follower down for 4-8 s while control operations commit, then
         back with its own (old) disk (H10): caught up by entries or a
@@ -1286,9 +1371,19 @@ class Run:
                 ":verify_asan_link_order=0"
         if self.scenario in LINK_SCENARIOS:
             self.route_links()
+        if self.scenario in RAFT_LINK_SCENARIOS:
+            self.route_raft_links()
         self.cluster.start()
         cli = rawhttp.Client(self.cluster.fe_port)
-        cli.create_table(TABLE)
+        end = time.monotonic() + 30
+        while True:
+            # 503 while the front end finds the master leader (a client
+            # retries it, as the SDKs do).
+            r = cli.post(cli.path("/Tables"), {"TableName": TABLE})
+            if r.status == 201 or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        assert r.status == 201, r
         for i in range(N_REGISTERS):
             rk = "r%d" % i
             v = "init-" + rk
@@ -1297,6 +1392,24 @@ class Run:
             assert r.status == 204, r
             self.initial["reg/" + rk] = v
         cli.close()
+
+    def route_raft_links(self):
+        """Every master is dialed by the others through a proxy link
+        "raft->masterN" (its address in --peers is the proxy's), so the
+        nemesis can cut a member off from the others both ways while
+        partition servers and front ends still reach it."""
+        c = self.cluster
+        if self.proxy is None:
+            self.proxy = fproxy.Proxy()
+        for m in c.masters:
+            def target(m=m):
+                port = m.fixed_ports.get("raft")
+                return ("127.0.0.1", port) if port else None
+            port = self.proxy.add_link("raft->" + m.name, target,
+                                       classify=self.dialer)
+            c.raft_advertise[m.name] = "127.0.0.1:%d" % port
+        c.peers = ",".join("%d=%s" % (m.member_id, c.raft_advertise[m.name])
+                           for m in c.masters)
 
     def route_links(self):
         """Puts a proxy link on PSn->master and fe->PSn; targets are
@@ -1839,9 +1952,12 @@ RF3_QUICK = ("kill-primary", "kill-secondary", "pause-primary", "flip-bits")
 # Scenarios of a three-master Raft group (docs/DESIGN-master-ha.md §6);
 # they run with --masters 3 whatever the flag says.
 MASTER_SCENARIOS = ("kill-leader", "pause-leader", "kill-follower",
-                    "pause-follower", "kill-two-masters", "old-disk",
+                    "pause-follower", "kill-two-masters", "isolate-leader",
+                    "isolate-follower", "old-disk", "wipe-master",
                     "kill-leader-mid-failover")
 ALL_SCENARIOS = SCENARIOS + RF_SCENARIOS + MASTER_SCENARIOS
+# --masters-quick (ctest faults_masters_quick): these, briefly.
+MASTERS_QUICK = ("kill-leader", "isolate-leader", "kill-two-masters")
 
 
 def wait_stopped(pid, timeout_s=2.0):
@@ -1893,6 +2009,10 @@ def main(argv=None):
                    "kill-secondary, pause-primary, flip-bits at RF 3, ≥ 2000 ops and "
                    "1 fault each (≤ 90 s); exit 77 (skipped) when the "
                    "master has no automatic failover")
+    g.add_argument("--masters-quick", action="store_true",
+                   help="ctest faults_masters_quick: kill-leader, "
+                   "isolate-leader, kill-two-masters with three masters at "
+                   "RF 3, >= 2000 ops and 2 faults each")
     ap.add_argument("--seed", type=int, default=None,
                     help="nemesis and client seed (default: from the time)")
     ap.add_argument("--scenario", action="append", choices=ALL_SCENARIOS,
@@ -1910,7 +2030,8 @@ def main(argv=None):
                     help="where clusters and histories go (default: "
                     "<build>/tests/tmp-faults)")
     a = ap.parse_args(argv)
-    rf = a.replication_factor or (3 if a.rf3_quick else 1)
+    rf = a.replication_factor or (3 if a.rf3_quick or a.masters_quick
+                                  else 1)
     if rf < 1 or (a.rf3_quick and rf != 3):
         ap.error("--replication-factor: 1..8 (3 with --rf3-quick)")
     n_ps = a.servers or max(3, rf)
@@ -1938,12 +2059,17 @@ def main(argv=None):
         # ... and exactly one: a slow (sanitizer) build may not reach
         # n_ops before the first fault heals.
         max_faults = 1
+    elif a.masters_quick:
+        n_ops, min_faults, max_s = 2000, 2, 40
+        max_faults = 2
     else:
         n_ops, min_faults, max_s = 2000, 3, 60
     if a.scenario:
         names = a.scenario
     elif a.rf3_quick:
         names = RF3_QUICK
+    elif a.masters_quick:
+        names = MASTERS_QUICK
     elif rf > 1:
         names = RF_FULL if a.full else RF3_QUICK + ("kill-master",)
     else:

@@ -323,6 +323,10 @@ class Cluster:
         self.n_masters = int(masters)
         # More arguments for one master (by name), read at each start.
         self.master_args = {}
+        # The raft address other members dial for a master (by name), when
+        # not its own port (the fault harness puts a proxy in between);
+        # set before start(), together with self.peers.
+        self.raft_advertise = {}
         if self.n_masters == 1:
             self.masters = [Proc(self, "master", self.bins["master"],
                                  "master")]
@@ -562,8 +566,9 @@ class Cluster:
             for mem in st.get("masters", []):
                 if mem.get("leader"):
                     for p in self.masters:
-                        if mem.get("raft_addr") == "127.0.0.1:%d" % \
-                                p.ports.get("raft", -1):
+                        if mem.get("raft_addr") == self.raft_advertise.get(
+                                p.name,
+                                "127.0.0.1:%d" % p.ports.get("raft", -1)):
                             return p
         return None
 
