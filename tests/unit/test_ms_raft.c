@@ -271,7 +271,7 @@ static void start_one(uv_loop_t *loop,
 static void test_one_member_restart(void **state)
 {
     uv_loop_t loop;
-    char tmp[64], dir[96];
+    char tmp[64], dir[160];
     struct toy t = {0};
     struct ms_raft *r;
     struct applied_arg a;
@@ -322,7 +322,7 @@ static void test_one_member_restart(void **state)
 static void test_snapshot_busy_skips(void **state)
 {
     uv_loop_t loop;
-    char tmp[64], dir[96];
+    char tmp[64], dir[160];
     struct toy t = {0};
     struct ms_raft *r;
     struct applied_arg a;
@@ -369,7 +369,7 @@ static void test_snapshot_busy_skips(void **state)
 static void test_restore_failure_fails_start(void **state)
 {
     uv_loop_t loop;
-    char tmp[64], dir[96], errmsg[RT_ERRMSG_SIZE];
+    char tmp[64], dir[160], errmsg[RT_ERRMSG_SIZE];
     struct toy t = {0};
     struct ms_raft *r = NULL;
     struct ms_raft_opts o = {0};
@@ -423,7 +423,7 @@ struct trio
 {
     uv_loop_t loop;
     char tmp[N3][64];
-    char dir[N3][96];
+    char dir[N3][160];
     struct ms_raft_peer peers[N3];
     struct toy t[N3];
     struct ms_raft *r[N3]; /* NULL once closed */
@@ -623,7 +623,7 @@ static void start_joiner(uv_loop_t *loop,
 static void test_join_add_remove(void **state)
 {
     uv_loop_t loop;
-    char tmp[2][64], dir[2][96];
+    char tmp[2][64], dir[2][160];
     struct toy t[2] = {{0}};
     struct ms_raft *r[2];
     struct applied_arg a;
@@ -868,7 +868,7 @@ static void test_fixture_election_safety(void **state)
 static void test_empty_dir_with_peers_refused(void **state)
 {
     uv_loop_t loop;
-    char tmp[64], dir[96], errmsg[RT_ERRMSG_SIZE];
+    char tmp[64], dir[160], errmsg[RT_ERRMSG_SIZE];
     struct ms_raft_peer peers[3] = {
         {1, "127.0.0.1:1"}, {2, "127.0.0.1:2"}, {3, "127.0.0.1:3"}};
     struct ms_raft_opts o = {0};
