@@ -663,6 +663,19 @@ static void ms_raft__req_finish(struct ms_raft_req *q, int status)
         cb(ud, status);
 }
 
+/* The end of starting request @q: libraft's @rv (0: @q is libraft's until
+ * its callback) as ours, @q freed when libraft refused it. */
+static int ms_raft__req_started(struct ms_raft_req *q, int rv)
+{
+    struct ms_raft *r = q->r;
+
+    if (rv != 0) {
+        free(q);
+        return ms_raft__err(r, rv);
+    }
+    return 0;
+}
+
 static void ms_raft__barrier_cb(struct raft_barrier *b, int status)
 {
     struct ms_raft_req *q = b->data;
@@ -673,18 +686,13 @@ static void ms_raft__barrier_cb(struct raft_barrier *b, int status)
 int ms_raft_barrier(struct ms_raft *r, ms_raft_done_cb cb, void *ud)
 {
     struct ms_raft_req *q;
-    int rv;
 
     if (r->closing)
         return RT_ECANCELED;
     q = ms_raft__req_new(r, cb, ud);
     q->u.barrier.data = q;
-    rv = raft_barrier(&r->raft, &q->u.barrier, ms_raft__barrier_cb);
-    if (rv != 0) {
-        free(q);
-        return ms_raft__err(r, rv);
-    }
-    return 0;
+    return ms_raft__req_started(
+        q, raft_barrier(&r->raft, &q->u.barrier, ms_raft__barrier_cb));
 }
 
 static void ms_raft__transfer_cb(struct raft_transfer *t)
@@ -711,19 +719,14 @@ int ms_raft_transfer(struct ms_raft *r,
                      void *ud)
 {
     struct ms_raft_req *q;
-    int rv;
 
     if (r->closing)
         return RT_ECANCELED;
     q = ms_raft__req_new(r, cb, ud);
     q->target = id;
     q->u.transfer.data = q;
-    rv = raft_transfer(&r->raft, &q->u.transfer, id, ms_raft__transfer_cb);
-    if (rv != 0) {
-        free(q);
-        return ms_raft__err(r, rv);
-    }
-    return 0;
+    return ms_raft__req_started(
+        q, raft_transfer(&r->raft, &q->u.transfer, id, ms_raft__transfer_cb));
 }
 
 static void ms_raft__change_cb(struct raft_change *c, int status)
@@ -741,18 +744,13 @@ int ms_raft_add(struct ms_raft *r,
                 void *ud)
 {
     struct ms_raft_req *q;
-    int rv;
 
     if (r->closing)
         return RT_ECANCELED;
     q = ms_raft__req_new(r, cb, ud);
     q->u.change.data = q;
-    rv = raft_add(&r->raft, &q->u.change, id, addr, ms_raft__change_cb);
-    if (rv != 0) {
-        free(q);
-        return ms_raft__err(r, rv);
-    }
-    return 0;
+    return ms_raft__req_started(
+        q, raft_add(&r->raft, &q->u.change, id, addr, ms_raft__change_cb));
 }
 
 int ms_raft_assign_voter(struct ms_raft *r,
@@ -761,36 +759,25 @@ int ms_raft_assign_voter(struct ms_raft *r,
                          void *ud)
 {
     struct ms_raft_req *q;
-    int rv;
 
     if (r->closing)
         return RT_ECANCELED;
     q = ms_raft__req_new(r, cb, ud);
     q->u.change.data = q;
-    rv =
-        raft_assign(&r->raft, &q->u.change, id, RAFT_VOTER, ms_raft__change_cb);
-    if (rv != 0) {
-        free(q);
-        return ms_raft__err(r, rv);
-    }
-    return 0;
+    return ms_raft__req_started(q, raft_assign(&r->raft, &q->u.change, id,
+                                               RAFT_VOTER, ms_raft__change_cb));
 }
 
 int ms_raft_remove(struct ms_raft *r, uint64_t id, ms_raft_done_cb cb, void *ud)
 {
     struct ms_raft_req *q;
-    int rv;
 
     if (r->closing)
         return RT_ECANCELED;
     q = ms_raft__req_new(r, cb, ud);
     q->u.change.data = q;
-    rv = raft_remove(&r->raft, &q->u.change, id, ms_raft__change_cb);
-    if (rv != 0) {
-        free(q);
-        return ms_raft__err(r, rv);
-    }
-    return 0;
+    return ms_raft__req_started(
+        q, raft_remove(&r->raft, &q->u.change, id, ms_raft__change_cb));
 }
 
 size_t ms_raft_config(struct ms_raft *r, struct ms_raft_member *out, size_t max)
