@@ -28,10 +28,11 @@
  *   back-off, and front-end retries on top would multiply the load it
  *   refused;
  * - GET_MAP fails (master down): RT_EBUSY;
- * - a master that is not the leader answers RT_ENOTLEADER: returned as is
- *   (503 ServerBusy: it executed nothing, the SDK retries), and the link
- *   moves to the leader it names or the next master, where FE_HELLO
- *   brings the map again;
+ * - a master that is not the leader answers RT_ENOTLEADER: it executed
+ *   nothing; the link moves to the leader it names or the next master
+ *   (where FE_HELLO brings the map again) and the operation is sent again
+ *   like a retryable hop (FE_ROUTE_TRIES), then 503 ServerBusy, which the
+ *   SDK retries;
  * - RT_ETIMEDOUT (no reply in FE_ROUTE_TIMEOUT_MS): a write's is returned
  *   as is (500 OperationTimedOut), never retried: it may have happened; a
  *   read or scan hop is tried again like RT_ENOCONN;
@@ -616,6 +617,25 @@ _Static_assert(FE_ROUTE_TRIES == 3,
 static void fe__on_wait_timer(uv_timer_t *t);
 
 /* Arms the wait timer for the first waiting retry, or stops it. */
+/* A job that is one call to the master (no map, no partition server). */
+static int fe__job_is_master(const struct fe_job *job)
+{
+    return job->kind == FE_JOB_CREATE_TABLE ||
+           job->kind == FE_JOB_DELETE_TABLE ||
+           job->kind == FE_JOB_LIST_TABLES || job->kind == FE_JOB_MASTER_CALL;
+}
+
+/* A master job that changes the catalog (a create, a delete, an ACL or
+ * service properties set). */
+static int fe__job_master_writes(const struct fe_job *job)
+{
+    return job->kind == FE_JOB_CREATE_TABLE ||
+           job->kind == FE_JOB_DELETE_TABLE ||
+           (job->kind == FE_JOB_MASTER_CALL &&
+            (job->call_method == RT__METHOD__SET_ACL ||
+             job->call_method == RT__METHOD__SET_SERVICE_PROPS));
+}
+
 static void fe__retries_arm(struct fe_route *r)
 {
     uint64_t now = uv_now(r->loop);
@@ -650,7 +670,11 @@ static void fe__on_wait_timer(uv_timer_t *t)
         /* The job's RPCs carry its own request id, not the last one the
          * thread served. */
         rt_log_set_reqid(j->reqid);
-        fe__wait_map(j);
+        if (fe__job_is_master(j)) {
+            fe__job_run(j); /* a master operation needs no map */
+        } else {
+            fe__wait_map(j);
+        }
     }
 }
 
@@ -663,8 +687,10 @@ static void fe__job_retry(struct fe_job *job, int why)
     struct fe_route *r = job->route_;
     unsigned wait_ms;
     rt_log(RT_LOG_DEBUG, "retrying %s for table %s after %s (try %d)",
-           job->kind == FE_JOB_SCAN ? "scan" : "entity op", job->table,
-           rt_err_name(why), job->tries_ + 1);
+           job->kind == FE_JOB_SCAN                               ? "scan"
+           : job->kind == FE_JOB_WRITE || job->kind == FE_JOB_GET ? "entity op"
+                                                                  : "master op",
+           job->table ? job->table : "-", rt_err_name(why), job->tries_ + 1);
     if (++job->tries_ >= FE_ROUTE_TRIES) {
         rt_log(RT_LOG_WARN, "giving up on table %s after %d tries (%s)",
                job->table, job->tries_, rt_err_name(why));
@@ -738,9 +764,20 @@ static int fe__master_reply_failed(struct fe_job *job,
 {
     job->route_->inflight--;
     fe__master_moved(job->route_, status, body, len);
-    if (status == RT_ENOTLEADER) {
-        /* Nothing was executed: 503 ServerBusy, which the SDKs retry. */
-        fe__job_finish(job, status);
+    if (status == RT_ENOTLEADER || status == RT_ENOTSENT) {
+        /* Nothing was executed (a follower refused it, or it never left),
+         * and the link now heads for the leader: send it there (after
+         * FE_ROUTE_WAIT1_MS, then WAIT2); 503 ServerBusy when no leader
+         * answers by then. */
+        fe__job_retry(job, status);
+        return 1;
+    }
+    if ((status == RT_ENOCONN || status == RT_ETIMEDOUT) &&
+        fe__job_master_writes(job)) {
+        /* Written, then the master went away or did not answer: it may
+         * have committed the change. 500 OperationTimedOut (outcome
+         * unknown), never 503, which says nothing happened. */
+        fe__job_finish(job, RT_ETIMEDOUT);
         return 1;
     }
     if (status != 0) {
@@ -1438,6 +1475,9 @@ int fe_route_create(uv_loop_t *loop,
                                fe__on_master_conn, r, &r->master_link);
     if (rc == 0) {
         r->master = rt_masters_link_client(r->master_link);
+        /* A call never written is retried; one written may have been
+         * applied (fe__master_reply_failed). */
+        rt_rpc_conn_report_unsent(rt_rpc_client_conn(r->master), 1);
     } else {
         /* Nothing else was started: close the timer and let the caller's
          * loop run its close callback before the memory goes. */
