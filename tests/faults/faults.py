@@ -375,7 +375,10 @@ class ControlClient(threading.Thread):
             code = r.status
             ok = (op == "create" and code == 201) or \
                 (op == "delete" and code == 204)
-            outcome = "ok" if ok else "fail"
+            # 500 OperationTimedOut: the front end lost the master after
+            # sending; the change may have been made.
+            outcome = "ok" if ok else "unknown" if code in (500, 504) \
+                else "fail"
         except (OSError, http.client.HTTPException):
             self.cli.close()
             code, outcome = None, "unknown"
@@ -435,18 +438,25 @@ def list_tables(port, timeout_s=60.0):
 
 def check_control(history, names):
     """[violation] for each acknowledged create whose table is missing
-    (no acknowledged delete of it) and each acknowledged delete whose
-    table is still there; and the longest stretch (ms) without a
-    successful control operation."""
+    (no acknowledged delete of it, and no delete of unknown outcome after
+    it) and each acknowledged delete whose table is still there; a
+    definite failure (503) must not have happened. And the longest
+    stretch (ms) without a successful control operation."""
     out = []
     last = {}
+    maybe = {}  # table -> ops of unknown outcome after its last ok one
     for op in history:
         if op["outcome"] == "ok":
             last[op["table"]] = op["op"]
+            maybe[op["table"]] = set()
+        elif op["outcome"] == "unknown":
+            maybe.setdefault(op["table"], set()).add(op["op"])
     for t, what in sorted(last.items()):
-        if what == "create" and t not in names:
+        if what == "create" and t not in names and \
+                "delete" not in maybe.get(t, ()):
             out.append("acknowledged create of %s: the table is missing" % t)
-        if what == "delete" and t in names:
+        if what == "delete" and t in names and \
+                "create" not in maybe.get(t, ()):
             out.append("acknowledged delete of %s: the table is still "
                        "there" % t)
     gap, prev = 0, None
