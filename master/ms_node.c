@@ -32,6 +32,9 @@
 #define MS__NODE_TICK_MS 10
 #define MS__NODE_STATUS_MS 1000
 #define MS__NODE_PATH 4096
+#define MS__NODE_MEMBERS 16
+/* A follower's MASTER_HELLO older than this: shown as not reachable. */
+#define MS__NODE_HELLO_STALE_MS 3000
 
 struct ms_node
 {
@@ -65,6 +68,15 @@ struct ms_node
      * DATA/catalog-v0/ once the import is committed. */
     bool legacy;
     uint64_t import_index; /* the import's proposal, 0 = none pending */
+    /* Follower: its link to the leader's RPC address (MASTER_HELLO). */
+    struct rt_rpc_client *hello;
+    char hello_addr[MS_RAFT_ADDR_SIZE];
+    /* Leader: what each follower said last (by id, MS__NODE_MEMBERS). */
+    struct ms__member
+    {
+        uint64_t id, term, commit, applied, heard_ms;
+        char rpc[MS_RAFT_ADDR_SIZE], http[MS_RAFT_ADDR_SIZE];
+    } members[MS__NODE_MEMBERS];
     bool reexec_armed;
     uv_timer_t reexec_timer;
     uv_timer_t tick;
@@ -252,6 +264,91 @@ static void ms__node_hint(struct ms_node *n, Rt__NotLeader *hint)
     }
 }
 
+/* Leader: a follower's MASTER_HELLO, kept for the status. */
+static void ms__node_on_hello(struct ms_node *n,
+                              struct rt_rpc_conn *conn,
+                              uint64_t id,
+                              const uint8_t *body,
+                              size_t len)
+{
+    Rt__MasterHello *h = rt__master_hello__unpack(NULL, len, body);
+    struct ms__member *slot = NULL;
+
+    if (!h) {
+        rt_rpc_reply_err(conn, id, RT__METHOD__MASTER_HELLO, RT_EINVAL,
+                         "bad MasterHello");
+        return;
+    }
+    for (size_t i = 0; i < MS__NODE_MEMBERS; i++) {
+        if (n->members[i].id == h->id || (!slot && n->members[i].id == 0)) {
+            slot = &n->members[i];
+            if (n->members[i].id == h->id) {
+                break;
+            }
+        }
+    }
+    if (slot && h->id) {
+        slot->id = h->id;
+        slot->term = h->term;
+        slot->commit = h->commit_index;
+        slot->applied = h->apply_index;
+        slot->heard_ms = rt_time_mono_ms();
+        snprintf(slot->rpc, sizeof(slot->rpc), "%s", h->rpc_addr);
+        snprintf(slot->http, sizeof(slot->http), "%s", h->http_addr);
+    }
+    rt__master_hello__free_unpacked(h, NULL);
+    rt_rpc_reply(conn, id, RT__METHOD__MASTER_HELLO, 0, NULL, 0);
+}
+
+static const struct ms__member *ms__node_member(const struct ms_node *n,
+                                                uint64_t id)
+{
+    for (size_t i = 0; i < MS__NODE_MEMBERS; i++) {
+        if (n->members[i].id == id &&
+            rt_time_mono_ms() - n->members[i].heard_ms <=
+                MS__NODE_HELLO_STALE_MS) {
+            return &n->members[i];
+        }
+    }
+    return NULL;
+}
+
+/* Follower: tells the leader (its RPC address from its LEADER_START) where
+ * this member listens and how far its log is. */
+static void ms__node_say_hello(struct ms_node *n)
+{
+    const Rt__LeaderStartCmd *ls = ms_catalog_leader(n->cat);
+    Rt__MasterHello h = RT__MASTER_HELLO__INIT;
+    char rpc[300];
+
+    if (n->session || !ls || !ls->rpc_addr || !*ls->rpc_addr ||
+        ls->leader_id == n->cfg.id ||
+        ms_raft_leader(n->raft, NULL) != ls->leader_id) {
+        return;
+    }
+    if (!n->hello || strcmp(n->hello_addr, ls->rpc_addr) != 0) {
+        snprintf(n->hello_addr, sizeof(n->hello_addr), "%s", ls->rpc_addr);
+        if (n->hello) {
+            if (rt_rpc_client_set_addr(n->hello, n->hello_addr) != 0) {
+                return;
+            }
+        } else if (rt_rpc_client_start(n->loop, n->hello_addr, NULL, NULL, NULL,
+                                       &n->hello) != 0) {
+            n->hello = NULL;
+            return;
+        }
+    }
+    snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
+    h.id = n->cfg.id;
+    h.rpc_addr = rpc;
+    h.http_addr = n->http_addr;
+    h.term = ms_raft_term(n->raft);
+    h.commit_index = ms_raft_commit_index(n->raft);
+    h.apply_index = ms_raft_applied_index(n->raft);
+    rt_rpc_call_pb(rt_rpc_client_conn(n->hello), RT__METHOD__MASTER_HELLO,
+                   &h.base, 1000, NULL, NULL);
+}
+
 static void ms__node_on_request(struct rt_rpc_conn *conn,
                                 uint32_t method,
                                 uint64_t id,
@@ -262,6 +359,10 @@ static void ms__node_on_request(struct rt_rpc_conn *conn,
     struct ms_node *n = ud;
     Rt__NotLeader hint;
 
+    if (method == RT__METHOD__MASTER_HELLO) {
+        ms__node_on_hello(n, conn, id, body, len);
+        return;
+    }
     if (n->session) {
         ms_rpc_on_request(conn, method, id, body, len,
                           ms_master_rpc(n->session));
@@ -313,9 +414,26 @@ static void ms__node_publish(struct ms_node *n)
                      ms_node_rpc_port(n));
             json_object_set_new(o, "addr", json_string(rpc));
             json_object_set_new(o, "http", json_string(n->http_addr));
+        } else if (n->session && ms__node_member(n, mem[i].id)) {
+            const struct ms__member *f = ms__node_member(n, mem[i].id);
+            json_object_set_new(o, "addr", json_string(f->rpc));
+            json_object_set_new(o, "http", json_string(f->http));
+            json_object_set_new(o, "term", json_integer((json_int_t)f->term));
+            json_object_set_new(o, "commit_index",
+                                json_integer((json_int_t)f->commit));
+            json_object_set_new(o, "apply_index",
+                                json_integer((json_int_t)f->applied));
+            json_object_set_new(
+                o, "last_contact_ms",
+                json_integer((json_int_t)(rt_time_mono_ms() - f->heard_ms)));
         } else if (ls && ls->leader_id == mem[i].id) {
             json_object_set_new(o, "addr", json_string(ls->rpc_addr));
             json_object_set_new(o, "http", json_string(ls->http_addr));
+        }
+        if (n->session && !self) {
+            json_object_set_new(
+                o, "reachable",
+                json_boolean(ms__node_member(n, mem[i].id) != NULL));
         }
         json_object_set_new(
             o, "role",
@@ -617,6 +735,7 @@ static void ms__node_tick(uv_timer_t *t)
     ms__node_drive(n);
     if (now - n->last_status_ms >= MS__NODE_STATUS_MS) {
         n->last_status_ms = now;
+        ms__node_say_hello(n);
         ms__node_publish(n);
     }
 }
@@ -973,6 +1092,10 @@ static void ms__node_stop_now(struct ms_node *n)
     if (n->rpc) {
         rt_rpc_server_close(n->rpc);
         n->rpc = NULL;
+    }
+    if (n->hello) {
+        rt_rpc_client_close(n->hello);
+        n->hello = NULL;
     }
     if (n->raft) {
         ms_raft_close(n->raft, ms__node_raft_closed, n);

@@ -69,9 +69,19 @@ def wait_leader(cluster, exclude=None, timeout=15.0):
 
 def test_status_lists_masters_and_redirects(cluster):
     leader, _ = wait_leader(cluster)
-    st = status_json(cluster)
-    masters = st["masters"]
+    # Followers report to the leader every second (MASTER_HELLO): then
+    # every member shows its RPC address and term.
+    deadline = time.monotonic() + 10
+    while True:
+        st = status_json(cluster)
+        masters = st["masters"]
+        if all("addr" in m and "term" in m for m in masters):
+            break
+        assert time.monotonic() < deadline, masters
+        time.sleep(0.2)
     assert len(masters) == 3, masters
+    assert sorted(m["addr"] for m in masters) == sorted(
+        "127.0.0.1:%d" % p.ports["rpc"] for p in cluster.masters)
     assert sorted(m["id"] for m in masters) == [1, 2, 3]
     leaders = [m for m in masters if m["leader"]]
     assert len(leaders) == 1, masters
