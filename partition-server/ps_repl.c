@@ -55,6 +55,7 @@
 #include "rt_crc32c.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_masters.h"
 
 /* A replicated range as the glue knows it. */
 struct ps__rrange
@@ -631,6 +632,11 @@ static void ps__isr_change_reply(int status,
     if (status == RT_ECANCELED || ps->stopping || ps->repl == NULL ||
         ps->repl->closing || ps->repl->core == NULL) {
         return;
+    }
+    if (status == RT_ENOTLEADER && ps->master_link) {
+        /* A follower master: the link heads for the leader it names now,
+         * not at the next heartbeat; the core asks again there. */
+        rt_masters_link_reply(ps->master_link, status, body, len);
     }
     if (status == 0) {
         Rt__Range *r = rt__range__unpack(NULL, len, body);
