@@ -258,7 +258,7 @@ static void ms__node_hint(struct ms_node *n, Rt__NotLeader *hint)
     hint->leader_id = leader;
     /* The addresses are known from the leader's LEADER_START once it is
      * applied here; until then the client goes round its list. */
-    if (leader && ls && ls->leader_id == leader) {
+    if (leader && leader != n->cfg.id && ls && ls->leader_id == leader) {
         hint->leader_rpc_addr = ls->rpc_addr;
         hint->leader_http_addr = ls->http_addr;
     }
@@ -488,9 +488,13 @@ static void ms__node_publish(struct ms_node *n)
         ms_status_publish(n->status, json_dumps(o, JSON_COMPACT),
                           rt_xstrdup(""));
         json_decref(o);
+        /* Elected but not acting yet (barrier, LEADER_START): no one to
+         * redirect to, least of all itself. */
         ms_status_set_role(
             n->status, false,
-            leader && ls && ls->leader_id == leader ? ls->http_addr : NULL);
+            leader && leader != n->cfg.id && ls && ls->leader_id == leader
+                ? ls->http_addr
+                : NULL);
     }
 }
 

@@ -1220,7 +1220,7 @@ class Sampler(threading.Thread):
 
     def sample(self):
         try:
-            st = self.run_.cluster.master_status()
+            st = self.run_.cluster.master_status(wait_s=0)
         except Exception:  # noqa: BLE001 - down, restarting (no port yet)
             self.put("master", "unreachable", master="unreachable")
             return

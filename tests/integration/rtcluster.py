@@ -572,12 +572,19 @@ class Cluster:
                             return p
         return None
 
-    def master_status(self):
-        """GET /api/status of the master, decoded."""
-        status, body = self._http_get_master("/api/status")
-        if status != 200:
-            raise ClusterError("GET /api/status -> %d %r" % (status, body))
-        return json.loads(body)
+    def master_status(self, wait_s=5.0):
+        """GET /api/status of the master (the leader), decoded. A master
+        just (re)started answers 503 until it acts (its election, a
+        barrier): that is waited for up to @wait_s."""
+        end = time.monotonic() + wait_s
+        while True:
+            status, body = self._http_get_master("/api/status")
+            if status == 200:
+                return json.loads(body)
+            if status not in (503, 599) or time.monotonic() > end:
+                raise ClusterError("GET /api/status -> %d %r"
+                                   % (status, body))
+            time.sleep(0.05)
 
     def rtctl(self, *args, check=True, timeout=30):
         """Runs tools/rtctl with --master-http pointing at this cluster.
