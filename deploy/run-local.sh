@@ -323,6 +323,7 @@ for a in $(for m in $(seq 1 "$N_MASTERS"); do master_addr "$m" 0; master_addr "$
 done
 
 PEERS=
+JOINERS=()
 MASTER_RPCS=
 MASTER_HTTPS=
 for m in $(seq 1 "$N_MASTERS"); do
@@ -336,10 +337,19 @@ for m in $(seq 1 "$N_MASTERS"); do
         --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
         --data "$d" --port-file "$RUN/master$m.ports")
     if ((N_MASTERS > 1)); then
-        margs+=(--peers "$PEERS")
-        # A new group is bootstrapped once, by every initial member; a
-        # member with state never again (its configuration is in its log).
-        [[ -d "$d/raft" ]] || margs+=(--bootstrap)
+        if [[ -d "$(master_dir 1)/raft" && ! -d "$d/raft" ]]; then
+            # The group exists (master 1 ran before, maybe alone): a new
+            # member joins it empty and is added below; bootstrapping it
+            # would found a second group beside the first.
+            margs+=(--join)
+            JOINERS+=("$m")
+        else
+            margs+=(--peers "$PEERS")
+            # A new group is bootstrapped once, by every initial member; a
+            # member with state never again (its configuration is in its
+            # log).
+            [[ -d "$d/raft" ]] || margs+=(--bootstrap)
+        fi
     fi
     mkdir -p "$d"
     name=master
@@ -348,6 +358,15 @@ for m in $(seq 1 "$N_MASTERS"); do
 done
 for m in $(seq 1 "$N_MASTERS"); do
     wait_for "rt-master $m on $(master_addr "$m" 1)" http_ok "$(master_addr "$m" 1)" /health
+done
+# master_add M: adds joining master M to the group (the leader answers
+# once it has caught up and votes).
+master_add() {
+    "$RTCTL_BIN" --master-http "$MASTER_HTTPS" master add "$1" "$(master_addr "$1" 2)"
+}
+for m in "${JOINERS[@]}"; do
+    say "adding master $m to the existing group (rtctl master add)"
+    wait_for "master $m added" master_add "$m"
 done
 export RT_MASTER_HTTP=$MASTER_HTTPS
 
