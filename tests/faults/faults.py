@@ -986,6 +986,18 @@ class Nemesis:
         self.c.start_process(name)
         self.note("restarted", target=name)
 
+    def pause_master(self, name, role):
+        """SIGSTOP of master @name for 0.3-3 s, then SIGCONT."""
+        pause = self.rng.uniform(0.3, 3.0)
+        self.note("SIGSTOP", target=name, role=role,
+                  pause_s=round(pause, 2))
+        self.paused.add(name)
+        self.c.kill(name, signal.SIGSTOP)
+        time.sleep(pause)
+        self.c.kill(name, signal.SIGCONT)
+        self.paused.discard(name)
+        self.note("SIGCONT", target=name)
+
     def step_kill_leader(self):
         """kill -9 of the master leader, restarted 0.3-2 s later (H1): a
         new leader within ~1 s; the data path never waits for it."""
@@ -996,16 +1008,7 @@ class Nemesis:
         """SIGSTOP of the leader for 0.3-3 s (H2): a stop longer than the
         election timeout deposes it; on SIGCONT it must not act on what
         it decided before (it re-executes and follows)."""
-        name = self.leader_name()
-        pause = self.rng.uniform(0.3, 3.0)
-        self.note("SIGSTOP", target=name, role="leader",
-                  pause_s=round(pause, 2))
-        self.paused.add(name)
-        self.c.kill(name, signal.SIGSTOP)
-        time.sleep(pause)
-        self.c.kill(name, signal.SIGCONT)
-        self.paused.discard(name)
-        self.note("SIGCONT", target=name)
+        self.pause_master(self.leader_name(), "leader")
 
     def step_kill_follower(self):
         """kill -9 of a follower master (H3): nothing visible."""
@@ -1014,16 +1017,7 @@ class Nemesis:
 
     def step_pause_follower(self):
         """SIGSTOP of a follower master for 0.3-3 s (H3)."""
-        name = self.rng.choice(self.follower_names())
-        pause = self.rng.uniform(0.3, 3.0)
-        self.note("SIGSTOP", target=name, role="follower",
-                  pause_s=round(pause, 2))
-        self.paused.add(name)
-        self.c.kill(name, signal.SIGSTOP)
-        time.sleep(pause)
-        self.c.kill(name, signal.SIGCONT)
-        self.paused.discard(name)
-        self.note("SIGCONT", target=name)
+        self.pause_master(self.rng.choice(self.follower_names()), "follower")
 
     def step_kill_two_masters(self):
         """kill -9 of two of three masters, the leader among them or not,
