@@ -376,6 +376,13 @@ static void ms__node_on_request(struct rt_rpc_conn *conn,
         rt_rpc_reply(conn, id, method, 0, NULL, 0);
         return;
     }
+    if (ms_raft_is_leader(n->raft)) {
+        /* Elected, acting in a moment (barrier, LEADER_START): the client
+         * stays and retries here rather than going round its list. */
+        rt_rpc_reply_err(conn, id, method, RT_EBUSY,
+                         "this master is taking over; retry");
+        return;
+    }
     ms__node_hint(n, &hint);
     rt_rpc_reply_notleader(
         conn, id, method,
