@@ -1001,8 +1001,10 @@ int ms_catalog_open_flags(const char *dir,
         rc = mdb_env_set_mapsize(cat->env, MS__MAPSIZE);
     }
     if (rc == 0) {
-        /* No MDB_NOSYNC / MDB_NOMETASYNC: every commit is durable. */
-        rc = mdb_env_open(cat->env, dir, 0, 0644);
+        /* Alone, every commit is durable (no MDB_NOSYNC); a view of the
+         * Raft log asks for MDB_NOSYNC (the log is the durable record). */
+        rc = mdb_env_open(cat->env, dir,
+                          (flags & MS_CATALOG_NOSYNC) ? MDB_NOSYNC : 0, 0644);
     }
     if (rc) {
         if (errmsg) {

@@ -220,6 +220,10 @@ int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg);
 #define MS_CATALOG_NO_TERM_BUMP             \
     1u /* keep the stored master_term: with \
         * Raft it comes from LEADER_START */
+/* Commits are not synced (MDB_NOSYNC): for a view rebuilt from the Raft
+ * log at every start, where an fsync per mutation would only stall the
+ * master's loop. */
+#define MS_CATALOG_NOSYNC 2u
 /* ms_catalog_open() is ms_catalog_open_flags(dir, 0, ...). */
 int ms_catalog_open_flags(const char *dir,
                           unsigned flags,

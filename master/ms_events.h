@@ -7,7 +7,8 @@
  * restarts), `unix_ms` (wall clock) and `time` (ISO 8601 UTC). The last
  * @cap events are kept in memory (a ring); every event is also appended
  * to `events.jsonl` in the master's data directory (one JSON object per
- * line, fdatasync'ed before ms_events_add returns) so a run can be
+ * line, written before ms_events_add returns but not synced: it survives
+ * a crash of the process, not always a power cut) so a run can be
  * replayed offline. Opening loads the tail of that file back into the
  * ring and continues its sequence; a file over 64 MiB is rotated to
  * `events.jsonl.1` at open.

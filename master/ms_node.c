@@ -88,6 +88,7 @@ struct ms_node
 
 static void ms__node_drive(struct ms_node *n);
 static void ms__node_stop_now(struct ms_node *n);
+static size_t ms__node_voters(struct ms_node *n);
 
 /* ---- re-execution (§2.7 item 3) ---- */
 
@@ -732,11 +733,13 @@ static void ms__node_tick(uv_timer_t *t)
     uint64_t now = rt_time_mono_ms();
     unsigned et = n->cfg.election_ms ? n->cfg.election_ms : 500;
 
-    /* A leader whose loop stood still (SIGSTOP, swap) may have been
-     * deposed without noticing; with other voters it starts over rather
-     * than act on timers that ran while it was away. */
-    if (n->session && n->cfg.npeers > 1 && n->last_tick_ms &&
-        now - n->last_tick_ms > et / 2) {
+    /* A leader whose loop stood still (SIGSTOP, swap) longer than the
+     * election timeout may have been deposed without noticing (followers
+     * wait at least that long before they elect, so a shorter stall
+     * cannot have); with other voters it starts over rather than act on
+     * timers that ran while it was away. */
+    if (n->session && n->last_tick_ms && now - n->last_tick_ms > et &&
+        ms__node_voters(n) > 1) {
         char why[96];
         snprintf(why, sizeof(why), "the loop stalled for %" PRIu64 " ms",
                  now - n->last_tick_ms);
@@ -948,8 +951,9 @@ int ms_node_start(uv_loop_t *loop,
     }
     snprintf(view, sizeof(view), "%s/catalog", n->data_dir);
     if ((rc = ms__node_fresh_view(view, errmsg)) != 0 ||
-        (rc = ms_catalog_open_flags(view, MS_CATALOG_NO_TERM_BUMP, &n->cat,
-                                    errmsg)) != 0) {
+        (rc = ms_catalog_open_flags(view,
+                                    MS_CATALOG_NO_TERM_BUMP | MS_CATALOG_NOSYNC,
+                                    &n->cat, errmsg)) != 0) {
         goto err;
     }
     ms_catalog_set_delete_grace(n->cat, cfg->master.delete_grace_ms);
