@@ -30,6 +30,7 @@
 #define MS__DEFAULT_TICK_MS 500
 #define MS__DEFAULT_ASSIGN_MS 2000
 #define MS__DEFAULT_HB_TIMEOUT_MS 3000
+#define MS__STATUS_COALESCE_MS 20
 
 struct ms_master
 {
@@ -54,7 +55,11 @@ struct ms_master
     struct ms_repl *repl; /* failover of replicated ranges */
 
     struct ms_status *status; /* borrowed, may be NULL */
-    uint64_t snapshot_ms;     /* when the status was last published */
+    uv_timer_t status_timer;  /* a burst of changes -> one rebuild */
+    bool status_timer_open;
+    bool status_dirty;
+    uint64_t status_cost_us; /* what the last rebuild took */
+    uint64_t snapshot_ms;    /* when the status was last published */
 };
 
 /* ---- status ---- */
@@ -62,12 +67,14 @@ struct ms_master
 static void ms__status_refresh(struct ms_master *m)
 {
     char *json, *metrics;
+    uint64_t t0 = uv_hrtime();
     m->snapshot_ms = rt_time_mono_ms();
     if (!m->status) {
         return;
     }
     ms_status_build(&m->cl, &m->bal, m->repl, &json, &metrics);
     ms_status_publish(m->status, json, metrics);
+    m->status_cost_us = (uv_hrtime() - t0) / 1000;
 }
 
 static void ms__status_history(struct ms_master *m)
@@ -78,10 +85,36 @@ static void ms__status_history(struct ms_master *m)
     }
 }
 
-/* ms_cluster_change_cb: the map, a server or an operation changed. */
+static void ms__status_timer_cb(uv_timer_t *t)
+{
+    struct ms_master *m = t->data;
+    m->status_dirty = false;
+    ms__status_refresh(m);
+}
+
+/* ms_cluster_change_cb: the map, a server or an operation changed. The
+ * documents are rebuilt at once, unless a rebuild costs over a ms and one
+ * was done within the last MS__STATUS_COALESCE_MS: then once, that long
+ * after, for the whole burst
+ * (a failover of hundreds of ranges commits hundreds of changes in a row;
+ * a rebuild each kept the loop busy for most of a second). */
 static void ms__cluster_changed(void *arg)
 {
-    ms__status_refresh(arg);
+    struct ms_master *m = arg;
+    uint64_t now = rt_time_mono_ms();
+    if (m->status_dirty) {
+        return; /* a rebuild is due already */
+    }
+    if (!m->status_timer_open || m->status_cost_us < 1000 ||
+        now - m->snapshot_ms >= MS__STATUS_COALESCE_MS) {
+        /* Cheap (a small cluster), or the first change of a burst: at
+         * once. */
+        ms__status_refresh(m);
+        return;
+    }
+    m->status_dirty = true;
+    uv_timer_start(&m->status_timer, ms__status_timer_cb,
+                   MS__STATUS_COALESCE_MS, 0);
 }
 
 void ms_master_set_status(struct ms_master *m, struct ms_status *st)
@@ -260,6 +293,9 @@ int ms_master_start(uv_loop_t *loop,
     uv_timer_init(loop, &m->tick);
     m->tick.data = m;
     m->tick_open = true;
+    uv_timer_init(loop, &m->status_timer);
+    m->status_timer.data = m;
+    m->status_timer_open = true;
     uv_timer_start(&m->tick, ms__tick_cb, m->cfg.tick_ms, m->cfg.tick_ms);
     rt_log(RT_LOG_INFO,
            "master up: rpc %s:%d (-1: the member's listener), %zu tables, %zu "
@@ -334,6 +370,11 @@ void ms_master_stop(struct ms_master *m)
         uv_timer_stop(&m->tick);
         uv_close((uv_handle_t *)&m->tick, NULL);
         m->tick_open = false;
+    }
+    if (m->status_timer_open) {
+        uv_timer_stop(&m->status_timer);
+        uv_close((uv_handle_t *)&m->status_timer, NULL);
+        m->status_timer_open = false;
     }
     ms_repl_stop(m->repl);
     if (m->admin_attached) {
