@@ -864,6 +864,21 @@ static void ms__node_admin(struct ms_admin_req *req, void *arg)
         ms__node_admin_json(n, req, 503, "this master is not the leader", 0);
         return;
     }
+    if (req->kind != MS_ADMIN_MASTER_TRANSFER && req->server_id == 0) {
+        ms__node_admin_json(n, req, 400, "a master id is >= 1", 0);
+        return;
+    }
+    if (req->kind == MS_ADMIN_MASTER_ADD) {
+        char host[64];
+        int port;
+        if (!req->key || strlen(req->key) >= MS_RAFT_ADDR_SIZE ||
+            rt_addr_split(req->key, host, sizeof(host), &port) != 0 ||
+            port <= 0) {
+            ms__node_admin_json(n, req, 400,
+                                "addr: the new master's raft HOST:PORT", 0);
+            return;
+        }
+    }
     op = rt_xcalloc(1, sizeof(*op));
     op->n = n;
     op->req = req;
