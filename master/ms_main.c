@@ -1,4 +1,5 @@
 /* rt-master: flags, signals and the loop; the logic is in libms. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +458,13 @@ int main(int argc, char **argv)
     mm.sigint.data = mm.sigterm.data = &mm;
     uv_signal_start(&mm.sigint, ms__signal_cb, SIGINT);
     uv_signal_start(&mm.sigterm, ms__signal_cb, SIGTERM);
+    /* A re-executed member starts with these blocked (see ms_node); one
+     * that arrived meanwhile is delivered now, to the handlers above. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     rt_log(RT_LOG_INFO, "rt-master ready: rpc port %d, http port %d, raft %s",
            ms_node_rpc_port(mm.n), httpd ? ms_http_port(httpd) : 0,
            ms_node_raft_addr(mm.n));

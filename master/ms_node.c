@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +152,17 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
     fflush(stdout);
     fflush(stderr);
     ms__node_cloexec_all();
+    /* The new image installs its handlers only after it has rebuilt its
+     * view; a SIGTERM arriving before that would kill it uncleanly. The
+     * mask survives execv and the signal stays pending until rt-master's
+     * main unblocks it with its handlers in place. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
     execv("/proc/self/exe", argv);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     rt_log(RT_LOG_ERROR, "re-exec failed: %s; exiting", strerror(errno));
     _exit(1);
 }
