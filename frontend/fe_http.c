@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "fe_acl.h"
@@ -1062,6 +1063,14 @@ int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls)
     }
     pthread_mutex_lock(&h->tls_lock);
     old = h->tls;
+    if (old && strcmp(old->cert_pem, tls->cert_pem) == 0 &&
+        old->key_len == tls->key_len &&
+        CRYPTO_memcmp(old->key_pem, tls->key_pem, tls->key_len) == 0) {
+        /* The same files: no daemon churn. */
+        pthread_mutex_unlock(&h->tls_lock);
+        fe_tls_release(tls);
+        return 1;
+    }
     h->tls = tls;
     pthread_mutex_unlock(&h->tls_lock);
     fe_tls_release(old);

@@ -84,6 +84,7 @@ static void fe__reload_tls(struct fe_main *m)
 {
     struct fe_tls *tls;
     char errmsg[RT_ERRMSG_SIZE] = "";
+    char what[300];
     if (!m->tls_cert) {
         return;
     }
@@ -92,11 +93,14 @@ static void fe__reload_tls(struct fe_main *m)
                errmsg);
         return;
     }
-    rt_log(RT_LOG_INFO,
-           "SIGHUP: HTTPS certificate %s serial %s (until %s) for new "
-           "connections",
-           tls->subject, tls->serial, tls->not_after);
-    fe_http_reload_tls(m->http, tls);
+    snprintf(what, sizeof(what), "%s serial %s (until %s)", tls->subject,
+             tls->serial, tls->not_after);
+    if (fe_http_reload_tls(m->http, tls) == 0) {
+        rt_log(RT_LOG_INFO, "SIGHUP: HTTPS certificate %s for new connections",
+               what);
+    } else {
+        rt_log(RT_LOG_DEBUG, "SIGHUP: HTTPS certificate %s unchanged", what);
+    }
 }
 
 static void fe__on_sighup(uv_signal_t *s, int signum)

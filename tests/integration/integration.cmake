@@ -67,6 +67,13 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_https          HTTPS next to HTTP (SDK over https://, URLs in
+#                       responses, SAS spr=https, TLS 1.2+ only, plain
+#                       HTTP on the TLS port); SIGHUP: certificate
+#                       rotation (open connections go on, a bad pair is
+#                       ignored), accounts file reload (add, remove,
+#                       key2 rotation with no failed request, bad or
+#                       world-readable file ignored); no secret logged
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +93,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_https
 )
 
 function(rt_integration_test t)
