@@ -105,6 +105,7 @@ struct fe__daemon
     uv_timer_t timer;   /* MHD_get_timeout() */
     struct fe_tls *tls; /* held for the daemon's life; NULL: plain HTTP */
     int retired;
+    int quiesced;      /* fe__daemon_quiesce ran */
     int closing;       /* handles whose close callback is pending */
     int free_on_close; /* retired and idle: stop and free once closed */
     struct fe__daemon *next;
@@ -522,6 +523,19 @@ static size_t fe__unescape(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* Blanks every "sig=" value (a SAS signature) in @msg: libmicrohttpd's
+ * messages may quote a request target, and a signature in a log is a
+ * credential for anyone who reads the log. */
+static void fe__redact_sig(char *msg)
+{
+    for (char *p = msg; (p = strcasestr(p, "sig=")) != NULL;) {
+        p += 4;
+        while (*p && *p != '&' && *p != ' ' && *p != '"' && *p != '\'') {
+            *p++ = '*';
+        }
+    }
+}
+
 static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
@@ -532,6 +546,7 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
     }
+    fe__redact_sig(msg);
     rt_log(RT_LOG_INFO, "libmicrohttpd: %s", msg);
 }
 
@@ -699,10 +714,17 @@ static void fe__on_drain(uv_timer_t *t)
 }
 
 /* Stops @dm accepting (its dup of the listen socket is closed); the
- * connections it has go on. */
+ * connections it has go on. Once only: libmicrohttpd 0.9.75 hands the
+ * same descriptor number back on a second call, and closing it again
+ * would close whatever reused that number (another daemon's epoll fd). */
 static void fe__daemon_quiesce(struct fe__daemon *dm)
 {
-    MHD_socket fd = MHD_quiesce_daemon(dm->d);
+    MHD_socket fd;
+    if (dm->quiesced) {
+        return;
+    }
+    dm->quiesced = 1;
+    fd = MHD_quiesce_daemon(dm->d);
     if (fd != MHD_INVALID_SOCKET) {
         close(fd);
     }
