@@ -1,16 +1,30 @@
 /* libmicrohttpd glue and the share-nothing workers. The life of a request
  * is described in fe_http.h.
  *
- * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and a
- * libmicrohttpd daemon in external epoll mode: a uv_poll watches the
- * daemon's epoll fd, a uv_timer follows MHD_get_timeout(), and a uv_check
- * runs the daemon once more at the end of a loop iteration in which RPC
- * replies resumed connections, so a reply is written in the same
- * iteration it arrived. The access handler, NOTIFY_COMPLETED, fe_route's
- * callbacks and the response helpers all run on that one thread; nothing
- * of a request is shared. The workers share only immutable settings, the
- * listen socket (one file description, a dup per daemon) and fe_svc's
- * locked policy snapshot. The main thread only starts and stops them.
+ * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and
+ * its libmicrohttpd daemons in external epoll mode (one for HTTP, one for
+ * HTTPS, each on its own listen socket): per daemon a uv_poll watches its
+ * epoll fd and a uv_timer follows MHD_get_timeout(); a uv_check runs the
+ * daemons once more at the end of a loop iteration in which RPC replies
+ * resumed connections, so a reply is written in the same iteration it
+ * arrived. The access handler, NOTIFY_COMPLETED, fe_route's callbacks and
+ * the response helpers all run on that one thread; nothing of a request
+ * is shared. The workers share only immutable settings, the listen
+ * sockets (one file description each, a dup per daemon), the published
+ * account table (fe_auth.h), the current certificate (under tls_lock) and
+ * fe_svc's locked policy snapshot. The main thread only starts, reloads
+ * and stops them.
+ *
+ * Certificate reload (fe_http_reload_tls, SIGHUP): each worker starts a
+ * new HTTPS daemon with the new certificate on a new dup of the same
+ * listen socket, then quiesces the old one (MHD_quiesce_daemon: it stops
+ * accepting, its connections go on) and stops it once its last connection
+ * has ended. Nothing is dropped and no connection changes certificate
+ * mid-session. Chosen over MHD_OPTION_HTTPS_CERT_CALLBACK, which would
+ * have us build and free GnuTLS certificate structures ourselves and keep
+ * each alive for the handshakes that may still use it; here libmicrohttpd
+ * loads the PEM (after fe_tls checked it with OpenSSL) and owns its
+ * GnuTLS state, and the daemon's life bounds the certificate's.
  *
  * Why external epoll and not MHD's own threads: with MHD's threads every
  * request crossed from an MHD thread to the loop (uv_async) and back
@@ -31,7 +45,10 @@
  * RequestBodyTooLarge (at once when Content-Length says so, else after the
  * body); shutdown -> jobs in flight and new requests get 503 ServerBusy; a
  * client that disconnects while suspended is only noticed after the resume
- * (MHD does not watch suspended sockets). */
+ * (MHD does not watch suspended sockets); HTTPS: a failed handshake
+ * (plain HTTP, TLS < 1.2) closes the connection, logged by
+ * libmicrohttpd; a new certificate libmicrohttpd refuses on reload leaves
+ * the old daemon in service (logged). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
