@@ -415,6 +415,33 @@ def test_cert_rotation_on_sighup(env):
     assert env.c.frontend.running()
 
 
+def test_https_only_front_end(env, tmp_path):
+    """A second front end with --listen "" serves HTTPS only: its port file
+    names no http port, the SDK works over https."""
+    ports = str(tmp_path / "fe.ports")
+    p = subprocess.Popen(
+        [env.c.bins["frontend"], "--listen", "", "--https-listen",
+         "127.0.0.1:0", "--tls-cert", env.cert_path, "--tls-key",
+         env.key_path, "--master", env.c.master_rpc_addr, "--port-file",
+         ports], stdout=subprocess.DEVNULL,
+        stderr=open(str(tmp_path / "fe.stderr"), "wb"))
+    try:
+        wait_for(lambda: os.path.exists(ports), "the port file")
+        with open(ports) as f:
+            keys = dict(line.split("=") for line in f.read().split())
+        assert set(keys) == {"https"}, keys
+        from azure.data.tables import TableServiceClient
+        svc = TableServiceClient.from_connection_string(
+            "DefaultEndpointsProtocol=https;AccountName=%s;AccountKey=%s;"
+            "TableEndpoint=https://127.0.0.1:%s/%s;"
+            % (DEV_ACCOUNT, DEV_KEY, keys["https"].strip(), DEV_ACCOUNT),
+            connection_verify=env.ca_path, retry_total=2)
+        assert "tlstable" in [t.name for t in svc.list_tables()]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 0
+
+
 # ------------------------------------------------------------ accounts
 def acct_service(env, account, key, https=False):
     from azure.core.credentials import AzureNamedKeyCredential
