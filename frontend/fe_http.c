@@ -905,6 +905,14 @@ static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
     return dm;
 }
 
+/* The same certificate chain and key (a SIGHUP that changed nothing). */
+static int fe__tls_same(const struct fe_tls *a, const struct fe_tls *b)
+{
+    return a && b && strcmp(a->cert_pem, b->cert_pem) == 0 &&
+           a->key_len == b->key_len &&
+           CRYPTO_memcmp(a->key_pem, b->key_pem, a->key_len) == 0;
+}
+
 /* [loop] fe_http_reload_tls(): a new HTTPS daemon with the certificate
  * now published takes over the listen socket; the one it replaces is
  * quiesced (its keep-alive connections go on with the old certificate)
@@ -928,8 +936,8 @@ static void fe__on_reload(uv_async_t *a)
     pthread_mutex_lock(&h->tls_lock);
     tls = h->tls ? fe_tls_hold(h->tls) : NULL;
     pthread_mutex_unlock(&h->tls_lock);
-    if (!old || !tls || old->tls == tls) {
-        fe_tls_release(tls);
+    if (!old || !tls || fe__tls_same(old->tls, tls)) {
+        fe_tls_release(tls); /* no daemon churn for the same pair */
         return;
     }
     if (!fe__daemon_start(w, h->tls_fd, h->tls_ipv6, tls)) {
@@ -1096,27 +1104,23 @@ int fe_http_tls_port(const struct fe_http *h)
 int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls)
 {
     struct fe_tls *old;
+    int same;
     if (h->tls_fd < 0 || atomic_load(&h->stop_sent)) {
         fe_tls_release(tls);
         return RT_ECONFIG;
     }
     pthread_mutex_lock(&h->tls_lock);
     old = h->tls;
-    if (old && strcmp(old->cert_pem, tls->cert_pem) == 0 &&
-        old->key_len == tls->key_len &&
-        CRYPTO_memcmp(old->key_pem, tls->key_pem, tls->key_len) == 0) {
-        /* The same files: no daemon churn. */
-        pthread_mutex_unlock(&h->tls_lock);
-        fe_tls_release(tls);
-        return 1;
-    }
     h->tls = tls;
     pthread_mutex_unlock(&h->tls_lock);
+    same = fe__tls_same(old, tls);
     fe_tls_release(old);
+    /* Even when unchanged: a worker whose libmicrohttpd refused the
+     * previous pair gets another chance. */
     for (unsigned i = 0; i < h->n; i++) {
         uv_async_send(&h->w[i].reload);
     }
-    return 0;
+    return same;
 }
 
 void fe_http_stop(struct fe_http *h)

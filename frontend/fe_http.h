@@ -88,9 +88,9 @@ int fe_http_tls_port(const struct fe_http *h);
  * new daemon with it on the same listen socket and retires the old one,
  * which serves the connections it has until they end. A worker whose
  * libmicrohttpd refuses @tls logs it and keeps the old certificate.
- * Returns 0, 1 when @tls holds the same certificate and key as the one
- * in service (nothing changes), or RT_ECONFIG when HTTPS is off or the
- * server is stopping. */
+ * Returns 0, 1 when @tls holds the same certificate and key as before
+ * (workers already serving it change nothing), or RT_ECONFIG when HTTPS
+ * is off or the server is stopping. */
 int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls);
 /* [any thread] Asks every worker to stop: it stops accepting, cancels the
  * jobs in flight (503 ServerBusy), answers new requests 503, flushes
