@@ -212,6 +212,9 @@ int main(int argc, char **argv)
         }
         m.tls_cert = tls_cert;
         m.tls_key = tls_key;
+    } else if ((tls_cert && *tls_cert) || (tls_key && *tls_key)) {
+        rt_log(RT_LOG_WARN,
+               "--tls-cert/--tls-key without --https-listen: no HTTPS");
     }
     fe_accounts_pub_init(&m.accounts);
     fe_accounts_publish(&m.accounts, &accounts);
@@ -263,11 +266,16 @@ int main(int argc, char **argv)
     uv_signal_init(&m.loop, &m.sighup);
     m.sighup.data = &m;
     uv_signal_start(&m.sighup, fe__on_sighup, SIGHUP);
-    rt_log(RT_LOG_INFO,
-           "listening on %s (port %d), master %s, %ld threads, "
-           "%zu account(s)",
-           listen && *listen ? listen : "(no HTTP)", fe_http_port(m.http),
-           master, threads, naccounts);
+    if (fe_http_port(m.http)) {
+        rt_log(RT_LOG_INFO,
+               "listening on %s (port %d), master %s, %ld threads, "
+               "%zu account(s)",
+               listen, fe_http_port(m.http), master, threads, naccounts);
+    } else {
+        rt_log(RT_LOG_INFO,
+               "plain HTTP off, master %s, %ld threads, %zu account(s)", master,
+               threads, naccounts);
+    }
     if (m.tls_cert) {
         rt_log(RT_LOG_INFO,
                "HTTPS on %s (port %d): certificate %s serial %s (until %s)",
