@@ -847,6 +847,14 @@ static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     int lfd = dup(listen_fd);
+    /* The TLS options ride in one MHD_OPTION_ARRAY (empty for plain
+     * HTTP), so both kinds of daemon share every other option. */
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? tls->cert_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? tls->key_pem : NULL},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)FE_TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
 
     if (lfd < 0) {
         rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
@@ -861,26 +869,15 @@ static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
     dm->tls = tls;
     if (tls) {
         flags |= MHD_USE_TLS;
-        dm->d = MHD_start_daemon(
-            flags, 0, NULL, NULL, fe__access, w, MHD_OPTION_EXTERNAL_LOGGER,
-            fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-            MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-            MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
-            MHD_OPTION_HTTPS_MEM_CERT, tls->cert_pem, MHD_OPTION_HTTPS_MEM_KEY,
-            tls->key_pem, MHD_OPTION_HTTPS_PRIORITIES, FE_TLS_PRIORITIES,
-            MHD_OPTION_END);
-    } else {
-        dm->d = MHD_start_daemon(
-            flags, 0, NULL, NULL, fe__access, w, MHD_OPTION_EXTERNAL_LOGGER,
-            fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-            MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-            MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
-            MHD_OPTION_END);
     }
+    dm->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, fe__access, w, MHD_OPTION_EXTERNAL_LOGGER,
+        fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+        MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
+        MHD_OPTION_ARRAY, tls ? tls_opts : &tls_opts[3], MHD_OPTION_END);
     if (!dm->d) {
         rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd%s", w->idx,
                tls ? " with this certificate and key" : "");
