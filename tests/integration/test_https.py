@@ -13,8 +13,9 @@ connection_verify=CA) and raw TLS sockets:
   - TLS 1.2 and 1.3 only; plain HTTP sent to the HTTPS port is closed and
     hurts nobody;
   - SIGHUP puts a new certificate in service for new connections while an
-    open keep-alive connection goes on; a bad certificate on SIGHUP is
-    logged and the old one stays; a key file others can read is refused;
+    open keep-alive connection goes on, rotations under load fail no
+    request; a bad certificate on SIGHUP is logged and the old one stays;
+    a key file others can read is refused; HTTPS alone (--listen "");
   - SIGHUP reloads the accounts file: an account added works without a
     restart, a removed one gets 403 AuthenticationFailed, key rotation
     through key2 fails no request, a malformed or world-readable file keeps
@@ -413,6 +414,62 @@ def test_cert_rotation_on_sighup(env):
              "the fixed certificate")
     env.serial += 2
     assert env.c.frontend.running()
+
+
+def test_cert_rotation_under_load(env):
+    """Four certificate rotations while two clients keep working over
+    https (one on a keep-alive connection, one opening a new connection
+    per request): not one request fails, and the serials move on."""
+    state = {"stop": False, "ok": 0, "errors": []}
+
+    def keepalive():
+        cl = rawhttp.Client(env.c.fe_https_port, ssl_context=ssl_ctx(env))
+        while not state["stop"]:
+            try:
+                r = cl.get(cl.path("/Tables"))
+                assert r.status == 200, r
+                state["ok"] += 1
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                state["errors"].append(repr(e)[:300])
+        cl.close()
+
+    def fresh():
+        tc = https_service(env).get_table_client("tlstable")
+        i = 0
+        while not state["stop"]:
+            try:
+                cl = rawhttp.Client(env.c.fe_https_port,
+                                    ssl_context=ssl_ctx(env))
+                r = cl.get(cl.path("/Tables"))
+                cl.close()
+                assert r.status == 200, r
+                tc.upsert_entity({"PartitionKey": "load", "RowKey": str(i)})
+                state["ok"] += 1
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                state["errors"].append(repr(e)[:300])
+            i += 1
+
+    threads = [threading.Thread(target=keepalive),
+               threading.Thread(target=fresh)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(4):
+            time.sleep(0.3)
+            env.serial += 1
+            cert, key = make_server_cert(env.ca, env.serial)
+            write_private(env.key_path, key)
+            write_private(env.cert_path, cert, 0o644)
+            hup(env)
+            wait_for(lambda: new_conn_serial(env) == env.serial,
+                     "serial %d" % env.serial)
+        time.sleep(0.3)
+    finally:
+        state["stop"] = True
+        for t in threads:
+            t.join(60)
+    assert state["errors"] == [], state["errors"][:5]
+    assert state["ok"] > 20, state
 
 
 def test_https_only_front_end(env, tmp_path):
