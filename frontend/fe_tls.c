@@ -38,11 +38,14 @@ static int fe__read_file(const char *path,
     if (fd < 0) {
         return -errno;
     }
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) ||
-        st->st_size > FE_TLS_FILE_MAX) {
-        int e = S_ISREG(st->st_mode) ? EFBIG : EINVAL;
+    if (fstat(fd, st) != 0) {
+        int e = errno;
         close(fd);
         return -e;
+    }
+    if (!S_ISREG(st->st_mode) || st->st_size > FE_TLS_FILE_MAX) {
+        close(fd);
+        return S_ISREG(st->st_mode) ? -EFBIG : -EINVAL; /* 1 MiB at most */
     }
     buf = rt_xmalloc((size_t)st->st_size + 1);
     while (n < (size_t)st->st_size) {
