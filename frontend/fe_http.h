@@ -35,6 +35,8 @@
 
 #include <stddef.h>
 
+#include "fe_guard.h"
+
 struct fe_accounts;
 
 /* Settings the workers read (immutable after start). */
@@ -45,6 +47,11 @@ struct fe_http_cfg
     unsigned threads;   /* workers */
     size_t max_body;
     const struct fe_accounts *accounts;
+    /* Hostile-client bounds and caps (fe_guard.h): connections in total
+     * and per address (refused at accept), the reserve shed for new
+     * clients, header/body/idle deadlines (over one: 408 when a request
+     * was started, else closed), requests in flight per account (503). */
+    struct fe_guard_cfg guard;
 };
 
 /* Request limits (spec §9 gives none; HTTP.sys, in front of Azure, answers
