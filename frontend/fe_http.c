@@ -31,7 +31,13 @@
  * RequestBodyTooLarge (at once when Content-Length says so, else after the
  * body); shutdown -> jobs in flight and new requests get 503 ServerBusy; a
  * client that disconnects while suspended is only noticed after the resume
- * (MHD does not watch suspended sockets). */
+ * (MHD does not watch suspended sockets). Hostile clients (fe_guard.h):
+ * a connection over the caps is closed at accept; one over its header,
+ * body or idle bound is shut down by the worker's sweep timer (408 first
+ * when a request had started); near the cap a new connection sheds the
+ * oldest one that never sent a whole request; ambiguous framing (RFC 9112
+ * §6.3) -> 400 InvalidHeaderValue and the connection closed; an account
+ * over its requests in flight -> 503 ServerBusy. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

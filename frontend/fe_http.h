@@ -10,15 +10,19 @@
  * byte to the last. A request never changes threads.
  *
  * Life of a request, all on the worker's loop thread:
+ *  0. the connection was admitted under the caps and is timed by phase
+ *     (fe_guard.h): request line and headers, body, idle in between.
  *  1. first access-handler call (inside MHD_run): an fe_req taken from the
  *     worker's free list; raw path, decoded query and the header list
- *     captured once; URL or headers over the limits -> 414 / 400,
+ *     captured once; ambiguous Content-Length / Transfer-Encoding -> 400
+ *     and close; URL or headers over the limits -> 414 / 400,
  *     Content-Length above --max-body -> 413, at once.
  *  2. body chunks accumulate in req->body (over the limit: discarded,
  *     413 at the end).
  *  3. final call: fe_api_prepare() validates, authenticates and either
  *     fills the response (FE_API_RESPOND) or fills req->job
- *     (FE_API_SUBMIT). To submit, the connection is suspended and the job
+ *     (FE_API_SUBMIT); an account over its requests in flight gets 503
+ *     ServerBusy instead. To submit, the connection is suspended and the job
  *     handed to fe_route_submit() right there: no queue, no wake-up.
  *  4. fe_route runs the job; its done_cb (an RPC reply callback on the
  *     same loop, or synchronously inside the submit) resumes the
