@@ -729,8 +729,16 @@ static size_t fe__unescape(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* libmicrohttpd's messages at info, except the one it writes for every
+ * client that leaves (or is closed by the guard) mid-request: thousands of
+ * slow connections would otherwise be thousands of lines; the sweep's
+ * summary line counts them instead. */
 static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static const char *const per_conn[] = {
+        "closed by remote side", "has been disconnected",
+        "detected connection closure", "reset by peer"};
+    enum rt_log_level level = RT_LOG_INFO;
     char msg[512];
     size_t n;
     (void)cls;
@@ -739,7 +747,12 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
     }
-    rt_log(RT_LOG_INFO, "libmicrohttpd: %s", msg);
+    for (size_t i = 0; i < sizeof(per_conn) / sizeof(per_conn[0]); i++) {
+        if (strstr(msg, per_conn[i])) {
+            level = RT_LOG_DEBUG;
+        }
+    }
+    rt_log(level, "libmicrohttpd: %s", msg);
 }
 
 /* ---- The worker's loop ---------------------------------------------- */
