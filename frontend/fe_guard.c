@@ -34,6 +34,10 @@ void fe_guard_framing_add(struct fe_guard_framing *f,
                           const char *value,
                           size_t value_len)
 {
+    if (memchr(name, ' ', name_len) || memchr(name, '\t', name_len)) {
+        f->name_ws = 1;
+        return;
+    }
     if (fe__name_is(name, name_len, "Content-Length")) {
         uint64_t v = 0;
         f->ncl++;
@@ -64,7 +68,9 @@ int fe_guard_framing_check(const struct fe_guard_framing *f,
                            const char **why)
 {
     const char *w = NULL;
-    if (f->nte && f->ncl) {
+    if (f->name_ws) {
+        w = "whitespace between a header name and its colon";
+    } else if (f->nte && f->ncl) {
         w = "Transfer-Encoding and Content-Length together";
     } else if (f->ncl > 1) {
         w = "more than one Content-Length";

@@ -47,13 +47,14 @@ struct fe_guard_framing
     unsigned nte; /* Transfer-Encoding fields */
     int cl_bad;   /* a Content-Length that is not 1*DIGIT (or overflows) */
     int te_bad;   /* a Transfer-Encoding other than exactly "chunked" */
+    int name_ws;  /* a field name with whitespace ("Name : value") */
     uint64_t cl;  /* the last Content-Length value */
 };
 
 void fe_guard_framing_init(struct fe_guard_framing *f);
 /* Feeds one request header (@name and @value borrowed, not kept; @value
  * as the parser delivers it, surrounding whitespace already removed).
- * Other headers are ignored. */
+ * Of other headers only the name's whitespace is looked at. */
 void fe_guard_framing_add(struct fe_guard_framing *f,
                           const char *name,
                           size_t name_len,
@@ -67,7 +68,10 @@ void fe_guard_framing_add(struct fe_guard_framing *f,
  * decimal; a Transfer-Encoding other than one field "chunked" (we
  * implement no other coding, and "chunked, chunked" or "gzip" leave the
  * length to guesswork); any Transfer-Encoding on an HTTP/1.0 request
- * (@http10), which RFC 9112 §6.1 says to treat as faulty framing. */
+ * (@http10), which RFC 9112 §6.1 says to treat as faulty framing; a
+ * field name with whitespace in it ("Transfer-Encoding : chunked"), which
+ * RFC 9112 §5.1 says a server MUST reject: a proxy that trims it frames
+ * the message by that field, we (and libmicrohttpd) would not. */
 int fe_guard_framing_check(const struct fe_guard_framing *f,
                            int http10,
                            const char **why);

@@ -131,6 +131,11 @@ SMUGGLE = {
     "te_chunked_twice": ([("Transfer-Encoding", "chunked"),
                           ("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),
     "te_list": ([("Transfer-Encoding", "identity, chunked")], b"0\r\n\r\n"),
+    # RFC 9112 §5.1: whitespace between a field name and the colon is a
+    # 400 (a proxy that trims it would frame the message differently).
+    "te_space_colon": ([("Transfer-Encoding ", "chunked")], b"0\r\n\r\n"),
+    "cl_space_colon": ([("Content-Length ", "0")], b""),
+    "te_tab_colon": ([("Transfer-Encoding\t", "chunked")], b"0\r\n\r\n"),
 }
 # libmicrohttpd itself refuses a Content-Length that is not a number, with
 # its own bare 400 page (no Azure body) and a close; the rest are ours.

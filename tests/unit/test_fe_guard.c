@@ -94,6 +94,19 @@ static void test_framing_ambiguous(void **state)
     assert_int_equal(framing(te10, 1), RT_EHEADER);
 }
 
+/* RFC 9112 §5.1: whitespace between a field name and the colon, whatever
+ * the field: RT_EHEADER (a proxy that trims it would frame by it). */
+static void test_framing_name_whitespace(void **state)
+{
+    static const char *const te[] = {"Transfer-Encoding ", "chunked", NULL};
+    static const char *const cl[] = {"Content-Length\t", "0", NULL};
+    static const char *const other[] = {"X-Thing ", "1", NULL};
+    (void)state;
+    assert_int_equal(framing(te, 0), RT_EHEADER);
+    assert_int_equal(framing(cl, 0), RT_EHEADER);
+    assert_int_equal(framing(other, 0), RT_EHEADER);
+}
+
 /* Each phase's bound; zero disables; the body bound grows with what
  * arrived. */
 static void test_deadlines(void **state)
@@ -246,6 +259,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_framing_plain),
         cmocka_unit_test(test_framing_ambiguous),
+        cmocka_unit_test(test_framing_name_whitespace),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_list_sweep),
         cmocka_unit_test(test_list_victim),
