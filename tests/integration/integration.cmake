@@ -67,6 +67,13 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_hostile        the front end against hostile clients: 2,500 slow
+#                       connections (a normal SDK client still served, the
+#                       oldest shed for the reserve, all closed by the
+#                       header bound), body and idle bounds, the
+#                       per-address cap, request smuggling (400, closed,
+#                       the smuggled request never runs), requests in
+#                       flight per account (503 ServerBusy)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +93,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_hostile
 )
 
 function(rt_integration_test t)
