@@ -74,6 +74,13 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       ignored), accounts file reload (add, remove,
 #                       key2 rotation with no failed request, bad or
 #                       world-readable file ignored); no secret logged
+#   test_hostile        the front end against hostile clients: 2,500 slow
+#                       connections (a normal SDK client still served, the
+#                       oldest shed for the reserve, all closed by the
+#                       header bound), body and idle bounds, the
+#                       per-address cap, request smuggling (400, closed,
+#                       the smuggled request never runs), requests in
+#                       flight per account (503 ServerBusy)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -94,6 +101,7 @@ set(RT_INTEGRATION_TESTS
   test_masters_list
   test_master_ha
   test_https
+  test_hostile
 )
 
 function(rt_integration_test t)
