@@ -4,7 +4,8 @@
  * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and
  * its libmicrohttpd daemons in external epoll mode (one for HTTP, one for
  * HTTPS, each on its own listen socket): per daemon a uv_poll watches its
- * epoll fd and a uv_timer follows MHD_get_timeout(); a uv_check runs the
+ * epoll fd and a uv_timer follows MHD_get_timeout() (a uv_idle when that
+ * is 0: see fe__mhd_run); a uv_check runs the
  * daemons once more at the end of a loop iteration in which RPC replies
  * resumed connections, so a reply is written in the same iteration it
  * arrived. The access handler, NOTIFY_COMPLETED, fe_route's callbacks and
@@ -144,6 +145,7 @@ struct fe__daemon
     struct MHD_Daemon *d;
     uv_poll_t poll;     /* the daemon's epoll fd */
     uv_timer_t timer;   /* MHD_get_timeout() */
+    uv_idle_t idle;     /* MHD_get_timeout() == 0: the next iteration */
     struct fe_tls *tls; /* held for the daemon's life; NULL: plain HTTP */
     int retired;
     int quiesced;      /* fe__daemon_quiesce ran */
@@ -172,7 +174,11 @@ struct fe_worker
     unsigned shed;              /* for the reserve, likewise */
     int handles;                /* the worker's own handles still to close */
     int closed;                 /* fe__close_handles() ran */
+    /* Set by a resume (or a guard kill) for fe__on_check to run every
+     * daemon: the connection may belong to any of them, so only the check
+     * clears it, never one daemon's run. */
     int need_run;
+    unsigned resumes; /* resumes so far (a run tells whether it did one) */
     int stopping;
     uint64_t drain_until;
     unsigned suspended; /* connections suspended and not yet re-entered */
@@ -425,6 +431,7 @@ static void fe__job_done(struct fe_job *job)
     hr->phase = FE__REPLY;
     MHD_resume_connection(hr->conn);
     w->need_run = 1;
+    w->resumes++;
 }
 
 /* Suspends the connection and runs the job on this worker's fe_route. */
@@ -818,14 +825,15 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 /* ---- The worker's loop ---------------------------------------------- */
 
 static void fe__on_timer(uv_timer_t *t);
+static void fe__on_idle(uv_idle_t *i);
 static void fe__daemon_reap(struct fe__daemon *dm);
 
-/* Every daemon of @w runs soon (timer 0): a resume must not wait for
- * socket activity, whichever daemon its connection belongs to. */
+/* Every daemon of @w runs in the next loop iteration: a resume must not
+ * wait for socket activity, whichever daemon its connection belongs to. */
 static void fe__kick(struct fe_worker *w)
 {
     for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
-        uv_timer_start(&dm->timer, fe__on_timer, 0, 0);
+        uv_idle_start(&dm->idle, fe__on_idle);
     }
 }
 
@@ -836,21 +844,35 @@ static void fe__mhd_run(struct fe__daemon *dm)
 {
     struct fe_worker *w = dm->w;
     MHD_UNSIGNED_LONG_LONG t;
-    w->need_run = 0;
+    unsigned resumes = w->resumes;
     MHD_run(dm->d);
     if (w->closed) {
         return;
     }
-    if (w->need_run) {
+    if (w->resumes != resumes) {
         /* A job finished inside this run (fe_route_submit may call done_cb
          * at once): its resume must not wait for socket activity. */
         fe__kick(w);
         return;
     }
-    if (MHD_get_timeout(dm->d, &t) == MHD_YES) {
-        uv_timer_start(&dm->timer, fe__on_timer, t, 0);
-    } else {
+    if (MHD_get_timeout(dm->d, &t) != MHD_YES) {
+        uv_idle_stop(&dm->idle);
         uv_timer_stop(&dm->timer);
+    } else if (t == 0) {
+        /* Work is pending now: run again in the next iteration, after the
+         * loop has polled and run its other callbacks. Never a 0 ms timer:
+         * restarted from its own callback it is due again at once, and
+         * libuv 1.44 runs it again inside the same timer pass, forever. A
+         * TLS connection half-way through its handshake keeps MHD 0.9.75
+         * at timeout 0 until the handshake ends (the handshake's reads do
+         * not clear MHD's read-ready mark): with a timer that froze the
+         * worker; with the idle handle the worker keeps serving and the
+         * guard's header bound closes the stalled client. */
+        uv_timer_stop(&dm->timer);
+        uv_idle_start(&dm->idle, fe__on_idle);
+    } else {
+        uv_idle_stop(&dm->idle);
+        uv_timer_start(&dm->timer, fe__on_timer, t, 0);
     }
     if (dm->retired) {
         fe__daemon_reap(dm);
@@ -879,10 +901,17 @@ static void fe__on_timer(uv_timer_t *t)
     fe__mhd_run(t->data);
 }
 
+static void fe__on_idle(uv_idle_t *i)
+{
+    uv_idle_stop(i);
+    fe__mhd_run(i->data);
+}
+
 static void fe__on_check(uv_check_t *c)
 {
     struct fe_worker *w = c->data;
     if (w->need_run) {
+        w->need_run = 0;
         fe__mhd_run_all(w);
     }
 }
@@ -932,9 +961,10 @@ static void fe__on_daemon_closed(uv_handle_t *hd)
 
 static void fe__daemon_close_handles(struct fe__daemon *dm)
 {
-    dm->closing = 2;
+    dm->closing = 3;
     uv_close((uv_handle_t *)&dm->poll, fe__on_daemon_closed);
     uv_close((uv_handle_t *)&dm->timer, fe__on_daemon_closed);
+    uv_close((uv_handle_t *)&dm->idle, fe__on_daemon_closed);
 }
 
 /* A retired daemon whose last connection has ended (suspended ones
@@ -1181,6 +1211,8 @@ static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
     dm->poll.data = dm;
     uv_timer_init(&w->loop, &dm->timer);
     dm->timer.data = dm;
+    uv_idle_init(&w->loop, &dm->idle);
+    dm->idle.data = dm;
     dm->next = w->daemons;
     w->daemons = dm;
     uv_poll_start(&dm->poll, UV_READABLE, fe__on_poll);
