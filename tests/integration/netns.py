@@ -307,6 +307,28 @@ def _selftest():
         created = list(topo.created)
     left = [ns for ns in created if ns in list_namespaces()]
     assert not left, left
+    # A leftover of a run that died (its owner PID gone) is cleaned by
+    # the next create(); one whose owner lives is not.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for tag, pid in (("dead", dead.pid), ("live", os.getpid())):
+        _ip("netns", "add", "%s%s-x" % (PREFIX, tag))
+        os.makedirs(OWNER_DIR, exist_ok=True)
+        with open(os.path.join(OWNER_DIR, tag), "w") as f:
+            f.write(str(pid))
+    try:
+        gone = cleanup_stale()
+        assert "%sdead-x" % PREFIX in gone, gone
+        assert "%slive-x" % PREFIX in list_namespaces()
+        assert not os.path.exists(os.path.join(OWNER_DIR, "dead"))
+    finally:
+        _ip("netns", "del", "%slive-x" % PREFIX, check=False)
+        _ip("netns", "del", "%sdead-x" % PREFIX, check=False)
+        for tag in ("live", "dead"):
+            try:
+                os.unlink(os.path.join(OWNER_DIR, tag))
+            except OSError:
+                pass
     print("netns self-test ok")
     return 0
 

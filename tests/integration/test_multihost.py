@@ -504,3 +504,31 @@ def test_cut_links_under_load(hosts, tmp_path):
     # Both front ends see the same table.
     urls = list(dumps)
     assert dumps[urls[0]] == dumps[urls[1]]
+
+
+def test_history_checker_catches_violations():
+    """check_history itself: each kind of violation it must report."""
+    def w(pk, rows, v, outcome, t0):
+        return {"op": "batch" if pk.endswith("-b") else "write", "pk": pk,
+                "rows": rows, "v": v, "outcome": outcome, "t0": t0,
+                "t1": t0 + 0.5, "fe": "fe1", "writer": pk}
+    hist = [w("w-a", ["r0"], 1, "ok", 1), w("w-a", ["r0"], 2, "fail", 2),
+            w("w-a", ["r0"], 3, "unknown", 3),
+            w("w-b", ["b0", "b1"], 1, "ok", 1),
+            w("w-b", ["b0", "b1"], 2, "unknown", 2),
+            {"op": "read", "pk": "w-a", "rows": ["r0"], "v": 1,
+             "outcome": "ok", "t0": 5, "t1": 5.1, "fe": "fe2"}]
+    good = {"fe1": {"w-a/r0": 3, "w-b/b0": 2, "w-b/b1": 2},
+            "fe2": {"w-a/r0": 1, "w-b/b0": 1, "w-b/b1": 1}}
+    assert check_history(hist, good) == []
+    # An acknowledged write lost, a failed attempt's value, a torn batch.
+    for bad in ({"w-b/b0": 1, "w-b/b1": 1},
+                {"w-a/r0": 2, "w-b/b0": 1, "w-b/b1": 1},
+                {"w-a/r0": 1, "w-b/b0": 1, "w-b/b1": 2}):
+        assert check_history(hist, {"fe1": bad}), bad
+    # A read older than a write acknowledged before it began.
+    stale = hist + [w("w-a", ["r0"], 4, "ok", 6),
+                    {"op": "read", "pk": "w-a", "rows": ["r0"], "v": 3,
+                     "outcome": "ok", "t0": 7, "t1": 7.1, "fe": "fe2"}]
+    assert any("read of w-a/r0" in p for p in check_history(
+        stale, {"fe1": {"w-a/r0": 4, "w-b/b0": 1, "w-b/b1": 1}}))
