@@ -7,6 +7,10 @@ private address of @subnet. Nothing is created in the caller's network
 namespace: the addresses, routes and the bridge exist only inside the
 namespaces, so a test cannot disturb the machine's own network.
 
+With @domain, each namespace also gets /etc/netns/<ns>/hosts naming every
+host "<host>.<domain>" (`ip netns exec` bind-mounts it over /etc/hosts
+for what it runs), so programs in the namespaces can dial hosts by name.
+
 Names are "<prefix><tag>-<host>" with a random 4-hex tag per run, so runs
 side by side do not collide. The owner's PID is written to
 /run/rtmh-netns/<tag>; create() first removes namespaces of the prefix
@@ -39,6 +43,7 @@ import time
 
 PREFIX = "rtmh"
 OWNER_DIR = "/run/rtmh-netns"
+NETNS_ETC = "/etc/netns"
 BRIDGE = "br0"
 
 
@@ -117,6 +122,7 @@ def cleanup_stale(prefix=PREFIX):
             continue
         _kill_pids_in(ns)
         _ip("netns", "del", ns, check=False)
+        shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)
         gone.append(ns)
     for name in os.listdir(OWNER_DIR) if os.path.isdir(OWNER_DIR) else []:
         if not any(ns.startswith(prefix + name + "-")
@@ -143,8 +149,9 @@ class Topology:
     host to its last octet)."""
 
     def __init__(self, hosts, subnet="10.231.0.0/24", addrs=None,
-                 prefix=PREFIX):
+                 prefix=PREFIX, domain=None):
         self.prefix = prefix
+        self.domain = domain
         self.tag = secrets.token_hex(2)
         self.net = ipaddress.ip_network(subnet)
         self.hosts = list(hosts)
@@ -167,6 +174,10 @@ class Topology:
 
     def ip(self, host):
         return self.addrs[host]
+
+    def name(self, host):
+        """@host's DNS name inside the namespaces (needs @domain)."""
+        return "%s.%s" % (host, self.domain)
 
     def port_of(self, host):
         """The switch-side veth of @host (its cable)."""
@@ -207,6 +218,13 @@ class Topology:
         _ip("netns", "add", ns)
         self.created.append(ns)
         _ip("-n", ns, "link", "set", "lo", "up")
+        if self.domain:
+            d = os.path.join(NETNS_ETC, ns)
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "hosts"), "w") as f:
+                f.write("127.0.0.1 localhost\n")
+                for h in self.hosts:
+                    f.write("%s %s\n" % (self.ip(h), self.name(h)))
 
     def teardown(self):
         """Kills every process we started (by PID) and anything left in
@@ -225,6 +243,7 @@ class Topology:
             _kill_pids_in(ns)
         for ns in reversed(self.created):
             _ip("netns", "del", ns, check=False)
+            shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)
         self.created = []
         try:
             os.unlink(os.path.join(OWNER_DIR, self.tag))
@@ -271,7 +290,7 @@ def _selftest():
     if not ok:
         print("skip: network namespaces unavailable: %s" % why)
         return 0
-    topo = Topology(["a", "b"], "10.231.7.0/24")
+    topo = Topology(["a", "b"], "10.231.7.0/24", domain="rtmh.test")
     with topo:
         assert all(ns in list_namespaces() for ns in topo.created)
         # The caller's namespace has no route into the subnet.
@@ -292,7 +311,8 @@ def _selftest():
                 "  except OSError as e:\n"
                 "    err=e; time.sleep(0.1)\n"
                 "print('ERR', err); sys.exit(1)\n")
-        r = topo.run("a", [sys.executable, "-c", conn % (topo.ip("b"), 2)])
+        # By name: /etc/netns/<ns>/hosts is the namespace's /etc/hosts.
+        r = topo.run("a", [sys.executable, "-c", conn % (topo.name("b"), 2)])
         assert r.stdout.strip() == "hi", (r.stdout, r.stderr)
         srv.wait(timeout=5)
         topo.link_down("b")
@@ -305,7 +325,8 @@ def _selftest():
         assert time.monotonic() - t0 >= 0.9
         topo.link_up("b")
         created = list(topo.created)
-    left = [ns for ns in created if ns in list_namespaces()]
+    left = [ns for ns in created if ns in list_namespaces() or
+            os.path.exists(os.path.join(NETNS_ETC, ns))]
     assert not left, left
     # A leftover of a run that died (its owner PID gone) is cleaned by
     # the next create(); one whose owner lives is not.

@@ -66,6 +66,12 @@ FES = ["fe1", "fe2"]
 # The example configs' ports.
 MS_RPC, MS_HTTP, MS_RAFT, PS_RPC, FE_HTTP = 10100, 10101, 10102, 10200, 10002
 ACCOUNT = "mhaccount"
+# Every namespace's /etc/hosts names each host "<host>.rt.internal".
+DOMAIN = "rt.internal"
+# Whether the addresses daemons dial (--master, --advertise) are names:
+# the RPC client of this tree takes numeric addresses only (rt_addr.h);
+# True once it resolves names. Listeners and raft peers stay numeric.
+DIAL_BY_NAME = False
 N_LOAD = 100
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
@@ -83,7 +89,10 @@ def node_config(kind, host, topo, workdir):
     this cluster's addresses and paths substituted, and returns its path.
     @kind: master, partition-server, frontend."""
     ip = topo.ip(host)
-    masters = ",".join("%s:%d" % (topo.ip(m), MS_RPC) for m in MASTERS)
+
+    def dial(h):
+        return topo.name(h) if DIAL_BY_NAME else topo.ip(h)
+    masters = ",".join("%s:%d" % (dial(m), MS_RPC) for m in MASTERS)
     if kind == "master":
         i = MASTERS.index(host) + 1
         subst = {"listen": "%s:%d" % (ip, MS_RPC),
@@ -95,7 +104,7 @@ def node_config(kind, host, topo, workdir):
                                    for j, m in enumerate(MASTERS))}
     elif kind == "partition-server":
         subst = {"listen": "%s:%d" % (ip, PS_RPC),
-                 "advertise": "%s:%d" % (ip, PS_RPC),
+                 "advertise": "%s:%d" % (dial(host), PS_RPC),
                  "master": masters,
                  "data": os.path.join(workdir, host),
                  "zone": "z%d" % (PSS.index(host) + 1)}
@@ -128,7 +137,8 @@ class Hosts:
     def __init__(self, workdir):
         self.workdir = str(workdir)
         self.build = find_build_dir()
-        self.topo = netns.Topology(list(HOSTS), SUBNET, addrs=HOSTS)
+        self.topo = netns.Topology(list(HOSTS), SUBNET, addrs=HOSTS,
+                                   domain=DOMAIN)
         self.procs = {}       # host -> Popen
         self.stderr = {}      # host -> path
         self.key = base64.b64encode(secrets.token_bytes(64)).decode()
@@ -138,7 +148,8 @@ class Hosts:
                             "print_stacktrace=1:halt_on_error=1")
 
     def fe_url(self, host):
-        return "http://%s:%d/%s" % (self.topo.ip(host), FE_HTTP, ACCOUNT)
+        """The front end's endpoint as the client dials it: by name."""
+        return "http://%s:%d/%s" % (self.topo.name(host), FE_HTTP, ACCOUNT)
 
     def start(self):
         self.topo.create()
@@ -245,7 +256,8 @@ class Hosts:
 
     def host_of_addr(self, addr):
         for h in HOSTS:
-            if addr == "%s:%d" % (self.topo.ip(h), PS_RPC):
+            if addr in ("%s:%d" % (self.topo.ip(h), PS_RPC),
+                        "%s:%d" % (self.topo.name(h), PS_RPC)):
                 return h
         return None
 
