@@ -499,10 +499,14 @@ def test_cut_links_under_load(hosts, tmp_path):
         for h in hist:
             if t_cut <= h["t0"] <= t_up and h["outcome"] != "ok":
                 outcomes[h["detail"]] = outcomes.get(h["detail"], 0) + 1
+        lat = sorted(h["t1"] - h["t0"] for h in hist
+                     if t_cut <= h["t0"] <= t_up and h["outcome"] == "ok")
         print("\n[multihost] cut %s: master saw the change after %.2f s; "
               "longest client gap per writer/reader %r (max %.2f s); "
-              "successes after the failover %r; errors %r"
-              % (name, t_new - t_cut, w, max(w.values()), prog, outcomes))
+              "successes after the failover %r; errors %r; latency of the "
+              "successes while cut p50 %.3f s, p99 %.3f s, max %.3f s"
+              % (name, t_new - t_cut, w, max(w.values()), prog, outcomes,
+                 lat[len(lat) // 2], lat[len(lat) * 99 // 100], lat[-1]))
         # Writes and reads continue through both front ends once the
         # failover is done (for a while before the link returns).
         stalled = [who for who, n in prog.items() if n == 0]
