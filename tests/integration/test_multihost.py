@@ -523,7 +523,7 @@ def test_cut_links_under_load(hosts, tmp_path):
                 outcomes[h["detail"]] = outcomes.get(h["detail"], 0) + 1
         lat = sorted(h["t1"] - h["t0"] for h in hist
                      if t_cut <= h["t0"] <= t_up and h["outcome"] == "ok")
-        print("\n[multihost] cut %s: the status showed the change after %.2f s; "
+        print("\n[multihost] cut %s: the status showed it after %.2f s; "
               "longest client gap per writer/reader %r (max %.2f s); "
               "successes after the failover %r; errors %r; latency of the "
               "successes while cut p50 %.3f s, p99 %.3f s, max %.3f s"
