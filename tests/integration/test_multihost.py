@@ -3,11 +3,13 @@
 netns.Topology builds the hosts m1 m2 m3 (masters, one Raft group), ps1
 ps2 ps3 (partition servers, zones z1 z2 z3), fe1 fe2 (front ends) and cl
 (the client), each with one address of 10.231.0.0/24 that exists only
-inside the namespaces. Every daemon runs in its host's namespace from the
+inside the namespaces, and a name, <host>.rt.internal, in every
+namespace's /etc/hosts. Every daemon runs in its host's namespace from the
 example configs of deploy/examples/ with the addresses substituted
 (node_config), bound to its host's address (the masters' status HTTP on
 its loopback, as in the example). The client, mh_client.py in the cl
-namespace, uses only the official SDK with an accounts-file key.
+namespace, uses only the official SDK with an accounts-file key and dials
+the front ends by name.
 
   - load: the table is created through fe1, N entities are written
     through each front end (one by one and in batches) and read back
@@ -23,10 +25,12 @@ namespace, uses only the official SDK with an accounts-file key.
     with its last acknowledged value (or the value of a later attempt of
     unknown outcome), no attempt answered with an error (other than a
     timeout, 500 or 504) left its value, each batch's rows hold one
-    attempt's value (all or nothing), and reads never went back in time.
-    The failover window each writer saw is printed.
+    attempt's value (all or nothing), and reads never went back in time;
+    the cut server and master are back (up, a caught-up member) once
+    their links return; every daemon exits 0 on SIGTERM, no sanitizer
+    report. The failover window each writer and reader saw is printed.
 
-Needs root and iproute2 (skipped otherwise). About 60-90 s.
+Needs root and iproute2 (skipped otherwise). About 30-45 s.
 """
 
 import json
@@ -88,7 +92,10 @@ def security_flags(kind, workdir):
 def node_config(kind, host, topo, workdir):
     """Writes @host's config, the example deploy/examples/<kind>.conf with
     this cluster's addresses and paths substituted, and returns its path.
-    @kind: master, partition-server, frontend."""
+    @kind: master, partition-server, frontend. The one place that maps an
+    example to a host: point it at a per-host example set (one file per
+    host, e.g. deploy/examples/cluster/) by changing the file read and
+    @subst."""
     ip = topo.ip(host)
 
     def dial(h):
