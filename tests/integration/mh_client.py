@@ -141,11 +141,12 @@ def cmd_load(args):
         ents = [{"PartitionKey": pk, "RowKey": "r%05d" % j, "v": j,
                  "via": url} for j in range(args.n)]
         half = args.n // 2
+        # Upserts: a retry after an attempt of unknown outcome is harmless.
         for e in ents[:half]:
-            retrying(lambda e=e: tc.create_entity(e), end)
+            retrying(lambda e=e: tc.upsert_entity(e), end)
         rest = ents[half:]
         for k in range(0, len(rest), 20):
-            ops = [("create", e) for e in rest[k:k + 20]]
+            ops = [("upsert", e) for e in rest[k:k + 20]]
             retrying(lambda ops=ops: tc.submit_transaction(ops), end)
         written[url] = {e["RowKey"]: e["v"] for e in ents}
     read, mismatch = {}, []
