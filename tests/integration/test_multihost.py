@@ -352,6 +352,18 @@ def table_primary(hosts):
     return None
 
 
+def in_sync(hosts, ps):
+    """True when @ps is up and in the in-sync set of every range of the
+    table."""
+    st = hosts.status() or {}
+    ids = [s["id"] for s in st.get("servers", [])
+           if hosts.host_of_addr(s.get("addr")) == ps and
+           s.get("state") == "up"]
+    rgs = [r for r in st.get("ranges", []) if r.get("table") == "multihost"]
+    return bool(ids and rgs) and all(ids[0] in r.get("insync", [])
+                                     for r in rgs)
+
+
 def rejoined(hosts, master):
     """True when the leader (not @master) sees @master reachable and
     caught up."""
@@ -478,7 +490,15 @@ def test_cut_links_under_load(hosts, tmp_path):
         hosts.topo.link_up(victim)
         phases.append(("partition server %s (primary)" % victim, t_cut,
                        t_new, t_up))
-        time.sleep(3)
+        # The server back up and in the range's in-sync set again before
+        # the next cut, so each phase shows one failure's effect.
+        t0 = time.monotonic()
+        assert wait_for(lambda: in_sync(hosts, victim), 30), \
+            "%s not back in the table's in-sync set after its link " \
+            "returned" % victim
+        print("\n[multihost] %s back in the in-sync set %.1f s after its "
+              "link returned" % (victim, time.monotonic() - t0))
+        time.sleep(1)
 
         # Phase 2: the master leader.
         leader = wait_for(lambda: hosts.leader(), 10)
