@@ -18,7 +18,8 @@ the front ends by name.
     its link (at the switch: packets vanish, nothing is reset) while
     writers (single upserts and batches) and readers run through both
     front ends; the master fails the range over, writes and reads
-    continue through both front ends, the link comes back;
+    continue through both front ends, the link comes back, and the
+    server is waited for back in the range's in-sync set;
   - cut the master leader: the same writers go on (the data path does
     not need the master) while the other two masters elect a leader;
   - then every acknowledged write reads back, through both front ends,
