@@ -377,6 +377,14 @@ def rejoined(hosts, master):
                for m in ms)
 
 
+def report(capsys, msg):
+    """Prints a measurement past pytest's capture, so ctest's log (README
+    line 2) shows it on success too."""
+    with capsys.disabled():
+        sys.stdout.write("\n" + msg + "\n")
+        sys.stdout.flush()
+
+
 def load_history(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -467,7 +475,7 @@ def progress_during(hist, t_from, t_to):
     return out
 
 
-def test_cut_links_under_load(hosts, tmp_path):
+def test_cut_links_under_load(hosts, tmp_path, capsys):
     hist_path = str(tmp_path / "history.jsonl")
     stop = str(tmp_path / "stop")
     run = hosts.topo.popen("cl", [PYTHON, CLIENT, "run", *hosts.fe_args(),
@@ -497,8 +505,8 @@ def test_cut_links_under_load(hosts, tmp_path):
         assert wait_for(lambda: in_sync(hosts, victim), 30), \
             "%s not back in the table's in-sync set after its link " \
             "returned" % victim
-        print("\n[multihost] %s back in the in-sync set %.1f s after its "
-              "link returned" % (victim, time.monotonic() - t0))
+        report(capsys, "[multihost] %s back in the in-sync set %.1f s "
+               "after its link returned" % (victim, time.monotonic() - t0))
         time.sleep(1)
 
         # Phase 2: the master leader.
@@ -523,8 +531,9 @@ def test_cut_links_under_load(hosts, tmp_path):
             "%s not up again after its link returned" % victim
         assert wait_for(lambda: rejoined(hosts, leader), 30), \
             "master %s not back in the group" % leader
-        print("\n[multihost] %s and %s back %.1f s after the last link "
-              "returned" % (victim, leader, time.monotonic() - t0 + 3))
+        report(capsys, "[multihost] %s and %s back %.1f s after the last "
+               "link returned" % (victim, leader,
+                                  time.monotonic() - t0 + 3))
     finally:
         with open(stop, "w"):
             pass
@@ -551,12 +560,13 @@ def test_cut_links_under_load(hosts, tmp_path):
                 outcomes[h["detail"]] = outcomes.get(h["detail"], 0) + 1
         lat = sorted(h["t1"] - h["t0"] for h in hist
                      if t_cut <= h["t0"] <= t_up and h["outcome"] == "ok")
-        print("\n[multihost] cut %s: the status showed it after %.2f s; "
-              "longest client gap per writer/reader %r (max %.2f s); "
-              "successes after the failover %r; errors %r; latency of the "
-              "successes while cut p50 %.3f s, p99 %.3f s, max %.3f s"
-              % (name, t_new - t_cut, w, max(w.values()), prog, outcomes,
-                 lat[len(lat) // 2], lat[len(lat) * 99 // 100], lat[-1]))
+        report(capsys, "[multihost] cut %s: the status showed it after "
+               "%.2f s; longest client gap per writer/reader %r (max "
+               "%.2f s); successes after the failover %r; errors %r; "
+               "latency of the successes while cut p50 %.3f s, p99 %.3f s, "
+               "max %.3f s"
+               % (name, t_new - t_cut, w, max(w.values()), prog, outcomes,
+                  lat[len(lat) // 2], lat[len(lat) * 99 // 100], lat[-1]))
         # Writes and reads continue through both front ends once the
         # failover is done (for a while before the link returns).
         stalled = [who for who, n in prog.items() if n == 0]
