@@ -1120,6 +1120,11 @@ void fe_api_finish(struct fe_req *req)
     fe_cors_headers(req);
 }
 
+const char *fe_api_op_name(const struct fe_req *req)
+{
+    return req->op ? req->op->name : NULL;
+}
+
 void fe_api_req_free(struct fe_req *req)
 {
     fe_sas_free(req);

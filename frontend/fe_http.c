@@ -54,6 +54,7 @@
 #include "fe_api.h"
 #include "fe_cors.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "fe_req.h"
 #include "fe_route.h"
 #include "rt_addr.h"
@@ -87,7 +88,7 @@ struct fe__hreq
     int job_active; /* submitted, done_cb not yet fired */
     int suspended;  /* counted in the worker's suspended requests */
     int completed;  /* MHD reported the request complete */
-    uint64_t start_ms;
+    uint64_t start_us;
     int body_too_large;
 };
 
@@ -100,6 +101,7 @@ struct fe_worker
     uv_loop_t loop;
     int loop_ok;
     struct fe_route *route;
+    struct fe_metrics_shard *metrics; /* NULL: none */
     struct MHD_Daemon *d;
     uv_poll_t poll;   /* the daemon's epoll fd */
     uv_timer_t timer; /* MHD_get_timeout() */
@@ -232,7 +234,8 @@ static struct fe__hreq *fe__req_create(struct fe_worker *w,
 
     hr->w = w;
     hr->conn = c;
-    hr->start_ms = rt_time_mono_ms();
+    hr->start_us = rt_time_mono_us();
+    fe_metrics_req_begin(w->metrics);
     req->accounts = w->h->cfg->accounts;
     req->method = method;
     ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -271,6 +274,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     struct MHD_Response *resp;
     const char *cid;
     enum MHD_Result ret;
+    uint64_t us;
 
     resp = MHD_create_response_from_buffer(
         req->rbody.len, req->rbody.len ? (void *)req->rbody.data : (void *)"",
@@ -305,8 +309,14 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
     hr->phase = FE__DONE;
-    rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status, (unsigned long long)(rt_time_mono_ms() - hr->start_ms));
+    us = rt_time_mono_us() - hr->start_us;
+    fe_metrics_req_done(
+        hr->w->metrics, req->path.account,
+        fe_metrics_op_of(fe_api_op_name(req), req->method,
+                         fe_req_header(req, "If-Match") != NULL),
+        req->status, req->body.len, req->rbody.len, us);
+    rt_log(RT_LOG_DEBUG, "%s %s %d %lluus", req->method, req->raw_path,
+           req->status, (unsigned long long)us);
     return ret;
 }
 
@@ -467,6 +477,7 @@ static void fe__completed(void *cls,
         return;
     }
     *con_cls = NULL;
+    fe_metrics_req_end(w->metrics);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
                (int)toe);
@@ -483,6 +494,18 @@ static void fe__completed(void *cls,
         return;
     }
     fe__req_put(w, hr);
+}
+
+/* Counts connections opening and closing (rt_fe_connections_open). */
+static void fe__conn_notify(void *cls,
+                            struct MHD_Connection *c,
+                            void **socket_context,
+                            enum MHD_ConnectionNotificationCode toe)
+{
+    struct fe_worker *w = cls;
+    (void)c;
+    (void)socket_context;
+    fe_metrics_conn(w->metrics, toe == MHD_CONNECTION_NOTIFY_STARTED);
 }
 
 /* Keeps the URL and GET arguments raw: SharedKey signs the path as sent,
@@ -671,7 +694,8 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
  * workers). */
 static void fe__on_map(const Rt__Map *map, void *data)
 {
-    (void)data;
+    struct fe_worker *w = data;
+    fe_metrics_map_version(w->metrics, map->version);
     fe_acl_map_update(map);
     fe_cors_map_update(map);
 }
@@ -693,7 +717,9 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
-    fe_route_on_map(w->route, fe__on_map, NULL);
+    w->metrics = fe_metrics_shard(h->cfg->metrics, w->idx);
+    fe_route_set_metrics(w->route, w->metrics);
+    fe_route_on_map(w->route, fe__on_map, w);
     lfd = dup(h->listen_fd);
     if (lfd < 0) {
         rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
@@ -707,6 +733,7 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
                             MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
                             MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+                            MHD_OPTION_NOTIFY_CONNECTION, fe__conn_notify, w,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)FE_HTTP_POOL, MHD_OPTION_END);

@@ -36,6 +36,7 @@
 #include <stddef.h>
 
 struct fe_accounts;
+struct fe_metrics;
 
 /* Settings the workers read (immutable after start). */
 struct fe_http_cfg
@@ -45,6 +46,9 @@ struct fe_http_cfg
     unsigned threads;   /* workers */
     size_t max_body;
     const struct fe_accounts *accounts;
+    /* Worker i records into fe_metrics_shard(metrics, i) (fe_metrics.h;
+     * created with cfg->threads shards); NULL: no metrics. */
+    struct fe_metrics *metrics;
 };
 
 /* Request limits (spec §9 gives none; HTTP.sys, in front of Azure, answers
