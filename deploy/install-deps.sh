@@ -30,6 +30,9 @@ RT_RAFT_PKGS=(libraft-dev libraft0)
 # @azure/data-tables into the build tree and needs Node >= 20).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
     nodejs clang-format)
+# Metrics tests: the Prometheus client's exposition-format parser, and
+# promtool (in the prometheus package) to check deploy/prometheus/*.yml.
+RT_TEST_PKGS+=(python3-prometheus-client prometheus)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then
