@@ -183,6 +183,21 @@ static size_t ms__n_under_replicated(struct ms_cluster *cl)
     return n;
 }
 
+/* Ranges no live server serves as primary: none assigned, or the one
+ * assigned is not up (until a failover gives it another, its keys answer
+ * 503). */
+static size_t ms__n_without_primary(struct ms_cluster *cl)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
+        const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
+        const struct ms_server *s =
+            r->server_id ? ms_cluster_server_find(cl, r->server_id) : NULL;
+        n += s == NULL || s->state != MS_SERVER_UP;
+    }
+    return n;
+}
+
 static const char *ms__role_name(Rt__ReplRole role)
 {
     switch (role) {
@@ -629,6 +644,14 @@ static char *ms__build_metrics(struct ms_cluster *cl,
                 "Ranges with fewer in-sync copies than their replication "
                 "factor.",
                 under);
+    ms__metric1(&b, "rt_master_ranges_without_primary", "gauge",
+                "Ranges whose primary is none or a server that is not up.",
+                ms__n_without_primary(cl));
+    ms__metric1(&b, "rt_master_balancer_actions_total", "counter",
+                "Splits, merges, moves and primaryship transfers the "
+                "balancer and operators committed.",
+                bal->exec.n_splits + bal->exec.n_merges + bal->exec.n_moves +
+                    bal->exec.n_transfers);
     ms__metric1(&b, "rt_master_tables", "gauge",
                 "Tables in the catalog (all accounts).",
                 ms_catalog_ntables(cl->cat));
