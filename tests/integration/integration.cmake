@@ -67,6 +67,12 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_metrics        every daemon's /metrics parses (prometheus_client);
+#                       the front end's counters and histograms move by
+#                       exactly the SDK requests made (account, operation,
+#                       status); replication lag and lease on the PSs;
+#                       under-replicated ranges after a kill; promtool on
+#                       deploy/prometheus/*.yml, the rules' metrics exist
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +92,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_metrics
 )
 
 function(rt_integration_test t)
