@@ -295,3 +295,39 @@ def test_master_counts_under_replicated_after_a_kill(cluster, table):
              lambda: value(master_page(),
                            "rt_master_ranges_without_primary") == 0,
              timeout=30)
+
+
+def test_every_master_reports_its_raft_view(tmp_path):
+    """Three masters: each serves /metrics itself, follower or leader;
+    exactly one reports rt_master_leader 1, all agree on the leader id and
+    count three voters, and only the leader reports the cluster's
+    figures."""
+    from rtcluster import Cluster
+    c = Cluster(tmp_path, n_ps=1, masters=3, replication_factor=1)
+    c.start()
+    try:
+        def pages():
+            return {m.name: parse(get_text("127.0.0.1:%d"
+                                           % m.ports["http"])[0])
+                    for m in c.masters}
+
+        def settled():
+            p = pages()
+            leaders = [n for n, s in p.items()
+                       if value(s, "rt_master_leader") == 1]
+            ids = {value(s, "rt_master_raft_leader_id") for s in p.values()}
+            return p if len(leaders) == 1 and len(ids) == 1 and \
+                0 not in ids else None
+
+        p = wait_for("one acting leader every master agrees on", settled)
+        for name, s in p.items():
+            assert value(s, "rt_master_raft_members", role="voter") == 3
+            assert value(s, "rt_master_raft_term") >= 1
+            assert value(s, "rt_master_commit_index") >= 1
+            leader = value(s, "rt_master_leader") == 1
+            assert value(s, "rt_master_raft_elected") == (1 if leader else 0)
+            has_cluster = any(k[0] == "rt_master_servers" for k in s)
+            assert has_cluster == leader, name
+    finally:
+        c.stop(check=False)
+        c.check_sanitizers()
