@@ -19,6 +19,7 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_metrics.h"
 #include "rt_time.h"
 
 struct ms_status
@@ -555,7 +556,7 @@ static void ms__metric(struct rt_buf *b,
                        const char *type,
                        const char *help)
 {
-    rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    rt_metrics_help(b, name, type, help);
 }
 
 /* A metric with one unlabelled sample: its HELP and TYPE lines, then
@@ -587,18 +588,19 @@ static void ms__repl_metrics(struct rt_buf *b, struct ms_repl *repl)
     ms__metric(b, "rt_master_failover_seconds", "histogram",
                "Time from the primary's suspicion to the new primary's "
                "answer.");
-    for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
-        rt_buf_printf(
-            b, "rt_master_failover_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-            ms_repl_bucket_le[i], st->failover_le[i]);
+    {
+        /* failover_le is cumulative; the writer takes per-bucket counts. */
+        uint64_t counts[MS_REPL_NBUCKETS + 1];
+        uint64_t prev = 0;
+        for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
+            counts[i] = st->failover_le[i] - prev;
+            prev = st->failover_le[i];
+        }
+        counts[MS_REPL_NBUCKETS] = st->failovers - prev;
+        rt_metrics_hist_le(b, "rt_master_failover_seconds", NULL,
+                           ms_repl_bucket_le, MS_REPL_NBUCKETS, counts,
+                           st->failover_seconds_sum);
     }
-    rt_buf_printf(
-        b, "rt_master_failover_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
-        st->failovers);
-    rt_buf_printf(b, "rt_master_failover_seconds_sum %.3f\n",
-                  st->failover_seconds_sum);
-    rt_buf_printf(b, "rt_master_failover_seconds_count %" PRIu64 "\n",
-                  st->failovers);
     ms__metric(b, "rt_master_isr_changes_total", "counter",
                "ISR changes committed, by kind.");
     rt_buf_printf(b,

@@ -117,7 +117,6 @@ static void ps__metrics_disk(struct ps_server *ps, struct rt_buf *b)
 static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
 {
     struct ps_writer_stats ws;
-    uint64_t cum = 0;
 
     memset(&ws, 0, sizeof(ws));
     if (ps->writer) {
@@ -217,23 +216,16 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "# HELP rt_ps_group_commit_size Ops per group commit.\n"
                   "# TYPE rt_ps_group_commit_size histogram\n",
                   (unsigned long long)ws.groups, (double)ws.group_us / 1e6);
-    for (unsigned i = 0; i < PS_WRITER_HIST; i++) {
-        cum += ws.hist[i];
-        if (i + 1 < PS_WRITER_HIST) {
-            rt_buf_printf(b,
-                          "rt_ps_group_commit_size_bucket{le=\"%u\"} "
-                          "%llu\n",
-                          1u << i, (unsigned long long)cum);
-        } else {
-            rt_buf_printf(b,
-                          "rt_ps_group_commit_size_bucket{le=\"+Inf\"} "
-                          "%llu\n",
-                          (unsigned long long)cum);
+    {
+        /* Buckets of <= 1, 2, 4, ... ops, then the rest. */
+        double le[PS_WRITER_HIST - 1];
+        for (unsigned i = 0; i + 1 < PS_WRITER_HIST; i++) {
+            le[i] = (double)(1u << i);
         }
+        rt_metrics_hist_le(b, "rt_ps_group_commit_size", NULL, le,
+                           PS_WRITER_HIST - 1, ws.hist, (double)ws.group_ops);
     }
     rt_buf_printf(b,
-                  "rt_ps_group_commit_size_sum %llu\n"
-                  "rt_ps_group_commit_size_count %llu\n"
                   "# HELP rt_ps_migrated_in_records_total Records stored "
                   "for ranges moving in.\n"
                   "# TYPE rt_ps_migrated_in_records_total counter\n"
@@ -242,8 +234,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "for ranges moving out.\n"
                   "# TYPE rt_ps_migration_log_records_total counter\n"
                   "rt_ps_migration_log_records_total %llu\n",
-                  (unsigned long long)ws.group_ops,
-                  (unsigned long long)ws.groups, (unsigned long long)ws.raw_kvs,
+                  (unsigned long long)ws.raw_kvs,
                   (unsigned long long)ws.captured);
     ps__metrics_latency(ps, &ws, b);
     ps__metrics_disk(ps, b);
