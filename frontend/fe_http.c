@@ -306,15 +306,17 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     if (req->status == 0) {
         req->status = 500;
     }
-    ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
-    MHD_destroy_response(resp);
-    hr->phase = FE__DONE;
+    /* Counted before it is queued, so a client that reads the response
+     * and then scrapes /metrics always finds its request there. */
     us = rt_time_mono_us() - hr->start_us;
     fe_metrics_req_done(
         hr->w->metrics, req->path.account,
         fe_metrics_op_of(fe_api_op_name(req), req->method,
                          fe_req_header(req, "If-Match") != NULL),
         req->status, req->body.len, req->rbody.len, us);
+    ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
+    MHD_destroy_response(resp);
+    hr->phase = FE__DONE;
     rt_log(RT_LOG_DEBUG, "%s %s %d %lluus", req->method, req->raw_path,
            req->status, (unsigned long long)us);
     return ret;
