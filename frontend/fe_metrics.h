@@ -34,9 +34,10 @@ struct fe_metrics_shard;
 
 /* Operation label values: the Table API operation names (fe_api.c), with
  * Insert Or Replace / Insert Or Merge told apart from Update / Merge the
- * way Azure's own metrics (ApiName) do; "Preflight" for a CORS OPTIONS;
- * "Unknown" for a request refused before its operation was known
- * (malformed, unauthenticated, unknown resource). */
+ * way Azure's own metrics (ApiName) do, which also count a request
+ * refused by authentication under its operation; "Preflight" for a CORS
+ * OPTIONS; "Unknown" for a request refused before its operation was
+ * known (malformed, unknown resource). */
 #define FE_METRICS_OPS(X)                         \
     X(QUERY_TABLES, "QueryTables")                \
     X(CREATE_TABLE, "CreateTable")                \
