@@ -32,6 +32,9 @@ RT_RAFT_PKGS=(libraft-dev libraft0)
 # (tests/integration/test_multihost.py).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
     nodejs clang-format iproute2)
+# Metrics tests: the Prometheus client's exposition-format parser, and
+# promtool (in the prometheus package) to check deploy/prometheus/*.yml.
+RT_TEST_PKGS+=(python3-prometheus-client prometheus)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then

@@ -12,11 +12,17 @@
 #   --data DIR   data directory (default ./rt-data in the repository; env
 #                RT_DATA). Kept across runs: restart with the same DIR and
 #                your tables are still there.
-#   --port N     front-end HTTP port (default 10002; env RT_FE_PORT)
+#   --port N     front-end HTTP port (default 10002; env RT_FE_PORT); its
+#                metrics listener is on N+1 (10003)
 #   --masters N  1 (default), 3 or 5 masters (a Raft group): master i has
 #                RPC/HTTP/raft ports 10100/10101/10102 + 10*(i-1); the
 #                first master's HTTP port stays 10101 and rtctl finds the
 #                leader from any of them
+#
+# Metrics (Prometheus text format, GET /metrics): every master on its HTTP
+# port, partition server i on 127.0.0.1:10200+i, the front end on the
+# Table API port + 1; the banner lists them, deploy/prometheus/ scrapes
+# them.
 #   --no-build   skip the dependency check and the build; use the binaries
 #                already in the build directory
 #   --help       this text
@@ -107,9 +113,11 @@ while (($#)); do
     esac
 done
 
-if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65535)); then
-    die "--port: not a port number: $FE_PORT"
+if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65534)); then
+    die "--port: not a port number below 65535: $FE_PORT"
 fi
+FE_METRICS_PORT=$((FE_PORT + 1))
+PS_METRICS_BASE=10200 # partition server i: metrics on 10200+i
 case "$N_MASTERS" in
 1 | 3 | 5) ;;
 *) die "--masters: 1, 3 or 5, not $N_MASTERS" ;;
@@ -372,14 +380,15 @@ export RT_MASTER_HTTP=$MASTER_HTTPS
 
 for i in $(seq 1 "$N_PS"); do
     start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPCS" \
-        --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports"
+        --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports" \
+        --http "127.0.0.1:$((PS_METRICS_BASE + i))"
 done
 for i in $(seq 1 "$N_PS"); do
     wait_for "rt-partition-server ps$i" test -s "$RUN/ps$i.ports"
 done
 
 start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPCS" \
-    --port-file "$RUN/frontend.ports"
+    --port-file "$RUN/frontend.ports" --http "127.0.0.1:$FE_METRICS_PORT"
 wait_for "rt-frontend on 127.0.0.1:$FE_PORT" tcp_open "127.0.0.1:$FE_PORT"
 wait_for "$N_PS partition servers up (rtctl status)" servers_up "$N_PS"
 
@@ -402,6 +411,9 @@ cat >&2 <<BANNER
   status           http://$MASTER_HTTP/api/status
                    $RTCTL_SHOWN status
   dashboard        http://$MASTER_HTTP/
+  metrics          http://$MASTER_HTTP/metrics (master)
+                   http://127.0.0.1:$((PS_METRICS_BASE + 1))/metrics .. :$((PS_METRICS_BASE + N_PS)) (ps1..ps$N_PS)
+                   http://127.0.0.1:$FE_METRICS_PORT/metrics (front end)
   data             $DATA (kept across restarts)
   logs             $LOGS/{master,ps1..ps$N_PS,frontend}.log
 

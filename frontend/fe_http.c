@@ -61,6 +61,7 @@
 #include "fe_cors.h"
 #include "fe_guard.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "fe_req.h"
 #include "fe_route.h"
 #include "rt_addr.h"
@@ -97,7 +98,7 @@ struct fe__hreq
     int job_active; /* submitted, done_cb not yet fired */
     int suspended;  /* counted in the worker's suspended requests */
     int completed;  /* MHD reported the request complete */
-    uint64_t start_ms;
+    uint64_t start_us;
     int body_too_large;
     int acct_counted; /* counted in fe_guard_acct_enter() */
     struct fe__hconn *hc;
@@ -123,6 +124,7 @@ struct fe_worker
     uv_loop_t loop;
     int loop_ok;
     struct fe_route *route;
+    struct fe_metrics_shard *metrics; /* NULL: none */
     struct MHD_Daemon *d;
     uv_poll_t poll;   /* the daemon's epoll fd */
     uv_timer_t timer; /* MHD_get_timeout() */
@@ -277,7 +279,8 @@ static struct fe__hreq *fe__req_create(struct fe_worker *w,
 
     hr->w = w;
     hr->conn = c;
-    hr->start_ms = rt_time_mono_ms();
+    hr->start_us = rt_time_mono_us();
+    fe_metrics_req_begin(w->metrics);
     req->accounts = w->h->cfg->accounts;
     req->method = method;
     ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -316,6 +319,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     struct MHD_Response *resp;
     const char *cid;
     enum MHD_Result ret;
+    uint64_t us;
 
     resp = MHD_create_response_from_buffer(
         req->rbody.len, req->rbody.len ? (void *)req->rbody.data : (void *)"",
@@ -348,11 +352,19 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
         req->status = 500;
     }
     fe__guard_phase(hr->hc, FE_GUARD_BUSY);
+    /* Counted before it is queued, so a client that reads the response
+     * and then scrapes /metrics always finds its request there. */
+    us = rt_time_mono_us() - hr->start_us;
+    fe_metrics_req_done(
+        hr->w->metrics, req->path.account,
+        fe_metrics_op_of(fe_api_op_name(req), req->method,
+                         fe_req_header(req, "If-Match") != NULL),
+        req->status, req->body.len, req->rbody.len, us);
     ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
     hr->phase = FE__DONE;
-    rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status, (unsigned long long)(rt_time_mono_ms() - hr->start_ms));
+    rt_log(RT_LOG_DEBUG, "%s %s %d %lluus", req->method, req->raw_path,
+           req->status, (unsigned long long)us);
     return ret;
 }
 
@@ -457,7 +469,7 @@ static enum MHD_Result fe__accept_policy(void *cls,
 /* STARTED: the connection is counted (total, its address) and listed;
  * over a cap it is closed at once, and in the reserve it sheds the
  * worker's oldest connection that never sent a whole request. CLOSED:
- * counted out. */
+ * counted out. Both are counted in the metrics (rt_fe_connections_*). */
 static void fe__conn_notify(void *cls,
                             struct MHD_Connection *c,
                             void **socket_context,
@@ -469,6 +481,7 @@ static void fe__conn_notify(void *cls,
     struct fe_guard_conn *victim;
     int rc;
 
+    fe_metrics_conn(w->metrics, toe == MHD_CONNECTION_NOTIFY_STARTED);
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         if (!hc) {
             return;
@@ -701,6 +714,7 @@ static void fe__completed(void *cls,
     }
     *con_cls = NULL;
     fe__guard_phase(fe__hconn_of(c), FE_GUARD_IDLE);
+    fe_metrics_req_end(w->metrics);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
                (int)toe);
@@ -939,7 +953,8 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
  * workers). */
 static void fe__on_map(const Rt__Map *map, void *data)
 {
-    (void)data;
+    struct fe_worker *w = data;
+    fe_metrics_map_version(w->metrics, map->version);
     fe_acl_map_update(map);
     fe_cors_map_update(map);
 }
@@ -969,7 +984,9 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
-    fe_route_on_map(w->route, fe__on_map, NULL);
+    w->metrics = fe_metrics_shard(h->cfg->metrics, w->idx);
+    fe_route_set_metrics(w->route, w->metrics);
+    fe_route_on_map(w->route, fe__on_map, w);
     lfd = dup(h->listen_fd);
     if (lfd < 0) {
         rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));

@@ -15,6 +15,7 @@
 #include "fe_auth.h"
 #include "fe_cors.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -25,6 +26,7 @@ struct fe_main
     uv_signal_t sigint;
     uv_signal_t sigterm;
     struct fe_http *http;
+    struct fe_metrics *metrics;
     int stopping;
 };
 
@@ -76,7 +78,7 @@ static void fe__raise_nofile(long *max_conns)
 int main(int argc, char **argv)
 {
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
-    char *port_file = NULL, *log_level = NULL;
+    char *port_file = NULL, *log_level = NULL, *http = NULL;
     long threads = 0, max_body = 0;
     long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
     long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
@@ -94,8 +96,13 @@ int main(int argc, char **argv)
          "serve devstoreaccount1 with the emulator's well-known key"},
         {"accounts", RT_OPT_STR, &accounts_file, NULL,
          "file of 'name base64key1 [base64key2]' lines"},
+        {"http", RT_OPT_STR, &http, "",
+         "status listener host:port (GET /metrics in the Prometheus text "
+         "format, GET /health), never the Table API port; empty = none, "
+         "port 0 = ephemeral"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
-         "write 'http=PORT' here once listening"},
+         "write 'http=PORT' (and 'metrics=PORT' with --http) here once "
+         "listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
@@ -127,7 +134,7 @@ int main(int argc, char **argv)
     struct fe_http_cfg cfg;
     struct fe_main m;
     char errmsg[RT_ERRMSG_SIZE] = "";
-    int rc, exit_code = 0;
+    int rc, exit_code = 0, metrics_port = 0;
 
     rt_config_parse("rt-frontend",
                     "rangetable front end: the Azure Table Storage REST API",
@@ -190,20 +197,31 @@ int main(int argc, char **argv)
     cfg.guard.body_timeout_ms = (uint64_t)body_ms;
     cfg.guard.body_min_rate = (uint64_t)body_rate;
     cfg.guard.idle_timeout_ms = (uint64_t)idle_ms;
+    m.metrics = fe_metrics_create(&accounts, cfg.threads);
+    cfg.metrics = m.metrics;
+    if (*http && fe_metrics_listen(m.metrics, http, &metrics_port, errmsg)) {
+        fprintf(stderr, "rt-frontend: %s\n", errmsg);
+        fe_metrics_destroy(m.metrics);
+        uv_loop_close(&m.loop);
+        fe_accounts_free(&accounts);
+        rt_config_free(opts);
+        return 2;
+    }
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
         if (rc == RT_EINVAL) {
             fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
         }
+        fe_metrics_destroy(m.metrics);
         uv_loop_close(&m.loop);
         fe_accounts_free(&accounts);
         rt_config_free(opts);
         return rc == RT_EINVAL ? 2 : 1;
     }
     if (port_file && *port_file) {
-        const char *keys[] = {"http"};
-        int ports[] = {fe_http_port(m.http)};
-        rc = rt_write_port_file(port_file, keys, ports, 1);
+        const char *keys[] = {"http", "metrics"};
+        int ports[] = {fe_http_port(m.http), metrics_port};
+        rc = rt_write_port_file(port_file, keys, ports, *http ? 2 : 1);
         if (rc != 0) {
             rt_log(RT_LOG_ERROR, "cannot write port file %s: %s", port_file,
                    strerror(-rc));
@@ -226,7 +244,8 @@ int main(int argc, char **argv)
 
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
-    fe_http_destroy(m.http); /* waits for the workers to drain */
+    fe_http_destroy(m.http);       /* waits for the workers to drain */
+    fe_metrics_destroy(m.metrics); /* after the workers: they write it */
     fe_acl_reset();
     fe_cors_reset();
     if (uv_loop_close(&m.loop) != 0) {

@@ -80,6 +80,12 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       front ends, the link of the primary's server and
 #                       then of the master leader cut: writes go on, no
 #                       acknowledged write lost (skipped unless root)
+#   test_metrics        every daemon's /metrics parses (prometheus_client);
+#                       the front end's counters and histograms move by
+#                       exactly the SDK requests made (account, operation,
+#                       status); replication lag and lease on the PSs;
+#                       under-replicated ranges after a kill; promtool on
+#                       deploy/prometheus/*.yml, the rules' metrics exist
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -101,6 +107,7 @@ set(RT_INTEGRATION_TESTS
   test_master_ha
   test_hostile
   test_multihost
+  test_metrics
 )
 
 function(rt_integration_test t)

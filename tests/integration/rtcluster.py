@@ -187,12 +187,15 @@ class Proc:
             args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--master", c.ps_master.get(self.name,
                                                 c.master_rpc_addrs),
-                    "--data", os.path.join(c.workdir, self.name)]
+                    "--data", os.path.join(c.workdir, self.name),
+                    # metrics (GET /metrics), as every deployment runs it
+                    "--http", "127.0.0.1:%d" % fp.get("http", 0)]
             if self.name in c.ps_advertise:
                 args += ["--advertise", c.ps_advertise[self.name]]
             return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
-                "--master", c.fe_master or c.master_rpc_addrs]
+                "--master", c.fe_master or c.master_rpc_addrs,
+                "--http", "127.0.0.1:%d" % fp.get("metrics", 0)]
 
     def start(self):
         assert not self.running(), "%s already running" % self.name
@@ -421,10 +424,10 @@ class Cluster:
             for p in self.pss:
                 p.start()
             for p in self.pss:
-                p.wait_ports(deadline, ("rpc",))
+                p.wait_ports(deadline, ("rpc", "http"))
                 p.fixed_ports = dict(p.ports)
             self.frontend.start()
-            self.frontend.wait_ports(deadline, ("http",))
+            self.frontend.wait_ports(deadline, ("http", "metrics"))
             self.frontend.fixed_ports = dict(self.frontend.ports)
             self._wait(deadline, "front end port",
                        lambda: _tcp_open(self.fe_port))
@@ -502,8 +505,8 @@ class Cluster:
             p.reap()
         p.start()
         deadline = time.monotonic() + self.start_timeout
-        keys = {"master": ("rpc", "http", "raft"), "ps": ("rpc",),
-                "frontend": ("http",)}[p.kind]
+        keys = {"master": ("rpc", "http", "raft"), "ps": ("rpc", "http"),
+                "frontend": ("http", "metrics")}[p.kind]
         p.wait_ports(deadline, keys)
         if wait and p.kind == "ps":
             self._wait(deadline, "%s up" % name, self._all_servers_up)
