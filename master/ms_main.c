@@ -1,4 +1,5 @@
 /* rt-master: flags, signals and the loop; the logic is in libms. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "ms_node.h"
 #include "ms_policy.h"
 #include "ms_status.h"
+#include "ms_util.h"
 #include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -403,6 +405,13 @@ int main(int argc, char **argv)
     cfg.max_rereplications = (uint32_t)max_rereplications;
     status = ms_status_create();
     admin = ms_admin_create();
+    /* Like the partition server, a master starts in a data directory
+     * that does not exist yet; the event log is the first file in it. */
+    if (ms_mkdir_p(data) != 0) {
+        rt_log(RT_LOG_ERROR, "cannot start: mkdir %s: %s", data,
+               strerror(errno));
+        goto out_loop;
+    }
     rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
