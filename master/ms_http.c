@@ -8,12 +8,15 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "ms_admin.h"
+#include "ms_auth.h"
 #include "ms_events.h"
 #include "ms_status.h"
 #include "rt_alloc.h"
@@ -30,6 +33,7 @@ struct ms_http
     struct ms_status *st;
     struct ms_events *events; /* may be NULL */
     struct ms_admin *admin;   /* may be NULL: POST answers 503 */
+    struct ms_auth *auth;
     int port;
 };
 
@@ -370,6 +374,153 @@ static enum MHD_Result ms__http_not_leader(struct MHD_Connection *c,
     return ret;
 }
 
+/* ---- access (ms_auth) ---- */
+
+static bool ms__http_mutating(const char *url)
+{
+    return strcmp(url, "/api/split") == 0 || strcmp(url, "/api/merge") == 0 ||
+           strcmp(url, "/api/move") == 0 || strcmp(url, "/api/drain") == 0 ||
+           strcmp(url, "/api/transfer") == 0 ||
+           strcmp(url, "/api/masters/add") == 0 ||
+           strcmp(url, "/api/masters/remove") == 0 ||
+           strcmp(url, "/api/masters/transfer") == 0;
+}
+
+static bool ms__http_reading(const char *url)
+{
+    return strcmp(url, "/api/status") == 0 ||
+           strcmp(url, "/api/history") == 0 ||
+           strcmp(url, "/api/events") == 0 || strcmp(url, "/metrics") == 0;
+}
+
+/* "ADDR:PORT" of the client, for the log. */
+static void ms__http_peer(struct MHD_Connection *c, char *out, size_t n)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t len = sa && sa->sa_family == AF_INET6
+                        ? sizeof(struct sockaddr_in6)
+                        : sizeof(struct sockaddr_in);
+    snprintf(out, n, "?");
+    if (sa && getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
+                          NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+        snprintf(out, n, "%s:%s", host, serv);
+    }
+}
+
+/* 401 (with the challenge of RFC 6750 §3) or 403 for @v. */
+static enum MHD_Result ms__http_refuse(struct MHD_Connection *c,
+                                       const char *url,
+                                       enum ms_auth_verdict v)
+{
+    struct MHD_Response *r;
+    json_t *o = json_object();
+    char *text;
+    enum MHD_Result ret;
+    char peer[NI_MAXHOST + NI_MAXSERV + 2];
+
+    ms__http_peer(c, peer, sizeof(peer));
+    /* Never the Authorization header itself. */
+    rt_log(RT_LOG_INFO, "http: %s from %s refused (%u): %s", url, peer,
+           ms_auth_status(v), ms_auth_message(v));
+    json_object_set_new(o, "error", json_string(ms_auth_message(v)));
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text) {
+        return MHD_NO;
+    }
+    r = MHD_create_response_from_buffer(strlen(text), text,
+                                        MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (v == MS_AUTH_MISSING) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                "Bearer realm=\"rt-master\"");
+    }
+    ret = MHD_queue_response(c, ms_auth_status(v), r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The dashboard page: a static document with no cluster data (its data
+ * comes from the API with the token), never to be framed by another page
+ * since it has action buttons. */
+static enum MHD_Result ms__http_dashboard(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(ms_dashboard_html), (void *)ms_dashboard_html,
+        MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+    if (!r) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/html; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The first call of a request: the method, then who asks. Returns true
+ * when it queued an answer (*@ret is the handler's result). */
+static bool ms__http_gate(struct ms_http *h,
+                          struct MHD_Connection *c,
+                          const char *url,
+                          const char *method,
+                          enum MHD_Result *ret)
+{
+    struct ms_auth_req ar = {0};
+    enum ms_auth_verdict v;
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+               strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+
+    if (ms__http_mutating(url)) {
+        /* OPTIONS included: a CORS preflight is never granted, so a page
+         * of another origin cannot send the Authorization header. */
+        if (!post) {
+            *ret = rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                                "use POST\n", false);
+            return true;
+        }
+        ar.route = MS_AUTH_MUTATE;
+    } else if (ms__http_reading(url)) {
+        if (!get) {
+            *ret = rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                                "method not allowed\n", false);
+            return true;
+        }
+        ar.route = MS_AUTH_READ;
+    } else {
+        return false; /* /health, the page, 404 and 405: no data */
+    }
+    ar.authorization = MHD_lookup_connection_value(
+        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    ar.origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    ar.host =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    ar.sec_fetch_site =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    v = ms_auth_check(h->auth, &ar);
+    if (v == MS_AUTH_OK) {
+        return false;
+    }
+    *ret = ms__http_refuse(c, url, v);
+    return true;
+}
+
 static enum MHD_Result ms__http_handler(void *cls,
                                         struct MHD_Connection *c,
                                         const char *url,
@@ -386,6 +537,11 @@ static enum MHD_Result ms__http_handler(void *cls,
     enum MHD_Result ret;
     (void)version;
 
+    /* Refused before a follower redirects: a 307 would tell an anonymous
+     * client where the leader is, and it must be refused there anyway. */
+    if (!*con_cls && ms__http_gate(h, c, url, method, &ret)) {
+        return ret;
+    }
     if (!*con_cls && !ms__http_local(url)) {
         char *leader = NULL;
         if (!ms_status_role(h->st, &leader)) {
@@ -401,8 +557,7 @@ static enum MHD_Result ms__http_handler(void *cls,
         return ret;
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
-        return rt_http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
-                            ms_dashboard_html, false);
+        return ms__http_dashboard(c);
     }
     if (strcmp(url, "/api/events") == 0) {
         return ms__http_events(h, c);
@@ -441,6 +596,7 @@ int ms_http_start(const char *host,
                   struct ms_status *st,
                   struct ms_events *events,
                   struct ms_admin *admin,
+                  struct ms_auth *auth,
                   struct ms_http **out,
                   char *errmsg)
 {
@@ -461,6 +617,7 @@ int ms_http_start(const char *host,
     h->st = st;
     h->events = events;
     h->admin = admin;
+    h->auth = auth;
     h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, ms__http_handler,
                             h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
