@@ -67,6 +67,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_admin_auth     the master's HTTP API behind its admin token: 401 /
+#                       403 / 200, a cross-site form POST changes nothing,
+#                       no CORS, --status-open, SIGHUP rotation, bad token
+#                       files refused at start, rtctl, followers
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +90,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_admin_auth
 )
 
 function(rt_integration_test t)
