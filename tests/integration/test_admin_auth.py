@@ -157,7 +157,7 @@ def test_token_required_everywhere_but_health(closed):
     a, tok = closed.master_http_addr, closed.admin_token
     assert req(a, "GET", "/health")[0] == 200
     st, hdr, body = req(a, "GET", "/")
-    assert st == 200
+    assert st == 200 and b"sessionStorage" in body
     assert "frame-ancestors 'none'" in hdr.get("content-security-policy", "")
     for path in ("/api/status", "/api/history", "/api/events", "/metrics"):
         st, hdr, body = req(a, "GET", path)
