@@ -70,7 +70,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_admin_auth     the master's HTTP API behind its admin token: 401 /
 #                       403 / 200, a cross-site form POST changes nothing,
 #                       no CORS, --status-open, SIGHUP rotation, bad token
-#                       files refused at start, rtctl, followers
+#                       files refused at start, rtctl, followers, the
+#                       dashboard in headless chromium (skipped without)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery

@@ -25,14 +25,21 @@ exact headers a browser would send):
     ./rt-data/admin.token it works; a wrong one exits 1;
   - three masters: a follower answers an unauthenticated request 401 (no
     307 to the leader); with the token it redirects, and rtctl given the
-    follower first reaches the leader.
+    follower first reaches the leader;
+  - the dashboard in headless chromium (skipped without chromium or a
+    node with WebSocket; cdp_steps.js drives it): status closed, it asks
+    for the token and shows nothing, then shows the status, keeps the
+    token across a reload (sessionStorage, not the URL), splits a range
+    from its Actions form, and asks again for a wrong token; status open,
+    it shows the status at once, and a split asks for the token then runs.
 
-About 30 s.
+About 10 s (30 s with chromium).
 """
 
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -407,3 +414,98 @@ def test_follower_does_not_redirect_anonymous(tmp_path_factory):
     finally:
         for _ in gen:
             pass
+
+
+# ------------------------------------------------------------ dashboard
+def _node_argv():
+    """node with a WebSocket client (global from node 22, behind a flag in
+    node 20), or None."""
+    node = shutil.which("node")
+    if not node:
+        return None
+    for flags in ([], ["--experimental-websocket"]):
+        r = subprocess.run([node] + flags + [
+            "-e", "process.exit(typeof WebSocket === 'function' ? 0 : 1)"],
+            capture_output=True)
+        if r.returncode == 0:
+            return [node] + flags
+    return None
+
+
+def _browse(tmp_path, steps):
+    node = _node_argv()
+    if not shutil.which("chromium") or not node:
+        pytest.skip("the dashboard check needs chromium and node >= 20 "
+                    "(apt-get install chromium)")
+    sp = str(tmp_path / "steps.json")
+    with open(sp, "w") as f:
+        json.dump(steps, f)
+    r = subprocess.run(node + [os.path.join(os.path.dirname(__file__),
+                                            "cdp_steps.js"), sp],
+                       capture_output=True, text=True, timeout=120)
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+
+
+def _split_steps(rid):
+    return {"eval": "$('akind').value='split';$('arange').value='%d';"
+                    "$('akey').value='m';$('actf').requestSubmit();1" % rid,
+            "what": "split range %d from the Actions form" % rid}
+
+
+def _token_steps(tok):
+    return {"eval": "$('tokin').value=%s;$('tokf').requestSubmit();1"
+                    % json.dumps(tok), "what": "enter the token"}
+
+
+def test_dashboard_with_the_token(closed, tmp_path):
+    """Status closed: the page asks for the token and shows nothing; with
+    it, the status, kept across a reload, a split from the form; a wrong
+    token is forgotten and asked again."""
+    url = "http://%s/" % closed.master_http_addr
+    rid = make_table(closed, "dashclosed")["id"]
+    _browse(tmp_path, [
+        {"goto": url, "eval": "!$('tokf').hidden && $('tokmsg').textContent",
+         "expect": "admin token needed", "what": "asks for the token"},
+        {"eval": "$('srv').innerHTML + $('rng').innerHTML", "expect": "",
+         "what": "no data without the token"},
+        _token_steps(closed.admin_token),
+        {"eval": "$('tokf').hidden && $('nsrv').textContent",
+         "expect": "1/1 up", "what": "the status with the token"},
+        {"eval": "sessionStorage.getItem('rt-admin-token') === %s"
+                 % json.dumps(closed.admin_token), "expect": True,
+         "what": "the token in sessionStorage"},
+        {"eval": "location.href", "expect": url, "what": "not in the URL"},
+        {"eval": "location.reload();1", "what": "reload"},
+        {"eval": "$('tokf').hidden && $('nsrv').textContent",
+         "expect": "1/1 up", "what": "still shown after a reload"},
+        _split_steps(rid),
+        {"eval": "$('actout').textContent", "match": "^HTTP 200",
+         "what": "the split answered 200"},
+        {"eval": "sessionStorage.setItem('rt-admin-token','%s');"
+                 "location.reload();1" % ("0" * 64),
+         "what": "a wrong token, reload"},
+        {"eval": "!$('tokf').hidden && $('tokmsg').textContent",
+         "expect": "wrong token", "what": "asked again"},
+        {"eval": "sessionStorage.getItem('rt-admin-token')", "expect": None,
+         "what": "the wrong token forgotten"},
+    ])
+    assert len(ranges_of(closed, "dashclosed")) == 2
+
+
+def test_dashboard_status_open(opened, tmp_path):
+    """--status-open: the status shows without a token; a split asks for
+    it, then runs."""
+    url = "http://%s/" % opened.master_http_addr
+    rid = make_table(opened, "dashopen")["id"]
+    _browse(tmp_path, [
+        {"goto": url, "eval": "$('tokf').hidden && $('nsrv').textContent",
+         "expect": "1/1 up", "what": "the status without a token"},
+        _split_steps(rid),
+        {"eval": "!$('tokf').hidden && $('tokmsg').textContent",
+         "expect": "admin token needed", "what": "the split asks"},
+        _token_steps(opened.admin_token),
+        {"eval": "$('actout').textContent", "match": "^HTTP 200",
+         "what": "the split ran with the token"},
+    ])
+    assert len(ranges_of(opened, "dashopen")) == 2
