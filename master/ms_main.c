@@ -397,6 +397,9 @@ int main(int argc, char **argv)
         }
     }
     signal(SIGPIPE, SIG_IGN);
+    /* Until the loop's handler is in place (after the member started), a
+     * SIGHUP meant as "reload the token" must not end the process. */
+    signal(SIGHUP, SIG_IGN);
     uv_loop_init(&loop);
 
     cfg.data_dir = data;
