@@ -211,13 +211,22 @@ bool ms_auth_has_token(const struct ms_auth *a)
 }
 
 /* Origin is the serialisation "scheme://host[:port]" (RFC 6454 §6.2); the
- * listener's own is "http://" + the Host the browser sent. */
+ * listener's own is "http://" + the Host the browser sent, or "https://"
+ * + Host behind a TLS proxy that passes the Host on. */
 static bool ms__auth_same_origin(const char *origin, const char *host)
 {
-    if (!host || !*host || strncasecmp(origin, "http://", 7) != 0) {
+    size_t n;
+    if (!host || !*host) {
         return false;
     }
-    return strcasecmp(origin + 7, host) == 0;
+    if (strncasecmp(origin, "http://", 7) == 0) {
+        n = 7;
+    } else if (strncasecmp(origin, "https://", 8) == 0) {
+        n = 8;
+    } else {
+        return false;
+    }
+    return strcasecmp(origin + n, host) == 0;
 }
 
 /* The token of "Bearer TOKEN" (scheme case-insensitive, RFC 7235 §2.1),

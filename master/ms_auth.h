@@ -5,7 +5,8 @@
  *   - /health is open to anyone;
  *   - a mutating route (POST /api/split, ...) is refused (403) when the
  *     request carries an Origin that is not the listener's own
- *     ("http://" + Host) or Sec-Fetch-Site: cross-site, even with the
+ *     ("http://" or "https://" + Host) or Sec-Fetch-Site: cross-site, even
+ *     with the
  *     token; then it needs "Authorization: Bearer TOKEN" (none or another
  *     scheme: 401, a wrong token: 403); without a token file every
  *     mutation is refused (403) unless the master runs --admin-insecure;

@@ -167,6 +167,13 @@ static void test_cross_origin(void **state)
         check(a, MS_AUTH_MUTATE, tok, "http://127.0.0.1:10101", "same-origin"),
         MS_AUTH_OK);
     assert_int_equal(check(a, MS_AUTH_MUTATE, tok, NULL, NULL), MS_AUTH_OK);
+    /* Behind a TLS proxy that passes the Host on. */
+    assert_int_equal(
+        check(a, MS_AUTH_MUTATE, tok, "https://127.0.0.1:10101", NULL),
+        MS_AUTH_OK);
+    assert_int_equal(
+        check(a, MS_AUTH_MUTATE, tok, "ftp://127.0.0.1:10101", NULL),
+        MS_AUTH_CROSS_ORIGIN);
     ms_auth_destroy(a);
 }
 
