@@ -396,6 +396,24 @@ int main(int argc, char **argv)
             goto bad_flags;
         }
     }
+    /* Before anything that needs freeing: a bad token file is a bad
+     * flag (exit 2). */
+    rc = ms_auth_create(token_file, admin_insecure != 0, status_open != 0,
+                        &mm.auth, errmsg);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
+        goto bad_flags;
+    }
+    if (*http && !*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure: anyone who can reach %s may split, move, "
+               "drain and change the masters; use --admin-token-file",
+               http);
+    } else if (*http && !*token_file) {
+        rt_log(RT_LOG_WARN,
+               "no --admin-token-file: admin actions%s are refused (403)",
+               status_open ? "" : " and the status");
+    }
     signal(SIGPIPE, SIG_IGN);
     /* Until the loop's handler is in place (after the member started), a
      * SIGHUP meant as "reload the token" must not end the process. */
@@ -436,22 +454,6 @@ int main(int argc, char **argv)
     cfg.learner_min_mb_per_s = (uint64_t)learner_mbps;
     cfg.rereplicate_after_ms = (uint64_t)rereplicate_after;
     cfg.max_rereplications = (uint32_t)max_rereplications;
-    rc = ms_auth_create(token_file, admin_insecure != 0, status_open != 0,
-                        &mm.auth, errmsg);
-    if (rc) {
-        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
-        goto bad_flags;
-    }
-    if (*http && !*token_file && admin_insecure) {
-        rt_log(RT_LOG_WARN,
-               "--admin-insecure: anyone who can reach %s may split, move, "
-               "drain and change the masters; use --admin-token-file",
-               http);
-    } else if (*http && !*token_file) {
-        rt_log(RT_LOG_WARN,
-               "no --admin-token-file: admin actions%s are refused (403)",
-               status_open ? "" : " and the status");
-    }
     status = ms_status_create();
     admin = ms_admin_create();
     rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
