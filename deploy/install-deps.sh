@@ -28,8 +28,10 @@ RT_RAFT_PKGS=(libraft-dev libraft0)
 # /usr/bin/python3) for integration tests; Node.js and npm for the
 # JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
 # @azure/data-tables into the build tree and needs Node >= 20).
+# iproute2: `ip netns`, veth and bridges for the multi-host test
+# (tests/integration/test_multihost.py).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
-    nodejs clang-format)
+    nodejs clang-format iproute2)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <uv.h>
 
@@ -40,11 +41,45 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&m->sigterm, NULL);
 }
 
+/* Each client connection is a descriptor: the soft open-file limit goes
+ * up to the hard one, and a cap the limit cannot hold is lowered (with a
+ * warning) rather than left to fail at accept(), where libmicrohttpd
+ * would stop accepting altogether. 256 descriptors stay for the
+ * partition-server and master links, logs and LMDB-free headroom. */
+static void fe__raise_nofile(long *max_conns)
+{
+    struct rlimit rl;
+    long room;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    room = rl.rlim_cur == RLIM_INFINITY ? (1L << 30) : (long)rl.rlim_cur - 256;
+    if (room < 64) {
+        room = 64;
+    }
+    if (*max_conns == 0 || *max_conns > room) {
+        if (*max_conns) {
+            rt_log(RT_LOG_WARN,
+                   "--max-connections %ld is above what the open-file "
+                   "limit (%ld) allows: using %ld",
+                   *max_conns, (long)rl.rlim_cur, room);
+        }
+        *max_conns = room;
+    }
+}
+
 int main(int argc, char **argv)
 {
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
     char *port_file = NULL, *log_level = NULL;
     long threads = 0, max_body = 0;
+    long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
+    long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
     int dev_account = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
@@ -64,6 +99,28 @@ int main(int argc, char **argv)
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
+        {"max-connections", RT_OPT_INT, &max_conns, "4096",
+         "client connections, all workers together (more are refused; 0 = "
+         "no cap beyond the open-file limit)"},
+        {"max-connections-per-ip", RT_OPT_INT, &max_conns_ip, "512",
+         "client connections from one address (0 = no cap)"},
+        {"connection-reserve", RT_OPT_INT, &reserve, "256",
+         "above max-connections minus this, each new connection closes the "
+         "oldest one that has not sent a whole request yet"},
+        {"header-timeout-ms", RT_OPT_INT, &header_ms, "10000",
+         "a request line and headers must arrive within this (from the "
+         "accept for a new connection; 0 = no bound)"},
+        {"body-timeout-ms", RT_OPT_INT, &body_ms, "20000",
+         "a request body must arrive within this plus 1 s per "
+         "--body-min-rate bytes received (0 = no bound)"},
+        {"body-min-rate", RT_OPT_INT, &body_rate, "65536",
+         "bytes per second a body may take beyond --body-timeout-ms"},
+        {"idle-timeout-ms", RT_OPT_INT, &idle_ms, "30000",
+         "a keep-alive connection idle this long between requests is "
+         "closed (0 = never)"},
+        {"max-inflight-per-account", RT_OPT_INT, &max_inflight, "1024",
+         "requests of one account running at once; more get 503 "
+         "ServerBusy (0 = no cap)"},
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;
@@ -84,7 +141,17 @@ int main(int argc, char **argv)
                 "--max-body at least 1024\n");
         return 2;
     }
+    if (max_conns < 0 || max_conns_ip < 0 || reserve < 0 || header_ms < 0 ||
+        body_ms < 0 || body_rate < 0 || idle_ms < 0 || max_inflight < 0 ||
+        (max_conns && reserve >= max_conns)) {
+        fprintf(stderr,
+                "rt-frontend: the connection caps, timeouts and rates must "
+                "be >= 0, and --connection-reserve below "
+                "--max-connections\n");
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
+    fe__raise_nofile(&max_conns);
 
     fe_accounts_init(&accounts);
     if (dev_account &&
@@ -112,6 +179,17 @@ int main(int argc, char **argv)
     cfg.threads = (unsigned)threads;
     cfg.max_body = (size_t)max_body;
     cfg.accounts = &accounts;
+    cfg.guard.max_conns = (unsigned)max_conns;
+    cfg.guard.max_conns_per_ip = (unsigned)max_conns_ip;
+    cfg.guard.reserve = (unsigned)reserve;
+    if (cfg.guard.reserve >= cfg.guard.max_conns) {
+        cfg.guard.reserve = cfg.guard.max_conns / 16; /* cap was lowered */
+    }
+    cfg.guard.max_inflight_per_account = (unsigned)max_inflight;
+    cfg.guard.header_timeout_ms = (uint64_t)header_ms;
+    cfg.guard.body_timeout_ms = (uint64_t)body_ms;
+    cfg.guard.body_min_rate = (uint64_t)body_rate;
+    cfg.guard.idle_timeout_ms = (uint64_t)idle_ms;
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
         if (rc == RT_EINVAL) {
