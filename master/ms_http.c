@@ -473,6 +473,25 @@ static enum MHD_Result ms__http_dashboard(struct MHD_Connection *c)
     return ret;
 }
 
+/* 405 with the Allow header RFC 9110 §15.5.6 asks for. */
+static enum MHD_Result ms__http_405(struct MHD_Connection *c,
+                                    const char *allow,
+                                    const char *text)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+    if (!r) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    ret = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* The first call of a request: the method, then who asks. Returns true
  * when it queued an answer (*@ret is the handler's result). */
 static bool ms__http_gate(struct ms_http *h,
@@ -491,15 +510,13 @@ static bool ms__http_gate(struct ms_http *h,
         /* OPTIONS included: a CORS preflight is never granted, so a page
          * of another origin cannot send the Authorization header. */
         if (!post) {
-            *ret = rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                                "use POST\n", false);
+            *ret = ms__http_405(c, "POST", "use POST\n");
             return true;
         }
         ar.route = MS_AUTH_MUTATE;
     } else if (ms__http_reading(url)) {
         if (!get) {
-            *ret = rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                                "method not allowed\n", false);
+            *ret = ms__http_405(c, "GET, HEAD", "method not allowed\n");
             return true;
         }
         ar.route = MS_AUTH_READ;

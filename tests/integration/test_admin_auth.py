@@ -244,8 +244,11 @@ def test_preflight_refused(closed):
     st, hdr, _ = req(a, "GET", "/api/status",
                       dict(bearer(tok), Origin=EVIL))
     assert not any(k.startswith("access-control-") for k in hdr), hdr
-    # A GET on an action does not run it.
-    assert req(a, "GET", "/api/split?range=1", bearer(tok))[0] == 405
+    # A GET on an action does not run it; 405s name what is allowed.
+    st, hdr, _ = req(a, "GET", "/api/split?range=1", bearer(tok))
+    assert st == 405 and hdr.get("allow") == "POST"
+    st, hdr, _ = req(a, "OPTIONS", "/api/status", pre)
+    assert st == 405 and hdr.get("allow") == "GET, HEAD"
 
 
 def test_status_open_opens_reads_only(opened):
