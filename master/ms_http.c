@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ struct ms_http
     struct ms_admin *admin;   /* may be NULL: POST answers 503 */
     struct ms_auth *auth;
     int port;
+    /* Requests refused by verdict (MS_AUTH_MISSING ...), for /metrics. */
+    atomic_uint_fast64_t refused[MS_AUTH__NR];
 };
 
 /* One POST in progress (con_cls). */
@@ -411,7 +414,8 @@ static void ms__http_peer(struct MHD_Connection *c, char *out, size_t n)
 }
 
 /* 401 (with the challenge of RFC 6750 §3) or 403 for @v. */
-static enum MHD_Result ms__http_refuse(struct MHD_Connection *c,
+static enum MHD_Result ms__http_refuse(struct ms_http *h,
+                                       struct MHD_Connection *c,
                                        const char *url,
                                        enum ms_auth_verdict v)
 {
@@ -422,6 +426,7 @@ static enum MHD_Result ms__http_refuse(struct MHD_Connection *c,
     char peer[NI_MAXHOST + NI_MAXSERV + 2];
 
     ms__http_peer(c, peer, sizeof(peer));
+    atomic_fetch_add(&h->refused[v], 1);
     /* Never the Authorization header itself. */
     rt_log(RT_LOG_INFO, "http: %s from %s refused (%u): %s", url, peer,
            ms_auth_status(v), ms_auth_message(v));
@@ -534,8 +539,34 @@ static bool ms__http_gate(struct ms_http *h,
     if (v == MS_AUTH_OK) {
         return false;
     }
-    *ret = ms__http_refuse(c, url, v);
+    *ret = ms__http_refuse(h, c, url, v);
     return true;
+}
+
+/* @text (taken) with this listener's counters appended; returned to the
+ * caller (malloc'd). */
+static char *ms__http_metrics(struct ms_http *h, char *text)
+{
+    static const char *const reason[MS_AUTH__NR] = {
+        [MS_AUTH_MISSING] = "no_token",
+        [MS_AUTH_WRONG] = "wrong_token",
+        [MS_AUTH_CROSS_ORIGIN] = "cross_origin",
+        [MS_AUTH_DISABLED] = "no_token_file",
+    };
+    struct rt_buf b = RT_BUF_INIT;
+    rt_buf_printf(&b, "%s", text);
+    free(text);
+    rt_buf_printf(&b,
+                  "# HELP rt_master_http_refused_total HTTP requests refused "
+                  "by the admin token and origin checks, by reason\n"
+                  "# TYPE rt_master_http_refused_total counter\n");
+    for (int v = MS_AUTH_OK + 1; v < MS_AUTH__NR; v++) {
+        rt_buf_printf(
+            &b, "rt_master_http_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+            reason[v], (uint64_t)atomic_load(&h->refused[v]));
+    }
+    rt_buf_append_u8(&b, 0);
+    return (char *)b.data;
 }
 
 static enum MHD_Result ms__http_handler(void *cls,
@@ -588,14 +619,6 @@ static enum MHD_Result ms__http_handler(void *cls,
     } else if (strcmp(url, "/metrics") == 0) {
         doc = MS_STATUS_METRICS;
         ctype = "text/plain; version=0.0.4";
-    } else if (strncmp(url, "/api/", 5) == 0 &&
-               (strcmp(url, "/api/split") == 0 ||
-                strcmp(url, "/api/merge") == 0 ||
-                strcmp(url, "/api/move") == 0 ||
-                strcmp(url, "/api/drain") == 0 ||
-                strcmp(url, "/api/transfer") == 0)) {
-        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                            "use POST\n", false);
     } else {
         return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
                             false);
@@ -604,6 +627,9 @@ static enum MHD_Result ms__http_handler(void *cls,
     if (!body) {
         return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                             "starting\n", false);
+    }
+    if (doc == MS_STATUS_METRICS) {
+        body = ms__http_metrics(h, body);
     }
     return rt_http_send(c, MHD_HTTP_OK, ctype, body, true);
 }

@@ -251,6 +251,33 @@ def test_preflight_refused(closed):
     assert st == 405 and hdr.get("allow") == "GET, HEAD"
 
 
+def test_refusals_counted(closed):
+    """/metrics counts the refusals by reason (a scraper can alert on a
+    token being guessed or a page posting cross-site)."""
+    a, tok = closed.master_http_addr, closed.admin_token
+
+    def counts():
+        st, _, body = req(a, "GET", "/metrics", bearer(tok))
+        assert st == 200
+        out = {}
+        for line in body.decode().splitlines():
+            if line.startswith("rt_master_http_refused_total{"):
+                k = line.split('"')[1]
+                out[k] = int(line.rsplit(" ", 1)[1])
+        return out
+    before = counts()
+    assert set(before) == {"no_token", "wrong_token", "cross_origin",
+                           "no_token_file"}, before
+    req(a, "GET", "/api/status")
+    req(a, "GET", "/api/status", bearer("0" * 64))
+    req(a, "POST", "/api/split?range=1", {"Origin": EVIL})
+    after = counts()
+    assert after["no_token"] == before["no_token"] + 1
+    assert after["wrong_token"] == before["wrong_token"] + 1
+    assert after["cross_origin"] == before["cross_origin"] + 1
+    assert after["no_token_file"] == 0
+
+
 def test_status_open_opens_reads_only(opened):
     """--status-open: status, history, events and metrics answer without a
     token; the actions still want it."""
