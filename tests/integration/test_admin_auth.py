@@ -12,6 +12,7 @@ exact headers a browser would send):
     form content type, Sec-Fetch-Site: cross-site) is 403 with or without
     the token, and no split happened (status and events); OPTIONS
     preflights are refused and no Access-Control-Allow-* header is sent;
+    /metrics counts the refusals by reason;
   - --status-open: the read-only endpoints answer without a token, the
     actions still want it;
   - rotation: a new token in the file and SIGHUP; the old one is 403 at
