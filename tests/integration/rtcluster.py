@@ -28,6 +28,7 @@ azure.data.tables (Debian python3-azure) lazily.
     Cluster(tmp_path, replication_factor=1)  # master --replication-factor 1
                                              # (default: the master's, 3)
     Cluster(tmp_path, status_open=False)     # status needs the token too
+    c.check_sanitizers()
 
 Every cluster has an admin token (@workdir/admin.token, 0600, random),
 passed to each master as --admin-token-file and to rtctl through
@@ -35,7 +36,6 @@ $RT_ADMIN_TOKEN_FILE in c.env; c.admin_headers() is the Authorization
 header for a test's own requests. Masters also get --status-open unless
 status_open=False, so a test or tool that only reads the status or
 /metrics needs no token (test_admin_auth tests the closed default).
-    c.check_sanitizers()
 """
 
 import ctypes
@@ -623,7 +623,8 @@ class Cluster:
 
     def rtctl(self, *args, check=True, timeout=30):
         """Runs tools/rtctl with --master-http pointing at this cluster
-        (and the admin token through $RT_ADMIN_TOKEN_FILE). Returns the CompletedProcess (text stdout/stderr)."""
+        (and the admin token through $RT_ADMIN_TOKEN_FILE). Returns the
+        CompletedProcess (text stdout/stderr)."""
         argv = [self.bins["rtctl"], "--master-http", self.master_http_addrs]
         argv += list(args)
         r = subprocess.run(argv, capture_output=True, text=True,
