@@ -404,7 +404,11 @@ int main(int argc, char **argv)
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
         goto bad_flags;
     }
-    if (*http && !*token_file && admin_insecure) {
+    if (*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure ignored: --admin-token-file "
+               "is given, the token is required");
+    } else if (*http && !*token_file && admin_insecure) {
         rt_log(RT_LOG_WARN,
                "--admin-insecure: anyone who can reach %s may split, move, "
                "drain and change the masters; use --admin-token-file",
