@@ -33,6 +33,12 @@
 # (do not check Debian packages), RT_RESTART=0 (a process that dies stops
 # the cluster; by default it is restarted after RT_RESTART_DELAY, 5 s).
 #
+# The masters' admin API (split, move, drain, the status, the dashboard's
+# data) needs the admin token in DIR/admin.token (made once, 0600, random,
+# kept across runs; every master reads it with --admin-token-file): rtctl
+# finds it through RT_ADMIN_TOKEN_FILE, or as ./rt-data/admin.token when
+# run from the repository with the default DIR; the dashboard asks for it.
+#
 # Steps: (1) deploy/install-deps.sh installs missing Debian packages with
 # apt-get (sudo when not root); (2) a Release build in build/release;
 # (3) the cluster, logs in DIR/logs/*.log. See deploy/README.md.
@@ -330,6 +336,18 @@ for a in $(for m in $(seq 1 "$N_MASTERS"); do master_addr "$m" 0; master_addr "$
     fi
 done
 
+# The admin token: 32 random bytes in hex, readable by its owner only
+# (rt-master refuses it otherwise); coreutils only, no openssl CLI needed.
+TOKEN_FILE=$DATA/admin.token
+if [[ ! -s "$TOKEN_FILE" ]]; then
+    mkdir -p "$DATA"
+    (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$TOKEN_FILE.tmp" &&
+        echo >>"$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
+    say "admin token written to $TOKEN_FILE"
+fi
+chmod 600 "$TOKEN_FILE"
+export RT_ADMIN_TOKEN_FILE=$TOKEN_FILE
+
 PEERS=
 JOINERS=()
 MASTER_RPCS=
@@ -343,7 +361,8 @@ for m in $(seq 1 "$N_MASTERS"); do
     d=$(master_dir "$m")
     margs=(--id "$m" --listen "$(master_addr "$m" 0)"
         --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
-        --data "$d" --port-file "$RUN/master$m.ports")
+        --data "$d" --port-file "$RUN/master$m.ports"
+        --admin-token-file "$TOKEN_FILE")
     if ((N_MASTERS > 1)); then
         if [[ -d "$(master_dir 1)/raft" && ! -d "$d/raft" ]]; then
             # The group exists (master 1 ran before, maybe alone): a new
@@ -408,10 +427,14 @@ cat >&2 <<BANNER
   table endpoint   $ENDPOINT
   account / key    $DEV_ACCOUNT / $DEV_KEY
   connection       $CONN
-  status           http://$MASTER_HTTP/api/status
-                   $RTCTL_SHOWN status
-  dashboard        http://$MASTER_HTTP/
-  metrics          http://$MASTER_HTTP/metrics (master)
+  status           $RTCTL_SHOWN status
+                   (rtctl reads the admin token from RT_ADMIN_TOKEN_FILE:
+                    export RT_ADMIN_TOKEN_FILE=$TOKEN_FILE)
+  dashboard        http://$MASTER_HTTP/ (asks once for the admin token,
+                   the line in $TOKEN_FILE)
+  admin API        curl -H "Authorization: Bearer \$(cat $TOKEN_FILE)" \\
+                        http://$MASTER_HTTP/api/status
+  metrics          http://$MASTER_HTTP/metrics (master; with the admin token)
                    http://127.0.0.1:$((PS_METRICS_BASE + 1))/metrics .. :$((PS_METRICS_BASE + N_PS)) (ps1..ps$N_PS)
                    http://127.0.0.1:$FE_METRICS_PORT/metrics (front end)
   data             $DATA (kept across restarts)

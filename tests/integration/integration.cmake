@@ -86,6 +86,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       status); replication lag and lease on the PSs;
 #                       under-replicated ranges after a kill; promtool on
 #                       deploy/prometheus/*.yml, the rules' metrics exist
+#   test_admin_auth     the master's HTTP API behind its admin token: 401 /
+#                       403 / 200, a cross-site form POST changes nothing,
+#                       no CORS, --status-open, SIGHUP rotation, bad token
+#                       files refused at start, rtctl, followers, the
+#                       dashboard in headless chromium (skipped without)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -108,6 +113,7 @@ set(RT_INTEGRATION_TESTS
   test_hostile
   test_multihost
   test_metrics
+  test_admin_auth
 )
 
 function(rt_integration_test t)

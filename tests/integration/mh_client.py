@@ -6,7 +6,8 @@ Commands (each prints one JSON document on stdout; exit 0 unless the
 command could not do its job at all):
 
   wait   --fe URL... --timeout S      until every front end lists tables
-  status --url URL                    GET URL (no redirects): JSON body of
+  status --url URL [--token-file F]   GET URL (no redirects; F: the admin
+                                      token, sent as Bearer): JSON body of
                                       a 200, else exit 3
   load   --fe URL1 --fe URL2 --n N    create the table through fe1, write N
                                       entities through each front end (half
@@ -117,8 +118,12 @@ def cmd_status(args):
             return None
     opener = urllib.request.build_opener(NoRedirect,
                                          urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(args.url)
+    if args.token_file:
+        with open(args.token_file) as f:
+            req.add_header("Authorization", "Bearer " + f.read().strip())
     try:
-        with opener.open(args.url, timeout=3) as r:
+        with opener.open(req, timeout=3) as r:
             sys.stdout.write(r.read().decode())
             return 0
     except (urllib.error.URLError, OSError) as e:
@@ -281,6 +286,7 @@ def main():
     ap.add_argument("cmd", choices=("wait", "status", "load", "run", "dump"))
     ap.add_argument("--fe", action="append", default=[])
     ap.add_argument("--url")
+    ap.add_argument("--token-file")
     ap.add_argument("--account", default="devstoreaccount1")
     ap.add_argument("--key", default="")
     ap.add_argument("--n", type=int, default=100)

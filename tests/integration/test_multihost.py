@@ -83,10 +83,22 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
 
 
+def admin_token_file(workdir):
+    """The masters' admin token (WORKDIR/admin.token, 0600, made once):
+    the example's admin-token-file, on every master."""
+    path = os.path.join(workdir, "admin.token")
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return path
+
+
 def security_flags(kind, workdir):
     """Flags every daemon of @kind gets for cluster security (the RPC
-    credential, the admin token). The one place to add them; empty while
-    the daemons have none."""
+    credential, the admin token). The one place to add them."""
+    if kind == "master":
+        return ["--admin-token-file", admin_token_file(workdir)]
     return []
 
 
@@ -237,7 +249,9 @@ class Hosts:
             if self.procs.get(m) is None or self.procs[m].poll() is not None:
                 continue
             r = self.client("status", "--url", "http://127.0.0.1:%d/api/"
-                            "status" % MS_HTTP, host=m, timeout=10)
+                            "status" % MS_HTTP, "--token-file",
+                            admin_token_file(self.workdir), host=m,
+                            timeout=10)
             if r.returncode == 0:
                 try:
                     return json.loads(r.stdout)
