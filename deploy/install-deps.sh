@@ -27,10 +27,16 @@ RT_RAFT_PKGS=(libraft-dev libraft0)
 # Tests: cmocka for unit tests; the official Azure SDK and pytest (run with
 # /usr/bin/python3) for integration tests; Node.js and npm for the
 # JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
-# @azure/data-tables into the build tree and needs Node >= 20);
-# python3-cryptography makes test_https's CA and server certificates.
+# @azure/data-tables into the build tree and needs Node >= 20).
+# iproute2: `ip netns`, veth and bridges for the multi-host test
+# (tests/integration/test_multihost.py).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
-    nodejs clang-format python3-cryptography)
+    nodejs clang-format iproute2)
+# Metrics tests: the Prometheus client's exposition-format parser, and
+# promtool (in the prometheus package) to check deploy/prometheus/*.yml.
+RT_TEST_PKGS+=(python3-prometheus-client prometheus)
+# python3-cryptography makes test_https's CA and server certificates.
+RT_TEST_PKGS+=(python3-cryptography)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then

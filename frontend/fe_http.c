@@ -82,6 +82,7 @@
 #include "fe_cors.h"
 #include "fe_guard.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "fe_req.h"
 #include "fe_route.h"
 #include "fe_tls.h"
@@ -119,7 +120,7 @@ struct fe__hreq
     int job_active; /* submitted, done_cb not yet fired */
     int suspended;  /* counted in the worker's suspended requests */
     int completed;  /* MHD reported the request complete */
-    uint64_t start_ms;
+    uint64_t start_us;
     int body_too_large;
     int acct_counted; /* counted in fe_guard_acct_enter() */
     struct fe__hconn *hc;
@@ -163,17 +164,18 @@ struct fe_worker
     uv_loop_t loop;
     int loop_ok;
     struct fe_route *route;
-    struct fe__daemon *daemons; /* in service first, then retired ones */
-    uv_check_t check;           /* MHD_run after resumes (need_run) */
-    uv_async_t stop;            /* fe_http_stop() */
-    uv_async_t reload;          /* fe_http_reload_tls() */
-    uv_timer_t drain;           /* shutdown: flush, then close */
-    uv_timer_t sweep;           /* connections over their deadlines */
-    struct fe_guard_list conns; /* of every daemon of the worker */
-    unsigned refused;           /* at the caps, since the last sweep's log */
-    unsigned shed;              /* for the reserve, likewise */
-    int handles;                /* the worker's own handles still to close */
-    int closed;                 /* fe__close_handles() ran */
+    struct fe_metrics_shard *metrics; /* NULL: none */
+    struct fe__daemon *daemons;       /* in service first, then retired ones */
+    uv_check_t check;                 /* MHD_run after resumes (need_run) */
+    uv_async_t stop;                  /* fe_http_stop() */
+    uv_async_t reload;                /* fe_http_reload_tls() */
+    uv_timer_t drain;                 /* shutdown: flush, then close */
+    uv_timer_t sweep;                 /* connections over their deadlines */
+    struct fe_guard_list conns;       /* of every daemon of the worker */
+    unsigned refused; /* at the caps, since the last sweep's log */
+    unsigned shed;    /* for the reserve, likewise */
+    int handles;      /* the worker's own handles still to close */
+    int closed;       /* fe__close_handles() ran */
     /* Set by a resume (or a guard kill) for fe__on_check to run every
      * daemon: the connection may belong to any of them, so only the check
      * clears it, never one daemon's run. */
@@ -327,7 +329,8 @@ static struct fe__hreq *fe__req_create(struct fe_worker *w,
 
     hr->w = w;
     hr->conn = c;
-    hr->start_ms = rt_time_mono_ms();
+    hr->start_us = rt_time_mono_us();
+    fe_metrics_req_begin(w->metrics);
     req->accounts = fe_accounts_acquire(w->h->cfg->accounts);
     /* Only a TLS connection has a protocol version. */
     req->tls = MHD_get_connection_info(c, MHD_CONNECTION_INFO_PROTOCOL) != NULL;
@@ -368,6 +371,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     struct MHD_Response *resp;
     const char *cid;
     enum MHD_Result ret;
+    uint64_t us;
 
     resp = MHD_create_response_from_buffer(
         req->rbody.len, req->rbody.len ? (void *)req->rbody.data : (void *)"",
@@ -400,11 +404,19 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
         req->status = 500;
     }
     fe__guard_phase(hr->hc, FE_GUARD_BUSY);
+    /* Counted before it is queued, so a client that reads the response
+     * and then scrapes /metrics always finds its request there. */
+    us = rt_time_mono_us() - hr->start_us;
+    fe_metrics_req_done(
+        hr->w->metrics, req->path.account,
+        fe_metrics_op_of(fe_api_op_name(req), req->method,
+                         fe_req_header(req, "If-Match") != NULL),
+        req->status, req->body.len, req->rbody.len, us);
     ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
     hr->phase = FE__DONE;
-    rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status, (unsigned long long)(rt_time_mono_ms() - hr->start_ms));
+    rt_log(RT_LOG_DEBUG, "%s %s %d %lluus", req->method, req->raw_path,
+           req->status, (unsigned long long)us);
     return ret;
 }
 
@@ -510,7 +522,7 @@ static enum MHD_Result fe__accept_policy(void *cls,
 /* STARTED: the connection is counted (total, its address) and listed;
  * over a cap it is closed at once, and in the reserve it sheds the
  * worker's oldest connection that never sent a whole request. CLOSED:
- * counted out. */
+ * counted out. Both are counted in the metrics (rt_fe_connections_*). */
 static void fe__conn_notify(void *cls,
                             struct MHD_Connection *c,
                             void **socket_context,
@@ -522,6 +534,7 @@ static void fe__conn_notify(void *cls,
     struct fe_guard_conn *victim;
     int rc;
 
+    fe_metrics_conn(w->metrics, toe == MHD_CONNECTION_NOTIFY_STARTED);
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         if (!hc) {
             return;
@@ -754,6 +767,7 @@ static void fe__completed(void *cls,
     }
     *con_cls = NULL;
     fe__guard_phase(fe__hconn_of(c), FE_GUARD_IDLE);
+    fe_metrics_req_end(w->metrics);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
                (int)toe);
@@ -1125,7 +1139,8 @@ static int fe__listen(const char *flag,
  * workers). */
 static void fe__on_map(const Rt__Map *map, void *data)
 {
-    (void)data;
+    struct fe_worker *w = data;
+    fe_metrics_map_version(w->metrics, map->version);
     fe_acl_map_update(map);
     fe_cors_map_update(map);
 }
@@ -1281,7 +1296,9 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
-    fe_route_on_map(w->route, fe__on_map, NULL);
+    w->metrics = fe_metrics_shard(h->cfg->metrics, w->idx);
+    fe_route_set_metrics(w->route, w->metrics);
+    fe_route_on_map(w->route, fe__on_map, w);
     uv_check_init(&w->loop, &w->check);
     w->check.data = w;
     uv_timer_init(&w->loop, &w->drain);

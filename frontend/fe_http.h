@@ -42,6 +42,7 @@
 #include "fe_guard.h"
 
 struct fe_accounts_pub;
+struct fe_metrics;
 struct fe_tls;
 
 /* Settings the workers read (immutable after start). */
@@ -61,6 +62,9 @@ struct fe_http_cfg
      * clients, header/body/idle deadlines (over one: 408 when a request
      * was started, else closed), requests in flight per account (503). */
     struct fe_guard_cfg guard;
+    /* Worker i records into fe_metrics_shard(metrics, i) (fe_metrics.h;
+     * created with cfg->threads shards); NULL: no metrics. */
+    struct fe_metrics *metrics;
 };
 
 /* Request limits (spec §9 gives none; HTTP.sys, in front of Azure, answers

@@ -20,6 +20,7 @@
 #include "fe_auth.h"
 #include "fe_cors.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "fe_tls.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -32,6 +33,7 @@ struct fe_main
     uv_signal_t sigterm;
     uv_signal_t sighup;
     struct fe_http *http;
+    struct fe_metrics *metrics;
     struct fe_accounts_pub accounts;
     int dev_account;
     const char *accounts_file; /* NULL: none */
@@ -166,7 +168,7 @@ int main(int argc, char **argv)
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
     char *https_listen = NULL, *tls_cert = NULL, *tls_key = NULL;
     struct fe_tls *tls = NULL;
-    char *port_file = NULL, *log_level = NULL;
+    char *port_file = NULL, *log_level = NULL, *http = NULL;
     long threads = 0, max_body = 0;
     long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
     long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
@@ -193,8 +195,13 @@ int main(int argc, char **argv)
          "serve devstoreaccount1 with the emulator's well-known key"},
         {"accounts", RT_OPT_STR, &accounts_file, NULL,
          "file of 'name base64key1 [base64key2]' lines"},
+        {"http", RT_OPT_STR, &http, "",
+         "status listener host:port (GET /metrics in the Prometheus text "
+         "format, GET /health), never the Table API port; empty = none, "
+         "port 0 = ephemeral"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
-         "write 'http=PORT' and/or 'https=PORT' here once listening"},
+         "write 'http=PORT' and/or 'https=PORT' (and 'metrics=PORT' with "
+         "--http) here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
@@ -227,7 +234,7 @@ int main(int argc, char **argv)
     struct fe_main m;
     char errmsg[RT_ERRMSG_SIZE] = "";
     size_t naccounts;
-    int rc, exit_code = 0;
+    int rc, exit_code = 0, metrics_port = 0;
 
     rt_config_parse("rt-frontend",
                     "rangetable front end: the Azure Table Storage REST API",
@@ -306,20 +313,38 @@ int main(int argc, char **argv)
     cfg.guard.body_timeout_ms = (uint64_t)body_ms;
     cfg.guard.body_min_rate = (uint64_t)body_rate;
     cfg.guard.idle_timeout_ms = (uint64_t)idle_ms;
+    {
+        /* The account label set is the accounts at start (metrics copies
+         * the names); accounts a SIGHUP adds count as "_other". */
+        const struct fe_accounts *a0 = fe_accounts_acquire(&m.accounts);
+        m.metrics = fe_metrics_create(a0, cfg.threads);
+        fe_accounts_release(a0);
+    }
+    cfg.metrics = m.metrics;
+    if (*http && fe_metrics_listen(m.metrics, http, &metrics_port, errmsg)) {
+        fprintf(stderr, "rt-frontend: %s\n", errmsg);
+        fe_metrics_destroy(m.metrics);
+        uv_loop_close(&m.loop);
+        fe_tls_release(tls);
+        fe_accounts_pub_fini(&m.accounts);
+        rt_config_free(opts);
+        return 2;
+    }
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
         fe_tls_release(tls);
         if (rc == RT_EINVAL) {
             fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
         }
+        fe_metrics_destroy(m.metrics);
         uv_loop_close(&m.loop);
         fe_accounts_pub_fini(&m.accounts);
         rt_config_free(opts);
         return rc == RT_EINVAL ? 2 : 1;
     }
     if (port_file && *port_file) {
-        const char *keys[2];
-        int ports[2], nports = 0;
+        const char *keys[3];
+        int ports[3], nports = 0;
         if (fe_http_port(m.http)) {
             keys[nports] = "http";
             ports[nports++] = fe_http_port(m.http);
@@ -327,6 +352,10 @@ int main(int argc, char **argv)
         if (fe_http_tls_port(m.http)) {
             keys[nports] = "https";
             ports[nports++] = fe_http_tls_port(m.http);
+        }
+        if (*http) {
+            keys[nports] = "metrics";
+            ports[nports++] = metrics_port;
         }
         rc = rt_write_port_file(port_file, keys, ports, nports);
         if (rc != 0) {
@@ -367,7 +396,8 @@ int main(int argc, char **argv)
 
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
-    fe_http_destroy(m.http); /* waits for the workers to drain */
+    fe_http_destroy(m.http);       /* waits for the workers to drain */
+    fe_metrics_destroy(m.metrics); /* after the workers: they write it */
     fe_acl_reset();
     fe_cors_reset();
     if (uv_loop_close(&m.loop) != 0) {

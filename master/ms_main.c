@@ -1,4 +1,5 @@
 /* rt-master: flags, signals and the loop; the logic is in libms. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <uv.h>
 
 #include "ms_admin.h"
+#include "ms_auth.h"
 #include "ms_catalog.h"
 #include "ms_events.h"
 #include "ms_http.h"
@@ -14,6 +16,7 @@
 #include "ms_node.h"
 #include "ms_policy.h"
 #include "ms_status.h"
+#include "ms_util.h"
 #include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -31,9 +34,27 @@
 struct ms_main
 {
     struct ms_node *n;
+    struct ms_auth *auth;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_signal_t sighup;
 };
+
+/* SIGHUP: read the admin token file again (rotation). */
+static void ms__sighup_cb(uv_signal_t *h, int signum)
+{
+    struct ms_main *mm = h->data;
+    char errmsg[RT_ERRMSG_SIZE];
+    (void)signum;
+    if (!ms_auth_has_token(mm->auth)) {
+        rt_log(RT_LOG_INFO, "SIGHUP: no --admin-token-file to reload");
+    } else if (ms_auth_reload(mm->auth, errmsg) != 0) {
+        rt_log(RT_LOG_ERROR, "SIGHUP: %s; the previous admin token stays",
+               errmsg);
+    } else {
+        rt_log(RT_LOG_INFO, "SIGHUP: admin token reloaded");
+    }
+}
 
 static void ms__signal_cb(uv_signal_t *h, int signum)
 {
@@ -42,6 +63,7 @@ static void ms__signal_cb(uv_signal_t *h, int signum)
     ms_node_stop(mm->n);
     uv_close((uv_handle_t *)&mm->sigint, NULL);
     uv_close((uv_handle_t *)&mm->sigterm, NULL);
+    uv_close((uv_handle_t *)&mm->sighup, NULL);
 }
 
 static int ms__hostport(const char *flag,
@@ -126,6 +148,8 @@ int main(int argc, char **argv)
     long snap_trailing = 0;
     int bootstrap = 0, join = 0;
     char *peers = NULL, *raft_listen = NULL;
+    char *token_file = NULL;
+    int admin_insecure = 0, status_open = 0;
     struct rt_opt opts[] = {
         {"id", RT_OPT_INT, &id, "1",
          "this master's id among the masters (>= 1; never reused for "
@@ -154,6 +178,16 @@ int main(int argc, char **argv)
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
         {"http", RT_OPT_STR, &http, "127.0.0.1:10101",
          "status HTTP API address HOST:PORT (empty: off)"},
+        {"admin-token-file", RT_OPT_STR, &token_file, "",
+         "file holding the admin token (>= 32 random bytes, hex or "
+         "base64; mode 0600 or stricter; re-read on SIGHUP): every HTTP "
+         "endpoint but /health then needs Authorization: Bearer TOKEN"},
+        {"status-open", RT_OPT_BOOL, &status_open, NULL,
+         "serve the read-only endpoints (/api/status, /api/history, "
+         "/api/events, /metrics) without the token; actions still need it"},
+        {"admin-insecure", RT_OPT_BOOL, &admin_insecure, NULL,
+         "without --admin-token-file: serve every endpoint, actions "
+         "included, to anyone who can reach --http (old setups only)"},
         {"data", RT_OPT_STR, &data, "./rt-data/master",
          "data directory (catalog LMDB)"},
         {"heartbeat-timeout-ms", RT_OPT_INT, &hb_timeout, "3000",
@@ -364,7 +398,32 @@ int main(int argc, char **argv)
             goto bad_flags;
         }
     }
+    /* Before anything that needs freeing: a bad token file is a bad
+     * flag (exit 2). */
+    rc = ms_auth_create(token_file, admin_insecure != 0, status_open != 0,
+                        &mm.auth, errmsg);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
+        goto bad_flags;
+    }
+    if (*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure ignored: --admin-token-file "
+               "is given, the token is required");
+    } else if (*http && !*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure: anyone who can reach %s may split, move, "
+               "drain and change the masters; use --admin-token-file",
+               http);
+    } else if (*http && !*token_file) {
+        rt_log(RT_LOG_WARN,
+               "no --admin-token-file: admin actions%s are refused (403)",
+               status_open ? "" : " and the status");
+    }
     signal(SIGPIPE, SIG_IGN);
+    /* Until the loop's handler is in place (after the member started), a
+     * SIGHUP meant as "reload the token" must not end the process. */
+    signal(SIGHUP, SIG_IGN);
     uv_loop_init(&loop);
 
     cfg.data_dir = data;
@@ -403,14 +462,21 @@ int main(int argc, char **argv)
     cfg.max_rereplications = (uint32_t)max_rereplications;
     status = ms_status_create();
     admin = ms_admin_create();
+    /* Like the partition server, a master starts in a data directory
+     * that does not exist yet; the event log is the first file in it. */
+    if (ms_mkdir_p(data) != 0) {
+        rt_log(RT_LOG_ERROR, "cannot start: mkdir %s: %s", data,
+               strerror(errno));
+        goto out_loop;
+    }
     rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
         goto out_loop;
     }
     if (*http) {
-        rc = ms_http_start(http_host, http_port, status, events, admin, &httpd,
-                           errmsg);
+        rc = ms_http_start(http_host, http_port, status, events, admin, mm.auth,
+                           &httpd, errmsg);
         if (rc) {
             rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
             goto out_loop;
@@ -455,9 +521,11 @@ int main(int argc, char **argv)
     }
     uv_signal_init(&loop, &mm.sigint);
     uv_signal_init(&loop, &mm.sigterm);
-    mm.sigint.data = mm.sigterm.data = &mm;
+    uv_signal_init(&loop, &mm.sighup);
+    mm.sigint.data = mm.sigterm.data = mm.sighup.data = &mm;
     uv_signal_start(&mm.sigint, ms__signal_cb, SIGINT);
     uv_signal_start(&mm.sigterm, ms__signal_cb, SIGTERM);
+    uv_signal_start(&mm.sighup, ms__sighup_cb, SIGHUP);
     /* A re-executed member starts with these blocked (see ms_node); one
      * that arrived meanwhile is delivered now, to the handlers above. */
     sigset_t stop;
@@ -485,6 +553,7 @@ out_loop:
     ms_events_close(events);
     ms_status_destroy(status);
     ms_admin_destroy(admin);
+    ms_auth_destroy(mm.auth);
     if (uv_loop_close(&loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
