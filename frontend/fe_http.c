@@ -5,16 +5,15 @@
  * its libmicrohttpd daemons in external epoll mode (one for HTTP, one for
  * HTTPS, each on its own listen socket): per daemon a uv_poll watches its
  * epoll fd and a uv_timer follows MHD_get_timeout() (a uv_idle when that
- * is 0: see fe__mhd_run); a uv_check runs the
- * daemons once more at the end of a loop iteration in which RPC replies
- * resumed connections, so a reply is written in the same iteration it
- * arrived. The access handler, NOTIFY_COMPLETED, fe_route's callbacks and
- * the response helpers all run on that one thread; nothing of a request
- * is shared. The workers share only immutable settings, the listen
- * sockets (one file description each, a dup per daemon), the published
- * account table (fe_auth.h), the current certificate (under tls_lock) and
- * fe_svc's locked policy snapshot. The main thread only starts, reloads
- * and stops them.
+ * is 0: see fe__mhd_run); a uv_check runs the daemons once more at the
+ * end of a loop iteration in which RPC replies resumed connections, so a
+ * reply is written in the same iteration it arrived. The access handler,
+ * NOTIFY_COMPLETED, fe_route's callbacks and the response helpers all run
+ * on that one thread; nothing of a request is shared. The workers share
+ * only immutable settings, the listen sockets (one file description each,
+ * a dup per daemon), the published account table (fe_auth.h), the current
+ * certificate (under tls_lock) and fe_svc's locked policy snapshot. The
+ * main thread only starts, reloads and stops them.
  *
  * Certificate reload (fe_http_reload_tls, SIGHUP): each worker starts a
  * new HTTPS daemon with the new certificate on a new dup of the same
