@@ -943,12 +943,14 @@ static int fe__parse_path(struct fe_req *req, const char *host)
 
 /* "{scheme}://{Host}" (host-style) or "{scheme}://{Host}/{account
  * segment}" (path-style): odata.metadata, odata.id, Location. The scheme
- * is https behind a proxy that says so (X-Forwarded-Proto), else http. */
+ * is https on our HTTPS listener or behind a proxy that says so
+ * (X-Forwarded-Proto), else http. */
 static void fe__set_root(struct fe_req *req, const char *host)
 {
     const char *proto = fe_req_header(req, "X-Forwarded-Proto");
-    const char *scheme =
-        proto && strcasecmp(proto, "https") == 0 ? "https://" : "http://";
+    const char *scheme = req->tls || (proto && strcasecmp(proto, "https") == 0)
+                             ? "https://"
+                             : "http://";
     size_t sl = strlen(scheme), hl = strlen(host);
     size_t al = req->path.host_style ? 0 : strlen(req->path.acct_seg);
     char *p = rt_xmalloc(sl + hl + 1 + al + 1);

@@ -6,10 +6,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -145,9 +148,6 @@ int fe_accounts_add(struct fe_accounts *a,
     for (int k = 0; k < acct.nkeys; k++) {
         fe__hmac_prepare(acct.key[k], acct.keylen[k], acct.hmac[k]);
     }
-    for (int k = 0; k < acct.nkeys; k++) {
-        fe__hmac_prepare(acct.key[k], acct.keylen[k], acct.hmac[k]);
-    }
     for (size_t i = 0; i < a->n; i++) {
         if (strcmp(a->v[i].name, name) == 0) {
             a->v[i] = acct;
@@ -162,6 +162,36 @@ int fe_accounts_add(struct fe_accounts *a,
     return 0;
 }
 
+/* The accounts file holds keys: it must be ours and closed to group and
+ * other (anyone who can write it can add an account; anyone who can read
+ * it has every key). Checked on the open descriptor, so the file read is
+ * the file checked. */
+static int fe__accounts_file_ok(FILE *f, const char *path, char *errmsg)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        rt_errmsg_printf(errmsg, "accounts file %s: %s", path, strerror(errno));
+        return RT_ECONFIG;
+    }
+    if (st.st_uid != geteuid()) {
+        rt_errmsg_printf(errmsg,
+                         "accounts file %s is owned by uid %u, not by the "
+                         "running user (uid %u)",
+                         path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return RT_ECONFIG;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        rt_errmsg_printf(
+            errmsg,
+            "accounts file %s has mode %04o: group/other may "
+            "%s it (chmod 600)",
+            path, (unsigned)(st.st_mode & 07777),
+            (st.st_mode & (S_IRGRP | S_IROTH)) ? "read" : "access");
+        return RT_ECONFIG;
+    }
+    return 0;
+}
+
 int fe_accounts_load(struct fe_accounts *a, const char *path, char *errmsg)
 {
     FILE *f = fopen(path, "r");
@@ -169,6 +199,10 @@ int fe_accounts_load(struct fe_accounts *a, const char *path, char *errmsg)
     int lineno = 0;
     if (!f) {
         rt_errmsg_printf(errmsg, "accounts file %s: %s", path, strerror(errno));
+        return RT_ECONFIG;
+    }
+    if (fe__accounts_file_ok(f, path, errmsg) != 0) {
+        fclose(f);
         return RT_ECONFIG;
     }
     while (fgets(line, sizeof(line), f)) {
@@ -210,6 +244,68 @@ const struct fe_account *fe_accounts_find(const struct fe_accounts *a,
         }
     }
     return NULL;
+}
+
+/* ---- The published table ------------------------------------------ */
+
+/* A published table and its references (the publisher's one plus one per
+ * request holding it). */
+struct fe__accounts_snap
+{
+    struct fe_accounts a; /* first: fe_accounts_release casts back */
+    atomic_uint refs;
+};
+
+void fe_accounts_pub_init(struct fe_accounts_pub *p)
+{
+    pthread_mutex_init(&p->lock, NULL);
+    p->cur = NULL;
+}
+
+void fe_accounts_release(const struct fe_accounts *a)
+{
+    struct fe__accounts_snap *s = (struct fe__accounts_snap *)a;
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        fe_accounts_free(&s->a);
+        free(s);
+    }
+}
+
+void fe_accounts_pub_fini(struct fe_accounts_pub *p)
+{
+    if (p->cur) {
+        fe_accounts_release(&p->cur->a);
+        p->cur = NULL;
+    }
+    pthread_mutex_destroy(&p->lock);
+}
+
+void fe_accounts_publish(struct fe_accounts_pub *p, struct fe_accounts *a)
+{
+    struct fe__accounts_snap *s = rt_xcalloc(1, sizeof(*s));
+    struct fe__accounts_snap *old;
+    s->a = *a;
+    atomic_init(&s->refs, 1);
+    fe_accounts_init(a);
+    pthread_mutex_lock(&p->lock);
+    old = p->cur;
+    p->cur = s;
+    pthread_mutex_unlock(&p->lock);
+    if (old) {
+        fe_accounts_release(&old->a);
+    }
+}
+
+const struct fe_accounts *fe_accounts_acquire(struct fe_accounts_pub *p)
+{
+    struct fe__accounts_snap *s;
+    pthread_mutex_lock(&p->lock);
+    s = p->cur;
+    if (s) {
+        atomic_fetch_add(&s->refs, 1);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return s ? &s->a : NULL;
 }
 
 /* ---- Header, string-to-sign, signature ------------------------------ */

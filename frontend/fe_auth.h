@@ -3,14 +3,19 @@
  * string-to-sign for SharedKey and SharedKeyLite, HMAC-SHA256 signing and
  * constant-time verification against key1 or key2.
  *
- * Thread: the account table is built once in main() and then only read
- * (any thread). The other functions are pure.
+ * Thread: an account table is built on one thread and then only read
+ * (any thread). The workers reach it through struct fe_accounts_pub, which
+ * the main thread may point at a new table at any time (SIGHUP): each
+ * request holds a reference to the table it started with, so a reload is
+ * atomic for every worker and never pulls keys from under a request. The
+ * other functions are pure.
  * Secrets: keys are kept decoded in struct fe_account and wiped with
  * OPENSSL_cleanse by fe_accounts_free(); nothing here logs a key or a
  * signature. */
 #ifndef FE_AUTH_H
 #define FE_AUTH_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,9 +66,33 @@ int fe_accounts_add(struct fe_accounts *a,
                     const char *key1_b64,
                     const char *key2_b64);
 /* Reads lines "name base64key1 [base64key2]" ('#' comments, blank lines)
- * from @path. Returns 0, or RT_ECONFIG with a message in @errmsg
- * (RT_ERRMSG_SIZE bytes). */
+ * from @path into @a. The file must be owned by the effective user and
+ * give group and other no access (it holds keys); else nothing is read.
+ * Returns 0, or RT_ECONFIG with a message in @errmsg (RT_ERRMSG_SIZE
+ * bytes: the path, the line number or the offending owner/mode, never a
+ * key); on error @a may hold the lines before the bad one, so load into a
+ * fresh table and drop it on error. */
 int fe_accounts_load(struct fe_accounts *a, const char *path, char *errmsg);
+
+/* The published account table (see the thread note above). */
+struct fe_accounts_pub
+{
+    pthread_mutex_t lock;
+    struct fe__accounts_snap *cur; /* NULL until the first publish */
+};
+void fe_accounts_pub_init(struct fe_accounts_pub *p);
+/* Drops the published table (it is freed once no request holds it). */
+void fe_accounts_pub_fini(struct fe_accounts_pub *p);
+/* [any thread] Makes the accounts in @a the current table: the table is
+ * moved out of @a (left empty); requests already holding the previous
+ * table keep it until they release it. */
+void fe_accounts_publish(struct fe_accounts_pub *p, struct fe_accounts *a);
+/* [any thread] The current table with one reference taken (NULL if none
+ * was published); valid until fe_accounts_release(). */
+const struct fe_accounts *fe_accounts_acquire(struct fe_accounts_pub *p);
+/* Releases a reference from fe_accounts_acquire (NULL is ignored); the
+ * last one wipes the keys and frees the table. */
+void fe_accounts_release(const struct fe_accounts *a);
 /* Borrowed pointer into @a, or NULL. */
 const struct fe_account *fe_accounts_find(const struct fe_accounts *a,
                                           const char *name);

@@ -1,16 +1,30 @@
 /* libmicrohttpd glue and the share-nothing workers. The life of a request
  * is described in fe_http.h.
  *
- * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and a
- * libmicrohttpd daemon in external epoll mode: a uv_poll watches the
- * daemon's epoll fd, a uv_timer follows MHD_get_timeout(), and a uv_check
- * runs the daemon once more at the end of a loop iteration in which RPC
- * replies resumed connections, so a reply is written in the same
- * iteration it arrived. The access handler, NOTIFY_COMPLETED, fe_route's
- * callbacks and the response helpers all run on that one thread; nothing
- * of a request is shared. The workers share only immutable settings, the
- * listen socket (one file description, a dup per daemon) and fe_svc's
- * locked policy snapshot. The main thread only starts and stops them.
+ * Threads: cfg->threads workers. Each owns a libuv loop, an fe_route and
+ * its libmicrohttpd daemons in external epoll mode (one for HTTP, one for
+ * HTTPS, each on its own listen socket): per daemon a uv_poll watches its
+ * epoll fd and a uv_timer follows MHD_get_timeout() (a uv_idle when that
+ * is 0: see fe__mhd_run); a uv_check runs the daemons once more at the
+ * end of a loop iteration in which RPC replies resumed connections, so a
+ * reply is written in the same iteration it arrived. The access handler,
+ * NOTIFY_COMPLETED, fe_route's callbacks and the response helpers all run
+ * on that one thread; nothing of a request is shared. The workers share
+ * only immutable settings, the listen sockets (one file description each,
+ * a dup per daemon), the published account table (fe_auth.h), the current
+ * certificate (under tls_lock) and fe_svc's locked policy snapshot. The
+ * main thread only starts, reloads and stops them.
+ *
+ * Certificate reload (fe_http_reload_tls, SIGHUP): each worker starts a
+ * new HTTPS daemon with the new certificate on a new dup of the same
+ * listen socket, then quiesces the old one (MHD_quiesce_daemon: it stops
+ * accepting, its connections go on) and stops it once its last connection
+ * has ended. Nothing is dropped and no connection changes certificate
+ * mid-session. Chosen over MHD_OPTION_HTTPS_CERT_CALLBACK, which would
+ * have us build and free GnuTLS certificate structures ourselves and keep
+ * each alive for the handshakes that may still use it; here libmicrohttpd
+ * loads the PEM (after fe_tls checked it with OpenSSL) and owns its
+ * GnuTLS state, and the daemon's life bounds the certificate's.
  *
  * Why external epoll and not MHD's own threads: with MHD's threads every
  * request crossed from an MHD thread to the loop (uv_async) and back
@@ -37,7 +51,11 @@
  * when a request had started); near the cap a new connection sheds the
  * oldest one that never sent a whole request; ambiguous framing (RFC 9112
  * §6.3) -> 400 InvalidHeaderValue and the connection closed; an account
- * over its requests in flight -> 503 ServerBusy. */
+ * over its requests in flight -> 503 ServerBusy. HTTPS: a failed
+ * handshake (plain HTTP, TLS < 1.2) closes the connection, logged by
+ * libmicrohttpd; a new certificate libmicrohttpd refuses on reload leaves
+ * the old daemon in service (logged). The caps and bounds count HTTP and
+ * HTTPS connections alike (one guard, one list per worker). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,16 +72,19 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "fe_acl.h"
 #include "fe_api.h"
+#include "fe_auth.h"
 #include "fe_cors.h"
 #include "fe_guard.h"
 #include "fe_http.h"
 #include "fe_metrics.h"
 #include "fe_req.h"
 #include "fe_route.h"
+#include "fe_tls.h"
 #include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -115,6 +136,24 @@ struct fe__hconn
     int listed;
 };
 
+/* One libmicrohttpd daemon of a worker: the plain-HTTP one, the HTTPS one
+ * in service, or an HTTPS one a certificate reload retired, which accepts
+ * nothing new and is stopped once its last connection has ended. */
+struct fe__daemon
+{
+    struct fe_worker *w;
+    struct MHD_Daemon *d;
+    uv_poll_t poll;     /* the daemon's epoll fd */
+    uv_timer_t timer;   /* MHD_get_timeout() */
+    uv_idle_t idle;     /* MHD_get_timeout() == 0: the next iteration */
+    struct fe_tls *tls; /* held for the daemon's life; NULL: plain HTTP */
+    int retired;
+    int quiesced;      /* fe__daemon_quiesce ran */
+    int closing;       /* handles whose close callback is pending */
+    int free_on_close; /* retired and idle: stop and free once closed */
+    struct fe__daemon *next;
+};
+
 struct fe_worker
 {
     struct fe_http *h;
@@ -125,19 +164,22 @@ struct fe_worker
     int loop_ok;
     struct fe_route *route;
     struct fe_metrics_shard *metrics; /* NULL: none */
-    struct MHD_Daemon *d;
-    uv_poll_t poll;   /* the daemon's epoll fd */
-    uv_timer_t timer; /* MHD_get_timeout() */
-    uv_check_t check; /* MHD_run after resumes (need_run) */
-    uv_async_t stop;  /* fe_http_stop() */
-    uv_timer_t drain; /* shutdown: flush, then close */
-    uv_timer_t sweep; /* connections over their deadlines */
-    struct fe_guard_list conns;
+    struct fe__daemon *daemons;       /* in service first, then retired ones */
+    uv_check_t check;                 /* MHD_run after resumes (need_run) */
+    uv_async_t stop;                  /* fe_http_stop() */
+    uv_async_t reload;                /* fe_http_reload_tls() */
+    uv_timer_t drain;                 /* shutdown: flush, then close */
+    uv_timer_t sweep;                 /* connections over their deadlines */
+    struct fe_guard_list conns;       /* of every daemon of the worker */
     unsigned refused; /* at the caps, since the last sweep's log */
     unsigned shed;    /* for the reserve, likewise */
-    int handles;      /* initialized handles still to close */
+    int handles;      /* the worker's own handles still to close */
     int closed;       /* fe__close_handles() ran */
+    /* Set by a resume (or a guard kill) for fe__on_check to run every
+     * daemon: the connection may belong to any of them, so only the check
+     * clears it, never one daemon's run. */
     int need_run;
+    unsigned resumes; /* resumes so far (a run tells whether it did one) */
     int stopping;
     uint64_t drain_until;
     unsigned suspended; /* connections suspended and not yet re-entered */
@@ -154,9 +196,14 @@ struct fe_http
     atomic_int stop_sent;
     struct fe_worker *w;
     unsigned n;
-    int listen_fd;
+    int listen_fd; /* -1: no plain HTTP */
     int ipv6;
     int port;
+    int tls_fd; /* -1: no HTTPS */
+    int tls_ipv6;
+    int tls_port;
+    pthread_mutex_t tls_lock;
+    struct fe_tls *tls; /* the certificate new HTTPS daemons get */
 };
 
 /* ---- Requests ------------------------------------------------------- */
@@ -203,6 +250,8 @@ static struct fe__hreq *fe__req_get(struct fe_worker *w)
 static void fe__req_put(struct fe_worker *w, struct fe__hreq *hr)
 {
     fe_api_req_free(&hr->req);
+    fe_accounts_release(hr->req.accounts);
+    hr->req.accounts = NULL;
     fe_req_clear(&hr->req, FE_KEEP_BUF_MAX);
     if (w->nfree >= FE_FREE_REQS_MAX) {
         fe_req_fini(&hr->req);
@@ -281,7 +330,9 @@ static struct fe__hreq *fe__req_create(struct fe_worker *w,
     hr->conn = c;
     hr->start_us = rt_time_mono_us();
     fe_metrics_req_begin(w->metrics);
-    req->accounts = w->h->cfg->accounts;
+    req->accounts = fe_accounts_acquire(w->h->cfg->accounts);
+    /* Only a TLS connection has a protocol version. */
+    req->tls = MHD_get_connection_info(c, MHD_CONNECTION_INFO_PROTOCOL) != NULL;
     req->method = method;
     ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     req->peer = ci ? ci->client_addr : NULL;
@@ -391,6 +442,7 @@ static void fe__job_done(struct fe_job *job)
     hr->phase = FE__REPLY;
     MHD_resume_connection(hr->conn);
     w->need_run = 1;
+    w->resumes++;
 }
 
 /* Suspends the connection and runs the job on this worker's fe_route. */
@@ -743,15 +795,28 @@ static size_t fe__unescape(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* Blanks every "sig=" value (a SAS signature) in @msg: libmicrohttpd's
+ * messages may quote a request target, and a signature in a log is a
+ * credential for anyone who reads the log. */
+static void fe__redact_sig(char *msg)
+{
+    for (char *p = msg; (p = strcasestr(p, "sig=")) != NULL;) {
+        p += 4;
+        while (*p && *p != '&' && *p != ' ' && *p != '"' && *p != '\'') {
+            *p++ = '*';
+        }
+    }
+}
 /* libmicrohttpd's messages at info, except the one it writes for every
- * client that leaves (or is closed by the guard) mid-request: thousands of
- * slow connections would otherwise be thousands of lines; the sweep's
- * summary line counts them instead. */
+ * client that leaves (or is closed by the guard) mid-request and for every
+ * failed TLS handshake (plain HTTP on the HTTPS port, an old TLS version):
+ * thousands of such connections would otherwise be thousands of lines;
+ * the sweep's summary line counts the closed ones instead. */
 static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 {
     static const char *const per_conn[] = {
         "closed by remote side", "has been disconnected",
-        "detected connection closure", "reset by peer"};
+        "detected connection closure", "reset by peer", "handshake"};
     enum rt_log_level level = RT_LOG_INFO;
     char msg[512];
     size_t n;
@@ -761,6 +826,7 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
     }
+    fe__redact_sig(msg);
     for (size_t i = 0; i < sizeof(per_conn) / sizeof(per_conn[0]); i++) {
         if (strstr(msg, per_conn[i])) {
             level = RT_LOG_DEBUG;
@@ -772,37 +838,75 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 /* ---- The worker's loop ---------------------------------------------- */
 
 static void fe__on_timer(uv_timer_t *t);
+static void fe__on_idle(uv_idle_t *i);
+static void fe__daemon_reap(struct fe__daemon *dm);
+
+/* Every daemon of @w runs in the next loop iteration: a resume must not
+ * wait for socket activity, whichever daemon its connection belongs to. */
+static void fe__kick(struct fe_worker *w)
+{
+    for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
+        uv_idle_start(&dm->idle, fe__on_idle);
+    }
+}
 
 /* Runs the daemon (never blocks: zero epoll timeout) and re-arms the
  * timer with what it asks for. Never called from inside a daemon
- * callback. */
-static void fe__mhd_run(struct fe_worker *w)
+ * callback. May stop and free @dm (a retired daemon left idle). */
+static void fe__mhd_run(struct fe__daemon *dm)
 {
+    struct fe_worker *w = dm->w;
     MHD_UNSIGNED_LONG_LONG t;
-    w->need_run = 0;
-    MHD_run(w->d);
+    unsigned resumes = w->resumes;
+    MHD_run(dm->d);
     if (w->closed) {
         return;
     }
-    if (w->need_run) {
+    if (w->resumes != resumes) {
         /* A job finished inside this run (fe_route_submit may call done_cb
          * at once): its resume must not wait for socket activity. */
-        uv_timer_start(&w->timer, fe__on_timer, 0, 0);
+        fe__kick(w);
         return;
     }
-    if (MHD_get_timeout(w->d, &t) == MHD_YES) {
-        uv_timer_start(&w->timer, fe__on_timer, t, 0);
+    if (MHD_get_timeout(dm->d, &t) != MHD_YES) {
+        uv_idle_stop(&dm->idle);
+        uv_timer_stop(&dm->timer);
+    } else if (t == 0) {
+        /* Work is pending now: run again in the next iteration, after the
+         * loop has polled and run its other callbacks. Never a 0 ms timer:
+         * restarted from its own callback it is due again at once, and
+         * libuv 1.44 runs it again inside the same timer pass, forever. A
+         * TLS connection half-way through its handshake keeps MHD 0.9.75
+         * at timeout 0 until the handshake ends (the handshake's reads do
+         * not clear MHD's read-ready mark): with a timer that froze the
+         * worker; with the idle handle the worker keeps serving and the
+         * guard's header bound closes the stalled client. */
+        uv_timer_stop(&dm->timer);
+        uv_idle_start(&dm->idle, fe__on_idle);
     } else {
-        uv_timer_stop(&w->timer);
+        uv_idle_stop(&dm->idle);
+        uv_timer_start(&dm->timer, fe__on_timer, t, 0);
+    }
+    if (dm->retired) {
+        fe__daemon_reap(dm);
+    }
+}
+
+/* Runs every daemon of @w (one may be freed on the way). */
+static void fe__mhd_run_all(struct fe_worker *w)
+{
+    struct fe__daemon *dm = w->daemons, *next;
+    for (; dm && !w->closed; dm = next) {
+        next = dm->next;
+        fe__mhd_run(dm);
     }
 }
 
 static void fe__on_poll(uv_poll_t *p, int status, int events)
 {
-    struct fe_worker *w = p->data;
     (void)status;
     (void)events;
-    fe__mhd_run(w);
+    fe__mhd_run(p->data);
 }
 
 static void fe__on_timer(uv_timer_t *t)
@@ -810,11 +914,18 @@ static void fe__on_timer(uv_timer_t *t)
     fe__mhd_run(t->data);
 }
 
+static void fe__on_idle(uv_idle_t *i)
+{
+    uv_idle_stop(i);
+    fe__mhd_run(i->data);
+}
+
 static void fe__on_check(uv_check_t *c)
 {
     struct fe_worker *w = c->data;
     if (w->need_run) {
-        fe__mhd_run(w);
+        w->need_run = 0;
+        fe__mhd_run_all(w);
     }
 }
 
@@ -834,7 +945,7 @@ static void fe__on_sweep(uv_timer_t *t)
         w->refused = w->shed = 0;
     }
     if (n) {
-        fe__mhd_run(w);
+        fe__mhd_run_all(w);
     }
 }
 
@@ -844,28 +955,82 @@ static void fe__on_handle_closed(uv_handle_t *hd)
     w->handles--;
 }
 
+static void fe__daemon_free(struct fe__daemon *dm)
+{
+    if (dm->d) {
+        MHD_stop_daemon(dm->d);
+    }
+    fe_tls_release(dm->tls);
+    free(dm);
+}
+
+static void fe__on_daemon_closed(uv_handle_t *hd)
+{
+    struct fe__daemon *dm = hd->data;
+    if (--dm->closing == 0 && dm->free_on_close) {
+        fe__daemon_free(dm); /* the poll no longer watches its epoll fd */
+    }
+}
+
+static void fe__daemon_close_handles(struct fe__daemon *dm)
+{
+    dm->closing = 3;
+    uv_close((uv_handle_t *)&dm->poll, fe__on_daemon_closed);
+    uv_close((uv_handle_t *)&dm->timer, fe__on_daemon_closed);
+    uv_close((uv_handle_t *)&dm->idle, fe__on_daemon_closed);
+}
+
+/* A retired daemon whose last connection has ended (suspended ones
+ * count): unlinked, its handles closed, stopped and freed in the close
+ * callback. Shutdown leaves the retired daemons to fe__worker_fini. */
+static void fe__daemon_reap(struct fe__daemon *dm)
+{
+    struct fe_worker *w = dm->w;
+    const union MHD_DaemonInfo *info;
+    struct fe__daemon **pp;
+    if (w->stopping || w->closed) {
+        return;
+    }
+    info = MHD_get_daemon_info(dm->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    if (!info || info->num_connections > 0) {
+        return;
+    }
+    for (pp = &w->daemons; *pp && *pp != dm; pp = &(*pp)->next) {
+    }
+    if (*pp) {
+        *pp = dm->next;
+    }
+    rt_log(RT_LOG_DEBUG, "worker %u: retired HTTPS daemon stopped", w->idx);
+    dm->free_on_close = 1;
+    fe__daemon_close_handles(dm);
+}
+
 static void fe__close_handles(struct fe_worker *w)
 {
     w->closed = 1;
-    uv_close((uv_handle_t *)&w->poll, fe__on_handle_closed);
-    uv_close((uv_handle_t *)&w->timer, fe__on_handle_closed);
+    for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
+        fe__daemon_close_handles(dm);
+    }
     uv_close((uv_handle_t *)&w->check, fe__on_handle_closed);
     uv_close((uv_handle_t *)&w->drain, fe__on_handle_closed);
     uv_close((uv_handle_t *)&w->sweep, fe__on_handle_closed);
 }
 
-/* Shutdown: keeps the daemon running until every job came back and every
+/* Shutdown: keeps the daemons running until every job came back and every
  * resumed connection was answered and flushed, then closes the handles
  * (the loop ends). Bounded by FE_HTTP_DRAIN_MS. */
 static void fe__on_drain(uv_timer_t *t)
 {
     struct fe_worker *w = t->data;
-    MHD_UNSIGNED_LONG_LONG to = 1;
-    fe__mhd_run(w);
-    if (MHD_get_timeout(w->d, &to) != MHD_YES) {
-        to = 1; /* nothing pending */
+    int idle = 1;
+    fe__mhd_run_all(w);
+    for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
+        MHD_UNSIGNED_LONG_LONG to = 1;
+        if (MHD_get_timeout(dm->d, &to) == MHD_YES && to == 0) {
+            idle = 0; /* something pending */
+        }
     }
-    if ((w->suspended == 0 && to > 0) || uv_now(&w->loop) >= w->drain_until) {
+    if ((w->suspended == 0 && idle) || uv_now(&w->loop) >= w->drain_until) {
         if (w->suspended) {
             rt_log(RT_LOG_WARN,
                    "worker %u: %u requests still suspended "
@@ -877,19 +1042,35 @@ static void fe__on_drain(uv_timer_t *t)
     }
 }
 
+/* Stops @dm accepting (its dup of the listen socket is closed); the
+ * connections it has go on. Once only: libmicrohttpd 0.9.75 hands the
+ * same descriptor number back on a second call, and closing it again
+ * would close whatever reused that number (another daemon's epoll fd). */
+static void fe__daemon_quiesce(struct fe__daemon *dm)
+{
+    MHD_socket fd;
+    if (dm->quiesced) {
+        return;
+    }
+    dm->quiesced = 1;
+    fd = MHD_quiesce_daemon(dm->d);
+    if (fd != MHD_INVALID_SOCKET) {
+        close(fd);
+    }
+}
+
 /* [loop] fe_http_stop(): stop accepting, cancel the jobs in flight, drain. */
 static void fe__on_stop(uv_async_t *a)
 {
     struct fe_worker *w = a->data;
-    MHD_socket fd;
     if (w->stopping) {
         return;
     }
     w->stopping = 1;
     uv_close((uv_handle_t *)&w->stop, fe__on_handle_closed);
-    fd = MHD_quiesce_daemon(w->d);
-    if (fd != MHD_INVALID_SOCKET) {
-        close(fd);
+    uv_close((uv_handle_t *)&w->reload, fe__on_handle_closed);
+    for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
+        fe__daemon_quiesce(dm);
     }
     fe_route_close(w->route); /* jobs in flight: RT_ECANCELED -> 503 */
     w->drain_until = uv_now(&w->loop) + FE_HTTP_DRAIN_MS;
@@ -908,9 +1089,13 @@ static void *fe__worker_main(void *arg)
 
 /* ---- Start / stop --------------------------------------------------- */
 
-/* Parses @listen and binds a non-blocking listening socket (one open file
- * description for every worker). Returns the fd or -1 (logged). */
-static int fe__listen(struct fe_http *h, const char *listen_addr)
+/* Parses @listen_addr (of flag @flag) and binds a non-blocking listening
+ * socket (one open file description for every worker). Returns the fd or
+ * -1 (logged); *port and *ipv6 describe it. */
+static int fe__listen(const char *flag,
+                      const char *listen_addr,
+                      int *port,
+                      int *ipv6)
 {
     int fd, one = 1;
     struct sockaddr_storage ss;
@@ -918,19 +1103,19 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
 
     if (rt_addr_parse(listen_addr, &ss, &sslen) != 0) {
         rt_log(RT_LOG_ERROR,
-               "bad --listen '%s': expected IP:PORT, [IPv6]:PORT or "
+               "bad --%s '%s': expected IP:PORT, [IPv6]:PORT or "
                "localhost:PORT",
-               listen_addr);
+               flag, listen_addr);
         return -1;
     }
-    h->ipv6 = ss.ss_family == AF_INET6;
+    *ipv6 = ss.ss_family == AF_INET6;
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rt_log(RT_LOG_ERROR, "socket: %s", strerror(errno));
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (h->ipv6) {
+    if (*ipv6) {
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     }
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 1024) != 0) {
@@ -941,9 +1126,9 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
     }
     sslen = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0) {
-        h->port = ntohs(ss.ss_family == AF_INET6
-                            ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                            : ((struct sockaddr_in *)&ss)->sin_port);
+        *port = ntohs(ss.ss_family == AF_INET6
+                          ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                          : ((struct sockaddr_in *)&ss)->sin_port);
     }
     return fd;
 }
@@ -966,15 +1151,141 @@ static unsigned int fe__mhd_timeout_s(const struct fe_guard_cfg *gc)
     return (unsigned int)((gc->idle_timeout_ms + 999) / 1000);
 }
 
-/* Sets up worker @w (loop, route, daemon, handles) on the calling thread;
+/* TLS 1.2 and 1.3 only, GnuTLS's default ciphers for them. */
+#define FE_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* Starts a daemon of @w on a dup of @listen_fd (TLS with @tls, taken,
+ * when not NULL) and puts it first in the worker's list. NULL when
+ * libmicrohttpd refuses (logged); @tls is then released. */
+static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
+                                           int listen_fd,
+                                           int ipv6,
+                                           struct fe_tls *tls)
+{
+    const union MHD_DaemonInfo *info;
+    struct fe__daemon *dm;
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    const struct fe_guard_cfg *gc = fe_guard_get_cfg(w->h->guard);
+    int lfd = dup(listen_fd);
+    /* The TLS options ride in one MHD_OPTION_ARRAY (empty for plain
+     * HTTP), so both kinds of daemon share every other option. */
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? tls->cert_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? tls->key_pem : NULL},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)FE_TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
+
+    if (lfd < 0) {
+        rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
+        fe_tls_release(tls);
+        return NULL;
+    }
+    if (ipv6) {
+        flags |= MHD_USE_IPv6;
+    }
+    dm = rt_xcalloc(1, sizeof(*dm));
+    dm->w = w;
+    dm->tls = tls;
+    if (tls) {
+        flags |= MHD_USE_TLS;
+    }
+    /* libmicrohttpd's own inactivity timeout stays as the bound on a
+     * response nobody reads (the guard's deadlines cover the rest); its
+     * own connection limit is the global cap, so the guard's shared count
+     * decides (at its limit libmicrohttpd would stop accepting, and new
+     * clients would wait in the backlog behind the slow ones). */
+    dm->d = MHD_start_daemon(
+        flags, 0, fe__accept_policy, w, fe__access, w,
+        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)lfd, MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+        MHD_OPTION_NOTIFY_CONNECTION, fe__conn_notify, w,
+        MHD_OPTION_URI_LOG_CALLBACK, fe__uri_log, w,
+        MHD_OPTION_CONNECTION_TIMEOUT, fe__mhd_timeout_s(gc),
+        MHD_OPTION_CONNECTION_LIMIT,
+        gc->max_conns ? gc->max_conns : (unsigned int)1 << 20,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
+        MHD_OPTION_ARRAY, tls ? tls_opts : &tls_opts[3], MHD_OPTION_END);
+    if (!dm->d) {
+        rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd%s", w->idx,
+               tls ? " with this certificate and key" : "");
+        close(lfd);
+        fe__daemon_free(dm);
+        return NULL;
+    }
+    info = MHD_get_daemon_info(dm->d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info || info->epoll_fd < 0 ||
+        uv_poll_init(&w->loop, &dm->poll, info->epoll_fd) != 0) {
+        rt_log(RT_LOG_ERROR, "worker %u: no epoll fd", w->idx);
+        fe__daemon_free(dm);
+        return NULL;
+    }
+    dm->poll.data = dm;
+    uv_timer_init(&w->loop, &dm->timer);
+    dm->timer.data = dm;
+    uv_idle_init(&w->loop, &dm->idle);
+    dm->idle.data = dm;
+    dm->next = w->daemons;
+    w->daemons = dm;
+    uv_poll_start(&dm->poll, UV_READABLE, fe__on_poll);
+    uv_timer_start(&dm->timer, fe__on_timer, 0, 0);
+    return dm;
+}
+
+/* The same certificate chain and key (a SIGHUP that changed nothing). */
+static int fe__tls_same(const struct fe_tls *a, const struct fe_tls *b)
+{
+    return a && b && strcmp(a->cert_pem, b->cert_pem) == 0 &&
+           a->key_len == b->key_len &&
+           CRYPTO_memcmp(a->key_pem, b->key_pem, a->key_len) == 0;
+}
+
+/* [loop] fe_http_reload_tls(): a new HTTPS daemon with the certificate
+ * now published takes over the listen socket; the one it replaces is
+ * quiesced (its keep-alive connections go on with the old certificate)
+ * and stopped once they have all ended. If the new daemon cannot start,
+ * the old one stays in service. */
+static void fe__on_reload(uv_async_t *a)
+{
+    struct fe_worker *w = a->data;
+    struct fe_http *h = w->h;
+    struct fe__daemon *old = NULL, *dm;
+    struct fe_tls *tls;
+
+    if (w->stopping) {
+        return;
+    }
+    for (dm = w->daemons; dm; dm = dm->next) {
+        if (dm->tls && !dm->retired) {
+            old = dm;
+        }
+    }
+    pthread_mutex_lock(&h->tls_lock);
+    tls = h->tls ? fe_tls_hold(h->tls) : NULL;
+    pthread_mutex_unlock(&h->tls_lock);
+    if (!old || !tls || fe__tls_same(old->tls, tls)) {
+        fe_tls_release(tls); /* no daemon churn for the same pair */
+        return;
+    }
+    if (!fe__daemon_start(w, h->tls_fd, h->tls_ipv6, tls)) {
+        rt_log(RT_LOG_ERROR,
+               "worker %u: the new certificate is not in service; the old "
+               "one stays",
+               w->idx);
+        return;
+    }
+    fe__daemon_quiesce(old);
+    old->retired = 1;
+    fe__daemon_reap(old); /* at once if it had no connection */
+}
+
+/* Sets up worker @w (loop, route, daemons, handles) on the calling thread;
  * the worker thread only runs the loop. 0, RT_EINVAL or RT_ECONFIG. */
 static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
 {
-    const union MHD_DaemonInfo *info;
-    unsigned flags =
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    const struct fe_guard_cfg *gc = fe_guard_get_cfg(h->guard);
-    int lfd, rc;
+    int rc;
 
     if (uv_loop_init(&w->loop) != 0) {
         return RT_ECONFIG;
@@ -987,59 +1298,28 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     w->metrics = fe_metrics_shard(h->cfg->metrics, w->idx);
     fe_route_set_metrics(w->route, w->metrics);
     fe_route_on_map(w->route, fe__on_map, w);
-    lfd = dup(h->listen_fd);
-    if (lfd < 0) {
-        rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
-        return RT_ECONFIG;
-    }
-    if (h->ipv6) {
-        flags |= MHD_USE_IPv6;
-    }
-    /* libmicrohttpd's own inactivity timeout stays as the bound on a
-     * response nobody reads (the guard's deadlines cover the rest); its
-     * own connection limit is the global cap, so the guard's shared count
-     * decides (at its limit libmicrohttpd would stop accepting, and new
-     * clients would wait in the backlog behind the slow ones). */
-    w->d = MHD_start_daemon(
-        flags, 0, fe__accept_policy, w, fe__access, w,
-        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
-        (MHD_socket)lfd, MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
-        MHD_OPTION_NOTIFY_CONNECTION, fe__conn_notify, w,
-        MHD_OPTION_URI_LOG_CALLBACK, fe__uri_log, w,
-        MHD_OPTION_CONNECTION_TIMEOUT, fe__mhd_timeout_s(gc),
-        MHD_OPTION_CONNECTION_LIMIT,
-        gc->max_conns ? gc->max_conns : (unsigned int)1 << 20,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
-        MHD_OPTION_END);
-    if (!w->d) {
-        rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd", w->idx);
-        close(lfd);
-        return RT_ECONFIG;
-    }
-    info = MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!info || info->epoll_fd < 0 ||
-        uv_poll_init(&w->loop, &w->poll, info->epoll_fd) != 0) {
-        rt_log(RT_LOG_ERROR, "worker %u: no epoll fd", w->idx);
-        return RT_ECONFIG;
-    }
-    w->poll.data = w;
-    uv_timer_init(&w->loop, &w->timer);
-    w->timer.data = w;
     uv_check_init(&w->loop, &w->check);
     w->check.data = w;
     uv_timer_init(&w->loop, &w->drain);
     w->drain.data = w;
     uv_async_init(&w->loop, &w->stop, fe__on_stop);
     w->stop.data = w;
+    uv_async_init(&w->loop, &w->reload, fe__on_reload);
+    w->reload.data = w;
     uv_timer_init(&w->loop, &w->sweep);
     w->sweep.data = w;
-    w->handles = 6;
+    w->handles = 5;
     uv_timer_start(&w->sweep, fe__on_sweep, FE_GUARD_SWEEP_MS,
                    FE_GUARD_SWEEP_MS);
-    uv_poll_start(&w->poll, UV_READABLE, fe__on_poll);
     uv_check_start(&w->check, fe__on_check);
-    uv_timer_start(&w->timer, fe__on_timer, 0, 0);
+    if (h->listen_fd >= 0 &&
+        !fe__daemon_start(w, h->listen_fd, h->ipv6, NULL)) {
+        return RT_ECONFIG;
+    }
+    if (h->tls_fd >= 0 &&
+        !fe__daemon_start(w, h->tls_fd, h->tls_ipv6, fe_tls_hold(h->tls))) {
+        return RT_ECONFIG;
+    }
     return 0;
 }
 
@@ -1051,6 +1331,7 @@ static void fe__worker_fini(struct fe_worker *w)
         /* Never ran (start failed): close the handles, let them finish. */
         if (!uv_is_closing((uv_handle_t *)&w->stop)) {
             uv_close((uv_handle_t *)&w->stop, fe__on_handle_closed);
+            uv_close((uv_handle_t *)&w->reload, fe__on_handle_closed);
         }
         fe__close_handles(w);
     }
@@ -1060,10 +1341,13 @@ static void fe__worker_fini(struct fe_worker *w)
     if (w->loop_ok) {
         uv_run(&w->loop, UV_RUN_DEFAULT);
     }
-    if (w->d) {
-        MHD_run(w->d); /* process resumes still pending (drain cut short) */
-        MHD_stop_daemon(w->d);
-        w->d = NULL;
+    for (struct fe__daemon *dm = w->daemons; dm; dm = dm->next) {
+        MHD_run(dm->d); /* process resumes still pending (drain cut short) */
+    }
+    while (w->daemons) {
+        struct fe__daemon *dm = w->daemons;
+        w->daemons = dm->next;
+        fe__daemon_free(dm);
     }
     if (w->route) {
         fe_route_destroy(w->route);
@@ -1080,13 +1364,40 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
 {
     struct fe_http *h;
     unsigned n = cfg->threads ? cfg->threads : 1;
+    int http = cfg->listen && *cfg->listen;
+    int https = cfg->https_listen && *cfg->https_listen;
     int rc = 0;
 
     *out = NULL;
+    if (!http && !https) {
+        rt_log(RT_LOG_ERROR, "neither --listen nor --https-listen is set");
+        return RT_ECONFIG;
+    }
+    if (https &&
+        (!cfg->tls || MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)) {
+        rt_log(RT_LOG_ERROR, "%s",
+               cfg->tls ? "--https-listen: this libmicrohttpd was built "
+                          "without TLS support"
+                        : "--https-listen needs --tls-cert and --tls-key");
+        return RT_ECONFIG;
+    }
     h = rt_xcalloc(1, sizeof(*h));
     h->cfg = cfg;
-    h->listen_fd = fe__listen(h, cfg->listen);
-    if (h->listen_fd < 0) {
+    h->listen_fd = -1;
+    h->tls_fd = -1;
+    pthread_mutex_init(&h->tls_lock, NULL);
+    if (https) {
+        h->tls = fe_tls_hold(cfg->tls);
+    }
+    if ((http && (h->listen_fd = fe__listen("listen", cfg->listen, &h->port,
+                                            &h->ipv6)) < 0) ||
+        (https && (h->tls_fd = fe__listen("https-listen", cfg->https_listen,
+                                          &h->tls_port, &h->tls_ipv6)) < 0)) {
+        if (h->listen_fd >= 0) {
+            close(h->listen_fd);
+        }
+        fe_tls_release(h->tls);
+        pthread_mutex_destroy(&h->tls_lock);
         free(h);
         return RT_ECONFIG;
     }
@@ -1121,6 +1432,33 @@ int fe_http_port(const struct fe_http *h)
     return h->port;
 }
 
+int fe_http_tls_port(const struct fe_http *h)
+{
+    return h->tls_port;
+}
+
+int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls)
+{
+    struct fe_tls *old;
+    int same;
+    if (h->tls_fd < 0 || atomic_load(&h->stop_sent)) {
+        fe_tls_release(tls);
+        return RT_ECONFIG;
+    }
+    pthread_mutex_lock(&h->tls_lock);
+    old = h->tls;
+    h->tls = tls;
+    pthread_mutex_unlock(&h->tls_lock);
+    same = fe__tls_same(old, tls);
+    fe_tls_release(old);
+    /* Even when unchanged: a worker whose libmicrohttpd refused the
+     * previous pair gets another chance. */
+    for (unsigned i = 0; i < h->n; i++) {
+        uv_async_send(&h->w[i].reload);
+    }
+    return same;
+}
+
 void fe_http_stop(struct fe_http *h)
 {
     if (atomic_exchange(&h->stop_sent, 1)) {
@@ -1150,6 +1488,11 @@ void fe_http_destroy(struct fe_http *h)
     if (h->listen_fd >= 0) {
         close(h->listen_fd);
     }
+    if (h->tls_fd >= 0) {
+        close(h->tls_fd);
+    }
+    fe_tls_release(h->tls);
+    pthread_mutex_destroy(&h->tls_lock);
     fe_guard_destroy(h->guard);
     free(h->w);
     free(h);

@@ -41,17 +41,22 @@
 
 #include "fe_guard.h"
 
-struct fe_accounts;
+struct fe_accounts_pub;
 struct fe_metrics;
+struct fe_tls;
 
 /* Settings the workers read (immutable after start). */
 struct fe_http_cfg
 {
-    const char *listen; /* "host:port" */
+    const char *listen;       /* "host:port"; NULL or "": no plain HTTP */
+    const char *https_listen; /* "host:port"; NULL or "": no HTTPS */
+    struct fe_tls *tls;       /* HTTPS certificate at start (borrowed) */
     const char *master; /* rt-master RPC "host:port" (one fe_route each) */
     unsigned threads;   /* workers */
     size_t max_body;
-    const struct fe_accounts *accounts;
+    /* The account table each request takes a reference to when it
+     * starts (the main thread may publish a new one at any time). */
+    struct fe_accounts_pub *accounts;
     /* Hostile-client bounds and caps (fe_guard.h): connections in total
      * and per address (refused at accept), the reserve shed for new
      * clients, header/body/idle deadlines (over one: 408 when a request
@@ -79,14 +84,29 @@ struct fe_http_cfg
 #endif
 
 struct fe_http;
-/* Binds cfg->listen (one socket, shared by every worker), then starts
- * cfg->threads workers, each with its own libuv loop, fe_route (connecting
- * to cfg->master) and libmicrohttpd daemon in external epoll mode. @cfg is
- * borrowed for the server's life. Returns 0, RT_ECONFIG (cannot listen,
- * message logged) or RT_EINVAL (bad --master address); on error nothing
- * is left running and *out is NULL. */
+/* Binds cfg->listen and cfg->https_listen (one socket each, shared by
+ * every worker), then starts cfg->threads workers, each with its own
+ * libuv loop, fe_route (connecting to cfg->master) and one libmicrohttpd
+ * daemon per listener in external epoll mode (the HTTPS one does TLS 1.2+
+ * with cfg->tls). Both listeners behave the same; a request knows which
+ * one it came on (fe_req.tls). @cfg is borrowed for the server's life.
+ * Returns 0, RT_ECONFIG (no listener, cannot listen, HTTPS without a
+ * certificate or without TLS in libmicrohttpd: message logged) or
+ * RT_EINVAL (bad --master address); on error nothing is left running and
+ * *out is NULL. */
 int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out);
+/* The bound ports (0: that listener is off). */
 int fe_http_port(const struct fe_http *h);
+int fe_http_tls_port(const struct fe_http *h);
+/* [the thread that started it] Puts certificate @tls (taken) in service
+ * for new HTTPS connections, without dropping any: each worker starts a
+ * new daemon with it on the same listen socket and retires the old one,
+ * which serves the connections it has until they end. A worker whose
+ * libmicrohttpd refuses @tls logs it and keeps the old certificate.
+ * Returns 0, 1 when @tls holds the same certificate and key as before
+ * (workers already serving it change nothing), or RT_ECONFIG when HTTPS
+ * is off or the server is stopping. */
+int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls);
 /* [any thread] Asks every worker to stop: it stops accepting, cancels the
  * jobs in flight (503 ServerBusy), answers new requests 503, flushes
  * (bounded by FE_HTTP_DRAIN_MS) and ends its loop. Idempotent. */

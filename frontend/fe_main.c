@@ -1,8 +1,13 @@
 /* rt-frontend: flags, accounts, signals and the port file. The work
  * happens in fe_http's worker threads (each a libuv loop with its own
  * libmicrohttpd daemon and fe_route); this thread's loop only waits for
- * SIGINT/SIGTERM. The logic lives in the `fe` library; this file only
- * wires it. */
+ * signals: SIGINT/SIGTERM stop, SIGHUP reloads the accounts file and
+ * the HTTPS certificate and key. A reload reads and checks each whole
+ * file first and puts the new accounts / certificate in service only if
+ * it is valid; otherwise what is in service stays and the log says why
+ * (file, line or mode; never a key). The two are independent: a bad
+ * certificate does not hold back a good accounts file. The logic lives
+ * in the `fe` library; this file only wires it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include "fe_cors.h"
 #include "fe_http.h"
 #include "fe_metrics.h"
+#include "fe_tls.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -25,8 +31,14 @@ struct fe_main
     uv_loop_t loop;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_signal_t sighup;
     struct fe_http *http;
     struct fe_metrics *metrics;
+    struct fe_accounts_pub accounts;
+    int dev_account;
+    const char *accounts_file; /* NULL: none */
+    const char *tls_cert;      /* NULL: no HTTPS */
+    const char *tls_key;
     int stopping;
 };
 
@@ -41,6 +53,82 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     fe_http_stop(m->http);
     uv_close((uv_handle_t *)&m->sigint, NULL);
     uv_close((uv_handle_t *)&m->sigterm, NULL);
+    uv_close((uv_handle_t *)&m->sighup, NULL);
+}
+
+/* A whole new account table: the development account if enabled, then
+ * the file's. 0, or RT_ECONFIG with @errmsg set and @out empty. */
+static int fe__accounts_build(const struct fe_main *m,
+                              struct fe_accounts *out,
+                              char *errmsg)
+{
+    fe_accounts_init(out);
+    if (m->dev_account &&
+        fe_accounts_add(out, FE_DEV_ACCOUNT, FE_DEV_KEY, NULL) != 0) {
+        rt_errmsg_printf(errmsg, "cannot add the dev account");
+        return RT_ECONFIG;
+    }
+    if (m->accounts_file &&
+        fe_accounts_load(out, m->accounts_file, errmsg) != 0) {
+        fe_accounts_free(out);
+        return RT_ECONFIG;
+    }
+    if (out->n == 0) {
+        rt_errmsg_printf(errmsg,
+                         "no accounts (use --dev-account or --accounts)");
+        return RT_ECONFIG;
+    }
+    return 0;
+}
+
+/* SIGHUP, certificate half: a valid new pair replaces the old one for
+ * new connections (fe_http_reload_tls); a bad one is logged and ignored. */
+static void fe__reload_tls(struct fe_main *m)
+{
+    struct fe_tls *tls;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    char what[300];
+    if (!m->tls_cert) {
+        return;
+    }
+    if (fe_tls_load(m->tls_cert, m->tls_key, &tls, errmsg) != 0) {
+        rt_log(RT_LOG_ERROR, "SIGHUP: %s; the certificate in service stays",
+               errmsg);
+        return;
+    }
+    snprintf(what, sizeof(what), "%s serial %s (until %s)", tls->subject,
+             tls->serial, tls->not_after);
+    if (fe_http_reload_tls(m->http, tls) == 0) {
+        rt_log(RT_LOG_INFO, "SIGHUP: HTTPS certificate %s for new connections",
+               what);
+    } else {
+        rt_log(RT_LOG_DEBUG, "SIGHUP: HTTPS certificate %s unchanged", what);
+    }
+}
+
+static void fe__on_sighup(uv_signal_t *s, int signum)
+{
+    struct fe_main *m = s->data;
+    struct fe_accounts a;
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    size_t n;
+    (void)signum;
+    if (m->stopping) {
+        return;
+    }
+    fe__reload_tls(m);
+    if (!m->accounts_file) {
+        return;
+    }
+    if (fe__accounts_build(m, &a, errmsg) != 0) {
+        rt_log(RT_LOG_ERROR, "SIGHUP: %s; the accounts in service stay",
+               errmsg);
+        return;
+    }
+    n = a.n;
+    fe_accounts_publish(&m->accounts, &a);
+    rt_log(RT_LOG_INFO, "SIGHUP: %zu account(s) from %s in service", n,
+           m->accounts_file);
 }
 
 /* Each client connection is a descriptor: the soft open-file limit goes
@@ -78,6 +166,8 @@ static void fe__raise_nofile(long *max_conns)
 int main(int argc, char **argv)
 {
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
+    char *https_listen = NULL, *tls_cert = NULL, *tls_key = NULL;
+    struct fe_tls *tls = NULL;
     char *port_file = NULL, *log_level = NULL, *http = NULL;
     long threads = 0, max_body = 0;
     long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
@@ -85,7 +175,16 @@ int main(int argc, char **argv)
     int dev_account = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
-         "HTTP address for the Table REST API (port 0 = ephemeral)"},
+         "HTTP address for the Table REST API (port 0 = ephemeral; "
+         "\"\" = no plain HTTP)"},
+        {"https-listen", RT_OPT_STR, &https_listen, NULL,
+         "HTTPS address for the same API (TLS 1.2+; needs --tls-cert and "
+         "--tls-key; port 0 = ephemeral)"},
+        {"tls-cert", RT_OPT_STR, &tls_cert, NULL,
+         "PEM certificate chain for --https-listen, server certificate "
+         "first (re-read on SIGHUP)"},
+        {"tls-key", RT_OPT_STR, &tls_key, NULL,
+         "PEM private key of --tls-cert, mode 600 (re-read on SIGHUP)"},
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
          "rt-master RPC address, or the comma-separated addresses of "
          "several masters (the front end follows their leader)"},
@@ -101,8 +200,8 @@ int main(int argc, char **argv)
          "format, GET /health), never the Table API port; empty = none, "
          "port 0 = ephemeral"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
-         "write 'http=PORT' (and 'metrics=PORT' with --http) here once "
-         "listening"},
+         "write 'http=PORT' and/or 'https=PORT' (and 'metrics=PORT' with "
+         "--http) here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
@@ -134,6 +233,7 @@ int main(int argc, char **argv)
     struct fe_http_cfg cfg;
     struct fe_main m;
     char errmsg[RT_ERRMSG_SIZE] = "";
+    size_t naccounts;
     int rc, exit_code = 0, metrics_port = 0;
 
     rt_config_parse("rt-frontend",
@@ -160,32 +260,48 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     fe__raise_nofile(&max_conns);
 
-    fe_accounts_init(&accounts);
-    if (dev_account &&
-        fe_accounts_add(&accounts, FE_DEV_ACCOUNT, FE_DEV_KEY, NULL) != 0) {
-        fprintf(stderr, "rt-frontend: cannot add the dev account\n");
-        return 2;
-    }
-    if (accounts_file && *accounts_file &&
-        fe_accounts_load(&accounts, accounts_file, errmsg) != 0) {
-        fprintf(stderr, "rt-frontend: %s\n", errmsg);
-        return 2;
-    }
-    if (accounts.n == 0) {
-        fprintf(stderr,
-                "rt-frontend: no accounts (use --dev-account or "
-                "--accounts)\n");
-        return 2;
-    }
-
     memset(&m, 0, sizeof(m));
+    m.dev_account = dev_account;
+    m.accounts_file = accounts_file && *accounts_file ? accounts_file : NULL;
+    if (fe__accounts_build(&m, &accounts, errmsg) != 0) {
+        fprintf(stderr, "rt-frontend: %s\n", errmsg);
+        rt_config_free(opts);
+        return 2;
+    }
+    naccounts = accounts.n;
+    if (https_listen && *https_listen) {
+        if (!tls_cert || !*tls_cert || !tls_key || !*tls_key) {
+            fprintf(stderr,
+                    "rt-frontend: --https-listen needs --tls-cert "
+                    "and --tls-key\n");
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return 2;
+        }
+        if (fe_tls_load(tls_cert, tls_key, &tls, errmsg) != 0) {
+            fprintf(stderr, "rt-frontend: %s\n", errmsg);
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return 2;
+        }
+        m.tls_cert = tls_cert;
+        m.tls_key = tls_key;
+    } else if ((tls_cert && *tls_cert) || (tls_key && *tls_key)) {
+        rt_log(RT_LOG_WARN,
+               "--tls-cert/--tls-key without --https-listen: no HTTPS");
+    }
+    fe_accounts_pub_init(&m.accounts);
+    fe_accounts_publish(&m.accounts, &accounts);
+
     uv_loop_init(&m.loop);
     memset(&cfg, 0, sizeof(cfg));
     cfg.listen = listen;
+    cfg.https_listen = tls ? https_listen : NULL;
+    cfg.tls = tls;
     cfg.master = master;
     cfg.threads = (unsigned)threads;
     cfg.max_body = (size_t)max_body;
-    cfg.accounts = &accounts;
+    cfg.accounts = &m.accounts;
     cfg.guard.max_conns = (unsigned)max_conns;
     cfg.guard.max_conns_per_ip = (unsigned)max_conns_ip;
     cfg.guard.reserve = (unsigned)reserve;
@@ -197,31 +313,51 @@ int main(int argc, char **argv)
     cfg.guard.body_timeout_ms = (uint64_t)body_ms;
     cfg.guard.body_min_rate = (uint64_t)body_rate;
     cfg.guard.idle_timeout_ms = (uint64_t)idle_ms;
-    m.metrics = fe_metrics_create(&accounts, cfg.threads);
+    {
+        /* The account label set is the accounts at start (metrics copies
+         * the names); accounts a SIGHUP adds count as "_other". */
+        const struct fe_accounts *a0 = fe_accounts_acquire(&m.accounts);
+        m.metrics = fe_metrics_create(a0, cfg.threads);
+        fe_accounts_release(a0);
+    }
     cfg.metrics = m.metrics;
     if (*http && fe_metrics_listen(m.metrics, http, &metrics_port, errmsg)) {
         fprintf(stderr, "rt-frontend: %s\n", errmsg);
         fe_metrics_destroy(m.metrics);
         uv_loop_close(&m.loop);
-        fe_accounts_free(&accounts);
+        fe_tls_release(tls);
+        fe_accounts_pub_fini(&m.accounts);
         rt_config_free(opts);
         return 2;
     }
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
+        fe_tls_release(tls);
         if (rc == RT_EINVAL) {
             fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
         }
         fe_metrics_destroy(m.metrics);
         uv_loop_close(&m.loop);
-        fe_accounts_free(&accounts);
+        fe_accounts_pub_fini(&m.accounts);
         rt_config_free(opts);
         return rc == RT_EINVAL ? 2 : 1;
     }
     if (port_file && *port_file) {
-        const char *keys[] = {"http", "metrics"};
-        int ports[] = {fe_http_port(m.http), metrics_port};
-        rc = rt_write_port_file(port_file, keys, ports, *http ? 2 : 1);
+        const char *keys[3];
+        int ports[3], nports = 0;
+        if (fe_http_port(m.http)) {
+            keys[nports] = "http";
+            ports[nports++] = fe_http_port(m.http);
+        }
+        if (fe_http_tls_port(m.http)) {
+            keys[nports] = "https";
+            ports[nports++] = fe_http_tls_port(m.http);
+        }
+        if (*http) {
+            keys[nports] = "metrics";
+            ports[nports++] = metrics_port;
+        }
+        rc = rt_write_port_file(port_file, keys, ports, nports);
         if (rc != 0) {
             rt_log(RT_LOG_ERROR, "cannot write port file %s: %s", port_file,
                    strerror(-rc));
@@ -234,10 +370,26 @@ int main(int argc, char **argv)
     m.sigterm.data = &m;
     uv_signal_start(&m.sigint, fe__on_signal, SIGINT);
     uv_signal_start(&m.sigterm, fe__on_signal, SIGTERM);
-    rt_log(RT_LOG_INFO,
-           "listening on %s (port %d), master %s, %ld threads, "
-           "%zu account(s)",
-           listen, fe_http_port(m.http), master, threads, accounts.n);
+    uv_signal_init(&m.loop, &m.sighup);
+    m.sighup.data = &m;
+    uv_signal_start(&m.sighup, fe__on_sighup, SIGHUP);
+    if (fe_http_port(m.http)) {
+        rt_log(RT_LOG_INFO,
+               "listening on %s (port %d), master %s, %ld threads, "
+               "%zu account(s)",
+               listen, fe_http_port(m.http), master, threads, naccounts);
+    } else {
+        rt_log(RT_LOG_INFO,
+               "plain HTTP off, master %s, %ld threads, %zu account(s)", master,
+               threads, naccounts);
+    }
+    if (m.tls_cert) {
+        rt_log(RT_LOG_INFO,
+               "HTTPS on %s (port %d): certificate %s serial %s (until %s)",
+               https_listen, fe_http_tls_port(m.http), tls->subject,
+               tls->serial, tls->not_after);
+    }
+    fe_tls_release(tls); /* the server holds its own reference */
     if (exit_code != 0) {
         fe__on_signal(&m.sigterm, SIGTERM);
     }
@@ -251,7 +403,7 @@ int main(int argc, char **argv)
     if (uv_loop_close(&m.loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
-    fe_accounts_free(&accounts);
+    fe_accounts_pub_fini(&m.accounts);
     rt_config_free(opts);
     rt_log(RT_LOG_INFO, "stopped");
     return exit_code;

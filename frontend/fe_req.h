@@ -52,8 +52,11 @@ struct fe_req_hdr
 struct fe_req
 {
     /* Set by the transport. */
-    const struct fe_accounts *accounts; /* borrowed, for the server's life */
-    const struct sockaddr *peer;        /* client address, NULL = unknown */
+    /* One reference to the account table current when the request
+     * started (fe_accounts_acquire), released when the request ends. */
+    int tls; /* came over the HTTPS listener */
+    const struct fe_accounts *accounts;
+    const struct sockaddr *peer; /* client address, NULL = unknown */
 
     /* The request as received. */
     char reqid[FE_GUID_SIZE];

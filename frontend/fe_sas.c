@@ -661,7 +661,7 @@ int fe_sas_authenticate(struct fe_req *req, fe_sas_policy_fn policy)
     }
     ctx.now = fe_req_now(req);
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
-    ctx.https = 0; /* the front end speaks plain HTTP */
+    ctx.https = req->tls; /* spr=https needs our HTTPS listener */
     ctx.policy = policy;
     s = rt_xcalloc(1, sizeof(*s));
     rc = fe_sas_verify(&p, (enum fe_sas_kind)kind, &ctx, s, why);

@@ -67,6 +67,13 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_https          HTTPS next to HTTP (SDK over https://, URLs in
+#                       responses, SAS spr=https, TLS 1.2+ only, plain
+#                       HTTP on the TLS port); SIGHUP: certificate
+#                       rotation (open connections go on, a bad pair is
+#                       ignored), accounts file reload (add, remove,
+#                       key2 rotation with no failed request, bad or
+#                       world-readable file ignored); no secret logged
 #   test_hostile        the front end against hostile clients: 2,500 slow
 #                       connections (a normal SDK client still served, the
 #                       oldest shed for the reserve, all closed by the
@@ -110,6 +117,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_https
   test_hostile
   test_multihost
   test_metrics

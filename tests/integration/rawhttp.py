@@ -170,8 +170,9 @@ class Client:
     Paths are raw request targets starting with /devstoreaccount1."""
 
     def __init__(self, port, account=None, key=None, host="127.0.0.1",
-                 timeout=30):
+                 timeout=30, ssl_context=None):
         self.port = port
+        self.ssl_context = ssl_context  # set: HTTPS with this context
         self.host = host
         self.account = account or DEV_ACCOUNT
         self.key = key or DEV_KEY
@@ -180,7 +181,8 @@ class Client:
 
     @property
     def root(self):
-        return "http://%s:%d/%s" % (self.host, self.port, self.account)
+        return "%s://%s:%d/%s" % ("https" if self.ssl_context else "http",
+                                  self.host, self.port, self.account)
 
     def close(self):
         if self.conn is not None:
@@ -238,8 +240,13 @@ class Client:
         for attempt in (0, 1):
             if self.conn is None or fresh:
                 self.close()
-                self.conn = http.client.HTTPConnection(self.host, self.port,
-                                                       timeout=self.timeout)
+                if self.ssl_context is not None:
+                    self.conn = http.client.HTTPSConnection(
+                        self.host, self.port, timeout=self.timeout,
+                        context=self.ssl_context)
+                else:
+                    self.conn = http.client.HTTPConnection(
+                        self.host, self.port, timeout=self.timeout)
             try:
                 self.conn.request(verb, target, body=body, headers=h)
                 r = self.conn.getresponse()

@@ -418,6 +418,13 @@ class Cluster:
         return self.frontend.ports["http"]
 
     @property
+    def fe_https_port(self):
+        """The front end's HTTPS port: given extra_args={"frontend":
+        ["--https-listen", "127.0.0.1:0", "--tls-cert", C, "--tls-key",
+        K]}, its port file names it ("https=PORT"); else None."""
+        return self.frontend.ports.get("https")
+
+    @property
     def table_endpoint(self):
         return "http://127.0.0.1:%d/%s" % (self.fe_port, self.account)
 

@@ -783,6 +783,7 @@ def acct_cluster(tmp_path_factory):
     with open(path, "w") as f:
         f.write("# name key1 [key2]\n\nacctone %s %s\n  accttwo %s  \n"
                 % (KEY_A1, KEY_A2, KEY_B))
+    os.chmod(path, 0o600)  # the front end refuses a file others can read
     c = Cluster(wd, n_ps=1, replication_factor=1)  # one server: one copy
     base_args = c.frontend.args
     c.frontend.args = lambda: base_args() + ["--accounts", path,

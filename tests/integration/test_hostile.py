@@ -41,6 +41,7 @@ def hc(tmp_path_factory):
     path = os.path.join(str(wd), "accounts.txt")
     with open(path, "w") as f:
         f.write("acctb %s\n" % KEY_B)
+    os.chmod(path, 0o600)  # the front end refuses a file others can read
     c = Cluster(wd, n_ps=1, replication_factor=1, extra_args={"frontend": [
         "--accounts", path,
         "--header-timeout-ms", str(HEADER_MS),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -349,6 +350,77 @@ static void test_accounts_file(void **state)
     unlink(path);
 }
 
+/* The file holds keys: group/other access is refused (the message says
+ * the mode, never a key); a bad line is named by its number only. */
+static void test_accounts_file_private(void **state)
+{
+    char path[] = "/tmp/test_fe_auth_XXXXXX";
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    struct fe_accounts a;
+    int fd = mkstemp(path);
+    FILE *f;
+    (void)state;
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fprintf(f, "acct1 %s\nacct2 %s x y\n", FE_DEV_KEY, OTHER_KEY);
+    fclose(f);
+    fe_accounts_init(&a);
+    assert_int_equal(fe_accounts_load(&a, path, errmsg), RT_ECONFIG);
+    assert_non_null(strstr(errmsg, ":2: expected"));
+    assert_null(strstr(errmsg, OTHER_KEY));
+    assert_null(strstr(errmsg, FE_DEV_KEY));
+    fe_accounts_free(&a);
+
+    f = fopen(path, "w");
+    fprintf(f, "acct1 %s\n", FE_DEV_KEY);
+    fclose(f);
+    assert_int_equal(chmod(path, 0644), 0);
+    fe_accounts_init(&a);
+    assert_int_equal(fe_accounts_load(&a, path, errmsg), RT_ECONFIG);
+    assert_non_null(strstr(errmsg, "mode 0644"));
+    assert_non_null(strstr(errmsg, "chmod 600"));
+    assert_int_equal(a.n, 0);
+    fe_accounts_free(&a);
+    assert_int_equal(chmod(path, 0620), 0); /* group may write: refused */
+    assert_int_equal(fe_accounts_load(&a, path, errmsg), RT_ECONFIG);
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(fe_accounts_load(&a, path, errmsg), 0);
+    assert_int_equal(a.n, 1);
+    fe_accounts_free(&a);
+    unlink(path);
+}
+
+/* A reader keeps the table it acquired across a publish; new readers get
+ * the new one; the last release frees (ASan checks the rest). */
+static void test_accounts_publish(void **state)
+{
+    struct fe_accounts_pub pub;
+    struct fe_accounts a;
+    const struct fe_accounts *h1, *h2;
+    (void)state;
+    fe_accounts_pub_init(&pub);
+    assert_null(fe_accounts_acquire(&pub));
+    fe_accounts_init(&a);
+    assert_int_equal(fe_accounts_add(&a, "acct1", FE_DEV_KEY, NULL), 0);
+    fe_accounts_publish(&pub, &a);
+    assert_int_equal(a.n, 0); /* moved out */
+    h1 = fe_accounts_acquire(&pub);
+    assert_non_null(fe_accounts_find(h1, "acct1"));
+
+    assert_int_equal(fe_accounts_add(&a, "acct2", OTHER_KEY, NULL), 0);
+    fe_accounts_publish(&pub, &a);
+    h2 = fe_accounts_acquire(&pub);
+    assert_non_null(fe_accounts_find(h1, "acct1")); /* still the old one */
+    assert_null(fe_accounts_find(h1, "acct2"));
+    assert_non_null(fe_accounts_find(h2, "acct2"));
+    assert_null(fe_accounts_find(h2, "acct1"));
+    fe_accounts_release(h1);
+    fe_accounts_pub_fini(&pub); /* h2 outlives the publisher */
+    assert_non_null(fe_accounts_find(h2, "acct2"));
+    fe_accounts_release(h2);
+    fe_accounts_release(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_host_style, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secondary, setup, teardown),
         cmocka_unit_test(test_accounts_file),
+        cmocka_unit_test(test_accounts_file_private),
+        cmocka_unit_test(test_accounts_publish),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
