@@ -235,6 +235,28 @@ struct rt_rpc_gate
 void rt_rpc_gate_set(const struct rt_rpc_gate *g);
 void rt_rpc_gate_release(void);
 
+/* Mutual TLS on every connection (rt_tls.h). Call once, before creating any
+ * server or client, from main(); each server and client keeps the setting
+ * in force when it is created. @tls is borrowed and must outlive every RPC
+ * object using it; NULL (the default) = plain TCP, exactly as without TLS.
+ * With TLS, a connection becomes up only after a TLS 1.3 handshake in which
+ * both sides presented a certificate of the cluster CA whose CN is
+ * ROLE:NAME: a server closes one that fails (or does not finish within
+ * 5 s) before reading any request, counts it and warns (at most once a
+ * second); a client counts the handshake as part of its connect (bounded
+ * by the connect timeout; what waited fails as for a failed connect) and
+ * retries with backoff. Thread: the contexts are shared read-only by every
+ * loop thread. */
+struct rt_tls;
+void rt_rpc_set_tls(struct rt_tls *tls);
+/* Connections refused by TLS (failed or unfinished handshakes) since start,
+ * over all threads. */
+uint64_t rt_rpc_tls_refused(void);
+/* The verified peer certificate's CN, "ROLE:NAME" (rt_tls.h), or "" on a
+ * plain connection or while down. Valid while the conn is. Authorization
+ * decisions use this, never the address. */
+const char *rt_rpc_conn_peer_name(const struct rt_rpc_conn *conn);
+
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */
 void rt_rpc_conn_ref(struct rt_rpc_conn *conn);
