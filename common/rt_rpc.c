@@ -282,6 +282,7 @@ struct rt_rpc_conn
     void *data;
     char peer[64];
     char peer_name[RT_TLS_NAME_MAX]; /* verified certificate CN, or "" */
+    unsigned peer_role;              /* its RT_RPC_ROLE_* bit, or 0 */
     uint64_t next_id;
 
     /* Pending calls: hash by id and min-heap by deadline. */
@@ -989,6 +990,7 @@ static void conn_drop(struct rt_rpc_conn *conn, int status)
     }
     conn->peer[0] = '\0';
     conn->peer_name[0] = '\0';
+    conn->peer_role = 0;
     /* Keep @conn alive across the user callback. */
     conn->refs++;
     if (was_up && conn->on_conn) {
@@ -1180,28 +1182,83 @@ void rt_rpc_set_tls(struct rt_tls *tls)
     g_tls = tls;
 }
 
+int rt_rpc_tls_flags(const char *prog,
+                     const char *dir,
+                     int insecure,
+                     struct rt_tls **out)
+{
+    char err[512];
+    int has_dir = dir != NULL && dir[0] != '\0';
+    *out = NULL;
+    if (has_dir && insecure) {
+        fprintf(stderr,
+                "%s: --cluster-tls and --insecure-rpc exclude each other\n",
+                prog);
+        return -1;
+    }
+    if (!has_dir && !insecure) {
+        fprintf(stderr,
+                "%s: --cluster-tls DIR is required (this node's ca.crt, "
+                "node.crt, node.key: rtctl cluster init); --insecure-rpc "
+                "runs the cluster RPC unauthenticated instead\n",
+                prog);
+        return -1;
+    }
+    if (!has_dir) {
+        rt_log(RT_LOG_WARN,
+               "cluster RPC is unauthenticated and unencrypted "
+               "(--insecure-rpc): anyone who reaches an RPC port can read "
+               "and change all data; use --cluster-tls off a trusted "
+               "loopback");
+        return 0;
+    }
+    struct rt_tls *t = NULL;
+    if (rt_tls_load(dir, &t, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s: --cluster-tls %s: %s\n", prog, dir, err);
+        return -1;
+    }
+    rt_rpc_set_tls(t);
+    rt_log(RT_LOG_INFO, "cluster RPC: mutual TLS as %s (credentials %s)",
+           rt_tls_self_name(t), dir);
+    *out = t;
+    return 0;
+}
+
 uint64_t rt_rpc_tls_refused(void)
 {
     return __atomic_load_n(&g_tls_refused, __ATOMIC_RELAXED);
 }
 
-/* Counts a connection refused by TLS and warns about it, at most once a
- * second per process (a scanner or a misconfigured node must not flood
- * the log), saying how many went unlogged meanwhile. @why is OpenSSL's
- * reason text, never key material. */
+/* 1 when a warning may be logged now (at most once a second per @last_ms;
+ * a scanner or a misconfigured node must not flood the log), with
+ * *@quiet_out the number suppressed since the last one; 0 after counting
+ * this one as suppressed. Thread-safe. */
+static int warn_ratelimit(uint64_t *last_ms,
+                          uint64_t *quiet,
+                          uint64_t *quiet_out)
+{
+    uint64_t now = rt_time_mono_ms() + 1; /* never 0, the "never" mark */
+    uint64_t last = __atomic_load_n(last_ms, __ATOMIC_RELAXED);
+    if ((last != 0 && now - last < 1000) ||
+        !__atomic_compare_exchange_n(last_ms, &last, now, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(quiet, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    *quiet_out = __atomic_exchange_n(quiet, 0, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Counts a connection refused by TLS and warns about it (rate-limited),
+ * saying how many went unlogged meanwhile. @why is OpenSSL's reason text,
+ * never key material. */
 static void tls_refused(const char *dir, const char *peer, const char *why)
 {
     uint64_t total = __atomic_add_fetch(&g_tls_refused, 1, __ATOMIC_RELAXED);
-    uint64_t now = rt_time_mono_ms() + 1; /* never 0, the "never" mark */
-    uint64_t last = __atomic_load_n(&g_tls_warn_ms, __ATOMIC_RELAXED);
-    if ((last != 0 && now - last < 1000) ||
-        !__atomic_compare_exchange_n(&g_tls_warn_ms, &last, now, 0,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-        __atomic_add_fetch(&g_tls_warn_quiet, 1, __ATOMIC_RELAXED);
+    uint64_t quiet;
+    if (!warn_ratelimit(&g_tls_warn_ms, &g_tls_warn_quiet, &quiet)) {
         return;
     }
-    uint64_t quiet =
-        __atomic_exchange_n(&g_tls_warn_quiet, 0, __ATOMIC_RELAXED);
     rt_log(RT_LOG_WARN,
            "rpc: TLS: refused connection %s %s: %s (%llu refused since "
            "start, %llu not logged since the last such line)",
@@ -1282,6 +1339,10 @@ static int tls_handshake_step(struct rt_rpc_sock *sock)
         }
         sock->hs_done = 1;
         snprintf(conn->peer_name, sizeof(conn->peer_name), "%s", name);
+        conn->peer_role = !strcmp(role, "master") ? RT_RPC_ROLE_MASTER
+                          : !strcmp(role, "ps")   ? RT_RPC_ROLE_PS
+                          : !strcmp(role, "fe")   ? RT_RPC_ROLE_FE
+                                                  : RT_RPC_ROLE_ADMIN;
         if (conn->hsock == sock) {
             conn->hsock = NULL;
             uv_timer_stop(&conn->tmo);
@@ -1436,6 +1497,47 @@ static void tls_handshake_read(struct rt_rpc_sock *sock, ssize_t nread)
 const char *rt_rpc_conn_peer_name(const struct rt_rpc_conn *conn)
 {
     return conn->peer_name;
+}
+
+unsigned rt_rpc_conn_role(const struct rt_rpc_conn *conn)
+{
+    return conn->peer_role;
+}
+
+static uint64_t g_authz_refused;    /* atomic */
+static uint64_t g_authz_warn_ms;    /* atomic */
+static uint64_t g_authz_warn_quiet; /* atomic */
+
+uint64_t rt_rpc_refused_calls(void)
+{
+    return __atomic_load_n(&g_authz_refused, __ATOMIC_RELAXED);
+}
+
+int rt_rpc_authorize(struct rt_rpc_conn *conn,
+                     uint32_t method,
+                     uint64_t id,
+                     unsigned allowed)
+{
+    unsigned role = conn->peer_role;
+    if (conn->peer_name[0] == '\0' || (role & (allowed | RT_RPC_ROLE_ADMIN))) {
+        return 0;
+    }
+    const ProtobufCEnumValue *mv = protobuf_c_enum_descriptor_get_value(
+        &rt__method__descriptor, (int)method);
+    char why[160];
+    uint64_t quiet;
+    snprintf(why, sizeof(why), "%s may not call %s", conn->peer_name,
+             mv ? mv->name : "this method");
+    uint64_t total = __atomic_add_fetch(&g_authz_refused, 1, __ATOMIC_RELAXED);
+    if (warn_ratelimit(&g_authz_warn_ms, &g_authz_warn_quiet, &quiet)) {
+        rt_log(RT_LOG_WARN,
+               "rpc: refused a request from %s: %s (%llu refused since "
+               "start, %llu not logged since the last such line)",
+               conn->peer, why, (unsigned long long)total,
+               (unsigned long long)quiet);
+    }
+    rt_rpc_reply_err(conn, id, method, RT_EPERM, why);
+    return RT_EPERM;
 }
 
 /* ------------------------------------------------------------------ */

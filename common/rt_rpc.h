@@ -249,6 +249,18 @@ void rt_rpc_gate_release(void);
  * loop thread. */
 struct rt_tls;
 void rt_rpc_set_tls(struct rt_tls *tls);
+/* A daemon's --cluster-tls DIR / --insecure-rpc flags (the same on every
+ * binary), after logging is set up and before any server or client: with
+ * @dir non-empty, loads it (rt_tls_load), sets it (rt_rpc_set_tls) and
+ * returns it in *out (the caller frees it after the loop, with
+ * rt_tls_free; the master's other transports may share it); with
+ * @insecure, warns that the RPC is unauthenticated and leaves TLS off
+ * (*out NULL). Neither, both, or a bad directory: tells stderr why,
+ * prefixed with @prog, and returns -1 (the caller exits 2). */
+int rt_rpc_tls_flags(const char *prog,
+                     const char *dir,
+                     int insecure,
+                     struct rt_tls **out);
 /* Connections refused by TLS (failed or unfinished handshakes) since start,
  * over all threads. */
 uint64_t rt_rpc_tls_refused(void);
@@ -256,6 +268,30 @@ uint64_t rt_rpc_tls_refused(void);
  * plain connection or while down. Valid while the conn is. Authorization
  * decisions use this, never the address. */
 const char *rt_rpc_conn_peer_name(const struct rt_rpc_conn *conn);
+
+/* Authorization by role. A daemon's request dispatch keeps one table: for
+ * each method it serves, the roles (RT_RPC_ROLE_* bits) whose certificates
+ * may call it, and asks rt_rpc_authorize before running a request. */
+#define RT_RPC_ROLE_MASTER 0x1u
+#define RT_RPC_ROLE_PS 0x2u
+#define RT_RPC_ROLE_FE 0x4u
+#define RT_RPC_ROLE_ADMIN 0x8u
+/* The RT_RPC_ROLE_* bit of @conn's verified peer; 0 on a plain connection
+ * (no TLS) or while down. */
+unsigned rt_rpc_conn_role(const struct rt_rpc_conn *conn);
+/* 0 when request @method (id @id) on @conn may run: a plain connection
+ * (TLS off: --insecure-rpc allows everything, as before), an admin
+ * certificate, or a peer whose role is in @allowed. Otherwise answers the
+ * request RT_EPERM (naming method and role; a one-way request gets no
+ * answer), warns (at most once a second per process, with how many were
+ * refused meanwhile; rt_rpc_refused_calls counts them all) and returns
+ * RT_EPERM: the caller drops the request. */
+int rt_rpc_authorize(struct rt_rpc_conn *conn,
+                     uint32_t method,
+                     uint64_t id,
+                     unsigned allowed);
+/* Requests refused by rt_rpc_authorize since start (all threads). */
+uint64_t rt_rpc_refused_calls(void);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

@@ -17,6 +17,8 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_rpc.h"
+#include "rt_tls.h"
 
 struct fe_main
 {
@@ -46,6 +48,9 @@ int main(int argc, char **argv)
     char *port_file = NULL, *log_level = NULL;
     long threads = 0, max_body = 0;
     int dev_account = 0;
+    char *cluster_tls = NULL;
+    int insecure_rpc = 0;
+    struct rt_tls *tls = NULL;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
          "HTTP address for the Table REST API (port 0 = ephemeral)"},
@@ -64,6 +69,13 @@ int main(int argc, char **argv)
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
+        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
+         "directory with this node's cluster credentials (ca.crt, "
+         "node.crt, node.key; rtctl cluster init): every RPC connection is "
+         "mutual TLS"},
+        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
+         "run the cluster RPC without --cluster-tls: unauthenticated and "
+         "unencrypted (a trusted loopback only)"},
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;
@@ -82,6 +94,10 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "rt-frontend: --threads must be 1..256 and "
                 "--max-body at least 1024\n");
+        return 2;
+    }
+    /* Before the worker threads: they share the contexts read-only. */
+    if (rt_rpc_tls_flags("rt-frontend", cluster_tls, insecure_rpc, &tls) != 0) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -155,6 +171,8 @@ int main(int argc, char **argv)
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
     fe_accounts_free(&accounts);
+    rt_rpc_set_tls(NULL);
+    rt_tls_free(tls);
     rt_config_free(opts);
     rt_log(RT_LOG_INFO, "stopped");
     return exit_code;
