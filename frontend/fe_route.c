@@ -1438,6 +1438,14 @@ static void fe__on_master_request(struct rt_rpc_conn *conn,
                                   void *ud)
 {
     struct fe_route *r = ud;
+    /* The front end serves no one: only its master may push the map (or
+     * ping); an admin certificate may too (rt_rpc_authorize). */
+    unsigned roles = method == RT__METHOD__MAP_UPDATE ? RT_RPC_ROLE_MASTER
+                     : method == RT__METHOD__PING     ? RT_RPC_ROLE_MASTER
+                                                      : 0;
+    if (rt_rpc_authorize(conn, method, id, roles) != 0) {
+        return;
+    }
     if (method == RT__METHOD__MAP_UPDATE) {
         Rt__Map *pb = rt__map__unpack(NULL, len, body);
         if (!pb) {

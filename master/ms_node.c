@@ -5,10 +5,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +374,9 @@ static void ms__node_on_request(struct rt_rpc_conn *conn,
     struct ms_node *n = ud;
     Rt__NotLeader hint;
 
+    if (ms_rpc_authorize(conn, method, id) != 0) {
+        return;
+    }
     if (method == RT__METHOD__MASTER_HELLO) {
         ms__node_on_hello(n, conn, id, body, len);
         return;

@@ -670,31 +670,73 @@ static void ms__h_set_props(const struct ms__req *q, void *arg)
 
 /* ---- dispatch ---- */
 
+/* MASTER_HELLO is served by ms_node before this table is consulted; a
+ * master without a Raft node (tests) has no followers to hear from. */
+static void ms__h_not_here(const struct ms__req *q, void *arg)
+{
+    (void)arg;
+    ms__fail(q, RT_ENOTIMPL, "method not served by this master");
+}
+
+#define MS__PS RT_RPC_ROLE_PS
+#define MS__FE RT_RPC_ROLE_FE
+#define MS__MASTER RT_RPC_ROLE_MASTER
+#define MS__ANY (RT_RPC_ROLE_PS | RT_RPC_ROLE_FE | RT_RPC_ROLE_MASTER)
+
 /* Every method the master serves: its request type (NULL: the body is
- * ignored) and its handler. */
+ * ignored), its handler, and the roles whose certificates may call it
+ * (docs/SECURITY.md; an admin certificate may call anything): partition
+ * servers register, report and ask for ISR changes; front ends read the
+ * map and change tables, ACLs and service properties; masters greet the
+ * leader. A method absent here is refused to every role but admin. */
 static const struct ms__method
 {
     uint32_t method;
     const ProtobufCMessageDescriptor *req;
     ms__handler fn;
+    unsigned roles;
 } ms__methods[] = {
-    {RT__METHOD__PS_REGISTER, &rt__register_req__descriptor, ms__h_register},
-    {RT__METHOD__PS_HEARTBEAT, &rt__heartbeat_req__descriptor, ms__h_heartbeat},
-    {RT__METHOD__FE_HELLO, NULL, ms__h_hello},
-    {RT__METHOD__GET_MAP, NULL, ms__h_get_map},
-    {RT__METHOD__CREATE_TABLE, &rt__table_req__descriptor, ms__h_create},
-    {RT__METHOD__DELETE_TABLE, &rt__table_req__descriptor, ms__h_delete},
-    {RT__METHOD__LIST_TABLES, &rt__list_tables_req__descriptor, ms__h_list},
-    {RT__METHOD__GET_TABLE, &rt__table_req__descriptor, ms__h_get_table},
-    {RT__METHOD__GET_ACL, &rt__acl_req__descriptor, ms__h_get_acl},
-    {RT__METHOD__SET_ACL, &rt__acl_req__descriptor, ms__h_set_acl},
+    {RT__METHOD__PS_REGISTER, &rt__register_req__descriptor, ms__h_register,
+     MS__PS},
+    {RT__METHOD__PS_HEARTBEAT, &rt__heartbeat_req__descriptor, ms__h_heartbeat,
+     MS__PS},
+    {RT__METHOD__ISR_CHANGE, &rt__isr_change_req__descriptor, ms__h_isr_change,
+     MS__PS},
+    {RT__METHOD__FE_HELLO, NULL, ms__h_hello, MS__FE},
+    {RT__METHOD__GET_MAP, NULL, ms__h_get_map, MS__FE},
+    {RT__METHOD__CREATE_TABLE, &rt__table_req__descriptor, ms__h_create,
+     MS__FE},
+    {RT__METHOD__DELETE_TABLE, &rt__table_req__descriptor, ms__h_delete,
+     MS__FE},
+    {RT__METHOD__LIST_TABLES, &rt__list_tables_req__descriptor, ms__h_list,
+     MS__FE},
+    {RT__METHOD__GET_TABLE, &rt__table_req__descriptor, ms__h_get_table,
+     MS__FE},
+    {RT__METHOD__GET_ACL, &rt__acl_req__descriptor, ms__h_get_acl, MS__FE},
+    {RT__METHOD__SET_ACL, &rt__acl_req__descriptor, ms__h_set_acl, MS__FE},
     {RT__METHOD__GET_SERVICE_PROPS, &rt__service_props_req__descriptor,
-     ms__h_get_props},
+     ms__h_get_props, MS__FE},
     {RT__METHOD__SET_SERVICE_PROPS, &rt__service_props_req__descriptor,
-     ms__h_set_props},
-    {RT__METHOD__ISR_CHANGE, &rt__isr_change_req__descriptor, ms__h_isr_change},
-    {RT__METHOD__PING, NULL, ms__h_ping},
+     ms__h_set_props, MS__FE},
+    {RT__METHOD__MASTER_HELLO, NULL, ms__h_not_here, MS__MASTER},
+    {RT__METHOD__PING, NULL, ms__h_ping, MS__ANY},
 };
+
+static const struct ms__method *ms__method_find(uint32_t method)
+{
+    for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
+        if (ms__methods[i].method == method) {
+            return &ms__methods[i];
+        }
+    }
+    return NULL;
+}
+
+int ms_rpc_authorize(struct rt_rpc_conn *conn, uint32_t method, uint64_t id)
+{
+    const struct ms__method *m = ms__method_find(method);
+    return rt_rpc_authorize(conn, method, id, m ? m->roles : 0);
+}
 
 void ms_rpc_on_request(struct rt_rpc_conn *conn,
                        uint32_t method,
@@ -708,6 +750,9 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
     const struct ms__method *m = NULL;
     ProtobufCMessage *req = NULL;
 
+    if (ms_rpc_authorize(conn, method, id) != 0) {
+        return;
+    }
     rpc->cl->rpc_requests++;
     if (!q.peer) {
         q.peer = ms_cluster_peer_new(rpc->cl, conn);
@@ -716,12 +761,7 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
         ms__fail(&q, RT_EBUSY, "master is stopping");
         return;
     }
-    for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
-        if (ms__methods[i].method == method) {
-            m = &ms__methods[i];
-            break;
-        }
-    }
+    m = ms__method_find(method);
     if (!m) {
         rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
                method, rt_rpc_conn_peer(conn));

@@ -34,7 +34,7 @@
 /* ------------------------------------------------------------------ */
 
 static char g_dir[256];
-static struct rt_tls *g_master, *g_ps, *g_other;
+static struct rt_tls *g_master, *g_ps, *g_other, *g_admin;
 
 static struct
 {
@@ -94,6 +94,9 @@ static int setup_all(void **state)
     snprintf(d, sizeof(d), "%s/ps1", g_dir);
     if (rt_pki_issue(&ca, "ps:ps1", 1, d, err, sizeof(err)) != 0)
         return -1;
+    snprintf(d, sizeof(d), "%s/op", g_dir);
+    if (rt_pki_issue(&ca, "admin:op", 1, d, err, sizeof(err)) != 0)
+        return -1;
     snprintf(d, sizeof(d), "%s/x", g_dir);
     if (rt_pki_issue(&other, "master:m1", 1, d, err, sizeof(err)) != 0)
         return -1;
@@ -102,7 +105,8 @@ static int setup_all(void **state)
     g_master = load("m1");
     g_ps = load("ps1");
     g_other = load("x");
-    return g_master && g_ps && g_other ? 0 : -1;
+    g_admin = load("op");
+    return g_master && g_ps && g_other && g_admin ? 0 : -1;
 }
 
 static int teardown_all(void **state)
@@ -113,6 +117,7 @@ static int teardown_all(void **state)
     rt_tls_free(g_master);
     rt_tls_free(g_ps);
     rt_tls_free(g_other);
+    rt_tls_free(g_admin);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
     return system(cmd) == 0 ? 0 : -1;
 }
@@ -467,6 +472,89 @@ static void test_foreign_client_cert_refused(void **state)
     run_rogue("x");
 }
 
+/* ------------------------------------------------------------------ */
+/* Tests: authorization by role                                        */
+/* ------------------------------------------------------------------ */
+
+/* A server whose method table lets only masters call PING. */
+static void srv_masters_only(struct rt_rpc_conn *conn,
+                             uint32_t method,
+                             uint64_t id,
+                             const uint8_t *body,
+                             size_t len,
+                             void *ud)
+{
+    (void)ud;
+    if (rt_rpc_authorize(conn, method, id, RT_RPC_ROLE_MASTER) != 0) {
+        return;
+    }
+    F.requests++;
+    rt_rpc_reply(conn, id, method, 0, body, len);
+}
+
+static void authz_reply_cb(int status,
+                           const uint8_t *body,
+                           size_t len,
+                           void *arg)
+{
+    (void)arg;
+    F.calls_done++;
+    F.status = status;
+    if (status == RT_EPERM) {
+        Rt__Error *e = rt__error__unpack(NULL, len, body);
+        if (e == NULL ||
+            strstr(e->message, "ps:ps1 may not call PING") == NULL) {
+            F.bad++;
+        }
+        rt__error__free_unpacked(e, NULL);
+    }
+    fx_finish();
+}
+
+static void authz_cli_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    (void)ud;
+    if (up && F.cli_up++ == 0) {
+        rt_rpc_call(conn, RT__METHOD__PING, (const uint8_t *)"abc", 3, 2000,
+                    authz_reply_cb, NULL);
+    }
+}
+
+static void run_authz(struct rt_tls *client)
+{
+    fx_init();
+    rt_rpc_set_tls(g_master);
+    assert_int_equal(rt_rpc_server_start(&F.loop, "127.0.0.1", 0,
+                                         srv_masters_only, NULL, NULL, &F.srv),
+                     0);
+    F.port = rt_rpc_server_port(F.srv);
+    start_client(client, authz_cli_conn);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done, 1);
+    assert_int_equal(F.bad, 0);
+}
+
+/* A member whose role the method table does not name is answered
+ * RT_EPERM naming itself and the method; the handler never runs. */
+static void test_wrong_role_refused(void **state)
+{
+    (void)state;
+    uint64_t before = rt_rpc_refused_calls();
+    run_authz(g_ps);
+    assert_int_equal(F.status, RT_EPERM);
+    assert_int_equal(F.requests, 0);
+    assert_int_equal(rt_rpc_refused_calls() - before, 1);
+}
+
+/* An admin certificate may call anything. */
+static void test_admin_allowed(void **state)
+{
+    (void)state;
+    run_authz(g_admin);
+    assert_int_equal(F.status, 0);
+    assert_int_equal(F.requests, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +564,8 @@ int main(void)
         cmocka_unit_test(test_plain_frame_closed),
         cmocka_unit_test(test_no_cert_refused),
         cmocka_unit_test(test_foreign_client_cert_refused),
+        cmocka_unit_test(test_wrong_role_refused),
+        cmocka_unit_test(test_admin_allowed),
         cmocka_unit_test(test_slow_handshake_closed),
     };
     rt_log_init("test", RT_LOG_WARN);
