@@ -220,6 +220,45 @@ static bool ms__check_incarnation(const struct ms__req *q,
     return true;
 }
 
+/* Identity binding (docs/SECURITY.md): over TLS, a registration or a
+ * heartbeat must come from a partition server's certificate, and for an id
+ * already bound to a certificate name, from that one; else it is answered
+ * RT_EPERM, logged, and changes nothing (the id's address above all).
+ * Plain RPC (--insecure-rpc) binds nothing. */
+static bool ms__check_identity(const struct ms__req *q,
+                               uint64_t server_id,
+                               const char *what)
+{
+    struct rt_rpc_conn *conn = q->peer->conn;
+    const char *name = rt_rpc_conn_peer_name(conn);
+    const struct ms_server_rec *rec;
+    char msg[160];
+
+    if (!name[0]) {
+        return true;
+    }
+    if (rt_rpc_conn_role(conn) != RT_RPC_ROLE_PS) {
+        snprintf(msg, sizeof(msg),
+                 "%s: %s is not a partition server's certificate", what, name);
+        rt_log(RT_LOG_WARN, "%s from %s refused", msg, rt_rpc_conn_peer(conn));
+        ms__fail(q, RT_EPERM, msg);
+        return false;
+    }
+    rec = server_id ? ms_catalog_server_find(q->rpc->cl->cat, server_id) : NULL;
+    if (!rec || !rec->identity[0] || strcmp(rec->identity, name) == 0) {
+        return true;
+    }
+    snprintf(msg, sizeof(msg), "%s: server id %" PRIu64 " belongs to %s", what,
+             server_id, rec->identity);
+    rt_log(RT_LOG_WARN,
+           "%s from %s as %s refused: server id %" PRIu64
+           " belongs to certificate %s (an impostor, or a node given "
+           "another's data directory)",
+           what, rt_rpc_conn_peer(conn), name, server_id, rec->identity);
+    ms__fail(q, RT_EPERM, msg);
+    return false;
+}
+
 static void ms__h_register(const struct ms__req *q, void *arg)
 {
     const Rt__RegisterReq *req = arg;
@@ -241,6 +280,9 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     if (!rt_zone_valid(req->zone)) {
         ms__fail(q, RT_EINVAL,
                  "register: zone must be at most 64 of [A-Za-z0-9._-]");
+        return;
+    }
+    if (!ms__check_identity(q, req->server_id, "register")) {
         return;
     }
     if (!ms__check_incarnation(q, req)) {
@@ -265,10 +307,10 @@ static void ms__h_register(const struct ms__req *q, void *arg)
                    rc ? rt_strerror(rc) : "");
         }
     }
-    rc = ms_catalog_register_server(
+    rc = ms_catalog_register_server_as(
         q->rpc->cl->cat, req->server_id, req->addr, req->zone,
-        req->incarnation.len ? req->incarnation.data : NULL, &sid,
-        &addr_changed);
+        req->incarnation.len ? req->incarnation.data : NULL,
+        rt_rpc_conn_peer_name(q->peer->conn), &sid, &addr_changed);
     if (rc) {
         ms__fail(q, rc, NULL);
         return;
@@ -312,6 +354,9 @@ static void ms__h_heartbeat(const struct ms__req *q, void *arg)
     struct ms_server *s;
     bool came_up;
 
+    if (!ms__check_identity(q, req->server_id, "heartbeat")) {
+        return;
+    }
     s = req->server_id ? ms_cluster_server_find(q->rpc->cl, req->server_id)
                        : NULL;
     if (!s) {

@@ -67,6 +67,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_rpc_auth       the cluster RPC's mutual TLS: raw clients without
+#                       credentials or with another CA's certificate are
+#                       closed (DELETE_TABLE, entity read and write change
+#                       nothing); a wrong role gets RT_EPERM; a partition
+#                       server certificate cannot take a live server's id
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +91,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_rpc_auth
 )
 
 function(rt_integration_test t)
