@@ -336,7 +336,8 @@ struct rt_rpc_client
     struct sockaddr_storage addr;
     char addr_str[128];
     uint32_t backoff_ms;
-    struct rt_tls *tls; /* rt_rpc_set_tls at start; NULL = plain */
+    struct rt_tls *tls;    /* rt_rpc_set_tls at start; NULL = plain */
+    unsigned expect_roles; /* server roles accepted (0 = any member) */
     int closing;
 };
 
@@ -1337,12 +1338,22 @@ static int tls_handshake_step(struct rt_rpc_sock *sock)
                                  1);
             return -1;
         }
+        unsigned role_bit = !strcmp(role, "master") ? RT_RPC_ROLE_MASTER
+                            : !strcmp(role, "ps")   ? RT_RPC_ROLE_PS
+                            : !strcmp(role, "fe")   ? RT_RPC_ROLE_FE
+                                                    : RT_RPC_ROLE_ADMIN;
+        if (conn->hsock != sock && conn->cli->expect_roles != 0 &&
+            !(role_bit & conn->cli->expect_roles)) {
+            snprintf(why, sizeof(why),
+                     "server certificate %s has a role this client does "
+                     "not talk to",
+                     name);
+            tls_handshake_failed(sock, why, 1);
+            return -1;
+        }
         sock->hs_done = 1;
         snprintf(conn->peer_name, sizeof(conn->peer_name), "%s", name);
-        conn->peer_role = !strcmp(role, "master") ? RT_RPC_ROLE_MASTER
-                          : !strcmp(role, "ps")   ? RT_RPC_ROLE_PS
-                          : !strcmp(role, "fe")   ? RT_RPC_ROLE_FE
-                                                  : RT_RPC_ROLE_ADMIN;
+        conn->peer_role = role_bit;
         if (conn->hsock == sock) {
             conn->hsock = NULL;
             uv_timer_stop(&conn->tmo);
@@ -1811,6 +1822,11 @@ int rt_rpc_client_start(uv_loop_t *loop,
     client_start_connect(c);
     *out = c;
     return 0;
+}
+
+void rt_rpc_client_expect_roles(struct rt_rpc_client *c, unsigned roles)
+{
+    c->expect_roles = roles;
 }
 
 struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c)

@@ -151,6 +151,14 @@ int rt_rpc_client_start(uv_loop_t *loop,
 /* The client's connection object; stable for the client's life, whether or
  * not it is currently connected. */
 struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c);
+/* With TLS: the client's connections come up only to a server whose
+ * certificate role is one of @roles (RT_RPC_ROLE_* bits, below; 0 = any
+ * member of the cluster, the default); another is refused like a failed
+ * handshake (counted, warned), so a member of the wrong role that got
+ * hold of the address can neither answer nor call. Call it right after
+ * rt_rpc_client_start (the first handshake runs on a later tick). No
+ * effect without TLS. */
+void rt_rpc_client_expect_roles(struct rt_rpc_client *c, unsigned roles);
 /* Points the client at a new address (reconnects). */
 int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr);
 /* Closes the connection; pending calls get RT_ECANCELED; frees after the

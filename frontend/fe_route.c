@@ -463,6 +463,8 @@ static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
             free(p);
             return NULL;
         }
+        /* Entities are read from and written to partition servers only. */
+        rt_rpc_client_expect_roles(p->client, RT_RPC_ROLE_PS);
         /* A write that never left is sent again, one that did is not. */
         rt_rpc_conn_report_unsent(rt_rpc_client_conn(p->client), 1);
         p->addr = rt_xstrdup(srv->addr);

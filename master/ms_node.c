@@ -351,6 +351,8 @@ static void ms__node_say_hello(struct ms_node *n)
                                        &n->hello) != 0) {
             n->hello = NULL;
             return;
+        } else {
+            rt_rpc_client_expect_roles(n->hello, RT_RPC_ROLE_MASTER);
         }
     }
     snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));

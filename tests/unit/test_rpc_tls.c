@@ -308,6 +308,28 @@ static void test_member_refuses_foreign_server(void **state)
     assert_true(F.status == RT_ENOCONN || F.status == RT_ENOTSENT);
 }
 
+/* A client that talks to partition servers only does not come up to a
+ * master's certificate (an address taken over by another member): its
+ * call fails as on a dead connection and the server runs nothing. */
+static void test_client_expects_role(void **state)
+{
+    (void)state;
+    uint64_t before = rt_rpc_tls_refused();
+    fx_init();
+    start_server(g_master);
+    start_client(g_ps, named_cli_conn);
+    rt_rpc_client_expect_roles(F.cli, RT_RPC_ROLE_PS);
+    rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING,
+                (const uint8_t *)"abc", 3, 2000, other_reply_cb, NULL);
+    uv_timer_start(&F.aux, finish_cb, 500, 0);
+    fx_run_and_close();
+    assert_int_equal(F.cli_up, 0);
+    assert_int_equal(F.requests, 0);
+    assert_int_equal(F.calls_done, 1);
+    assert_true(F.status == RT_ENOCONN || F.status == RT_ENOTSENT);
+    assert_true(rt_rpc_tls_refused() - before >= 1);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: raw peers                                                    */
 /* ------------------------------------------------------------------ */
@@ -561,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_members_see_names),
         cmocka_unit_test(test_other_ca_refused),
         cmocka_unit_test(test_member_refuses_foreign_server),
+        cmocka_unit_test(test_client_expects_role),
         cmocka_unit_test(test_plain_frame_closed),
         cmocka_unit_test(test_no_cert_refused),
         cmocka_unit_test(test_foreign_client_cert_refused),
