@@ -94,7 +94,9 @@ rt_sec() {
 rt_cluster_start() {
     local nps=$1 dir=$2 i port mport hport
     shift 2
-    mkdir -p "$dir/run" "$dir/logs"
+    # The master opens DIR/master/events.jsonl before it makes its data
+    # directory.
+    mkdir -p "$dir/run" "$dir/logs" "$dir/master"
     if [[ "${RT_CLUSTER_TLS:-1}" != 0 && ! -f "$dir/tls/ca.key" ]]; then
         "$RT_BUILD_DIR/tools/rtctl" cluster init "$dir/tls" --masters master \
             --partition-servers "$(seq -s, -f 'ps%g' 1 "$nps")" \
