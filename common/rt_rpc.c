@@ -359,6 +359,9 @@ static int conn_connecting(const struct rt_rpc_conn *conn)
 /* The connect attempt failed or was abandoned: what waited for it fails. */
 static void conn_connect_failed(struct rt_rpc_conn *conn, int status)
 {
+    if (conn->sock == NULL) {
+        conn->peer[0] = '\0'; /* a TLS handshake had named it: down now */
+    }
     conn->wlen = 0;
     fail_all_pending(conn, status);
 }
