@@ -1527,6 +1527,21 @@ uint64_t rt_rpc_refused_calls(void)
     return __atomic_load_n(&g_authz_refused, __ATOMIC_RELAXED);
 }
 
+void rt_rpc_metrics(struct rt_buf *b)
+{
+    rt_buf_printf(b,
+                  "# HELP rt_rpc_tls_refused_total RPC connections closed "
+                  "before any request: TLS handshake failed or too slow.\n"
+                  "# TYPE rt_rpc_tls_refused_total counter\n"
+                  "rt_rpc_tls_refused_total %llu\n"
+                  "# HELP rt_rpc_refused_calls_total RPC requests refused "
+                  "for the caller's certificate role (RT_EPERM).\n"
+                  "# TYPE rt_rpc_refused_calls_total counter\n"
+                  "rt_rpc_refused_calls_total %llu\n",
+                  (unsigned long long)rt_rpc_tls_refused(),
+                  (unsigned long long)rt_rpc_refused_calls());
+}
+
 int rt_rpc_authorize(struct rt_rpc_conn *conn,
                      uint32_t method,
                      uint64_t id,

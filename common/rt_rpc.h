@@ -300,6 +300,10 @@ int rt_rpc_authorize(struct rt_rpc_conn *conn,
                      unsigned allowed);
 /* Requests refused by rt_rpc_authorize since start (all threads). */
 uint64_t rt_rpc_refused_calls(void);
+/* Appends both counters to a Prometheus text page:
+ * rt_rpc_tls_refused_total and rt_rpc_refused_calls_total. */
+struct rt_buf;
+void rt_rpc_metrics(struct rt_buf *b);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

@@ -503,6 +503,7 @@ static void ms__node_publish(struct ms_node *n)
                   n->session ? 1 : 0, ms_raft_term(n->raft),
                   ms_raft_commit_index(n->raft),
                   ms_raft_applied_index(n->raft));
+    rt_rpc_metrics(&m);
     rt_buf_append_u8(&m, 0);
     ms_status_set_members(n->status, text, (char *)m.data);
     if (!n->session) {

@@ -21,6 +21,8 @@ About 10 s.
 import json
 import os
 import subprocess
+import time
+import urllib.request
 
 import pytest
 
@@ -100,13 +102,27 @@ def _log_has(proc, text):
     return False
 
 
+def _master_metric(cluster, name):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    url = "http://%s/metrics" % cluster.master_http_addr
+    with opener.open(url, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
 def test_no_credentials_closed(cluster, table):
     """Plain TCP: every frame's connection is closed, nothing answered,
-    nothing changed."""
+    nothing changed; the master counts and logs it."""
     for addr, method, body in _frames(cluster):
         assert rtrpc.call(addr, method, body) is None, (addr, method)
     _unchanged(cluster, table)
     assert _log_has(cluster.master, "TLS: refused connection from")
+    deadline = time.monotonic() + 10
+    while (_master_metric(cluster, "rt_rpc_tls_refused_total") or 0) < 1:
+        assert time.monotonic() < deadline, "no rt_rpc_tls_refused_total"
+        time.sleep(0.2)
 
 
 def test_foreign_ca_closed(cluster, table, tmp_path):
