@@ -76,6 +76,13 @@ def test_hostile_replication_frames(cluster):
             s.sendall(frame(60, b"abc", 9, length=(1 << 32) - 1))
     for p in cluster.procs:
         assert p.running(), "%s died" % p.name
+    # No peer may set the master term (only a master's certificate carries
+    # one): else the servers would refuse the real master from now on.
+    for p in cluster.pss:
+        for path in p.stderr_paths:
+            with open(path, errors="replace") as f:
+                assert "-> %d" % ((1 << 64) - 1) not in f.read(), \
+                    "%s took a peer's master term" % p.name
     got = {e["RowKey"]: e["v"] for e in t.query_entities("PartitionKey eq 'p'")}
     assert got == {"%03d" % i: i for i in range(20)}
     t.create_entity({"PartitionKey": "p", "RowKey": "after", "v": 1})
