@@ -1729,12 +1729,17 @@ int main(int argc, char **argv)
         snprintf(ps_data, sizeof(ps_data), "%s/ps", tmp_root);
         snprintf(mport_file, sizeof(mport_file), "%s/master.port", tmp_root);
         snprintf(pport_file, sizeof(pport_file), "%s/ps.port", tmp_root);
+        /* Plain RPC (--insecure-rpc): this measures the partition
+         * server's own work over loopback, as a client on the same host;
+         * what mutual TLS adds is measured through the front end
+         * (tools/rt-load/scenarios/lib.sh, RT_CLUSTER_TLS). */
         {
             /* --status-open: only GET /api/status is read here. */
-            char *av[] = {master_bin, "--listen",    "127.0.0.1:0",
-                          "--http",   "127.0.0.1:0", "--status-open",
-                          "--data",   ms_data,       "--port-file",
-                          mport_file, "--log-level", O.server_log_level,
+            char *av[] = {master_bin,    "--listen",         "127.0.0.1:0",
+                          "--http",      "127.0.0.1:0",      "--status-open",
+                          "--data",      ms_data,            "--port-file",
+                          mport_file,    "--log-level",      O.server_log_level,
+                          "--insecure-rpc",
                           NULL};
             child_start(&ch_master, master_bin, av);
         }
@@ -1756,6 +1761,7 @@ int main(int argc, char **argv)
                           maxp,
                           "--log-level",
                           O.server_log_level,
+                          "--insecure-rpc",
                           NULL};
             child_start(&ch_ps, ps_bin, av);
         }

@@ -247,6 +247,10 @@ int rt_masters_link_start(uv_loop_t *loop,
                                  rt__link_on_request, rt__link_on_conn, l,
                                  &l->client);
     }
+    if (rc == 0) {
+        /* Only a master may answer a registration or push a map. */
+        rt_rpc_client_expect_roles(l->client, RT_RPC_ROLE_MASTER);
+    }
     if (rc != 0) {
         free(l);
         return rc;

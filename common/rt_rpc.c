@@ -20,12 +20,26 @@
  *     and calls failed by a drop or a close complete from a zero-delay timer,
  *     never synchronously inside the caller.
  *
+ *   - TLS (rt_rpc_set_tls): each socket gets an SSL over two memory BIOs.
+ *     Bytes read from libuv go into the read BIO; the handshake runs
+ *     first, on a socket that is not yet the conn's (a client keeps it as
+ *     its connecting socket, a server conn as hsock, with a 5 s bound on
+ *     conn->tmo), so no frame is read or written before both certificates
+ *     are verified. Then SSL_read feeds the frame reader, and a flush
+ *     passes the batch through SSL_write and hands what the write BIO
+ *     holds to one uv_write, so the one-write-in-flight rule and wseq keep
+ *     their meaning. Bytes TLS itself must send (handshake, alerts) leave
+ *     in writes of their own, ordered by libuv's write queue;
+ *
  * Lifetime: a conn holds `refs` (one for its owner plus user refs) and
  * `nhandles` (libuv handles not yet through their close callback). It is
  * freed only from a close callback or an unref, when both reach zero and it
  * has been retired (owner done with it). A client is freed with its conn. */
 #include "rt_rpc.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +50,8 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_time.h"
+#include "rt_tls.h"
 
 #define RT_RPC_DEFAULT_TIMEOUT_MS 5000
 #define RT_RPC_TICK_MS 20
@@ -44,6 +60,7 @@
 #define RT_RPC_CONNECT_TIMEOUT_MS 3000
 #define RT_RPC_READ_BUF (64 * 1024)
 #define RT_RPC_WBUF_HINT_MAX (256 * 1024)
+#define RT_RPC_HANDSHAKE_MS 5000
 
 /* ------------------------------------------------------------------ */
 /* Framing                                                             */
@@ -221,6 +238,15 @@ struct rt_rpc_sock
     struct rt_rpc_reader reader;
     uint8_t *rbuf;
     int writing; /* a uv_write on this socket has not called back yet */
+    int reading; /* uv_read_start done */
+    /* TLS (NULL when plain): the SSL over two memory BIOs, and the
+     * plaintext buffer SSL_read fills. */
+    SSL *ssl;
+    BIO *rbio; /* network -> SSL (owned by ssl) */
+    BIO *wbio; /* SSL -> network (owned by ssl) */
+    uint8_t *pbuf;
+    int hs_done;  /* handshake complete and the peer's name accepted */
+    int got_data; /* a client: application data arrived (backoff reset) */
 };
 
 struct rt_rpc_defer
@@ -234,6 +260,7 @@ struct rt_rpc_wreq
     uv_write_t req;
     struct rt_rpc_sock *sock;
     uint8_t *data;
+    int frames; /* 0: bytes TLS itself sends, outside the frame batches */
 };
 
 struct rt_rpc_conn
@@ -242,6 +269,7 @@ struct rt_rpc_conn
     struct rt_rpc_server *srv; /* server-side conn (until detached) */
     struct rt_rpc_client *cli; /* client-side conn */
     struct rt_rpc_sock *sock;  /* established socket or NULL */
+    struct rt_rpc_sock *hsock; /* server conn: socket still in handshake */
     int up;
     int retired;       /* owner is done; embedded handles closing/closed */
     int closing;       /* owner closing: calls fail with RT_ECANCELED */
@@ -253,6 +281,8 @@ struct rt_rpc_conn
     void *ud;
     void *data;
     char peer[64];
+    char peer_name[RT_TLS_NAME_MAX]; /* verified certificate CN, or "" */
+    unsigned peer_role;              /* its RT_RPC_ROLE_* bit, or 0 */
     uint64_t next_id;
 
     /* Pending calls: hash by id and min-heap by deadline. */
@@ -291,6 +321,7 @@ struct rt_rpc_server
     rt_rpc_request_cb on_request;
     rt_rpc_conn_cb on_conn;
     void *ud;
+    struct rt_tls *tls; /* rt_rpc_set_tls at start; NULL = plain */
     struct rt_rpc_conn *conns;
     int nconns; /* conns not yet detached */
     int listen_open;
@@ -305,6 +336,8 @@ struct rt_rpc_client
     struct sockaddr_storage addr;
     char addr_str[128];
     uint32_t backoff_ms;
+    struct rt_tls *tls;    /* rt_rpc_set_tls at start; NULL = plain */
+    unsigned expect_roles; /* server roles accepted (0 = any member) */
     int closing;
 };
 
@@ -312,6 +345,7 @@ static void conn_maybe_free(struct rt_rpc_conn *conn);
 static void flush_cb(uv_prepare_t *h);
 static void conn_drop(struct rt_rpc_conn *conn, int status);
 static void fail_all_pending(struct rt_rpc_conn *conn, int status);
+static void sock_close(struct rt_rpc_sock *sock);
 
 /* A client conn whose connect attempt is in flight: calls made now are
  * queued and go out once it succeeds (a fresh client would otherwise fail
@@ -325,6 +359,9 @@ static int conn_connecting(const struct rt_rpc_conn *conn)
 /* The connect attempt failed or was abandoned: what waited for it fails. */
 static void conn_connect_failed(struct rt_rpc_conn *conn, int status)
 {
+    if (conn->sock == NULL) {
+        conn->peer[0] = '\0'; /* a TLS handshake had named it: down now */
+    }
     conn->wlen = 0;
     fail_all_pending(conn, status);
 }
@@ -677,8 +714,17 @@ static void write_cb(uv_write_t *req, int status)
     struct rt_rpc_sock *sock = w->sock;
     struct rt_rpc_conn *conn = sock->conn;
 
+    int frames = w->frames;
     free(w->data);
     free(w);
+    if (!frames) {
+        /* A TLS record of its own (handshake, alert): a failure shows up
+         * on the read side or as the handshake's timeout too. */
+        if (status < 0 && conn->sock == sock) {
+            conn_drop(conn, RT_ENOCONN);
+        }
+        return;
+    }
     sock->writing = 0;
     if (conn->sock != sock) {
         return;
@@ -712,8 +758,28 @@ static void flush_cb(uv_prepare_t *h)
     }
     struct rt_rpc_wreq *w = rt_xmalloc(sizeof(*w));
     w->sock = conn->sock;
+    w->frames = 1;
     w->data = conn->wbuf;
     uv_buf_t buf = uv_buf_init((char *)conn->wbuf, (unsigned)conn->wlen);
+    if (conn->sock->ssl) {
+        /* The memory BIO grows as needed, so SSL_write takes the whole
+         * batch at once; what it produced is this batch's one write. */
+        int wn = SSL_write(conn->sock->ssl, conn->wbuf, (int)conn->wlen);
+        free(conn->wbuf);
+        if (wn != (int)conn->wlen) {
+            free(w);
+            conn->wbuf = NULL;
+            conn->wlen = conn->wcap = 0;
+            rt_log(RT_LOG_WARN, "rpc: TLS write to %s failed", conn->peer);
+            ERR_clear_error();
+            conn_drop(conn, RT_ENOCONN);
+            return;
+        }
+        size_t n = BIO_ctrl_pending(conn->sock->wbio);
+        w->data = rt_xmalloc(n);
+        (void)BIO_read(conn->sock->wbio, w->data, (int)n);
+        buf = uv_buf_init((char *)w->data, (unsigned)n);
+    }
     conn->whint =
         conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen : RT_RPC_WBUF_HINT_MAX;
     conn->wbuf = NULL;
@@ -860,6 +926,10 @@ static void conn_retire(struct rt_rpc_conn *conn)
     }
     conn->retired = 1;
     conn->closing = 1;
+    if (conn->hsock) {
+        sock_close(conn->hsock);
+        conn->hsock = NULL;
+    }
     fail_all_pending(conn, RT_ECANCELED);
     uv_close((uv_handle_t *)&conn->tmo, conn_handle_close_cb);
     uv_close((uv_handle_t *)&conn->flush, conn_handle_close_cb);
@@ -876,6 +946,8 @@ static void sock_close_cb(uv_handle_t *h)
     struct rt_rpc_conn *conn = sock->conn;
     rt_rpc_reader_close(&sock->reader);
     free(sock->rbuf);
+    SSL_free(sock->ssl); /* frees both BIOs */
+    free(sock->pbuf);
     free(sock);
     conn->nhandles--;
     conn_maybe_free(conn);
@@ -921,6 +993,8 @@ static void conn_drop(struct rt_rpc_conn *conn, int status)
                conn->peer);
     }
     conn->peer[0] = '\0';
+    conn->peer_name[0] = '\0';
+    conn->peer_role = 0;
     /* Keep @conn alive across the user callback. */
     conn->refs++;
     if (was_up && conn->on_conn) {
@@ -938,6 +1012,9 @@ static void conn_drop(struct rt_rpc_conn *conn, int status)
 /* ------------------------------------------------------------------ */
 /* Reading                                                             */
 /* ------------------------------------------------------------------ */
+
+static void tls_handshake_read(struct rt_rpc_sock *sock, ssize_t nread);
+static int tls_read_frames(struct rt_rpc_sock *sock, size_t n);
 
 /* Runs the request callback with the sender's request id, if any, as this
  * thread's log request id (restoring the previous one after). */
@@ -1013,6 +1090,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     struct rt_rpc_conn *conn = sock->conn;
     (void)buf;
 
+    if (sock->ssl && !sock->hs_done) {
+        tls_handshake_read(sock, nread);
+        return;
+    }
     if (conn->sock != sock) {
         return;
     }
@@ -1029,8 +1110,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     /* Keep @conn alive even if a callback unrefs it. */
     conn->refs++;
-    int rc = rt_rpc_reader_feed(&sock->reader, sock->rbuf, (size_t)nread,
+    int rc;
+    if (sock->ssl) {
+        rc = tls_read_frames(sock, (size_t)nread);
+    } else {
+        rc = rt_rpc_reader_feed(&sock->reader, sock->rbuf, (size_t)nread,
                                 frame_cb, sock);
+    }
     if (rc == RT_EPROTO && conn->sock == sock) {
         rt_log(RT_LOG_WARN, "rpc: framing error from %s, closing", conn->peer);
         conn_drop(conn, RT_ENOCONN);
@@ -1039,16 +1125,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_maybe_free(conn);
 }
 
-static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
+static void conn_fill_peer(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     char ip[INET6_ADDRSTRLEN] = "";
     int port = 0;
 
-    conn->sock = sock;
-    conn->up = 1;
-    uv_tcp_nodelay(&sock->tcp, 1);
     conn->peer[0] = '\0';
     if (uv_tcp_getpeername(&sock->tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
@@ -1063,10 +1146,427 @@ static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
             snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
         }
     }
-    uv_read_start((uv_stream_t *)&sock->tcp, alloc_cb, read_cb);
+}
+
+static void sock_read_start(struct rt_rpc_sock *sock)
+{
+    if (!sock->reading) {
+        sock->reading = 1;
+        uv_read_start((uv_stream_t *)&sock->tcp, alloc_cb, read_cb);
+    }
+}
+
+static void conn_set_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
+{
+    conn->sock = sock;
+    conn->up = 1;
+    uv_tcp_nodelay(&sock->tcp, 1);
+    if (sock->ssl == NULL) {
+        conn_fill_peer(conn, sock);
+    }
+    sock_read_start(sock);
     if (conn->wlen > 0) {
         uv_prepare_start(&conn->flush, flush_cb);
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* TLS                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Set in main() before any loop thread starts; each server and client
+ * keeps the value in force when it was created. */
+static struct rt_tls *g_tls;
+static uint64_t g_tls_refused;    /* atomic: connections refused */
+static uint64_t g_tls_warn_ms;    /* atomic: time of the last warning */
+static uint64_t g_tls_warn_quiet; /* atomic: refusals not logged since */
+
+void rt_rpc_set_tls(struct rt_tls *tls)
+{
+    g_tls = tls;
+}
+
+int rt_rpc_tls_flags(const char *prog,
+                     const char *dir,
+                     int insecure,
+                     struct rt_tls **out)
+{
+    char err[512];
+    int has_dir = dir != NULL && dir[0] != '\0';
+    *out = NULL;
+    if (has_dir && insecure) {
+        fprintf(stderr,
+                "%s: --cluster-tls and --insecure-rpc exclude each other\n",
+                prog);
+        return -1;
+    }
+    if (!has_dir && !insecure) {
+        fprintf(stderr,
+                "%s: --cluster-tls DIR is required (this node's ca.crt, "
+                "node.crt, node.key: rtctl cluster init); --insecure-rpc "
+                "runs the cluster RPC unauthenticated instead\n",
+                prog);
+        return -1;
+    }
+    if (!has_dir) {
+        rt_log(RT_LOG_WARN,
+               "cluster RPC is unauthenticated and unencrypted "
+               "(--insecure-rpc): anyone who reaches an RPC port can read "
+               "and change all data; use --cluster-tls off a trusted "
+               "loopback");
+        return 0;
+    }
+    struct rt_tls *t = NULL;
+    if (rt_tls_load(dir, &t, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s: --cluster-tls %s: %s\n", prog, dir, err);
+        return -1;
+    }
+    rt_rpc_set_tls(t);
+    rt_log(RT_LOG_INFO, "cluster RPC: mutual TLS as %s (credentials %s)",
+           rt_tls_self_name(t), dir);
+    *out = t;
+    return 0;
+}
+
+uint64_t rt_rpc_tls_refused(void)
+{
+    return __atomic_load_n(&g_tls_refused, __ATOMIC_RELAXED);
+}
+
+/* 1 when a warning may be logged now (at most once a second per @last_ms;
+ * a scanner or a misconfigured node must not flood the log), with
+ * *@quiet_out the number suppressed since the last one; 0 after counting
+ * this one as suppressed. Thread-safe. */
+static int warn_ratelimit(uint64_t *last_ms,
+                          uint64_t *quiet,
+                          uint64_t *quiet_out)
+{
+    uint64_t now = rt_time_mono_ms() + 1; /* never 0, the "never" mark */
+    uint64_t last = __atomic_load_n(last_ms, __ATOMIC_RELAXED);
+    if ((last != 0 && now - last < 1000) ||
+        !__atomic_compare_exchange_n(last_ms, &last, now, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(quiet, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    *quiet_out = __atomic_exchange_n(quiet, 0, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Counts a connection refused by TLS and warns about it (rate-limited),
+ * saying how many went unlogged meanwhile. @why is OpenSSL's reason text,
+ * never key material. */
+static void tls_refused(const char *dir, const char *peer, const char *why)
+{
+    uint64_t total = __atomic_add_fetch(&g_tls_refused, 1, __ATOMIC_RELAXED);
+    uint64_t quiet;
+    if (!warn_ratelimit(&g_tls_warn_ms, &g_tls_warn_quiet, &quiet)) {
+        return;
+    }
+    rt_log(RT_LOG_WARN,
+           "rpc: TLS: refused connection %s %s: %s (%llu refused since "
+           "start, %llu not logged since the last such line)",
+           dir, peer, why, (unsigned long long)total,
+           (unsigned long long)quiet);
+}
+
+/* Hands whatever TLS wants to send (handshake flights, alerts) to its own
+ * uv_write; libuv keeps writes in order, so these never overtake or split
+ * a batch of frames. */
+static void tls_send_pending(struct rt_rpc_sock *sock)
+{
+    size_t n = BIO_ctrl_pending(sock->wbio);
+    if (n == 0 || uv_is_closing((uv_handle_t *)&sock->tcp)) {
+        return;
+    }
+    struct rt_rpc_wreq *w = rt_xmalloc(sizeof(*w));
+    w->sock = sock;
+    w->frames = 0;
+    w->data = rt_xmalloc(n);
+    (void)BIO_read(sock->wbio, w->data, (int)n);
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&sock->tcp, &b, 1, write_cb) < 0) {
+        free(w->data);
+        free(w);
+    }
+}
+
+/* The handshake on @sock failed: a server conn is closed before any
+ * request was read; a client counts it as a failed connect (what waited
+ * for it fails RT_ENOTSENT/RT_ENOCONN) and retries with backoff. */
+static void tls_handshake_failed(struct rt_rpc_sock *sock,
+                                 const char *why,
+                                 int verify_error)
+{
+    struct rt_rpc_conn *conn = sock->conn;
+    if (conn->hsock == sock) {
+        tls_refused("from", conn->peer, why);
+        conn->hsock = NULL;
+        uv_timer_stop(&conn->tmo);
+        sock_close(sock);
+        conn_retire(conn);
+    } else if (conn->cli && conn->cli->csock == sock) {
+        struct rt_rpc_client *c = conn->cli;
+        if (verify_error) {
+            tls_refused("to", c->addr_str, why);
+        } else {
+            rt_log(RT_LOG_DEBUG, "rpc: TLS handshake with %s: %s", c->addr_str,
+                   why);
+        }
+        c->csock = NULL;
+        sock_close(sock);
+        conn_connect_failed(conn, RT_ENOCONN);
+        client_schedule_retry(c);
+    }
+}
+
+static void client_up(struct rt_rpc_client *c, struct rt_rpc_sock *sock);
+static void srv_conn_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock);
+
+/* One step of the handshake: 1 when it completed and the peer's
+ * certificate names a role (the socket is now the conn's), 0 when it
+ * waits for more bytes, -1 when it failed (handled). */
+static int tls_handshake_step(struct rt_rpc_sock *sock)
+{
+    struct rt_rpc_conn *conn = sock->conn;
+    char why[256];
+    ERR_clear_error();
+    int r = SSL_do_handshake(sock->ssl);
+    tls_send_pending(sock); /* our next flight, or the alert we fail with */
+    if (r == 1) {
+        char name[RT_TLS_NAME_MAX], role[RT_TLS_ROLE_MAX], nm[RT_TLS_NAME_MAX];
+        if (rt_tls_peer_name(sock->ssl, name, sizeof(name)) != 0 ||
+            rt_tls_name_split(name, role, sizeof(role), nm, sizeof(nm)) != 0) {
+            tls_handshake_failed(sock, "peer certificate's CN is not ROLE:NAME",
+                                 1);
+            return -1;
+        }
+        unsigned role_bit = !strcmp(role, "master") ? RT_RPC_ROLE_MASTER
+                            : !strcmp(role, "ps")   ? RT_RPC_ROLE_PS
+                            : !strcmp(role, "fe")   ? RT_RPC_ROLE_FE
+                                                    : RT_RPC_ROLE_ADMIN;
+        if (conn->hsock != sock && conn->cli->expect_roles != 0 &&
+            !(role_bit & conn->cli->expect_roles)) {
+            snprintf(why, sizeof(why),
+                     "server certificate %s has a role this client does "
+                     "not talk to",
+                     name);
+            tls_handshake_failed(sock, why, 1);
+            return -1;
+        }
+        sock->hs_done = 1;
+        snprintf(conn->peer_name, sizeof(conn->peer_name), "%s", name);
+        conn->peer_role = role_bit;
+        if (conn->hsock == sock) {
+            conn->hsock = NULL;
+            uv_timer_stop(&conn->tmo);
+            srv_conn_up(conn, sock);
+        } else {
+            client_up(conn->cli, sock);
+        }
+        return 1;
+    }
+    int e = SSL_get_error(sock->ssl, r);
+    if (e == SSL_ERROR_WANT_READ) {
+        return 0;
+    }
+    long v = SSL_get_verify_result(sock->ssl);
+    unsigned long ee = ERR_peek_error();
+    const char *reason = ee ? ERR_reason_error_string(ee) : NULL;
+    if (v != X509_V_OK) {
+        snprintf(why, sizeof(why), "certificate verify failed: %s",
+                 X509_verify_cert_error_string(v));
+    } else {
+        snprintf(why, sizeof(why), "%s",
+                 reason ? reason
+                        : (e == SSL_ERROR_SYSCALL ? "connection lost"
+                                                  : "handshake failed"));
+    }
+    ERR_clear_error();
+    tls_handshake_failed(sock, why, e == SSL_ERROR_SSL);
+    return -1;
+}
+
+static void tls_hs_timeout_cb(uv_timer_t *t)
+{
+    struct rt_rpc_conn *conn = container_of(t, struct rt_rpc_conn, tmo);
+    if (conn->hsock) {
+        tls_handshake_failed(conn->hsock,
+                             "no TLS handshake within 5 s (closed)", 1);
+    }
+}
+
+/* Puts @sock under TLS and starts reading; a client sends its hello. */
+static void tls_start(struct rt_rpc_sock *sock, struct rt_tls *tls, int server)
+{
+    sock->ssl =
+        SSL_new(server ? rt_tls_server_ctx(tls) : rt_tls_client_ctx(tls));
+    sock->rbio = BIO_new(BIO_s_mem());
+    sock->wbio = BIO_new(BIO_s_mem());
+    if (sock->ssl == NULL || sock->rbio == NULL || sock->wbio == NULL) {
+        rt_log(RT_LOG_FATAL, "rpc: out of memory for a TLS session");
+        abort();
+    }
+    /* An empty read BIO means "wait for more bytes", not end of stream. */
+    BIO_set_mem_eof_return(sock->rbio, -1);
+    BIO_set_mem_eof_return(sock->wbio, -1);
+    SSL_set_bio(sock->ssl, sock->rbio, sock->wbio);
+    if (server) {
+        SSL_set_accept_state(sock->ssl);
+    } else {
+        SSL_set_connect_state(sock->ssl);
+    }
+    uv_tcp_nodelay(&sock->tcp, 1);
+    sock_read_start(sock);
+    if (!server) {
+        (void)tls_handshake_step(sock);
+    }
+}
+
+/* Decrypts what arrived (@n new bytes in rbuf, may be 0) and feeds the
+ * frame reader. Returns 0, RT_EPROTO (framing error, the caller closes),
+ * or 1 when the connection was dropped here or by a callback. */
+static int tls_read_frames(struct rt_rpc_sock *sock, size_t n)
+{
+    struct rt_rpc_conn *conn = sock->conn;
+    if (n > 0) {
+        (void)BIO_write(sock->rbio, sock->rbuf, (int)n);
+    }
+    if (sock->pbuf == NULL) {
+        sock->pbuf = rt_xmalloc(RT_RPC_READ_BUF);
+    }
+    for (;;) {
+        ERR_clear_error();
+        int r = SSL_read(sock->ssl, sock->pbuf, RT_RPC_READ_BUF);
+        if (r > 0) {
+            if (conn->cli && !sock->got_data) {
+                /* Only a peer that talks to us proves the connection good:
+                 * a server refusing our certificate closes right after our
+                 * side of the handshake, and must not make us retry at the
+                 * shortest interval forever. */
+                sock->got_data = 1;
+                conn->cli->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+            }
+            int rc = rt_rpc_reader_feed(&sock->reader, sock->pbuf, (size_t)r,
+                                        frame_cb, sock);
+            if (rc != 0) {
+                return rc;
+            }
+            continue;
+        }
+        int e = SSL_get_error(sock->ssl, r);
+        if (conn->sock == sock) {
+            tls_send_pending(sock);
+        }
+        if (e == SSL_ERROR_WANT_READ) {
+            return 0;
+        }
+        unsigned long ee = ERR_peek_error();
+        const char *reason = ee ? ERR_reason_error_string(ee) : NULL;
+        rt_log(e == SSL_ERROR_ZERO_RETURN ? RT_LOG_DEBUG : RT_LOG_WARN,
+               "rpc: TLS connection %s %s ended: %s", conn->srv ? "from" : "to",
+               conn->peer,
+               reason ? reason
+                      : (e == SSL_ERROR_ZERO_RETURN ? "closed by peer"
+                                                    : "connection lost"));
+        ERR_clear_error();
+        conn_drop(conn, RT_ENOCONN);
+        return 1;
+    }
+}
+
+/* Bytes (or the end) arrived on a socket still in its handshake. */
+static void tls_handshake_read(struct rt_rpc_sock *sock, ssize_t nread)
+{
+    struct rt_rpc_conn *conn = sock->conn;
+    if (conn->hsock != sock && !(conn->cli && conn->cli->csock == sock)) {
+        return; /* abandoned: already closing */
+    }
+    if (nread < 0) {
+        tls_handshake_failed(sock,
+                             nread == UV_EOF
+                                 ? "connection closed during the handshake"
+                                 : uv_strerror((int)nread),
+                             0);
+        return;
+    }
+    if (nread == 0) {
+        return;
+    }
+    (void)BIO_write(sock->rbio, sock->rbuf, (int)nread);
+    conn->refs++;
+    if (tls_handshake_step(sock) == 1 && conn->sock == sock) {
+        /* Frames may have come with the handshake's last flight. */
+        int rc = tls_read_frames(sock, 0);
+        if (rc == RT_EPROTO && conn->sock == sock) {
+            rt_log(RT_LOG_WARN, "rpc: framing error from %s, closing",
+                   conn->peer);
+            conn_drop(conn, RT_ENOCONN);
+        }
+    }
+    conn->refs--;
+    conn_maybe_free(conn);
+}
+
+const char *rt_rpc_conn_peer_name(const struct rt_rpc_conn *conn)
+{
+    return conn->peer_name;
+}
+
+unsigned rt_rpc_conn_role(const struct rt_rpc_conn *conn)
+{
+    return conn->peer_role;
+}
+
+static uint64_t g_authz_refused;    /* atomic */
+static uint64_t g_authz_warn_ms;    /* atomic */
+static uint64_t g_authz_warn_quiet; /* atomic */
+
+uint64_t rt_rpc_refused_calls(void)
+{
+    return __atomic_load_n(&g_authz_refused, __ATOMIC_RELAXED);
+}
+
+void rt_rpc_metrics(struct rt_buf *b)
+{
+    rt_buf_printf(b,
+                  "# HELP rt_rpc_tls_refused_total RPC connections closed "
+                  "before any request: TLS handshake failed or too slow.\n"
+                  "# TYPE rt_rpc_tls_refused_total counter\n"
+                  "rt_rpc_tls_refused_total %llu\n"
+                  "# HELP rt_rpc_refused_calls_total RPC requests refused "
+                  "for the caller's certificate role (RT_EPERM).\n"
+                  "# TYPE rt_rpc_refused_calls_total counter\n"
+                  "rt_rpc_refused_calls_total %llu\n",
+                  (unsigned long long)rt_rpc_tls_refused(),
+                  (unsigned long long)rt_rpc_refused_calls());
+}
+
+int rt_rpc_authorize(struct rt_rpc_conn *conn,
+                     uint32_t method,
+                     uint64_t id,
+                     unsigned allowed)
+{
+    unsigned role = conn->peer_role;
+    if (conn->peer_name[0] == '\0' || (role & (allowed | RT_RPC_ROLE_ADMIN))) {
+        return 0;
+    }
+    const ProtobufCEnumValue *mv = protobuf_c_enum_descriptor_get_value(
+        &rt__method__descriptor, (int)method);
+    char why[160];
+    uint64_t quiet;
+    snprintf(why, sizeof(why), "%s may not call %s", conn->peer_name,
+             mv ? mv->name : "this method");
+    uint64_t total = __atomic_add_fetch(&g_authz_refused, 1, __ATOMIC_RELAXED);
+    if (warn_ratelimit(&g_authz_warn_ms, &g_authz_warn_quiet, &quiet)) {
+        rt_log(RT_LOG_WARN,
+               "rpc: refused a request from %s: %s (%llu refused since "
+               "start, %llu not logged since the last such line)",
+               conn->peer, why, (unsigned long long)total,
+               (unsigned long long)quiet);
+    }
+    rt_rpc_reply_err(conn, id, method, RT_EPERM, why);
+    return RT_EPERM;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1123,8 +1623,23 @@ static void srv_connection_cb(uv_stream_t *s, int status)
         conn_retire(conn);
         return;
     }
+    if (srv->tls) {
+        /* Not the conn's socket until both certificates are verified;
+         * the handshake must finish in time (a slow-loris bound). */
+        conn_fill_peer(conn, sock);
+        conn->hsock = sock;
+        uv_timer_start(&conn->tmo, tls_hs_timeout_cb, RT_RPC_HANDSHAKE_MS, 0);
+        tls_start(sock, srv->tls, 1);
+        return;
+    }
+    srv_conn_up(conn, sock);
+}
+
+static void srv_conn_up(struct rt_rpc_conn *conn, struct rt_rpc_sock *sock)
+{
     conn_set_up(conn, sock);
-    rt_log(RT_LOG_DEBUG, "rpc: accepted connection from %s", conn->peer);
+    rt_log(RT_LOG_DEBUG, "rpc: accepted connection from %s%s%s", conn->peer,
+           conn->peer_name[0] ? " as " : "", conn->peer_name);
     if (conn->on_conn) {
         conn->refs++;
         conn->on_conn(conn, 1, conn->ud);
@@ -1151,6 +1666,7 @@ int rt_rpc_server_start(uv_loop_t *loop,
     srv->on_request = on_request;
     srv->on_conn = on_conn;
     srv->ud = ud;
+    srv->tls = g_tls;
     rc = uv_tcp_init(loop, &srv->tcp);
     if (rc < 0) {
         free(srv);
@@ -1166,8 +1682,9 @@ int rt_rpc_server_start(uv_loop_t *loop,
         uv_close((uv_handle_t *)&srv->tcp, srv_listen_close_cb);
         return rc;
     }
-    rt_log(RT_LOG_INFO, "rpc: listening on %s:%d", host ? host : "0.0.0.0",
-           rt_rpc_server_port(srv));
+    rt_log(RT_LOG_INFO, "rpc: listening on %s:%d (%s)", host ? host : "0.0.0.0",
+           rt_rpc_server_port(srv),
+           srv->tls ? "mutual TLS" : "plain TCP, unauthenticated");
     *out = srv;
     return 0;
 }
@@ -1243,8 +1760,8 @@ static void client_connect_cb(uv_connect_t *req, int status)
     if (c->csock != sock) {
         return; /* abandoned (timeout, set_addr, close): already closing */
     }
-    c->csock = NULL;
     if (status < 0) {
+        c->csock = NULL;
         rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
                uv_strerror(status));
         sock_close(sock);
@@ -1252,10 +1769,27 @@ static void client_connect_cb(uv_connect_t *req, int status)
         client_schedule_retry(c);
         return;
     }
+    if (c->tls) {
+        /* Still the connecting socket (calls queue, the connect timer
+         * bounds the handshake too) until the handshake completes. */
+        conn_fill_peer(conn, sock);
+        tls_start(sock, c->tls, 0);
+        return;
+    }
+    client_up(c, sock);
+}
+
+static void client_up(struct rt_rpc_client *c, struct rt_rpc_sock *sock)
+{
+    struct rt_rpc_conn *conn = c->conn;
+    c->csock = NULL;
     uv_timer_stop(&c->timer);
-    c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    if (sock->ssl == NULL) {
+        c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    }
     conn_set_up(conn, sock);
-    rt_log(RT_LOG_INFO, "rpc: connected to %s", c->addr_str);
+    rt_log(RT_LOG_INFO, "rpc: connected to %s%s%s", c->addr_str,
+           conn->peer_name[0] ? " as " : "", conn->peer_name);
     if (conn->on_conn) {
         conn->refs++;
         conn->on_conn(conn, 1, conn->ud);
@@ -1297,6 +1831,7 @@ int rt_rpc_client_start(uv_loop_t *loop,
     c->addr = ss;
     snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
     c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
+    c->tls = g_tls;
     c->conn = conn_new(loop, on_request, on_conn, ud);
     c->conn->cli = c;
     uv_timer_init(loop, &c->timer);
@@ -1305,6 +1840,11 @@ int rt_rpc_client_start(uv_loop_t *loop,
     client_start_connect(c);
     *out = c;
     return 0;
+}
+
+void rt_rpc_client_expect_roles(struct rt_rpc_client *c, unsigned roles)
+{
+    c->expect_roles = roles;
 }
 
 struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c)

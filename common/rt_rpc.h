@@ -151,6 +151,14 @@ int rt_rpc_client_start(uv_loop_t *loop,
 /* The client's connection object; stable for the client's life, whether or
  * not it is currently connected. */
 struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c);
+/* With TLS: the client's connections come up only to a server whose
+ * certificate role is one of @roles (RT_RPC_ROLE_* bits, below; 0 = any
+ * member of the cluster, the default); another is refused like a failed
+ * handshake (counted, warned), so a member of the wrong role that got
+ * hold of the address can neither answer nor call. Call it right after
+ * rt_rpc_client_start (the first handshake runs on a later tick). No
+ * effect without TLS. */
+void rt_rpc_client_expect_roles(struct rt_rpc_client *c, unsigned roles);
 /* Points the client at a new address (reconnects). */
 int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr);
 /* Closes the connection; pending calls get RT_ECANCELED; frees after the
@@ -234,6 +242,68 @@ struct rt_rpc_gate
 };
 void rt_rpc_gate_set(const struct rt_rpc_gate *g);
 void rt_rpc_gate_release(void);
+
+/* Mutual TLS on every connection (rt_tls.h). Call once, before creating any
+ * server or client, from main(); each server and client keeps the setting
+ * in force when it is created. @tls is borrowed and must outlive every RPC
+ * object using it; NULL (the default) = plain TCP, exactly as without TLS.
+ * With TLS, a connection becomes up only after a TLS 1.3 handshake in which
+ * both sides presented a certificate of the cluster CA whose CN is
+ * ROLE:NAME: a server closes one that fails (or does not finish within
+ * 5 s) before reading any request, counts it and warns (at most once a
+ * second); a client counts the handshake as part of its connect (bounded
+ * by the connect timeout; what waited fails as for a failed connect) and
+ * retries with backoff. Thread: the contexts are shared read-only by every
+ * loop thread. */
+struct rt_tls;
+void rt_rpc_set_tls(struct rt_tls *tls);
+/* A daemon's --cluster-tls DIR / --insecure-rpc flags (the same on every
+ * binary), after logging is set up and before any server or client: with
+ * @dir non-empty, loads it (rt_tls_load), sets it (rt_rpc_set_tls) and
+ * returns it in *out (the caller frees it after the loop, with
+ * rt_tls_free; the master's other transports may share it); with
+ * @insecure, warns that the RPC is unauthenticated and leaves TLS off
+ * (*out NULL). Neither, both, or a bad directory: tells stderr why,
+ * prefixed with @prog, and returns -1 (the caller exits 2). */
+int rt_rpc_tls_flags(const char *prog,
+                     const char *dir,
+                     int insecure,
+                     struct rt_tls **out);
+/* Connections refused by TLS (failed or unfinished handshakes) since start,
+ * over all threads. */
+uint64_t rt_rpc_tls_refused(void);
+/* The verified peer certificate's CN, "ROLE:NAME" (rt_tls.h), or "" on a
+ * plain connection or while down. Valid while the conn is. Authorization
+ * decisions use this, never the address. */
+const char *rt_rpc_conn_peer_name(const struct rt_rpc_conn *conn);
+
+/* Authorization by role. A daemon's request dispatch keeps one table: for
+ * each method it serves, the roles (RT_RPC_ROLE_* bits) whose certificates
+ * may call it, and asks rt_rpc_authorize before running a request. */
+#define RT_RPC_ROLE_MASTER 0x1u
+#define RT_RPC_ROLE_PS 0x2u
+#define RT_RPC_ROLE_FE 0x4u
+#define RT_RPC_ROLE_ADMIN 0x8u
+/* The RT_RPC_ROLE_* bit of @conn's verified peer; 0 on a plain connection
+ * (no TLS) or while down. */
+unsigned rt_rpc_conn_role(const struct rt_rpc_conn *conn);
+/* 0 when request @method (id @id) on @conn may run: a plain connection
+ * (TLS off: --insecure-rpc allows everything, as before), an admin
+ * certificate, or a peer whose role is in @allowed. Otherwise answers the
+ * request RT_EPERM (naming method and role; a one-way request gets no
+ * answer), warns (at most once a second per process, with how many were
+ * refused meanwhile; rt_rpc_refused_calls counts them all) and returns
+ * RT_EPERM: the caller drops the request. */
+int rt_rpc_authorize(struct rt_rpc_conn *conn,
+                     uint32_t method,
+                     uint64_t id,
+                     unsigned allowed);
+/* Requests refused by rt_rpc_authorize since start (all threads). */
+uint64_t rt_rpc_refused_calls(void);
+/* Appends both counters to a Prometheus text page:
+ * rt_rpc_tls_refused_total and rt_rpc_refused_calls_total. */
+struct rt_buf;
+void rt_rpc_metrics(struct rt_buf *b);
 
 /* Reference counting for server-side connections held across async work.
  * A conn stays valid (but maybe closed) until its last unref. */

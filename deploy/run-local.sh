@@ -41,7 +41,10 @@
 #
 # Steps: (1) deploy/install-deps.sh installs missing Debian packages with
 # apt-get (sudo when not root); (2) a Release build in build/release;
-# (3) the cluster, logs in DIR/logs/*.log. See deploy/README.md.
+# (3) the cluster's credentials, once: `rtctl cluster init DIR/tls` makes a
+# CA and a certificate per process (kept across runs), and every process
+# gets --cluster-tls DIR/tls/NAME, so each RPC connection is mutual TLS;
+# (4) the cluster, logs in DIR/logs/*.log. See deploy/README.md.
 set -euo pipefail
 
 ORIG_PWD=$PWD
@@ -314,6 +317,23 @@ servers_up() {
     ((n >= $1))
 }
 
+# tls_node NAME ROLE: prints NAME's --cluster-tls directory. The cluster CA
+# is made on the first run (rtctl cluster init DATA/tls); a node missing
+# from it (a master added by a later --masters N) is issued then.
+TLS=$DATA/tls
+tls_node() {
+    if [[ ! -f "$TLS/ca.key" ]]; then
+        say "creating the cluster CA and node certificates in $TLS (rtctl cluster init)"
+        "$RTCTL_BIN" cluster init "$TLS" --masters master1 \
+            --partition-servers "$(seq -s, -f 'ps%g' 1 "$N_PS")" \
+            --frontends frontend --admin operator >/dev/null
+    fi
+    if [[ ! -f "$TLS/$1/node.key" ]]; then
+        "$RTCTL_BIN" cluster add-node "$TLS" "$2" "$1" >/dev/null
+    fi
+    echo "$TLS/$1"
+}
+
 # Master i: its data directory, RPC, HTTP and raft addresses (master 1
 # keeps DATA/master and the RT_MASTER_* addresses).
 master_dir() { if (($1 == 1)); then echo "$DATA/master"; else echo "$DATA/master$1"; fi; }
@@ -362,7 +382,8 @@ for m in $(seq 1 "$N_MASTERS"); do
     margs=(--id "$m" --listen "$(master_addr "$m" 0)"
         --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
         --data "$d" --port-file "$RUN/master$m.ports"
-        --admin-token-file "$TOKEN_FILE")
+        --admin-token-file "$TOKEN_FILE"
+        --cluster-tls "$(tls_node "master$m" master)")
     if ((N_MASTERS > 1)); then
         if [[ -d "$(master_dir 1)/raft" && ! -d "$d/raft" ]]; then
             # The group exists (master 1 ran before, maybe alone): a new
@@ -400,14 +421,16 @@ export RT_MASTER_HTTP=$MASTER_HTTPS
 for i in $(seq 1 "$N_PS"); do
     start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPCS" \
         --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports" \
-        --http "127.0.0.1:$((PS_METRICS_BASE + i))"
+        --http "127.0.0.1:$((PS_METRICS_BASE + i))" \
+        --cluster-tls "$(tls_node "ps$i" ps)"
 done
 for i in $(seq 1 "$N_PS"); do
     wait_for "rt-partition-server ps$i" test -s "$RUN/ps$i.ports"
 done
 
 start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPCS" \
-    --port-file "$RUN/frontend.ports" --http "127.0.0.1:$FE_METRICS_PORT"
+    --port-file "$RUN/frontend.ports" --http "127.0.0.1:$FE_METRICS_PORT" \
+    --cluster-tls "$(tls_node frontend fe)"
 wait_for "rt-frontend on 127.0.0.1:$FE_PORT" tcp_open "127.0.0.1:$FE_PORT"
 wait_for "$N_PS partition servers up (rtctl status)" servers_up "$N_PS"
 
@@ -438,6 +461,7 @@ cat >&2 <<BANNER
                    http://127.0.0.1:$((PS_METRICS_BASE + 1))/metrics .. :$((PS_METRICS_BASE + N_PS)) (ps1..ps$N_PS)
                    http://127.0.0.1:$FE_METRICS_PORT/metrics (front end)
   data             $DATA (kept across restarts)
+  cluster RPC      mutual TLS, credentials in $TLS (CA key: $TLS/ca.key)
   logs             $LOGS/{master,ps1..ps$N_PS,frontend}.log
 
   Ctrl-C stops everything.

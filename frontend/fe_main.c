@@ -25,6 +25,8 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_rpc.h"
+#include "rt_tls.h"
 
 struct fe_main
 {
@@ -173,6 +175,9 @@ int main(int argc, char **argv)
     long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
     long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
     int dev_account = 0;
+    char *cluster_tls = NULL;
+    int insecure_rpc = 0;
+    struct rt_tls *rpc_tls = NULL;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
          "HTTP address for the Table REST API (port 0 = ephemeral; "
@@ -227,6 +232,13 @@ int main(int argc, char **argv)
         {"max-inflight-per-account", RT_OPT_INT, &max_inflight, "1024",
          "requests of one account running at once; more get 503 "
          "ServerBusy (0 = no cap)"},
+        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
+         "directory with this node's cluster credentials (ca.crt, "
+         "node.crt, node.key; rtctl cluster init): every RPC connection is "
+         "mutual TLS"},
+        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
+         "run the cluster RPC without --cluster-tls: unauthenticated and "
+         "unencrypted (a trusted loopback only)"},
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;
@@ -255,6 +267,12 @@ int main(int argc, char **argv)
                 "rt-frontend: the connection caps, timeouts and rates must "
                 "be >= 0, and --connection-reserve below "
                 "--max-connections\n");
+        return 2;
+    }
+    /* Before the worker threads: they share the contexts read-only. */
+    if (rt_rpc_tls_flags("rt-frontend", cluster_tls, insecure_rpc, &rpc_tls) !=
+        0) {
+        rt_config_free(opts);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -404,6 +422,8 @@ int main(int argc, char **argv)
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
     fe_accounts_pub_fini(&m.accounts);
+    rt_rpc_set_tls(NULL);
+    rt_tls_free(rpc_tls);
     rt_config_free(opts);
     rt_log(RT_LOG_INFO, "stopped");
     return exit_code;

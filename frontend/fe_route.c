@@ -468,6 +468,8 @@ static struct fe__ps *fe__ps_get(struct fe_route *r, uint64_t id)
             free(p);
             return NULL;
         }
+        /* Entities are read from and written to partition servers only. */
+        rt_rpc_client_expect_roles(p->client, RT_RPC_ROLE_PS);
         /* A write that never left is sent again, one that did is not. */
         rt_rpc_conn_report_unsent(rt_rpc_client_conn(p->client), 1);
         p->addr = rt_xstrdup(srv->addr);
@@ -1466,6 +1468,14 @@ static void fe__on_master_request(struct rt_rpc_conn *conn,
                                   void *ud)
 {
     struct fe_route *r = ud;
+    /* The front end serves no one: only its master may push the map (or
+     * ping); an admin certificate may too (rt_rpc_authorize). */
+    unsigned roles = method == RT__METHOD__MAP_UPDATE ? RT_RPC_ROLE_MASTER
+                     : method == RT__METHOD__PING     ? RT_RPC_ROLE_MASTER
+                                                      : 0;
+    if (rt_rpc_authorize(conn, method, id, roles) != 0) {
+        return;
+    }
     if (method == RT__METHOD__MAP_UPDATE) {
         Rt__Map *pb = rt__map__unpack(NULL, len, body);
         if (!pb) {

@@ -175,6 +175,7 @@ static void ms__server_free(struct ms_server_rec *s)
     if (s) {
         free(s->addr);
         free(s->zone);
+        free(s->identity);
         free(s);
     }
 }
@@ -549,6 +550,7 @@ static int ms__put_server(MDB_txn *txn,
         msg.incarnation.data = (uint8_t *)s->incarnation;
         msg.incarnation.len = MS_INCARNATION_SIZE;
     }
+    msg.identity = s->identity;
     return ms__put_u64key_msg(txn, cat->db_servers, s->id, &msg.base);
 }
 
@@ -759,6 +761,7 @@ static int ms__load_server(struct ms_catalog *cat,
     s->addr = rt_xstrdup(m->addr ? m->addr : "");
     s->draining = m->state == MS_SERVER_REC_DRAINING;
     s->zone = rt_xstrdup(m->zone ? m->zone : "");
+    s->identity = rt_xstrdup(m->identity ? m->identity : "");
     s->has_incarnation = m->incarnation.len == MS_INCARNATION_SIZE;
     if (s->has_incarnation) {
         memcpy(s->incarnation, m->incarnation.data, MS_INCARNATION_SIZE);
@@ -1724,6 +1727,7 @@ int ms_cat_do_register_server(struct ms_catalog *cat,
                               const char *addr,
                               const char *zone,
                               const uint8_t *incarnation,
+                              const char *identity,
                               uint64_t *id_out,
                               bool *changed)
 {
@@ -1742,8 +1746,19 @@ int ms_cat_do_register_server(struct ms_catalog *cat,
     if (!zone) {
         zone = "";
     }
+    if (!identity) {
+        identity = "";
+    }
     old = want_id ? ms_catalog_server_find(cat, want_id) : NULL;
+    /* An id is bound to the certificate that first registered it: another
+     * one claiming it is an impostor (or a misissued certificate), and
+     * must not move the id's address (docs/SECURITY.md). */
+    if (old && old->identity[0] && identity[0] &&
+        strcmp(old->identity, identity) != 0) {
+        return RT_EPERM;
+    }
     if (old && strcmp(old->addr, addr) == 0 && strcmp(old->zone, zone) == 0 &&
+        (!identity[0] || strcmp(old->identity, identity) == 0) &&
         (!incarnation ||
          (old->has_incarnation &&
           memcmp(old->incarnation, incarnation, MS_INCARNATION_SIZE) == 0))) {
@@ -1755,6 +1770,7 @@ int ms_cat_do_register_server(struct ms_catalog *cat,
     s->addr = rt_xstrdup(addr);
     s->draining = old ? old->draining : false;
     s->zone = rt_xstrdup(zone);
+    s->identity = rt_xstrdup(identity[0] ? identity : old ? old->identity : "");
     if (incarnation) {
         s->has_incarnation = true;
         memcpy(s->incarnation, incarnation, MS_INCARNATION_SIZE);

@@ -177,6 +177,7 @@ struct ms_server_rec
     char *zone;           /* failure domain, "" = none declared */
     bool has_incarnation; /* false until a server that sends one registers */
     uint8_t incarnation[MS_INCARNATION_SIZE];
+    char *identity; /* certificate name bound to the id, "" = none yet */
 };
 
 /* A range to write with ms_catalog_update_ranges(): strings borrowed. */
@@ -410,6 +411,19 @@ int ms_catalog_register_server(struct ms_catalog *cat,
                                const uint8_t *incarnation,
                                uint64_t *id_out,
                                bool *changed);
+/* The same, from a connection authenticated as certificate @identity
+ * ("ps:NAME"; NULL or "" = plain RPC). The first registration of an id
+ * with a name binds it; a registration for a bound id from another name
+ * is refused with RT_EPERM, by every master alike (it is decided in the
+ * command's apply), and changes nothing. */
+int ms_catalog_register_server_as(struct ms_catalog *cat,
+                                  uint64_t want_id,
+                                  const char *addr,
+                                  const char *zone,
+                                  const uint8_t *incarnation,
+                                  const char *identity,
+                                  uint64_t *id_out,
+                                  bool *changed);
 
 /* Map version + 1, durably (for map changes the catalog does not store).
  * Errors: RT_EIO, RT_ENOSPACE. */

@@ -143,6 +143,7 @@ int ms_cat_do_register_server(struct ms_catalog *cat,
                               const char *addr,
                               const char *zone,
                               const uint8_t *incarnation,
+                              const char *identity,
                               uint64_t *id_out,
                               bool *changed);
 int ms_cat_do_bump_version(struct ms_catalog *cat);

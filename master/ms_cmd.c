@@ -270,6 +270,19 @@ int ms_catalog_register_server(struct ms_catalog *cat,
                                uint64_t *id_out,
                                bool *changed)
 {
+    return ms_catalog_register_server_as(cat, want_id, addr, zone, incarnation,
+                                         NULL, id_out, changed);
+}
+
+int ms_catalog_register_server_as(struct ms_catalog *cat,
+                                  uint64_t want_id,
+                                  const char *addr,
+                                  const char *zone,
+                                  const uint8_t *incarnation,
+                                  const char *identity,
+                                  uint64_t *id_out,
+                                  bool *changed)
+{
     Rt__MasterCmd cmd = RT__MASTER_CMD__INIT;
     Rt__RegisterServerCmd c = RT__REGISTER_SERVER_CMD__INIT;
     struct ms_cmd_result res;
@@ -278,8 +291,9 @@ int ms_catalog_register_server(struct ms_catalog *cat,
         *changed = false;
     }
     c.want_id = want_id;
-    c.addr = (char *)addr; /* NULL and "" are refused alike */
-    c.zone = (char *)zone; /* NULL and "" are the same zone */
+    c.addr = (char *)addr;         /* NULL and "" are refused alike */
+    c.zone = (char *)zone;         /* NULL and "" are the same zone */
+    c.identity = (char *)identity; /* NULL and "" are plain RPC */
     if (incarnation) {
         c.incarnation.data = (uint8_t *)incarnation;
         c.incarnation.len = MS_INCARNATION_SIZE;

@@ -158,8 +158,8 @@ static int ms__fsm_dispatch(struct ms_catalog *cat,
             }
             rc = ms_cat_do_register_server(
                 cat, c->want_id, c->addr, c->zone,
-                c->incarnation.len ? c->incarnation.data : NULL, &res->id,
-                &changed);
+                c->incarnation.len ? c->incarnation.data : NULL, c->identity,
+                &res->id, &changed);
             res->changed = rc == 0 && changed;
             res->rc = rc;
             return 0;

@@ -21,6 +21,8 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_rpc.h"
+#include "rt_tls.h"
 
 #define MS_SUMMARY                                                       \
     "rangetable master: table catalog, partition map, partition-server " \
@@ -150,6 +152,9 @@ int main(int argc, char **argv)
     char *peers = NULL, *raft_listen = NULL;
     char *token_file = NULL;
     int admin_insecure = 0, status_open = 0;
+    char *cluster_tls = NULL;
+    int insecure_rpc = 0;
+    struct rt_tls *tls = NULL;
     struct rt_opt opts[] = {
         {"id", RT_OPT_INT, &id, "1",
          "this master's id among the masters (>= 1; never reused for "
@@ -277,6 +282,13 @@ int main(int argc, char **argv)
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write rpc=PORT and http=PORT lines here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
+        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
+         "directory with this node's cluster credentials (ca.crt, "
+         "node.crt, node.key; rtctl cluster init): every RPC connection is "
+         "mutual TLS"},
+        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
+         "run the cluster RPC without --cluster-tls: unauthenticated and "
+         "unencrypted (a trusted loopback only)"},
         {0},
     };
     char rpc_host[256], http_host[256], errmsg[RT_ERRMSG_SIZE] = "";
@@ -397,6 +409,9 @@ int main(int argc, char **argv)
                     "--hot-exit-pct and --move-gain-pct <= 100\n");
             goto bad_flags;
         }
+    }
+    if (rt_rpc_tls_flags("rt-master", cluster_tls, insecure_rpc, &tls) != 0) {
+        goto bad_flags;
     }
     /* Before anything that needs freeing: a bad token file is a bad
      * flag (exit 2). */
@@ -558,6 +573,8 @@ out_loop:
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
     rt_log(RT_LOG_INFO, "rt-master exiting (%d)", exit_code);
+    rt_rpc_set_tls(NULL);
+    rt_tls_free(tls);
     rt_config_free(opts);
     return exit_code;
 

@@ -354,6 +354,8 @@ static void ms__node_say_hello(struct ms_node *n)
                                        &n->hello) != 0) {
             n->hello = NULL;
             return;
+        } else {
+            rt_rpc_client_expect_roles(n->hello, RT_RPC_ROLE_MASTER);
         }
     }
     snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
@@ -377,6 +379,9 @@ static void ms__node_on_request(struct rt_rpc_conn *conn,
     struct ms_node *n = ud;
     Rt__NotLeader hint;
 
+    if (ms_rpc_authorize(conn, method, id) != 0) {
+        return;
+    }
     if (method == RT__METHOD__MASTER_HELLO) {
         ms__node_on_hello(n, conn, id, body, len);
         return;
@@ -538,6 +543,7 @@ static void ms__node_publish(struct ms_node *n)
                   n->session ? 1 : 0, ms_raft_term(n->raft),
                   ms_raft_commit_index(n->raft),
                   ms_raft_applied_index(n->raft));
+    rt_rpc_metrics(&m);
     rt_buf_append_u8(&m, 0);
     ms_status_set_members(n->status, text, (char *)m.data);
     if (!n->session) {

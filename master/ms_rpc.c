@@ -220,6 +220,45 @@ static bool ms__check_incarnation(const struct ms__req *q,
     return true;
 }
 
+/* Identity binding (docs/SECURITY.md): over TLS, a registration or a
+ * heartbeat must come from a partition server's certificate, and for an id
+ * already bound to a certificate name, from that one; else it is answered
+ * RT_EPERM, logged, and changes nothing (the id's address above all).
+ * Plain RPC (--insecure-rpc) binds nothing. */
+static bool ms__check_identity(const struct ms__req *q,
+                               uint64_t server_id,
+                               const char *what)
+{
+    struct rt_rpc_conn *conn = q->peer->conn;
+    const char *name = rt_rpc_conn_peer_name(conn);
+    const struct ms_server_rec *rec;
+    char msg[160];
+
+    if (!name[0]) {
+        return true;
+    }
+    if (rt_rpc_conn_role(conn) != RT_RPC_ROLE_PS) {
+        snprintf(msg, sizeof(msg),
+                 "%s: %s is not a partition server's certificate", what, name);
+        rt_log(RT_LOG_WARN, "%s from %s refused", msg, rt_rpc_conn_peer(conn));
+        ms__fail(q, RT_EPERM, msg);
+        return false;
+    }
+    rec = server_id ? ms_catalog_server_find(q->rpc->cl->cat, server_id) : NULL;
+    if (!rec || !rec->identity[0] || strcmp(rec->identity, name) == 0) {
+        return true;
+    }
+    snprintf(msg, sizeof(msg), "%s: server id %" PRIu64 " belongs to %s", what,
+             server_id, rec->identity);
+    rt_log(RT_LOG_WARN,
+           "%s from %s as %s refused: server id %" PRIu64
+           " belongs to certificate %s (an impostor, or a node given "
+           "another's data directory)",
+           what, rt_rpc_conn_peer(conn), name, server_id, rec->identity);
+    ms__fail(q, RT_EPERM, msg);
+    return false;
+}
+
 static void ms__h_register(const struct ms__req *q, void *arg)
 {
     const Rt__RegisterReq *req = arg;
@@ -241,6 +280,9 @@ static void ms__h_register(const struct ms__req *q, void *arg)
     if (!rt_zone_valid(req->zone)) {
         ms__fail(q, RT_EINVAL,
                  "register: zone must be at most 64 of [A-Za-z0-9._-]");
+        return;
+    }
+    if (!ms__check_identity(q, req->server_id, "register")) {
         return;
     }
     if (!ms__check_incarnation(q, req)) {
@@ -265,10 +307,10 @@ static void ms__h_register(const struct ms__req *q, void *arg)
                    rc ? rt_strerror(rc) : "");
         }
     }
-    rc = ms_catalog_register_server(
+    rc = ms_catalog_register_server_as(
         q->rpc->cl->cat, req->server_id, req->addr, req->zone,
-        req->incarnation.len ? req->incarnation.data : NULL, &sid,
-        &addr_changed);
+        req->incarnation.len ? req->incarnation.data : NULL,
+        rt_rpc_conn_peer_name(q->peer->conn), &sid, &addr_changed);
     if (rc) {
         ms__fail(q, rc, NULL);
         return;
@@ -312,6 +354,9 @@ static void ms__h_heartbeat(const struct ms__req *q, void *arg)
     struct ms_server *s;
     bool came_up;
 
+    if (!ms__check_identity(q, req->server_id, "heartbeat")) {
+        return;
+    }
     s = req->server_id ? ms_cluster_server_find(q->rpc->cl, req->server_id)
                        : NULL;
     if (!s) {
@@ -670,31 +715,73 @@ static void ms__h_set_props(const struct ms__req *q, void *arg)
 
 /* ---- dispatch ---- */
 
+/* MASTER_HELLO is served by ms_node before this table is consulted; a
+ * master without a Raft node (tests) has no followers to hear from. */
+static void ms__h_not_here(const struct ms__req *q, void *arg)
+{
+    (void)arg;
+    ms__fail(q, RT_ENOTIMPL, "method not served by this master");
+}
+
+#define MS__PS RT_RPC_ROLE_PS
+#define MS__FE RT_RPC_ROLE_FE
+#define MS__MASTER RT_RPC_ROLE_MASTER
+#define MS__ANY (RT_RPC_ROLE_PS | RT_RPC_ROLE_FE | RT_RPC_ROLE_MASTER)
+
 /* Every method the master serves: its request type (NULL: the body is
- * ignored) and its handler. */
+ * ignored), its handler, and the roles whose certificates may call it
+ * (docs/SECURITY.md; an admin certificate may call anything): partition
+ * servers register, report and ask for ISR changes; front ends read the
+ * map and change tables, ACLs and service properties; masters greet the
+ * leader. A method absent here is refused to every role but admin. */
 static const struct ms__method
 {
     uint32_t method;
     const ProtobufCMessageDescriptor *req;
     ms__handler fn;
+    unsigned roles;
 } ms__methods[] = {
-    {RT__METHOD__PS_REGISTER, &rt__register_req__descriptor, ms__h_register},
-    {RT__METHOD__PS_HEARTBEAT, &rt__heartbeat_req__descriptor, ms__h_heartbeat},
-    {RT__METHOD__FE_HELLO, NULL, ms__h_hello},
-    {RT__METHOD__GET_MAP, NULL, ms__h_get_map},
-    {RT__METHOD__CREATE_TABLE, &rt__table_req__descriptor, ms__h_create},
-    {RT__METHOD__DELETE_TABLE, &rt__table_req__descriptor, ms__h_delete},
-    {RT__METHOD__LIST_TABLES, &rt__list_tables_req__descriptor, ms__h_list},
-    {RT__METHOD__GET_TABLE, &rt__table_req__descriptor, ms__h_get_table},
-    {RT__METHOD__GET_ACL, &rt__acl_req__descriptor, ms__h_get_acl},
-    {RT__METHOD__SET_ACL, &rt__acl_req__descriptor, ms__h_set_acl},
+    {RT__METHOD__PS_REGISTER, &rt__register_req__descriptor, ms__h_register,
+     MS__PS},
+    {RT__METHOD__PS_HEARTBEAT, &rt__heartbeat_req__descriptor, ms__h_heartbeat,
+     MS__PS},
+    {RT__METHOD__ISR_CHANGE, &rt__isr_change_req__descriptor, ms__h_isr_change,
+     MS__PS},
+    {RT__METHOD__FE_HELLO, NULL, ms__h_hello, MS__FE},
+    {RT__METHOD__GET_MAP, NULL, ms__h_get_map, MS__FE},
+    {RT__METHOD__CREATE_TABLE, &rt__table_req__descriptor, ms__h_create,
+     MS__FE},
+    {RT__METHOD__DELETE_TABLE, &rt__table_req__descriptor, ms__h_delete,
+     MS__FE},
+    {RT__METHOD__LIST_TABLES, &rt__list_tables_req__descriptor, ms__h_list,
+     MS__FE},
+    {RT__METHOD__GET_TABLE, &rt__table_req__descriptor, ms__h_get_table,
+     MS__FE},
+    {RT__METHOD__GET_ACL, &rt__acl_req__descriptor, ms__h_get_acl, MS__FE},
+    {RT__METHOD__SET_ACL, &rt__acl_req__descriptor, ms__h_set_acl, MS__FE},
     {RT__METHOD__GET_SERVICE_PROPS, &rt__service_props_req__descriptor,
-     ms__h_get_props},
+     ms__h_get_props, MS__FE},
     {RT__METHOD__SET_SERVICE_PROPS, &rt__service_props_req__descriptor,
-     ms__h_set_props},
-    {RT__METHOD__ISR_CHANGE, &rt__isr_change_req__descriptor, ms__h_isr_change},
-    {RT__METHOD__PING, NULL, ms__h_ping},
+     ms__h_set_props, MS__FE},
+    {RT__METHOD__MASTER_HELLO, NULL, ms__h_not_here, MS__MASTER},
+    {RT__METHOD__PING, NULL, ms__h_ping, MS__ANY},
 };
+
+static const struct ms__method *ms__method_find(uint32_t method)
+{
+    for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
+        if (ms__methods[i].method == method) {
+            return &ms__methods[i];
+        }
+    }
+    return NULL;
+}
+
+int ms_rpc_authorize(struct rt_rpc_conn *conn, uint32_t method, uint64_t id)
+{
+    const struct ms__method *m = ms__method_find(method);
+    return rt_rpc_authorize(conn, method, id, m ? m->roles : 0);
+}
 
 void ms_rpc_on_request(struct rt_rpc_conn *conn,
                        uint32_t method,
@@ -708,6 +795,9 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
     const struct ms__method *m = NULL;
     ProtobufCMessage *req = NULL;
 
+    if (ms_rpc_authorize(conn, method, id) != 0) {
+        return;
+    }
     rpc->cl->rpc_requests++;
     if (!q.peer) {
         q.peer = ms_cluster_peer_new(rpc->cl, conn);
@@ -716,12 +806,7 @@ void ms_rpc_on_request(struct rt_rpc_conn *conn,
         ms__fail(&q, RT_EBUSY, "master is stopping");
         return;
     }
-    for (size_t i = 0; i < sizeof(ms__methods) / sizeof(ms__methods[0]); i++) {
-        if (ms__methods[i].method == method) {
-            m = &ms__methods[i];
-            break;
-        }
-    }
+    m = ms__method_find(method);
     if (!m) {
         rt_log(RT_LOG_DEBUG, "method %" PRIu32 " from %s not served here",
                method, rt_rpc_conn_peer(conn));

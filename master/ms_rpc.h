@@ -31,6 +31,13 @@ struct ms_rpc
 };
 
 /* rt_rpc_request_cb: dispatches one request (@ud is a struct ms_rpc). */
+/* 0 when request @method may run on @conn: the caller's certificate role
+ * is one the master's method table allows (rt_rpc_authorize; a plain
+ * connection allows all). Otherwise the request has been answered
+ * RT_EPERM and logged: drop it. ms_rpc_on_request checks it itself; the
+ * node calls it before what it serves without the table (MASTER_HELLO,
+ * the answers of a follower). */
+int ms_rpc_authorize(struct rt_rpc_conn *conn, uint32_t method, uint64_t id);
 void ms_rpc_on_request(struct rt_rpc_conn *conn,
                        uint32_t method,
                        uint64_t id,

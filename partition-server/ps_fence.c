@@ -47,8 +47,19 @@ int ps_fence_admit(struct ps_server *ps,
 {
     const ProtobufCEnumValue *mv = protobuf_c_enum_descriptor_get_value(
         &rt__method__descriptor, (int)method);
+    unsigned role = rt_rpc_conn_role(conn);
     char why[96];
 
+    if (term != 0 && role != 0 &&
+        !(role & (RT_RPC_ROLE_MASTER | RT_RPC_ROLE_ADMIN))) {
+        rt_log(RT_LOG_WARN,
+               "refusing %s with master term %" PRIu64
+               " from %s: only a master sets the term",
+               mv ? mv->name : "a request", term, rt_rpc_conn_peer_name(conn));
+        rt_rpc_reply_err(conn, id, method, RT_EPERM,
+                         "only a master's request carries a master term");
+        return RT_EPERM;
+    }
     if (ps_fence_check(ps, term, mv ? mv->name : "a request") == 0) {
         return 0;
     }

@@ -31,7 +31,10 @@ int ps_fence_check(struct ps_server *ps, uint64_t term, const char *what);
 
 /* ps_fence_check for request @id of @method on @conn: on RT_ESTALE it also
  * answers the request with RT_ESTALE "older master term N < M", so the
- * caller only frees its message and returns. */
+ * caller only frees its message and returns. Over mutual TLS only a
+ * master's (or an admin's) certificate may carry a term: a peer's request
+ * with one (REPL_ABORT from a primary sends 0) is answered RT_EPERM and
+ * moves nothing, so no partition server can fence the masters out. */
 int ps_fence_admit(struct ps_server *ps,
                    struct rt_rpc_conn *conn,
                    uint64_t id,

@@ -10,6 +10,8 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_rpc.h"
+#include "rt_tls.h"
 
 static struct ps_server ps__server;
 static uv_signal_t ps__sigint;
@@ -36,6 +38,9 @@ int main(int argc, char **argv)
     long ack_timeout_ms = 0, write_hold_ms = 0, heartbeat_ms = 0;
     long stall_timeout_ms = 0;
     long scrub_mb_s = 0, repl_window_mb = 0, repl_log_mb = 0;
+    char *cluster_tls = NULL;
+    int insecure_rpc = 0;
+    struct rt_tls *tls = NULL;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
@@ -98,6 +103,13 @@ int main(int argc, char **argv)
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
          "LMDB map size (the most data this server can hold), MiB"},
+        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
+         "directory with this node's cluster credentials (ca.crt, "
+         "node.crt, node.key; rtctl cluster init): every RPC connection is "
+         "mutual TLS"},
+        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
+         "run the cluster RPC without --cluster-tls: unauthenticated and "
+         "unencrypted (a trusted loopback only)"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -180,6 +192,11 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (rt_rpc_tls_flags("rt-partition-server", cluster_tls, insecure_rpc,
+                         &tls) != 0) {
+        rt_config_free(opts);
+        return 2;
+    }
     /* A peer that vanishes mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -240,6 +257,8 @@ int main(int argc, char **argv)
     if (code == 0) {
         rt_log(RT_LOG_INFO, "stopped");
     }
+    rt_rpc_set_tls(NULL);
+    rt_tls_free(tls);
     rt_config_free(opts);
     return code;
 }

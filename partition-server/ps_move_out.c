@@ -802,6 +802,9 @@ void ps__mvout_request(struct ps_server *ps,
         mv->marker.len = n;
     }
     rc = rt_rpc_client_start(ps->loop, mv->target, NULL, NULL, NULL, &mv->cli);
+    if (rc == 0) {
+        rt_rpc_client_expect_roles(mv->cli, RT_RPC_ROLE_PS); /* the target */
+    }
     if (rc != 0) {
         mv->cli = NULL;
         ps__mvout_set_state(mv, PS_MVOUT_ENDED);

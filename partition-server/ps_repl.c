@@ -837,6 +837,9 @@ static void ps__peer_set(struct ps_repl *rp, uint64_t id, const char *addr)
         rt_log(RT_LOG_ERROR, "bad address '%s' of server %" PRIu64, p->addr,
                id);
         p->cli = NULL;
+    } else {
+        /* Replicas, learners and repairs talk to peers only. */
+        rt_rpc_client_expect_roles(p->cli, RT_RPC_ROLE_PS);
     }
 }
 

@@ -679,6 +679,59 @@ out:
 
 /* Dispatcher */
 
+#define PS__MASTER RT_RPC_ROLE_MASTER
+#define PS__PS RT_RPC_ROLE_PS
+#define PS__FE RT_RPC_ROLE_FE
+
+/* Who may call what (docs/SECURITY.md): the roles whose certificates may
+ * send each request; an admin certificate may send any, a method absent
+ * here only an admin. Front ends read and write entities; peers
+ * replicate, copy learners, repair (REPL_FETCH, ENTITY_GET) and migrate
+ * moved ranges; the master assigns, seals, freezes, transfers and moves.
+ * The master-term fencing (ps_fence) then orders the masters among
+ * themselves. */
+static const struct
+{
+    uint32_t method;
+    unsigned roles;
+} ps__rpc_roles[] = {
+    {RT__METHOD__ENTITY_WRITE, PS__FE},
+    {RT__METHOD__ENTITY_GET, PS__FE | PS__PS},
+    {RT__METHOD__ENTITY_SCAN, PS__FE},
+    {RT__METHOD__PING, PS__FE | PS__PS | PS__MASTER},
+    {RT__METHOD__REPL_APPEND, PS__PS},
+    {RT__METHOD__REPL_SUPPORT, PS__PS},
+    {RT__METHOD__REPL_PROBE, PS__PS},
+    {RT__METHOD__REPL_BEGIN, PS__PS},
+    {RT__METHOD__REPL_SNAP, PS__PS},
+    {RT__METHOD__REPL_ABORT, PS__PS | PS__MASTER},
+    {RT__METHOD__REPL_FETCH, PS__PS},
+    {RT__METHOD__MIGRATE_BEGIN, PS__PS},
+    {RT__METHOD__MIGRATE_DATA, PS__PS},
+    {RT__METHOD__MIGRATE_END, PS__PS},
+    {RT__METHOD__SEAL, PS__MASTER},
+    {RT__METHOD__RANGE_FREEZE, PS__MASTER},
+    {RT__METHOD__RANGE_THAW, PS__MASTER},
+    {RT__METHOD__TRANSFER_PRIMARY, PS__MASTER},
+    {RT__METHOD__TRANSFER_ABORT, PS__MASTER},
+    {RT__METHOD__ASSIGN_RANGES, PS__MASTER},
+    {RT__METHOD__DROP_TABLE, PS__MASTER},
+    {RT__METHOD__MOVE_OUT, PS__MASTER},
+    {RT__METHOD__MOVE_ABORT, PS__MASTER},
+    {RT__METHOD__MOVE_DONE, PS__MASTER},
+};
+
+static unsigned ps__roles_of(uint32_t method)
+{
+    for (size_t i = 0; i < sizeof(ps__rpc_roles) / sizeof(ps__rpc_roles[0]);
+         i++) {
+        if (ps__rpc_roles[i].method == method) {
+            return ps__rpc_roles[i].roles;
+        }
+    }
+    return 0;
+}
+
 void ps_rpc_on_request(struct rt_rpc_conn *conn,
                        uint32_t method,
                        uint64_t id,
@@ -688,6 +741,9 @@ void ps_rpc_on_request(struct rt_rpc_conn *conn,
 {
     struct ps_server *ps = ud;
 
+    if (rt_rpc_authorize(conn, method, id, ps__roles_of(method)) != 0) {
+        return;
+    }
     if (ps->stopping) {
         rt_rpc_reply_err(conn, id, method, RT_EBUSY, "shutting down");
         return;

@@ -243,6 +243,7 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
     ps_learn_metrics(ps, b);
     ps_repair_metrics(ps, b);
     ps_fence_metrics(ps, b);
+    rt_rpc_metrics(b);
 }
 
 static void ps__metrics_publish(struct ps_server *ps)

@@ -98,6 +98,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       no CORS, --status-open, SIGHUP rotation, bad token
 #                       files refused at start, rtctl, followers, the
 #                       dashboard in headless chromium (skipped without)
+#   test_rpc_auth       the cluster RPC's mutual TLS: raw clients without
+#                       credentials or with another CA's certificate are
+#                       closed (DELETE_TABLE, entity read and write change
+#                       nothing); a wrong role gets RT_EPERM; a partition
+#                       server certificate cannot take a live server's id
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -122,6 +127,7 @@ set(RT_INTEGRATION_TESTS
   test_multihost
   test_metrics
   test_admin_auth
+  test_rpc_auth
 )
 
 function(rt_integration_test t)

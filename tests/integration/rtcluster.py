@@ -28,6 +28,10 @@ azure.data.tables (Debian python3-azure) lazily.
     Cluster(tmp_path, replication_factor=1)  # master --replication-factor 1
                                              # (default: the master's, 3)
     Cluster(tmp_path, status_open=False)     # status needs the token too
+    Every RPC connection is mutual TLS: rtctl cluster init makes a CA in
+    @workdir/tls and each process gets --cluster-tls @workdir/tls/NAME
+    (c.tls_node("rogue", "ps") issues more); cluster_tls=False passes
+    --insecure-rpc instead.
     c.check_sanitizers()
 
 Every cluster has an admin token (@workdir/admin.token, 0600, random),
@@ -165,7 +169,8 @@ class Proc:
         return self.popen is not None and self.popen.poll() is None
 
     def args(self):
-        return self._base_args() + list(
+        return self._base_args() + self.cluster.tls_args(
+            self.name, self.kind) + list(
             self.cluster.extra_args.get(self.kind, []))
 
     def _base_args(self):
@@ -284,7 +289,7 @@ class Cluster:
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
                  heartbeat_timeout_ms=3000, start_timeout=None,
                  extra_args=None, replication_factor=None, masters=1,
-                 status_open=True):
+                 status_open=True, cluster_tls=True):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
@@ -331,6 +336,12 @@ class Cluster:
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         env.pop("RT_MASTER_HTTP", None)  # rtctl gets --master-http from us
         self.env = env
+        # Mutual TLS on every RPC connection: one CA per cluster
+        # (workdir/tls, made by rtctl cluster init), a certificate per
+        # process name, issued on first use (tls_args). cluster_tls=False
+        # runs the RPC with --insecure-rpc instead.
+        self.cluster_tls = cluster_tls
+        self.tls_dir = os.path.join(self.workdir, "tls")
 
         # The admin token: kept across restarts of this cluster (its file
         # is made once, 0600 as the master wants).
@@ -380,6 +391,42 @@ class Cluster:
         for d in ["run", "logs"] + [m.name for m in self.masters] + \
                 [p.name for p in self.pss]:
             os.makedirs(os.path.join(self.workdir, d), exist_ok=True)
+
+    # ------------------------------------------------------------ TLS
+    TLS_ROLES = {"master": "master", "ps": "ps", "frontend": "fe",
+                 "fe": "fe", "admin": "admin"}
+
+    def tls_node(self, name, kind):
+        """The credentials directory of node @name (a process name, or any
+        other, e.g. "rogue"), of kind master|ps|frontend|admin: the
+        cluster's CA is made on first use, the node's certificate
+        (CN ROLE:name) issued on first use."""
+        role = self.TLS_ROLES[kind]
+        d = os.path.join(self.tls_dir, name)
+        if os.path.exists(os.path.join(d, "node.key")):
+            return d
+        rtctl = self.bins["rtctl"]
+        if not os.path.exists(os.path.join(self.tls_dir, "ca.key")):
+            argv = [rtctl, "cluster", "init", self.tls_dir,
+                    "--masters", ",".join(m.name for m in self.masters),
+                    "--partition-servers",
+                    ",".join(p.name for p in self.pss),
+                    "--frontends", self.frontend.name,
+                    "--admin", "operator"]
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL,
+                           env=self.env, timeout=60)
+        if not os.path.exists(os.path.join(d, "node.key")):
+            subprocess.run([rtctl, "cluster", "add-node", self.tls_dir,
+                            role, name], check=True,
+                           stdout=subprocess.DEVNULL, env=self.env,
+                           timeout=60)
+        return d
+
+    def tls_args(self, name, kind):
+        """The RPC security flags of process @name of @kind."""
+        if not self.cluster_tls:
+            return ["--insecure-rpc"]
+        return ["--cluster-tls", self.tls_node(name, kind)]
 
     # ------------------------------------------------------------ processes
     @property

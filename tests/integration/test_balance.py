@@ -32,8 +32,10 @@ import http.client
 import json
 import os
 import random
+import select
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -44,6 +46,7 @@ import urllib.request
 
 import pytest
 
+import rtrpc
 from rtcluster import Cluster, started, ClusterError
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -807,12 +810,25 @@ def test_master_killed_mid_move(cluster):
 class MapPushFilter:
     """TCP proxy between a front end and the master that drops every
     MAP_UPDATE frame (method 20, one-way) from the master, so the front
-    end's map is only refreshed by its own GET_MAP (after StaleEpoch)."""
+    end's map is only refreshed by its own GET_MAP (after StaleEpoch).
+    The cluster RPC is mutual TLS, so the proxy ends it on both sides: to
+    the front end it shows a master certificate of the cluster, to the
+    master a front end's (a member in the middle, as the test needs)."""
 
     HDR = struct.Struct(">IHBBIiQ")  # common/rt_rpc.h, 24 bytes
 
-    def __init__(self, master_port):
+    def __init__(self, cluster, master_port):
         self.master_port = master_port
+        self.srv_ctx = self.cli_ctx = None
+        if cluster.cluster_tls:
+            d = cluster.tls_node("mapfilter", "master")
+            self.srv_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.srv_ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+            self.srv_ctx.load_cert_chain(d + "/node.crt", d + "/node.key")
+            self.srv_ctx.load_verify_locations(d + "/ca.crt")
+            self.srv_ctx.verify_mode = ssl.CERT_REQUIRED
+            self.cli_ctx = rtrpc.tls_context(
+                cluster.tls_node("mapfilter-fe", "fe"))
         self.lsock = socket.socket()
         self.lsock.bind(("127.0.0.1", 0))
         self.lsock.listen(8)
@@ -828,40 +844,50 @@ class MapPushFilter:
                 c, _ = self.lsock.accept()
             except OSError:
                 return
-            m = socket.create_connection(("127.0.0.1", self.master_port))
-            self.socks += [c, m]
-            threading.Thread(target=self._pipe, args=(c, m, False),
-                             daemon=True).start()
-            threading.Thread(target=self._pipe, args=(m, c, True),
+            threading.Thread(target=self._pump, args=(c,),
                              daemon=True).start()
 
-    def _pipe(self, src, dst, filt):
+    def _pump(self, c):
+        """One connection, both directions on one thread (an SSL socket
+        must not be read and written from two threads at once)."""
+        m = None
         buf = b""
         try:
+            m = socket.create_connection(("127.0.0.1", self.master_port))
+            if self.srv_ctx is not None:
+                c = self.srv_ctx.wrap_socket(c, server_side=True)
+                m = self.cli_ctx.wrap_socket(m)
+            self.socks += [c, m]
             while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if not filt:
-                    dst.sendall(data)
-                    continue
-                buf += data
-                while len(buf) >= 24:
-                    ln, _, _, flags, method, _, rid = self.HDR.unpack(
-                        buf[:24])
-                    if len(buf) < 24 + ln:
-                        break
-                    frame, buf = buf[:24 + ln], buf[24 + ln:]
-                    if method == 20 and rid == 0 and not flags & 1:
-                        self.dropped += 1
+                ready = [s for s in (c, m)
+                         if isinstance(s, ssl.SSLSocket) and s.pending()]
+                if not ready:
+                    ready, _, _ = select.select([c, m], [], [], 1.0)
+                for src in ready:
+                    data = src.recv(65536)
+                    if not data:
+                        return
+                    if src is c:
+                        m.sendall(data)
                         continue
-                    dst.sendall(frame)
-        except OSError:
+                    buf += data
+                    while len(buf) >= 24:
+                        ln, _, _, flags, method, _, rid = self.HDR.unpack(
+                            buf[:24])
+                        if len(buf) < 24 + ln:
+                            break
+                        frame, buf = buf[:24 + ln], buf[24 + ln:]
+                        if method == 20 and rid == 0 and not flags & 1:
+                            self.dropped += 1
+                            continue
+                        c.sendall(frame)
+        except (OSError, ValueError):
             pass
         finally:
-            for s in (src, dst):
+            for s in (c, m):
                 try:
-                    s.close()
+                    if s is not None:
+                        s.close()
                 except OSError:
                     pass
 
@@ -880,14 +906,15 @@ def test_stale_front_end(cluster, tmp_path):
     correctly while the range it knows is split and moved: reads, writes
     and a full query through it see exactly the data."""
     from azure.data.tables import TableServiceClient
-    proxy = MapPushFilter(cluster.master.ports["rpc"])
+    proxy = MapPushFilter(cluster, cluster.master.ports["rpc"])
     port_file = str(tmp_path / "fe2.ports")
     err_path = os.path.join(cluster.logdir, "frontend2.stderr")
     with open(err_path, "wb") as err:
         fe2 = subprocess.Popen(
             [cluster.bins["frontend"], "--listen", "127.0.0.1:0", "--master",
              "127.0.0.1:%d" % proxy.port, "--port-file", port_file,
-             "--log-level", cluster.log_level],
+             "--log-level", cluster.log_level] +
+            cluster.tls_args("frontend2", "frontend"),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             env=cluster.env, start_new_session=True)
     try:

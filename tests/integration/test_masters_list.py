@@ -2,10 +2,12 @@
 partition server and a front end started with `--master FOLLOWER,LEADER`
 end at the leader. FOLLOWER is a fake master written here: it speaks the
 RPC framing (proto/README.md) and answers every request RT_ENOTLEADER with
-an rt.NotLeader naming the real master's RPC address.
+an rt.NotLeader naming the real master's RPC address. The cluster RPC is
+mutual TLS, so the fake shows a master certificate of the cluster's CA.
 """
 
 import socketserver
+import ssl
 import struct
 import threading
 import time
@@ -21,8 +23,15 @@ HDR = struct.Struct(">IHBBIiQ")  # len, magic, version, flags, method, status, i
 class FakeFollower:
     """A master that is not the leader, on a loopback port."""
 
-    def __init__(self, leader_rpc_addr):
+    def __init__(self, leader_rpc_addr, tls_dir=None):
         fake = self
+        ctx = None
+        if tls_dir is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+            ctx.load_cert_chain(tls_dir + "/node.crt", tls_dir + "/node.key")
+            ctx.load_verify_locations(tls_dir + "/ca.crt")
+            ctx.verify_mode = ssl.CERT_REQUIRED
         self.requests = 0
         addr = leader_rpc_addr.encode()
         # rt.NotLeader{leader_rpc_addr = 2}: tag 0x12, length, bytes.
@@ -30,6 +39,12 @@ class FakeFollower:
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
+                if ctx is not None:
+                    try:
+                        self.request = ctx.wrap_socket(self.request,
+                                                       server_side=True)
+                    except (OSError, ssl.SSLError):
+                        return
                 buf = b""
                 while True:
                     try:
@@ -74,7 +89,9 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def follower(cluster):
-    f = FakeFollower(cluster.master_rpc_addr)
+    f = FakeFollower(cluster.master_rpc_addr,
+                     cluster.tls_node("fakefollower", "master")
+                     if cluster.cluster_tls else None)
     yield f
     f.close()
 

@@ -95,11 +95,25 @@ def admin_token_file(workdir):
 
 
 def security_flags(kind, workdir):
-    """Flags every daemon of @kind gets for cluster security (the RPC
-    credential, the admin token). The one place to add them."""
+    """Flags every daemon of @kind gets for cluster security beyond its
+    config (the admin token). The one place to add them; the RPC
+    credential is the example config's own `cluster-tls` key
+    (node_config)."""
     if kind == "master":
         return ["--admin-token-file", admin_token_file(workdir)]
     return []
+
+
+def cluster_credentials(build, workdir):
+    """The cluster CA and one node directory per host under
+    @workdir/tls, as the deploy guide makes them (rtctl cluster init)."""
+    out = os.path.join(workdir, "tls")
+    subprocess.run([os.path.join(build, "tools", "rtctl"), "cluster", "init",
+                    out, "--masters", ",".join(MASTERS),
+                    "--partition-servers", ",".join(PSS),
+                    "--frontends", ",".join(FES)],
+                   check=True, capture_output=True, timeout=60)
+    return out
 
 
 def node_config(kind, host, topo, workdir):
@@ -133,6 +147,7 @@ def node_config(kind, host, topo, workdir):
         subst = {"listen": "%s:%d" % (ip, FE_HTTP),
                  "master": masters,
                  "accounts": os.path.join(workdir, "accounts")}
+    subst["cluster-tls"] = os.path.join(workdir, "tls", host)
     if "data" in subst:
         os.makedirs(subst["data"], exist_ok=True)
     out, seen = [], set()
@@ -179,6 +194,7 @@ class Hosts:
         with open(acc, "w") as f:
             f.write("%s %s\n" % (ACCOUNT, self.key))
         os.chmod(acc, 0o600)
+        cluster_credentials(self.build, self.workdir)
         deadline = time.monotonic() + START_TIMEOUT
         for h in MASTERS:
             self._start(h, "master", "master/rt-master", ["--bootstrap"])

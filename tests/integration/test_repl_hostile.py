@@ -7,71 +7,27 @@ ranges, epochs at 2^64-1, LSN gaps, a group whose CRC does not match) and
 frames claiming the maximum length then closing. Every request is
 answered or its connection closed, no process dies, and afterwards the
 table still holds exactly the acknowledged entities and takes writes
-through the SDK. About 10 s.
+through the SDK. The frames come over mutual TLS with a partition
+server's certificate of the cluster (rtrpc), the worst an outsider could
+do being refused at the handshake (test_rpc_auth). About 10 s.
 """
 
 import random
-import socket
-import struct
 
 import pytest
 
+import rtrpc
 from rtcluster import started
+from rtrpc import field_bytes, field_u64, frame, varint
 
-MAGIC = 0x5254
-F_REPLY = 1
 REPL_METHODS = list(range(60, 67)) + list(range(70, 74)) + [76, 77]
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_u64(num, v):
-    return varint(num << 3) + varint(v)
-
-
-def field_bytes(num, b):
-    return varint((num << 3) | 2) + varint(len(b)) + b
-
-
-def frame(method, body, rid, length=None):
-    n = len(body) if length is None else length
-    return struct.pack(">IHBBIiQ", n, MAGIC, 1, 0, method, 0, rid) + body
-
-
-def recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
-def call(addr, method, body, rid=1):
+def call(addr, method, body, tls_dir, rid=1):
     """Sends one request; returns the reply's status, or None when the
     peer closed the connection instead (also acceptable)."""
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(frame(method, body, rid))
-        hdr = recv_exact(s, 24)
-        if hdr is None:
-            return None
-        n, magic, ver, flags, m, status, got = struct.unpack(">IHBBIiQ", hdr)
-        assert magic == MAGIC and ver == 1
-        assert flags & F_REPLY and m == method and got == rid
-        assert recv_exact(s, n) is not None
-        return status
+    r = rtrpc.call(addr, method, body, rid=rid, tls_dir=tls_dir)
+    return None if r is None else r[0]
 
 
 def hostile_bodies(rng):
@@ -101,6 +57,7 @@ def test_hostile_replication_frames(cluster):
     for i in range(20):
         t.create_entity({"PartitionKey": "p", "RowKey": "%03d" % i, "v": i})
     rng = random.Random(7)
+    peer = cluster.tls_node("hostile", "ps")
     addrs = [cluster.ps_addr(p) for p in cluster.pss]
     addrs.append(cluster.master_rpc_addr)
     answered = 0
@@ -110,16 +67,22 @@ def test_hostile_replication_frames(cluster):
                 # An error status, a closed link, or a harmless success
                 # (an append with no groups, a support request answered
                 # "not granted"): what counts is what follows.
-                status = call(addr, method, body)
+                status = call(addr, method, body, peer)
                 answered += status is not None
     assert answered > 0
     # A frame announcing a huge body then closing must not hurt anyone.
     for addr in addrs:
-        host, port = addr.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=5) as s:
+        with rtrpc.connect(addr, tls_dir=peer, timeout=5) as s:
             s.sendall(frame(60, b"abc", 9, length=(1 << 32) - 1))
     for p in cluster.procs:
         assert p.running(), "%s died" % p.name
+    # No peer may set the master term (only a master's certificate carries
+    # one): else the servers would refuse the real master from now on.
+    for p in cluster.pss:
+        for path in p.stderr_paths:
+            with open(path, errors="replace") as f:
+                assert "-> %d" % ((1 << 64) - 1) not in f.read(), \
+                    "%s took a peer's master term" % p.name
     got = {e["RowKey"]: e["v"] for e in t.query_entities("PartitionKey eq 'p'")}
     assert got == {"%03d" % i: i for i in range(20)}
     t.create_entity({"PartitionKey": "p", "RowKey": "after", "v": 1})

@@ -374,6 +374,42 @@ static void test_servers(void **state)
     assert_int_equal(ms_catalog_server_at(f->cat, 0)->id, a);
 }
 
+/* A server id is bound to the certificate name that first registered it:
+ * another name is refused (RT_EPERM) and moves nothing; the same name, or
+ * plain RPC, may change the address; the binding persists. */
+static void test_server_identity(void **state)
+{
+    struct th_ms_cat *f = *state;
+    uint64_t a, c;
+    bool changed;
+    assert_int_equal(ms_catalog_register_server_as(f->cat, 0, "h:1", NULL, NULL,
+                                                   "ps:ps1", &a, &changed),
+                     0);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->identity, "ps:ps1");
+    uint64_t v = ms_catalog_map_version(f->cat);
+    assert_int_equal(
+        ms_catalog_register_server_as(f->cat, a, "evil:1", NULL, NULL,
+                                      "ps:rogue", &c, &changed),
+        RT_EPERM);
+    assert_false(changed);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->addr, "h:1");
+    assert_int_equal(ms_catalog_map_version(f->cat), v);
+    assert_int_equal(ms_catalog_register_server_as(f->cat, a, "h:2", NULL, NULL,
+                                                   "ps:ps1", &c, &changed),
+                     0);
+    assert_true(changed);
+    assert_int_equal(
+        ms_catalog_register_server(f->cat, a, "h:3", NULL, NULL, &c, &changed),
+        0);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->identity, "ps:ps1");
+    th_ms_cat_reopen(f);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->identity, "ps:ps1");
+    assert_int_equal(ms_catalog_register_server_as(f->cat, a, "evil:1", NULL,
+                                                   NULL, "ps:rogue", &c, NULL),
+                     RT_EPERM);
+    assert_string_equal(ms_catalog_server_find(f->cat, a)->addr, "h:3");
+}
+
 /* Zone and incarnation are stored with the server: the first incarnation
  * is recorded (a server of an older build sends none and keeps what is
  * stored), a new one replaces it, a zone change is written; all persist. */
@@ -1016,6 +1052,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_limit_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_zone_incarnation, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_update_ranges, setup, teardown),

@@ -1450,7 +1450,8 @@ static void proc_start(struct fx *f, int i)
         execl(RT_PS_BINARY, "rt-partition-server", "--listen", listen,
               "--master", f->master_addr, "--data", s->data, "--port-file",
               s->port_file, "--http", "127.0.0.1:0", "--map-size-mb", "256",
-              "--move-chunk-kb", chunk, "--log-level", "warn", (char *)NULL);
+              "--move-chunk-kb", chunk, "--log-level", "warn", "--insecure-rpc",
+              (char *)NULL);
         _exit(127);
     }
     s->pid = pid;

@@ -1230,6 +1230,8 @@ static int proc_run(struct fx *f,
     pid_t p, w;
 
     args[n++] = "rt-partition-server";
+    /* The fake master speaks plain RPC. */
+    args[n++] = "--insecure-rpc";
     while (*argv && n < 15) {
         args[n++] = *argv++;
     }

@@ -6,6 +6,7 @@
  *   rtctl transfer RANGE SERVER [--json]
  *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
  *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
+ *   rtctl cluster init|add-node ...   (offline: rtctl_cluster.c)
  *
  * The master is found without flags: --master-http, else $RT_MASTER_HTTP,
  * else 127.0.0.1:10101 (rt-master's default --http). Either may list
@@ -33,6 +34,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rtctl_cluster.h"
 
 #define RTCTL_DEFAULT_MASTER "127.0.0.1:10101"
 #define RTCTL_TIMEOUT_S 5
@@ -77,6 +80,12 @@ static void rtctl_usage(FILE *out)
         "                          the leader: transfer first)\n"
         "  master transfer [ID]    hand the masters' leadership to ID (or\n"
         "                          the most up-to-date other master)\n"
+        "  cluster init OUT_DIR --masters N,.. --partition-servers N,..\n"
+        "          --frontends N,.. [--admin NAME] [--days N]\n"
+        "                          create the cluster CA and each node's\n"
+        "                          --cluster-tls directory (offline)\n"
+        "  cluster add-node OUT_DIR ROLE NAME\n"
+        "                          issue one more node from that CA\n"
         "  events                  the master's events (decisions, their\n"
         "                          outcomes, servers up/down), oldest first\n"
         "      --follow            keep printing new events (Ctrl-C stops)\n"
@@ -1216,6 +1225,9 @@ int main(int argc, char **argv)
 
     if (!addr || !*addr) {
         addr = RTCTL_DEFAULT_MASTER;
+    }
+    if (argc > 1 && !strcmp(argv[1], "cluster")) {
+        return rtctl_cluster_main(argc - 2, argv + 2);
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -10,6 +10,9 @@
 #                  own defaults, replication factor 3)
 #   RT_PS_ARGS     more rt-partition-server flags, split on spaces (e.g.
 #                  "--http 127.0.0.1:0" for /metrics; default none)
+#   RT_CLUSTER_TLS 1 (default): the cluster RPC is mutual TLS (rtctl
+#                  cluster init DIR/tls, --cluster-tls per process); 0:
+#                  --insecure-rpc (plain TCP, to measure what TLS costs)
 #
 # After rt_cluster_start N_PS DIR: RT_ENDPOINT (http://127.0.0.1:PORT/
 # devstoreaccount1), RT_MASTER_HTTP (127.0.0.1:PORT), RT_FE_PID, RT_PS_PIDS,
@@ -32,7 +35,7 @@ rt_die() {
 rt_build() {
     local need=0 b
     for b in master/rt-master partition-server/rt-partition-server \
-        frontend/rt-frontend tools/rt-load "$@"; do
+        frontend/rt-frontend tools/rt-load tools/rtctl "$@"; do
         [[ -x "$RT_BUILD_DIR/$b" ]] || need=1
     done
     if ((need)); then
@@ -40,7 +43,7 @@ rt_build() {
         cmake -S "$RT_ROOT" -B "$RT_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
             >/dev/null || rt_die "cmake configure failed"
         cmake --build "$RT_BUILD_DIR" -j2 --target rt-master \
-            rt-partition-server rt-frontend rt-load \
+            rt-partition-server rt-frontend rt-load rtctl \
             $(for b in "$@"; do basename "$b"; done) >/dev/null ||
             rt_die "build failed"
     fi
@@ -78,15 +81,30 @@ rt_port() {
     return 1
 }
 
+# rt_sec DIR NAME: the RPC security flags of process NAME (RT_CLUSTER_TLS).
+rt_sec() {
+    if [[ "${RT_CLUSTER_TLS:-1}" == 0 ]]; then
+        echo --insecure-rpc
+    else
+        echo --cluster-tls "$1/tls/$2"
+    fi
+}
+
 # rt_cluster_start N_PS DIR [frontend args...]
 rt_cluster_start() {
     local nps=$1 dir=$2 i port mport hport
     shift 2
     mkdir -p "$dir/run" "$dir/logs"
+    if [[ "${RT_CLUSTER_TLS:-1}" != 0 && ! -f "$dir/tls/ca.key" ]]; then
+        "$RT_BUILD_DIR/tools/rtctl" cluster init "$dir/tls" --masters master \
+            --partition-servers "$(seq -s, -f 'ps%g' 1 "$nps")" \
+            --frontends frontend >/dev/null || rt_die "rtctl cluster init failed"
+    fi
     # --status-open: the scenarios only read the status and /metrics (no
     # admin token to hand around); actions stay refused.
+    # shellcheck disable=SC2046 # rt_sec's words are flags
     "$RT_BUILD_DIR/master/rt-master" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
-        --status-open \
+        --status-open $(rt_sec "$dir" master) \
         --data "$dir/master" --port-file "$dir/run/master.ports" \
         --log-level "$RT_LOG_LEVEL" ${RT_MASTER_ARGS:-} \
         >"$dir/logs/master.log" 2>&1 </dev/null &
@@ -100,6 +118,7 @@ rt_cluster_start() {
     for ((i = 1; i <= nps; i++)); do
         "$RT_BUILD_DIR/partition-server/rt-partition-server" \
             --listen 127.0.0.1:0 --master "$RT_MASTER_RPC" --data "$dir/ps$i" \
+            $(rt_sec "$dir" "ps$i") \
             --port-file "$dir/run/ps$i.ports" --log-level "$RT_LOG_LEVEL" \
             ${RT_PS_ARGS:-} >"$dir/logs/ps$i.log" 2>&1 </dev/null &
         RT_PS_PIDS+=($!)
@@ -109,6 +128,7 @@ rt_cluster_start() {
         rt_port "$dir/run/ps$i.ports" rpc >/dev/null || rt_die "ps$i did not start ($dir/logs/ps$i.log)"
     done
     "$RT_BUILD_DIR/frontend/rt-frontend" --listen 127.0.0.1:0 \
+        $(rt_sec "$dir" frontend) \
         --master "$RT_MASTER_RPC" --port-file "$dir/run/frontend.ports" \
         --log-level "$RT_LOG_LEVEL" "$@" >"$dir/logs/frontend.log" 2>&1 </dev/null &
     RT_FE_PID=$!
