@@ -1735,12 +1735,11 @@ int main(int argc, char **argv)
          * (tools/rt-load/scenarios/lib.sh, RT_CLUSTER_TLS). */
         {
             /* --status-open: only GET /api/status is read here. */
-            char *av[] = {master_bin,    "--listen",         "127.0.0.1:0",
-                          "--http",      "127.0.0.1:0",      "--status-open",
-                          "--data",      ms_data,            "--port-file",
-                          mport_file,    "--log-level",      O.server_log_level,
-                          "--insecure-rpc",
-                          NULL};
+            char *av[] = {master_bin,       "--listen",    "127.0.0.1:0",
+                          "--http",         "127.0.0.1:0", "--status-open",
+                          "--data",         ms_data,       "--port-file",
+                          mport_file,       "--log-level", O.server_log_level,
+                          "--insecure-rpc", NULL};
             child_start(&ch_master, master_bin, av);
         }
         wait_port_file(&ch_master, mport_file, mkeys, ms_ports, 2);
