@@ -1049,6 +1049,7 @@ int ms_node_start(uv_loop_t *loop,
     ro.heartbeat_ms = cfg->heartbeat_ms;
     ro.snapshot_threshold = cfg->snapshot_threshold;
     ro.snapshot_trailing = cfg->snapshot_trailing;
+    ro.tls = cfg->tls;
     rc =
         ms_raft_start(loop, &ro, &fsm, ms__node_on_change, n, &n->raft, errmsg);
     if (rc != 0) {
