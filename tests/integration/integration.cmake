@@ -67,6 +67,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_master_raft_tls three masters with --cluster-tls: raft over mutual
+#                       TLS elects, commits, survives kill -9 of the
+#                       leader; plain TCP, no cert, a ps: cert, another
+#                       CA's cert on a raft port: closed, term unchanged
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +90,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_master_raft_tls
 )
 
 function(rt_integration_test t)
