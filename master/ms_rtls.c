@@ -168,12 +168,15 @@ static void ms__rtls_refused(struct ms_rtls *t,
         t->warn_suppressed++;
     }
     pthread_mutex_unlock(&t->mu);
-    if (log)
+    if (log && suppressed > 0)
         rt_log(RT_LOG_WARN,
-               "raft %llu: refused raft connection from %s: %s"
-               " (%llu more refusals not logged)",
+               "raft %llu: refused raft connection from %s: %s (and %llu "
+               "more since the last one logged)",
                (unsigned long long)t->id, remote, reason,
                (unsigned long long)suppressed);
+    else if (log)
+        rt_log(RT_LOG_WARN, "raft %llu: refused raft connection from %s: %s",
+               (unsigned long long)t->id, remote, reason);
 }
 
 /* The first OpenSSL error of this thread's queue, or @dflt; empties it. */

@@ -17,7 +17,6 @@ which python3-azure depends on).
 About 30 s.
 """
 
-import datetime
 import os
 import signal
 import socket
@@ -26,78 +25,20 @@ import struct
 import time
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from rtcluster import Cluster
-
-
-# ------------------------------------------------------------ credentials
-def _name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _ca(cn):
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    crt = (x509.CertificateBuilder().subject_name(_name(cn))
-           .issuer_name(_name(cn)).public_key(key.public_key())
-           .serial_number(x509.random_serial_number())
-           .not_valid_before(now - datetime.timedelta(minutes=5))
-           .not_valid_after(now + datetime.timedelta(days=2))
-           .add_extension(x509.BasicConstraints(ca=True, path_length=0),
-                          critical=True)
-           .add_extension(x509.KeyUsage(False, False, False, False, False,
-                                        True, True, False, False),
-                          critical=True)
-           .sign(key, hashes.SHA256()))
-    return key, crt
-
-
-def _node(ca, cn, d):
-    """Writes @d/{ca.crt,node.crt,node.key} for @cn issued by @ca."""
-    ca_key, ca_crt = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    crt = (x509.CertificateBuilder().subject_name(_name(cn))
-           .issuer_name(ca_crt.subject).public_key(key.public_key())
-           .serial_number(x509.random_serial_number())
-           .not_valid_before(now - datetime.timedelta(minutes=5))
-           .not_valid_after(now + datetime.timedelta(days=2))
-           .add_extension(x509.BasicConstraints(ca=False, path_length=None),
-                          critical=True)
-           .add_extension(x509.ExtendedKeyUsage(
-               [ExtendedKeyUsageOID.SERVER_AUTH,
-                ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-           .sign(ca_key, hashes.SHA256()))
-    os.makedirs(d, mode=0o700)
-    with open(os.path.join(d, "ca.crt"), "wb") as f:
-        f.write(ca_crt.public_bytes(serialization.Encoding.PEM))
-    with open(os.path.join(d, "node.crt"), "wb") as f:
-        f.write(crt.public_bytes(serialization.Encoding.PEM))
-    fd = os.open(os.path.join(d, "node.key"),
-                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM,
-                                  serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return d
+from rtpki import make_ca, issue, masters_over_tls
 
 
 @pytest.fixture
 def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("rafttls")
     pki = os.path.join(str(work), "pki")
-    ca, other = _ca("rafttls test CA"), _ca("another CA")
     c = Cluster(work, n_ps=1, replication_factor=1, masters=3)
-    for i, m in enumerate(c.masters, 1):
-        d = _node(ca, "master:m%d" % i, os.path.join(pki, "m%d" % i))
-        c.master_args[m.name] = ["--cluster-tls", d]
+    ca = masters_over_tls(c, pki)
     c.pki = {
-        "ps": _node(ca, "ps:ps1", os.path.join(pki, "ps1")),
-        "foreign": _node(other, "master:m1", os.path.join(pki, "foreign")),
+        "ps": issue(ca, "ps:ps1", os.path.join(pki, "ps1")),
+        "foreign": issue(make_ca("another CA"), "master:m1",
+                         os.path.join(pki, "foreign")),
     }
     c.start()
     yield c
