@@ -70,7 +70,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_master_raft_tls three masters with --cluster-tls: raft over mutual
 #                       TLS elects, commits, survives kill -9 of the
 #                       leader; plain TCP, no cert, a ps: cert, another
-#                       CA's cert on a raft port: closed, term unchanged
+#                       CA's cert on a raft port: closed, term unchanged;
+#                       a transfer re-executes the old leader over TLS
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery

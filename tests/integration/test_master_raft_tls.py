@@ -12,9 +12,12 @@ which python3-azure depends on).
     `ps:` certificate of the cluster CA, or with a `master:` certificate of
     another CA, is closed; the leader and its term do not change, the
     refusals are logged at warn with the client's address, and tables can
-    still be created.
+    still be created;
+  - every socket a master holds is CLOEXEC, and after `rtctl master
+    transfer` the old leader re-executes itself (same pid) and rejoins
+    over TLS.
 
-About 30 s.
+About 20 s.
 """
 
 import os
@@ -186,3 +189,52 @@ def test_raft_ports_refuse_everything_but_masters(cluster):
         log = master_log(cluster, m)
         assert "refused raft connection from 127.0.0.1:" in log, m.name
         assert "certificate ps:ps1 is not a master's" in log, m.name
+
+
+def _sockets_without_cloexec(pid):
+    """The socket fds of process @pid that an execv would leak."""
+    bad = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                info = f.read()
+        except OSError:
+            continue  # closed meanwhile
+        flags = int(info.split("flags:")[1].split()[0], 8)
+        if target.startswith("socket:") and not flags & 0o2000000:
+            bad.append((fd, target))
+    return bad
+
+
+def test_transfer_reexecutes_the_old_leader_over_tls(cluster):
+    svc = cluster.table_service_client()
+    svc.create_table("tlsxfer")
+    old, _ = wait_leader(cluster)
+    # Every socket the masters hold (raft over TLS included) is CLOEXEC,
+    # so the re-executing leader carries none into its next life.
+    for m in cluster.masters:
+        assert _sockets_without_cloexec(m.pid) == [], m.name
+    pid = old.pid
+    r = cluster.rtctl("master", "transfer")
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 15
+    while True:
+        new = cluster.master_leader()
+        if new is not None and new is not old:
+            break
+        assert time.monotonic() < deadline, "the leadership did not move"
+        time.sleep(0.1)
+    # The old leader re-executes itself (same pid) and rejoins over TLS.
+    deadline = time.monotonic() + 15
+    while master_log(cluster, old).count("(mutual TLS)") < 2:
+        assert time.monotonic() < deadline, "no re-execution over TLS"
+        time.sleep(0.1)
+    assert old.pid == pid
+    while True:
+        ms = cluster.master_status().get("masters", [])
+        if len(ms) == 3 and all("term" in m for m in ms):
+            break
+        assert time.monotonic() < deadline, ms
+        time.sleep(0.2)
+    svc.create_table("tlsxfer2")
