@@ -112,8 +112,9 @@ struct ms_rtls_conn
     /* Loop only. */
     bool delivered;
     bool counted_handshaking;
-    uint8_t in[MS_RTLS_BUF];  /* TLS -> pair */
-    uint8_t out[MS_RTLS_BUF]; /* pair -> TLS */
+    char ip[INET6_ADDRSTRLEN]; /* incoming: the client's address */
+    uint8_t in[MS_RTLS_BUF];   /* TLS -> pair */
+    uint8_t out[MS_RTLS_BUF];  /* pair -> TLS */
 };
 
 struct ms_rtls
@@ -145,10 +146,11 @@ struct ms_rtls
 /* ---- logging ---- */
 
 /* At most MS_RTLS_WARN_BURST refusals per window are logged, so a port scan
- * or a flood does not fill the disk; the next logged one says how many were
- * left out. Any thread. */
+ * or a flood (or a misconfigured peer dialled every second) does not fill
+ * the disk; the next logged one says how many were left out. @what names
+ * the connection ("refused raft connection from ADDR"). Any thread. */
 static void ms__rtls_refused(struct ms_rtls *t,
-                             const char *remote,
+                             const char *what,
                              const char *reason)
 {
     uint64_t now = rt_time_mono_ms(), suppressed = 0;
@@ -170,13 +172,13 @@ static void ms__rtls_refused(struct ms_rtls *t,
     pthread_mutex_unlock(&t->mu);
     if (log && suppressed > 0)
         rt_log(RT_LOG_WARN,
-               "raft %llu: refused raft connection from %s: %s (and %llu "
-               "more since the last one logged)",
-               (unsigned long long)t->id, remote, reason,
+               "raft %llu: %s: %s (and %llu more since the last one "
+               "logged)",
+               (unsigned long long)t->id, what, reason,
                (unsigned long long)suppressed);
     else if (log)
-        rt_log(RT_LOG_WARN, "raft %llu: refused raft connection from %s: %s",
-               (unsigned long long)t->id, remote, reason);
+        rt_log(RT_LOG_WARN, "raft %llu: %s: %s", (unsigned long long)t->id,
+               what, reason);
 }
 
 /* The first OpenSSL error of this thread's queue, or @dflt; empties it. */
@@ -642,18 +644,25 @@ static void *ms__rtls_thread(void *arg)
 
 done:
     if (rv != 0 && rv != RT_ECANCELED) {
-        if (c->outgoing)
+        char what[MS_RTLS_ADDR_MAX + 64];
+
+        if (!c->outgoing) {
+            snprintf(what, sizeof what, "refused raft connection from %s",
+                     c->remote);
+            ms__rtls_refused(t, what, why);
+        } else if (c->tcp >= 0) {
+            /* Reachable, but the TLS handshake, its certificate or raft's
+             * handshake failed: a misconfigured or impostor peer, worth a
+             * warning (libraft dials again every second: rate-limited). */
+            snprintf(what, sizeof what, "dropped raft connection to %llu at %s",
+                     (unsigned long long)c->peer_id, c->peer_addr);
+            ms__rtls_refused(t, what, why);
+        } else {
+            /* Down or unreachable: what libraft retries anyway. */
             rt_log(RT_LOG_DEBUG, "raft %llu: connect to %llu at %s: %s",
                    (unsigned long long)t->id, (unsigned long long)c->peer_id,
                    c->peer_addr, why);
-        else
-            ms__rtls_refused(t, c->remote, why);
-        /* A peer with a bad certificate is worth a warning when we dial
-         * it too: it is a misconfigured or impostor master. */
-        if (c->outgoing && rv == RT_EPERM)
-            rt_log(RT_LOG_WARN, "raft %llu: peer %llu at %s refused: %s",
-                   (unsigned long long)t->id, (unsigned long long)c->peer_id,
-                   c->peer_addr, why);
+        }
     }
     if (c->ssl != NULL) {
         SSL_free(c->ssl);
@@ -869,6 +878,19 @@ static void ms__rtls_async_cb(uv_async_t *a)
 
 /* ---- listening, on the loop ---- */
 
+/* Incoming connections from @ip still in their handshake. Only the loop
+ * links and unlinks conns, so it may walk the list without the lock. */
+static unsigned ms__rtls_handshaking_from(struct ms_rtls *t, const char *ip)
+{
+    unsigned n = 0;
+
+    for (struct ms_rtls_conn *c = t->conns; c != NULL; c = c->next) {
+        if (c->counted_handshaking && strcmp(c->ip, ip) == 0)
+            n++;
+    }
+    return n;
+}
+
 static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events)
 {
     struct ms_rtls *t = h->data;
@@ -898,13 +920,22 @@ static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events)
             inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof host);
             port = ntohs(s6->sin6_port);
         }
-        if (t->handshaking >= MS_RTLS_MAX_HANDSHAKING) {
-            char remote[INET6_ADDRSTRLEN + 8];
+        /* One address cannot take every handshake slot, so a flood from
+         * one host leaves room for the other masters. */
+        if (t->handshaking >= MS_RTLS_MAX_HANDSHAKING ||
+            ms__rtls_handshaking_from(t, host) >=
+                MS_RTLS_MAX_HANDSHAKING_PER_IP) {
+            char remote[INET6_ADDRSTRLEN + 64];
 
-            snprintf(remote, sizeof remote, "%s:%d", host, port);
+            snprintf(remote, sizeof remote,
+                     "refused raft connection from %s:%d", host, port);
             close(fd);
             t->stats.refused++;
-            ms__rtls_refused(t, remote, "too many connections in handshake");
+            ms__rtls_refused(t, remote,
+                             t->handshaking >= MS_RTLS_MAX_HANDSHAKING
+                                 ? "too many connections in handshake"
+                                 : "too many connections in handshake from "
+                                   "this address");
             continue;
         }
         c = ms__rtls_conn_new(t, false);
@@ -915,6 +946,7 @@ static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events)
         }
         c->tcp = fd;
         snprintf(c->remote, sizeof c->remote, "%s:%d", host, port);
+        snprintf(c->ip, sizeof c->ip, "%s", host);
         c->counted_handshaking = true;
         t->handshaking++;
         if (ms__rtls_conn_start(c) != 0) {

@@ -42,6 +42,8 @@ struct rt_tls;
 /* Incoming connections still in their handshake at most; more are closed at
  * once (a flood of half-open connections costs one thread each). */
 #define MS_RTLS_MAX_HANDSHAKING 64
+/* ... of which from one address at most. */
+#define MS_RTLS_MAX_HANDSHAKING_PER_IP 8
 
 /* Counters, for tests and metrics; monotonic since init. */
 struct ms_rtls_stats

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -585,11 +586,103 @@ static void test_tls_refuses_non_masters(void **state)
     trio_free(c);
 }
 
+static int connect_silent(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+/* 0 = open, 1 = closed by the server (EOF or reset). */
+static int peer_closed(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    char b;
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+struct flood
+{
+    int *fds;
+    int n;
+    int want_closed;
+};
+
+static bool flood_closed(void *arg)
+{
+    struct flood *f = arg;
+    int closed = 0;
+
+    for (int i = 0; i < f->n; i++)
+        closed += peer_closed(f->fds[i]);
+    return closed >= f->want_closed;
+}
+
+/* A flood of connections from one address that never start their
+ * handshake: beyond MS_RTLS_MAX_HANDSHAKING_PER_IP at once the surplus is
+ * closed on accept, the rest at the handshake bound, and the group keeps
+ * its leader and term and commits meanwhile. */
+static void test_tls_handshake_flood_is_bounded(void **state)
+{
+    struct trio *c = trio_new();
+    struct want w = {c, 0};
+    struct ms_rtls_stats st;
+    enum {
+        N = MS_RTLS_MAX_HANDSHAKING + 6,
+        EXTRA = N - MS_RTLS_MAX_HANDSHAKING_PER_IP
+    };
+    int fds[N], l, target, port;
+    struct flood f = {fds, N, EXTRA};
+    uint64_t term;
+
+    (void)state;
+    assert_true(run_until(&c->loop, trio_has_leader, c, 10000));
+    l = trio_leader(c);
+    term = ms_raft_term(c->m[l].r);
+    target = (l + 1) % N3;
+    port = atoi(strrchr(c->peers[target].addr, ':') + 1);
+    for (int i = 0; i < N; i++)
+        fds[i] = connect_silent(port);
+    /* The surplus goes at once, long before the 1 s bound. */
+    assert_true(run_until(&c->loop, flood_closed, &f, 500));
+    ms_raft_transport_stats(c->m[target].r, &st);
+    assert_int_equal(st.refused, EXTRA);
+    for (uint32_t i = 0; i < 10; i++)
+        propose(c->m[l].r, i);
+    w.n = 10;
+    assert_true(run_until(&c->loop, trio_applied, &w, 5000));
+    /* The others at the bound. */
+    f.want_closed = N;
+    assert_true(run_until(&c->loop, flood_closed, &f, 3000));
+    for (int i = 0; i < 100; i++) {
+        uv_run(&c->loop, UV_RUN_NOWAIT);
+        usleep(2000);
+    }
+    ms_raft_transport_stats(c->m[target].r, &st);
+    assert_int_equal(st.refused, N);
+    assert_int_equal(trio_leader(c), l);
+    assert_int_equal(ms_raft_term(c->m[target].r), term);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    trio_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_group_elects_commits_survives),
         cmocka_unit_test(test_tls_refuses_non_masters),
+        cmocka_unit_test(test_tls_handshake_flood_is_bounded),
     };
 
     signal(SIGPIPE, SIG_IGN);
