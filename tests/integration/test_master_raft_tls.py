@@ -26,6 +26,7 @@ import socket
 import ssl
 import struct
 import time
+import urllib.request
 
 import pytest
 from rtcluster import Cluster
@@ -189,6 +190,34 @@ def test_raft_ports_refuse_everything_but_masters(cluster):
         log = master_log(cluster, m)
         assert "refused raft connection from 127.0.0.1:" in log, m.name
         assert "certificate ps:ps1 is not a master's" in log, m.name
+    # ... and counted in each member's own metrics (published every
+    # second), next to the accepted connections of its peers.
+    deadline = time.monotonic() + 5
+    for m in cluster.masters:
+        while True:
+            met = _metrics(m)
+            refused = met.get('rt_master_raft_conns_total{dir="in",'
+                              'result="refused"}', 0)
+            if refused >= 4:
+                break
+            assert time.monotonic() < deadline, (m.name, met)
+            time.sleep(0.2)
+        assert met['rt_master_raft_conns_total{dir="in",'
+                   'result="accepted"}'] >= 1, (m.name, met)
+
+
+def _metrics(m):
+    """A master's own /metrics (never redirected), as {series: value}."""
+    url = "http://127.0.0.1:%d/metrics" % m.ports["http"]
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+            url, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("rt_master_raft_conns_total"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
 
 
 def _sockets_without_cloexec(pid):
