@@ -125,8 +125,10 @@ int main(int argc, char **argv)
     long learner_mbps = 0;
     long id = 0, election_ms = 0, heartbeat_ms = 0, snap_threshold = 0;
     long snap_trailing = 0;
-    int bootstrap = 0, join = 0, insecure_rpc = 0;
-    char *peers = NULL, *raft_listen = NULL, *cluster_tls = NULL;
+    int bootstrap = 0, join = 0;
+    char *peers = NULL, *raft_listen = NULL;
+    char *cluster_tls = NULL;
+    int insecure_rpc = 0;
     struct rt_tls *tls = NULL;
     struct rt_opt opts[] = {
         {"id", RT_OPT_INT, &id, "1",
@@ -144,13 +146,6 @@ int main(int argc, char **argv)
         {"join", RT_OPT_BOOL, &join, NULL,
          "start with an empty data directory and wait to be added "
          "(rtctl master add)"},
-        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
-         "cluster credentials directory (ca.crt, node.crt, node.key of a "
-         "master:NAME certificate): raft traffic between masters is mutual "
-         "TLS accepting only master certificates of that CA"},
-        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
-         "without --cluster-tls: raft traffic is plain, unauthenticated TCP "
-         "(one host only)"},
         {"raft-election-ms", RT_OPT_INT, &election_ms, "500",
          "raft election timeout (randomised up to twice this)"},
         {"raft-heartbeat-ms", RT_OPT_INT, &heartbeat_ms, "100",
@@ -252,6 +247,14 @@ int main(int argc, char **argv)
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write rpc=PORT and http=PORT lines here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
+        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
+         "directory with this node's cluster credentials (ca.crt, "
+         "node.crt, node.key of a master:NAME certificate): the raft "
+         "traffic between masters is mutual TLS, only master certificates "
+         "of that CA get in"},
+        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
+         "run without --cluster-tls: the raft traffic is plain TCP, "
+         "unauthenticated (a trusted loopback only)"},
         {0},
     };
     char rpc_host[256], http_host[256], errmsg[RT_ERRMSG_SIZE] = "";
@@ -373,6 +376,19 @@ int main(int argc, char **argv)
             goto bad_flags;
         }
     }
+    if (*cluster_tls) {
+        char terr[RT_ERRMSG_SIZE];
+        if (rt_tls_load(cluster_tls, &tls, terr, sizeof(terr)) != 0) {
+            fprintf(stderr, "rt-master: --cluster-tls %s: %s\n", cluster_tls,
+                    terr);
+            goto bad_flags;
+        }
+    } else {
+        rt_log(RT_LOG_WARN,
+               "%s: raft traffic between masters is plain, "
+               "unauthenticated TCP",
+               insecure_rpc ? "--insecure-rpc" : "no --cluster-tls");
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&loop);
 
@@ -410,19 +426,6 @@ int main(int argc, char **argv)
     cfg.learner_min_mb_per_s = (uint64_t)learner_mbps;
     cfg.rereplicate_after_ms = (uint64_t)rereplicate_after;
     cfg.max_rereplications = (uint32_t)max_rereplications;
-    if (*cluster_tls) {
-        char terr[RT_ERRMSG_SIZE];
-        if (rt_tls_load(cluster_tls, &tls, terr, sizeof(terr)) != 0) {
-            fprintf(stderr, "rt-master: --cluster-tls %s: %s\n", cluster_tls,
-                    terr);
-            goto bad_flags;
-        }
-    } else {
-        rt_log(RT_LOG_WARN,
-               "%s: raft traffic between masters is plain, "
-               "unauthenticated TCP",
-               insecure_rpc ? "--insecure-rpc" : "no --cluster-tls");
-    }
     status = ms_status_create();
     admin = ms_admin_create();
     rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
@@ -508,11 +511,11 @@ out_loop:
     ms_events_close(events);
     ms_status_destroy(status);
     ms_admin_destroy(admin);
-    rt_tls_free(tls); /* after the loop: raft's connections are closed */
     if (uv_loop_close(&loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }
     rt_log(RT_LOG_INFO, "rt-master exiting (%d)", exit_code);
+    rt_tls_free(tls); /* after the loop: raft's connections are closed */
     rt_config_free(opts);
     return exit_code;
 
