@@ -7,6 +7,7 @@ benchmarks only: operators use `rtctl cluster init`.
     ca = make_ca("test CA")
     issue(ca, "master:m1", "/tmp/x/m1")   # -> "/tmp/x/m1"
     masters_over_tls(cluster, "/tmp/x")   # --cluster-tls for each master
+                                          # (unless rtcluster does it)
 """
 
 import datetime
@@ -72,7 +73,12 @@ def issue(ca, cn, d):
 def masters_over_tls(cluster, pki):
     """Before @cluster starts: a CA, and for each of its masters a
     `master:mN` node directory under @pki passed as --cluster-tls (their
-    Raft traffic is then mutual TLS). Returns the CA (to issue more)."""
+    Raft traffic is then mutual TLS). Returns the CA (to issue more), or
+    None when rtcluster already gives every process credentials of its
+    own cluster CA (then issue more with cluster.tls_node)."""
+    if getattr(cluster, "cluster_tls", False) and \
+            hasattr(cluster, "tls_node"):
+        return None
     ca = make_ca("rangetable test CA")
     for i, m in enumerate(cluster.masters, 1):
         d = issue(ca, "master:m%d" % i, os.path.join(pki, "m%d" % i))

@@ -40,7 +40,9 @@ def cluster(tmp_path_factory):
     c = Cluster(work, n_ps=1, replication_factor=1, masters=3)
     ca = masters_over_tls(c, pki)
     c.pki = {
-        "ps": issue(ca, "ps:ps1", os.path.join(pki, "ps1")),
+        # A partition server's certificate of the masters' own CA.
+        "ps": c.tls_node("rogue", "ps") if ca is None else
+        issue(ca, "ps:rogue", os.path.join(pki, "rogue")),
         "foreign": issue(make_ca("another CA"), "master:m1",
                          os.path.join(pki, "foreign")),
     }
@@ -189,7 +191,7 @@ def test_raft_ports_refuse_everything_but_masters(cluster):
     for m in cluster.masters:
         log = master_log(cluster, m)
         assert "refused raft connection from 127.0.0.1:" in log, m.name
-        assert "certificate ps:ps1 is not a master's" in log, m.name
+        assert "certificate ps:rogue is not a master's" in log, m.name
     # ... and counted in each member's own metrics (published every
     # second), next to the accepted connections of its peers.
     deadline = time.monotonic() + 5
