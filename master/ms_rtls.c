@@ -38,6 +38,9 @@
  *   timed out, the server is not a `master`: the connect callback with
  *   RAFT_NOCONNECTION (libraft retries after its connect-retry delay);
  * - an incoming connection failing any check: closed, never reported;
+ * - accept failing (EMFILE, ENOMEM) while connections wait: the listening
+ *   socket stays readable, so accepting pauses for 100 ms (a warning, the
+ *   accept_pauses counter) instead of spinning the loop;
  * - the peer or the network drops an established connection: the thread
  *   closes its pair end, libraft reads EOF (server side) or a write fails
  *   with EPIPE (client side) and reconnects, as over TCP;
@@ -83,6 +86,7 @@
 #define MS_RTLS_STACK (512 * 1024)
 #define MS_RTLS_WARN_WINDOW_MS 10000
 #define MS_RTLS_WARN_BURST 5
+#define MS_RTLS_ACCEPT_PAUSE_MS 100
 
 struct ms_rtls;
 
@@ -128,7 +132,9 @@ struct ms_rtls
     raft_uv_accept_cb accept_cb;
     int lfd;
     uv_poll_t lpoll;
+    uv_timer_t lpause; /* accept paused after an error such as EMFILE */
     bool listening;
+    int lhandles; /* lpoll and lpause until both are closed */
     uv_async_t async;
     bool async_open;
     bool closing;
@@ -878,6 +884,16 @@ static void ms__rtls_async_cb(uv_async_t *a)
 
 /* ---- listening, on the loop ---- */
 
+static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events);
+
+static void ms__rtls_resume_cb(uv_timer_t *timer)
+{
+    struct ms_rtls *t = timer->data;
+
+    if (!t->closing)
+        uv_poll_start(&t->lpoll, UV_READABLE, ms__rtls_listen_cb);
+}
+
 /* Incoming connections from @ip still in their handshake. Only the loop
  * links and unlinks conns, so it may walk the list without the lock. */
 static unsigned ms__rtls_handshaking_from(struct ms_rtls *t, const char *ip)
@@ -909,8 +925,21 @@ static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events)
         len = sizeof ss;
         fd = accept4(t->lfd, (struct sockaddr *)&ss, &len,
                      SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            /* Out of fds or memory: the socket stays readable, so polling
+             * on would spin; pause accepting for a while instead. */
+            ms__rtls_refused(t, "accept on the raft port (paused 100 ms)",
+                             strerror(errno));
+            t->stats.accept_pauses++;
+            uv_poll_stop(&t->lpoll);
+            uv_timer_start(&t->lpause, ms__rtls_resume_cb,
+                           MS_RTLS_ACCEPT_PAUSE_MS, 0);
+            return;
+        }
         if (fd < 0)
-            return; /* EAGAIN, or an error the next readiness retries */
+            return;
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
             inet_ntop(AF_INET, &s4->sin_addr, host, sizeof host);
@@ -940,6 +969,11 @@ static void ms__rtls_listen_cb(uv_poll_t *h, int status, int events)
         }
         c = ms__rtls_conn_new(t, false);
         if (c == NULL) {
+            char what[INET6_ADDRSTRLEN + 64];
+
+            snprintf(what, sizeof what, "refused raft connection from %s:%d",
+                     host, port);
+            ms__rtls_refused(t, what, strerror(errno)); /* eventfd's */
             close(fd);
             t->stats.refused++;
             continue;
@@ -985,6 +1019,9 @@ static int ms__rtls_listen(struct raft_uv_transport *iface,
         goto err_sys;
     }
     t->lpoll.data = t;
+    uv_timer_init(t->loop, &t->lpause);
+    t->lpause.data = t;
+    t->lhandles = 2;
     t->listening = true;
     t->accept_cb = cb;
     uv_poll_start(&t->lpoll, UV_READABLE, ms__rtls_listen_cb);
@@ -1053,6 +1090,8 @@ static void ms__rtls_lpoll_close_cb(uv_handle_t *h)
 {
     struct ms_rtls *t = h->data;
 
+    if (--t->lhandles > 0)
+        return;
     close(t->lfd);
     t->lfd = -1;
     t->listening = false;
@@ -1094,8 +1133,10 @@ static void ms__rtls_close_cb(struct raft_uv_transport *iface,
     RT_PRE(!t->closing);
     t->closing = true;
     t->close_cb = cb;
-    if (t->listening && !uv_is_closing((uv_handle_t *)&t->lpoll))
+    if (t->listening && !uv_is_closing((uv_handle_t *)&t->lpoll)) {
         uv_close((uv_handle_t *)&t->lpoll, ms__rtls_lpoll_close_cb);
+        uv_close((uv_handle_t *)&t->lpause, ms__rtls_lpoll_close_cb);
+    }
     pthread_mutex_lock(&t->mu);
     for (c = t->conns; c != NULL; c = c->next)
         ms__rtls_conn_stop(c);

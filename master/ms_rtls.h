@@ -52,6 +52,7 @@ struct ms_rtls_stats
     uint64_t refused;        /* incoming connections closed before that */
     uint64_t connected;      /* outgoing connections handed to libraft */
     uint64_t connect_failed; /* outgoing attempts that failed */
+    uint64_t accept_pauses;  /* accept failed (EMFILE...): paused 100 ms */
 };
 
 /* Like raft_uv_tcp_init(): fills @t (t->version must be 1, t->data is kept)

@@ -13,11 +13,14 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -681,12 +684,100 @@ static void test_tls_handshake_flood_is_bounded(void **state)
     trio_free(c);
 }
 
+/* The highest fd open in this process. */
+static int max_fd(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = -1;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.' && atoi(e->d_name) > n)
+            n = atoi(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Out of fds, accept fails (EMFILE) while the listening socket stays
+ * readable: accepting pauses instead of spinning, and resumes, so the
+ * waiting connections are taken (and refused at the handshake bound) once
+ * fds are back. */
+static void test_tls_accept_pauses_when_out_of_fds(void **state)
+{
+    struct trio *c = trio_new();
+    struct ms_rtls_stats st;
+    struct rlimit old, low;
+    enum { N = 4 };
+    int fds[N], fill[1024], nfill = 0, l, target, port;
+    struct flood f = {fds, N, N};
+    uint64_t refused0;
+    struct sockaddr_in sa;
+
+    (void)state;
+    assert_true(run_until(&c->loop, trio_has_leader, c, 10000));
+    l = trio_leader(c);
+    target = (l + 1) % N3;
+    port = atoi(strrchr(c->peers[target].addr, ':') + 1);
+    ms_raft_transport_stats(c->m[target].r, &st);
+    refused0 = st.refused;
+    for (int i = 0; i < N; i++)
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* No fd left: every number below the limit taken (the holes filled
+     * with /dev/null), so the connections wait in the listen backlog. */
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)max_fd() + 1;
+    for (;;) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        assert_true(fd >= 0);
+        if ((rlim_t)fd >= low.rlim_cur) {
+            close(fd);
+            break;
+        }
+        fill[nfill++] = fd;
+        assert_true(nfill < 1024);
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+    for (int i = 0; i < 30; i++) {
+        uv_run(&c->loop, UV_RUN_NOWAIT);
+        usleep(10000);
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    /* About one attempt per 100 ms pause over those 300 ms, not a spin. */
+    ms_raft_transport_stats(c->m[target].r, &st);
+    assert_true(st.accept_pauses >= 1 && st.accept_pauses <= 6);
+    while (nfill > 0)
+        close(fill[--nfill]);
+    /* Taken once fds are back, refused at the 1 s handshake bound. */
+    assert_true(run_until(&c->loop, flood_closed, &f, 4000));
+    for (int i = 0; i < 100; i++) {
+        uv_run(&c->loop, UV_RUN_NOWAIT);
+        usleep(2000);
+    }
+    ms_raft_transport_stats(c->m[target].r, &st);
+    assert_true(st.refused - refused0 >= N);
+    assert_true(run_until(&c->loop, trio_has_leader, c, 5000));
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    trio_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_group_elects_commits_survives),
         cmocka_unit_test(test_tls_refuses_non_masters),
         cmocka_unit_test(test_tls_handshake_flood_is_bounded),
+        cmocka_unit_test(test_tls_accept_pauses_when_out_of_fds),
     };
 
     signal(SIGPIPE, SIG_IGN);
