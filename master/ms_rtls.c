@@ -72,6 +72,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "rt_addr.h"
 #include "rt_alloc.h"
@@ -1145,6 +1146,28 @@ static void ms__rtls_close_cb(struct raft_uv_transport *iface,
     uv_async_send(&t->async);
 }
 
+/* OpenSSL caches a certificate's decoded extensions (key identifiers,
+ * purposes) in the X509 object the first time a verification needs them,
+ * under that object's lock, while other verifications may read them
+ * without it (ThreadSanitizer sees concurrent handshakes race there on the
+ * shared CA and node certificates). Computing them once here, before any
+ * connection thread exists, leaves only reads for later. */
+static void ms__rtls_warm(SSL_CTX *ctx)
+{
+    STACK_OF(X509_OBJECT) *objs =
+        X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    X509 *own = SSL_CTX_get0_certificate(ctx);
+
+    for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+
+        if (x != NULL)
+            (void)X509_check_purpose(x, -1, 0);
+    }
+    if (own != NULL)
+        (void)X509_check_purpose(own, -1, 0);
+}
+
 int ms_rtls_init(struct raft_uv_transport *iface,
                  uv_loop_t *loop,
                  struct rt_tls *tls)
@@ -1169,6 +1192,8 @@ int ms_rtls_init(struct raft_uv_transport *iface,
     t->iface = iface;
     t->loop = loop;
     t->tls = tls;
+    ms__rtls_warm(rt_tls_server_ctx(tls));
+    ms__rtls_warm(rt_tls_client_ctx(tls));
     t->handshake_ms = MS_RTLS_HANDSHAKE_MS;
     t->lfd = -1;
     t->warn_window = rt_time_mono_ms() - MS_RTLS_WARN_WINDOW_MS;
