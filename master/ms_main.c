@@ -284,11 +284,12 @@ int main(int argc, char **argv)
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
          "directory with this node's cluster credentials (ca.crt, "
-         "node.crt, node.key; rtctl cluster init): every RPC connection is "
-         "mutual TLS"},
+         "node.crt, node.key of a master:NAME certificate; rtctl cluster "
+         "init): every RPC connection and the raft traffic between masters "
+         "is mutual TLS (raft takes only master certificates)"},
         {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
-         "run the cluster RPC without --cluster-tls: unauthenticated and "
-         "unencrypted (a trusted loopback only)"},
+         "run the cluster RPC and raft without --cluster-tls: "
+         "unauthenticated and unencrypted (a trusted loopback only)"},
         {0},
     };
     char rpc_host[256], http_host[256], errmsg[RT_ERRMSG_SIZE] = "";
@@ -511,6 +512,7 @@ int main(int argc, char **argv)
     ncfg.heartbeat_ms = (unsigned)heartbeat_ms;
     ncfg.snapshot_threshold = (unsigned)snap_threshold;
     ncfg.snapshot_trailing = (unsigned)snap_trailing;
+    ncfg.tls = tls;
     ncfg.argc = argc;
     ncfg.argv = argv;
     rc = ms_node_start(&loop, &ncfg, events, status, admin, &mm.n, errmsg);

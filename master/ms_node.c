@@ -22,6 +22,7 @@
 #include "ms_events.h"
 #include "ms_fsm.h"
 #include "ms_rpc.h"
+#include "ms_rtls.h"
 #include "ms_status.h"
 #include "rt.pb-c.h"
 #include "rt_addr.h"
@@ -544,6 +545,26 @@ static void ms__node_publish(struct ms_node *n)
                   ms_raft_commit_index(n->raft),
                   ms_raft_applied_index(n->raft));
     rt_rpc_metrics(&m);
+    if (n->cfg.tls != NULL) {
+        /* Raft over mutual TLS: refusals are what an alert watches. */
+        struct ms_rtls_stats st;
+
+        ms_raft_transport_stats(n->raft, &st);
+        rt_buf_printf(&m,
+                      "# TYPE rt_master_raft_conns_total counter\n"
+                      "rt_master_raft_conns_total{dir=\"in\","
+                      "result=\"accepted\"} %" PRIu64
+                      "\n"
+                      "rt_master_raft_conns_total{dir=\"in\","
+                      "result=\"refused\"} %" PRIu64
+                      "\n"
+                      "rt_master_raft_conns_total{dir=\"out\","
+                      "result=\"connected\"} %" PRIu64
+                      "\n"
+                      "rt_master_raft_conns_total{dir=\"out\","
+                      "result=\"failed\"} %" PRIu64 "\n",
+                      st.accepted, st.refused, st.connected, st.connect_failed);
+    }
     rt_buf_append_u8(&m, 0);
     ms_status_set_members(n->status, text, (char *)m.data);
     if (!n->session) {
@@ -1095,6 +1116,7 @@ int ms_node_start(uv_loop_t *loop,
     ro.heartbeat_ms = cfg->heartbeat_ms;
     ro.snapshot_threshold = cfg->snapshot_threshold;
     ro.snapshot_trailing = cfg->snapshot_trailing;
+    ro.tls = cfg->tls;
     rc =
         ms_raft_start(loop, &ro, &fsm, ms__node_on_change, n, &n->raft, errmsg);
     if (rc != 0) {

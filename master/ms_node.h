@@ -47,6 +47,9 @@ struct ms_node_config
     bool bootstrap, join;
     unsigned election_ms, heartbeat_ms;
     unsigned snapshot_threshold, snapshot_trailing;
+    /* Cluster credentials (borrowed, outlive the member): raft traffic over
+     * mutual TLS between masters (ms_rtls.h); NULL = plain TCP. */
+    struct rt_tls *tls;
     /* The command line, to re-execute with (borrowed for the process's
      * life). */
     int argc;

@@ -39,6 +39,7 @@
 #include <raft.h>
 #include <raft/uv.h>
 
+#include "ms_rtls.h"
 #include "rt_addr.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
@@ -52,6 +53,7 @@ struct ms_raft
     struct raft raft;
     struct raft_io io;
     struct raft_uv_transport transport;
+    bool tls; /* transport is ms_rtls (mutual TLS), else raft_uv_tcp */
     struct raft_fsm rfsm;
     struct ms_raft_fsm fsm;
     void (*on_change)(void *ud);
@@ -376,12 +378,21 @@ static int ms_raft__bootstrap(struct ms_raft *r,
     return 0;
 }
 
+/* Frees the transport after libraft closed it (or never used it). */
+static void ms_raft__transport_free(struct ms_raft *r)
+{
+    if (r->tls)
+        ms_rtls_close(&r->transport);
+    else
+        raft_uv_tcp_close(&r->transport);
+}
+
 static void ms_raft__abort_close_cb(struct raft *raft)
 {
     struct ms_raft *r = raft->data;
 
     raft_uv_close(&r->io);
-    raft_uv_tcp_close(&r->transport);
+    ms_raft__transport_free(r);
     free(r);
 }
 
@@ -444,7 +455,14 @@ int ms_raft_start(uv_loop_t *loop,
 
     r->transport.version = 1; /* the struct versions are ours to fill */
     r->io.version = 2;
-    rv = raft_uv_tcp_init(&r->transport, loop);
+    /* With cluster credentials every raft connection is mutual TLS between
+     * certificates of role master; without them (--insecure-rpc) it is
+     * libraft's own plain TCP. */
+    r->tls = o->tls != NULL;
+    rv = r->tls ? ms_rtls_init(&r->transport, loop, o->tls)
+                : raft_uv_tcp_init(&r->transport, loop);
+    if (rv == 0 && r->tls && o->tls_handshake_ms > 0)
+        ms_rtls_set_handshake_ms(&r->transport, o->tls_handshake_ms);
     if (rv != 0) {
         rt_errmsg_printf(errmsg, "raft transport: %s", raft_strerror(rv));
         rv = ms_raft__err(r, rv);
@@ -504,8 +522,9 @@ int ms_raft_start(uv_loop_t *loop,
     uv_timer_start(&r->poll, ms_raft__poll_cb, MS_RAFT_POLL_MS,
                    MS_RAFT_POLL_MS);
     ms_raft__kick(r);
-    rt_log(RT_LOG_INFO, "raft %llu: started on %s, dir %s%s",
-           (unsigned long long)r->id, r->addr, o->dir,
+    rt_log(RT_LOG_INFO, "raft %llu: started on %s (%s), dir %s%s",
+           (unsigned long long)r->id, r->addr,
+           r->tls ? "mutual TLS" : "plain TCP", o->dir,
            bootstrap ? " (bootstrapped)" : "");
     *out = r;
     return 0;
@@ -517,7 +536,7 @@ err_after_init:
 err_after_io:
     raft_uv_close(&r->io);
 err_after_transport:
-    raft_uv_tcp_close(&r->transport);
+    ms_raft__transport_free(r);
 err_after_alloc:
     free(r);
     return rv;
@@ -801,6 +820,13 @@ size_t ms_raft_config(struct ms_raft *r, struct ms_raft_member *out, size_t max)
     return c->n;
 }
 
+void ms_raft_transport_stats(struct ms_raft *r, struct ms_rtls_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (r->tls)
+        ms_rtls_get_stats(&r->transport, out);
+}
+
 /* ---- close ---- */
 
 static void ms_raft__timer_close_cb(uv_handle_t *h)
@@ -823,7 +849,7 @@ static void ms_raft__close_cb(struct raft *raft)
     struct ms_raft *r = raft->data;
 
     raft_uv_close(&r->io);
-    raft_uv_tcp_close(&r->transport);
+    ms_raft__transport_free(r);
     r->open_handles = 2;
     uv_close((uv_handle_t *)&r->poll, ms_raft__timer_close_cb);
     uv_close((uv_handle_t *)&r->kick, ms_raft__timer_close_cb);

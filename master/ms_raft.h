@@ -66,6 +66,8 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 
+struct rt_tls;
+
 /* "This member does not lead" (503 ServerBusy). */
 #define MS_RAFT_ENOTLEADER RT_ENOTLEADER
 
@@ -125,6 +127,11 @@ struct ms_raft_opts
     unsigned snapshot_threshold; /* 0 = 1024 */
     unsigned snapshot_trailing;  /* 0 = 128 */
     size_t segment_size;         /* 0 = libraft's 8 MiB; tests use less */
+    /* Cluster credentials (borrowed, must outlive the member): raft
+     * traffic is mutual TLS accepting only certificates of role master
+     * (ms_rtls.h). NULL = libraft's plain TCP (--insecure-rpc). */
+    struct rt_tls *tls;
+    unsigned tls_handshake_ms; /* 0 = MS_RTLS_HANDSHAKE_MS (5 s) */
 };
 
 /* Start a member on @loop. @o and @fsm are borrowed (copied). On 0, *out
@@ -179,6 +186,9 @@ uint64_t ms_raft_commit_index(struct ms_raft *r);
 uint64_t ms_raft_applied_index(struct ms_raft *r);
 uint64_t ms_raft_term(struct ms_raft *r);
 bool ms_raft_is_leader(struct ms_raft *r);
+/* The TLS transport's counters (ms_rtls.h); all zero over plain TCP. */
+struct ms_rtls_stats;
+void ms_raft_transport_stats(struct ms_raft *r, struct ms_rtls_stats *out);
 /* This member's id and raft address (port 0 resolved). */
 uint64_t ms_raft_id(const struct ms_raft *r);
 const char *ms_raft_addr(const struct ms_raft *r);

@@ -103,6 +103,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       closed (DELETE_TABLE, entity read and write change
 #                       nothing); a wrong role gets RT_EPERM; a partition
 #                       server certificate cannot take a live server's id
+#   test_master_raft_tls three masters with --cluster-tls: raft over mutual
+#                       TLS elects, commits, survives kill -9 of the
+#                       leader; plain TCP, no cert, a ps: cert, another
+#                       CA's cert on a raft port: closed, term unchanged;
+#                       a transfer re-executes the old leader over TLS
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -128,6 +133,7 @@ set(RT_INTEGRATION_TESTS
   test_metrics
   test_admin_auth
   test_rpc_auth
+  test_master_raft_tls
 )
 
 function(rt_integration_test t)
