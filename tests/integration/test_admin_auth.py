@@ -103,7 +103,8 @@ class LoneMaster:
         argv = [cluster.bins["master"], "--listen", "127.0.0.1:0",
                 "--http", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
                 "--data", os.path.join(self.dir, "data"),
-                "--port-file", self.port_file] + list(flags)
+                "--port-file", self.port_file
+                ] + cluster.tls_args("lone-master", "master") + list(flags)
         with open(self.stderr_path, "wb") as err:
             self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=err,

@@ -483,7 +483,7 @@ def test_https_only_front_end(env, tmp_path):
         [env.c.bins["frontend"], "--listen", "", "--https-listen",
          "127.0.0.1:0", "--tls-cert", env.cert_path, "--tls-key",
          env.key_path, "--master", env.c.master_rpc_addr, "--port-file",
-         ports], stdout=subprocess.DEVNULL,
+         ports] + env.c.tls_args("fe-https-only", "fe"), stdout=subprocess.DEVNULL,
         stderr=open(str(tmp_path / "fe.stderr"), "wb"))
     try:
         wait_for(lambda: os.path.exists(ports), "the port file")
@@ -515,7 +515,8 @@ def test_stalled_handshake_bounded(env, tmp_path):
         [env.c.bins["frontend"], "--listen", "", "--https-listen",
          "127.0.0.1:0", "--tls-cert", env.cert_path, "--tls-key",
          env.key_path, "--master", env.c.master_rpc_addr, "--port-file",
-         ports, "--header-timeout-ms", "1000", "--threads", "1"],
+         ports, "--header-timeout-ms", "1000", "--threads", "1"] +
+        env.c.tls_args("fe-https-only", "fe"),
         stdout=subprocess.DEVNULL,
         stderr=open(str(tmp_path / "fe.stderr"), "wb"))
     try:
@@ -681,7 +682,8 @@ def _start_fe(env, accounts_path, tmp):
     """rt-frontend alone with @accounts_path: (exit code, stderr)."""
     argv = [env.c.bins["frontend"], "--listen", "127.0.0.1:0",
             "--master", env.c.master_rpc_addr, "--accounts", accounts_path,
-            "--port-file", os.path.join(tmp, "fe.ports")]
+            "--port-file", os.path.join(tmp, "fe.ports")
+            ] + env.c.tls_args("fe-alone", "fe")
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=5)
         return r.returncode, r.stderr
@@ -711,7 +713,8 @@ def test_private_files_required_at_start(env, tmp_path):
     write_private(key, k, 0o640)
     r = subprocess.run([env.c.bins["frontend"], "--listen", "",
                         "--https-listen", "127.0.0.1:0", "--tls-cert", cert,
-                        "--tls-key", key, "--master", env.c.master_rpc_addr],
+                        "--tls-key", key, "--master", env.c.master_rpc_addr]
+                       + env.c.tls_args("fe-alone", "fe"),
                        capture_output=True, text=True, timeout=5)
     assert r.returncode == 2, r.stderr
     assert "group/other may access the private key" in r.stderr, r.stderr
