@@ -2,3 +2,4 @@
 rt_unit_test(test_rpc rt)
 rt_unit_test(test_filter rt)
 rt_unit_test(test_masters rt)
+rt_unit_test(test_notify rt)
