@@ -106,6 +106,7 @@ struct fe_worker
     uv_check_t check; /* MHD_run after resumes (need_run) */
     uv_async_t stop;  /* fe_http_stop() */
     uv_timer_t drain; /* shutdown: flush, then close */
+    int have_map;     /* counted in h->maps_ready */
     int handles;      /* initialized handles still to close */
     int closed;       /* fe__close_handles() ran */
     int need_run;
@@ -122,6 +123,7 @@ struct fe_http
 {
     const struct fe_http_cfg *cfg;
     atomic_int stop_sent;
+    atomic_uint maps_ready; /* workers with a partition map installed */
     struct fe_worker *w;
     unsigned n;
     int listen_fd;
@@ -671,9 +673,13 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
  * workers). */
 static void fe__on_map(const Rt__Map *map, void *data)
 {
-    (void)data;
+    struct fe_worker *w = data;
     fe_acl_map_update(map);
     fe_cors_map_update(map);
+    if (!w->have_map) {
+        w->have_map = 1;
+        atomic_fetch_add(&w->h->maps_ready, 1);
+    }
 }
 
 /* Sets up worker @w (loop, route, daemon, handles) on the calling thread;
@@ -693,7 +699,7 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
-    fe_route_on_map(w->route, fe__on_map, NULL);
+    fe_route_on_map(w->route, fe__on_map, w);
     lfd = dup(h->listen_fd);
     if (lfd < 0) {
         rt_log(RT_LOG_ERROR, "dup: %s", strerror(errno));
@@ -807,6 +813,11 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
     }
     *out = h;
     return 0;
+}
+
+int fe_http_maps_ready(const struct fe_http *h)
+{
+    return atomic_load(&((struct fe_http *)h)->maps_ready) >= h->n;
 }
 
 int fe_http_port(const struct fe_http *h)

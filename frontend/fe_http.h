@@ -72,6 +72,11 @@ struct fe_http;
  * is left running and *out is NULL. */
 int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out);
 int fe_http_port(const struct fe_http *h);
+
+/* True once every worker has installed a partition map from the master
+ * (the first GET_MAP or subscription answer): the front end can route.
+ * Any thread. */
+int fe_http_maps_ready(const struct fe_http *h);
 /* [any thread] Asks every worker to stop: it stops accepting, cancels the
  * jobs in flight (503 ServerBusy), answers new requests 503, flushes
  * (bounded by FE_HTTP_DRAIN_MS) and ends its loop. Idempotent. */

@@ -14,18 +14,36 @@
 #include "fe_auth.h"
 #include "fe_cors.h"
 #include "fe_http.h"
+#include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_masters.h"
+#include "rt_notify.h"
 
 struct fe_main
 {
     uv_loop_t loop;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_timer_t ready; /* until every worker has a map: READY=1 */
     struct fe_http *http;
     int stopping;
 };
+
+/* Ready for systemd (Type=notify) once listening and every worker can
+ * route, i.e. has a partition map: requests before that would wait for
+ * the master (or answer 503 while it is down). */
+static void fe__ready_cb(uv_timer_t *t)
+{
+    struct fe_main *m = t->data;
+    if (!fe_http_maps_ready(m->http)) {
+        return;
+    }
+    uv_timer_stop(t);
+    rt_notifyf("READY=1\nSTATUS=serving on port %d", fe_http_port(m->http));
+    rt_log(RT_LOG_INFO, "partition map loaded: ready");
+}
 
 static void fe__on_signal(uv_signal_t *s, int signum)
 {
@@ -35,9 +53,11 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     }
     m->stopping = 1;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    rt_notify("STOPPING=1");
     fe_http_stop(m->http);
     uv_close((uv_handle_t *)&m->sigint, NULL);
     uv_close((uv_handle_t *)&m->sigterm, NULL);
+    uv_close((uv_handle_t *)&m->ready, NULL);
 }
 
 int main(int argc, char **argv)
@@ -45,7 +65,7 @@ int main(int argc, char **argv)
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
     char *port_file = NULL, *log_level = NULL;
     long threads = 0, max_body = 0;
-    int dev_account = 0;
+    int dev_account = 0, check_config = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
          "HTTP address for the Table REST API (port 0 = ephemeral)"},
@@ -64,6 +84,9 @@ int main(int argc, char **argv)
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
+        {"check-config", RT_OPT_BOOL, &check_config, NULL,
+         "parse and check the flags, the config file and the accounts "
+         "file, then exit: 0 valid, 2 not (nothing is bound)"},
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;
@@ -104,6 +127,32 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    {
+        struct rt_masters ms;
+        struct sockaddr_storage ss;
+        socklen_t sslen;
+        if (rt_addr_parse(listen, &ss, &sslen) != 0) {
+            fprintf(stderr,
+                    "rt-frontend: --listen: expected a numeric HOST:PORT, "
+                    "got '%s'\n",
+                    listen);
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return 2;
+        }
+        if (rt_masters_init(&ms, master) != 0) {
+            fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return 2;
+        }
+    }
+    if (check_config) {
+        printf("rt-frontend: configuration OK (%zu account(s))\n", accounts.n);
+        fe_accounts_free(&accounts);
+        rt_config_free(opts);
+        return 0;
+    }
     memset(&m, 0, sizeof(m));
     uv_loop_init(&m.loop);
     memset(&cfg, 0, sizeof(cfg));
@@ -138,6 +187,9 @@ int main(int argc, char **argv)
     m.sigterm.data = &m;
     uv_signal_start(&m.sigint, fe__on_signal, SIGINT);
     uv_signal_start(&m.sigterm, fe__on_signal, SIGTERM);
+    uv_timer_init(&m.loop, &m.ready);
+    m.ready.data = &m;
+    uv_timer_start(&m.ready, fe__ready_cb, 0, 50);
     rt_log(RT_LOG_INFO,
            "listening on %s (port %d), master %s, %ld threads, "
            "%zu account(s)",

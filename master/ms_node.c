@@ -5,10 +5,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,9 @@ struct ms_node
     struct ms_node_config cfg;
     char data_dir[MS__NODE_PATH];
     char listen_host[256];
-    char http_addr[MS_RAFT_ADDR_SIZE];
+    char rpc_addr[300]; /* published: advertised, else listen_host:port */
+    char http_addr[MS_RAFT_ADDR_SIZE];   /* published */
+    char http_listen[MS_RAFT_ADDR_SIZE]; /* bound */
     struct ms_catalog *cat;
     struct ms_events *events; /* borrowed */
     struct ms_status *status; /* borrowed */
@@ -140,12 +142,12 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
              ms_node_rpc_port(n));
     argv[k++] = "--listen";
     argv[k++] = listen;
-    if (n->http_addr[0]) {
-        snprintf(http, sizeof(http), "%s", n->http_addr);
+    if (n->http_listen[0]) {
+        snprintf(http, sizeof(http), "%s", n->http_listen);
         argv[k++] = "--http";
         argv[k++] = http;
     }
-    snprintf(raft, sizeof(raft), "%s", ms_raft_addr(n->raft));
+    snprintf(raft, sizeof(raft), "%s", ms_raft_bind_addr(n->raft));
     argv[k++] = "--raft-listen";
     argv[k++] = raft;
     argv[k] = NULL;
@@ -353,7 +355,7 @@ static void ms__node_say_hello(struct ms_node *n)
             return;
         }
     }
-    snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
+    snprintf(rpc, sizeof(rpc), "%s", n->rpc_addr);
     h.id = n->cfg.id;
     h.rpc_addr = rpc;
     h.http_addr = n->http_addr;
@@ -431,10 +433,7 @@ static void ms__node_publish(struct ms_node *n)
         json_object_set_new(o, "id", json_integer((json_int_t)mem[i].id));
         json_object_set_new(o, "raft_addr", json_string(mem[i].addr));
         if (self) {
-            char rpc[300];
-            snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host,
-                     ms_node_rpc_port(n));
-            json_object_set_new(o, "addr", json_string(rpc));
+            json_object_set_new(o, "addr", json_string(n->rpc_addr));
             json_object_set_new(o, "http", json_string(n->http_addr));
         } else if (n->session && ms__node_member(n, mem[i].id)) {
             const struct ms__member *f = ms__node_member(n, mem[i].id);
@@ -599,7 +598,7 @@ static void ms__node_session_start(struct ms_node *n)
     json_t *ev;
     int rc;
 
-    snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
+    snprintf(rpc, sizeof(rpc), "%s", n->rpc_addr);
     addrs.rpc = rpc;
     addrs.http = n->http_addr;
     addrs.raft = ms_raft_addr(n->raft);
@@ -986,9 +985,14 @@ int ms_node_start(uv_loop_t *loop,
              cfg->master.listen_host);
     snprintf(n->http_addr, sizeof(n->http_addr), "%s",
              cfg->http_addr ? cfg->http_addr : "");
+    snprintf(n->http_listen, sizeof(n->http_listen), "%s",
+             cfg->http_listen ? cfg->http_listen : n->http_addr);
     n->cfg.master.data_dir = n->data_dir;
     n->cfg.master.listen_host = n->listen_host;
     n->cfg.http_addr = n->http_addr;
+    n->cfg.http_listen = n->http_listen;
+    n->cfg.rpc_advertise = NULL;  /* copied into rpc_addr below */
+    n->cfg.raft_advertise = NULL; /* given to raft, which copies it */
     ms_status_set_role(status, false, NULL);
 
     if (mkdir(n->data_dir, 0755) != 0 && errno != EEXIST) {
@@ -1027,6 +1031,13 @@ int ms_node_start(uv_loop_t *loop,
         goto err;
     }
 
+    if (cfg->rpc_advertise && *cfg->rpc_advertise) {
+        snprintf(n->rpc_addr, sizeof(n->rpc_addr), "%s", cfg->rpc_advertise);
+    } else {
+        snprintf(n->rpc_addr, sizeof(n->rpc_addr), "%s:%d", n->listen_host,
+                 ms_node_rpc_port(n));
+    }
+
     if (admin) {
         rc = ms_admin_attach(admin, loop, ms__node_admin, n);
         if (rc != 0) {
@@ -1041,6 +1052,7 @@ int ms_node_start(uv_loop_t *loop,
     ro.id = cfg->id;
     ro.dir = rdir;
     ro.listen = cfg->raft_listen;
+    ro.advertise = cfg->raft_advertise;
     ro.peers = cfg->peers;
     ro.npeers = cfg->npeers;
     ro.bootstrap = cfg->bootstrap;
@@ -1060,9 +1072,10 @@ int ms_node_start(uv_loop_t *loop,
     n->tick_open = true;
     uv_timer_start(&n->tick, ms__node_tick, MS__NODE_TICK_MS, MS__NODE_TICK_MS);
     rt_log(RT_LOG_INFO,
-           "master %" PRIu64 " up: rpc %s:%d, raft %s, %zu voters configured",
-           cfg->id, n->listen_host, ms_node_rpc_port(n), ms_raft_addr(n->raft),
-           cfg->npeers ? cfg->npeers : (size_t)1);
+           "master %" PRIu64
+           " up: rpc %s:%d (advertised %s), raft %s, %zu voters configured",
+           cfg->id, n->listen_host, ms_node_rpc_port(n), n->rpc_addr,
+           ms_raft_addr(n->raft), cfg->npeers ? cfg->npeers : (size_t)1);
     ms__node_publish(n);
     *out = n;
     return 0;
@@ -1089,7 +1102,12 @@ int ms_node_rpc_port(const struct ms_node *n)
 
 const char *ms_node_raft_addr(const struct ms_node *n)
 {
-    return n->raft ? ms_raft_addr(n->raft) : "";
+    return n->raft ? ms_raft_bind_addr(n->raft) : "";
+}
+
+const char *ms_node_rpc_addr(const struct ms_node *n)
+{
+    return n->rpc_addr;
 }
 
 static void ms__node_raft_closed(void *ud)
