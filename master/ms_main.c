@@ -1,10 +1,12 @@
 /* rt-master: flags, signals and the loop; the logic is in libms. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "ms_admin.h"
@@ -494,6 +496,13 @@ int main(int argc, char **argv)
     cfg.max_rereplications = (uint32_t)max_rereplications;
     status = ms_status_create();
     admin = ms_admin_create();
+    /* A first start under systemd has only the StateDirectory
+     * (/var/lib/rangetable): the data directory is ours to create. */
+    if (mkdir(data, 0750) != 0 && errno != EEXIST) {
+        rt_log(RT_LOG_ERROR, "cannot start: mkdir %s: %s", data,
+               strerror(errno));
+        goto out_loop;
+    }
     rc = ms_events_open(data, cfg.events_cap, &events, errmsg);
     if (rc) {
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);

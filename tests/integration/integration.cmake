@@ -67,6 +67,12 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       followers redirect, kill -9 of the leader under
 #                       writes (new leader, no lost write, creation works),
 #                       two of three down (data path serves, creation 503)
+#   test_deploy         every example config passes --check-config; the
+#                       install tree and its systemd units (systemd-analyze
+#                       verify); deploy/examples/cluster on loopback with
+#                       names: READY=1/STOPPING=1 on a test \$NOTIFY_SOCKET,
+#                       advertised names in the masters list, the SDK
+#                       through both front ends
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -86,6 +92,7 @@ set(RT_INTEGRATION_TESTS
   test_repair
   test_masters_list
   test_master_ha
+  test_deploy
 )
 
 function(rt_integration_test t)
