@@ -73,6 +73,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       names: READY=1/STOPPING=1 on a test \$NOTIFY_SOCKET,
 #                       advertised names in the masters list, the SDK
 #                       through both front ends
+#   test_backup         tools/rt-backup: a table of every EDM type, unicode
+#                       keys, 1,250 entities (paging, transactions of 100)
+#                       backed up and restored (new name, after a drop):
+#                       identical; create mode does not overwrite; a
+#                       tampered backup is refused
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -93,6 +98,7 @@ set(RT_INTEGRATION_TESTS
   test_masters_list
   test_master_ha
   test_deploy
+  test_backup
 )
 
 function(rt_integration_test t)
