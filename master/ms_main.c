@@ -575,8 +575,7 @@ int main(int argc, char **argv)
      * start what is ordered after us. Whether this member leads is its
      * status page's business, not readiness: a follower serves too (it
      * redirects and answers NotLeader with the leader's address). */
-    rt_notifyf("READY=1\nSTATUS=master %ld: rpc %s, raft %s", id,
-               ms_node_rpc_addr(mm.n), ms_node_raft_addr(mm.n));
+    rt_notify("READY=1"); /* STATUS= lines follow the role (ms_node) */
 
     uv_run(&loop, UV_RUN_DEFAULT);
     exit_code = 0;

@@ -29,6 +29,7 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_notify.h"
 #include "rt_rpc.h"
 #include "rt_time.h"
 
@@ -60,6 +61,9 @@ struct ms_node
     bool raft_closed;
     bool admin_attached;
     bool transferring; /* SIGTERM of a leader: handing over first */
+    /* What the service manager's STATUS= last said (rt_notify). */
+    uint64_t notified_leader;
+    bool notified_acting;
     /* Own entries applied speculatively / come back committed: while they
      * differ the catalog is ahead of the applied index. Counted here, not
      * from raft's indexes: libraft may snapshot inside raft_apply itself,
@@ -417,6 +421,30 @@ static void ms__node_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
 /* ---- status ---- */
 
 /* The masters array of the status JSON and the member's metrics. */
+/* systemd's STATUS= line (systemctl status rt-master), on a change of
+ * leader or of this member's acting role only: one datagram each. */
+static void ms__node_notify_role(struct ms_node *n, uint64_t leader)
+{
+    bool acting = n->session != NULL;
+
+    if (leader == n->notified_leader && acting == n->notified_acting) {
+        return;
+    }
+    n->notified_leader = leader;
+    n->notified_acting = acting;
+    if (acting) {
+        rt_notifyf("STATUS=master %" PRIu64 ": leader, rpc %s, term %" PRIu64,
+                   n->cfg.id, n->rpc_addr, ms_raft_term(n->raft));
+    } else if (leader) {
+        rt_notifyf("STATUS=master %" PRIu64 ": follower of master %" PRIu64
+                   ", rpc %s",
+                   n->cfg.id, leader, n->rpc_addr);
+    } else {
+        rt_notifyf("STATUS=master %" PRIu64 ": no leader known, rpc %s",
+                   n->cfg.id, n->rpc_addr);
+    }
+}
+
 static void ms__node_publish(struct ms_node *n)
 {
     struct ms_raft_member mem[16];
@@ -426,6 +454,8 @@ static void ms__node_publish(struct ms_node *n)
     json_t *arr = json_array();
     struct rt_buf m = RT_BUF_INIT;
     char *text;
+
+    ms__node_notify_role(n, leader);
 
     for (size_t i = 0; i < nm && i < 16; i++) {
         json_t *o = json_object();

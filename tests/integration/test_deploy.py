@@ -280,6 +280,15 @@ class NotifySocket:
         raise AssertionError("no %r on %s within %ss; got %r"
                              % (want, self.path, timeout, got))
 
+    def drain(self):
+        """Every datagram received so far (nothing left waiting)."""
+        got = []
+        while True:
+            try:
+                got.append(self.sock.recv(4096).decode())
+            except socket.timeout:
+                return got
+
     def close(self):
         self.sock.close()
 
@@ -398,7 +407,7 @@ def test_example_cluster_on_loopback(tmp_path):
             c.start(m, "--bootstrap")
         for m in ("m1", "m2", "m3"):
             got = c.notify[m].wait("READY=1", 30)
-            assert "STATUS=master" in got[-1]
+            assert "READY=1" in got[-1]
         t_masters = time.monotonic() - t0
         # A partition server is ready only once registered: the master has
         # to be elected first, so READY=1 means a leader took it.
@@ -440,6 +449,18 @@ def test_example_cluster_on_loopback(tmp_path):
         raft = {x["raft_addr"] for x in status["masters"]}
         assert raft == {c.config(m)[1]["raft-advertise"]
                         for m in ("m1", "m2", "m3")}
+        # STATUS= follows the role (systemctl status): one leader, two
+        # followers naming it.
+        leader = [x["id"] for x in status["masters"] if x.get("leader")]
+        assert len(leader) == 1
+        roles = {}
+        for i, m in enumerate(("m1", "m2", "m3"), 1):
+            lines = [d for d in c.notify[m].drain() if "STATUS=" in d]
+            roles[i] = lines[-1] if lines else ""
+        assert ": leader," in roles[leader[0]], roles
+        for i in (1, 2, 3):
+            if i != leader[0]:
+                assert "follower of master %d" % leader[0] in roles[i], roles
         servers = status["servers"]
         assert len(servers) == 3
         assert {s.get("zone") for s in servers} == {"z1", "z2", "z3"}
