@@ -77,7 +77,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       keys, 1,250 entities (paging, transactions of 100)
 #                       backed up and restored (new name, after a drop):
 #                       identical; create mode does not overwrite; a
-#                       tampered backup is refused
+#                       tampered backup is refused; the whole-cluster
+#                       files (mdb_copy live, restore = stop, put back,
+#                       start) give back exactly the backup
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
