@@ -72,7 +72,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       verify); deploy/examples/cluster on loopback with
 #                       names: READY=1/STOPPING=1 on a test \$NOTIFY_SOCKET,
 #                       advertised names in the masters list, the SDK
-#                       through both front ends
+#                       through both front ends; rtctl handover, then a
+#                       partition server restarted under writes: only 2xx
+#                       and retried 503s
 #   test_backup         tools/rt-backup: a table of every EDM type, unicode
 #                       keys, 1,250 entities (paging, transactions of 100)
 #                       backed up and restored (new name, after a drop):
