@@ -449,6 +449,23 @@ def test_example_cluster_on_loopback(tmp_path):
         raft = {x["raft_addr"] for x in status["masters"]}
         assert raft == {c.config(m)[1]["raft-advertise"]
                         for m in ("m1", "m2", "m3")}
+        # A follower's 307 names the leader's --http-advertise address and
+        # keeps the query (rtctl's POST /api/transfer?range=..&server=..
+        # through a masters list depends on it).
+        import http.client
+        lead_http = [x["http"] for x in status["masters"] if x.get("leader")]
+        for m in ("m1", "m2", "m3"):
+            h = c.config(m)[1]["http"]
+            if h.split(":")[1] == lead_http[0].split(":")[1]:
+                continue
+            conn = http.client.HTTPConnection(h.replace(name, "127.0.0.1"),
+                                              timeout=5)
+            conn.request("POST", "/api/transfer?range=1&server=2")
+            resp = conn.getresponse()
+            assert resp.status == 307
+            assert resp.getheader("Location") == \
+                "http://%s/api/transfer?range=1&server=2" % lead_http[0]
+            conn.close()
         # STATUS= follows the role (systemctl status): one leader, two
         # followers naming it.
         leader = [x["id"] for x in status["masters"] if x.get("leader")]
