@@ -468,16 +468,24 @@ def test_example_cluster_on_loopback(tmp_path):
             conn.close()
         # STATUS= follows the role (systemctl status): one leader, two
         # followers naming it.
+        # A member learns the leader when Raft tells it, which may be a
+        # moment after the leader's status lists everyone: wait for it.
         leader = [x["id"] for x in status["masters"] if x.get("leader")]
         assert len(leader) == 1
-        roles = {}
-        for i, m in enumerate(("m1", "m2", "m3"), 1):
-            lines = [d for d in c.notify[m].drain() if "STATUS=" in d]
-            roles[i] = lines[-1] if lines else ""
-        assert ": leader," in roles[leader[0]], roles
-        for i in (1, 2, 3):
-            if i != leader[0]:
-                assert "follower of master %d" % leader[0] in roles[i], roles
+        roles = {1: "", 2: "", 3: ""}
+
+        def roles_settled():
+            for i, m in enumerate(("m1", "m2", "m3"), 1):
+                lines = [d for d in c.notify[m].drain() if "STATUS=" in d]
+                roles[i] = lines[-1] if lines else roles[i]
+            return ": leader," in roles[leader[0]] and all(
+                "follower of master %d" % leader[0] in roles[i]
+                for i in (1, 2, 3) if i != leader[0])
+
+        deadline = time.monotonic() + 10
+        while not roles_settled() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert roles_settled(), roles
         servers = status["servers"]
         assert len(servers) == 3
         assert {s.get("zone") for s in servers} == {"z1", "z2", "z3"}
@@ -570,8 +578,11 @@ def test_handover_before_restart(tmp_path):
             time.sleep(0.5)
             r = c.rtctl("handover", str(victim), check=False)
             assert r.returncode == 0, r.stdout + r.stderr
-            assert "leads no replicated range (%d handed over)" % len(
-                leads[victim]) in r.stdout, r.stdout
+            # (The count is what it led then: the status read above may
+            # predate the last creations' placement.)
+            m = re.search(r"leads no replicated range \((\d+) handed over\)",
+                          r.stdout)
+            assert m and int(m.group(1)) >= len(leads[victim]), r.stdout
             st = c.master_status()
             assert all(x["server"] != victim for x in st["ranges"])
             c.kill(name, signal.SIGTERM)
@@ -590,7 +601,14 @@ def test_handover_before_restart(tmp_path):
             stop.set()
             th.join()
         assert not errors, errors[:5]
-        assert set(codes) <= {200, 201, 204, 503}, codes
+        if not set(codes) <= {200, 201, 204, 503}:
+            # Say why: the front end logs each 5xx with its reason.
+            why = []
+            for f in os.listdir(c.logdir):
+                if f.startswith("frontend") and f.endswith(".stderr"):
+                    why += [ln for ln in open(os.path.join(c.logdir, f))
+                            if "-> 500" in ln or "unknown" in ln]
+            raise AssertionError("%s\n%s" % (codes, "".join(why[-10:])))
         have = set()
         for tc in tcs:
             have |= {int(e["RowKey"]) for e in tc.list_entities()}
