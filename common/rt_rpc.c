@@ -308,6 +308,7 @@ struct rt_rpc_client
     int closing;
     int numeric;      /* addr_str names a numeric address */
     uint64_t attempt; /* connect attempts started, to match resolutions */
+    size_t turn;      /* which of a name's addresses the next attempt uses */
 };
 
 /* A name being resolved for one connect attempt. It owns itself: the
@@ -1291,8 +1292,19 @@ static void client_resolved_cb(uv_getaddrinfo_t *req,
         goto out;
     }
     if (rc == 0) {
+        /* A name with several addresses (A and AAAA, say, while the peer
+         * binds IPv4 only): each attempt takes the next, so a refused one
+         * is not dialled for ever. */
+        const struct addrinfo *ai = res;
+        size_t n = 0;
+        for (const struct addrinfo *p = res; p; p = p->ai_next) {
+            n++;
+        }
+        for (size_t k = c->turn++ % n; k > 0; k--) {
+            ai = ai->ai_next;
+        }
         memset(&c->addr, 0, sizeof(c->addr));
-        memcpy(&c->addr, res->ai_addr, res->ai_addrlen);
+        memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
         rc = uv_tcp_connect(&sock->creq, &sock->tcp,
                             (const struct sockaddr *)&c->addr,
                             client_connect_cb);
