@@ -1730,10 +1730,12 @@ int main(int argc, char **argv)
         snprintf(mport_file, sizeof(mport_file), "%s/master.port", tmp_root);
         snprintf(pport_file, sizeof(pport_file), "%s/ps.port", tmp_root);
         {
-            char *av[] = {master_bin,    "--listen",         "127.0.0.1:0",
-                          "--http",      "127.0.0.1:0",      "--data",
-                          ms_data,       "--port-file",      mport_file,
-                          "--log-level", O.server_log_level, NULL};
+            /* --status-open: only GET /api/status is read here. */
+            char *av[] = {master_bin, "--listen",    "127.0.0.1:0",
+                          "--http",   "127.0.0.1:0", "--status-open",
+                          "--data",   ms_data,       "--port-file",
+                          mport_file, "--log-level", O.server_log_level,
+                          NULL};
             child_start(&ch_master, master_bin, av);
         }
         wait_port_file(&ch_master, mport_file, mkeys, ms_ports, 2);

@@ -1,8 +1,9 @@
-/* HTTP glue shared by the master's status API (master/ms_http.c) and the
- * partition server's metrics listener (partition-server/ps_http.c), both
- * plain libmicrohttpd daemons. Thread: any; the functions keep no state.
- * The front end's Table API (frontend/fe_http.c) has its own response path
- * and does not use this module. */
+/* HTTP glue shared by the master's status API (master/ms_http.c), the
+ * partition server's metrics listener (partition-server/ps_http.c) and the
+ * front end's (frontend/fe_metrics.c), all plain libmicrohttpd daemons.
+ * Thread: any; the functions keep no state. The front end's Table API
+ * (frontend/fe_http.c) has its own response path and does not use this
+ * module. */
 #ifndef RT_HTTP_H
 #define RT_HTTP_H
 

@@ -12,11 +12,17 @@
 #   --data DIR   data directory (default ./rt-data in the repository; env
 #                RT_DATA). Kept across runs: restart with the same DIR and
 #                your tables are still there.
-#   --port N     front-end HTTP port (default 10002; env RT_FE_PORT)
+#   --port N     front-end HTTP port (default 10002; env RT_FE_PORT); its
+#                metrics listener is on N+1 (10003)
 #   --masters N  1 (default), 3 or 5 masters (a Raft group): master i has
 #                RPC/HTTP/raft ports 10100/10101/10102 + 10*(i-1); the
 #                first master's HTTP port stays 10101 and rtctl finds the
 #                leader from any of them
+#
+# Metrics (Prometheus text format, GET /metrics): every master on its HTTP
+# port, partition server i on 127.0.0.1:10200+i, the front end on the
+# Table API port + 1; the banner lists them, deploy/prometheus/ scrapes
+# them.
 #   --no-build   skip the dependency check and the build; use the binaries
 #                already in the build directory
 #   --help       this text
@@ -26,6 +32,12 @@
 # too), RT_LOG_LEVEL (debug|info|warn|error, default info), RT_SKIP_DEPS=1
 # (do not check Debian packages), RT_RESTART=0 (a process that dies stops
 # the cluster; by default it is restarted after RT_RESTART_DELAY, 5 s).
+#
+# The masters' admin API (split, move, drain, the status, the dashboard's
+# data) needs the admin token in DIR/admin.token (made once, 0600, random,
+# kept across runs; every master reads it with --admin-token-file): rtctl
+# finds it through RT_ADMIN_TOKEN_FILE, or as ./rt-data/admin.token when
+# run from the repository with the default DIR; the dashboard asks for it.
 #
 # Steps: (1) deploy/install-deps.sh installs missing Debian packages with
 # apt-get (sudo when not root); (2) a Release build in build/release;
@@ -107,9 +119,11 @@ while (($#)); do
     esac
 done
 
-if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65535)); then
-    die "--port: not a port number: $FE_PORT"
+if ! [[ "$FE_PORT" =~ ^[0-9]{1,5}$ ]] || ((FE_PORT < 1 || FE_PORT > 65534)); then
+    die "--port: not a port number below 65535: $FE_PORT"
 fi
+FE_METRICS_PORT=$((FE_PORT + 1))
+PS_METRICS_BASE=10200 # partition server i: metrics on 10200+i
 case "$N_MASTERS" in
 1 | 3 | 5) ;;
 *) die "--masters: 1, 3 or 5, not $N_MASTERS" ;;
@@ -322,6 +336,18 @@ for a in $(for m in $(seq 1 "$N_MASTERS"); do master_addr "$m" 0; master_addr "$
     fi
 done
 
+# The admin token: 32 random bytes in hex, readable by its owner only
+# (rt-master refuses it otherwise); coreutils only, no openssl CLI needed.
+TOKEN_FILE=$DATA/admin.token
+if [[ ! -s "$TOKEN_FILE" ]]; then
+    mkdir -p "$DATA"
+    (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$TOKEN_FILE.tmp" &&
+        echo >>"$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
+    say "admin token written to $TOKEN_FILE"
+fi
+chmod 600 "$TOKEN_FILE"
+export RT_ADMIN_TOKEN_FILE=$TOKEN_FILE
+
 PEERS=
 JOINERS=()
 MASTER_RPCS=
@@ -335,7 +361,8 @@ for m in $(seq 1 "$N_MASTERS"); do
     d=$(master_dir "$m")
     margs=(--id "$m" --listen "$(master_addr "$m" 0)"
         --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
-        --data "$d" --port-file "$RUN/master$m.ports")
+        --data "$d" --port-file "$RUN/master$m.ports"
+        --admin-token-file "$TOKEN_FILE")
     if ((N_MASTERS > 1)); then
         if [[ -d "$(master_dir 1)/raft" && ! -d "$d/raft" ]]; then
             # The group exists (master 1 ran before, maybe alone): a new
@@ -372,14 +399,15 @@ export RT_MASTER_HTTP=$MASTER_HTTPS
 
 for i in $(seq 1 "$N_PS"); do
     start "ps$i" "$PS_BIN" --listen 127.0.0.1:0 --master "$MASTER_RPCS" \
-        --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports"
+        --data "$DATA/ps$i" --port-file "$RUN/ps$i.ports" \
+        --http "127.0.0.1:$((PS_METRICS_BASE + i))"
 done
 for i in $(seq 1 "$N_PS"); do
     wait_for "rt-partition-server ps$i" test -s "$RUN/ps$i.ports"
 done
 
 start frontend "$FE_BIN" --listen "127.0.0.1:$FE_PORT" --master "$MASTER_RPCS" \
-    --port-file "$RUN/frontend.ports"
+    --port-file "$RUN/frontend.ports" --http "127.0.0.1:$FE_METRICS_PORT"
 wait_for "rt-frontend on 127.0.0.1:$FE_PORT" tcp_open "127.0.0.1:$FE_PORT"
 wait_for "$N_PS partition servers up (rtctl status)" servers_up "$N_PS"
 
@@ -399,9 +427,16 @@ cat >&2 <<BANNER
   table endpoint   $ENDPOINT
   account / key    $DEV_ACCOUNT / $DEV_KEY
   connection       $CONN
-  status           http://$MASTER_HTTP/api/status
-                   $RTCTL_SHOWN status
-  dashboard        http://$MASTER_HTTP/
+  status           $RTCTL_SHOWN status
+                   (rtctl reads the admin token from RT_ADMIN_TOKEN_FILE:
+                    export RT_ADMIN_TOKEN_FILE=$TOKEN_FILE)
+  dashboard        http://$MASTER_HTTP/ (asks once for the admin token,
+                   the line in $TOKEN_FILE)
+  admin API        curl -H "Authorization: Bearer \$(cat $TOKEN_FILE)" \\
+                        http://$MASTER_HTTP/api/status
+  metrics          http://$MASTER_HTTP/metrics (master; with the admin token)
+                   http://127.0.0.1:$((PS_METRICS_BASE + 1))/metrics .. :$((PS_METRICS_BASE + N_PS)) (ps1..ps$N_PS)
+                   http://127.0.0.1:$FE_METRICS_PORT/metrics (front end)
   data             $DATA (kept across restarts)
   logs             $LOGS/{master,ps1..ps$N_PS,frontend}.log
 

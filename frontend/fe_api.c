@@ -1050,6 +1050,11 @@ static int fe__api_prepare(struct fe_req *req)
         return fe__preflight(req);
     }
     if (fe__authenticate(req) != 0) {
+        if (path_rc == 0) {
+            /* Azure's metrics count an authentication failure under the
+             * operation it was for. */
+            req->op_hint = fe__route_op(req, req->method, &code);
+        }
         return FE_API_RESPOND;
     }
     if (path_rc != 0) {
@@ -1118,6 +1123,12 @@ void fe_api_finish(struct fe_req *req)
         req->op->finish(req);
     }
     fe_cors_headers(req);
+}
+
+const char *fe_api_op_name(const struct fe_req *req)
+{
+    const struct fe_api_op *op = req->op ? req->op : req->op_hint;
+    return op ? op->name : NULL;
 }
 
 void fe_api_req_free(struct fe_req *req)

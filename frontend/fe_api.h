@@ -21,5 +21,11 @@ int fe_api_prepare(struct fe_req *req);
 void fe_api_finish(struct fe_req *req);
 /* Releases what fe_api_prepare allocated in @req (safe to call twice). */
 void fe_api_req_free(struct fe_req *req);
+/* The name of the Table API operation @req was routed to ("InsertEntity",
+ * "EntityGroupTransaction", ...), also when authentication refused it
+ * (the operation its path and verb name), or NULL when it was answered
+ * before one was known (malformed, unknown resource, OPTIONS). Metrics
+ * label it. */
+const char *fe_api_op_name(const struct fe_req *req);
 
 #endif

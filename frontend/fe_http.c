@@ -31,7 +31,13 @@
  * RequestBodyTooLarge (at once when Content-Length says so, else after the
  * body); shutdown -> jobs in flight and new requests get 503 ServerBusy; a
  * client that disconnects while suspended is only noticed after the resume
- * (MHD does not watch suspended sockets). */
+ * (MHD does not watch suspended sockets). Hostile clients (fe_guard.h):
+ * a connection over the caps is closed at accept; one over its header,
+ * body or idle bound is shut down by the worker's sweep timer (408 first
+ * when a request had started); near the cap a new connection sheds the
+ * oldest one that never sent a whole request; ambiguous framing (RFC 9112
+ * §6.3) -> 400 InvalidHeaderValue and the connection closed; an account
+ * over its requests in flight -> 503 ServerBusy. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +59,9 @@
 #include "fe_acl.h"
 #include "fe_api.h"
 #include "fe_cors.h"
+#include "fe_guard.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "fe_req.h"
 #include "fe_route.h"
 #include "rt_addr.h"
@@ -67,6 +75,9 @@
  * pinned). */
 #define FE_FREE_REQS_MAX 256
 #define FE_KEEP_BUF_MAX (64 * 1024)
+/* How often a worker checks its connections against their deadlines:
+ * the bounds are met to within this. */
+#define FE_GUARD_SWEEP_MS 250
 
 enum fe__phase {
     FE__BODY,  /* reading headers/body */
@@ -87,8 +98,21 @@ struct fe__hreq
     int job_active; /* submitted, done_cb not yet fired */
     int suspended;  /* counted in the worker's suspended requests */
     int completed;  /* MHD reported the request complete */
-    uint64_t start_ms;
+    uint64_t start_us;
     int body_too_large;
+    int acct_counted; /* counted in fe_guard_acct_enter() */
+    struct fe__hconn *hc;
+};
+
+/* A connection, from libmicrohttpd's STARTED notification to its CLOSED
+ * one (the socket context): its place in the worker's guard list. */
+struct fe__hconn
+{
+    struct fe_guard_conn g; /* first: the sweep hands it back */
+    struct fe_worker *w;
+    struct MHD_Connection *conn;
+    MHD_socket fd;
+    int listed;
 };
 
 struct fe_worker
@@ -100,6 +124,7 @@ struct fe_worker
     uv_loop_t loop;
     int loop_ok;
     struct fe_route *route;
+    struct fe_metrics_shard *metrics; /* NULL: none */
     struct MHD_Daemon *d;
     uv_poll_t poll;   /* the daemon's epoll fd */
     uv_timer_t timer; /* MHD_get_timeout() */
@@ -107,6 +132,10 @@ struct fe_worker
     uv_async_t stop;  /* fe_http_stop() */
     uv_timer_t drain; /* shutdown: flush, then close */
     int have_map;     /* counted in h->maps_ready */
+    uv_timer_t sweep; /* connections over their deadlines */
+    struct fe_guard_list conns;
+    unsigned refused; /* at the caps, since the last sweep's log */
+    unsigned shed;    /* for the reserve, likewise */
     int handles;      /* initialized handles still to close */
     int closed;       /* fe__close_handles() ran */
     int need_run;
@@ -122,6 +151,7 @@ struct fe_worker
 struct fe_http
 {
     const struct fe_http_cfg *cfg;
+    struct fe_guard *guard;
     atomic_int stop_sent;
     atomic_uint maps_ready; /* workers with a partition map installed */
     struct fe_worker *w;
@@ -132,6 +162,21 @@ struct fe_http
 };
 
 /* ---- Requests ------------------------------------------------------- */
+
+/* The guard's record of connection @c (fe__conn_notify), or NULL. */
+static struct fe__hconn *fe__hconn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void fe__guard_phase(struct fe__hconn *hc, enum fe_guard_phase p)
+{
+    if (hc) {
+        fe_guard_conn_phase(&hc->g, p, rt_time_mono_ms());
+    }
+}
 
 /* A request in its start state, reusing a recycled one's buffers. */
 static struct fe__hreq *fe__req_get(struct fe_worker *w)
@@ -150,6 +195,8 @@ static struct fe__hreq *fe__req_get(struct fe_worker *w)
     hr->suspended = 0;
     hr->completed = 0;
     hr->body_too_large = 0;
+    hr->acct_counted = 0;
+    hr->hc = NULL;
     return hr;
 }
 
@@ -234,7 +281,8 @@ static struct fe__hreq *fe__req_create(struct fe_worker *w,
 
     hr->w = w;
     hr->conn = c;
-    hr->start_ms = rt_time_mono_ms();
+    hr->start_us = rt_time_mono_us();
+    fe_metrics_req_begin(w->metrics);
     req->accounts = w->h->cfg->accounts;
     req->method = method;
     ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -273,6 +321,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     struct MHD_Response *resp;
     const char *cid;
     enum MHD_Result ret;
+    uint64_t us;
 
     resp = MHD_create_response_from_buffer(
         req->rbody.len, req->rbody.len ? (void *)req->rbody.data : (void *)"",
@@ -304,11 +353,20 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     if (req->status == 0) {
         req->status = 500;
     }
+    fe__guard_phase(hr->hc, FE_GUARD_BUSY);
+    /* Counted before it is queued, so a client that reads the response
+     * and then scrapes /metrics always finds its request there. */
+    us = rt_time_mono_us() - hr->start_us;
+    fe_metrics_req_done(
+        hr->w->metrics, req->path.account,
+        fe_metrics_op_of(fe_api_op_name(req), req->method,
+                         fe_req_header(req, "If-Match") != NULL),
+        req->status, req->body.len, req->rbody.len, us);
     ret = MHD_queue_response(hr->conn, (unsigned)req->status, resp);
     MHD_destroy_response(resp);
     hr->phase = FE__DONE;
-    rt_log(RT_LOG_DEBUG, "%s %s %d %llums", req->method, req->raw_path,
-           req->status, (unsigned long long)(rt_time_mono_ms() - hr->start_ms));
+    rt_log(RT_LOG_DEBUG, "%s %s %d %lluus", req->method, req->raw_path,
+           req->status, (unsigned long long)us);
     return ret;
 }
 
@@ -322,6 +380,10 @@ static void fe__job_done(struct fe_job *job)
     struct fe__hreq *hr = job->data;
     struct fe_worker *w = hr->w;
     hr->job_active = 0;
+    if (hr->acct_counted) {
+        hr->acct_counted = 0;
+        fe_guard_acct_exit(w->h->guard, hr->req.path.account);
+    }
     if (hr->completed) {
         /* Cannot happen while the daemon runs (MHD never completes a
          * suspended connection); kept safe for MHD_stop_daemon. */
@@ -338,6 +400,7 @@ static void fe__submit(struct fe__hreq *hr)
 {
     struct fe_worker *w = hr->w;
     hr->phase = FE__WAIT;
+    fe__guard_phase(hr->hc, FE_GUARD_BUSY);
     hr->req.job.done_cb = fe__job_done;
     hr->req.job.data = hr;
     hr->req.job.reqid = hr->req.reqid;
@@ -346,6 +409,172 @@ static void fe__submit(struct fe__hreq *hr)
     hr->suspended = 1;
     w->suspended++;
     fe_route_submit(w->route, &hr->req.job);
+}
+
+/* ---- Hostile clients (fe_guard.h) ---------------------------------- */
+
+/* What a client whose request ran over its bound reads before the close.
+ * Written straight to the socket: libmicrohttpd is still reading that
+ * request and has written nothing for it, so nothing interleaves. Never
+ * on TLS, where only the TLS session may write. */
+static const char fe__408[] =
+    "HTTP/1.1 408 Request Timeout\r\n"
+    "Connection: close\r\n"
+    "Content-Length: 0\r\n"
+    "Server: rangetable\r\n\r\n";
+
+/* Ends a connection from outside libmicrohttpd's callbacks' normal flow:
+ * shutdown() leaves the socket readable at end of file, so the next
+ * MHD_run reads 0 and closes it the usual way (NOTIFY_COMPLETED, then
+ * NOTIFY_CLOSED, which counts it out); closing the fd ourselves would
+ * bypass both. @answer: a 408 first when a request had started. */
+static void fe__hconn_kill(struct fe__hconn *hc, int answer)
+{
+    if (answer &&
+        (hc->g.phase == FE_GUARD_HEADERS || hc->g.phase == FE_GUARD_BODY) &&
+        !MHD_get_connection_info(hc->conn, MHD_CONNECTION_INFO_PROTOCOL)) {
+        ssize_t n = send(hc->fd, fe__408, sizeof(fe__408) - 1,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)n; /* best effort: the close is what matters */
+    }
+    shutdown(hc->fd, SHUT_RDWR);
+    hc->g.closing = 1;
+    hc->w->need_run = 1;
+}
+
+/* A sweep found @g over its deadline. */
+static void fe__on_overdue(struct fe_guard_conn *g, void *arg)
+{
+    static const char *const phase[FE_GUARD__NR] = {"header", "idle", "header",
+                                                    "body", "busy"};
+    (void)arg;
+    rt_log(RT_LOG_DEBUG, "closing a connection over its %s bound",
+           phase[g->phase]);
+    fe__hconn_kill((struct fe__hconn *)g, 1);
+}
+
+/* Accept policy: refuses at once what the caps would refuse (checked again,
+ * and counted, when the connection starts). */
+static enum MHD_Result fe__accept_policy(void *cls,
+                                         const struct sockaddr *addr,
+                                         socklen_t addrlen)
+{
+    struct fe_worker *w = cls;
+    (void)addrlen;
+    if (fe_guard_conn_check(w->h->guard, addr) != FE_GUARD_ADMIT) {
+        w->refused++;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* STARTED: the connection is counted (total, its address) and listed;
+ * over a cap it is closed at once, and in the reserve it sheds the
+ * worker's oldest connection that never sent a whole request. CLOSED:
+ * counted out. Both are counted in the metrics (rt_fe_connections_*). */
+static void fe__conn_notify(void *cls,
+                            struct MHD_Connection *c,
+                            void **socket_context,
+                            enum MHD_ConnectionNotificationCode toe)
+{
+    struct fe_worker *w = cls;
+    struct fe__hconn *hc = *socket_context;
+    const union MHD_ConnectionInfo *ci;
+    struct fe_guard_conn *victim;
+    int rc;
+
+    fe_metrics_conn(w->metrics, toe == MHD_CONNECTION_NOTIFY_STARTED);
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!hc) {
+            return;
+        }
+        *socket_context = NULL;
+        if (hc->listed) {
+            fe_guard_list_remove(&w->conns, &hc->g);
+        }
+        if (hc->g.counted) {
+            fe_guard_conn_close(w->h->guard, (struct sockaddr *)&hc->g.addr);
+        }
+        free(hc);
+        return;
+    }
+    hc = rt_xcalloc(1, sizeof(*hc));
+    hc->w = w;
+    hc->conn = c;
+    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    hc->fd = ci ? ci->connect_fd : MHD_INVALID_SOCKET;
+    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        memcpy(&hc->g.addr, ci->client_addr,
+               ci->client_addr->sa_family == AF_INET6
+                   ? sizeof(struct sockaddr_in6)
+                   : sizeof(struct sockaddr_in));
+    }
+    *socket_context = hc;
+    fe_guard_list_add(&w->conns, &hc->g, rt_time_mono_ms());
+    hc->listed = 1;
+    rc = fe_guard_conn_open(w->h->guard, (struct sockaddr *)&hc->g.addr);
+    if (rc != FE_GUARD_ADMIT && rc != FE_GUARD_ADMIT_SHED) {
+        /* Another worker took the last place since the accept policy. */
+        w->refused++;
+        fe__hconn_kill(hc, 0);
+        return;
+    }
+    hc->g.counted = 1;
+    if (rc == FE_GUARD_ADMIT_SHED) {
+        victim = fe_guard_list_victim(&w->conns, &hc->g);
+        if (victim) {
+            w->shed++;
+            fe__hconn_kill((struct fe__hconn *)victim, 0);
+        }
+    }
+}
+
+/* A request line arrived: from here its headers are on the clock. */
+static void *fe__uri_log(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    fe__guard_phase(fe__hconn_of(c), FE_GUARD_HEADERS);
+    return NULL;
+}
+
+static enum MHD_Result fe__framing_iter(void *cls,
+                                        enum MHD_ValueKind kind,
+                                        const char *key,
+                                        size_t key_size,
+                                        const char *value,
+                                        size_t value_size)
+{
+    (void)kind;
+    fe_guard_framing_add(cls, key, key_size, value ? value : "",
+                         value ? value_size : 0);
+    return MHD_YES;
+}
+
+/* RFC 9112 §6.3: a request whose body length two parsers could read
+ * differently gets 400 InvalidHeaderValue, and the connection closes
+ * after it, so nothing after its headers is ever read as a request.
+ * Returns 1 when that response was queued (in *ret). */
+static int fe__framing(struct fe__hreq *hr,
+                       const char *version,
+                       enum MHD_Result *ret)
+{
+    struct fe_guard_framing f;
+    const char *why;
+    int http10 = version && strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+
+    fe_guard_framing_init(&f);
+    MHD_get_connection_values_n(hr->conn, MHD_HEADER_KIND, fe__framing_iter,
+                                &f);
+    if (fe_guard_framing_check(&f, http10, &why) == 0) {
+        return 0;
+    }
+    rt_log(RT_LOG_INFO, "refused a request: %s", why);
+    fe_req_resp_error(&hr->req, RT_EHEADER, NULL);
+    fe_req_resp_header(&hr->req, MHD_HTTP_HEADER_CONNECTION, "close");
+    *ret = fe__queue(hr);
+    return 1;
 }
 
 /* ---- libmicrohttpd callbacks ---------------------------------------- */
@@ -403,13 +632,17 @@ static enum MHD_Result fe__access(void *cls,
     struct fe__hreq *hr = *con_cls;
     struct fe_req *req;
     enum MHD_Result ret;
-    (void)version;
 
     if (!hr) {
         size_t url_len, hbytes;
         hr = fe__req_create(w, c, url, method, &url_len, &hbytes);
         *con_cls = hr;
         rt_log_set_reqid(hr->req.reqid);
+        hr->hc = fe__hconn_of(c);
+        fe__guard_phase(hr->hc, FE_GUARD_BODY);
+        if (fe__framing(hr, version, &ret)) {
+            return ret;
+        }
         if (fe__early_checks(hr, url_len, hbytes, &ret)) {
             return ret;
         }
@@ -420,6 +653,9 @@ static enum MHD_Result fe__access(void *cls,
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (hr->hc) {
+            hr->hc->g.body_bytes += n;
+        }
         if (hr->phase != FE__BODY || hr->body_too_large) {
             return MHD_YES;
         }
@@ -445,6 +681,17 @@ static enum MHD_Result fe__access(void *cls,
                 fe_api_finish(req);
                 return fe__queue(hr);
             }
+            if (req->path.account_ok && req->path.account) {
+                if (fe_guard_acct_enter(w->h->guard, req->path.account)) {
+                    /* Azure's own words when an account is throttled. */
+                    fe_req_resp_error(
+                        req, RT_EBUSY,
+                        "Operations per second is over the account limit.");
+                    fe_cors_headers(req);
+                    return fe__queue(hr);
+                }
+                hr->acct_counted = 1;
+            }
             fe__submit(hr);
             return MHD_YES;
         case FE__REPLY:
@@ -464,11 +711,12 @@ static void fe__completed(void *cls,
 {
     struct fe_worker *w = cls;
     struct fe__hreq *hr = *con_cls;
-    (void)c;
     if (!hr) {
         return;
     }
     *con_cls = NULL;
+    fe__guard_phase(fe__hconn_of(c), FE_GUARD_IDLE);
+    fe_metrics_req_end(w->metrics);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
                (int)toe);
@@ -497,8 +745,16 @@ static size_t fe__unescape(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* libmicrohttpd's messages at info, except the one it writes for every
+ * client that leaves (or is closed by the guard) mid-request: thousands of
+ * slow connections would otherwise be thousands of lines; the sweep's
+ * summary line counts them instead. */
 static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static const char *const per_conn[] = {
+        "closed by remote side", "has been disconnected",
+        "detected connection closure", "reset by peer"};
+    enum rt_log_level level = RT_LOG_INFO;
     char msg[512];
     size_t n;
     (void)cls;
@@ -507,7 +763,12 @@ static void fe__mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
     }
-    rt_log(RT_LOG_INFO, "libmicrohttpd: %s", msg);
+    for (size_t i = 0; i < sizeof(per_conn) / sizeof(per_conn[0]); i++) {
+        if (strstr(msg, per_conn[i])) {
+            level = RT_LOG_DEBUG;
+        }
+    }
+    rt_log(level, "libmicrohttpd: %s", msg);
 }
 
 /* ---- The worker's loop ---------------------------------------------- */
@@ -559,6 +820,26 @@ static void fe__on_check(uv_check_t *c)
     }
 }
 
+/* Closes the connections over their deadlines, and says once a sweep
+ * what the guard did (thousands of lines would hide the cause). */
+static void fe__on_sweep(uv_timer_t *t)
+{
+    struct fe_worker *w = t->data;
+    unsigned n = fe_guard_list_sweep(&w->conns, fe_guard_get_cfg(w->h->guard),
+                                     rt_time_mono_ms(), fe__on_overdue, w);
+    if (n || w->refused || w->shed) {
+        rt_log(RT_LOG_INFO,
+               "worker %u: closed %u connection(s) over their "
+               "header/body/idle bounds, refused %u at the caps, shed %u "
+               "for new clients",
+               w->idx, n, w->refused, w->shed);
+        w->refused = w->shed = 0;
+    }
+    if (n) {
+        fe__mhd_run(w);
+    }
+}
+
 static void fe__on_handle_closed(uv_handle_t *hd)
 {
     struct fe_worker *w = hd->data;
@@ -572,6 +853,7 @@ static void fe__close_handles(struct fe_worker *w)
     uv_close((uv_handle_t *)&w->timer, fe__on_handle_closed);
     uv_close((uv_handle_t *)&w->check, fe__on_handle_closed);
     uv_close((uv_handle_t *)&w->drain, fe__on_handle_closed);
+    uv_close((uv_handle_t *)&w->sweep, fe__on_handle_closed);
 }
 
 /* Shutdown: keeps the daemon running until every job came back and every
@@ -674,12 +956,20 @@ static int fe__listen(struct fe_http *h, const char *listen_addr)
 static void fe__on_map(const Rt__Map *map, void *data)
 {
     struct fe_worker *w = data;
+    fe_metrics_map_version(w->metrics, map->version);
     fe_acl_map_update(map);
     fe_cors_map_update(map);
     if (!w->have_map) {
         w->have_map = 1;
         atomic_fetch_add(&w->h->maps_ready, 1);
     }
+}
+
+/* libmicrohttpd's inactivity timeout in whole seconds: the idle bound
+ * rounded up (0 = none). */
+static unsigned int fe__mhd_timeout_s(const struct fe_guard_cfg *gc)
+{
+    return (unsigned int)((gc->idle_timeout_ms + 999) / 1000);
 }
 
 /* Sets up worker @w (loop, route, daemon, handles) on the calling thread;
@@ -689,6 +979,7 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     const union MHD_DaemonInfo *info;
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    const struct fe_guard_cfg *gc = fe_guard_get_cfg(h->guard);
     int lfd, rc;
 
     if (uv_loop_init(&w->loop) != 0) {
@@ -699,6 +990,8 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (rc != 0) {
         return RT_EINVAL;
     }
+    w->metrics = fe_metrics_shard(h->cfg->metrics, w->idx);
+    fe_route_set_metrics(w->route, w->metrics);
     fe_route_on_map(w->route, fe__on_map, w);
     lfd = dup(h->listen_fd);
     if (lfd < 0) {
@@ -708,14 +1001,23 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     if (h->ipv6) {
         flags |= MHD_USE_IPv6;
     }
-    w->d = MHD_start_daemon(flags, 0, NULL, NULL, fe__access, w,
-                            MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL,
-                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-                            MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
-                            MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)FE_HTTP_POOL, MHD_OPTION_END);
+    /* libmicrohttpd's own inactivity timeout stays as the bound on a
+     * response nobody reads (the guard's deadlines cover the rest); its
+     * own connection limit is the global cap, so the guard's shared count
+     * decides (at its limit libmicrohttpd would stop accepting, and new
+     * clients would wait in the backlog behind the slow ones). */
+    w->d = MHD_start_daemon(
+        flags, 0, fe__accept_policy, w, fe__access, w,
+        MHD_OPTION_EXTERNAL_LOGGER, fe__mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)lfd, MHD_OPTION_UNESCAPE_CALLBACK, fe__unescape, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, fe__completed, w,
+        MHD_OPTION_NOTIFY_CONNECTION, fe__conn_notify, w,
+        MHD_OPTION_URI_LOG_CALLBACK, fe__uri_log, w,
+        MHD_OPTION_CONNECTION_TIMEOUT, fe__mhd_timeout_s(gc),
+        MHD_OPTION_CONNECTION_LIMIT,
+        gc->max_conns ? gc->max_conns : (unsigned int)1 << 20,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
+        MHD_OPTION_END);
     if (!w->d) {
         rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd", w->idx);
         close(lfd);
@@ -736,7 +1038,11 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     w->drain.data = w;
     uv_async_init(&w->loop, &w->stop, fe__on_stop);
     w->stop.data = w;
-    w->handles = 5;
+    uv_timer_init(&w->loop, &w->sweep);
+    w->sweep.data = w;
+    w->handles = 6;
+    uv_timer_start(&w->sweep, fe__on_sweep, FE_GUARD_SWEEP_MS,
+                   FE_GUARD_SWEEP_MS);
     uv_poll_start(&w->poll, UV_READABLE, fe__on_poll);
     uv_check_start(&w->check, fe__on_check);
     uv_timer_start(&w->timer, fe__on_timer, 0, 0);
@@ -790,6 +1096,7 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
         free(h);
         return RT_ECONFIG;
     }
+    fe_guard_create(&cfg->guard, &h->guard);
     h->w = rt_xcalloc(n, sizeof(*h->w));
     h->n = n;
     for (unsigned i = 0; i < n && rc == 0; i++) {
@@ -854,6 +1161,7 @@ void fe_http_destroy(struct fe_http *h)
     if (h->listen_fd >= 0) {
         close(h->listen_fd);
     }
+    fe_guard_destroy(h->guard);
     free(h->w);
     free(h);
 }

@@ -10,15 +10,19 @@
  * byte to the last. A request never changes threads.
  *
  * Life of a request, all on the worker's loop thread:
+ *  0. the connection was admitted under the caps and is timed by phase
+ *     (fe_guard.h): request line and headers, body, idle in between.
  *  1. first access-handler call (inside MHD_run): an fe_req taken from the
  *     worker's free list; raw path, decoded query and the header list
- *     captured once; URL or headers over the limits -> 414 / 400,
+ *     captured once; ambiguous Content-Length / Transfer-Encoding -> 400
+ *     and close; URL or headers over the limits -> 414 / 400,
  *     Content-Length above --max-body -> 413, at once.
  *  2. body chunks accumulate in req->body (over the limit: discarded,
  *     413 at the end).
  *  3. final call: fe_api_prepare() validates, authenticates and either
  *     fills the response (FE_API_RESPOND) or fills req->job
- *     (FE_API_SUBMIT). To submit, the connection is suspended and the job
+ *     (FE_API_SUBMIT); an account over its requests in flight gets 503
+ *     ServerBusy instead. To submit, the connection is suspended and the job
  *     handed to fe_route_submit() right there: no queue, no wake-up.
  *  4. fe_route runs the job; its done_cb (an RPC reply callback on the
  *     same loop, or synchronously inside the submit) resumes the
@@ -35,7 +39,10 @@
 
 #include <stddef.h>
 
+#include "fe_guard.h"
+
 struct fe_accounts;
+struct fe_metrics;
 
 /* Settings the workers read (immutable after start). */
 struct fe_http_cfg
@@ -45,6 +52,14 @@ struct fe_http_cfg
     unsigned threads;   /* workers */
     size_t max_body;
     const struct fe_accounts *accounts;
+    /* Hostile-client bounds and caps (fe_guard.h): connections in total
+     * and per address (refused at accept), the reserve shed for new
+     * clients, header/body/idle deadlines (over one: 408 when a request
+     * was started, else closed), requests in flight per account (503). */
+    struct fe_guard_cfg guard;
+    /* Worker i records into fe_metrics_shard(metrics, i) (fe_metrics.h;
+     * created with cfg->threads shards); NULL: no metrics. */
+    struct fe_metrics *metrics;
 };
 
 /* Request limits (spec §9 gives none; HTTP.sys, in front of Azure, answers

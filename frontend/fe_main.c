@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <uv.h>
 
@@ -14,6 +15,7 @@
 #include "fe_auth.h"
 #include "fe_cors.h"
 #include "fe_http.h"
+#include "fe_metrics.h"
 #include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -28,6 +30,7 @@ struct fe_main
     uv_signal_t sigterm;
     uv_timer_t ready; /* until every worker has a map: READY=1 */
     struct fe_http *http;
+    struct fe_metrics *metrics;
     int stopping;
 };
 
@@ -60,11 +63,45 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&m->ready, NULL);
 }
 
+/* Each client connection is a descriptor: the soft open-file limit goes
+ * up to the hard one, and a cap the limit cannot hold is lowered (with a
+ * warning) rather than left to fail at accept(), where libmicrohttpd
+ * would stop accepting altogether. 256 descriptors stay for the
+ * partition-server and master links, logs and LMDB-free headroom. */
+static void fe__raise_nofile(long *max_conns)
+{
+    struct rlimit rl;
+    long room;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    room = rl.rlim_cur == RLIM_INFINITY ? (1L << 30) : (long)rl.rlim_cur - 256;
+    if (room < 64) {
+        room = 64;
+    }
+    if (*max_conns == 0 || *max_conns > room) {
+        if (*max_conns) {
+            rt_log(RT_LOG_WARN,
+                   "--max-connections %ld is above what the open-file "
+                   "limit (%ld) allows: using %ld",
+                   *max_conns, (long)rl.rlim_cur, room);
+        }
+        *max_conns = room;
+    }
+}
+
 int main(int argc, char **argv)
 {
     char *listen = NULL, *master = NULL, *accounts_file = NULL;
-    char *port_file = NULL, *log_level = NULL;
+    char *port_file = NULL, *log_level = NULL, *http = NULL;
     long threads = 0, max_body = 0;
+    long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
+    long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
     int dev_account = 0, check_config = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10002",
@@ -79,21 +116,48 @@ int main(int argc, char **argv)
          "serve devstoreaccount1 with the emulator's well-known key"},
         {"accounts", RT_OPT_STR, &accounts_file, NULL,
          "file of 'name base64key1 [base64key2]' lines"},
+        {"http", RT_OPT_STR, &http, "",
+         "status listener host:port (GET /metrics in the Prometheus text "
+         "format, GET /health), never the Table API port; empty = none, "
+         "port 0 = ephemeral"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
-         "write 'http=PORT' here once listening"},
+         "write 'http=PORT' (and 'metrics=PORT' with --http) here once "
+         "listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
         {"check-config", RT_OPT_BOOL, &check_config, NULL,
          "parse and check the flags, the config file and the accounts "
          "file, then exit: 0 valid, 2 not (nothing is bound)"},
+        {"max-connections", RT_OPT_INT, &max_conns, "4096",
+         "client connections, all workers together (more are refused; 0 = "
+         "no cap beyond the open-file limit)"},
+        {"max-connections-per-ip", RT_OPT_INT, &max_conns_ip, "512",
+         "client connections from one address (0 = no cap)"},
+        {"connection-reserve", RT_OPT_INT, &reserve, "256",
+         "above max-connections minus this, each new connection closes the "
+         "oldest one that has not sent a whole request yet"},
+        {"header-timeout-ms", RT_OPT_INT, &header_ms, "10000",
+         "a request line and headers must arrive within this (from the "
+         "accept for a new connection; 0 = no bound)"},
+        {"body-timeout-ms", RT_OPT_INT, &body_ms, "20000",
+         "a request body must arrive within this plus 1 s per "
+         "--body-min-rate bytes received (0 = no bound)"},
+        {"body-min-rate", RT_OPT_INT, &body_rate, "65536",
+         "bytes per second a body may take beyond --body-timeout-ms"},
+        {"idle-timeout-ms", RT_OPT_INT, &idle_ms, "30000",
+         "a keep-alive connection idle this long between requests is "
+         "closed (0 = never)"},
+        {"max-inflight-per-account", RT_OPT_INT, &max_inflight, "1024",
+         "requests of one account running at once; more get 503 "
+         "ServerBusy (0 = no cap)"},
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;
     struct fe_http_cfg cfg;
     struct fe_main m;
     char errmsg[RT_ERRMSG_SIZE] = "";
-    int rc, exit_code = 0;
+    int rc, exit_code = 0, metrics_port = 0;
 
     rt_config_parse("rt-frontend",
                     "rangetable front end: the Azure Table Storage REST API",
@@ -107,7 +171,17 @@ int main(int argc, char **argv)
                 "--max-body at least 1024\n");
         return 2;
     }
+    if (max_conns < 0 || max_conns_ip < 0 || reserve < 0 || header_ms < 0 ||
+        body_ms < 0 || body_rate < 0 || idle_ms < 0 || max_inflight < 0 ||
+        (max_conns && reserve >= max_conns)) {
+        fprintf(stderr,
+                "rt-frontend: the connection caps, timeouts and rates must "
+                "be >= 0, and --connection-reserve below "
+                "--max-connections\n");
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
+    fe__raise_nofile(&max_conns);
 
     fe_accounts_init(&accounts);
     if (dev_account &&
@@ -140,6 +214,15 @@ int main(int argc, char **argv)
             rt_config_free(opts);
             return 2;
         }
+        if (*http && rt_addr_parse(http, &ss, &sslen) != 0) {
+            fprintf(stderr,
+                    "rt-frontend: --http: expected a numeric HOST:PORT, got "
+                    "'%s'\n",
+                    http);
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return 2;
+        }
         if (rt_masters_init(&ms, master) != 0) {
             fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
             fe_accounts_free(&accounts);
@@ -161,20 +244,42 @@ int main(int argc, char **argv)
     cfg.threads = (unsigned)threads;
     cfg.max_body = (size_t)max_body;
     cfg.accounts = &accounts;
+    cfg.guard.max_conns = (unsigned)max_conns;
+    cfg.guard.max_conns_per_ip = (unsigned)max_conns_ip;
+    cfg.guard.reserve = (unsigned)reserve;
+    if (cfg.guard.reserve >= cfg.guard.max_conns) {
+        cfg.guard.reserve = cfg.guard.max_conns / 16; /* cap was lowered */
+    }
+    cfg.guard.max_inflight_per_account = (unsigned)max_inflight;
+    cfg.guard.header_timeout_ms = (uint64_t)header_ms;
+    cfg.guard.body_timeout_ms = (uint64_t)body_ms;
+    cfg.guard.body_min_rate = (uint64_t)body_rate;
+    cfg.guard.idle_timeout_ms = (uint64_t)idle_ms;
+    m.metrics = fe_metrics_create(&accounts, cfg.threads);
+    cfg.metrics = m.metrics;
+    if (*http && fe_metrics_listen(m.metrics, http, &metrics_port, errmsg)) {
+        fprintf(stderr, "rt-frontend: %s\n", errmsg);
+        fe_metrics_destroy(m.metrics);
+        uv_loop_close(&m.loop);
+        fe_accounts_free(&accounts);
+        rt_config_free(opts);
+        return 2;
+    }
     rc = fe_http_start(&cfg, &m.http);
     if (rc != 0) {
         if (rc == RT_EINVAL) {
             fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
         }
+        fe_metrics_destroy(m.metrics);
         uv_loop_close(&m.loop);
         fe_accounts_free(&accounts);
         rt_config_free(opts);
         return rc == RT_EINVAL ? 2 : 1;
     }
     if (port_file && *port_file) {
-        const char *keys[] = {"http"};
-        int ports[] = {fe_http_port(m.http)};
-        rc = rt_write_port_file(port_file, keys, ports, 1);
+        const char *keys[] = {"http", "metrics"};
+        int ports[] = {fe_http_port(m.http), metrics_port};
+        rc = rt_write_port_file(port_file, keys, ports, *http ? 2 : 1);
         if (rc != 0) {
             rt_log(RT_LOG_ERROR, "cannot write port file %s: %s", port_file,
                    strerror(-rc));
@@ -200,7 +305,8 @@ int main(int argc, char **argv)
 
     uv_run(&m.loop, UV_RUN_DEFAULT);
 
-    fe_http_destroy(m.http); /* waits for the workers to drain */
+    fe_http_destroy(m.http);       /* waits for the workers to drain */
+    fe_metrics_destroy(m.metrics); /* after the workers: they write it */
     fe_acl_reset();
     fe_cors_reset();
     if (uv_loop_close(&m.loop) != 0) {

@@ -74,6 +74,9 @@ struct fe_req
     enum fe_prefer prefer;
     char *root; /* "http://{Host}/{account segment}" */
     const struct fe_api_op *op;
+    /* Refused before dispatch (authentication): the operation the path
+     * and verb name, for metrics only (fe_api_op_name). */
+    const struct fe_api_op *op_hint;
     struct fe_job job;
     int job_used;
     struct fe_entity_in ent;

@@ -58,12 +58,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_metrics.h"
 #include "fe_url.h"
 #include "rt.pb-c.h"
 #include "rt_alloc.h"
 #include "rt_log.h"
 #include "rt_masters.h"
 #include "rt_rpc.h"
+#include "rt_time.h"
 
 struct fe__table_ix
 {
@@ -123,6 +125,8 @@ struct fe_route
     int closing;
     fe_route_map_cb map_cb; /* observer of installed maps, or NULL */
     void *map_cb_data;
+    struct fe_metrics_shard *metrics; /* NULL: none */
+    uint64_t map_sent_us;             /* GET_MAP in flight: sent at */
 };
 
 /* One entity RPC in flight: what it was sent to, so that a map naming
@@ -142,6 +146,7 @@ struct fe__call
      * the RPC is out). */
     char *high;
     int high_inf;
+    uint64_t sent_us; /* metrics: RPC latency */
 };
 
 static void fe__job_run(struct fe_job *job);
@@ -577,6 +582,8 @@ static void fe__on_get_map(int status,
     struct fe_route *r = arg;
     r->inflight--;
     r->map_inflight = 0;
+    fe_metrics_master(r->metrics, FE_MMASTER_GET_MAP, status,
+                      rt_time_mono_us() - r->map_sent_us);
     fe__master_moved(r, status, body, len);
     if (status == 0) {
         Rt__Map *pb = rt__map__unpack(NULL, len, body);
@@ -601,6 +608,7 @@ static void fe__wait_map(struct fe_job *job)
     }
     r->map_inflight = 1;
     r->inflight++;
+    r->map_sent_us = rt_time_mono_us();
     if (rt_rpc_call_pb(rt_rpc_client_conn(r->master), RT__METHOD__GET_MAP, NULL,
                        FE_ROUTE_TIMEOUT_MS, fe__on_get_map, r) != 0) {
         r->inflight--;
@@ -763,6 +771,11 @@ static int fe__master_reply_failed(struct fe_job *job,
                                    const char *what)
 {
     job->route_->inflight--;
+    fe_metrics_master(job->route_->metrics,
+                      job->kind == FE_JOB_LIST_TABLES   ? FE_MMASTER_LIST
+                      : job->kind == FE_JOB_MASTER_CALL ? FE_MMASTER_CALL
+                                                        : FE_MMASTER_TABLE,
+                      status, rt_time_mono_us() - job->sent_us_);
     fe__master_moved(job->route_, status, body, len);
     if (status == RT_ENOTLEADER || status == RT_ENOTSENT) {
         /* Nothing was executed (a follower refused it, or it never left),
@@ -847,6 +860,7 @@ static void fe__job_master(struct fe_job *job)
     struct rt_rpc_conn *conn = rt_rpc_client_conn(r->master);
     int rc;
     r->inflight++;
+    job->sent_us_ = rt_time_mono_us();
     if (job->kind == FE_JOB_LIST_TABLES) {
         Rt__ListTablesReq req = RT__LIST_TABLES_REQ__INIT;
         req.account = (char *)job->account;
@@ -891,6 +905,7 @@ static struct fe__call *fe__call_start(struct fe_job *job,
     c->key = rt_xstrdup(key);
     c->high = rt_xstrdup(rg->high_inf ? "" : rg->high);
     c->high_inf = rg->high_inf;
+    c->sent_us = rt_time_mono_us();
     c->next = r->calls;
     if (r->calls) {
         r->calls->prev = c;
@@ -922,6 +937,14 @@ static void fe__call_free(struct fe__call *c)
     free(c->key);
     free(c->high);
     free(c);
+}
+
+/* The reply (or failure) of call @c arrived with @status: its latency
+ * and error go to the route's metrics. */
+static void fe__call_observe(const struct fe__call *c, int status)
+{
+    fe_metrics_rpc(c->route->metrics, c->server_id, status,
+                   rt_time_mono_us() - c->sent_us);
 }
 
 /* A point call's reply arrived: the call is gone; returns its job, or NULL
@@ -1054,9 +1077,11 @@ static void fe__on_write_reply(int status,
                                size_t len,
                                void *arg)
 {
-    struct fe_job *job = fe__call_end(arg);
+    struct fe_job *job;
     Rt__WriteResp *resp;
     int first = 0;
+    fe__call_observe(arg, status);
+    job = fe__call_end(arg);
     if (!job) {
         return;
     }
@@ -1096,8 +1121,10 @@ static void fe__on_get_reply(int status,
                              size_t len,
                              void *arg)
 {
-    struct fe_job *job = fe__call_end(arg);
+    struct fe_job *job;
     Rt__GetResp *resp;
+    fe__call_observe(arg, status);
+    job = fe__call_end(arg);
     if (!job) {
         return;
     }
@@ -1153,6 +1180,7 @@ static void fe__on_scan_reply(int status,
 
     /* The call is freed at the end: the hop's high key is needed until
      * then. */
+    fe__call_observe(hop, status);
     fe__call_unlink(hop);
     if (!job) {
         goto out;
@@ -1536,6 +1564,11 @@ void fe_route_on_map(struct fe_route *r, fe_route_map_cb cb, void *data)
 {
     r->map_cb = cb;
     r->map_cb_data = data;
+}
+
+void fe_route_set_metrics(struct fe_route *r, struct fe_metrics_shard *s)
+{
+    r->metrics = s;
 }
 
 uint64_t fe_route_map_version(const struct fe_route *r)

@@ -181,6 +181,7 @@ struct fe_job
     uint64_t park_until_; /* loop ms: waiting for a connection until */
     uint64_t retry_at_;   /* loop ms: the next try is due */
     uint64_t deadline_;   /* SCAN: loop ms when the page budget ends */
+    uint64_t sent_us_;    /* master call: when it was sent (metrics) */
 };
 
 void fe_job_init(struct fe_job *job, enum fe_job_kind kind);
@@ -216,6 +217,10 @@ typedef void (*fe_route_map_cb)(const struct Rt__Map *map, void *data);
  * so that no map is missed. The front end feeds its stored-policy and CORS
  * snapshots this way (fe_http.c), so the router knows nothing of them. */
 void fe_route_on_map(struct fe_route *r, fe_route_map_cb cb, void *data);
+/* Records this route's RPC latencies, errors and master calls in @s
+ * (borrowed; it must outlive the route). NULL (the default): none. */
+struct fe_metrics_shard;
+void fe_route_set_metrics(struct fe_route *r, struct fe_metrics_shard *s);
 /* Current map version (0 = no map yet). */
 uint64_t fe_route_map_version(const struct fe_route *r);
 

@@ -931,31 +931,6 @@ err_lmdb:
     return ms__catalog_err(rc);
 }
 
-/* mkdir -p: 0 or -1 with errno. */
-static int ms__mkdir_p(const char *dir)
-{
-    char path[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof(path)) {
-        errno = EINVAL;
-        return -1;
-    }
-    memcpy(path, dir, n + 1);
-    for (char *p = path + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-                return -1;
-            }
-            *p = '/';
-        }
-    }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        return -1;
-    }
-    return 0;
-}
-
 int ms_catalog_open(const char *dir, struct ms_catalog **out, char *errmsg)
 {
     return ms_catalog_open_flags(dir, 0, out, errmsg);
@@ -974,7 +949,7 @@ int ms_catalog_open_flags(const char *dir,
         errmsg[0] = '\0';
     }
     cat->lock_fd = -1;
-    if (ms__mkdir_p(dir) != 0) {
+    if (ms_mkdir_p(dir) != 0) {
         if (errmsg) {
             rt_errmsg_printf(errmsg, "mkdir %s: %s", dir, strerror(errno));
         }

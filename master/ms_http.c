@@ -8,12 +8,16 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "ms_admin.h"
+#include "ms_auth.h"
 #include "ms_events.h"
 #include "ms_status.h"
 #include "rt_alloc.h"
@@ -30,7 +34,10 @@ struct ms_http
     struct ms_status *st;
     struct ms_events *events; /* may be NULL */
     struct ms_admin *admin;   /* may be NULL: POST answers 503 */
+    struct ms_auth *auth;
     int port;
+    /* Requests refused by verdict (MS_AUTH_MISSING ...), for /metrics. */
+    atomic_uint_fast64_t refused[MS_AUTH__NR];
 };
 
 /* One POST in progress (con_cls). */
@@ -372,6 +379,198 @@ static enum MHD_Result ms__http_not_leader(struct MHD_Connection *c,
     return ret;
 }
 
+/* ---- access (ms_auth) ---- */
+
+static bool ms__http_mutating(const char *url)
+{
+    return strcmp(url, "/api/split") == 0 || strcmp(url, "/api/merge") == 0 ||
+           strcmp(url, "/api/move") == 0 || strcmp(url, "/api/drain") == 0 ||
+           strcmp(url, "/api/transfer") == 0 ||
+           strcmp(url, "/api/masters/add") == 0 ||
+           strcmp(url, "/api/masters/remove") == 0 ||
+           strcmp(url, "/api/masters/transfer") == 0;
+}
+
+static bool ms__http_reading(const char *url)
+{
+    return strcmp(url, "/api/status") == 0 ||
+           strcmp(url, "/api/history") == 0 ||
+           strcmp(url, "/api/events") == 0 || strcmp(url, "/metrics") == 0;
+}
+
+/* "ADDR:PORT" of the client, for the log. */
+static void ms__http_peer(struct MHD_Connection *c, char *out, size_t n)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t len = sa && sa->sa_family == AF_INET6
+                        ? sizeof(struct sockaddr_in6)
+                        : sizeof(struct sockaddr_in);
+    snprintf(out, n, "?");
+    if (sa && getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
+                          NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+        snprintf(out, n, "%s:%s", host, serv);
+    }
+}
+
+/* 401 (with the challenge of RFC 6750 §3) or 403 for @v. */
+static enum MHD_Result ms__http_refuse(struct ms_http *h,
+                                       struct MHD_Connection *c,
+                                       const char *url,
+                                       enum ms_auth_verdict v)
+{
+    struct MHD_Response *r;
+    json_t *o = json_object();
+    char *text;
+    enum MHD_Result ret;
+    char peer[NI_MAXHOST + NI_MAXSERV + 2];
+
+    ms__http_peer(c, peer, sizeof(peer));
+    atomic_fetch_add(&h->refused[v], 1);
+    /* Never the Authorization header itself. */
+    rt_log(RT_LOG_INFO, "http: %s from %s refused (%u): %s", url, peer,
+           ms_auth_status(v), ms_auth_message(v));
+    json_object_set_new(o, "error", json_string(ms_auth_message(v)));
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text) {
+        return MHD_NO;
+    }
+    r = MHD_create_response_from_buffer(strlen(text), text,
+                                        MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (v == MS_AUTH_MISSING) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                "Bearer realm=\"rt-master\"");
+    }
+    ret = MHD_queue_response(c, ms_auth_status(v), r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The dashboard page: a static document with no cluster data (its data
+ * comes from the API with the token), never to be framed by another page
+ * since it has action buttons. */
+static enum MHD_Result ms__http_dashboard(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(ms_dashboard_html), (void *)ms_dashboard_html,
+        MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+    if (!r) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/html; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* 405 with the Allow header RFC 9110 §15.5.6 asks for. */
+static enum MHD_Result ms__http_405(struct MHD_Connection *c,
+                                    const char *allow,
+                                    const char *text)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+    if (!r) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    ret = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The first call of a request: the method, then who asks. Returns true
+ * when it queued an answer (*@ret is the handler's result). */
+static bool ms__http_gate(struct ms_http *h,
+                          struct MHD_Connection *c,
+                          const char *url,
+                          const char *method,
+                          enum MHD_Result *ret)
+{
+    struct ms_auth_req ar = {0};
+    enum ms_auth_verdict v;
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+               strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+
+    if (ms__http_mutating(url)) {
+        /* OPTIONS included: a CORS preflight is never granted, so a page
+         * of another origin cannot send the Authorization header. */
+        if (!post) {
+            *ret = ms__http_405(c, "POST", "use POST\n");
+            return true;
+        }
+        ar.route = MS_AUTH_MUTATE;
+    } else if (ms__http_reading(url)) {
+        if (!get) {
+            *ret = ms__http_405(c, "GET, HEAD", "method not allowed\n");
+            return true;
+        }
+        ar.route = MS_AUTH_READ;
+    } else {
+        return false; /* /health, the page, 404 and 405: no data */
+    }
+    ar.authorization = MHD_lookup_connection_value(
+        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    ar.origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    ar.host =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    ar.sec_fetch_site =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    v = ms_auth_check(h->auth, &ar);
+    if (v == MS_AUTH_OK) {
+        return false;
+    }
+    *ret = ms__http_refuse(h, c, url, v);
+    return true;
+}
+
+/* @text (taken) with this listener's counters appended; returned to the
+ * caller (malloc'd). */
+static char *ms__http_metrics(struct ms_http *h, char *text)
+{
+    static const char *const reason[MS_AUTH__NR] = {
+        [MS_AUTH_MISSING] = "no_token",
+        [MS_AUTH_WRONG] = "wrong_token",
+        [MS_AUTH_CROSS_ORIGIN] = "cross_origin",
+        [MS_AUTH_DISABLED] = "no_token_file",
+    };
+    struct rt_buf b = RT_BUF_INIT;
+    rt_buf_printf(&b, "%s", text);
+    free(text);
+    rt_buf_printf(&b,
+                  "# HELP rt_master_http_refused_total HTTP requests refused "
+                  "by the admin token and origin checks, by reason\n"
+                  "# TYPE rt_master_http_refused_total counter\n");
+    for (int v = MS_AUTH_OK + 1; v < MS_AUTH__NR; v++) {
+        rt_buf_printf(
+            &b, "rt_master_http_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+            reason[v], (uint64_t)atomic_load(&h->refused[v]));
+    }
+    rt_buf_append_u8(&b, 0);
+    return (char *)b.data;
+}
+
 static enum MHD_Result ms__http_handler(void *cls,
                                         struct MHD_Connection *c,
                                         const char *url,
@@ -388,6 +587,11 @@ static enum MHD_Result ms__http_handler(void *cls,
     enum MHD_Result ret;
     (void)version;
 
+    /* Refused before a follower redirects: a 307 would tell an anonymous
+     * client where the leader is, and it must be refused there anyway. */
+    if (!*con_cls && ms__http_gate(h, c, url, method, &ret)) {
+        return ret;
+    }
     if (!*con_cls && !ms__http_local(url)) {
         char *leader = NULL;
         if (!ms_status_role(h->st, &leader)) {
@@ -403,8 +607,7 @@ static enum MHD_Result ms__http_handler(void *cls,
         return ret;
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard") == 0) {
-        return rt_http_send(c, MHD_HTTP_OK, "text/html; charset=utf-8",
-                            ms_dashboard_html, false);
+        return ms__http_dashboard(c);
     }
     if (strcmp(url, "/api/events") == 0) {
         return ms__http_events(h, c);
@@ -418,14 +621,6 @@ static enum MHD_Result ms__http_handler(void *cls,
     } else if (strcmp(url, "/metrics") == 0) {
         doc = MS_STATUS_METRICS;
         ctype = "text/plain; version=0.0.4";
-    } else if (strncmp(url, "/api/", 5) == 0 &&
-               (strcmp(url, "/api/split") == 0 ||
-                strcmp(url, "/api/merge") == 0 ||
-                strcmp(url, "/api/move") == 0 ||
-                strcmp(url, "/api/drain") == 0 ||
-                strcmp(url, "/api/transfer") == 0)) {
-        return rt_http_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                            "use POST\n", false);
     } else {
         return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n",
                             false);
@@ -435,6 +630,9 @@ static enum MHD_Result ms__http_handler(void *cls,
         return rt_http_send(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                             "starting\n", false);
     }
+    if (doc == MS_STATUS_METRICS) {
+        body = ms__http_metrics(h, body);
+    }
     return rt_http_send(c, MHD_HTTP_OK, ctype, body, true);
 }
 
@@ -443,6 +641,7 @@ int ms_http_start(const char *host,
                   struct ms_status *st,
                   struct ms_events *events,
                   struct ms_admin *admin,
+                  struct ms_auth *auth,
                   struct ms_http **out,
                   char *errmsg)
 {
@@ -463,6 +662,7 @@ int ms_http_start(const char *host,
     h->st = st;
     h->events = events;
     h->admin = admin;
+    h->auth = auth;
     h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, ms__http_handler,
                             h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,

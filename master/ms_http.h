@@ -7,6 +7,12 @@
  *        /api/move?range=ID&server=ID, /api/drain?server=ID[&cancel=1]
  *        (arguments also as a JSON object body) -> the master's loop via
  *        ms_admin; the connection is suspended until the answer.
+ * Access (ms_auth.h), checked on the first call of a request, before a
+ * follower's 307 to the leader: /health and the page are open; the
+ * documents need "Authorization: Bearer TOKEN" unless --status-open; the
+ * POSTs always need it and refuse another Origin or Sec-Fetch-Site:
+ * cross-site (401 without a token, 403 otherwise). No CORS: OPTIONS is
+ * 405 and no Access-Control-Allow-* header is ever sent.
  * Anything else is 404, other methods 405. GET handlers only copy
  * documents (ms_status, ms_events), never touching loop-thread state.
  *
@@ -15,12 +21,14 @@
 #define MS_HTTP_H
 
 struct ms_admin;
+struct ms_auth;
 struct ms_events;
 struct ms_http;
 struct ms_status;
 
-/* Listens on @host:@port (port 0 = ephemeral). @st, @events and @admin
- * (the last two may be NULL) are borrowed and must outlive the server. Returns
+/* Listens on @host:@port (port 0 = ephemeral). @st, @events, @admin
+ * (those two may be NULL) and @auth (who may ask what, see ms_auth.h) are
+ * borrowed and must outlive the server. Returns
  * 0 or RT_EINVAL (bad host) / RT_EIO (bind or start failed); @errmsg
  * (RT_ERRMSG_SIZE bytes) says why. */
 int ms_http_start(const char *host,
@@ -28,6 +36,7 @@ int ms_http_start(const char *host,
                   struct ms_status *st,
                   struct ms_events *events,
                   struct ms_admin *admin,
+                  struct ms_auth *auth,
                   struct ms_http **out,
                   char *errmsg);
 int ms_http_port(const struct ms_http *h);

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "ms_admin.h"
+#include "ms_auth.h"
 #include "ms_catalog.h"
 #include "ms_events.h"
 #include "ms_http.h"
@@ -17,6 +18,7 @@
 #include "ms_node.h"
 #include "ms_policy.h"
 #include "ms_status.h"
+#include "ms_util.h"
 #include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -35,9 +37,27 @@
 struct ms_main
 {
     struct ms_node *n;
+    struct ms_auth *auth;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_signal_t sighup;
 };
+
+/* SIGHUP: read the admin token file again (rotation). */
+static void ms__sighup_cb(uv_signal_t *h, int signum)
+{
+    struct ms_main *mm = h->data;
+    char errmsg[RT_ERRMSG_SIZE];
+    (void)signum;
+    if (!ms_auth_has_token(mm->auth)) {
+        rt_log(RT_LOG_INFO, "SIGHUP: no --admin-token-file to reload");
+    } else if (ms_auth_reload(mm->auth, errmsg) != 0) {
+        rt_log(RT_LOG_ERROR, "SIGHUP: %s; the previous admin token stays",
+               errmsg);
+    } else {
+        rt_log(RT_LOG_INFO, "SIGHUP: admin token reloaded");
+    }
+}
 
 static void ms__signal_cb(uv_signal_t *h, int signum)
 {
@@ -47,6 +67,7 @@ static void ms__signal_cb(uv_signal_t *h, int signum)
     ms_node_stop(mm->n);
     uv_close((uv_handle_t *)&mm->sigint, NULL);
     uv_close((uv_handle_t *)&mm->sigterm, NULL);
+    uv_close((uv_handle_t *)&mm->sighup, NULL);
 }
 
 static int ms__hostport(const char *flag,
@@ -177,6 +198,8 @@ int main(int argc, char **argv)
     char *peers = NULL, *raft_listen = NULL;
     char *advertise = NULL, *http_advertise = NULL, *raft_advertise = NULL;
     int check_config = 0;
+    char *token_file = NULL;
+    int admin_insecure = 0, status_open = 0;
     struct rt_opt opts[] = {
         {"id", RT_OPT_INT, &id, "1",
          "this master's id among the masters (>= 1; never reused for "
@@ -219,6 +242,16 @@ int main(int argc, char **argv)
         {"check-config", RT_OPT_BOOL, &check_config, NULL,
          "parse and check the flags and the config file, then exit: 0 "
          "valid, 2 not (nothing is opened or bound)"},
+        {"admin-token-file", RT_OPT_STR, &token_file, "",
+         "file holding the admin token (>= 32 random bytes, hex or "
+         "base64; mode 0600 or stricter; re-read on SIGHUP): every HTTP "
+         "endpoint but /health then needs Authorization: Bearer TOKEN"},
+        {"status-open", RT_OPT_BOOL, &status_open, NULL,
+         "serve the read-only endpoints (/api/status, /api/history, "
+         "/api/events, /metrics) without the token; actions still need it"},
+        {"admin-insecure", RT_OPT_BOOL, &admin_insecure, NULL,
+         "without --admin-token-file: serve every endpoint, actions "
+         "included, to anyone who can reach --http (old setups only)"},
         {"data", RT_OPT_STR, &data, "./rt-data/master",
          "data directory (catalog LMDB)"},
         {"heartbeat-timeout-ms", RT_OPT_INT, &hb_timeout, "3000",
@@ -452,12 +485,38 @@ int main(int argc, char **argv)
             goto bad_flags;
         }
     }
+    /* Before anything that needs freeing: a bad token file is a bad
+     * flag (exit 2). */
+    rc = ms_auth_create(token_file, admin_insecure != 0, status_open != 0,
+                        &mm.auth, errmsg);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
+        goto bad_flags;
+    }
+    if (*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure ignored: --admin-token-file "
+               "is given, the token is required");
+    } else if (*http && !*token_file && admin_insecure) {
+        rt_log(RT_LOG_WARN,
+               "--admin-insecure: anyone who can reach %s may split, move, "
+               "drain and change the masters; use --admin-token-file",
+               http);
+    } else if (*http && !*token_file) {
+        rt_log(RT_LOG_WARN,
+               "no --admin-token-file: admin actions%s are refused (403)",
+               status_open ? "" : " and the status");
+    }
     if (check_config) {
         printf("rt-master: configuration OK\n");
+        ms_auth_destroy(mm.auth);
         rt_config_free(opts);
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* Until the loop's handler is in place (after the member started), a
+     * SIGHUP meant as "reload the token" must not end the process. */
+    signal(SIGHUP, SIG_IGN);
     uv_loop_init(&loop);
 
     cfg.data_dir = data;
@@ -496,9 +555,9 @@ int main(int argc, char **argv)
     cfg.max_rereplications = (uint32_t)max_rereplications;
     status = ms_status_create();
     admin = ms_admin_create();
-    /* A first start under systemd has only the StateDirectory
-     * (/var/lib/rangetable): the data directory is ours to create. */
-    if (mkdir(data, 0750) != 0 && errno != EEXIST) {
+    /* Like the partition server, a master starts in a data directory
+     * that does not exist yet; the event log is the first file in it. */
+    if (ms_mkdir_p(data) != 0) {
         rt_log(RT_LOG_ERROR, "cannot start: mkdir %s: %s", data,
                strerror(errno));
         goto out_loop;
@@ -509,8 +568,8 @@ int main(int argc, char **argv)
         goto out_loop;
     }
     if (*http) {
-        rc = ms_http_start(http_host, http_port, status, events, admin, &httpd,
-                           errmsg);
+        rc = ms_http_start(http_host, http_port, status, events, admin, mm.auth,
+                           &httpd, errmsg);
         if (rc) {
             rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
             goto out_loop;
@@ -558,9 +617,11 @@ int main(int argc, char **argv)
     }
     uv_signal_init(&loop, &mm.sigint);
     uv_signal_init(&loop, &mm.sigterm);
-    mm.sigint.data = mm.sigterm.data = &mm;
+    uv_signal_init(&loop, &mm.sighup);
+    mm.sigint.data = mm.sigterm.data = mm.sighup.data = &mm;
     uv_signal_start(&mm.sigint, ms__signal_cb, SIGINT);
     uv_signal_start(&mm.sigterm, ms__signal_cb, SIGTERM);
+    uv_signal_start(&mm.sighup, ms__sighup_cb, SIGHUP);
     /* A re-executed member starts with these blocked (see ms_node); one
      * that arrived meanwhile is delivered now, to the handlers above. */
     sigset_t stop;
@@ -593,6 +654,7 @@ out_loop:
     ms_events_close(events);
     ms_status_destroy(status);
     ms_admin_destroy(admin);
+    ms_auth_destroy(mm.auth);
     if (uv_loop_close(&loop) != 0) {
         rt_log(RT_LOG_WARN, "loop closed with handles still open");
     }

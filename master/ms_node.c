@@ -56,6 +56,9 @@ struct ms_node
     struct rt_rpc_server *rpc;
     struct ms_raft *raft;
     struct ms_master *session; /* while acting as the leader */
+    /* RPCs answered RT_EBUSY (503 to clients) while elected and not
+     * acting yet (metrics: the takeover's 503 window). */
+    uint64_t busy_replies;
     bool barrier_pending;
     bool stopping;
     bool raft_closed;
@@ -400,6 +403,7 @@ static void ms__node_on_request(struct rt_rpc_conn *conn,
     if (ms_raft_is_leader(n->raft)) {
         /* Elected, acting in a moment (barrier, LEADER_START): the client
          * stays and retries here rather than going round its list. */
+        n->busy_replies++;
         rt_rpc_reply_err(conn, id, method, RT_EBUSY,
                          "this master is taking over; retry");
         return;
@@ -513,15 +517,51 @@ static void ms__node_publish(struct ms_node *n)
     }
     text = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
+    {
+        size_t voters = 0, standbys = 0, spares = 0;
+        for (size_t i = 0; i < nm; i++) {
+            voters += mem[i].role == MS_RAFT_VOTER;
+            standbys += mem[i].role == MS_RAFT_STANDBY;
+            spares += mem[i].role == MS_RAFT_SPARE;
+        }
+        rt_buf_printf(
+            &m,
+            "# HELP rt_master_raft_members Members of the masters' Raft "
+            "configuration, by role.\n"
+            "# TYPE rt_master_raft_members gauge\n"
+            "rt_master_raft_members{role=\"voter\"} %zu\n"
+            "rt_master_raft_members{role=\"standby\"} %zu\n"
+            "rt_master_raft_members{role=\"spare\"} %zu\n"
+            "# HELP rt_master_raft_elected 1 while this master is the Raft "
+            "leader (acting or about to: rt_master_leader).\n"
+            "# TYPE rt_master_raft_elected gauge\n"
+            "rt_master_raft_elected %d\n"
+            "# HELP rt_master_raft_leader_id The leader this master knows "
+            "of (0: none).\n"
+            "# TYPE rt_master_raft_leader_id gauge\n"
+            "rt_master_raft_leader_id %" PRIu64
+            "\n"
+            "# HELP rt_master_takeover_busy_total Requests answered "
+            "ServerBusy while elected and not acting yet.\n"
+            "# TYPE rt_master_takeover_busy_total counter\n"
+            "rt_master_takeover_busy_total %" PRIu64 "\n",
+            voters, standbys, spares, ms_raft_is_leader(n->raft) ? 1 : 0,
+            leader, n->busy_replies);
+    }
     rt_buf_printf(&m,
+                  "# HELP rt_master_leader 1 while this master acts as the "
+                  "leader (serves the cluster), else 0.\n"
                   "# TYPE rt_master_leader gauge\n"
                   "rt_master_leader %d\n"
+                  "# HELP rt_master_raft_term Raft term.\n"
                   "# TYPE rt_master_raft_term gauge\n"
                   "rt_master_raft_term %" PRIu64
                   "\n"
+                  "# HELP rt_master_commit_index Raft commit index.\n"
                   "# TYPE rt_master_commit_index gauge\n"
                   "rt_master_commit_index %" PRIu64
                   "\n"
+                  "# HELP rt_master_apply_index Raft index applied.\n"
                   "# TYPE rt_master_apply_index gauge\n"
                   "rt_master_apply_index %" PRIu64 "\n",
                   n->session ? 1 : 0, ms_raft_term(n->raft),

@@ -19,6 +19,7 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_metrics.h"
 #include "rt_time.h"
 
 struct ms_status
@@ -179,6 +180,21 @@ static size_t ms__n_under_replicated(struct ms_cluster *cl)
     size_t n = 0;
     for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
         n += ms__under_replicated(ms_catalog_range_at(cl->cat, i));
+    }
+    return n;
+}
+
+/* Ranges no live server serves as primary: none assigned, or the one
+ * assigned is not up (until a failover gives it another, its keys answer
+ * 503). */
+static size_t ms__n_without_primary(struct ms_cluster *cl)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ms_catalog_nranges(cl->cat); i++) {
+        const struct ms_range *r = ms_catalog_range_at(cl->cat, i);
+        const struct ms_server *s =
+            r->server_id ? ms_cluster_server_find(cl, r->server_id) : NULL;
+        n += s == NULL || s->state != MS_SERVER_UP;
     }
     return n;
 }
@@ -540,7 +556,7 @@ static void ms__metric(struct rt_buf *b,
                        const char *type,
                        const char *help)
 {
-    rt_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    rt_metrics_help(b, name, type, help);
 }
 
 /* A metric with one unlabelled sample: its HELP and TYPE lines, then
@@ -572,18 +588,19 @@ static void ms__repl_metrics(struct rt_buf *b, struct ms_repl *repl)
     ms__metric(b, "rt_master_failover_seconds", "histogram",
                "Time from the primary's suspicion to the new primary's "
                "answer.");
-    for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
-        rt_buf_printf(
-            b, "rt_master_failover_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-            ms_repl_bucket_le[i], st->failover_le[i]);
+    {
+        /* failover_le is cumulative; the writer takes per-bucket counts. */
+        uint64_t counts[MS_REPL_NBUCKETS + 1];
+        uint64_t prev = 0;
+        for (size_t i = 0; i < MS_REPL_NBUCKETS; i++) {
+            counts[i] = st->failover_le[i] - prev;
+            prev = st->failover_le[i];
+        }
+        counts[MS_REPL_NBUCKETS] = st->failovers - prev;
+        rt_metrics_hist_le(b, "rt_master_failover_seconds", NULL,
+                           ms_repl_bucket_le, MS_REPL_NBUCKETS, counts,
+                           st->failover_seconds_sum);
     }
-    rt_buf_printf(
-        b, "rt_master_failover_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
-        st->failovers);
-    rt_buf_printf(b, "rt_master_failover_seconds_sum %.3f\n",
-                  st->failover_seconds_sum);
-    rt_buf_printf(b, "rt_master_failover_seconds_count %" PRIu64 "\n",
-                  st->failovers);
     ms__metric(b, "rt_master_isr_changes_total", "counter",
                "ISR changes committed, by kind.");
     rt_buf_printf(b,
@@ -629,6 +646,14 @@ static char *ms__build_metrics(struct ms_cluster *cl,
                 "Ranges with fewer in-sync copies than their replication "
                 "factor.",
                 under);
+    ms__metric1(&b, "rt_master_ranges_without_primary", "gauge",
+                "Ranges whose primary is none or a server that is not up.",
+                ms__n_without_primary(cl));
+    ms__metric1(&b, "rt_master_balancer_actions_total", "counter",
+                "Splits, merges, moves and primaryship transfers the "
+                "balancer and operators committed.",
+                bal->exec.n_splits + bal->exec.n_merges + bal->exec.n_moves +
+                    bal->exec.n_transfers);
     ms__metric1(&b, "rt_master_tables", "gauge",
                 "Tables in the catalog (all accounts).",
                 ms_catalog_ntables(cl->cat));

@@ -1,7 +1,9 @@
 #include "ms_util.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "rt_alloc.h"
@@ -129,4 +131,28 @@ char *ms_hex(const uint8_t *b, size_t n, char *out)
     }
     out[2 * n] = '\0';
     return out;
+}
+
+int ms_mkdir_p(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof(path)) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        return -1;
+    }
+    return 0;
 }

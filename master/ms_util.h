@@ -62,4 +62,7 @@ uint64_t ms_unix_ms(void);
  * bytes). Returns @out. */
 char *ms_hex(const uint8_t *b, size_t n, char *out);
 
+/* mkdir -p @dir (mode 0755 for what it creates): 0 or -1 with errno. */
+int ms_mkdir_p(const char *dir);
+
 #endif

@@ -2707,6 +2707,18 @@ int ps_rcore_range_get(const struct ps_rcore *node,
         .sealed_epoch = r->sealed_epoch,
         .n_learners = r->role == PS_RCORE_PRIMARY ? r->n_lpeers : 0,
     };
+    if (r->role == PS_RCORE_PRIMARY) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->n_peers; i++, n++) {
+            out->peer[n].id = r->peers[i].id;
+            out->peer[n].acked = r->peers[i].acked;
+        }
+        out->n_isr_peers = r->n_peers;
+        for (size_t i = 0; i < r->n_lpeers; i++, n++) {
+            out->peer[n].id = r->lpeers[i].s.id;
+            out->peer[n].acked = r->lpeers[i].s.acked;
+        }
+    }
     return 0;
 }
 

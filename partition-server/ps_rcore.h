@@ -327,6 +327,15 @@ struct ps_rcore_range_info
     uint64_t sealed_epoch;
     size_t n_learners; /* primary: replicas outside the ISR it catches up */
     int restarted;     /* a restarted primary waiting to be failed over */
+    /* Primary: the other ISR members (n_isr_peers of them), then the
+     * replicas outside the ISR (n_learners), with what each acked
+     * (durable there); metrics derive replication lag from them. */
+    size_t n_isr_peers;
+    struct
+    {
+        uint64_t id;
+        uint64_t acked;
+    } peer[2 * PS_RCORE_MAX_REPLICAS];
 };
 
 /* @i is a primary serving its range (state numbers are per role: a

@@ -56,6 +56,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_masters.h"
+#include "rt_metrics.h"
 
 /* A replicated range as the glue knows it. */
 struct ps__rrange
@@ -2357,6 +2358,95 @@ void ps_repl_drop_peer(struct ps_server *ps, uint64_t peer_id)
     }
 }
 
+/* Replication health per range: on a primary, how far each other
+ * replica is behind it (its last LSN minus what the replica acked), ISR
+ * and replica-set sizes, whether it holds its read lease, and how many of
+ * its ranges have a replica outside the ISR; on a secondary, the groups it
+ * accepted and has not made durable yet. */
+static void ps__repl_metrics_lag(struct ps_server *ps, struct rt_buf *b)
+{
+    struct ps_repl *rp = ps->repl;
+    size_t under = 0;
+    rt_metrics_help(b, "rt_ps_repl_peer_lag_lsn", "gauge",
+                    "Primary: its last LSN minus what each other replica "
+                    "acked (isr=\"0\": a replica outside the ISR being "
+                    "caught up).");
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0 ||
+            info.role != PS_RCORE_PRIMARY) {
+            continue;
+        }
+        for (size_t k = 0; k < info.n_isr_peers + info.n_learners; k++) {
+            uint64_t acked = info.peer[k].acked;
+            rt_buf_printf(b,
+                          "rt_ps_repl_peer_lag_lsn{range=\"%" PRIu64
+                          "\",peer=\"%" PRIu64 "\",isr=\"%d\"} %" PRIu64 "\n",
+                          rp->ranges[i]->id, info.peer[k].id,
+                          k<info.n_isr_peers, info.last_lsn> acked
+                              ? info.last_lsn - acked
+                              : 0);
+        }
+    }
+    rt_metrics_help(b, "rt_ps_repl_isr_size", "gauge",
+                    "Primary: replicas in the in-sync set, itself included.");
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0 ||
+            info.role != PS_RCORE_PRIMARY) {
+            continue;
+        }
+        rt_buf_printf(b, "rt_ps_repl_isr_size{range=\"%" PRIu64 "\"} %zu\n",
+                      rp->ranges[i]->id, info.n_isr_peers + 1);
+        under += info.n_learners > 0;
+    }
+    rt_metrics_help(b, "rt_ps_repl_replicas", "gauge",
+                    "Primary: replicas of the range's set, in the ISR or "
+                    "being caught up.");
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0 ||
+            info.role != PS_RCORE_PRIMARY) {
+            continue;
+        }
+        rt_buf_printf(b, "rt_ps_repl_replicas{range=\"%" PRIu64 "\"} %zu\n",
+                      rp->ranges[i]->id,
+                      info.n_isr_peers + 1 + info.n_learners);
+    }
+    rt_metrics_help(b, "rt_ps_repl_under_replicated_ranges", "gauge",
+                    "Ranges this server leads with a replica of their set "
+                    "outside the ISR.");
+    rt_buf_printf(b, "rt_ps_repl_under_replicated_ranges %zu\n", under);
+    rt_metrics_help(b, "rt_ps_repl_lease_held", "gauge",
+                    "Primary: 1 while it may serve reads locally (its read "
+                    "lease, or no other replica to ask), else 0.");
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0 ||
+            info.role != PS_RCORE_PRIMARY) {
+            continue;
+        }
+        rt_buf_printf(b, "rt_ps_repl_lease_held{range=\"%" PRIu64 "\"} %d\n",
+                      rp->ranges[i]->id,
+                      ps_repl_lease_left(ps, rp->ranges[i]->id) > 0);
+    }
+    rt_metrics_help(b, "rt_ps_repl_behind_lsn", "gauge",
+                    "Secondary: groups accepted from the primary and not yet "
+                    "durable here.");
+    for (size_t i = 0; i < rp->n_ranges; i++) {
+        struct ps_rcore_range_info info;
+        if (ps_rcore_range_get(rp->core, rp->ranges[i]->id, &info) != 0 ||
+            info.role != PS_RCORE_SECONDARY) {
+            continue;
+        }
+        rt_buf_printf(
+            b, "rt_ps_repl_behind_lsn{range=\"%" PRIu64 "\"} %" PRIu64 "\n",
+            rp->ranges[i]->id,
+            info.last_lsn > info.applied_lsn ? info.last_lsn - info.applied_lsn
+                                             : 0);
+    }
+}
+
 void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
 {
     struct ps_repl *rp = ps->repl;
@@ -2430,6 +2520,7 @@ void ps_repl_metrics(struct ps_server *ps, struct rt_buf *b)
                           per_range[k].name, rp->ranges[i]->id, v[k]);
         }
     }
+    ps__repl_metrics_lag(ps, b);
 }
 
 Rt__ReplStatus *ps_repl_status(struct ps_server *ps, size_t *n)

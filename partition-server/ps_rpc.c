@@ -67,6 +67,7 @@ struct ps_write_req
     uint64_t range_id;
     int repl; /* a replicated range: the answer waits for cw */
     struct ps_repl_wait wait;
+    uint64_t t0_us; /* arrival (rt_ps_rpc_duration_seconds) */
     Rt__WriteReq *msg;
     struct ps_op ops[];
 };
@@ -165,6 +166,8 @@ static void ps__write_reply(struct ps_write_req *req, int code)
         free(res);
         free(resp_ptrs);
     }
+    rt_hist_observe(&req->ps->rpc_lat[PS_RPC_LAT_WRITE],
+                    rt_time_mono_us() - req->t0_us);
     ps_write_reset(w);
     rt_rpc_conn_unref(req->conn);
     rt__write_req__free_unpacked(req->msg, NULL);
@@ -227,6 +230,7 @@ static void ps__on_write(struct ps_server *ps,
     Rt__WriteReq *msg = rt__write_req__unpack(NULL, len, body);
     struct ps_write_req *req;
     struct ps_range *r = NULL;
+    uint64_t t0_us = rt_time_mono_us();
     int rc, repl = 0;
 
     if (!msg) {
@@ -296,6 +300,7 @@ static void ps__on_write(struct ps_server *ps,
         goto out_free;
     }
     req->ps = ps;
+    req->t0_us = t0_us;
     req->conn = conn;
     req->id = id;
     req->range_id = r->id;
@@ -343,6 +348,8 @@ out_free:
 struct ps_get_wait
 {
     struct ps_repl_wait wait;
+    struct ps_server *ps;
+    uint64_t t0_us; /* arrival */
     struct rt_rpc_conn *conn;
     uint64_t id;
     int rc;
@@ -370,6 +377,8 @@ static void ps__get_released(struct ps_repl_wait *wait, int code)
 {
     struct ps_get_wait *g = container_of(wait, struct ps_get_wait, wait);
     ps__get_reply(g->conn, g->id, code ? code : g->rc, &g->value);
+    rt_hist_observe(&g->ps->rpc_lat[PS_RPC_LAT_GET],
+                    rt_time_mono_us() - g->t0_us);
     rt_buf_free(&g->value);
     rt_rpc_conn_unref(g->conn);
     free(g);
@@ -425,6 +434,8 @@ static void ps__on_get(struct ps_server *ps,
         g->wait.cb = ps__get_released;
         w = ps_repl_read_wait(ps, &g->wait, r->id, txn_id);
         if (w == 1) {
+            g->ps = ps;
+            g->t0_us = t0;
             g->conn = conn;
             g->id = id;
             g->rc = rc;
@@ -437,6 +448,7 @@ static void ps__on_get(struct ps_server *ps,
         rc = w < 0 ? w : rc;
     }
     ps__get_reply(conn, id, rc, &value);
+    rt_hist_observe(&ps->rpc_lat[PS_RPC_LAT_GET], rt_time_mono_us() - t0);
 out:
     rt_buf_free(&value);
     rt__get_req__free_unpacked(msg, NULL);
@@ -453,6 +465,7 @@ struct ps_scan_req
     uint64_t range_id;
     int repl; /* a replicated range: the answer waits for cw */
     struct ps_repl_wait wait;
+    uint64_t t0_us; /* arrival (rt_ps_rpc_duration_seconds) */
     Rt__ScanReq *msg;
     struct rt_filter *filter;
     char *low;  /* the range's bounds when the request came */
@@ -528,6 +541,8 @@ static void ps__scan_reply(struct ps_scan_req *req, int code)
         rt_rpc_reply(req->conn, req->id, method, 0, req->reply.data,
                      req->reply.len);
     }
+    rt_hist_observe(&req->ps->rpc_lat[PS_RPC_LAT_SCAN],
+                    rt_time_mono_us() - req->t0_us);
     ps__scan_free(req);
 }
 
@@ -595,6 +610,7 @@ static void ps__on_scan(struct ps_server *ps,
     struct rt_filter *filter = NULL;
     struct ps_scan_req *req;
     struct ps_range *r;
+    uint64_t t0_us = rt_time_mono_us();
     int rc, repl = 0;
 
     if (!msg) {
@@ -625,6 +641,7 @@ static void ps__on_scan(struct ps_server *ps,
         goto out;
     }
     req->ps = ps;
+    req->t0_us = t0_us;
     req->conn = conn;
     req->id = id;
     req->range_id = r->id;

@@ -17,9 +17,12 @@
 #include "ps_server.h"
 #include "ps_learn.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "ps_fence.h"
 #include "ps_http.h"
@@ -37,16 +40,83 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_metrics.h"
 
 /* Metrics: a Prometheus text page rebuilt every second on the loop and
  * published under metrics_mu for the HTTP thread (ps_http.h). */
 
 #define PS_METRICS_MS 1000
 
+/* Entity RPC latency by method and group commit latency (the shared
+ * buckets of common/rt_metrics.h). */
+static void ps__metrics_latency(struct ps_server *ps,
+                                const struct ps_writer_stats *ws,
+                                struct rt_buf *b)
+{
+    static const char *const methods[PS_RPC_LAT__NR] = {
+        [PS_RPC_LAT_WRITE] = "ENTITY_WRITE",
+        [PS_RPC_LAT_GET] = "ENTITY_GET",
+        [PS_RPC_LAT_SCAN] = "ENTITY_SCAN",
+    };
+    struct rt_hist_sum s;
+
+    rt_metrics_help(b, "rt_ps_rpc_duration_seconds", "histogram",
+                    "Entity RPCs admitted, from arrival to reply (a write "
+                    "includes its group commit and its replicas' acks).");
+    for (int m = 0; m < PS_RPC_LAT__NR; m++) {
+        char l[32];
+        memset(&s, 0, sizeof(s));
+        rt_hist_add_to(&ps->rpc_lat[m], &s);
+        snprintf(l, sizeof(l), "method=\"%s\"", methods[m]);
+        rt_metrics_hist(b, "rt_ps_rpc_duration_seconds", l, &s);
+    }
+    memset(&s, 0, sizeof(s));
+    for (unsigned i = 0; i <= RT_HIST_NB; i++) {
+        s.b[i] = ws->lat[i];
+    }
+    s.sum_us = ws->group_us;
+    rt_metrics_help(b, "rt_ps_group_commit_duration_seconds", "histogram",
+                    "LMDB group commits holding writes (fsync included).");
+    rt_metrics_hist(b, "rt_ps_group_commit_duration_seconds", NULL, &s);
+}
+
+/* The data directory's file system and the LMDB file in it: what an
+ * operator alerts on before writes fail with RT_ENOSPACE. */
+static void ps__metrics_disk(struct ps_server *ps, struct rt_buf *b)
+{
+    struct statvfs fs;
+    struct stat st;
+    char path[PATH_MAX];
+
+    if (ps->cfg.data && statvfs(ps->cfg.data, &fs) == 0) {
+        rt_metrics_help(b, "rt_ps_disk_free_bytes", "gauge",
+                        "Bytes available to this server on the file system "
+                        "of its data directory.");
+        rt_buf_printf(
+            b, "rt_ps_disk_free_bytes %llu\n",
+            (unsigned long long)fs.f_bavail * (unsigned long long)fs.f_frsize);
+        rt_metrics_help(b, "rt_ps_disk_size_bytes", "gauge",
+                        "Size of that file system.");
+        rt_buf_printf(
+            b, "rt_ps_disk_size_bytes %llu\n",
+            (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_frsize);
+    }
+    snprintf(path, sizeof(path), "%s/data.mdb",
+             ps->cfg.data ? ps->cfg.data : ".");
+    rt_metrics_help(b, "rt_ps_store_file_bytes", "gauge",
+                    "Size of the LMDB data file (it grows, never shrinks).");
+    rt_buf_printf(b, "rt_ps_store_file_bytes %llu\n",
+                  stat(path, &st) == 0 ? (unsigned long long)st.st_size : 0ULL);
+    rt_metrics_help(b, "rt_ps_store_map_bytes", "gauge",
+                    "LMDB map size (--map-size-mb): the most the data file "
+                    "can hold.");
+    rt_buf_printf(b, "rt_ps_store_map_bytes %llu\n",
+                  (unsigned long long)ps->cfg.map_size);
+}
+
 static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
 {
     struct ps_writer_stats ws;
-    uint64_t cum = 0;
 
     memset(&ws, 0, sizeof(ws));
     if (ps->writer) {
@@ -146,23 +216,16 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "# HELP rt_ps_group_commit_size Ops per group commit.\n"
                   "# TYPE rt_ps_group_commit_size histogram\n",
                   (unsigned long long)ws.groups, (double)ws.group_us / 1e6);
-    for (unsigned i = 0; i < PS_WRITER_HIST; i++) {
-        cum += ws.hist[i];
-        if (i + 1 < PS_WRITER_HIST) {
-            rt_buf_printf(b,
-                          "rt_ps_group_commit_size_bucket{le=\"%u\"} "
-                          "%llu\n",
-                          1u << i, (unsigned long long)cum);
-        } else {
-            rt_buf_printf(b,
-                          "rt_ps_group_commit_size_bucket{le=\"+Inf\"} "
-                          "%llu\n",
-                          (unsigned long long)cum);
+    {
+        /* Buckets of <= 1, 2, 4, ... ops, then the rest. */
+        double le[PS_WRITER_HIST - 1];
+        for (unsigned i = 0; i + 1 < PS_WRITER_HIST; i++) {
+            le[i] = (double)(1u << i);
         }
+        rt_metrics_hist_le(b, "rt_ps_group_commit_size", NULL, le,
+                           PS_WRITER_HIST - 1, ws.hist, (double)ws.group_ops);
     }
     rt_buf_printf(b,
-                  "rt_ps_group_commit_size_sum %llu\n"
-                  "rt_ps_group_commit_size_count %llu\n"
                   "# HELP rt_ps_migrated_in_records_total Records stored "
                   "for ranges moving in.\n"
                   "# TYPE rt_ps_migrated_in_records_total counter\n"
@@ -171,9 +234,10 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "for ranges moving out.\n"
                   "# TYPE rt_ps_migration_log_records_total counter\n"
                   "rt_ps_migration_log_records_total %llu\n",
-                  (unsigned long long)ws.group_ops,
-                  (unsigned long long)ws.groups, (unsigned long long)ws.raw_kvs,
+                  (unsigned long long)ws.raw_kvs,
                   (unsigned long long)ws.captured);
+    ps__metrics_latency(ps, &ws, b);
+    ps__metrics_disk(ps, b);
     ps_move_metrics(ps, b);
     ps_repl_metrics(ps, b);
     ps_learn_metrics(ps, b);

@@ -16,6 +16,7 @@
 #include "ps_range.h"
 #include "ps_store.h"
 #include "ps_writer.h"
+#include "rt_metrics.h"
 #include "rt_rpc.h"
 
 struct ps_move_out;
@@ -55,6 +56,14 @@ struct ps_config
     uint32_t stall_timeout_ms; /* writer stuck this long: fence; 0 = 5000 */
 };
 
+/* The entity RPCs timed from arrival to reply (metrics). */
+enum ps_rpc_lat {
+    PS_RPC_LAT_WRITE,
+    PS_RPC_LAT_GET,
+    PS_RPC_LAT_SCAN,
+    PS_RPC_LAT__NR
+};
+
 struct ps_server
 {
     uv_loop_t *loop;
@@ -90,6 +99,9 @@ struct ps_server
     /* Throttling: --max-server-eps (per-range buckets are in the ranges). */
     struct ps_tbucket tb;
     uint64_t throttled_total;
+    /* Entity RPCs, arrival to reply (rt_ps_rpc_duration_seconds{method});
+     * loop thread only. */
+    struct rt_hist rpc_lat[PS_RPC_LAT__NR];
 
     /* Replication (ps_repl.c): the replica core and its glue. */
     struct ps_repl *repl;

@@ -270,6 +270,7 @@ static void ps__writer_group(struct ps_writer *w,
         w->stats.group_ops += ops + raw;
         w->stats.group_us += dt;
         w->stats.hist[ps__hist_slot(ops + raw)]++;
+        w->stats.lat[rt_hist_bucket(dt)]++;
         w->stats.raw_kvs += raw;
     }
     uv_mutex_unlock(&w->mu);

@@ -47,6 +47,7 @@
 #include <uv.h>
 
 #include "ps_store.h"
+#include "rt_metrics.h"
 
 enum ps_job_kind {
     PS_JOB_WRITE,      /* u.write: entity ops, or raw changes (u.write.kvs) */
@@ -147,6 +148,9 @@ struct ps_writer_stats
     uint64_t hist[PS_WRITER_HIST];
     uint64_t raw_kvs;  /* raw changes applied (ranges moved in) */
     uint64_t captured; /* changes appended to migration logs */
+    /* Group commit durations, per bucket of rt_metrics.h (not
+     * cumulative). */
+    uint64_t lat[RT_HIST_NB + 1];
 };
 
 /* One range's group, shipped before its commit (ps_writer_set_ship). */

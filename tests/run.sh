@@ -5,7 +5,7 @@
 #                                              tests/run.sh -R integration -V
 #
 # 1. installs missing Debian packages: the build set plus libcmocka-dev,
-#    python3-azure, python3-pytest, python3-requests (deploy/install-deps.sh);
+#    python3-azure, python3-pytest, python3-requests, iproute2 (deploy/install-deps.sh);
 # 2. builds with AddressSanitizer + UndefinedBehaviorSanitizer (Debug) in
 #    build/sanitize (env RT_TEST_BUILD_DIR to change);
 # 3. runs ctest --output-on-failure --timeout 600 plus your arguments, and

@@ -82,6 +82,30 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       tampered backup is refused; the whole-cluster
 #                       files (mdb_copy live, restore = stop, put back,
 #                       start) give back exactly the backup
+#   test_hostile        the front end against hostile clients: 2,500 slow
+#                       connections (a normal SDK client still served, the
+#                       oldest shed for the reserve, all closed by the
+#                       header bound), body and idle bounds, the
+#                       per-address cap, request smuggling (400, closed,
+#                       the smuggled request never runs), requests in
+#                       flight per account (503 ServerBusy)
+#   test_multihost      nine hosts from network namespaces (3 masters, 3
+#                       partition servers, 2 front ends, a client) run
+#                       from the example configs; SDK load through both
+#                       front ends, the link of the primary's server and
+#                       then of the master leader cut: writes go on, no
+#                       acknowledged write lost (skipped unless root)
+#   test_metrics        every daemon's /metrics parses (prometheus_client);
+#                       the front end's counters and histograms move by
+#                       exactly the SDK requests made (account, operation,
+#                       status); replication lag and lease on the PSs;
+#                       under-replicated ranges after a kill; promtool on
+#                       deploy/prometheus/*.yml, the rules' metrics exist
+#   test_admin_auth     the master's HTTP API behind its admin token: 401 /
+#                       403 / 200, a cross-site form POST changes nothing,
+#                       no CORS, --status-open, SIGHUP rotation, bad token
+#                       files refused at start, rtctl, followers, the
+#                       dashboard in headless chromium (skipped without)
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -103,6 +127,10 @@ set(RT_INTEGRATION_TESTS
   test_master_ha
   test_deploy
   test_backup
+  test_hostile
+  test_multihost
+  test_metrics
+  test_admin_auth
 )
 
 function(rt_integration_test t)
@@ -134,4 +162,13 @@ set_tests_properties(integration_rt_load_smoke PROPERTIES
   LABELS integration
   TIMEOUT 180
   ENVIRONMENT "RT_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;NO_PROXY=127.0.0.1,localhost"
+  RESOURCE_LOCK rt_integration)
+
+# netns.py's self-test: two namespaces on a bridge, a connection between
+# them, a cut link, nothing left behind (prints "skip" unless root).
+add_test(NAME integration_netns_selftest
+  COMMAND ${RT_INTEGRATION_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/netns.py)
+set_tests_properties(integration_netns_selftest PROPERTIES
+  LABELS integration
+  TIMEOUT 60
   RESOURCE_LOCK rt_integration)

@@ -27,12 +27,21 @@ azure.data.tables (Debian python3-azure) lazily.
     c.stop(); c.inspect("ps1")            # rt-inspect --json of a stopped server
     Cluster(tmp_path, replication_factor=1)  # master --replication-factor 1
                                              # (default: the master's, 3)
+    Cluster(tmp_path, status_open=False)     # status needs the token too
     c.check_sanitizers()
+
+Every cluster has an admin token (@workdir/admin.token, 0600, random),
+passed to each master as --admin-token-file and to rtctl through
+$RT_ADMIN_TOKEN_FILE in c.env; c.admin_headers() is the Authorization
+header for a test's own requests. Masters also get --status-open unless
+status_open=False, so a test or tool that only reads the status or
+/metrics needs no token (test_admin_auth tests the closed default).
 """
 
 import ctypes
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -168,8 +177,10 @@ class Proc:
                     "--http", "127.0.0.1:%d" % fp.get("http", 0),
                     "--raft-listen", "127.0.0.1:%d" % fp.get("raft", 0),
                     "--data", data,
-                    "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms)
-                    ] + (["--replication-factor",
+                    "--heartbeat-timeout-ms", str(c.heartbeat_timeout_ms),
+                    "--admin-token-file", c.admin_token_file
+                    ] + (["--status-open"] if c.status_open else []) + (
+                        ["--replication-factor",
                           str(c.replication_factor)]
                          if c.replication_factor is not None else [])
             if self.join:
@@ -187,12 +198,15 @@ class Proc:
             args = ["--listen", "127.0.0.1:%d" % fp.get("rpc", 0),
                     "--master", c.ps_master.get(self.name,
                                                 c.master_rpc_addrs),
-                    "--data", os.path.join(c.workdir, self.name)]
+                    "--data", os.path.join(c.workdir, self.name),
+                    # metrics (GET /metrics), as every deployment runs it
+                    "--http", "127.0.0.1:%d" % fp.get("http", 0)]
             if self.name in c.ps_advertise:
                 args += ["--advertise", c.ps_advertise[self.name]]
             return args + [str(a) for a in c.ps_args.get(self.name, [])]
         return ["--listen", "127.0.0.1:%d" % fp.get("http", 0),
-                "--master", c.fe_master or c.master_rpc_addrs]
+                "--master", c.fe_master or c.master_rpc_addrs,
+                "--http", "127.0.0.1:%d" % fp.get("metrics", 0)]
 
     def start(self):
         assert not self.running(), "%s already running" % self.name
@@ -269,7 +283,8 @@ class Cluster:
 
     def __init__(self, workdir, n_ps=3, build_dir=None, log_level=None,
                  heartbeat_timeout_ms=3000, start_timeout=None,
-                 extra_args=None, replication_factor=None, masters=1):
+                 extra_args=None, replication_factor=None, masters=1,
+                 status_open=True):
         self.workdir = os.path.abspath(str(workdir))
         self.logdir = os.path.join(self.workdir, "logs")
         self.build_dir = build_dir or find_build_dir()
@@ -316,6 +331,21 @@ class Cluster:
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         env.pop("RT_MASTER_HTTP", None)  # rtctl gets --master-http from us
         self.env = env
+
+        # The admin token: kept across restarts of this cluster (its file
+        # is made once, 0600 as the master wants).
+        os.makedirs(self.workdir, exist_ok=True)
+        self.status_open = bool(status_open)
+        self.admin_token_file = os.path.join(self.workdir, "admin.token")
+        if not os.path.exists(self.admin_token_file):
+            fd = os.open(self.admin_token_file,
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+        with open(self.admin_token_file) as f:
+            self.admin_token = f.read().strip()
+        env["RT_ADMIN_TOKEN_FILE"] = self.admin_token_file
+        env.pop("RT_ADMIN_TOKEN", None)
 
         # One master ("master") or a Raft group of N ("master1".."masterN",
         # ids 1..N) whose ports are chosen up front: each member's --peers
@@ -421,10 +451,10 @@ class Cluster:
             for p in self.pss:
                 p.start()
             for p in self.pss:
-                p.wait_ports(deadline, ("rpc",))
+                p.wait_ports(deadline, ("rpc", "http"))
                 p.fixed_ports = dict(p.ports)
             self.frontend.start()
-            self.frontend.wait_ports(deadline, ("http",))
+            self.frontend.wait_ports(deadline, ("http", "metrics"))
             self.frontend.fixed_ports = dict(self.frontend.ports)
             self._wait(deadline, "front end port",
                        lambda: _tcp_open(self.fe_port))
@@ -502,8 +532,8 @@ class Cluster:
             p.reap()
         p.start()
         deadline = time.monotonic() + self.start_timeout
-        keys = {"master": ("rpc", "http", "raft"), "ps": ("rpc",),
-                "frontend": ("http",)}[p.kind]
+        keys = {"master": ("rpc", "http", "raft"), "ps": ("rpc", "http"),
+                "frontend": ("http", "metrics")}[p.kind]
         p.wait_ports(deadline, keys)
         if wait and p.kind == "ps":
             self._wait(deadline, "%s up" % name, self._all_servers_up)
@@ -518,6 +548,10 @@ class Cluster:
         self.stop(check=exc[0] is None)
 
     # ------------------------------------------------------------ clients
+    def admin_headers(self):
+        """The Authorization header the masters want (Bearer token)."""
+        return {"Authorization": "Bearer " + self.admin_token}
+
     def _http_get_master(self, path):
         """GET @path from the first master that answers (a follower
         redirects to the leader; urllib follows the 307)."""
@@ -525,7 +559,9 @@ class Cluster:
         for m in self.masters:
             if not m.running() or "http" not in m.ports:
                 continue
-            url = "http://127.0.0.1:%d%s" % (m.ports["http"], path)
+            url = urllib.request.Request(
+                "http://127.0.0.1:%d%s" % (m.ports["http"], path),
+                headers=self.admin_headers())
             try:
                 with _OPENER.open(url, timeout=5) as r:
                     return r.status, r.read()
@@ -557,7 +593,9 @@ class Cluster:
         for m in self.masters:
             if not m.running():
                 continue
-            url = "http://127.0.0.1:%d/api/status" % m.ports["http"]
+            url = urllib.request.Request(
+                "http://127.0.0.1:%d/api/status" % m.ports["http"],
+                headers=self.admin_headers())
             try:
                 with _OPENER.open(url, timeout=5) as r:
                     st = json.loads(r.read())
@@ -587,8 +625,9 @@ class Cluster:
             time.sleep(0.05)
 
     def rtctl(self, *args, check=True, timeout=30):
-        """Runs tools/rtctl with --master-http pointing at this cluster.
-        Returns the CompletedProcess (text stdout/stderr)."""
+        """Runs tools/rtctl with --master-http pointing at this cluster
+        (and the admin token through $RT_ADMIN_TOKEN_FILE). Returns the
+        CompletedProcess (text stdout/stderr)."""
         argv = [self.bins["rtctl"], "--master-http", self.master_http_addrs]
         argv += list(args)
         r = subprocess.run(argv, capture_output=True, text=True,

@@ -86,7 +86,8 @@ def capped_rf3(tmp_path_factory):
 def http_json(cluster, method, path):
     req = urllib.request.Request("http://%s%s" % (cluster.master_http_addr,
                                                   path), method=method,
-                                 data=b"" if method == "POST" else None)
+                                 data=b"" if method == "POST" else None,
+                                 headers=cluster.admin_headers())
     try:
         with _OPENER.open(req, timeout=30) as r:
             return r.status, json.loads(r.read())

@@ -23,6 +23,7 @@ soon as they exist.
 
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -89,15 +90,28 @@ def _write_conf(path, pairs):
             f.write("%s = %s\n" % (k, v))
 
 
-def _usable(kind, pairs, accounts):
-    """@pairs with the keys not implemented yet dropped and the accounts
-    file pointed at the example one."""
+def _token_file(d):
+    """An admin token file in @d (0600, as the master requires)."""
+    path = os.path.join(str(d), "admin.token")
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return path
+
+
+def _usable(kind, pairs, accounts, token=None):
+    """@pairs with the keys not implemented yet dropped, the accounts file
+    pointed at @accounts and the admin token file at @token (made next to
+    @accounts when None)."""
     out = []
     for k, v in pairs:
         if k in PENDING_KEYS and k not in _known_keys(kind):
             continue
         if k == "accounts":
             v = accounts
+        if k == "admin-token-file":
+            v = token or _token_file(os.path.dirname(accounts))
         out.append((k, v))
     return out
 
@@ -126,7 +140,8 @@ def test_example_config_checks(tmp_path, path):
             "frontend.conf": "fe"}.get(name) or _kind_of(name)
     conf = str(tmp_path / name)
     _write_conf(conf, _usable(kind, _read_conf(path),
-                              os.path.join(EXAMPLES, "accounts.example")))
+                              os.path.join(EXAMPLES, "accounts.example"),
+                              _token_file(tmp_path)))
     r = _check(kind, conf)
     assert r.returncode == 0, (path, r.stdout, r.stderr)
     assert "configuration OK" in r.stdout
@@ -309,6 +324,9 @@ class ExampleCluster:
         self.accounts = tmp / "accounts"
         self.accounts.write_text("acct1 %s\n" % DEV_KEY)
         os.chmod(self.accounts, 0o600)
+        self.token_file = _token_file(tmp)
+        with open(self.token_file) as f:
+            self.token = f.read().strip()
 
     def _port(self, host, port):
         host = re.sub(r"^rt-([a-z]+\d)\.internal$", r"\1", host)
@@ -346,7 +364,7 @@ class ExampleCluster:
         pairs = []
         for k, v in _usable(kind, _read_conf(os.path.join(CLUSTER,
                                                           node + ".conf")),
-                            str(self.accounts)):
+                            str(self.accounts), self.token_file):
             if k in ("listen", "advertise", "http", "http-advertise",
                      "raft-listen", "raft-advertise", "peers", "master"):
                 v = self._addr(v, node)
@@ -387,11 +405,14 @@ class ExampleCluster:
         return (self.logs / (node + ".log")).read_text(errors="replace")
 
 
-def _http_json(addr, path):
+def _http_json(addr, path, token=None):
     import json
     import urllib.request
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open("http://%s%s" % (addr, path), timeout=5) as r:
+    req = urllib.request.Request("http://%s%s" % (addr, path))
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    with opener.open(req, timeout=5) as r:
         return json.loads(r.read())
 
 
@@ -434,7 +455,7 @@ def test_example_cluster_on_loopback(tmp_path):
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
-                status = _http_json(m1["http"], "/api/status")
+                status = _http_json(m1["http"], "/api/status", c.token)
             except Exception:
                 status = None
             if status and len(status.get("masters", [])) == 3 and \
@@ -460,7 +481,8 @@ def test_example_cluster_on_loopback(tmp_path):
                 continue
             conn = http.client.HTTPConnection(h.replace(name, "127.0.0.1"),
                                               timeout=5)
-            conn.request("POST", "/api/transfer?range=1&server=2")
+            conn.request("POST", "/api/transfer?range=1&server=2",
+                         headers={"Authorization": "Bearer " + c.token})
             resp = conn.getresponse()
             assert resp.status == 307
             assert resp.getheader("Location") == \

@@ -20,6 +20,38 @@
 #include "rt_addr.h"
 #include "rt_buf.h"
 
+/* The master's admin token, found as rtctl finds it: $RT_ADMIN_TOKEN_FILE,
+ * else $RT_ADMIN_TOKEN, else ./rt-data/admin.token when it exists; ""
+ * when none (a master with --status-open needs none). */
+static void rl__admin_token(char *out, size_t n)
+{
+    const char *f = getenv("RT_ADMIN_TOKEN_FILE");
+    const char *t = getenv("RT_ADMIN_TOKEN");
+    size_t len = 0;
+    out[0] = '\0';
+    if ((!f || !*f) && t && *t) {
+        snprintf(out, n, "%s", t);
+        len = strlen(out);
+    } else {
+        FILE *fp;
+        if (!f || !*f) {
+            f = "./rt-data/admin.token";
+        }
+        fp = fopen(f, "r");
+        if (fp) {
+            len = fread(out, 1, n - 1, fp);
+            fclose(fp);
+            out[len] = '\0';
+        }
+    }
+    while (len && strchr(" \t\r\n", out[len - 1])) {
+        out[--len] = '\0';
+    }
+    if (strpbrk(out, " \t\r\n")) {
+        out[0] = '\0'; /* not one token */
+    }
+}
+
 int rl_http_get_blocking(const char *hostport, const char *path, char **body)
 {
     char host[256];
@@ -28,8 +60,10 @@ int rl_http_get_blocking(const char *hostport, const char *path, char **body)
     socklen_t salen;
     struct timeval tv = {3, 0};
     struct rt_buf b = RT_BUF_INIT;
-    char req[512];
+    char req[512 + 4096];
+    char token[4096];
     *body = NULL;
+    rl__admin_token(token, sizeof(token));
     if (rt_addr_split(hostport, host, sizeof(host), &port) != 0 ||
         rt_addr_ip(host, port, &sa, &salen) != 0) {
         return -1;
@@ -41,8 +75,9 @@ int rl_http_get_blocking(const char *hostport, const char *path, char **body)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     snprintf(req, sizeof(req),
-             "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n", path,
-             hostport);
+             "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n%s%s%s\r\n",
+             path, hostport, token[0] ? "Authorization: Bearer " : "", token,
+             token[0] ? "\r\n" : "");
     if (connect(fd, (struct sockaddr *)&sa, salen) != 0 ||
         write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
         close(fd);

@@ -156,7 +156,8 @@ static struct rt_opt rl_opts[] = {
      "--csv)"},
     {"master-http", RT_OPT_STR, &O.master_http, "",
      "rangetable master status API HOST:PORT: ranges per second and "
-     "split/merge/move events in the CSV"},
+     "split/merge/move events in the CSV (the admin token from "
+     "$RT_ADMIN_TOKEN_FILE, $RT_ADMIN_TOKEN or ./rt-data/admin.token)"},
     {"label", RT_OPT_STR, &O.label, "", "name of this run in the reports"},
     {"quiet", RT_OPT_BOOL, &O.quiet, "false", "no progress line"},
     {NULL, 0, NULL, NULL, NULL},

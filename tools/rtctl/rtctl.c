@@ -15,6 +15,11 @@
  * RTCTL_MAX_REDIRECTS, same method and path) to the leader; a connection
  * error or a 503 (no leader known) moves on to the next address; when all
  * fail the error names each address tried and what it answered.
+ * The admin token (rt-master --admin-token-file) is sent as
+ * "Authorization: Bearer TOKEN" on every request: from --token-file FILE,
+ * else $RT_ADMIN_TOKEN_FILE, else $RT_ADMIN_TOKEN, else
+ * ./rt-data/admin.token when it exists (deploy/run-local.sh writes it);
+ * a 401 or 403 says how to give it.
  * Exit: 0 ok, 1 master unreachable, refused or failed, 2 usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,12 +40,18 @@
 #define RTCTL_ACTION_TIMEOUT_S 3600 /* a move copies the whole range */
 #define RTCTL_MAX_BODY (64u * 1024u * 1024u)
 #define RTCTL_MAX_REDIRECTS 3
+#define RTCTL_DEFAULT_TOKEN_FILE "./rt-data/admin.token"
+#define RTCTL_TOKEN_MAX 4096
+
+/* The admin token ("" = none sent). Never printed. */
+static char rtctl_token[RTCTL_TOKEN_MAX];
 
 static void rtctl_usage(FILE *out)
 {
     fprintf(
         out,
-        "Usage: rtctl [--master-http HOST:PORT[,...]] COMMAND [options]\n"
+        "Usage: rtctl [--master-http HOST:PORT[,...]] [--token-file FILE]\n"
+        "             COMMAND [options]\n"
         "\n"
         "Commands:\n"
         "  status [--json]         servers and ranges of the cluster with\n"
@@ -82,6 +93,13 @@ static void rtctl_usage(FILE *out)
         "  --json                   print the master's JSON answer\n"
         "  --timeout S              give up waiting after S seconds\n"
         "                           (split/merge/move/drain; default 3600)\n"
+        "  --token-file FILE        the master's admin token (rt-master\n"
+        "                           --admin-token-file); default:\n"
+        "                           $RT_ADMIN_TOKEN_FILE, else\n"
+        "                           $RT_ADMIN_TOKEN (the token itself),\n"
+        "                           else " RTCTL_DEFAULT_TOKEN_FILE
+        "\n"
+        "                           when it exists\n"
         "  --master-http HOST:PORT[,HOST:PORT...]\n"
         "                           master status API, or those of\n"
         "                           several masters (the leader is found;\n"
@@ -207,15 +225,18 @@ static int rtctl_http_once(const char *addr,
                            char *err,
                            size_t errlen)
 {
-    char req[8192];
+    char req[8192 + RTCTL_TOKEN_MAX];
     char *buf = NULL, *p;
     size_t len = 0, cap = 0;
     int fd, n;
 
     n = snprintf(req, sizeof(req),
                  "%s %s HTTP/1.0\r\nHost: %s\r\nAccept: application/json"
-                 "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                 method, path, addr);
+                 "\r\nContent-Length: 0\r\nConnection: close\r\n"
+                 "%s%s%s\r\n",
+                 method, path, addr,
+                 rtctl_token[0] ? "Authorization: Bearer " : "", rtctl_token,
+                 rtctl_token[0] ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof(req)) {
         snprintf(err, errlen, "request too long");
         return -1;
@@ -289,6 +310,85 @@ err_read:
     return -1;
 }
 
+/* Says once how to give the admin token when the master refused a request
+ * for the lack of it (401) or refused it (403 and a token was sent). */
+static void rtctl_auth_hint(int status, const char *body)
+{
+    static int said;
+    if (said || (status != 401 && status != 403)) {
+        return;
+    }
+    said = 1;
+    if (status == 401 || !rtctl_token[0]) {
+        fprintf(stderr,
+                "rtctl: the master wants an admin token: --token-file FILE "
+                "(or RT_ADMIN_TOKEN_FILE=FILE; the file rt-master's "
+                "--admin-token-file names)\n");
+    } else {
+        fprintf(stderr,
+                "rtctl: the master refused the request (HTTP 403): %.300s\n"
+                "rtctl: is the admin token the one the master reads "
+                "(--token-file)?\n",
+                body);
+    }
+}
+
+/* Reads the token from @path into rtctl_token: surrounding whitespace
+ * dropped. Returns 0, or -1 after printing why (not the token). */
+static int rtctl_read_token(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t n, b = 0;
+    if (!f) {
+        fprintf(stderr, "rtctl: admin token file %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    n = fread(rtctl_token, 1, sizeof(rtctl_token) - 1, f);
+    fclose(f);
+    rtctl_token[n] = '\0';
+    while (n && strchr(" \t\r\n", rtctl_token[n - 1])) {
+        rtctl_token[--n] = '\0';
+    }
+    while (rtctl_token[b] && strchr(" \t\r\n", rtctl_token[b])) {
+        b++;
+    }
+    memmove(rtctl_token, rtctl_token + b, n - b + 1);
+    if (!rtctl_token[0] || strpbrk(rtctl_token, " \t\r\n")) {
+        fprintf(stderr, "rtctl: admin token file %s: %s\n", path,
+                rtctl_token[0] ? "more than one token" : "empty");
+        rtctl_token[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* The token by precedence: @flag_file, $RT_ADMIN_TOKEN_FILE,
+ * $RT_ADMIN_TOKEN, RTCTL_DEFAULT_TOKEN_FILE when it exists. */
+static int rtctl_find_token(const char *flag_file)
+{
+    const char *f = flag_file, *t;
+    if (!f || !*f) {
+        f = getenv("RT_ADMIN_TOKEN_FILE");
+    }
+    if (f && *f) {
+        return rtctl_read_token(f);
+    }
+    t = getenv("RT_ADMIN_TOKEN");
+    if (t && *t) {
+        if (strlen(t) >= sizeof(rtctl_token) || strpbrk(t, " \t\r\n")) {
+            fprintf(stderr, "rtctl: RT_ADMIN_TOKEN: not one token\n");
+            return -1;
+        }
+        snprintf(rtctl_token, sizeof(rtctl_token), "%s", t);
+        return 0;
+    }
+    if (access(RTCTL_DEFAULT_TOKEN_FILE, F_OK) == 0) {
+        return rtctl_read_token(RTCTL_DEFAULT_TOKEN_FILE);
+    }
+    return 0;
+}
+
 /* Splits a redirect's @location ("http://HOST:PORT/PATH" or "/PATH") into
  * @addr (kept when the location has no host) and @path. Returns 0, or -1
  * for a location that is neither. */
@@ -359,6 +459,7 @@ static int rtctl_http(const char *list,
             hops++;
         }
         if (rc == 0 && (*status != 503 || !next)) {
+            rtctl_auth_hint(*status, *body);
             return 0;
         }
         if (rc == 0) {
@@ -1222,6 +1323,7 @@ static int rtctl_events(const char *addr,
 int main(int argc, char **argv)
 {
     const char *addr = getenv("RT_MASTER_HTTP");
+    const char *token_file = NULL;
     const char *cmd = NULL;
     const char *args[4] = {0};
     int nargs = 0, as_json = 0, follow = 0, cancel = 0, no_wait = 0;
@@ -1247,7 +1349,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--no-wait")) {
             no_wait = 1;
         } else if (!strcmp(a, "--since") || !strcmp(a, "--limit") ||
-                   !strcmp(a, "--timeout") || !strcmp(a, "--master-http")) {
+                   !strcmp(a, "--timeout") || !strcmp(a, "--master-http") ||
+                   !strcmp(a, "--token-file")) {
             char *end;
             if (i + 1 >= argc) {
                 fprintf(stderr, "rtctl: %s needs a value\n", a);
@@ -1255,6 +1358,10 @@ int main(int argc, char **argv)
             }
             if (!strcmp(a, "--master-http")) {
                 addr = argv[++i];
+                continue;
+            }
+            if (!strcmp(a, "--token-file")) {
+                token_file = argv[++i];
                 continue;
             }
             errno = 0;
@@ -1272,6 +1379,8 @@ int main(int argc, char **argv)
             }
         } else if (!strncmp(a, "--master-http=", 14)) {
             addr = a + 14;
+        } else if (!strncmp(a, "--token-file=", 13)) {
+            token_file = a + 13;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "rtctl: unknown option '%s' (try --help)\n", a);
             return 2;
@@ -1286,6 +1395,9 @@ int main(int argc, char **argv)
     }
     if (!cmd) {
         rtctl_usage(stderr);
+        return 2;
+    }
+    if (rtctl_find_token(token_file) != 0) {
         return 2;
     }
     if (!strcmp(cmd, "status")) {

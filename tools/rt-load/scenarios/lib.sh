@@ -83,7 +83,10 @@ rt_cluster_start() {
     local nps=$1 dir=$2 i port mport hport
     shift 2
     mkdir -p "$dir/run" "$dir/logs"
+    # --status-open: the scenarios only read the status and /metrics (no
+    # admin token to hand around); actions stay refused.
     "$RT_BUILD_DIR/master/rt-master" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+        --status-open \
         --data "$dir/master" --port-file "$dir/run/master.ports" \
         --log-level "$RT_LOG_LEVEL" ${RT_MASTER_ARGS:-} \
         >"$dir/logs/master.log" 2>&1 </dev/null &
