@@ -1097,12 +1097,14 @@ static int rtctl_parse_id(const char *what, const char *s, uint64_t *out)
  * ServerBusy window of milliseconds, rather than the failover its stop
  * would cause: seconds, and a write in flight answered with an unknown
  * outcome). Targets are spread: the live in-sync replica whose server
- * leads the fewest ranges. Prints each transfer; 0 when the server leads no
- * replicated range any more, 1 otherwise (an RF 1 range or one without
- * another in-sync copy is named and left). */
+ * leads the fewest ranges; a range busy with another operation (409) is
+ * tried again until --timeout. Prints each transfer; 0 when the server
+ * leads no replicated range any more, 1 otherwise (an RF 1 range or one
+ * without another in-sync copy is named and left). */
 static int rtctl_handover(const char *addr, uint64_t server, int timeout_s)
 {
     int rc = 0, done = 0;
+    time_t end = time(NULL) + timeout_s;
 
     for (int round = 0; round < 10000; round++) {
         json_t *root = NULL, *o, *v;
@@ -1172,6 +1174,17 @@ static int rtctl_handover(const char *addr, uint64_t server, int timeout_s)
                    target);
             fflush(stdout);
             status = rtctl_call(addr, "POST", path, timeout_s, &root);
+            if (status == 409 &&
+                strstr(rtctl_str(root, "error", ""), "busy") != NULL &&
+                time(NULL) < end) {
+                /* Another operation holds the range (an assignment after
+                 * a restart, a move): wait and look again. */
+                printf("range %lld: %s; retrying\n", range,
+                       rtctl_str(root, "error", "busy"));
+                json_decref(root);
+                usleep(500 * 1000);
+                continue;
+            }
             if (rtctl_action_result(status, root, 0) != 0) {
                 return 1;
             }
