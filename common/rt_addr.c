@@ -72,3 +72,65 @@ int rt_addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
     }
     return rt_addr_ip(host, port, ss, len);
 }
+
+bool rt_addr_name_valid(const char *host)
+{
+    size_t n = host ? strlen(host) : 0, label = 0;
+    bool alpha = false;
+
+    if (n > 0 && host[n - 1] == '.') {
+        n--; /* fully qualified: "rt-m1.internal." */
+    }
+    if (n == 0 || n > 253) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = host[i];
+        if (c == '.') {
+            if (label == 0 || host[i - 1] == '-') {
+                return false;
+            }
+            label = 0;
+            continue;
+        }
+        if (c == '-') {
+            if (label == 0) {
+                return false;
+            }
+        } else if ((c < 'a' || c > 'z') && (c < 'A' || c > 'Z') &&
+                   (c < '0' || c > '9')) {
+            return false;
+        }
+        alpha = alpha || (c < '0' || c > '9');
+        if (++label > 63) {
+            return false;
+        }
+    }
+    return label > 0 && host[n - 1] != '-' && alpha;
+}
+
+int rt_addr_dial_check(const char *addr,
+                       struct sockaddr_storage *ss,
+                       int *numeric)
+{
+    struct sockaddr_storage tmp;
+    char host[256];
+    int port;
+
+    if (rt_addr_split(addr, host, sizeof(host), &port) != 0 || port == 0) {
+        return RT_EINVAL;
+    }
+    if (rt_addr_ip(host, port, ss ? ss : &tmp, NULL) == 0) {
+        if (numeric) {
+            *numeric = 1;
+        }
+        return 0;
+    }
+    if (!rt_addr_name_valid(host)) {
+        return RT_EINVAL;
+    }
+    if (numeric) {
+        *numeric = 0;
+    }
+    return 0;
+}

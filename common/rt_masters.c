@@ -32,18 +32,12 @@
 #include "rt_err.h"
 #include "rt_log.h"
 
-/* An address the RPC client accepts: host:port, port not 0. */
+/* An address the RPC client accepts: host:port (numeric or a DNS name),
+ * port not 0. */
 static int rt__masters_addr_ok(const char *addr)
 {
-    char host[RT_MASTERS_ADDR_MAX];
-    struct sockaddr_storage ss;
-    int port;
-
-    if (strlen(addr) >= RT_MASTERS_ADDR_MAX ||
-        rt_addr_split(addr, host, sizeof(host), &port) != 0 || port == 0) {
-        return 0;
-    }
-    return rt_addr_ip(host, port, &ss, NULL) == 0;
+    return strlen(addr) < RT_MASTERS_ADDR_MAX &&
+           rt_addr_dial_check(addr, NULL, NULL) == 0;
 }
 
 int rt_masters_init(struct rt_masters *m, const char *list)

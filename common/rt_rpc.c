@@ -331,14 +331,27 @@ struct rt_rpc_server
 struct rt_rpc_client
 {
     struct rt_rpc_conn *conn;
-    uv_timer_t timer;          /* reconnect backoff and connect timeout */
-    struct rt_rpc_sock *csock; /* connecting socket or NULL */
-    struct sockaddr_storage addr;
+    uv_timer_t timer;             /* reconnect backoff and connect timeout */
+    struct rt_rpc_sock *csock;    /* connecting socket or NULL */
+    struct sockaddr_storage addr; /* when numeric; else each resolution's */
     char addr_str[128];
     uint32_t backoff_ms;
     struct rt_tls *tls;    /* rt_rpc_set_tls at start; NULL = plain */
     unsigned expect_roles; /* server roles accepted (0 = any member) */
     int closing;
+    int numeric;      /* addr_str names a numeric address */
+    uint64_t attempt; /* connect attempts started, to match resolutions */
+    size_t turn;      /* which of a name's addresses the next attempt uses */
+};
+
+/* A name being resolved for one connect attempt. It owns itself: the
+ * callback frees it, and until then it holds a handle count on the client's
+ * conn, so the client outlives it even if closed meanwhile. */
+struct rt_rpc_resolve
+{
+    uv_getaddrinfo_t req;
+    struct rt_rpc_client *c;
+    uint64_t attempt;
 };
 
 static void conn_maybe_free(struct rt_rpc_conn *conn);
@@ -1573,15 +1586,13 @@ int rt_rpc_authorize(struct rt_rpc_conn *conn,
 /* Addresses                                                           */
 /* ------------------------------------------------------------------ */
 
-/* A peer to connect to: rt_addr_parse, and a port other than 0. */
-static int parse_addr(const char *addr, struct sockaddr_storage *out)
+/* A peer to connect to: a numeric address or a DNS name (resolved before
+ * each attempt), and a port other than 0. */
+static int parse_addr(const char *addr,
+                      struct sockaddr_storage *out,
+                      int *numeric)
 {
-    char host[256];
-    int port;
-    if (rt_addr_split(addr, host, sizeof(host), &port) != 0 || port == 0) {
-        return RT_EINVAL;
-    }
-    return rt_addr_ip(host, port, out, NULL);
+    return rt_addr_dial_check(addr, out, numeric);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1798,12 +1809,89 @@ static void client_up(struct rt_rpc_client *c, struct rt_rpc_sock *sock)
     }
 }
 
+/* The name of attempt r->attempt resolved (or not). The attempt may have
+ * been abandoned meanwhile (timeout, set_addr, close): then only free. */
+static void client_resolved_cb(uv_getaddrinfo_t *req,
+                               int status,
+                               struct addrinfo *res)
+{
+    struct rt_rpc_resolve *r = container_of(req, struct rt_rpc_resolve, req);
+    struct rt_rpc_client *c = r->c;
+    struct rt_rpc_conn *conn = c->conn;
+    struct rt_rpc_sock *sock = c->csock;
+    int rc = status;
+
+    conn->nhandles--;
+    if (c->closing || sock == NULL || c->attempt != r->attempt) {
+        goto out;
+    }
+    if (rc == 0) {
+        /* A name with several addresses (A and AAAA, say, while the peer
+         * binds IPv4 only): each attempt takes the next, so a refused one
+         * is not dialled for ever. */
+        const struct addrinfo *ai = res;
+        size_t n = 0;
+        for (const struct addrinfo *p = res; p; p = p->ai_next) {
+            n++;
+        }
+        for (size_t k = c->turn++ % n; k > 0; k--) {
+            ai = ai->ai_next;
+        }
+        memset(&c->addr, 0, sizeof(c->addr));
+        memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
+        rc = uv_tcp_connect(&sock->creq, &sock->tcp,
+                            (const struct sockaddr *)&c->addr,
+                            client_connect_cb);
+    }
+    if (rc < 0) {
+        rt_log(RT_LOG_WARN, "rpc: connect to %s: %s", c->addr_str,
+               uv_strerror(rc));
+        c->csock = NULL;
+        sock_close(sock);
+        conn_connect_failed(conn, RT_ENOCONN);
+        client_schedule_retry(c);
+    }
+out:
+    uv_freeaddrinfo(res);
+    free(r);
+    conn_maybe_free(conn);
+}
+
+/* Starts attempt number ++c->attempt: a socket that counts as connecting
+ * at once (calls queue behind it), then the name's resolution if the
+ * address is a name, then the TCP connect; the connect timeout covers
+ * both. */
 static void client_start_connect(struct rt_rpc_client *c)
 {
     struct rt_rpc_sock *sock = sock_new(c->conn);
-    int rc =
-        uv_tcp_connect(&sock->creq, &sock->tcp,
-                       (const struct sockaddr *)&c->addr, client_connect_cb);
+    int rc;
+
+    c->attempt++;
+    if (c->numeric) {
+        rc = uv_tcp_connect(&sock->creq, &sock->tcp,
+                            (const struct sockaddr *)&c->addr,
+                            client_connect_cb);
+    } else {
+        struct addrinfo hints;
+        char host[256], port[8];
+        int p = 0;
+        struct rt_rpc_resolve *r = rt_xcalloc(1, sizeof(*r));
+
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        rt_addr_split(c->addr_str, host, sizeof(host), &p);
+        snprintf(port, sizeof(port), "%d", p);
+        r->c = c;
+        r->attempt = c->attempt;
+        rc = uv_getaddrinfo(c->conn->loop, &r->req, client_resolved_cb, host,
+                            port, &hints);
+        if (rc == 0) {
+            c->conn->nhandles++;
+        } else {
+            free(r);
+        }
+    }
     if (rc < 0) {
         rt_log(RT_LOG_DEBUG, "rpc: connect to %s: %s", c->addr_str,
                uv_strerror(rc));
@@ -1823,12 +1911,14 @@ int rt_rpc_client_start(uv_loop_t *loop,
                         struct rt_rpc_client **out)
 {
     struct sockaddr_storage ss;
-    if (parse_addr(addr, &ss) != 0 ||
+    int numeric;
+    if (parse_addr(addr, &ss, &numeric) != 0 ||
         strlen(addr) >= sizeof(((struct rt_rpc_client *)0)->addr_str)) {
         return RT_EINVAL;
     }
     struct rt_rpc_client *c = rt_xcalloc(1, sizeof(*c));
     c->addr = ss;
+    c->numeric = numeric;
     snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
     c->backoff_ms = RT_RPC_BACKOFF_MIN_MS;
     c->tls = g_tls;
@@ -1855,13 +1945,16 @@ struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c)
 int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr)
 {
     struct sockaddr_storage ss;
+    int numeric;
     if (c->closing) {
         return RT_EINVAL;
     }
-    if (parse_addr(addr, &ss) != 0 || strlen(addr) >= sizeof(c->addr_str)) {
+    if (parse_addr(addr, &ss, &numeric) != 0 ||
+        strlen(addr) >= sizeof(c->addr_str)) {
         return RT_EINVAL;
     }
     c->addr = ss;
+    c->numeric = numeric;
     snprintf(c->addr_str, sizeof(c->addr_str), "%s", addr);
     if (c->csock) {
         sock_close(c->csock);

@@ -139,9 +139,15 @@ int rt_rpc_server_port(const struct rt_rpc_server *srv);
  * get RT_ECANCELED) and frees the server once all handles are closed. */
 void rt_rpc_server_close(struct rt_rpc_server *srv);
 
-/* Connects to "host:port" and keeps reconnecting. @on_request serves the
- * peer's calls on this connection (may be NULL); @on_conn reports up/down
- * (may be NULL). Returns 0 or RT_EINVAL (bad address). */
+/* Connects to "host:port" and keeps reconnecting. The host is a numeric
+ * address or a DNS name (rt_addr_dial_check): a name is resolved with
+ * uv_getaddrinfo before every connection attempt (never blocking the loop;
+ * the connect timeout covers resolution and connect; calls made meanwhile
+ * queue as for a connect in flight; a name that does not resolve fails
+ * them RT_ENOCONN and is retried with the backoff), its addresses taken in
+ * turn, one per attempt. @on_request serves the peer's calls on this
+ * connection (may be NULL); @on_conn reports up/down (may be NULL).
+ * Returns 0 or RT_EINVAL (bad address). */
 int rt_rpc_client_start(uv_loop_t *loop,
                         const char *addr,
                         rt_rpc_request_cb on_request,
@@ -159,7 +165,8 @@ struct rt_rpc_conn *rt_rpc_client_conn(struct rt_rpc_client *c);
  * rt_rpc_client_start (the first handshake runs on a later tick). No
  * effect without TLS. */
 void rt_rpc_client_expect_roles(struct rt_rpc_client *c, unsigned roles);
-/* Points the client at a new address (reconnects). */
+/* Points the client at a new address, numeric or a name (reconnects; a
+ * resolution in flight for the old one is abandoned). */
 int rt_rpc_client_set_addr(struct rt_rpc_client *c, const char *addr);
 /* Closes the connection; pending calls get RT_ECANCELED; frees after the
  * handles close. */

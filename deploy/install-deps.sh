@@ -29,9 +29,10 @@ RT_RAFT_PKGS=(libraft-dev libraft0)
 # JavaScript SDK suite (tests/integration/test_sdk_js.py, which npm-installs
 # @azure/data-tables into the build tree and needs Node >= 20).
 # iproute2: `ip netns`, veth and bridges for the multi-host test
-# (tests/integration/test_multihost.py).
+# (tests/integration/test_multihost.py). lmdb-utils: mdb_copy for the
+# whole-cluster backup test (test_backup.py).
 RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-requests
-    nodejs clang-format iproute2)
+    nodejs clang-format iproute2 lmdb-utils)
 # Metrics tests: the Prometheus client's exposition-format parser, and
 # promtool (in the prometheus package) to check deploy/prometheus/*.yml.
 RT_TEST_PKGS+=(python3-prometheus-client prometheus)

@@ -171,6 +171,7 @@ struct fe_worker
     uv_timer_t drain;                 /* shutdown: flush, then close */
     uv_timer_t sweep;                 /* connections over their deadlines */
     struct fe_guard_list conns;       /* of every daemon of the worker */
+    int have_map;                     /* counted in h->maps_ready */
     unsigned refused; /* at the caps, since the last sweep's log */
     unsigned shed;    /* for the reserve, likewise */
     int handles;      /* the worker's own handles still to close */
@@ -194,6 +195,7 @@ struct fe_http
     const struct fe_http_cfg *cfg;
     struct fe_guard *guard;
     atomic_int stop_sent;
+    atomic_uint maps_ready; /* workers with a partition map installed */
     struct fe_worker *w;
     unsigned n;
     int listen_fd; /* -1: no plain HTTP */
@@ -1142,6 +1144,10 @@ static void fe__on_map(const Rt__Map *map, void *data)
     fe_metrics_map_version(w->metrics, map->version);
     fe_acl_map_update(map);
     fe_cors_map_update(map);
+    if (!w->have_map) {
+        w->have_map = 1;
+        atomic_fetch_add(&w->h->maps_ready, 1);
+    }
 }
 
 /* libmicrohttpd's inactivity timeout in whole seconds: the idle bound
@@ -1425,6 +1431,11 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
     }
     *out = h;
     return 0;
+}
+
+int fe_http_maps_ready(const struct fe_http *h)
+{
+    return atomic_load(&((struct fe_http *)h)->maps_ready) >= h->n;
 }
 
 int fe_http_port(const struct fe_http *h)

@@ -107,6 +107,11 @@ int fe_http_tls_port(const struct fe_http *h);
  * (workers already serving it change nothing), or RT_ECONFIG when HTTPS
  * is off or the server is stopping. */
 int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls);
+
+/* True once every worker has installed a partition map from the master
+ * (the first GET_MAP or subscription answer): the front end can route.
+ * Any thread. */
+int fe_http_maps_ready(const struct fe_http *h);
 /* [any thread] Asks every worker to stop: it stops accepting, cancels the
  * jobs in flight (503 ServerBusy), answers new requests 503, flushes
  * (bounded by FE_HTTP_DRAIN_MS) and ends its loop. Idempotent. */

@@ -22,9 +22,12 @@
 #include "fe_http.h"
 #include "fe_metrics.h"
 #include "fe_tls.h"
+#include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_masters.h"
+#include "rt_notify.h"
 #include "rt_rpc.h"
 #include "rt_tls.h"
 
@@ -34,6 +37,7 @@ struct fe_main
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_signal_t sighup;
+    uv_timer_t ready; /* until every worker has a map: READY=1 */
     struct fe_http *http;
     struct fe_metrics *metrics;
     struct fe_accounts_pub accounts;
@@ -44,6 +48,20 @@ struct fe_main
     int stopping;
 };
 
+/* Ready for systemd (Type=notify) once listening and every worker can
+ * route, i.e. has a partition map: requests before that would wait for
+ * the master (or answer 503 while it is down). */
+static void fe__ready_cb(uv_timer_t *t)
+{
+    struct fe_main *m = t->data;
+    if (!fe_http_maps_ready(m->http)) {
+        return;
+    }
+    uv_timer_stop(t);
+    rt_notifyf("READY=1\nSTATUS=serving on port %d", fe_http_port(m->http));
+    rt_log(RT_LOG_INFO, "partition map loaded: ready");
+}
+
 static void fe__on_signal(uv_signal_t *s, int signum)
 {
     struct fe_main *m = s->data;
@@ -52,9 +70,11 @@ static void fe__on_signal(uv_signal_t *s, int signum)
     }
     m->stopping = 1;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    rt_notify("STOPPING=1");
     fe_http_stop(m->http);
     uv_close((uv_handle_t *)&m->sigint, NULL);
     uv_close((uv_handle_t *)&m->sigterm, NULL);
+    uv_close((uv_handle_t *)&m->ready, NULL);
     uv_close((uv_handle_t *)&m->sighup, NULL);
 }
 
@@ -174,7 +194,7 @@ int main(int argc, char **argv)
     long threads = 0, max_body = 0;
     long max_conns = 0, max_conns_ip = 0, reserve = 0, max_inflight = 0;
     long header_ms = 0, body_ms = 0, body_rate = 0, idle_ms = 0;
-    int dev_account = 0;
+    int dev_account = 0, check_config = 0;
     char *cluster_tls = NULL;
     int insecure_rpc = 0;
     struct rt_tls *rpc_tls = NULL;
@@ -210,6 +230,9 @@ int main(int argc, char **argv)
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {"max-body", RT_OPT_INT, &max_body, "4194304",
          "largest request body in bytes (else 413 RequestBodyTooLarge)"},
+        {"check-config", RT_OPT_BOOL, &check_config, NULL,
+         "parse and check the flags, the config file and the accounts "
+         "file, then exit: 0 valid, 2 not (nothing is bound)"},
         {"max-connections", RT_OPT_INT, &max_conns, "4096",
          "client connections, all workers together (more are refused; 0 = "
          "no cap beyond the open-file limit)"},
@@ -307,6 +330,39 @@ int main(int argc, char **argv)
     } else if ((tls_cert && *tls_cert) || (tls_key && *tls_key)) {
         rt_log(RT_LOG_WARN,
                "--tls-cert/--tls-key without --https-listen: no HTTPS");
+    }
+    {
+        struct rt_masters ms;
+        struct sockaddr_storage ss;
+        socklen_t sslen;
+        const char *bad = NULL, *what = NULL;
+        if (*listen && rt_addr_parse(listen, &ss, &sslen) != 0) {
+            bad = listen, what = "--listen";
+        } else if (https_listen && *https_listen &&
+                   rt_addr_parse(https_listen, &ss, &sslen) != 0) {
+            bad = https_listen, what = "--https-listen";
+        } else if (*http && rt_addr_parse(http, &ss, &sslen) != 0) {
+            bad = http, what = "--http";
+        }
+        if (bad) {
+            fprintf(stderr,
+                    "rt-frontend: %s: expected a numeric HOST:PORT, got "
+                    "'%s'\n",
+                    what, bad);
+        } else if (rt_masters_init(&ms, master) != 0) {
+            fprintf(stderr, "rt-frontend: bad --master address '%s'\n", master);
+            bad = master;
+        }
+        if (bad || check_config) {
+            if (!bad) {
+                printf("rt-frontend: configuration OK (%zu account(s)%s)\n",
+                       accounts.n, tls ? ", HTTPS certificate" : "");
+            }
+            fe_tls_release(tls);
+            fe_accounts_free(&accounts);
+            rt_config_free(opts);
+            return bad ? 2 : 0;
+        }
     }
     fe_accounts_pub_init(&m.accounts);
     fe_accounts_publish(&m.accounts, &accounts);
@@ -408,6 +464,9 @@ int main(int argc, char **argv)
                tls->serial, tls->not_after);
     }
     fe_tls_release(tls); /* the server holds its own reference */
+    uv_timer_init(&m.loop, &m.ready);
+    m.ready.data = &m;
+    uv_timer_start(&m.ready, fe__ready_cb, 0, 50);
     if (exit_code != 0) {
         fe__on_signal(&m.sigterm, SIGTERM);
     }

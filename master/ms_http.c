@@ -326,7 +326,9 @@ static enum MHD_Result ms__http_arg(void *cls,
     static const char hex[] = "0123456789ABCDEF";
     struct rt_buf *b = cls;
     (void)kind;
-    rt_buf_append_u8(b, b->len && b->data[b->len - 1] != '?' ? '&' : '?');
+    /* The first argument opens the query; the path has no '?' of its own
+     * (libmicrohttpd gives it without the query). */
+    rt_buf_append_u8(b, memchr(b->data, '?', b->len) ? '&' : '?');
     for (int pass = 0; pass < 2; pass++) {
         const char *p = pass ? value : key;
         if (pass) {

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "ms_admin.h"
@@ -21,6 +23,7 @@
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_notify.h"
 #include "rt_rpc.h"
 #include "rt_tls.h"
 
@@ -62,6 +65,7 @@ static void ms__signal_cb(uv_signal_t *h, int signum)
 {
     struct ms_main *mm = h->data;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    rt_notify("STOPPING=1\nSTATUS=stopping (a leader hands over first)");
     ms_node_stop(mm->n);
     uv_close((uv_handle_t *)&mm->sigint, NULL);
     uv_close((uv_handle_t *)&mm->sigterm, NULL);
@@ -77,6 +81,50 @@ static int ms__hostport(const char *flag,
     if (rt_addr_split(addr, host, hostlen, port) != 0) {
         fprintf(stderr, "rt-master: --%s: expected HOST:PORT, got '%s'\n", flag,
                 addr);
+        return -1;
+    }
+    return 0;
+}
+
+/* @bind (flag --@bflag) is what this master binds; @adv (--@aflag) what
+ * the others dial. A wildcard bind (0.0.0.0, ::) is nothing a peer can
+ * dial, so it needs an advertised address; one given must be dialable (a
+ * numeric address or a DNS name, a port other than 0), and a bound port 0
+ * cannot be advertised (the port is known only once bound). */
+static int ms__check_advertise(const char *bflag,
+                               const char *bind,
+                               const char *aflag,
+                               const char *adv)
+{
+    char host[256];
+    int port;
+
+    if (rt_addr_split(bind, host, sizeof(host), &port) != 0) {
+        fprintf(stderr, "rt-master: --%s: expected HOST:PORT, got '%s'\n",
+                bflag, bind);
+        return -1;
+    }
+    if (*adv) {
+        if (rt_addr_dial_check(adv, NULL, NULL) != 0 ||
+            strlen(adv) >= MS_RAFT_ADDR_SIZE) {
+            fprintf(stderr,
+                    "rt-master: --%s: expected HOST:PORT (a numeric address "
+                    "or a DNS name, port 1..65535), got '%s'\n",
+                    aflag, adv);
+            return -1;
+        }
+        if (port == 0) {
+            fprintf(stderr, "rt-master: --%s needs a fixed port in --%s\n",
+                    aflag, bflag);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+        fprintf(stderr,
+                "rt-master: --%s %s binds every address: say which one the "
+                "others dial with --%s HOST:PORT\n",
+                bflag, bind, aflag);
         return -1;
     }
     return 0;
@@ -150,6 +198,8 @@ int main(int argc, char **argv)
     long snap_trailing = 0;
     int bootstrap = 0, join = 0;
     char *peers = NULL, *raft_listen = NULL;
+    char *advertise = NULL, *http_advertise = NULL, *raft_advertise = NULL;
+    int check_config = 0;
     char *token_file = NULL;
     int admin_insecure = 0, status_open = 0;
     char *cluster_tls = NULL;
@@ -164,7 +214,11 @@ int main(int argc, char **argv)
          "included); empty: a single master. Read only to bootstrap an "
          "empty data directory"},
         {"raft-listen", RT_OPT_STR, &raft_listen, "127.0.0.1:10102",
-         "raft transport address HOST:PORT (port 0: ephemeral)"},
+         "raft transport address HOST:PORT to bind (port 0: ephemeral)"},
+        {"raft-advertise", RT_OPT_STR, &raft_advertise, "",
+         "the raft address the other masters dial, HOST:PORT (a name or "
+         "another IP; must match this member's entry in --peers); empty: "
+         "--raft-listen"},
         {"bootstrap", RT_OPT_BOOL, &bootstrap, NULL,
          "with --peers: bootstrap a new cluster on an empty data directory "
          "(each initial master, once)"},
@@ -181,8 +235,18 @@ int main(int argc, char **argv)
          "raft entries kept after a snapshot"},
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:10100",
          "RPC listen address HOST:PORT (port 0: ephemeral)"},
+        {"advertise", RT_OPT_STR, &advertise, "",
+         "the RPC address partition servers, front ends, tools and the "
+         "other masters dial, HOST:PORT (published in the masters list "
+         "and NotLeader hints); empty: --listen"},
         {"http", RT_OPT_STR, &http, "127.0.0.1:10101",
          "status HTTP API address HOST:PORT (empty: off)"},
+        {"http-advertise", RT_OPT_STR, &http_advertise, "",
+         "the status API address clients are redirected to (307) and "
+         "rtctl finds in the masters list, HOST:PORT; empty: --http"},
+        {"check-config", RT_OPT_BOOL, &check_config, NULL,
+         "parse and check the flags and the config file, then exit: 0 "
+         "valid, 2 not (nothing is opened or bound)"},
         {"admin-token-file", RT_OPT_STR, &token_file, "",
          "file holding the admin token (>= 32 random bytes, hex or "
          "base64; mode 0600 or stricter; re-read on SIGHUP): every HTTP "
@@ -328,6 +392,29 @@ int main(int argc, char **argv)
     if (ms__parse_peers(peers, peer_v, &npeers) != 0) {
         goto bad_flags;
     }
+    if (ms__check_advertise("listen", listen, "advertise", advertise) != 0 ||
+        (*http && ms__check_advertise("http", http, "http-advertise",
+                                      http_advertise) != 0) ||
+        ms__check_advertise("raft-listen", raft_listen, "raft-advertise",
+                            raft_advertise) != 0) {
+        goto bad_flags;
+    }
+    if (npeers > 0 && !join && *raft_advertise) {
+        /* Every member bootstraps the same configuration, so its own
+         * entry is what it tells the others. (Without --raft-advertise the
+         * entry may differ from --raft-listen: a proxy in front, as the
+         * fault harness does.) */
+        for (size_t i = 0; i < npeers; i++) {
+            if (peer_v[i].id == (uint64_t)id &&
+                strcmp(peer_v[i].addr, raft_advertise) != 0) {
+                fprintf(stderr,
+                        "rt-master: --peers names member %ld at %s but "
+                        "--raft-advertise says %s\n",
+                        id, peer_v[i].addr, raft_advertise);
+                goto bad_flags;
+            }
+        }
+    }
     if (npeers > 0 && !join) {
         bool self = false;
         for (size_t i = 0; i < npeers; i++) {
@@ -436,6 +523,12 @@ int main(int argc, char **argv)
                "no --admin-token-file: admin actions%s are refused (403)",
                status_open ? "" : " and the status");
     }
+    if (check_config) {
+        printf("rt-master: configuration OK\n");
+        ms_auth_destroy(mm.auth);
+        rt_config_free(opts);
+        return 0;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* Until the loop's handler is in place (after the member started), a
      * SIGHUP meant as "reload the token" must not end the process. */
@@ -501,7 +594,10 @@ int main(int argc, char **argv)
                  ms_http_port(httpd));
     }
     ncfg.master = cfg;
-    ncfg.http_addr = http_addr;
+    ncfg.http_listen = http_addr;
+    ncfg.http_addr = *http_advertise ? http_advertise : http_addr;
+    ncfg.rpc_advertise = advertise;
+    ncfg.raft_advertise = raft_advertise;
     ncfg.id = (uint64_t)id;
     ncfg.raft_listen = raft_listen;
     ncfg.peers = peer_v;
@@ -553,6 +649,11 @@ int main(int argc, char **argv)
     rt_log(RT_LOG_INFO, "rt-master ready: rpc port %d, http port %d, raft %s",
            ms_node_rpc_port(mm.n), httpd ? ms_http_port(httpd) : 0,
            ms_node_raft_addr(mm.n));
+    /* Raft has started and the RPC port listens: systemd (Type=notify) may
+     * start what is ordered after us. Whether this member leads is its
+     * status page's business, not readiness: a follower serves too (it
+     * redirects and answers NotLeader with the leader's address). */
+    rt_notify("READY=1"); /* STATUS= lines follow the role (ms_node) */
 
     uv_run(&loop, UV_RUN_DEFAULT);
     exit_code = 0;

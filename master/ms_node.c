@@ -30,6 +30,7 @@
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_notify.h"
 #include "rt_rpc.h"
 #include "rt_time.h"
 
@@ -46,7 +47,9 @@ struct ms_node
     struct ms_node_config cfg;
     char data_dir[MS__NODE_PATH];
     char listen_host[256];
-    char http_addr[MS_RAFT_ADDR_SIZE];
+    char rpc_addr[300]; /* published: advertised, else listen_host:port */
+    char http_addr[MS_RAFT_ADDR_SIZE];   /* published */
+    char http_listen[MS_RAFT_ADDR_SIZE]; /* bound */
     struct ms_catalog *cat;
     struct ms_events *events; /* borrowed */
     struct ms_status *status; /* borrowed */
@@ -62,6 +65,9 @@ struct ms_node
     bool raft_closed;
     bool admin_attached;
     bool transferring; /* SIGTERM of a leader: handing over first */
+    /* What the service manager's STATUS= last said (rt_notify). */
+    uint64_t notified_leader;
+    bool notified_acting;
     /* Own entries applied speculatively / come back committed: while they
      * differ the catalog is ahead of the applied index. Counted here, not
      * from raft's indexes: libraft may snapshot inside raft_apply itself,
@@ -144,12 +150,12 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
              ms_node_rpc_port(n));
     argv[k++] = "--listen";
     argv[k++] = listen;
-    if (n->http_addr[0]) {
-        snprintf(http, sizeof(http), "%s", n->http_addr);
+    if (n->http_listen[0]) {
+        snprintf(http, sizeof(http), "%s", n->http_listen);
         argv[k++] = "--http";
         argv[k++] = http;
     }
-    snprintf(raft, sizeof(raft), "%s", ms_raft_addr(n->raft));
+    snprintf(raft, sizeof(raft), "%s", ms_raft_bind_addr(n->raft));
     argv[k++] = "--raft-listen";
     argv[k++] = raft;
     argv[k] = NULL;
@@ -359,7 +365,7 @@ static void ms__node_say_hello(struct ms_node *n)
             rt_rpc_client_expect_roles(n->hello, RT_RPC_ROLE_MASTER);
         }
     }
-    snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
+    snprintf(rpc, sizeof(rpc), "%s", n->rpc_addr);
     h.id = n->cfg.id;
     h.rpc_addr = rpc;
     h.http_addr = n->http_addr;
@@ -425,6 +431,30 @@ static void ms__node_on_conn(struct rt_rpc_conn *conn, int up, void *ud)
 /* ---- status ---- */
 
 /* The masters array of the status JSON and the member's metrics. */
+/* systemd's STATUS= line (systemctl status rt-master), on a change of
+ * leader or of this member's acting role only: one datagram each. */
+static void ms__node_notify_role(struct ms_node *n, uint64_t leader)
+{
+    bool acting = n->session != NULL;
+
+    if (leader == n->notified_leader && acting == n->notified_acting) {
+        return;
+    }
+    n->notified_leader = leader;
+    n->notified_acting = acting;
+    if (acting) {
+        rt_notifyf("STATUS=master %" PRIu64 ": leader, rpc %s, term %" PRIu64,
+                   n->cfg.id, n->rpc_addr, ms_raft_term(n->raft));
+    } else if (leader) {
+        rt_notifyf("STATUS=master %" PRIu64 ": follower of master %" PRIu64
+                   ", rpc %s",
+                   n->cfg.id, leader, n->rpc_addr);
+    } else {
+        rt_notifyf("STATUS=master %" PRIu64 ": no leader known, rpc %s",
+                   n->cfg.id, n->rpc_addr);
+    }
+}
+
 static void ms__node_publish(struct ms_node *n)
 {
     struct ms_raft_member mem[16];
@@ -435,16 +465,15 @@ static void ms__node_publish(struct ms_node *n)
     struct rt_buf m = RT_BUF_INIT;
     char *text;
 
+    ms__node_notify_role(n, leader);
+
     for (size_t i = 0; i < nm && i < 16; i++) {
         json_t *o = json_object();
         bool self = mem[i].id == n->cfg.id;
         json_object_set_new(o, "id", json_integer((json_int_t)mem[i].id));
         json_object_set_new(o, "raft_addr", json_string(mem[i].addr));
         if (self) {
-            char rpc[300];
-            snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host,
-                     ms_node_rpc_port(n));
-            json_object_set_new(o, "addr", json_string(rpc));
+            json_object_set_new(o, "addr", json_string(n->rpc_addr));
             json_object_set_new(o, "http", json_string(n->http_addr));
         } else if (n->session && ms__node_member(n, mem[i].id)) {
             const struct ms__member *f = ms__node_member(n, mem[i].id);
@@ -666,7 +695,7 @@ static void ms__node_session_start(struct ms_node *n)
     json_t *ev;
     int rc;
 
-    snprintf(rpc, sizeof(rpc), "%s:%d", n->listen_host, ms_node_rpc_port(n));
+    snprintf(rpc, sizeof(rpc), "%s", n->rpc_addr);
     addrs.rpc = rpc;
     addrs.http = n->http_addr;
     addrs.raft = ms_raft_addr(n->raft);
@@ -1053,9 +1082,14 @@ int ms_node_start(uv_loop_t *loop,
              cfg->master.listen_host);
     snprintf(n->http_addr, sizeof(n->http_addr), "%s",
              cfg->http_addr ? cfg->http_addr : "");
+    snprintf(n->http_listen, sizeof(n->http_listen), "%s",
+             cfg->http_listen ? cfg->http_listen : n->http_addr);
     n->cfg.master.data_dir = n->data_dir;
     n->cfg.master.listen_host = n->listen_host;
     n->cfg.http_addr = n->http_addr;
+    n->cfg.http_listen = n->http_listen;
+    n->cfg.rpc_advertise = NULL;  /* copied into rpc_addr below */
+    n->cfg.raft_advertise = NULL; /* given to raft, which copies it */
     ms_status_set_role(status, false, NULL);
 
     if (mkdir(n->data_dir, 0755) != 0 && errno != EEXIST) {
@@ -1094,6 +1128,13 @@ int ms_node_start(uv_loop_t *loop,
         goto err;
     }
 
+    if (cfg->rpc_advertise && *cfg->rpc_advertise) {
+        snprintf(n->rpc_addr, sizeof(n->rpc_addr), "%s", cfg->rpc_advertise);
+    } else {
+        snprintf(n->rpc_addr, sizeof(n->rpc_addr), "%s:%d", n->listen_host,
+                 ms_node_rpc_port(n));
+    }
+
     if (admin) {
         rc = ms_admin_attach(admin, loop, ms__node_admin, n);
         if (rc != 0) {
@@ -1108,6 +1149,7 @@ int ms_node_start(uv_loop_t *loop,
     ro.id = cfg->id;
     ro.dir = rdir;
     ro.listen = cfg->raft_listen;
+    ro.advertise = cfg->raft_advertise;
     ro.peers = cfg->peers;
     ro.npeers = cfg->npeers;
     ro.bootstrap = cfg->bootstrap;
@@ -1128,9 +1170,10 @@ int ms_node_start(uv_loop_t *loop,
     n->tick_open = true;
     uv_timer_start(&n->tick, ms__node_tick, MS__NODE_TICK_MS, MS__NODE_TICK_MS);
     rt_log(RT_LOG_INFO,
-           "master %" PRIu64 " up: rpc %s:%d, raft %s, %zu voters configured",
-           cfg->id, n->listen_host, ms_node_rpc_port(n), ms_raft_addr(n->raft),
-           cfg->npeers ? cfg->npeers : (size_t)1);
+           "master %" PRIu64
+           " up: rpc %s:%d (advertised %s), raft %s, %zu voters configured",
+           cfg->id, n->listen_host, ms_node_rpc_port(n), n->rpc_addr,
+           ms_raft_addr(n->raft), cfg->npeers ? cfg->npeers : (size_t)1);
     ms__node_publish(n);
     *out = n;
     return 0;
@@ -1157,7 +1200,12 @@ int ms_node_rpc_port(const struct ms_node *n)
 
 const char *ms_node_raft_addr(const struct ms_node *n)
 {
-    return n->raft ? ms_raft_addr(n->raft) : "";
+    return n->raft ? ms_raft_bind_addr(n->raft) : "";
+}
+
+const char *ms_node_rpc_addr(const struct ms_node *n)
+{
+    return n->rpc_addr;
 }
 
 static void ms__node_raft_closed(void *ud)

@@ -39,9 +39,17 @@ struct ms_node_config
     /* The leader session's configuration; data_dir and the RPC listener
      * are the member's (cat, events, no_listen are set here). */
     struct ms_master_config master;
-    const char *http_addr; /* this member's HTTP "host:port" ("" = none) */
-    uint64_t id;           /* Raft id, >= 1 */
+    /* This member's HTTP "host:port" as others reach it (published in the
+     * masters list, NotLeader hints and 307 redirects; "" = none), and the
+     * one bound (re-execution binds it again; NULL = http_addr). */
+    const char *http_addr;
+    const char *http_listen;
+    /* The RPC "host:port" others dial (NULL or "" = the bound host and
+     * port). */
+    const char *rpc_advertise;
+    uint64_t id; /* Raft id, >= 1 */
     const char *raft_listen;
+    const char *raft_advertise;       /* NULL or "" = raft_listen */
     const struct ms_raft_peer *peers; /* initial voters (empty: alone) */
     size_t npeers;
     bool bootstrap, join;
@@ -70,6 +78,8 @@ int ms_node_start(uv_loop_t *loop,
 int ms_node_rpc_port(const struct ms_node *n);
 /* The raft transport address actually bound. */
 const char *ms_node_raft_addr(const struct ms_node *n);
+/* The RPC address published to the others (advertised, else bound). */
+const char *ms_node_rpc_addr(const struct ms_node *n);
 /* Begins shutdown (idempotent); then run the loop dry and destroy. */
 void ms_node_stop(struct ms_node *n);
 void ms_node_destroy(struct ms_node *n);

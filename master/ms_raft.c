@@ -59,7 +59,8 @@ struct ms_raft
     void (*on_change)(void *ud);
     void *ud;
     uint64_t id;
-    char addr[MS_RAFT_ADDR_SIZE];
+    char addr[MS_RAFT_ADDR_SIZE]; /* advertised: in the configuration */
+    char bind[MS_RAFT_ADDR_SIZE]; /* bound */
     uv_timer_t poll;
     uv_timer_t kick;
     bool timers;   /* poll and kick initialised */
@@ -442,9 +443,20 @@ int ms_raft_start(uv_loop_t *loop,
     r->on_change = on_change;
     r->ud = ud;
     r->seen_state = -1;
-    rv = ms_raft__resolve_listen(o->listen, r->addr, errmsg);
+    rv = ms_raft__resolve_listen(o->listen, r->bind, errmsg);
     if (rv != 0)
         goto err_after_alloc;
+    if (o->advertise && *o->advertise) {
+        if (strlen(o->advertise) >= MS_RAFT_ADDR_SIZE) {
+            rt_errmsg_printf(errmsg, "raft advertise address %s: too long",
+                             o->advertise);
+            rv = RT_EINVAL;
+            goto err_after_alloc;
+        }
+        snprintf(r->addr, sizeof(r->addr), "%s", o->advertise);
+    } else {
+        snprintf(r->addr, sizeof(r->addr), "%s", r->bind);
+    }
 
     r->rfsm.version = 2;
     r->rfsm.data = r;
@@ -467,6 +479,19 @@ int ms_raft_start(uv_loop_t *loop,
         rt_errmsg_printf(errmsg, "raft transport: %s", raft_strerror(rv));
         rv = ms_raft__err(r, rv);
         goto err_after_alloc;
+    }
+    if (strcmp(r->addr, r->bind) != 0) {
+        /* libraft listens on the address raft_init() names unless told
+         * otherwise; the configuration keeps the advertised one. */
+        rv = r->tls ? ms_rtls_set_bind_address(&r->transport, r->bind)
+                    : raft_uv_tcp_set_bind_address(&r->transport, r->bind);
+        if (rv != 0) {
+            rt_errmsg_printf(errmsg, "raft bind address %s: %s", r->bind,
+                             raft_strerror(rv));
+            rv = ms_raft__err(r, rv);
+            ms_raft__transport_free(r);
+            goto err_after_alloc;
+        }
     }
     rv = raft_uv_init(&r->io, loop, o->dir, &r->transport);
     if (rv != 0) {
@@ -522,8 +547,9 @@ int ms_raft_start(uv_loop_t *loop,
     uv_timer_start(&r->poll, ms_raft__poll_cb, MS_RAFT_POLL_MS,
                    MS_RAFT_POLL_MS);
     ms_raft__kick(r);
-    rt_log(RT_LOG_INFO, "raft %llu: started on %s (%s), dir %s%s",
-           (unsigned long long)r->id, r->addr,
+    rt_log(RT_LOG_INFO,
+           "raft %llu: started on %s (advertised %s, %s), dir %s%s",
+           (unsigned long long)r->id, r->bind, r->addr,
            r->tls ? "mutual TLS" : "plain TCP", o->dir,
            bootstrap ? " (bootstrapped)" : "");
     *out = r;
@@ -645,6 +671,11 @@ uint64_t ms_raft_id(const struct ms_raft *r)
 const char *ms_raft_addr(const struct ms_raft *r)
 {
     return r->addr;
+}
+
+const char *ms_raft_bind_addr(const struct ms_raft *r)
+{
+    return r->bind;
 }
 
 uint64_t ms_raft_leader(struct ms_raft *r, const char **addr)

@@ -116,6 +116,10 @@ struct ms_raft_opts
     uint64_t id;     /* >= 1 */
     const char *dir; /* libraft's directory, created if missing (one level) */
     const char *listen; /* raft transport bind "IPv4:port"; port 0 = pick */
+    /* The address the other members dial, as the configuration stores it
+     * (a name or another IP than the bound one: 0.0.0.0, NAT). NULL or ""
+     * = the bound address. Needs a listen port other than 0. */
+    const char *advertise;
     /* Initial voters, this member included; only read to bootstrap an empty
      * dir. Empty = one member {id: listen}. */
     const struct ms_raft_peer *peers;
@@ -189,9 +193,12 @@ bool ms_raft_is_leader(struct ms_raft *r);
 /* The TLS transport's counters (ms_rtls.h); all zero over plain TCP. */
 struct ms_rtls_stats;
 void ms_raft_transport_stats(struct ms_raft *r, struct ms_rtls_stats *out);
-/* This member's id and raft address (port 0 resolved). */
+/* This member's id and raft address as the others dial it (the advertised
+ * one, else the bound one with port 0 resolved). */
 uint64_t ms_raft_id(const struct ms_raft *r);
 const char *ms_raft_addr(const struct ms_raft *r);
+/* The raft transport address actually bound (port 0 resolved). */
+const char *ms_raft_bind_addr(const struct ms_raft *r);
 /* The leader's id (0 = none known) and, in *@addr (optional), its raft
  * address, valid until control returns to the loop ("" when none). */
 uint64_t ms_raft_leader(struct ms_raft *r, const char **addr);

@@ -130,6 +130,7 @@ struct ms_rtls
     unsigned handshake_ms;
     raft_id id;
     char address[MS_RTLS_ADDR_MAX];
+    char bind[MS_RTLS_ADDR_MAX]; /* listen here when set, else on address */
     raft_uv_accept_cb accept_cb;
     int lfd;
     uv_poll_t lpoll;
@@ -995,15 +996,16 @@ static int ms__rtls_listen(struct raft_uv_transport *iface,
                            raft_uv_accept_cb cb)
 {
     struct ms_rtls *t = iface->impl;
+    const char *at = t->bind[0] ? t->bind : t->address;
     char host[MS_RTLS_ADDR_MAX];
     struct sockaddr_storage ss;
     socklen_t len;
     int port, one = 1, rv;
 
-    if (rt_addr_split(t->address, host, sizeof host, &port) != 0 ||
+    if (rt_addr_split(at, host, sizeof host, &port) != 0 ||
         rt_addr_ip(host, port, &ss, &len) != 0) {
         snprintf(iface->errmsg, RAFT_ERRMSG_BUF_SIZE,
-                 "raft tls: bad listen address %.128s", t->address);
+                 "raft tls: bad listen address %.128s", at);
         return RAFT_INVALID;
     }
     t->lfd =
@@ -1030,7 +1032,7 @@ static int ms__rtls_listen(struct raft_uv_transport *iface,
 
 err_sys:
     snprintf(iface->errmsg, RAFT_ERRMSG_BUF_SIZE,
-             "raft tls: listen on %.128s: %s", t->address, strerror(errno));
+             "raft tls: listen on %.128s: %s", at, strerror(errno));
     if (t->lfd >= 0)
         close(t->lfd);
     t->lfd = -1;
@@ -1219,6 +1221,17 @@ void ms_rtls_set_handshake_ms(struct raft_uv_transport *iface, unsigned ms)
     struct ms_rtls *t = iface->impl;
 
     t->handshake_ms = ms > 0 ? ms : MS_RTLS_HANDSHAKE_MS;
+}
+
+int ms_rtls_set_bind_address(struct raft_uv_transport *iface,
+                             const char *address)
+{
+    struct ms_rtls *t = iface->impl;
+
+    if (strlen(address) + 1 > sizeof t->bind)
+        return RAFT_NAMETOOLONG;
+    snprintf(t->bind, sizeof t->bind, "%s", address);
+    return 0;
 }
 
 static void ms__rtls_free_cb(uv_handle_t *h)

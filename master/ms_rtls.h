@@ -68,6 +68,12 @@ int ms_rtls_init(struct raft_uv_transport *t,
  * Before listen/connect. */
 void ms_rtls_set_handshake_ms(struct raft_uv_transport *t, unsigned ms);
 
+/* Listen on @address (numeric HOST:PORT) instead of the address raft_init()
+ * names, which stays the one sent to peers in the raft handshake (the
+ * advertised one); like raft_uv_tcp_set_bind_address. Before listen.
+ * 0 or RAFT_NAMETOOLONG. */
+int ms_rtls_set_bind_address(struct raft_uv_transport *t, const char *address);
+
 /* Releases what ms_rtls_init() allocated: after init when the transport was
  * never used by libraft, or after its close callback fired. */
 void ms_rtls_close(struct raft_uv_transport *t);

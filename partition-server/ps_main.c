@@ -7,9 +7,11 @@
 #include <uv.h>
 
 #include "ps_server.h"
+#include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_notify.h"
 #include "rt_rpc.h"
 #include "rt_tls.h"
 
@@ -21,6 +23,7 @@ static void ps__signal_cb(uv_signal_t *h, int signum)
 {
     (void)h;
     rt_log(RT_LOG_INFO, "signal %d: shutting down", signum);
+    rt_notify("STOPPING=1");
     uv_close((uv_handle_t *)&ps__sigint, NULL);
     uv_close((uv_handle_t *)&ps__sigterm, NULL);
     ps_server_stop(&ps__server);
@@ -41,11 +44,18 @@ int main(int argc, char **argv)
     char *cluster_tls = NULL;
     int insecure_rpc = 0;
     struct rt_tls *tls = NULL;
+    int check_config = 0;
     struct rt_opt opts[] = {
         {"listen", RT_OPT_STR, &listen, "127.0.0.1:0",
          "RPC listen address host:port (port 0 = ephemeral)"},
         {"advertise", RT_OPT_STR, &advertise, "",
-         "address registered with the master (default: the listen address)"},
+         "address registered with the master, which front ends and the "
+         "other partition servers dial: HOST:PORT, a numeric address or a "
+         "DNS name (default: the listen address; required when that is "
+         "0.0.0.0 or ::)"},
+        {"check-config", RT_OPT_BOOL, &check_config, NULL,
+         "parse and check the flags and the config file, then exit: 0 "
+         "valid, 2 not (nothing is opened or bound)"},
         {"master", RT_OPT_STR, &master, "127.0.0.1:10100",
          "rt-master RPC address, or the comma-separated addresses of "
          "several masters (the server follows their leader)"},
@@ -196,6 +206,33 @@ int main(int argc, char **argv)
                          &tls) != 0) {
         rt_config_free(opts);
         return 2;
+    }
+    {
+        char host[256];
+        int port;
+        if (rt_addr_split(listen, host, sizeof(host), &port) != 0) {
+            fprintf(stderr,
+                    "rt-partition-server: --listen: expected HOST:PORT, got "
+                    "'%s'\n",
+                    listen);
+            rt_config_free(opts);
+            return 2;
+        }
+        if (*advertise ? rt_addr_dial_check(advertise, NULL, NULL) != 0
+                       : (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))) {
+            fprintf(stderr,
+                    "rt-partition-server: --advertise: the HOST:PORT others "
+                    "dial (a numeric address or a DNS name) is required "
+                    "with a wildcard --listen; got '%s'\n",
+                    advertise);
+            rt_config_free(opts);
+            return 2;
+        }
+    }
+    if (check_config) {
+        printf("rt-partition-server: configuration OK\n");
+        rt_config_free(opts);
+        return 0;
     }
     /* A peer that vanishes mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);

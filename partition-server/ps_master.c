@@ -50,6 +50,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_masters.h"
+#include "rt_notify.h"
 
 /* Applies a full assignment from the master. @force (registration)
  * accepts any map_version. Persists when something changed. Returns 0 or
@@ -188,6 +189,11 @@ static void ps__register_cb(int status,
            "%zu ranges",
            ps__master_addr(ps), (unsigned long long)ps->server_id, ps->addr,
            ps->ranges.n);
+    /* Serving now: the master knows us and we know our ranges. systemd
+     * ignores READY=1 after the first, so every registration may say it. */
+    rt_notifyf("READY=1\nSTATUS=server %llu (%s), master %s, %zu ranges",
+               (unsigned long long)ps->server_id, ps->addr, ps__master_addr(ps),
+               ps->ranges.n);
     rt__register_resp__free_unpacked(resp, NULL);
 }
 

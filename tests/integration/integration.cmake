@@ -74,6 +74,21 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       ignored), accounts file reload (add, remove,
 #                       key2 rotation with no failed request, bad or
 #                       world-readable file ignored); no secret logged
+#   test_deploy         every example config passes --check-config; the
+#                       install tree and its systemd units (systemd-analyze
+#                       verify); deploy/examples/cluster on loopback with
+#                       names: READY=1/STOPPING=1 on a test \$NOTIFY_SOCKET,
+#                       advertised names in the masters list, the SDK
+#                       through both front ends; rtctl handover, then a
+#                       partition server restarted under writes: only 2xx
+#                       and retried 503s
+#   test_backup         tools/rt-backup: a table of every EDM type, unicode
+#                       keys, 1,250 entities (paging, transactions of 100)
+#                       backed up and restored (new name, after a drop):
+#                       identical; create mode does not overwrite; a
+#                       tampered backup is refused; the whole-cluster
+#                       files (mdb_copy live, restore = stop, put back,
+#                       start) give back exactly the backup
 #   test_hostile        the front end against hostile clients: 2,500 slow
 #                       connections (a normal SDK client still served, the
 #                       oldest shed for the reserve, all closed by the
@@ -128,6 +143,8 @@ set(RT_INTEGRATION_TESTS
   test_masters_list
   test_master_ha
   test_https
+  test_deploy
+  test_backup
   test_hostile
   test_multihost
   test_metrics

@@ -2,6 +2,7 @@
 rt_unit_test(test_rpc rt)
 rt_unit_test(test_filter rt)
 rt_unit_test(test_masters rt)
+rt_unit_test(test_notify rt)
 rt_unit_test(test_metrics rt)
 rt_unit_test(test_tls rt)
 # The same RPC cases with every connection under mutual TLS.

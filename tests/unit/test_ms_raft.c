@@ -425,6 +425,7 @@ struct trio
     char tmp[N3][64];
     char dir[N3][160];
     struct ms_raft_peer peers[N3];
+    char bind[N3][MS_RAFT_ADDR_SIZE]; /* "" = bind peers[i].addr */
     struct toy t[N3];
     struct ms_raft *r[N3]; /* NULL once closed */
 };
@@ -437,7 +438,8 @@ static void trio_start(struct trio *c, int i)
 
     o.id = c->peers[i].id;
     o.dir = c->dir[i];
-    o.listen = c->peers[i].addr;
+    o.listen = c->bind[i][0] ? c->bind[i] : c->peers[i].addr;
+    o.advertise = c->bind[i][0] ? c->peers[i].addr : NULL;
     o.peers = c->peers;
     o.npeers = N3;
     o.bootstrap = true;
@@ -588,6 +590,52 @@ static void test_three_members(void **state)
     close_member(&c->loop, c->r[other]);
     c->r[other] = NULL;
 
+    assert_int_equal(uv_loop_close(&c->loop), 0);
+    for (int i = 0; i < N3; i++) {
+        toy_free(&c->t[i]);
+        th_dir_remove(c->tmp[i]);
+    }
+    free(c);
+}
+
+/* Members that bind one address and advertise a name: the configuration
+ * holds the names, libraft listens on the bound addresses and dials the
+ * names (resolving them), and the group elects and replicates. */
+static void test_three_members_advertised(void **state)
+{
+    struct trio *c = calloc(1, sizeof *c);
+    struct trio_n a = {c, 20};
+    struct ms_raft_member m[4];
+    int l;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&c->loop), 0);
+    for (int i = 0; i < N3; i++) {
+        int port = free_port();
+        assert_int_equal(th_dir_create("ms_raft", c->tmp[i], 64), 0);
+        snprintf(c->dir[i], sizeof c->dir[i], "%s/raft", c->tmp[i]);
+        c->peers[i].id = (uint64_t)i + 1;
+        snprintf(c->peers[i].addr, sizeof c->peers[i].addr, "localhost:%d",
+                 port);
+        snprintf(c->bind[i], sizeof c->bind[i], "127.0.0.1:%d", port);
+    }
+    for (int i = 0; i < N3; i++)
+        trio_start(c, i);
+    for (int i = 0; i < N3; i++) {
+        assert_string_equal(ms_raft_addr(c->r[i]), c->peers[i].addr);
+        assert_string_equal(ms_raft_bind_addr(c->r[i]), c->bind[i]);
+    }
+    assert_true(run_until(&c->loop, trio_has_leader, c, 5000));
+    l = trio_leader(c);
+    assert_int_equal(ms_raft_config(c->r[l], m, 4), 3);
+    for (int i = 0; i < N3; i++)
+        assert_string_equal(m[i].addr, c->peers[m[i].id - 1].addr);
+    for (uint32_t i = 0; i < 20; i++)
+        propose_u32(c->r[l], i);
+    assert_true(run_until(&c->loop, trio_applied, &a, 5000));
+    trio_assert_same(c, 20);
+    for (int i = 0; i < N3; i++)
+        close_member(&c->loop, c->r[i]);
     assert_int_equal(uv_loop_close(&c->loop), 0);
     for (int i = 0; i < N3; i++) {
         toy_free(&c->t[i]);
@@ -902,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_busy_skips),
         cmocka_unit_test(test_restore_failure_fails_start),
         cmocka_unit_test(test_three_members),
+        cmocka_unit_test(test_three_members_advertised),
         cmocka_unit_test(test_join_add_remove),
         cmocka_unit_test(test_fixture_election_safety),
         cmocka_unit_test(test_empty_dir_with_peers_refused),

@@ -1,6 +1,7 @@
 /* RPC layer: framing, the frame reader, and request/reply over real libuv TCP
  * connections on loopback. With --tls every connection runs under mutual
  * TLS (a cluster CA made for the run), and the same cases must hold. */
+#include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "rt.pb-c.h"
+#include "rt_addr.h"
 #include "rt_buf.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -1374,6 +1377,92 @@ static void test_bad_addr(void **state)
     fx_run_and_close();
 }
 
+/* Host names: what a DNS name may look like (RFC 1123), and what the
+ * client accepts to dial. */
+static void test_addr_names(void **state)
+{
+    int numeric = -1;
+    (void)state;
+    assert_true(rt_addr_name_valid("rt-m1.internal"));
+    assert_true(rt_addr_name_valid("rt-m1.internal."));
+    assert_true(rt_addr_name_valid("a"));
+    assert_false(rt_addr_name_valid(""));
+    assert_false(rt_addr_name_valid("-a.b"));
+    assert_false(rt_addr_name_valid("a-.b"));
+    assert_false(rt_addr_name_valid("a..b"));
+    assert_false(rt_addr_name_valid("a_b"));
+    assert_false(rt_addr_name_valid("1.2.3.999"));
+    assert_int_equal(
+        rt_addr_dial_check("rt-ps1.internal:10200", NULL, &numeric), 0);
+    assert_int_equal(numeric, 0);
+    assert_int_equal(rt_addr_dial_check("10.0.0.1:10200", NULL, &numeric), 0);
+    assert_int_equal(numeric, 1);
+    assert_int_equal(rt_addr_dial_check("rt-ps1.internal:0", NULL, NULL),
+                     RT_EINVAL);
+    assert_int_equal(rt_addr_dial_check("bad_name:1", NULL, NULL), RT_EINVAL);
+}
+
+/* A client given this machine's host name resolves it and connects (the
+ * server listens on every address, wherever the name points locally). */
+static void test_connect_by_name(void **state)
+{
+    char host[256], addr[300];
+    struct addrinfo *ai = NULL;
+    (void)state;
+    if (gethostname(host, sizeof(host)) != 0 || !rt_addr_name_valid(host) ||
+        getaddrinfo(host, NULL, NULL, &ai) != 0) {
+        skip();
+    }
+    freeaddrinfo(ai);
+    fx_init();
+    assert_int_equal(
+        rt_rpc_server_start(&F.loop, "0.0.0.0", 0, srv_echo, NULL, &F, &F.srv),
+        0);
+    F.port = rt_rpc_server_port(F.srv);
+    snprintf(addr, sizeof(addr), "%s:%d", host, F.port);
+    assert_int_equal(rt_rpc_client_start(&F.loop, addr, NULL, NULL, &F, &F.cli),
+                     0);
+    assert_int_equal(rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING,
+                                 (const uint8_t *)"early", 5, 5000,
+                                 connecting_reply_cb, NULL),
+                     0);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_equal(F.status[0], 0);
+}
+
+/* A name that does not resolve fails the calls waiting on it; closing the
+ * client while a resolution may be in flight leaks nothing (the loop
+ * closes with no handle left). */
+static void unresolved_reply_cb(int status,
+                                const uint8_t *body,
+                                size_t len,
+                                void *arg)
+{
+    (void)body;
+    (void)len;
+    (void)arg;
+    F.status[0] = status;
+    F.calls_done[0]++;
+    fx_finish();
+}
+
+static void test_connect_unresolved(void **state)
+{
+    (void)state;
+    fx_init();
+    assert_int_equal(rt_rpc_client_start(&F.loop, "no-such-host.invalid:1",
+                                         NULL, NULL, &F, &F.cli),
+                     0);
+    assert_int_equal(
+        rt_rpc_call(rt_rpc_client_conn(F.cli), RT__METHOD__PING,
+                    (const uint8_t *)"x", 1, 5000, unresolved_reply_cb, NULL),
+        0);
+    fx_run_and_close();
+    assert_int_equal(F.calls_done[0], 1);
+    assert_int_not_equal(F.status[0], 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Output gate                                                         */
 /* ------------------------------------------------------------------ */
@@ -1516,6 +1605,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_close_cancels),
         cmocka_unit_test(test_big_bodies),
         cmocka_unit_test(test_bad_addr),
+        cmocka_unit_test(test_addr_names),
+        cmocka_unit_test(test_connect_by_name),
+        cmocka_unit_test(test_connect_unresolved),
         cmocka_unit_test(test_output_gate),
         /* Last, plain only: their peer is a raw socket, which under TLS
          * never gets past the handshake (test_rpc_tls covers that). */

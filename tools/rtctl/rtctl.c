@@ -4,6 +4,7 @@
  *   rtctl [--master-http HOST:PORT[,HOST:PORT...]] status [--json]
  *   rtctl split RANGE [KEY] | merge RANGE | move RANGE SERVER [--json]
  *   rtctl transfer RANGE SERVER [--json]
+ *   rtctl handover SERVER
  *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
  *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
  *   rtctl cluster init|add-node ...   (offline: rtctl_cluster.c)
@@ -70,6 +71,10 @@ static void rtctl_usage(FILE *out)
         "  transfer RANGE SERVER   hand the primary role of replicated\n"
         "                          RANGE to SERVER, an in-sync replica (no\n"
         "                          copy); prints the ServerBusy window\n"
+        "  handover SERVER         hand the primary role of every\n"
+        "                          replicated range SERVER leads to another\n"
+        "                          live in-sync replica (before stopping\n"
+        "                          it: a rolling restart)\n"
         "  drain SERVER            move every range off SERVER and keep new\n"
         "                          ones away; waits until it is empty\n"
         "      --cancel            stop draining SERVER\n"
@@ -1095,6 +1100,131 @@ static int rtctl_parse_id(const char *what, const char *s, uint64_t *out)
     return 0;
 }
 
+/* Before a partition server is stopped (a rolling restart): hands the
+ * primary role of every replicated range it leads to another in-sync
+ * replica on a live server, one range at a time (each a transfer, a
+ * ServerBusy window of milliseconds, rather than the failover its stop
+ * would cause: seconds, and a write in flight answered with an unknown
+ * outcome). Targets are spread: the live in-sync replica whose server
+ * leads the fewest ranges; a range busy with another operation (409) is
+ * tried again until --timeout. Prints each transfer; 0 when the server
+ * leads no replicated range any more, 1 otherwise (an RF 1 range or one
+ * without another in-sync copy is named and left). */
+static int rtctl_handover(const char *addr, uint64_t server, int timeout_s)
+{
+    int rc = 0, done = 0;
+    time_t end = time(NULL) + timeout_s;
+
+    for (int round = 0; round < 10000; round++) {
+        json_t *root = NULL, *o, *v;
+        size_t i, j;
+        long long range = -1, target = -1, best = -1;
+        int status =
+            rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, &root);
+        if (status != 200) {
+            if (status > 0) {
+                json_decref(root);
+            }
+            return 1;
+        }
+        json_array_foreach(json_object_get(root, "ranges"), i, o)
+        {
+            if (rtctl_jint(o, "server") != (long long)server ||
+                rtctl_jint(o, "rf") <= 1) {
+                continue;
+            }
+            json_array_foreach(json_object_get(o, "insync"), j, v)
+            {
+                long long cand = (long long)json_number_value(v);
+                long long leads = -1;
+                size_t k;
+                json_t *s2;
+                int up = 0;
+                if (cand == (long long)server) {
+                    continue;
+                }
+                json_array_foreach(json_object_get(root, "servers"), k, s2)
+                {
+                    if (rtctl_jint(s2, "id") == cand) {
+                        up = !strncmp(rtctl_str(s2, "state", ""), "up", 2);
+                        leads = rtctl_jint(s2, "ranges");
+                    }
+                }
+                if (up && (best < 0 || leads < best)) {
+                    best = leads;
+                    target = cand;
+                }
+            }
+            range = rtctl_jint(o, "id");
+            if (target >= 0) {
+                break;
+            }
+            fprintf(stderr,
+                    "rtctl: range %lld: no other live in-sync replica; "
+                    "left on server %" PRIu64 "\n",
+                    range, server);
+            rc = 1;
+            range = -1;
+        }
+        json_decref(root);
+        if (range < 0 || target < 0) {
+            if (rc == 0) {
+                printf("server %" PRIu64
+                       " leads no replicated range (%d handed over)\n",
+                       server, done);
+            }
+            return rc;
+        }
+        {
+            char path[128];
+            snprintf(path, sizeof(path), "/api/transfer?range=%lld&server=%lld",
+                     range, target);
+            printf("range %lld: server %" PRIu64 " -> %lld\n", range, server,
+                   target);
+            fflush(stdout);
+            status = rtctl_call(addr, "POST", path, timeout_s, &root);
+            if (status == 409 &&
+                strstr(rtctl_str(root, "error", ""), "busy") != NULL &&
+                time(NULL) < end) {
+                /* Another operation holds the range (an assignment after
+                 * a restart, a move): wait and look again. */
+                printf("range %lld: %s; retrying\n", range,
+                       rtctl_str(root, "error", "busy"));
+                json_decref(root);
+                usleep(500 * 1000);
+                continue;
+            }
+            if (rtctl_action_result(status, root, 0) != 0) {
+                return 1;
+            }
+            done++;
+            /* The status is republished shortly after (coalesced): wait
+             * for it, so the next round does not see this range again. */
+            for (int w = 0; w < 50; w++) {
+                json_t *st = NULL, *r;
+                size_t k;
+                int moved = 0;
+                if (rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S,
+                               &st) == 200) {
+                    json_array_foreach(json_object_get(st, "ranges"), k, r)
+                    {
+                        if (rtctl_jint(r, "id") == range &&
+                            rtctl_jint(r, "server") != (long long)server) {
+                            moved = 1;
+                        }
+                    }
+                }
+                json_decref(st);
+                if (moved) {
+                    break;
+                }
+                usleep(100 * 1000);
+            }
+        }
+    }
+    return 1;
+}
+
 /* Polls the status until @server holds no range and no move involves it. */
 static int rtctl_drain_wait(const char *addr, uint64_t server, int timeout_s)
 {
@@ -1361,6 +1491,14 @@ int main(int argc, char **argv)
             rc = rtctl_drain_wait(addr, id, timeout_s);
         }
         return rc;
+    }
+    if (!strcmp(cmd, "handover")) {
+        uint64_t id = 0;
+        if (nargs != 1 || rtctl_parse_id("SERVER", args[0], &id) != 0) {
+            fprintf(stderr, "rtctl: usage: rtctl handover SERVER\n");
+            return 2;
+        }
+        return rtctl_handover(addr, id, timeout_s);
     }
     if (!strcmp(cmd, "master")) {
         const char *sub = nargs ? args[0] : "";
