@@ -18,6 +18,7 @@
 static struct ps_server ps__server;
 static uv_signal_t ps__sigint;
 static uv_signal_t ps__sigterm;
+static uv_signal_t ps__sighup;
 
 static void ps__signal_cb(uv_signal_t *h, int signum)
 {
@@ -26,7 +27,21 @@ static void ps__signal_cb(uv_signal_t *h, int signum)
     rt_notify("STOPPING=1");
     uv_close((uv_handle_t *)&ps__sigint, NULL);
     uv_close((uv_handle_t *)&ps__sigterm, NULL);
+    uv_close((uv_handle_t *)&ps__sighup, NULL);
     ps_server_stop(&ps__server);
+}
+
+/* `systemctl reload` sends SIGHUP to every daemon; a partition server has
+ * nothing it can re-read (its credentials and flags take a restart), and
+ * must not die of it: systemd would count that as a clean exit and not
+ * restart it. */
+static void ps__sighup_cb(uv_signal_t *h, int signum)
+{
+    (void)h;
+    (void)signum;
+    rt_log(RT_LOG_INFO,
+           "SIGHUP: nothing to reload (flags and credentials take a "
+           "restart: rtctl handover, then restart)");
 }
 
 int main(int argc, char **argv)
@@ -269,13 +284,17 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 1;
     }
+    /* Until the loop's handler is in place, a SIGHUP must not end it. */
+    signal(SIGHUP, SIG_IGN);
     uv_signal_init(&loop, &ps__sigint);
     uv_signal_init(&loop, &ps__sigterm);
+    uv_signal_init(&loop, &ps__sighup);
     rc = ps_server_start(&ps__server, &loop, &cfg);
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "start failed: %s", ps__server.errmsg);
         uv_close((uv_handle_t *)&ps__sigint, NULL);
         uv_close((uv_handle_t *)&ps__sigterm, NULL);
+        uv_close((uv_handle_t *)&ps__sighup, NULL);
         ps_server_stop(&ps__server);
         /* 2: the data directory is unusable (a truncated data.mdb, ...);
          * restarting will not help, the operator must act. */
@@ -283,6 +302,7 @@ int main(int argc, char **argv)
     } else {
         uv_signal_start(&ps__sigint, ps__signal_cb, SIGINT);
         uv_signal_start(&ps__sigterm, ps__signal_cb, SIGTERM);
+        uv_signal_start(&ps__sighup, ps__sighup_cb, SIGHUP);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     ps_server_close(&ps__server);

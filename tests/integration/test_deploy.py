@@ -480,6 +480,15 @@ def test_example_cluster_on_loopback(tmp_path):
         print("example cluster: masters ready in %.1fs, all in %.1fs"
               % (t_masters, t_all))
 
+        # `systemctl reload` (the units' ExecReload) sends SIGHUP to each
+        # daemon: each re-reads what it can and none dies of it.
+        for node, proc in c.procs.items():
+            proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        for node, proc in c.procs.items():
+            assert proc.poll() is None, "%s exited on SIGHUP: %s" % (
+                node, proc.returncode)
+
         # The masters list shows the advertised names, not the binds. A
         # follower answers 307 to the leader's --http-advertise address
         # (a name here), which urllib follows.
