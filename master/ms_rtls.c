@@ -724,6 +724,19 @@ static void ms__rtls_conn_free(struct ms_rtls_conn *c)
     free(c);
 }
 
+/* Takes @c off @t's list of connections. */
+static void ms__rtls_conn_unlink(struct ms_rtls *t, struct ms_rtls_conn *c)
+{
+    pthread_mutex_lock(&t->mu);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        t->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&t->mu);
+}
+
 /* Links @c and starts its thread, with every signal blocked there (signals
  * are the loop's business). 0 or RT_ENOMEM; on error @c is freed. */
 static int ms__rtls_conn_start(struct ms_rtls_conn *c)
@@ -751,14 +764,7 @@ static int ms__rtls_conn_start(struct ms_rtls_conn *c)
         c->thread_started = true;
         return 0;
     }
-    pthread_mutex_lock(&t->mu);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        t->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    pthread_mutex_unlock(&t->mu);
+    ms__rtls_conn_unlink(t, c);
     ms__rtls_conn_free(c);
     return RT_ENOMEM;
 }
@@ -831,14 +837,7 @@ static void ms__rtls_reap(struct ms_rtls_conn *c)
     struct ms_rtls *t = c->t;
 
     pthread_join(c->thread, NULL);
-    pthread_mutex_lock(&t->mu);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        t->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    pthread_mutex_unlock(&t->mu);
+    ms__rtls_conn_unlink(t, c);
     if (!c->outgoing && c->counted_handshaking) {
         t->handshaking--;
         t->stats.refused++;

@@ -951,6 +951,20 @@ static int rtctl_call(const char *addr,
     return status;
 }
 
+/* GET /api/status into *@root (caller decrefs): 0, or -1 after printing
+ * why. */
+static int rtctl_get_status(const char *addr, json_t **root)
+{
+    int status = rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, root);
+    if (status != 200) {
+        if (status > 0) {
+            json_decref(*root);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 static long long rtctl_jint(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
@@ -1119,12 +1133,7 @@ static int rtctl_handover(const char *addr, uint64_t server, int timeout_s)
         json_t *root = NULL, *o, *v;
         size_t i, j;
         long long range = -1, target = -1, best = -1;
-        int status =
-            rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, &root);
-        if (status != 200) {
-            if (status > 0) {
-                json_decref(root);
-            }
+        if (rtctl_get_status(addr, &root) != 0) {
             return 1;
         }
         json_array_foreach(json_object_get(root, "ranges"), i, o)
@@ -1182,7 +1191,7 @@ static int rtctl_handover(const char *addr, uint64_t server, int timeout_s)
             printf("range %lld: server %" PRIu64 " -> %lld\n", range, server,
                    target);
             fflush(stdout);
-            status = rtctl_call(addr, "POST", path, timeout_s, &root);
+            int status = rtctl_call(addr, "POST", path, timeout_s, &root);
             if (status == 409 &&
                 strstr(rtctl_str(root, "error", ""), "busy") != NULL &&
                 time(NULL) < end) {
@@ -1234,12 +1243,7 @@ static int rtctl_drain_wait(const char *addr, uint64_t server, int timeout_s)
         json_t *root = NULL, *o;
         size_t i;
         long long left = -1, moving = 0;
-        int status =
-            rtctl_call(addr, "GET", "/api/status", RTCTL_TIMEOUT_S, &root);
-        if (status != 200) {
-            if (status > 0) {
-                json_decref(root);
-            }
+        if (rtctl_get_status(addr, &root) != 0) {
             return 1;
         }
         json_array_foreach(json_object_get(root, "servers"), i, o)
