@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Follows docs/DEPLOY.md once, from scratch, on fresh "hosts" made of Linux
+# network namespaces, and times each step (how the guide was checked).
+#
+#   sudo deploy/walkthrough/netns-walkthrough.sh [BUILD_DIR]   (default build/release)
+#
+# Contract:
+#  - Needs root, iproute2, util-linux (unshare, nsenter, setpriv), overlayfs,
+#    /usr/bin/python3 with azure.data.tables, mdb_copy. A Release build in
+#    BUILD_DIR (cmake --build done; this script runs `cmake --install`).
+#  - Hosts: rt-m1..3, rt-ps1..3, rt-fe1..2 at the addresses of
+#    deploy/examples/cluster/hosts.example, and "admin" (10.0.9.5: the admin,
+#    client and monitoring host), one namespace each ("rtw-HOST"), joined by
+#    a bridge in its own namespace ("rtw-sw"). No address, route or bridge is
+#    made in the caller's namespace.
+#  - Each host has its own /etc, /var, /usr/local and /root: overlays (upper
+#    layers under WORK) in a mount namespace held by one `sleep` per host;
+#    every command of that host runs in it (nsenter). So the guide's paths
+#    (/etc/rangetable, /var/lib/rangetable, /usr/local/bin, the user made by
+#    systemd-sysusers) are used as written, and the machine's own /etc,
+#    /var and /usr/local are never written.
+#  - systemd is not PID 1 here: "systemctl start UNIT" runs the installed
+#    unit's ExecStart= as its User= (setpriv) with its UMask=, after
+#    `systemd-analyze verify` of the unit; readiness is polled (rtctl status,
+#    the port) instead of READY=1.
+#  - Every process is started by this script and stopped by its PID; on exit
+#    (also on error or Ctrl-C) the daemons, the holders and the namespaces
+#    are removed. WORK (default /tmp/rt-walk) keeps logs and timings.tsv.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$REPO/build/release}
+WORK=${RT_WALK_DIR:-/tmp/rt-walk}
+PY=/usr/bin/python3
+HOSTS="rt-m1 rt-m2 rt-m3 rt-ps1 rt-ps2 rt-ps3 rt-fe1 rt-fe2 admin"
+declare -A ADDR=([rt-m1]=10.0.1.11 [rt-m2]=10.0.1.12 [rt-m3]=10.0.1.13
+    [rt-ps1]=10.0.2.21 [rt-ps2]=10.0.2.22 [rt-ps3]=10.0.2.23
+    [rt-fe1]=10.0.3.31 [rt-fe2]=10.0.3.32 [admin]=10.0.9.5)
+declare -A HOLD=()   # host -> PID of the process holding its mount namespace
+declare -A DPID=()   # host -> PID of its daemon
+NSS=()
+
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 2; }
+for ns in $(ip netns list | awk '{print $1}'); do
+    case $ns in rtw-*) echo "namespace $ns exists: another walkthrough runs" >&2; exit 2 ;; esac
+done
+
+cleanup() {
+    set +e
+    for h in "${!DPID[@]}"; do kill -TERM "${DPID[$h]}" 2>/dev/null; done
+    sleep 1
+    for h in "${!DPID[@]}"; do kill -KILL "${DPID[$h]}" 2>/dev/null; done
+    [ -n "${WRITER:-}" ] && kill -KILL "$WRITER" 2>/dev/null
+    for h in "${!HOLD[@]}"; do kill -KILL "${HOLD[$h]}" 2>/dev/null; done
+    wait 2>/dev/null
+    for ns in "${NSS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+rm -rf "$WORK"
+mkdir -p "$WORK/logs"
+TIMINGS=$WORK/timings.tsv
+: >"$TIMINGS"
+T0=0
+step() { T0=$(date +%s.%N); echo "== $*"; STEP="$*"; }
+done_step() {
+    local t
+    t=$(echo "$(date +%s.%N) - $T0" | bc)
+    printf '%s\t%.2f s\t%s\n' "$STEP" "$t" "${1:-}" | tee -a "$TIMINGS"
+}
+
+# on HOST CMD...: CMD in HOST's network and mount namespaces, as root.
+on() { local h=$1; shift; nsenter -t "${HOLD[$h]}" -m -n -- "$@"; }
+# as HOST CMD...: the same as the units' User=rangetable with UMask=0027.
+as() {
+    local h=$1; shift
+    on "$h" setpriv --reuid rangetable --regid rangetable --init-groups \
+        sh -c 'umask 0027; exec "$@"' sh "$@"
+}
+# unit_exec HOST UNIT INSTANCE EXTRA: the installed unit's ExecStart= line.
+unit_exec() {
+    local line
+    line=$(on "$1" sed -n 's/^ExecStart=//p' "/usr/local/lib/systemd/system/$2")
+    line=${line//%i/$3}
+    echo "${line//\$RT_MASTER_ARGS/$4}"
+}
+# start HOST UNIT INSTANCE [EXTRA]: "systemctl start UNIT" by hand.
+start() {
+    local h=$1 cmd
+    cmd=$(unit_exec "$1" "$2" "${3:-}" "${4:-}")
+    # shellcheck disable=SC2086
+    as "$h" $cmd >>"$WORK/logs/$h.log" 2>&1 &
+    DPID[$h]=$!
+}
+# stop HOST: "systemctl stop" (SIGTERM, wait).
+stop() {
+    local h=$1 rc=0
+    kill -TERM "${DPID[$h]}"
+    wait "${DPID[$h]}" || rc=$?
+    unset "DPID[$h]"
+    [ "$rc" = 0 ] || echo "   $h exited $rc" >&2
+}
+admin() {
+    on admin env RT_MASTER_HTTP=rt-m1.internal:10101,rt-m2.internal:10101,rt-m3.internal:10101 \
+        RT_ADMIN_TOKEN_FILE=/root/rt-credentials/admin.token "$@"
+}
+status_json() { admin rtctl status --json 2>/dev/null; }
+wait_for() { # wait_for SECONDS CMD...: until CMD succeeds
+    local end=$(($(date +%s) + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$end" ] || { echo "timed out: $*" >&2; return 1; }
+        sleep 0.1
+    done
+}
+jq_status() { status_json | jq -e "$1"; }
+
+# ---- the hosts ----
+step "fresh hosts: 9 namespaces, bridge, overlays"
+ip netns add rtw-sw; NSS+=(rtw-sw)
+ip -n rtw-sw link add br0 type bridge
+ip -n rtw-sw link set br0 up
+for h in $HOSTS; do
+    ns=rtw-$h
+    ip netns add "$ns"; NSS+=("$ns")
+    ip -n "$ns" link set lo up
+    ip -n rtw-sw link add "w-$h" type veth peer name eth0 netns "$ns"
+    ip -n rtw-sw link set "w-$h" master br0 up
+    ip -n "$ns" addr add "${ADDR[$h]}/16" dev eth0
+    ip -n "$ns" link set eth0 up
+    mounts=""
+    for d in etc var usr/local root; do
+        u=$WORK/hosts/$h/${d//\//_}
+        mkdir -p "$u.up" "$u.wk"
+        mounts="$mounts mount -t overlay overlay -o lowerdir=/$d,upperdir=$u.up,workdir=$u.wk /$d &&"
+    done
+    ip netns exec "$ns" unshare --mount --propagation private \
+        sh -c "$mounts exec sleep infinity" &
+    HOLD[$h]=$!
+done
+for h in $HOSTS; do
+    wait_for 10 on "$h" sh -c 'mountpoint -q /root'
+done
+done_step
+
+# ---- 2. install ----
+step "2. cmake --install --prefix, tarball, untar into /usr/local on each host"
+cmake --install "$BUILD" --prefix "$WORK/stage" >"$WORK/logs/install.log"
+tar -C "$WORK/stage" -czf "$WORK/rt.tgz" .
+for h in $HOSTS; do on "$h" tar -C /usr/local -xzf "$WORK/rt.tgz"; done
+done_step
+
+step "1. /etc/hosts block from hosts.example on each host"
+for h in $HOSTS; do
+    on "$h" sh -c 'cat /usr/local/share/doc/rangetable/examples/cluster/hosts.example >> /etc/hosts'
+done
+done_step
+
+step "systemd-analyze verify of the installed units"
+note=""
+for u in rt-master.service rt-partition-server@.service rt-frontend@.service; do
+    f=$WORK/stage/lib/systemd/system/$u
+    [ "$u" = "${u%@.service}" ] || { cp "$f" "$WORK/${u%@.service}@x.service"; f=$WORK/${u%@.service}@x.service; }
+    if out=$(systemd-analyze verify "$f" 2>&1); then :; else note="$note $u: $(echo "$out" | grep -v 'Failed to\|bus' | head -2 | tr '\n' ' ')"; fi
+done
+done_step "${note:-clean}"
+
+# ---- 3. user and directories ----
+step "3. user and directories (every host)"
+for h in $HOSTS; do
+    on "$h" systemd-sysusers /usr/local/lib/sysusers.d/rangetable.conf
+    on "$h" install -d -o root -g root -m 0755 /etc/rangetable
+    # StateDirectory=rangetable, StateDirectoryMode=0750
+    on "$h" install -d -o rangetable -g rangetable -m 0750 /var/lib/rangetable
+done
+for n in 1 2 3; do on "rt-ps$n" install -d -o rangetable -g rangetable -m 0750 "/var/lib/rangetable/ps$n"; done
+done_step
+
+# ---- 4. credentials ----
+step "4. credentials on the admin host (rtctl cluster init, token, accounts, HTTPS cert)"
+on admin rtctl cluster init /root/rt-credentials --masters m1,m2,m3 \
+    --partition-servers ps1,ps2,ps3 --frontends fe1,fe2 >"$WORK/logs/init.log"
+on admin sh -c '(umask 077; openssl rand -hex 32 > /root/rt-credentials/admin.token)'
+on admin sh -c 'umask 077; printf "myaccount %s\n" "$(head -c 64 /dev/urandom | base64 -w0)" > /root/rt-credentials/accounts'
+on admin sh -c 'cd /root/rt-credentials && mkdir -p fe-tls && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=tables.example.com -addext "subjectAltName=DNS:tables.example.com,DNS:rt-fe1.internal,DNS:rt-fe2.internal" -keyout fe-tls/key.pem -out fe-tls/cert.pem 2>/dev/null'
+done_step
+
+# ---- 5. per-host files ----
+CRED=$WORK/hosts/admin/root.up/rt-credentials   # what scp from the admin host reads
+EX=/usr/local/share/doc/rangetable/examples/cluster
+tls_install() { # tls_install HOST NODE
+    on "$1" install -d -o root -g rangetable -m 0750 /etc/rangetable/tls
+    on "$1" install -o root -g rangetable -m 0644 "$CRED/$2/ca.crt" "$CRED/$2/node.crt" /etc/rangetable/tls/
+    on "$1" install -o rangetable -g rangetable -m 0600 "$CRED/$2/node.key" /etc/rangetable/tls/
+}
+step "5. per-host files and --check-config"
+for n in 1 2 3; do
+    h=rt-m$n
+    on "$h" install -o root -g rangetable -m 0640 "$EX/m$n.conf" /etc/rangetable/master.conf
+    tls_install "$h" "m$n"
+    on "$h" install -o rangetable -g rangetable -m 0600 "$CRED/admin.token" /etc/rangetable/admin.token
+    h=rt-ps$n
+    on "$h" install -o root -g rangetable -m 0640 "$EX/ps$n.conf" "/etc/rangetable/ps$n.conf"
+    tls_install "$h" "ps$n"
+done
+for n in 1 2; do
+    h=rt-fe$n
+    on "$h" install -o root -g rangetable -m 0640 "$EX/fe$n.conf" "/etc/rangetable/fe$n.conf"
+    tls_install "$h" "fe$n"
+    on "$h" install -o rangetable -g rangetable -m 0600 "$CRED/accounts" /etc/rangetable/accounts
+    on "$h" install -d -o root -g rangetable -m 0750 /etc/rangetable/fe-tls
+    on "$h" install -o root -g rangetable -m 0644 "$CRED/fe-tls/cert.pem" /etc/rangetable/fe-tls/
+    on "$h" install -o rangetable -g rangetable -m 0600 "$CRED/fe-tls/key.pem" /etc/rangetable/fe-tls/
+done
+for n in 1 2 3; do
+    as "rt-m$n" rt-master --config /etc/rangetable/master.conf --check-config
+    as "rt-ps$n" rt-partition-server --config "/etc/rangetable/ps$n.conf" --check-config
+done
+for n in 1 2; do as "rt-fe$n" rt-frontend --config "/etc/rangetable/fe$n.conf" --check-config; done
+done_step
+
+# ---- 6. masters ----
+step "6. 3 masters started with --bootstrap until rtctl status shows a leader"
+for n in 1 2 3; do start "rt-m$n" rt-master.service "" --bootstrap; done
+wait_for 60 jq_status '[.masters[] | select(.leader == true)] | length == 1'
+done_step
+admin rtctl status >"$WORK/logs/status-masters.txt" 2>&1 || true
+
+# ---- 7. partition servers, front ends ----
+step "7a. 3 partition servers until all up"
+for n in 1 2 3; do start "rt-ps$n" rt-partition-server@.service "ps$n"; done
+wait_for 60 jq_status '[.servers[] | select(.state == "up")] | length == 3'
+done_step
+step "7b. 2 front ends listening"
+for n in 1 2; do start "rt-fe$n" rt-frontend@.service "fe$n"; done
+for n in 1 2; do wait_for 60 on "rt-fe$n" curl -s -o /dev/null http://127.0.0.1:10002/; done
+done_step
+admin rtctl status >"$WORK/logs/status-up.txt" 2>&1 || true
+
+# ---- 8. SDK ----
+KEY=$(awk '{print $2}' "$CRED/accounts")
+cs() { echo "DefaultEndpointsProtocol=https;AccountName=myaccount;AccountKey=$KEY;TableEndpoint=https://rt-fe$1.internal:10443/myaccount"; }
+client() { on admin env REQUESTS_CA_BUNDLE=/root/rt-credentials/fe-tls/cert.pem "$@"; }
+step "8. SDK over HTTPS: table, 200 entities through both front ends, read back"
+client "$PY" - "$(cs 1)" "$(cs 2)" <<'EOF'
+import sys
+from azure.data.tables import TableServiceClient
+a, b = (TableServiceClient.from_connection_string(c) for c in sys.argv[1:3])
+a.create_table("smoke")
+ta, tb = a.get_table_client("smoke"), b.get_table_client("smoke")
+for i in range(200):
+    (ta if i % 2 else tb).create_entity({"PartitionKey": "p", "RowKey": "%04d" % i, "v": i})
+got = sorted(e["v"] for e in ta.list_entities())
+assert got == list(range(200)), got[:5]
+assert tb.get_entity("p", "0007")["v"] == 7
+print("200 entities written through fe1+fe2, read back")
+EOF
+done_step
+step "8b. HTTP on a front end's loopback (local check)"
+on rt-fe1 curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:10002/ >"$WORK/logs/fe1-http.txt"
+done_step "HTTP $(cat "$WORK/logs/fe1-http.txt")"
+
+echo "timings: $TIMINGS"
