@@ -5,7 +5,7 @@
 #   sudo deploy/walkthrough/netns-walkthrough.sh [BUILD_DIR]   (default build/release)
 #
 # Contract:
-#  - Needs root, iproute2, util-linux (unshare, nsenter, setpriv), overlayfs,
+#  - Needs root, iproute2, util-linux (unshare, nsenter, setpriv), overlayfs, nft,
 #    /usr/bin/python3 with azure.data.tables, mdb_copy. A Release build in
 #    BUILD_DIR (cmake --build done; this script runs `cmake --install`).
 #  - Hosts: rt-m1..3, rt-ps1..3, rt-fe1..2 at the addresses of
@@ -231,6 +231,30 @@ done
 for n in 1 2; do as "rt-fe$n" rt-frontend --config "/etc/rangetable/fe$n.conf" --check-config; done
 done_step
 
+# ---- 1. firewall (nftables, each host its own) ----
+step "1. firewall: default drop, the ports of the Firewall table (nft, every host)"
+fw() { # fw HOST RULE...: the guide's base chain, then HOST's rules
+    local h=$1; shift
+    on "$h" nft add table inet filter
+    on "$h" nft add chain inet filter input '{ type filter hook input priority 0; policy drop; }'
+    on "$h" nft add rule inet filter input ct state established,related accept
+    on "$h" nft add rule inet filter input iif lo accept
+    local r
+    for r in "$@"; do
+        # shellcheck disable=SC2086
+        on "$h" nft add rule inet filter input $r accept
+    done
+}
+NETS="{ 10.0.1.0/24, 10.0.2.0/24, 10.0.3.0/24 }"
+for n in 1 2 3; do
+    fw "rt-m$n" "ip saddr { 10.0.1.0/24, 10.0.2.0/24, 10.0.3.0/24, 10.0.9.5 } tcp dport 10100" \
+        "ip saddr 10.0.9.5 tcp dport 10101" "ip saddr 10.0.1.0/24 tcp dport 10102"
+    fw "rt-ps$n" "ip saddr $NETS tcp dport 10200" "ip saddr 10.0.9.5 tcp dport 10201"
+done
+for n in 1 2; do fw "rt-fe$n" "ip saddr 10.0.9.5 tcp dport 10443"; done
+fw admin
+done_step
+
 # ---- 6. masters ----
 step "6. 3 masters started with --bootstrap until rtctl status shows a leader"
 for n in 1 2 3; do start "rt-m$n" rt-master.service "" --bootstrap; done
@@ -243,6 +267,11 @@ step "7a. 3 partition servers until all up"
 for n in 1 2 3; do start "rt-ps$n" rt-partition-server@.service "ps$n"; done
 wait_for 60 jq_status '[.servers[] | select(.state == "up")] | length == 3'
 done_step
+# The firewall is really on: the admin host may not reach a partition
+# server's RPC port (the Firewall table gives it no access there).
+if on admin timeout 2 bash -c '</dev/tcp/rt-ps1.internal/10200' 2>/dev/null; then
+    echo "firewall: admin reached rt-ps1:10200" >&2; exit 1
+fi
 step "7b. 2 front ends listening"
 for n in 1 2; do start "rt-fe$n" rt-frontend@.service "fe$n"; done
 for n in 1 2; do wait_for 60 on "rt-fe$n" curl -s -o /dev/null http://127.0.0.1:10002/; done
