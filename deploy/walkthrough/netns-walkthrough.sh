@@ -297,9 +297,16 @@ assert tb.get_entity("p", "0007")["v"] == 7
 print("200 entities written through fe1+fe2, read back")
 EOF
 done_step
-step "8b. HTTP on a front end's loopback (local check)"
-on rt-fe1 curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:10002/ >"$WORK/logs/fe1-http.txt"
-done_step "HTTP $(cat "$WORK/logs/fe1-http.txt")"
+step "8b. SDK over HTTP on each front end's loopback (the local check port)"
+for n in 1 2; do
+    on "rt-fe$n" "$PY" - "DefaultEndpointsProtocol=http;AccountName=myaccount;AccountKey=$KEY;TableEndpoint=http://127.0.0.1:10002/myaccount" <<'PYEOF'
+import sys
+from azure.data.tables import TableServiceClient
+t = TableServiceClient.from_connection_string(sys.argv[1]).get_table_client("smoke")
+assert sum(1 for _ in t.list_entities(select=["RowKey"])) == 200
+PYEOF
+done
+done_step "200 entities read through each"
 
 
 # ---- 9. rolling restart under load ----
