@@ -21,8 +21,8 @@
 #    /var and /usr/local are never written.
 #  - systemd is not PID 1 here: "systemctl start UNIT" runs the installed
 #    unit's ExecStart= as its User= (setpriv) with its UMask=, after
-#    `systemd-analyze verify` of the unit; readiness is polled (rtctl status,
-#    the port) instead of READY=1.
+#    `systemd-analyze verify` of the unit, and returns on the daemon's READY=1
+#    to a $NOTIFY_SOCKET this script binds (Type=notify).
 #  - Where it departs from the guide, only because these hosts share the
 #    machine's /: backups go to /var/backups/rt (files) and /root/backup
 #    (rt-backup) instead of /backup; "scp" is a copy between the hosts'
@@ -44,6 +44,7 @@ declare -A ADDR=([rt-m1]=10.0.1.11 [rt-m2]=10.0.1.12 [rt-m3]=10.0.1.13
     [rt-fe1]=10.0.3.31 [rt-fe2]=10.0.3.32 [admin]=10.0.9.5)
 declare -A HOLD=()   # host -> PID of the process holding its mount namespace
 declare -A DPID=()   # host -> PID of its daemon
+declare -A NPID=()   # host -> PID of the listener for its READY=1
 NSS=()
 
 [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 2; }
@@ -57,6 +58,7 @@ cleanup() {
     sleep 1
     for h in "${!DPID[@]}"; do kill -KILL "${DPID[$h]}" 2>/dev/null; done
     [ -n "${WRITER:-}" ] && kill -KILL "$WRITER" 2>/dev/null
+    for h in "${!NPID[@]}"; do kill -KILL "${NPID[$h]}" 2>/dev/null; done
     for h in "${!HOLD[@]}"; do kill -KILL "${HOLD[$h]}" 2>/dev/null; done
     wait 2>/dev/null
     for ns in "${NSS[@]}"; do ip netns del "$ns" 2>/dev/null; done
@@ -91,17 +93,38 @@ unit_exec() {
     line=${line//%i/$3}
     echo "${line//\$RT_MASTER_ARGS/$4}"
 }
-# start HOST UNIT INSTANCE [EXTRA]: "systemctl start UNIT" by hand.
+# start HOST UNIT INSTANCE [EXTRA]: "systemctl start UNIT" by hand; the
+# units are Type=notify, so a listener on the daemon's $NOTIFY_SOCKET
+# stands in for systemd and `ready HOST...` returns when "systemctl start"
+# would (READY=1).
 start() {
-    local h=$1 cmd
+    local h=$1 cmd sock=$WORK/notify/$1.sock
     cmd=$(unit_exec "$1" "$2" "${3:-}" "${4:-}")
+    mkdir -p "$WORK/notify"
+    rm -f "$sock"
+    "$PY" -c 'import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.settimeout(120)
+print("bound", flush=True)
+while b"READY=1" not in s.recv(4096).split(b"\n"):
+    pass' "$sock" >"$WORK/notify/$h.out" 2>&1 &
+    NPID[$h]=$!
+    wait_for 10 grep -q bound "$WORK/notify/$h.out"
     # exec: $! must be the daemon's PID (a backgrounded function would be
     # a subshell whose death leaves the daemon running).
     # shellcheck disable=SC2086
-    (exec nsenter -t "${HOLD[$h]}" -m -n -- setpriv --reuid rangetable \
+    (exec nsenter -t "${HOLD[$h]}" -m -n -- env NOTIFY_SOCKET="$sock" \
+        setpriv --reuid rangetable \
         --regid rangetable --init-groups sh -c 'umask 0027; exec "$@"' sh \
         $cmd) >>"$WORK/logs/$h.log" 2>&1 &
     DPID[$h]=$!
+}
+# ready HOST...: until each one's READY=1 (TimeoutStartSec=120).
+ready() {
+    local h
+    for h in "$@"; do
+        wait "${NPID[$h]}" || { echo "$h: no READY=1" >&2; return 1; }
+    done
 }
 # stop HOST: "systemctl stop" (SIGTERM, wait).
 stop() {
@@ -258,6 +281,7 @@ done_step
 # ---- 6. masters ----
 step "6. 3 masters started with --bootstrap until rtctl status shows a leader"
 for n in 1 2 3; do start "rt-m$n" rt-master.service "" --bootstrap; done
+ready rt-m1 rt-m2 rt-m3
 wait_for 60 jq_status '[.masters[] | select(.leader == true)] | length == 1'
 done_step
 admin rtctl status >"$WORK/logs/status-masters.txt" 2>&1 || true
@@ -265,6 +289,7 @@ admin rtctl status >"$WORK/logs/status-masters.txt" 2>&1 || true
 # ---- 7. partition servers, front ends ----
 step "7a. 3 partition servers until all up"
 for n in 1 2 3; do start "rt-ps$n" rt-partition-server@.service "ps$n"; done
+ready rt-ps1 rt-ps2 rt-ps3
 wait_for 60 jq_status '[.servers[] | select(.state == "up")] | length == 3'
 done_step
 # The firewall is really on: the admin host may not reach a partition
@@ -274,6 +299,7 @@ if on admin timeout 2 bash -c '</dev/tcp/rt-ps1.internal/10200' 2>/dev/null; the
 fi
 step "7b. 2 front ends listening"
 for n in 1 2; do start "rt-fe$n" rt-frontend@.service "fe$n"; done
+ready rt-fe1 rt-fe2
 for n in 1 2; do wait_for 60 on "rt-fe$n" curl -s -o /dev/null http://127.0.0.1:10002/; done
 done_step
 admin rtctl status >"$WORK/logs/status-up.txt" 2>&1 || true
@@ -361,7 +387,7 @@ LEAD=$(leader_host)
 for h in rt-m1 rt-m2 rt-m3; do
     [ "$h" = "$LEAD" ] && continue
     step "9.1 master follower $h restarted, back with the leader's commit index"
-    stop "$h"; start "$h" rt-master.service
+    stop "$h"; start "$h" rt-master.service; ready "$h"
     wait_for 60 on admin curl -sf "http://$h.internal:10101/health"
     sleep 1   # the leader's view of it must be fresh: last contact < 1 s
     wait_for 60 caught_up "$(master_id_of "$h")"
@@ -372,7 +398,7 @@ admin rtctl master transfer >>"$WORK/logs/roll.log" 2>&1
 wait_for 30 new_leader "$LEAD" || true
 done_step "leader was $LEAD, now $(leader_host)"
 step "9.1 old leader $LEAD restarted, back and caught up"
-stop "$LEAD"; start "$LEAD" rt-master.service
+stop "$LEAD"; start "$LEAD" rt-master.service; ready "$LEAD"
 wait_for 60 on admin curl -sf "http://$LEAD.internal:10101/health"
 sleep 1
 wait_for 60 caught_up "$(master_id_of "$LEAD")"
@@ -383,7 +409,7 @@ for n in 1 2 3; do
     admin rtctl handover "$(ps_id_of "$h")" >>"$WORK/logs/roll.log" 2>&1
     done_step
     step "9.2 $h: restart until nothing is under-replicated"
-    stop "$h"; start "$h" rt-partition-server@.service "ps$n"
+    stop "$h"; start "$h" rt-partition-server@.service "ps$n"; ready "$h"
     sleep 0.5
     wait_for 120 in_sync
     done_step
@@ -392,7 +418,7 @@ for n in 1 2; do
     h=rt-fe$n
     step "9.3 $h out of the pool, restarted, listening, back"
     on admin sh -c "echo fe$n > /root/out"; sleep 0.3
-    stop "$h"; start "$h" rt-frontend@.service "fe$n"
+    stop "$h"; start "$h" rt-frontend@.service "fe$n"; ready "$h"
     wait_for 60 on "$h" curl -s -o /dev/null http://127.0.0.1:10002/
     on admin rm -f /root/out
     done_step
@@ -429,7 +455,7 @@ step "10.2 follower master $F stopped, cp -a, started"
 stop "$F"
 on "$F" install -d /var/backups/rt
 on "$F" cp -a /var/lib/rangetable/master /var/backups/rt/master
-start "$F" rt-master.service
+start "$F" rt-master.service; ready "$F"
 done_step
 wait_for 60 caught_up "$(master_id_of "$F")"
 NSMOKE=$(client "$PY" -c 'import sys
@@ -456,10 +482,13 @@ done
 done_step
 step "10.2 restore: masters, partition servers, front ends started until healthy"
 for n in 1 2 3; do start "rt-m$n" rt-master.service; done
+ready rt-m1 rt-m2 rt-m3
 wait_for 60 jq_status '[.masters[] | select(.leader == true)] | length == 1'
 for n in 1 2 3; do start "rt-ps$n" rt-partition-server@.service "ps$n"; done
+ready rt-ps1 rt-ps2 rt-ps3
 wait_for 120 in_sync
 for n in 1 2; do start "rt-fe$n" rt-frontend@.service "fe$n"; done
+ready rt-fe1 rt-fe2
 for n in 1 2; do wait_for 60 on "rt-fe$n" curl -s -o /dev/null http://127.0.0.1:10002/; done
 done_step
 AFTER=$(client "$PY" -c 'import sys
