@@ -410,7 +410,6 @@ for n in 1 2 3; do
     done_step
     step "9.2 $h: restart until nothing is under-replicated"
     stop "$h"; start "$h" rt-partition-server@.service "ps$n"; ready "$h"
-    sleep 0.5
     wait_for 120 in_sync
     done_step
 done
