@@ -274,7 +274,9 @@ for n in 1 2 3; do
         "ip saddr 10.0.9.5 tcp dport 10101" "ip saddr 10.0.1.0/24 tcp dport 10102"
     fw "rt-ps$n" "ip saddr $NETS tcp dport 10200" "ip saddr 10.0.9.5 tcp dport 10201"
 done
-for n in 1 2; do fw "rt-fe$n" "ip saddr 10.0.9.5 tcp dport 10443"; done
+for n in 1 2; do
+    fw "rt-fe$n" "ip saddr 10.0.9.5 tcp dport 10443" "ip saddr 10.0.9.5 tcp dport 10003"
+done
 fw admin
 done_step
 
@@ -303,6 +305,23 @@ ready rt-fe1 rt-fe2
 for n in 1 2; do wait_for 60 on "rt-fe$n" curl -s -o /dev/null http://127.0.0.1:10002/; done
 done_step
 admin rtctl status >"$WORK/logs/status-up.txt" 2>&1 || true
+
+# The monitoring host (admin here) scrapes every daemon's /metrics through
+# the firewall: the masters with the admin token, the front ends where
+# their config has an http key.
+step "monitoring: GET /metrics of every daemon from the admin host"
+for n in 1 2 3; do
+    on admin curl -sf -o /dev/null -H "Authorization: Bearer $(cat "$CRED/admin.token")" "http://rt-m$n.internal:10101/metrics"
+    on admin curl -sf -o /dev/null "http://rt-ps$n.internal:10201/metrics"
+done
+nfe=0
+for n in 1 2; do
+    if on "rt-fe$n" grep -q '^http *=' "/etc/rangetable/fe$n.conf"; then
+        on admin curl -sf -o /dev/null "http://rt-fe$n.internal:10003/metrics"
+        nfe=$((nfe + 1))
+    fi
+done
+done_step "3 masters, 3 partition servers, $nfe front ends"
 
 # ---- 8. SDK ----
 KEY=$(awk '{print $2}' "$CRED/accounts")
