@@ -425,6 +425,9 @@ def test_rtctl_status(cluster, table):
     r = cluster.rtctl("status")
     assert TABLE in r.stdout, r.stdout
     assert "REPLICAS" in r.stdout, r.stdout
+    # Every table of the text form has its heading, the masters' too.
+    for heading in ("MASTERS", "SERVERS", "RANGES"):
+        assert "\n%s\n" % heading in "\n" + r.stdout, r.stdout
 
 
 # ------------------------------------------------------------ delete

@@ -748,6 +748,7 @@ static void rtctl_print_masters(json_t *masters)
     if (!json_is_array(masters) || json_array_size(masters) == 0) {
         return;
     }
+    printf("MASTERS\n");
     printf("%-4s %-22s %-22s %-8s %-7s %6s %8s %8s\n", "ID", "RPC", "RAFT",
            "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED");
     json_array_foreach(masters, i, m)
