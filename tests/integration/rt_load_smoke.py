@@ -29,8 +29,11 @@ def main():
     os.makedirs(args.workdir)
     out_json = os.path.join(args.workdir, "summary.json")
     out_csv = os.path.join(args.workdir, "run.csv")
+    # No balancing policy: a hot-range split started near the end of the
+    # 3 s run answers a few writes 503 in its window, which rt-load, then
+    # stopping, does not retry; the balancer has tests of its own.
     c = Cluster(os.path.join(args.workdir, "cluster"), n_ps=3,
-                log_level="warn")
+                log_level="warn", extra_args={"master": ["--policy", "none"]})
     c.start()
     try:
         argv = [args.rt_load, "--endpoint", c.table_endpoint,
