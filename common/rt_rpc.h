@@ -264,6 +264,20 @@ void rt_rpc_gate_release(void);
  * loop thread. */
 struct rt_tls;
 void rt_rpc_set_tls(struct rt_tls *tls);
+/* The two rt_opt rows (common/rt_config.h) every daemon whose only
+ * cluster transport is this RPC offers for rt_rpc_tls_flags: --cluster-tls
+ * DIR into char *@dir_var, --insecure-rpc into int @insecure_var. */
+#define RT_RPC_TLS_OPTS(dir_var, insecure_var)                                \
+    {"cluster-tls", RT_OPT_STR, &(dir_var), "",                               \
+     "directory with this node's cluster credentials (ca.crt, "               \
+     "node.crt, node.key; rtctl cluster init): every RPC connection is "      \
+     "mutual TLS"},                                                           \
+    {                                                                         \
+        "insecure-rpc", RT_OPT_BOOL, &(insecure_var), NULL,                   \
+            "run the cluster RPC without --cluster-tls: unauthenticated and " \
+            "unencrypted (a trusted loopback only)"                           \
+    }
+
 /* A daemon's --cluster-tls DIR / --insecure-rpc flags (the same on every
  * binary), after logging is set up and before any server or client: with
  * @dir non-empty, loads it (rt_tls_load), sets it (rt_rpc_set_tls) and

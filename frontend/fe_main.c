@@ -255,13 +255,7 @@ int main(int argc, char **argv)
         {"max-inflight-per-account", RT_OPT_INT, &max_inflight, "1024",
          "requests of one account running at once; more get 503 "
          "ServerBusy (0 = no cap)"},
-        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
-         "directory with this node's cluster credentials (ca.crt, "
-         "node.crt, node.key; rtctl cluster init): every RPC connection is "
-         "mutual TLS"},
-        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
-         "run the cluster RPC without --cluster-tls: unauthenticated and "
-         "unencrypted (a trusted loopback only)"},
+        RT_RPC_TLS_OPTS(cluster_tls, insecure_rpc),
         {NULL, 0, NULL, NULL, NULL},
     };
     struct fe_accounts accounts;

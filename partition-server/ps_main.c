@@ -128,13 +128,7 @@ int main(int argc, char **argv)
          "queued write ops before answering ServerBusy"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
          "LMDB map size (the most data this server can hold), MiB"},
-        {"cluster-tls", RT_OPT_STR, &cluster_tls, "",
-         "directory with this node's cluster credentials (ca.crt, "
-         "node.crt, node.key; rtctl cluster init): every RPC connection is "
-         "mutual TLS"},
-        {"insecure-rpc", RT_OPT_BOOL, &insecure_rpc, NULL,
-         "run the cluster RPC without --cluster-tls: unauthenticated and "
-         "unencrypted (a trusted loopback only)"},
+        RT_RPC_TLS_OPTS(cluster_tls, insecure_rpc),
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
         {NULL, 0, NULL, NULL, NULL},
     };
