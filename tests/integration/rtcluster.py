@@ -664,6 +664,20 @@ class Cluster:
                             return p
         return None
 
+
+    def wait_master_leader(self, exclude=None, timeout=15.0):
+        """The leader Proc once one (not @exclude) is acting (its status
+        answers 200), and the seconds it took; AssertionError after
+        @timeout."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            p = self.master_leader()
+            if p is not None and p is not exclude:
+                code, _ = self._http_get_master("/api/status")
+                if code == 200:
+                    return p, time.monotonic() - t0
+            time.sleep(0.05)
+        raise AssertionError("no master leader within %.0f s" % timeout)
     def master_status(self, wait_s=5.0):
         """GET /api/status of the master (the leader), decoded. A master
         just (re)started answers 503 until it acts (its election, a

@@ -53,22 +53,8 @@ def status_json(cluster):
     return json.loads(r.stdout)
 
 
-def wait_leader(cluster, exclude=None, timeout=15.0):
-    """The leader Proc once one (not @exclude) is acting, and the seconds
-    it took."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        p = cluster.master_leader()
-        if p is not None and p is not exclude:
-            code, _ = cluster._http_get_master("/api/status")
-            if code == 200:
-                return p, time.monotonic() - t0
-        time.sleep(0.05)
-    raise AssertionError("no master leader within %.0f s" % timeout)
-
-
 def test_status_lists_masters_and_redirects(cluster):
-    leader, _ = wait_leader(cluster)
+    leader, _ = cluster.wait_master_leader()
     # Followers report to the leader every second (MASTER_HELLO): then
     # every member shows its RPC address and term.
     deadline = time.monotonic() + 10
@@ -105,7 +91,7 @@ def test_kill_leader_keeps_data_and_control(cluster):
     svc = cluster.table_service_client()
     svc.create_table("hafirst")
     t = svc.get_table_client("hafirst")
-    leader, _ = wait_leader(cluster)
+    leader, _ = cluster.wait_master_leader()
 
     acked, errors, stop = [], [], threading.Event()
 
@@ -128,7 +114,7 @@ def test_kill_leader_keeps_data_and_control(cluster):
     before = len(acked)
     t_kill = time.monotonic()
     cluster.kill(leader.name, signal.SIGKILL)
-    new, took = wait_leader(cluster, exclude=leader)
+    new, took = cluster.wait_master_leader(exclude=leader)
     print("new leader %s %.2f s after kill -9 of %s" % (new.name, took,
                                                         leader.name))
     assert took < 10.0
@@ -166,7 +152,7 @@ def test_majority_down_keeps_data_path(cluster):
     svc.create_table("haquorum")
     t = svc.get_table_client("haquorum")
     t.create_entity({"PartitionKey": "p", "RowKey": "a", "V": 1})
-    leader, _ = wait_leader(cluster)
+    leader, _ = cluster.wait_master_leader()
     others = [m for m in cluster.masters if m is not leader]
     for m in others:
         cluster.kill(m.name, signal.SIGKILL)
@@ -196,7 +182,7 @@ def test_majority_down_keeps_data_path(cluster):
         assert codes[-1] in (500, 503), codes
     for m in others:
         cluster.start_process(m.name)
-    wait_leader(cluster, timeout=20)
+    cluster.wait_master_leader(timeout=20)
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -212,7 +198,7 @@ def test_majority_down_keeps_data_path(cluster):
 def test_transfer_remove_add_and_wiped_member(cluster):
     svc = cluster.table_service_client()
     svc.create_table("hamember")
-    old, _ = wait_leader(cluster)
+    old, _ = cluster.wait_master_leader()
     # Leadership transfer: another member leads, the SDK goes on.
     r = cluster.rtctl("master", "transfer")
     assert r.returncode == 0, r.stderr

@@ -54,18 +54,6 @@ def cluster(tmp_path_factory):
 
 
 # ------------------------------------------------------------ helpers
-def wait_leader(cluster, exclude=None, timeout=15.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        p = cluster.master_leader()
-        if p is not None and p is not exclude:
-            code, _ = cluster._http_get_master("/api/status")
-            if code == 200:
-                return p, time.monotonic() - t0
-        time.sleep(0.05)
-    raise AssertionError("no master leader within %.0f s" % timeout)
-
-
 def leader_term(cluster):
     """(raft address, term) of the leader as the leader reports it."""
     st = cluster.master_status()
@@ -141,13 +129,13 @@ def master_log(cluster, m):
 # ------------------------------------------------------------ tests
 def test_tls_group_elects_commits_and_survives_leader_kill(cluster):
     svc = cluster.table_service_client()
-    leader, _ = wait_leader(cluster)
+    leader, _ = cluster.wait_master_leader()
     for m in cluster.masters:
         assert "(mutual TLS)" in master_log(cluster, m), m.name
     svc.create_table("tlsfirst")
     t_kill = time.monotonic()
     cluster.kill(leader.name, signal.SIGKILL)
-    new, took = wait_leader(cluster, exclude=leader)
+    new, took = cluster.wait_master_leader(exclude=leader)
     print("new leader %s %.2f s after kill -9 of %s (raft over TLS)"
           % (new.name, took, leader.name))
     assert took < 10.0
@@ -172,7 +160,7 @@ def test_tls_group_elects_commits_and_survives_leader_kill(cluster):
 
 def test_raft_ports_refuse_everything_but_masters(cluster):
     svc = cluster.table_service_client()
-    leader, _ = wait_leader(cluster)
+    leader, _ = cluster.wait_master_leader()
     svc.create_table("tlsbefore")
     before = leader_term(cluster)
     for m in cluster.masters:
@@ -241,7 +229,7 @@ def _sockets_without_cloexec(pid):
 def test_transfer_reexecutes_the_old_leader_over_tls(cluster):
     svc = cluster.table_service_client()
     svc.create_table("tlsxfer")
-    old, _ = wait_leader(cluster)
+    old, _ = cluster.wait_master_leader()
     # Every socket the masters hold (raft over TLS included) is CLOEXEC,
     # so the re-executing leader carries none into its next life.
     for m in cluster.masters:
