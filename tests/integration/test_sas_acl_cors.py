@@ -301,6 +301,55 @@ def test_sas_https_only(cluster, table, cred):
                   "AuthorizationProtocolMismatch")
 
 
+@pytest.mark.parametrize("op,need", [
+    ("insert", "a"), ("get", "r"), ("query", "r"), ("replace", "u"),
+    ("merge", "u"), ("upsert_replace", "au"), ("upsert_merge", "au"),
+    ("delete", "d")])
+def test_sas_https_http_start_now(cluster, cred, svc, op, need):
+    """A service SAS with spr=https,http over plain HTTP whose st is "now"
+    to the millisecond (what the JS tests of Azurite sign) is valid at
+    once for each operation with its permission; each other single letter
+    is 403 AuthorizationPermissionMismatch."""
+    name = "SasNow" + uuid.uuid4().hex[:8]
+    tc = svc.create_table(name)
+    runs = {
+        "insert": lambda t: t.create_entity({"PartitionKey": "p",
+                                             "RowKey": "n"}),
+        "get": lambda t: t.get_entity("p", "r"),
+        "query": lambda t: list(t.query_entities("RowKey eq 'r'")),
+        "replace": lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.REPLACE),
+        "merge": lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.MERGE),
+        "upsert_replace": lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "u"}, UpdateMode.REPLACE),
+        "upsert_merge": lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "r", "w": 3}, UpdateMode.MERGE),
+        "delete": lambda t: t.delete_entity("p", "r"),
+    }
+
+    def sas(perm):
+        start = now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return generate_table_sas(
+            cred, name, permission=TableSasPermissions.from_string(perm),
+            start=start, expiry=now() + datetime.timedelta(minutes=5),
+            protocol="https,http")
+
+    try:
+        for letter in "raud":
+            if letter == need:
+                continue
+            tc.upsert_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})
+            expect_denied(lambda: runs[op](sas_table(cluster, sas(letter),
+                                                     name)),
+                          "AuthorizationPermissionMismatch")
+        tc.upsert_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})
+        assert "spr=https%2Chttp" in sas(need) and "st=" in sas(need)
+        runs[op](sas_table(cluster, sas(need), name))
+    finally:
+        svc.delete_table(name)
+
+
 def test_service_sas_cannot_touch_tables(cluster, table, cred):
     """A service SAS can neither list, create nor delete tables: 403
     AuthorizationResourceTypeMismatch (spec §7.3)."""
