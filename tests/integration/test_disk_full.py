@@ -5,11 +5,19 @@
 request."), never 500 InternalError; reads go on; writes succeed again as
 soon as there is room, and nothing acknowledged is lost.
 
-The store is filled through its LMDB map: one partition server,
-replication factor 1 (the full server is the table's only copy), running
-with --map-size-mb 1, so its map fills (MDB_MAP_FULL); room returns when
-it restarts with the default map.
+Two ways to fill a store, one cluster each (one partition server,
+replication factor 1, so the full server is the table's only copy):
+  - the LMDB map: the server runs with --map-size-mb 1, so its map fills
+    (MDB_MAP_FULL); room returns when it restarts with the default map;
+  - the file system: the server's data directory is a 6 MB tmpfs that a
+    ballast file fills (ENOSPC from the kernel); room returns when the
+    ballast is deleted, with no restart, and the server never stops (a
+    commit that failed on a full disk after its group was shipped used to
+    abort it). Mounting needs root (or CAP_SYS_ADMIN): without it that
+    test is skipped with the reason.
 """
+import os
+import subprocess
 import sys
 
 import pytest
@@ -113,3 +121,68 @@ def test_map_full_is_server_busy_and_recovers(map_cluster):
                                        "s": VALUE})
                            for i in range(3)])
     _assert_reads(tc, n + 4)
+
+
+# ------------------------------------------------------------ tmpfs
+def _mount_tmpfs(path, size_mb):
+    os.makedirs(path, exist_ok=True)
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                            "size=%dm,mode=0700" % size_mb, "tmpfs", path],
+                           capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        return str(e)
+    return None if r.returncode == 0 else (r.stderr.strip() or
+                                           "mount exit %d" % r.returncode)
+
+
+@pytest.fixture(scope="module")
+def fs_cluster(tmp_path_factory):
+    work = tmp_path_factory.mktemp("cluster")
+    data = os.path.join(str(work), "ps1")
+    why = _mount_tmpfs(data, 6)
+    if why:
+        pytest.skip("cannot mount a tmpfs for the server's data directory "
+                    "(needs root or CAP_SYS_ADMIN): %s" % why)
+    c = Cluster(work, n_ps=1, replication_factor=1)
+    sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+    try:
+        c.start()
+        yield c, data
+        c.stop(check=False)
+        c.check_sanitizers()
+    finally:
+        subprocess.run(["umount", "-l", data], capture_output=True,
+                       timeout=30)
+
+
+def test_fs_full_is_server_busy_until_space_returns(fs_cluster):
+    """The file system under the store fills (ENOSPC): writes 503
+    ServerBusy, reads work; deleting the ballast makes room and the next
+    writes succeed with no restart."""
+    cluster, data = fs_cluster
+    svc, tc = _client(cluster, "fsfull")
+    svc.create_table("fsfull")
+    tc.create_entity({"PartitionKey": "f", "RowKey": "00000", "s": VALUE})
+    # Leave ~1 MB for the store to grow into, then fill that with entities.
+    st = os.statvfs(data)
+    free = st.f_bavail * st.f_frsize
+    ballast = os.path.join(data, "ballast")
+    with open(ballast, "wb") as f:
+        f.write(b"\0" * max(0, free - (1 << 20)))
+        f.flush()
+        os.fsync(f.fileno())
+    n, err = _fill(tc, start=1)
+    _assert_busy(err)
+    _assert_writes_refused(tc)
+    _assert_reads(tc, n)
+
+    os.unlink(ballast)
+    tc.create_entity({"PartitionKey": "f", "RowKey": "%05d" % n,
+                      "s": VALUE})
+    tc.submit_transaction([("create", {"PartitionKey": "f",
+                                       "RowKey": "%05d" % (n + 1 + i),
+                                       "s": VALUE})
+                           for i in range(3)])
+    _assert_reads(tc, n + 4)
+    assert cluster.proc("ps1").running(), "the full server stopped"
