@@ -5,16 +5,22 @@
 request."), never 500 InternalError; reads go on; writes succeed again as
 soon as there is room, and nothing acknowledged is lost.
 
-Two ways to fill a store, one cluster each (one partition server,
-replication factor 1, so the full server is the table's only copy):
+Three clusters. The first two have one partition server at replication
+factor 1 (the full server is the table's only copy):
   - the LMDB map: the server runs with --map-size-mb 1, so its map fills
     (MDB_MAP_FULL); room returns when it restarts with the default map;
   - the file system: the server's data directory is a 6 MB tmpfs that a
     ballast file fills (ENOSPC from the kernel); room returns when the
     ballast is deleted, with no restart, and the server never stops (a
     commit that failed on a full disk after its group was shipped used to
-    abort it). Mounting needs root (or CAP_SYS_ADMIN): without it that
-    test is skipped with the reason.
+    abort it).
+The third runs three servers at replication factor 3, each on its own
+tmpfs, and fills the primary's: its writes are 503 ServerBusy, it stays
+the primary and keeps running (before, it aborted at commit, a failover
+followed and the client saw 500 OperationTimedOut, as in a fault run);
+freeing its disk makes writes succeed again.
+Mounting needs root (or CAP_SYS_ADMIN): without it the tmpfs tests are
+skipped with the reason.
 """
 import os
 import subprocess
@@ -186,3 +192,71 @@ def test_fs_full_is_server_busy_until_space_returns(fs_cluster):
                            for i in range(3)])
     _assert_reads(tc, n + 4)
     assert cluster.proc("ps1").running(), "the full server stopped"
+
+
+# ------------------------------------------------------------ RF 3, tmpfs
+@pytest.fixture(scope="module")
+def rf3_cluster(tmp_path_factory):
+    """Three servers at replication factor 3, each on its own 24 MB
+    tmpfs."""
+    work = tmp_path_factory.mktemp("cluster")
+    datas = [os.path.join(str(work), "ps%d" % i) for i in (1, 2, 3)]
+    mounted = []
+    try:
+        for d in datas:
+            why = _mount_tmpfs(d, 24)
+            if why:
+                pytest.skip("cannot mount a tmpfs for the servers' data "
+                            "directories (needs root or CAP_SYS_ADMIN): %s"
+                            % why)
+            mounted.append(d)
+        c = Cluster(work, n_ps=3, replication_factor=3)
+        sys.stderr.write("\n[rtcluster] logs in %s\n" % c.logdir)
+        c.start()
+        yield c
+        c.stop(check=False)
+        c.check_sanitizers()
+    finally:
+        for d in mounted:
+            subprocess.run(["umount", "-l", d], capture_output=True,
+                           timeout=30)
+
+
+def _primary_name(cluster, table):
+    st = cluster.master_status()
+    by_addr = {cluster.ps_addr(p): p.name for p in cluster.pss}
+    names = {s["id"]: by_addr.get(s["addr"]) for s in st["servers"]}
+    prim = [r["server"] for r in st["ranges"] if r["table"] == table]
+    assert len(prim) == 1, st
+    return names[prim[0]]
+
+
+def test_rf3_primary_fs_full(rf3_cluster):
+    """At replication factor 3 the primary's file system fills: its writes
+    are 503 ServerBusy (refused before the group is shipped, so no server
+    stops and no failover starts), reads go on; freeing the disk makes
+    writes succeed again, on the same primary."""
+    cluster = rf3_cluster
+    svc, tc = _client(cluster, "rf3full")
+    svc.create_table("rf3full")
+    tc.create_entity({"PartitionKey": "f", "RowKey": "00000", "s": VALUE})
+    prim = _primary_name(cluster, "rf3full")
+    data = os.path.join(cluster.workdir, prim)
+    st = os.statvfs(data)
+    ballast = os.path.join(data, "ballast")
+    with open(ballast, "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - (1 << 20)))
+        f.flush()
+        os.fsync(f.fileno())
+    n, err = _fill(tc, start=1)
+    _assert_busy(err)
+    _assert_writes_refused(tc)
+    _assert_reads(tc, n)
+    assert _primary_name(cluster, "rf3full") == prim
+    os.unlink(ballast)
+    tc.create_entity({"PartitionKey": "f", "RowKey": "%05d" % n,
+                      "s": VALUE})
+    _assert_reads(tc, n + 1)
+    assert _primary_name(cluster, "rf3full") == prim
+    for p in cluster.pss:
+        assert p.running(), "%s stopped" % p.name
