@@ -18,13 +18,17 @@ The third runs three servers at replication factor 3, each on its own
 tmpfs, and fills the primary's: its writes are 503 ServerBusy, it stays
 the primary and keeps running (before, it aborted at commit, a failover
 followed and the client saw 500 OperationTimedOut, as in a fault run);
-freeing its disk makes writes succeed again.
+freeing its disk makes writes succeed again. Then it fills a
+secondary's: the writes go on, the secondary leaves the in-sync set
+(silent: it retries the group it cannot apply) and rejoins once freed.
 Mounting needs root (or CAP_SYS_ADMIN): without it the tmpfs tests are
 skipped with the reason.
 """
+import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -258,5 +262,56 @@ def test_rf3_primary_fs_full(rf3_cluster):
                       "s": VALUE})
     _assert_reads(tc, n + 1)
     assert _primary_name(cluster, "rf3full") == prim
+    for p in cluster.pss:
+        assert p.running(), "%s stopped" % p.name
+
+
+def _insync(cluster, table):
+    """The table's range in-sync set (server ids) and id -> name."""
+    doc = json.loads(cluster.rtctl("status", "--json").stdout)
+    by_addr = {cluster.ps_addr(p): p.name for p in cluster.pss}
+    names = {s["id"]: by_addr.get(s["addr"]) for s in doc["servers"]}
+    rng = [x for x in doc["ranges"] if x["table"] == table]
+    assert len(rng) == 1, doc
+    return {names[i] for i in rng[0]["insync"]}
+
+
+def test_rf3_secondary_fs_full(rf3_cluster):
+    """At replication factor 3 a secondary's file system fills: the writes
+    go on (no client sees an error), the full secondary leaves the in-sync
+    set and keeps running, and once its disk is freed it catches up and
+    is in sync again."""
+    cluster = rf3_cluster
+    svc, tc = _client(cluster, "rf3sec")
+    svc.create_table("rf3sec")
+    tc.create_entity({"PartitionKey": "f", "RowKey": "00000", "s": VALUE})
+    prim = _primary_name(cluster, "rf3sec")
+    sec = sorted(p.name for p in cluster.pss if p.name != prim)[0]
+    data = os.path.join(cluster.workdir, sec)
+    st = os.statvfs(data)
+    ballast = os.path.join(data, "ballast")
+    with open(ballast, "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - (1 << 20)))
+        f.flush()
+        os.fsync(f.fileno())
+    # The secondary still has the blocks it reserved ahead (up to 8 MB):
+    # write past them, until it leaves the in-sync set.
+    n = 1
+    while sec in _insync(cluster, "rf3sec"):
+        assert n < 400, "the full secondary stayed in the in-sync set"
+        for i in range(n, n + 20):
+            tc.create_entity({"PartitionKey": "f", "RowKey": "%05d" % i,
+                              "s": VALUE})
+        n += 20
+    _assert_reads(tc, n)
+    os.unlink(ballast)
+    tc.create_entity({"PartitionKey": "f", "RowKey": "%05d" % n,
+                      "s": VALUE})
+    deadline = time.monotonic() + 30
+    while sec not in _insync(cluster, "rf3sec"):
+        assert time.monotonic() < deadline, "the freed secondary did not " \
+            "rejoin the in-sync set"
+        time.sleep(0.5)
+    _assert_reads(tc, n + 1)
     for p in cluster.pss:
         assert p.running(), "%s stopped" % p.name
