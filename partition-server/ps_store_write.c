@@ -363,8 +363,9 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
 }
 
 /* Disk space the commit of the group just built may write past the last
- * page in use: its bytes twice (copy-on-write rewrites whole pages) plus
- * a B-tree path per write and the free list, at least PS_RESERVE_MIN.
+ * page in use: its bytes three times (copy-on-write rewrites whole pages,
+ * split leaves are half full) plus a B-tree path per entity op and the
+ * free list, at least PS_RESERVE_MIN.
  * Reserved in chunks of PS_RESERVE_CHUNK ahead so most groups need no
  * system call. */
 #define PS_RESERVE_MIN (1u << 20)
@@ -379,7 +380,9 @@ static int ps__reserve(struct ps_store *s, struct ps_write *const *w, size_t n)
     int rc;
 
     for (size_t i = 0; i < n; i++) {
-        need += 2 * w[i]->bytes_written + (w[i]->n_ops + 1) * 8 * 4096;
+        /* Raw changes (a range moving in: many small puts) are covered
+         * by the bytes: leaves half full are 2x, their branches less. */
+        need += 3 * w[i]->bytes_written + (w[i]->n_ops + 1) * 8 * 4096;
     }
     if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0 ||
         mdb_env_get_fd(s->env, &fd) != 0) {
