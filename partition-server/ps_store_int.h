@@ -64,6 +64,7 @@ struct ps_store
     uint64_t changes;     /* puts and deletes made so far (ps__cap counts) */
     struct rt_buf lsnbuf; /* a group's (range_id, write index) pairs */
     struct rt_buf cap;
+    uint64_t reserved_end; /* data file bytes reserved on disk (ps__reserve) */
     ps_store_precommit_fn precommit; /* ps_store_set_precommit */
     void *precommit_arg;
 };
