@@ -151,6 +151,7 @@ set(RT_INTEGRATION_TESTS
   test_admin_auth
   test_rpc_auth
   test_master_raft_tls
+  test_azurite_compat
 )
 
 function(rt_integration_test t)
