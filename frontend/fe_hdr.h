@@ -64,8 +64,8 @@ int fe_hdr_body_type(const char *content_type);
 int fe_hdr_body_type_v(const char *content_type, const char *version);
 
 /* If-Match (spec §3.12, §4.4): "*" -> *any = 1; an ETag we issued ->
- * its ticks; any other weak ETag W/"..." (another datetime form, Azure's
- * W/"0x8D...") is well-formed but matches nothing -> *ticks =
+ * its ticks; any other weak ETag W/"..." or w/"..." (another datetime
+ * form, Azure's W/"0x8D...") is well-formed but matches nothing -> *ticks =
  * FE_ETAG_NEVER (412 later, not 400). Returns 0, RT_EPRECOND for an empty
  * value (412, Azurite) or RT_EINVAL when it is not a weak ETag (400
  * InvalidInput). */

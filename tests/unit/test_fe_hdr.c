@@ -284,6 +284,14 @@ static void test_if_match(void **state)
         fe_hdr_if_match("W/\"datetime'2001-01-01T00%3A00%3A00Z'\"", &t, &any),
         0);
     assert_true(t == FE_ETAG_NEVER);
+    /* A lower-case weak indicator is still a weak ETag; never ours. */
+    assert_int_equal(fe_hdr_if_match("w/\"wrong\"", &t, &any), 0);
+    assert_true(t == FE_ETAG_NEVER);
+    assert_int_equal(
+        fe_hdr_if_match("w/\"datetime'2017-10-16T23%3A00%3A05.5000867Z'\"", &t,
+                        &any),
+        0);
+    assert_true(t == FE_ETAG_NEVER);
     assert_int_equal(fe_hdr_if_match("", &t, &any), RT_EPRECOND);
     assert_int_equal(fe_hdr_if_match("  ", &t, &any), RT_EPRECOND);
     assert_int_equal(fe_hdr_if_match("bogus", &t, &any), RT_EINVAL);
