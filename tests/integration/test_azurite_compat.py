@@ -149,3 +149,128 @@ def test_delete_and_recreate_at_once_shows_no_old_data(svc):
     assert list(t.query_entities("Round ge 0")) == []
     t.create_entity({"PartitionKey": "p0", "RowKey": "r0", "Round": 99})
     assert [e["Round"] for e in t.list_entities()] == [99]
+
+
+# ------------------------------------------------------------ weak ETags
+@pytest.mark.parametrize("etag", ['W/"wrong"', 'w/"wrong"',
+                                  "w/\"datetime'2015-01-01T23%3A14%3A33."
+                                  "4980000Z'\""])
+def test_any_weak_etag_is_412_not_400(raw, svc, etag):
+    """A weak ETag that is not ours, with either case of the weak
+    indicator, is well-formed and matches nothing: 412, never 400."""
+    t = svc.create_table_if_not_exists("weaketags")
+    t.upsert_entity({"PartitionKey": "p", "RowKey": "r", "V": 1})
+    path = raw.path(rawhttp.entity_path("weaketags", "p", "r"))
+    for verb in ("PUT", "MERGE", "DELETE"):
+        body = {"V": 2} if verb != "DELETE" else None
+        r = raw.request(verb, path, body=body, headers={"If-Match": etag})
+        assert r.status == 412, (verb, r)
+        assert r.error_code == "UpdateConditionNotSatisfied", (verb, r)
+    assert t.get_entity("p", "r")["V"] == 1
+    r = raw.request("MERGE", path, body={"V": 2},
+                    headers={"If-Match": '"strong"'})
+    assert r.status == 400, r
+
+
+# ------------------------------------------------------------ EDM edges
+def test_typed_null_is_not_stored(raw, svc):
+    """"X": null with an Edm type (what @azure/data-tables sends for an
+    Invalid Date or Infinity) is accepted and not stored, like an untyped
+    null: Azure does not store nulls (azure-storage-net#101)."""
+    svc.create_table_if_not_exists("edmedges")
+    r = raw.post(raw.path("/edmedges"), {
+        "PartitionKey": "p", "RowKey": "null",
+        "D": None, "D@odata.type": "Edm.DateTime",
+        "X": None, "X@odata.type": "Edm.Double", "Kept": 1})
+    assert r.status == 201, r
+    e = svc.get_table_client("edmedges").get_entity("p", "null")
+    assert "D" not in e and "X" not in e and e["Kept"] == 1
+
+
+@pytest.mark.parametrize("value,code", [
+    # .NET's default(DateTimeOffset): Azure answers OutOfRangeInput
+    # (Azurite#1757); Edm.DateTime starts at 1601-01-01.
+    ("0001-01-01T00:00:00+00:00", "OutOfRangeInput"),
+    ("1600-12-31T23:59:59.9999999Z", "OutOfRangeInput"),
+    ("", "InvalidInput"),
+])
+def test_datetime_out_of_range_rejected(raw, svc, value, code):
+    svc.create_table_if_not_exists("edmedges")
+    r = raw.post(raw.path("/edmedges"), {
+        "PartitionKey": "p", "RowKey": "d", "D": value,
+        "D@odata.type": "Edm.DateTime"})
+    assert r.status == 400 and r.error_code == code, r
+
+
+@pytest.mark.parametrize("body", [
+    # Azure: 400 InvalidInput for a Double beyond the largest one
+    # (Azurite#2387), as text or as a JSON number.
+    b'{"PartitionKey":"p","RowKey":"x","X":"13e7705",'
+    b'"X@odata.type":"Edm.Double"}',
+    b'{"PartitionKey":"p","RowKey":"x","X":1e400,'
+    b'"X@odata.type":"Edm.Double"}',
+    b'{"PartitionKey":"p","RowKey":"x","X":-1e400}',
+])
+def test_double_beyond_max_rejected(raw, svc, body):
+    svc.create_table_if_not_exists("edmedges")
+    r = raw.post(raw.path("/edmedges"), body)
+    assert r.status == 400 and r.error_code == "InvalidInput", r
+
+
+def test_double_max_and_infinity_accepted(raw, svc):
+    svc.create_table_if_not_exists("edmedges")
+    r = raw.post(raw.path("/edmedges"), {
+        "PartitionKey": "p", "RowKey": "max", "X": 1.797693134862315e308,
+        "X@odata.type": "Edm.Double", "I": "Infinity",
+        "I@odata.type": "Edm.Double"})
+    assert r.status == 201, r
+    e = svc.get_table_client("edmedges").get_entity("p", "max")
+    assert e["X"] == 1.797693134862315e308 and e["I"] == float("inf")
+
+
+# ------------------------------------------------------------ CORS Vary
+CORS_XML = ('<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>'
+            '<Cors><CorsRule><AllowedOrigins>%s</AllowedOrigins>'
+            '<AllowedMethods>GET,POST</AllowedMethods>'
+            '<AllowedHeaders>header</AllowedHeaders>'
+            '<ExposedHeaders>*</ExposedHeaders>'
+            '<MaxAgeInSeconds>8888</MaxAgeInSeconds></CorsRule></Cors>'
+            '</StorageServiceProperties>')
+
+
+def set_cors_origin(raw, origin):
+    r = raw.put(raw.path("/?restype=service&comp=properties"),
+                CORS_XML % origin, content_type="application/xml",
+                accept=None)
+    assert r.status == 202, r
+
+
+def test_vary_origin_as_azure_sets_it(raw):
+    """Vary: Origin on GET/HEAD when the origin matched a rule naming it or
+    matched none while rules exist; not after a "*" rule, not on other
+    methods, not without an Origin."""
+    props = raw.path("/?restype=service&comp=properties")
+    set_cors_origin(raw, "http://exact.example")
+    r = raw.get(props, accept=None, headers={"Origin": "http://exact.example"})
+    assert r.status == 200, r
+    assert r.header("Access-Control-Allow-Origin") == "http://exact.example"
+    assert r.header("Vary") == "Origin"
+    r = raw.get(props, accept=None, headers={"Origin": "http://other.example"})
+    assert r.status == 200
+    assert r.header("Access-Control-Allow-Origin") is None
+    assert r.header("Vary") == "Origin"
+    r = raw.get(props, accept=None)
+    assert r.header("Vary") is None
+    r = raw.post(raw.path("/Tables"), {"TableName": "varypost"},
+                 headers={"Origin": "http://exact.example"})
+    assert r.status == 201, r
+    assert r.header("Access-Control-Allow-Origin") == "http://exact.example"
+    assert r.header("Vary") is None
+    set_cors_origin(raw, "*")
+    r = raw.get(props, accept=None, headers={"Origin": "http://any.example"})
+    assert r.header("Access-Control-Allow-Origin") == "*"
+    assert r.header("Access-Control-Expose-Headers")
+    assert r.header("Vary") is None
+    r = raw.get(props, accept=None)
+    assert r.header("Access-Control-Allow-Origin") is None
+    assert r.header("Vary") is None
