@@ -120,6 +120,17 @@ def test_boolean_literal_paged(booltable):
     assert sizes == [4, 2]
 
 
+def test_boolean_literal_in_query_tables(raw, booltable):
+    r = raw.get(raw.path("/Tables?$filter=true"))
+    assert r.status == 200, r
+    assert "booltable" in [t["TableName"] for t in r.json()["value"]]
+    r = raw.get(raw.path("/Tables?$filter=TableName%20eq%20'booltable'"
+                         "%20and%20not%20false"))
+    assert [t["TableName"] for t in r.json()["value"]] == ["booltable"]
+    r = raw.get(raw.path("/Tables?$filter=false"))
+    assert r.status == 200 and r.json()["value"] == [], r
+
+
 def test_literal_alone_still_rejected(raw, booltable):
     r = raw.get(raw.path("/booltable()?$filter=42"))
     assert r.status == 400 and r.error_code == "InvalidInput", r
