@@ -285,3 +285,16 @@ def test_vary_origin_as_azure_sets_it(raw):
     r = raw.get(props, accept=None)
     assert r.header("Access-Control-Allow-Origin") is None
     assert r.header("Vary") is None
+
+
+# ------------------------------------------------------------ service stats
+def test_service_stats_secondary_only(raw, svc):
+    """Get Service Stats is served on the secondary address; the primary
+    answers 400 InvalidQueryParameterValue (the SDK asks the secondary)."""
+    r = raw.get("/%s/?restype=service&comp=stats" % raw.account, accept=None)
+    assert r.status == 400 and r.error_code == "InvalidQueryParameterValue", r
+    assert r.body.startswith(b"<?xml"), r
+    r = raw.get("/%s-secondary/?restype=service&comp=stats" % raw.account,
+                accept=None)
+    assert r.status == 200, r
+    assert svc.get_service_stats()["geo_replication"]["status"] == "live"
