@@ -359,7 +359,8 @@ int fe_hdr_top(const char *s, unsigned max, unsigned *top)
     while (s[i] == ' ') {
         i++;
     }
-    if (s[i] || v == 0) {
+    /* 0 is valid: Azure answers it with no entities (Azurite#1428). */
+    if (s[i]) {
         return RT_EQUERYPARAM;
     }
     *top = v > max ? max : (unsigned)v;

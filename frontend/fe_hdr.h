@@ -82,8 +82,9 @@ int fe_hdr_timeout(const char *s, unsigned *secs);
 #define FE_GUID_SIZE 37
 void fe_hdr_guid(char out[FE_GUID_SIZE]);
 
-/* $top: 1..N; values above @max are clamped to @max (spec §6.3).
- * Returns 0 or RT_EQUERYPARAM (not a positive integer). */
+/* $top: 0..N; values above @max are clamped to @max (spec §6.3); 0 asks
+ * for an empty page. Returns 0 or RT_EQUERYPARAM (not a non-negative
+ * integer). */
 int fe_hdr_top(const char *s, unsigned max, unsigned *top);
 
 /* $select "a, b ,c": names trimmed; "*" or empty -> *n = 0 (all).

@@ -35,7 +35,7 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       trailing slash, boolean filter terms, re-create at
 #                       once with no grace (old data never shows), weak
 #                       ETags, typed nulls, DateTime/Double range, Vary,
-#                       service stats on the secondary only
+#                       service stats on the secondary only, $top=0
 #   test_malformed      a few hundred bad requests (seeded): each gets a
 #                       complete 4xx with x-ms-error-code; nothing written
 #   test_balance        load balancing: policy split/move of a hot range,

@@ -298,3 +298,22 @@ def test_service_stats_secondary_only(raw, svc):
                 accept=None)
     assert r.status == 200, r
     assert svc.get_service_stats()["geo_replication"]["status"] == "live"
+
+
+# ------------------------------------------------------------ $top=0
+def test_top_zero_is_an_empty_page(raw, booltable):
+    """$top=0 (Storage Explorer sends it): 200 with no entities and no
+    continuation, as Azure answers (Azurite#1428); the table must exist."""
+    for q in ("?$top=0",
+              "?%24select=&%24filter=PartitionKey%20eq%20%27a%27&%24top=0"):
+        r = raw.get(raw.path("/booltable()" + q))
+        assert r.status == 200, r
+        assert r.json()["value"] == [], r
+        assert r.header("x-ms-continuation-NextPartitionKey") is None
+    r = raw.get(raw.path("/nosuchtable()?$top=0"))
+    assert r.status == 404 and r.error_code == "TableNotFound", r
+    r = raw.get(raw.path("/Tables?$top=0"))
+    assert r.status == 200 and r.json()["value"] == [], r
+    assert r.header("x-ms-continuation-NextTableName") is None
+    r = raw.get(raw.path("/booltable()?$top=-1"))
+    assert r.status == 400 and r.error_code == "InvalidQueryParameterValue"

@@ -679,7 +679,7 @@ def test_err_missing_if_match_on_delete(cli, tbl):
                 "MissingRequiredHeader")
 
 
-@pytest.mark.parametrize("top", ["0", "-1", "abc", "1.5"])
+@pytest.mark.parametrize("top", ["-1", "abc", "1.5"])
 def test_err_bad_top(cli, tbl, top):
     r = cli.get(cli.path("/%s()?$top=%s" % (tbl, top)))
     check_error(r, 400, "InvalidQueryParameterValue")
