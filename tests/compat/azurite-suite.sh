@@ -68,9 +68,10 @@ if [[ ! -d "$DIR/.git" ]]; then
     git clone -q "$SRC" "$DIR" || die "cannot clone $SRC"
 fi
 cd "$DIR"
-git checkout -q "$REF" -- 2>/dev/null || git checkout -q "$REF" || die "no $REF in $DIR"
-# Back to the pristine tests before patching, so a second run is the same.
-git checkout -q -- tests
+# Back to the pristine tests first (a previous run patched them), so a
+# second run is the same as the first.
+git checkout -q -- tests 2>/dev/null || true
+git checkout -q "$REF" || die "no $REF in $DIR"
 if [[ ! -d node_modules/mocha ]]; then
     # --ignore-scripts: the VS Code extension's native keytar build needs
     # GitHub, and the table tests never load it.
