@@ -95,6 +95,14 @@ struct rt_filter
     unsigned nodes_cap;
 };
 
+/* A boolean literal used as a term (`$filter=true`, `X and false`) is
+ * folded away while parsing: these two node indexes stand for the constant
+ * and never reach f->nodes, so the tree, its binary form and the
+ * partition servers only ever see comparisons. */
+#define RT__K_FALSE (RT_FILTER_MAX_NODES + 1u)
+#define RT__K_TRUE (RT_FILTER_MAX_NODES + 2u)
+#define RT__IS_K(n) ((n) >= RT__K_FALSE)
+
 /* Comparison outcomes besides -1/0/1. */
 #define RT__UNORD 2    /* NaN involved */
 #define RT__MISMATCH 3 /* incomparable types */
@@ -704,12 +712,13 @@ static enum rt_filter_op rt__flip(enum rt_filter_op op)
 }
 
 /* Adds a comparison (takes @lit's bytes on every path) and its leaf. */
-static int rt__add_cmp(struct rt__fparser *p,
-                       size_t name_pos,
-                       size_t name_len,
-                       enum rt_filter_op op,
-                       struct rt__flit *lit,
-                       unsigned *node)
+static int rt__add_cmp_named(struct rt__fparser *p,
+                             const char *name_src,
+                             size_t name_pos,
+                             size_t name_len,
+                             enum rt_filter_op op,
+                             struct rt__flit *lit,
+                             unsigned *node)
 {
     struct rt_filter *f = p->f;
     int rv;
@@ -733,7 +742,7 @@ static int rt__add_cmp(struct rt__fparser *p,
         rt__flit_free(lit);
         return RT_ENOMEM;
     }
-    memcpy(name, p->s + name_pos, name_len);
+    memcpy(name, name_src, name_len);
     name[name_len] = '\0';
     unsigned ci = f->ncmp++;
     struct rt__fcmp *c = &f->cmp[ci];
@@ -749,6 +758,18 @@ static int rt__add_cmp(struct rt__fparser *p,
         rt__perr(p, "filter is too complex");
     }
     return rv;
+}
+
+/* rt__add_cmp_named with the name at @name_pos in the filter text. */
+static int rt__add_cmp(struct rt__fparser *p,
+                       size_t name_pos,
+                       size_t name_len,
+                       enum rt_filter_op op,
+                       struct rt__flit *lit,
+                       unsigned *node)
+{
+    return rt__add_cmp_named(p, p->s + name_pos, name_pos, name_len, op, lit,
+                             node);
 }
 
 static int rt__parse_unary(struct rt__fparser *p, unsigned *node);
@@ -813,6 +834,11 @@ static int rt__parse_primary(struct rt__fparser *p, unsigned *node)
             }
             rv = RT_EINVAL;
             goto out_free_a;
+        }
+        if (!a_is_prop && a_lit.type == RT_EDM_BOOL) {
+            /* A boolean literal is a term of its own, as in Azure. */
+            *node = a_lit.b ? RT__K_TRUE : RT__K_FALSE;
+            return 0;
         }
         if (!a_is_prop) {
             rt__perr(p,
@@ -905,6 +931,10 @@ static int rt__parse_unary(struct rt__fparser *p, unsigned *node)
             return rv;
         }
         p->nesting--;
+        if (RT__IS_K(child)) {
+            *node = child == RT__K_TRUE ? RT__K_FALSE : RT__K_TRUE;
+            return 0;
+        }
         rv = rt__node_add(p->f, RT__FN_NOT, 0, child, 0, node);
         if (rv == RT_EINVAL) {
             rt__perr(p, "filter is too complex");
@@ -922,6 +952,15 @@ static int rt__parse_and(struct rt__fparser *p, unsigned *node)
         if ((rv = rt__lex(p)) != 0 || (rv = rt__parse_unary(p, &r)) != 0) {
             break;
         }
+        /* true and X = X; false and X = false (X's comparisons stay
+         * unreferenced in f->cmp, which is harmless). */
+        if (*node == RT__K_FALSE || r == RT__K_TRUE) {
+            continue;
+        }
+        if (*node == RT__K_TRUE || r == RT__K_FALSE) {
+            *node = r;
+            continue;
+        }
         rv = rt__node_add(p->f, RT__FN_AND, 0, *node, r, node);
         if (rv == RT_EINVAL) {
             rt__perr(p, "filter is too complex");
@@ -937,6 +976,14 @@ static int rt__parse_or(struct rt__fparser *p, unsigned *node)
         unsigned r;
         if ((rv = rt__lex(p)) != 0 || (rv = rt__parse_and(p, &r)) != 0) {
             break;
+        }
+        /* true or X = true; false or X = X. */
+        if (*node == RT__K_TRUE || r == RT__K_FALSE) {
+            continue;
+        }
+        if (*node == RT__K_FALSE || r == RT__K_TRUE) {
+            *node = r;
+            continue;
         }
         rv = rt__node_add(p->f, RT__FN_OR, 0, *node, r, node);
         if (rv == RT_EINVAL) {
@@ -987,6 +1034,24 @@ int rt_filter_parse(const char *text,
         }
         rv = RT_EINVAL;
         goto err;
+    }
+    if (p.f->root == RT__K_TRUE) {
+        /* Matches every entity: the same as no filter. */
+        rt_filter_free(p.f);
+        return 0;
+    }
+    if (p.f->root == RT__K_FALSE) {
+        /* Matches nothing: a key compared with a non-string literal is
+         * never true, and rt_filter_bounds() reports it empty, so the
+         * scan is skipped. */
+        struct rt__flit never;
+        memset(&never, 0, sizeof(never));
+        never.type = RT_EDM_BOOL;
+        rv = rt__add_cmp_named(&p, "PartitionKey", 0, 12, RT_FILTER_EQ, &never,
+                               &p.f->root);
+        if (rv != 0) {
+            goto err;
+        }
     }
     *out = p.f;
     return 0;

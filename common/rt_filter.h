@@ -8,7 +8,11 @@
  * case), parentheses, comparisons eq ne gt ge lt le with a property on one
  * side and a literal on the other (either order: "literal op Prop" is stored
  * as "Prop flipped-op literal"), a bare property (`IsActive` is
- * `IsActive eq true`). Literals: 'string' ('' escapes a quote), Int32
+ * `IsActive eq true`), a bare boolean literal as a term (`true`,
+ * `RowKey eq '1' and false`: folded while parsing; a filter that folds to
+ * true parses to NULL, like an empty one, and one that folds to false to a
+ * filter matching nothing whose bounds are empty). Literals: 'string' (''
+ * escapes a quote), Int32
  * (`42`, `-7`), Int64 (`42L`), Double (`1.5`, `-2.0e10`, `1.5d`, `1e3`,
  * `NaN`, `INF`, `-INF`), true/false, datetime'ISO-8601', guid'8-4-4-4-12',
  * X'hex' / binary'hex'. Property names are case-sensitive; a bare `NaN` or
@@ -75,7 +79,8 @@ struct rt_filter;
  * the URL must already be a space). @text is borrowed: nothing is kept.
  * Returns 0 and *out = a new filter owned by the caller (free with
  * rt_filter_free()), or 0 and *out = NULL when @text is empty or only
- * spaces/tabs ("no filter": every entity matches).
+ * spaces/tabs, or folds to the constant true ("no filter": every entity
+ * matches).
  * Errors: RT_EINVAL (syntax or unsupported construct; @errmsg, if not NULL,
  * receives a message of at most RT_ERRMSG_SIZE bytes such as
  * "Unrecognized 'Edm.Int32' literal '2147483648' at position 8"),

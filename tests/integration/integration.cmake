@@ -31,6 +31,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
+#   test_azurite_compat what Azurite's own suite (tests/compat) found:
+#                       trailing slash, boolean filter terms, re-create at
+#                       once with no grace (old data never shows), weak
+#                       ETags, typed nulls, DateTime/Double range, Vary,
+#                       service stats on the secondary only, $top=0
 #   test_malformed      a few hundred bad requests (seeded): each gets a
 #                       complete 4xx with x-ms-error-code; nothing written
 #   test_balance        load balancing: policy split/move of a hot range,
@@ -152,6 +157,7 @@ set(RT_INTEGRATION_TESTS
   test_rpc_auth
   test_master_raft_tls
   test_disk_full
+  test_azurite_compat
 )
 
 function(rt_integration_test t)

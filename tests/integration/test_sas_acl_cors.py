@@ -823,12 +823,16 @@ def test_service_properties_raw(cluster):
 
 
 def test_service_stats(cluster, svc):
-    """Get Service Stats answers on the secondary (the SDK's call) and the
-    primary address: GeoReplication live with a LastSyncTime."""
+    """Get Service Stats answers on the secondary (the SDK's call):
+    GeoReplication live with a LastSyncTime; the primary address refuses it
+    (400 InvalidQueryParameterValue), as Azure does."""
     stats = svc.get_service_stats()
     assert stats["geo_replication"]["status"] == "live"
     assert stats["geo_replication"]["last_sync_time"] is not None
-    for acct in (cluster.account, cluster.account + "-secondary"):
+    st, h, data = raw(cluster, "GET",
+                      "/%s/?restype=service&comp=stats" % cluster.account)
+    assert st == 400 and h["x-ms-error-code"] == "InvalidQueryParameterValue"
+    for acct in (cluster.account + "-secondary",):
         st, h, data = raw(cluster, "GET",
                           "/%s/?restype=service&comp=stats" % acct)
         assert st == 200, data

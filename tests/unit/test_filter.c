@@ -504,6 +504,47 @@ static void test_bare_boolean(void **state)
     assert_fmt("IsActive", "(IsActive eq true)");
 }
 
+/* A boolean literal is a term of its own (Azure accepts `$filter=true`):
+ * folded while parsing, so no constant reaches the binary form. */
+static void test_boolean_constant(void **state)
+{
+    struct rt_filter *f = (struct rt_filter *)1, *keep;
+    struct rt_filter_bounds b;
+    (void)state;
+    assert_int_equal(rt_filter_parse("true", 4, &f, NULL), 0);
+    assert_null(f); /* the same as no filter */
+    assert_int_equal(rt_filter_parse("(not false)", 11, &f, NULL), 0);
+    assert_null(f);
+    MATCH("true");
+    NOMATCH("false");
+    NOMATCH("not true");
+    MATCH("Age eq 30 and true");
+    NOMATCH("Age eq 30 and false");
+    NOMATCH("false and Age eq 30");
+    MATCH("false or Age eq 30");
+    MATCH("Age eq 31 or true");
+    NOMATCH("Age eq 31 or false");
+    MATCH(
+        "(true and RowKey eq 'R005') and ((false or PartitionKey eq 'P1') "
+        "or PartitionKey eq 'x')");
+    NOMATCH(
+        "(true and RowKey eq 'R005') and ((false or PartitionKey eq "
+        "'P2') or PartitionKey eq 'x')");
+    assert_fmt("true and Age eq 30", "(Age eq 30)");
+    assert_fmt("Age eq 30 or false", "(Age eq 30)");
+    /* A filter that folds to false matches nothing, and says so through
+     * its bounds so the scan is skipped. */
+    b = bounds_of("PartitionKey eq 'pk' and false", &keep);
+    assert_true(b.empty);
+    rt_filter_free(keep);
+    b = bounds_of("PartitionKey eq 'pk' or false", &keep);
+    assert_false(b.empty);
+    assert_true(b.pk_eq);
+    rt_filter_free(keep);
+    /* A literal still cannot be compared with a literal. */
+    perr("true eq true", "needs a property on one side");
+}
+
 /* Keywords and operators are accepted in any case; tabs separate tokens. */
 static void test_keyword_case(void **state)
 {
@@ -1020,7 +1061,7 @@ static void test_err_operands(void **state)
     perr("Age eq Big", "comparing two properties");
     perr("1 eq 1", "needs a property");
     perr("'a'", "must be compared with a property");
-    perr("true", "must be compared with a property");
+    perr("42", "must be compared with a property");
 }
 
 /* Functions, arithmetic and null are not part of the Table service
@@ -1144,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_type_mismatch),
         cmocka_unit_test(test_missing_property),
         cmocka_unit_test(test_not_of_false),
+        cmocka_unit_test(test_boolean_constant),
         cmocka_unit_test(test_nan),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_precedence_and_or),
