@@ -27,6 +27,7 @@
 #include "rt_err.h"
 #include "rt_lmdb.h"
 #include "rt_log.h"
+#include "rt_utf8.h"
 
 #define MS__MAPSIZE (1ull << 30) /* sparse file; grows on demand */
 
@@ -1616,8 +1617,8 @@ int ms_cat_do_split_repl(struct ms_catalog *cat,
     if (r->epoch != guard_epoch || r->seal_epoch != 0) {
         return RT_ESTALE;
     }
-    if (!key || strcmp(key, r->low) <= 0 ||
-        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+    if (!key || rt_utf16_cmpz(key, r->low) <= 0 ||
+        (!r->high_inf && rt_utf16_cmpz(key, r->high) >= 0)) {
         return RT_EINVAL;
     }
     c[0] = ms__range_child(r, ctr.next_range_id++, r->low, key);
