@@ -29,7 +29,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_sdk_python     the official Python SDK, every operation and type
 #   test_key_order      keys in UTF-16 code-unit order (emoji before
 #                       U+E000..U+FFFF): lists, filters, pages of one, a
-#                       split at such keys across two servers
+#                       split at such keys across two servers, key format
+#                       1 directories migrated by the servers at start
 #   test_sdk_js         the official JavaScript SDK (npm-installed into
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
