@@ -27,14 +27,11 @@ struct kv
         lit, sizeof(lit) - 1 \
     }
 
+/* The order keys must sort in: Azure's (UTF-16 code units), checked
+ * against an independent UTF-16 encoder in test_utf16_* below. */
 static int ordinal_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
-    size_t m = an < bn ? an : bn;
-    int c = memcmp(a, b, m);
-    if (c) {
-        return c;
-    }
-    return an < bn ? -1 : an > bn ? 1 : 0;
+    return rt_utf16_cmp(a, an, b, bn);
 }
 
 static int sign(int v)
@@ -49,10 +46,34 @@ static int key_cmp(const struct rt_buf *a, const struct rt_buf *b)
 }
 
 static const struct kv samples[] = {
-    KV(""),      KV("\0"),       KV("\0\0"), KV("\0\x01"), KV("\0\xff"),
-    KV("\x01"),  KV("a"),        KV("a\0"),  KV("a\0b"),   KV("a\x01"),
-    KV("ab"),    KV("abc"),      KV("b"),    KV("\xff"),   KV("\xff\0"),
-    KV("a\0\0"), KV("\xc3\xa9"), KV("Z"),    KV("a\xff"),  KV("\x7f"),
+    KV(""),
+    KV("\0"),
+    KV("\0\0"),
+    KV("\0\x01"),
+    KV("\0\xff"),
+    KV("\x01"),
+    KV("a"),
+    KV("a\0"),
+    KV("a\0b"),
+    KV("a\x01"),
+    KV("ab"),
+    KV("abc"),
+    KV("b"),
+    KV("\xff"),
+    KV("\xff\0"),
+    KV("a\0\0"),
+    KV("\xc3\xa9"),
+    KV("Z"),
+    KV("a\xff"),
+    KV("\x7f"),
+    /* U+E000, U+FF01, U+1F600, with NULs around them: the byte map and
+     * the escape together. */
+    KV("\xee\x80\x80"),
+    KV("\xee\x80\x80\0"),
+    KV("\0\xee\x80\x80"),
+    KV("\xef\xbc\x81"),
+    KV("\xf0\x9f\x98\x80"),
+    KV("\xf0\x9f\x98\x80\0a"),
 };
 #define NSAMPLES (sizeof(samples) / sizeof(samples[0]))
 
