@@ -25,6 +25,7 @@
 #include "rt_err.h"
 #include "rt_text.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 /* ------------------------------------------------------------------ */
 /* Representation */
@@ -1412,6 +1413,13 @@ static int rt__cmp_bytes(const uint8_t *a,
     return an < bn ? -1 : an > bn ? 1 : 0;
 }
 
+/* Strings compare as Azure compares them: ordinal over UTF-16 code units
+ * (the order of storage keys, rt_key.h), not UTF-8 bytes. */
+static int rt__cmp_str(const void *a, size_t an, const void *b, size_t bn)
+{
+    return rt_utf16_cmp(a, an, b, bn);
+}
+
 /* Exact comparison of an integer with a double: -1, 0, 1 or RT__UNORD. */
 static int rt__cmp_i64_dbl(int64_t i, double d)
 {
@@ -1450,8 +1458,11 @@ static int rt__cmp_prop(const struct rt__fcmp *c, const struct rt_prop *pr)
             if (l->type != pr->type) {
                 return RT__MISMATCH;
             }
-            return rt__cmp_bytes(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
-                                 l->nbytes);
+            return pr->type == RT_EDM_STRING
+                       ? rt__cmp_str(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
+                                     l->nbytes)
+                       : rt__cmp_bytes(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
+                                       l->nbytes);
         case RT_EDM_BOOL:
             if (l->type != RT_EDM_BOOL) {
                 return RT__MISMATCH;
@@ -1534,10 +1545,8 @@ static int rt__eval_cmp(struct rt__fctx *x, const struct rt__fcmp *c)
                 return 0;
             }
             r = c->prop == RT__FP_PK
-                    ? rt__cmp_bytes((const uint8_t *)x->pk, x->pklen,
-                                    c->lit.bytes, c->lit.nbytes)
-                    : rt__cmp_bytes((const uint8_t *)x->rk, x->rklen,
-                                    c->lit.bytes, c->lit.nbytes);
+                    ? rt__cmp_str(x->pk, x->pklen, c->lit.bytes, c->lit.nbytes)
+                    : rt__cmp_str(x->rk, x->rklen, c->lit.bytes, c->lit.nbytes);
             return rt__apply((enum rt_filter_op)c->op, r);
         case RT__FP_TS:
             if (c->lit.type != RT_EDM_DATETIME) {
@@ -1611,7 +1620,7 @@ int rt_filter_eval(const struct rt_filter *f,
 
 static int rt__bcmp(const struct rt_filter_bound *a, const uint8_t *s, size_t n)
 {
-    return rt__cmp_bytes((const uint8_t *)a->s, a->n, s, n);
+    return rt__cmp_str(a->s, a->n, s, n);
 }
 
 static void rt__tighten_lo(struct rt_filter_bound *b,
@@ -1648,8 +1657,7 @@ static int rt__range_empty(const struct rt_filter_bound *lo,
     if (!lo->set || !hi->set) {
         return 0;
     }
-    int c = rt__cmp_bytes((const uint8_t *)lo->s, lo->n, (const uint8_t *)hi->s,
-                          hi->n);
+    int c = rt__cmp_str(lo->s, lo->n, hi->s, hi->n);
     return c > 0 || (c == 0 && !(lo->inclusive && hi->inclusive));
 }
 
@@ -1719,8 +1727,7 @@ int rt_filter_bounds(const struct rt_filter *f, struct rt_filter_bounds *b)
     }
     if (b->pk_lo.set && b->pk_hi.set && b->pk_lo.inclusive &&
         b->pk_hi.inclusive &&
-        rt__cmp_bytes((const uint8_t *)b->pk_lo.s, b->pk_lo.n,
-                      (const uint8_t *)b->pk_hi.s, b->pk_hi.n) == 0) {
+        rt__cmp_str(b->pk_lo.s, b->pk_lo.n, b->pk_hi.s, b->pk_hi.n) == 0) {
         b->pk_eq = 1;
         b->rk_lo = rk_lo;
         b->rk_hi = rk_hi;

@@ -26,11 +26,13 @@
  *    come from the eval arguments, never from the blob.
  *  - A comparison happens in the property's stored type. Int32, Int64 and
  *    Double compare by exact mathematical value with each other (Int64 vs
- *    Double never loses precision). Strings (UTF-8) and Binary compare
- *    bytewise (memcmp, a proper prefix sorts first), which equals ordinal
- *    UTF-16 order except for supplementary vs U+E000..U+FFFF characters;
- *    Guid compares its 16 bytes in text order; Boolean false < true;
- *    DateTime by ticks.
+ *    Double never loses precision). Strings (UTF-8: PartitionKey, RowKey
+ *    and String properties alike) compare as Azure's do, ordinal over
+ *    UTF-16 code units (rt_utf16_cmp: supplementary characters before
+ *    U+E000..U+FFFF), the order of storage keys, so bounds and scans
+ *    agree; a proper prefix sorts first. Binary compares bytewise
+ *    (memcmp); Guid compares its 16 bytes in text order; Boolean
+ *    false < true; DateTime by ticks.
  *  - Any other type pairing (string literal vs Int32 property, guid vs
  *    string, datetime vs string, ...) makes the comparison false, for every
  *    operator including ne. A property the entity lacks makes it false too

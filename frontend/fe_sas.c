@@ -575,14 +575,14 @@ static int fe__key_cmp(const char *pk,
                        const char *brk,
                        int low)
 {
-    int c = strcmp(pk, bpk);
+    int c = rt_utf16_cmpz(pk, bpk);
     if (c != 0) {
         return c;
     }
     if (!brk) {
         return low ? (*rk ? 1 : 0) : -1;
     }
-    return strcmp(rk, brk);
+    return rt_utf16_cmpz(rk, brk);
 }
 
 int fe_sas_key_in_range(const struct fe_sas *s, const char *pk, const char *rk)
@@ -821,12 +821,12 @@ int fe_sas_check_job(struct fe_req *req)
                     job->pk = s->spk;
                     job->rk = srk;
                 }
-                if (!job->scan_lo || strcmp(job->scan_lo, s->spk) < 0) {
+                if (!job->scan_lo || rt_utf16_cmpz(job->scan_lo, s->spk) < 0) {
                     job->scan_lo = s->spk;
                 }
             }
             if (s->kind == FE_SAS_SERVICE && s->epk &&
-                (!job->scan_hi || strcmp(job->scan_hi, s->epk) > 0)) {
+                (!job->scan_hi || rt_utf16_cmpz(job->scan_hi, s->epk) > 0)) {
                 job->scan_hi = s->epk;
             }
             return 0;

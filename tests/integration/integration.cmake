@@ -27,6 +27,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_fe_api         addressing, versions, \$filter routing, accounts
 #   test_batch          entity group transactions (\$batch)
 #   test_sdk_python     the official Python SDK, every operation and type
+#   test_key_order      keys in UTF-16 code-unit order (emoji before
+#                       U+E000..U+FFFF): lists, filters, pages of one, a
+#                       split at such keys across two servers, key format
+#                       1 directories migrated by the servers at start
 #   test_sdk_js         the official JavaScript SDK (npm-installed into
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
@@ -135,6 +139,7 @@ set(RT_INTEGRATION_TESTS
   test_fe_api
   test_batch
   test_sdk_python
+  test_key_order
   test_sdk_js
   test_raw_http
   test_sas_acl_cors
