@@ -60,6 +60,8 @@ struct ms_master
     bool status_dirty;
     uint64_t status_cost_us; /* what the last rebuild took */
     uint64_t snapshot_ms;    /* when the status was last published */
+    uint64_t coarse_seen;    /* ms_load_coarse_added() when last published */
+    bool coarse_published;
 };
 
 /* ---- status ---- */
@@ -81,7 +83,16 @@ static void ms__status_history(struct ms_master *m)
 {
     if (m->status) {
         ms_status_publish_doc(m->status, MS_STATUS_HISTORY,
-                              ms_status_build_history(&m->cl, &m->bal));
+                              ms_status_build_history(&m->cl, &m->bal, false));
+        /* The coarse document changes only when a 10 s frame is added. */
+        if (!m->coarse_published ||
+            ms_load_coarse_added(m->load) != m->coarse_seen) {
+            m->coarse_seen = ms_load_coarse_added(m->load);
+            m->coarse_published = true;
+            ms_status_publish_doc(
+                m->status, MS_STATUS_HISTORY_COARSE,
+                ms_status_build_history(&m->cl, &m->bal, true));
+        }
     }
 }
 
@@ -120,6 +131,7 @@ static void ms__cluster_changed(void *arg)
 void ms_master_set_status(struct ms_master *m, struct ms_status *st)
 {
     m->status = st;
+    m->coarse_published = false;
     ms__status_refresh(m);
     if (st) {
         ms__status_history(m);

@@ -696,8 +696,12 @@ static char *ms__build_metrics(struct ms_cluster *cl,
     return out;
 }
 
-char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
+char *ms_status_build_history(struct ms_cluster *cl,
+                              struct ms_balance *bal,
+                              bool coarse)
 {
+    size_t nframes =
+        coarse ? ms_load_ncoarse(bal->load) : ms_load_nframes(bal->load);
     json_t *root = json_object(), *tables = json_object();
     json_t *ranges = json_object(), *frames = json_array();
     char key[32], *out;
@@ -717,8 +721,9 @@ char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
                             b->high ? ms__json_key(b->high) : json_null());
         json_object_set_new(ranges, key, o);
     }
-    for (size_t i = 0; i < ms_load_nframes(bal->load); i++) {
-        const struct ms_load_frame *f = ms_load_frame_at(bal->load, i);
+    for (size_t i = 0; i < nframes; i++) {
+        const struct ms_load_frame *f = coarse ? ms_load_coarse_at(bal->load, i)
+                                               : ms_load_frame_at(bal->load, i);
         json_t *fo = json_object(), *r = json_array(), *s = json_array();
         for (size_t j = 0; j < f->ncells; j++) {
             json_t *c = json_array();
@@ -738,7 +743,11 @@ char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
         json_object_set_new(fo, "s", s);
         json_array_append_new(frames, fo);
     }
-    json_object_set_new(root, "step_ms", json_integer(1000));
+    json_object_set_new(root, "step_ms",
+                        json_integer(coarse ? MS_LOAD_COARSE_MS : 1000));
+    json_object_set_new(
+        root, "max_frames",
+        json_integer(coarse ? MS_LOAD_COARSE_HISTORY : MS_LOAD_HISTORY));
     json_object_set_new(root, "threshold",
                         json_real(bal->policy_cfg.split_eps));
     json_object_set_new(root, "tables", tables);

@@ -17,9 +17,10 @@ struct ms_repl;
 struct ms_status;
 
 enum ms_status_doc {
-    MS_STATUS_JSON,    /* GET /api/status */
-    MS_STATUS_METRICS, /* GET /metrics */
-    MS_STATUS_HISTORY, /* GET /api/history (rebuilt once a second) */
+    MS_STATUS_JSON,           /* GET /api/status */
+    MS_STATUS_METRICS,        /* GET /metrics */
+    MS_STATUS_HISTORY,        /* GET /api/history (rebuilt once a second) */
+    MS_STATUS_HISTORY_COARSE, /* GET /api/history?res=10 (every 10 s) */
     MS_STATUS__NR
 };
 
@@ -61,7 +62,10 @@ void ms_status_build(struct ms_cluster *cl,
                      struct ms_repl *repl,
                      char **json,
                      char **metrics);
-/* The load history document (master/README.md, GET /api/history). */
-char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal);
+/* The load history document (master/README.md, GET /api/history): the
+ * 1 s frames, or with @coarse the 10 s ones (GET /api/history?res=10). */
+char *ms_status_build_history(struct ms_cluster *cl,
+                              struct ms_balance *bal,
+                              bool coarse);
 
 #endif
