@@ -201,8 +201,15 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
                  "cancelable:true}));"
                  "return Math.round((kv.drawn.t1-kv.drawn.t0)/w1*100)/100})()",
          "expect": 1.25, "what": "the wheel zooms the time window out"},
+        {"eval": "(()=>{const r=$('heat').getBoundingClientRect();"
+                 "$('heat').dispatchEvent(new WheelEvent('wheel',{deltaY:-100,"
+                 "shiftKey:true,clientX:r.left+r.width/2,clientY:r.top+50,"
+                 "bubbles:true,cancelable:true}));"
+                 "return Math.round((kv.view.y1-kv.view.y0)*100)/100})()",
+         "expect": 0.8, "what": "shift+wheel zooms the key axis in"},
         {"eval": "$('kvreset').click();Math.round((kv.drawn.t1-kv.drawn.t0)"
-                 "/1000)", "expect": 120, "what": "reset: the last 2 minutes"},
+                 "/1000)+' '+(kv.view.y1-kv.view.y0)", "expect": "120 1",
+         "what": "reset: the last 2 minutes, every key"},
         {"eval": click_js % left, "expect": "range %d" % left,
          "what": "a click on a range opens its drill-down"},
         {"eval": "$('kvdrill').textContent", "match": "split",
