@@ -14,10 +14,11 @@ cluster (one master with --policy none, two partition servers, RF 1):
     click on a server row (per-server view) lists its ranges, a
     keyviz.json built from /api/history + /api/events (the shape rt-sim
     writes) opened through the file input is shown with a banner and live
-    updates paused, "back to live" returns; no uncaught exception or
-    console error on the page.
+    updates paused, "back to live" returns; a file with markup in its
+    table names and events shows it as text and runs none of it; no
+    uncaught exception or console error on the page.
 
-About 45 s (the 10 s history needs two buckets).
+About 40 s (the 10 s history needs two buckets).
 """
 
 import json
@@ -162,6 +163,16 @@ def _keyviz_doc(c):
             "source": "rt-sim", "policy": "default", "seed": 7}
 
 
+def open_file_js(doc, name="keyviz.json"):
+    """Page JS that opens @doc as a file through the file input (the path
+    a user's pick takes: a change event, then FileReader)."""
+    return ("(()=>{const f=new File([%s],%s,{type:'application/json'});"
+            "const dt=new DataTransfer();dt.items.add(f);"
+            "$('kvfile').files=dt.files;"
+            "$('kvfile').dispatchEvent(new Event('change'));return 1})()"
+            % (json.dumps(json.dumps(doc)), json.dumps(name)))
+
+
 def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
     url = "http://%s/" % cluster.master_http_addr
     left, right = loaded["children"]
@@ -174,12 +185,16 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
         doc["history"]["ranges"][str(right)])
     for f in doc["history"]["frames"]:
         f["r"] = [[999999 if r == right else r, d, s] for r, d, s in f["r"]]
-    open_js = (
-        "(()=>{const f=new File([%s],'keyviz.json',"
-        "{type:'application/json'});const dt=new DataTransfer();"
-        "dt.items.add(f);$('kvfile').files=dt.files;"
-        "$('kvfile').dispatchEvent(new Event('change'));return 1})()"
-        % json.dumps(json.dumps(doc)))
+    open_js = open_file_js(doc)
+    bad = "<img src=x onerror=window.pwned=1>"
+    hostile = json.loads(json.dumps(doc))
+    hostile["history"]["tables"] = {
+        k: bad for k in hostile["history"]["tables"]}
+    hostile["events"].append({
+        "seq": bad, "kind": "move", "time": bad, "range": left,
+        "table_id": loaded["split"]["table_id"], "low": "", "high": "m",
+        "server": bad, "to": bad, "outcome": bad, "reason": bad,
+        "unix_ms": doc["history"]["frames"][-1]["t"]})
     click_js = (
         "(()=>{const p=kv.locate(%d);if(!p)return null;"
         "$('heat').dispatchEvent(new MouseEvent('click',{clientX:p.x,"
@@ -257,5 +272,23 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
         {"eval": "$('kvbantext').textContent",
          "match": "^cannot open bad.json: not a keyviz file",
          "what": "a file of another shape is refused, said so"},
+        # A hostile file: markup in a table name, a key and event fields is
+        # shown as text, never run.
+        {"eval": open_file_js(hostile),
+         "what": "open a keyviz.json with markup in its strings"},
+        {"eval": (click_js % left) + "+' '+$('kvdrill').textContent",
+         "match": "^range %d .*<img" % left,
+         "what": "the drill-down shows the markup as text"},
+        {"eval": "(()=>{const m=kv.drawn.markers.find(m=>m.kind==='move');"
+                 "const r=$('heat').getBoundingClientRect();"
+                 "$('heat').dispatchEvent(new MouseEvent('mousemove',{clientX:"
+                 "r.left+m.x,clientY:r.top+m.y,bubbles:true}));"
+                 "return $('kvtip').textContent})()",
+         "match": "<img", "what": "so does the marker's tooltip"},
+        {"eval": "new Promise(r=>setTimeout(()=>r(window.pwned===undefined&&"
+                 "!document.querySelector('#kvdrill img,#kvtip img,"
+                 "#kvtab img')),300))",
+         "expect": True, "what": "no markup from the file ran"},
+        {"eval": "$('kvlive').click();1"},
         {"noErrors": True, "what": "no page errors"},
     ])
