@@ -236,6 +236,10 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
          "expect": 0, "what": "decisions toggled off"},
         {"eval": "$('kvev').click();kv.drawn.markers.length>0",
          "expect": True, "what": "and on again"},
+        {"eval": "$('kvmode').value='server';"
+                 "$('kvmode').dispatchEvent(new Event('change'));"
+                 "$('kvsrv').textContent", "match": "^hue: . server \\d",
+         "what": "colour by server: the legend names each server's hue"},
         {"eval": "$('kvmode').value='servers';"
                  "$('kvmode').dispatchEvent(new Event('change'));"
                  "(()=>{const r=$('heat').getBoundingClientRect(),G=kv.geo;"
