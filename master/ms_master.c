@@ -62,6 +62,8 @@ struct ms_master
     uint64_t snapshot_ms;    /* when the status was last published */
     uint64_t coarse_seen;    /* ms_load_coarse_added() when last published */
     bool coarse_published;
+    struct ms_status_hist_cache hist_fine; /* frames' JSON, per ring */
+    struct ms_status_hist_cache hist_coarse;
 };
 
 /* ---- status ---- */
@@ -82,16 +84,17 @@ static void ms__status_refresh(struct ms_master *m)
 static void ms__status_history(struct ms_master *m)
 {
     if (m->status) {
-        ms_status_publish_doc(m->status, MS_STATUS_HISTORY,
-                              ms_status_build_history(&m->cl, &m->bal, false));
+        ms_status_publish_doc(
+            m->status, MS_STATUS_HISTORY,
+            ms_status_build_history(&m->cl, &m->bal, false, &m->hist_fine));
         /* The coarse document changes only when a 10 s frame is added. */
         if (!m->coarse_published ||
             ms_load_coarse_added(m->load) != m->coarse_seen) {
             m->coarse_seen = ms_load_coarse_added(m->load);
             m->coarse_published = true;
-            ms_status_publish_doc(
-                m->status, MS_STATUS_HISTORY_COARSE,
-                ms_status_build_history(&m->cl, &m->bal, true));
+            ms_status_publish_doc(m->status, MS_STATUS_HISTORY_COARSE,
+                                  ms_status_build_history(&m->cl, &m->bal, true,
+                                                          &m->hist_coarse));
         }
     }
 }
@@ -415,6 +418,8 @@ void ms_master_destroy(struct ms_master *m)
     ms_cluster_fini(&m->cl);
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
+    ms_status_hist_cache_free(&m->hist_fine);
+    ms_status_hist_cache_free(&m->hist_coarse);
     if (m->own_events) {
         ms_events_close(m->events);
     }
