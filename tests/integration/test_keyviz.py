@@ -236,6 +236,12 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
          "expect": 0, "what": "decisions toggled off"},
         {"eval": "$('kvev').click();kv.drawn.markers.length>0",
          "expect": True, "what": "and on again"},
+        {"eval": "document.querySelector('#kvkinds [data-kind=split]').click();"
+                 "kv.drawn.markers.some(m=>m.kind==='split')",
+         "expect": False, "what": "split markers toggled off by kind"},
+        {"eval": "document.querySelector('#kvkinds [data-kind=split]').click();"
+                 "kv.drawn.markers.some(m=>m.kind==='split')",
+         "expect": True, "what": "and on again"},
         {"eval": "$('kvmode').value='server';"
                  "$('kvmode').dispatchEvent(new Event('change'));"
                  "$('kvsrv').textContent", "match": "^hue: . server \\d",
