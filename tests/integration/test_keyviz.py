@@ -9,10 +9,12 @@ cluster (one master with --policy none, two partition servers, RF 1):
   - the page in headless chromium (skipped without chromium or a node
     with WebSocket; cdp_steps.js drives it): the heat map draws the live
     cluster's ranges, the zoom buttons and the mouse wheel narrow the
-    visible time window, a click on a range opens its drill-down with its
-    id, a split made through the API is a marker at its time and key, a
-    click on a server row (per-server view) lists its ranges, a
-    keyviz.json built from /api/history + /api/events (the shape rt-sim
+    visible time window (shift+wheel the keys), a click on a range opens
+    its drill-down with its id, a split made through the API is a marker
+    at its time and key (toggled with all decisions and by kind), colour
+    by server names each server's hue, a click on a server row
+    (per-server view) lists its ranges, "save" downloads the live history
+    and events as a keyviz.json, a keyviz.json built from /api/history + /api/events (the shape rt-sim
     writes) opened through the file input is shown with a banner and live
     updates paused, "back to live" returns; a file with markup in its
     table names and events shows it as text and runs none of it; no
@@ -257,6 +259,16 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
          "what": "per-server view: a click on a server lists its ranges"},
         {"eval": "$('kvmode').value='ranges';"
                  "$('kvmode').dispatchEvent(new Event('change'));1"},
+        {"eval": "(async()=>{let b;const o=URL.createObjectURL,c="
+                 "HTMLAnchorElement.prototype.click;URL.createObjectURL=x=>{"
+                 "b=x;return o.call(URL,x)};HTMLAnchorElement.prototype.click="
+                 "function(){};try{$('kvsave').click();}finally{"
+                 "URL.createObjectURL=o;HTMLAnchorElement.prototype.click=c;}"
+                 "const d=JSON.parse(await b.text());return [d.history.step_ms,"
+                 "d.history.frames.length>0,d.events.some(e=>e.seq===%d),"
+                 "d.source.startsWith('rangetable master'),d.policy]})()"
+                 % seq, "expect": [1000, True, True, True, "none"],
+         "what": "save: the live 1 s history and events as a keyviz.json"},
         {"eval": open_js, "what": "open a keyviz.json built from the API"},
         {"eval": "$('kvban').hidden?'':$('kvbantext').textContent",
          "match": "^Showing keyviz.json from rt-sim, policy default, "
