@@ -616,7 +616,16 @@ static enum MHD_Result ms__http_handler(void *cls,
         doc = MS_STATUS_JSON;
         ctype = "application/json";
     } else if (strcmp(url, "/api/history") == 0) {
-        doc = MS_STATUS_HISTORY;
+        const char *res =
+            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "res");
+        if (!res || strcmp(res, "1") == 0) {
+            doc = MS_STATUS_HISTORY;
+        } else if (strcmp(res, "10") == 0) {
+            doc = MS_STATUS_HISTORY_COARSE;
+        } else {
+            return ms__http_json(c, MHD_HTTP_BAD_REQUEST,
+                                 "res: 1 or 10 (seconds per frame)");
+        }
         ctype = "application/json";
     } else if (strcmp(url, "/metrics") == 0) {
         doc = MS_STATUS_METRICS;

@@ -18,6 +18,30 @@ struct ms_load
     size_t nframes;
     size_t frame_head; /* index of the oldest frame */
     uint64_t next_frame;
+    /* Coarse ring and the bucket being summed (see ms_load.h). */
+    struct ms_load_frame coarse[MS_LOAD_COARSE_HISTORY];
+    size_t ncoarse;
+    size_t coarse_head;
+    uint64_t next_coarse;
+    struct ms_vec acc_cells; /* struct ms__acc_cell *, by range id */
+    struct ms_vec acc_srv;   /* struct ms__acc_srv *, by server id */
+    uint64_t acc_bucket;     /* unix_ms / MS_LOAD_COARSE_MS */
+    uint32_t acc_frames;     /* fine frames summed so far */
+};
+
+struct ms__acc_cell
+{
+    uint64_t range_id;
+    const struct ms_load_bounds *b;
+    uint64_t server_id; /* the latest */
+    double sum;
+    uint32_t n; /* fine frames that had the range */
+};
+
+struct ms__acc_srv
+{
+    uint64_t server_id;
+    double sum;
 };
 
 /* ---- helpers ---- */
@@ -100,6 +124,7 @@ struct ms_load *ms_load_create(uint32_t tau_ms)
     struct ms_load *ld = rt_xcalloc(1, sizeof(*ld));
     ld->tau_ms = tau_ms ? tau_ms : MS_LOAD_DEFAULT_TAU;
     ld->next_frame = 1;
+    ld->next_coarse = 1;
     return ld;
 }
 
@@ -123,6 +148,17 @@ void ms_load_destroy(struct ms_load *ld)
     for (size_t i = 0; i < MS_LOAD_HISTORY; i++) {
         ms__frame_clear(&ld->frames[i]);
     }
+    for (size_t i = 0; i < MS_LOAD_COARSE_HISTORY; i++) {
+        ms__frame_clear(&ld->coarse[i]);
+    }
+    for (size_t i = 0; i < ld->acc_cells.n; i++) {
+        free(ld->acc_cells.v[i]);
+    }
+    ms_vec_free(&ld->acc_cells);
+    for (size_t i = 0; i < ld->acc_srv.n; i++) {
+        free(ld->acc_srv.v[i]);
+    }
+    ms_vec_free(&ld->acc_srv);
     for (size_t i = 0; i < ld->bounds.n; i++) {
         struct ms_load_bounds *b = ld->bounds.v[i];
         free(b->low);
@@ -408,6 +444,8 @@ static const struct ms_load_bounds *ms__bounds_get(
         b->high = fr->high ? rt_xstrdup(fr->high) : NULL;
     }
     b->last_frame = frame_n;
+    /* Kept while the bucket, then the coarse frame made of it, is. */
+    b->last_coarse = ld->next_coarse;
     return b;
 }
 
@@ -417,15 +455,97 @@ static int ms__u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* ---- coarse history ---- */
+
+/* Turns the bucket summed so far into the newest coarse frame (the oldest
+ * one goes when the ring is full) and empties the accumulator. */
+static void ms__coarse_flush(struct ms_load *ld)
+{
+    struct ms_load_frame *f;
+    size_t slot;
+
+    if (ld->ncoarse == MS_LOAD_COARSE_HISTORY) {
+        slot = ld->coarse_head;
+        ld->coarse_head = (ld->coarse_head + 1) % MS_LOAD_COARSE_HISTORY;
+    } else {
+        slot = (ld->coarse_head + ld->ncoarse) % MS_LOAD_COARSE_HISTORY;
+        ld->ncoarse++;
+    }
+    f = &ld->coarse[slot];
+    ms__frame_clear(f);
+    f->n = ld->next_coarse++;
+    f->unix_ms = ld->acc_bucket * MS_LOAD_COARSE_MS;
+    f->ncells = ld->acc_cells.n;
+    f->cells = rt_xcalloc(f->ncells ? f->ncells : 1, sizeof(*f->cells));
+    for (size_t i = 0; i < ld->acc_cells.n; i++) {
+        struct ms__acc_cell *a = ld->acc_cells.v[i];
+        f->cells[i].b = a->b;
+        f->cells[i].server_id = a->server_id;
+        f->cells[i].demand = (float)(a->sum / a->n);
+        free(a);
+    }
+    ld->acc_cells.n = 0;
+    f->nservers = ld->acc_srv.n;
+    f->server_ids =
+        rt_xcalloc(f->nservers ? f->nservers : 1, sizeof(*f->server_ids));
+    f->server_demand =
+        rt_xcalloc(f->nservers ? f->nservers : 1, sizeof(*f->server_demand));
+    for (size_t i = 0; i < ld->acc_srv.n; i++) {
+        struct ms__acc_srv *a = ld->acc_srv.v[i];
+        f->server_ids[i] = a->server_id;
+        f->server_demand[i] = (float)(a->sum / ld->acc_frames);
+        free(a);
+    }
+    ld->acc_srv.n = 0;
+    ld->acc_frames = 0;
+}
+
+/* Closes the bucket being summed when a fine frame at @unix_ms starts
+ * another one (a clock stepped back starts one too). Called before the
+ * frame's bounds are marked, so they carry the number of the bucket they
+ * will be summed into. */
+static void ms__coarse_roll(struct ms_load *ld, uint64_t unix_ms)
+{
+    uint64_t bucket = unix_ms / MS_LOAD_COARSE_MS;
+
+    if (ld->acc_frames && bucket != ld->acc_bucket) {
+        ms__coarse_flush(ld);
+    }
+    ld->acc_bucket = bucket;
+}
+
+/* Adds fine frame @f to the current bucket. */
+static void ms__coarse_add(struct ms_load *ld, const struct ms_load_frame *f)
+{
+    ld->acc_frames++;
+    for (size_t i = 0; i < f->ncells; i++) {
+        const struct ms_load_cell *c = &f->cells[i];
+        struct ms__acc_cell *a =
+            ms_vec_get(&ld->acc_cells, offsetof(struct ms__acc_cell, range_id),
+                       c->b->range_id, sizeof(*a), NULL);
+        a->b = c->b;
+        a->server_id = c->server_id;
+        a->sum += c->demand;
+        a->n++;
+    }
+    for (size_t i = 0; i < f->nservers; i++) {
+        struct ms__acc_srv *a =
+            ms_vec_get(&ld->acc_srv, offsetof(struct ms__acc_srv, server_id),
+                       f->server_ids[i], sizeof(*a), NULL);
+        a->sum += f->server_demand[i];
+    }
+}
+
 void ms_load_frame(struct ms_load *ld,
                    uint64_t unix_ms,
                    const struct ms_load_frame_range *ranges,
                    size_t n)
 {
     struct ms_load_frame *f;
-    uint64_t oldest;
+    uint64_t oldest, oldest_coarse;
     size_t slot;
 
+    ms__coarse_roll(ld, unix_ms);
     if (ld->nframes == MS_LOAD_HISTORY) {
         slot = ld->frame_head;
         ld->frame_head = (ld->frame_head + 1) % MS_LOAD_HISTORY;
@@ -464,11 +584,15 @@ void ms_load_frame(struct ms_load *ld,
             }
         }
     }
-    /* Bounds no kept frame references any more go. */
+    ms__coarse_add(ld, f);
+    /* Bounds no kept frame (fine, coarse or the bucket being summed)
+     * references any more go. */
     oldest = ld->frames[ld->frame_head].n;
+    oldest_coarse =
+        ld->ncoarse ? ld->coarse[ld->coarse_head].n : ld->next_coarse;
     for (size_t i = 0; i < ld->bounds.n;) {
         struct ms_load_bounds *b = ld->bounds.v[i];
-        if (b->last_frame < oldest) {
+        if (b->last_frame < oldest && b->last_coarse < oldest_coarse) {
             ms_vec_remove(&ld->bounds, i);
             free(b->low);
             free(b->high);
@@ -498,4 +622,20 @@ const struct ms_load_bounds *ms_load_bounds_at(const struct ms_load *ld,
                                                size_t i)
 {
     return ld->bounds.v[i];
+}
+
+size_t ms_load_ncoarse(const struct ms_load *ld)
+{
+    return ld->ncoarse;
+}
+
+const struct ms_load_frame *ms_load_coarse_at(const struct ms_load *ld,
+                                              size_t i)
+{
+    return &ld->coarse[(ld->coarse_head + i) % MS_LOAD_COARSE_HISTORY];
+}
+
+uint64_t ms_load_coarse_added(const struct ms_load *ld)
+{
+    return ld->next_coarse - 1;
 }

@@ -22,6 +22,18 @@
  * shared by the frames, so a range that was split or moved away still
  * shows where it was.
  *
+ * A second, coarser ring keeps an hour for the dashboard to zoom over:
+ * one frame per MS_LOAD_COARSE_MS of wall time (the fine frames whose
+ * unix_ms falls in [k * 10 s, (k + 1) * 10 s)), each range's demand the
+ * mean over the fine frames of that bucket that had the range (a range
+ * split half-way shows what it carried while it existed), each server's
+ * the sum of its fine totals over the bucket divided by the bucket's fine
+ * frames (the mean over the whole 10 s). A bucket becomes a frame when
+ * the first fine frame of a later bucket comes. Memory: a coarse frame
+ * costs 24 bytes per range it holds plus 12 per server, so 360 frames of
+ * R ranges are 8.6 KB * R (1,000 ranges: 8.6 MB), plus one bounds entry
+ * per range referenced in the hour.
+ *
  * Pure data structure: no I/O, no clock of its own (callers pass
  * monotonic milliseconds). Thread: not thread-safe; the master uses it
  * from its loop thread only. Returned pointers stay valid until the next
@@ -35,10 +47,12 @@
 
 #include "rt.pb-c.h"
 
-#define MS_LOAD_SAMPLES 256      /* PK samples kept per range */
-#define MS_LOAD_SAMPLE_MS 10000  /* samples older than this are dropped */
-#define MS_LOAD_HISTORY 120      /* frames kept (about 2 minutes) */
-#define MS_LOAD_DEFAULT_TAU 1500 /* ms */
+#define MS_LOAD_SAMPLES 256        /* PK samples kept per range */
+#define MS_LOAD_SAMPLE_MS 10000    /* samples older than this are dropped */
+#define MS_LOAD_HISTORY 120        /* frames kept (about 2 minutes) */
+#define MS_LOAD_DEFAULT_TAU 1500   /* ms */
+#define MS_LOAD_COARSE_MS 10000    /* wall time per coarse frame */
+#define MS_LOAD_COARSE_HISTORY 360 /* coarse frames kept (1 hour) */
 
 /* Per-second rates of one range (or a sum over ranges). */
 struct ms_load_rates
@@ -84,8 +98,9 @@ struct ms_load_bounds
     uint64_t range_id;
     uint64_t table_id;
     char *low;
-    char *high;          /* NULL: unbounded */
-    uint64_t last_frame; /* frame number that last referenced it */
+    char *high;           /* NULL: unbounded */
+    uint64_t last_frame;  /* frame number that last referenced it */
+    uint64_t last_coarse; /* coarse frame number that did (0: none) */
 };
 
 struct ms_load_cell
@@ -189,5 +204,14 @@ const struct ms_load_frame *ms_load_frame_at(const struct ms_load *ld,
 size_t ms_load_nbounds(const struct ms_load *ld);
 const struct ms_load_bounds *ms_load_bounds_at(const struct ms_load *ld,
                                                size_t i);
+
+/* Coarse frames oldest first: @i in [0, ms_load_ncoarse()). t (unix_ms)
+ * is the start of the frame's bucket; the cells' b are in the same
+ * registry as the fine frames'. */
+size_t ms_load_ncoarse(const struct ms_load *ld);
+const struct ms_load_frame *ms_load_coarse_at(const struct ms_load *ld,
+                                              size_t i);
+/* Coarse frames recorded since creation (a change means a new one). */
+uint64_t ms_load_coarse_added(const struct ms_load *ld);
 
 #endif

@@ -60,6 +60,10 @@ struct ms_master
     bool status_dirty;
     uint64_t status_cost_us; /* what the last rebuild took */
     uint64_t snapshot_ms;    /* when the status was last published */
+    uint64_t coarse_seen;    /* ms_load_coarse_added() when last published */
+    bool coarse_published;
+    struct ms_status_hist_cache hist_fine; /* frames' JSON, per ring */
+    struct ms_status_hist_cache hist_coarse;
 };
 
 /* ---- status ---- */
@@ -80,8 +84,18 @@ static void ms__status_refresh(struct ms_master *m)
 static void ms__status_history(struct ms_master *m)
 {
     if (m->status) {
-        ms_status_publish_doc(m->status, MS_STATUS_HISTORY,
-                              ms_status_build_history(&m->cl, &m->bal));
+        ms_status_publish_doc(
+            m->status, MS_STATUS_HISTORY,
+            ms_status_build_history(&m->cl, &m->bal, false, &m->hist_fine));
+        /* The coarse document changes only when a 10 s frame is added. */
+        if (!m->coarse_published ||
+            ms_load_coarse_added(m->load) != m->coarse_seen) {
+            m->coarse_seen = ms_load_coarse_added(m->load);
+            m->coarse_published = true;
+            ms_status_publish_doc(m->status, MS_STATUS_HISTORY_COARSE,
+                                  ms_status_build_history(&m->cl, &m->bal, true,
+                                                          &m->hist_coarse));
+        }
     }
 }
 
@@ -120,6 +134,7 @@ static void ms__cluster_changed(void *arg)
 void ms_master_set_status(struct ms_master *m, struct ms_status *st)
 {
     m->status = st;
+    m->coarse_published = false;
     ms__status_refresh(m);
     if (st) {
         ms__status_history(m);
@@ -403,6 +418,8 @@ void ms_master_destroy(struct ms_master *m)
     ms_cluster_fini(&m->cl);
     ms_policy_destroy(&m->policy);
     ms_load_destroy(m->load);
+    ms_status_hist_cache_free(&m->hist_fine);
+    ms_status_hist_cache_free(&m->hist_coarse);
     if (m->own_events) {
         ms_events_close(m->events);
     }

@@ -696,11 +696,85 @@ static char *ms__build_metrics(struct ms_cluster *cl,
     return out;
 }
 
-char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
+void ms_status_hist_cache_free(struct ms_status_hist_cache *c)
 {
+    for (size_t i = 0; i < c->cap; i++) {
+        free(c->text[i]);
+    }
+    free(c->n);
+    free(c->text);
+    memset(c, 0, sizeof(*c));
+}
+
+/* {"t":..,"r":[[range,demand,server],..],"s":[[server,demand],..]} */
+static char *ms__frame_json(const struct ms_load_frame *f)
+{
+    json_t *fo = json_object(), *r = json_array(), *s = json_array();
+    char *out;
+    for (size_t j = 0; j < f->ncells; j++) {
+        json_t *c = json_array();
+        json_array_append_new(c, ms__json_u64(f->cells[j].b->range_id));
+        json_array_append_new(c, json_real(round(f->cells[j].demand)));
+        json_array_append_new(c, ms__json_u64(f->cells[j].server_id));
+        json_array_append_new(r, c);
+    }
+    for (size_t j = 0; j < f->nservers; j++) {
+        json_t *c = json_array();
+        json_array_append_new(c, ms__json_u64(f->server_ids[j]));
+        json_array_append_new(c, json_real(round(f->server_demand[j])));
+        json_array_append_new(s, c);
+    }
+    json_object_set_new(fo, "t", ms__json_u64(f->unix_ms));
+    json_object_set_new(fo, "r", r);
+    json_object_set_new(fo, "s", s);
+    out = json_dumps(fo, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(fo);
+    return out ? out : rt_xstrdup("{}");
+}
+
+/* @f's text: from @cache (may be NULL) or made (and kept there). The
+ * returned text belongs to the cache; without one, to the caller (*@own
+ * says which). */
+static const char *ms__frame_text(struct ms_status_hist_cache *cache,
+                                  size_t cap,
+                                  const struct ms_load_frame *f,
+                                  char **own)
+{
+    size_t slot;
+    *own = NULL;
+    if (!cache) {
+        return *own = ms__frame_json(f);
+    }
+    if (cache->cap != cap) {
+        ms_status_hist_cache_free(cache);
+        cache->cap = cap;
+        cache->n = rt_xcalloc(cap, sizeof(*cache->n));
+        cache->text = rt_xcalloc(cap, sizeof(*cache->text));
+    }
+    /* Frames are numbered from 1 without gaps and the ring holds the
+     * last @cap: no two kept frames share a slot. */
+    slot = (size_t)(f->n % cap);
+    if (cache->n[slot] != f->n || !cache->text[slot]) {
+        free(cache->text[slot]);
+        cache->text[slot] = ms__frame_json(f);
+        cache->n[slot] = f->n;
+    }
+    return cache->text[slot];
+}
+
+char *ms_status_build_history(struct ms_cluster *cl,
+                              struct ms_balance *bal,
+                              bool coarse,
+                              struct ms_status_hist_cache *cache)
+{
+    size_t nframes =
+        coarse ? ms_load_ncoarse(bal->load) : ms_load_nframes(bal->load);
+    size_t cap = coarse ? MS_LOAD_COARSE_HISTORY : MS_LOAD_HISTORY;
     json_t *root = json_object(), *tables = json_object();
-    json_t *ranges = json_object(), *frames = json_array();
-    char key[32], *out;
+    json_t *ranges = json_object();
+    char key[32], *head, *out;
+    struct rt_buf b;
+    size_t len;
 
     for (size_t i = 0; i < ms_catalog_ntables(cl->cat); i++) {
         const struct ms_table *t = ms_catalog_table_at(cl->cat, i);
@@ -708,45 +782,47 @@ char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal)
         json_object_set_new(tables, key, json_string(t->name));
     }
     for (size_t i = 0; i < ms_load_nbounds(bal->load); i++) {
-        const struct ms_load_bounds *b = ms_load_bounds_at(bal->load, i);
+        const struct ms_load_bounds *bd = ms_load_bounds_at(bal->load, i);
         json_t *o = json_object();
-        snprintf(key, sizeof(key), "%" PRIu64, b->range_id);
-        json_object_set_new(o, "table_id", ms__json_u64(b->table_id));
-        json_object_set_new(o, "low", ms__json_key(b->low));
+        snprintf(key, sizeof(key), "%" PRIu64, bd->range_id);
+        json_object_set_new(o, "table_id", ms__json_u64(bd->table_id));
+        json_object_set_new(o, "low", ms__json_key(bd->low));
         json_object_set_new(o, "high",
-                            b->high ? ms__json_key(b->high) : json_null());
+                            bd->high ? ms__json_key(bd->high) : json_null());
         json_object_set_new(ranges, key, o);
     }
-    for (size_t i = 0; i < ms_load_nframes(bal->load); i++) {
-        const struct ms_load_frame *f = ms_load_frame_at(bal->load, i);
-        json_t *fo = json_object(), *r = json_array(), *s = json_array();
-        for (size_t j = 0; j < f->ncells; j++) {
-            json_t *c = json_array();
-            json_array_append_new(c, ms__json_u64(f->cells[j].b->range_id));
-            json_array_append_new(c, json_real(round(f->cells[j].demand)));
-            json_array_append_new(c, ms__json_u64(f->cells[j].server_id));
-            json_array_append_new(r, c);
-        }
-        for (size_t j = 0; j < f->nservers; j++) {
-            json_t *c = json_array();
-            json_array_append_new(c, ms__json_u64(f->server_ids[j]));
-            json_array_append_new(c, json_real(round(f->server_demand[j])));
-            json_array_append_new(s, c);
-        }
-        json_object_set_new(fo, "t", ms__json_u64(f->unix_ms));
-        json_object_set_new(fo, "r", r);
-        json_object_set_new(fo, "s", s);
-        json_array_append_new(frames, fo);
-    }
-    json_object_set_new(root, "step_ms", json_integer(1000));
+    json_object_set_new(root, "step_ms",
+                        json_integer(coarse ? MS_LOAD_COARSE_MS : 1000));
+    json_object_set_new(root, "max_frames", json_integer((json_int_t)cap));
     json_object_set_new(root, "threshold",
                         json_real(bal->policy_cfg.split_eps));
     json_object_set_new(root, "tables", tables);
     json_object_set_new(root, "ranges", ranges);
-    json_object_set_new(root, "frames", frames);
-    out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    /* The head without its closing brace, then "frames" from the texts. */
+    head = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(root);
-    return out ? out : rt_xstrdup("{}");
+    if (!head) {
+        return rt_xstrdup("{}");
+    }
+    rt_buf_init(&b);
+    rt_buf_append(&b, head, strlen(head) - 1);
+    free(head);
+    rt_buf_append_str(&b, ",\"frames\":[");
+    for (size_t i = 0; i < nframes; i++) {
+        const struct ms_load_frame *f = coarse ? ms_load_coarse_at(bal->load, i)
+                                               : ms_load_frame_at(bal->load, i);
+        char *own;
+        const char *text = ms__frame_text(cache, cap, f, &own);
+        if (i) {
+            rt_buf_append_str(&b, ",");
+        }
+        rt_buf_append_str(&b, text);
+        free(own);
+    }
+    rt_buf_append_str(&b, "]}");
+    rt_buf_cstr(&b);
+    out = (char *)rt_buf_steal(&b, &len);
+    return out;
 }
 
 void ms_status_build(struct ms_cluster *cl,

@@ -10,6 +10,8 @@
 #define MS_STATUS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct ms_balance;
 struct ms_cluster;
@@ -17,9 +19,10 @@ struct ms_repl;
 struct ms_status;
 
 enum ms_status_doc {
-    MS_STATUS_JSON,    /* GET /api/status */
-    MS_STATUS_METRICS, /* GET /metrics */
-    MS_STATUS_HISTORY, /* GET /api/history (rebuilt once a second) */
+    MS_STATUS_JSON,           /* GET /api/status */
+    MS_STATUS_METRICS,        /* GET /metrics */
+    MS_STATUS_HISTORY,        /* GET /api/history (rebuilt once a second) */
+    MS_STATUS_HISTORY_COARSE, /* GET /api/history?res=10 (every 10 s) */
     MS_STATUS__NR
 };
 
@@ -61,7 +64,27 @@ void ms_status_build(struct ms_cluster *cl,
                      struct ms_repl *repl,
                      char **json,
                      char **metrics);
-/* The load history document (master/README.md, GET /api/history). */
-char *ms_status_build_history(struct ms_cluster *cl, struct ms_balance *bal);
+/* The JSON text of history frames already serialized, by frame number: a
+ * frame never changes once recorded, so each is serialized once, not at
+ * every rebuild (an hour of 10 s frames of 1,000 ranges took seconds of
+ * the loop thread to build whole; one frame takes milliseconds). Embed it
+ * zeroed, one per ring; ms_status_hist_cache_free() releases it. Loop
+ * thread only. */
+struct ms_status_hist_cache
+{
+    uint64_t *n; /* frame number held by each slot (0: none) */
+    char **text;
+    size_t cap; /* slots (the ring's length), set at first use */
+};
+void ms_status_hist_cache_free(struct ms_status_hist_cache *c);
+
+/* The load history document (master/README.md, GET /api/history): the
+ * 1 s frames, or with @coarse the 10 s ones (GET /api/history?res=10).
+ * @cache (may be NULL: serialize everything) keeps the frames' text for
+ * the next call; use one cache per ring. Returns malloc'd text. */
+char *ms_status_build_history(struct ms_cluster *cl,
+                              struct ms_balance *bal,
+                              bool coarse,
+                              struct ms_status_hist_cache *cache);
 
 #endif

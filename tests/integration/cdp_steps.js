@@ -7,6 +7,8 @@
 //   expect: VALUE  retry until the result equals VALUE (JSON), or with
 //   match: REGEX   until its string matches, for up to timeout ms (5000)
 //   what: TEXT     the name printed for the step
+//   noErrors: true passes when the page has thrown no uncaught exception
+//                  and logged no console.error since the run began
 // Prints one line per checked step ("ok ..." / "FAIL ..."); exit 0 when all
 // passed, 1 when one failed (the rest are skipped), 2 when chromium did not
 // start or the run took over 90 s. Chromium gets a fresh profile in a
@@ -47,16 +49,33 @@ ch.stderr.on('data', async d => {
   const ws = new WebSocket(t.webSocketDebuggerUrl);
   let id = 0;
   const wait = {};
+  const errors = [];
   ws.onmessage = e => {
     const msg = JSON.parse(e.data);
     if (msg.id && wait[msg.id]) { wait[msg.id](msg); delete wait[msg.id]; }
+    if (msg.method === 'Runtime.exceptionThrown') {
+      const d = msg.params.exceptionDetails;
+      errors.push((d.exception && d.exception.description) || d.text);
+    }
+    if (msg.method === 'Runtime.consoleAPICalled' && msg.params.type === 'error') {
+      errors.push(msg.params.args.map(a => a.value !== undefined ? a.value
+        : a.description).join(' '));
+    }
   };
   const call = (method, params) => new Promise(r => {
     const i = ++id; wait[i] = r; ws.send(JSON.stringify({ id: i, method, params }));
   });
   ws.onopen = async () => {
+    await call('Runtime.enable', {});
     for (const s of steps) {
       if (s.goto) await call('Page.navigate', { url: s.goto });
+      if (s.noErrors) {
+        const pass = errors.length === 0;
+        console.log((pass ? 'ok   ' : 'FAIL ') + (s.what || 'no page errors') +
+          ' => ' + JSON.stringify(errors).slice(0, 2000));
+        if (!pass) { ws.close(); finish(1); return; }
+        continue;
+      }
       if (!s.eval) continue;
       const end = Date.now() + (s.timeout || 5000);
       let v, pass;

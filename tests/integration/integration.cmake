@@ -132,6 +132,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       leader; plain TCP, no cert, a ps: cert, another
 #                       CA's cert on a raft port: closed, term unchanged;
 #                       a transfer re-executes the old leader over TLS
+#   test_keyviz         GET /api/history?res=10 (10 s frames, means of the
+#                       1 s ones); the dashboard's Key Visualizer in
+#                       headless chromium (skipped without): zoom, range
+#                       and server drill-down, split markers, a keyviz.json
+#                       opened from a file
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -163,6 +168,7 @@ set(RT_INTEGRATION_TESTS
   test_master_raft_tls
   test_disk_full
   test_azurite_compat
+  test_keyviz
 )
 
 function(rt_integration_test t)

@@ -15,9 +15,11 @@
 #include <sys/stat.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "ms_admin.h"
 #include "ms_events.h"
+#include "ms_load.h"
 #include "ms_master.h"
 #include "ms_status.h"
 #include "rt.pb-c.h"
@@ -831,8 +833,24 @@ static void test_policy_end_to_end(void **state)
     (void)rid;
     {
         char *hist = ms_status_copy(f->x.st, MS_STATUS_HISTORY);
+        json_t *h, *fr;
         assert_non_null(hist);
         assert_non_null(strstr(hist, "\"frames\":[{"));
+        /* Assembled from the frames' cached texts: one valid document,
+         * frames in order. */
+        h = json_loads(hist, 0, NULL);
+        assert_non_null(h);
+        assert_int_equal(json_integer_value(json_object_get(h, "max_frames")),
+                         MS_LOAD_HISTORY);
+        fr = json_object_get(h, "frames");
+        assert_true(json_array_size(fr) >= 1);
+        for (size_t i = 1; i < json_array_size(fr); i++) {
+            assert_true(json_integer_value(
+                            json_object_get(json_array_get(fr, i - 1), "t")) <
+                        json_integer_value(
+                            json_object_get(json_array_get(fr, i), "t")));
+        }
+        json_decref(h);
         free(hist);
         char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
         assert_non_null(strstr(json, "\"demand\":"));
