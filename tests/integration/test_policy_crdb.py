@@ -52,8 +52,8 @@ def served(c):
 def test_crdb_splits_and_evens_out(capped_crdb):
     """A saturating client on one range: split by load within 15 s, parts
     moved by the store rebalancer onto all three servers within 20 s
-    (measured: 3.5 s and 8 s), the busiest server close to the mean at
-    the end, and throughput up."""
+    (measured: 3.5 s and 8 s), the busiest server within 1.6 times the
+    mean at the end, and throughput up."""
     c = capped_crdb
     c.table_service_client().create_table("hot")
     csv_path = os.path.join(c.workdir, "hot.csv")
@@ -115,8 +115,13 @@ def test_crdb_splits_and_evens_out(capped_crdb):
     assert len({r["server"] for r in rs}) == 3, rs
 
     # Even: over the last seconds of load every server serves, and the
-    # busiest serves at most 1.4 times the mean (capped at 1000/s each;
-    # measured: 1.1).
+    # busiest serves at most 1.6 times the mean. How even depends on how
+    # many parts the load split into: eight (Debug build, measured 1.02 to
+    # 1.19) spread 3:3:2, but four (the slower sanitizer build, whose
+    # parts stay under the split threshold) sit 2:1:1 at best, 1.5 times
+    # the mean, and the rule then refuses the next move (the source would
+    # drop below the underfull level: shouldNotMoveAway); measured 1.38
+    # to 1.46.
     assert samples, "no sample in the last seconds of load"
     ratios = []
     for t, sv in samples:
@@ -127,7 +132,7 @@ def test_crdb_splits_and_evens_out(capped_crdb):
     sys.stderr.write("[crdb] busiest/mean over the last seconds: %s\n"
                      % ", ".join("%.2f" % r for _, r, _ in ratios))
     assert len(ratios) >= 3, samples
-    assert all(r <= 1.4 and min(sv.values()) > 0
+    assert all(r <= 1.6 and min(sv.values()) > 0
                for _, r, sv in ratios[-3:]), ratios
 
     # Throughput (successful inserts/s) before the first split and at the
@@ -249,7 +254,7 @@ def test_crdb_rf3_sheds_by_lease_transfer(capped_crdb_rf3):
     sys.stderr.write("[crdb rf3] busiest/mean: %s\n%s\n"
                      % (", ".join("%.2f" % r for r in ratios), out[-400:]))
     # Four equal parts on three servers are at best 2:1:1, 1.5 times the
-    # mean; the rule then refuses the next transfer (its target would
-    # pass the mean), and the parts, under the split threshold, stay
-    # whole. Measured: 1.22 to 1.46.
+    # mean; the rule then refuses the next transfer (the source would
+    # drop below the underfull level, the target pass the mean), and the
+    # parts, under the split threshold, stay whole. Measured: 1.22 to 1.46.
     assert len(ratios) >= 3 and all(r <= 1.6 for r in ratios[-3:]), ratios
