@@ -180,10 +180,10 @@ static void rs__iso(uint64_t unix_ms, char *out, size_t n)
 {
     time_t secs = (time_t)(unix_ms / 1000);
     struct tm tm;
+    char day[32];
     gmtime_r(&secs, &tm);
-    snprintf(out, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (unsigned)(unix_ms % 1000));
+    strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, n, "%.24s.%03uZ", day, (unsigned)(unix_ms % 1000));
 }
 
 int rs_write_keyviz(const struct rs_sim *s, const char *path)

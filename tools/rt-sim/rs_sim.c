@@ -165,17 +165,19 @@ static void rs__fix_ptrs(struct rs_sim *s, size_t from)
 
 static void rs__insert_at(struct rs_sim *s, size_t i)
 {
+    size_t from = i;
     if (s->nr == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 64;
         s->rr = rt_xrealloc(s->rr, s->cap * sizeof(*s->rr));
         s->rv = rt_xrealloc(s->rv, s->cap * sizeof(*s->rv));
+        from = 0; /* everything moved */
     }
     memmove(s->rr + i + 1, s->rr + i, (s->nr - i) * sizeof(*s->rr));
     memmove(s->rv + i + 1, s->rv + i, (s->nr - i) * sizeof(*s->rv));
     memset(&s->rr[i], 0, sizeof(s->rr[i]));
     memset(&s->rv[i], 0, sizeof(s->rv[i]));
     s->nr++;
-    rs__fix_ptrs(s, 0);
+    rs__fix_ptrs(s, from);
 }
 
 static void rs__remove_at(struct rs_sim *s, size_t i)
@@ -183,7 +185,7 @@ static void rs__remove_at(struct rs_sim *s, size_t i)
     memmove(s->rr + i, s->rr + i + 1, (s->nr - i - 1) * sizeof(*s->rr));
     memmove(s->rv + i, s->rv + i + 1, (s->nr - i - 1) * sizeof(*s->rv));
     s->nr--;
-    rs__fix_ptrs(s, 0);
+    rs__fix_ptrs(s, i);
 }
 
 size_t rs_sim_find(const struct rs_sim *s, uint64_t id)
@@ -480,7 +482,7 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
         cv->load = ms_load_find(s->load, id);
         rs__window(c, s->now_ms, s->cfg.cost.split_window_ms);
     }
-    rs__fix_ptrs(s, 0);
+    rs__fix_ptrs(s, i);
     rec->new_ids[0] = left;
     rec->new_ids[1] = right;
     return true;
@@ -609,7 +611,7 @@ static bool rs__transfer(struct rs_sim *s, size_t i, struct rs_dec *rec)
     return true;
 }
 
-static void rs__apply(struct rs_sim *s, const struct ms_decision *d)
+static bool rs__apply(struct rs_sim *s, const struct ms_decision *d)
 {
     struct rs_dec rec;
     size_t i = rs_sim_find(s, d->range_id);
@@ -680,16 +682,24 @@ static void rs__apply(struct rs_sim *s, const struct ms_decision *d)
     }
     rs__log(s, &rec);
     rs__push_dec(s, &rec);
+    return ok;
 }
 
-/* Moves whose copy is over switch now. */
+bool rs_sim_order(struct rs_sim *s, const struct ms_decision *d)
+{
+    return rs__apply(s, d);
+}
+
+/* Moves whose copy ends within the step switch at its start: the range
+ * serves from its new server for the whole step (early by less than a
+ * step), and the ServerBusy window at the copy's end falls inside it. */
 static void rs__ops_progress(struct rs_sim *s)
 {
     for (size_t o = 0; o < s->nops;) {
         struct rs_op *op = &s->ops[o];
         size_t i;
         struct rs_server *src, *dst;
-        if (op->end_ms > s->now_ms) {
+        if (op->end_ms >= s->now_ms + s->cfg.tick_ms) {
             o++;
             continue;
         }
@@ -843,7 +853,10 @@ static void rs__heartbeats(struct rs_sim *s)
         l.key_bytes = r->bytes;
         l.interval_ms = dt;
         l.throttled = thr;
-        n = r->demand > 0 ? 1 + (ent + thr) / 64 : 0;
+        /* A partition server sends up to 32 samples a heartbeat; a few
+         * per step already keep the 10 s sample window full (the split
+         * key needs no more) and cost far less. */
+        n = r->demand > 0 ? 1 + (ent + thr) / 256 : 0;
         if (n > RS__SAMPLES_MAX) {
             n = RS__SAMPLES_MAX;
         }

@@ -6,7 +6,7 @@
  *
  * Discrete time: one step is one heartbeat period (tick_ms, 500 ms like
  * the partition servers' --heartbeat-ms and the master's tick). Each step:
- *  1. operations whose time has come finish (a move switches servers);
+ *  1. moves whose copy ends within the step switch servers at its start;
  *  2. the workload gives every range its demand (entities/s) for the step;
  *  3. throttling: a range in a ServerBusy window refuses that part of the
  *     step; a range serves at most its server's per-range cap; a server
@@ -230,6 +230,9 @@ void rs_sim_run_until(struct rs_sim *s, uint64_t t_ms);
  * ranges (the busiest); call before stepping. */
 void rs_sim_frames(struct rs_sim *s, uint32_t every_s, size_t cells);
 
+/* Carries out @d (borrowed) now, as an operator's rtctl order would be:
+ * logged like the policy's decisions. Returns whether it was done. */
+bool rs_sim_order(struct rs_sim *s, const struct ms_decision *d);
 /* The index in s->rv of range @id, or s->nr. */
 size_t rs_sim_find(const struct rs_sim *s, uint64_t id);
 /* Throttling of one server for one step (exposed for tests): @demand[n]

@@ -164,7 +164,7 @@ static double rs__wall(void)
 struct rs_result
 {
     struct rs_summary sum;
-    double wall_s, sim_s;
+    double wall_s, cpu_s, sim_s;
     uint64_t range_ticks;
     size_t servers;
 };
@@ -180,6 +180,7 @@ static int rs__run_one(const struct rs_args *a,
     struct rs_sim *s;
     char path[4096], err[256];
     double rate, t0;
+    clock_t c0;
     uint32_t every;
     FILE *declog;
     int rc = 0;
@@ -212,8 +213,10 @@ static int rs__run_one(const struct rs_args *a,
                        (double)(a->frames_max ? a->frames_max : 1));
     rs_sim_frames(s, every ? every : 1, a->cells);
     t0 = rs__wall();
+    c0 = clock();
     rs_sim_run_until(s, (uint64_t)(a->duration_s * 1000));
     res->wall_s = rs__wall() - t0;
+    res->cpu_s = (double)(clock() - c0) / CLOCKS_PER_SEC;
     res->sim_s = (double)s->now_ms / 1000.0;
     res->range_ticks = s->range_ticks;
     res->servers = s->ns;

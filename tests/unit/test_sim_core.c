@@ -1,0 +1,270 @@
+/* rt-sim's core: the simulated cluster under the master's default policy,
+ * throttling arithmetic, the cost model's timing, workloads and
+ * determinism (tools/rt-sim/rs_sim.h, rs_work.h). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rs_report.h"
+#include "rs_sim.h"
+#include "rs_work.h"
+
+/* Helpers */
+
+static struct rs_sim *mk(const char *policy,
+                         size_t servers,
+                         size_t ranges,
+                         const char *workload,
+                         double rate,
+                         FILE *log)
+{
+    struct rs_cfg cfg;
+    struct rs_work_cfg w;
+    char err[256];
+    struct rs_sim *s;
+    rs_cfg_default(&cfg);
+    cfg.servers = servers;
+    cfg.ranges = ranges;
+    cfg.tables = 1;
+    cfg.keys = 100000;
+    snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+    assert_int_equal(rs_work_named(workload, cfg.keys, rate, 600, 7, &w), 0);
+    s = rs_sim_create(&cfg, &w, log, err, sizeof(err));
+    assert_non_null(s);
+    return s;
+}
+
+static size_t count(const struct rs_sim *s, enum ms_decision_kind k)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->ndecs; i++) {
+        n += s->decs[i].kind == k && s->decs[i].ok;
+    }
+    return n;
+}
+
+/* Tests */
+
+/* A range taking more than its server can serve is split at the
+ * load-median key by the default policy, and a half moves to another
+ * server; the 503 rate then falls. */
+static void test_hot_range_splits_and_moves(void **state)
+{
+    struct rs_sim *s = mk("default", 3, 3, "zipfian", 5000, NULL);
+    double refused_early, refused_late;
+    (void)state;
+    /* zipfian: the lowest keys (range 1 on server 1) carry most of it */
+    rs_sim_run_until(s, 5000);
+    refused_early = s->secs[1].refused;
+    assert_true(refused_early > 1000);
+    rs_sim_run_until(s, 120000);
+    assert_true(count(s, MS_DECIDE_SPLIT) >= 1);
+    assert_true(count(s, MS_DECIDE_MOVE) >= 1);
+    for (size_t i = 0; i < s->ndecs; i++) {
+        if (s->decs[i].kind == MS_DECIDE_SPLIT && s->decs[i].ok) {
+            assert_non_null(s->decs[i].key);
+            assert_true(strcmp(s->decs[i].key, s->decs[i].low) > 0);
+            break;
+        }
+    }
+    refused_late = s->secs[s->nsecs - 1].refused;
+    assert_true(refused_late < refused_early / 4);
+    rs_sim_destroy(s);
+}
+
+/* The "none" policy decides nothing: the hot range stays and keeps
+ * refusing what its server cannot serve. */
+static void test_none_keeps_refusing(void **state)
+{
+    struct rs_sim *s = mk("none", 3, 3, "zipfian", 5000, NULL);
+    (void)state;
+    rs_sim_run_until(s, 60000);
+    assert_int_equal(s->ndecs, 0);
+    assert_int_equal(s->nr, 3);
+    /* capacity 2500/s on server 1: the rest of its demand is refused */
+    assert_true(s->secs[59].refused > 1000);
+    assert_true(fabs(s->secs[59].served + s->secs[59].refused -
+                     s->secs[59].demanded) < 1e-6 * s->secs[59].demanded);
+    rs_sim_destroy(s);
+}
+
+/* Throttling: ServerBusy windows first, then the per-range cap, then the
+ * server's capacity shared in proportion. */
+static void test_throttle_arithmetic(void **state)
+{
+    const double demand[2] = {800, 400}, avail[2] = {1.0, 0.5};
+    double served[2], total;
+    (void)state;
+    total = rs_throttle(demand, avail, 2, 0, 900, served);
+    assert_true(fabs(total - 900) < 1e-9);
+    assert_true(fabs(served[0] - 720) < 1e-9); /* 800 * 0.9 */
+    assert_true(fabs(served[1] - 180) < 1e-9); /* 400 * 0.5 * 0.9 */
+    total = rs_throttle(demand, avail, 2, 500, 900, served);
+    assert_true(fabs(served[0] - 500) < 1e-9);
+    assert_true(fabs(served[1] - 200) < 1e-9);
+    assert_true(fabs(total - 700) < 1e-9);
+    total = rs_throttle(demand, NULL, 2, 0, 0, served);
+    assert_true(fabs(total - 1200) < 1e-9);
+}
+
+/* A move copies for 40 ms + bytes / 105 MB/s while the source serves,
+ * then switches servers behind a 5 ms ServerBusy window. */
+static void test_move_timing(void **state)
+{
+    struct rs_cost c;
+    struct rs_sim *s = mk("none", 2, 2, "uniform", 1000, NULL);
+    struct ms_decision d;
+    size_t i;
+    uint64_t bytes;
+    double ms;
+    (void)state;
+    rs_cost_default(&c);
+    assert_true(fabs(rs_cost_move_ms(&c, 100000000) - (40 + 1000 / 1.05)) <
+                1e-6);
+    rs_sim_run_until(s, 1000);
+    i = rs_sim_find(s, 1);
+    bytes = s->rr[i].bytes; /* 50000 keys of 1 KiB: 51.2 MB */
+    assert_int_equal(bytes, 50000ull * 1024);
+    ms = rs_cost_move_ms(&s->cfg.cost, bytes); /* 527.6 ms */
+    memset(&d, 0, sizeof(d));
+    d.kind = MS_DECIDE_MOVE;
+    d.range_id = 1;
+    d.server_id = 2;
+    assert_true(rs_sim_order(s, &d));
+    assert_true(s->rr[rs_sim_find(s, 1)].inflight);
+    /* A second order on a busy range is refused, as ms_exec refuses it. */
+    assert_false(rs_sim_order(s, &d));
+    rs_sim_step(s); /* 1000 -> 1500: the copy is not over */
+    assert_int_equal(s->rv[rs_sim_find(s, 1)].server_id, 1);
+    assert_true(1000 + ms > 1500);
+    rs_sim_step(s); /* 1500 -> 2000: over at 1528: switched */
+    i = rs_sim_find(s, 1);
+    assert_int_equal(s->rv[i].server_id, 2);
+    assert_false(s->rr[i].inflight);
+    assert_int_equal(s->rr[i].busy_until - s->rr[i].busy_from, 5);
+    assert_int_equal(s->bytes_moved, bytes);
+    rs_sim_destroy(s);
+}
+
+/* A split refuses its window's share of the step: 5 ms of 500 ms. */
+static void test_split_window(void **state)
+{
+    struct rs_sim *s = mk("none", 2, 2, "uniform", 1000, NULL);
+    struct ms_decision d;
+    size_t i;
+    (void)state;
+    rs_sim_run_until(s, 1000);
+    memset(&d, 0, sizeof(d));
+    d.kind = MS_DECIDE_SPLIT;
+    d.range_id = 1;
+    d.key = "p0000000025000";
+    assert_true(rs_sim_order(s, &d));
+    assert_int_equal(s->nr, 3);
+    i = rs_sim_find(s, 3); /* the left half */
+    assert_int_equal(i, 0);
+    assert_int_equal(s->rr[0].ghi, 25000);
+    assert_int_equal(s->rv[1].id, 4);
+    assert_string_equal(s->rv[1].low, "p0000000025000");
+    rs_sim_step(s);
+    /* each half: 250/s of demand, 1% of it refused */
+    assert_true(fabs(s->rr[0].demand - 250) < 1e-6);
+    assert_true(fabs(s->rr[0].refused - 2.5) < 1e-6);
+    /* a key outside the range is refused */
+    d.range_id = 3;
+    d.key = "p0000000030000";
+    assert_false(rs_sim_order(s, &d));
+    rs_sim_destroy(s);
+}
+
+/* Workloads: the CDF is a distribution; zipfian puts most of the demand
+ * on the lowest keys; the hot set moves at its period; a sample falls in
+ * the interval asked. */
+static void test_workloads(void **state)
+{
+    struct rs_work_cfg c;
+    struct rs_work w;
+    struct rt_rng r;
+    (void)state;
+    rt_rng_seed(&r, 3);
+    assert_int_equal(rs_work_named("zipfian", 1000000, 100, 600, 1, &c), 0);
+    rs_work_init(&w, &c);
+    rs_work_at(&w, 0, 0.5);
+    assert_true(rs_work_cdf(&w, 0) == 0);
+    assert_true(fabs(rs_work_cdf(&w, 1000000) - 1) < 1e-12);
+    assert_true(rs_work_cdf(&w, 1000) > 0.3);
+    assert_true(rs_work_cdf(&w, 5000) > rs_work_cdf(&w, 4000));
+    for (int k = 0; k < 100; k++) {
+        uint64_t g = rs_work_sample(&w, &r, 5000, 9000);
+        assert_true(g >= 5000 && g < 9000);
+    }
+    rs_work_fini(&w);
+
+    assert_int_equal(rs_work_named("hotset", 100000, 100, 600, 1, &c), 0);
+    rs_work_init(&w, &c);
+    rs_work_at(&w, 0, 0.5);
+    /* 1% = 1000 keys at [0, 1000) get 90% + their uniform share */
+    assert_true(fabs(rs_work_cdf(&w, 1000) - (0.9 + 0.1 * 0.01)) < 1e-9);
+    rs_work_at(&w, 121, 0.5);
+    assert_true(w.step);
+    assert_true(fabs(rs_work_cdf(&w, 1000) - 0.1 * 0.01) < 1e-9);
+    rs_work_fini(&w);
+
+    assert_int_equal(rs_work_named("nosuch", 1, 1, 1, 1, &c), -1);
+}
+
+/* The same configuration and seed give the same decision log, byte for
+ * byte. */
+static void test_determinism(void **state)
+{
+    char *buf[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        FILE *f = open_memstream(&buf[k], &len[k]);
+        struct rs_sim *s = mk("default", 4, 8, "hotset", 8000, f);
+        rs_sim_run_until(s, 300000);
+        rs_sim_destroy(s);
+        fclose(f);
+    }
+    assert_true(len[0] > 0);
+    assert_int_equal(len[0], len[1]);
+    assert_memory_equal(buf[0], buf[1], len[0]);
+    free(buf[0]);
+    free(buf[1]);
+}
+
+/* The summary finds the hot set's steps and a recovery after each. */
+static void test_summary_steps(void **state)
+{
+    struct rs_sim *s = mk("default", 4, 8, "hotset", 6000, NULL);
+    struct rs_summary sum;
+    (void)state;
+    rs_sim_run_until(s, 600000);
+    rs_summarize(s, &sum);
+    assert_true(sum.steps >= 4);
+    assert_true(sum.splits >= 1);
+    assert_true(sum.served_pct > 0.5 && sum.served_pct <= 1.0);
+    rs_sim_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_range_splits_and_moves),
+        cmocka_unit_test(test_none_keeps_refusing),
+        cmocka_unit_test(test_throttle_arithmetic),
+        cmocka_unit_test(test_move_timing),
+        cmocka_unit_test(test_split_window),
+        cmocka_unit_test(test_workloads),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_summary_steps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
