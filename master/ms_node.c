@@ -717,6 +717,7 @@ static void ms__node_session_start(struct ms_node *n)
     mc.cat = n->cat;
     mc.events = n->events;
     mc.no_listen = true;
+    mc.master_id = n->cfg.id;
     rc = ms_master_start(n->loop, &mc, &n->session, errmsg);
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "cannot start the leader session: %s", errmsg);

@@ -123,6 +123,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       leader; plain TCP, no cert, a ps: cert, another
 #                       CA's cert on a raft port: closed, term unchanged;
 #                       a transfer re-executes the old leader over TLS
+#   test_trace          load trace: --trace records a policy split (header,
+#                       map = /api/status, loads with samples, decision
+#                       key = split event, ticks); rtctl trace start/stop,
+#                       names not paths, 401 without the token
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -151,6 +155,7 @@ set(RT_INTEGRATION_TESTS
   test_admin_auth
   test_rpc_auth
   test_master_raft_tls
+  test_trace
 )
 
 function(rt_integration_test t)
