@@ -127,6 +127,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       map = /api/status, loads with samples, decision
 #                       key = split event, ticks); rtctl trace start/stop,
 #                       names not paths, 401 without the token
+#   test_sim            rt-sim: a recorded trace validates (its splits at
+#                       the same keys within a tick), replays and synthetic
+#                       runs are deterministic, compare writes its files
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -156,6 +159,7 @@ set(RT_INTEGRATION_TESTS
   test_rpc_auth
   test_master_raft_tls
   test_trace
+  test_sim
 )
 
 function(rt_integration_test t)

@@ -10,6 +10,7 @@
  * are not adjacent on one server, a transfer to a server outside the
  * ISR. A refused decision is logged with "outcome":"refused". */
 #include "rs_sim.h"
+#include "rs_internal.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -100,7 +101,7 @@ double rs_throttle(const double *demand,
 
 static const struct rl_keymap rs__keymap = {0, RL_KEY_SEQ, RL_KEY_SEQ};
 
-static uint64_t rs__mono(const struct rs_sim *s)
+uint64_t rs__mono(const struct rs_sim *s)
 {
     return s->now_ms + RS__MONO0;
 }
@@ -131,11 +132,11 @@ static bool rs__gidx(const struct rs_sim *s,
     return true;
 }
 
-static void rs__bounds_add(struct rs_sim *s,
-                           uint64_t id,
-                           uint64_t table_id,
-                           const char *low,
-                           const char *high)
+void rs__bounds_add(struct rs_sim *s,
+                    uint64_t id,
+                    uint64_t table_id,
+                    const char *low,
+                    const char *high)
 {
     if (id >= s->nbounds) {
         size_t n = s->nbounds ? s->nbounds : 64;
@@ -163,7 +164,7 @@ static void rs__fix_ptrs(struct rs_sim *s, size_t from)
     }
 }
 
-static void rs__insert_at(struct rs_sim *s, size_t i)
+void rs__insert_at(struct rs_sim *s, size_t i)
 {
     size_t from = i;
     if (s->nr == s->cap) {
@@ -204,7 +205,7 @@ static struct rs_server *rs__server(struct rs_sim *s, uint64_t id)
 }
 
 /* Counts of ranges and replicas per server, from scratch. */
-static void rs__recount(struct rs_sim *s)
+void rs__recount(struct rs_sim *s)
 {
     for (size_t j = 0; j < s->ns; j++) {
         s->sv[j].nranges = 0;
@@ -284,7 +285,7 @@ struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,
     struct rs_sim *s;
     if (cfg->servers < 1 || cfg->ranges < 1 || cfg->rf < 1 ||
         cfg->rf > RS_RF_MAX || cfg->rf > cfg->servers || cfg->tick_ms < 10 ||
-        cfg->keys < cfg->ranges) {
+        (wcfg && cfg->keys < cfg->ranges)) {
         snprintf(err, errlen,
                  "need servers >= 1, ranges >= 1, 1 <= rf <= min(%d, "
                  "servers), keys >= ranges, tick >= 10 ms",
@@ -293,6 +294,7 @@ struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,
     }
     s = rt_xcalloc(1, sizeof(*s));
     s->cfg = *cfg;
+    s->replay = wcfg == NULL;
     if (ms_policy_create(cfg->policy, &cfg->pcfg, &s->policy) != 0) {
         snprintf(err, errlen, "unknown policy '%s'", cfg->policy);
         free(s);
@@ -306,7 +308,9 @@ struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,
     }
     s->keys_per_table = cfg->keys / s->cfg.tables;
     s->load = ms_load_create(0);
-    rs_work_init(&s->work, wcfg);
+    if (wcfg) {
+        rs_work_init(&s->work, wcfg);
+    }
     rt_rng_seed(&s->rng, cfg->seed);
     s->declog = declog;
     s->ns = cfg->servers;
@@ -322,8 +326,10 @@ struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,
         }
     }
     s->next_id = 1;
-    rs__layout(s);
-    rs__recount(s);
+    if (wcfg) {
+        rs__layout(s);
+        rs__recount(s);
+    }
     return s;
 }
 
@@ -449,8 +455,11 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
         (v->high && strcmp(rec->key, v->high) >= 0)) {
         return rs__refuse(rec, "split key outside the range");
     }
-    if (!rs__gidx(s, t, rec->key, &g) || g <= r->glo ||
-        (r->ghi != RS_UNBOUNDED && g >= r->ghi)) {
+    if (s->replay) {
+        /* Replayed ranges have no key indexes: halves get half each. */
+        g = r->glo;
+    } else if (!rs__gidx(s, t, rec->key, &g) || g <= r->glo ||
+               (r->ghi != RS_UNBOUNDED && g >= r->ghi)) {
         return rs__refuse(rec, "split key not a key of the workload");
     }
     left = s->next_id++;
@@ -458,7 +467,8 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
     rs__bounds_add(s, left, t, v->low, rec->key);
     rs__bounds_add(s, right, t, rec->key, v->high);
     ms_load_split(s->load, pv.id, rec->key, left, right);
-    lk = g - r->glo < parent.keys ? g - r->glo : parent.keys;
+    lk = s->replay ? parent.keys / 2
+                   : (g - r->glo < parent.keys ? g - r->glo : parent.keys);
     rk = parent.keys - lk;
     rs__insert_at(s, i + 1);
     for (int k = 0; k < 2; k++) {
@@ -693,13 +703,13 @@ bool rs_sim_order(struct rs_sim *s, const struct ms_decision *d)
 /* Moves whose copy ends within the step switch at its start: the range
  * serves from its new server for the whole step (early by less than a
  * step), and the ServerBusy window at the copy's end falls inside it. */
-static void rs__ops_progress(struct rs_sim *s)
+void rs__ops_progress(struct rs_sim *s, uint64_t horizon)
 {
     for (size_t o = 0; o < s->nops;) {
         struct rs_op *op = &s->ops[o];
         size_t i;
         struct rs_server *src, *dst;
-        if (op->end_ms >= s->now_ms + s->cfg.tick_ms) {
+        if (op->end_ms >= horizon) {
             o++;
             continue;
         }
@@ -875,7 +885,7 @@ static void rs__heartbeats(struct rs_sim *s)
     }
 }
 
-static void rs__policy(struct rs_sim *s)
+void rs__policy(struct rs_sim *s)
 {
     struct ms_decision d[RS__MAX_DECISIONS];
     struct ms_cluster_view view;
@@ -949,7 +959,7 @@ static void rs__frame(struct rs_sim *s)
     }
 }
 
-static void rs__account(struct rs_sim *s)
+void rs__account(struct rs_sim *s)
 {
     double busiest = 0, sum = 0;
     size_t live = 0;
@@ -994,7 +1004,7 @@ static void rs__account(struct rs_sim *s)
 
 void rs_sim_step(struct rs_sim *s)
 {
-    rs__ops_progress(s);
+    rs__ops_progress(s, s->now_ms + s->cfg.tick_ms);
     rs__demand(s);
     rs__heartbeats(s);
     rs__account(s);

@@ -166,6 +166,7 @@ struct rs_op; /* a move in flight */
 struct rs_sim
 {
     struct rs_cfg cfg;
+    bool replay; /* driven by a trace (rs_trace.h), not a workload */
     struct ms_policy policy;
     struct ms_load *load;
     struct rs_work work;
@@ -213,7 +214,8 @@ struct rs_sim
 };
 
 /* A new simulation at t = 0 with @cfg (copied) and workload @wcfg
- * (copied). Returns NULL with @err set for an unknown policy or a bad
+ * (copied; NULL: an empty cluster of cfg->servers servers for a replay,
+ * rs_trace.h). Returns NULL with @err set for an unknown policy or a bad
  * configuration. @declog (borrowed, may be NULL) gets one JSON line per
  * decision. */
 struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,

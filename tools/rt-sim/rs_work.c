@@ -53,7 +53,7 @@ int rs_work_named(const char *name,
         cfg->profile = RS_PROFILE_FLASH;
         cfg->flash_at_s = duration_s / 4;
         cfg->flash_len_s = duration_s / 5;
-        cfg->flash_mult = 1.0;
+        cfg->flash_mult = 0.5;
         cfg->flash_fraction = 0.001;
     }
     return 0;

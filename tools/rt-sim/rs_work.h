@@ -23,7 +23,7 @@
  *             the key space grows at the rate, the load is on its end
  *   diurnal   zipfian, rate * (1 + 0.6 sin): a day compressed into
  *             period_s (the run's duration by default), starting at night
- *   flash     uniform, plus a flash crowd of flash_mult times the rate on
+ *   flash     uniform, plus a flash crowd of half the rate again on
  *             0.1% of the keys (a seeded place) from flash_at_s for
  *             flash_len_s
  *

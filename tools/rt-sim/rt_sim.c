@@ -21,6 +21,7 @@
 #include "ms_util.h"
 #include "rs_report.h"
 #include "rs_sim.h"
+#include "rs_trace.h"
 #include "rs_work.h"
 
 struct rs_args
@@ -29,6 +30,9 @@ struct rs_args
     char workload[32];
     char policies[256];
     const char *out;
+    const char *trace_path;
+    struct rs_trace *trace; /* loaded once for every policy */
+    bool policy_given;
     double duration_s;
     double load; /* demand as a share of the cluster's capacity */
     double rate; /* entities/s (overrides load) */
@@ -39,9 +43,12 @@ struct rs_args
 static void rs__usage(FILE *f)
 {
     fprintf(f,
-            "usage: rt-sim run --policy P --workload W [options] --out DIR\n"
-            "       rt-sim compare --policies P1,P2[,...] --workload W "
+            "usage: rt-sim run --policy P (--workload W | --trace FILE) "
             "[options] --out DIR\n"
+            "       rt-sim compare --policies P1,P2[,...] (--workload W | "
+            "--trace FILE) [options] --out DIR\n"
+            "       rt-sim validate TRACE\n"
+            "(rtctl trace dump TRACE prints a trace)\n"
             "workloads: uniform zipfian hotset tail diurnal flash\n"
             "options: --servers N (10) --ranges M (100) --tables T "
             "(ranges/16)\n"
@@ -89,6 +96,9 @@ static int rs__parse(int argc, char **argv, struct rs_args *a)
         i++;
         if (strcmp(k, "--policy") == 0) {
             snprintf(a->cfg.policy, sizeof(a->cfg.policy), "%s", v);
+            a->policy_given = true;
+        } else if (strcmp(k, "--trace") == 0) {
+            a->trace_path = v;
         } else if (strcmp(k, "--policies") == 0) {
             snprintf(a->policies, sizeof(a->policies), "%s", v);
         } else if (strcmp(k, "--workload") == 0) {
@@ -143,10 +153,6 @@ static int rs__parse(int argc, char **argv, struct rs_args *a)
             }
         }
     }
-    if (!a->out) {
-        fprintf(stderr, "rt-sim: --out DIR is required\n");
-        return -1;
-    }
     if (a->duration_s < 1) {
         fprintf(stderr, "rt-sim: --duration must be >= 1 s\n");
         return -1;
@@ -185,13 +191,24 @@ static int rs__run_one(const struct rs_args *a,
     FILE *declog;
     int rc = 0;
 
-    snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
-    rate =
-        a->rate > 0 ? a->rate : a->load * cfg.server_eps * (double)cfg.servers;
-    if (rs_work_named(a->workload, cfg.keys, rate, a->duration_s, cfg.seed,
-                      &wcfg) != 0) {
-        fprintf(stderr, "rt-sim: unknown workload '%s'\n", a->workload);
-        return 2;
+    if (a->trace) {
+        /* A replay: the cluster, tick and clock of the trace; the policy
+         * given (with the recorded thresholds when it is the recorded
+         * one), else the recorded one. */
+        bool same = strcmp(policy, a->trace->hdr->policy) == 0;
+        rs_trace_cfg(a->trace, &cfg, !a->policy_given || same);
+        if (a->policy_given || !a->trace->hdr->policy[0]) {
+            snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+        }
+    } else {
+        snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+        rate = a->rate > 0 ? a->rate
+                           : a->load * cfg.server_eps * (double)cfg.servers;
+        if (rs_work_named(a->workload, cfg.keys, rate, a->duration_s, cfg.seed,
+                          &wcfg) != 0) {
+            fprintf(stderr, "rt-sim: unknown workload '%s'\n", a->workload);
+            return 2;
+        }
     }
     if (ms_mkdir_p(dir) != 0) {
         fprintf(stderr, "rt-sim: %s: %s\n", dir, strerror(errno));
@@ -203,7 +220,8 @@ static int rs__run_one(const struct rs_args *a,
         fprintf(stderr, "rt-sim: %s: %s\n", path, strerror(errno));
         return 1;
     }
-    s = rs_sim_create(&cfg, &wcfg, declog, err, sizeof(err));
+    s = a->trace ? rs_replay_create(&cfg, a->trace, declog, err, sizeof(err))
+                 : rs_sim_create(&cfg, &wcfg, declog, err, sizeof(err));
     if (!s) {
         fprintf(stderr, "rt-sim: %s\n", err);
         fclose(declog);
@@ -214,7 +232,11 @@ static int rs__run_one(const struct rs_args *a,
     rs_sim_frames(s, every ? every : 1, a->cells);
     t0 = rs__wall();
     c0 = clock();
-    rs_sim_run_until(s, (uint64_t)(a->duration_s * 1000));
+    if (a->trace) {
+        rs_replay_run(s, a->trace);
+    } else {
+        rs_sim_run_until(s, (uint64_t)(a->duration_s * 1000));
+    }
     res->wall_s = rs__wall() - t0;
     res->cpu_s = (double)(clock() - c0) / CLOCKS_PER_SEC;
     res->sim_s = (double)s->now_ms / 1000.0;
@@ -241,11 +263,13 @@ static int rs__run_one(const struct rs_args *a,
 static void rs__print_speed(const char *policy, const struct rs_result *r)
 {
     double w = r->wall_s > 1e-6 ? r->wall_s : 1e-6;
+    double c = r->cpu_s > 1e-6 ? r->cpu_s : 1e-6;
     printf(
-        "%s: %.0f simulated s in %.2f wall s: %.1f simulated s per wall "
-        "s, %.3g range-ticks/s (%zu servers, %zu ranges at the end)\n",
-        policy, r->sim_s, r->wall_s, r->sim_s / w, (double)r->range_ticks / w,
-        r->servers, r->sum.ranges_end);
+        "%s: %.0f simulated s in %.2f wall s (%.2f CPU s): %.1f "
+        "simulated s per wall s (%.1f per CPU s), %.3g range-ticks per "
+        "wall s (%zu servers, %zu ranges at the end)\n",
+        policy, r->sim_s, r->wall_s, r->cpu_s, r->sim_s / w, r->sim_s / c,
+        (double)r->range_ticks / w, r->servers, r->sum.ranges_end);
 }
 
 static void rs__print_summary(const struct rs_result *r)
@@ -419,25 +443,86 @@ static int rs__cmd_compare(const struct rs_args *a)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int rs__cmd_validate(struct rs_args *a)
+{
+    struct rs_cfg cfg = a->cfg;
+    const struct rs_trace *t = a->trace;
+    char err[256];
+    struct rs_sim *s;
+    size_t missing;
+    rs_trace_cfg(t, &cfg, true);
+    printf(
+        "replaying %zu records (%.1f s%s) under the recorded policy "
+        "\"%s\"\n",
+        t->n, t->n ? (double)t->t[t->n - 1] / 1e3 : 0.0,
+        t->truncated ? ", cut short" : "", cfg.policy);
+    s = rs_replay_create(&cfg, t, NULL, err, sizeof(err));
+    if (!s) {
+        fprintf(stderr, "rt-sim: %s\n", err);
+        return 2;
+    }
+    rs_replay_run(s, t);
+    missing = rs_validate(s, t, stdout);
+    rs_sim_destroy(s);
+    return missing ? 3 : 0;
+}
+
+static int rs__main_cmd(int argc, char **argv)
 {
     struct rs_args a;
+    char err[512];
+    int rc;
+    if (rs__parse(argc, argv, &a) != 0) {
+        rs__usage(stderr);
+        return 2;
+    }
+    if (a.trace_path &&
+        rs_trace_load(a.trace_path, &a.trace, err, sizeof(err)) != 0) {
+        fprintf(stderr, "rt-sim: %s\n", err);
+        return 1;
+    }
+    if (strcmp(argv[1], "validate") == 0) {
+        rc = a.trace ? rs__cmd_validate(&a) : 2;
+    } else if (!a.out) {
+        fprintf(stderr, "rt-sim: --out DIR is required\n");
+        rc = 2;
+    } else if (strcmp(argv[1], "run") == 0) {
+        rc = rs__cmd_run(&a);
+    } else {
+        rc = rs__cmd_compare(&a);
+    }
+    rs_trace_free(a.trace);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
     if (argc < 2 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "--help") == 0) {
         rs__usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "validate") == 0) {
+        /* rt-sim validate TRACE [options] */
+        char *v[64];
+        int n = 0;
+        if (argc < 3 || argc > 60) {
+            rs__usage(stderr);
+            return 2;
+        }
+        v[n++] = argv[0];
+        v[n++] = argv[1];
+        v[n++] = "--trace";
+        for (int i = 2; i < argc; i++) {
+            v[n++] = argv[i];
+        }
+        v[n] = NULL;
+        return rs__main_cmd(n, v);
     }
     if (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "compare") != 0) {
         fprintf(stderr, "rt-sim: unknown command '%s'\n", argv[1]);
         rs__usage(stderr);
         return 2;
     }
-    if (rs__parse(argc, argv, &a) != 0) {
-        rs__usage(stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "run") == 0) {
-        return rs__cmd_run(&a);
-    }
-    return rs__cmd_compare(&a);
+    return rs__main_cmd(argc, argv);
 }
