@@ -39,7 +39,8 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       mid-move, master restarts, a stale front end
 #   test_policy_crdb    --policy crdb: a hot range split by load and
 #                       spread by the store rebalancer until the servers
-#                       serve alike; a bad --policy-opt exits 2
+#                       serve alike (moves at RF 1, primary-role
+#                       transfers at RF 3); a bad --policy-opt exits 2
 #   test_replication    RF 3 on 3 servers: every kind of write reaches all
 #                       three copies (rt-inspect digests and LSNs), rtctl
 #                       shows replicas and ISR; SIGKILL of the primary and
