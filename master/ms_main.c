@@ -185,7 +185,7 @@ int main(int argc, char **argv)
     char *log_level = NULL;
     long hb_timeout = 0;
     long delete_grace = 0;
-    char *policy = NULL;
+    char *policy = NULL, *policy_opt = NULL;
     long split_eps = 0, split_busy = 0, split_sustain = 0, split_cool = 0;
     long split_max = 0, hot_exit = 0, move_tol = 0, move_min = 0;
     long move_gain = 0, move_cool = 0, server_cool = 0, max_moves = 0;
@@ -301,7 +301,14 @@ int main(int argc, char **argv)
          "learners being built at once, cluster-wide (1..1000)"},
         {"policy", RT_OPT_STR, &policy, "default",
          "load-balancing policy: default | none (never splits, merges or "
-         "moves by itself; rtctl still can)"},
+         "moves by itself; rtctl still can) | crdb (CockroachDB's "
+         "load-based splitting, store rebalancer and merge queue; "
+         "master/README.md)"},
+        {"policy-opt", RT_OPT_STR, &policy_opt, "",
+         "the policy's own parameters, KEY=VALUE[,KEY=VALUE...] (crdb: "
+         "interval_ms, threshold_pct, min_diff, split_balance_pct, "
+         "split_min_samples, hot_ranges); the --split-*, --move-*, "
+         "--merge-* and --max-moves flags apply to every policy"},
         {"split-eps", RT_OPT_INT, &split_eps, "2000",
          "split a range whose demand (entities/s + refused requests/s) "
          "stays at or above this (or above 90% of its server's "
@@ -507,6 +514,20 @@ int main(int argc, char **argv)
     if (rt_rpc_tls_flags("rt-master", cluster_tls, insecure_rpc, &tls) != 0) {
         goto bad_flags;
     }
+    {
+        /* An unknown policy or option is a bad flag (exit 2), not a
+         * leader that cannot start its session. */
+        struct ms_policy_config pc;
+        struct ms_policy probe;
+        char perr[RT_ERRMSG_SIZE];
+        ms_policy_config_default(&pc);
+        pc.opts = policy_opt;
+        if (ms_policy_create_msg(policy, &pc, &probe, perr) != 0) {
+            fprintf(stderr, "rt-master: --policy / --policy-opt: %s\n", perr);
+            goto bad_flags;
+        }
+        ms_policy_destroy(&probe);
+    }
     /* Before anything that needs freeing: a bad token file is a bad
      * flag (exit 2). */
     rc = ms_auth_create(token_file, admin_insecure != 0, status_open != 0,
@@ -563,6 +584,7 @@ int main(int argc, char **argv)
     cfg.policy_cfg.merge_sustain_ms = (uint32_t)merge_sustain;
     cfg.policy_cfg.merge_max_bytes = (uint64_t)merge_max_mb << 20;
     cfg.policy_cfg.merge_after_split_ms = (uint32_t)merge_after_split;
+    cfg.policy_cfg.opts = policy_opt;
     cfg.load_tau_ms = (uint32_t)load_tau;
     cfg.events_cap = (size_t)events_max;
     cfg.replication_factor = (uint32_t)rf;

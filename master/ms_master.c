@@ -219,13 +219,17 @@ int ms_master_start(uv_loop_t *loop,
             ms_policy_config_default(&m->cfg.policy_cfg);
         }
     }
-    rc = ms_policy_create(cfg->policy, &m->cfg.policy_cfg, &m->policy);
-    if (rc) {
-        if (errmsg) {
-            rt_errmsg_printf(errmsg, "unknown policy '%s' (default|none)",
-                             cfg->policy ? cfg->policy : "");
+    {
+        char perr[RT_ERRMSG_SIZE];
+        rc = ms_policy_create_msg(cfg->policy, &m->cfg.policy_cfg, &m->policy,
+                                  perr);
+        if (rc) {
+            if (errmsg) {
+                rt_errmsg_printf(errmsg, "%s", perr);
+            }
+            goto err_after_alloc;
         }
-        goto err_after_alloc;
+        m->cfg.policy_cfg.opts = NULL; /* borrowed for the create only */
     }
     m->load = ms_load_create(m->cfg.load_tau_ms);
 

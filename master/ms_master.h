@@ -50,8 +50,8 @@ struct ms_master_config
     uint32_t assign_timeout_ms;    /* wait for ASSIGN_RANGES; 0 = 2000 */
     uint64_t delete_grace_ms;      /* deleted names stay taken this long
                                     * (409 TableBeingDeleted); 0 = none */
-    const char *policy;            /* "default" (NULL) or "none" (borrowed
-                                    * during start) */
+    const char *policy;            /* ms_policy_names(); NULL = "default"
+                                    * (borrowed during start) */
     struct ms_policy_config policy_cfg; /* all zero = the defaults */
     uint32_t load_tau_ms;        /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
     uint32_t move_timeout_ms;    /* MOVE_OUT timeout for an empty range; it

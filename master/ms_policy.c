@@ -1,4 +1,5 @@
-/* Policies "default" and "none" (see ms_policy.h).
+/* Policies "default" and "none", and the table of every policy by name
+ * (see ms_policy.h; "crdb" lives in ms_policy_crdb.c).
  *
  * The default policy runs four passes over the view on every decide():
  *  1. marks: per range, hot / not hot with hysteresis (enter at the
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ms_policy_crdb.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -1028,28 +1030,97 @@ static const struct ms_policy_ops ms__dflt_ops = {
     .destroy = ms__dflt_destroy,
 };
 
+static int ms__dflt_create(const struct ms_policy_config *cfg,
+                           struct ms_policy *out,
+                           char *errmsg)
+{
+    struct ms__dflt *p;
+    (void)errmsg;
+    p = rt_xcalloc(1, sizeof(*p));
+    p->cfg = *cfg;
+    p->cfg.opts = NULL; /* borrowed: not kept */
+    out->ops = &ms__dflt_ops;
+    out->state = p;
+    return 0;
+}
+
+static int ms__none_create(const struct ms_policy_config *cfg,
+                           struct ms_policy *out,
+                           char *errmsg)
+{
+    (void)cfg;
+    (void)errmsg;
+    out->ops = &ms__none_ops;
+    out->state = NULL;
+    return 0;
+}
+
+/* The policies by name: a new one is one line here. @takes_opts: whether
+ * it reads cfg->opts (the others refuse them, so a typo is not silently
+ * ignored). */
+static const struct
+{
+    const char *name;
+    int (*create)(const struct ms_policy_config *cfg,
+                  struct ms_policy *out,
+                  char *errmsg);
+    bool takes_opts;
+} ms__policies[] = {
+    {"default", ms__dflt_create, false},
+    {"none", ms__none_create, false},
+    {"crdb", ms_policy_crdb_create, true},
+};
+
+#define MS__NPOLICIES (sizeof(ms__policies) / sizeof(ms__policies[0]))
+
+const char *ms_policy_names(void)
+{
+    static char names[128];
+    if (!names[0]) {
+        size_t off = 0;
+        for (size_t i = 0; i < MS__NPOLICIES; i++) {
+            off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s",
+                                    i ? "|" : "", ms__policies[i].name);
+        }
+    }
+    return names;
+}
+
+int ms_policy_create_msg(const char *name,
+                         const struct ms_policy_config *cfg,
+                         struct ms_policy *out,
+                         char *errmsg)
+{
+    struct ms_policy_config dflt;
+    if (!name) {
+        name = "default";
+    }
+    if (!cfg) {
+        ms_policy_config_default(&dflt);
+        cfg = &dflt;
+    }
+    for (size_t i = 0; i < MS__NPOLICIES; i++) {
+        if (strcmp(name, ms__policies[i].name) != 0) {
+            continue;
+        }
+        if (!ms__policies[i].takes_opts && cfg->opts && cfg->opts[0]) {
+            rt_errmsg_printf(errmsg, "policy %s takes no options ('%s')", name,
+                             cfg->opts);
+            return RT_EINVAL;
+        }
+        return ms__policies[i].create(cfg, out, errmsg);
+    }
+    rt_errmsg_printf(errmsg, "unknown policy '%s' (%s)", name,
+                     ms_policy_names());
+    return RT_EINVAL;
+}
+
 int ms_policy_create(const char *name,
                      const struct ms_policy_config *cfg,
                      struct ms_policy *out)
 {
-    struct ms__dflt *p;
-    if (!name || strcmp(name, "default") == 0) {
-        p = rt_xcalloc(1, sizeof(*p));
-        if (cfg) {
-            p->cfg = *cfg;
-        } else {
-            ms_policy_config_default(&p->cfg);
-        }
-        out->ops = &ms__dflt_ops;
-        out->state = p;
-        return 0;
-    }
-    if (strcmp(name, "none") == 0) {
-        out->ops = &ms__none_ops;
-        out->state = NULL;
-        return 0;
-    }
-    return RT_EINVAL;
+    char errmsg[RT_ERRMSG_SIZE];
+    return ms_policy_create_msg(name, cfg, out, errmsg);
 }
 
 void ms_policy_destroy(struct ms_policy *p)

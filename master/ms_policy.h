@@ -20,7 +20,10 @@
  *    fewest ranges; split / move / merge as described at
  *    ms_policy_config below (master/README.md "Load balancing");
  *  - "none": the same placement, never decides anything (a baseline to
- *    compare against, or to reshape the map by hand with rtctl).
+ *    compare against, or to reshape the map by hand with rtctl);
+ *  - "crdb": CockroachDB's load-based splitting, store rebalancer and
+ *    merge queue mapped onto our decisions (ms_policy_crdb.h).
+ * The names are a table in ms_policy.c: another policy is one line there.
  *
  * Thread: master loop thread. The view and everything it points to is
  * borrowed for the duration of one call. */
@@ -172,6 +175,11 @@ struct ms_policy_config
     uint32_t merge_sustain_ms;     /* 60000 */
     uint64_t merge_max_bytes;      /* 256 MiB */
     uint32_t merge_after_split_ms; /* 300000 (5 min) */
+    /* Parameters only one policy has, "KEY=VALUE[,KEY=VALUE...]"
+     * (rt-master --policy-opt; NULL or "" = none). Borrowed: read by
+     * ms_policy_create() only, which refuses a key the policy does not
+     * know; nothing of it is kept. */
+    const char *opts;
 };
 
 void ms_policy_config_default(struct ms_policy_config *cfg);
@@ -195,12 +203,20 @@ struct ms_policy
     void *state;
 };
 
-/* Creates the policy named @name ("default" or "none") with @cfg (NULL =
- * defaults; copied). Returns 0 or RT_EINVAL for an unknown name. Release
- * with ms_policy_destroy(). */
+/* Creates the policy named @name (one of ms_policy_names(); NULL =
+ * "default") with @cfg (NULL = defaults; copied). Returns 0 or RT_EINVAL for an
+ * unknown name. Release with ms_policy_destroy(). */
 int ms_policy_create(const char *name,
                      const struct ms_policy_config *cfg,
                      struct ms_policy *out);
+/* The same; on RT_EINVAL @errmsg (RT_ERRMSG_SIZE bytes) says what is
+ * wrong: an unknown name (listing the known ones) or a bad cfg->opts. */
+int ms_policy_create_msg(const char *name,
+                         const struct ms_policy_config *cfg,
+                         struct ms_policy *out,
+                         char *errmsg);
+/* The known policy names, "default|none|crdb" (static storage). */
+const char *ms_policy_names(void);
 void ms_policy_destroy(struct ms_policy *p);
 
 static inline uint64_t ms_policy_place(const struct ms_policy *p,

@@ -37,6 +37,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       the policy's split of a hot RF-3 range, rtctl
 #                       split/move/merge/drain under load, SIGKILL
 #                       mid-move, master restarts, a stale front end
+#   test_policy_crdb    --policy crdb: a hot range split by load and
+#                       spread by the store rebalancer until the servers
+#                       serve alike (moves at RF 1, primary-role
+#                       transfers at RF 3); a bad --policy-opt exits 2
 #   test_replication    RF 3 on 3 servers: every kind of write reaches all
 #                       three copies (rt-inspect digests and LSNs), rtctl
 #                       shows replicas and ISR; SIGKILL of the primary and
@@ -142,6 +146,7 @@ set(RT_INTEGRATION_TESTS
   test_sas_acl_cors
   test_malformed
   test_balance
+  test_policy_crdb
   test_replication
   test_transfer
   test_move_repl

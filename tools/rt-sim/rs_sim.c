@@ -20,6 +20,7 @@
 
 #include "rl_keys.h"
 #include "rt_alloc.h"
+#include "rt_err.h"
 
 #define RS__MONO0 1000000ull
 #define RS__MAX_DECISIONS 64
@@ -295,11 +296,16 @@ struct rs_sim *rs_sim_create(const struct rs_cfg *cfg,
     s = rt_xcalloc(1, sizeof(*s));
     s->cfg = *cfg;
     s->replay = wcfg == NULL;
-    if (ms_policy_create(cfg->policy, &cfg->pcfg, &s->policy) != 0) {
-        snprintf(err, errlen, "unknown policy '%s'", cfg->policy);
-        free(s);
-        return NULL;
+    {
+        char em[RT_ERRMSG_SIZE];
+        if (ms_policy_create_msg(cfg->policy, &cfg->pcfg, &s->policy, em) !=
+            0) {
+            snprintf(err, errlen, "policy '%s': %s", cfg->policy, em);
+            free(s);
+            return NULL;
+        }
     }
+    s->cfg.pcfg.opts = NULL; /* borrowed by the policy's creation only */
     if (!s->cfg.tables) {
         s->cfg.tables = cfg->ranges / 16 ? cfg->ranges / 16 : 1;
     }

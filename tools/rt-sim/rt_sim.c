@@ -57,6 +57,7 @@ static void rs__usage(FILE *f)
             "         --load F demand / capacity (0.6) | --rate EPS\n"
             "         --rf N (1) --zones N (0) --tick-ms MS (500)\n"
             "         --split-eps N --split-max-ranges N --max-moves N\n"
+            "         --policy-opt K=V[,K=V] (a policy's own parameters)\n"
             "         --move-mb-s N --frames N (300) --cells N (2000) "
             "--quiet\n");
 }
@@ -99,6 +100,8 @@ static int rs__parse(int argc, char **argv, struct rs_args *a)
             a->policy_given = true;
         } else if (strcmp(k, "--trace") == 0) {
             a->trace_path = v;
+        } else if (strcmp(k, "--policy-opt") == 0) {
+            a->cfg.pcfg.opts = v; /* argv: lives as long as the program */
         } else if (strcmp(k, "--policies") == 0) {
             snprintf(a->policies, sizeof(a->policies), "%s", v);
         } else if (strcmp(k, "--workload") == 0) {
