@@ -82,14 +82,16 @@ void rs_summarize(const struct rs_sim *s, struct rs_summary *out)
         const struct rs_sec *x = &s->secs[t];
         out->demanded += x->demanded;
         out->served += x->served;
-        out->splits += x->splits;
-        out->merges += x->merges;
-        out->moves += x->moves;
-        out->transfers += x->transfers;
         if (x->mean > 0) {
             bm[nb++] = rs__bm(x);
         }
     }
+    /* Counted when carried out (the per-second rows miss the last
+     * step's, which no later second sums). */
+    out->splits = s->totals[MS_DECIDE_SPLIT];
+    out->merges = s->totals[MS_DECIDE_MERGE];
+    out->moves = s->totals[MS_DECIDE_MOVE];
+    out->transfers = s->totals[MS_DECIDE_TRANSFER];
     out->bytes_moved = s->bytes_moved;
     out->refused_decisions = s->refused_decisions;
     out->ranges_end = s->nr;

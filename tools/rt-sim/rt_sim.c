@@ -195,14 +195,11 @@ static int rs__run_one(const struct rs_args *a,
     int rc = 0;
 
     if (a->trace) {
-        /* A replay: the cluster, tick and clock of the trace; the policy
-         * given (with the recorded thresholds when it is the recorded
-         * one), else the recorded one. */
-        bool same = strcmp(policy, a->trace->hdr->policy) == 0;
-        rs_trace_cfg(a->trace, &cfg, !a->policy_given || same);
-        if (a->policy_given || !a->trace->hdr->policy[0]) {
-            snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
-        }
+        /* A replay: the cluster, tick, clock and thresholds of the trace
+         * (the operator's settings, the same for every policy compared),
+         * under @policy. */
+        rs_trace_cfg(a->trace, &cfg, true);
+        snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
     } else {
         snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
         rate = a->rate > 0 ? a->rate
@@ -295,14 +292,19 @@ static void rs__print_summary(const struct rs_result *r)
 static int rs__cmd_run(const struct rs_args *a)
 {
     struct rs_result r;
-    int rc = rs__run_one(a, a->cfg.policy, a->out, &r);
+    /* A replay without --policy: the recorded one. */
+    const char *policy =
+        a->trace && !a->policy_given && a->trace->hdr->policy[0]
+            ? a->trace->hdr->policy
+            : a->cfg.policy;
+    int rc = rs__run_one(a, policy, a->out, &r);
     if (rc) {
         return rc;
     }
     if (!a->quiet) {
         rs__print_summary(&r);
     }
-    rs__print_speed(a->cfg.policy, &r);
+    rs__print_speed(policy, &r);
     return 0;
 }
 
@@ -383,8 +385,8 @@ static int rs__cmd_compare(const struct rs_args *a)
         }
         rs__print_speed(pols[i], &res[i]);
     }
-    printf("\n%-28s", "workload ");
-    printf("%s\n", a->workload);
+    printf("\n%-28s %s\n", a->trace ? "trace" : "workload",
+           a->trace ? a->trace_path : a->workload);
     printf("%-28s", "policy");
     for (size_t i = 0; i < np; i++) {
         printf(" %14s", pols[i]);
