@@ -267,16 +267,25 @@ static void rs__adopt_map(struct rs_sim *s, const Rt__TraceMap *m)
     }
 }
 
+/* What a simulated range was given of diverged recorded loads since the
+ * last tick: summed over every recorded range and heartbeat that fed it,
+ * reported once at the tick (two reports for one interval would read as
+ * two intervals to ms_load). */
+struct rs__pend
+{
+    uint64_t range_id;
+    double ent, thr, req, wb, exec;
+    uint64_t interval_ms, max_server_eps, max_range_eps;
+    char *samples[RS__HB_SAMPLES]; /* borrowed from the trace */
+    size_t nsamples;
+};
+
 struct rs_replay_ctx
 {
     const struct rs_trace *t;
     const Rt__TraceMap *map; /* the latest recorded map */
-    /* per simulated range index: the share being built */
-    double *ent, *thr, *req, *wb, *exec;
-    char ***samples;
-    size_t *nsamples;
-    size_t *touched;
-    size_t ntouched, cap;
+    struct rs__pend *pend;
+    size_t npend, pend_cap;
 };
 
 static const Rt__TraceRange *rs__rec_range(const Rt__TraceMap *m, uint64_t id)
@@ -291,8 +300,9 @@ static const Rt__TraceRange *rs__rec_range(const Rt__TraceMap *m, uint64_t id)
 
 static void rs__report(struct rs_sim *s,
                        size_t i,
-                       const Rt__TraceHeartbeat *hb,
-                       const Rt__TraceLoad *l,
+                       uint64_t interval_ms,
+                       uint64_t max_server_eps,
+                       uint64_t max_range_eps,
                        double ent,
                        double thr,
                        double req,
@@ -304,7 +314,7 @@ static void rs__report(struct rs_sim *s,
     struct ms_range_view *v = &s->rv[i];
     Rt__RangeLoad rl = RT__RANGE_LOAD__INIT;
     rl.range_id = v->id;
-    rl.interval_ms = l->interval_ms;
+    rl.interval_ms = interval_ms;
     rl.requests = (uint64_t)llround(req);
     rl.entities = (uint64_t)llround(ent);
     rl.bytes_written = (uint64_t)llround(wb);
@@ -315,8 +325,8 @@ static void rs__report(struct rs_sim *s,
     rl.key_bytes = s->rr[i].bytes;
     rl.sample_pks = samples;
     rl.n_sample_pks = nsamples;
-    ms_load_report(s->load, v->server_id, &rl, hb->max_server_eps,
-                   hb->max_range_eps, rs__mono(s));
+    ms_load_report(s->load, v->server_id, &rl, max_server_eps, max_range_eps,
+                   rs__mono(s));
     s->rr[i].reported = true;
     if (!v->load) {
         v->load = ms_load_find(s->load, v->id);
@@ -332,21 +342,6 @@ static void rs__heartbeat(struct rs_sim *s,
         s->sv[hb->server_id - 1].cap = (double)hb->max_server_eps;
     }
     s->cfg.range_eps = (double)hb->max_range_eps;
-    if (c->cap < s->nr) {
-        size_t n = s->nr * 2;
-        c->ent = rt_xrealloc(c->ent, n * sizeof(double));
-        c->thr = rt_xrealloc(c->thr, n * sizeof(double));
-        c->req = rt_xrealloc(c->req, n * sizeof(double));
-        c->wb = rt_xrealloc(c->wb, n * sizeof(double));
-        c->exec = rt_xrealloc(c->exec, n * sizeof(double));
-        c->nsamples = rt_xrealloc(c->nsamples, n * sizeof(size_t));
-        c->touched = rt_xrealloc(c->touched, n * sizeof(size_t));
-        c->samples = rt_xrealloc(c->samples, n * sizeof(char **));
-        for (size_t i = c->cap; i < n; i++) {
-            c->samples[i] = rt_xcalloc(RS__HB_SAMPLES, sizeof(char *));
-        }
-        c->cap = n;
-    }
     for (size_t k = 0; k < hb->n_loads; k++) {
         const Rt__TraceLoad *l = hb->loads[k];
         const Rt__TraceRange *x = rs__rec_range(c->map, l->range_id);
@@ -369,45 +364,67 @@ static void rs__heartbeat(struct rs_sim *s,
             /* The same range in both maps: exactly as recorded. */
             s->rr[i].keys = l->key_count;
             s->rr[i].bytes = l->key_bytes;
-            rs__report(s, i, hb, l, (double)l->entities, (double)l->throttled,
-                       (double)l->requests, (double)l->bytes_written,
-                       (double)l->exec_us, keys, ns);
+            rs__report(s, i, l->interval_ms, hb->max_server_eps,
+                       hb->max_range_eps, (double)l->entities,
+                       (double)l->throttled, (double)l->requests,
+                       (double)l->bytes_written, (double)l->exec_us, keys, ns);
             continue;
         }
         /* The maps diverged: each sample carries an equal share to the
          * simulated range holding its key; no samples: all of it to the
          * range holding the recorded low key. */
-        c->ntouched = 0;
         for (size_t q = 0; q < (ns ? ns : 1); q++) {
             size_t j = rs__holding(s, x->table_id, ns ? keys[q] : x->low);
             double w = 1.0 / (double)(ns ? ns : 1);
-            bool seen = false;
+            struct rs__pend *pd = NULL;
             if (j == s->nr) {
                 continue;
             }
-            for (size_t z = 0; z < c->ntouched; z++) {
-                seen = seen || c->touched[z] == j;
+            for (size_t z = 0; z < c->npend && !pd; z++) {
+                if (c->pend[z].range_id == s->rv[j].id) {
+                    pd = &c->pend[z];
+                }
             }
-            if (!seen) {
-                c->touched[c->ntouched++] = j;
-                c->ent[j] = c->thr[j] = c->req[j] = c->wb[j] = c->exec[j] = 0;
-                c->nsamples[j] = 0;
+            if (!pd) {
+                if (c->npend == c->pend_cap) {
+                    c->pend_cap = c->pend_cap ? c->pend_cap * 2 : 64;
+                    c->pend =
+                        rt_xrealloc(c->pend, c->pend_cap * sizeof(*c->pend));
+                }
+                pd = &c->pend[c->npend++];
+                memset(pd, 0, sizeof(*pd));
+                pd->range_id = s->rv[j].id;
             }
-            c->ent[j] += w * (double)l->entities;
-            c->thr[j] += w * (double)l->throttled;
-            c->req[j] += w * (double)l->requests;
-            c->wb[j] += w * (double)l->bytes_written;
-            c->exec[j] += w * (double)l->exec_us;
-            if (ns) {
-                c->samples[j][c->nsamples[j]++] = keys[q];
+            pd->ent += w * (double)l->entities;
+            pd->thr += w * (double)l->throttled;
+            pd->req += w * (double)l->requests;
+            pd->wb += w * (double)l->bytes_written;
+            pd->exec += w * (double)l->exec_us;
+            if (l->interval_ms > pd->interval_ms) {
+                pd->interval_ms = l->interval_ms;
             }
-        }
-        for (size_t z = 0; z < c->ntouched; z++) {
-            size_t j = c->touched[z];
-            rs__report(s, j, hb, l, c->ent[j], c->thr[j], c->req[j], c->wb[j],
-                       c->exec[j], c->samples[j], c->nsamples[j]);
+            pd->max_server_eps = hb->max_server_eps;
+            pd->max_range_eps = hb->max_range_eps;
+            if (ns && pd->nsamples < RS__HB_SAMPLES) {
+                pd->samples[pd->nsamples++] = keys[q];
+            }
         }
     }
+}
+
+/* The diverged loads gathered since the last tick, one report each. */
+static void rs__flush(struct rs_sim *s, struct rs_replay_ctx *c)
+{
+    for (size_t z = 0; z < c->npend; z++) {
+        const struct rs__pend *pd = &c->pend[z];
+        size_t i = rs_sim_find(s, pd->range_id);
+        if (i < s->nr) {
+            rs__report(s, i, pd->interval_ms, pd->max_server_eps,
+                       pd->max_range_eps, pd->ent, pd->thr, pd->req, pd->wb,
+                       pd->exec, (char **)pd->samples, pd->nsamples);
+        }
+    }
+    c->npend = 0;
 }
 
 /* The step's demand from the loads reported lately (for the metrics). */
@@ -477,6 +494,7 @@ void rs_replay_run(struct rs_sim *s, const struct rs_trace *t)
                 rs__heartbeat(s, &c, rec->heartbeat);
                 break;
             case RT__TRACE_RECORD__R_TICK:
+                rs__flush(s, &c);
                 rs__ops_progress(s, s->now_ms + 1);
                 rs__replay_account(s);
                 rs__policy(s);
@@ -487,17 +505,7 @@ void rs_replay_run(struct rs_sim *s, const struct rs_trace *t)
                 break;
         }
     }
-    for (size_t i = 0; i < c.cap; i++) {
-        free(c.samples[i]);
-    }
-    free(c.samples);
-    free(c.ent);
-    free(c.thr);
-    free(c.req);
-    free(c.wb);
-    free(c.exec);
-    free(c.nsamples);
-    free(c.touched);
+    free(c.pend);
 }
 
 /* ---- validation ---- */
