@@ -44,6 +44,11 @@ void rs_cost_default(struct rs_cost *c)
      * 5-20 ms. Merges were not measured: taken as a split's. */
     c->split_window_ms = 5;
     c->merge_window_ms = 5;
+    /* A recorded trace (tests/integration/test_sim.py): two splits
+     * decided in one call at 7002 ms ended at 7008 and 7009 ms, their
+     * ranges born 1 ms apart (the second pair was not yet past its
+     * cool-down at the tick 3 s later, the first was). */
+    c->serial_ms = 1;
     c->move_fixed_ms = 40;
     c->move_mb_s = 105;
     c->move_window_ms = 5;
@@ -454,7 +459,9 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
 {
     struct ms_range_view *v = &s->rv[i];
     struct rs_range *r = &s->rr[i];
-    uint64_t g, left, right, t = v->table_id, mono = rs__mono(s), lk, rk;
+    uint64_t g, left, right, t = v->table_id, lk, rk;
+    uint64_t mono = rs__mono(s) +
+                    (uint64_t)llround(s->call_commits * s->cfg.cost.serial_ms);
     struct rs_range parent = *r;
     struct ms_range_view pv = *v;
     if (!rec->key || strcmp(rec->key, v->low) <= 0 ||
@@ -507,7 +514,8 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
 static bool rs__merge(struct rs_sim *s, size_t i, struct rs_dec *rec)
 {
     struct ms_range_view *a = &s->rv[i], *b;
-    uint64_t id, mono = rs__mono(s);
+    uint64_t id, mono = rs__mono(s) + (uint64_t)llround(s->call_commits *
+                                                        s->cfg.cost.serial_ms);
     if (i + 1 >= s->nr || s->rv[i + 1].id != rec->range_id2) {
         return rs__refuse(rec, "not adjacent to the second range");
     }
@@ -678,10 +686,12 @@ static bool rs__apply(struct rs_sim *s, const struct ms_decision *d)
         switch (d->kind) {
             case MS_DECIDE_SPLIT:
                 s->acc.splits++;
+                s->call_commits++;
                 rs__recount(s);
                 break;
             case MS_DECIDE_MERGE:
                 s->acc.merges++;
+                s->call_commits++;
                 rs__recount(s);
                 break;
             case MS_DECIDE_MOVE:
@@ -920,6 +930,7 @@ void rs__policy(struct rs_sim *s)
     view.nranges = s->nr;
     view.now_ms = rs__mono(s);
     view.moves = s->moves_inflight;
+    s->call_commits = 0;
     n = ms_policy_decide(&s->policy, &view, d, RS__MAX_DECISIONS);
     for (size_t k = 0; k < n; k++) {
         rs__apply(s, &d[k]);

@@ -48,6 +48,9 @@ struct rs_cost
 {
     double split_window_ms;    /* ServerBusy window of a split */
     double merge_window_ms;    /* ... of a merge */
+    double serial_ms;          /* the splits and merges of one policy call
+                                * commit one after the other, this far
+                                * apart (their new ranges' birth times) */
     double move_fixed_ms;      /* a move's setup + snapshot overhead */
     double move_mb_s;          /* copy bandwidth, MB/s (10^6 bytes) */
     double move_window_ms;     /* frozen + commit + assignment at the end */
@@ -185,6 +188,7 @@ struct rs_sim
     struct rs_op *ops;
     size_t nops, ops_cap;
     unsigned moves_inflight;
+    unsigned call_commits; /* splits and merges of the current call */
 
     uint64_t now_ms;
     uint64_t ticks;
