@@ -9,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "ms_trace.h"
 #include "rs_report.h"
 #include "rs_sim.h"
+#include "rs_trace.h"
 #include "rs_work.h"
+#include "rt_err.h"
 
 /* Helpers */
 
@@ -48,6 +52,120 @@ static size_t count(const struct rs_sim *s, enum ms_decision_kind k)
         n += s->decs[i].kind == k && s->decs[i].ok;
     }
     return n;
+}
+
+/* A trace of 2 servers and one range on server 1 taking @eps entities/s
+ * with 8 samples of 100 PartitionKeys per heartbeat, @secs seconds,
+ * written with the master's trace writer into @path. */
+static void write_trace(const char *path, double eps, unsigned secs)
+{
+    struct ms_trace_writer *w;
+    char em[RT_ERRMSG_SIZE], kbuf[8][8];
+    char *keys[8];
+    Rt__TraceHeader hdr = RT__TRACE_HEADER__INIT;
+    Rt__TracePolicyConfig pc = RT__TRACE_POLICY_CONFIG__INIT;
+    Rt__TraceRecord rec = RT__TRACE_RECORD__INIT;
+    Rt__TraceMap map = RT__TRACE_MAP__INIT;
+    Rt__TraceServer sv[2], *svp[2];
+    Rt__TraceRange rg = RT__TRACE_RANGE__INIT, *rgp = &rg;
+    Rt__TraceTick tick = RT__TRACE_TICK__INIT;
+    struct ms_policy_config dflt;
+    unsigned n = 0;
+
+    ms_policy_config_default(&dflt);
+    assert_int_equal(ms_trace_writer_open(path, &w, em), 0);
+    hdr.policy = "default";
+    hdr.tick_ms = 500;
+    hdr.start_unix_ms = 1800000000000ull;
+    pc.split_eps = 300;
+    pc.split_sustain_ms = dflt.split_sustain_ms;
+    pc.split_cooldown_ms = dflt.split_cooldown_ms;
+    pc.split_max_ranges = dflt.split_max_ranges;
+    pc.hot_exit_pct = dflt.hot_exit_pct;
+    pc.move_tolerance_pct = dflt.move_tolerance_pct;
+    pc.move_min_eps = 100;
+    pc.move_gain_pct = dflt.move_gain_pct;
+    pc.move_cooldown_ms = dflt.move_cooldown_ms;
+    pc.server_cooldown_ms = dflt.server_cooldown_ms;
+    pc.max_moves = dflt.max_moves;
+    pc.merge_eps = dflt.merge_eps;
+    pc.merge_sustain_ms = dflt.merge_sustain_ms;
+    pc.merge_max_bytes = dflt.merge_max_bytes;
+    pc.merge_after_split_ms = dflt.merge_after_split_ms;
+    hdr.policy_config = &pc;
+    assert_int_equal(ms_trace_writer_segment(w, 0, &hdr, em), 0);
+    for (int i = 0; i < 2; i++) {
+        rt__trace_server__init(&sv[i]);
+        sv[i].id = (uint64_t)i + 1;
+        sv[i].up = true;
+        svp[i] = &sv[i];
+    }
+    rg.id = 1;
+    rg.table_id = 1;
+    rg.table = "t";
+    rg.low = "";
+    rg.high = "";
+    rg.high_inf = true;
+    rg.server_id = 1;
+    rg.epoch = 1;
+    rg.rf = 1;
+    map.servers = svp;
+    map.n_servers = 2;
+    map.ranges = &rgp;
+    map.n_ranges = 1;
+    map.cause = "start";
+    rec.r_case = RT__TRACE_RECORD__R_MAP;
+    rec.map = &map;
+    assert_int_equal(ms_trace_writer_record(w, 1, &rec, em), 0);
+    for (int k = 0; k < 8; k++) {
+        keys[k] = kbuf[k];
+    }
+    for (uint64_t t = 500; t <= secs * 1000ull; t += 500) {
+        Rt__HeartbeatReq hb = RT__HEARTBEAT_REQ__INIT;
+        Rt__RangeLoad l = RT__RANGE_LOAD__INIT, *lp = &l;
+        for (int k = 0; k < 8; k++) {
+            snprintf(kbuf[k], sizeof(kbuf[k]), "k%03u", (n++ * 37) % 100);
+        }
+        l.range_id = 1;
+        l.entities = (uint64_t)(eps / 2);
+        l.requests = l.entities;
+        l.interval_ms = 500;
+        l.key_count = 1000;
+        l.key_bytes = 1000000;
+        l.sample_pks = keys;
+        l.n_sample_pks = 8;
+        hb.server_id = 1;
+        hb.loads = &lp;
+        hb.n_loads = 1;
+        assert_int_equal(ms_trace_writer_heartbeat(w, t - 100, &hb, NULL, em),
+                         0);
+        hb.server_id = 2;
+        hb.n_loads = 0;
+        assert_int_equal(ms_trace_writer_heartbeat(w, t - 90, &hb, NULL, em),
+                         0);
+        rec.r_case = RT__TRACE_RECORD__R_TICK;
+        rec.tick = &tick;
+        tick.n++;
+        assert_int_equal(ms_trace_writer_record(w, t, &rec, em), 0);
+    }
+    assert_int_equal(ms_trace_writer_close(w, secs * 1000ull, "end", em), 0);
+}
+
+static struct rs_sim *replay(const char *path, const char *policy)
+{
+    struct rs_trace *t;
+    struct rs_cfg cfg;
+    struct rs_sim *s;
+    char err[256];
+    rs_cfg_default(&cfg);
+    assert_int_equal(rs_trace_load(path, &t, err, sizeof(err)), 0);
+    rs_trace_cfg(t, &cfg, true);
+    snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+    s = rs_replay_create(&cfg, t, NULL, err, sizeof(err));
+    assert_non_null(s);
+    rs_replay_run(s, t);
+    rs_trace_free(t);
+    return s;
 }
 
 /* Tests */
@@ -254,6 +372,45 @@ static void test_summary_steps(void **state)
     rs_sim_destroy(s);
 }
 
+/* A replayed trace: the recorded hot range is split by the default
+ * policy at a sampled key and a half moves to the idle server; under
+ * "none" nothing is decided and the demand is the recorded one. */
+static void test_replay(void **state)
+{
+    char path[] = "/tmp/test_sim_core_XXXXXX";
+    int fd = mkstemp(path);
+    struct rs_sim *a, *b;
+    double da = 0, db = 0;
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    write_trace(path, 800, 30);
+    a = replay(path, "default");
+    assert_int_equal(a->cfg.servers, 2);
+    assert_true(a->cfg.pcfg.split_eps == 300);
+    assert_true(count(a, MS_DECIDE_SPLIT) >= 1);
+    assert_true(count(a, MS_DECIDE_MOVE) >= 1);
+    for (size_t i = 0; i < a->ndecs; i++) {
+        if (a->decs[i].kind == MS_DECIDE_SPLIT) {
+            assert_true(a->decs[i].key[0] == 'k');
+            break;
+        }
+    }
+    b = replay(path, "none");
+    assert_int_equal(b->ndecs, 0);
+    assert_int_equal(b->nr, 1);
+    for (size_t t = 0; t < a->nsecs && t < b->nsecs; t++) {
+        da += a->secs[t].demanded;
+        db += b->secs[t].demanded;
+    }
+    /* 800/s over the seconds after the first report */
+    assert_true(db > 800.0 * 25 && db < 800.0 * 31);
+    assert_true(fabs(da - db) < 0.05 * db);
+    rs_sim_destroy(a);
+    rs_sim_destroy(b);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_workloads),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_summary_steps),
+        cmocka_unit_test(test_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
