@@ -32,10 +32,15 @@ static double rs__bm(const struct rs_sec *x)
     return x->mean > 0 ? x->busiest / x->mean : 1.0;
 }
 
+/* Recovered in this second: demand served (an idle second proves
+ * nothing) with few 503s on evenly loaded servers. */
 static bool rs__healthy(const struct rs_sec *x)
 {
-    double r = x->demanded > 0 ? x->refused / x->demanded : 0;
-    return r < RS_RECOVER_503 && rs__bm(x) < RS_RECOVER_BM;
+    if (x->demanded <= 0 || x->mean <= 0) {
+        return false;
+    }
+    return x->refused / x->demanded < RS_RECOVER_503 &&
+           rs__bm(x) < RS_RECOVER_BM;
 }
 
 /* Decisions undone within RS_THRASH_S: a merge of the two halves of a
