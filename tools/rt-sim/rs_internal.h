@@ -19,6 +19,8 @@ void rs__account(struct rs_sim *s);
 void rs__recount(struct rs_sim *s);
 /* A zeroed range at index @i of the sorted arrays. */
 void rs__insert_at(struct rs_sim *s, size_t i);
+/* Indexes rv[@i]'s id (after its id was set). */
+void rs__index(struct rs_sim *s, size_t i);
 /* Records the bounds of range @id (copied). */
 void rs__bounds_add(struct rs_sim *s,
                     uint64_t id,

@@ -162,11 +162,29 @@ void rs__bounds_add(struct rs_sim *s,
 /* ---- the range array ---- */
 
 /* Points rv[i]'s replica arrays at rr[i]'s (after the arrays moved). */
+void rs__index(struct rs_sim *s, size_t i)
+{
+    uint64_t id = s->rv[i].id;
+    if (id >= s->npos) {
+        size_t n = s->npos ? s->npos : 64;
+        while (n <= id) {
+            n *= 2;
+        }
+        s->pos = rt_xrealloc(s->pos, n * sizeof(*s->pos));
+        memset(s->pos + s->npos, 0xff, (n - s->npos) * sizeof(*s->pos));
+        s->npos = n;
+    }
+    s->pos[id] = i;
+}
+
+/* Points rv[i]'s replica arrays at rr[i]'s and indexes the ids again from
+ * @from on (after the arrays moved or shifted). */
 static void rs__fix_ptrs(struct rs_sim *s, size_t from)
 {
     for (size_t i = from; i < s->nr; i++) {
         s->rv[i].isr = s->rr[i].isr;
         s->rv[i].replicas = s->rr[i].reps;
+        rs__index(s, i);
     }
 }
 
@@ -197,10 +215,9 @@ static void rs__remove_at(struct rs_sim *s, size_t i)
 
 size_t rs_sim_find(const struct rs_sim *s, uint64_t id)
 {
-    for (size_t i = 0; i < s->nr; i++) {
-        if (s->rv[i].id == id) {
-            return i;
-        }
+    /* An id gone (split, merged) may still have a stale entry. */
+    if (id < s->npos && s->pos[id] < s->nr && s->rv[s->pos[id]].id == id) {
+        return s->pos[id];
     }
     return s->nr;
 }
@@ -264,6 +281,7 @@ static void rs__layout(struct rs_sim *s)
                 rs__pk(s, t, ghi, hi);
             }
             v->id = s->next_id++;
+            rs__index(s, i);
             v->table_id = t;
             rs__bounds_add(s, v->id, t, lo, k + 1 < m ? hi : NULL);
             v->low = s->bounds[v->id].low;
@@ -372,6 +390,7 @@ void rs_sim_destroy(struct rs_sim *s)
     free(s->ops);
     free(s->rr);
     free(s->rv);
+    free(s->pos);
     free(s->sv);
     free(s->svv);
     free(s);
@@ -536,6 +555,7 @@ static bool rs__merge(struct rs_sim *s, size_t i, struct rs_dec *rec)
     s->rr[i].mass_shape = 0;
     a->split_ms = a->split_ms > b->split_ms ? a->split_ms : b->split_ms;
     a->id = id;
+    rs__index(s, i);
     a->low = s->bounds[id].low;
     a->high = s->bounds[id].high;
     a->epoch = (a->epoch > b->epoch ? a->epoch : b->epoch) + 1;

@@ -183,6 +183,8 @@ struct rs_sim
     struct rs_range *rr; /* parallel to rv, by (table, low) */
     struct ms_range_view *rv;
     size_t nr, cap;
+    size_t *pos; /* by range id: its index in rv (checked: may be stale) */
+    size_t npos;
     uint64_t next_id;
 
     struct rs_op *ops;
@@ -239,7 +241,7 @@ void rs_sim_frames(struct rs_sim *s, uint32_t every_s, size_t cells);
 /* Carries out @d (borrowed) now, as an operator's rtctl order would be:
  * logged like the policy's decisions. Returns whether it was done. */
 bool rs_sim_order(struct rs_sim *s, const struct ms_decision *d);
-/* The index in s->rv of range @id, or s->nr. */
+/* The index in s->rv of range @id, or s->nr (O(1)). */
 size_t rs_sim_find(const struct rs_sim *s, uint64_t id);
 /* Throttling of one server for one step (exposed for tests): @demand[n]
  * after ServerBusy windows (@avail[n], 0..1) and the per-range cap

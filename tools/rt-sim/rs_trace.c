@@ -234,6 +234,7 @@ static void rs__adopt_map(struct rs_sim *s, const Rt__TraceMap *m)
         v = &s->rv[i];
         r = &s->rr[i];
         v->id = x->id;
+        rs__index(s, i);
         v->table_id = x->table_id;
         v->low = s->bounds[x->id].low;
         v->high = s->bounds[x->id].high;
