@@ -705,15 +705,30 @@ static bool rs__apply(struct rs_sim *s, const struct ms_decision *d)
         s->totals[d->kind]++;
         switch (d->kind) {
             case MS_DECIDE_SPLIT:
-                s->acc.splits++;
+            case MS_DECIDE_MERGE: {
+                /* One range more (split) or fewer (merge) on its server
+                 * and on each of its replicas' servers. */
+                size_t j = rs_sim_find(s, rec.new_ids[0]);
+                bool more = d->kind == MS_DECIDE_SPLIT;
+                struct rs_server *p = rs__server(s, s->rv[j].server_id);
+                if (p) {
+                    p->nranges = more ? p->nranges + 1 : p->nranges - 1;
+                }
+                for (size_t k = 0; k < s->rv[j].nreplicas; k++) {
+                    struct rs_server *q = rs__server(s, s->rr[j].reps[k]);
+                    if (q) {
+                        q->nreplicas =
+                            more ? q->nreplicas + 1 : q->nreplicas - 1;
+                    }
+                }
+                if (more) {
+                    s->acc.splits++;
+                } else {
+                    s->acc.merges++;
+                }
                 s->call_commits++;
-                rs__recount(s);
                 break;
-            case MS_DECIDE_MERGE:
-                s->acc.merges++;
-                s->call_commits++;
-                rs__recount(s);
-                break;
+            }
             case MS_DECIDE_MOVE:
                 s->acc.moves++;
                 break;
