@@ -22,9 +22,10 @@
  *
  * The ranges are kept in one array sorted by (table, low) which is the
  * policy's view itself (no copy, no sort per step); a split or merge
- * shifts it once. The simulation path reads no clock and no unseeded
- * randomness and never iterates a hash: same configuration, workload,
- * policy and seed give the same decisions, byte for byte.
+ * shifts it once, and an index by range id follows it. The simulation
+ * path reads no clock and no unseeded randomness and never iterates a
+ * hash: same configuration, workload, policy and seed give the same
+ * decisions, byte for byte.
  *
  * Thread: one simulation belongs to one thread. Ownership: rs_sim_create
  * copies its configuration; rs_sim_destroy frees everything. */
