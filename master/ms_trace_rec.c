@@ -42,6 +42,7 @@ struct ms_trace_rec
     uint64_t map_fp; /* fingerprint of the last snapshot */
     uint64_t ticks;
     uint64_t next_decision;
+    uint64_t last_outcome; /* decision id of the last outcome written */
     uint64_t flush_ms;
 
     /* Read by any thread. */
@@ -586,6 +587,12 @@ void ms_trace_rec_outcome(struct ms_trace_rec *rec,
     if (!ms__ready(rec)) {
         return;
     }
+    /* One outcome per decision: an order refused after its operation
+     * began (a catalog failure) has had its "failed" one already. */
+    if (decision_id && decision_id == rec->last_outcome) {
+        return;
+    }
+    rec->last_outcome = decision_id;
     o.decision_id = decision_id;
     o.kind = (char *)kind;
     o.outcome = (char *)outcome;

@@ -105,7 +105,8 @@ uint64_t ms_trace_rec_decision(struct ms_trace_rec *rec,
                                const char *origin,
                                bool started,
                                const char *error);
-/* How an operation ended: @decision_id (0: none), @kind ("split", ...),
+/* How an operation ended (only the first outcome of a decision is
+ * written): @decision_id (0: none), @kind ("split", ...),
  * @outcome ("done", "failed", "aborted"), @error (NULL when none), the
  * ranges it made (@nnew entries). */
 void ms_trace_rec_outcome(struct ms_trace_rec *rec,
