@@ -562,6 +562,31 @@ static void test_key_table_bounded(void **state)
     ms_trace_reader_close(r);
 }
 
+/* A write error (a full disk) comes back as RT_EIO with a message, at
+ * the latest on flush; closing still frees the writer. */
+static void test_write_error(void **state)
+{
+    struct ms_trace_writer *w;
+    char em[RT_ERRMSG_SIZE] = "";
+    Rt__TraceHeader h;
+    Rt__TracePolicyConfig pc;
+    int rc;
+    (void)state;
+    if (access("/dev/full", W_OK) != 0) {
+        skip();
+    }
+    assert_int_equal(ms_trace_writer_open("/dev/full", &w, em), 0);
+    header(&h, &pc);
+    rc = ms_trace_writer_segment(w, 0, &h, em);
+    if (rc == 0) {
+        rc = ms_trace_writer_flush(w, em);
+    }
+    assert_int_equal(rc, RT_EIO);
+    assert_non_null(strstr(em, "trace"));
+    assert_true(strlen(em) > strlen("trace flush: "));
+    ms_trace_writer_close(w, 1, NULL, em);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +597,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_a_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_table_bounded, setup,
                                         teardown),
+        cmocka_unit_test(test_write_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
