@@ -572,6 +572,34 @@ const char *ms_trace_reader_key(const struct ms_trace_reader *r, uint64_t id)
     return id < r->nkeys ? r->keys[id] : NULL;
 }
 
+int ms_trace_reader_range_load(const struct ms_trace_reader *r,
+                               const Rt__TraceLoad *t,
+                               Rt__RangeLoad *out,
+                               char **pks)
+{
+    rt__range_load__init(out);
+    for (size_t i = 0; i < t->n_sample_keys; i++) {
+        const char *k = ms_trace_reader_key(r, t->sample_keys[i]);
+        if (!k) {
+            return RT_ECORRUPT;
+        }
+        pks[i] = (char *)k;
+    }
+    out->range_id = t->range_id;
+    out->requests = t->requests;
+    out->entities = t->entities;
+    out->bytes_written = t->bytes_written;
+    out->exec_us = t->exec_us;
+    out->key_count = t->key_count;
+    out->key_bytes = t->key_bytes;
+    out->sample_pks = pks;
+    out->n_sample_pks = t->n_sample_keys;
+    out->interval_ms = t->interval_ms;
+    out->scanned = t->scanned;
+    out->throttled = t->throttled;
+    return 0;
+}
+
 void ms_trace_reader_close(struct ms_trace_reader *r)
 {
     if (!r) {

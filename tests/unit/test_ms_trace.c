@@ -325,6 +325,23 @@ static void test_round_trip(void **state)
         assert_int_equal(l1->sample_keys[0], l0->sample_keys[1]);
         assert_string_equal(ms_trace_reader_key(r, l1->sample_keys[1]), "c");
     }
+    {
+        /* Back to the rt.RangeLoad the master received, byte for byte. */
+        char *pks[3];
+        Rt__RangeLoad back;
+        char *want[] = {"a", "b", "a"};
+        Rt__RangeLoad *orig = range_load(7, want, 3);
+        uint8_t a[256], b[256];
+        size_t na, nb;
+        assert_int_equal(
+            ms_trace_reader_range_load(r, rec->heartbeat->loads[0], &back, pks),
+            0);
+        na = rt__range_load__pack(orig, a);
+        nb = rt__range_load__pack(&back, b);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        free(orig);
+    }
     ms_trace_record_free(rec);
 
     assert_int_equal(ms_trace_reader_next(r, &rec, em), 1);
