@@ -203,6 +203,18 @@ def test_rtctl_trace_start_stop(tmp_path_factory):
             code, _ = http(c, "POST", path, token=False)
             assert code == 401, (path, code)
 
+        # rtctl without a token: 401, the hint, exit 1.
+        env = dict(c.env)
+        env.pop("RT_ADMIN_TOKEN_FILE", None)
+        env.pop("RT_ADMIN_TOKEN", None)
+        for sub in (["start", "x"], ["stop"]):
+            r = subprocess.run([c.bins["rtctl"], "--master-http",
+                                c.master_http_addrs, "trace"] + sub,
+                               capture_output=True, text=True, env=env,
+                               cwd=str(c.workdir), timeout=30)
+            assert r.returncode == 1, (sub, r.stdout, r.stderr)
+            assert "admin token" in r.stderr, r.stderr
+
         # A name that is a path is refused; nothing is recorded.
         code, body = http(c, "POST", "/api/trace/start?name=../../etc/x")
         assert code == 400, body
