@@ -35,6 +35,7 @@ struct ms_trace_writer
     gzFile gz;
     bool in_segment;
     uint64_t t0_ms;
+    uint64_t last_t; /* t_ms of the last record: never decreases */
     struct ms_trace_stats st;
     uint8_t *buf; /* scratch for packing */
     size_t cap;
@@ -129,7 +130,13 @@ static int ms__put(struct ms_trace_writer *w,
     size_t n, nl;
     int rc;
 
+    /* A time taken before the previous record was written (a policy
+     * call's view) would go back by a few ms: records keep their order. */
     rec->t_ms = now_ms >= w->t0_ms ? now_ms - w->t0_ms : 0;
+    if (rec->t_ms < w->last_t) {
+        rec->t_ms = w->last_t;
+    }
+    w->last_t = rec->t_ms;
     n = rt__trace_record__get_packed_size(rec);
     if (n > w->cap) {
         w->cap = n * 2;
@@ -163,6 +170,7 @@ int ms_trace_writer_segment(struct ms_trace_writer *w,
         return rc;
     }
     w->t0_ms = now_ms;
+    w->last_t = 0;
     w->in_segment = true;
     hdr->segment = w->st.segments++;
     rec.r_case = RT__TRACE_RECORD__R_HEADER;

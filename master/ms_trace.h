@@ -69,9 +69,10 @@ int ms_trace_writer_segment(struct ms_trace_writer *w,
                             Rt__TraceHeader *hdr,
                             char *errmsg);
 
-/* Appends @rec (borrowed; its t_ms is set from @now_ms, and one of its
- * oneof members must be set) to the current segment. Errors: RT_EINVAL
- * (no segment started), RT_EIO. */
+/* Appends @rec (borrowed; its t_ms is set from @now_ms — raised to the
+ * previous record's when @now_ms is older, so t_ms never decreases — and
+ * one of its oneof members must be set) to the current segment. Errors:
+ * RT_EINVAL (no segment started), RT_EIO. */
 int ms_trace_writer_record(struct ms_trace_writer *w,
                            uint64_t now_ms,
                            Rt__TraceRecord *rec,

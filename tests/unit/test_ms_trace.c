@@ -604,6 +604,39 @@ static void test_write_error(void **state)
     ms_trace_writer_close(w, 1, NULL, em);
 }
 
+/* t_ms never decreases: a record stamped before the previous one gets
+ * the previous one's time. */
+static void test_time_monotonic(void **state)
+{
+    struct fx *f = *state;
+    struct ms_trace_writer *w;
+    struct ms_trace_reader *r;
+    char em[RT_ERRMSG_SIZE];
+    Rt__TraceHeader h;
+    Rt__TracePolicyConfig pc;
+    Rt__TraceTick t = RT__TRACE_TICK__INIT;
+    Rt__TraceRecord rec = RT__TRACE_RECORD__INIT, *got;
+    static const uint64_t at[] = {1200, 1100, 1300};
+    static const uint64_t want[] = {0, 200, 200, 300};
+
+    rec.r_case = RT__TRACE_RECORD__R_TICK;
+    rec.tick = &t;
+    assert_int_equal(ms_trace_writer_open(f->path, &w, em), 0);
+    header(&h, &pc);
+    assert_int_equal(ms_trace_writer_segment(w, 1000, &h, em), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ms_trace_writer_record(w, at[i], &rec, em), 0);
+    }
+    assert_int_equal(ms_trace_writer_close(w, 1300, NULL, em), 0);
+    assert_int_equal(ms_trace_reader_open(f->path, &r, em), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ms_trace_reader_next(r, &got, em), 1);
+        assert_int_equal(got->t_ms, want[i]);
+        ms_trace_record_free(got);
+    }
+    ms_trace_reader_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +648,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_key_table_bounded, setup,
                                         teardown),
         cmocka_unit_test(test_write_error),
+        cmocka_unit_test_setup_teardown(test_time_monotonic, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
