@@ -159,6 +159,8 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
     argv[k++] = "--raft-listen";
     argv[k++] = raft;
     argv[k] = NULL;
+    /* The load trace's end and zlib's trailer: execv flushes nothing. */
+    ms_trace_rec_end(n->cfg.master.trace, "re-exec");
     fflush(stdout);
     fflush(stderr);
     ms__node_cloexec_all();

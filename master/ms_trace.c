@@ -35,6 +35,7 @@ struct ms_trace_writer
     gzFile gz;
     bool in_segment;
     uint64_t t0_ms;
+    uint64_t last_t; /* t_ms of the last record: never decreases */
     struct ms_trace_stats st;
     uint8_t *buf; /* scratch for packing */
     size_t cap;
@@ -129,7 +130,13 @@ static int ms__put(struct ms_trace_writer *w,
     size_t n, nl;
     int rc;
 
+    /* A time taken before the previous record was written (a policy
+     * call's view) would go back by a few ms: records keep their order. */
     rec->t_ms = now_ms >= w->t0_ms ? now_ms - w->t0_ms : 0;
+    if (rec->t_ms < w->last_t) {
+        rec->t_ms = w->last_t;
+    }
+    w->last_t = rec->t_ms;
     n = rt__trace_record__get_packed_size(rec);
     if (n > w->cap) {
         w->cap = n * 2;
@@ -163,6 +170,7 @@ int ms_trace_writer_segment(struct ms_trace_writer *w,
         return rc;
     }
     w->t0_ms = now_ms;
+    w->last_t = 0;
     w->in_segment = true;
     hdr->segment = w->st.segments++;
     rec.r_case = RT__TRACE_RECORD__R_HEADER;
@@ -570,6 +578,34 @@ void ms_trace_reader_version(const struct ms_trace_reader *r,
 const char *ms_trace_reader_key(const struct ms_trace_reader *r, uint64_t id)
 {
     return id < r->nkeys ? r->keys[id] : NULL;
+}
+
+int ms_trace_reader_range_load(const struct ms_trace_reader *r,
+                               const Rt__TraceLoad *t,
+                               Rt__RangeLoad *out,
+                               char **pks)
+{
+    rt__range_load__init(out);
+    for (size_t i = 0; i < t->n_sample_keys; i++) {
+        const char *k = ms_trace_reader_key(r, t->sample_keys[i]);
+        if (!k) {
+            return RT_ECORRUPT;
+        }
+        pks[i] = (char *)k;
+    }
+    out->range_id = t->range_id;
+    out->requests = t->requests;
+    out->entities = t->entities;
+    out->bytes_written = t->bytes_written;
+    out->exec_us = t->exec_us;
+    out->key_count = t->key_count;
+    out->key_bytes = t->key_bytes;
+    out->sample_pks = pks;
+    out->n_sample_pks = t->n_sample_keys;
+    out->interval_ms = t->interval_ms;
+    out->scanned = t->scanned;
+    out->throttled = t->throttled;
+    return 0;
 }
 
 void ms_trace_reader_close(struct ms_trace_reader *r)

@@ -69,9 +69,10 @@ int ms_trace_writer_segment(struct ms_trace_writer *w,
                             Rt__TraceHeader *hdr,
                             char *errmsg);
 
-/* Appends @rec (borrowed; its t_ms is set from @now_ms, and one of its
- * oneof members must be set) to the current segment. Errors: RT_EINVAL
- * (no segment started), RT_EIO. */
+/* Appends @rec (borrowed; its t_ms is set from @now_ms — raised to the
+ * previous record's when @now_ms is older, so t_ms never decreases — and
+ * one of its oneof members must be set) to the current segment. Errors:
+ * RT_EINVAL (no segment started), RT_EIO. */
 int ms_trace_writer_record(struct ms_trace_writer *w,
                            uint64_t now_ms,
                            Rt__TraceRecord *rec,
@@ -135,6 +136,17 @@ void ms_trace_reader_version(const struct ms_trace_reader *r,
  * until ms_trace_reader_close. */
 const char *ms_trace_reader_key(const struct ms_trace_reader *r, uint64_t id);
 void ms_trace_reader_close(struct ms_trace_reader *r);
+
+/* A replay's input: @t (a load of a heartbeat just read) as the
+ * rt.RangeLoad the master received, for ms_load_report(). @out is
+ * initialised here; its sample_pks is @pks (room for t->n_sample_keys
+ * pointers, the caller's) pointing at the reader's keys (valid until
+ * ms_trace_reader_close). Errors: RT_ECORRUPT (a key id no TraceKey
+ * defined). */
+int ms_trace_reader_range_load(const struct ms_trace_reader *r,
+                               const Rt__TraceLoad *t,
+                               Rt__RangeLoad *out,
+                               char **pks);
 
 void ms_trace_record_free(Rt__TraceRecord *rec);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ms_catalog.h"
 #include "ms_trace.h"
@@ -30,6 +31,7 @@ struct ms_trace_rec
     char *data_dir;
     struct ms_trace_writer *w; /* NULL: not recording */
     char *path;                /* of w */
+    char *flag_path;           /* --trace, opened at the first attach */
     bool from_flag;            /* --trace: segment reason "start" first */
     /* The attached session. */
     struct ms_cluster *cl;
@@ -42,6 +44,7 @@ struct ms_trace_rec
     uint64_t map_fp; /* fingerprint of the last snapshot */
     uint64_t ticks;
     uint64_t next_decision;
+    uint64_t last_outcome; /* decision id of the last outcome written */
     uint64_t flush_ms;
 
     /* Read by any thread. */
@@ -411,16 +414,27 @@ int ms_trace_rec_create(const char *data_dir,
                         char *errmsg)
 {
     struct ms_trace_rec *rec = rt_xcalloc(1, sizeof(*rec));
-    int rc;
     rec->data_dir = rt_xstrdup(data_dir ? data_dir : ".");
     pthread_mutex_init(&rec->lock, NULL);
     rec->policy = rt_xstrdup("default");
     if (path && *path) {
-        if ((rc = ms__rotate(path, errmsg)) ||
-            (rc = ms__open(rec, path, errmsg))) {
-            ms_trace_rec_destroy(rec);
-            return rc;
+        /* The file is made when this member first leads (a follower that
+         * never leads leaves none); a directory it cannot write into
+         * fails the start now rather than then. */
+        char *dir = rt_xstrdup(path), *slash = strrchr(dir, '/');
+        const char *d = slash ? (slash == dir ? "/" : dir) : ".";
+        if (slash && slash != dir) {
+            *slash = '\0';
         }
+        if (access(d, W_OK | X_OK) != 0) {
+            rt_errmsg_printf(errmsg, "trace %s: directory %s: %s", path, d,
+                             strerror(errno));
+            free(dir);
+            ms_trace_rec_destroy(rec);
+            return RT_EIO;
+        }
+        free(dir);
+        rec->flag_path = rt_xstrdup(path);
         rec->from_flag = true;
     }
     *out = rec;
@@ -439,6 +453,7 @@ void ms_trace_rec_destroy(struct ms_trace_rec *rec)
     pthread_mutex_destroy(&rec->lock);
     free(rec->file);
     free(rec->path);
+    free(rec->flag_path);
     free(rec->policy);
     free(rec->data_dir);
     free(rec);
@@ -462,6 +477,20 @@ void ms_trace_rec_attach(struct ms_trace_rec *rec,
     rec->info.policy = rec->policy;
     rec->info.policy_cfg = &rec->policy_cfg;
     rec->attached = true;
+    if (rec->flag_path) {
+        /* --trace: an older file (a restart, a re-execution) is kept as
+         * FILE.N; this process's segments go to a fresh FILE. */
+        char em[RT_ERRMSG_SIZE];
+        char *path = rec->flag_path;
+        rec->flag_path = NULL;
+        if (ms__rotate(path, em) != 0 || ms__open(rec, path, em) != 0) {
+            rt_log(RT_LOG_ERROR, "trace %s not recorded: %s", path, em);
+            pthread_mutex_lock(&rec->lock);
+            snprintf(rec->error, sizeof(rec->error), "%s", em);
+            pthread_mutex_unlock(&rec->lock);
+        }
+        free(path);
+    }
     if (rec->w) {
         ms__segment(rec, rec->from_flag ? "start" : "leader");
         rec->from_flag = false;
@@ -586,6 +615,12 @@ void ms_trace_rec_outcome(struct ms_trace_rec *rec,
     if (!ms__ready(rec)) {
         return;
     }
+    /* One outcome per decision: an order refused after its operation
+     * began (a catalog failure) has had its "failed" one already. */
+    if (decision_id && decision_id == rec->last_outcome) {
+        return;
+    }
+    rec->last_outcome = decision_id;
     o.decision_id = decision_id;
     o.kind = (char *)kind;
     o.outcome = (char *)outcome;
@@ -666,6 +701,20 @@ int ms_trace_rec_start(struct ms_trace_rec *rec, const char *name, char *errmsg)
     free(path);
     free(dir);
     return rc;
+}
+
+void ms_trace_rec_end(struct ms_trace_rec *rec, const char *reason)
+{
+    char em[RT_ERRMSG_SIZE];
+    if (!rec || !rec->w) {
+        return;
+    }
+    if (rec->events) {
+        ms_events_set_sink(rec->events, NULL, NULL);
+    }
+    if (ms__close(rec, reason, em) != 0) {
+        rt_log(RT_LOG_WARN, "trace: %s", em);
+    }
 }
 
 int ms_trace_rec_stop(struct ms_trace_rec *rec, char *errmsg)

@@ -22,10 +22,12 @@
  * recording, logs one line and adds a "trace_stopped" event; the master
  * goes on.
  *
- * Files: --trace FILE (an existing FILE is renamed to the first free
- * FILE.N first), or `rtctl trace start NAME` -> DATA/traces/NAME.rttrace
- * (NAME is [A-Za-z0-9._-], 1..64, not starting with '.'; the client never
- * chooses a path).
+ * Files: --trace FILE, created when this process first leads (an existing
+ * FILE is renamed to the first free FILE.N then; a follower that never
+ * leads makes none; a deposed leader re-executes itself, so each term it
+ * leads usually has its own file), or `rtctl trace start NAME` ->
+ * DATA/traces/NAME.rttrace (NAME is [A-Za-z0-9._-], 1..64, not starting with
+ * '.'; the client never chooses a path).
  *
  * Thread: everything on the loop thread, except ms_trace_rec_status_json()
  * and ms_trace_rec_metrics(), which any thread may call (a mutex guards
@@ -65,8 +67,8 @@ struct ms_trace_rec_info
 
 /* A recorder for a master whose data directory is @data_dir (borrowed,
  * copied). With @path (--trace, may be NULL) it records from the first
- * attach: the file is created now, so a bad path fails the start.
- * Errors: RT_EIO (@errmsg says why). */
+ * attach, which creates the file; a directory that cannot be written
+ * fails now. Errors: RT_EIO (@errmsg says why). */
 int ms_trace_rec_create(const char *data_dir,
                         const char *path,
                         struct ms_trace_rec **out,
@@ -105,7 +107,8 @@ uint64_t ms_trace_rec_decision(struct ms_trace_rec *rec,
                                const char *origin,
                                bool started,
                                const char *error);
-/* How an operation ended: @decision_id (0: none), @kind ("split", ...),
+/* How an operation ended (only the first outcome of a decision is
+ * written): @decision_id (0: none), @kind ("split", ...),
  * @outcome ("done", "failed", "aborted"), @error (NULL when none), the
  * ranges it made (@nnew entries). */
 void ms_trace_rec_outcome(struct ms_trace_rec *rec,
@@ -126,6 +129,9 @@ void ms_trace_rec_outcome(struct ms_trace_rec *rec,
 int ms_trace_rec_start(struct ms_trace_rec *rec,
                        const char *name,
                        char *errmsg);
+/* Ends the trace now with a TraceEnd of @reason, closing the file (before
+ * the process re-executes itself: nothing else would flush it). */
+void ms_trace_rec_end(struct ms_trace_rec *rec, const char *reason);
 /* Stops recording (TraceEnd "stop"). Errors: RT_ENOTFOUND (nothing is
  * being recorded), RT_EIO (the file may lack its end). */
 int ms_trace_rec_stop(struct ms_trace_rec *rec, char *errmsg);

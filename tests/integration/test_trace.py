@@ -14,6 +14,8 @@
    refused (400); without the admin token start and stop are 401
    (GET /api/trace is a status document: open with --status-open, as the
    harness runs the master, like /api/status).
+3. Three masters, each with its own --trace: one file per leadership term
+   (the deposed leader's ends "re-exec", the new leader's starts fresh).
 """
 
 import json
@@ -26,7 +28,7 @@ import urllib.request
 
 import pytest
 
-from rtcluster import started
+from rtcluster import Cluster, started
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -61,9 +63,19 @@ def http(cluster, method, path, token=True):
             return e.code, body
 
 
-def dump(cluster, path):
-    r = cluster.rtctl("trace", "dump", path)
+def dump(cluster, path, check=True):
+    """The records of the trace at @path (rtctl trace dump), or None with
+    check=False for a file that cannot be read yet (nothing flushed)."""
+    r = cluster.rtctl("trace", "dump", path, check=check)
+    if r.returncode != 0:
+        return None
     return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def ends_with(cluster, path, kind):
+    recs = dump(cluster, path, check=False)
+    return recs if recs and len(recs) > 1 and recs[-2]["kind"] == kind \
+        else None
 
 
 def rt_load_bin(cluster):
@@ -191,6 +203,18 @@ def test_rtctl_trace_start_stop(tmp_path_factory):
             code, _ = http(c, "POST", path, token=False)
             assert code == 401, (path, code)
 
+        # rtctl without a token: 401, the hint, exit 1.
+        env = dict(c.env)
+        env.pop("RT_ADMIN_TOKEN_FILE", None)
+        env.pop("RT_ADMIN_TOKEN", None)
+        for sub in (["start", "x"], ["stop"]):
+            r = subprocess.run([c.bins["rtctl"], "--master-http",
+                                c.master_http_addrs, "trace"] + sub,
+                               capture_output=True, text=True, env=env,
+                               cwd=str(c.workdir), timeout=30)
+            assert r.returncode == 1, (sub, r.stdout, r.stderr)
+            assert "admin token" in r.stderr, r.stderr
+
         # A name that is a path is refused; nothing is recorded.
         code, body = http(c, "POST", "/api/trace/start?name=../../etc/x")
         assert code == 400, body
@@ -223,3 +247,50 @@ def test_rtctl_trace_start_stop(tmp_path_factory):
         # The same name again: the file exists.
         code, body = http(c, "POST", "/api/trace/start?name=bench1")
         assert code == 409, body
+
+
+def test_each_leadership_term_in_its_file(tmp_path_factory):
+    """Three masters, each with its own --trace: only the leader makes a
+    file; after `rtctl master transfer` the old leader's file ends with
+    "re-exec" (a deposed leader re-executes itself) and the new leader's
+    file starts with its header and a map holding the table."""
+    work = tmp_path_factory.mktemp("trace-ha")
+    c = Cluster(work, n_ps=1, replication_factor=1, masters=3)
+
+    def path(m):
+        return os.path.join(str(work), m.name + ".rttrace")
+
+    for m in c.masters:
+        c.master_args[m.name] = ["--trace", path(m)]
+    c.start()
+    try:
+        old, _ = c.wait_master_leader()
+        c.table_service_client().create_table("traceha")
+        wait_for(lambda: os.path.exists(path(old)), 10, "the leader's trace")
+        for m in c.masters:
+            if m is not old:
+                assert not os.path.exists(path(m)), m.name
+        r = c.rtctl("master", "transfer")
+        assert r.returncode == 0, r.stderr
+        new = wait_for(lambda: (lambda p: p if p not in (None, old) else None)(
+            c.master_leader()), 20, "a new leader")
+        recs = wait_for(lambda: ends_with(c, path(old), "end"), 15,
+                        "the old leader's trace end")
+        assert recs[0]["header"]["reason"] == "start"
+        assert recs[-2]["end"]["reason"] == "re-exec", recs[-3:]
+        assert recs[-1]["truncated"] is False
+        wait_for(lambda: os.path.exists(path(new)), 15, "the new trace")
+
+        def new_map():
+            rs = dump(c, path(new), check=False) or []
+            maps = [r["map"] for r in rs if r["kind"] == "map"]
+            return rs if maps and any(x["table"] == "traceha"
+                                      for x in maps[0]["ranges"]) else None
+        recs = wait_for(new_map, 10, "the new leader's map")
+        assert recs[0]["kind"] == "header"
+        assert recs[0]["header"]["segment"] == 0
+        assert recs[0]["header"]["master_id"] == new.member_id
+    finally:
+        c.stop(check=False)
+    c.check_exits()
+    c.check_sanitizers()

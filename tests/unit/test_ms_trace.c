@@ -325,6 +325,23 @@ static void test_round_trip(void **state)
         assert_int_equal(l1->sample_keys[0], l0->sample_keys[1]);
         assert_string_equal(ms_trace_reader_key(r, l1->sample_keys[1]), "c");
     }
+    {
+        /* Back to the rt.RangeLoad the master received, byte for byte. */
+        char *pks[3];
+        Rt__RangeLoad back;
+        char *want[] = {"a", "b", "a"};
+        Rt__RangeLoad *orig = range_load(7, want, 3);
+        uint8_t a[256], b[256];
+        size_t na, nb;
+        assert_int_equal(
+            ms_trace_reader_range_load(r, rec->heartbeat->loads[0], &back, pks),
+            0);
+        na = rt__range_load__pack(orig, a);
+        nb = rt__range_load__pack(&back, b);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        free(orig);
+    }
     ms_trace_record_free(rec);
 
     assert_int_equal(ms_trace_reader_next(r, &rec, em), 1);
@@ -562,6 +579,64 @@ static void test_key_table_bounded(void **state)
     ms_trace_reader_close(r);
 }
 
+/* A write error (a full disk) comes back as RT_EIO with a message, at
+ * the latest on flush; closing still frees the writer. */
+static void test_write_error(void **state)
+{
+    struct ms_trace_writer *w;
+    char em[RT_ERRMSG_SIZE] = "";
+    Rt__TraceHeader h;
+    Rt__TracePolicyConfig pc;
+    int rc;
+    (void)state;
+    if (access("/dev/full", W_OK) != 0) {
+        skip();
+    }
+    assert_int_equal(ms_trace_writer_open("/dev/full", &w, em), 0);
+    header(&h, &pc);
+    rc = ms_trace_writer_segment(w, 0, &h, em);
+    if (rc == 0) {
+        rc = ms_trace_writer_flush(w, em);
+    }
+    assert_int_equal(rc, RT_EIO);
+    assert_non_null(strstr(em, "trace"));
+    assert_true(strlen(em) > strlen("trace flush: "));
+    ms_trace_writer_close(w, 1, NULL, em);
+}
+
+/* t_ms never decreases: a record stamped before the previous one gets
+ * the previous one's time. */
+static void test_time_monotonic(void **state)
+{
+    struct fx *f = *state;
+    struct ms_trace_writer *w;
+    struct ms_trace_reader *r;
+    char em[RT_ERRMSG_SIZE];
+    Rt__TraceHeader h;
+    Rt__TracePolicyConfig pc;
+    Rt__TraceTick t = RT__TRACE_TICK__INIT;
+    Rt__TraceRecord rec = RT__TRACE_RECORD__INIT, *got;
+    static const uint64_t at[] = {1200, 1100, 1300};
+    static const uint64_t want[] = {0, 200, 200, 300};
+
+    rec.r_case = RT__TRACE_RECORD__R_TICK;
+    rec.tick = &t;
+    assert_int_equal(ms_trace_writer_open(f->path, &w, em), 0);
+    header(&h, &pc);
+    assert_int_equal(ms_trace_writer_segment(w, 1000, &h, em), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ms_trace_writer_record(w, at[i], &rec, em), 0);
+    }
+    assert_int_equal(ms_trace_writer_close(w, 1300, NULL, em), 0);
+    assert_int_equal(ms_trace_reader_open(f->path, &r, em), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ms_trace_reader_next(r, &got, em), 1);
+        assert_int_equal(got->t_ms, want[i]);
+        ms_trace_record_free(got);
+    }
+    ms_trace_reader_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +647,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_a_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_table_bounded, setup,
                                         teardown),
+        cmocka_unit_test(test_write_error),
+        cmocka_unit_test_setup_teardown(test_time_monotonic, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
