@@ -213,10 +213,14 @@ int ms_master_start(uv_loop_t *loop,
         goto err_after_alloc;
     }
     {
-        struct ms_policy_config zero;
+        /* Thresholds all zero = the defaults; the policy's own options
+         * (opts) are kept either way. */
+        struct ms_policy_config zero, given = cfg->policy_cfg;
         memset(&zero, 0, sizeof(zero));
-        if (memcmp(&zero, &cfg->policy_cfg, sizeof(zero)) == 0) {
+        given.opts = NULL;
+        if (memcmp(&zero, &given, sizeof(zero)) == 0) {
             ms_policy_config_default(&m->cfg.policy_cfg);
+            m->cfg.policy_cfg.opts = cfg->policy_cfg.opts;
         }
     }
     {

@@ -52,7 +52,9 @@ struct ms_master_config
                                     * (409 TableBeingDeleted); 0 = none */
     const char *policy;            /* ms_policy_names(); NULL = "default"
                                     * (borrowed during start) */
-    struct ms_policy_config policy_cfg; /* all zero = the defaults */
+    struct ms_policy_config policy_cfg; /* all zero = the defaults
+                                         * (opts aside: borrowed during
+                                         * start) */
     uint32_t load_tau_ms;        /* load smoothing; 0 = MS_LOAD_DEFAULT_TAU */
     uint32_t move_timeout_ms;    /* MOVE_OUT timeout for an empty range; it
                                   * grows with the range's size; 0 = 30000 */

@@ -19,6 +19,7 @@
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
+#include "rt_utf8.h"
 
 struct ms__crdb_opts
 {
@@ -147,13 +148,14 @@ struct ms__crdb_wpk
 
 static int ms__crdb_wpk_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct ms__crdb_wpk *)a)->pk,
-                  ((const struct ms__crdb_wpk *)b)->pk);
+    return rt_utf16_cmpz(((const struct ms__crdb_wpk *)a)->pk,
+                         ((const struct ms__crdb_wpk *)b)->pk);
 }
 
 static bool ms__crdb_in_range(const char *pk, const char *low, const char *high)
 {
-    return strcmp(pk, low) >= 0 && (!high || strcmp(pk, high) < 0);
+    return rt_utf16_cmpz(pk, low) >= 0 &&
+           (!high || rt_utf16_cmpz(pk, high) < 0);
 }
 
 char *ms_crdb_split_key(const struct ms_load_range *r,
@@ -200,7 +202,7 @@ char *ms_crdb_split_key(const struct ms_load_range *r,
             here += v[j].w;
             j++;
         }
-        if (strcmp(v[i].pk, low) > 0 && left > 0) {
+        if (rt_utf16_cmpz(v[i].pk, low) > 0 && left > 0) {
             double sc = fabs(left - (total - left)) / total;
             if (sc < max_score && (!best || sc < best_score)) {
                 best = v[i].pk;

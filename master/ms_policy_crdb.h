@@ -66,7 +66,8 @@ int ms_policy_crdb_create(const struct ms_policy_config *cfg,
 
 /* The weighted split finder over @r's PartitionKey samples in [@low,
  * @high) (@high NULL: unbounded) not older than MS_LOAD_SAMPLE_MS before
- * @now_ms: for each distinct sampled key K > @low, left = sampled weight
+ * @now_ms, in the order of keys (UTF-16 code units, rt_utf16_cmpz): for
+ * each distinct sampled key K > @low, left = sampled weight
  * below K, right = the rest (a sample on K counts right, as CockroachDB
  * counts a request starting at the key); score = |left - right| / (left
  * + right). A sample is one PartitionKey and a PartitionKey is never

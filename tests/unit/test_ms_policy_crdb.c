@@ -273,6 +273,34 @@ static void test_finder_key(void **state)
     free(k);
 }
 
+/* The finder orders keys as the store does, by UTF-16 code units: U+1F600
+ * (a surrogate pair, 0xD83D...) sorts before U+E000, the other way round
+ * from their UTF-8 bytes, so the balancing key is U+1F600. */
+static void test_finder_utf16_order(void **state)
+{
+    struct fx *f = *state;
+    static const char *const keys[] = {"a", "a", "\xf0\x9f\x98\x80",
+                                       "\xee\x80\x80", NULL};
+    char *k;
+
+    for (int i = 0; i < 3; i++) {
+        report(f, 1, 1, 400, keys);
+        f->now += 1000;
+    }
+    k = ms_crdb_split_key(ms_load_find(f->ld, 1), "", NULL, f->now, 10, 0.25,
+                          NULL, NULL);
+    assert_non_null(k);
+    assert_string_equal(k, "\xf0\x9f\x98\x80");
+    free(k);
+    /* The range below U+E000 holds U+1F600: "a" 2/3 left of it, 1/3
+     * right (score 1/3). */
+    k = ms_crdb_split_key(ms_load_find(f->ld, 1), "", "\xee\x80\x80", f->now, 1,
+                          0.5, NULL, NULL);
+    assert_non_null(k);
+    assert_string_equal(k, "\xf0\x9f\x98\x80");
+    free(k);
+}
+
 /* A range above the load split threshold is marked hot at once, split
  * once it stayed hot for split_sustain_ms, at the weighted key, with the
  * reason naming the finder; a lopsided range is never split. */
@@ -526,6 +554,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_and_options, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_finder_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finder_utf16_order, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_hot_range_splits_at_weighted_key,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_overfull_sheds_transfer_then_move,
