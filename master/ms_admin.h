@@ -38,6 +38,9 @@ enum ms_admin_kind {
     MS_ADMIN_MASTER_ADD,
     MS_ADMIN_MASTER_REMOVE,
     MS_ADMIN_MASTER_TRANSFER,
+    /* Load traces (ms_trace_rec.h): key is the trace name (may be NULL). */
+    MS_ADMIN_TRACE_START,
+    MS_ADMIN_TRACE_STOP,
     MS_ADMIN__NR
 };
 

@@ -117,6 +117,7 @@ void ms_balance_loads(struct ms_balance *b,
     s->pending = req->pending;
     s->max_server_eps = req->max_server_eps;
     s->max_range_eps = req->max_range_eps;
+    bool *ignored = rt_xcalloc(req->n_loads ? req->n_loads : 1, sizeof(bool));
     for (size_t i = 0; i < req->n_loads; i++) {
         const Rt__RangeLoad *l = req->loads[i];
         const struct ms_range *r =
@@ -124,11 +125,14 @@ void ms_balance_loads(struct ms_balance *b,
         /* Only the owner's word counts (a source still reports a range it
          * is handing over; an old id may linger for a heartbeat). */
         if (!r || r->server_id != s->id) {
+            ignored[i] = true;
             continue;
         }
         ms_load_report(b->load, s->id, l, req->max_server_eps,
                        req->max_range_eps, now);
     }
+    ms_trace_rec_heartbeat(b->trace, req, ignored);
+    free(ignored);
 }
 
 /* ---- the policy's view ---- */
@@ -301,6 +305,7 @@ static void ms__run_policy(struct ms_balance *b)
 
     ms__view(b, &view);
     n = ms_policy_decide(b->policy, &view, d, MS__MAX_DECISIONS);
+    ms_trace_rec_policy_call(b->trace, view.now_ms, n);
     ms__view_free(&view);
     for (size_t i = 0; i < n; i++) {
         int rc = 0;
@@ -308,6 +313,7 @@ static void ms__run_policy(struct ms_balance *b)
         switch (d[i].kind) {
             case MS_DECIDE_HOT:
             case MS_DECIDE_COOL:
+                ms_trace_rec_decision(b->trace, &d[i], "policy", false, NULL);
                 ms__mark_event(b, &d[i]);
                 break;
             case MS_DECIDE_SPLIT:
@@ -327,7 +333,17 @@ static void ms__run_policy(struct ms_balance *b)
                     .origin = "policy",
                     .d = &d[i],
                 };
-                rc = ms_exec_start(&b->exec, &o, err, sizeof(err));
+                struct ms_exec_order ot = o;
+                /* Written before it starts (its outcome may follow at
+                 * once); a refusal is written as its own outcome. */
+                ot.trace_id = ms_trace_rec_decision(b->trace, &d[i], "policy",
+                                                    true, NULL);
+                rc = ms_exec_start(&b->exec, &ot, err, sizeof(err));
+                if (rc) {
+                    ms_trace_rec_outcome(b->trace, ot.trace_id,
+                                         ms_decision_kind_name(d[i].kind),
+                                         "refused", err, NULL, 0);
+                }
                 break;
             }
             default:
@@ -611,6 +627,25 @@ void ms_balance_admin(struct ms_admin_req *req, void *arg)
         return;
     }
     switch (req->kind) {
+        case MS_ADMIN_TRACE_START:
+        case MS_ADMIN_TRACE_STOP: {
+            char em[RT_ERRMSG_SIZE];
+            if (!b->trace) {
+                rc = RT_ENOTIMPL;
+                snprintf(err, sizeof(err), "this master records no traces");
+                break;
+            }
+            rc = req->kind == MS_ADMIN_TRACE_START
+                     ? ms_trace_rec_start(b->trace, req->key, em)
+                     : ms_trace_rec_stop(b->trace, em);
+            if (rc) {
+                snprintf(err, sizeof(err), "%s", em);
+                break;
+            }
+            ms_admin_complete(b->exec.admin, req, 200,
+                              ms_trace_rec_status_json(b->trace));
+            return;
+        }
         case MS_ADMIN_SPLIT:
         case MS_ADMIN_MERGE:
         case MS_ADMIN_MOVE:

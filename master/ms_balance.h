@@ -30,11 +30,14 @@
 
 struct ms_balance
 {
-    struct ms_cluster *cl;    /* borrowed */
-    struct ms_load *load;     /* borrowed: per-range load and history */
-    struct ms_events *events; /* borrowed: decisions and outcomes */
-    struct ms_policy *policy; /* borrowed */
-    struct ms_admin *admin;   /* borrowed, may be NULL */
+    struct ms_cluster *cl;      /* borrowed */
+    struct ms_load *load;       /* borrowed: per-range load and history */
+    struct ms_events *events;   /* borrowed: decisions and outcomes */
+    struct ms_policy *policy;   /* borrowed */
+    struct ms_admin *admin;     /* borrowed, may be NULL */
+    struct ms_trace_rec *trace; /* borrowed, may be NULL: the load trace
+                                 * (heartbeats, policy calls, decisions,
+                                 * trace start/stop requests) */
     struct ms_policy_config policy_cfg;
     uint32_t tick_ms;
     uint32_t rf;         /* --replication-factor: copies of a new range */

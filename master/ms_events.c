@@ -38,6 +38,8 @@ struct ms_events
     uint64_t added;
     int fd; /* -1: memory only */
     bool write_failed;
+    ms_events_sink_cb sink; /* loop thread only */
+    void *sink_arg;
 };
 
 /* Appends to the ring (lock held); takes @text. */
@@ -227,6 +229,10 @@ json_t *ms_events_add_get(struct ms_events *ev, json_t *e)
         }
         free(line);
     }
+    if (ev->sink) {
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        ev->sink(ev->sink_arg, seq, kind ? kind : "", text);
+    }
     pthread_mutex_lock(&ev->lock);
     ms__ring_put(ev, seq, now, text);
     ev->added++;
@@ -295,6 +301,12 @@ static uint64_t ms__locked_read(struct ms_events *ev, const uint64_t *field)
 uint64_t ms_events_last_seq(struct ms_events *ev)
 {
     return ms__locked_read(ev, &ev->last_seq);
+}
+
+void ms_events_set_sink(struct ms_events *ev, ms_events_sink_cb cb, void *arg)
+{
+    ev->sink = cb;
+    ev->sink_arg = arg;
 }
 
 uint64_t ms_events_added(struct ms_events *ev)

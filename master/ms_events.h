@@ -54,6 +54,15 @@ char *ms_events_json(struct ms_events *ev,
                      uint64_t since_ms,
                      size_t limit);
 uint64_t ms_events_last_seq(struct ms_events *ev);
+/* Called by ms_events_add() with every event once it is stored: its
+ * seq, "kind" ("" when none) and JSON text (borrowed for the call). The
+ * sink must not add events itself. */
+typedef void (*ms_events_sink_cb)(void *arg,
+                                  uint64_t seq,
+                                  const char *kind,
+                                  const char *json);
+/* Sets the sink (NULL: none). Thread: the adding thread (the loop). */
+void ms_events_set_sink(struct ms_events *ev, ms_events_sink_cb cb, void *arg);
 /* Events added since open (not counting those loaded from the file). */
 uint64_t ms_events_added(struct ms_events *ev);
 

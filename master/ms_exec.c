@@ -276,6 +276,7 @@ static struct ms_op *ms__op_begin(struct ms_exec *ex,
     json_object_set_new(op->ev, "origin", json_string(o->origin));
     op->range_id = r->id;
     op->server_id = r->server_id;
+    op->trace_id = o->trace_id;
     return op;
 }
 
@@ -429,6 +430,18 @@ static void ms__op_report(struct ms_op *op, int rc, const char *error)
         json_object_set_new(e, "code", json_string(rt_err_name(rc)));
     }
     op->ev = ms_exec_event_get(ex, e);
+    {
+        /* The ranges a split or merge made, for a replay's comparison. */
+        size_t nnew = op->kind == MS_OP_SPLIT   ? 2
+                      : op->kind == MS_OP_MERGE ? 1
+                                                : 0;
+        ms_trace_rec_outcome(
+            ex->trace, op->trace_id, ms__op_kind_names[op->kind],
+            rc == 0                  ? "done"
+            : op->kind == MS_OP_MOVE ? "aborted"
+                                     : "failed",
+            rc ? error : NULL, op->new_ids, rc == 0 ? nnew : 0);
+    }
     if (op->req) {
         ms_admin_complete(ex->admin, op->req, ms__http_status(rc),
                           ms_exec_json_text(op->ev));

@@ -31,6 +31,7 @@
 #include "ms_load.h"
 #include "ms_policy.h"
 #include "ms_repl.h"
+#include "ms_trace_rec.h"
 #include "ms_util.h"
 
 /* Balancing bookkeeping of one range id. */
@@ -112,6 +113,7 @@ struct ms_op
     uint64_t add_end_ms, xfer_end_ms, xfer_until_ms;
     int rm_rc;
     char rm_err[200];
+    uint64_t trace_id; /* the order's TraceDecision id (0: none) */
 };
 
 /* A move completed (committed and assigned). */
@@ -129,6 +131,8 @@ struct ms_exec
     uint32_t move_timeout_ms; /* MOVE_OUT for an empty range; 0 = 30000 */
     ms_exec_moved_cb moved_cb;
     void *moved_arg;
+    struct ms_trace_rec *trace; /* borrowed, may be NULL: set by the owner;
+                                 * gets every operation's outcome */
 
     struct ms_vec ops;   /* struct ms_op *, in flight */
     struct ms_vec rmeta; /* struct ms_rmeta *, by range id */
@@ -171,6 +175,7 @@ struct ms_exec_order
     const char *origin;
     const struct ms_decision *d;
     struct ms_admin_req *req;
+    uint64_t trace_id; /* its TraceDecision (0: none) */
 };
 
 /* Returns 0 when the operation started (it finishes later, writes its

@@ -20,6 +20,7 @@
 #include "ms_auth.h"
 #include "ms_events.h"
 #include "ms_status.h"
+#include "ms_trace_rec.h"
 #include "rt_alloc.h"
 #include "rt_buf.h"
 #include "rt_err.h"
@@ -35,6 +36,7 @@ struct ms_http
     struct ms_events *events; /* may be NULL */
     struct ms_admin *admin;   /* may be NULL: POST answers 503 */
     struct ms_auth *auth;
+    struct ms_trace_rec *trace; /* may be NULL */
     int port;
     /* Requests refused by verdict (MS_AUTH_MISSING ...), for /metrics. */
     atomic_uint_fast64_t refused[MS_AUTH__NR];
@@ -164,6 +166,17 @@ static struct ms_admin_req *ms__post_req(struct MHD_Connection *c,
         json_decref(body);
         return req;
     }
+    if (p->kind == MS_ADMIN_TRACE_START || p->kind == MS_ADMIN_TRACE_STOP) {
+        /* Only a name: the file is DATA/traces/NAME.rttrace, never a
+         * path the client chooses (the master checks the name). */
+        const char *name = ms__arg(c, body, "name", NULL, 0);
+        req = ms_admin_req_new(p->kind);
+        if (p->kind == MS_ADMIN_TRACE_START && name && *name) {
+            req->key = rt_xstrdup(name);
+        }
+        json_decref(body);
+        return req;
+    }
     if (p->kind != MS_ADMIN_DRAIN && !ms__parse_u64(range, &rid)) {
         *err = "range=ID is required";
         goto err;
@@ -214,7 +227,9 @@ static enum MHD_Result ms__http_post(struct ms_http *h,
                       {"/api/transfer", MS_ADMIN_TRANSFER},
                       {"/api/masters/add", MS_ADMIN_MASTER_ADD},
                       {"/api/masters/remove", MS_ADMIN_MASTER_REMOVE},
-                      {"/api/masters/transfer", MS_ADMIN_MASTER_TRANSFER}};
+                      {"/api/masters/transfer", MS_ADMIN_MASTER_TRANSFER},
+                      {"/api/trace/start", MS_ADMIN_TRACE_START},
+                      {"/api/trace/stop", MS_ADMIN_TRACE_STOP}};
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
             if (strcmp(url, routes[i].url) == 0) {
                 p = rt_xcalloc(1, sizeof(*p));
@@ -388,14 +403,17 @@ static bool ms__http_mutating(const char *url)
            strcmp(url, "/api/transfer") == 0 ||
            strcmp(url, "/api/masters/add") == 0 ||
            strcmp(url, "/api/masters/remove") == 0 ||
-           strcmp(url, "/api/masters/transfer") == 0;
+           strcmp(url, "/api/masters/transfer") == 0 ||
+           strcmp(url, "/api/trace/start") == 0 ||
+           strcmp(url, "/api/trace/stop") == 0;
 }
 
 static bool ms__http_reading(const char *url)
 {
     return strcmp(url, "/api/status") == 0 ||
            strcmp(url, "/api/history") == 0 ||
-           strcmp(url, "/api/events") == 0 || strcmp(url, "/metrics") == 0;
+           strcmp(url, "/api/events") == 0 || strcmp(url, "/metrics") == 0 ||
+           strcmp(url, "/api/trace") == 0;
 }
 
 /* "ADDR:PORT" of the client, for the log. */
@@ -567,6 +585,9 @@ static char *ms__http_metrics(struct ms_http *h, char *text)
             &b, "rt_master_http_refused_total{reason=\"%s\"} %" PRIu64 "\n",
             reason[v], (uint64_t)atomic_load(&h->refused[v]));
     }
+    if (h->trace) {
+        ms_trace_rec_metrics(h->trace, &b);
+    }
     rt_buf_append_u8(&b, 0);
     return (char *)b.data;
 }
@@ -611,6 +632,14 @@ static enum MHD_Result ms__http_handler(void *cls,
     }
     if (strcmp(url, "/api/events") == 0) {
         return ms__http_events(h, c);
+    }
+    if (strcmp(url, "/api/trace") == 0) {
+        if (!h->trace) {
+            return rt_http_send(c, MHD_HTTP_NOT_FOUND, "text/plain",
+                                "not found\n", false);
+        }
+        return rt_http_send(c, MHD_HTTP_OK, "application/json",
+                            ms_trace_rec_status_json(h->trace), true);
     }
     if (strcmp(url, "/api/status") == 0) {
         doc = MS_STATUS_JSON;
@@ -701,6 +730,11 @@ err_addr:
 int ms_http_port(const struct ms_http *h)
 {
     return h->port;
+}
+
+void ms_http_set_trace(struct ms_http *h, struct ms_trace_rec *rec)
+{
+    h->trace = rec;
 }
 
 void ms_http_stop(struct ms_http *h)

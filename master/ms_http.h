@@ -40,6 +40,10 @@ int ms_http_start(const char *host,
                   struct ms_http **out,
                   char *errmsg);
 int ms_http_port(const struct ms_http *h);
+/* GET /api/trace and the trace metrics read @rec (borrowed; set before
+ * requests come, it must outlive ms_http_stop; NULL: 404 / none). */
+struct ms_trace_rec;
+void ms_http_set_trace(struct ms_http *h, struct ms_trace_rec *rec);
 /* Stops the thread and frees. Safe with NULL. */
 void ms_http_stop(struct ms_http *h);
 

@@ -18,6 +18,7 @@
 #include "ms_node.h"
 #include "ms_policy.h"
 #include "ms_status.h"
+#include "ms_trace_rec.h"
 #include "ms_util.h"
 #include "rt_addr.h"
 #include "rt_config.h"
@@ -198,6 +199,8 @@ int main(int argc, char **argv)
     long snap_trailing = 0;
     int bootstrap = 0, join = 0;
     char *peers = NULL, *raft_listen = NULL;
+    char *trace_path = NULL;
+    struct ms_trace_rec *trace = NULL;
     char *advertise = NULL, *http_advertise = NULL, *raft_advertise = NULL;
     int check_config = 0;
     char *token_file = NULL;
@@ -350,6 +353,9 @@ int main(int argc, char **argv)
         {"events-max", RT_OPT_INT, &events_max, "10000",
          "events kept in memory for GET /api/events (all are appended to "
          "DATA/events.jsonl)"},
+        {"trace", RT_OPT_STR, &trace_path, "",
+         "record a load trace (docs/TRACE.md) into this file while this "
+         "master leads; an existing file is renamed FILE.N first"},
         {"port-file", RT_OPT_STR, &port_file, NULL,
          "write rpc=PORT and http=PORT lines here once listening"},
         {"log-level", RT_OPT_STR, &log_level, "info", "debug|info|warn|error"},
@@ -605,6 +611,12 @@ int main(int argc, char **argv)
         rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
         goto out_loop;
     }
+    rc = ms_trace_rec_create(data, trace_path, &trace, errmsg);
+    if (rc) {
+        rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
+        goto out_loop;
+    }
+    cfg.trace = trace;
     if (*http) {
         rc = ms_http_start(http_host, http_port, status, events, admin, mm.auth,
                            &httpd, errmsg);
@@ -612,6 +624,7 @@ int main(int argc, char **argv)
             rt_log(RT_LOG_ERROR, "cannot start: %s", errmsg);
             goto out_loop;
         }
+        ms_http_set_trace(httpd, trace);
         snprintf(http_addr, sizeof(http_addr), "%s:%d", http_host,
                  ms_http_port(httpd));
     }
@@ -690,6 +703,7 @@ out_master:
 out_loop:
     ms_http_stop(httpd);
     uv_run(&loop, UV_RUN_DEFAULT); /* let failed listeners close */
+    ms_trace_rec_destroy(trace);   /* its end record, once nothing leads */
     ms_events_close(events);
     ms_status_destroy(status);
     ms_admin_destroy(admin);

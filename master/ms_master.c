@@ -179,6 +179,7 @@ static void ms__tick_cb(uv_timer_t *t)
     if (ms_balance_tick(&m->bal)) {
         ms__status_history(m);
     }
+    ms_trace_rec_tick(m->cfg.trace);
     /* last_heartbeat_ms_ago and the loads move on: keep it fresh. */
     ms__status_refresh(m);
 }
@@ -313,6 +314,23 @@ int ms_master_start(uv_loop_t *loop,
         m->rpc.repl = m->repl;
         m->bal.exec.repl = m->repl;
     }
+    if (cfg->trace) {
+        /* A new segment with a fresh map: this session leads from now. */
+        const struct ms_trace_rec_info ti = {
+            .policy = m->cfg.policy,
+            .policy_cfg = &m->cfg.policy_cfg,
+            .tick_ms = m->cfg.tick_ms,
+            .load_tau_ms =
+                m->cfg.load_tau_ms ? m->cfg.load_tau_ms : MS_LOAD_DEFAULT_TAU,
+            .rf = m->cfg.replication_factor,
+            .min_insync = m->cfg.min_insync,
+            .master_id = m->cfg.master_id,
+            .raft_term = ms_catalog_master_term(m->cat),
+        };
+        m->bal.trace = cfg->trace;
+        m->bal.exec.trace = cfg->trace;
+        ms_trace_rec_attach(cfg->trace, &m->cl, m->events, &ti);
+    }
     uv_timer_init(loop, &m->tick);
     m->tick.data = m;
     m->tick_open = true;
@@ -400,6 +418,10 @@ void ms_master_stop(struct ms_master *m)
         m->status_timer_open = false;
     }
     ms_repl_stop(m->repl);
+    /* Nothing more is recorded from this session (flushed). */
+    ms_trace_rec_detach(m->cfg.trace);
+    m->bal.trace = NULL;
+    m->bal.exec.trace = NULL;
     if (m->admin_attached) {
         /* Queued operator requests get 503; those in flight are answered
          * when their calls complete (RT_ECANCELED) below. */

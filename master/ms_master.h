@@ -26,6 +26,7 @@
 #include <uv.h>
 
 #include "ms_policy.h"
+#include "ms_trace_rec.h"
 
 struct ms_admin;
 struct ms_master;
@@ -72,6 +73,10 @@ struct ms_master_config
     uint64_t rereplicate_after_ms; /* 60000 */
     uint64_t learner_min_mb_per_s; /* 20: a large range's learner waits more */
     uint32_t max_rereplications;   /* 2 */
+    /* Load trace recorder (ms_trace_rec.h), borrowed, may be NULL: this
+     * session records into it while it runs. */
+    struct ms_trace_rec *trace;
+    uint64_t master_id; /* for the trace header (0: a single master) */
 };
 
 /* Opens the catalog and the event log, starts listening and the liveness

@@ -159,6 +159,8 @@ static void ms__node_reexec(struct ms_node *n, const char *why)
     argv[k++] = "--raft-listen";
     argv[k++] = raft;
     argv[k] = NULL;
+    /* The load trace's end and zlib's trailer: execv flushes nothing. */
+    ms_trace_rec_end(n->cfg.master.trace, "re-exec");
     fflush(stdout);
     fflush(stderr);
     ms__node_cloexec_all();
@@ -717,6 +719,7 @@ static void ms__node_session_start(struct ms_node *n)
     mc.cat = n->cat;
     mc.events = n->events;
     mc.no_listen = true;
+    mc.master_id = n->cfg.id;
     rc = ms_master_start(n->loop, &mc, &n->session, errmsg);
     if (rc != 0) {
         rt_log(RT_LOG_ERROR, "cannot start the leader session: %s", errmsg);

@@ -146,18 +146,30 @@ struct ms__dflt
     uint64_t calls;
 };
 
-/* The server's mark, creating it; marks of servers not in the view go. */
+/* The server's mark, creating it (kept sorted by id: a lookup is a
+ * binary search, so a call stays O(servers log servers) at 1,000
+ * servers). */
 static struct ms__smark *ms__smark(struct ms__dflt *p, uint64_t id)
 {
-    for (size_t i = 0; i < p->nsmarks; i++) {
-        if (p->smarks[i].server_id == id) {
-            return &p->smarks[i];
+    size_t lo = 0, hi = p->nsmarks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->smarks[mid].server_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
+    if (lo < p->nsmarks && p->smarks[lo].server_id == id) {
+        return &p->smarks[lo];
+    }
     p->smarks = rt_xrealloc(p->smarks, (p->nsmarks + 1) * sizeof(*p->smarks));
-    p->smarks[p->nsmarks].server_id = id;
-    p->smarks[p->nsmarks].over_since = 0;
-    return &p->smarks[p->nsmarks++];
+    memmove(p->smarks + lo + 1, p->smarks + lo,
+            (p->nsmarks - lo) * sizeof(*p->smarks));
+    p->nsmarks++;
+    p->smarks[lo].server_id = id;
+    p->smarks[lo].over_since = 0;
+    return &p->smarks[lo];
 }
 
 static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
@@ -166,15 +178,36 @@ static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
                       sizeof(struct ms__mark), NULL);
 }
 
+/* The index of server @id in @v (v->nservers when absent): a binary
+ * search, the view listing servers by id, with a scan as the fallback for
+ * a view that does not. */
+static size_t ms__server_idx(const struct ms_cluster_view *v, uint64_t id)
+{
+    size_t lo = 0, hi = v->nservers;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->servers[mid].id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < v->nservers && v->servers[lo].id == id) {
+        return lo;
+    }
+    for (size_t i = 0; i < v->nservers; i++) {
+        if (v->servers[i].id == id) {
+            return i;
+        }
+    }
+    return v->nservers;
+}
+
 static const struct ms_server_view *ms__server(const struct ms_cluster_view *v,
                                                uint64_t id)
 {
-    for (size_t i = 0; i < v->nservers; i++) {
-        if (v->servers[i].id == id) {
-            return &v->servers[i];
-        }
-    }
-    return NULL;
+    size_t i = ms__server_idx(v, id);
+    return i < v->nservers ? &v->servers[i] : NULL;
 }
 
 static double ms__demand(const struct ms_range_view *r)
@@ -204,6 +237,13 @@ struct ms__out
     size_t n;
     size_t max;
     bool *used;
+    double *sload; /* demand of each server of the view (by index), as
+                    * the call found it */
+    /* The ranges of server index j, in view order: by_srv[srv_off[j] ..
+     * srv_off[j + 1]) (a pass over one server's ranges costs its ranges,
+     * not the cluster's). */
+    size_t *by_srv;
+    size_t *srv_off;
 };
 
 static struct ms_decision *ms__emit(struct ms__out *o,
@@ -302,16 +342,31 @@ static size_t ms__table_nranges(const struct ms_cluster_view *v, uint64_t tid)
     return n;
 }
 
-/* Demand of every range on server @sid. */
-static double ms__server_load(const struct ms_cluster_view *v, uint64_t sid)
+/* Per server of @v (by index): the demand of its ranges into o->sload,
+ * and the lists o->by_srv / o->srv_off. */
+static void ms__server_index(const struct ms_cluster_view *v, struct ms__out *o)
 {
-    double l = 0;
-    for (size_t i = 0; i < v->nranges; i++) {
-        if (v->ranges[i].server_id == sid) {
-            l += ms__demand(&v->ranges[i]);
+    size_t ns = v->nservers, nr = v->nranges;
+    size_t *at = rt_xcalloc(nr ? nr : 1, sizeof(*at));
+    o->sload = rt_xcalloc(ns ? ns : 1, sizeof(*o->sload));
+    o->srv_off = rt_xcalloc(ns + 2, sizeof(*o->srv_off));
+    o->by_srv = rt_xcalloc(nr ? nr : 1, sizeof(*o->by_srv));
+    for (size_t i = 0; i < nr; i++) {
+        at[i] = ms__server_idx(v, v->ranges[i].server_id);
+        if (at[i] < ns) {
+            o->sload[at[i]] += ms__demand(&v->ranges[i]);
+            o->srv_off[at[i] + 2]++;
         }
     }
-    return l;
+    for (size_t j = 0; j < ns; j++) {
+        o->srv_off[j + 2] += o->srv_off[j + 1];
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (at[i] < ns) {
+            o->by_srv[o->srv_off[at[i] + 1]++] = i;
+        }
+    }
+    free(at);
 }
 
 /* A split of hot range @r on @s helps when the range is held back by its
@@ -319,6 +374,7 @@ static double ms__server_load(const struct ms_cluster_view *v, uint64_t sid)
  * non-draining server that would still carry less than @s. Otherwise
  * (one server, or every server as loaded) more ranges buy nothing. */
 static bool ms__split_helps(const struct ms_cluster_view *v,
+                            const struct ms__out *o,
                             const struct ms_range_view *r,
                             const struct ms_server_view *s)
 {
@@ -327,13 +383,13 @@ static bool ms__split_helps(const struct ms_cluster_view *v,
     if (cap && d >= 0.9 * (double)cap) {
         return true;
     }
-    ls = ms__server_load(v, s->id);
+    ls = o->sload[s - v->servers];
     for (size_t j = 0; j < v->nservers; j++) {
         const struct ms_server_view *t = &v->servers[j];
         if (t->id == s->id || !ms__eligible(t)) {
             continue;
         }
-        if (ls - ms__server_load(v, t->id) > d / 2) {
+        if (ls - o->sload[j] > d / 2) {
             return true;
         }
     }
@@ -364,7 +420,7 @@ static void ms__pass_splits(struct ms__dflt *p,
         if (!mk->hot || v->now_ms < mk->hot_since + c->split_sustain_ms ||
             !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
             ms__table_nranges(v, r->table_id) >= c->split_max_ranges ||
-            !ms__split_helps(v, r, s)) {
+            !ms__split_helps(v, o, r, s)) {
             continue;
         }
         key = ms_load_split_key(r->load, r->low, r->high, v->now_ms, &share);
@@ -426,7 +482,8 @@ static void ms__balance_split(struct ms__dflt *p,
     double share = 0.5;
     char *key;
 
-    for (size_t i = 0; i < v->nranges; i++) {
+    for (size_t q = o->srv_off[si]; q < o->srv_off[si + 1]; q++) {
+        size_t i = o->by_srv[q];
         const struct ms_range_view *r = &v->ranges[i];
         if (r->server_id != v->servers[si].id) {
             continue;
@@ -523,13 +580,7 @@ static void ms__pass_moves(struct ms__dflt *p,
             neligible++;
         }
     }
-    for (size_t i = 0; i < v->nranges; i++) {
-        for (size_t j = 0; j < ns; j++) {
-            if (v->servers[j].id == v->ranges[i].server_id) {
-                load[j] += ms__demand(&v->ranges[i]);
-            }
-        }
-    }
+    memcpy(load, o->sload, ns * sizeof(*load));
     for (size_t j = 0; j < ns; j++) {
         if (ms__eligible(&v->servers[j])) {
             mean += load[j];
@@ -584,7 +635,8 @@ static void ms__pass_moves(struct ms__dflt *p,
         if (ti == ns) {
             break;
         }
-        for (size_t i = 0; i < v->nranges; i++) {
+        for (size_t q = o->srv_off[si]; q < o->srv_off[si + 1]; q++) {
+            size_t i = o->by_srv[q];
             const struct ms_range_view *r = &v->ranges[i];
             double lr, nm;
             if (r->server_id != v->servers[si].id || r->busy || r->replicated ||
@@ -646,13 +698,7 @@ static void ms__pass_transfers(struct ms__dflt *p,
     unsigned moves = v->moves;
     double mean = 0;
 
-    for (size_t i = 0; i < v->nranges; i++) {
-        for (size_t j = 0; j < ns; j++) {
-            if (v->servers[j].id == v->ranges[i].server_id) {
-                load[j] += ms__demand(&v->ranges[i]);
-            }
-        }
-    }
+    memcpy(load, o->sload, ns * sizeof(*load));
     for (size_t j = 0; j < ns; j++) {
         if (ms__eligible(&v->servers[j])) {
             mean += load[j];
@@ -678,7 +724,8 @@ static void ms__pass_transfers(struct ms__dflt *p,
             break;
         }
         taken[si] = true;
-        for (size_t i = 0; i < v->nranges; i++) {
+        for (size_t q = o->srv_off[si]; q < o->srv_off[si + 1]; q++) {
+            size_t i = o->by_srv[q];
             const struct ms_range_view *r = &v->ranges[i];
             double lr;
             if (r->server_id != v->servers[si].id || !r->replicated ||
@@ -688,19 +735,18 @@ static void ms__pass_transfers(struct ms__dflt *p,
             }
             lr = ms__demand(r);
             for (size_t k = 0; k < r->nisr; k++) {
-                for (size_t j = 0; j < ns; j++) {
-                    double nm;
-                    if (v->servers[j].id != r->isr[k] || j == si || taken[j] ||
-                        !ms__server_free(c, v, &v->servers[j])) {
-                        continue;
-                    }
-                    nm = fmax(load[si] - lr, load[j] + lr);
-                    if (!best || nm < best_max) {
-                        best = r;
-                        best_max = nm;
-                        lr_best = lr;
-                        ti = j;
-                    }
+                size_t j = ms__server_idx(v, r->isr[k]);
+                double nm;
+                if (j == ns || j == si || taken[j] ||
+                    !ms__server_free(c, v, &v->servers[j])) {
+                    continue;
+                }
+                nm = fmax(load[si] - lr, load[j] + lr);
+                if (!best || nm < best_max) {
+                    best = r;
+                    best_max = nm;
+                    lr_best = lr;
+                    ti = j;
                 }
             }
         }
@@ -948,10 +994,11 @@ static size_t ms__dflt_decide(void *state,
                               size_t max)
 {
     struct ms__dflt *p = state;
-    struct ms__out o = {out, 0, max, NULL};
+    struct ms__out o = {out, 0, max, NULL, NULL, NULL, NULL};
 
     p->calls++;
     o.used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*o.used));
+    ms__server_index(v, &o);
     ms__pass_marks(p, v, &o);
     ms__pass_splits(p, v, &o);
     ms__pass_transfers(p, v, &o);
@@ -959,6 +1006,9 @@ static size_t ms__dflt_decide(void *state,
     ms__pass_replicas(p, v, &o);
     ms__pass_merges(p, v, &o);
     free(o.used);
+    free(o.sload);
+    free(o.by_srv);
+    free(o.srv_off);
     return o.n;
 }
 

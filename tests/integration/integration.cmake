@@ -141,6 +141,13 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       headless chromium (skipped without): zoom, range
 #                       and server drill-down, split markers, a keyviz.json
 #                       opened from a file
+#   test_trace          load trace: --trace records a policy split (header,
+#                       map = /api/status, loads with samples, decision
+#                       key = split event, ticks); rtctl trace start/stop,
+#                       names not paths, 401 without the token
+#   test_sim            rt-sim: a recorded trace validates (its splits at
+#                       the same keys within a tick), replays and synthetic
+#                       runs are deterministic, compare writes its files
 set(RT_INTEGRATION_TESTS
   test_skeleton
   test_recovery
@@ -171,6 +178,8 @@ set(RT_INTEGRATION_TESTS
   test_admin_auth
   test_rpc_auth
   test_master_raft_tls
+  test_trace
+  test_sim
   test_disk_full
   test_azurite_compat
   test_keyviz

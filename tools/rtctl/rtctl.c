@@ -7,6 +7,8 @@
  *   rtctl handover SERVER
  *   rtctl drain SERVER [--cancel] [--no-wait] [--json]
  *   rtctl events [--json] [--follow] [--since SEQ] [--limit N]
+ *   rtctl trace start [NAME] | stop | status [--json]
+ *   rtctl trace dump FILE              (offline: rtctl_trace.c)
  *   rtctl cluster init|add-node ...   (offline: rtctl_cluster.c)
  *
  * The master is found without flags: --master-http, else $RT_MASTER_HTTP,
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "rtctl_cluster.h"
+#include "rtctl_trace.h"
 
 #define RTCTL_DEFAULT_MASTER "127.0.0.1:10101"
 #define RTCTL_TIMEOUT_S 5
@@ -91,6 +94,13 @@ static void rtctl_usage(FILE *out)
         "                          --cluster-tls directory (offline)\n"
         "  cluster add-node OUT_DIR ROLE NAME\n"
         "                          issue one more node from that CA\n"
+        "  trace start [NAME]      record a load trace (docs/TRACE.md) into\n"
+        "                          the master's DATA/traces/NAME.rttrace\n"
+        "                          (default NAME: trace-DATE-TIME)\n"
+        "  trace stop              stop recording it\n"
+        "  trace status            file, bytes, records, since when\n"
+        "  trace dump FILE         print a trace file as JSON lines\n"
+        "                          (offline)\n"
         "  events                  the master's events (decisions, their\n"
         "                          outcomes, servers up/down), oldest first\n"
         "      --follow            keep printing new events (Ctrl-C stops)\n"
@@ -1427,6 +1437,14 @@ int main(int argc, char **argv)
         rtctl_usage(stderr);
         return 2;
     }
+    if (!strcmp(cmd, "trace") && nargs && !strcmp(args[0], "dump")) {
+        /* Offline: a file, no master, no token. */
+        if (nargs != 2) {
+            fprintf(stderr, "rtctl: usage: rtctl trace dump FILE\n");
+            return 2;
+        }
+        return rtctl_trace_dump(args[1]);
+    }
     if (rtctl_find_token(token_file) != 0) {
         return 2;
     }
@@ -1496,6 +1514,52 @@ int main(int argc, char **argv)
             rc = rtctl_drain_wait(addr, id, timeout_s);
         }
         return rc;
+    }
+    if (!strcmp(cmd, "trace")) {
+        const char *sub = nargs ? args[0] : "";
+        char path[512];
+        json_t *root = NULL;
+        int status;
+        if (!((!strcmp(sub, "start") && nargs <= 2) ||
+              ((!strcmp(sub, "stop") || !strcmp(sub, "status")) &&
+               nargs == 1))) {
+            fprintf(stderr,
+                    "rtctl: usage: rtctl trace start [NAME] | stop | status "
+                    "| dump FILE\n");
+            return 2;
+        }
+        if (!strcmp(sub, "start") && nargs == 2) {
+            char *n = rtctl_urlenc(args[1]);
+            snprintf(path, sizeof(path), "/api/trace/start?name=%.300s", n);
+            free(n);
+        } else {
+            snprintf(path, sizeof(path), "%s",
+                     !strcmp(sub, "start")  ? "/api/trace/start"
+                     : !strcmp(sub, "stop") ? "/api/trace/stop"
+                                            : "/api/trace");
+        }
+        status = rtctl_call(addr, strcmp(sub, "status") ? "POST" : "GET", path,
+                            RTCTL_TIMEOUT_S, &root);
+        if (status < 0) {
+            return 1;
+        }
+        if (as_json || status != 200) {
+            json_dumpf(root, as_json ? stdout : stderr,
+                       JSON_COMPACT | JSON_PRESERVE_ORDER);
+            fputc('\n', as_json ? stdout : stderr);
+        } else {
+            printf(
+                "%s %s: %lld records, %lld bytes%s%s\n",
+                json_is_true(json_object_get(root, "recording")) ? "recording"
+                                                                 : "stopped",
+                rtctl_str(root, "file", "-"), rtctl_jint(root, "records"),
+                rtctl_jint(root, "bytes"),
+                json_is_string(json_object_get(root, "since_time")) ? ", since "
+                                                                    : "",
+                rtctl_str(root, "since_time", ""));
+        }
+        json_decref(root);
+        return status == 200 ? 0 : 1;
     }
     if (!strcmp(cmd, "handover")) {
         uint64_t id = 0;
