@@ -360,7 +360,15 @@ void fe_xml_escape(struct rt_buf *out, const char *s)
                 rt_buf_append_str(out, "&apos;");
                 break;
             default:
-                rt_buf_append_u8(out, (uint8_t)*s);
+                /* Control characters as references, so CR, LF and tab
+                 * survive a parser's end-of-line and attribute-value
+                 * normalisation; the other C0 controls cannot be carried
+                 * by XML 1.0 at all (frontend/README.md, AtomPub). */
+                if ((unsigned char)*s < 0x20) {
+                    rt_buf_printf(out, "&#x%X;", (unsigned)(unsigned char)*s);
+                } else {
+                    rt_buf_append_u8(out, (uint8_t)*s);
+                }
         }
     }
 }

@@ -100,7 +100,8 @@ int fe_xml_uint(const struct fe_xml_node *n,
 /* ---- writing ---- */
 
 /* Appends the NUL-terminated @s with the five XML special characters
- * escaped (element content and attribute values alike). */
+ * escaped and control characters as &#xN; (element content and attribute
+ * values alike). */
 void fe_xml_escape(struct rt_buf *out, const char *s);
 /* Appends <@name>true</@name> or false. */
 void fe_xml_write_bool(struct rt_buf *out, const char *name, int v);
