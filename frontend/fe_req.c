@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "fe_atom.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -219,6 +220,9 @@ void fe_req_resp_error_as(struct fe_req *req,
         rt_buf_append_str(&req->rbody, "</Code><Message>");
         fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
         rt_buf_append_str(&req->rbody, "</Message></Error>");
+    } else if (req->atom) {
+        fe_req_resp_header(req, "Content-Type", FE_ATOM_CT_ERROR);
+        fe_atom_write_error(&req->rbody, azure, rt_buf_cstr(&text));
     } else {
         fe_req_resp_header(req, "Content-Type",
                            "application/json;odata=minimalmetadata;"

@@ -99,6 +99,8 @@ struct fe_req
     int status;
     int odata;           /* add DataServiceVersion */
     int xml_errors;      /* errors in storage XML (preflight) */
+    int atom;            /* AtomPub response (fe_hdr_atom): entries,
+                          * feeds, the dataservices-metadata error */
     struct rt_buf hdrs;  /* "Name\0Value\0" pairs */
     struct rt_buf rbody; /* kept until the request completes (a transport
                           * may point its response into it) */
@@ -152,7 +154,8 @@ void fe_req_resp_header(struct fe_req *req,
                         const char *name,
                         const char *value);
 /* Error response for @code (rt_err.h table) with @msg (NULL = the table's
- * message): x-ms-error-code and the OData JSON (or storage XML) body.
+ * message): x-ms-error-code and the OData JSON body, or the storage XML
+ * body (req->xml_errors), or the AtomPub one (req->atom).
  * Replaces headers and body built so far; logs the outcome once. */
 void fe_req_resp_error(struct fe_req *req, int code, const char *msg);
 /* The same for an Azure code outside the rt_err.h table (e.g. the XMethod*
