@@ -16,7 +16,6 @@ docs/table-api-spec.md §10 and the REST reference's AtomPub examples.
 import base64
 import math
 import re
-import uuid
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -508,3 +507,151 @@ def test_oversized_body(cli):
     r = req(cli, "POST", "/" + t, big)
     assert r.status == 413, r
     assert r.header("x-ms-error-code") == "RequestBodyTooLarge"
+
+
+# ------------------------------------------------------------ $batch
+def atom_part(verb, url, body=None, etag=None, accept=True):
+    lines = ["%s %s HTTP/1.1" % (verb, url),
+             "DataServiceVersion: 1.0;NetFx"]
+    if accept:
+        lines.append("Accept: application/atom+xml,application/xml")
+    if etag:
+        lines.append("If-Match: %s" % etag)
+    if body is not None:
+        lines.append("Content-Type: application/atom+xml;type=entry")
+        lines.append("Content-Length: %d" % len(body.encode()))
+    return "\r\n".join(lines + ["", body or ""])
+
+
+def atom_batch(parts, b="batch_a1", cs="changeset_c1"):
+    out = ["--%s" % b, "Content-Type: multipart/mixed; boundary=%s" % cs, ""]
+    for i, p in enumerate(parts, 1):
+        out += ["--%s" % cs, "Content-Type: application/http",
+                "Content-Transfer-Encoding: binary",
+                "Content-ID: %d" % i, "", p]
+    out += ["--%s--" % cs, "--%s--" % b, ""]
+    return "\r\n".join(out)
+
+
+def batch_parts(r):
+    """[(status, headers, body)] of a 202 multipart response."""
+    assert r.status == 202, r
+    ct = r.header("Content-Type")
+    bnd = ct.split("boundary=")[1]
+    text = r.body.decode()
+    inner = text.split("--" + bnd)[1]
+    m = re.search(r"boundary=(changesetresponse_[0-9a-f-]+)", inner)
+    segs = inner.split("--" + m.group(1))[1:-1] if m else [inner]
+    out = []
+    for seg in segs:
+        _, http = seg.split("\r\n\r\n", 1)
+        head, _, body = http.partition("\r\n\r\n")
+        lines = head.split("\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = dict(l.split(": ", 1) for l in lines[1:] if ": " in l)
+        out.append((status, hdrs, body.rstrip("\r\n")))
+    return out
+
+
+def post_batch(cli, body, version=V):
+    return req(cli, "POST", "/$batch", body, version=version,
+               content_type="multipart/mixed; boundary=batch_a1")
+
+
+def test_atom_batch_changeset(cli):
+    t, _ = create_table(cli)
+    base = "%s/%s" % (cli.root, t)
+    r = req(cli, "POST", "/" + t, entry([("PartitionKey", "p"),
+                                         ("RowKey", "old"), ("v", "1")]))
+    etag = r.header("ETag")
+    r = req(cli, "POST", "/" + t, entry([("PartitionKey", "p"),
+                                         ("RowKey", "del")]))
+    assert r.status == 201, r
+    body = atom_batch([
+        atom_part("POST", base, entry([("PartitionKey", "p"),
+                                       ("RowKey", "a"),
+                                       ("n", "5", "Edm.Int64")])),
+        atom_part("PUT", "%s(PartitionKey='p',RowKey='old')" % base,
+                  entry([("v", "2", "Edm.Int32")]), etag=etag),
+        atom_part("MERGE", "%s(PartitionKey='p',RowKey='b')" % base,
+                  entry([("w", "true", "Edm.Boolean")])),
+        atom_part("DELETE", "%s(PartitionKey='p',RowKey='del')" % base,
+                  etag="*"),
+    ])
+    parts = batch_parts(post_batch(cli, body))
+    assert [p[0] for p in parts] == [201, 204, 204, 204]
+    assert [p[1]["Content-ID"] for p in parts] == ["1", "2", "3", "4"]
+    st, h, b = parts[0]
+    assert h["Content-Type"] == \
+        "application/atom+xml;type=entry;charset=utf-8"
+    e = ET.fromstring(b)
+    assert e.get("{%s}etag" % M) == h["ETag"]
+    assert props_of(e)["n"][:2] == ("5", "Edm.Int64")
+    got = props_of(xml_of(req(cli, "GET",
+                              "/%s(PartitionKey='p',RowKey='old')" % t)))
+    assert got["v"][:2] == ("2", "Edm.Int32")
+    got = props_of(xml_of(req(cli, "GET",
+                              "/%s(PartitionKey='p',RowKey='b')" % t)))
+    assert got["w"][:2] == ("true", "Edm.Boolean")
+    r = req(cli, "GET", "/%s(PartitionKey='p',RowKey='del')" % t)
+    atom_error(r, 404, "ResourceNotFound")
+
+
+def test_atom_batch_atomic_failure(cli):
+    t, _ = create_table(cli)
+    base = "%s/%s" % (cli.root, t)
+    r = req(cli, "POST", "/" + t, entry([("PartitionKey", "p"),
+                                         ("RowKey", "x")]))
+    assert r.status == 201
+    # op 2 inserts an existing row: 409 at index 1, nothing applied
+    body = atom_batch([
+        atom_part("POST", base, entry([("PartitionKey", "p"),
+                                       ("RowKey", "new")])),
+        atom_part("POST", base, entry([("PartitionKey", "p"),
+                                       ("RowKey", "x")])),
+    ])
+    parts = batch_parts(post_batch(cli, body))
+    assert len(parts) == 1
+    st, h, b = parts[0]
+    assert st == 409 and h["Content-ID"] == "2"
+    assert h["Content-Type"] == "application/xml"
+    doc = ET.fromstring(b)
+    assert doc.find("m:code", NS).text == "EntityAlreadyExists"
+    assert doc.find("m:message", NS).text.startswith("1:")
+    r = req(cli, "GET", "/%s(PartitionKey='p',RowKey='new')" % t)
+    atom_error(r, 404, "ResourceNotFound")
+    # a bad Atom body in op 1: the single failure part, nothing sent
+    body = atom_batch([
+        atom_part("POST", base, entry([("PartitionKey", "p"),
+                                       ("RowKey", "y")])),
+        atom_part("POST", base, entry([("PartitionKey", "p"),
+                                       ("RowKey", "z"),
+                                       ("q", "1", "Edm.Nope")])),
+    ])
+    parts = batch_parts(post_batch(cli, body))
+    assert [(p[0], p[1]["Content-ID"]) for p in parts] == [(400, "2")]
+    assert ET.fromstring(parts[0][2]).find("m:code", NS).text == \
+        "InvalidInput"
+    r = req(cli, "GET", "/%s(PartitionKey='p',RowKey='y')" % t)
+    atom_error(r, 404, "ResourceNotFound")
+    # hostile XML inside a part
+    body = atom_batch([atom_part("POST", base, HOSTILE["billion laughs"]
+                                 .decode())])
+    parts = batch_parts(post_batch(cli, body))
+    assert parts[0][0] == 400
+
+
+def test_atom_batch_single_get(cli):
+    t, _ = create_table(cli)
+    req(cli, "POST", "/" + t, entry([("PartitionKey", "p"), ("RowKey", "g"),
+                                     ("n", "3", "Edm.Int32")]))
+    body = "\r\n".join([
+        "--batch_a1", "Content-Type: application/http",
+        "Content-Transfer-Encoding: binary", "",
+        atom_part("GET", "%s/%s(PartitionKey='p',RowKey='g')" % (cli.root, t)),
+        "--batch_a1--", ""])
+    parts = batch_parts(post_batch(cli, body))
+    st, h, b = parts[0]
+    assert st == 200 and h["Content-Type"].startswith(
+        "application/atom+xml;type=entry")
+    assert props_of(ET.fromstring(b))["n"][:2] == ("3", "Edm.Int32")
