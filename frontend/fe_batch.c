@@ -877,7 +877,7 @@ static void fe__part_write(struct rt_buf *o,
     if (p->preference_applied) {
         fe__hline(o, "Preference-Applied", p->preference_applied);
     }
-    rt_buf_append_str(o, "DataServiceVersion: 3.0;\r\n");
+    fe__hline(o, "DataServiceVersion", p->dsv ? p->dsv : "3.0;");
     if (p->content_type) {
         fe__hline(o, "Content-Type", p->content_type);
     }
@@ -1007,6 +1007,7 @@ static void fe__respond_failure(struct fe_req *req,
     part.status = rt_err_http_status(code);
     part.content_id = cid;
     part.content_type = atom ? FE_ATOM_CT_ERROR : FE__JSON_CT_MINIMAL;
+    part.dsv = atom ? "1.0;" : NULL;
     part.body = json.data;
     part.body_len = json.len;
     fe__respond_parts(req, changeset, &part, 1);
@@ -1157,6 +1158,7 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
     part.status = 200;
     part.content_id = fe__side_cid(req, s);
     part.content_type = s->atom ? FE_ATOM_CT_ENTRY : fe__ct_for(ctx.meta);
+    part.dsv = s->atom ? "1.0;" : NULL;
     part.etag = etag;
     part.body = json.data;
     part.body_len = json.len;
@@ -1180,6 +1182,7 @@ static void fe__finish_writes(struct fe_req *req,
         struct fe_batch_part *p = &parts[i];
         p->content_id = fe__side_cid(req, &s[i]);
         p->status = 204;
+        p->dsv = s[i].atom ? "1.0;" : NULL;
         if (op->kind != RT__OP_KIND__OP_DELETE) {
             fe_odata_etag(op->ticks, etags[i]);
             p->etag = etags[i];

@@ -134,6 +134,7 @@ struct fe_batch_part
     const char *location;           /* Location and DataServiceId; NULL */
     const char *etag;               /* NULL: no ETag line */
     const char *content_type;       /* the body's; NULL: no body */
+    const char *dsv;                /* DataServiceVersion; NULL: "3.0;" */
     const uint8_t *body;
     size_t body_len;
 };

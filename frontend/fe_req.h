@@ -118,9 +118,11 @@ void fe_req_reset(struct fe_req *req);
 void fe_req_set_path(struct fe_req *req, const char *url);
 /* Appends one header; @name and @value are borrowed (see above). */
 void fe_req_add_header(struct fe_req *req, const char *name, const char *value);
-/* Call after the last fe_req_add_header: the version echoed on every
- * response, errors included, is the request's x-ms-version when it is
- * well-formed (fe_api_prepare checks it again). */
+/* Call after the last fe_req_add_header (and the query): the version
+ * echoed on every response, errors included, is the request's
+ * x-ms-version when it is well-formed (fe_api_prepare checks it again),
+ * and req->atom is set from the headers for errors raised before
+ * fe_api_prepare. */
 void fe_req_headers_done(struct fe_req *req);
 /* Releases what the request owns for this request (query values, path,
  * entity, job); buffers up to @keep_max bytes keep their memory for the
@@ -148,6 +150,11 @@ int64_t fe_req_now(const struct fe_req *req);
 void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind);
 
 /* ---- Building the response ---- */
+
+/* The DataServiceVersion of the response (when req->odata): "3.0;" for
+ * JSON; for AtomPub what the service answered, "1.0;", or "2.0;" once
+ * $select (a 2.0 feature) shaped the response. A static string. */
+const char *fe_req_dsv(const struct fe_req *req);
 
 /* Adds response header @name: @value (both copied). */
 void fe_req_resp_header(struct fe_req *req,

@@ -505,8 +505,32 @@ def test_oversized_body(cli):
     big = entry([("PartitionKey", "p"), ("RowKey", "r"),
                  ("s", "x" * (5 * 1024 * 1024))])
     r = req(cli, "POST", "/" + t, big)
-    assert r.status == 413, r
-    assert r.header("x-ms-error-code") == "RequestBodyTooLarge"
+    atom_error(r, 413, "RequestBodyTooLarge")
+
+
+def test_errors_before_dispatch_are_atom(cli):
+    """Authentication failures and bad query parameters of an Atom request
+    are Atom errors too; storage-XML operations keep their own form."""
+    r = req(cli, "GET", "/Tables", auth="SharedKey %s:AAAA" % cli.account)
+    atom_error(r, 403, "AuthenticationFailed")
+    r = req(cli, "GET", "/Tables?$top=0")
+    atom_error(r, 400, "InvalidQueryParameterValue")
+    r = req(cli, "GET", "/nosuchtable1()")
+    atom_error(r, 404, "TableNotFound")
+    r = req(cli, "GET", "/nosuchtable1?comp=acl")
+    assert r.status == 404 and r.body.startswith(b"<?xml"), r
+    assert b"<Error><Code>" in r.body, r
+
+
+def test_data_service_version(cli):
+    """Atom responses carry the DataServiceVersion the service sent for
+    them (old WCF clients refuse a newer one): 1.0, 2.0 with $select."""
+    t, r = create_table(cli)
+    assert r.header("DataServiceVersion") == "1.0;"
+    r = req(cli, "GET", "/%s()?$select=a" % t)
+    assert r.header("DataServiceVersion") == "2.0;"
+    r = req(cli, "GET", "/%s()" % t, accept=rawhttp.JSON_MINIMAL)
+    assert r.header("DataServiceVersion") == "3.0;"
 
 
 # ------------------------------------------------------------ $batch
