@@ -135,13 +135,20 @@ static int fe__atom_object(const struct fe_xml_node *props,
             return fe__aerr(errmsg, "property %.64s has child elements",
                             c->name);
         }
-        if (json_object_get(obj, c->name) ||
-            (strncmp(c->name, "odata.", 6) == 0)) {
+        if (json_object_get(obj, c->name)) {
             if (errmsg) {
                 snprintf(errmsg, RT_ERRMSG_SIZE, "duplicate property %.64s",
                          c->name);
             }
-            return json_object_get(obj, c->name) ? RT_EDUPPROPS : RT_EPROPNAME;
+            return RT_EDUPPROPS;
+        }
+        if (strncmp(c->name, "odata.", 6) == 0) {
+            /* the JSON path would take it for an annotation */
+            if (errmsg) {
+                snprintf(errmsg, RT_ERRMSG_SIZE, "invalid property name %.64s",
+                         c->name);
+            }
+            return RT_EPROPNAME;
         }
         if (null && strcmp(null, "true") != 0 && strcmp(null, "false") != 0) {
             return fe__aerr(errmsg, "m:null of %.64s is not a boolean",
@@ -376,6 +383,23 @@ static int fe__sel(const struct fe_odata_ctx *ctx, const char *name, size_t n)
     return -1;
 }
 
+/* A property name that is also an XML element name (spec §9's letters,
+ * digits, underscore and non-ASCII; not starting with a digit). */
+static int fe__xml_name(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9')) {
+        return 0;
+    }
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9') || c == '_' || c >= 0x80)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int fe_atom_write_entry(struct rt_buf *out,
                         const struct fe_odata_ctx *ctx,
                         const char *pk,
@@ -469,9 +493,12 @@ int fe_atom_write_entry(struct rt_buf *out,
         }
         fe__prop(out, &p);
     }
-    /* Selected but absent: m:null (the documented Atom behaviour). */
+    /* Selected but absent: m:null (the documented Atom behaviour), once
+     * per name, and only for a name that can be an element name. */
     for (size_t i = 0; ctx->select && i < ctx->nselect && i < 256; i++) {
-        if (!seen[i] && strcmp(ctx->select[i], "*") != 0) {
+        if (!seen[i] &&
+            fe__sel(ctx, ctx->select[i], strlen(ctx->select[i])) == (int)i &&
+            fe__xml_name(ctx->select[i])) {
             FE__LIT(out, "<d:");
             fe_xml_escape(out, ctx->select[i]);
             FE__LIT(out, " m:null=\"true\" />");

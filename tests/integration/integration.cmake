@@ -30,6 +30,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_sdk_js         the official JavaScript SDK (npm-installed into
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
+#   test_atom           AtomPub (x-ms-version < 2015-12-11) over raw HTTP:
+#                       tables, entities, every EDM type, feeds, errors,
+#                       \$batch, hostile XML
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
 #   test_malformed      a few hundred bad requests (seeded): each gets a
 #                       complete 4xx with x-ms-error-code; nothing written
@@ -132,6 +135,7 @@ set(RT_INTEGRATION_TESTS
   test_sdk_python
   test_sdk_js
   test_raw_http
+  test_atom
   test_sas_acl_cors
   test_malformed
   test_balance

@@ -281,6 +281,33 @@ static void test_create_table(void **state)
     assert_null(name);
 }
 
+/* $select: only the named properties; an absent one once as m:null; a
+ * name that cannot be an element is left out rather than break the XML. */
+static void test_select(void **state)
+{
+    static const char *const sel[] = {"a", "a", "zz", "1bad", "RowKey"};
+    struct fe_entity_in in;
+    struct rt_buf out = RT_BUF_INIT;
+    struct fe_xml_node *root;
+    struct fe_odata_ctx ctx = {"http://h/acct", "acct", "t",
+                               FE_META_MINIMAL, sel,    5};
+    const char *s;
+    (void)state;
+    fe_entity_in_init(&in);
+    assert_int_equal(parse(KEYS "<d:a>1</d:a><d:b>2</d:b>", &in), 0);
+    assert_int_equal(fe_atom_write_inserted(&out, &ctx, in.pk, in.rk, 1,
+                                            in.props.data, in.props.len),
+                     0);
+    s = rt_buf_cstr(&out);
+    assert_non_null(strstr(s,
+                           "<m:properties><d:RowKey>r</d:RowKey><d:a>1"
+                           "</d:a><d:zz m:null=\"true\" /></m:properties>"));
+    assert_int_equal(fe_xml_parse(s, out.len, &root), 0);
+    fe_xml_free(root);
+    rt_buf_free(&out);
+    fe_entity_in_free(&in);
+}
+
 /* Which requests are answered in Atom. */
 static void test_negotiation(void **state)
 {
@@ -333,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_xml_tree),
         cmocka_unit_test(test_create_table),
+        cmocka_unit_test(test_select),
         cmocka_unit_test(test_negotiation),
         cmocka_unit_test(test_error_doc),
     };
