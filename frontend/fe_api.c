@@ -292,13 +292,9 @@ static int fe__create_table_prepare(struct fe_req *req)
         json_decref(root);
         return fe__error(req, rc, msg);
     }
-    rt_buf_append_str(&req->s1, s);
+    rc = fe__create_table_job(req, s);
     json_decref(root);
-    req->prefer = fe__prefer(req);
-    fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
-    req->job.account = req->path.account;
-    req->job.table = rt_buf_cstr(&req->s1);
-    return FE_API_SUBMIT;
+    return rc;
 }
 
 static void fe__create_table_finish(struct fe_req *req)
@@ -794,12 +790,7 @@ static void fe__query_entities_finish(struct fe_req *req)
         }
     }
     rt_buf_append_str(b, "]}");
-    if (req->job.has_next) {
-        fe__token_header(req, "x-ms-continuation-NextPartitionKey",
-                         &req->job.next_pk);
-        fe__token_header(req, "x-ms-continuation-NextRowKey",
-                         &req->job.next_rk);
-    }
+    fe__scan_tokens(req);
     req->status = 200;
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }
