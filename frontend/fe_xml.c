@@ -6,8 +6,10 @@
  * defined: no expansion, no amplification, no external entity), lets
  * libxml2 build its DOM with its default (non-huge) limits and no network,
  * then copies that DOM into our own tree, checking our limits (depth,
- * element count) on the way. Errors are collected silently in the context:
- * nothing is printed, the caller gets RT_EXML. */
+ * element count) on the way. A linear pre-scan (fe__xprescan) applies the
+ * same limits, and one on attributes per tag, before libxml2 runs, where
+ * libxml2 2.9.14 is quadratic or builds a DOM of any size. Errors are collected
+ * silently in the context: nothing is printed, the caller gets RT_EXML. */
 #include "fe_xml.h"
 
 #include <ctype.h>
@@ -170,6 +172,84 @@ static int fe__xcopy_el(struct fe__xcopy *c,
     return 0;
 }
 
+/* Skips past @term from @p; NULL when it never comes. */
+static const char *fe__xpast(const char *p, const char *end, const char *term)
+{
+    size_t tn = strlen(term);
+    for (; (size_t)(end - p) >= tn; p++) {
+        if (memcmp(p, term, tn) == 0) {
+            return p + tn;
+        }
+    }
+    return NULL;
+}
+
+/* A linear look at the bytes before libxml2 sees them, for the limits
+ * libxml2 2.9.14 would only reach the expensive way: its duplicate check
+ * of attributes (and namespace declarations) in one start tag is
+ * quadratic (a 2 MB tag of 200k attributes takes minutes), and it builds
+ * the whole DOM before our copy counts elements. Counts start tags,
+ * their depth and each tag's '=' outside quoted values; skips comments,
+ * CDATA and processing instructions. A DOCTYPE (or anything "<!" that is
+ * neither) is refused here too. Anything this cannot follow (an
+ * unterminated construct) is left to libxml2, which refuses it.
+ * 0 or -1 (over a limit). */
+static int fe__xprescan(const char *p, size_t n)
+{
+    const char *end = p + n;
+    int depth = 0, elements = 0;
+    while (p && p < end) {
+        const char *q;
+        int attrs = 0, close;
+        if (*p != '<') {
+            p++;
+            continue;
+        }
+        if ((size_t)(end - p) >= 4 && memcmp(p, "<!--", 4) == 0) {
+            p = fe__xpast(p + 4, end, "-->");
+            continue;
+        }
+        if ((size_t)(end - p) >= 9 && memcmp(p, "<![CDATA[", 9) == 0) {
+            p = fe__xpast(p + 9, end, "]]>");
+            continue;
+        }
+        if ((size_t)(end - p) >= 2 && p[1] == '?') {
+            p = fe__xpast(p + 2, end, "?>");
+            continue;
+        }
+        if ((size_t)(end - p) >= 2 && p[1] == '!') {
+            return -1; /* DOCTYPE */
+        }
+        close = (size_t)(end - p) >= 2 && p[1] == '/';
+        for (q = p + 1; q < end && *q != '>'; q++) {
+            if (*q == '"' || *q == '\'') {
+                const char *e = memchr(q + 1, *q, (size_t)(end - q - 1));
+                if (!e) {
+                    return 0;
+                }
+                q = e;
+            } else if (*q == '=' && ++attrs > FE_XML_ATTRS_MAX) {
+                return -1;
+            }
+        }
+        if (q >= end) {
+            return 0;
+        }
+        if (close) {
+            depth--;
+        } else {
+            if (++elements > FE_XML_NODES_MAX || depth + 1 > FE_XML_DEPTH_MAX) {
+                return -1;
+            }
+            if (q[-1] != '/') {
+                depth++;
+            }
+        }
+        p = q + 1;
+    }
+    return 0;
+}
+
 int fe_xml_parse(const char *buf, size_t n, struct fe_xml_node **root)
 {
     xmlParserCtxtPtr ctxt;
@@ -179,7 +259,8 @@ int fe_xml_parse(const char *buf, size_t n, struct fe_xml_node **root)
     int ok;
 
     *root = NULL;
-    if (n == 0 || n > (size_t)INT32_MAX || memchr(buf, '\0', n)) {
+    if (n == 0 || n > (size_t)INT32_MAX || memchr(buf, '\0', n) ||
+        fe__xprescan(buf, n) != 0) {
         return RT_EXML;
     }
     fe_xml_init();

@@ -23,6 +23,9 @@
 /* Limits of a document (spec §9: bad input is rejected, never a crash). */
 #define FE_XML_DEPTH_MAX 16
 #define FE_XML_NODES_MAX 1024
+/* Attributes (namespace declarations included) of one element: an Atom
+ * entry uses a handful; libxml2 2.9.14 checks duplicates quadratically. */
+#define FE_XML_ATTRS_MAX 64
 
 #define FE_XML_DECL "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
 
@@ -55,8 +58,9 @@ void fe_xml_init(void);
  * root element; comments and processing instructions are skipped; the
  * five predefined entities, character references and CDATA are decoded.
  * A DOCTYPE, a NUL byte, mismatched tags, bad characters, more than
- * FE_XML_DEPTH_MAX levels or FE_XML_NODES_MAX elements -> RT_EXML. On 0
- * *root is the caller's (fe_xml_free); on error *root is NULL. */
+ * FE_XML_DEPTH_MAX levels, FE_XML_NODES_MAX elements or FE_XML_ATTRS_MAX
+ * attributes on one element -> RT_EXML. On 0 *root is the caller's
+ * (fe_xml_free); on error *root is NULL. */
 int fe_xml_parse(const char *buf, size_t n, struct fe_xml_node **root);
 /* Frees @node, its children and its following siblings. NULL is fine. */
 void fe_xml_free(struct fe_xml_node *node);

@@ -237,6 +237,68 @@ static void test_hostile(void **state)
     assert_int_equal(parse_raw(deep), RT_EINVAL);
 }
 
+/* The limits hold before libxml2 runs: a tag with too many attributes
+ * (quadratic in libxml2 2.9.14) or namespace declarations, too many
+ * elements, too deep, answered at once; quoted '>' and '=' and comments
+ * do not fool the count; documents at the limits still parse. */
+static void test_xml_limits(void **state)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    struct fe_xml_node *root;
+    (void)state;
+    /* 200k attributes: refused without the quadratic check (a timeout
+     * of the test would show it) */
+    rt_buf_append_str(&b, "<e");
+    for (int i = 0; i < 200000; i++) {
+        rt_buf_printf(&b, " a%d=\"1\"", i);
+    }
+    rt_buf_append_str(&b, "/>");
+    assert_int_equal(fe_xml_parse((const char *)b.data, b.len, &root), RT_EXML);
+    rt_buf_reset(&b);
+    rt_buf_append_str(&b, "<e");
+    for (int i = 0; i < 100; i++) {
+        rt_buf_printf(&b, " xmlns:p%d=\"urn:%d\"", i, i);
+    }
+    rt_buf_append_str(&b, "/>");
+    assert_int_equal(fe_xml_parse((const char *)b.data, b.len, &root), RT_EXML);
+    /* at the limit, with '=' and '>' inside values and a comment */
+    rt_buf_reset(&b);
+    rt_buf_append_str(&b, "<e x=\"a=b>c\"");
+    for (int i = 1; i < FE_XML_ATTRS_MAX; i++) {
+        rt_buf_printf(&b, " a%d='=>'", i);
+    }
+    rt_buf_append_str(&b, "><!-- = = = <x> --><?pi = = ?></e>");
+    assert_int_equal(fe_xml_parse((const char *)b.data, b.len, &root), 0);
+    assert_string_equal(fe_xml_attr(root, NULL, "x"), "a=b>c");
+    fe_xml_free(root);
+    /* elements: FE_XML_NODES_MAX fine, one more refused */
+    for (int extra = 0; extra < 2; extra++) {
+        rt_buf_reset(&b);
+        rt_buf_append_str(&b, "<r>");
+        for (int i = 1; i < FE_XML_NODES_MAX + extra; i++) {
+            rt_buf_append_str(&b, i % 2 ? "<a/>" : "<a></a>");
+        }
+        rt_buf_append_str(&b, "</r>");
+        assert_int_equal(fe_xml_parse((const char *)b.data, b.len, &root),
+                         extra ? RT_EXML : 0);
+        fe_xml_free(root);
+    }
+    /* depth: FE_XML_DEPTH_MAX fine, one more refused */
+    for (int extra = 0; extra < 2; extra++) {
+        rt_buf_reset(&b);
+        for (int i = 0; i < FE_XML_DEPTH_MAX + extra; i++) {
+            rt_buf_append_str(&b, "<a>");
+        }
+        for (int i = 0; i < FE_XML_DEPTH_MAX + extra; i++) {
+            rt_buf_append_str(&b, "</a>");
+        }
+        assert_int_equal(fe_xml_parse((const char *)b.data, b.len, &root),
+                         extra ? RT_EXML : 0);
+        fe_xml_free(root);
+    }
+    rt_buf_free(&b);
+}
+
 /* The reader keeps namespaces and attributes (fe_xml.h). */
 static void test_xml_tree(void **state)
 {
@@ -358,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_every_type_round_trip),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_xml_limits),
         cmocka_unit_test(test_xml_tree),
         cmocka_unit_test(test_create_table),
         cmocka_unit_test(test_select),
