@@ -69,6 +69,21 @@ const char *rt_err_message(int code)
                "request.";
 }
 
+const char *rt_err_client_message(int code)
+{
+    const struct rt__err_entry *e = rt__err_find(code);
+    if (!e || code > RT_ESTALE) {
+        return rt_err_message(code);
+    }
+    for (size_t i = 0; i < sizeof(rt__errs) / sizeof(rt__errs[0]); i++) {
+        if (rt__errs[i].code > RT_ESTALE &&
+            strcmp(rt__errs[i].azure, e->azure) == 0) {
+            return rt__errs[i].msg;
+        }
+    }
+    return rt_err_message(RT_EINTERNAL);
+}
+
 const char *rt_strerror(int code)
 {
     const struct rt__err_entry *e;

@@ -138,9 +138,12 @@
       "your request.")                                                         \
     X(ECANCELED, -10102, 503, "ServerBusy", "Operation canceled.")             \
     X(ENOMEM, -10103, 500, "InternalError", "Out of memory.")                  \
-    X(EIO, -10104, 500, "InternalError", "I/O error.")                         \
+    /* A store that cannot take writes (full, failing I/O): Azure's            \
+     * retryable 503 ServerBusy, never a 500; the write was not applied        \
+     * and reads go on (frontend/README.md). */                                \
+    X(EIO, -10104, 503, "ServerBusy", "I/O error.")                            \
     X(ECORRUPT, -10105, 500, "InternalError", "Corrupt data.")                 \
-    X(ENOSPACE, -10106, 500, "InternalError", "Storage is full.")              \
+    X(ENOSPACE, -10106, 503, "ServerBusy", "Storage is full.")                 \
     X(EPROTO, -10107, 500, "InternalError", "RPC protocol error.")             \
     X(ECONFIG, -10108, 500, "InternalError", "Bad configuration.")             \
     /* Replication (docs/DESIGN-replication.md §4). */                        \
@@ -176,6 +179,12 @@ int rt_err_http_status(int code);
 const char *rt_err_azure_code(int code);
 /* Default client-facing message. */
 const char *rt_err_message(int code);
+/* What an HTTP client is told for @code: rt_err_message(), except that an
+ * internal code (RT_ESTALE and after: "Storage is full.", "I/O error.")
+ * gets the documented text of its Azure code ("The server is currently
+ * unable to receive requests. Please retry your request."), as Azure
+ * shows no more. The logs keep rt_strerror(). */
+const char *rt_err_client_message(int code);
 /* Human message for logs: our table, else libuv's uv_strerror(). */
 const char *rt_strerror(int code);
 /* Reason phrase for an HTTP status ("Not Found"). */

@@ -25,6 +25,7 @@
 #include "rt_err.h"
 #include "rt_text.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 /* ------------------------------------------------------------------ */
 /* Representation */
@@ -94,6 +95,14 @@ struct rt_filter
     struct rt__fnode *nodes; /* owned */
     unsigned nodes_cap;
 };
+
+/* A boolean literal used as a term (`$filter=true`, `X and false`) is
+ * folded away while parsing: these two node indexes stand for the constant
+ * and never reach f->nodes, so the tree, its binary form and the
+ * partition servers only ever see comparisons. */
+#define RT__K_FALSE (RT_FILTER_MAX_NODES + 1u)
+#define RT__K_TRUE (RT_FILTER_MAX_NODES + 2u)
+#define RT__IS_K(n) ((n) >= RT__K_FALSE)
 
 /* Comparison outcomes besides -1/0/1. */
 #define RT__UNORD 2    /* NaN involved */
@@ -704,12 +713,13 @@ static enum rt_filter_op rt__flip(enum rt_filter_op op)
 }
 
 /* Adds a comparison (takes @lit's bytes on every path) and its leaf. */
-static int rt__add_cmp(struct rt__fparser *p,
-                       size_t name_pos,
-                       size_t name_len,
-                       enum rt_filter_op op,
-                       struct rt__flit *lit,
-                       unsigned *node)
+static int rt__add_cmp_named(struct rt__fparser *p,
+                             const char *name_src,
+                             size_t name_pos,
+                             size_t name_len,
+                             enum rt_filter_op op,
+                             struct rt__flit *lit,
+                             unsigned *node)
 {
     struct rt_filter *f = p->f;
     int rv;
@@ -733,7 +743,7 @@ static int rt__add_cmp(struct rt__fparser *p,
         rt__flit_free(lit);
         return RT_ENOMEM;
     }
-    memcpy(name, p->s + name_pos, name_len);
+    memcpy(name, name_src, name_len);
     name[name_len] = '\0';
     unsigned ci = f->ncmp++;
     struct rt__fcmp *c = &f->cmp[ci];
@@ -749,6 +759,18 @@ static int rt__add_cmp(struct rt__fparser *p,
         rt__perr(p, "filter is too complex");
     }
     return rv;
+}
+
+/* rt__add_cmp_named with the name at @name_pos in the filter text. */
+static int rt__add_cmp(struct rt__fparser *p,
+                       size_t name_pos,
+                       size_t name_len,
+                       enum rt_filter_op op,
+                       struct rt__flit *lit,
+                       unsigned *node)
+{
+    return rt__add_cmp_named(p, p->s + name_pos, name_pos, name_len, op, lit,
+                             node);
 }
 
 static int rt__parse_unary(struct rt__fparser *p, unsigned *node);
@@ -813,6 +835,11 @@ static int rt__parse_primary(struct rt__fparser *p, unsigned *node)
             }
             rv = RT_EINVAL;
             goto out_free_a;
+        }
+        if (!a_is_prop && a_lit.type == RT_EDM_BOOL) {
+            /* A boolean literal is a term of its own, as in Azure. */
+            *node = a_lit.b ? RT__K_TRUE : RT__K_FALSE;
+            return 0;
         }
         if (!a_is_prop) {
             rt__perr(p,
@@ -905,6 +932,10 @@ static int rt__parse_unary(struct rt__fparser *p, unsigned *node)
             return rv;
         }
         p->nesting--;
+        if (RT__IS_K(child)) {
+            *node = child == RT__K_TRUE ? RT__K_FALSE : RT__K_TRUE;
+            return 0;
+        }
         rv = rt__node_add(p->f, RT__FN_NOT, 0, child, 0, node);
         if (rv == RT_EINVAL) {
             rt__perr(p, "filter is too complex");
@@ -922,6 +953,15 @@ static int rt__parse_and(struct rt__fparser *p, unsigned *node)
         if ((rv = rt__lex(p)) != 0 || (rv = rt__parse_unary(p, &r)) != 0) {
             break;
         }
+        /* true and X = X; false and X = false (X's comparisons stay
+         * unreferenced in f->cmp, which is harmless). */
+        if (*node == RT__K_FALSE || r == RT__K_TRUE) {
+            continue;
+        }
+        if (*node == RT__K_TRUE || r == RT__K_FALSE) {
+            *node = r;
+            continue;
+        }
         rv = rt__node_add(p->f, RT__FN_AND, 0, *node, r, node);
         if (rv == RT_EINVAL) {
             rt__perr(p, "filter is too complex");
@@ -937,6 +977,14 @@ static int rt__parse_or(struct rt__fparser *p, unsigned *node)
         unsigned r;
         if ((rv = rt__lex(p)) != 0 || (rv = rt__parse_and(p, &r)) != 0) {
             break;
+        }
+        /* true or X = true; false or X = X. */
+        if (*node == RT__K_TRUE || r == RT__K_FALSE) {
+            continue;
+        }
+        if (*node == RT__K_FALSE || r == RT__K_TRUE) {
+            *node = r;
+            continue;
         }
         rv = rt__node_add(p->f, RT__FN_OR, 0, *node, r, node);
         if (rv == RT_EINVAL) {
@@ -987,6 +1035,24 @@ int rt_filter_parse(const char *text,
         }
         rv = RT_EINVAL;
         goto err;
+    }
+    if (p.f->root == RT__K_TRUE) {
+        /* Matches every entity: the same as no filter. */
+        rt_filter_free(p.f);
+        return 0;
+    }
+    if (p.f->root == RT__K_FALSE) {
+        /* Matches nothing: a key compared with a non-string literal is
+         * never true, and rt_filter_bounds() reports it empty, so the
+         * scan is skipped. */
+        struct rt__flit never;
+        memset(&never, 0, sizeof(never));
+        never.type = RT_EDM_BOOL;
+        rv = rt__add_cmp_named(&p, "PartitionKey", 0, 12, RT_FILTER_EQ, &never,
+                               &p.f->root);
+        if (rv != 0) {
+            goto err;
+        }
     }
     *out = p.f;
     return 0;
@@ -1347,6 +1413,13 @@ static int rt__cmp_bytes(const uint8_t *a,
     return an < bn ? -1 : an > bn ? 1 : 0;
 }
 
+/* Strings compare as Azure compares them: ordinal over UTF-16 code units
+ * (the order of storage keys, rt_key.h), not UTF-8 bytes. */
+static int rt__cmp_str(const void *a, size_t an, const void *b, size_t bn)
+{
+    return rt_utf16_cmp(a, an, b, bn);
+}
+
 /* Exact comparison of an integer with a double: -1, 0, 1 or RT__UNORD. */
 static int rt__cmp_i64_dbl(int64_t i, double d)
 {
@@ -1385,8 +1458,11 @@ static int rt__cmp_prop(const struct rt__fcmp *c, const struct rt_prop *pr)
             if (l->type != pr->type) {
                 return RT__MISMATCH;
             }
-            return rt__cmp_bytes(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
-                                 l->nbytes);
+            return pr->type == RT_EDM_STRING
+                       ? rt__cmp_str(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
+                                     l->nbytes)
+                       : rt__cmp_bytes(pr->v.bytes.p, pr->v.bytes.n, l->bytes,
+                                       l->nbytes);
         case RT_EDM_BOOL:
             if (l->type != RT_EDM_BOOL) {
                 return RT__MISMATCH;
@@ -1469,10 +1545,8 @@ static int rt__eval_cmp(struct rt__fctx *x, const struct rt__fcmp *c)
                 return 0;
             }
             r = c->prop == RT__FP_PK
-                    ? rt__cmp_bytes((const uint8_t *)x->pk, x->pklen,
-                                    c->lit.bytes, c->lit.nbytes)
-                    : rt__cmp_bytes((const uint8_t *)x->rk, x->rklen,
-                                    c->lit.bytes, c->lit.nbytes);
+                    ? rt__cmp_str(x->pk, x->pklen, c->lit.bytes, c->lit.nbytes)
+                    : rt__cmp_str(x->rk, x->rklen, c->lit.bytes, c->lit.nbytes);
             return rt__apply((enum rt_filter_op)c->op, r);
         case RT__FP_TS:
             if (c->lit.type != RT_EDM_DATETIME) {
@@ -1546,7 +1620,7 @@ int rt_filter_eval(const struct rt_filter *f,
 
 static int rt__bcmp(const struct rt_filter_bound *a, const uint8_t *s, size_t n)
 {
-    return rt__cmp_bytes((const uint8_t *)a->s, a->n, s, n);
+    return rt__cmp_str(a->s, a->n, s, n);
 }
 
 static void rt__tighten_lo(struct rt_filter_bound *b,
@@ -1583,8 +1657,7 @@ static int rt__range_empty(const struct rt_filter_bound *lo,
     if (!lo->set || !hi->set) {
         return 0;
     }
-    int c = rt__cmp_bytes((const uint8_t *)lo->s, lo->n, (const uint8_t *)hi->s,
-                          hi->n);
+    int c = rt__cmp_str(lo->s, lo->n, hi->s, hi->n);
     return c > 0 || (c == 0 && !(lo->inclusive && hi->inclusive));
 }
 
@@ -1654,8 +1727,7 @@ int rt_filter_bounds(const struct rt_filter *f, struct rt_filter_bounds *b)
     }
     if (b->pk_lo.set && b->pk_hi.set && b->pk_lo.inclusive &&
         b->pk_hi.inclusive &&
-        rt__cmp_bytes((const uint8_t *)b->pk_lo.s, b->pk_lo.n,
-                      (const uint8_t *)b->pk_hi.s, b->pk_hi.n) == 0) {
+        rt__cmp_str(b->pk_lo.s, b->pk_lo.n, b->pk_hi.s, b->pk_hi.n) == 0) {
         b->pk_eq = 1;
         b->rk_lo = rk_lo;
         b->rk_hi = rk_hi;

@@ -8,7 +8,11 @@
  * case), parentheses, comparisons eq ne gt ge lt le with a property on one
  * side and a literal on the other (either order: "literal op Prop" is stored
  * as "Prop flipped-op literal"), a bare property (`IsActive` is
- * `IsActive eq true`). Literals: 'string' ('' escapes a quote), Int32
+ * `IsActive eq true`), a bare boolean literal as a term (`true`,
+ * `RowKey eq '1' and false`: folded while parsing; a filter that folds to
+ * true parses to NULL, like an empty one, and one that folds to false to a
+ * filter matching nothing whose bounds are empty). Literals: 'string' (''
+ * escapes a quote), Int32
  * (`42`, `-7`), Int64 (`42L`), Double (`1.5`, `-2.0e10`, `1.5d`, `1e3`,
  * `NaN`, `INF`, `-INF`), true/false, datetime'ISO-8601', guid'8-4-4-4-12',
  * X'hex' / binary'hex'. Property names are case-sensitive; a bare `NaN` or
@@ -22,11 +26,13 @@
  *    come from the eval arguments, never from the blob.
  *  - A comparison happens in the property's stored type. Int32, Int64 and
  *    Double compare by exact mathematical value with each other (Int64 vs
- *    Double never loses precision). Strings (UTF-8) and Binary compare
- *    bytewise (memcmp, a proper prefix sorts first), which equals ordinal
- *    UTF-16 order except for supplementary vs U+E000..U+FFFF characters;
- *    Guid compares its 16 bytes in text order; Boolean false < true;
- *    DateTime by ticks.
+ *    Double never loses precision). Strings (UTF-8: PartitionKey, RowKey
+ *    and String properties alike) compare as Azure's do, ordinal over
+ *    UTF-16 code units (rt_utf16_cmp: supplementary characters before
+ *    U+E000..U+FFFF), the order of storage keys, so bounds and scans
+ *    agree; a proper prefix sorts first. Binary compares bytewise
+ *    (memcmp); Guid compares its 16 bytes in text order; Boolean
+ *    false < true; DateTime by ticks.
  *  - Any other type pairing (string literal vs Int32 property, guid vs
  *    string, datetime vs string, ...) makes the comparison false, for every
  *    operator including ne. A property the entity lacks makes it false too
@@ -75,7 +81,8 @@ struct rt_filter;
  * the URL must already be a space). @text is borrowed: nothing is kept.
  * Returns 0 and *out = a new filter owned by the caller (free with
  * rt_filter_free()), or 0 and *out = NULL when @text is empty or only
- * spaces/tabs ("no filter": every entity matches).
+ * spaces/tabs, or folds to the constant true ("no filter": every entity
+ * matches).
  * Errors: RT_EINVAL (syntax or unsupported construct; @errmsg, if not NULL,
  * receives a message of at most RT_ERRMSG_SIZE bytes such as
  * "Unrecognized 'Edm.Int32' literal '2147483648' at position 8"),

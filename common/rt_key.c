@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rt_err.h"
+#include "rt_utf8.h"
 
 void rt_key_enc(struct rt_buf *out, const char *s, size_t n)
 {
@@ -13,16 +14,12 @@ void rt_key_enc(struct rt_buf *out, const char *s, size_t n)
 
     /* Worst case every byte doubles. */
     rt_buf_reserve(out, 2 * n + 2);
-    while (p < end) {
-        const uint8_t *z = memchr(p, 0, (size_t)(end - p));
-        size_t run = z ? (size_t)(z - p) : (size_t)(end - p);
-        memcpy(out->data + out->len, p, run);
-        out->len += run;
-        p += run;
-        if (z) {
+    for (; p < end; p++) {
+        if (*p == 0) {
             out->data[out->len++] = 0x00;
             out->data[out->len++] = 0xFF;
-            p++;
+        } else {
+            out->data[out->len++] = rt_utf16_byte(*p);
         }
     }
     out->data[out->len++] = 0x00;
@@ -43,7 +40,11 @@ int rt_key_dec(const uint8_t *in,
             break; /* no terminator or a lone trailing 0x00 */
         }
         size_t run = (size_t)(z - (in + i));
-        rt_buf_append(out, in + i, run);
+        uint8_t *q = rt_buf_reserve(out, run);
+        for (size_t j = 0; j < run; j++) {
+            q[j] = rt_utf16_unbyte(in[i + j]);
+        }
+        out->len += run;
         i += run;
         if (in[i + 1] == 0xFF) {
             rt_buf_append_u8(out, 0x00);

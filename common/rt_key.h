@@ -1,8 +1,16 @@
 /* Storage keys (DESIGN §3): table_id (8 bytes big endian) ‖ enc(PK) ‖ enc(RK).
- * enc() is order-preserving and self-delimiting: every 0x00 byte becomes
- * 0x00 0xFF and the string ends with 0x00 0x01, so memcmp order of keys equals
- * (table, PartitionKey, RowKey) ordinal order and no key is a prefix of a
- * different key's encoding. Range bounds use the prefix table_id ‖ enc(PK).
+ * enc() is order-preserving and self-delimiting: each byte goes through
+ * rt_utf16_byte (rt_utf8.h: the UTF-8 lead bytes 0xEE/0xEF of U+E000..U+FFFF
+ * become 0xF5/0xF6, above every supplementary character's 0xF0..0xF4), every
+ * 0x00 byte becomes 0x00 0xFF and the string ends with 0x00 0x01. So memcmp
+ * order of keys equals (table, PartitionKey, RowKey) in Azure's order,
+ * ordinal over UTF-16 code units (rt_utf16_cmp), and no key is a prefix of a
+ * different key's encoding (0xF5/0xF6 are not 0x00, so the escape and the
+ * terminator are untouched). Range bounds use the prefix table_id ‖ enc(PK).
+ *
+ * Key format 1 (stores written before the byte map) kept the raw bytes;
+ * rt_key_dec reads both (0xEE/0xEF never come out of format 2's enc()), so
+ * a store being migrated (ps_store.c) can hold both kinds of key.
  * Thread: pure functions. */
 #ifndef RT_KEY_H
 #define RT_KEY_H
@@ -15,9 +23,13 @@
 /* Longest encoded key we ever build: 8 + 2 * (2 * 1024 * 4 + 2). */
 #define RT_KEY_MAX 32800
 
+/* Current key format (kept in the partition server's store meta). */
+#define RT_KEY_FORMAT 2
+
 /* Appends enc(@s[0..n)) to @out. */
 void rt_key_enc(struct rt_buf *out, const char *s, size_t n);
-/* Decodes one enc() string starting at @in (length @n) into @out (appended).
+/* Decodes one enc() string (format 1 or 2) starting at @in (length @n) into
+ * @out (appended).
  * Sets *consumed to the bytes read, terminator included.
  * Returns 0 or RT_ECORRUPT (no terminator, bad escape). */
 int rt_key_dec(const uint8_t *in,

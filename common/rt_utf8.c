@@ -91,3 +91,35 @@ size_t rt_utf8_encode(uint32_t cp, uint8_t *out)
     out[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
 }
+
+int rt_utf16_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    size_t m = an < bn ? an : bn;
+    size_t i = 0;
+
+    /* The map is a bijection on bytes: the strings differ first where the
+     * raw bytes do, and only that byte is mapped. */
+    while (i < m && x[i] == y[i]) {
+        i++;
+    }
+    if (i < m) {
+        return rt_utf16_byte(x[i]) < rt_utf16_byte(y[i]) ? -1 : 1;
+    }
+    return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+int rt_utf16_cmpz(const char *a, const char *b)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+
+    while (*x && *x == *y) {
+        x++;
+        y++;
+    }
+    if (*x == *y) {
+        return 0;
+    }
+    /* NUL (end of the shorter string) maps to itself and sorts first. */
+    return rt_utf16_byte(*x) < rt_utf16_byte(*y) ? -1 : 1;
+}

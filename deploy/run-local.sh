@@ -4,7 +4,11 @@
 # account (devstoreaccount1 and its well-known key), so that
 # UseDevelopmentStorage=true works. The master keeps every table's range on
 # all three partition servers (its default --replication-factor 3). Ctrl-C
-# stops every process.
+# stops every process. Like the storage emulators, it lets a deleted
+# table's name be created again at once (rt-master --delete-grace-ms 0):
+# test suites pointed at it delete and re-create tables of the same name
+# back to back, where Azure (and rt-master's default, 30 s) answers 409
+# TableBeingDeleted for a while.
 #
 # Usage: deploy/run-local.sh [--data DIR] [--port N] [--masters N]
 #                            [--no-build] [--help]
@@ -76,7 +80,7 @@ die() {
     say "error: $*"
     exit 1
 }
-usage() { sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 while (($#)); do
     case "$1" in
@@ -383,6 +387,7 @@ for m in $(seq 1 "$N_MASTERS"); do
         --http "$(master_addr "$m" 1)" --raft-listen "$(master_addr "$m" 2)"
         --data "$d" --port-file "$RUN/master$m.ports"
         --admin-token-file "$TOKEN_FILE"
+        --delete-grace-ms 0
         --cluster-tls "$(tls_node "master$m" master)")
     if ((N_MASTERS > 1)); then
         if [[ -d "$(master_dir 1)/raft" && ! -d "$d/raft" ]]; then

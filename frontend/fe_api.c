@@ -399,7 +399,8 @@ static int fe__tables_filter_match(const struct fe_req *req, const char *name)
 }
 
 /* The page size from $top (spec §6.3): FE_PAGE_MAX when absent, at most
- * FE_PAGE_MAX. Returns 0, or -1 with 400 InvalidQueryParameter set. */
+ * FE_PAGE_MAX; 0 is an empty, final page (what Azure answers to $top=0).
+ * Returns 0, or -1 with 400 InvalidQueryParameter set. */
 static int fe__top(struct fe_req *req, unsigned *limit)
 {
     const char *top = fe_query_get(&req->query, "$top");
@@ -410,6 +411,8 @@ static int fe__top(struct fe_req *req, unsigned *limit)
     }
     return 0;
 }
+
+static void fe__query_tables_finish(struct fe_req *req);
 
 /* Query Tables — GET /Tables (spec §3.1). */
 static int fe__query_tables_prepare(struct fe_req *req)
@@ -422,6 +425,11 @@ static int fe__query_tables_prepare(struct fe_req *req)
         return FE_API_RESPOND;
     }
     if (filter && fe__filter(req, filter) != 0) {
+        return FE_API_RESPOND;
+    }
+    if (limit == 0) {
+        fe_job_init(&req->job, FE_JOB_LIST_TABLES); /* no tables, no next */
+        fe__query_tables_finish(req);
         return FE_API_RESPOND;
     }
     for (const char *p = next ? next : ""; *p; p++) {
@@ -709,6 +717,9 @@ static int fe__query_entities_prepare(struct fe_req *req)
         req->scan_hi = fe__bound_dup(&fb.pk_hi, 1);
         req->job.scan_lo = req->scan_lo;
         req->job.scan_hi = req->scan_hi;
+    }
+    if (limit == 0) {
+        req->job.scan_empty = 1; /* the table is resolved, nothing read */
     }
     /* A `timeout` below the page budget shortens the page. */
     if (req->timeout_s && req->timeout_s * 1000u < FE_PAGE_BUDGET_MS) {

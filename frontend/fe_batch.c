@@ -931,7 +931,7 @@ void fe_batch_error_json(struct rt_buf *out,
     struct rt_buf text = RT_BUF_INIT;
     const char *azure = rt_err_azure_code(code);
     rt_buf_printf(&text, "%d:%s\nRequestId:%s\nTime:%s", index,
-                  msg ? msg : rt_err_message(code), reqid, when);
+                  msg ? msg : rt_err_client_message(code), reqid, when);
     if (atom) {
         fe_atom_write_error(out, azure, rt_buf_cstr(&text));
         rt_buf_free(&text);

@@ -282,7 +282,7 @@ void fe_cors_headers(struct fe_req *req)
 {
     const char *origin;
     const struct fe__acors *c;
-    int idx;
+    int idx, get_head;
     if (strcmp(req->method, "OPTIONS") == 0 || !req->path.account) {
         return;
     }
@@ -290,8 +290,19 @@ void fe_cors_headers(struct fe_req *req)
     if (!origin || !*origin) {
         return;
     }
+    /* Vary: Origin as Azure sets it ("Understanding the Vary header" in
+     * the CORS page of the REST reference): on a GET/HEAD answer (the
+     * only ones user agents cache) whose origin matched a rule naming it,
+     * or matched none while the service has rules; never when a rule
+     * allowing every origin ("*") matched, since that answer is the same
+     * for any origin. */
+    get_head =
+        strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
     c = fe__cors_find(fe_snap_read(&fe__rules), req->path.account);
     idx = c ? fe_cors_match(c->rulep, c->n, origin, req->method, NULL) : -1;
+    if (idx < 0 && c && c->n > 0 && get_head) {
+        fe_req_resp_header(req, "Vary", "Origin");
+    }
     if (idx >= 0) {
         const Rt__CorsRule *r = &c->rules[idx];
         if (fe__rule_any_origin(r)) {
@@ -304,7 +315,9 @@ void fe_cors_headers(struct fe_req *req)
             fe_req_resp_header(req, "Access-Control-Expose-Headers",
                                r->exposed_headers);
         }
-        fe_req_resp_header(req, "Vary", "Origin");
+        if (get_head && !fe__rule_any_origin(r)) {
+            fe_req_resp_header(req, "Vary", "Origin");
+        }
     }
     fe_snap_read_end(&fe__rules);
 }

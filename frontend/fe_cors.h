@@ -70,9 +70,11 @@ int fe_cors_match(Rt__CorsRule *const *rules,
 /* OPTIONS: the preflight answer (no auth), in the storage XML error shape
  * when refused. Returns FE_API_RESPOND. */
 int fe_cors_preflight(struct fe_req *req);
-/* Adds Access-Control-Allow-Origin / -Expose-Headers / Vary: Origin (and
+/* Adds Access-Control-Allow-Origin / -Expose-Headers (and
  * -Allow-Credentials) to the response being sent when the request has an
- * Origin matching one of the account's rules. Not for OPTIONS. */
+ * Origin matching one of the account's rules, and Vary: Origin to a GET or
+ * HEAD with an Origin that matched a rule naming it or, while the account
+ * has rules, none (not after a "*" rule). Not for OPTIONS. */
 void fe_cors_headers(struct fe_req *req);
 
 #endif

@@ -81,8 +81,8 @@ int fe_hdr_body_type(const char *content_type);
 int fe_hdr_body_type_v(const char *content_type, const char *version);
 
 /* If-Match (spec §3.12, §4.4): "*" -> *any = 1; an ETag we issued ->
- * its ticks; any other weak ETag W/"..." (another datetime form, Azure's
- * W/"0x8D...") is well-formed but matches nothing -> *ticks =
+ * its ticks; any other weak ETag W/"..." or w/"..." (another datetime
+ * form, Azure's W/"0x8D...") is well-formed but matches nothing -> *ticks =
  * FE_ETAG_NEVER (412 later, not 400). Returns 0, RT_EPRECOND for an empty
  * value (412, Azurite) or RT_EINVAL when it is not a weak ETag (400
  * InvalidInput). */
@@ -99,8 +99,9 @@ int fe_hdr_timeout(const char *s, unsigned *secs);
 #define FE_GUID_SIZE 37
 void fe_hdr_guid(char out[FE_GUID_SIZE]);
 
-/* $top: 1..N; values above @max are clamped to @max (spec §6.3).
- * Returns 0 or RT_EQUERYPARAM (not a positive integer). */
+/* $top: 0..N; values above @max are clamped to @max (spec §6.3); 0 asks
+ * for an empty page. Returns 0 or RT_EQUERYPARAM (not a non-negative
+ * integer). */
 int fe_hdr_top(const char *s, unsigned max, unsigned *top);
 
 /* $select "a, b ,c": names trimmed; "*" or empty -> *n = 0 (all).

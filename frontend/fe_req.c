@@ -207,7 +207,7 @@ void fe_req_resp_header(struct fe_req *req, const char *name, const char *value)
 void fe_req_resp_error(struct fe_req *req, int code, const char *msg)
 {
     fe_req_resp_error_as(req, rt_err_http_status(code), rt_err_azure_code(code),
-                         msg ? msg : rt_err_message(code));
+                         msg ? msg : rt_err_client_message(code));
 }
 
 void fe_req_resp_error_as(struct fe_req *req,

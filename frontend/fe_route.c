@@ -66,6 +66,7 @@
 #include "rt_masters.h"
 #include "rt_rpc.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 struct fe__table_ix
 {
@@ -290,7 +291,7 @@ static int fe__range_cmp(const void *a, const void *b)
     if (x->table_id != y->table_id) {
         return x->table_id < y->table_id ? -1 : 1;
     }
-    return strcmp(x->low, y->low);
+    return rt_utf16_cmpz(x->low, y->low);
 }
 
 static int fe__server_cmp(const void *a, const void *b)
@@ -398,7 +399,7 @@ static const Rt__Range *fe__map_range(const struct fe_route *r,
         size_t mid = lo + (hi - lo) / 2;
         const Rt__Range *x = r->map.ranges[mid];
         if (x->table_id < tid ||
-            (x->table_id == tid && strcmp(x->low, pk) <= 0)) {
+            (x->table_id == tid && rt_utf16_cmpz(x->low, pk) <= 0)) {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -411,7 +412,7 @@ static const Rt__Range *fe__map_range(const struct fe_route *r,
     if (rg->table_id != tid) {
         return NULL;
     }
-    if (!rg->high_inf && strcmp(pk, rg->high) >= 0) {
+    if (!rg->high_inf && rt_utf16_cmpz(pk, rg->high) >= 0) {
         return NULL;
     }
     return rg;
@@ -1215,7 +1216,7 @@ static void fe__on_scan_reply(int status,
     }
     rt__scan_resp__free_unpacked(resp, NULL);
     if (hop->high_inf ||
-        (job->scan_hi && strcmp(hop->high, job->scan_hi) > 0)) {
+        (job->scan_hi && rt_utf16_cmpz(hop->high, job->scan_hi) > 0)) {
         /* Last range of the table, or the next range starts after the
          * last PartitionKey the filter allows: done. */
         fe__job_finish(job, 0);
@@ -1270,7 +1271,7 @@ static void fe__job_entity(struct fe_job *job)
     if (job->kind == FE_JOB_SCAN &&
         (job->scan_empty ||
          (job->scan_hi && job->cur_has_ &&
-          strcmp(rt_buf_cstr(&job->cur_pk_), job->scan_hi) > 0))) {
+          rt_utf16_cmpz(rt_buf_cstr(&job->cur_pk_), job->scan_hi) > 0))) {
         /* The filter excludes everything from here on: an empty, final
          * page without asking any server. */
         fe__job_finish(job, 0);
@@ -1407,7 +1408,7 @@ void fe_route_submit(struct fe_route *r, struct fe_job *job)
          * the first range visited is the one holding it. */
         if (job->scan_lo &&
             (!job->cur_has_ ||
-             strcmp(job->scan_lo, rt_buf_cstr(&job->cur_pk_)) > 0)) {
+             rt_utf16_cmpz(job->scan_lo, rt_buf_cstr(&job->cur_pk_)) > 0)) {
             rt_buf_reset(&job->cur_pk_);
             rt_buf_reset(&job->cur_rk_);
             rt_buf_append_str(&job->cur_pk_, job->scan_lo);

@@ -253,7 +253,9 @@ static int fe__sas_common(const char *st,
                           const struct fe_sas_ctx *ctx,
                           char *why)
 {
-    uint64_t now = RT_TICKS_UNIX_EPOCH + (uint64_t)ctx->now * RT_TICKS_PER_SEC;
+    uint64_t now = ctx->now_ticks ? ctx->now_ticks
+                                  : RT_TICKS_UNIX_EPOCH +
+                                        (uint64_t)ctx->now * RT_TICKS_PER_SEC;
     uint64_t t;
     int ok;
 
@@ -389,17 +391,32 @@ int fe_sas_verify(const struct fe_sas_params *p,
     snprintf(out->sv, sizeof(out->sv), "%s", p->sv);
 
     if (kind == FE_SAS_ACCOUNT) {
-        rc = fe__perms(p->sp ? p->sp : "", "rwdlacup", &out->perms);
-        if (rc == 0 && (!p->sp || !*p->sp)) {
-            rc = RT_EAUTH;
+        if (strcmp(p->sv, FE_SAS_SV_MODERN) < 0) {
+            rt_errmsg_printf(why, "account SAS needs sv >= %s",
+                             FE_SAS_SV_MODERN);
+            return RT_EAUTH;
         }
-        if (rc == 0) {
-            rc = fe__perms(p->srt ? p->srt : "", "sco", &out->srt);
+        /* The letters of the other services (x y t f i: versions, tags,
+         * filter, immutability) are valid in an account SAS that also
+         * names them; they grant nothing here. */
+        rc = fe__perms(p->sp ? p->sp : "", FE_SAS_A_LETTERS, &out->perms);
+        if (rc != 0 || !p->sp || !*p->sp) {
+            rt_errmsg_printf(why, "account SAS sp missing or malformed");
+            return RT_EAUTH;
         }
-        if (rc != 0 || !p->srt || !*p->srt || !p->ss || !*p->ss) {
+        if (!p->srt || !*p->srt) {
+            /* azure-data-tables before 12.5 has no
+             * ResourceTypes(container=True): it drops the keyword and
+             * signs srt="" (ResourceTypes.from_string("c") works). */
             rt_errmsg_printf(why,
-                             "account SAS sp/srt/ss missing or "
-                             "malformed");
+                             "account SAS with an empty srt (an SDK "
+                             "without the container resource type?)");
+            return RT_EAUTH;
+        }
+        if (fe__perms(p->srt, "sco", &out->srt) != 0 ||
+            fe__perms(p->ss ? p->ss : "", "bqtf", &(unsigned){0}) != 0 ||
+            !p->ss || !*p->ss) {
+            rt_errmsg_printf(why, "account SAS srt/ss missing or malformed");
             return RT_EAUTH;
         }
         rc = fe__sas_common(p->st, p->se, p->sip, p->spr, ctx, why);
@@ -504,38 +521,39 @@ int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind)
         }
         return (s->perms & all) == all ? 0 : RT_EPERM;
     }
+    /* "Create an account SAS", the Table service's operations: the
+     * resource type first (AuthorizationResourceTypeMismatch), then the
+     * permission (AuthorizationPermissionMismatch). */
     switch (cls) {
-        case FE_SAS_C_SERVICE_READ:
+        case FE_SAS_C_SERVICE_READ: /* Get Service Properties / Stats */
             rt = FE_SAS_RT_SERVICE;
             all = FE_SAS_A_READ;
             break;
-        case FE_SAS_C_SERVICE_WRITE:
+        case FE_SAS_C_SERVICE_WRITE: /* Set Service Properties */
             rt = FE_SAS_RT_SERVICE;
             all = FE_SAS_A_WRITE;
             break;
         case FE_SAS_C_LIST_TABLES:
-            /* Azure's account SAS page lists List Tables as service level,
-             * Azurite as container level: either resource type is enough. */
+        case FE_SAS_C_GET_TABLE: /* Query Tables, one table or all */
+            /* The operation table says container (c); the page's own
+             * definition of srt=s names "List Tables" as service level, and
+             * the Python SDK documents ResourceTypes(service) so: both. */
             rt = FE_SAS_RT_SERVICE | FE_SAS_RT_CONTAINER;
             all = FE_SAS_A_LIST;
             break;
         case FE_SAS_C_CREATE_TABLE:
             rt = FE_SAS_RT_CONTAINER;
-            any = FE_SAS_A_CREATE | FE_SAS_A_WRITE;
+            any = FE_SAS_A_ADD | FE_SAS_A_CREATE | FE_SAS_A_WRITE;
             break;
         case FE_SAS_C_DELETE_TABLE:
             rt = FE_SAS_RT_CONTAINER;
             all = FE_SAS_A_DELETE;
             break;
-        case FE_SAS_C_GET_TABLE:
-            rt = FE_SAS_RT_CONTAINER;
-            any = FE_SAS_A_READ | FE_SAS_A_LIST;
-            break;
-        case FE_SAS_C_QUERY:
-            rt = FE_SAS_RT_CONTAINER | FE_SAS_RT_OBJECT;
+        case FE_SAS_C_QUERY: /* Query Entities */
+            rt = FE_SAS_RT_OBJECT;
             all = FE_SAS_A_READ;
             break;
-        default:
+        default: /* one entity: Get, Insert, Update, Merge, upserts, Delete */
             rt = FE_SAS_RT_OBJECT;
             all = fe__need(&fe__account_letters, op_kind);
             break;
@@ -557,14 +575,14 @@ static int fe__key_cmp(const char *pk,
                        const char *brk,
                        int low)
 {
-    int c = strcmp(pk, bpk);
+    int c = rt_utf16_cmpz(pk, bpk);
     if (c != 0) {
         return c;
     }
     if (!brk) {
         return low ? (*rk ? 1 : 0) : -1;
     }
-    return strcmp(rk, brk);
+    return rt_utf16_cmpz(rk, brk);
 }
 
 int fe_sas_key_in_range(const struct fe_sas *s, const char *pk, const char *rk)
@@ -660,6 +678,7 @@ int fe_sas_authenticate(struct fe_req *req, fe_sas_policy_fn policy)
         ctx.table = req->path.table;
     }
     ctx.now = fe_req_now(req);
+    ctx.now_ticks = rt_time_now_ticks();
     ctx.client_ip = fe__client_ip(req, ip, sizeof(ip));
     ctx.https = req->tls; /* spr=https needs our HTTPS listener */
     ctx.policy = policy;
@@ -802,12 +821,12 @@ int fe_sas_check_job(struct fe_req *req)
                     job->pk = s->spk;
                     job->rk = srk;
                 }
-                if (!job->scan_lo || strcmp(job->scan_lo, s->spk) < 0) {
+                if (!job->scan_lo || rt_utf16_cmpz(job->scan_lo, s->spk) < 0) {
                     job->scan_lo = s->spk;
                 }
             }
             if (s->kind == FE_SAS_SERVICE && s->epk &&
-                (!job->scan_hi || strcmp(job->scan_hi, s->epk) > 0)) {
+                (!job->scan_hi || rt_utf16_cmpz(job->scan_hi, s->epk) > 0)) {
                 job->scan_hi = s->epk;
             }
             return 0;

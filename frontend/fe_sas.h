@@ -52,6 +52,10 @@ enum {
     FE_SAS_A_UPDATE = 64,
     FE_SAS_A_PROCESS = 128,
 };
+/* Every letter an account SAS sp may hold, bit i = letter i: the eight
+ * above, then the blob/file ones that grant nothing on tables. */
+#define FE_SAS_A_LETTERS "rwdlacupxytfi"
+
 /* Account SAS resource types (srt). */
 enum {
     FE_SAS_RT_SERVICE = 1,   /* s */
@@ -100,6 +104,10 @@ struct fe_sas_ctx
     const char *table;       /* the addressed table, NULL when the resource
                               * has none (or it is known only later: batch) */
     int64_t now;             /* Unix seconds */
+    uint64_t now_ticks;      /* the same instant in ticks, to the 100 ns
+                              * (0 = @now): a token made with st = the
+                              * client's "now" in milliseconds is valid at
+                              * once, not a second later */
     const char *client_ip;   /* textual IPv4/IPv6, NULL = unknown */
     int https;               /* the request came over TLS */
     fe_sas_policy_fn policy; /* NULL: every "si" is unknown */
@@ -138,8 +146,10 @@ void fe_sas_string_to_sign(struct rt_buf *out,
 /* Request-level checks, in the documented order (spec §7.3): signature
  * (key1 or key2, constant time) -> tn equals ctx->table (when known) ->
  * "si" merge (unknown id, or a field in both -> AuthenticationFailed) ->
- * start/expiry -> sip -> spr; account SAS: signature -> times -> sip ->
- * spr -> ss has "t". On 0, @out is filled (free with fe_sas_clear).
+ * start/expiry -> sip -> spr; account SAS: signature -> sv >= 2015-04-05,
+ * sp/srt/ss well formed (an empty srt fails) -> times -> sip -> spr -> ss
+ * has "t". Times compare to the 100 ns (ctx->now_ticks). On 0, @out is
+ * filled (free with fe_sas_clear).
  * Errors: RT_EAUTH, RT_ESOURCEIP, RT_EPROTOCOL, RT_ESERVICE.
  * @why (RT_ERRMSG_SIZE) gets a reason for the log. */
 int fe_sas_verify(const struct fe_sas_params *p,
@@ -164,7 +174,8 @@ enum fe_sas_opclass {
 
 /* May @s do @cls (for FE_SAS_C_ENTITY: @op_kind, an Rt__OpKind or
  * FE_SAS_OP_READ)? Returns 0, RT_ERESTYPE, RT_EPERM or RT_EAUTHZ
- * (ACLs). Mapping: spec §7.3 (r; a; u; a+u for upserts; d) and §7.4. */
+ * (ACLs). Mapping: spec §7.3 (r; a; u; a+u for upserts; d) and the account
+ * SAS matrix of spec §7.4 (resource type checked before permission). */
 int fe_sas_allows(const struct fe_sas *s, enum fe_sas_opclass cls, int op_kind);
 
 /* Is (pk, rk) inside the service SAS key range [ (spk,srk), (epk,erk) ]

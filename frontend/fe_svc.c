@@ -485,6 +485,14 @@ void fe_svc_set_props_finish(struct fe_req *req)
 
 int fe_svc_stats_prepare(struct fe_req *req)
 {
+    /* Azure serves it on the secondary address only ("only available on
+     * the secondary location endpoint"): the primary answers 400
+     * InvalidQueryParameterValue, as Azurite does. The Python SDK calls
+     * the secondary by itself; the JS SDK calls the client's endpoint. */
+    if (!req->path.secondary) {
+        fe_req_resp_error(req, RT_EQUERYPARAM, NULL);
+        return FE_API_RESPOND;
+    }
     fe_svc_stats_write(&req->rbody, fe_req_now(req));
     fe__xml_ok(req, 200);
     return FE_API_RESPOND;

@@ -71,7 +71,8 @@ int fe_svc_get_props_prepare(struct fe_req *req);
 void fe_svc_get_props_finish(struct fe_req *req);
 int fe_svc_set_props_prepare(struct fe_req *req);
 void fe_svc_set_props_finish(struct fe_req *req);
-/* Answers at once (FE_API_RESPOND); there is no geo-replica. */
+/* Answers at once (FE_API_RESPOND); there is no geo-replica. On the
+ * primary address (no "-secondary") 400 InvalidQueryParameterValue. */
 int fe_svc_stats_prepare(struct fe_req *req);
 void fe_svc_stats_finish(struct fe_req *req);
 

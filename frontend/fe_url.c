@@ -345,7 +345,13 @@ static int fe__path_rest(const char *s, const char *end, struct fe_path *p)
         return 0;
     }
     s++;
-    if (memchr(s, '/', (size_t)(end - s))) {
+    /* One trailing slash after the resource ("/acct/Tables/", as Azurite's
+     * REST tests and some hand-written clients send) addresses the same
+     * resource: Azure's front end routes it like the bare form. */
+    if (end[-1] == '/') {
+        end--;
+    }
+    if (s == end || memchr(s, '/', (size_t)(end - s))) {
         return RT_EURI;
     }
     fe_url_decode(&seg, s, (size_t)(end - s), 0);

@@ -58,6 +58,8 @@ void fe_path_init(struct fe_path *p);
 void fe_path_free(struct fe_path *p);
 
 /* Parses the raw path @raw[0..n) (starting with '/', no query string).
+ * One trailing '/' after the resource segment is ignored ("/a/Tables/" is
+ * "/a/Tables").
  * Fills @p (always free it with fe_path_free, also on error).
  * Returns 0 or:
  *   RT_EURI       no account segment, extra segments, trailing garbage,

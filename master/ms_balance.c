@@ -35,6 +35,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 #define MS__MAX_DECISIONS 64
 #define MS__FRAME_MS 1000
@@ -138,7 +139,7 @@ static int ms__rv_cmp(const void *a, const void *b)
     if (x->table_id != y->table_id) {
         return x->table_id < y->table_id ? -1 : 1;
     }
-    return strcmp(x->low, y->low);
+    return rt_utf16_cmpz(x->low, y->low);
 }
 
 static void ms__view(struct ms_balance *b, struct ms_cluster_view *view)
@@ -545,7 +546,7 @@ static int ms__fr_cmp(const void *a, const void *b)
     if (x->table_id != y->table_id) {
         return x->table_id < y->table_id ? -1 : 1;
     }
-    return strcmp(x->low, y->low);
+    return rt_utf16_cmpz(x->low, y->low);
 }
 
 static void ms__history_frame(struct ms_balance *b)

@@ -27,6 +27,7 @@
 #include "rt_err.h"
 #include "rt_lmdb.h"
 #include "rt_log.h"
+#include "rt_utf8.h"
 
 #define MS__MAPSIZE (1ull << 30) /* sparse file; grows on demand */
 
@@ -868,6 +869,37 @@ MDB_dbi *ms_cat_db(struct ms_catalog *cat, size_t i)
     return (MDB_dbi *)((char *)cat + ms__dbs[i].dbi_off);
 }
 
+/* Range bounds are compared in UTF-16 code-unit order (rt_utf16_cmpz),
+ * Azure's key order. A catalog written before that order compared bounds
+ * as UTF-8 bytes; the two disagree only between supplementary characters
+ * and U+E000..U+FFFF, so only a table split at bounds from both groups
+ * (e.g. at U+E000 and then at U+1F600) can hold a range whose low is not
+ * below its high any more. Such a range cannot be reordered into a valid
+ * map (its keys overlap its neighbours'), so the catalog is refused,
+ * naming the range to merge with the previous release (rtctl merge). The
+ * check is a pure function of the records, so a snapshot restored on a
+ * follower is refused alike. Returns 0 or RT_ECORRUPT with @errmsg. */
+static int ms__key_order_check(const struct ms_catalog *cat, char *errmsg)
+{
+    for (size_t i = 0; i < cat->ranges.n; i++) {
+        const struct ms_range *r = cat->ranges.v[i];
+        if (!r->high_inf && rt_utf16_cmpz(r->low, r->high) >= 0) {
+            rt_errmsg_printf(errmsg,
+                             "range %llu of table %llu has bounds out of "
+                             "order in UTF-16 key order (split at keys "
+                             "ordered as UTF-8 bytes by an older release): "
+                             "with that release, merge it into a "
+                             "neighbour (rtctl merge %llu, or rtctl merge "
+                             "on the range before it), then upgrade",
+                             (unsigned long long)r->id,
+                             (unsigned long long)r->table_id,
+                             (unsigned long long)r->id);
+            return RT_ECORRUPT;
+        }
+    }
+    return 0;
+}
+
 int ms_cat_load(struct ms_catalog *cat, MDB_txn *txn)
 {
     int err;
@@ -881,6 +913,13 @@ int ms_cat_load(struct ms_catalog *cat, MDB_txn *txn)
     for (size_t i = 0; i < MS_CAT_NDBS && !err; i++) {
         if (ms__dbs[i].load) {
             err = ms__load_db(cat, txn, *ms_cat_db(cat, i), ms__dbs[i].load);
+        }
+    }
+    if (!err) {
+        char why[RT_ERRMSG_SIZE];
+        err = ms__key_order_check(cat, why);
+        if (err) {
+            rt_log(RT_LOG_ERROR, "catalog: %s", why);
         }
     }
     return err;
@@ -904,7 +943,8 @@ static int ms__open_dbs(struct ms_catalog *cat, unsigned flags, char *errmsg)
     err = ms_cat_load(cat, txn);
     if (err) {
         mdb_txn_abort(txn);
-        if (errmsg) {
+        if (errmsg &&
+            (err != RT_ECORRUPT || ms__key_order_check(cat, errmsg) == 0)) {
             rt_errmsg_printf(errmsg, "load catalog: %s", rt_strerror(err));
         }
         return err;
@@ -1616,8 +1656,8 @@ int ms_cat_do_split_repl(struct ms_catalog *cat,
     if (r->epoch != guard_epoch || r->seal_epoch != 0) {
         return RT_ESTALE;
     }
-    if (!key || strcmp(key, r->low) <= 0 ||
-        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+    if (!key || rt_utf16_cmpz(key, r->low) <= 0 ||
+        (!r->high_inf && rt_utf16_cmpz(key, r->high) >= 0)) {
         return RT_EINVAL;
     }
     c[0] = ms__range_child(r, ctr.next_range_id++, r->low, key);

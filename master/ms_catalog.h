@@ -53,6 +53,14 @@
  * until Raft committed the entry. ms_catalog_snapshot/_restore move the
  * whole catalog as a record stream (Raft snapshots).
  *
+ * Key order: range bounds, split keys and merges compare PartitionKeys in
+ * UTF-16 code-unit order (rt_utf16_cmpz, Azure's order, the order of the
+ * partition servers' storage keys). A catalog holding a range whose bounds
+ * are out of that order (split by an older release that compared UTF-8
+ * bytes, at bounds from both the supplementary characters and
+ * U+E000..U+FFFF) does not load, by ms_catalog_open or ms_catalog_restore:
+ * the error names the range to merge (rtctl merge) with that release.
+ *
  * Thread: not thread-safe; the master uses it from its loop thread only.
  * Pointers returned by the read functions are owned by the catalog and stay
  * valid until the next mutating call (anything not marked "read"). */

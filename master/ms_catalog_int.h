@@ -96,7 +96,9 @@ MDB_dbi *ms_cat_db(struct ms_catalog *cat, size_t i);
 
 /* Fills @cat's counters and empty mirror from every database as seen by
  * @txn. Errors: RT_ECORRUPT (a record that does not decode or breaks a
- * rule), RT_EIO. On error the mirror may be partly filled:
+ * rule, or a range whose bounds are out of UTF-16 key order: logged with
+ * the rtctl merge that fixes it), RT_EIO. On error the mirror may be
+ * partly filled:
  * ms_cat_mirror_free() empties it. */
 int ms_cat_load(struct ms_catalog *cat, MDB_txn *txn);
 /* Frees every mirror item and empties the vectors. */

@@ -65,6 +65,7 @@
 #include "rt_err.h"
 #include "rt_log.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 #define MS__ABORT_TIMEOUT_MS 5000
 #define MS__DONE_TIMEOUT_MS 5000
@@ -642,8 +643,8 @@ static int ms__split(struct ms_exec *ex,
         }
         key = median;
     }
-    if (strcmp(key, r->low) <= 0 ||
-        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+    if (rt_utf16_cmpz(key, r->low) <= 0 ||
+        (!r->high_inf && rt_utf16_cmpz(key, r->high) >= 0)) {
         snprintf(err, errlen,
                  "split key must lie strictly inside the "
                  "range (low < key < high)");
@@ -741,8 +742,8 @@ static char *ms__split_key(struct ms_exec *ex,
             return NULL;
         }
     }
-    if (strcmp(key, r->low) <= 0 ||
-        (!r->high_inf && strcmp(key, r->high) >= 0)) {
+    if (rt_utf16_cmpz(key, r->low) <= 0 ||
+        (!r->high_inf && rt_utf16_cmpz(key, r->high) >= 0)) {
         snprintf(err, errlen,
                  "split key must lie strictly inside the "
                  "range (low < key < high)");

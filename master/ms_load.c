@@ -7,6 +7,7 @@
 
 #include "ms_util.h"
 #include "rt_alloc.h"
+#include "rt_utf8.h"
 
 struct ms_load
 {
@@ -231,7 +232,8 @@ void ms_load_retain(struct ms_load *ld,
 
 static bool ms__in_range(const char *pk, const char *low, const char *high)
 {
-    return strcmp(pk, low) >= 0 && (!high || strcmp(pk, high) < 0);
+    return rt_utf16_cmpz(pk, low) >= 0 &&
+           (!high || rt_utf16_cmpz(pk, high) < 0);
 }
 
 void ms_load_split(struct ms_load *ld,
@@ -249,7 +251,7 @@ void ms_load_split(struct ms_load *ld,
     }
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct ms_pk_sample *s = &p->samples[i];
-        if (strcmp(s->pk, key) < 0) {
+        if (rt_utf16_cmpz(s->pk, key) < 0) {
             wl += s->w;
         } else {
             wr += s->w;
@@ -274,7 +276,8 @@ void ms_load_split(struct ms_load *ld,
     l->max_server_eps = r->max_server_eps = p->max_server_eps;
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct ms_pk_sample *s = &p->samples[i];
-        ms__sample_add(strcmp(s->pk, key) < 0 ? l : r, s->pk, s->w, s->at_ms);
+        ms__sample_add(rt_utf16_cmpz(s->pk, key) < 0 ? l : r, s->pk, s->w,
+                       s->at_ms);
     }
     ms_load_forget(ld, parent);
 }
@@ -324,8 +327,8 @@ struct ms__wpk
 
 static int ms__wpk_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct ms__wpk *)a)->pk,
-                  ((const struct ms__wpk *)b)->pk);
+    return rt_utf16_cmpz(((const struct ms__wpk *)a)->pk,
+                         ((const struct ms__wpk *)b)->pk);
 }
 
 char *ms_load_split_key(const struct ms_load_range *r,
@@ -367,7 +370,7 @@ char *ms_load_split_key(const struct ms_load_range *r,
             w_here += v[j].w;
             j++;
         }
-        if (strcmp(v[i].pk, low) > 0 && below > 0) {
+        if (rt_utf16_cmpz(v[i].pk, low) > 0 && below > 0) {
             double diff = fabs(total - 2 * below);
             if (!best || diff < best_diff) {
                 best = v[i].pk;

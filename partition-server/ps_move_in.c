@@ -28,6 +28,7 @@
 #include "rt_err.h"
 #include "rt_key.h"
 #include "rt_log.h"
+#include "rt_utf8.h"
 
 /* State */
 
@@ -291,8 +292,8 @@ void ps__mvin_begin(struct ps_server *ps,
         if (same || mi->table_id != mb->range->table_id) {
             continue;
         }
-        if ((!mi->high || strcmp(mb->range->low, mi->high) < 0) &&
-            (!high || strcmp(mi->low, high) < 0)) {
+        if ((!mi->high || rt_utf16_cmpz(mb->range->low, mi->high) < 0) &&
+            (!high || rt_utf16_cmpz(mi->low, high) < 0)) {
             rt_rpc_reply_err(conn, id, method, RT_EBUSY,
                              "another move into this key range is pending");
             goto out;

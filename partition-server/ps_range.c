@@ -8,6 +8,7 @@
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
+#include "rt_utf8.h"
 
 static void ps__range_free(struct ps_range *r)
 {
@@ -68,11 +69,11 @@ void ps_ranges_close(struct ps_ranges *rs)
 
 int ps_range_contains(const struct ps_range *r, const char *pk)
 {
-    /* strcmp compares as unsigned char: UTF-8 byte order = key order. */
-    if (strcmp(pk, r->low) < 0) {
+    /* Key order is UTF-16 code-unit order (rt_utf16_cmpz), as in Azure. */
+    if (rt_utf16_cmpz(pk, r->low) < 0) {
         return 0;
     }
-    return r->high == NULL || strcmp(pk, r->high) < 0;
+    return r->high == NULL || rt_utf16_cmpz(pk, r->high) < 0;
 }
 
 int ps_ranges_route(const struct ps_ranges *rs,
@@ -117,8 +118,8 @@ int ps_ranges_overlap(const struct ps_ranges *rs,
             continue;
         }
         /* [a, b) and [c, d) intersect iff a < d and c < b. */
-        if ((!r->high || strcmp(low, r->high) < 0) &&
-            (!high || strcmp(r->low, high) < 0)) {
+        if ((!r->high || rt_utf16_cmpz(low, r->high) < 0) &&
+            (!high || rt_utf16_cmpz(r->low, high) < 0)) {
             return 1;
         }
     }

@@ -3,7 +3,8 @@
  * per-range load counters reported in heartbeats (DESIGN §4).
  *
  * A range is [low, high) over PartitionKey of one table (DESIGN §3); PKs
- * compare as raw UTF-8 bytes, which is the storage key order.
+ * compare in UTF-16 code-unit order (rt_utf16_cmpz), Azure's key order and
+ * the storage key order (rt_key.h).
  *
  * Thread: loop thread only. Ownership: a struct ps_range belongs to the
  * set; pointers stay valid until the next ps_ranges_set / ps_ranges_close,

@@ -57,6 +57,7 @@
 #include "rt_log.h"
 #include "rt_masters.h"
 #include "rt_metrics.h"
+#include "rt_utf8.h"
 
 /* A replicated range as the glue knows it. */
 struct ps__rrange
@@ -1074,10 +1075,11 @@ static int ps__rr_contains(const struct ps__rrange *rr, const Rt__Range *d)
 {
     const char *high = ps_range_pb_high(d);
     if (rr->table_id != d->table_id ||
-        strcmp(rr->low, d->low ? d->low : "") > 0) {
+        rt_utf16_cmpz(rr->low, d->low ? d->low : "") > 0) {
         return 0;
     }
-    return rr->high == NULL || (high != NULL && strcmp(high, rr->high) <= 0);
+    return rr->high == NULL ||
+           (high != NULL && rt_utf16_cmpz(high, rr->high) <= 0);
 }
 
 /* A split of a replicated range (docs/DESIGN-replication.md §9.1): new
@@ -1132,9 +1134,9 @@ static int ps__rr_merge_from(struct ps_repl *rp,
         const struct ps__rrange *par = rp->ranges[i];
         struct ps_rstate prs;
         if (par->id == d->id || par->table_id != d->table_id ||
-            strcmp(par->low, d->low ? d->low : "") < 0 ||
+            rt_utf16_cmpz(par->low, d->low ? d->low : "") < 0 ||
             (high != NULL &&
-             (par->high == NULL || strcmp(par->high, high) > 0)) ||
+             (par->high == NULL || rt_utf16_cmpz(par->high, high) > 0)) ||
             ps_store_repl_get(rp->ps->store, par->id, &prs) != 0) {
             continue;
         }

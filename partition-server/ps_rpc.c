@@ -54,6 +54,7 @@
 #include "rt_key.h"
 #include "rt_log.h"
 #include "rt_time.h"
+#include "rt_utf8.h"
 
 /* An empty properties blob: count 0. */
 static const uint8_t ps__empty_props[2] = {0, 0};
@@ -619,7 +620,7 @@ static void ps__on_scan(struct ps_server *ps,
     }
     rc = ps__route(ps, msg->route, NULL, &r, &repl);
     if (rc == 0 && msg->has_start && r->high &&
-        strcmp(msg->start_pk, r->high) >= 0) {
+        rt_utf16_cmpz(msg->start_pk, r->high) >= 0) {
         rc = RT_ESTALE; /* the resume key belongs to a later range */
     }
     if (rc == 0) {

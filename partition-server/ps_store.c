@@ -522,6 +522,213 @@ static int ps__bucket_migrate(struct ps_store *s, MDB_txn *txn)
     return rc;
 }
 
+/* Key format (rt_key.h). Format 1 kept U+E000..U+FFFF's UTF-8 lead bytes
+ * 0xEE/0xEF as they are, so those keys sorted after the supplementary
+ * characters; format 2 maps them to 0xF5/0xF6 (UTF-16 order). A store
+ * without the meta record and with data is format 1; an empty one is made
+ * format 2 at once. Migration rewrites only the keys whose PK or RK holds
+ * 0xEE/0xEF (nothing else changes between the formats), in transactions of
+ * at most PS__MIG_KEYS keys or PS__MIG_BYTES of values. It is idempotent:
+ * a rewritten key holds no 0xEE/0xEF (rt_key_dec reads both forms, and
+ * valid UTF-8 never holds 0xF5/0xF6, so no rewrite can land on an existing
+ * key), so a crash between batches only makes the next open scan again;
+ * the format record is written in the transaction of the last batch. */
+#define PS__MIG_KEYS 1024
+#define PS__MIG_BYTES (16u << 20)
+
+/* Reads the key format: *fmt = 1 or RT_KEY_FORMAT. Records RT_KEY_FORMAT
+ * in @txn when the record is missing and the data DB is empty. */
+static int ps__key_format_get(struct ps_store *s,
+                              MDB_txn *txn,
+                              int rdonly,
+                              uint32_t *fmt,
+                              char *errmsg)
+{
+    MDB_val k = ps__val(PS_META_KEY_FORMAT, strlen(PS_META_KEY_FORMAT)), v;
+    MDB_stat st;
+    uint8_t b[4];
+    int rc = mdb_get(txn, s->meta, &k, &v);
+
+    if (rc == 0) {
+        if (v.mv_size != 4 || (*fmt = rt_get_u32le(v.mv_data)) < 1) {
+            rt_errmsg_printf(errmsg, "meta %s: bad value", PS_META_KEY_FORMAT);
+            return RT_ECORRUPT;
+        }
+        if (*fmt > RT_KEY_FORMAT) {
+            rt_errmsg_printf(errmsg,
+                             "store has key format %u; this build reads "
+                             "formats up to %d (a newer rt-partition-server "
+                             "wrote it)",
+                             *fmt, RT_KEY_FORMAT);
+            return RT_ECORRUPT;
+        }
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND) {
+        rt_errmsg_printf(errmsg, "meta: %s", mdb_strerror(rc));
+        return rt_lmdb_err(rc);
+    }
+    if ((rc = mdb_stat(txn, s->data, &st)) != 0) {
+        rt_errmsg_printf(errmsg, "data: %s", mdb_strerror(rc));
+        return rt_lmdb_err(rc);
+    }
+    *fmt = st.ms_entries == 0 ? RT_KEY_FORMAT : 1;
+    if (*fmt == 1 || rdonly) {
+        return 0;
+    }
+    rt_put_u32le(b, RT_KEY_FORMAT);
+    v = ps__val(b, 4);
+    rc = mdb_put(txn, s->meta, &k, &v, 0);
+    if (rc != 0) {
+        rt_errmsg_printf(errmsg, "meta: %s", mdb_strerror(rc));
+    }
+    return rt_lmdb_err(rc);
+}
+
+/* 1 when the PK or RK of storage key @key (format 1 or 2) holds a byte
+ * that format 2 writes differently. */
+static int ps__key_old_bytes(const uint8_t *key, size_t kn)
+{
+    for (size_t i = 8; i < kn; i++) {
+        if (key[i] == 0xEE || key[i] == 0xEF) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Rewrites the entries collected in @batch (ps__bucket_add fields: old
+ * key, value) under their format 2 keys, resealing each value whose CRC
+ * matched its old key (a value that did not match is moved as it is, so
+ * reads still report it corrupt). */
+static int ps__key_rewrite(struct ps_store *s,
+                           MDB_txn *txn,
+                           const struct rt_buf *batch)
+{
+    struct rt_buf pk = RT_BUF_INIT, rk = RT_BUF_INIT, nk = RT_BUF_INIT,
+                  nv = RT_BUF_INIT;
+    const uint8_t *p = batch->data, *end = p + batch->len;
+    int rc = 0;
+
+    while (rc == 0 && p < end) {
+        const uint8_t *key, *val, *blob;
+        size_t kn, vn, bn;
+        uint64_t table_id, ticks;
+        uint8_t flags = 0;
+
+        if (ps__get_field(&p, end, &key, &kn) != 0 ||
+            ps__get_field(&p, end, &val, &vn) != 0) {
+            rc = RT_ECORRUPT;
+            break;
+        }
+        rt_buf_reset(&pk);
+        rt_buf_reset(&rk);
+        rt_buf_reset(&nk);
+        rt_buf_reset(&nv);
+        if (rt_key_split(key, kn, &table_id, &pk, &rk) != 0) {
+            rc = RT_ECORRUPT;
+            break;
+        }
+        rt_key_entity(&nk, table_id, (const char *)pk.data, pk.len,
+                      (const char *)rk.data, rk.len);
+        rt_buf_append(&nv, val, vn);
+        if (rt_value_decode(val, vn, &ticks, &flags, &blob, &bn) == 0 &&
+            (flags & RT_VALUE_F_CRC) && rt_value_check(val, vn, key, kn) == 0) {
+            rt_value_seal(nv.data, nv.len, nk.data, nk.len);
+        }
+        rc = ps__kv_del(s, txn, key, kn);
+        if (rc == 0) {
+            rc = ps__kv_put(s, txn, nk.data, nk.len, nv.data, nv.len);
+        }
+    }
+    rt_buf_free(&pk);
+    rt_buf_free(&rk);
+    rt_buf_free(&nk);
+    rt_buf_free(&nv);
+    return rc;
+}
+
+/* Migrates a format 1 store to format 2 (see above), logging the counts. */
+static int ps__key_migrate(struct ps_store *s, const char *dir, char *errmsg)
+{
+    struct rt_buf batch = RT_BUF_INIT, resume = RT_BUF_INIT;
+    size_t scanned = 0, rewritten = 0, txns = 0;
+    int done = 0;
+    int rc = 0;
+
+    rt_buf_append_u8(&resume, 0x00); /* before every key; LMDB has no "" */
+    rt_log(RT_LOG_INFO,
+           "store %s: key format 1 -> %d (keys in UTF-16 order): migrating",
+           dir, RT_KEY_FORMAT);
+    while (rc == 0 && !done) {
+        struct ps__it it;
+        MDB_txn *txn;
+        size_t n = 0;
+
+        rc = rt_lmdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+        if (rc != 0) {
+            break;
+        }
+        rt_buf_reset(&batch);
+        rc = ps__it_open(&it, s, txn);
+        if (rc == 0) {
+            rc = ps__it_seek(&it, resume.data, resume.len);
+        }
+        for (; rc == 0; rc = ps__it_next(&it)) {
+            scanned++;
+            if (!ps__key_old_bytes(it.key, it.kn)) {
+                continue;
+            }
+            if (n == PS__MIG_KEYS || batch.len >= PS__MIG_BYTES) {
+                /* Resume here: this key is the first one not taken. */
+                rt_buf_reset(&resume);
+                rt_buf_append(&resume, it.key, it.kn);
+                scanned--;
+                break;
+            }
+            ps__bucket_add(&batch, it.key, it.kn, it.val, it.vn);
+            n++;
+        }
+        ps__it_close(&it);
+        if (rc == RT_ENOTFOUND) {
+            done = 1;
+            rc = 0;
+        }
+        if (rc == 0) {
+            rc = ps__key_rewrite(s, txn, &batch);
+        }
+        if (rc == 0 && done) {
+            MDB_val k = ps__val(PS_META_KEY_FORMAT, strlen(PS_META_KEY_FORMAT)),
+                    v;
+            uint8_t b[4];
+            rt_put_u32le(b, RT_KEY_FORMAT);
+            v = ps__val(b, 4);
+            rc = rt_lmdb_err(mdb_put(txn, s->meta, &k, &v, 0));
+        }
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+            break;
+        }
+        rc = rt_lmdb_err(mdb_txn_commit(txn));
+        rewritten += n;
+        txns++;
+    }
+    if (rc == 0) {
+        rt_log(RT_LOG_INFO,
+               "store %s: key format %d: rewrote %zu keys (%zu records "
+               "read) in %zu transactions",
+               dir, RT_KEY_FORMAT, rewritten, scanned, txns);
+    } else {
+        rt_errmsg_printf(errmsg,
+                         "migrating keys to format %d (after %zu rewritten, "
+                         "committed; the next start resumes): %s",
+                         RT_KEY_FORMAT, rewritten, rt_strerror(rc));
+    }
+    rt_buf_free(&batch);
+    rt_buf_free(&resume);
+    return rc;
+}
+
 /* Reads or (first open) fixes T in meta. */
 static int ps__bucket_len_init(struct ps_store *s, MDB_txn *txn, char *errmsg)
 {
@@ -569,6 +776,7 @@ int ps_store_open(const char *dir,
 {
     struct ps_store *s;
     MDB_txn *txn;
+    uint32_t fmt = RT_KEY_FORMAT;
     int rc;
     int dead = 0;
 
@@ -625,7 +833,8 @@ int ps_store_open(const char *dir,
         mdb_txn_abort(txn);
         goto err_after_create;
     }
-    if ((rc = ps__bucket_len_init(s, txn, errmsg)) != 0) {
+    if ((rc = ps__bucket_len_init(s, txn, errmsg)) != 0 ||
+        (rc = ps__key_format_get(s, txn, 0, &fmt, errmsg)) != 0) {
         mdb_txn_abort(txn);
         mdb_env_close(s->env);
         rt_buf_free(&s->bbuf);
@@ -635,6 +844,10 @@ int ps_store_open(const char *dir,
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
         goto err_after_create;
+    }
+    if (fmt < RT_KEY_FORMAT && (rc = ps__key_migrate(s, dir, errmsg)) != 0) {
+        ps_store_close(s);
+        return rc;
     }
     *out = s;
     return 0;
@@ -702,6 +915,29 @@ int ps_store_open_ro(const char *dir, struct ps_store **out, char *errmsg)
             rc = 0;
         } else if (rc == 0) {
             rc = MDB_CORRUPTED;
+        }
+    }
+    if (rc == 0) {
+        uint32_t fmt = RT_KEY_FORMAT;
+        rc = ps__key_format_get(s, txn, 1, &fmt, errmsg);
+        if (rc == 0 && fmt < RT_KEY_FORMAT) {
+            /* Its keys are in the old order: range bounds and seeks of this
+             * build would miss some. Only a writer migrates. */
+            rt_errmsg_printf(errmsg,
+                             "%s has key format %u (before UTF-16 key "
+                             "order); start rt-partition-server on it once "
+                             "to migrate it to format %d",
+                             dir, fmt, RT_KEY_FORMAT);
+            mdb_txn_abort(txn);
+            mdb_env_close(s->env);
+            free(s);
+            return RT_ECORRUPT;
+        }
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+            mdb_env_close(s->env);
+            free(s);
+            return rc;
         }
     }
     /* Committed, not aborted: DB handles opened in an aborted transaction

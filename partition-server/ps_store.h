@@ -9,7 +9,8 @@
  *           "incarnation" -> 16 bytes (ps_store_meta_incarnation);
  *           "master_term" -> u64le, the highest master term seen
  *           (ps_store_meta_term; raised by ps_store_meta_write, never
- *           lowered).
+ *           lowered); "key_format" -> u32le, the storage key format
+ *           (RT_KEY_FORMAT, rt_key.h; missing = 1 in a store with data).
  *   "repl"  "rs" ‖ u64be range_id -> the range's replica state
  *           (ps_store_repl_get), written with every group changing it.
  *
@@ -196,7 +197,11 @@ int ps_store_file_check(const char *dir,
 
 /* Opens (creating when missing) the environment in directory @dir (created
  * if absent, one level) with a map of @map_size bytes, after
- * ps_store_file_check. On 0, *out belongs to the caller (ps_store_close).
+ * ps_store_file_check. A store of key format 1 (written before keys were
+ * in UTF-16 order) is migrated in place first, in batches, logged with
+ * counts (ps_store.c: idempotent, so a crash only repeats the scan); a
+ * format newer than RT_KEY_FORMAT is refused (RT_ECORRUPT). On 0, *out
+ * belongs to the caller (ps_store_close).
  * On error @errmsg (RT_ERRMSG_SIZE) says why. Errors: RT_EIO, RT_ECORRUPT
  * (a truncated or corrupt data file among others), RT_ENOSPACE. */
 int ps_store_open(const char *dir,
@@ -207,7 +212,10 @@ int ps_store_open(const char *dir,
  * inspection tools: nothing is created, migrated or written, and only the
  * read functions may be used. LMDB readers are safe next to a running
  * writer, so this works on a live directory too (each read sees one
- * committed snapshot). On 0, *out belongs to the caller (ps_store_close).
+ * committed snapshot). A store of key format 1 is refused (RT_ECORRUPT,
+ * @errmsg says to start rt-partition-server on it once): its keys are not
+ * in the order this build seeks in. On 0, *out belongs to the caller
+ * (ps_store_close).
  * Errors, with @errmsg: RT_ENOTFOUND (no data.mdb), RT_ECORRUPT, RT_EIO. */
 int ps_store_open_ro(const char *dir, struct ps_store **out, char *errmsg);
 /* Closes the environment; no transaction may be running. NULL is ignored. */

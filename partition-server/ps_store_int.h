@@ -21,6 +21,7 @@
 #define PS_META_DROP "drop"               /* ‖ u64be table_id */
 #define PS_META_BUCKET_LEN "bucket_len"   /* u32le T */
 #define PS_META_MASTER_TERM "master_term" /* u64le, only ever raised */
+#define PS_META_KEY_FORMAT "key_format"   /* u32le, RT_KEY_FORMAT */
 
 /* The "repl" DB (ps_store_repl.c). Key: "rs" ‖ u64be range_id. Value, a
  * fixed layout rather than a packed rt.ReplicaState: it is rewritten by
@@ -64,6 +65,7 @@ struct ps_store
     uint64_t changes;     /* puts and deletes made so far (ps__cap counts) */
     struct rt_buf lsnbuf; /* a group's (range_id, write index) pairs */
     struct rt_buf cap;
+    uint64_t reserved_end; /* data file bytes reserved on disk (ps__reserve) */
     ps_store_precommit_fn precommit; /* ps_store_set_precommit */
     void *precommit_arg;
 };

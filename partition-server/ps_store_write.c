@@ -14,10 +14,17 @@
  *    pass; the failing op's code and index come back in the write;
  *  - LMDB fails (map full, I/O): the transaction is aborted, never
  *    continued; every write in the group is then retried alone, so only the
- *    writes that cannot fit fail (status RT_ENOSPACE / RT_EIO). */
+ *    writes that cannot fit fail (status RT_ENOSPACE / RT_EIO);
+ *  - the file system is full: the disk blocks the commit may write past
+ *    the file's end are reserved (fallocate, keeping the size) before a
+ *    primary ships the group, so a full disk is RT_ENOSPACE before
+ *    anything leaves, not a failed commit of a group peers may hold
+ *    (which stops the server). */
 #include "ps_store.h"
 #include "ps_store_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +362,62 @@ static int ps__write_apply(struct ps_store *s, MDB_txn *txn, struct ps_write *w)
     return 0;
 }
 
+/* Disk space the commit of the group just built may write past the last
+ * page in use: its bytes three times (copy-on-write rewrites whole pages,
+ * split leaves are half full) plus a B-tree path per entity op and the
+ * free list, at least PS_RESERVE_MIN.
+ * Reserved in chunks of PS_RESERVE_CHUNK ahead so most groups need no
+ * system call. */
+#define PS_RESERVE_MIN (1u << 20)
+#define PS_RESERVE_CHUNK (8u << 20)
+
+static int ps__reserve(struct ps_store *s, struct ps_write *const *w, size_t n)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    mdb_filehandle_t fd;
+    uint64_t need = PS_RESERVE_MIN, from, end;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        /* Raw changes (a range moving in: many small puts) are covered
+         * by the bytes: leaves half full are 2x, their branches less. */
+        need += 3 * w[i]->bytes_written + (w[i]->n_ops + 1) * 8 * 4096;
+    }
+    if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0 ||
+        mdb_env_get_fd(s->env, &fd) != 0) {
+        return 0; /* nothing to go by: the commit tells */
+    }
+    from = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    end = from + need;
+    if (end > info.me_mapsize) {
+        end = info.me_mapsize; /* past the map is MDB_MAP_FULL anyway */
+    }
+    if (end <= s->reserved_end || end <= from) {
+        return 0;
+    }
+    /* A chunk ahead when the disk has it, else exactly what is needed. */
+    rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from,
+                   (off_t)(end - from + PS_RESERVE_CHUNK));
+    if (rc == 0) {
+        s->reserved_end = end + PS_RESERVE_CHUNK;
+        return 0;
+    }
+    if (errno == ENOSPC) {
+        rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from,
+                       (off_t)(end - from));
+        if (rc == 0) {
+            s->reserved_end = end;
+            return 0;
+        }
+    }
+    if (errno == ENOSPC || errno == EDQUOT) {
+        return RT_ENOSPACE;
+    }
+    /* EOPNOTSUPP and the like: no reservation on this file system. */
+    return 0;
+}
+
 /* Runs the pre-commit hook when the group holds a primary's group of a
  * replicated range; returns whether it ran. */
 static int ps__group_ship(struct ps_store *s,
@@ -408,6 +471,10 @@ static int ps__group_txn(struct ps_store *s,
     /* The LSNs commit with the data: after a crash, applied_lsn is
      * exactly what the data holds (docs/DESIGN-replication.md §2.2). */
     rc = ps__repl_assign(s, txn, w);
+    if (rc != 0) {
+        goto err_abort;
+    }
+    rc = ps__reserve(s, w, n);
     if (rc != 0) {
         goto err_abort;
     }

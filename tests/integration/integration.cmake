@@ -27,6 +27,10 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_fe_api         addressing, versions, \$filter routing, accounts
 #   test_batch          entity group transactions (\$batch)
 #   test_sdk_python     the official Python SDK, every operation and type
+#   test_key_order      keys in UTF-16 code-unit order (emoji before
+#                       U+E000..U+FFFF): lists, filters, pages of one, a
+#                       split at such keys across two servers, key format
+#                       1 directories migrated by the servers at start
 #   test_sdk_js         the official JavaScript SDK (npm-installed into
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
@@ -34,6 +38,11 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       tables, entities, every EDM type, feeds, errors,
 #                       \$batch, hostile XML
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
+#   test_azurite_compat what Azurite's own suite (tests/compat) found:
+#                       trailing slash, boolean filter terms, re-create at
+#                       once with no grace (old data never shows), weak
+#                       ETags, typed nulls, DateTime/Double range, Vary,
+#                       service stats on the secondary only, $top=0
 #   test_malformed      a few hundred bad requests (seeded): each gets a
 #                       complete 4xx with x-ms-error-code; nothing written
 #   test_balance        load balancing: policy split/move of a hot range,
@@ -133,6 +142,7 @@ set(RT_INTEGRATION_TESTS
   test_fe_api
   test_batch
   test_sdk_python
+  test_key_order
   test_sdk_js
   test_raw_http
   test_atom
@@ -155,6 +165,8 @@ set(RT_INTEGRATION_TESTS
   test_admin_auth
   test_rpc_auth
   test_master_raft_tls
+  test_disk_full
+  test_azurite_compat
 )
 
 function(rt_integration_test t)

@@ -525,7 +525,7 @@ def test_errors_before_dispatch_are_atom(cli):
     are Atom errors too; storage-XML operations keep their own form."""
     r = req(cli, "GET", "/Tables", auth="SharedKey %s:AAAA" % cli.account)
     atom_error(r, 403, "AuthenticationFailed")
-    r = req(cli, "GET", "/Tables?$top=0")
+    r = req(cli, "GET", "/Tables?$top=abc")
     atom_error(r, 400, "InvalidQueryParameterValue")
     r = req(cli, "GET", "/nosuchtable1()")
     atom_error(r, 404, "TableNotFound")

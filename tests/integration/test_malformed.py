@@ -357,7 +357,7 @@ def gen_headers(rng, target_path):
                        acct(target_path), headers=[("X-HTTP-Method", v),
                                                    ("If-Match", "*")],
                        body=b'{"v":98}', content_type=JSON_CT))
-    for v in ("0", "-1", "abc", "1.5", "%00", "1,2", "0x10"):
+    for v in ("-0", "-1", "abc", "1.5", "%00", "1,2", "0x10"):
         out.append(Req("headers", "$top %r" % v, "GET",
                        acct("/%s()?$top=%s" % (TABLE, v))))
     for v in ("yaml", "application/xml", "text/html", "atom", "%FF"):

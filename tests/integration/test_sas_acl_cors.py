@@ -301,6 +301,55 @@ def test_sas_https_only(cluster, table, cred):
                   "AuthorizationProtocolMismatch")
 
 
+@pytest.mark.parametrize("op,need", [
+    ("insert", "a"), ("get", "r"), ("query", "r"), ("replace", "u"),
+    ("merge", "u"), ("upsert_replace", "au"), ("upsert_merge", "au"),
+    ("delete", "d")])
+def test_sas_https_http_start_now(cluster, cred, svc, op, need):
+    """A service SAS with spr=https,http over plain HTTP whose st is "now"
+    to the millisecond (what the JS tests of Azurite sign) is valid at
+    once for each operation with its permission; each other single letter
+    is 403 AuthorizationPermissionMismatch."""
+    name = "SasNow" + uuid.uuid4().hex[:8]
+    tc = svc.create_table(name)
+    runs = {
+        "insert": lambda t: t.create_entity({"PartitionKey": "p",
+                                             "RowKey": "n"}),
+        "get": lambda t: t.get_entity("p", "r"),
+        "query": lambda t: list(t.query_entities("RowKey eq 'r'")),
+        "replace": lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.REPLACE),
+        "merge": lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.MERGE),
+        "upsert_replace": lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "u"}, UpdateMode.REPLACE),
+        "upsert_merge": lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "r", "w": 3}, UpdateMode.MERGE),
+        "delete": lambda t: t.delete_entity("p", "r"),
+    }
+
+    def sas(perm):
+        start = now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return generate_table_sas(
+            cred, name, permission=TableSasPermissions.from_string(perm),
+            start=start, expiry=now() + datetime.timedelta(minutes=5),
+            protocol="https,http")
+
+    try:
+        for letter in "raud":
+            if letter == need:
+                continue
+            tc.upsert_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})
+            expect_denied(lambda: runs[op](sas_table(cluster, sas(letter),
+                                                     name)),
+                          "AuthorizationPermissionMismatch")
+        tc.upsert_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})
+        assert "spr=https%2Chttp" in sas(need) and "st=" in sas(need)
+        runs[op](sas_table(cluster, sas(need), name))
+    finally:
+        svc.delete_table(name)
+
+
 def test_service_sas_cannot_touch_tables(cluster, table, cred):
     """A service SAS can neither list, create nor delete tables: 403
     AuthorizationResourceTypeMismatch (spec §7.3)."""
@@ -525,9 +574,139 @@ def test_account_sas_entities(cluster, table, cred):
     expect_denied(lambda: sas_table(cluster, account_sas(cred, "c", "a"))
                   .create_entity({"PartitionKey": "h", "RowKey": "2"}),
                   "AuthorizationResourceTypeMismatch")
-    # Query Entities is allowed at container or object level with r.
-    assert len(list(sas_table(cluster, account_sas(cred, "c", "r"))
+    # Query Entities is an object-level operation ("Create an account
+    # SAS"): srt=c is the wrong resource type even with r.
+    assert len(list(sas_table(cluster, account_sas(cred, "o", "r"))
                     .query_entities("PartitionKey eq 'a'"))) == 3
+    expect_denied(lambda: list(sas_table(cluster, account_sas(cred, "c", "r"))
+                               .query_entities("PartitionKey eq 'a'")),
+                  "AuthorizationResourceTypeMismatch")
+
+
+@pytest.mark.parametrize("sp", ["c", "a", "w", "wac"])
+def test_account_sas_create_table_each_permission(cluster, cred, svc, sp):
+    """Create Table under srt=c takes Add, Create or Write (each alone)."""
+    name = "acct" + sp + uuid.uuid4().hex[:8]
+    sas_service(cluster, account_sas(cred, "c", sp)).create_table(name)
+    assert name in [t.name for t in svc.list_tables()]
+    svc.delete_table(name)
+
+
+def test_account_sas_container_keyword(cluster, cred, svc):
+    """ResourceTypes(container=True): azure-data-tables 12.4.2 has no such
+    keyword and signs srt="" (AuthenticationFailed, like Azure); an SDK
+    that knows it signs srt=c, which creates the table."""
+    name = "acctkw" + uuid.uuid4().hex[:8]
+    rt = ResourceTypes(container=True)
+    sas = generate_account_sas(
+        cred, rt, AccountSasPermissions(create=True, add=True, write=True),
+        expiry=now() + datetime.timedelta(hours=1))
+    if str(rt) == "":
+        expect_denied(lambda: sas_service(cluster, sas).create_table(name),
+                      "AuthenticationFailed")
+    else:
+        sas_service(cluster, sas).create_table(name)
+        svc.delete_table(name)
+
+
+# The rows of "Create an account SAS" for the Table service, each run with
+# its resource type and permission (allowed), the right permission under
+# every other resource type (ResourceTypeMismatch), and the right resource
+# type with every other single permission (PermissionMismatch).
+def _acct_ops(cluster, cred, svc):
+    def fresh(tag):
+        name = "acctm" + tag + uuid.uuid4().hex[:6]
+        tc = svc.create_table(name)
+        tc.create_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})
+        return name
+
+    def get_props(sas):
+        sas_service(cluster, sas).get_service_properties()
+
+    def set_props(sas):
+        sas_service(cluster, sas).set_service_properties(
+            minute_metrics=TableMetrics())
+
+    def stats(sas):
+        # Stats answer on the -secondary account; only the gate matters.
+        try:
+            sas_service(cluster, sas).get_service_stats()
+        except HttpResponseError as e:
+            if status_of(e) == 403:
+                raise
+
+    def list_tables(sas):
+        list(sas_service(cluster, sas).list_tables())
+
+    def create_table(sas):
+        sas_service(cluster, sas).create_table(
+            "acctc" + uuid.uuid4().hex[:8])
+
+    def delete_table(sas):
+        sas_service(cluster, sas).delete_table(fresh("d"))
+
+    def on_entity(fn):
+        def run(sas):
+            fn(sas_table(cluster, sas, fresh("e")))
+        return run
+
+    return [
+        ("get service properties", "s", "r", get_props),
+        ("set service properties", "s", "w", set_props),
+        ("get service stats", "s", "r", stats),
+        ("query tables", "c", "l", list_tables),
+        ("create table", "c", "c", create_table),
+        ("delete table", "c", "d", delete_table),
+        ("query entities", "o", "r",
+         on_entity(lambda t: list(t.query_entities("PartitionKey eq 'p'")))),
+        ("get entity", "o", "r", on_entity(lambda t: t.get_entity("p", "r"))),
+        ("insert entity", "o", "a", on_entity(
+            lambda t: t.create_entity({"PartitionKey": "p", "RowKey": "n"}))),
+        ("update entity", "o", "u", on_entity(lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.REPLACE))),
+        ("merge entity", "o", "u", on_entity(lambda t: t.update_entity(
+            {"PartitionKey": "p", "RowKey": "r", "v": 2}, UpdateMode.MERGE))),
+        ("insert or replace", "o", "au", on_entity(lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "u"}, UpdateMode.REPLACE))),
+        ("insert or merge", "o", "au", on_entity(lambda t: t.upsert_entity(
+            {"PartitionKey": "p", "RowKey": "u"}, UpdateMode.MERGE))),
+        ("delete entity", "o", "d",
+         on_entity(lambda t: t.delete_entity("p", "r"))),
+        ("batch insert+delete", "o", "ad", on_entity(
+            lambda t: t.submit_transaction([
+                ("create", {"PartitionKey": "p", "RowKey": "b"}),
+                ("delete", {"PartitionKey": "p", "RowKey": "r"})]))),
+    ]
+
+
+def test_account_sas_matrix(cluster, cred, svc):
+    """Every Table operation under an account SAS made by the Python SDK:
+    allowed with its documented srt and sp, 403
+    AuthorizationResourceTypeMismatch under the other resource types, 403
+    AuthorizationPermissionMismatch with any other single permission (and
+    with one of the two an upsert or the batch needs). Query Tables also takes srt=s (see frontend/README.md)."""
+    for name, srt, sp, run in _acct_ops(cluster, cred, svc):
+        run(account_sas(cred, srt, sp))
+        accepted = "sc" if srt == "c" and sp == "l" else srt
+        for other in "sco":
+            if other in accepted:
+                continue
+            try:
+                expect_denied(lambda: run(account_sas(cred, other, sp)),
+                              "AuthorizationResourceTypeMismatch")
+            except AssertionError as e:
+                raise AssertionError("%s srt=%s: %s" % (name, other, e))
+        for letter in "rwdlacup":
+            # Each letter alone, also each of a pair needed together
+            # (upserts: a and u; the batch: a and d).
+            if (letter in sp and len(sp) == 1) or (
+                    name == "create table" and letter in "aw"):
+                continue
+            try:
+                expect_denied(lambda: run(account_sas(cred, srt, letter)),
+                              "AuthorizationPermissionMismatch")
+            except AssertionError as e:
+                raise AssertionError("%s sp=%s: %s" % (name, letter, e))
 
 
 def test_account_sas_service_properties(cluster, cred):
@@ -644,12 +823,16 @@ def test_service_properties_raw(cluster):
 
 
 def test_service_stats(cluster, svc):
-    """Get Service Stats answers on the secondary (the SDK's call) and the
-    primary address: GeoReplication live with a LastSyncTime."""
+    """Get Service Stats answers on the secondary (the SDK's call):
+    GeoReplication live with a LastSyncTime; the primary address refuses it
+    (400 InvalidQueryParameterValue), as Azure does."""
     stats = svc.get_service_stats()
     assert stats["geo_replication"]["status"] == "live"
     assert stats["geo_replication"]["last_sync_time"] is not None
-    for acct in (cluster.account, cluster.account + "-secondary"):
+    st, h, data = raw(cluster, "GET",
+                      "/%s/?restype=service&comp=stats" % cluster.account)
+    assert st == 400 and h["x-ms-error-code"] == "InvalidQueryParameterValue"
+    for acct in (cluster.account + "-secondary",):
         st, h, data = raw(cluster, "GET",
                           "/%s/?restype=service&comp=stats" % acct)
         assert st == 200, data

@@ -29,7 +29,32 @@ static void test_internal_codes(void **state)
     (void)state;
     assert_int_equal(rt_err_http_status(RT_ESTALE), 503);
     assert_string_equal(rt_err_azure_code(RT_ENOCONN), "ServerBusy");
-    assert_int_equal(rt_err_http_status(RT_EIO), 500);
+    assert_int_equal(rt_err_http_status(RT_ECORRUPT), 500);
+}
+
+/* A store that cannot take writes is Azure's retryable 503 ServerBusy with
+ * the documented text; the logs keep saying why. */
+static void test_store_full_is_server_busy(void **state)
+{
+    (void)state;
+    static const char busy[] =
+        "The server is currently unable to receive "
+        "requests. Please retry your request.";
+    for (int code = RT_ENOSPACE, i = 0; i < 2; code = RT_EIO, i++) {
+        assert_int_equal(rt_err_http_status(code), 503);
+        assert_string_equal(rt_err_azure_code(code), "ServerBusy");
+        assert_string_equal(rt_err_client_message(code), busy);
+    }
+    assert_string_equal(rt_strerror(RT_ENOSPACE), "Storage is full.");
+    assert_string_equal(rt_strerror(RT_EIO), "I/O error.");
+    /* Every internal code gets its Azure code's public text; public codes
+     * and unknown ones keep theirs. */
+    assert_string_equal(rt_err_client_message(RT_ESTALE), busy);
+    assert_string_equal(rt_err_client_message(RT_ECORRUPT),
+                        rt_err_message(RT_EINTERNAL));
+    assert_string_equal(rt_err_client_message(RT_ENOTFOUND),
+                        rt_err_message(RT_ENOTFOUND));
+    assert_string_equal(rt_err_client_message(-2), rt_err_message(-2));
 }
 
 /* Replication codes: a request to a non-primary is a retryable 503 like a
@@ -102,6 +127,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_azure_mapping),
         cmocka_unit_test(test_internal_codes),
+        cmocka_unit_test(test_store_full_is_server_busy),
         cmocka_unit_test(test_replication_codes),
         cmocka_unit_test(test_notsent_code),
         cmocka_unit_test(test_notleader_code),

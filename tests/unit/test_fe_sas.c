@@ -546,6 +546,180 @@ static void test_account_ip_objects(void **state)
                      RT_EAUTH);
 }
 
+/* ---- Tests: the account SAS matrix ---- */
+
+/* "Create an account SAS", Table service: each operation with the
+ * resource types that reach it and the permission it needs. @need is
+ * either letters all required ("au") or alternatives joined by '|'
+ * ("a|c|w"). Query Tables takes s or c: see fe_sas_allows. */
+static const struct
+{
+    const char *name;
+    enum fe_sas_opclass cls;
+    int op_kind;
+    const char *srt;
+    const char *need;
+} account_matrix[] = {
+    {"Get Service Properties/Stats", FE_SAS_C_SERVICE_READ, 0, "s", "r"},
+    {"Set Service Properties", FE_SAS_C_SERVICE_WRITE, 0, "s", "w"},
+    {"Query Tables", FE_SAS_C_LIST_TABLES, 0, "sc", "l"},
+    {"Query Tables (one)", FE_SAS_C_GET_TABLE, 0, "sc", "l"},
+    {"Create Table", FE_SAS_C_CREATE_TABLE, 0, "c", "a|c|w"},
+    {"Delete Table", FE_SAS_C_DELETE_TABLE, 0, "c", "d"},
+    {"Query Entities", FE_SAS_C_QUERY, 0, "o", "r"},
+    {"Get Entity", FE_SAS_C_ENTITY, FE_SAS_OP_READ, "o", "r"},
+    {"Insert Entity", FE_SAS_C_ENTITY, RT__OP_KIND__OP_INSERT, "o", "a"},
+    {"Update Entity", FE_SAS_C_ENTITY, RT__OP_KIND__OP_REPLACE, "o", "u"},
+    {"Merge Entity", FE_SAS_C_ENTITY, RT__OP_KIND__OP_MERGE, "o", "u"},
+    {"Insert Or Replace", FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_REPLACE, "o",
+     "au"},
+    {"Insert Or Merge", FE_SAS_C_ENTITY, RT__OP_KIND__OP_UPSERT_MERGE, "o",
+     "au"},
+    {"Delete Entity", FE_SAS_C_ENTITY, RT__OP_KIND__OP_DELETE, "o", "d"},
+};
+
+/* Letters -> FE_SAS_A_* / FE_SAS_RT_* bits, for the matrix. */
+static unsigned bits_of(const char *s, const char *letters)
+{
+    unsigned b = 0;
+    for (; *s; s++) {
+        const char *at = strchr(letters, *s);
+        if (at) {
+            b |= 1u << (at - letters);
+        }
+    }
+    return b;
+}
+
+/* Does @perms satisfy @need ("au": all; "a|c|w": any)? */
+static int satisfies(unsigned perms, const char *need)
+{
+    if (strchr(need, '|')) {
+        return (perms & bits_of(need, "rwdlacup")) != 0;
+    }
+    unsigned all = bits_of(need, "rwdlacup");
+    return (perms & all) == all;
+}
+
+/* Every operation x every non-empty srt x every subset of the eight
+ * permission letters: resource type first (ResourceTypeMismatch), then
+ * the permission (PermissionMismatch), else allowed; ACLs never. */
+static void test_account_matrix(void **state)
+{
+    (void)state;
+    struct fe_sas s;
+    memset(&s, 0, sizeof(s));
+    s.kind = FE_SAS_ACCOUNT;
+    for (size_t i = 0; i < sizeof(account_matrix) / sizeof(*account_matrix);
+         i++) {
+        unsigned want_rt = bits_of(account_matrix[i].srt, "sco");
+        for (unsigned srt = 1; srt < 8; srt++) {
+            for (unsigned perms = 0; perms < 256; perms++) {
+                int want = !(srt & want_rt) ? RT_ERESTYPE
+                           : satisfies(perms, account_matrix[i].need)
+                               ? 0
+                               : RT_EPERM;
+                s.srt = srt;
+                s.perms = perms;
+                int got = fe_sas_allows(&s, account_matrix[i].cls,
+                                        account_matrix[i].op_kind);
+                if (got != want) {
+                    fail_msg("%s srt=%x sp=%x: got %d, want %d",
+                             account_matrix[i].name, srt, perms, got, want);
+                }
+                assert_int_equal(fe_sas_allows(&s, FE_SAS_C_ACL, 0), RT_EAUTHZ);
+            }
+        }
+    }
+}
+
+/* Appends "&sig=<percent-encoded signature>" to @q (an unsigned token),
+ * signed with the development key over fe_sas_string_to_sign (which
+ * test_sts_* pins to the SDK's), into @out. */
+static void sign_tok(struct fx *f, const char *q, char *out, size_t cap)
+{
+    struct fe_query qq;
+    struct fe_sas_params p;
+    struct rt_buf b = RT_BUF_INIT;
+    char sig[FE_AUTH_SIG_SIZE];
+    const struct fe_account *a = fe_accounts_find(&f->accts, FE_DEV_ACCOUNT);
+    size_t n;
+    fe_query_init(&qq);
+    fe_query_parse(&qq, q, strlen(q));
+    (void)fe_sas_parse(&qq, qget, &p);
+    fe_sas_string_to_sign(&b, (p.ss || p.srt) ? FE_SAS_ACCOUNT : FE_SAS_SERVICE,
+                          &p, FE_DEV_ACCOUNT);
+    fe_auth_sign(a->key[0], a->keylen[0], (const char *)b.data, b.len, sig);
+    rt_buf_free(&b);
+    fe_query_free(&qq);
+    n = (size_t)snprintf(out, cap, "%s&sig=", q);
+    for (const char *c = sig; *c && n + 4 < cap; c++) {
+        n += (size_t)(*c == '+'   ? snprintf(out + n, cap - n, "%%2B")
+                      : *c == '/' ? snprintf(out + n, cap - n, "%%2F")
+                      : *c == '=' ? snprintf(out + n, cap - n, "%%3D")
+                                  : snprintf(out + n, cap - n, "%c", *c));
+    }
+}
+
+/* Token-level checks of an account SAS: only sv >= 2015-04-05 (account
+ * SAS did not exist before); an empty srt (what azure-data-tables 12.4.2
+ * signs for ResourceTypes(container=True)) or unknown srt/ss letters are
+ * AuthenticationFailed; the blob-only sp letters are accepted and grant
+ * nothing; a service set without t is AuthorizationServiceMismatch. */
+static void test_account_fields(void **state)
+{
+    struct fx *f = *state;
+    char tok[512];
+    static const struct
+    {
+        const char *q;
+        int want;
+    } cases[] = {
+        {"sv=2019-02-02&ss=t&srt=c&sp=wac&se=2030-01-02", 0},
+        {"sv=2015-04-05&ss=t&srt=c&sp=c&se=2030-01-02", 0},
+        {"sv=2013-08-15&ss=t&srt=c&sp=c&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=&sp=wac&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&sp=wac&se=2030-01-02&srt=", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=cx&sp=c&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=tz&srt=c&sp=c&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=c&sp=&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=c&sp=rz&se=2030-01-02", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=c&sp=c", RT_EAUTH}, /* no se */
+        {"sv=2021-06-08&ss=bt&srt=o&sp=rxytfi&se=2030-01-02", 0},
+        {"sv=2019-02-02&ss=bq&srt=o&sp=r&se=2030-01-02", RT_ESERVICE},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&se=2030-01-02&spr=https", RT_EPROTOCOL},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&se=2030-01-02&spr=http", RT_EAUTH},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&se=2030-01-02&spr=https,http", 0},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&se=2030-01-02&sip=10.0.0.0-10.0.0.9",
+         RT_ESOURCEIP},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&se=2030-01-02&sip=127.0.0.0-127.0.0.9",
+         0},
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&st=2030-01-01T12:13:20.001Z&se=2030-"
+         "01-02",
+         RT_EAUTH}, /* starts 1 ms after T_INSIDE */
+        {"sv=2019-02-02&ss=t&srt=o&sp=r&st=2030-01-01T12:13:20.000Z&se=2030-"
+         "01-02",
+         0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        sign_tok(f, cases[i].q, tok, sizeof(tok));
+        int got = verify(f, tok, NULL);
+        if (got != cases[i].want) {
+            fail_msg("%s: got %d, want %d", cases[i].q, got, cases[i].want);
+        }
+    }
+    /* x y t f i grant nothing on tables. */
+    sign_tok(f, "sv=2021-06-08&ss=bt&srt=sco&sp=xytfi&se=2030-01-02", tok,
+             sizeof(tok));
+    assert_int_equal(verify(f, tok, NULL), 0);
+    for (size_t i = 0; i < sizeof(account_matrix) / sizeof(*account_matrix);
+         i++) {
+        assert_int_equal(fe_sas_allows(&f->sas, account_matrix[i].cls,
+                                       account_matrix[i].op_kind),
+                         RT_EPERM);
+    }
+}
+
 /* ---- Tests: stored policies from the map ---- */
 
 /* The snapshot built from a map answers "si" lookups case-insensitively
@@ -1022,6 +1196,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_account_ip_objects, setup,
                                         teardown),
+        cmocka_unit_test(test_account_matrix),
+        cmocka_unit_test_setup_teardown(test_account_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_policy_snapshot, setup, teardown),
         cmocka_unit_test(test_acl_roundtrip),
         cmocka_unit_test(test_acl_limits),

@@ -105,6 +105,16 @@ static void test_tables(void **state)
     assert_int_equal(parse("/a1/$batch", &p), 0);
     assert_int_equal(p.kind, FE_RES_BATCH);
     assert_int_equal(parse("/a1/$metadata", &p), RT_EURI);
+    /* One trailing slash names the same resource; two do not. */
+    assert_int_equal(parse("/a1/Tables/", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLES);
+    assert_int_equal(parse("/a1/Tables('mytable')/", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE_ONE);
+    assert_string_equal(p.table, "mytable");
+    assert_int_equal(parse("/a1/mytable/", &p), 0);
+    assert_int_equal(p.kind, FE_RES_TABLE);
+    assert_int_equal(parse("/a1/Tables//", &p), RT_EURI);
+    assert_int_equal(parse("/a1//", &p), RT_EURI);
     fe_path_free(&p);
 }
 

@@ -216,7 +216,7 @@ static void test_empty_filter(void **state)
     assert_int_equal(rt_filter_eval(NULL, "a", 1, "b", 1, 0, NULL, 0), 1);
 }
 
-/* String literals compare ordinally by UTF-8 bytes, prefix first. */
+/* String literals compare ordinally (UTF-16 code units), prefix first. */
 static void test_string_literal(void **state)
 {
     (void)state;
@@ -435,6 +435,73 @@ static void test_keys(void **state)
     MATCH("PartitionKey eq 'P1' and RowKey ne 'R006'");
 }
 
+/* Strings compare in UTF-16 code-unit order, as Azure compares them: a
+ * supplementary character (U+1F600, surrogates 0xD83D..) sorts before
+ * U+E000..U+FFFF, in keys and in String properties alike; Binary stays
+ * bytewise. */
+static void test_utf16_order(void **state)
+{
+    static const char emoji[] = "\xf0\x9f\x98\x80"; /* U+1F600 */
+    static const char ff01[] = "\xef\xbc\x81";      /* U+FF01 */
+    struct rt_buf blob = RT_BUF_INIT;
+    struct rt_props_writer w;
+    struct rt_prop p;
+    struct rt_filter *f;
+    struct rt_filter_bounds b;
+    (void)state;
+
+    rt_props_begin(&w, &blob);
+    p = th_prop("S", RT_EDM_STRING);
+    p.v.bytes.p = (const uint8_t *)emoji;
+    p.v.bytes.n = 4;
+    rt_props_add(&w, &p);
+    rt_props_end(&w);
+    static const struct
+    {
+        const char *text;
+        int want;
+    } cases[] = {
+        {"PartitionKey lt '\xef\xbc\x81'", 1},
+        {"PartitionKey lt '\xee\x80\x80'", 1},
+        {"PartitionKey gt '\xed\x9f\xbf'", 1}, /* U+D7FF */
+        {"PartitionKey ge '\xf4\x8f\xbf\xbf'", 0},
+        {"RowKey gt '\xf0\x9f\x98\x80'", 1},
+        {"RowKey le '\xf0\x9f\x98\x80'", 0},
+        {"S lt '\xee\x80\x80'", 1},
+        {"S gt '\xef\xbf\xbf'", 0},
+        {"S ge '\xf0\x90\x80\x80' and S lt '\xee\x80\x80'", 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        f = parse_ok(cases[i].text);
+        int r = rt_filter_eval(f, emoji, 4, ff01, 3, 0, blob.data, blob.len);
+        if (r != cases[i].want) {
+            fail_msg("\"%s\": %d, want %d", cases[i].text, r, cases[i].want);
+        }
+        rt_filter_free(f);
+    }
+    /* A key range across the two groups is empty one way round only. */
+    b = bounds_of(
+        "PartitionKey ge '\xee\x80\x80' and "
+        "PartitionKey lt '\xf0\x9f\x98\x80'",
+        &f);
+    assert_true(b.empty);
+    rt_filter_free(f);
+    b = bounds_of(
+        "PartitionKey ge '\xf0\x9f\x98\x80' and "
+        "PartitionKey lt '\xee\x80\x80'",
+        &f);
+    assert_false(b.empty);
+    rt_filter_free(f);
+    /* The tighter of two lower bounds is the later in UTF-16 order. */
+    b = bounds_of(
+        "PartitionKey ge '\xee\x80\x80' and "
+        "PartitionKey ge '\xf0\x9f\x98\x80'",
+        &f);
+    assert_int_equal(b.pk_lo.n, 3);
+    rt_filter_free(f);
+    rt_buf_free(&blob);
+}
+
 /* and binds tighter than or. */
 static void test_precedence_and_or(void **state)
 {
@@ -502,6 +569,47 @@ static void test_bare_boolean(void **state)
     NOMATCH("Age"); /* not a Boolean: mismatch */
     NOMATCH("Missing");
     assert_fmt("IsActive", "(IsActive eq true)");
+}
+
+/* A boolean literal is a term of its own (Azure accepts `$filter=true`):
+ * folded while parsing, so no constant reaches the binary form. */
+static void test_boolean_constant(void **state)
+{
+    struct rt_filter *f = (struct rt_filter *)1, *keep;
+    struct rt_filter_bounds b;
+    (void)state;
+    assert_int_equal(rt_filter_parse("true", 4, &f, NULL), 0);
+    assert_null(f); /* the same as no filter */
+    assert_int_equal(rt_filter_parse("(not false)", 11, &f, NULL), 0);
+    assert_null(f);
+    MATCH("true");
+    NOMATCH("false");
+    NOMATCH("not true");
+    MATCH("Age eq 30 and true");
+    NOMATCH("Age eq 30 and false");
+    NOMATCH("false and Age eq 30");
+    MATCH("false or Age eq 30");
+    MATCH("Age eq 31 or true");
+    NOMATCH("Age eq 31 or false");
+    MATCH(
+        "(true and RowKey eq 'R005') and ((false or PartitionKey eq 'P1') "
+        "or PartitionKey eq 'x')");
+    NOMATCH(
+        "(true and RowKey eq 'R005') and ((false or PartitionKey eq "
+        "'P2') or PartitionKey eq 'x')");
+    assert_fmt("true and Age eq 30", "(Age eq 30)");
+    assert_fmt("Age eq 30 or false", "(Age eq 30)");
+    /* A filter that folds to false matches nothing, and says so through
+     * its bounds so the scan is skipped. */
+    b = bounds_of("PartitionKey eq 'pk' and false", &keep);
+    assert_true(b.empty);
+    rt_filter_free(keep);
+    b = bounds_of("PartitionKey eq 'pk' or false", &keep);
+    assert_false(b.empty);
+    assert_true(b.pk_eq);
+    rt_filter_free(keep);
+    /* A literal still cannot be compared with a literal. */
+    perr("true eq true", "needs a property on one side");
 }
 
 /* Keywords and operators are accepted in any case; tabs separate tokens. */
@@ -1020,7 +1128,7 @@ static void test_err_operands(void **state)
     perr("Age eq Big", "comparing two properties");
     perr("1 eq 1", "needs a property");
     perr("'a'", "must be compared with a property");
-    perr("true", "must be compared with a property");
+    perr("42", "must be compared with a property");
 }
 
 /* Functions, arithmetic and null are not part of the Table service
@@ -1144,8 +1252,10 @@ int main(void)
         cmocka_unit_test(test_type_mismatch),
         cmocka_unit_test(test_missing_property),
         cmocka_unit_test(test_not_of_false),
+        cmocka_unit_test(test_boolean_constant),
         cmocka_unit_test(test_nan),
         cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_utf16_order),
         cmocka_unit_test(test_precedence_and_or),
         cmocka_unit_test(test_precedence_not),
         cmocka_unit_test(test_parentheses),

@@ -22,6 +22,7 @@
 #include "rt_filter.h"
 #include "rt_key.h"
 #include "th_dir.h"
+#include "th_lmdb.h"
 #include "th_props.h"
 
 /* Fixture */
@@ -1101,6 +1102,170 @@ static void test_long_key_migration(void **state)
     rt_buf_free(&val);
 }
 
+/* Tests: key format migration */
+
+/* Storage key of format 1 (before UTF-16 order): the raw bytes of PK and
+ * RK (no NUL in them), each ended by 00 01. */
+static void old_key(struct rt_buf *out,
+                    uint64_t table,
+                    const char *pk,
+                    const char *rk)
+{
+    uint8_t id[8];
+    for (int i = 0; i < 8; i++) {
+        id[i] = (uint8_t)(table >> (56 - 8 * i));
+    }
+    rt_buf_reset(out);
+    rt_buf_append(out, id, 8);
+    rt_buf_append(out, pk, strlen(pk));
+    rt_buf_append(out, "\0\x01", 2);
+    rt_buf_append(out, rk, strlen(rk));
+    rt_buf_append(out, "\0\x01", 2);
+}
+
+/* Puts the format 1 key of (@pk, @rk) with a value sealed under it,
+ * through a raw write (stored as given; long keys into buckets). */
+static void put_old(struct ps_store *s,
+                    uint64_t table,
+                    const char *pk,
+                    const char *rk)
+{
+    struct rt_buf props = RT_BUF_INIT, val = RT_BUF_INIT, key = RT_BUF_INIT;
+    struct ps_kv kv;
+    struct ps_write w = mkwrite(table, NULL, 0, 0);
+    struct ps_write *wp = &w;
+
+    th_props1(&props, "x", "old");
+    old_key(&key, table, pk, rk);
+    rt_value_encode(&val, 42, 0, props.data, props.len);
+    rt_value_seal(val.data, val.len, key.data, key.len);
+    memset(&kv, 0, sizeof(kv));
+    kv.key = key.data;
+    kv.kn = key.len;
+    kv.val = val.data;
+    kv.vn = val.len;
+    w.kvs = &kv;
+    w.n_kvs = 1;
+    assert_int_equal(ps_store_write_group(s, &wp, 1), 0);
+    assert_int_equal(w.status, 0);
+    ps_write_reset(&w);
+    rt_buf_free(&props);
+    rt_buf_free(&val);
+    rt_buf_free(&key);
+}
+
+#define MIG_ROWS 1100 /* more than one migration transaction */
+
+/* A store written with key format 1 (keys with U+E000..U+FFFF kept their
+ * 0xEE/0xEF lead bytes, values sealed under those keys, a long key in a
+ * bucket, no key_format record) is refused read-only, migrated on open,
+ * and then reads every entity back (CRCs valid under the new keys) in
+ * UTF-16 order: the emoji partition before U+E000 and U+FF01. Reopening
+ * changes nothing more. */
+static void test_key_format_migration(void **state)
+{
+    struct fx *f = *state;
+    const size_t T = ps_store_bucket_len(f->s);
+    char errmsg[RT_ERRMSG_SIZE] = "";
+    struct rt_buf out = RT_BUF_INIT;
+    struct ps_store *ro = NULL;
+    static const char *const pks[] = {"a", "z", "\xf0\x9f\x98\x80",
+                                      "\xee\x80\x80",
+                                      "\xef\xbc\x81"}; /* UTF-16 order */
+    const size_t npks = sizeof(pks) / sizeof(pks[0]);
+    char *longrk = rep("r", T); /* with its prefix: a key past T bytes */
+    char rk[32];
+
+    memcpy(longrk + T - 8, "\xef\xbc\x81", 3);
+    put(f->s, 1, "zz", "ascii"); /* the same in both formats */
+    for (size_t i = 0; i < npks; i++) {
+        put_old(f->s, 1, pks[i], "\xee\x80\x80rk");
+    }
+    put_old(f->s, 1, "\xef\xbc\x81", longrk);
+    for (int i = 0; i < MIG_ROWS; i++) {
+        snprintf(rk, sizeof(rk), "%04d\xef\xbc\x81", i);
+        put_old(f->s, 2, "\xee\x80\x80", rk);
+    }
+    ps_store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(th_lmdb_get(f->dir, "meta", "key_format", 10, &out), 0);
+    assert_int_equal(out.len, 4);
+    assert_int_equal(out.data[0], RT_KEY_FORMAT);
+    /* No record: what an older build left. */
+    {
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi meta;
+        MDB_val k = {10, "key_format"};
+        assert_int_equal(mdb_env_create(&env), 0);
+        assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+        assert_int_equal(mdb_env_open(env, f->dir, 0, 0644), 0);
+        assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+        assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+        assert_int_equal(mdb_del(txn, meta, &k, NULL), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+    }
+
+    assert_int_equal(ps_store_open_ro(f->dir, &ro, errmsg), RT_ECORRUPT);
+    assert_non_null(strstr(errmsg, "key format 1"));
+    assert_non_null(strstr(errmsg, "rt-partition-server"));
+
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+        for (size_t i = 0; i < npks; i++) {
+            struct rt_buf v = RT_BUF_INIT;
+            assert_int_equal(
+                ps_store_get(f->s, 1, pks[i], "\xee\x80\x80rk", &v), 0);
+            assert_int_equal(value_ticks(&v), 42);
+            rt_buf_free(&v);
+        }
+        assert_true(exists(f->s, 1, "\xef\xbc\x81", longrk));
+        assert_true(exists(f->s, 1, "zz", "ascii"));
+        snprintf(rk, sizeof(rk), "%04d\xef\xbc\x81", MIG_ROWS - 1);
+        assert_true(exists(f->s, 2, "\xee\x80\x80", rk));
+
+        struct ps_scan sc = mkscan(1, "", NULL);
+        assert_int_equal(ps_store_scan(f->s, &sc), 0);
+        assert_int_equal(sc.n, npks + 2);
+        assert_string_equal(sc.recs[0].pk, "a");
+        assert_string_equal(sc.recs[1].pk, "z");
+        assert_string_equal(sc.recs[2].pk, "zz");
+        assert_string_equal(sc.recs[3].pk, pks[2]); /* U+1F600 */
+        assert_string_equal(sc.recs[4].pk, pks[3]); /* U+E000 */
+        assert_string_equal(sc.recs[5].pk, pks[4]); /* U+FF01, long RK r... */
+        assert_string_equal(sc.recs[5].rk, longrk);
+        assert_string_equal(sc.recs[6].pk, pks[4]);
+        assert_string_equal(sc.recs[6].rk, "\xee\x80\x80rk");
+        ps_scan_free(&sc);
+
+        /* A range bound between the groups cuts where UTF-16 order says:
+         * [U+10000, U+E000) holds the emoji partition only. */
+        sc = mkscan(1, "\xf0\x90\x80\x80", "\xee\x80\x80");
+        assert_int_equal(ps_store_scan(f->s, &sc), 0);
+        assert_int_equal(sc.n, 1);
+        assert_string_equal(sc.recs[0].pk, pks[2]);
+        ps_scan_free(&sc);
+
+        uint64_t scanned = 0;
+        int done = 0;
+        rt_buf_reset(&out);
+        sc = mkscan(2, "", NULL);
+        scan_all(f->s, &sc, &out, &scanned, &done);
+        assert_int_equal(scanned, MIG_ROWS);
+        ps_store_close(f->s);
+        f->s = NULL;
+    }
+    assert_int_equal(th_lmdb_get(f->dir, "meta", "key_format", 10, &out), 0);
+    assert_int_equal(out.len, 4);
+    assert_int_equal(out.data[0], RT_KEY_FORMAT);
+    assert_int_equal(ps_store_open_ro(f->dir, &ro, errmsg), 0);
+    ps_store_close(ro);
+    free(longrk);
+    rt_buf_free(&out);
+    assert_int_equal(ps_store_open(f->dir, MAP_SIZE, &f->s, errmsg), 0);
+}
+
 /* Tests: validation */
 
 /* Forbidden key characters and bad UTF-8 are InvalidInput, in PK and RK;
@@ -1925,6 +2090,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drop_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_key_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_format_migration, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_long_key_migration, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_key_characters, setup, teardown),

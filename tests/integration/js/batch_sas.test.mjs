@@ -246,9 +246,14 @@ describe("service", () => {
     await svc.setProperties({ cors: [] });
   });
 
-  it("getStatistics reports a geo-replication status", async () => {
-    const stats = await serviceClient().getStatistics();
+  it("getStatistics reports a geo-replication status on the secondary endpoint", async () => {
+    const secondary = new TableServiceClient(endpoint.replace(/\/([^/]+)\/?$/, "/$1-secondary"), credential, clientOptions);
+    const stats = await secondary.getStatistics();
     assert.ok(["live", "bootstrap", "unavailable"].includes(stats.geoReplication?.status), JSON.stringify(stats));
+  });
+
+  it("getStatistics on the primary endpoint: 400 InvalidQueryParameterValue", async () => {
+    await expectError(serviceClient().getStatistics(), 400, "InvalidQueryParameterValue");
   });
 
   it("TableServiceClient with an account SAS lists tables", async () => {
