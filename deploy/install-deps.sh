@@ -15,7 +15,7 @@ set -euo pipefail
 RT_BUILD_PKGS=(
     build-essential cmake pkg-config
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblmdb-dev
-    libssl-dev libmicrohttpd-dev libjansson-dev libraft-dev
+    libssl-dev libmicrohttpd-dev libjansson-dev libraft-dev libxml2-dev
     zlib1g-dev
 )
 # libraft (the masters' consensus) must be >= 0.17.1: 0.15.0 in bookworm's

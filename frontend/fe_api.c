@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "fe_acl.h"
+#include "fe_atom.h"
 #include "fe_auth.h"
 #include "fe_batch.h"
 #include "fe_cors.h"
@@ -84,6 +85,13 @@ static void fe__prefer_applied(struct fe_req *req)
     if (v) {
         fe_req_resp_header(req, "Preference-Applied", v);
     }
+}
+
+/* An Atom request body this version still takes (fe_hdr_body_atom). */
+static int fe__body_atom(struct fe_req *req)
+{
+    return fe_hdr_body_atom(fe_req_header(req, "Content-Type"),
+                            req->xms_version);
 }
 
 static int fe__check_body_type(struct fe_req *req)
@@ -202,8 +210,45 @@ static void fe__table_response(struct fe_req *req, int created)
         return;
     }
     req->status = created ? 201 : 200;
+    if (req->atom) {
+        fe_req_resp_header(req, "Content-Type", FE_ATOM_CT_ENTRY);
+        fe_atom_write_table(&req->rbody, req->root, req->path.account, name, 1);
+        return;
+    }
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
     fe__table_json(req, &req->rbody, name, 1);
+}
+
+/* The table @name (checked) as the job of Create Table. */
+static int fe__create_table_job(struct fe_req *req, const char *name)
+{
+    rt_buf_append_str(&req->s1, name);
+    req->prefer = fe__prefer(req);
+    fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
+    req->job.account = req->path.account;
+    req->job.table = rt_buf_cstr(&req->s1);
+    return FE_API_SUBMIT;
+}
+
+/* Create Table with an Atom entry (spec §10): d:TableName, then the same
+ * name rules as JSON. */
+static int fe__create_table_atom(struct fe_req *req)
+{
+    char *name = NULL;
+    const char *msg = NULL;
+    int rc =
+        fe_atom_parse_table(req->body.len ? (const char *)req->body.data : "",
+                            req->body.len, &name);
+    if (rc == 0) {
+        rc = fe_table_name_check(name, strlen(name), &msg);
+    }
+    if (rc != 0) {
+        free(name);
+        return fe__error(req, rc, msg);
+    }
+    rc = fe__create_table_job(req, name);
+    free(name);
+    return rc;
 }
 
 /* Create Table — POST /Tables, body {"TableName":"t"} (spec §3.2). */
@@ -215,6 +260,9 @@ static int fe__create_table_prepare(struct fe_req *req)
     const char *msg = NULL;
     int rc;
 
+    if (fe__body_atom(req)) {
+        return fe__create_table_atom(req);
+    }
     rc = fe__check_body_type(req);
     if (rc != 0) {
         return fe__error(req, rc, NULL);
@@ -244,13 +292,9 @@ static int fe__create_table_prepare(struct fe_req *req)
         json_decref(root);
         return fe__error(req, rc, msg);
     }
-    rt_buf_append_str(&req->s1, s);
+    rc = fe__create_table_job(req, s);
     json_decref(root);
-    req->prefer = fe__prefer(req);
-    fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
-    req->job.account = req->path.account;
-    req->job.table = rt_buf_cstr(&req->s1);
-    return FE_API_SUBMIT;
+    return rc;
 }
 
 static void fe__create_table_finish(struct fe_req *req)
@@ -399,11 +443,34 @@ static int fe__query_tables_prepare(struct fe_req *req)
     return FE_API_SUBMIT;
 }
 
+/* Query Tables' feed (spec §10); continuation as for JSON. */
+static void fe__query_tables_atom(struct fe_req *req)
+{
+    fe_atom_feed_begin(&req->rbody, req->root, "Tables");
+    for (size_t i = 0; i < req->job.ntables; i++) {
+        if (fe__tables_filter_match(req, req->job.tables[i].name)) {
+            fe_atom_write_table(&req->rbody, req->root, req->path.account,
+                                req->job.tables[i].name, 0);
+        }
+    }
+    fe_atom_feed_end(&req->rbody);
+    if (req->job.next_table) {
+        fe_req_resp_header(req, "x-ms-continuation-NextTableName",
+                           req->job.next_table);
+    }
+    req->status = 200;
+    fe_req_resp_header(req, "Content-Type", FE_ATOM_CT_FEED);
+}
+
 static void fe__query_tables_finish(struct fe_req *req)
 {
     struct rt_buf *b = &req->rbody;
     int first = 1;
     if (fe__job_failed(req)) {
+        return;
+    }
+    if (req->atom) {
+        fe__query_tables_atom(req);
         return;
     }
     rt_buf_append_u8(b, '{');
@@ -451,18 +518,28 @@ static int fe__check_keys(struct fe_req *req,
     return 0;
 }
 
+/* The request body as an entity into req->ent: an Atom entry (spec §10)
+ * or JSON; the media type is checked first. Returns 0 or the code. */
+static int fe__parse_body_entity(struct fe_req *req, char *errmsg)
+{
+    const char *body = req->body.len ? (const char *)req->body.data : "";
+    int rc;
+    if (fe__body_atom(req)) {
+        return fe_atom_parse_entity(body, req->body.len, &req->ent, errmsg);
+    }
+    rc = fe__check_body_type(req);
+    if (rc != 0) {
+        return rc;
+    }
+    return fe_odata_parse_entity(body, req->body.len, &req->ent, errmsg);
+}
+
 /* Insert Entity — POST /{table} (spec §3.11). */
 static int fe__insert_prepare(struct fe_req *req)
 {
     char errmsg[RT_ERRMSG_SIZE] = "";
     struct fe_job_op *op;
-    int rc = fe__check_body_type(req);
-    if (rc != 0) {
-        return fe__error(req, rc, NULL);
-    }
-    rc =
-        fe_odata_parse_entity(req->body.len ? (const char *)req->body.data : "",
-                              req->body.len, &req->ent, errmsg);
+    int rc = fe__parse_body_entity(req, errmsg);
     if (rc != 0) {
         rt_log(RT_LOG_DEBUG, "insert body rejected: %s", errmsg);
         return fe__error(req, rc, NULL);
@@ -506,13 +583,19 @@ static void fe__insert_finish(struct fe_req *req)
         return;
     }
     fe__odata_ctx(req, &ctx);
-    if (fe_odata_write_inserted(&req->rbody, &ctx, op->pk, op->rk, op->ticks,
-                                op->props.data, op->props.len) != 0) {
+    if ((req->atom
+             ? fe_atom_write_inserted(&req->rbody, &ctx, op->pk, op->rk,
+                                      op->ticks, op->props.data, op->props.len)
+             : fe_odata_write_inserted(&req->rbody, &ctx, op->pk, op->rk,
+                                       op->ticks, op->props.data,
+                                       op->props.len)) != 0) {
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
     req->status = 201;
-    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(
+        req, "Content-Type",
+        req->atom ? FE_ATOM_CT_ENTRY : fe__content_type(req->meta));
 }
 
 /* Get Entity — GET /{table}(PartitionKey='p',RowKey='r') (spec §3.10). */
@@ -542,14 +625,28 @@ static void fe__get_entity_finish(struct fe_req *req)
         return;
     }
     fe__odata_ctx(req, &ctx);
+    /* fe_odata_write_one also gives the ETag; the Atom entry is written
+     * over its JSON (same checks on the stored value). */
     if (fe_odata_write_one(&req->rbody, &ctx, req->path.pk, req->path.rk,
                            req->job.value.data, req->job.value.len,
                            etag) != 0) {
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
+    if (req->atom) {
+        rt_buf_reset(&req->rbody);
+        if (fe_atom_write_entry(&req->rbody, &ctx, req->path.pk,
+                                strlen(req->path.pk), req->path.rk,
+                                strlen(req->path.rk), req->job.value.data,
+                                req->job.value.len, 1) != 0) {
+            fe_req_resp_error(req, RT_EINTERNAL, NULL);
+            return;
+        }
+    }
     fe_req_resp_header(req, "ETag", etag);
-    fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
+    fe_req_resp_header(
+        req, "Content-Type",
+        req->atom ? FE_ATOM_CT_ENTRY : fe__content_type(req->meta));
     req->status = 200;
 }
 
@@ -641,6 +738,36 @@ static int fe__query_entities_prepare(struct fe_req *req)
     return FE_API_SUBMIT;
 }
 
+/* Continuation headers of a scan page (JSON and Atom alike). */
+static void fe__scan_tokens(struct fe_req *req)
+{
+    if (req->job.has_next) {
+        fe__token_header(req, "x-ms-continuation-NextPartitionKey",
+                         &req->job.next_pk);
+        fe__token_header(req, "x-ms-continuation-NextRowKey",
+                         &req->job.next_rk);
+    }
+}
+
+/* Query Entities' feed (spec §10). */
+static void fe__query_entities_atom(struct fe_req *req,
+                                    const struct fe_odata_ctx *ctx)
+{
+    fe_atom_feed_begin(&req->rbody, req->root, ctx->table);
+    for (size_t i = 0; i < req->job.nents; i++) {
+        const struct fe_job_ent *e = &req->job.ents[i];
+        if (fe_atom_write_entry(&req->rbody, ctx, e->pk, strlen(e->pk), e->rk,
+                                strlen(e->rk), e->value, e->vlen, 0) != 0) {
+            fe_req_resp_error(req, RT_EINTERNAL, NULL);
+            return;
+        }
+    }
+    fe_atom_feed_end(&req->rbody);
+    fe__scan_tokens(req);
+    req->status = 200;
+    fe_req_resp_header(req, "Content-Type", FE_ATOM_CT_FEED);
+}
+
 static void fe__query_entities_finish(struct fe_req *req)
 {
     struct rt_buf *b = &req->rbody;
@@ -649,6 +776,10 @@ static void fe__query_entities_finish(struct fe_req *req)
         return;
     }
     fe__odata_ctx(req, &ctx);
+    if (req->atom) {
+        fe__query_entities_atom(req, &ctx);
+        return;
+    }
     rt_buf_append_u8(b, '{');
     if (req->meta != FE_META_NONE) {
         rt_buf_append_str(b, "\"odata.metadata\":\"");
@@ -670,12 +801,7 @@ static void fe__query_entities_finish(struct fe_req *req)
         }
     }
     rt_buf_append_str(b, "]}");
-    if (req->job.has_next) {
-        fe__token_header(req, "x-ms-continuation-NextPartitionKey",
-                         &req->job.next_pk);
-        fe__token_header(req, "x-ms-continuation-NextRowKey",
-                         &req->job.next_rk);
-    }
+    fe__scan_tokens(req);
     req->status = 200;
     fe_req_resp_header(req, "Content-Type", fe__content_type(req->meta));
 }
@@ -711,13 +837,7 @@ static int fe__modify_prepare(struct fe_req *req, enum fe_op_verb verb)
         return fe__error(req, rc, NULL);
     }
     if (!is_delete) {
-        rc = fe__check_body_type(req);
-        if (rc != 0) {
-            return fe__error(req, rc, NULL);
-        }
-        rc = fe_odata_parse_entity(
-            req->body.len ? (const char *)req->body.data : "", req->body.len,
-            &req->ent, errmsg);
+        rc = fe__parse_body_entity(req, errmsg);
         if (rc != 0) {
             rt_log(RT_LOG_DEBUG, "%s body rejected: %s", req->op->name, errmsg);
             return fe__error(req, rc, NULL);
@@ -1059,6 +1179,12 @@ static int fe__api_prepare(struct fe_req *req)
         return fe__error(req, RT_EURI, NULL);
     }
     fe_svc_classify(req); /* ACL / service: storage XML errors */
+    /* AtomPub (spec §10) is decided from the headers alone, before
+     * authentication, so that every error of the request has its form. */
+    req->atom = fe__odata_request(req) &&
+                fe_hdr_atom(fe_req_header(req, "Accept"),
+                            fe_query_get(&req->query, "$format"),
+                            fe_req_header(req, "Content-Type"), v);
     if (strcmp(req->method, "OPTIONS") == 0) {
         return fe__preflight(req);
     }
@@ -1095,7 +1221,17 @@ static int fe__api_prepare(struct fe_req *req)
     if (!op) {
         return fe__error(req, code, NULL);
     }
-    if (fe__odata_request(req)) {
+    if (fe__odata_request(req) && req->atom) {
+        /* Atom answers; JSON asked for before 2013-08-15 is still
+         * refused (JsonFormatNotSupported, now as an Atom error). */
+        rc = fe_hdr_meta_v(fe_req_header(req, "Accept"),
+                           fe_query_get(&req->query, "$format"),
+                           req->xms_version, &req->meta);
+        req->meta = FE_META_MINIMAL; /* unused: the response is Atom */
+        if (rc == RT_EJSONNOTSUPPORTED) {
+            return fe__error(req, rc, NULL);
+        }
+    } else if (fe__odata_request(req)) {
         rc = fe_hdr_meta_v(fe_req_header(req, "Accept"),
                            fe_query_get(&req->query, "$format"),
                            req->xms_version, &req->meta);

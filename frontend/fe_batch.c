@@ -35,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fe_atom.h"
 #include "fe_req.h"
 #include "fe_url.h"
 #include "rt.pb-c.h"
@@ -535,6 +536,16 @@ static int fe__op_build(struct fe_batch *b,
     if (cid) {
         op->content_id = fe__dup(*cid);
     }
+    /* Known before any rule can fail, so a failure part has the form the
+     * client reads (AtomPub, spec §10). */
+    {
+        char *accept = NULL;
+        v = fe__hval(&in->hdrs, "Accept", tmp);
+        accept = v ? fe__strdup(v) : NULL;
+        v = fe__hval(&in->hdrs, "Content-Type", tmp);
+        op->atom = fe_hdr_atom(accept, NULL, v, version);
+        free(accept);
+    }
     /* The verb, with POST + X-HTTP-Method tunnelling (§2). */
     v = fe__hval(&in->hdrs, "X-HTTP-Method", tmp);
     if (v) {
@@ -636,13 +647,18 @@ static int fe__op_build(struct fe_batch *b,
     /* The entity. */
     if (op->verb == FE_OP_INSERT || op->verb == FE_OP_PUT ||
         op->verb == FE_OP_MERGE) {
-        rc = fe_hdr_body_type(fe__hval(&in->hdrs, "Content-Type", tmp));
+        int atom_body;
+        v = fe__hval(&in->hdrs, "Content-Type", tmp);
+        atom_body = fe_hdr_body_atom(v, version);
+        rc = atom_body ? 0 : fe_hdr_body_type(v);
         if (rc != 0) {
             return fe__fail(b, rc, idx, NULL, "body media type");
         }
         fe_entity_in_init(&ent);
-        rc = fe_odata_parse_entity(in->body.n ? in->body.p : "", in->body.n,
-                                   &ent, errmsg);
+        rc = atom_body ? fe_atom_parse_entity(in->body.n ? in->body.p : "",
+                                              in->body.n, &ent, errmsg)
+                       : fe_odata_parse_entity(in->body.n ? in->body.p : "",
+                                               in->body.n, &ent, errmsg);
         if (rc != 0) {
             fe_entity_in_free(&ent);
             fe__fail(b, rc, idx, NULL, "entity rejected");
@@ -861,7 +877,7 @@ static void fe__part_write(struct rt_buf *o,
     if (p->preference_applied) {
         fe__hline(o, "Preference-Applied", p->preference_applied);
     }
-    rt_buf_append_str(o, "DataServiceVersion: 3.0;\r\n");
+    fe__hline(o, "DataServiceVersion", p->dsv ? p->dsv : "3.0;");
     if (p->content_type) {
         fe__hline(o, "Content-Type", p->content_type);
     }
@@ -905,6 +921,7 @@ void fe_batch_write(struct rt_buf *out,
 }
 
 void fe_batch_error_json(struct rt_buf *out,
+                         int atom,
                          int code,
                          int index,
                          const char *msg,
@@ -915,6 +932,11 @@ void fe_batch_error_json(struct rt_buf *out,
     const char *azure = rt_err_azure_code(code);
     rt_buf_printf(&text, "%d:%s\nRequestId:%s\nTime:%s", index,
                   msg ? msg : rt_err_client_message(code), reqid, when);
+    if (atom) {
+        fe_atom_write_error(out, azure, rt_buf_cstr(&text));
+        rt_buf_free(&text);
+        return;
+    }
     rt_buf_append_str(out, "{\"odata.error\":{\"code\":\"");
     fe_json_escape(out, azure, strlen(azure));
     rt_buf_append_str(out, "\",\"message\":{\"lang\":\"en-US\",\"value\":\"");
@@ -934,6 +956,7 @@ struct fe__side
     uint8_t prefer;
     uint8_t has_meta;
     uint8_t meta;
+    uint8_t atom;
 };
 #define FE__NO_CID UINT32_MAX
 
@@ -968,6 +991,7 @@ static void fe__respond_parts(struct fe_req *req,
 /* 202 with the single failure part of §5.4. */
 static void fe__respond_failure(struct fe_req *req,
                                 int changeset,
+                                int atom,
                                 int code,
                                 int index,
                                 const char *msg,
@@ -978,11 +1002,12 @@ static void fe__respond_failure(struct fe_req *req,
     char when[RT_TIME_ISO_SIZE];
 
     rt_time_format_iso7(rt_time_now_ticks(), when);
-    fe_batch_error_json(&json, code, index, msg, req->reqid, when);
+    fe_batch_error_json(&json, atom, code, index, msg, req->reqid, when);
     memset(&part, 0, sizeof(part));
     part.status = rt_err_http_status(code);
     part.content_id = cid;
-    part.content_type = FE__JSON_CT_MINIMAL;
+    part.content_type = atom ? FE_ATOM_CT_ERROR : FE__JSON_CT_MINIMAL;
+    part.dsv = atom ? "1.0;" : NULL;
     part.body = json.data;
     part.body_len = json.len;
     fe__respond_parts(req, changeset, &part, 1);
@@ -1005,6 +1030,7 @@ static void fe__side_append(struct fe_req *req,
     s.prefer = (uint8_t)op->prefer;
     s.has_meta = (uint8_t)op->has_meta;
     s.meta = (uint8_t)op->meta;
+    s.atom = (uint8_t)op->atom;
     rt_buf_append(&req->s2, &s, sizeof(s));
 }
 
@@ -1023,7 +1049,9 @@ int fe_batch_prepare(struct fe_req *req)
         if (b.index < 0) {
             fe_req_resp_error(req, b.code, b.msg);
         } else {
-            fe__respond_failure(req, b.changeset, b.code, b.index, b.msg,
+            int atom =
+                (size_t)b.index < b.nops ? b.ops[b.index].atom : req->atom;
+            fe__respond_failure(req, b.changeset, atom, b.code, b.index, b.msg,
                                 b.fail_cid);
         }
         fe_batch_free(&b);
@@ -1114,10 +1142,23 @@ static void fe__finish_get(struct fe_req *req, const struct fe__side *s)
         fe_req_resp_error(req, RT_EINTERNAL, NULL);
         return;
     }
+    if (s->atom) {
+        /* The ETag came with the JSON; the Atom entry replaces it. */
+        rt_buf_reset(&json);
+        if (fe_atom_write_entry(&json, &ctx, req->job.pk, strlen(req->job.pk),
+                                req->job.rk, strlen(req->job.rk),
+                                req->job.value.data, req->job.value.len,
+                                1) != 0) {
+            rt_buf_free(&json);
+            fe_req_resp_error(req, RT_EINTERNAL, NULL);
+            return;
+        }
+    }
     memset(&part, 0, sizeof(part));
     part.status = 200;
     part.content_id = fe__side_cid(req, s);
-    part.content_type = fe__ct_for(ctx.meta);
+    part.content_type = s->atom ? FE_ATOM_CT_ENTRY : fe__ct_for(ctx.meta);
+    part.dsv = s->atom ? "1.0;" : NULL;
     part.etag = etag;
     part.body = json.data;
     part.body_len = json.len;
@@ -1141,6 +1182,7 @@ static void fe__finish_writes(struct fe_req *req,
         struct fe_batch_part *p = &parts[i];
         p->content_id = fe__side_cid(req, &s[i]);
         p->status = 204;
+        p->dsv = s[i].atom ? "1.0;" : NULL;
         if (op->kind != RT__OP_KIND__OP_DELETE) {
             fe_odata_etag(op->ticks, etags[i]);
             p->etag = etags[i];
@@ -1162,14 +1204,18 @@ static void fe__finish_writes(struct fe_req *req,
         {
             struct fe_odata_ctx ctx;
             fe__odata_ctx(req, &s[i], &ctx);
-            if (fe_odata_write_inserted(&bodies[i], &ctx, op->pk, op->rk,
-                                        op->ticks, op->props.data,
-                                        op->props.len) != 0) {
+            if ((s[i].atom ? fe_atom_write_inserted(
+                                 &bodies[i], &ctx, op->pk, op->rk, op->ticks,
+                                 op->props.data, op->props.len)
+                           : fe_odata_write_inserted(
+                                 &bodies[i], &ctx, op->pk, op->rk, op->ticks,
+                                 op->props.data, op->props.len)) != 0) {
                 failed = 1;
                 break;
             }
             p->status = 201;
-            p->content_type = fe__ct_for(ctx.meta);
+            p->content_type =
+                s[i].atom ? FE_ATOM_CT_ENTRY : fe__ct_for(ctx.meta);
             p->body = bodies[i].data;
             p->body_len = bodies[i].len;
         }
@@ -1212,7 +1258,7 @@ void fe_batch_finish(struct fe_req *req)
         if (idx < 0 || (size_t)idx >= n) {
             idx = 0; /* table missing: "0:The table specified ..." */
         }
-        fe__respond_failure(req, changeset, code, idx, NULL,
+        fe__respond_failure(req, changeset, s[idx].atom, code, idx, NULL,
                             fe__side_cid(req, &s[idx]));
         return;
     }

@@ -55,6 +55,8 @@ struct fe_batch_op
     int if_match_any;
     uint64_t if_match; /* ticks; 0 = no condition */
     enum fe_prefer prefer;
+    int atom;            /* AtomPub part (fe_hdr_atom of its Accept and
+                          * Content-Type under the batch's version) */
     int has_meta;        /* the part sent a usable Accept */
     enum fe_meta meta;   /* its metadata level */
     struct rt_buf props; /* properties blob (not for DELETE / GET) */
@@ -108,7 +110,8 @@ void fe_batch_free(struct fe_batch *b);
  *    not have issued matches nothing -> 412 from the server), the
  *    operation (fe_op_kind, as standalone: missing If-Match on DELETE,
  *    or on PUT/MERGE before 2011-08-18 -> RT_EMISSINGHEADER), the
- *    body's media type and entity (fe_odata_parse_entity codes; an insert
+ *    body's media type and entity (an Atom entry the version takes:
+ *    fe_atom_parse_entity codes; else fe_odata_parse_entity codes; an insert
  *    without keys -> RT_ENEEDVALUE; its keys checked), the PartitionKey is
  *    the first op's (RT_EDIFFPARTITIONS), the (PK, RK) pair is new
  *    (RT_EDUPROW).
@@ -131,6 +134,7 @@ struct fe_batch_part
     const char *location;           /* Location and DataServiceId; NULL */
     const char *etag;               /* NULL: no ETag line */
     const char *content_type;       /* the body's; NULL: no body */
+    const char *dsv;                /* DataServiceVersion; NULL: "3.0;" */
     const uint8_t *body;
     size_t body_len;
 };
@@ -148,11 +152,13 @@ void fe_batch_write(struct rt_buf *out,
                     const struct fe_batch_part *parts,
                     size_t n);
 
-/* Appends the JSON error body of a failure part:
+/* Appends the error body of a failure part, JSON or (@atom) the AtomPub
+ * dataservices-metadata <error> with the same message:
  * {"odata.error":{"code":..,"message":{"lang":"en-US","value":
  *  "<index>:<msg>\nRequestId:<reqid>\nTime:<when>"}}}
  * @msg NULL = the code's default message. */
 void fe_batch_error_json(struct rt_buf *out,
+                         int atom,
                          int code,
                          int index,
                          const char *msg,

@@ -166,6 +166,50 @@ int fe_hdr_meta_v(const char *accept,
     return rc;
 }
 
+int fe_hdr_atom(const char *accept,
+                const char *format,
+                const char *content_type,
+                const char *version)
+{
+    enum fe_meta m;
+    if (version && strcmp(version, FE_VERSION_NO_ATOM) >= 0) {
+        return 0;
+    }
+    if (version && strcmp(version, FE_VERSION_JSON) < 0) {
+        return 1;
+    }
+    if (format && *format) {
+        return strcasecmp(format, "atom") == 0 ||
+               strcasecmp(format, "xml") == 0 ||
+               fe__media(format, strlen(format), &m) == FE__MEDIA_ATOM;
+    }
+    for (const char *p = accept ? accept : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        switch (fe__media(p, n, &m)) {
+            case FE__MEDIA_JSON:
+                return 0;
+            case FE__MEDIA_ATOM:
+                return 1;
+            case FE__MEDIA_ANY:
+            case FE__MEDIA_OTHER:
+                break;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return version ? 1 : fe_hdr_body_atom(content_type, NULL);
+}
+
+int fe_hdr_body_atom(const char *content_type, const char *version)
+{
+    enum fe_meta m;
+    return content_type && *content_type &&
+           (!version || strcmp(version, FE_VERSION_NO_ATOM) < 0) &&
+           fe__media(content_type, strlen(content_type), &m) == FE__MEDIA_ATOM;
+}
+
 int fe_hdr_version_check(const char *v)
 {
     static const char fmt[] = "dddd-dd-dd";

@@ -38,6 +38,23 @@ int fe_hdr_meta_v(const char *accept,
                   const char *version,
                   enum fe_meta *out);
 
+/* Whether the response is AtomPub (spec §10, §2): never from
+ * FE_VERSION_NO_ATOM on; always before FE_VERSION_JSON (JSON cannot be
+ * answered there, so even its refusal is an Atom error); in between, an
+ * Atom $format or the first Accept item that names JSON or Atom decides,
+ * and a missing or wildcard Accept means Atom, as the service did. A
+ * request without x-ms-version is served leniently: Atom only when Accept
+ * or $format names it, or when the body @content_type is Atom and Accept
+ * names nothing. Returns 1 (Atom) or 0. */
+int fe_hdr_atom(const char *accept,
+                const char *format,
+                const char *content_type,
+                const char *version);
+/* An Atom request body (Content-Type application/atom+xml or
+ * application/xml) that the sent @version (NULL = none) still accepts:
+ * 1, else 0 (JSON, none, or Atom that fe_hdr_body_type refuses). */
+int fe_hdr_body_atom(const char *content_type, const char *version);
+
 /* x-ms-version must be a well-formed YYYY-MM-DD not older than
  * FE_VERSION_MIN. Returns 0 or RT_EHEADER. */
 int fe_hdr_version_check(const char *v);

@@ -390,7 +390,7 @@ static enum MHD_Result fe__queue(struct fe__hreq *hr)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (req->odata) {
-        MHD_add_response_header(resp, "DataServiceVersion", "3.0;");
+        MHD_add_response_header(resp, "DataServiceVersion", fe_req_dsv(req));
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_SERVER, "rangetable");
     for (size_t off = 0; off < req->hdrs.len;) {

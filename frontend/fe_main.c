@@ -22,6 +22,7 @@
 #include "fe_http.h"
 #include "fe_metrics.h"
 #include "fe_tls.h"
+#include "fe_xml.h"
 #include "rt_addr.h"
 #include "rt_config.h"
 #include "rt_err.h"
@@ -294,6 +295,8 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     fe__raise_nofile(&max_conns);
+    /* libxml2's globals, once, before the worker threads parse. */
+    fe_xml_init();
 
     memset(&m, 0, sizeof(m));
     m.dev_account = dev_account;

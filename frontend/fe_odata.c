@@ -619,11 +619,7 @@ int fe_odata_parse_entity(const char *body,
                           struct fe_entity_in *in,
                           char *errmsg)
 {
-    struct rt_buf scratch = RT_BUF_INIT;
-    struct rt_props_writer w;
     json_t *root;
-    void *iter;
-    size_t size = 4, nprops = 0, pk_units = 0, rk_units = 0;
     int rv = 0;
 
     if (errmsg) {
@@ -634,6 +630,25 @@ int fe_odata_parse_entity(const char *body,
     if (!root) {
         return rv;
     }
+    rv = fe_odata_entity_from_json(root, in, errmsg);
+    json_decref(root);
+    return rv;
+}
+
+int fe_odata_entity_from_json(struct json_t *root,
+                              struct fe_entity_in *in,
+                              char *errmsg)
+{
+    struct rt_buf scratch = RT_BUF_INIT;
+    struct rt_props_writer w;
+    void *iter;
+    size_t size = 4, nprops = 0, pk_units = 0, rk_units = 0;
+    int rv = 0;
+
+    if (errmsg) {
+        errmsg[0] = '\0';
+    }
+    fe_entity_in_free(in);
     rt_props_begin(&w, &in->props);
     for (iter = json_object_iter(root); iter;
          iter = json_object_iter_next(root, iter)) {
@@ -753,14 +768,12 @@ int fe_odata_parse_entity(const char *body,
                      "", 0);
         goto fail;
     }
-    json_decref(root);
     rt_buf_free(&scratch);
     return 0;
 
 dup_key:
     rv = fe__err(errmsg, RT_EDUPPROPS, "duplicate key property%.*s", "", 0);
 fail:
-    json_decref(root);
     rt_buf_free(&scratch);
     fe_entity_in_free(in);
     return rv;

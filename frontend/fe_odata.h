@@ -44,6 +44,16 @@ int fe_odata_parse_entity(const char *body,
                           struct fe_entity_in *in,
                           char *errmsg);
 
+/* The same rules over an already-built JSON object @root (borrowed; a
+ * jansson json_t): each member is a property, "X@odata.type" members give
+ * types, values are what a JSON body would carry. AtomPub bodies
+ * (fe_atom.h) are turned into such an object so both formats share one
+ * validation and the same error codes. */
+struct json_t;
+int fe_odata_entity_from_json(struct json_t *root,
+                              struct fe_entity_in *in,
+                              char *errmsg);
+
 /* The key rules of spec §9 for an entity's PartitionKey and RowKey, the
  * same for a single request and a $batch operation. Keys from the URL:
  * bad characters RT_EINVAL (400 InvalidInput), too long RT_EOUTOFRANGE.

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "fe_atom.h"
 #include "fe_xml.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -98,9 +99,18 @@ void fe_req_headers_done(struct fe_req *req)
     const char *v = fe_req_header(req, "x-ms-version");
     if (!v || fe_hdr_version_check(v) != 0 ||
         strlen(v) >= sizeof(req->version)) {
-        v = FE_VERSION_DEFAULT;
+        v = NULL;
     }
-    memcpy(req->version, v, strlen(v) + 1);
+    memcpy(req->version, v ? v : FE_VERSION_DEFAULT,
+           strlen(v ? v : FE_VERSION_DEFAULT) + 1);
+    /* The form of errors raised before fe_api_prepare (413, an over-long
+     * URL or header block): AtomPub when the headers ask for it, except on
+     * the storage-XML operations (?comp=). fe_api_prepare decides again
+     * once the path is known. */
+    req->atom = !fe_query_get(&req->query, "comp") &&
+                fe_hdr_atom(fe_req_header(req, "Accept"),
+                            fe_query_get(&req->query, "$format"),
+                            fe_req_header(req, "Content-Type"), v);
 }
 
 void fe_req_clear(struct fe_req *req, size_t keep_max)
@@ -180,6 +190,14 @@ void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind)
 
 /* ---- Building the response ------------------------------------------ */
 
+const char *fe_req_dsv(const struct fe_req *req)
+{
+    if (!req->atom) {
+        return "3.0;";
+    }
+    return req->nselect ? "2.0;" : "1.0;";
+}
+
 void fe_req_resp_header(struct fe_req *req, const char *name, const char *value)
 {
     rt_buf_append(&req->hdrs, name, strlen(name) + 1);
@@ -219,6 +237,9 @@ void fe_req_resp_error_as(struct fe_req *req,
         rt_buf_append_str(&req->rbody, "</Code><Message>");
         fe_xml_escape(&req->rbody, rt_buf_cstr(&text));
         rt_buf_append_str(&req->rbody, "</Message></Error>");
+    } else if (req->atom) {
+        fe_req_resp_header(req, "Content-Type", FE_ATOM_CT_ERROR);
+        fe_atom_write_error(&req->rbody, azure, rt_buf_cstr(&text));
     } else {
         fe_req_resp_header(req, "Content-Type",
                            "application/json;odata=minimalmetadata;"

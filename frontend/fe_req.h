@@ -99,6 +99,8 @@ struct fe_req
     int status;
     int odata;           /* add DataServiceVersion */
     int xml_errors;      /* errors in storage XML (preflight) */
+    int atom;            /* AtomPub response (fe_hdr_atom): entries,
+                          * feeds, the dataservices-metadata error */
     struct rt_buf hdrs;  /* "Name\0Value\0" pairs */
     struct rt_buf rbody; /* kept until the request completes (a transport
                           * may point its response into it) */
@@ -116,9 +118,11 @@ void fe_req_reset(struct fe_req *req);
 void fe_req_set_path(struct fe_req *req, const char *url);
 /* Appends one header; @name and @value are borrowed (see above). */
 void fe_req_add_header(struct fe_req *req, const char *name, const char *value);
-/* Call after the last fe_req_add_header: the version echoed on every
- * response, errors included, is the request's x-ms-version when it is
- * well-formed (fe_api_prepare checks it again). */
+/* Call after the last fe_req_add_header (and the query): the version
+ * echoed on every response, errors included, is the request's
+ * x-ms-version when it is well-formed (fe_api_prepare checks it again),
+ * and req->atom is set from the headers for errors raised before
+ * fe_api_prepare. */
 void fe_req_headers_done(struct fe_req *req);
 /* Releases what the request owns for this request (query values, path,
  * entity, job); buffers up to @keep_max bytes keep their memory for the
@@ -147,12 +151,18 @@ void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind);
 
 /* ---- Building the response ---- */
 
+/* The DataServiceVersion of the response (when req->odata): "3.0;" for
+ * JSON; for AtomPub what the service answered, "1.0;", or "2.0;" once
+ * $select (a 2.0 feature) shaped the response. A static string. */
+const char *fe_req_dsv(const struct fe_req *req);
+
 /* Adds response header @name: @value (both copied). */
 void fe_req_resp_header(struct fe_req *req,
                         const char *name,
                         const char *value);
 /* Error response for @code (rt_err.h table) with @msg (NULL = the table's
- * message): x-ms-error-code and the OData JSON (or storage XML) body.
+ * message): x-ms-error-code and the OData JSON body, or the storage XML
+ * body (req->xml_errors), or the AtomPub one (req->atom).
  * Replaces headers and body built so far; logs the outcome once. */
 void fe_req_resp_error(struct fe_req *req, int code, const char *msg);
 /* The same for an Azure code outside the rt_err.h table (e.g. the XMethod*

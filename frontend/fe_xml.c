@@ -1,136 +1,84 @@
 /* XML reader and writer helpers: see fe_xml.h.
  *
- * The reader is a recursive descent over the bytes: fe__xelement reads one
- * element with its attributes, content and end tag, and recurses for child
- * elements; fe__xmisc skips what may stand between top-level items. Every
- * limit (depth, element count, character references) is checked as the
- * bytes are read, and anything malformed ends the parse with RT_EXML. */
+ * The reader is libxml2 (README: why libxml2). fe_xml_parse makes one
+ * parser context per call, refuses a DOCTYPE from the SAX callback that
+ * sees it before any declaration in it is read (so no entity is ever
+ * defined: no expansion, no amplification, no external entity), lets
+ * libxml2 build its DOM with its default (non-huge) limits and no network,
+ * then copies that DOM into our own tree, checking our limits (depth,
+ * element count) on the way. A linear pre-scan (fe__xprescan) applies the
+ * same limits, and one on attributes per tag, before libxml2 runs, where
+ * libxml2 2.9.14 is quadratic or builds a DOM of any size. Errors are collected
+ * silently in the context: nothing is printed, the caller gets RT_EXML. */
 #include "fe_xml.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "rt_alloc.h"
-#include "rt_err.h"
-#include "rt_text.h"
-#include "rt_utf8.h"
+#include <libxml/parser.h>
+#include <libxml/parserInternals.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
 
-struct fe__xp
-{
-    const char *p;
-    const char *end;
-    int nodes;
-};
+#include "rt_alloc.h"
+#include "rt_buf.h"
+#include "rt_err.h"
 
 int fe_xml_is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static void fe__xskip_ws(struct fe__xp *x)
+/* No document we read names an external resource that should be fetched:
+ * every load is refused, whatever asks for it. */
+static xmlParserInputPtr fe__xno_load(const char *url,
+                                      const char *id,
+                                      xmlParserCtxtPtr ctxt)
 {
-    while (x->p < x->end && fe_xml_is_space(*x->p)) {
-        x->p++;
-    }
+    (void)url;
+    (void)id;
+    (void)ctxt;
+    return NULL;
 }
 
-static int fe__xstarts(const struct fe__xp *x, const char *s)
+static pthread_once_t fe__xonce = PTHREAD_ONCE_INIT;
+
+static void fe__xinit_once(void)
 {
-    size_t n = strlen(s);
-    return (size_t)(x->end - x->p) >= n && memcmp(x->p, s, n) == 0;
+    xmlInitParser();
+    xmlSetExternalEntityLoader(fe__xno_load);
 }
 
-/* Skips to just after @term; -1 when it never comes. */
-static int fe__xskip_past(struct fe__xp *x, const char *term)
+void fe_xml_init(void)
 {
-    size_t n = strlen(term);
-    while ((size_t)(x->end - x->p) >= n) {
-        if (memcmp(x->p, term, n) == 0) {
-            x->p += n;
-            return 0;
-        }
-        x->p++;
-    }
-    return -1;
+    pthread_once(&fe__xonce, fe__xinit_once);
 }
 
-static int fe__xname_char(unsigned char c, int first)
+/* Per-context error sink: errors are counted by libxml2 in the context
+ * (wellFormed, nsWellFormed); nothing goes to stderr, where a client's
+ * body could otherwise end up in our logs. */
+static void fe__xerr(void *data, xmlErrorPtr err)
 {
-    if (isalpha(c) || c == '_' || c == ':' || c >= 0x80) {
-        return 1;
-    }
-    return !first && (isdigit(c) || c == '-' || c == '.');
+    (void)data;
+    (void)err;
 }
 
-/* Reads a name; returns its length (0 = none). */
-static size_t fe__xname(struct fe__xp *x, const char **start)
+/* <!DOCTYPE: called once the name and external id are read and before the
+ * internal subset is, so stopping here means no entity is ever declared. */
+static void fe__xdoctype(void *data,
+                         const xmlChar *name,
+                         const xmlChar *ext_id,
+                         const xmlChar *sys_id)
 {
-    const char *s = x->p;
-    if (s >= x->end || !fe__xname_char((unsigned char)*s, 1)) {
-        return 0;
-    }
-    while (x->p < x->end && fe__xname_char((unsigned char)*x->p, 0)) {
-        x->p++;
-    }
-    *start = s;
-    return (size_t)(x->p - s);
-}
-
-/* At '&': decodes one reference into @b. */
-static int fe__xentity(struct fe__xp *x, struct rt_buf *b)
-{
-    static const struct
-    {
-        const char *name;
-        char c;
-    } named[] = {{"lt;", '<'},
-                 {"gt;", '>'},
-                 {"amp;", '&'},
-                 {"quot;", '"'},
-                 {"apos;", '\''}};
-    x->p++;
-    if (x->p < x->end && *x->p == '#') {
-        unsigned long cp = 0;
-        int hex = 0, digits = 0;
-        x->p++;
-        if (x->p < x->end && *x->p == 'x') {
-            hex = 1;
-            x->p++;
-        }
-        while (x->p < x->end && *x->p != ';') {
-            int d;
-            char c = *x->p;
-            d = hex ? rt_hexval(c) : isdigit((unsigned char)c) ? c - '0' : -1;
-            if (d < 0) {
-                return -1;
-            }
-            cp = cp * (hex ? 16 : 10) + (unsigned long)d;
-            if (cp > 0x10ffff || ++digits > 8) {
-                return -1;
-            }
-            x->p++;
-        }
-        if (x->p >= x->end || digits == 0 || cp == 0 ||
-            (cp >= 0xd800 && cp <= 0xdfff)) {
-            return -1;
-        }
-        x->p++;
-        {
-            uint8_t *q = rt_buf_reserve(b, 4);
-            b->len += rt_utf8_encode((uint32_t)cp, q);
-        }
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
-        if (fe__xstarts(x, named[i].name)) {
-            x->p += strlen(named[i].name);
-            rt_buf_append_u8(b, (uint8_t)named[i].c);
-            return 0;
-        }
-    }
-    return -1;
+    xmlParserCtxtPtr ctxt = data;
+    (void)name;
+    (void)ext_id;
+    (void)sys_id;
+    ctxt->wellFormed = 0;
+    xmlStopParser(ctxt);
 }
 
 void fe_xml_free(struct fe_xml_node *node)
@@ -138,207 +86,228 @@ void fe_xml_free(struct fe_xml_node *node)
     while (node) {
         struct fe_xml_node *next = node->next;
         fe_xml_free(node->child);
+        while (node->attr) {
+            struct fe_xml_attr *a = node->attr;
+            node->attr = a->next;
+            free(a->name);
+            free(a->ns);
+            free(a->value);
+            free(a);
+        }
         free(node->name);
+        free(node->ns);
         free(node->text);
         free(node);
         node = next;
     }
 }
 
-/* At '<' of a start tag. */
-static int fe__xelement(struct fe__xp *x, int depth, struct fe_xml_node **out)
+struct fe__xcopy
+{
+    int nodes;
+};
+
+static char *fe__xdup(const xmlChar *s)
+{
+    return s ? rt_xstrdup((const char *)s) : NULL;
+}
+
+/* Copies element @e (and its subtree) into *out. */
+static int fe__xcopy_el(struct fe__xcopy *c,
+                        xmlNodePtr e,
+                        int depth,
+                        struct fe_xml_node **out)
 {
     struct fe_xml_node *n;
     struct fe_xml_node **tail;
+    struct fe_xml_attr **atail;
     struct rt_buf text = RT_BUF_INIT;
-    const char *name, *local;
-    size_t nlen;
 
-    if (depth > FE_XML_DEPTH_MAX || ++x->nodes > FE_XML_NODES_MAX) {
-        return -1;
-    }
-    x->p++;
-    nlen = fe__xname(x, &name);
-    if (!nlen) {
+    if (depth > FE_XML_DEPTH_MAX || ++c->nodes > FE_XML_NODES_MAX) {
         return -1;
     }
     n = rt_xcalloc(1, sizeof(*n));
-    local = memchr(name, ':', nlen);
-    local = local ? local + 1 : name;
-    n->name = rt_xmalloc(nlen - (size_t)(local - name) + 1);
-    memcpy(n->name, local, nlen - (size_t)(local - name));
-    n->name[nlen - (size_t)(local - name)] = '\0';
+    *out = n;
+    n->name = fe__xdup(e->name);
+    n->ns = e->ns && e->ns->href ? fe__xdup(e->ns->href) : NULL;
+    atail = &n->attr;
+    for (xmlAttrPtr a = e->properties; a; a = a->next) {
+        struct fe_xml_attr *fa = rt_xcalloc(1, sizeof(*fa));
+        xmlChar *v = xmlNodeListGetString(e->doc, a->children, 1);
+        fa->name = fe__xdup(a->name);
+        fa->ns = a->ns && a->ns->href ? fe__xdup(a->ns->href) : NULL;
+        fa->value = rt_xstrdup(v ? (const char *)v : "");
+        xmlFree(v);
+        *atail = fa;
+        atail = &fa->next;
+    }
     tail = &n->child;
-    /* Attributes: checked, ignored. */
-    for (;;) {
-        const char *an;
-        int had_ws = x->p < x->end && fe_xml_is_space(*x->p);
-        char q;
-        fe__xskip_ws(x);
-        if (x->p >= x->end) {
-            goto err;
+    for (xmlNodePtr k = e->children; k; k = k->next) {
+        switch (k->type) {
+            case XML_ELEMENT_NODE:
+                if (fe__xcopy_el(c, k, depth + 1, tail) != 0) {
+                    rt_buf_free(&text);
+                    return -1;
+                }
+                tail = &(*tail)->next;
+                break;
+            case XML_TEXT_NODE:
+            case XML_CDATA_SECTION_NODE:
+                if (k->content) {
+                    rt_buf_append_str(&text, (const char *)k->content);
+                }
+                break;
+            case XML_COMMENT_NODE:
+            case XML_PI_NODE:
+                break;
+            default:
+                /* entity references and anything else a document without
+                 * a DTD cannot hold */
+                rt_buf_free(&text);
+                return -1;
         }
-        if (*x->p == '/' || *x->p == '>') {
-            break;
-        }
-        if (!had_ws || !fe__xname(x, &an)) {
-            goto err;
-        }
-        fe__xskip_ws(x);
-        if (x->p >= x->end || *x->p != '=') {
-            goto err;
-        }
-        x->p++;
-        fe__xskip_ws(x);
-        if (x->p >= x->end || (*x->p != '"' && *x->p != '\'')) {
-            goto err;
-        }
-        q = *x->p++;
-        while (x->p < x->end && *x->p != q) {
-            if (*x->p == '<') {
-                goto err;
-            }
-            x->p++;
-        }
-        if (x->p >= x->end) {
-            goto err;
-        }
-        x->p++;
-    }
-    if (*x->p == '/') {
-        x->p++;
-        if (x->p >= x->end || *x->p != '>') {
-            goto err;
-        }
-        x->p++;
-        n->text = rt_xstrdup("");
-        *out = n;
-        return 0;
-    }
-    x->p++; /* '>' */
-    for (;;) {
-        if (x->p >= x->end) {
-            goto err;
-        }
-        if (fe__xstarts(x, "</")) {
-            const char *en;
-            size_t elen;
-            x->p += 2;
-            elen = fe__xname(x, &en);
-            if (elen != nlen || memcmp(en, name, nlen) != 0) {
-                goto err;
-            }
-            fe__xskip_ws(x);
-            if (x->p >= x->end || *x->p != '>') {
-                goto err;
-            }
-            x->p++;
-            break;
-        }
-        if (fe__xstarts(x, "<!--")) {
-            if (fe__xskip_past(x, "-->") != 0) {
-                goto err;
-            }
-            continue;
-        }
-        if (fe__xstarts(x, "<![CDATA[")) {
-            const char *s;
-            x->p += 9;
-            s = x->p;
-            if (fe__xskip_past(x, "]]>") != 0) {
-                goto err;
-            }
-            rt_buf_append(&text, s, (size_t)(x->p - 3 - s));
-            continue;
-        }
-        if (fe__xstarts(x, "<?")) {
-            if (fe__xskip_past(x, "?>") != 0) {
-                goto err;
-            }
-            continue;
-        }
-        if (*x->p == '<') {
-            struct fe_xml_node *c = NULL;
-            if (fe__xelement(x, depth + 1, &c) != 0) {
-                fe_xml_free(c);
-                goto err;
-            }
-            *tail = c;
-            tail = &c->next;
-            continue;
-        }
-        if (*x->p == '&') {
-            if (fe__xentity(x, &text) != 0) {
-                goto err;
-            }
-            continue;
-        }
-        if ((unsigned char)*x->p < 0x20 && !fe_xml_is_space(*x->p)) {
-            goto err;
-        }
-        rt_buf_append_u8(&text, (uint8_t)*x->p++);
     }
     n->text = rt_xstrdup(rt_buf_cstr(&text));
-    if (strlen(n->text) != text.len) {
-        goto err; /* NUL via CDATA */
-    }
     rt_buf_free(&text);
-    *out = n;
     return 0;
-
-err:
-    rt_buf_free(&text);
-    fe_xml_free(n);
-    return -1;
 }
 
-/* Whitespace, comments and processing instructions between top-level
- * items. DOCTYPE is refused (no entity definitions, no expansion). */
-static int fe__xmisc(struct fe__xp *x)
+/* Skips past @term from @p; NULL when it never comes. */
+static const char *fe__xpast(const char *p, const char *end, const char *term)
 {
-    for (;;) {
-        fe__xskip_ws(x);
-        if (fe__xstarts(x, "<?")) {
-            if (fe__xskip_past(x, "?>") != 0) {
-                return -1;
-            }
-        } else if (fe__xstarts(x, "<!--")) {
-            if (fe__xskip_past(x, "-->") != 0) {
-                return -1;
-            }
-        } else if (fe__xstarts(x, "<!")) {
-            return -1;
-        } else {
-            return 0;
+    size_t tn = strlen(term);
+    for (; (size_t)(end - p) >= tn; p++) {
+        if (memcmp(p, term, tn) == 0) {
+            return p + tn;
         }
     }
+    return NULL;
+}
+
+/* A linear look at the bytes before libxml2 sees them, for the limits
+ * libxml2 2.9.14 would only reach the expensive way: its duplicate check
+ * of attributes (and namespace declarations) in one start tag is
+ * quadratic (a 2 MB tag of 200k attributes takes minutes), and it builds
+ * the whole DOM before our copy counts elements. Counts start tags,
+ * their depth and each tag's '=' outside quoted values; skips comments,
+ * CDATA and processing instructions. A DOCTYPE (or anything "<!" that is
+ * neither) is refused here too. Anything this cannot follow (an
+ * unterminated construct) is left to libxml2, which refuses it.
+ * 0 or -1 (over a limit). */
+static int fe__xprescan(const char *p, size_t n)
+{
+    const char *end = p + n;
+    int depth = 0, elements = 0;
+    while (p && p < end) {
+        const char *q;
+        int attrs = 0, close;
+        if (*p != '<') {
+            p++;
+            continue;
+        }
+        if ((size_t)(end - p) >= 4 && memcmp(p, "<!--", 4) == 0) {
+            p = fe__xpast(p + 4, end, "-->");
+            continue;
+        }
+        if ((size_t)(end - p) >= 9 && memcmp(p, "<![CDATA[", 9) == 0) {
+            p = fe__xpast(p + 9, end, "]]>");
+            continue;
+        }
+        if ((size_t)(end - p) >= 2 && p[1] == '?') {
+            p = fe__xpast(p + 2, end, "?>");
+            continue;
+        }
+        if ((size_t)(end - p) >= 2 && p[1] == '!') {
+            return -1; /* DOCTYPE */
+        }
+        close = (size_t)(end - p) >= 2 && p[1] == '/';
+        for (q = p + 1; q < end && *q != '>'; q++) {
+            if (*q == '"' || *q == '\'') {
+                const char *e = memchr(q + 1, *q, (size_t)(end - q - 1));
+                if (!e) {
+                    return 0;
+                }
+                q = e;
+            } else if (*q == '=' && ++attrs > FE_XML_ATTRS_MAX) {
+                return -1;
+            }
+        }
+        if (q >= end) {
+            return 0;
+        }
+        if (close) {
+            depth--;
+        } else {
+            if (++elements > FE_XML_NODES_MAX || depth + 1 > FE_XML_DEPTH_MAX) {
+                return -1;
+            }
+            if (q[-1] != '/') {
+                depth++;
+            }
+        }
+        p = q + 1;
+    }
+    return 0;
 }
 
 int fe_xml_parse(const char *buf, size_t n, struct fe_xml_node **root)
 {
-    struct fe__xp x = {buf, buf + n, 0};
+    xmlParserCtxtPtr ctxt;
+    xmlDocPtr doc;
+    xmlNodePtr top;
+    struct fe__xcopy c = {0};
+    int ok;
+
     *root = NULL;
-    if (n >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
-        x.p += 3;
-    }
-    if (memchr(buf, '\0', n)) {
+    if (n == 0 || n > (size_t)INT32_MAX || memchr(buf, '\0', n) ||
+        fe__xprescan(buf, n) != 0) {
         return RT_EXML;
     }
-    if (fe__xmisc(&x) != 0 || x.p >= x.end || *x.p != '<' ||
-        fe__xelement(&x, 1, root) != 0) {
+    fe_xml_init();
+    ctxt = xmlCreateMemoryParserCtxt(buf, (int)n);
+    if (!ctxt) {
+        return RT_EXML;
+    }
+    ctxt->sax->internalSubset = fe__xdoctype;
+    ctxt->sax->externalSubset = NULL;
+    ctxt->sax->serror = fe__xerr;
+    ctxt->sax->error = NULL;
+    ctxt->sax->warning = NULL;
+    ctxt->sax->fatalError = NULL;
+    /* No XML_PARSE_NOENT (no substitution), no DTDLOAD/DTDATTR, no HUGE
+     * (libxml2's own limits on depth, name and text lengths stay on). */
+    xmlCtxtUseOptions(ctxt, XML_PARSE_NONET | XML_PARSE_NOCDATA |
+                                XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    xmlParseDocument(ctxt);
+    doc = ctxt->myDoc;
+    ok = ctxt->wellFormed && ctxt->nsWellFormed && doc && !doc->intSubset &&
+         !doc->extSubset;
+    top = ok ? xmlDocGetRootElement(doc) : NULL;
+    if (!top || fe__xcopy_el(&c, top, 1, root) != 0) {
         fe_xml_free(*root);
         *root = NULL;
-        return RT_EXML;
     }
-    if (fe__xmisc(&x) != 0 || x.p != x.end) {
-        fe_xml_free(*root);
-        *root = NULL;
-        return RT_EXML;
+    if (doc) {
+        xmlFreeDoc(doc);
     }
-    return 0;
+    xmlFreeParserCtxt(ctxt);
+    return *root ? 0 : RT_EXML;
 }
 
 /* ---- helpers over the tree ---- */
+
+const char *fe_xml_attr(const struct fe_xml_node *n,
+                        const char *ns,
+                        const char *name)
+{
+    for (const struct fe_xml_attr *a = n->attr; a; a = a->next) {
+        if (strcmp(a->name, name) == 0 &&
+            (ns ? a->ns && strcmp(a->ns, ns) == 0 : !a->ns)) {
+            return a->value;
+        }
+    }
+    return NULL;
+}
 
 /* The only child called @name: 0 (none, *out NULL), 1 (found), -1 (more
  * than one: malformed). */
@@ -472,7 +441,15 @@ void fe_xml_escape(struct rt_buf *out, const char *s)
                 rt_buf_append_str(out, "&apos;");
                 break;
             default:
-                rt_buf_append_u8(out, (uint8_t)*s);
+                /* Control characters as references, so CR, LF and tab
+                 * survive a parser's end-of-line and attribute-value
+                 * normalisation; the other C0 controls cannot be carried
+                 * by XML 1.0 at all (frontend/README.md, AtomPub). */
+                if ((unsigned char)*s < 0x20) {
+                    rt_buf_printf(out, "&#x%X;", (unsigned)(unsigned char)*s);
+                } else {
+                    rt_buf_append_u8(out, (uint8_t)*s);
+                }
         }
     }
 }

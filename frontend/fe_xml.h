@@ -1,11 +1,13 @@
 /* XML for the storage-XML operations of the Table service (Table ACL,
- * service properties and stats, docs/table-api-spec.md §3.4-§3.7) and
- * for the storage-XML error body (§8.1): a small strict reader that builds
- * a tree, helpers that read typed children from it, and writer helpers.
+ * service properties and stats, docs/table-api-spec.md §3.4-§3.7), for
+ * the storage-XML error body (§8.1) and for AtomPub (fe_atom.h): a strict
+ * reader (libxml2) that builds our own small tree with namespaces and
+ * attributes, helpers that read typed children from it, and writer helpers.
  *
- * The reader is hand-written for the few small documents the API takes; a
- * later change replaces it with libxml2 behind the same interface (tree,
- * limits and RT_EXML for anything malformed stay as they are).
+ * The reader refuses any DOCTYPE before its declarations are read, so no
+ * entity is ever declared, expanded or loaded; the network and every
+ * external load are off. Anything malformed, namespace errors included,
+ * is RT_EXML; nothing is printed.
  *
  * Thread: pure functions, callable from any thread. A tree belongs to the
  * caller of fe_xml_parse (fe_xml_free); the helpers borrow it and return
@@ -21,28 +23,53 @@
 /* Limits of a document (spec §9: bad input is rejected, never a crash). */
 #define FE_XML_DEPTH_MAX 16
 #define FE_XML_NODES_MAX 1024
+/* Attributes (namespace declarations included) of one element: an Atom
+ * entry uses a handful; libxml2 2.9.14 checks duplicates quadratically. */
+#define FE_XML_ATTRS_MAX 64
 
 #define FE_XML_DECL "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
+
+struct fe_xml_attr
+{
+    char *name;  /* local name */
+    char *ns;    /* namespace URI, NULL for an unprefixed attribute */
+    char *value; /* references decoded */
+    struct fe_xml_attr *next;
+};
 
 struct fe_xml_node
 {
     char *name; /* local name (any "prefix:" dropped) */
+    char *ns;   /* namespace URI, NULL when in no namespace */
     char *text; /* concatenated character data, entities decoded */
+    struct fe_xml_attr *attr;  /* attributes in document order */
     struct fe_xml_node *child; /* first child */
     struct fe_xml_node *next;  /* next sibling */
 };
 
 /* ---- reading ---- */
 
-/* Parses one document: optional BOM, XML declaration, comments and
- * processing instructions; one root element; attributes are checked and
- * ignored; &lt; &gt; &amp; &quot; &apos; &#n; &#xn; and CDATA are decoded.
- * DOCTYPE, mismatched tags, bad characters, more than FE_XML_DEPTH_MAX
- * levels or FE_XML_NODES_MAX elements -> RT_EXML. On 0 *root is the
- * caller's (fe_xml_free); on error *root is NULL. */
+/* Initialises libxml2 once per process (thread-safe; fe_xml_parse calls
+ * it too) and installs a loader that refuses every external resource. */
+void fe_xml_init(void);
+
+/* Parses one well-formed, namespace-well-formed document (XML 1.0 with
+ * namespaces; any encoding libxml2 knows, text returned as UTF-8): one
+ * root element; comments and processing instructions are skipped; the
+ * five predefined entities, character references and CDATA are decoded.
+ * A DOCTYPE, a NUL byte, mismatched tags, bad characters, more than
+ * FE_XML_DEPTH_MAX levels, FE_XML_NODES_MAX elements or FE_XML_ATTRS_MAX
+ * attributes on one element -> RT_EXML. On 0 *root is the caller's
+ * (fe_xml_free); on error *root is NULL. */
 int fe_xml_parse(const char *buf, size_t n, struct fe_xml_node **root);
 /* Frees @node, its children and its following siblings. NULL is fine. */
 void fe_xml_free(struct fe_xml_node *node);
+
+/* The value of attribute @name in namespace @ns (NULL: no namespace) of
+ * @n, or NULL. Borrowed from the tree. */
+const char *fe_xml_attr(const struct fe_xml_node *n,
+                        const char *ns,
+                        const char *name);
 
 /* XML white space (space, tab, CR, LF)? 1 or 0. */
 int fe_xml_is_space(char c);
@@ -77,7 +104,8 @@ int fe_xml_uint(const struct fe_xml_node *n,
 /* ---- writing ---- */
 
 /* Appends the NUL-terminated @s with the five XML special characters
- * escaped (element content and attribute values alike). */
+ * escaped and control characters as &#xN; (element content and attribute
+ * values alike). */
 void fe_xml_escape(struct rt_buf *out, const char *s);
 /* Appends <@name>true</@name> or false. */
 void fe_xml_write_bool(struct rt_buf *out, const char *name, int v);

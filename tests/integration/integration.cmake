@@ -34,6 +34,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_sdk_js         the official JavaScript SDK (npm-installed into
 #                       <build>/js at test time; skipped if npm is offline)
 #   test_raw_http       headers, status codes and bodies the SDKs hide
+#   test_atom           AtomPub (x-ms-version < 2015-12-11) over raw HTTP:
+#                       tables, entities, every EDM type, feeds, errors,
+#                       \$batch, hostile XML
 #   test_sas_acl_cors   SAS, table ACLs, service properties, CORS, grace
 #   test_azurite_compat what Azurite's own suite (tests/compat) found:
 #                       trailing slash, boolean filter terms, re-create at
@@ -158,6 +161,7 @@ set(RT_INTEGRATION_TESTS
   test_key_order
   test_sdk_js
   test_raw_http
+  test_atom
   test_sas_acl_cors
   test_malformed
   test_balance

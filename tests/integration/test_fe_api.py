@@ -462,10 +462,11 @@ def test_version_gates(cluster):
     # JSON explicitly requested before 2013-08-15.
     r = raw(cluster, "GET", P("/fevgates()"), version="2012-02-12")
     assert (r.status, r.code) == (415, "JsonFormatNotSupported")
-    # Nothing asked for: answered as JSON (lenient).
+    # Nothing asked for: answered in Atom, the default of those versions.
     r = raw(cluster, "GET", P("/fevgates()"), version="2012-02-12",
             headers={"Accept": None})
     assert r.status == 200, r
+    assert r.header("Content-Type").startswith("application/atom+xml")
     # Upserts need 2011-08-18.
     r = raw(cluster, "PUT", ekey("fevgates", "a", "b"), ent,
             version="2011-08-17", headers={"Accept": None,
@@ -479,8 +480,13 @@ def test_version_gates(cluster):
     r = raw(cluster, "GET", P("/fevgates()?$select=x"), version="2009-09-19",
             headers={"Accept": None})
     assert (r.status, r.code) == (400, "InvalidQueryParameterValue")
-    # Atom: refused for every version until AtomPub lands.
-    for v in ("2013-08-15", "2019-02-02"):
+    # Atom: answered up to 2015-04-05 (test_atom.py), refused from
+    # 2015-12-11 on.
+    r = raw(cluster, "GET", P("/fevgates()"), version="2013-08-15",
+            headers={"Accept": "application/atom+xml"})
+    assert r.status == 200, r
+    assert r.header("Content-Type").startswith("application/atom+xml")
+    for v in ("2015-12-11", "2019-02-02"):
         r = raw(cluster, "GET", P("/fevgates()"), version=v,
                 headers={"Accept": "application/atom+xml"})
         assert (r.status, r.code) == (415, "AtomFormatNotSupported")
