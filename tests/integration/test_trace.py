@@ -177,7 +177,7 @@ def test_trace_records_a_split(traced):
 
     # Policy calls numbered in order, at non-decreasing times.
     ticks = [(r["tick"]["n"], r["t_ms"]) for r in recs if r["kind"] == "tick"]
-    assert len(ticks) > 10
+    assert len(ticks) >= 4, ticks  # twice a second, a few seconds
     assert [n for n, _ in ticks] == list(range(1, len(ticks) + 1))
     assert all(a[1] <= b[1] for a, b in zip(ticks, ticks[1:]))
 
