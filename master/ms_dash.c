@@ -576,11 +576,15 @@ const char ms_dashboard_html[] =
     "$('kvopen').onclick=()=>$('kvfile').click();\n"
     /* The live data as a keyviz.json (made in the page, nothing uploaded):
      * the 10 s hour when the window is wider than the 1 s ring, else the
-     * 1 s frames; the events since its first frame. */
+     * 1 s frames; the events of the time they cover. A frame at t is
+     * the step before t, so that time starts a step before the first
+     * frame: a split made just before it (the master's first frame comes
+     * a tick after it starts) explains that frame's ranges. */
     "$('kvsave').onclick=()=>{const h=kv.view&&kv.view.t1-kv.view.t0>120000&&"
     "coarse&&coarse.frames.length?coarse:history;if(fileDoc||!h)return;"
-    "const t0=h.frames.length?h.frames[0].t:0,doc={history:h,events:events"
-    ".filter(e=>e.unix_ms>=t0),source:'rangetable master '+location.host,"
+    "const t0=h.frames.length?h.frames[0].t-(h.step_ms||0):0,doc={history:h,"
+    "events:events.filter(e=>e.unix_ms>=t0),source:'rangetable master '+"
+    "location.host,"
     "policy:status&&status.policy?status.policy.name:null,seed:null},"
     "a=document.createElement('a');a.href=URL.createObjectURL(new Blob("
     "[JSON.stringify(doc)],{type:'application/json'}));a.download="

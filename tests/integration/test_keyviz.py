@@ -14,13 +14,16 @@ cluster (one master with --policy none, two partition servers, RF 1):
     at its time and key (toggled with all decisions and by kind), colour
     by server names each server's hue, a click on a server row
     (per-server view) lists its ranges, "save" downloads the live history
-    and events as a keyviz.json, a keyviz.json built from /api/history + /api/events (the shape rt-sim
+    and the events of the time it covers (from a step before its first
+    frame) as a keyviz.json, a keyviz.json built from /api/history + /api/events (the shape rt-sim
     writes) opened through the file input is shown with a banner and live
     updates paused, "back to live" returns; a file with markup in its
     table names and events shows it as text and runs none of it; no
     uncaught exception or console error on the page.
 
-About 40 s (the 10 s history needs two buckets).
+Every wait is for a condition (the split's children busy in the 1 s
+history, a 10 s frame after the writer started), not a fixed time. About
+40 s (the 10 s history needs two buckets).
 """
 
 import json
@@ -97,9 +100,22 @@ def loaded(cluster):
             time.sleep(0.01)
 
     t = threading.Thread(target=writer, daemon=True)
+    t_write = time.time() * 1000
     t.start()
-    yield {"parent": rid, "split": ev[-1],
-           "children": ev[-1]["new_ranges"]}
+    children = ev[-1]["new_ranges"]
+
+    def both_halves_busy():
+        # The 1 s history is rebuilt once a second: wait until a frame
+        # names both children with the writer's load, and the document
+        # names their bounds.
+        h = get_json(cluster, "/api/history")
+        busy = {r for f in h["frames"] for r, d, _ in f["r"] if d > 0}
+        return (all(c in busy and str(c) in h["ranges"] for c in children)
+                or None)
+    wait_for(both_halves_busy, 20, "both halves of the split busy in the "
+             "1 s history")
+    yield {"parent": rid, "split": ev[-1], "children": children,
+           "t_write": t_write}
     stop.set()
     t.join(10)
 
@@ -109,9 +125,13 @@ def test_history_res10_shape_and_bounds(cluster, loaded):
     """The 10 s frames: bucket starts, bounded, every id known, and each
     range's demand the mean of its 1 s ones over the bucket."""
     def two_frames():
+        # Two frames, the newest one a whole bucket of the writer after
+        # the split (a slow start can put the split after the first ones).
         h = get_json(cluster, "/api/history?res=10")
-        return h if len(h["frames"]) >= 2 else None
-    co = wait_for(two_frames, 40, "two 10 s frames")
+        return h if (len(h["frames"]) >= 2 and
+                     h["frames"][-1]["t"] >= loaded["t_write"]) else None
+    co = wait_for(two_frames, 60, "two 10 s frames, the newest after the "
+                  "writer started")
     fine = get_json(cluster, "/api/history")
     now = time.time() * 1000
     assert co["step_ms"] == 10000 and co["max_frames"] == 360
@@ -264,11 +284,19 @@ def test_key_visualizer_in_chromium(cluster, loaded, tmp_path):
                  "b=x;return o.call(URL,x)};HTMLAnchorElement.prototype.click="
                  "function(){};try{$('kvsave').click();}finally{"
                  "URL.createObjectURL=o;HTMLAnchorElement.prototype.click=c;}"
-                 "const d=JSON.parse(await b.text());return [d.history.step_ms,"
-                 "d.history.frames.length>0,d.events.some(e=>e.seq===%d),"
+                 "const d=JSON.parse(await b.text()),h=d.history,"
+                 "t0=h.frames.length?h.frames[0].t-h.step_ms:1/0;"
+                 # The events of the time the frames cover (a frame is the
+                 # step before its time): the split with them unless the
+                 # 2-minute ring has moved past it on a slow run.
+                 "return [h.step_ms,h.frames.length>0,"
+                 "d.events.every(e=>e.unix_ms>=t0),"
+                 "d.events.some(e=>e.seq===%d)===(%d>=t0),"
                  "d.source.startsWith('rangetable master'),d.policy]})()"
-                 % seq, "expect": [1000, True, True, True, "none"],
-         "what": "save: the live 1 s history and events as a keyviz.json"},
+                 % (seq, loaded["split"]["unix_ms"]),
+         "expect": [1000, True, True, True, True, "none"],
+         "what": "save: the live 1 s history and the events of its time as "
+                 "a keyviz.json"},
         {"eval": open_js, "what": "open a keyviz.json built from the API"},
         {"eval": "$('kvban').hidden?'':$('kvbantext').textContent",
          "match": "^Showing keyviz.json from rt-sim, policy default, "

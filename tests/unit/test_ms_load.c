@@ -200,6 +200,102 @@ static void test_fine_ring_unchanged(void **state)
     assert_int_equal(ms_load_nbounds(ld), 1);
 }
 
+/* Whether @b is the registry's entry for its range (the same object, so
+ * not a freed one). */
+static bool registered(const struct ms_load *ld, const struct ms_load_bounds *b)
+{
+    for (size_t i = 0; i < ms_load_nbounds(ld); i++) {
+        if (ms_load_bounds_at(ld, i) == b) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void assert_frames_registered(const struct ms_load *ld)
+{
+    for (size_t i = 0; i < ms_load_nframes(ld); i++) {
+        const struct ms_load_frame *f = ms_load_frame_at(ld, i);
+        for (size_t j = 0; j < f->ncells; j++) {
+            assert_true(registered(ld, f->cells[j].b));
+        }
+    }
+    for (size_t i = 0; i < ms_load_ncoarse(ld); i++) {
+        const struct ms_load_frame *f = ms_load_coarse_at(ld, i);
+        for (size_t j = 0; j < f->ncells; j++) {
+            assert_true(registered(ld, f->cells[j].b));
+        }
+    }
+}
+
+/* A history document names the bounds of every range its frames name:
+ * through splits and merges over more than both rings hold, and a clock
+ * stepped back, every cell of every kept frame (fine and coarse) is in
+ * the registry, and the registry keeps no more than the frames and the
+ * bucket being summed need. */
+static void test_bounds_cover_frames(void **state)
+{
+    struct ms_load *ld = *state;
+    /* The live ranges: one table cut at single-letter keys. */
+    struct ms_load_frame_range live[27];
+    static const char *const cuts[27] = {
+        "",  "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+        "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z"};
+    size_t nlive = 1, cut = 1;
+    uint64_t next_id = 2, t = T0;
+    unsigned seed = 12345;
+    const uint64_t steps =
+        MS_LOAD_COARSE_HISTORY * (MS_LOAD_COARSE_MS / 1000) + 300;
+
+    live[0] = (struct ms_load_frame_range){1, 1, "", NULL, 7};
+    for (uint64_t s = 0; s < steps; s++) {
+        seed = seed * 1103515245u + 12345u;
+        if (s % 5 == 0 && cut < 26) {
+            /* Split the last range at the next letter. */
+            struct ms_load_frame_range *p = &live[nlive - 1];
+            live[nlive] = (struct ms_load_frame_range){next_id + 1, 1,
+                                                       cuts[cut], NULL, 8};
+            *p = (struct ms_load_frame_range){next_id, 1, p->low, cuts[cut], 7};
+            next_id += 2;
+            nlive++;
+            cut++;
+        } else if (s % 13 == 0 && nlive > 1) {
+            /* Merge the last two. */
+            struct ms_load_frame_range *a = &live[nlive - 2];
+            *a = (struct ms_load_frame_range){next_id++, 1, a->low, NULL, 7};
+            nlive--;
+            cut--;
+        }
+        report(ld, live[0].range_id, 7, (seed >> 8) % 100, t);
+        /* Once, the wall clock steps back over a bucket boundary. */
+        t = s == 1000 ? t - 15000 : t + 1000;
+        ms_load_frame(ld, t, live, nlive);
+        if (s % 7 == 0 || s + 1 == steps) {
+            assert_frames_registered(ld);
+        }
+    }
+    assert_int_equal(ms_load_ncoarse(ld), MS_LOAD_COARSE_HISTORY);
+    /* Nothing beyond what the rings and the bucket name: every id the
+     * last coarse frames or the fine ring name, and only those. */
+    for (size_t i = 0; i < ms_load_nbounds(ld); i++) {
+        const struct ms_load_bounds *b = ms_load_bounds_at(ld, i);
+        bool used = false;
+        for (size_t k = 0; k < ms_load_nframes(ld) && !used; k++) {
+            const struct ms_load_frame *f = ms_load_frame_at(ld, k);
+            for (size_t j = 0; j < f->ncells; j++) {
+                used = used || f->cells[j].b == b;
+            }
+        }
+        for (size_t k = 0; k < ms_load_ncoarse(ld) && !used; k++) {
+            const struct ms_load_frame *f = ms_load_coarse_at(ld, k);
+            for (size_t j = 0; j < f->ncells; j++) {
+                used = used || f->cells[j].b == b;
+            }
+        }
+        assert_true(used);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +307,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coarse_ring_bounded, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fine_ring_unchanged, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bounds_cover_frames, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
