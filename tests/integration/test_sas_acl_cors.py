@@ -466,6 +466,27 @@ def test_acl_stored_policy_conflict_and_unknown(cluster, table, cred):
         sas_table(cluster, good).get_entity("a", "1")
 
 
+def test_acl_policy_narrowed_applies_at_once(cluster, table, cred):
+    """A token naming a stored policy follows the policy as it is now: once
+    the same id is set again without add, the next insert through the
+    same token is refused and writes nothing."""
+    pol = {"writers": TableAccessPolicy(
+        permission="raud", expiry=now() + datetime.timedelta(hours=1))}
+    table.set_table_access_policy(pol)
+    tc = sas_table(cluster, generate_table_sas(cred, TABLE,
+                                               policy_id="writers"))
+    tc.create_entity({"PartitionKey": "nar", "RowKey": "1"})
+    pol["writers"].permission = "r"
+    table.set_table_access_policy(pol)
+    expect_denied(lambda: tc.create_entity({"PartitionKey": "nar",
+                                            "RowKey": "2"}),
+                  "AuthorizationPermissionMismatch")
+    with pytest.raises(ResourceNotFoundError):
+        table.get_entity("nar", "2")
+    table.delete_entity("nar", "1")
+    table.set_table_access_policy({})
+
+
 def test_acl_expired_policy(cluster, table, cred):
     """A policy whose expiry has passed makes its SAS invalid."""
     table.set_table_access_policy({"old": TableAccessPolicy(
