@@ -68,24 +68,6 @@ static struct ms__cmark *ms__crdb_mark(struct ms__crdb *p, uint64_t id)
 
 /* ---- the weighted split finder ---- */
 
-struct ms__crdb_wpk
-{
-    const char *pk;
-    double w;
-};
-
-static int ms__crdb_wpk_cmp(const void *a, const void *b)
-{
-    return rt_utf16_cmpz(((const struct ms__crdb_wpk *)a)->pk,
-                         ((const struct ms__crdb_wpk *)b)->pk);
-}
-
-static bool ms__crdb_in_range(const char *pk, const char *low, const char *high)
-{
-    return rt_utf16_cmpz(pk, low) >= 0 &&
-           (!high || rt_utf16_cmpz(pk, high) < 0);
-}
-
 char *ms_crdb_split_key(const struct ms_load_range *r,
                         const char *low,
                         const char *high,
@@ -95,51 +77,26 @@ char *ms_crdb_split_key(const struct ms_load_range *r,
                         double *score,
                         double *left_share)
 {
-    struct ms__crdb_wpk *v;
-    size_t n = 0;
-    double total = 0, left = 0, best_score = 0, best_left = 0;
+    struct ms_load_samples sm;
+    double left = 0, best_score = 0, best_left = 0;
     const char *best = NULL;
     char *out = NULL;
 
-    if (!r || r->nsamples == 0) {
+    ms_load_range_samples(r, low, high, now_ms, &sm);
+    if (sm.nsamples < min_samples || sm.nsamples == 0) {
+        ms_load_samples_free(&sm);
         return NULL;
     }
-    v = rt_xcalloc(r->nsamples, sizeof(*v));
-    for (size_t i = 0; i < r->nsamples; i++) {
-        const struct ms_pk_sample *s = &r->samples[i];
-        if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
-            continue;
-        }
-        if (!ms__crdb_in_range(s->pk, low, high) || s->w <= 0) {
-            continue; /* reported before a split or merge changed the bounds */
-        }
-        v[n].pk = s->pk;
-        v[n].w = s->w;
-        total += s->w;
-        n++;
-    }
-    if (n < min_samples || n == 0) {
-        free(v);
-        return NULL;
-    }
-    qsort(v, n, sizeof(*v), ms__crdb_wpk_cmp);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        double here = 0;
-        while (j < n && strcmp(v[j].pk, v[i].pk) == 0) {
-            here += v[j].w;
-            j++;
-        }
-        if (rt_utf16_cmpz(v[i].pk, low) > 0 && left > 0) {
-            double sc = fabs(left - (total - left)) / total;
+    for (size_t i = 0; i < sm.n; i++) {
+        if (rt_utf16_cmpz(sm.v[i].pk, low) > 0 && left > 0) {
+            double sc = fabs(left - (sm.total - left)) / sm.total;
             if (sc < max_score && (!best || sc < best_score)) {
-                best = v[i].pk;
+                best = sm.v[i].pk;
                 best_score = sc;
                 best_left = left;
             }
         }
-        left += here;
-        i = j;
+        left += sm.v[i].w;
     }
     if (best) {
         out = rt_xstrdup(best);
@@ -147,10 +104,10 @@ char *ms_crdb_split_key(const struct ms_load_range *r,
             *score = best_score;
         }
         if (left_share) {
-            *left_share = best_left / total;
+            *left_share = best_left / sm.total;
         }
     }
-    free(v);
+    ms_load_samples_free(&sm);
     return out;
 }
 
