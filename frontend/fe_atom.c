@@ -342,16 +342,11 @@ static void fe__prop(struct rt_buf *out, const struct rt_prop *p)
             fe__popen(out, p->name, p->name_len, "Edm.Double");
             fe__double(out, p->v.d);
             break;
-        case RT_EDM_GUID: {
-            const uint8_t *g = p->v.guid;
+        case RT_EDM_GUID:
             fe__popen(out, p->name, p->name_len, "Edm.Guid");
-            rt_buf_printf(out,
-                          "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                          "%02x%02x%02x%02x%02x%02x",
-                          g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8],
-                          g[9], g[10], g[11], g[12], g[13], g[14], g[15]);
+            fe_odata_guid_text(p->v.guid, tmp);
+            rt_buf_append_str(out, tmp);
             break;
-        }
         case RT_EDM_INT32:
             fe__popen(out, p->name, p->name_len, "Edm.Int32");
             rt_buf_printf(out, "%d", (int)p->v.i32);
@@ -362,25 +357,6 @@ static void fe__prop(struct rt_buf *out, const struct rt_prop *p)
             break;
     }
     fe__pclose(out, p->name, p->name_len);
-}
-
-/* The index of @name in ctx->select, or -1; -2 when everything is
- * selected. */
-static int fe__sel(const struct fe_odata_ctx *ctx, const char *name, size_t n)
-{
-    if (!ctx->select) {
-        return -2;
-    }
-    for (size_t i = 0; i < ctx->nselect; i++) {
-        const char *s = ctx->select[i];
-        if (strcmp(s, "*") == 0) {
-            return -2;
-        }
-        if (strlen(s) == n && memcmp(s, name, n) == 0) {
-            return (int)i;
-        }
-    }
-    return -1;
 }
 
 /* A property name that is also an XML element name (spec §9's letters,
@@ -459,7 +435,7 @@ int fe_atom_write_entry(struct rt_buf *out,
     FE__LIT(out, "\" scheme=\"" FE_ATOM_SCHEME
                  "\" />"
                  "<content type=\"application/xml\"><m:properties>");
-    if ((k = fe__sel(ctx, "PartitionKey", 12)) != -1) {
+    if ((k = fe_odata_select_index(ctx, "PartitionKey", 12)) != -1) {
         FE__LIT(out, "<d:PartitionKey>");
         fe_xml_escape(out, kp);
         FE__LIT(out, "</d:PartitionKey>");
@@ -467,7 +443,7 @@ int fe_atom_write_entry(struct rt_buf *out,
             seen[k] = 1;
         }
     }
-    if ((k = fe__sel(ctx, "RowKey", 6)) != -1) {
+    if ((k = fe_odata_select_index(ctx, "RowKey", 6)) != -1) {
         FE__LIT(out, "<d:RowKey>");
         fe_xml_escape(out, kr);
         FE__LIT(out, "</d:RowKey>");
@@ -475,7 +451,7 @@ int fe_atom_write_entry(struct rt_buf *out,
             seen[k] = 1;
         }
     }
-    if ((k = fe__sel(ctx, "Timestamp", 9)) != -1) {
+    if ((k = fe_odata_select_index(ctx, "Timestamp", 9)) != -1) {
         FE__LIT(out, "<d:Timestamp m:type=\"Edm.DateTime\">");
         rt_buf_append(out, tmp, rt_time_format_iso7(ticks, tmp));
         FE__LIT(out, "</d:Timestamp>");
@@ -484,7 +460,7 @@ int fe_atom_write_entry(struct rt_buf *out,
         }
     }
     while ((rv = rt_props_next(&it, &p)) == 1) {
-        k = fe__sel(ctx, p.name, p.name_len);
+        k = fe_odata_select_index(ctx, p.name, p.name_len);
         if (k == -1) {
             continue;
         }
@@ -497,7 +473,8 @@ int fe_atom_write_entry(struct rt_buf *out,
      * per name, and only for a name that can be an element name. */
     for (size_t i = 0; ctx->select && i < ctx->nselect && i < 256; i++) {
         if (!seen[i] &&
-            fe__sel(ctx, ctx->select[i], strlen(ctx->select[i])) == (int)i &&
+            fe_odata_select_index(ctx, ctx->select[i],
+                                  strlen(ctx->select[i])) == (int)i &&
             fe__xml_name(ctx->select[i])) {
             FE__LIT(out, "<d:");
             fe_xml_escape(out, ctx->select[i]);

@@ -162,7 +162,7 @@ static size_t fe__fmt_double(double d, char *buf, size_t cap)
     return (size_t)n;
 }
 
-static void fe__guid_text(const uint8_t g[16], char out[37])
+void fe_odata_guid_text(const uint8_t g[16], char out[37])
 {
     char *q = out;
     for (int i = 0; i < 16; i++) {
@@ -783,21 +783,30 @@ fail:
 
 #define FE__LIT(out, lit) rt_buf_append((out), (lit), sizeof(lit) - 1)
 
+int fe_odata_select_index(const struct fe_odata_ctx *ctx,
+                          const char *name,
+                          size_t n)
+{
+    if (!ctx->select) {
+        return -2;
+    }
+    for (size_t i = 0; i < ctx->nselect; i++) {
+        const char *s = ctx->select[i];
+        if (strcmp(s, "*") == 0) {
+            return -2;
+        }
+        if (strlen(s) == n && memcmp(s, name, n) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
 static int fe__selected(const struct fe_odata_ctx *ctx,
                         const char *name,
                         size_t n)
 {
-    if (!ctx->select) {
-        return 1;
-    }
-    for (size_t i = 0; i < ctx->nselect; i++) {
-        const char *s = ctx->select[i];
-        size_t sl = strlen(s);
-        if ((sl == n && memcmp(s, name, n) == 0) || (sl == 1 && s[0] == '*')) {
-            return 1;
-        }
-    }
-    return 0;
+    return fe_odata_select_index(ctx, name, n) != -1;
 }
 
 /* ,"name": (comma unless first) */
@@ -1012,7 +1021,7 @@ int fe_odata_write_entity(struct rt_buf *out,
             case RT_EDM_GUID:
                 fe__typed_member(out, &first, p.name, p.name_len, meta,
                                  "Edm.Guid");
-                fe__guid_text(p.v.guid, tmp);
+                fe_odata_guid_text(p.v.guid, tmp);
                 fe__jstr(out, tmp, 36);
                 break;
             case RT_EDM_INT32:

@@ -78,6 +78,16 @@ struct fe_odata_ctx
     size_t nselect;
 };
 
+/* Where property @name (@n bytes, no NUL needed) stands in ctx->select:
+ * its index (the first one when named twice), -2 when everything is
+ * selected (no $select, or a "*" before it), -1 when not selected. Both
+ * entity writers (JSON here, Atom in fe_atom.c) read $select by it. */
+int fe_odata_select_index(const struct fe_odata_ctx *ctx,
+                          const char *name,
+                          size_t n);
+/* The text of GUID @g: 36 lower-case hex digits and dashes, NUL ended. */
+void fe_odata_guid_text(const uint8_t g[16], char out[37]);
+
 /* Appends one entity as a JSON object to @out. @value is the stored value
  * (rt_value). @element: 1 for a single-entity response (adds
  * "odata.metadata":"{root}/$metadata#{table}/@Element" in minimal/full),
@@ -93,9 +103,6 @@ int fe_odata_write_entity(struct rt_buf *out,
                           const uint8_t *value,
                           size_t vlen,
                           int element);
-/* Appends the echo of an inserted entity as one element: what was stored,
- * the ticks header @ticks plus the property blob @props (@len bytes) the
- * insert sent. Returns 0 or RT_ECORRUPT. */
 /* Appends stored entity @value (rt_value, @vlen bytes) with keys @pk and
  * @rk (checked keys: no NUL inside) as a single-entity response (one
  * element) and puts its ETag into @etag (>= 64 bytes). Returns 0 or
@@ -107,6 +114,9 @@ int fe_odata_write_one(struct rt_buf *out,
                        const uint8_t *value,
                        size_t vlen,
                        char *etag);
+/* Appends the echo of an inserted entity as one element: what was stored,
+ * the ticks header @ticks plus the property blob @props (@len bytes) the
+ * insert sent. Returns 0 or RT_ECORRUPT. */
 int fe_odata_write_inserted(struct rt_buf *out,
                             const struct fe_odata_ctx *ctx,
                             const char *pk,

@@ -355,16 +355,63 @@ void ms_load_merge(struct ms_load *ld, uint64_t a, uint64_t b, uint64_t merged)
 
 /* ---- split key ---- */
 
-struct ms__wpk
-{
-    const char *pk;
-    double w;
-};
-
 static int ms__wpk_cmp(const void *a, const void *b)
 {
-    return rt_utf16_cmpz(((const struct ms__wpk *)a)->pk,
-                         ((const struct ms__wpk *)b)->pk);
+    return rt_utf16_cmpz(((const struct ms_load_wpk *)a)->pk,
+                         ((const struct ms_load_wpk *)b)->pk);
+}
+
+void ms_load_range_samples(const struct ms_load_range *r,
+                           const char *low,
+                           const char *high,
+                           uint64_t now_ms,
+                           struct ms_load_samples *out)
+{
+    struct ms_load_wpk *v;
+    size_t n = 0, k = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!r || r->nsamples == 0) {
+        return;
+    }
+    v = rt_xcalloc(r->nsamples, sizeof(*v));
+    for (size_t i = 0; i < r->nsamples; i++) {
+        const struct ms_pk_sample *s = &r->samples[i];
+        if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
+            continue;
+        }
+        if (!ms__in_range(s->pk, low, high) || s->w <= 0) {
+            continue; /* reported before a split or merge changed the bounds */
+        }
+        v[n].pk = s->pk;
+        v[n].w = s->w;
+        out->total += s->w;
+        n++;
+    }
+    qsort(v, n, sizeof(*v), ms__wpk_cmp);
+    /* Fold equal keys: a PartitionKey is never split, so only its summed
+     * weight matters. */
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double here = 0;
+        while (j < n && strcmp(v[j].pk, v[i].pk) == 0) {
+            here += v[j].w;
+            j++;
+        }
+        v[k].pk = v[i].pk;
+        v[k].w = here;
+        k++;
+        i = j;
+    }
+    out->v = v;
+    out->n = k;
+    out->nsamples = n;
+}
+
+void ms_load_samples_free(struct ms_load_samples *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof(*s));
 }
 
 char *ms_load_split_key(const struct ms_load_range *r,
@@ -373,57 +420,32 @@ char *ms_load_split_key(const struct ms_load_range *r,
                         uint64_t now_ms,
                         double *left_share)
 {
-    struct ms__wpk *v;
-    size_t n = 0;
-    double total = 0, below = 0, best_diff = 0, best_below = 0;
+    struct ms_load_samples sm;
+    double below = 0, best_diff = 0, best_below = 0;
     const char *best = NULL;
     char *out = NULL;
 
-    if (!r || r->nsamples == 0) {
-        return NULL;
-    }
-    v = rt_xcalloc(r->nsamples, sizeof(*v));
-    for (size_t i = 0; i < r->nsamples; i++) {
-        const struct ms_pk_sample *s = &r->samples[i];
-        if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
-            continue;
-        }
-        if (!ms__in_range(s->pk, low, high)) {
-            continue; /* reported before a split or merge changed the bounds */
-        }
-        v[n].pk = s->pk;
-        v[n].w = s->w;
-        total += s->w;
-        n++;
-    }
-    qsort(v, n, sizeof(*v), ms__wpk_cmp);
+    ms_load_range_samples(r, low, high, now_ms, &sm);
     /* Candidate K = each distinct sampled key > low; the weight below K is
      * the sum over samples with a smaller key. */
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        double w_here = 0;
-        while (j < n && strcmp(v[j].pk, v[i].pk) == 0) {
-            w_here += v[j].w;
-            j++;
-        }
-        if (rt_utf16_cmpz(v[i].pk, low) > 0 && below > 0) {
-            double diff = fabs(total - 2 * below);
+    for (size_t i = 0; i < sm.n; i++) {
+        if (rt_utf16_cmpz(sm.v[i].pk, low) > 0 && below > 0) {
+            double diff = fabs(sm.total - 2 * below);
             if (!best || diff < best_diff) {
-                best = v[i].pk;
+                best = sm.v[i].pk;
                 best_diff = diff;
                 best_below = below;
             }
         }
-        below += w_here;
-        i = j;
+        below += sm.v[i].w;
     }
     if (best) {
         out = rt_xstrdup(best);
         if (left_share) {
-            *left_share = total > 0 ? best_below / total : 0.5;
+            *left_share = sm.total > 0 ? best_below / sm.total : 0.5;
         }
     }
-    free(v);
+    ms_load_samples_free(&sm);
     return out;
 }
 

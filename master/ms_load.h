@@ -175,6 +175,38 @@ void ms_load_split(struct ms_load *ld,
 /* A merge of @a and @b into @merged: sums, samples of both. */
 void ms_load_merge(struct ms_load *ld, uint64_t a, uint64_t b, uint64_t merged);
 
+/* One sampled PartitionKey and the weight its samples stand for. */
+struct ms_load_wpk
+{
+    const char *pk; /* borrowed from the range's samples */
+    double w;
+};
+
+/* The fresh samples of one range, by key. */
+struct ms_load_samples
+{
+    struct ms_load_wpk *v; /* distinct keys in UTF-16 order (malloc'd) */
+    size_t n;              /* entries of v */
+    size_t nsamples;       /* samples folded into v */
+    double total;          /* their summed weight */
+};
+
+/* The samples of @r (may be NULL) in [@low, @high) (@high NULL:
+ * unbounded), not older than MS_LOAD_SAMPLE_MS before @now_ms and of
+ * positive weight, sorted in the Table service's UTF-16 key order with
+ * equal keys folded into one entry of their summed weight. Samples taken
+ * before a split or merge changed the bounds are left out. *@out is
+ * always set (all zero when there is no sample); its pks point into @r
+ * and stay valid until @r's next report, split, merge or forget, and
+ * ms_load_samples_free() releases the array. */
+void ms_load_range_samples(const struct ms_load_range *r,
+                           const char *low,
+                           const char *high,
+                           uint64_t now_ms,
+                           struct ms_load_samples *out);
+/* Frees @s->v and zeroes @s. */
+void ms_load_samples_free(struct ms_load_samples *s);
+
 /* The load-median split key of [@low, @high) (@high NULL: unbounded) from
  * @r's samples not older than MS_LOAD_SAMPLE_MS before @now_ms: the
  * sampled PartitionKey K with low < K (< high), some sampled load below

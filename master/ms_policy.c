@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "ms_policy_crdb.h"
+#include "ms_policy_int.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -74,47 +75,13 @@ void ms_policy_config_default(struct ms_policy_config *cfg)
     cfg->merge_after_split_ms = 300000;
 }
 
-double ms_policy_hot_threshold(const struct ms_policy_config *cfg,
-                               uint64_t max_range_eps)
-{
-    double t = cfg->split_eps;
-    if (max_range_eps > 0 && 0.9 * (double)max_range_eps < t) {
-        t = 0.9 * (double)max_range_eps;
-    }
-    return t;
-}
-
-/* A server that may be given ranges: up and not being drained. */
-static bool ms__eligible(const struct ms_server_view *s)
-{
-    return s->up && !s->draining;
-}
-
 /* ---- placement (both policies) ---- */
-
-static uint64_t ms__fewest_place(void *state,
-                                 const struct ms_cluster_view *view)
-{
-    const struct ms_server_view *best = NULL;
-    (void)state;
-    for (size_t i = 0; i < view->nservers; i++) {
-        const struct ms_server_view *s = &view->servers[i];
-        if (!ms__eligible(s)) {
-            continue;
-        }
-        if (!best || s->nranges < best->nranges ||
-            (s->nranges == best->nranges && s->id < best->id)) {
-            best = s;
-        }
-    }
-    return best ? best->id : 0;
-}
 
 /* ---- "none" ---- */
 
 static const struct ms_policy_ops ms__none_ops = {
     .name = "none",
-    .place = ms__fewest_place,
+    .place = ms__pol_fewest_place,
     .decide = NULL,
     .destroy = NULL,
 };
@@ -178,89 +145,6 @@ static struct ms__mark *ms__mark_get(struct ms__dflt *p, uint64_t id)
                       sizeof(struct ms__mark), NULL);
 }
 
-/* The index of server @id in @v (v->nservers when absent): a binary
- * search, the view listing servers by id, with a scan as the fallback for
- * a view that does not. */
-static size_t ms__server_idx(const struct ms_cluster_view *v, uint64_t id)
-{
-    size_t lo = 0, hi = v->nservers;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v->servers[mid].id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo < v->nservers && v->servers[lo].id == id) {
-        return lo;
-    }
-    for (size_t i = 0; i < v->nservers; i++) {
-        if (v->servers[i].id == id) {
-            return i;
-        }
-    }
-    return v->nservers;
-}
-
-static const struct ms_server_view *ms__server(const struct ms_cluster_view *v,
-                                               uint64_t id)
-{
-    size_t i = ms__server_idx(v, id);
-    return i < v->nservers ? &v->servers[i] : NULL;
-}
-
-static double ms__demand(const struct ms_range_view *r)
-{
-    return r->load ? ms_load_demand(&r->load->avg) : 0.0;
-}
-
-static uint64_t ms__range_cap(const struct ms_range_view *r,
-                              const struct ms_server_view *s)
-{
-    if (s && s->max_range_eps) {
-        return s->max_range_eps;
-    }
-    return r->load ? r->load->max_range_eps : 0;
-}
-
-static bool ms__since(uint64_t now, uint64_t t, uint32_t ms)
-{
-    return t == 0 || now >= t + ms;
-}
-
-/* What one decide() call has decided so far: d[0 .. n) of at most max,
- * and which ranges of the view a pass has used already. */
-struct ms__out
-{
-    struct ms_decision *d;
-    size_t n;
-    size_t max;
-    bool *used;
-    double *sload; /* demand of each server of the view (by index), as
-                    * the call found it */
-    /* The ranges of server index j, in view order: by_srv[srv_off[j] ..
-     * srv_off[j + 1]) (a pass over one server's ranges costs its ranges,
-     * not the cluster's). */
-    size_t *by_srv;
-    size_t *srv_off;
-};
-
-static struct ms_decision *ms__emit(struct ms__out *o,
-                                    enum ms_decision_kind kind,
-                                    uint64_t range_id)
-{
-    struct ms_decision *d;
-    if (o->n >= o->max) {
-        return NULL;
-    }
-    d = &o->d[o->n++];
-    memset(d, 0, sizeof(*d));
-    d->kind = kind;
-    d->range_id = range_id;
-    return d;
-}
-
 /* Pass 1: hot / cold marks. */
 static void ms__pass_marks(struct ms__dflt *p,
                            const struct ms_cluster_view *v,
@@ -269,7 +153,7 @@ static void ms__pass_marks(struct ms__dflt *p,
     const struct ms_policy_config *c = &p->cfg;
     for (size_t i = 0; i < v->nranges; i++) {
         const struct ms_range_view *r = &v->ranges[i];
-        const struct ms_server_view *s = ms__server(v, r->server_id);
+        const struct ms_server_view *s = ms__pol_server(v, r->server_id);
         struct ms__mark *mk;
         double d, thr, busy;
         bool enter, stay;
@@ -282,8 +166,8 @@ static void ms__pass_marks(struct ms__dflt *p,
         /* The smoothed demand, or the latest interval's when higher: a
          * step shows at the first heartbeat after it (a burst shorter
          * than split_sustain_ms still splits nothing). */
-        d = fmax(ms__demand(r), ms_load_demand(&r->load->cur));
-        thr = ms_policy_hot_threshold(c, ms__range_cap(r, s));
+        d = fmax(ms__pol_demand(r), ms_load_demand(&r->load->cur));
+        thr = ms_policy_hot_threshold(c, ms__pol_range_cap(r, s));
         busy = r->load->avg.exec_frac * 100.0;
         enter = d >= thr ||
                 (c->split_busy_pct && busy >= (double)c->split_busy_pct &&
@@ -293,7 +177,7 @@ static void ms__pass_marks(struct ms__dflt *p,
                 busy >= (double)c->split_busy_pct * c->hot_exit_pct / 100.0 &&
                 d >= c->split_eps / 4 * c->hot_exit_pct / 100.0);
         if (!mk->hot && enter) {
-            struct ms_decision *dd = ms__emit(o, MS_DECIDE_HOT, r->id);
+            struct ms_decision *dd = ms__pol_emit(o, MS_DECIDE_HOT, r->id);
             mk->hot = true;
             mk->hot_since = v->now_ms;
             if (dd) {
@@ -303,7 +187,7 @@ static void ms__pass_marks(struct ms__dflt *p,
                          "demand %.0f/s >= %.0f/s (busy %.0f%%)", d, thr, busy);
             }
         } else if (mk->hot && !stay) {
-            struct ms_decision *dd = ms__emit(o, MS_DECIDE_COOL, r->id);
+            struct ms_decision *dd = ms__pol_emit(o, MS_DECIDE_COOL, r->id);
             mk->hot = false;
             if (dd) {
                 dd->load = d;
@@ -333,15 +217,6 @@ static void ms__pass_marks(struct ms__dflt *p,
     }
 }
 
-static size_t ms__table_nranges(const struct ms_cluster_view *v, uint64_t tid)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < v->nranges; i++) {
-        n += v->ranges[i].table_id == tid;
-    }
-    return n;
-}
-
 /* Per server of @v (by index): the demand of its ranges into o->sload,
  * and the lists o->by_srv / o->srv_off. */
 static void ms__server_index(const struct ms_cluster_view *v, struct ms__out *o)
@@ -352,9 +227,9 @@ static void ms__server_index(const struct ms_cluster_view *v, struct ms__out *o)
     o->srv_off = rt_xcalloc(ns + 2, sizeof(*o->srv_off));
     o->by_srv = rt_xcalloc(nr ? nr : 1, sizeof(*o->by_srv));
     for (size_t i = 0; i < nr; i++) {
-        at[i] = ms__server_idx(v, v->ranges[i].server_id);
+        at[i] = ms__pol_server_idx(v, v->ranges[i].server_id);
         if (at[i] < ns) {
-            o->sload[at[i]] += ms__demand(&v->ranges[i]);
+            o->sload[at[i]] += ms__pol_demand(&v->ranges[i]);
             o->srv_off[at[i] + 2]++;
         }
     }
@@ -378,15 +253,15 @@ static bool ms__split_helps(const struct ms_cluster_view *v,
                             const struct ms_range_view *r,
                             const struct ms_server_view *s)
 {
-    uint64_t cap = ms__range_cap(r, s);
-    double d = ms__demand(r), ls;
+    uint64_t cap = ms__pol_range_cap(r, s);
+    double d = ms__pol_demand(r), ls;
     if (cap && d >= 0.9 * (double)cap) {
         return true;
     }
     ls = o->sload[s - v->servers];
     for (size_t j = 0; j < v->nservers; j++) {
         const struct ms_server_view *t = &v->servers[j];
-        if (t->id == s->id || !ms__eligible(t)) {
+        if (t->id == s->id || !ms__pol_eligible(t)) {
             continue;
         }
         if (ls - o->sload[j] > d / 2) {
@@ -404,7 +279,7 @@ static void ms__pass_splits(struct ms__dflt *p,
     const struct ms_policy_config *c = &p->cfg;
     for (size_t i = 0; i < v->nranges && o->n < o->max; i++) {
         const struct ms_range_view *r = &v->ranges[i];
-        const struct ms_server_view *s = ms__server(v, r->server_id);
+        const struct ms_server_view *s = ms__pol_server(v, r->server_id);
         struct ms__mark *mk;
         struct ms_decision *d;
         double share = 0.5;
@@ -418,8 +293,8 @@ static void ms__pass_splits(struct ms__dflt *p,
         }
         mk = ms__mark_get(p, r->id);
         if (!mk->hot || v->now_ms < mk->hot_since + c->split_sustain_ms ||
-            !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
-            ms__table_nranges(v, r->table_id) >= c->split_max_ranges ||
+            !ms__pol_since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
+            ms__pol_table_nranges(v, r->table_id) >= c->split_max_ranges ||
             !ms__split_helps(v, o, r, s)) {
             continue;
         }
@@ -427,10 +302,10 @@ static void ms__pass_splits(struct ms__dflt *p,
         if (!key) {
             continue; /* one PartitionKey carries it all: cannot split */
         }
-        d = ms__emit(o, MS_DECIDE_SPLIT, r->id);
+        d = ms__pol_emit(o, MS_DECIDE_SPLIT, r->id);
         d->key = key;
-        d->load = ms__demand(r);
-        d->threshold = ms_policy_hot_threshold(c, ms__range_cap(r, s));
+        d->load = ms__pol_demand(r);
+        d->threshold = ms_policy_hot_threshold(c, ms__pol_range_cap(r, s));
         d->share = share;
         snprintf(d->reason, sizeof(d->reason),
                  "demand %.0f/s >= %.0f/s for %.1f s; load-median key "
@@ -455,14 +330,6 @@ static bool ms__overloaded(const struct ms_policy_config *c,
                            double mean)
 {
     return load > ms__over_threshold(c, mean) && load - mean >= c->move_min_eps;
-}
-
-static bool ms__server_free(const struct ms_policy_config *c,
-                            const struct ms_cluster_view *v,
-                            const struct ms_server_view *s)
-{
-    return ms__eligible(s) && s->moving == 0 &&
-           ms__since(v->now_ms, s->move_ms, c->server_cooldown_ms);
 }
 
 /* Pass 3 helper: the server at @si is above the mean but no move helps;
@@ -492,16 +359,16 @@ static void ms__balance_split(struct ms__dflt *p,
             return; /* already split or moved in this call */
         }
         if (r->busy || r->replicated || !r->load ||
-            !ms__since(v->now_ms, r->born_ms, c->split_cooldown_ms)) {
+            !ms__pol_since(v->now_ms, r->born_ms, c->split_cooldown_ms)) {
             continue;
         }
-        if (!best || ms__demand(r) > ms__demand(best)) {
+        if (!best || ms__pol_demand(r) > ms__pol_demand(best)) {
             best = r;
             bi = i;
         }
     }
-    if (!best || ms__demand(best) < c->move_min_eps ||
-        ms__table_nranges(v, best->table_id) >= c->split_max_ranges ||
+    if (!best || ms__pol_demand(best) < c->move_min_eps ||
+        ms__pol_table_nranges(v, best->table_id) >= c->split_max_ranges ||
         o->n >= o->max) {
         return;
     }
@@ -510,9 +377,9 @@ static void ms__balance_split(struct ms__dflt *p,
     if (!key) {
         return;
     }
-    d = ms__emit(o, MS_DECIDE_SPLIT, best->id);
+    d = ms__pol_emit(o, MS_DECIDE_SPLIT, best->id);
     d->key = key;
-    d->load = ms__demand(best);
+    d->load = ms__pol_demand(best);
     d->src_load = load_s;
     d->mean_load = mean;
     d->threshold = ms__over_threshold(c, mean);
@@ -542,7 +409,7 @@ static struct ms_decision *ms__emit_shift(struct ms__out *o,
                                           double mean,
                                           double *load)
 {
-    struct ms_decision *d = ms__emit(o, kind, best->id);
+    struct ms_decision *d = ms__pol_emit(o, kind, best->id);
     d->server_id = v->servers[ti].id;
     d->load = lr;
     d->src_load = load[si];
@@ -576,13 +443,13 @@ static void ms__pass_moves(struct ms__dflt *p,
     }
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
-        if (ms__eligible(s)) {
+        if (ms__pol_eligible(s)) {
             neligible++;
         }
     }
     memcpy(load, o->sload, ns * sizeof(*load));
     for (size_t j = 0; j < ns; j++) {
-        if (ms__eligible(&v->servers[j])) {
+        if (ms__pol_eligible(&v->servers[j])) {
             mean += load[j];
         }
     }
@@ -596,7 +463,7 @@ static void ms__pass_moves(struct ms__dflt *p,
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
         struct ms__smark *sm = ms__smark(p, s->id);
-        bool over = ms__eligible(s) && ms__overloaded(c, load[j], mean);
+        bool over = ms__pol_eligible(s) && ms__overloaded(c, load[j], mean);
         if (!over) {
             sm->over_since = 0;
         } else if (!sm->over_since) {
@@ -611,7 +478,7 @@ static void ms__pass_moves(struct ms__dflt *p,
 
         for (size_t j = 0; j < ns; j++) {
             const struct ms_server_view *s = &v->servers[j];
-            if (taken[j] || !ms__server_free(c, v, s)) {
+            if (taken[j] || !ms__pol_server_free(c, v, s)) {
                 continue;
             }
             if (!ms__overloaded(c, load[j], mean)) {
@@ -625,7 +492,8 @@ static void ms__pass_moves(struct ms__dflt *p,
             break;
         }
         for (size_t j = 0; j < ns; j++) {
-            if (j == si || taken[j] || !ms__server_free(c, v, &v->servers[j])) {
+            if (j == si || taken[j] ||
+                !ms__pol_server_free(c, v, &v->servers[j])) {
                 continue;
             }
             if (ti == ns || load[j] < load[ti]) {
@@ -641,10 +509,10 @@ static void ms__pass_moves(struct ms__dflt *p,
             double lr, nm;
             if (r->server_id != v->servers[si].id || r->busy || r->replicated ||
                 o->used[i] || !r->load ||
-                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                !ms__pol_since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
                 continue;
             }
-            lr = ms__demand(r);
+            lr = ms__pol_demand(r);
             nm = fmax(load[si] - lr, load[ti] + lr);
             if (!best || nm < best_max ||
                 (nm == best_max &&
@@ -700,7 +568,7 @@ static void ms__pass_transfers(struct ms__dflt *p,
 
     memcpy(load, o->sload, ns * sizeof(*load));
     for (size_t j = 0; j < ns; j++) {
-        if (ms__eligible(&v->servers[j])) {
+        if (ms__pol_eligible(&v->servers[j])) {
             mean += load[j];
             neligible++;
         }
@@ -714,7 +582,7 @@ static void ms__pass_transfers(struct ms__dflt *p,
         double best_max = 0, lr_best = 0;
         size_t si = ns, ti = ns;
         for (size_t j = 0; j < ns; j++) {
-            if (!taken[j] && ms__server_free(c, v, &v->servers[j]) &&
+            if (!taken[j] && ms__pol_server_free(c, v, &v->servers[j]) &&
                 ms__overloaded(c, load[j], mean) &&
                 (si == ns || load[j] > load[si])) {
                 si = j;
@@ -730,15 +598,15 @@ static void ms__pass_transfers(struct ms__dflt *p,
             double lr;
             if (r->server_id != v->servers[si].id || !r->replicated ||
                 r->busy || o->used[i] || !r->load ||
-                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                !ms__pol_since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
                 continue;
             }
-            lr = ms__demand(r);
+            lr = ms__pol_demand(r);
             for (size_t k = 0; k < r->nisr; k++) {
-                size_t j = ms__server_idx(v, r->isr[k]);
+                size_t j = ms__pol_server_idx(v, r->isr[k]);
                 double nm;
                 if (j == ns || j == si || taken[j] ||
-                    !ms__server_free(c, v, &v->servers[j])) {
+                    !ms__pol_server_free(c, v, &v->servers[j])) {
                     continue;
                 }
                 nm = fmax(load[si] - lr, load[j] + lr);
@@ -776,26 +644,6 @@ out:
 
 /* Pass 4b: replica counts (see ms_policy_config). */
 
-static const char *ms__zone_of(const struct ms_cluster_view *v, uint64_t id)
-{
-    const struct ms_server_view *s = ms__server(v, id);
-    return s && s->zone ? s->zone : "";
-}
-
-/* Copies of @r in @zone once its copy on @src has left. */
-static size_t ms__kept_in_zone(const struct ms_cluster_view *v,
-                               const struct ms_range_view *r,
-                               uint64_t src,
-                               const char *zone)
-{
-    size_t n = 0;
-    for (size_t k = 0; k < r->nreplicas; k++) {
-        n += r->replicas[k] != src &&
-             strcmp(ms__zone_of(v, r->replicas[k]), zone) == 0;
-    }
-    return n;
-}
-
 static bool ms__holds(const struct ms_range_view *r, uint64_t id)
 {
     for (size_t k = 0; k < r->nreplicas; k++) {
@@ -821,12 +669,12 @@ static size_t ms__replica_target(const struct ms_policy_config *c,
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *t = &v->servers[j];
         size_t z;
-        if (j == si || !ms__server_free(c, v, t) || ms__holds(r, t->id) ||
+        if (j == si || !ms__pol_server_free(c, v, t) || ms__holds(r, t->id) ||
             t->nreplicas + 1 >= v->servers[si].nreplicas) {
             continue;
         }
-        z = ms__kept_in_zone(v, r, src, t->zone ? t->zone : "");
-        if (z > ms__kept_in_zone(v, r, src, ms__zone_of(v, src))) {
+        z = ms__pol_kept_in_zone(v, r, src, t->zone ? t->zone : "");
+        if (z > ms__pol_kept_in_zone(v, r, src, ms__pol_zone_of(v, src))) {
             continue; /* its zone would hold more than the source's did */
         }
         if (best == ns || z < best_z ||
@@ -844,8 +692,8 @@ static size_t ms__replica_target(const struct ms_policy_config *c,
      * server outside the set may sit in a zone with fewer kept copies. */
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *t = &v->servers[j];
-        if (j != si && ms__eligible(t) && !ms__holds(r, t->id) &&
-            ms__kept_in_zone(v, r, src, t->zone ? t->zone : "") < best_z) {
+        if (j != si && ms__pol_eligible(t) && !ms__holds(r, t->id) &&
+            ms__pol_kept_in_zone(v, r, src, t->zone ? t->zone : "") < best_z) {
             return ns;
         }
     }
@@ -871,7 +719,7 @@ static void ms__pass_replicas(struct ms__dflt *p,
     }
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *s = &v->servers[j];
-        if (!ms__eligible(s)) {
+        if (!ms__pol_eligible(s)) {
             continue;
         }
         if (lo == ns || s->nreplicas < v->servers[lo].nreplicas) {
@@ -891,7 +739,7 @@ static void ms__pass_replicas(struct ms__dflt *p,
         size_t si = ns, ti = ns;
         for (size_t j = 0; j < ns; j++) {
             const struct ms_server_view *s = &v->servers[j];
-            if (!tried[j] && ms__server_free(c, v, s) &&
+            if (!tried[j] && ms__pol_server_free(c, v, s) &&
                 s->nreplicas > v->servers[lo].nreplicas + 1 &&
                 (si == ns || s->nreplicas > v->servers[si].nreplicas)) {
                 si = j;
@@ -908,7 +756,7 @@ static void ms__pass_replicas(struct ms__dflt *p,
                 r->server_id == v->servers[si].id ||
                 !ms__holds(r, v->servers[si].id) || r->rf == 0 ||
                 r->nreplicas != r->rf || r->nisr != r->nreplicas ||
-                !ms__since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+                !ms__pol_since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
                 continue;
             }
             t = ms__replica_target(c, v, r, si);
@@ -922,10 +770,10 @@ static void ms__pass_replicas(struct ms__dflt *p,
             }
         }
         if (best) {
-            struct ms_decision *d = ms__emit(o, MS_DECIDE_MOVE, best->id);
+            struct ms_decision *d = ms__pol_emit(o, MS_DECIDE_MOVE, best->id);
             d->server_id = v->servers[ti].id;
             d->src_id = v->servers[si].id;
-            d->load = ms__demand(best);
+            d->load = ms__pol_demand(best);
             o->used[best - v->ranges] = true;
             snprintf(d->reason, sizeof(d->reason),
                      "replica counts: server %" PRIu64
@@ -949,7 +797,7 @@ static void ms__pass_merges(struct ms__dflt *p,
     const struct ms_policy_config *c = &p->cfg;
     for (size_t i = 0; i + 1 < v->nranges && o->n < o->max; i++) {
         const struct ms_range_view *a = &v->ranges[i], *b = &v->ranges[i + 1];
-        const struct ms_server_view *s = ms__server(v, a->server_id);
+        const struct ms_server_view *s = ms__pol_server(v, a->server_id);
         struct ms__mark *ma, *mb;
         struct ms_decision *d;
         if (a->table_id != b->table_id || !a->high ||
@@ -962,8 +810,8 @@ static void ms__pass_merges(struct ms__dflt *p,
         if (a->load->key_bytes + b->load->key_bytes > c->merge_max_bytes) {
             continue;
         }
-        if (!ms__since(v->now_ms, a->split_ms, c->merge_after_split_ms) ||
-            !ms__since(v->now_ms, b->split_ms, c->merge_after_split_ms)) {
+        if (!ms__pol_since(v->now_ms, a->split_ms, c->merge_after_split_ms) ||
+            !ms__pol_since(v->now_ms, b->split_ms, c->merge_after_split_ms)) {
             continue;
         }
         ma = ms__mark_get(p, a->id);
@@ -973,10 +821,10 @@ static void ms__pass_merges(struct ms__dflt *p,
             v->now_ms < mb->cold_since + c->merge_sustain_ms) {
             continue;
         }
-        d = ms__emit(o, MS_DECIDE_MERGE, a->id);
+        d = ms__pol_emit(o, MS_DECIDE_MERGE, a->id);
         d->range_id2 = b->id;
-        d->load = ms__demand(a);
-        d->load2 = ms__demand(b);
+        d->load = ms__pol_demand(a);
+        d->load2 = ms__pol_demand(b);
         d->threshold = c->merge_eps;
         snprintf(d->reason, sizeof(d->reason),
                  "both below %.0f/s for %.0f s (%.1f/s, %.1f/s), %" PRIu64
@@ -1025,7 +873,7 @@ static void ms__dflt_destroy(void *state)
 
 static const struct ms_policy_ops ms__dflt_ops = {
     .name = "default",
-    .place = ms__fewest_place,
+    .place = ms__pol_fewest_place,
     .decide = ms__dflt_decide,
     .destroy = ms__dflt_destroy,
 };

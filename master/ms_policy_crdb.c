@@ -6,7 +6,8 @@
  * run. Everything else is recomputed from the view on every call.
  *
  * This file calls nothing in ms_policy.c (which calls it): the small
- * helpers both need (eligibility, demand, placement) are its own. */
+ * helpers both need (eligibility, demand, placement, lookups in the view)
+ * are in ms_policy_util.c (ms_policy_int.h). */
 #include "ms_policy_crdb.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ms_policy_int.h"
 #include "ms_util.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
@@ -58,105 +60,13 @@ struct ms__crdb
 
 /* ---- helpers ---- */
 
-static bool ms__crdb_eligible(const struct ms_server_view *s)
-{
-    return s->up && !s->draining;
-}
-
-static double ms__crdb_demand(const struct ms_range_view *r)
-{
-    return r->load ? ms_load_demand(&r->load->avg) : 0.0;
-}
-
-static bool ms__crdb_since(uint64_t now, uint64_t t, uint32_t ms)
-{
-    return t == 0 || now >= t + ms;
-}
-
-static size_t ms__crdb_server_at(const struct ms_cluster_view *v, uint64_t id)
-{
-    for (size_t j = 0; j < v->nservers; j++) {
-        if (v->servers[j].id == id) {
-            return j;
-        }
-    }
-    return v->nservers;
-}
-
 static struct ms__cmark *ms__crdb_mark(struct ms__crdb *p, uint64_t id)
 {
     return ms_vec_get(&p->marks, offsetof(struct ms__cmark, range_id), id,
                       sizeof(struct ms__cmark), NULL);
 }
 
-/* The split threshold of range @r on server @s: split_eps, or 90% of the
- * per-range cap when that is lower (a capped range refuses the rest). */
-static double ms__crdb_split_threshold(const struct ms_policy_config *c,
-                                       const struct ms_range_view *r,
-                                       const struct ms_server_view *s)
-{
-    uint64_t cap = s && s->max_range_eps ? s->max_range_eps
-                   : r->load             ? r->load->max_range_eps
-                                         : 0;
-    double t = c->split_eps;
-    if (cap > 0 && 0.9 * (double)cap < t) {
-        t = 0.9 * (double)cap;
-    }
-    return t;
-}
-
-static size_t ms__crdb_table_nranges(const struct ms_cluster_view *v,
-                                     uint64_t tid)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < v->nranges; i++) {
-        n += v->ranges[i].table_id == tid;
-    }
-    return n;
-}
-
-struct ms__crdb_out
-{
-    struct ms_decision *d;
-    size_t n;
-    size_t max;
-    bool *used; /* per range of the view: chosen by this call */
-};
-
-static struct ms_decision *ms__crdb_emit(struct ms__crdb_out *o,
-                                         enum ms_decision_kind kind,
-                                         uint64_t range_id)
-{
-    struct ms_decision *d;
-    if (o->n >= o->max) {
-        return NULL;
-    }
-    d = &o->d[o->n++];
-    memset(d, 0, sizeof(*d));
-    d->kind = kind;
-    d->range_id = range_id;
-    return d;
-}
-
 /* ---- the weighted split finder ---- */
-
-struct ms__crdb_wpk
-{
-    const char *pk;
-    double w;
-};
-
-static int ms__crdb_wpk_cmp(const void *a, const void *b)
-{
-    return rt_utf16_cmpz(((const struct ms__crdb_wpk *)a)->pk,
-                         ((const struct ms__crdb_wpk *)b)->pk);
-}
-
-static bool ms__crdb_in_range(const char *pk, const char *low, const char *high)
-{
-    return rt_utf16_cmpz(pk, low) >= 0 &&
-           (!high || rt_utf16_cmpz(pk, high) < 0);
-}
 
 char *ms_crdb_split_key(const struct ms_load_range *r,
                         const char *low,
@@ -167,51 +77,26 @@ char *ms_crdb_split_key(const struct ms_load_range *r,
                         double *score,
                         double *left_share)
 {
-    struct ms__crdb_wpk *v;
-    size_t n = 0;
-    double total = 0, left = 0, best_score = 0, best_left = 0;
+    struct ms_load_samples sm;
+    double left = 0, best_score = 0, best_left = 0;
     const char *best = NULL;
     char *out = NULL;
 
-    if (!r || r->nsamples == 0) {
+    ms_load_range_samples(r, low, high, now_ms, &sm);
+    if (sm.nsamples < min_samples || sm.nsamples == 0) {
+        ms_load_samples_free(&sm);
         return NULL;
     }
-    v = rt_xcalloc(r->nsamples, sizeof(*v));
-    for (size_t i = 0; i < r->nsamples; i++) {
-        const struct ms_pk_sample *s = &r->samples[i];
-        if (now_ms > s->at_ms && now_ms - s->at_ms > MS_LOAD_SAMPLE_MS) {
-            continue;
-        }
-        if (!ms__crdb_in_range(s->pk, low, high) || s->w <= 0) {
-            continue; /* reported before a split or merge changed the bounds */
-        }
-        v[n].pk = s->pk;
-        v[n].w = s->w;
-        total += s->w;
-        n++;
-    }
-    if (n < min_samples || n == 0) {
-        free(v);
-        return NULL;
-    }
-    qsort(v, n, sizeof(*v), ms__crdb_wpk_cmp);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        double here = 0;
-        while (j < n && strcmp(v[j].pk, v[i].pk) == 0) {
-            here += v[j].w;
-            j++;
-        }
-        if (rt_utf16_cmpz(v[i].pk, low) > 0 && left > 0) {
-            double sc = fabs(left - (total - left)) / total;
+    for (size_t i = 0; i < sm.n; i++) {
+        if (rt_utf16_cmpz(sm.v[i].pk, low) > 0 && left > 0) {
+            double sc = fabs(left - (sm.total - left)) / sm.total;
             if (sc < max_score && (!best || sc < best_score)) {
-                best = v[i].pk;
+                best = sm.v[i].pk;
                 best_score = sc;
                 best_left = left;
             }
         }
-        left += here;
-        i = j;
+        left += sm.v[i].w;
     }
     if (best) {
         out = rt_xstrdup(best);
@@ -219,41 +104,22 @@ char *ms_crdb_split_key(const struct ms_load_range *r,
             *score = best_score;
         }
         if (left_share) {
-            *left_share = best_left / total;
+            *left_share = best_left / sm.total;
         }
     }
-    free(v);
+    ms_load_samples_free(&sm);
     return out;
-}
-
-/* ---- placement ---- */
-
-static uint64_t ms__crdb_place(void *state, const struct ms_cluster_view *v)
-{
-    const struct ms_server_view *best = NULL;
-    (void)state;
-    for (size_t i = 0; i < v->nservers; i++) {
-        const struct ms_server_view *s = &v->servers[i];
-        if (!ms__crdb_eligible(s)) {
-            continue;
-        }
-        if (!best || s->nranges < best->nranges ||
-            (s->nranges == best->nranges && s->id < best->id)) {
-            best = s;
-        }
-    }
-    return best ? best->id : 0;
 }
 
 /* ---- marks and load-based splits ---- */
 
 static void ms__crdb_marks(struct ms__crdb *p,
                            const struct ms_cluster_view *v,
-                           struct ms__crdb_out *o)
+                           struct ms__out *o)
 {
     for (size_t i = 0; i < v->nranges; i++) {
         const struct ms_range_view *r = &v->ranges[i];
-        size_t si = ms__crdb_server_at(v, r->server_id);
+        size_t si = ms__pol_server_idx(v, r->server_id);
         const struct ms_server_view *s =
             si < v->nservers ? &v->servers[si] : NULL;
         struct ms__cmark *mk;
@@ -265,12 +131,12 @@ static void ms__crdb_marks(struct ms__crdb *p,
         }
         mk = ms__crdb_mark(p, r->id);
         mk->seen = p->calls;
-        dem = ms__crdb_demand(r);
-        thr = ms__crdb_split_threshold(&p->cfg, r, s);
+        dem = ms__pol_demand(r);
+        thr = ms_policy_hot_threshold(&p->cfg, ms__pol_range_cap(r, s));
         if (!mk->hot && dem >= thr) {
             mk->hot = true;
             mk->hot_since = v->now_ms ? v->now_ms : 1;
-            d = ms__crdb_emit(o, MS_DECIDE_HOT, r->id);
+            d = ms__pol_emit(o, MS_DECIDE_HOT, r->id);
             if (d) {
                 d->load = dem;
                 d->threshold = thr;
@@ -281,7 +147,7 @@ static void ms__crdb_marks(struct ms__crdb *p,
             }
         } else if (mk->hot && dem < thr) {
             mk->hot = false;
-            d = ms__crdb_emit(o, MS_DECIDE_COOL, r->id);
+            d = ms__pol_emit(o, MS_DECIDE_COOL, r->id);
             if (d) {
                 d->load = dem;
                 d->threshold = thr;
@@ -305,12 +171,12 @@ static void ms__crdb_marks(struct ms__crdb *p,
 
 static void ms__crdb_splits(struct ms__crdb *p,
                             const struct ms_cluster_view *v,
-                            struct ms__crdb_out *o)
+                            struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
     for (size_t i = 0; i < v->nranges && o->n < o->max; i++) {
         const struct ms_range_view *r = &v->ranges[i];
-        size_t si = ms__crdb_server_at(v, r->server_id);
+        size_t si = ms__pol_server_idx(v, r->server_id);
         struct ms__cmark *mk;
         struct ms_decision *d;
         double score = 0, share = 0.5;
@@ -322,8 +188,8 @@ static void ms__crdb_splits(struct ms__crdb *p,
         }
         mk = ms__crdb_mark(p, r->id);
         if (!mk->hot || v->now_ms < mk->hot_since + c->split_sustain_ms ||
-            !ms__crdb_since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
-            ms__crdb_table_nranges(v, r->table_id) >= c->split_max_ranges) {
+            !ms__pol_since(v->now_ms, r->born_ms, c->split_cooldown_ms) ||
+            ms__pol_table_nranges(v, r->table_id) >= c->split_max_ranges) {
             continue;
         }
         key = ms_crdb_split_key(r->load, r->low, r->high, v->now_ms,
@@ -332,10 +198,11 @@ static void ms__crdb_splits(struct ms__crdb *p,
         if (!key) {
             continue; /* no key balances the load well enough */
         }
-        d = ms__crdb_emit(o, MS_DECIDE_SPLIT, r->id);
+        d = ms__pol_emit(o, MS_DECIDE_SPLIT, r->id);
         d->key = key;
-        d->load = ms__crdb_demand(r);
-        d->threshold = ms__crdb_split_threshold(c, r, &v->servers[si]);
+        d->load = ms__pol_demand(r);
+        d->threshold =
+            ms_policy_hot_threshold(c, ms__pol_range_cap(r, &v->servers[si]));
         d->share = share;
         snprintf(d->reason, sizeof(d->reason),
                  "load-based split: demand %.0f/s >= %.0f/s for %.1f s; "
@@ -357,14 +224,6 @@ struct ms__crdb_rb
     double mean, max_t, min_t;
     unsigned inflight;
 };
-
-static bool ms__crdb_free(const struct ms_policy_config *c,
-                          const struct ms_cluster_view *v,
-                          const struct ms_server_view *s)
-{
-    return ms__crdb_eligible(s) && s->moving == 0 &&
-           ms__crdb_since(v->now_ms, s->move_ms, c->server_cooldown_ms);
-}
 
 /* shouldNotMoveAway: the source would fall below the underfull level. */
 static bool ms__crdb_not_away(const struct ms__crdb_rb *rb,
@@ -408,26 +267,6 @@ static bool ms__crdb_in_isr(const struct ms_range_view *r, uint64_t id)
     return false;
 }
 
-static const char *ms__crdb_zone(const struct ms_server_view *s)
-{
-    return s->zone ? s->zone : "";
-}
-
-/* Copies of @r, but the one on @src, in @zone. */
-static size_t ms__crdb_kept_in_zone(const struct ms_cluster_view *v,
-                                    const struct ms_range_view *r,
-                                    uint64_t src,
-                                    const char *zone)
-{
-    size_t n = 0;
-    for (size_t k = 0; k < r->nreplicas; k++) {
-        size_t j = ms__crdb_server_at(v, r->replicas[k]);
-        n += r->replicas[k] != src && j < v->nservers &&
-             strcmp(ms__crdb_zone(&v->servers[j]), zone) == 0;
-    }
-    return n;
-}
-
 /* The coolest acceptable target for range @r leaving server @si: for a
  * transfer (@transfer) an in-sync replica, else a server holding no copy
  * (for a replicated range, in a zone that holds no more of its other
@@ -444,16 +283,17 @@ static size_t ms__crdb_target(struct ms__crdb *p,
     size_t ns = v->nservers, best = ns;
     for (size_t j = 0; j < ns; j++) {
         const struct ms_server_view *t = &v->servers[j];
-        if (j == si || rb->tgt[j] || !ms__crdb_free(&p->cfg, v, t)) {
+        if (j == si || rb->tgt[j] || !ms__pol_server_free(&p->cfg, v, t)) {
             continue;
         }
         if (transfer ? !ms__crdb_in_isr(r, t->id) : ms__crdb_holds(r, t->id)) {
             continue;
         }
         if (!transfer && r->replicated &&
-            ms__crdb_kept_in_zone(v, r, v->servers[si].id, ms__crdb_zone(t)) >
-                ms__crdb_kept_in_zone(v, r, v->servers[si].id,
-                                      ms__crdb_zone(&v->servers[si]))) {
+            ms__pol_kept_in_zone(v, r, v->servers[si].id,
+                                 ms__pol_zone_of(v, t->id)) >
+                ms__pol_kept_in_zone(v, r, v->servers[si].id,
+                                     ms__pol_zone_of(v, v->servers[si].id))) {
             continue;
         }
         if (ms__crdb_not_to(rb, j, lr)) {
@@ -469,7 +309,7 @@ static size_t ms__crdb_target(struct ms__crdb *p,
 
 static void ms__crdb_shift(struct ms__crdb *p,
                            const struct ms_cluster_view *v,
-                           struct ms__crdb_out *o,
+                           struct ms__out *o,
                            struct ms__crdb_rb *rb,
                            size_t ri,
                            size_t si,
@@ -477,9 +317,9 @@ static void ms__crdb_shift(struct ms__crdb *p,
                            bool transfer)
 {
     const struct ms_range_view *r = &v->ranges[ri];
-    double lr = ms__crdb_demand(r);
+    double lr = ms__pol_demand(r);
     struct ms_decision *d =
-        ms__crdb_emit(o, transfer ? MS_DECIDE_TRANSFER : MS_DECIDE_MOVE, r->id);
+        ms__pol_emit(o, transfer ? MS_DECIDE_TRANSFER : MS_DECIDE_MOVE, r->id);
     d->server_id = v->servers[ti].id;
     d->load = lr;
     d->src_load = rb->load[si];
@@ -508,7 +348,7 @@ static void ms__crdb_shift(struct ms__crdb *p,
 /* Index of the hottest range server @si is primary of, not busy, not
  * used by this call and not in @skip; or v->nranges. */
 static size_t ms__crdb_next_hot(const struct ms_cluster_view *v,
-                                const struct ms__crdb_out *o,
+                                const struct ms__out *o,
                                 const bool *skip,
                                 size_t si)
 {
@@ -520,7 +360,7 @@ static size_t ms__crdb_next_hot(const struct ms_cluster_view *v,
             continue;
         }
         if (best == v->nranges ||
-            ms__crdb_demand(r) > ms__crdb_demand(&v->ranges[best])) {
+            ms__pol_demand(r) > ms__pol_demand(&v->ranges[best])) {
             best = i;
         }
     }
@@ -531,7 +371,7 @@ static size_t ms__crdb_next_hot(const struct ms_cluster_view *v,
  * then the replica loop over those that found no lease target. */
 static void ms__crdb_shed(struct ms__crdb *p,
                           const struct ms_cluster_view *v,
-                          struct ms__crdb_out *o,
+                          struct ms__out *o,
                           struct ms__crdb_rb *rb,
                           size_t si)
 {
@@ -555,14 +395,14 @@ static void ms__crdb_shed(struct ms__crdb *p,
     /* Phase 1: primary-role transfers (lease transfers). */
     for (size_t k = 0; k < nhot; k++) {
         const struct ms_range_view *r = &v->ranges[hot[k]];
-        double lr = ms__crdb_demand(r);
+        double lr = ms__pol_demand(r);
         size_t ti;
         if (rb->load[si] <= rb->max_t || rb->inflight >= c->max_moves ||
             o->n >= o->max) {
             goto out;
         }
         if (lr < rb->load[si] * MS__CRDB_MIN_LEASE_FRAC ||
-            !ms__crdb_since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
+            !ms__pol_since(v->now_ms, r->move_ms, c->move_cooldown_ms)) {
             continue;
         }
         if (!r->replicated || ms__crdb_not_away(rb, si, lr) ||
@@ -575,7 +415,7 @@ static void ms__crdb_shed(struct ms__crdb *p,
     /* Phase 2: replica rebalancing (moves) of what found no transfer. */
     for (size_t k = 0; k < nleft; k++) {
         const struct ms_range_view *r = &v->ranges[left[k]];
-        double lr = ms__crdb_demand(r);
+        double lr = ms__pol_demand(r);
         size_t ti;
         if (rb->load[si] <= rb->max_t || rb->inflight >= c->max_moves ||
             o->n >= o->max) {
@@ -604,7 +444,7 @@ out:
 
 static void ms__crdb_rebalance(struct ms__crdb *p,
                                const struct ms_cluster_view *v,
-                               struct ms__crdb_out *o)
+                               struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
     size_t ns = v->nservers, nel = 0;
@@ -628,13 +468,13 @@ static void ms__crdb_rebalance(struct ms__crdb *p,
     done = rt_xcalloc(ns, sizeof(*done));
     rb.inflight = v->moves;
     for (size_t i = 0; i < v->nranges; i++) {
-        size_t j = ms__crdb_server_at(v, v->ranges[i].server_id);
+        size_t j = ms__pol_server_idx(v, v->ranges[i].server_id);
         if (j < ns) {
-            rb.load[j] += ms__crdb_demand(&v->ranges[i]);
+            rb.load[j] += ms__pol_demand(&v->ranges[i]);
         }
     }
     for (size_t j = 0; j < ns; j++) {
-        if (ms__crdb_eligible(&v->servers[j])) {
+        if (ms__pol_eligible(&v->servers[j])) {
             rb.mean += rb.load[j];
             nel++;
         }
@@ -651,7 +491,7 @@ static void ms__crdb_rebalance(struct ms__crdb *p,
     for (;;) {
         size_t si = ns;
         for (size_t j = 0; j < ns; j++) {
-            if (!done[j] && ms__crdb_free(c, v, &v->servers[j]) &&
+            if (!done[j] && ms__pol_server_free(c, v, &v->servers[j]) &&
                 rb.load[j] > rb.max_t &&
                 (si == ns || rb.load[j] > rb.load[si])) {
                 si = j;
@@ -673,13 +513,13 @@ out:
 
 static void ms__crdb_merges(struct ms__crdb *p,
                             const struct ms_cluster_view *v,
-                            struct ms__crdb_out *o)
+                            struct ms__out *o)
 {
     const struct ms_policy_config *c = &p->cfg;
     bool merged = false;
     for (size_t i = 0; i + 1 < v->nranges; i++) {
         const struct ms_range_view *a = &v->ranges[i], *b = &v->ranges[i + 1];
-        size_t si = ms__crdb_server_at(v, a->server_id);
+        size_t si = ms__pol_server_idx(v, a->server_id);
         const struct ms_server_view *s =
             si < v->nservers ? &v->servers[si] : NULL;
         struct ms__cmark *ma;
@@ -692,8 +532,8 @@ static void ms__crdb_merges(struct ms__crdb *p,
             continue;
         }
         ma = ms__crdb_mark(p, a->id);
-        sum = ms__crdb_demand(a) + ms__crdb_demand(b);
-        level = ms__crdb_split_threshold(c, a, s) / 2;
+        sum = ms__pol_demand(a) + ms__pol_demand(b);
+        level = ms_policy_hot_threshold(c, ms__pol_range_cap(a, s)) / 2;
         /* The pair's clock runs whether or not it can merge now, so the
          * rule reads "below half the threshold for merge_sustain_ms". */
         if (sum >= level) {
@@ -710,14 +550,14 @@ static void ms__crdb_merges(struct ms__crdb *p,
             o->used[i] || o->used[i + 1] ||
             v->now_ms < ma->pair_since + c->merge_sustain_ms ||
             a->load->key_bytes + b->load->key_bytes > c->merge_max_bytes ||
-            !ms__crdb_since(v->now_ms, a->split_ms, c->merge_after_split_ms) ||
-            !ms__crdb_since(v->now_ms, b->split_ms, c->merge_after_split_ms)) {
+            !ms__pol_since(v->now_ms, a->split_ms, c->merge_after_split_ms) ||
+            !ms__pol_since(v->now_ms, b->split_ms, c->merge_after_split_ms)) {
             continue;
         }
-        d = ms__crdb_emit(o, MS_DECIDE_MERGE, a->id);
+        d = ms__pol_emit(o, MS_DECIDE_MERGE, a->id);
         d->range_id2 = b->id;
-        d->load = ms__crdb_demand(a);
-        d->load2 = ms__crdb_demand(b);
+        d->load = ms__pol_demand(a);
+        d->load2 = ms__pol_demand(b);
         d->threshold = level;
         snprintf(d->reason, sizeof(d->reason),
                  "merge queue: together %.1f/s < half the load split "
@@ -737,7 +577,7 @@ static size_t ms__crdb_decide(void *state,
                               size_t max)
 {
     struct ms__crdb *p = state;
-    struct ms__crdb_out o = {out, 0, max, NULL};
+    struct ms__out o = {out, 0, max, NULL, NULL, NULL, NULL};
 
     p->calls++;
     o.used = rt_xcalloc(v->nranges ? v->nranges : 1, sizeof(*o.used));
@@ -761,7 +601,7 @@ static void ms__crdb_destroy(void *state)
 
 static const struct ms_policy_ops ms__crdb_ops = {
     .name = "crdb",
-    .place = ms__crdb_place,
+    .place = ms__pol_fewest_place,
     .decide = ms__crdb_decide,
     .destroy = ms__crdb_destroy,
 };

@@ -503,6 +503,20 @@ static const char *rtctl_str(json_t *o, const char *key, const char *dflt)
     return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
+/* With --json (@as_json) the answer @root as it came, on stdout; for a
+ * @status other than 200 the same on stderr. Returns 1 when it printed,
+ * 0 when the caller prints its own summary. */
+static int rtctl_print_raw(json_t *root, int as_json, int status)
+{
+    if (!as_json && status == 200) {
+        return 0;
+    }
+    json_dumpf(root, as_json ? stdout : stderr,
+               JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', as_json ? stdout : stderr);
+    return 1;
+}
+
 /* Integer field as text ("-" when absent). */
 static void rtctl_int(json_t *o, const char *key, char *out, size_t n)
 {
@@ -1543,11 +1557,7 @@ int main(int argc, char **argv)
         if (status < 0) {
             return 1;
         }
-        if (as_json || status != 200) {
-            json_dumpf(root, as_json ? stdout : stderr,
-                       JSON_COMPACT | JSON_PRESERVE_ORDER);
-            fputc('\n', as_json ? stdout : stderr);
-        } else {
+        if (!rtctl_print_raw(root, as_json, status)) {
             printf(
                 "%s %s: %lld records, %lld bytes%s%s\n",
                 json_is_true(json_object_get(root, "recording")) ? "recording"
@@ -1599,11 +1609,7 @@ int main(int argc, char **argv)
         if (status < 0) {
             return 1;
         }
-        if (as_json || status != 200) {
-            json_dumpf(root, as_json ? stdout : stderr,
-                       JSON_COMPACT | JSON_PRESERVE_ORDER);
-            fputc('\n', as_json ? stdout : stderr);
-        } else {
+        if (!rtctl_print_raw(root, as_json, status)) {
             printf("%s\n", rtctl_str(root, "outcome", "done"));
         }
         json_decref(root);
