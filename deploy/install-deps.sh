@@ -39,6 +39,8 @@ RT_TEST_PKGS=(libcmocka-dev python3 python3-azure python3-pytest python3-request
 RT_TEST_PKGS+=(python3-prometheus-client prometheus)
 # python3-cryptography makes test_https's CA and server certificates.
 RT_TEST_PKGS+=(python3-cryptography)
+# gnuplot-nox draws rt-sim compare's plots (test_sim checks the SVG).
+RT_TEST_PKGS+=(gnuplot-nox)
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm
 # package: ask for npm only when no npm command exists.
 if ! command -v npm >/dev/null 2>&1; then

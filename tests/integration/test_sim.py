@@ -16,6 +16,7 @@ offline.
 
 import csv
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -178,5 +179,11 @@ def test_compare_smoke(tmp_path):
             for rid, _demand, _server in f["r"]:
                 assert str(rid) in h["ranges"]
             assert isinstance(kv["events"], list)
+        # The side-by-side plot (gnuplot is a test package; without it
+        # rt-sim leaves compare.gp and says so).
+        assert (d / "compare.gp").exists()
+        if shutil.which("gnuplot"):
+            svg = (d / "compare.svg").read_text()
+            assert "<svg" in svg and "demanded" in svg
         if w == "flash":
             assert int(rows[0]["steps"]) >= 1

@@ -324,21 +324,36 @@ static void rs__plot(const struct rs_args *a, char pols[][32], size_t np)
             "set datafile separator ','\nset key outside top center "
             "horizontal\nset grid\nset xlabel 'simulated s'\n"
             "set multiplot layout 3,1 title 'rt-sim %s'\n"
+            "set offsets 0, 0, graph 0.05, 0\n"
             "set ylabel 'served entities/s'\nplot ",
             a->workload);
+    /* Demand is the same for every policy (one workload, one seed): one
+     * dashed line for it, so served vs demanded reads off one panel. */
+    if (np) {
+        fprintf(f,
+                "'%s/metrics.csv' using 1:2 skip 1 with lines dt 2 lc "
+                "'black' title 'demanded', ",
+                pols[0]);
+    }
     for (size_t p = 0; p < np; p++) {
-        fprintf(f, "%s'%s/metrics.csv' using 1:3 skip 1 with lines title '%s'",
-                p ? ", " : "", pols[p], pols[p]);
+        fprintf(
+            f,
+            "%s'%s/metrics.csv' using 1:3 skip 1 with lines lt %zu title '%s'",
+            p ? ", " : "", pols[p], p + 1, pols[p]);
     }
     fprintf(f, "\nset ylabel '503 %%'\nplot ");
     for (size_t p = 0; p < np; p++) {
-        fprintf(f, "%s'%s/metrics.csv' using 1:5 skip 1 with lines title '%s'",
-                p ? ", " : "", pols[p], pols[p]);
+        fprintf(
+            f,
+            "%s'%s/metrics.csv' using 1:5 skip 1 with lines lt %zu title '%s'",
+            p ? ", " : "", pols[p], p + 1, pols[p]);
     }
     fprintf(f, "\nset ylabel 'busiest / mean'\nplot ");
     for (size_t p = 0; p < np; p++) {
-        fprintf(f, "%s'%s/metrics.csv' using 1:8 skip 1 with lines title '%s'",
-                p ? ", " : "", pols[p], pols[p]);
+        fprintf(
+            f,
+            "%s'%s/metrics.csv' using 1:8 skip 1 with lines lt %zu title '%s'",
+            p ? ", " : "", pols[p], p + 1, pols[p]);
     }
     fprintf(f, "\nunset multiplot\n");
     fclose(f);
