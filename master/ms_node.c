@@ -671,11 +671,14 @@ static void ms__node_import(struct ms_node *n)
     }
     rt_buf_free(&snap);
     if (rc != 0) {
+        /* Leading with an empty catalog would tell every partition server
+         * that its ranges belong to no table: stop instead, and leave the
+         * files as they are for the operator (the message says why). */
         rt_log(RT_LOG_ERROR,
                "cannot import the catalog of %s/data.mdb (from before the "
-               "raft log): %s %s; starting without it",
+               "raft log): %s %s; stopping (the files are unchanged)",
                n->data_dir, rt_strerror(rc), errmsg);
-        return;
+        exit(2);
     }
     n->import_index = ms_raft_last_proposed(n->raft);
     rt_log(RT_LOG_WARN,
