@@ -150,7 +150,13 @@ def test_split_at_high_bmp_and_supplementary_keys(cluster, svc):
     left, right = ev["new_ranges"]
     ev = rtctl_json(cluster, "split", str(left), "\U0001F600")
     assert ev["outcome"] == "ok", ev
+    # The status document is republished after the split's event: wait
+    # for it to show the three ranges.
+    end = time.monotonic() + 15
     rs = ranges_of(cluster, name)
+    while len(rs) < 3 and time.monotonic() < end:
+        time.sleep(0.1)
+        rs = ranges_of(cluster, name)
     assert [r["low"] for r in rs] == ["", "\U0001F600", "\ue000"], rs
     assert rs[0]["high"] == "\U0001F600" and rs[1]["high"] == "\ue000"
     # A split key outside its range is refused: U+FF01 is not in
