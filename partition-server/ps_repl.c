@@ -949,6 +949,7 @@ static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
     a->range_id = d->id;
     a->epoch = d->epoch;
     a->primary_id = d->server_id;
+    a->primary_epoch = d->primary_epoch;
     if (d->n_isr > 0) {
         if (d->n_isr > PS_RCORE_MAX_REPLICAS ||
             d->n_replicas > PS_RCORE_MAX_REPLICAS) {
