@@ -340,7 +340,7 @@ static int ps__rcore_check(const struct ps_rcore *node,
         in_isr |= a->isr[i] == node->cfg.self_id;
         primary_in_isr |= a->isr[i] == a->primary_id;
     }
-    if (a->n_learners > PS_RCORE_MAX_REPLICAS) {
+    if (a->n_learners > PS_RCORE_MAX_REPLICAS || a->primary_epoch > a->epoch) {
         return RT_EINVAL;
     }
     for (size_t i = 0; i < a->n_learners; i++) {
@@ -409,11 +409,15 @@ int ps_rcore_assign(struct ps_rcore *node,
     r->epoch = a->epoch;
     r->primary_id = a->primary_id;
     r->last_lsn = r->applied_lsn = a->lsn;
-    r->primary_epoch = a->epoch;
+    /* The master's generation, not @a->epoch: a split child at its
+     * parent's epoch + 1 keeps the parent's primary_epoch, and its next
+     * ASSIGN (an ISR change) is taken as the same generation only if
+     * this matches it. */
+    r->primary_epoch = a->primary_epoch != 0 ? a->primary_epoch : a->epoch;
     r->buf_first = a->lsn + 1;
     if (a->lsn == 0) {
         /* A new range: its whole history is this generation. */
-        ps__rcore_hist_note(r, a->epoch, 1);
+        ps__rcore_hist_note(r, r->primary_epoch, 1);
     }
     bool learner = true;
     for (size_t i = 0; i < a->n_isr; i++) {

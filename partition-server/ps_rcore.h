@@ -308,6 +308,10 @@ struct ps_rcore_assignment
      * primary catches them up; this node may be one. */
     uint64_t learners[PS_RCORE_MAX_REPLICAS];
     size_t n_learners;
+    /* The epoch the primary's generation began at (0 = @epoch): below
+     * @epoch for the children of a split or merge, which go on with
+     * their parent's generation (a later ASSIGN of theirs names it). */
+    uint64_t primary_epoch;
 };
 
 /* What ps_rcore_range_get() reports. */
@@ -392,11 +396,13 @@ void ps_rcore_destroy(struct ps_rcore *node);
 /* Creates range @a->range_id here with the role @a gives this node
  * (primary: SERVING; secondary: FOLLOWING; named in @a->learners: a
  * LEARNER without a copy at LSN 0, else a FOLLOWING secondary outside
- * the ISR), at LSN @a->lsn: applied, last and (primary) cw. A primary
+ * the ISR), at LSN @a->lsn: applied, last and (primary) cw, in the
+ * primary generation @a->primary_epoch (0 = @a->epoch). A primary
  * takes its ISR members to hold @a->lsn too (their RT_ELSNGAP NACKs below
  * the send buffer are answered by nothing), and probes @a->learners (SEND
  * actions in @out). Errors: RT_EEXIST (range known), RT_EINVAL (this node
- * neither in the ISR nor a learner, or too many replicas). */
+ * neither in the ISR nor a learner, too many replicas, or a
+ * primary_epoch above the epoch). */
 int ps_rcore_assign(struct ps_rcore *node,
                     const struct ps_rcore_assignment *a,
                     struct rt_repl_actions *out);

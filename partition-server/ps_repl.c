@@ -949,6 +949,7 @@ static int ps__assignment(const Rt__Range *d, struct ps_rcore_assignment *a)
     a->range_id = d->id;
     a->epoch = d->epoch;
     a->primary_id = d->server_id;
+    a->primary_epoch = d->primary_epoch;
     if (d->n_isr > 0) {
         if (d->n_isr > PS_RCORE_MAX_REPLICAS ||
             d->n_replicas > PS_RCORE_MAX_REPLICAS) {
@@ -1518,11 +1519,23 @@ int ps_repl_assigned(struct ps_server *ps,
             rc = 0;
         }
         if (rc != 0) {
-            /* Kept as it was; the master sends it again. */
+            /* Kept as it was; the master sends it again. The generation
+             * and ISR are logged: a refusal repeats every resend, and
+             * which rule refused shows only against the core's state. */
+            char isr[96];
+            size_t off = 0;
+            isr[0] = '\0';
+            for (size_t j = 0; j < d->n_isr && off < sizeof(isr); j++) {
+                int w = snprintf(isr + off, sizeof(isr) - off, "%s%" PRIu64,
+                                 j ? "," : "", d->isr[j]);
+                off += w > 0 ? (size_t)w : 0;
+            }
             rt_log(RT_LOG_WARN,
                    "range %" PRIu64 ": configuration at epoch %" PRIu64
-                   " (primary %" PRIu64 ") refused: %s",
-                   d->id, d->epoch, d->server_id, rt_strerror(rc));
+                   " (primary %" PRIu64 ", primary_epoch %" PRIu64
+                   ", ISR [%s]; here epoch %" PRIu64 ") refused: %s",
+                   d->id, d->epoch, d->server_id, d->primary_epoch, isr,
+                   rr->epoch, rt_strerror(rc));
             if (refused == 0) {
                 refused = rc;
             }

@@ -738,6 +738,67 @@ static void test_promotion_of_a_range_assigned_at_lsn(void **state)
     assert_int_equal(info.commit_lsn, 7);
 }
 
+/* A split child is created at its parent's epoch + 1 in the parent's
+ * primary generation (the master keeps primary_epoch across a split).
+ * The ISR change that follows (a member paused, dropped) names that
+ * generation at a later epoch: the primary takes it as the same
+ * generation and goes on serving, instead of refusing RT_EINVAL for
+ * ever (which left the range without a primary); the secondary takes it
+ * too, and a primary_epoch above the epoch is no assignment. */
+static void test_split_child_isr_change(void **state)
+{
+    struct fx *f = *state;
+    const uint64_t isr3[] = {1, 2, 3}, isr2[] = {1, 2};
+    struct ps_rcore_assignment as = {.range_id = R,
+                                     .epoch = 4,
+                                     .primary_id = 1,
+                                     .isr = {1, 2, 3},
+                                     .n_isr = 3,
+                                     .lsn = 7,
+                                     .primary_epoch = 3};
+    struct ps_rcore_range_info info;
+    assert_int_equal(ps_rcore_forget(f->p, R, &f->out), 0);
+    assert_int_equal(ps_rcore_forget(f->s2, R, &f->out), 0);
+    as.primary_epoch = 5;
+    assert_int_equal(ps_rcore_assign(f->p, &as, &f->out), RT_EINVAL);
+    as.primary_epoch = 3;
+    assert_int_equal(ps_rcore_assign(f->p, &as, &f->out), 0);
+    assert_int_equal(ps_rcore_assign(f->s2, &as, &f->out), 0);
+    info = info_of(f->p);
+    assert_int_equal(info.primary_epoch, 3);
+    assert_int_equal(info.epoch, 4);
+    assert_true(ps_rcore_info_serving(&info));
+
+    /* The same configuration again (a resend): accepted, nothing moves. */
+    assert_int_equal(assign(f, f->p, 4, 1, 3, isr3, 3), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    /* Node 3 dropped from the ISR at epoch 5, same generation. */
+    assert_int_equal(assign(f, f->s2, 5, 1, 3, isr2, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    assert_int_equal(assign(f, f->p, 5, 1, 3, isr2, 2), 0);
+    assert_int_equal(sent(f, RT_REPL_MSG_ASSIGN_RESP)->msg.u.assign_resp.code,
+                     0);
+    info = info_of(f->p);
+    assert_int_equal(info.epoch, 5);
+    assert_int_equal(info.primary_epoch, 3);
+    assert_int_equal(info.n_isr_peers, 1);
+    assert_true(ps_rcore_info_serving(&info));
+
+    /* And it still replicates: group 8 goes to node 2 alone and is
+     * answered once node 2 acks it. */
+    assert_int_equal(local_done(f, 0, 8, 42), 0);
+    const struct rt_repl_action *a = sent(f, RT_REPL_MSG_APPEND);
+    assert_non_null(a);
+    assert_int_equal(a->peer, 2);
+    assert_int_equal(a->msg.u.append.lsn, 8);
+    assert_int_equal(ack(f, 0, 2, 0, 8, 5), 0);
+    assert_int_equal(count(f, RT_REPL_ACT_REPLY, &a), 1);
+    assert_int_equal(a->req_id, 42);
+    assert_int_equal(a->code, 0);
+}
+
 /* F4: a sealed secondary promoted with an ISR of itself alone serves at
  * once with cw = its applied LSN (reads wait for cw; no ack and no write,
  * refused below min_insync, would ever raise it). */
@@ -2175,6 +2236,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promotion, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_promotion_of_a_range_assigned_at_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_child_isr_change, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_promotion_isr_of_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_resumes, setup, teardown),
