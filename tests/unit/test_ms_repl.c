@@ -359,8 +359,9 @@ static void test_create_places_replicas(void **state)
         assert_string_equal(f->ps[3].peer_addrs[i], f->ps[k].addr);
     }
     {
-        json_t *o = status_range(f, r->id);
-        assert_non_null(o);
+        json_t *o = NULL;
+        /* The status is rebuilt a moment after the change. */
+        WAIT_UNTIL(f, (o = status_range(f, r->id)) != NULL);
         assert_false(json_is_true(json_object_get(o, "zone_violation")));
         assert_false(json_is_true(json_object_get(o, "under_replicated")));
         json_decref(o);
