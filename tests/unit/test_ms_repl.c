@@ -360,8 +360,10 @@ static void test_create_places_replicas(void **state)
     }
     {
         json_t *o = NULL;
-        /* The status is rebuilt a moment after the change. */
-        WAIT_UNTIL(f, (o = status_range(f, r->id)) != NULL);
+        /* The status is rebuilt a moment after the change. The wait
+         * evaluates its condition once more at the end: the copy taken
+         * before is dropped each time. */
+        WAIT_UNTIL(f, (json_decref(o), (o = status_range(f, r->id)) != NULL));
         assert_false(json_is_true(json_object_get(o, "zone_violation")));
         assert_false(json_is_true(json_object_get(o, "under_replicated")));
         json_decref(o);
