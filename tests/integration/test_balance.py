@@ -179,6 +179,21 @@ def rt_load_bin(cluster):
     return p
 
 
+def saturating_inserts(cluster, table, duration, csv_path=None):
+    """rt-load inserting into @table with 32 workers and no retries for
+    @duration seconds (hashed PartitionKeys; a per-second CSV at
+    @csv_path when given): the Popen, stdout and stderr piped as text."""
+    argv = [rt_load_bin(cluster), "--endpoint", cluster.table_endpoint,
+            "--table", table, "--mix", "insert", "--partitions", "0",
+            "--pk-scheme", "hash", "--workers", "32", "--duration",
+            "%ds" % duration, "--retry", "none", "--quiet"]
+    if csv_path:
+        argv += ["--csv", csv_path]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=cluster.env)
+
+
 def preload(cluster, table, n):
     """@n entities in 100 PartitionKeys ("p" + hash), through rt-load's
     $batch preload."""
@@ -385,13 +400,7 @@ def test_hot_range_split_and_spread(capped):
     csv_path = os.path.join(c.workdir, "hot.csv")
     duration = 24
     t0 = time.monotonic()
-    rl = subprocess.Popen(
-        [rt_load_bin(c), "--endpoint", c.table_endpoint, "--table", "hot",
-         "--mix", "insert", "--partitions", "0", "--pk-scheme", "hash",
-         "--workers", "32", "--duration", "%ds" % duration, "--retry",
-         "none", "--csv", csv_path, "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=c.env)
+    rl = saturating_inserts(c, "hot", duration, csv_path)
     split_at = spread_at = None
     try:
         while rl.poll() is None and time.monotonic() - t0 < duration + 30:

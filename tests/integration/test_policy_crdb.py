@@ -22,7 +22,7 @@ import time
 import pytest
 
 from rtcluster import started
-from test_balance import events, rt_load_bin, table_ranges
+from test_balance import events, saturating_inserts, table_ranges
 
 # The rebalancer runs every 2 s here (its default is 5 s) so that the
 # test's 30 s of load see several runs. The servers are capped low (500
@@ -61,13 +61,7 @@ def test_crdb_splits_and_evens_out(capped_crdb):
     csv_path = os.path.join(c.workdir, "hot.csv")
     duration = 30
     t0 = time.monotonic()
-    rl = subprocess.Popen(
-        [rt_load_bin(c), "--endpoint", c.table_endpoint, "--table", "hot",
-         "--mix", "insert", "--partitions", "0", "--pk-scheme", "hash",
-         "--workers", "32", "--duration", "%ds" % duration, "--retry",
-         "none", "--csv", csv_path, "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=c.env)
+    rl = saturating_inserts(c, "hot", duration, csv_path)
     split_at = spread_at = None
     samples = []  # (t, {server: ent_s}) over the last 8 s of load
     try:
@@ -204,13 +198,7 @@ def test_crdb_rf3_sheds_by_lease_transfer(capped_crdb_rf3):
     replicas = sorted(rs[0]["replicas"])
     duration = 30
     t0 = time.monotonic()
-    rl = subprocess.Popen(
-        [rt_load_bin(c), "--endpoint", c.table_endpoint, "--table", "hot3",
-         "--mix", "insert", "--partitions", "0", "--pk-scheme", "hash",
-         "--workers", "32", "--duration", "%ds" % duration, "--retry",
-         "none", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=c.env)
+    rl = saturating_inserts(c, "hot3", duration)
     spread_at = None
     samples = []
     try:
