@@ -519,13 +519,18 @@ def test_rtctl_follows_leader(cluster):
         assert noleader.hits == 1 and follower.hits == 1
         env = dict(cluster.env, RT_MASTER_HTTP="%s,%s" % (dead,
                                                             noleader.addr))
-        r = subprocess.run([rtctl, "status"], capture_output=True, text=True,
-                           timeout=30, env=env)
+        # A master that knows no leader is asked again (an election is
+        # short) until --timeout.
+        hits = noleader.hits
+        r = subprocess.run([rtctl, "--timeout", "1", "status"],
+                           capture_output=True, text=True, timeout=30,
+                           env=env)
         assert r.returncode == 1
         assert dead in r.stderr and noleader.addr in r.stderr, r.stderr
+        assert noleader.hits - hits >= 3, noleader.hits - hits
         r = subprocess.run([rtctl, "--master-http", "%s,%s" % (noleader.addr,
                                                                 dead),
-                            "events", "--limit", "1"],
+                            "--timeout", "1", "events", "--limit", "1"],
                            capture_output=True, text=True, timeout=30,
                            env=cluster.env)
         assert r.returncode == 1

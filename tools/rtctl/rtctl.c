@@ -29,6 +29,7 @@
 #include <jansson.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,20 +434,20 @@ static int rtctl_location(const char *location,
     return 0;
 }
 
-/* @method @path on the master among @list (comma-separated addresses) that
- * leads: each address in turn, following its 307 redirects (up to
- * RTCTL_MAX_REDIRECTS, method and path kept: the request has no body);
- * a connection error or a 503 moves on to the next address. On 0, as
- * rtctl_http_once (a 503 from the last address is returned as such); on
- * -1, @err names every address tried and why it failed. */
-static int rtctl_http(const char *list,
-                      const char *method,
-                      const char *path,
-                      int timeout_s,
-                      int *status,
-                      char **body,
-                      char *err,
-                      size_t errlen)
+/* One pass over @list for rtctl_http: each address in turn, following its
+ * 307 redirects (up to RTCTL_MAX_REDIRECTS, method and path kept: the
+ * request has no body); a connection error or a 503 moves on to the next
+ * address. On 0, as rtctl_http_once (a 503 from the last address is
+ * returned as such); on -1, @err names every address tried and why it
+ * failed. */
+static int rtctl_http_scan(const char *list,
+                           const char *method,
+                           const char *path,
+                           int timeout_s,
+                           int *status,
+                           char **body,
+                           char *err,
+                           size_t errlen)
 {
     char addr[256], cur[8192], location[512], why[512];
     size_t used = 0;
@@ -493,6 +494,61 @@ static int rtctl_http(const char *list,
         }
     }
     return -1;
+}
+
+/* A master that knows no leader says so with a 503 before doing anything,
+ * so asking again is safe; an election (a leader killed, removed or
+ * handing over) takes a few hundred milliseconds to a few seconds, and an
+ * operator's command should ride it out rather than fail on it. */
+#define RTCTL_NO_LEADER_WAIT_S 15
+
+/* --timeout shortens it. */
+static int rtctl_leader_wait_s = RTCTL_NO_LEADER_WAIT_S;
+
+static bool rtctl_no_leader(int status, const char *body)
+{
+    return status == 503 && body && strstr(body, "no master leader");
+}
+
+/* @method @path on the master among @list (comma-separated addresses) that
+ * leads (rtctl_http_scan), scanning again every 250 ms for up to
+ * rtctl_leader_wait_s while every master answers that it knows no
+ * leader. Returns as rtctl_http_scan. */
+static int rtctl_http(const char *list,
+                      const char *method,
+                      const char *path,
+                      int timeout_s,
+                      int *status,
+                      char **body,
+                      char *err,
+                      size_t errlen)
+{
+    struct timespec now;
+    double end;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    end = (double)now.tv_sec + (double)now.tv_nsec / 1e9 + rtctl_leader_wait_s;
+
+    for (;;) {
+        rc = rtctl_http_scan(list, method, path, timeout_s, status, body, err,
+                             errlen);
+        if (rc == 0 && !rtctl_no_leader(*status, *body)) {
+            return 0;
+        }
+        if (rc != 0 && !strstr(err, "no master leader")) {
+            return rc;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)now.tv_sec + (double)now.tv_nsec / 1e9 >= end) {
+            return rc;
+        }
+        if (rc == 0) {
+            free(*body);
+            *body = NULL;
+        }
+        usleep(250 * 1000);
+    }
 }
 
 /* ---- status ---- */
@@ -1430,6 +1486,9 @@ int main(int argc, char **argv)
                 limit = (long)v;
             } else {
                 timeout_s = v > 0 && v < 86400 * 7 ? (int)v : timeout_s;
+                if (timeout_s < rtctl_leader_wait_s) {
+                    rtctl_leader_wait_s = timeout_s;
+                }
             }
         } else if (!strncmp(a, "--master-http=", 14)) {
             addr = a + 14;
