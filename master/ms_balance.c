@@ -342,7 +342,7 @@ static void ms__run_policy(struct ms_balance *b)
                 if (rc) {
                     ms_trace_rec_outcome(b->trace, ot.trace_id,
                                          ms_decision_kind_name(d[i].kind),
-                                         "refused", err, NULL, 0);
+                                         "refused", err, NULL, 0, 0);
                 }
                 break;
             }

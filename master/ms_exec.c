@@ -435,12 +435,15 @@ static void ms__op_report(struct ms_op *op, int rc, const char *error)
         size_t nnew = op->kind == MS_OP_SPLIT   ? 2
                       : op->kind == MS_OP_MERGE ? 1
                                                 : 0;
+        uint64_t born = rc == 0 && nnew && op->new_ids[0]
+                            ? ms_exec_rmeta(ex, op->new_ids[0])->born_ms
+                            : 0;
         ms_trace_rec_outcome(
             ex->trace, op->trace_id, ms__op_kind_names[op->kind],
             rc == 0                  ? "done"
             : op->kind == MS_OP_MOVE ? "aborted"
                                      : "failed",
-            rc ? error : NULL, op->new_ids, rc == 0 ? nnew : 0);
+            rc ? error : NULL, op->new_ids, rc == 0 ? nnew : 0, born);
     }
     if (op->req) {
         ms_admin_complete(ex->admin, op->req, ms__http_status(rc),

@@ -121,6 +121,11 @@ int ms_trace_writer_open(const char *path,
     return 0;
 }
 
+uint64_t ms_trace_writer_rel(const struct ms_trace_writer *w, uint64_t now_ms)
+{
+    return now_ms >= w->t0_ms ? now_ms - w->t0_ms : 0;
+}
+
 static int ms__put(struct ms_trace_writer *w,
                    uint64_t now_ms,
                    Rt__TraceRecord *rec,
@@ -132,7 +137,7 @@ static int ms__put(struct ms_trace_writer *w,
 
     /* A time taken before the previous record was written (a policy
      * call's view) would go back by a few ms: records keep their order. */
-    rec->t_ms = now_ms >= w->t0_ms ? now_ms - w->t0_ms : 0;
+    rec->t_ms = ms_trace_writer_rel(w, now_ms);
     if (rec->t_ms < w->last_t) {
         rec->t_ms = w->last_t;
     }

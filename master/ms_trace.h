@@ -33,7 +33,7 @@
 #include "rt.pb-c.h"
 
 #define MS_TRACE_MAJOR 1
-#define MS_TRACE_MINOR 0
+#define MS_TRACE_MINOR 1 /* 1: TraceOutcome.born_ms */
 #define MS_TRACE_MAGIC "\0RTTRACE"
 #define MS_TRACE_MAGIC_LEN 8
 /* Interned keys the writer remembers; when full it forgets them all and
@@ -87,6 +87,10 @@ int ms_trace_writer_heartbeat(struct ms_trace_writer *w,
                               const Rt__HeartbeatReq *req,
                               const bool *ignored,
                               char *errmsg);
+
+/* @now_ms (monotonic) on the records' t_ms clock (0 before the first
+ * segment's start). */
+uint64_t ms_trace_writer_rel(const struct ms_trace_writer *w, uint64_t now_ms);
 
 /* Hands what zlib buffered to the file (a sync flush: everything written
  * so far can be read back). Errors: RT_EIO. */

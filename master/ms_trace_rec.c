@@ -608,7 +608,8 @@ void ms_trace_rec_outcome(struct ms_trace_rec *rec,
                           const char *outcome,
                           const char *error,
                           const uint64_t *new_ranges,
-                          size_t nnew)
+                          size_t nnew,
+                          uint64_t born_ms)
 {
     Rt__TraceOutcome o = RT__TRACE_OUTCOME__INIT;
     Rt__TraceRecord r = RT__TRACE_RECORD__INIT;
@@ -627,6 +628,7 @@ void ms_trace_rec_outcome(struct ms_trace_rec *rec,
     o.error = (char *)(error ? error : "");
     o.new_ranges = (uint64_t *)new_ranges;
     o.n_new_ranges = nnew;
+    o.born_ms = born_ms ? ms_trace_writer_rel(rec->w, born_ms) : 0;
     r.r_case = RT__TRACE_RECORD__R_OUTCOME;
     r.outcome = &o;
     ms__put(rec, &r);

@@ -110,14 +110,16 @@ uint64_t ms_trace_rec_decision(struct ms_trace_rec *rec,
 /* How an operation ended (only the first outcome of a decision is
  * written): @decision_id (0: none), @kind ("split", ...),
  * @outcome ("done", "failed", "aborted"), @error (NULL when none), the
- * ranges it made (@nnew entries). */
+ * ranges it made (@nnew entries) and when they were born (@born_ms,
+ * monotonic; 0: none). */
 void ms_trace_rec_outcome(struct ms_trace_rec *rec,
                           uint64_t decision_id,
                           const char *kind,
                           const char *outcome,
                           const char *error,
                           const uint64_t *new_ranges,
-                          size_t nnew);
+                          size_t nnew,
+                          uint64_t born_ms);
 
 /* ---- operator control (loop thread) ---- */
 

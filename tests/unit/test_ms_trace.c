@@ -501,7 +501,11 @@ static void test_version(void **state)
     assert_int_equal(ms_trace_reader_open(f->path, &r, em), RT_EPROTO);
     assert_non_null(strstr(em, "newer"));
     assert_non_null(strstr(em, "2.0"));
-    assert_non_null(strstr(em, "1.0"));
+    {
+        char ours[16];
+        snprintf(ours, sizeof(ours), "%d.%d", MS_TRACE_MAJOR, MS_TRACE_MINOR);
+        assert_non_null(strstr(em, ours));
+    }
 
     raw[8] = MS_TRACE_MAJOR;
     raw[10] = 7;

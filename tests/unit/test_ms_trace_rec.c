@@ -160,8 +160,8 @@ static void test_hooks_and_map_changes(void **state)
     d.key = "k1";
     id = ms_trace_rec_decision(rec, &d, "policy", true, NULL);
     assert_int_equal(id, 1);
-    ms_trace_rec_outcome(rec, id, "split", "done", NULL, NULL, 0);
-    ms_trace_rec_outcome(rec, id, "split", "refused", "x", NULL, 0);
+    ms_trace_rec_outcome(rec, id, "split", "done", NULL, NULL, 0, 0);
+    ms_trace_rec_outcome(rec, id, "split", "refused", "x", NULL, 0, 0);
     /* A change of the map: the next record is preceded by a snapshot. */
     assert_int_equal(
         ms_catalog_create_table(f->c.cat, "acct", "second", 1, NULL, NULL), 0);

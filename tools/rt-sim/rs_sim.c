@@ -388,6 +388,7 @@ void rs_sim_destroy(struct rs_sim *s)
     free(s->decs);
     free(s->secs);
     free(s->ops);
+    free(s->recops);
     free(s->rr);
     free(s->rv);
     free(s->pos);
@@ -474,6 +475,38 @@ static bool rs__refuse(struct rs_dec *rec, const char *why)
     return false;
 }
 
+/* The recorded operation the simulation is about to carry out as @rec
+ * (same kind, table, low bound, and split key or target, decided within
+ * one tick of now): when its new ranges were born (split, merge) or it
+ * ended (move), in simulated ms, or 0 when none was recorded: the cost
+ * model then says. Each recorded operation is used once. */
+static uint64_t rs__recorded_end(struct rs_sim *s, const struct rs_dec *rec)
+{
+    for (size_t k = 0; k < s->nrecops; k++) {
+        struct rs_recop *o = &s->recops[k];
+        uint64_t d =
+            o->t_dec > s->now_ms ? o->t_dec - s->now_ms : s->now_ms - o->t_dec;
+        if (o->used || o->kind != rec->kind || d > s->cfg.tick_ms ||
+            o->table_id != rec->table_id || !rec->low ||
+            strcmp(o->low, rec->low) != 0) {
+            continue;
+        }
+        if (rec->kind == MS_DECIDE_SPLIT
+                ? !o->key || !rec->key || strcmp(o->key, rec->key) != 0
+                : (rec->kind == MS_DECIDE_MOVE ||
+                   rec->kind == MS_DECIDE_TRANSFER) &&
+                      o->to != rec->server_id) {
+            continue;
+        }
+        o->used = true;
+        if (rec->kind == MS_DECIDE_SPLIT || rec->kind == MS_DECIDE_MERGE) {
+            return o->t_born > s->now_ms ? o->t_born : s->now_ms;
+        }
+        return o->t_end > s->now_ms ? o->t_end : s->now_ms;
+    }
+    return 0;
+}
+
 static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
 {
     struct ms_range_view *v = &s->rv[i];
@@ -483,9 +516,14 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
                     (uint64_t)llround(s->call_commits * s->cfg.cost.serial_ms);
     struct rs_range parent = *r;
     struct ms_range_view pv = *v;
+    uint64_t end;
     if (!rec->key || strcmp(rec->key, v->low) <= 0 ||
         (v->high && strcmp(rec->key, v->high) >= 0)) {
         return rs__refuse(rec, "split key outside the range");
+    }
+    end = rs__recorded_end(s, rec);
+    if (end) {
+        mono = end + RS__MONO0;
     }
     if (s->replay) {
         /* Replayed ranges have no key indexes: halves get half each. */
@@ -533,8 +571,9 @@ static bool rs__split(struct rs_sim *s, size_t i, struct rs_dec *rec)
 static bool rs__merge(struct rs_sim *s, size_t i, struct rs_dec *rec)
 {
     struct ms_range_view *a = &s->rv[i], *b;
-    uint64_t id, mono = rs__mono(s) + (uint64_t)llround(s->call_commits *
-                                                        s->cfg.cost.serial_ms);
+    uint64_t id, end,
+        mono = rs__mono(s) +
+               (uint64_t)llround(s->call_commits * s->cfg.cost.serial_ms);
     if (i + 1 >= s->nr || s->rv[i + 1].id != rec->range_id2) {
         return rs__refuse(rec, "not adjacent to the second range");
     }
@@ -545,6 +584,9 @@ static bool rs__merge(struct rs_sim *s, size_t i, struct rs_dec *rec)
     }
     if (s->rr[i + 1].inflight) {
         return rs__refuse(rec, "second range busy");
+    }
+    if ((end = rs__recorded_end(s, rec)) != 0) {
+        mono = end + RS__MONO0;
     }
     id = s->next_id++;
     rs__bounds_add(s, id, a->table_id, a->low, b->high);
@@ -606,8 +648,11 @@ static bool rs__move(struct rs_sim *s, size_t i, struct rs_dec *rec)
     op->dst = dst->id;
     op->secondary = rec->src_id != 0 && rec->src_id != v->server_id;
     op->bytes = r->bytes;
-    op->end_ms =
-        s->now_ms + (uint64_t)llround(rs_cost_move_ms(&s->cfg.cost, r->bytes));
+    op->end_ms = rs__recorded_end(s, rec);
+    if (!op->end_ms) {
+        op->end_ms = s->now_ms +
+                     (uint64_t)llround(rs_cost_move_ms(&s->cfg.cost, r->bytes));
+    }
     r->inflight = true;
     dst->moving++;
     if (src) {

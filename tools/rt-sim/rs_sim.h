@@ -167,6 +167,20 @@ struct rs_bounds
 
 struct rs_op; /* a move in flight */
 
+/* A replayed trace's operation that started, and when it ended (simulated
+ * ms; rs_trace.c). */
+struct rs_recop
+{
+    uint64_t t_dec, t_end;
+    uint64_t t_born; /* split, merge: the new ranges' birth */
+    enum ms_decision_kind kind;
+    uint64_t table_id;
+    const char *low; /* borrowed from the trace */
+    const char *key; /* split; NULL otherwise */
+    uint64_t to;     /* move, transfer */
+    bool used;
+};
+
 struct rs_sim
 {
     struct rs_cfg cfg;
@@ -187,6 +201,13 @@ struct rs_sim
     size_t *pos; /* by range id: its index in rv (checked: may be stale) */
     size_t npos;
     uint64_t next_id;
+
+    /* Replay: the recorded operations, by which an operation the
+     * recorded cluster also carried out ends when it did there rather
+     * than when the cost model says (a split's halves are born, a move's
+     * copy ends). */
+    struct rs_recop *recops;
+    size_t nrecops;
 
     struct rs_op *ops;
     size_t nops, ops_cap;

@@ -453,6 +453,78 @@ static void rs__replay_account(struct rs_sim *s)
     rs__account(s);
 }
 
+static bool rs__kind(const char *name, enum ms_decision_kind *out)
+{
+    static const enum ms_decision_kind kinds[] = {
+        MS_DECIDE_SPLIT, MS_DECIDE_MERGE, MS_DECIDE_MOVE, MS_DECIDE_TRANSFER};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        if (strcmp(name, ms_decision_kind_name(kinds[k])) == 0) {
+            *out = kinds[k];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every started decision of the trace with the time its outcome was
+ * recorded (decision ids count from 1 again in each segment). */
+static void rs__recops(struct rs_sim *s, const struct rs_trace *t)
+{
+    const Rt__TraceMap *map = NULL;
+    size_t seg0 = 0; /* the current segment's first operation */
+    s->recops = rt_xcalloc(t->n + 1, sizeof(*s->recops));
+    for (size_t k = 0; k < t->n; k++) {
+        const Rt__TraceRecord *rec = t->rec[k];
+        struct rs_recop *o;
+        switch (rec->r_case) {
+            case RT__TRACE_RECORD__R_HEADER:
+                seg0 = s->nrecops;
+                break;
+            case RT__TRACE_RECORD__R_MAP:
+                map = rec->map;
+                break;
+            case RT__TRACE_RECORD__R_DECISION: {
+                const Rt__TraceDecision *d = rec->decision;
+                const Rt__TraceRange *x = rs__rec_range(map, d->range_id);
+                enum ms_decision_kind kind;
+                if (!d->started || !x || !rs__kind(d->kind, &kind)) {
+                    break;
+                }
+                o = &s->recops[s->nrecops++];
+                o->t_dec = t->t[k];
+                o->kind = kind;
+                o->table_id = x->table_id;
+                o->low = x->low;
+                o->key = d->key && d->key[0] ? d->key : NULL;
+                o->to = d->server_id;
+                o->used = true; /* until its outcome is found */
+                /* The decision's id, kept in t_end meanwhile. */
+                o->t_end = d->id;
+                break;
+            }
+            case RT__TRACE_RECORD__R_OUTCOME:
+                for (size_t j = s->nrecops; j > seg0; j--) {
+                    o = &s->recops[j - 1];
+                    if (o->used && o->t_end == rec->outcome->decision_id) {
+                        /* A failed operation changed nothing to copy. */
+                        o->t_end = t->t[k];
+                        /* Older traces lack the birth: the outcome's time
+                         * is a few ms after it. */
+                        o->t_born =
+                            rec->outcome->born_ms
+                                ? t->t[k] - rec->t_ms + rec->outcome->born_ms
+                                : t->t[k];
+                        o->used = strcmp(rec->outcome->outcome, "done") != 0;
+                        break;
+                    }
+                }
+                break;
+            default:
+                break;
+        }
+    }
+}
+
 struct rs_sim *rs_replay_create(const struct rs_cfg *cfg,
                                 const struct rs_trace *t,
                                 FILE *declog,
@@ -472,6 +544,7 @@ struct rs_sim *rs_replay_create(const struct rs_cfg *cfg,
     for (size_t j = 0; j < s->ns; j++) {
         s->sv[j].up = false; /* until a map names it */
     }
+    rs__recops(s, t);
     rs__adopt_map(s, m);
     return s;
 }
