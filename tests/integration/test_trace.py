@@ -190,7 +190,10 @@ def test_trace_records_a_split(traced):
     print("\n[trace] %d records, %d bytes over %.1f s (%.0f bytes/s)"
           % (len(recs) - 1, size, span_s, size / max(span_s, 0.001)))
     # A restart with the same --trace keeps the older file as FILE.1.
+    # (start_process returns before the master opened its trace.)
     c.start_process(m.name)
+    wait_for(lambda: os.path.exists(c.trace_path + ".1"), 10,
+             "the older file kept")
     assert os.path.getsize(c.trace_path + ".1") == size
     wait_for(lambda: os.path.exists(c.trace_path), 10, "a new trace file")
 
