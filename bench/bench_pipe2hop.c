@@ -24,7 +24,10 @@
  *       back in order; each one becomes a response (body copied, as a real
  *       answer is built) and resumes its connection, then MHD runs once
  *       for the whole read. MHD_USE_TURBO is on: this is a limit, not our
- *       configuration. Writes "http=PORT" to F.
+ *       configuration. As in rt-frontend, the handler's first call only
+ *       takes the request (a response queued there makes libmicrohttpd
+ *       close the connection); the call that ends the request suspends
+ *       it. Writes "http=PORT" to F.
  *
  * Frames on the back-end connection: a 4-byte big-endian length, then
  * that many bytes. Both roles serve until SIGTERM or SIGINT, print
@@ -337,6 +340,7 @@ struct fe_req
 {
     struct MHD_Connection *conn;
     struct MHD_Response *resp;
+    int sent; /* the request frame is queued; the connection suspended */
 };
 
 static void fifo_push(struct fe_worker *w, struct fe_req *r)
@@ -388,20 +392,28 @@ static enum MHD_Result fe_on_request(void *cls,
     (void)version;
     (void)upload_data;
     if (!r) {
-        /* Headers read: park the connection until the back end answers. */
+        /* Headers read. Nothing is answered on this first call:
+         * libmicrohttpd 0.9.75 closes the connection after a response
+         * queued in it (the body could still be unread). */
         r = calloc(1, sizeof(*r));
         if (!r) {
             return MHD_NO;
         }
         r->conn = conn;
         *con_cls = r;
-        put_frame(&w->out, req_frame_body, sizeof(req_frame_body) - 1);
-        fifo_push(w, r);
-        MHD_suspend_connection(conn);
         return MHD_YES;
     }
     if (*upload_size) {
         *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!r->sent) {
+        /* The request is whole: park the connection until the back end
+         * answers (fe_reply resumes it, and this handler runs again). */
+        r->sent = 1;
+        put_frame(&w->out, req_frame_body, sizeof(req_frame_body) - 1);
+        fifo_push(w, r);
+        MHD_suspend_connection(conn);
         return MHD_YES;
     }
     if (!r->resp) {
