@@ -1751,13 +1751,17 @@ int main(int argc, char **argv)
             /* --status-open: only GET /api/status is read here.
              * --replication-factor 1: one partition server holds the only
              * copy (the master's default wants more servers than this
-             * bench starts, and refuses to create its tables). */
+             * bench starts, and refuses to create its tables).
+             * --raft-listen 127.0.0.1:0: the default Raft port is fixed,
+             * and another master on this host may hold it. */
             char *av[] = {master_bin,
                           "--listen",
                           "127.0.0.1:0",
                           "--http",
                           "127.0.0.1:0",
                           "--status-open",
+                          "--raft-listen",
+                          "127.0.0.1:0",
                           "--replication-factor",
                           "1",
                           "--data",
