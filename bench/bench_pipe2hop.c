@@ -34,8 +34,7 @@
  * "served N" to stderr and exit 0; they exit 1 when they cannot listen,
  * connect or start libmicrohttpd, and the front end exits 1 when the back
  * end closes its connection (the bench then reports a failure). They
- * measure nothing themselves. At exit the process ends without closing
- * its libuv handles: nothing outlives it. */
+ * measure nothing themselves. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -275,6 +274,7 @@ static void be_accept_cb(uv_stream_t *srv, int status)
         uv_close((uv_handle_t *)&c->tcp, be_close_cb);
         return;
     }
+    c->tcp.data = c; /* marks a connection for be_close_all */
     uv_tcp_nodelay(&c->tcp, 1);
     uv_read_start((uv_stream_t *)&c->tcp, be_alloc_cb, be_read_cb);
 }
@@ -283,6 +283,14 @@ static void be_signal_cb(uv_signal_t *s, int signum)
 {
     (void)signum;
     uv_stop(s->loop);
+}
+
+static void be_close_one(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) {
+        uv_close(h, h->data ? be_close_cb : NULL);
+    }
 }
 
 static int run_backend(void)
@@ -308,9 +316,16 @@ static int run_backend(void)
     write_port("rpc", ntohs(((struct sockaddr_in *)&bound)->sin_port));
     uv_signal_init(loop, &sterm);
     uv_signal_init(loop, &sint);
+    srv.data = sterm.data = sint.data = NULL; /* not connections */
     uv_signal_start(&sterm, be_signal_cb, SIGTERM);
     uv_signal_start(&sint, be_signal_cb, SIGINT);
     uv_run(loop, UV_RUN_DEFAULT);
+    /* Stopped: close the listener, the signals and every connection
+     * still open, and let their close callbacks run. */
+    uv_walk(loop, be_close_one, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    free(be_body);
     fprintf(stderr, "bench_pipe2hop: backend served %lu\n", be_served);
     return 0;
 }
@@ -334,6 +349,7 @@ struct fe_worker
     struct fe_req **fifo;
     size_t head, count, cap;
     unsigned long served;
+    int closing; /* fe_worker_close began: nothing is parked any more */
 };
 
 struct fe_req
@@ -407,6 +423,20 @@ static enum MHD_Result fe_on_request(void *cls,
         *upload_size = 0;
         return MHD_YES;
     }
+    if (!r->resp && (r->sent || w->closing)) {
+        /* Shutting down: the parked requests are resumed without an
+         * answer, and new ones are not parked (libmicrohttpd aborts when
+         * stopped with a connection suspended). */
+        struct MHD_Response *busy = MHD_create_response_from_buffer(
+            0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        ret = busy
+                  ? MHD_queue_response(conn, MHD_HTTP_SERVICE_UNAVAILABLE, busy)
+                  : MHD_NO;
+        if (busy) {
+            MHD_destroy_response(busy);
+        }
+        return ret;
+    }
     if (!r->sent) {
         /* The request is whole: park the connection until the back end
          * answers (fe_reply resumes it, and this handler runs again). */
@@ -415,9 +445,6 @@ static enum MHD_Result fe_on_request(void *cls,
         fifo_push(w, r);
         MHD_suspend_connection(conn);
         return MHD_YES;
-    }
-    if (!r->resp) {
-        return MHD_NO;
     }
     ret = MHD_queue_response(conn, MHD_HTTP_OK, r->resp);
     MHD_destroy_response(r->resp);
@@ -580,6 +607,39 @@ static void fe_start_daemon(struct fe_worker *w, int lfd, int v6)
     uv_timer_start(&w->timer, fe_timer_cb, 0, 0);
 }
 
+/* After the worker's loop stopped: ends the requests still parked, closes
+ * the handles (the poll handle watches the daemon's epoll fd), lets the
+ * loop run their close callbacks and cancel the writes still queued, then
+ * stops the daemon (which completes, and frees, every request left). */
+static void fe_worker_close(struct fe_worker *w)
+{
+    struct fe_req *r;
+    /* libmicrohttpd aborts when stopped with connections suspended:
+     * resume the parked ones without an answer (the handler answers 503,
+     * as it does to any request from now on) and let the daemon process
+     * them. */
+    w->closing = 1;
+    while ((r = fifo_pop(w)) != NULL) {
+        MHD_resume_connection(r->conn);
+    }
+    for (int i = 0; i < 4; i++) {
+        MHD_run(w->d);
+    }
+    uv_close((uv_handle_t *)&w->poll, NULL);
+    uv_close((uv_handle_t *)&w->timer, NULL);
+    uv_close((uv_handle_t *)&w->idle, NULL);
+    uv_close((uv_handle_t *)&w->stop, NULL);
+    uv_close((uv_handle_t *)&w->be, NULL);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&w->loop) != 0) {
+        fprintf(stderr, "bench_pipe2hop: a worker's loop still has handles\n");
+    }
+    MHD_stop_daemon(w->d);
+    free(w->in.p);
+    free(w->out.p);
+    free(w->fifo);
+}
+
 static int run_frontend(void)
 {
     struct sockaddr_storage ls, bs, bound;
@@ -629,9 +689,10 @@ static int run_frontend(void)
     }
     for (long i = 0; i < n; i++) {
         uv_thread_join(&ws[i].th);
-        MHD_stop_daemon(ws[i].d);
+        fe_worker_close(&ws[i]);
         served += ws[i].served;
     }
+    free(ws);
     fprintf(stderr, "bench_pipe2hop: served %lu\n", served);
     close(lfd);
     return 0;
