@@ -18,8 +18,10 @@
 -- Every request carries the SAS token (sas=, the query string without
 -- '?'): SharedKey would need an HMAC per request in Lua. response()
 -- counts every answer outside 2xx (wrk's own counter only sees >= 400)
--- and keeps the first such status; done() prints one line
+-- and keeps the first such status and the start of its body; done()
+-- prints one line
 --   WRKJSON {"requests":..,"duration_us":..,"bad":..,"bad_status":..,
+--            "bad_body":"..",
 --            "connect":..,"read":..,"write":..,"timeout":..,
 --            "p50_us":..,"p99_us":..,"p999_us":..}
 -- that bench-point parses (latencies are wrk's closed-loop ones).
@@ -39,6 +41,7 @@ local headers
 local base
 bad = 0
 bad_status = 0
+bad_body = ""
 
 local function num(name, def)
    return tonumber(opt[name] or def)
@@ -106,25 +109,31 @@ function response(status, hdrs, body)
       bad = bad + 1
       if bad_status == 0 then
          bad_status = status
+         bad_body = (body or ""):sub(1, 300)
       end
    end
 end
 
 function done(summary, latency, requests)
-   local nbad, first = 0, 0
+   local nbad, first, first_body = 0, 0, ""
    for _, t in ipairs(threads) do
       nbad = nbad + (t:get("bad") or 0)
       local s = t:get("bad_status") or 0
       if first == 0 and s ~= 0 then
          first = s
+         first_body = t:get("bad_body") or ""
       end
    end
+   -- The body as a JSON string: quotes, backslashes and controls escaped.
+   first_body = first_body:gsub('[%c"\\]', function(c)
+      return string.format("\\u%04x", c:byte())
+   end)
    local e = summary.errors
    io.write(string.format(
-      'WRKJSON {"requests":%d,"duration_us":%d,"bad":%d,"bad_status":%d,' ..
+      'WRKJSON {"requests":%d,"duration_us":%d,"bad":%d,"bad_status":%d,"bad_body":"%s",' ..
       '"connect":%d,"read":%d,"write":%d,"timeout":%d,' ..
       '"p50_us":%d,"p99_us":%d,"p999_us":%d}\n',
-      summary.requests, summary.duration, nbad, first,
+      summary.requests, summary.duration, nbad, first, first_body,
       e.connect, e.read, e.write, e.timeout,
       latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))
 end
