@@ -124,10 +124,11 @@ function done(summary, latency, requests)
          first_body = t:get("bad_body") or ""
       end
    end
-   -- The body as a JSON string: quotes, backslashes and controls escaped.
+   -- The body as a JSON string: quotes, backslashes and controls escaped,
+   -- bytes above ASCII (perhaps a character cut at 300 bytes) as '?'.
    first_body = first_body:gsub('[%c"\\]', function(c)
       return string.format("\\u%04x", c:byte())
-   end)
+   end):gsub('[\128-\255]', '?')
    local e = summary.errors
    io.write(string.format(
       'WRKJSON {"requests":%d,"duration_us":%d,"bad":%d,"bad_status":%d,"bad_body":"%s",' ..
