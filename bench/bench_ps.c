@@ -84,6 +84,7 @@ static struct
     char *server_log_level;
     long entities;
     long lmdb_ms;
+    long lmdb_per_txn;
     long insert_ms;
     long batch_ms;
     long get_ms;
@@ -116,6 +117,9 @@ static struct rt_opt bench_opts[] = {
      "entities loaded for the scan (0 = 1000000, --quick 100000)"},
     {"clients", RT_OPT_STR, &O.clients, "1,16,64",
      "concurrent single-insert clients, comma list"},
+    {"lmdb-per-txn", RT_OPT_INT, &O.lmdb_per_txn, "0",
+     "also measure N synced puts per txn (the group commit a closed loop "
+     "of N writers allows at best; 0 = off)"},
     {"lmdb-ms", RT_OPT_INT, &O.lmdb_ms, "0",
      "raw LMDB phase length each (0 = 3000, --quick 1000)"},
     {"insert-ms", RT_OPT_INT, &O.insert_ms, "0",
@@ -1597,7 +1601,7 @@ int main(int argc, char **argv)
     int ms_up = 0, ps_up = 0;
     struct rt_rpc_client *ms_cli, *ps_cli;
     struct table_ref tbl_w, tbl_s;
-    struct lmdb_result lm1, lm100;
+    struct lmdb_result lm1, lm100, lmn = {0};
     struct phase ph_ins[8];
     long clients[8];
     int n_clients = 0;
@@ -1711,6 +1715,16 @@ int main(int argc, char **argv)
             "ms\n",
             "100 puts per txn", lm100.rate, lm100.commit_p50_ms,
             lm100.commit_p99_ms);
+        if (O.lmdb_per_txn > 0) {
+            char name[48];
+            lmdb_phase(env, dbi, &kctr, (int)O.lmdb_per_txn, O.lmdb_ms,
+                       O.warmup_ms, &lmn);
+            snprintf(name, sizeof(name), "%ld puts per txn", O.lmdb_per_txn);
+            printf(
+                "  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
+                "ms\n",
+                name, lmn.rate, lmn.commit_p50_ms, lmn.commit_p99_ms);
+        }
         mdb_env_close(env);
         nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
         fflush(stdout);
@@ -1734,12 +1748,30 @@ int main(int argc, char **argv)
          * what mutual TLS adds is measured through the front end
          * (tools/rt-load/scenarios/lib.sh, RT_CLUSTER_TLS). */
         {
-            /* --status-open: only GET /api/status is read here. */
-            char *av[] = {master_bin,       "--listen",    "127.0.0.1:0",
-                          "--http",         "127.0.0.1:0", "--status-open",
-                          "--data",         ms_data,       "--port-file",
-                          mport_file,       "--log-level", O.server_log_level,
-                          "--insecure-rpc", NULL};
+            /* --status-open: only GET /api/status is read here.
+             * --replication-factor 1: one partition server holds the only
+             * copy (the master's default wants more servers than this
+             * bench starts, and refuses to create its tables).
+             * --raft-listen 127.0.0.1:0: the default Raft port is fixed,
+             * and another master on this host may hold it. */
+            char *av[] = {master_bin,
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--http",
+                          "127.0.0.1:0",
+                          "--status-open",
+                          "--raft-listen",
+                          "127.0.0.1:0",
+                          "--replication-factor",
+                          "1",
+                          "--data",
+                          ms_data,
+                          "--port-file",
+                          mport_file,
+                          "--log-level",
+                          O.server_log_level,
+                          "--insecure-rpc",
+                          NULL};
             child_start(&ch_master, master_bin, av);
         }
         wait_port_file(&ch_master, mport_file, mkeys, ms_ports, 2);
@@ -1996,6 +2028,11 @@ int main(int argc, char **argv)
         json_num(&j, "lmdb_put_100_per_txn_per_s", lm100.rate);
         json_num(&j, "lmdb_commit_1_p50_ms", lm1.commit_p50_ms);
         json_num(&j, "lmdb_commit_100_p50_ms", lm100.commit_p50_ms);
+        if (O.lmdb_per_txn > 0) {
+            json_num(&j, "lmdb_per_txn", (double)O.lmdb_per_txn);
+            json_num(&j, "lmdb_put_n_per_txn_per_s", lmn.rate);
+            json_num(&j, "lmdb_commit_n_p50_ms", lmn.commit_p50_ms);
+        }
         for (int i = 0; i < n_clients; i++) {
             char k[64];
             errs += ph_ins[i].errors;
