@@ -101,9 +101,11 @@ rt_cluster_start() {
             --frontends frontend >/dev/null || rt_die "rtctl cluster init failed"
     fi
     # --status-open: the scenarios only read the status and /metrics (no
-    # admin token to hand around); actions stay refused.
+    # admin token to hand around); actions stay refused. Raft on an
+    # ephemeral port: another cluster on the host may hold 10102.
     # shellcheck disable=SC2046 # rt_sec's words are flags
     "$RT_BUILD_DIR/master/rt-master" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+        --raft-listen 127.0.0.1:0 \
         --status-open $(rt_sec "$dir" master) \
         --data "$dir/master" --port-file "$dir/run/master.ports" \
         --log-level "$RT_LOG_LEVEL" ${RT_MASTER_ARGS:-} \
