@@ -533,8 +533,12 @@ int ms_raft_start(uv_loop_t *loop,
     rv = raft_start(&r->raft);
     r->starting = false;
     if (rv != 0) {
-        rt_errmsg_printf(errmsg, "raft start %s: %s: %s", o->dir,
-                         raft_strerror(rv), raft_errmsg(&r->raft));
+        /* libraft's transport says nothing when it cannot listen. */
+        rt_errmsg_printf(errmsg,
+                         "raft start %s: %s: %s (listening on %s: is another "
+                         "master using that address? --raft-listen)",
+                         o->dir, raft_strerror(rv), raft_errmsg(&r->raft),
+                         r->addr);
         rv = ms_raft__err(r, rv);
         goto err_after_init;
     }
