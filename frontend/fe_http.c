@@ -103,9 +103,12 @@
  * the bounds are met to within this. */
 #define FE_GUARD_SWEEP_MS 250
 /* A keep-alive connection idle this long gives back the pages of its
- * libmicrohttpd pool that hold only zeros (fe_pool.h): long enough that a
- * client sending requests back to back never pays for the page faults. */
-#define FE_POOL_TRIM_IDLE_MS 1000
+ * libmicrohttpd pool that hold only zeros (fe_pool.h). A trimmed pool
+ * costs its next request ~100 us of page faults (libmicrohttpd zeroes the
+ * whole pool again), so only connections this quiet pay it: at most one
+ * such request per connection per 5 s, while a connection that goes on
+ * sending never does. */
+#define FE_POOL_TRIM_IDLE_MS 5000
 
 enum fe__phase {
     FE__BODY,  /* reading headers/body */
