@@ -57,7 +57,7 @@
  * the old daemon in service (logged). The caps and bounds count HTTP and
  * HTTPS connections alike (one guard, one list per worker). The same
  * sweep gives back the all-zero pages of the libmicrohttpd pool of each
- * connection idle for FE_POOL_TRIM_IDLE_MS (fe_pool.h). */
+ * connection idle for 5 s, 1 s while many are waiting (fe_pool.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -102,13 +102,6 @@
 /* How often a worker checks its connections against their deadlines:
  * the bounds are met to within this. */
 #define FE_GUARD_SWEEP_MS 250
-/* A keep-alive connection idle this long gives back the pages of its
- * libmicrohttpd pool that hold only zeros (fe_pool.h). A trimmed pool
- * costs its next request ~100 us of page faults (libmicrohttpd zeroes the
- * whole pool again), so only connections this quiet pay it: at most one
- * such request per connection per 5 s, while a connection that goes on
- * sending never does. */
-#define FE_POOL_TRIM_IDLE_MS 5000
 
 enum fe__phase {
     FE__BODY,  /* reading headers/body */
@@ -194,7 +187,8 @@ struct fe_worker
     unsigned resumes; /* resumes so far (a run tells whether it did one) */
     int stopping;
     uint64_t drain_until;
-    unsigned suspended; /* connections suspended and not yet re-entered */
+    unsigned suspended;    /* connections suspended and not yet re-entered */
+    unsigned pool_waiting; /* idle, pool untrimmed, at the last sweep */
     struct fe__hreq *free_reqs;
     unsigned nfree;
     time_t date_sec; /* cached Date header */
@@ -552,20 +546,28 @@ static void fe__pool_learn(struct fe__hconn *hc,
     }
 }
 
-/* Trims the pools of @w's connections idle since FE_POOL_TRIM_IDLE_MS
- * that served a request since their last trim. Between MHD_run()s, on
- * the worker's thread: MHD reset those pools after their last request. */
+/* Trims the pools of @w's connections that served a request since their
+ * last trim and have been idle long enough (fe_pool_trim_after_ms: how
+ * many were waiting at the last sweep). Between MHD_run()s, on the
+ * worker's thread: MHD reset those pools after their last request. */
 static void fe__pool_sweep(struct fe_worker *w)
 {
     uint64_t now = rt_time_mono_ms();
+    uint64_t after = fe_pool_trim_after_ms(w->pool_waiting);
+    unsigned waiting = 0;
     for (struct fe_guard_conn *g = w->conns.head; g; g = g->next) {
         struct fe__hconn *hc = (struct fe__hconn *)g;
-        if (hc->pool.dirty && hc->pool.base && !g->closing &&
-            g->phase == FE_GUARD_IDLE &&
-            now - g->since_ms >= FE_POOL_TRIM_IDLE_MS) {
+        if (!hc->pool.dirty || !hc->pool.base || g->closing ||
+            g->phase != FE_GUARD_IDLE) {
+            continue;
+        }
+        if (now - g->since_ms >= after) {
             fe_pool_trim(&hc->pool, FE_HTTP_POOL);
+        } else {
+            waiting++;
         }
     }
+    w->pool_waiting = waiting;
 }
 
 /* Accept policy: refuses at once what the caps would refuse (checked again,

@@ -109,6 +109,12 @@ int fe_pool_locate(struct fe_pool *p,
     return 1;
 }
 
+unsigned fe_pool_trim_after_ms(unsigned waiting)
+{
+    return waiting >= FE_POOL_TRIM_MANY ? FE_POOL_TRIM_FAST_MS
+                                        : FE_POOL_TRIM_IDLE_MS;
+}
+
 /* 1 when the @n bytes at @b are all zero. */
 static int fe__zero(const unsigned char *b, size_t n)
 {

@@ -40,6 +40,22 @@
  * one syscall). */
 #define FE_POOL_LOCATE_TRIES 3
 
+/* When to trim. A trimmed pool costs its next request ~100 us of page
+ * faults (libmicrohttpd zeroes the whole pool again), so a connection is
+ * trimmed once it has been idle FE_POOL_TRIM_IDLE_MS: at most one such
+ * request per connection per 5 s of quiet, never for one that keeps
+ * sending. While FE_POOL_TRIM_MANY or more idle connections of a worker
+ * hold an untrimmed pool (28 MiB and more: a burst of new clients), the
+ * bound is FE_POOL_TRIM_FAST_MS instead, so a burst's memory is held for
+ * one second, not five. */
+#define FE_POOL_TRIM_IDLE_MS 5000
+#define FE_POOL_TRIM_FAST_MS 1000
+#define FE_POOL_TRIM_MANY 256
+
+/* The idle time after which a pool is trimmed when @waiting idle
+ * connections of the worker hold an untrimmed one. */
+unsigned fe_pool_trim_after_ms(unsigned waiting);
+
 /* Per connection, zeroed at its start (embedded in the caller's record). */
 struct fe_pool
 {

@@ -24,7 +24,7 @@ from rtcluster import started
 TABLE = "idlemem"
 POOL = 112 * 1024
 N = 300
-TRIM_IDLE_S = 5.0  # FE_POOL_TRIM_IDLE_MS (frontend/fe_http.c)
+TRIM_IDLE_S = 5.0  # FE_POOL_TRIM_IDLE_MS (frontend/fe_pool.h)
 
 
 @pytest.fixture(scope="module")

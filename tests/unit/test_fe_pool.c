@@ -193,6 +193,17 @@ static void test_trim_releases_only_zero_pages(void **state)
     pool_unmap(b, len);
 }
 
+static void test_trim_after(void **state)
+{
+    (void)state;
+    assert_int_equal(fe_pool_trim_after_ms(0), FE_POOL_TRIM_IDLE_MS);
+    assert_int_equal(fe_pool_trim_after_ms(FE_POOL_TRIM_MANY - 1),
+                     FE_POOL_TRIM_IDLE_MS);
+    assert_int_equal(fe_pool_trim_after_ms(FE_POOL_TRIM_MANY),
+                     FE_POOL_TRIM_FAST_MS);
+    assert_true(FE_POOL_TRIM_FAST_MS < FE_POOL_TRIM_IDLE_MS);
+}
+
 static void test_trim_unlocated(void **state)
 {
     struct fe_pool p = {0};
@@ -208,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_locate_refuses_wrong_guesses),
         cmocka_unit_test(test_trim_releases_only_zero_pages),
+        cmocka_unit_test(test_trim_after),
         cmocka_unit_test(test_trim_unlocated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
