@@ -55,7 +55,9 @@
  * handshake (plain HTTP, TLS < 1.2) closes the connection, logged by
  * libmicrohttpd; a new certificate libmicrohttpd refuses on reload leaves
  * the old daemon in service (logged). The caps and bounds count HTTP and
- * HTTPS connections alike (one guard, one list per worker). */
+ * HTTPS connections alike (one guard, one list per worker). The same
+ * sweep gives back the all-zero pages of the libmicrohttpd pool of each
+ * connection idle for 5 s, 1 s while many are waiting (fe_pool.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +84,7 @@
 #include "fe_guard.h"
 #include "fe_http.h"
 #include "fe_metrics.h"
+#include "fe_pool.h"
 #include "fe_req.h"
 #include "fe_route.h"
 #include "fe_tls.h"
@@ -134,6 +137,7 @@ struct fe__hconn
     struct MHD_Connection *conn;
     MHD_socket fd;
     int listed;
+    struct fe_pool pool; /* its libmicrohttpd pool, trimmed when idle */
 };
 
 /* One libmicrohttpd daemon of a worker: the plain-HTTP one, the HTTPS one
@@ -183,7 +187,8 @@ struct fe_worker
     unsigned resumes; /* resumes so far (a run tells whether it did one) */
     int stopping;
     uint64_t drain_until;
-    unsigned suspended; /* connections suspended and not yet re-entered */
+    unsigned suspended;    /* connections suspended and not yet re-entered */
+    unsigned pool_waiting; /* idle, pool untrimmed, at the last sweep */
     struct fe__hreq *free_reqs;
     unsigned nfree;
     time_t date_sec; /* cached Date header */
@@ -505,6 +510,66 @@ static void fe__on_overdue(struct fe_guard_conn *g, void *arg)
     fe__hconn_kill((struct fe__hconn *)g, 1);
 }
 
+/* ---- Idle connections' pools (fe_pool.h) ------------------------------ */
+
+static enum MHD_Result fe__pool_first_iter(void *cls,
+                                           enum MHD_ValueKind kind,
+                                           const char *key,
+                                           size_t key_size,
+                                           const char *value,
+                                           size_t value_size)
+{
+    struct fe_pool_first *f = cls;
+    f->key = key;
+    f->key_size = key_size;
+    f->value = value;
+    f->value_size = value_size;
+    f->kind = (int)kind;
+    return MHD_NO; /* the list's first entry is all it takes */
+}
+
+/* A request of @hc started with @method: locates its pool if not yet. */
+static void fe__pool_learn(struct fe__hconn *hc,
+                           struct MHD_Connection *c,
+                           const char *method)
+{
+    struct fe_pool_first f = {0};
+    if (!hc || hc->pool.base || hc->pool.tries >= FE_POOL_LOCATE_TRIES) {
+        return;
+    }
+    if (MHD_get_connection_values_n(c,
+                                    MHD_HEADER_KIND | MHD_COOKIE_KIND |
+                                        MHD_POSTDATA_KIND |
+                                        MHD_GET_ARGUMENT_KIND | MHD_FOOTER_KIND,
+                                    fe__pool_first_iter, &f) > 0) {
+        fe_pool_locate(&hc->pool, FE_HTTP_POOL, method, &f);
+    }
+}
+
+/* Trims the pools of @w's connections that served a request since their
+ * last trim and have been idle long enough (fe_pool_trim_after_ms: how
+ * many were waiting at the last sweep). Between MHD_run()s, on the
+ * worker's thread: MHD reset those pools after their last request. */
+static void fe__pool_sweep(struct fe_worker *w)
+{
+    uint64_t now = rt_time_mono_ms();
+    uint64_t after = fe_pool_trim_after_ms(w->pool_waiting);
+    unsigned waiting = 0;
+    for (struct fe_guard_conn *g = w->conns.head; g; g = g->next) {
+        struct fe__hconn *hc = (struct fe__hconn *)g;
+        if (!hc->pool.dirty || !hc->pool.base || g->closing ||
+            g->phase != FE_GUARD_IDLE) {
+            continue;
+        }
+        if (now - g->since_ms >= after) {
+            fe_pool_trim(&hc->pool, FE_HTTP_POOL);
+        } else {
+            waiting++;
+        }
+    }
+    w->pool_waiting = waiting;
+}
+
 /* Accept policy: refuses at once what the caps would refuse (checked again,
  * and counted, when the connection starts). */
 static enum MHD_Result fe__accept_policy(void *cls,
@@ -692,6 +757,7 @@ static enum MHD_Result fe__access(void *cls,
         rt_log_set_reqid(hr->req.reqid);
         hr->hc = fe__hconn_of(c);
         fe__guard_phase(hr->hc, FE_GUARD_BODY);
+        fe__pool_learn(hr->hc, c, method);
         if (fe__framing(hr, version, &ret)) {
             return ret;
         }
@@ -763,11 +829,16 @@ static void fe__completed(void *cls,
 {
     struct fe_worker *w = cls;
     struct fe__hreq *hr = *con_cls;
+    struct fe__hconn *hc;
     if (!hr) {
         return;
     }
     *con_cls = NULL;
-    fe__guard_phase(fe__hconn_of(c), FE_GUARD_IDLE);
+    hc = fe__hconn_of(c);
+    fe__guard_phase(hc, FE_GUARD_IDLE);
+    if (hc) {
+        hc->pool.dirty = 1; /* MHD zeroes its whole pool right after this */
+    }
     fe_metrics_req_end(w->metrics);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         rt_log(RT_LOG_DEBUG, "request %s ended early (%d)", hr->req.reqid,
@@ -946,6 +1017,7 @@ static void fe__on_sweep(uv_timer_t *t)
                w->idx, n, w->refused, w->shed);
         w->refused = w->shed = 0;
     }
+    fe__pool_sweep(w);
     if (n) {
         fe__mhd_run_all(w);
     }

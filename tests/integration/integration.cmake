@@ -148,6 +148,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #                       map = /api/status, loads with samples, decision
 #                       key = split event, ticks); rtctl trace start/stop,
 #                       names not paths, 401 without the token
+#   test_fe_idle_memory idle keep-alive connections give their
+#                       libmicrohttpd pool's zeroed pages back and still
+#                       serve; bytes of an unfinished request line survive
 #   test_sim            rt-sim: a recorded trace validates (its splits at
 #                       the same keys within a tick), replays and synthetic
 #                       runs are deterministic, compare writes its files
@@ -187,6 +190,7 @@ set(RT_INTEGRATION_TESTS
   test_disk_full
   test_azurite_compat
   test_keyviz
+  test_fe_idle_memory
 )
 
 function(rt_integration_test t)
