@@ -95,6 +95,7 @@ static struct
     long load_ops;
     long scan_limit;
     long max_pending;
+    char *ps_args;
     int quick;
     int keep;
     int no_filter;
@@ -142,6 +143,9 @@ static struct rt_opt bench_opts[] = {
      "scan without a filter even when the filter module is available"},
     {"server-log-level", RT_OPT_STR, &O.server_log_level, "warn",
      "--log-level of the started servers (their logs go to the temp dir)"},
+    {"ps-args", RT_OPT_STR, &O.ps_args, "",
+     "extra flags for the partition server, space separated (an A/B of a "
+     "server flag, e.g. \"--group-wait-us 0\")"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -1793,8 +1797,27 @@ int main(int argc, char **argv)
                           "--log-level",
                           O.server_log_level,
                           "--insecure-rpc",
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
                           NULL};
+            char *extra = strdup(O.ps_args ? O.ps_args : ""), *save = NULL;
+            size_t n = 0;
+            while (av[n]) {
+                n++;
+            }
+            for (char *t = strtok_r(extra, " ", &save);
+                 t && n < sizeof(av) / sizeof(av[0]) - 1;
+                 t = strtok_r(NULL, " ", &save)) {
+                av[n++] = t;
+            }
             child_start(&ch_ps, ps_bin, av);
+            free(extra);
         }
         wait_port_file(&ch_ps, pport_file, pkeys, ps_port, 1);
         t0 = now_ns();
