@@ -1,7 +1,16 @@
-/* Group-commit wait policy: the rule of ps_gwait.h, nothing else. */
+/* Group-commit wait policy: the rule of ps_gwait.h and its back-off. */
 #include "ps_gwait.h"
 
-uint64_t ps_gwait_decide(const struct ps_gwait_in *in, size_t *target_ops)
+#include <string.h>
+
+void ps_gwait_init(struct ps_gwait *g)
+{
+    memset(g, 0, sizeof(*g));
+}
+
+uint64_t ps_gwait_decide(struct ps_gwait *g,
+                         const struct ps_gwait_in *in,
+                         size_t *target_ops)
 {
     uint64_t bound;
     size_t target;
@@ -21,6 +30,30 @@ uint64_t ps_gwait_decide(const struct ps_gwait_in *in, size_t *target_ops)
     if (in->since_sync_us >= bound) {
         return 0;
     }
+    if (g->skip > 0) {
+        g->skip--;
+        return 0;
+    }
     *target_ops = target;
     return bound - in->since_sync_us;
+}
+
+int ps_gwait_done(struct ps_gwait *g,
+                  const struct ps_gwait_in *in,
+                  size_t gained_ops,
+                  uint64_t waited_us)
+{
+    /* gained / waited >= last_group_ops / last_sync_us, without division. */
+    if ((uint64_t)gained_ops * in->last_sync_us >=
+        waited_us * (uint64_t)in->last_group_ops) {
+        g->backoff = 0;
+        g->skip = 0;
+        return 1;
+    }
+    g->backoff = g->backoff == 0 ? 1 : g->backoff * 2;
+    if (g->backoff > PS_GWAIT_MAX_SKIP) {
+        g->backoff = PS_GWAIT_MAX_SKIP;
+    }
+    g->skip = g->backoff;
+    return 0;
 }

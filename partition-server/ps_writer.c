@@ -53,7 +53,9 @@ struct ps_writer
     uint64_t last_sync_us;
     uint64_t last_end_us;
     size_t expect_ops;
-    uint64_t waited_us; /* the wait before the group being committed */
+    size_t last_group_ops;
+    struct ps_gwait gwait; /* the policy's back-off */
+    uint64_t waited_us;    /* the wait before the group being committed */
     /* Set before the thread sees a job (ps_writer_set_ship). */
     ps_writer_ship_fn ship_fn;
     void *ship_arg;
@@ -314,6 +316,7 @@ static void ps__writer_group(struct ps_writer *w,
         w->last_sync_us = dt > 0 ? dt : 1;
         w->last_end_us = rt_time_mono_us();
         w->expect_ops = ops + raw + w->q_ops;
+        w->last_group_ops = ops + raw;
     }
     uv_mutex_unlock(&w->mu);
 
@@ -450,7 +453,7 @@ static void ps__writer_group_wait(struct ps_writer *w)
 {
     struct ps_gwait_in in;
     uint64_t now = rt_time_mono_us(), t0 = now, wait, deadline;
-    size_t target = 0;
+    size_t target = 0, before = w->q_ops;
 
     w->waited_us = 0;
     if (w->stop) {
@@ -463,8 +466,9 @@ static void ps__writer_group_wait(struct ps_writer *w)
         .last_sync_us = w->last_sync_us,
         .since_sync_us = now > w->last_end_us ? now - w->last_end_us : 0,
         .expect_ops = w->expect_ops,
+        .last_group_ops = w->last_group_ops,
     };
-    wait = ps_gwait_decide(&in, &target);
+    wait = ps_gwait_decide(&w->gwait, &in, &target);
     if (wait == 0) {
         return;
     }
@@ -474,6 +478,9 @@ static void ps__writer_group_wait(struct ps_writer *w)
         now = rt_time_mono_us();
     }
     w->waited_us = now - t0;
+    if (!ps_gwait_done(&w->gwait, &in, w->q_ops - before, w->waited_us)) {
+        w->stats.waits_unpaid++;
+    }
     w->stats.waits++;
     w->stats.wait_us += w->waited_us;
 }
@@ -574,6 +581,7 @@ int ps_writer_start(uv_loop_t *loop,
     }
     w->loop = loop;
     w->store = store;
+    ps_gwait_init(&w->gwait);
     if ((rc = uv_mutex_init(&w->mu)) != 0) {
         goto err_after_alloc;
     }

@@ -153,10 +153,12 @@ struct ps_writer_stats
     uint64_t group_ops; /* entity ops and raw changes in them */
     uint64_t group_us;  /* time spent in them */
     uint64_t hist[PS_WRITER_HIST];
-    uint64_t raw_kvs;  /* raw changes applied (ranges moved in) */
-    uint64_t waits;    /* groups the writer waited for more writes */
-    uint64_t wait_us;  /* time spent in those waits */
-    uint64_t captured; /* changes appended to migration logs */
+    uint64_t raw_kvs;      /* raw changes applied (ranges moved in) */
+    uint64_t waits;        /* groups the writer waited for more writes */
+    uint64_t wait_us;      /* time spent in those waits */
+    uint64_t waits_unpaid; /* those that gathered writes slower than the
+                              previous group committed them (back-off) */
+    uint64_t captured;     /* changes appended to migration logs */
     /* Group commit durations, per bucket of rt_metrics.h (not
      * cumulative). */
     uint64_t lat[RT_HIST_NB + 1];
