@@ -95,9 +95,11 @@ static struct
     long load_ops;
     long scan_limit;
     long max_pending;
+    char *ps_args;
     int quick;
     int keep;
     int no_filter;
+    int lmdb_same_batch;
 } O;
 
 static struct rt_opt bench_opts[] = {
@@ -142,6 +144,12 @@ static struct rt_opt bench_opts[] = {
      "scan without a filter even when the filter module is available"},
     {"server-log-level", RT_OPT_STR, &O.server_log_level, "warn",
      "--log-level of the started servers (their logs go to the temp dir)"},
+    {"lmdb-same-batch", RT_OPT_BOOL, &O.lmdb_same_batch, NULL,
+     "also measure raw LMDB at as many puts per txn as each --clients "
+     "value, and compare each insert phase with that"},
+    {"ps-args", RT_OPT_STR, &O.ps_args, "",
+     "extra flags for the partition server, space separated (an A/B of a "
+     "server flag, e.g. \"--group-wait-us 0\")"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -1601,7 +1609,7 @@ int main(int argc, char **argv)
     int ms_up = 0, ps_up = 0;
     struct rt_rpc_client *ms_cli, *ps_cli;
     struct table_ref tbl_w, tbl_s;
-    struct lmdb_result lm1, lm100, lmn = {0};
+    struct lmdb_result lm1, lm100, lmn = {0}, lmc[8];
     struct phase ph_ins[8];
     long clients[8];
     int n_clients = 0;
@@ -1725,6 +1733,22 @@ int main(int argc, char **argv)
                 "ms\n",
                 name, lmn.rate, lmn.commit_p50_ms, lmn.commit_p99_ms);
         }
+        for (int i = 0; O.lmdb_same_batch && i < n_clients; i++) {
+            char name[64];
+            lmc[i] = clients[i] == 1     ? lm1
+                     : clients[i] == 100 ? lm100
+                                         : (struct lmdb_result){0};
+            if (clients[i] == 1 || clients[i] == 100) {
+                continue;
+            }
+            lmdb_phase(env, dbi, &kctr, (int)clients[i], O.lmdb_ms, O.warmup_ms,
+                       &lmc[i]);
+            snprintf(name, sizeof(name), "%ld puts per txn", clients[i]);
+            printf(
+                "  %-34s %10.0f puts/s     commit p50 %6.2f ms  p99 %6.2f "
+                "ms\n",
+                name, lmc[i].rate, lmc[i].commit_p50_ms, lmc[i].commit_p99_ms);
+        }
         mdb_env_close(env);
         nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
         fflush(stdout);
@@ -1793,8 +1817,27 @@ int main(int argc, char **argv)
                           "--log-level",
                           O.server_log_level,
                           "--insecure-rpc",
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
                           NULL};
+            char *extra = strdup(O.ps_args ? O.ps_args : ""), *save = NULL;
+            size_t n = 0;
+            while (av[n]) {
+                n++;
+            }
+            for (char *t = strtok_r(extra, " ", &save);
+                 t && n < sizeof(av) / sizeof(av[0]) - 1;
+                 t = strtok_r(NULL, " ", &save)) {
+                av[n++] = t;
+            }
             child_start(&ch_ps, ps_bin, av);
+            free(extra);
         }
         wait_port_file(&ch_ps, pport_file, pkeys, ps_port, 1);
         t0 = now_ns();
@@ -1961,14 +2004,19 @@ int main(int argc, char **argv)
 
     /* 7. Report */
     {
-        static char names[8][64];
+        static char names[8][64], refs[8][32];
         for (int i = 0; i < n_clients; i++) {
             snprintf(names[i], sizeof(names[i]), "insert, %ld client%s",
                      clients[i], clients[i] == 1 ? "" : "s");
+            snprintf(refs[i], sizeof(refs[i]), "lmdb %ld/txn",
+                     O.lmdb_same_batch ? clients[i]
+                     : clients[i] == 1 ? 1L
+                                       : 100L);
             row_add(names[i], ph_rate(&ph_ins[i]), "inserts/s",
-                    clients[i] == 1 ? lm1.rate : lm100.rate,
-                    clients[i] == 1 ? "lmdb 1/txn" : "lmdb 100/txn",
-                    clients[i] == 64 ? GOAL_INSERTS_64 : 0);
+                    O.lmdb_same_batch ? lmc[i].rate
+                    : clients[i] == 1 ? lm1.rate
+                                      : lm100.rate,
+                    refs[i], clients[i] == 64 ? GOAL_INSERTS_64 : 0);
         }
         row_add("group txn 100 ops x16", ph_rate(&ph_b), "entities/s",
                 lm100.rate, "lmdb 100/txn", 0);
@@ -2044,6 +2092,11 @@ int main(int argc, char **argv)
             json_num(&j, k, lat_pct_ms(&ph_ins[i].lat, 99));
             snprintf(k, sizeof(k), "insert_c%ld_ps_cpu_pct", clients[i]);
             json_num(&j, k, ph_ins[i].cpu_ps_pct);
+            if (O.lmdb_same_batch && clients[i] != 1 && clients[i] != 100) {
+                snprintf(k, sizeof(k), "lmdb_put_%ld_per_txn_per_s",
+                         clients[i]);
+                json_num(&j, k, lmc[i].rate);
+            }
         }
         json_num(&j, "batch100_entities_per_s", ph_rate(&ph_b));
         json_num(&j, "batch100_p50_ms", lat_pct_ms(&ph_b.lat, 50));

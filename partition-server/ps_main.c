@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     char *listen = NULL, *advertise = NULL, *master = NULL, *data = NULL;
     char *zone = NULL;
     char *port_file = NULL, *log_level = NULL, *http = NULL;
-    long max_pending = 0, map_size_mb = 0;
+    long max_pending = 0, map_size_mb = 0, group_wait_us = 0;
     long max_server_eps = 0, max_range_eps = 0, move_chunk_kb = 0;
     long repl_inflight = 0, read_wait_ms = 0, lease_ms = 0;
     long repl_hb_ms = 0, drift_ppm = 0;
@@ -126,6 +126,11 @@ int main(int argc, char **argv)
          "recent group changed), for catch-ups by key (1..65536)"},
         {"max-pending", RT_OPT_INT, &max_pending, "20000",
          "queued write ops before answering ServerBusy"},
+        {"group-wait-us", RT_OPT_INT, &group_wait_us, "1000",
+         "adaptive group commit: wait at most this long (and at most half "
+         "the last sync) for more writes before a sync, only while the "
+         "queue is shallow and the last sync was recent (0..10000; 0 = "
+         "off)"},
         {"map-size-mb", RT_OPT_INT, &map_size_mb, "4096",
          "LMDB map size (the most data this server can hold), MiB"},
         RT_RPC_TLS_OPTS(cluster_tls, insecure_rpc),
@@ -204,6 +209,11 @@ int main(int argc, char **argv)
         rt_config_free(opts);
         return 2;
     }
+    if (group_wait_us < 0 || group_wait_us > 10000) {
+        fprintf(stderr, "rt-partition-server: --group-wait-us: 0..10000\n");
+        rt_config_free(opts);
+        return 2;
+    }
     if (max_pending < 1 || map_size_mb < 1) {
         fprintf(stderr,
                 "rt-partition-server: --max-pending and "
@@ -253,6 +263,7 @@ int main(int argc, char **argv)
     cfg.port_file = port_file;
     cfg.zone = zone;
     cfg.max_pending = (size_t)max_pending;
+    cfg.group_wait_us = (uint32_t)group_wait_us;
     cfg.map_size = (size_t)map_size_mb * 1024 * 1024;
     cfg.max_server_eps = (uint64_t)max_server_eps;
     cfg.max_range_eps = (uint64_t)max_range_eps;

@@ -213,9 +213,24 @@ static void ps__metrics_build(struct ps_server *ps, struct rt_buf *b)
                   "# HELP rt_ps_group_commit_seconds_total Time spent in "
                   "them.\n# TYPE rt_ps_group_commit_seconds_total counter\n"
                   "rt_ps_group_commit_seconds_total %.6f\n"
+                  "# HELP rt_ps_group_waits_total Group commits the writer "
+                  "delayed for more writes (--group-wait-us).\n"
+                  "# TYPE rt_ps_group_waits_total counter\n"
+                  "rt_ps_group_waits_total %llu\n"
+                  "# HELP rt_ps_group_wait_seconds_total Time spent in "
+                  "those delays.\n"
+                  "# TYPE rt_ps_group_wait_seconds_total counter\n"
+                  "rt_ps_group_wait_seconds_total %.6f\n"
+                  "# HELP rt_ps_group_waits_unpaid_total Delays that "
+                  "gathered writes slower than the group before committed "
+                  "them (the next waits back off).\n"
+                  "# TYPE rt_ps_group_waits_unpaid_total counter\n"
+                  "rt_ps_group_waits_unpaid_total %llu\n"
                   "# HELP rt_ps_group_commit_size Ops per group commit.\n"
                   "# TYPE rt_ps_group_commit_size histogram\n",
-                  (unsigned long long)ws.groups, (double)ws.group_us / 1e6);
+                  (unsigned long long)ws.groups, (double)ws.group_us / 1e6,
+                  (unsigned long long)ws.waits, (double)ws.wait_us / 1e6,
+                  (unsigned long long)ws.waits_unpaid);
     {
         /* Buckets of <= 1, 2, 4, ... ops, then the rest. */
         double le[PS_WRITER_HIST - 1];
@@ -415,6 +430,7 @@ int ps_server_start(struct ps_server *ps,
         return rc;
     }
     ps_writer_set_ship(ps->writer, ps_repl_shipped, ps);
+    ps_writer_set_group_wait(ps->writer, cfg->group_wait_us);
     if ((rc = ps__resume_drops(ps)) != 0) {
         return rc;
     }

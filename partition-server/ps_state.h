@@ -37,6 +37,7 @@ struct ps_config
     const char *port_file;   /* "" = none */
     const char *zone;        /* failure domain sent at registration; "" */
     size_t max_pending;      /* queued write ops before RT_EBUSY */
+    uint32_t group_wait_us;  /* adaptive group-commit wait bound; 0 = off */
     size_t map_size;         /* LMDB map size in bytes */
     uint64_t max_server_eps; /* entities/s for the whole server; 0 = none */
     uint64_t max_range_eps;  /* entities/s per range; 0 = none */

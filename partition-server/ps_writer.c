@@ -5,13 +5,20 @@
  * transaction, persists meta jobs, appends them to the done queue,
  * uv_async_send -> the loop drains the done queue and runs callbacks.
  * Drops advance one chunk per iteration, between groups, so a large drop
- * interleaves with writes instead of blocking them. */
+ * interleaves with writes instead of blocking them.
+ *
+ * Before taking a group the thread may wait a short, bounded time for more
+ * writes (ps_writer_set_group_wait; the rule is ps_gwait.h's): it sleeps on
+ * the same condition variable, which every submit signals, and takes the
+ * group as soon as the queue reaches the policy's target, a non-write job
+ * arrives, the bound passes or the writer is stopped. */
 #include "ps_writer.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_gwait.h"
 #include "rt_alloc.h"
 #include "rt_err.h"
 #include "rt_log.h"
@@ -32,6 +39,9 @@ struct ps_writer
     struct ps_mlog *logs;
     struct ps_writer_stats stats;
     uint64_t busy_since_us; /* the group or drop chunk running began (0) */
+    size_t q_ops;           /* entity ops and raw changes queued */
+    size_t q_other;         /* queued jobs that are not writes */
+    uint64_t group_wait_us; /* ps_writer_set_group_wait; 0 = off */
     /* Loop thread only. */
     size_t pending_ops;
     int stopped; /* ps_writer_stop ran: submit is a bug */
@@ -39,6 +49,13 @@ struct ps_writer
     struct ps_job *drops_head, *drops_tail;
     struct rt_buf capbuf;
     int group_capture; /* the group being committed captures */
+    /* The previous group commit holding writes (ps_gwait.h inputs). */
+    uint64_t last_sync_us;
+    uint64_t last_end_us;
+    size_t expect_ops;
+    size_t last_group_ops;
+    struct ps_gwait gwait; /* the policy's back-off */
+    uint64_t waited_us;    /* the wait before the group being committed */
     /* Set before the thread sees a job (ps_writer_set_ship). */
     ps_writer_ship_fn ship_fn;
     void *ship_arg;
@@ -64,6 +81,15 @@ static void ps__list_push(struct ps_job **head,
         *head = job;
     }
     *tail = job;
+}
+
+/* Entity ops and raw changes of @j (0 for a job that is not a write). */
+static size_t ps__job_ops(const struct ps_job *j)
+{
+    if (j->kind != PS_JOB_WRITE) {
+        return 0;
+    }
+    return j->u.write.n_ops + (j->u.write.kvs ? j->u.write.n_kvs : 0);
 }
 
 /* Writer thread */
@@ -117,6 +143,16 @@ static struct ps_job *ps__writer_take(struct ps_writer *w)
     }
     if (!last) {
         return NULL;
+    }
+    for (j = head;; j = j->next) {
+        if (j->kind == PS_JOB_WRITE) {
+            w->q_ops -= ps__job_ops(j);
+        } else {
+            w->q_other--;
+        }
+        if (j == last) {
+            break;
+        }
     }
     w->q_head = last->next;
     if (!w->q_head) {
@@ -255,8 +291,10 @@ static void ps__writer_group(struct ps_writer *w,
     }
     dt = rt_time_mono_us() - t0;
     if (nw > 0) {
-        rt_log(RT_LOG_DEBUG, "group commit: %zu writes, %zu ops, %llu us", nw,
-               ops + raw, (unsigned long long)dt);
+        rt_log(RT_LOG_DEBUG,
+               "group commit: %zu writes, %zu ops, %llu us (waited %llu us)",
+               nw, ops + raw, (unsigned long long)dt,
+               (unsigned long long)w->waited_us);
     }
     if (capture) {
         ps_store_capture_take(w->store, &w->capbuf);
@@ -272,6 +310,13 @@ static void ps__writer_group(struct ps_writer *w,
         w->stats.hist[ps__hist_slot(ops + raw)]++;
         w->stats.lat[rt_hist_bucket(dt)]++;
         w->stats.raw_kvs += raw;
+        /* What the next group's wait is measured against: the clients
+         * this group answers, plus those already queued, are the writes
+         * likely to come. */
+        w->last_sync_us = dt > 0 ? dt : 1;
+        w->last_end_us = rt_time_mono_us();
+        w->expect_ops = ops + raw + w->q_ops;
+        w->last_group_ops = ops + raw;
     }
     uv_mutex_unlock(&w->mu);
 
@@ -402,6 +447,44 @@ static void ps__writer_drop_step(struct ps_writer *w)
     ps__writer_done(w, j, j);
 }
 
+/* Waits, with mu held and jobs queued, as long as ps_gwait_decide says
+ * (see the file comment). */
+static void ps__writer_group_wait(struct ps_writer *w)
+{
+    struct ps_gwait_in in;
+    uint64_t now = rt_time_mono_us(), t0 = now, wait, deadline;
+    size_t target = 0, before = w->q_ops;
+
+    w->waited_us = 0;
+    if (w->stop) {
+        return;
+    }
+    in = (struct ps_gwait_in){
+        .max_us = w->group_wait_us,
+        .queued_ops = w->q_ops,
+        .queued_other = w->q_other > 0,
+        .last_sync_us = w->last_sync_us,
+        .since_sync_us = now > w->last_end_us ? now - w->last_end_us : 0,
+        .expect_ops = w->expect_ops,
+        .last_group_ops = w->last_group_ops,
+    };
+    wait = ps_gwait_decide(&w->gwait, &in, &target);
+    if (wait == 0) {
+        return;
+    }
+    deadline = now + wait;
+    while (!w->stop && w->q_other == 0 && w->q_ops < target && now < deadline) {
+        (void)uv_cond_timedwait(&w->cond, &w->mu, (deadline - now) * 1000);
+        now = rt_time_mono_us();
+    }
+    w->waited_us = now - t0;
+    if (!ps_gwait_done(&w->gwait, &in, w->q_ops - before, w->waited_us)) {
+        w->stats.waits_unpaid++;
+    }
+    w->stats.waits++;
+    w->stats.wait_us += w->waited_us;
+}
+
 static void ps__writer_main(void *arg)
 {
     struct ps_writer *w = arg;
@@ -416,6 +499,9 @@ static void ps__writer_main(void *arg)
         if (w->stop && !w->q_head) {
             uv_mutex_unlock(&w->mu);
             break;
+        }
+        if (w->q_head) {
+            ps__writer_group_wait(w);
         }
         jobs = ps__writer_take(w);
         /* Decided with the take: a log registered before this point sees
@@ -495,6 +581,7 @@ int ps_writer_start(uv_loop_t *loop,
     }
     w->loop = loop;
     w->store = store;
+    ps_gwait_init(&w->gwait);
     if ((rc = uv_mutex_init(&w->mu)) != 0) {
         goto err_after_alloc;
     }
@@ -539,7 +626,19 @@ void ps_writer_submit(struct ps_writer *w, struct ps_job *job)
     w->pending_ops += job->nops;
     uv_mutex_lock(&w->mu);
     ps__list_push(&w->q_head, &w->q_tail, job);
+    if (job->kind == PS_JOB_WRITE) {
+        w->q_ops += ps__job_ops(job);
+    } else {
+        w->q_other++;
+    }
     uv_cond_signal(&w->cond);
+    uv_mutex_unlock(&w->mu);
+}
+
+void ps_writer_set_group_wait(struct ps_writer *w, uint64_t max_us)
+{
+    uv_mutex_lock(&w->mu);
+    w->group_wait_us = max_us;
     uv_mutex_unlock(&w->mu);
 }
 

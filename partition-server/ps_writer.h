@@ -33,6 +33,13 @@
  * BEFORE its commit, so the primary ships while its own sync runs
  * (§5.3); the callbacks of its jobs follow after the commit, in order.
  *
+ * Adaptive group commit (ps_writer_set_group_wait, off until set): before
+ * taking a group the writer may wait a short, bounded time for more
+ * writes when the queue is shallow and the previous sync was recent; never
+ * when the queue is deep, a non-write job is queued, or the writer is
+ * stopping (ps_gwait.h has the rule and the reasons). A waited write is
+ * committed and called back like any other: after its group's sync.
+ *
  * Threads: ps_writer_start/submit/pending/stop on the loop thread only.
  * Job callbacks run on the loop thread, exactly once per submitted job.
  *
@@ -146,8 +153,12 @@ struct ps_writer_stats
     uint64_t group_ops; /* entity ops and raw changes in them */
     uint64_t group_us;  /* time spent in them */
     uint64_t hist[PS_WRITER_HIST];
-    uint64_t raw_kvs;  /* raw changes applied (ranges moved in) */
-    uint64_t captured; /* changes appended to migration logs */
+    uint64_t raw_kvs;      /* raw changes applied (ranges moved in) */
+    uint64_t waits;        /* groups the writer waited for more writes */
+    uint64_t wait_us;      /* time spent in those waits */
+    uint64_t waits_unpaid; /* those that gathered writes slower than the
+                              previous group committed them (back-off) */
+    uint64_t captured;     /* changes appended to migration logs */
     /* Group commit durations, per bucket of rt_metrics.h (not
      * cumulative). */
     uint64_t lat[RT_HIST_NB + 1];
@@ -174,6 +185,10 @@ int ps_writer_start(uv_loop_t *loop,
  * group, before those of its own. Only groups that capture (a log is
  * registered) are shipped early. Set before the first submit. */
 void ps_writer_set_ship(struct ps_writer *w, ps_writer_ship_fn fn, void *arg);
+/* Sets the adaptive wait's bound in microseconds (0 = off, the default):
+ * the writer waits at most min(@max_us, half the previous group commit's
+ * duration) between two syncs for more writes (ps_gwait.h). Any time. */
+void ps_writer_set_group_wait(struct ps_writer *w, uint64_t max_us);
 /* Queues @job (callback later, on the loop thread). Never after
  * ps_writer_stop. */
 void ps_writer_submit(struct ps_writer *w, struct ps_job *job);

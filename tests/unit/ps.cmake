@@ -7,6 +7,7 @@ rt_unit_test(test_ps_rcore ps)
 rt_unit_test(test_ps_repl ps)
 rt_unit_test(test_ps_lease ps)
 rt_unit_test(test_ps_keylog ps)
+rt_unit_test(test_ps_gwait ps)
 rt_unit_test(test_ps_rstream ps)
 # test_ps_move also runs real rt-partition-server processes (SIGKILL
 # scenarios) next to its in-process ones.

@@ -63,7 +63,8 @@ static void run_until(struct fx *f, const int *flag)
 }
 
 static size_t max_pending = 20000;
-static uint32_t heartbeat_ms; /* cfg.heartbeat_ms; 0 = the default */
+static uint32_t heartbeat_ms;  /* cfg.heartbeat_ms; 0 = the default */
+static uint32_t group_wait_us; /* cfg.group_wait_us; 0 = off */
 
 /* Runs the loop for @ms of wall time. */
 static void run_for(struct fx *f, uint64_t ms)
@@ -90,6 +91,7 @@ static void ps_start(struct fx *f)
     cfg.max_pending = max_pending;
     cfg.map_size = 64u * 1024u * 1024u;
     cfg.heartbeat_ms = heartbeat_ms;
+    cfg.group_wait_us = group_wait_us;
     assert_int_equal(ps_server_start(&f->ps, &f->loop, &cfg), 0);
 }
 
@@ -114,6 +116,7 @@ static int setup(void **state)
 
     max_pending = 20000;
     heartbeat_ms = 0;
+    group_wait_us = 0;
     memset(&M, 0, sizeof(M));
     M.slot[0].id = 7;
     master_set_range(0, 1, 5, "", NULL, 1);
@@ -751,6 +754,42 @@ static void test_pipelined_and_busy(void **state)
     assert_int_equal(m.ok + m.busy, 500);
 }
 
+/* With the adaptive group-commit wait at its largest bound, pipelined
+ * writes still all complete, each once, and read back; a server stopped
+ * right after a burst (the writer possibly waiting) answers every write
+ * it accepted and keeps it across a restart. */
+static void test_pipelined_group_wait(void **state)
+{
+    struct fx *f = *state;
+    struct th_multi m;
+    size_t n;
+    int more;
+
+    group_wait_us = 10000;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    send_many(f, 2000, &m);
+    assert_int_equal(m.ok, 2000);
+    assert_int_equal(m.busy + m.other, 0);
+    assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 1000);
+    assert_true(more);
+    send_many(f, 3, &m);
+    assert_int_equal(m.ok, 3);
+
+    rt_rpc_client_close(f->cli);
+    f->cli = NULL;
+    ps_stop(f);
+    group_wait_us = 0;
+    ps_start(f);
+    run_until(f, &f->ps.registered);
+    connect_client(f);
+    assert_int_equal(scan1(f, 1, 1, 0, &n, &more, NULL), 0);
+    assert_int_equal(n, 1000);
+    assert_true(more);
+}
+
 /* Helpers: scans with filters, select, and raw replies */
 
 static void encode_filter(const char *text, struct rt_buf *out)
@@ -1323,6 +1362,35 @@ static void test_heartbeat_flag(void **state)
     }
 }
 
+/* --group-wait-us: listed in --help, refused outside 0..10000 (exit 2). */
+static void test_group_wait_flag(void **state)
+{
+    struct fx *f = *state;
+    char out[128];
+    const char *bad[] = {"10001", "-1"};
+    pid_t pid;
+
+    snprintf(out, sizeof(out), "%s/out.txt", f->dir);
+    {
+        const char *argv[] = {"--help", NULL};
+        assert_int_equal(proc_run(f, argv, out, 5000, &pid), 0);
+        assert_true(file_has(out, "--group-wait-us"));
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *argv[] = {
+            "--data",          f->data, "--master", f->master_addr,
+            "--group-wait-us", bad[i],  NULL};
+        assert_int_equal(proc_run(f, argv, out, 5000, &pid), 2);
+        assert_true(file_has(out, "--group-wait-us: 0..10000"));
+    }
+    {
+        const char *argv[] = {
+            "--data",          f->data, "--master",       f->master_addr,
+            "--group-wait-us", "0",     "--check-config", NULL};
+        assert_int_equal(proc_run(f, argv, out, 5000, &pid), 0);
+    }
+}
+
 #endif
 
 int main(void)
@@ -1339,6 +1407,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_and_busy, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_group_wait, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_filter_scan_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scan_off_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_totals, setup, teardown),
@@ -1351,6 +1421,7 @@ int main(void)
                                         teardown),
 #ifdef RT_PS_BINARY
         cmocka_unit_test_setup_teardown(test_heartbeat_flag, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_wait_flag, setup, teardown),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
