@@ -215,9 +215,7 @@ void fe_job_free(struct fe_job *job)
     }
     free(job->ops);
     for (size_t i = 0; i < job->nents; i++) {
-        free(job->ents[i].pk);
-        free(job->ents[i].rk);
-        free(job->ents[i].value);
+        free(job->ents[i].pk); /* and rk and value, in the same block */
     }
     free(job->ents);
     for (size_t i = 0; i < job->ntables; i++) {
@@ -1279,13 +1277,18 @@ static void fe__scan_add(struct fe_job *job, const Rt__EntityRec *e)
         job->ents = rt_xrealloc(job->ents, job->ents_cap * sizeof(*job->ents));
     }
     d = &job->ents[job->nents++];
-    d->pk = rt_xstrdup(e->pk);
-    d->rk = rt_xstrdup(e->rk);
-    d->vlen = e->value.len;
-    d->value = rt_xrealloc(NULL, d->vlen ? d->vlen : 1);
-    if (d->vlen) {
-        memcpy(d->value, e->value.data, d->vlen);
+    /* One block for the three (fe_route.h): a page copies 1000 of them. */
+    size_t pl = strlen(e->pk) + 1, rl = strlen(e->rk) + 1;
+    char *blk = rt_xmalloc(pl + rl + e->value.len);
+    memcpy(blk, e->pk, pl);
+    memcpy(blk + pl, e->rk, rl);
+    if (e->value.len) {
+        memcpy(blk + pl + rl, e->value.data, e->value.len);
     }
+    d->pk = blk;
+    d->rk = blk + pl;
+    d->value = (uint8_t *)blk + pl + rl;
+    d->vlen = e->value.len;
 }
 
 static void fe__on_scan_reply(int status,
