@@ -61,7 +61,11 @@ void rt_log_set_reqid(const char *reqid)
         rt__log_reqid[0] = '\0';
         return;
     }
-    snprintf(rt__log_reqid, sizeof(rt__log_reqid), "%s", reqid);
+    /* Called several times per request on the front end's hot path: a
+     * bounded copy, not snprintf (~1% of a point GET's CPU). */
+    size_t n = strnlen(reqid, sizeof(rt__log_reqid) - 1);
+    memcpy(rt__log_reqid, reqid, n);
+    rt__log_reqid[n] = '\0';
 }
 
 const char *rt_log_reqid(void)

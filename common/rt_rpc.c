@@ -260,6 +260,7 @@ struct rt_rpc_wreq
     uv_write_t req;
     struct rt_rpc_sock *sock;
     uint8_t *data;
+    size_t cap; /* data's allocated size; 0: not to be reused */
     int frames; /* 0: bytes TLS itself sends, outside the frame batches */
 };
 
@@ -300,6 +301,12 @@ struct rt_rpc_conn
     size_t wlen;
     size_t wcap;
     size_t whint;
+    /* A written batch's buffer kept for the next one: a busy connection
+     * flushes every loop iteration, and a fresh buffer of that size each
+     * time is a large malloc, which makes glibc consolidate its fast bins
+     * (~2.5% of a front end's CPU on point GETs). At most one is kept. */
+    uint8_t *wspare;
+    size_t wspare_cap;
     uint64_t wseq;  /* batches handed to uv_write; the buffer holds the next */
     uint64_t wneed; /* output gate: the buffer leaves once have() >= this */
     int gparked;    /* on the gate's list of held connections */
@@ -728,7 +735,13 @@ static void write_cb(uv_write_t *req, int status)
     struct rt_rpc_conn *conn = sock->conn;
 
     int frames = w->frames;
-    free(w->data);
+    if (frames && w->cap && !conn->wspare && !conn->retired &&
+        w->cap <= RT_RPC_WBUF_HINT_MAX) {
+        conn->wspare = w->data;
+        conn->wspare_cap = w->cap;
+    } else {
+        free(w->data);
+    }
     free(w);
     if (!frames) {
         /* A TLS record of its own (handshake, alert): a failure shows up
@@ -773,14 +786,18 @@ static void flush_cb(uv_prepare_t *h)
     w->sock = conn->sock;
     w->frames = 1;
     w->data = conn->wbuf;
+    w->cap = conn->wcap;
     uv_buf_t buf = uv_buf_init((char *)conn->wbuf, (unsigned)conn->wlen);
+    conn->whint =
+        conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen : RT_RPC_WBUF_HINT_MAX;
     if (conn->sock->ssl) {
         /* The memory BIO grows as needed, so SSL_write takes the whole
-         * batch at once; what it produced is this batch's one write. */
+         * batch at once; what it produced is this batch's one write. The
+         * plaintext buffer stays with the connection for the next batch. */
         int wn = SSL_write(conn->sock->ssl, conn->wbuf, (int)conn->wlen);
-        free(conn->wbuf);
         if (wn != (int)conn->wlen) {
             free(w);
+            free(conn->wbuf);
             conn->wbuf = NULL;
             conn->wlen = conn->wcap = 0;
             rt_log(RT_LOG_WARN, "rpc: TLS write to %s failed", conn->peer);
@@ -788,16 +805,30 @@ static void flush_cb(uv_prepare_t *h)
             conn_drop(conn, RT_ENOCONN);
             return;
         }
+        conn->wlen = 0;
+        if (conn->wcap > RT_RPC_WBUF_HINT_MAX) {
+            free(conn->wbuf); /* an outsized batch's buffer is not kept */
+            conn->wbuf = NULL;
+            conn->wcap = 0;
+        }
         size_t n = BIO_ctrl_pending(conn->sock->wbio);
-        w->data = rt_xmalloc(n);
+        if (conn->wspare && conn->wspare_cap >= n) {
+            w->data = conn->wspare;
+            w->cap = conn->wspare_cap;
+            conn->wspare = NULL;
+        } else {
+            w->data = rt_xmalloc(n);
+            w->cap = n;
+        }
         (void)BIO_read(conn->sock->wbio, w->data, (int)n);
         buf = uv_buf_init((char *)w->data, (unsigned)n);
+    } else {
+        /* uv_write owns the buffer until write_cb, which keeps it as the
+         * spare the next batch starts from. */
+        conn->wbuf = NULL;
+        conn->wlen = 0;
+        conn->wcap = 0;
     }
-    conn->whint =
-        conn->wlen < RT_RPC_WBUF_HINT_MAX ? conn->wlen : RT_RPC_WBUF_HINT_MAX;
-    conn->wbuf = NULL;
-    conn->wlen = 0;
-    conn->wcap = 0;
     int rc = uv_write(&w->req, (uv_stream_t *)&w->sock->tcp, &buf, 1, write_cb);
     if (rc < 0) {
         /* Refused before any byte was written: the batch's calls stay
@@ -824,6 +855,11 @@ static void queue_frame2(struct rt_rpc_conn *conn,
                          size_t len)
 {
     size_t need = conn->wlen + RT_RPC_HDR_SIZE + plen + len;
+    if (!conn->wbuf && conn->wspare) {
+        conn->wbuf = conn->wspare;
+        conn->wcap = conn->wspare_cap;
+        conn->wspare = NULL;
+    }
     if (need > conn->wcap) {
         size_t cap =
             conn->wcap ? conn->wcap : (conn->whint > 4096 ? conn->whint : 4096);
@@ -927,6 +963,7 @@ static void conn_maybe_free(struct rt_rpc_conn *conn)
     free(conn->ht);
     free(conn->heap);
     free(conn->wbuf);
+    free(conn->wspare);
     free(conn);
 }
 
@@ -949,6 +986,8 @@ static void conn_retire(struct rt_rpc_conn *conn)
     free(conn->wbuf);
     conn->wbuf = NULL;
     conn->wlen = conn->wcap = 0;
+    free(conn->wspare);
+    conn->wspare = NULL;
     conn->refs--;
     conn_maybe_free(conn);
 }

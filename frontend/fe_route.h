@@ -95,12 +95,14 @@ struct fe_job_op
     struct rt_buf value; /* stored value if the server echoed it */
 };
 
-/* One scanned entity (copied out of the reply). */
+/* One scanned entity (copied out of the reply). pk, rk and value share
+ * one malloc'd block that starts at pk: free(pk) releases all three, and
+ * rk and value are never freed on their own. */
 struct fe_job_ent
 {
     char *pk;
     char *rk;
-    uint8_t *value;
+    uint8_t *value; /* vlen bytes, not terminated */
     size_t vlen;
 };
 

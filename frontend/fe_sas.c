@@ -849,9 +849,7 @@ void fe_sas_filter_scan(struct fe_req *req)
         if (fe_sas_key_in_range(s, e->pk, e->rk)) {
             job->ents[keep++] = *e;
         } else {
-            free(e->pk);
-            free(e->rk);
-            free(e->value);
+            free(e->pk); /* and rk and value (fe_route.h) */
         }
     }
     job->nents = keep;

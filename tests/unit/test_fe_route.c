@@ -57,6 +57,7 @@ struct fx
     int done_always;      /* every ScanResp says done */
     int never_done;       /* no ScanResp says done (an older server) */
     unsigned slow_ms;     /* ENTITY_SCAN blocks this long before replying */
+    size_t value_len;     /* ScanResp values: this long (0: 16 bytes) */
     unsigned last_budget; /* budget_ms of the last ScanReq */
     int writes;           /* ENTITY_WRITE requests received */
     int drop_gets;        /* ENTITY_GET closes the connection this often */
@@ -278,12 +279,19 @@ static int key_cmp(const char *pk1,
     return c ? c : strcmp(rk1, rk2);
 }
 
+/* Byte @k of the value of keys[@i] when fx.value_len is set. */
+static uint8_t scan_value_byte(int i, size_t k)
+{
+    return (uint8_t)(k * 7 + (size_t)i * 31 + k / 251);
+}
+
 static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
 {
     Rt__ScanResp resp = RT__SCAN_RESP__INIT;
     Rt__EntityRec recs[NKEYS];
     Rt__EntityRec *rp[NKEYS];
-    uint8_t value[16] = {1};
+    uint8_t small[16] = {1};
+    uint8_t *values[NKEYS] = {0};
     const char *low = req->route->range_id == 11   ? ""
                       : req->route->range_id == 12 ? "g"
                                                    : "p";
@@ -327,8 +335,17 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
         recs[n] = init;
         recs[n].pk = (char *)pk;
         recs[n].rk = (char *)rk;
-        recs[n].value.data = value;
-        recs[n].value.len = sizeof(value);
+        if (f->value_len) {
+            values[n] = malloc(f->value_len);
+            for (size_t k = 0; k < f->value_len; k++) {
+                values[n][k] = scan_value_byte(i, k);
+            }
+            recs[n].value.data = values[n];
+            recs[n].value.len = f->value_len;
+        } else {
+            recs[n].value.data = small;
+            recs[n].value.len = sizeof(small);
+        }
         rp[n] = &recs[n];
         n++;
     }
@@ -344,6 +361,9 @@ static void ps_scan(struct rt_rpc_conn *conn, uint64_t id, Rt__ScanReq *req)
     }
     rt_rpc_reply_pb(conn, id, RT__METHOD__ENTITY_SCAN, 0, &resp.base);
     rt_filter_free(flt);
+    for (size_t k = 0; k < n; k++) {
+        free(values[k]);
+    }
 }
 
 static void ps_req(struct rt_rpc_conn *conn,
@@ -573,6 +593,13 @@ static size_t scan_all(struct fx *f, unsigned limit, int *pages)
             assert_true(total + i < NKEYS);
             assert_string_equal(job.ents[i].pk, keys[total + i][0]);
             assert_string_equal(job.ents[i].rk, keys[total + i][1]);
+            if (f->value_len) {
+                assert_int_equal(job.ents[i].vlen, f->value_len);
+                for (size_t k = 0; k < f->value_len; k++) {
+                    assert_int_equal(job.ents[i].value[k],
+                                     scan_value_byte((int)(total + i), k));
+                }
+            }
         }
         total += job.nents;
         (*pages)++;
@@ -615,6 +642,22 @@ static void test_scan_paged(void **state)
         assert_int_equal(scan_all(*state, limit, &pages), NKEYS);
         assert_true(pages >= (int)((NKEYS + limit - 1) / limit));
     }
+}
+
+/* Replies far larger than the decoding arena's first block (several
+ * blocks, then one block as large as all of them), then small ones again:
+ * every value arrives whole, never a byte of an earlier reply. */
+static void test_scan_large_values(void **state)
+{
+    struct fx *f = *state;
+    int pages;
+    f->value_len = 40000;
+    assert_int_equal(scan_all(f, 1000, &pages), NKEYS);
+    assert_int_equal(scan_all(f, 3, &pages), NKEYS);
+    f->value_len = 300;
+    assert_int_equal(scan_all(f, 1000, &pages), NKEYS);
+    f->value_len = 0;
+    assert_int_equal(scan_all(f, 1000, &pages), NKEYS);
 }
 
 /* A table missing from the map costs one GET_MAP, then TableNotFound. */
@@ -1395,6 +1438,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_scan_one_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan_large_values, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_scan_paged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_retry, setup, teardown),

@@ -898,6 +898,38 @@ static void test_json_escape(void **state)
     rt_buf_free(&b);
 }
 
+/* Every byte value at every position of a 24-byte string (so inside and
+ * outside each 8-byte block the escaper skips whole): escaped exactly as
+ * one byte on its own is, the rest copied as is. */
+static void test_json_escape_every_byte(void **state)
+{
+    struct rt_buf b = RT_BUF_INIT;
+    char in[24], want[64];
+    (void)state;
+    for (int pos = 0; pos < 24; pos++) {
+        for (int c = 0; c < 256; c++) {
+            char one[8];
+            if (c == '"' || c == '\\') {
+                snprintf(one, sizeof(one), "\\%c", c);
+            } else if (c < 0x20) {
+                snprintf(one, sizeof(one), "\\u%04X", c);
+            } else if (c >= 0x80) {
+                snprintf(one, sizeof(one), "\\ufffd"); /* lone byte */
+            } else {
+                snprintf(one, sizeof(one), "%c", c);
+            }
+            memset(in, 'x', sizeof(in));
+            in[pos] = (char)c;
+            snprintf(want, sizeof(want), "%.*s%s%.*s", pos, in, one,
+                     (int)sizeof(in) - pos - 1, in + pos + 1);
+            rt_buf_reset(&b);
+            fe_json_escape(&b, in, sizeof(in));
+            assert_string_equal(rt_buf_cstr(&b), want);
+        }
+    }
+    rt_buf_free(&b);
+}
+
 /* URL escaping keeps RFC 3986 unreserved characters only. */
 static void test_url_escape(void **state)
 {
@@ -933,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_write_select),
         cmocka_unit_test(test_write_doubles),
         cmocka_unit_test(test_write_datetime_and_escapes),
+        cmocka_unit_test(test_json_escape_every_byte),
         cmocka_unit_test(test_write_corrupt),
         cmocka_unit_test(test_parse_write_roundtrip),
         cmocka_unit_test(test_parse_fuzz),

@@ -1305,6 +1305,95 @@ static void test_big_bodies(void **state)
     assert_int_equal(F.bad, 0);
 }
 
+/* Batches of very different sizes one after another on one connection:
+ * each batch's write buffer is kept for the next (smaller, larger, over
+ * the size kept), both ways, and no byte of any frame is lost or stale. */
+static const struct
+{
+    unsigned calls;
+    size_t len;
+} batch_plan[] = {{8, 100},       {1, 600 * 1024}, {30, 2048}, {2, 300 * 1024},
+                  {50, 64},       {1, 10},         {40, 4096}, {1, 0},
+                  {3, 90 * 1024}, {20, 333}};
+#define N_PLAN (sizeof(batch_plan) / sizeof(batch_plan[0]))
+
+static struct rt_rpc_conn *batch_conn;
+static unsigned batch_step, batch_left;
+
+static uint8_t batch_byte(unsigned step, unsigned call, size_t k)
+{
+    return (uint8_t)(k * (step + 3) + call * 7 + step);
+}
+
+static void batch_send(void);
+
+static void batch_reply_cb(int status,
+                           const uint8_t *body,
+                           size_t len,
+                           void *arg)
+{
+    unsigned call = (unsigned)(uintptr_t)arg;
+    int ok = status == 0 && len == batch_plan[batch_step].len;
+    for (size_t k = 0; ok && k < len; k++) {
+        ok = body[k] == batch_byte(batch_step, call, k);
+    }
+    if (!ok) {
+        F.bad++;
+    }
+    F.replies++;
+    if (--batch_left == 0) {
+        if (++batch_step == N_PLAN) {
+            fx_finish();
+        } else {
+            batch_send();
+        }
+    }
+}
+
+/* One batch: every call of the step queued in the same loop iteration. */
+static void batch_send(void)
+{
+    size_t len = batch_plan[batch_step].len;
+    uint8_t *body = malloc(len ? len : 1);
+    batch_left = batch_plan[batch_step].calls;
+    for (unsigned c = 0; c < batch_plan[batch_step].calls; c++) {
+        for (size_t k = 0; k < len; k++) {
+            body[k] = batch_byte(batch_step, c, k);
+        }
+        assert_int_equal(rt_rpc_call(batch_conn, RT__METHOD__PING, body, len, 0,
+                                     batch_reply_cb, (void *)(uintptr_t)c),
+                         0);
+    }
+    free(body);
+}
+
+static void cli_batch_conn(struct rt_rpc_conn *conn, int up, void *ud)
+{
+    (void)ud;
+    if (!up) {
+        return;
+    }
+    batch_conn = conn;
+    batch_step = 0;
+    batch_send();
+}
+
+static void test_batches_of_every_size(void **state)
+{
+    unsigned total = 0;
+    (void)state;
+    for (size_t i = 0; i < N_PLAN; i++) {
+        total += batch_plan[i].calls;
+    }
+    fx_init();
+    start_server(srv_echo, NULL);
+    start_client(NULL, cli_batch_conn);
+    fx_run_and_close();
+    assert_int_equal(batch_step, N_PLAN);
+    assert_int_equal(F.replies, total);
+    assert_int_equal(F.bad, 0);
+}
+
 struct raw
 {
     uv_tcp_t tcp;
@@ -1604,6 +1693,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_notleader_reply),
         cmocka_unit_test(test_close_cancels),
         cmocka_unit_test(test_big_bodies),
+        cmocka_unit_test(test_batches_of_every_size),
         cmocka_unit_test(test_bad_addr),
         cmocka_unit_test(test_addr_names),
         cmocka_unit_test(test_connect_by_name),
