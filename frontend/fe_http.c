@@ -528,10 +528,18 @@ static enum MHD_Result fe__pool_first_iter(void *cls,
     return MHD_NO; /* the list's first entry is all it takes */
 }
 
-/* A request of @hc started with @method: locates its pool if not yet. */
+/* The pool size given to libmicrohttpd. */
+static size_t fe__pool_size(const struct fe_http_cfg *cfg)
+{
+    return cfg->http_pool ? cfg->http_pool : (size_t)FE_HTTP_POOL;
+}
+
+/* A request of @hc started with @method: locates its pool (of @pool_size
+ * bytes) if not yet. */
 static void fe__pool_learn(struct fe__hconn *hc,
                            struct MHD_Connection *c,
-                           const char *method)
+                           const char *method,
+                           size_t pool_size)
 {
     struct fe_pool_first f = {0};
     if (!hc || hc->pool.base || hc->pool.tries >= FE_POOL_LOCATE_TRIES) {
@@ -542,7 +550,7 @@ static void fe__pool_learn(struct fe__hconn *hc,
                                         MHD_POSTDATA_KIND |
                                         MHD_GET_ARGUMENT_KIND | MHD_FOOTER_KIND,
                                     fe__pool_first_iter, &f) > 0) {
-        fe_pool_locate(&hc->pool, FE_HTTP_POOL, method, &f);
+        fe_pool_locate(&hc->pool, pool_size, method, &f);
     }
 }
 
@@ -562,7 +570,7 @@ static void fe__pool_sweep(struct fe_worker *w)
             continue;
         }
         if (now - g->since_ms >= after) {
-            fe_pool_trim(&hc->pool, FE_HTTP_POOL);
+            fe_pool_trim(&hc->pool, fe__pool_size(w->h->cfg));
         } else {
             waiting++;
         }
@@ -757,7 +765,7 @@ static enum MHD_Result fe__access(void *cls,
         rt_log_set_reqid(hr->req.reqid);
         hr->hc = fe__hconn_of(c);
         fe__guard_phase(hr->hc, FE_GUARD_BODY);
-        fe__pool_learn(hr->hc, c, method);
+        fe__pool_learn(hr->hc, c, method, fe__pool_size(w->h->cfg));
         if (fe__framing(hr, version, &ret)) {
             return ret;
         }
@@ -1284,7 +1292,7 @@ static struct fe__daemon *fe__daemon_start(struct fe_worker *w,
         MHD_OPTION_CONNECTION_TIMEOUT, fe__mhd_timeout_s(gc),
         MHD_OPTION_CONNECTION_LIMIT,
         gc->max_conns ? gc->max_conns : (unsigned int)1 << 20,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FE_HTTP_POOL,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, fe__pool_size(w->h->cfg),
         MHD_OPTION_ARRAY, tls ? tls_opts : &tls_opts[3], MHD_OPTION_END);
     if (!dm->d) {
         rt_log(RT_LOG_ERROR, "worker %u: cannot start libmicrohttpd%s", w->idx,

@@ -54,6 +54,11 @@ struct fe_http_cfg
     const char *master; /* rt-master RPC "host:port" (one fe_route each) */
     unsigned threads;   /* workers */
     size_t max_body;
+    /* libmicrohttpd's per-connection pool (bytes; 0: FE_HTTP_POOL). A
+     * request head that does not fit gets libmicrohttpd's bare 414/431
+     * instead of our errors; libmicrohttpd zeroes the whole pool after
+     * every keep-alive request (frontend/README.md "the memory pool"). */
+    size_t http_pool;
     /* The account table each request takes a reference to when it
      * starts (the main thread may publish a new one at any time). */
     struct fe_accounts_pub *accounts;

@@ -14,6 +14,8 @@ on a real front end, through raw sockets:
   request completed after the trim gets the right answer.
 """
 
+import os
+import subprocess
 import time
 
 import pytest
@@ -129,3 +131,47 @@ def test_unfinished_request_line_survives_the_trim(env, pad):
         assert not will_close
     finally:
         s.close()
+
+
+def test_smaller_pool_flag(tmp_path_factory):
+    """--http-pool-kib trades the exact errors of oversized request heads
+    for a smaller pool: a request within it is served as usual; a 40 KiB
+    URL, which the default pool lets through to our 414 InvalidUri, gets
+    libmicrohttpd's bare 414 (no x-ms-error-code) and a closed
+    connection. Out-of-range values are refused at start (exit 2)."""
+    for c in started(tmp_path_factory, "smallpool", n_ps=1,
+                     replication_factor=1,
+                     extra_args={"frontend": ["--http-pool-kib", "32"]}):
+        cl = rawhttp.Client(c.fe_port)
+        cl.create_table(TABLE)
+        r = cl.put(cl.path(rawhttp.entity_path(TABLE, "p", "r")),
+                   {"v": "idle"})
+        assert r.status == 204, r
+        cl.close()
+        resp, _, s = rawhttp.raw_exchange(c.fe_port, get_request(c))
+        s.close()
+        check_entity(resp)
+        resp, will_close, s = rawhttp.raw_exchange(
+            c.fe_port, get_request(c, "?pad=" + "a" * (40 * 1024)))
+        s.close()
+        assert resp.status == 414, resp
+        assert resp.header("x-ms-error-code") is None, resp
+        assert will_close
+    fe = os.path.join(os.environ.get("RT_BUILD_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "build", "dev"),
+        "frontend", "rt-frontend")
+    for v in ("8", "2048"):
+        p = subprocess.run([fe, "--http-pool-kib", v, "--check-config"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (v, p.stderr)
+        assert "--http-pool-kib" in p.stderr, p.stderr
+
+
+def test_default_pool_answers_invalid_uri(env):
+    """The default pool holds a 40 KiB URL, so our handler answers it:
+    414 InvalidUri with x-ms-error-code."""
+    resp, _, s = rawhttp.raw_exchange(
+        env.fe_port, get_request(env, "?pad=" + "a" * (40 * 1024)))
+    s.close()
+    assert resp.status == 414, resp
+    assert resp.error_code == "InvalidUri", resp
