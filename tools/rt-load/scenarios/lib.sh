@@ -10,6 +10,8 @@
 #                  own defaults, replication factor 3)
 #   RT_PS_ARGS     more rt-partition-server flags, split on spaces (e.g.
 #                  "--http 127.0.0.1:0" for /metrics; default none)
+#   RT_FE_ARGS     more rt-frontend flags, split on spaces (e.g.
+#                  "--http-pool-kib 32"; default none)
 #   RT_CLUSTER_TLS 1 (default): the cluster RPC is mutual TLS (rtctl
 #                  cluster init DIR/tls, --cluster-tls per process); 0:
 #                  --insecure-rpc (plain TCP, to measure what TLS costs)
@@ -132,7 +134,8 @@ rt_cluster_start() {
     "$RT_BUILD_DIR/frontend/rt-frontend" --listen 127.0.0.1:0 \
         $(rt_sec "$dir" frontend) \
         --master "$RT_MASTER_RPC" --port-file "$dir/run/frontend.ports" \
-        --log-level "$RT_LOG_LEVEL" "$@" >"$dir/logs/frontend.log" 2>&1 </dev/null &
+        --log-level "$RT_LOG_LEVEL" ${RT_FE_ARGS:-} "$@" \
+        >"$dir/logs/frontend.log" 2>&1 </dev/null &
     RT_FE_PID=$!
     RT_PIDS+=("$RT_FE_PID")
     port=$(rt_port "$dir/run/frontend.ports" http) || rt_die "front end did not start ($dir/logs/frontend.log)"
