@@ -149,6 +149,8 @@ static int teardown(void **state)
 /* The loop turns until @cond holds, for at most 3000 ms. */
 #define WAIT_UNTIL(f, cond) TH_MS_WAIT_UNTIL(&(f)->x.loop, 3000, cond)
 
+static bool status_has(struct fx *f, const char *needle);
+
 static int call_table(struct fx *f,
                       uint32_t method,
                       const char *account,
@@ -391,7 +393,9 @@ static void test_flows(void **state)
     rt__register_resp__free_unpacked(rr, NULL);
     WAIT_UNTIL(f, f->fe.last->servers[0]->state == 1);
 
-    /* The status documents reflect it all. */
+    /* The status documents reflect it all (rebuilt a moment after the
+     * change). */
+    WAIT_UNTIL(f, status_has(f, "\"state\":\"up\""));
     char *json = ms_status_copy(f->x.st, MS_STATUS_JSON);
     assert_non_null(json);
     assert_non_null(strstr(json, "\"state\":\"up\""));
