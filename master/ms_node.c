@@ -993,10 +993,47 @@ static void ms__node_admin(struct ms_admin_req *req, void *arg)
             return;
         }
     }
-    op = rt_xcalloc(1, sizeof(*op));
-    op->n = n;
-    op->req = req;
-    op->kind = req->kind;
+    /* Membership requests are idempotent, so an operator (or rtctl) may
+     * repeat one whose answer was lost to an election: the configuration
+     * already as asked is success; an added member still a spare is made
+     * a voter, the second half of an add. */
+    {
+        struct ms_raft_member mem[16];
+        size_t nm = ms_raft_config(n->raft, mem, 16);
+        const struct ms_raft_member *m = NULL;
+        for (size_t i = 0; i < nm && i < 16; i++) {
+            if (mem[i].id == req->server_id) {
+                m = &mem[i];
+            }
+        }
+        if (req->kind == MS_ADMIN_MASTER_REMOVE && !m) {
+            ms__node_admin_json(n, req, 200, "master_member_removed", 0);
+            return;
+        }
+        if (req->kind == MS_ADMIN_MASTER_ADD && m) {
+            if (strcmp(m->addr, req->key) != 0) {
+                ms__node_admin_json(n, req, 409,
+                                    "that master id is a member with another "
+                                    "address: remove it first",
+                                    0);
+                return;
+            }
+            if (m->role == MS_RAFT_VOTER) {
+                ms__node_admin_json(n, req, 200, "master_member_added", 0);
+                return;
+            }
+        }
+        op = rt_xcalloc(1, sizeof(*op));
+        op->n = n;
+        op->req = req;
+        op->kind = req->kind;
+        if (req->kind == MS_ADMIN_MASTER_ADD && m) {
+            op->kind = MS_ADMIN__NR; /* only the voter half is left */
+            rc = ms_raft_assign_voter(n->raft, req->server_id, ms__node_op_done,
+                                      op);
+            goto started;
+        }
+    }
     switch (req->kind) {
         case MS_ADMIN_MASTER_ADD:
             rc = ms_raft_add(n->raft, req->server_id, req->key,
@@ -1029,6 +1066,7 @@ static void ms__node_admin(struct ms_admin_req *req, void *arg)
             }
             break;
     }
+started:
     if (rc != 0) {
         free(op);
         ms__node_admin_json(n, req,

@@ -250,6 +250,18 @@ def test_transfer_remove_add_and_wiped_member(cluster):
             break
         assert time.monotonic() < deadline, ms
         time.sleep(0.2)
+    # Membership requests are idempotent (an answer lost to an election
+    # may be asked again); the same id at another address is refused.
+    r = cluster.rtctl("master", "add", "4",
+                      "127.0.0.1:%d" % m4.ports["raft"])
+    assert r.returncode == 0, r.stderr + r.stdout
+    r = cluster.rtctl("master", "remove", str(victim.member_id))
+    assert r.returncode == 0, r.stderr + r.stdout
+    r = cluster.rtctl("master", "add", "4", "127.0.0.1:1", check=False)
+    assert r.returncode != 0 and "another address" in r.stderr + r.stdout, \
+        r.stderr + r.stdout
+    assert sorted(m["id"] for m in status_json(cluster)["masters"]) == \
+        sorted(m.member_id for m in cluster.masters)
     # Hand the leadership to the new member: it must know the table.
     r = cluster.rtctl("master", "transfer", "4")
     assert r.returncode == 0, r.stderr
