@@ -436,7 +436,8 @@ static int rtctl_location(const char *location,
 
 /* One pass over @list for rtctl_http: each address in turn, following its
  * 307 redirects (up to RTCTL_MAX_REDIRECTS, method and path kept: the
- * request has no body); a connection error or a 503 moves on to the next
+ * request has no body); a connection error, or a 503 that executed
+ * nothing (to a GET, or "not the leader"), moves on to the next
  * address. On 0, as rtctl_http_once (a 503 from the last address is
  * returned as such); on -1, @err names every address tried and why it
  * failed. */
@@ -478,7 +479,13 @@ static int rtctl_http_scan(const char *list,
             }
             hops++;
         }
-        if (rc == 0 && (*status != 503 || !next)) {
+        /* A 503 moves on only when nothing was done: a GET, or a master
+         * saying it does not lead. Another 503 to a POST may come after
+         * the action began (an election during a membership change), and
+         * sending it to the next master would run it twice. */
+        if (rc == 0 && (*status != 503 || !next ||
+                        (strcmp(method, "GET") != 0 &&
+                         !(*body && strstr(*body, "not the leader"))))) {
             rtctl_auth_hint(*status, *body);
             return 0;
         }
