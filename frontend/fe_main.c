@@ -276,6 +276,7 @@ int main(int argc, char **argv)
                     "rangetable front end: the Azure Table Storage REST API",
                     opts, argc, argv, NULL, 0);
     if (rt_log_init_flag("rt-frontend", "fe", log_level) != 0) {
+        rt_config_free(opts);
         return 2;
     }
     if (threads < 1 || threads > 256 || max_body < 1024 || pool_kib < 16 ||
@@ -283,6 +284,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "rt-frontend: --threads must be 1..256, --max-body at least "
                 "1024 and --http-pool-kib 16..1024\n");
+        rt_config_free(opts);
         return 2;
     }
     if (max_conns < 0 || max_conns_ip < 0 || reserve < 0 || header_ms < 0 ||
@@ -292,6 +294,7 @@ int main(int argc, char **argv)
                 "rt-frontend: the connection caps, timeouts and rates must "
                 "be >= 0, and --connection-reserve below "
                 "--max-connections\n");
+        rt_config_free(opts);
         return 2;
     }
     /* Before the worker threads: they share the contexts read-only. */
