@@ -936,6 +936,17 @@ static void ms__node_op_done(void *ud, int status)
         /* Led until now: the view may hold what never commits. */
         ms__node_reexec_soon(n, "leadership handed over");
     }
+    if (status == MS_RAFT_ENOTLEADER && op->kind != MS_ADMIN_MASTER_TRANSFER) {
+        /* Leadership lost during an add or remove: it may yet commit under
+         * the next leader. Both are idempotent, so the answer says to ask
+         * the leader again (rtctl moves on to the next master). */
+        ms__node_admin_json(n, op->req, 503,
+                            "this master is not the leader any more (lost "
+                            "during the change): repeat it on the leader",
+                            status);
+        free(op);
+        return;
+    }
     if (status == 0) {
         json_t *ev = json_object();
         const char *what =
