@@ -434,6 +434,13 @@ static int rtctl_location(const char *location,
     return 0;
 }
 
+/* @body says the master does not lead (or knows no leader). */
+static bool rtctl_not_leader(const char *body)
+{
+    return body &&
+           (strstr(body, "not the leader") || strstr(body, "no master leader"));
+}
+
 /* One pass over @list for rtctl_http: each address in turn, following its
  * 307 redirects (up to RTCTL_MAX_REDIRECTS, method and path kept: the
  * request has no body); a connection error, or a 503 that executed
@@ -483,9 +490,9 @@ static int rtctl_http_scan(const char *list,
          * saying it does not lead. Another 503 to a POST may come after
          * the action began (an election during a membership change), and
          * sending it to the next master would run it twice. */
-        if (rc == 0 && (*status != 503 || !next ||
-                        (strcmp(method, "GET") != 0 &&
-                         !(*body && strstr(*body, "not the leader"))))) {
+        if (rc == 0 &&
+            (*status != 503 || !next ||
+             (strcmp(method, "GET") != 0 && !rtctl_not_leader(*body)))) {
             rtctl_auth_hint(*status, *body);
             return 0;
         }
@@ -503,10 +510,12 @@ static int rtctl_http_scan(const char *list,
     return -1;
 }
 
-/* A master that knows no leader says so with a 503 before doing anything,
- * so asking again is safe; an election (a leader killed, removed or
- * handing over) takes a few hundred milliseconds to a few seconds, and an
- * operator's command should ride it out rather than fail on it. */
+/* A master that knows no leader, or does not lead, says so with a 503
+ * before doing anything (or, for an add or remove of a master, which are
+ * idempotent, after losing the leadership during it), so asking again is
+ * safe; an election (a leader killed, removed or handing over) takes a few
+ * hundred milliseconds to a few seconds, and an operator's command should
+ * ride it out rather than fail on it. */
 #define RTCTL_NO_LEADER_WAIT_S 15
 
 /* --timeout shortens it. */
@@ -514,7 +523,7 @@ static int rtctl_leader_wait_s = RTCTL_NO_LEADER_WAIT_S;
 
 static bool rtctl_no_leader(int status, const char *body)
 {
-    return status == 503 && body && strstr(body, "no master leader");
+    return status == 503 && rtctl_not_leader(body);
 }
 
 /* @method @path on the master among @list (comma-separated addresses) that
@@ -543,7 +552,7 @@ static int rtctl_http(const char *list,
         if (rc == 0 && !rtctl_no_leader(*status, *body)) {
             return 0;
         }
-        if (rc != 0 && !strstr(err, "no master leader")) {
+        if (rc != 0 && !rtctl_not_leader(err)) {
             return rc;
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
