@@ -482,13 +482,23 @@ static bool rs__refuse(struct rs_dec *rec, const char *why)
  * model then says. Each recorded operation is used once. */
 static uint64_t rs__recorded_end(struct rs_sim *s, const struct rs_dec *rec)
 {
-    for (size_t k = 0; k < s->nrecops; k++) {
+    /* recops are in trace order (t_dec never decreases): only those
+     * within one tick of now are looked at. */
+    size_t lo = 0, hi = s->nrecops;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->recops[mid].t_dec + s->cfg.tick_ms < s->now_ms) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    for (size_t k = lo;
+         k < s->nrecops && s->recops[k].t_dec <= s->now_ms + s->cfg.tick_ms;
+         k++) {
         struct rs_recop *o = &s->recops[k];
-        uint64_t d =
-            o->t_dec > s->now_ms ? o->t_dec - s->now_ms : s->now_ms - o->t_dec;
-        if (o->used || o->kind != rec->kind || d > s->cfg.tick_ms ||
-            o->table_id != rec->table_id || !rec->low ||
-            strcmp(o->low, rec->low) != 0) {
+        if (o->used || o->kind != rec->kind || o->table_id != rec->table_id ||
+            !rec->low || strcmp(o->low, rec->low) != 0) {
             continue;
         }
         if (rec->kind == MS_DECIDE_SPLIT
