@@ -24,23 +24,13 @@
 
 #include "fe_pool.h"
 
-/* libmicrohttpd 0.9.75's struct MHD_HTTP_Header (src/microhttpd/
- * internal.h), the record of one request value; MHD_pool_allocate()
- * rounds it to 2 * sizeof(void *) and takes the first one of a request
- * from the very end of the pool, which MHD_pool_reset() has just reset. */
-struct fe__mhd_header
-{
-    void *next;
-    void *prev;
-    char *header;
-    size_t header_size;
-    char *value;
-    size_t value_size;
-    int kind;
-};
+/* MHD_pool_allocate() rounds a struct fe_pool_mhd_header to
+ * 2 * sizeof(void *) and takes the first one of a request from the very
+ * end of the pool, which MHD_pool_reset() has just reset. */
 #define FE__ALIGN (2 * sizeof(void *))
-#define FE__HDR_SLOT \
-    ((sizeof(struct fe__mhd_header) + FE__ALIGN - 1) / FE__ALIGN * FE__ALIGN)
+#define FE__HDR_SLOT                                                   \
+    ((sizeof(struct fe_pool_mhd_header) + FE__ALIGN - 1) / FE__ALIGN * \
+     FE__ALIGN)
 
 static size_t fe__page(void)
 {
@@ -75,7 +65,7 @@ int fe_pool_locate(struct fe_pool *p,
 {
     size_t len = fe_pool_mapped_size(pool_size);
     uintptr_t base = (uintptr_t)method;
-    struct fe__mhd_header rec;
+    struct fe_pool_mhd_header rec;
     struct iovec local, remote;
 
     if (p->base) {

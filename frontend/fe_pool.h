@@ -56,6 +56,20 @@
  * connections of the worker hold an untrimmed one. */
 unsigned fe_pool_trim_after_ms(unsigned waiting);
 
+/* libmicrohttpd 0.9.75's struct MHD_HTTP_Header (src/microhttpd/
+ * internal.h), the record of one request value as it lies in a pool;
+ * fe_pool_locate() proves a pool's range by finding one. */
+struct fe_pool_mhd_header
+{
+    void *next;
+    void *prev;
+    char *header;
+    size_t header_size;
+    char *value;
+    size_t value_size;
+    int kind;
+};
+
 /* Per connection, zeroed at its start (embedded in the caller's record). */
 struct fe_pool
 {

@@ -18,18 +18,6 @@
 
 /* Helpers */
 
-/* libmicrohttpd 0.9.75's struct MHD_HTTP_Header, as it lies in a pool. */
-struct mhd_header
-{
-    void *next;
-    void *prev;
-    char *header;
-    size_t header_size;
-    char *value;
-    size_t value_size;
-    int kind;
-};
-
 static size_t page(void)
 {
     return (size_t)sysconf(_SC_PAGESIZE);
@@ -62,7 +50,7 @@ static void fake_request(unsigned char *b,
                          unsigned char *at,
                          struct fe_pool_first *f)
 {
-    struct mhd_header rec;
+    struct fe_pool_mhd_header rec;
     char *key = (char *)at + 16;
     char *val = key + 5;
     memcpy(at, "GET\0/t\0HTTP/1.1", 16);
