@@ -224,7 +224,7 @@ static int fe__create_table_job(struct fe_req *req, const char *name)
 {
     rt_buf_append_str(&req->s1, name);
     req->prefer = fe__prefer(req);
-    fe_job_init(&req->job, FE_JOB_CREATE_TABLE);
+    fe_req_job_kind(req, FE_JOB_CREATE_TABLE);
     req->job.account = req->path.account;
     req->job.table = rt_buf_cstr(&req->s1);
     return FE_API_SUBMIT;
@@ -428,7 +428,7 @@ static int fe__query_tables_prepare(struct fe_req *req)
         return FE_API_RESPOND;
     }
     if (limit == 0) {
-        fe_job_init(&req->job, FE_JOB_LIST_TABLES); /* no tables, no next */
+        fe_req_job_kind(req, FE_JOB_LIST_TABLES); /* no tables, no next */
         fe__query_tables_finish(req);
         return FE_API_RESPOND;
     }
@@ -436,7 +436,7 @@ static int fe__query_tables_prepare(struct fe_req *req)
         rt_buf_append_u8(
             &req->s1, (uint8_t)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p));
     }
-    fe_job_init(&req->job, FE_JOB_LIST_TABLES);
+    fe_req_job_kind(req, FE_JOB_LIST_TABLES);
     req->job.account = req->path.account;
     req->job.list_start = rt_buf_cstr(&req->s1);
     req->job.limit = limit;

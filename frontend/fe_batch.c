@@ -1081,11 +1081,11 @@ int fe_batch_prepare(struct fe_req *req)
     free(cid_offs);
 
     if (!b.changeset) {
-        fe_job_init(&req->job, FE_JOB_GET);
+        fe_req_job_kind(req, FE_JOB_GET);
         req->job.pk = (const char *)req->s1.data + pk_off;
         req->job.rk = (const char *)req->s1.data + rk_off;
     } else {
-        fe_job_init(&req->job, FE_JOB_WRITE);
+        fe_req_job_kind(req, FE_JOB_WRITE);
         req->job.atomic = 1;
         for (size_t i = 0; i < b.nops; i++) {
             struct fe_batch_op *o = &b.ops[i];

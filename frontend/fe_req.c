@@ -33,7 +33,7 @@ static void fe__buf_recycle(struct rt_buf *b, size_t keep_max)
 
 void fe_req_reset(struct fe_req *req)
 {
-    struct rt_buf keep[7];
+    struct rt_buf keep[8];
     struct fe_query q = req->query; /* emptied by fe_req_clear */
     struct fe_req_hdr *in = req->in;
     size_t in_cap = req->in_cap;
@@ -45,6 +45,7 @@ void fe_req_reset(struct fe_req *req)
     keep[4] = req->s1;
     keep[5] = req->s2;
     keep[6] = req->fenc;
+    keep[7] = req->jval;
     memset(req, 0, sizeof(*req));
     req->pathbuf = keep[0];
     req->body = keep[1];
@@ -61,6 +62,7 @@ void fe_req_reset(struct fe_req *req)
     fe_path_init(&req->path);
     fe_entity_in_init(&req->ent);
     fe_job_init(&req->job, FE_JOB_GET);
+    req->job.value = keep[7];
     memcpy(req->version, FE_VERSION_DEFAULT, sizeof(FE_VERSION_DEFAULT));
     req->odata = 1;
 }
@@ -115,14 +117,13 @@ void fe_req_headers_done(struct fe_req *req)
 
 void fe_req_clear(struct fe_req *req, size_t keep_max)
 {
+    req->jval = req->job.value;
+    rt_buf_init(&req->job.value);
+    fe__buf_recycle(&req->jval, keep_max);
     fe_job_free(&req->job);
     fe_path_free(&req->path);
     fe_entity_in_free(&req->ent);
-    for (size_t i = 0; i < req->query.n; i++) {
-        free(req->query.kv[i].key);
-        free(req->query.kv[i].val);
-    }
-    req->query.n = 0;
+    fe_query_recycle(&req->query, keep_max);
     req->nin = 0;
     fe__buf_recycle(&req->pathbuf, keep_max);
     fe__buf_recycle(&req->body, keep_max);
@@ -146,6 +147,8 @@ void fe_req_fini(struct fe_req *req)
     rt_buf_free(&req->s1);
     rt_buf_free(&req->s2);
     rt_buf_free(&req->fenc);
+    rt_buf_free(&req->jval);
+    fe_job_free(&req->job);
 }
 
 /* ---- Reading the request -------------------------------------------- */
@@ -181,9 +184,17 @@ int64_t fe_req_now(const struct fe_req *req)
     return (int64_t)time(NULL);
 }
 
+void fe_req_job_kind(struct fe_req *req, enum fe_job_kind kind)
+{
+    struct rt_buf value = req->job.value; /* its memory is kept */
+    rt_buf_reset(&value);
+    fe_job_init(&req->job, kind);
+    req->job.value = value;
+}
+
 void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind)
 {
-    fe_job_init(&req->job, kind);
+    fe_req_job_kind(req, kind);
     req->job.account = req->path.account;
     req->job.table = req->path.table;
 }

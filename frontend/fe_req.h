@@ -104,6 +104,9 @@ struct fe_req
     struct rt_buf hdrs;  /* "Name\0Value\0" pairs */
     struct rt_buf rbody; /* kept until the request completes (a transport
                           * may point its response into it) */
+    struct rt_buf jval;  /* job.value's memory between requests (an entity
+                          * per GET: a fresh ~1 KiB block each time made
+                          * glibc consolidate its fast bins) */
 };
 
 /* ---- Building a request (the transport) ---- */
@@ -145,8 +148,13 @@ int64_t fe_req_now(const struct fe_req *req);
 
 /* ---- The job ---- */
 
-/* Starts req->job (fe_job_init) as a job of @kind on the account and
- * table the path names; both stay borrowed from req->path. */
+/* Starts req->job afresh (fe_job_init) as a job of @kind, keeping the
+ * memory of its value buffer. Every (re)start of req->job goes through
+ * here, or the kept buffer would leak. */
+void fe_req_job_kind(struct fe_req *req, enum fe_job_kind kind);
+
+/* The same, on the account and table the path names; both stay borrowed
+ * from req->path. */
 void fe_req_job_init(struct fe_req *req, enum fe_job_kind kind);
 
 /* ---- Building the response ---- */

@@ -476,9 +476,11 @@ void fe_query_init(struct fe_query *q)
     memset(q, 0, sizeof(*q));
 }
 
+/* Every slot below q->cap holds a block of its own or NULL (with its
+ * size), whether or not it is in use (below q->n). */
 void fe_query_free(struct fe_query *q)
 {
-    for (size_t i = 0; i < q->n; i++) {
+    for (size_t i = 0; i < q->cap; i++) {
         free(q->kv[i].key);
         free(q->kv[i].val);
     }
@@ -486,13 +488,39 @@ void fe_query_free(struct fe_query *q)
     fe_query_init(q);
 }
 
-/* Decodes @s[0..n) into a malloc'd, NUL-terminated copy; *len gets the
- * decoded length (which counts NULs that "%00" produced). */
-static char *fe__decode_dup(const char *s, size_t n, size_t *len)
+static void fe__kv_trim(char **p, size_t *cap, size_t keep_max)
 {
-    struct rt_buf b = RT_BUF_INIT;
+    if (*cap > keep_max) {
+        free(*p);
+        *p = NULL;
+        *cap = 0;
+    }
+}
+
+void fe_query_recycle(struct fe_query *q, size_t keep_max)
+{
+    for (size_t i = 0; i < q->n; i++) {
+        fe__kv_trim(&q->kv[i].key, &q->kv[i].key_cap, keep_max);
+        fe__kv_trim(&q->kv[i].val, &q->kv[i].val_cap, keep_max);
+    }
+    q->n = 0;
+}
+
+/* Decodes @s[0..n) into the slot's block *p (of *cap bytes; grown as
+ * needed), NUL-terminated; *len gets the decoded length (which counts
+ * NULs that "%00" produced). */
+static void fe__decode_into(const char *s,
+                            size_t n,
+                            char **p,
+                            size_t *cap,
+                            size_t *len)
+{
+    struct rt_buf b = {(uint8_t *)*p, 0, *cap};
     fe_url_decode(&b, s, n, 1);
-    return (char *)rt_buf_steal(&b, len);
+    rt_buf_cstr(&b);
+    *p = (char *)b.data;
+    *cap = b.cap;
+    *len = b.len;
 }
 
 void fe_query_add_n(struct fe_query *q,
@@ -505,12 +533,14 @@ void fe_query_add_n(struct fe_query *q,
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 8;
         kv = rt_xrealloc(q->kv, cap * sizeof(*kv));
+        memset(kv + q->cap, 0, (cap - q->cap) * sizeof(*kv));
         q->kv = kv;
         q->cap = cap;
     }
     kv = &q->kv[q->n++];
-    kv->key = fe__decode_dup(key, key_len, &kv->key_len);
-    kv->val = fe__decode_dup(val ? val : "", val ? val_len : 0, &kv->val_len);
+    fe__decode_into(key, key_len, &kv->key, &kv->key_cap, &kv->key_len);
+    fe__decode_into(val ? val : "", val ? val_len : 0, &kv->val, &kv->val_cap,
+                    &kv->val_len);
 }
 
 void fe_query_add(struct fe_query *q, const char *key, const char *val)

@@ -136,6 +136,8 @@ struct fe_query_kv
     char *val; /* "" when the argument had no '='; NUL-terminated */
     size_t key_len;
     size_t val_len;
+    size_t key_cap; /* the blocks' sizes, kept by fe_query_recycle */
+    size_t val_cap;
 };
 struct fe_query
 {
@@ -145,6 +147,10 @@ struct fe_query
 };
 void fe_query_init(struct fe_query *q);
 void fe_query_free(struct fe_query *q);
+/* Empties @q for the next request, keeping the blocks of its strings
+ * (those up to @keep_max bytes), so a steady stream of requests decodes
+ * its arguments without allocating. */
+void fe_query_recycle(struct fe_query *q, size_t keep_max);
 /* Adds one raw (still percent-encoded) argument (@val may be NULL). Both
  * are decoded into copies. */
 void fe_query_add(struct fe_query *q, const char *key, const char *val);
