@@ -9,14 +9,15 @@
  * end of a loop iteration in which RPC replies resumed connections, so a
  * reply is written in the same iteration it arrived. The access handler,
  * NOTIFY_COMPLETED, fe_route's callbacks and the response helpers all run
- * on that one thread; nothing of a request is shared. The workers share
- * only immutable settings, the listen sockets (one file description each,
- * a dup per daemon), the published account table (fe_auth.h), the current
- * certificate (under tls_lock) and fe_svc's locked policy snapshot. The
- * main thread only starts, reloads and stops them.
+ * on that one thread; nothing of a request is shared. Each worker has
+ * its own listening socket per address (SO_REUSEPORT, fe__listen; a dup
+ * per daemon). The workers share only immutable settings, the published
+ * account table (fe_auth.h), the current certificate (under tls_lock)
+ * and fe_svc's locked policy snapshot. The main thread only starts,
+ * reloads and stops them.
  *
  * Certificate reload (fe_http_reload_tls, SIGHUP): each worker starts a
- * new HTTPS daemon with the new certificate on a new dup of the same
+ * new HTTPS daemon with the new certificate on a new dup of its own
  * listen socket, then quiesces the old one (MHD_quiesce_daemon: it stops
  * accepting, its connections go on) and stops it once its last connection
  * has ended. Nothing is dropped and no connection changes certificate
@@ -195,6 +196,17 @@ struct fe_worker
     char date[40];
 };
 
+/* The listening sockets of one address: one per worker, bound with
+ * SO_REUSEPORT so that the kernel spreads new connections over the
+ * workers (fe__listen). */
+struct fe__listener
+{
+    int *fd; /* fd[i]: worker i's */
+    unsigned n;
+    int port;
+    int ipv6;
+};
+
 struct fe_http
 {
     const struct fe_http_cfg *cfg;
@@ -203,12 +215,8 @@ struct fe_http
     atomic_uint maps_ready; /* workers with a partition map installed */
     struct fe_worker *w;
     unsigned n;
-    int listen_fd; /* -1: no plain HTTP */
-    int ipv6;
-    int port;
-    int tls_fd; /* -1: no HTTPS */
-    int tls_ipv6;
-    int tls_port;
+    struct fe__listener http;  /* n == 0: no plain HTTP */
+    struct fe__listener https; /* n == 0: no HTTPS */
     pthread_mutex_t tls_lock;
     struct fe_tls *tls; /* the certificate new HTTPS daemons get */
 };
@@ -1171,18 +1179,70 @@ static void *fe__worker_main(void *arg)
 
 /* ---- Start / stop --------------------------------------------------- */
 
-/* Parses @listen_addr (of flag @flag) and binds a non-blocking listening
- * socket (one open file description for every worker). Returns the fd or
- * -1 (logged); *port and *ipv6 describe it. */
+/* A non-blocking socket for @ss bound to it (SO_REUSEPORT when @reuseport)
+ * and listening; -1 with errno set on failure. */
+static int fe__bind(const struct sockaddr_storage *ss,
+                    socklen_t sslen,
+                    int reuseport)
+{
+    int one = 1, e;
+    int fd =
+        socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ss->ss_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    if ((reuseport &&
+         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) ||
+        bind(fd, (const struct sockaddr *)ss, sslen) != 0 ||
+        listen(fd, 1024) != 0) {
+        e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static void fe__listener_close(struct fe__listener *l)
+{
+    for (unsigned i = 0; i < l->n; i++) {
+        if (l->fd[i] >= 0) {
+            close(l->fd[i]);
+        }
+    }
+    free(l->fd);
+    memset(l, 0, sizeof(*l));
+}
+
+/* Parses @listen_addr (of flag @flag) and opens @n listening sockets on
+ * it into @l, one per worker. Returns 0 or -1 (logged).
+ *
+ * Why one socket per worker: with one socket shared by every worker's
+ * epoll, the worker that wakes first accepts a whole burst of new
+ * connections (all 32 of a client opening them at once went to one
+ * worker, which then served them on one core). With SO_REUSEPORT the
+ * kernel hashes each connection to one of the sockets.
+ *
+ * The address is first bound alone, without SO_REUSEPORT: that fails when
+ * anything holds it, so a second front end on the same port is refused as
+ * before instead of silently sharing it (our own sockets, with
+ * SO_REUSEPORT, make such a bind fail too). That socket also learns the
+ * port of a ":0" address; it is closed, and the n sockets are bound to
+ * that port. With one worker that first socket is the one used. */
 static int fe__listen(const char *flag,
                       const char *listen_addr,
-                      int *port,
-                      int *ipv6)
+                      unsigned n,
+                      struct fe__listener *l)
 {
-    int fd, one = 1;
     struct sockaddr_storage ss;
-    socklen_t sslen;
+    socklen_t sslen, len;
+    int fd;
 
+    memset(l, 0, sizeof(*l));
     if (rt_addr_parse(listen_addr, &ss, &sslen) != 0) {
         rt_log(RT_LOG_ERROR,
                "bad --%s '%s': expected IP:PORT, [IPv6]:PORT or "
@@ -1190,29 +1250,36 @@ static int fe__listen(const char *flag,
                flag, listen_addr);
         return -1;
     }
-    *ipv6 = ss.ss_family == AF_INET6;
-    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rt_log(RT_LOG_ERROR, "socket: %s", strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (*ipv6) {
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    }
-    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 1024) != 0) {
+    l->ipv6 = ss.ss_family == AF_INET6;
+    fd = fe__bind(&ss, sslen, 0);
+    len = sizeof(ss);
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
         rt_log(RT_LOG_ERROR, "cannot listen on %s: %s", listen_addr,
                strerror(errno));
-        close(fd);
+        if (fd >= 0) {
+            close(fd);
+        }
         return -1;
     }
-    sslen = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0) {
-        *port = ntohs(ss.ss_family == AF_INET6
-                          ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                          : ((struct sockaddr_in *)&ss)->sin_port);
+    l->port = ntohs(l->ipv6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                            : ((struct sockaddr_in *)&ss)->sin_port);
+    l->fd = rt_xcalloc(n, sizeof(*l->fd));
+    l->n = n;
+    if (n == 1) {
+        l->fd[0] = fd;
+        return 0;
     }
-    return fd;
+    close(fd);
+    for (unsigned i = 0; i < n; i++) {
+        l->fd[i] = fe__bind(&ss, sslen, 1);
+        if (l->fd[i] < 0) {
+            rt_log(RT_LOG_ERROR, "cannot listen on %s (socket %u of %u): %s",
+                   listen_addr, i + 1, n, strerror(errno));
+            fe__listener_close(l);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* fe_route observer: stored policies and CORS rules follow every map any
@@ -1355,7 +1422,7 @@ static void fe__on_reload(uv_async_t *a)
         fe_tls_release(tls); /* no daemon churn for the same pair */
         return;
     }
-    if (!fe__daemon_start(w, h->tls_fd, h->tls_ipv6, tls)) {
+    if (!fe__daemon_start(w, h->https.fd[w->idx], h->https.ipv6, tls)) {
         rt_log(RT_LOG_ERROR,
                "worker %u: the new certificate is not in service; the old "
                "one stays",
@@ -1398,12 +1465,12 @@ static int fe__worker_init(struct fe_http *h, struct fe_worker *w)
     uv_timer_start(&w->sweep, fe__on_sweep, FE_GUARD_SWEEP_MS,
                    FE_GUARD_SWEEP_MS);
     uv_check_start(&w->check, fe__on_check);
-    if (h->listen_fd >= 0 &&
-        !fe__daemon_start(w, h->listen_fd, h->ipv6, NULL)) {
+    if (h->http.n &&
+        !fe__daemon_start(w, h->http.fd[w->idx], h->http.ipv6, NULL)) {
         return RT_ECONFIG;
     }
-    if (h->tls_fd >= 0 &&
-        !fe__daemon_start(w, h->tls_fd, h->tls_ipv6, fe_tls_hold(h->tls))) {
+    if (h->https.n && !fe__daemon_start(w, h->https.fd[w->idx], h->https.ipv6,
+                                        fe_tls_hold(h->tls))) {
         return RT_ECONFIG;
     }
     return 0;
@@ -1469,19 +1536,14 @@ int fe_http_start(const struct fe_http_cfg *cfg, struct fe_http **out)
     }
     h = rt_xcalloc(1, sizeof(*h));
     h->cfg = cfg;
-    h->listen_fd = -1;
-    h->tls_fd = -1;
     pthread_mutex_init(&h->tls_lock, NULL);
     if (https) {
         h->tls = fe_tls_hold(cfg->tls);
     }
-    if ((http && (h->listen_fd = fe__listen("listen", cfg->listen, &h->port,
-                                            &h->ipv6)) < 0) ||
-        (https && (h->tls_fd = fe__listen("https-listen", cfg->https_listen,
-                                          &h->tls_port, &h->tls_ipv6)) < 0)) {
-        if (h->listen_fd >= 0) {
-            close(h->listen_fd);
-        }
+    if ((http && fe__listen("listen", cfg->listen, n, &h->http) != 0) ||
+        (https &&
+         fe__listen("https-listen", cfg->https_listen, n, &h->https) != 0)) {
+        fe__listener_close(&h->http);
         fe_tls_release(h->tls);
         pthread_mutex_destroy(&h->tls_lock);
         free(h);
@@ -1520,19 +1582,19 @@ int fe_http_maps_ready(const struct fe_http *h)
 
 int fe_http_port(const struct fe_http *h)
 {
-    return h->port;
+    return h->http.port;
 }
 
 int fe_http_tls_port(const struct fe_http *h)
 {
-    return h->tls_port;
+    return h->https.port;
 }
 
 int fe_http_reload_tls(struct fe_http *h, struct fe_tls *tls)
 {
     struct fe_tls *old;
     int same;
-    if (h->tls_fd < 0 || atomic_load(&h->stop_sent)) {
+    if (h->https.n == 0 || atomic_load(&h->stop_sent)) {
         fe_tls_release(tls);
         return RT_ECONFIG;
     }
@@ -1576,12 +1638,8 @@ void fe_http_destroy(struct fe_http *h)
         }
         fe__worker_fini(w);
     }
-    if (h->listen_fd >= 0) {
-        close(h->listen_fd);
-    }
-    if (h->tls_fd >= 0) {
-        close(h->tls_fd);
-    }
+    fe__listener_close(&h->http);
+    fe__listener_close(&h->https);
     fe_tls_release(h->tls);
     pthread_mutex_destroy(&h->tls_lock);
     fe_guard_destroy(h->guard);

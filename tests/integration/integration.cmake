@@ -151,6 +151,9 @@ set(RT_INTEGRATION_PYTHON /usr/bin/python3 CACHE FILEPATH
 #   test_fe_idle_memory idle keep-alive connections give their
 #                       libmicrohttpd pool's zeroed pages back and still
 #                       serve; bytes of an unfinished request line survive
+#   test_fe_listen      a listening socket per worker (SO_REUSEPORT): a
+#                       burst of connections waits on both, each is
+#                       served; a second front end on the port is refused
 #   test_sim            rt-sim: a recorded trace validates (its splits at
 #                       the same keys within a tick), replays and synthetic
 #                       runs are deterministic, compare writes its files
@@ -191,6 +194,7 @@ set(RT_INTEGRATION_TESTS
   test_azurite_compat
   test_keyviz
   test_fe_idle_memory
+  test_fe_listen
 )
 
 function(rt_integration_test t)
