@@ -292,6 +292,33 @@ class Client:
         return self.post(self.path("/" + table), entity, **kw)
 
 
+def seed_entity(port, table, pk, rk, props):
+    """Creates @table and puts one entity in it (through a Client on
+    @port that is closed after)."""
+    c = Client(port)
+    try:
+        c.create_table(table)
+        r = c.put(c.path(entity_path(table, pk, rk)), props)
+        assert r.status == 204, r
+    finally:
+        c.close()
+
+
+def signed_get(port, table, pk, rk, query="", account=None):
+    """The bytes of a point GET of one entity signed with SharedKey (it
+    signs the path; @query carries nothing it signs)."""
+    account = account or DEV_ACCOUNT
+    target = "/%s%s" % (account, entity_path(table, pk, rk))
+    date = http_date()
+    auth = shared_key("GET", target, "", date, account=account)
+    return build_request(
+        "GET", target + query,
+        [("Host", "127.0.0.1:%d" % port), ("x-ms-date", date),
+         ("x-ms-version", "2019-02-02"),
+         ("Accept", "application/json;odata=nometadata"),
+         ("Authorization", auth)])
+
+
 def entity_path(table, pk, rk, quote=True):
     """/table(PartitionKey='pk',RowKey='rk') the way Python builds it:
     quotes doubled, then the whole component percent-encoded except the

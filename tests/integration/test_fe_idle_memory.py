@@ -36,11 +36,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def env(cluster):
-    c = rawhttp.Client(cluster.fe_port)
-    c.create_table(TABLE)
-    r = c.put(c.path(rawhttp.entity_path(TABLE, "p", "r")), {"v": "idle"})
-    assert r.status == 204, r
-    c.close()
+    rawhttp.seed_entity(cluster.fe_port, TABLE, "p", "r", {"v": "idle"})
     return cluster
 
 
@@ -53,18 +49,9 @@ def rss_anon_kib(pid):
 
 
 def get_request(cluster, query=""):
-    """The bytes of a signed point GET of the entity (SharedKey signs the
-    path; the query carries nothing it signs)."""
-    target = "/%s%s" % (cluster.account,
-                        rawhttp.entity_path(TABLE, "p", "r"))
-    date = rawhttp.http_date()
-    auth = rawhttp.shared_key("GET", target, "", date)
-    return rawhttp.build_request(
-        "GET", target + query,
-        [("Host", "127.0.0.1:%d" % cluster.fe_port), ("x-ms-date", date),
-         ("x-ms-version", "2019-02-02"),
-         ("Accept", "application/json;odata=nometadata"),
-         ("Authorization", auth)])
+    """The bytes of a signed point GET of the entity."""
+    return rawhttp.signed_get(cluster.fe_port, TABLE, "p", "r", query,
+                              account=cluster.account)
 
 
 def check_entity(resp):

@@ -36,11 +36,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def env(cluster):
-    c = rawhttp.Client(cluster.fe_port)
-    c.create_table(TABLE)
-    r = c.put(c.path(rawhttp.entity_path(TABLE, "p", "r")), {"v": "x"})
-    assert r.status == 204, r
-    c.close()
+    rawhttp.seed_entity(cluster.fe_port, TABLE, "p", "r", {"v": "x"})
     return cluster
 
 
@@ -57,17 +53,6 @@ def listen_queues(port):
             if st == "0A" and int(local.split(":")[1], 16) == port:
                 out.append(int(queues.split(":")[1], 16))
     return out
-
-
-def get_request(cluster):
-    target = "/%s%s" % (cluster.account, rawhttp.entity_path(TABLE, "p", "r"))
-    date = rawhttp.http_date()
-    return rawhttp.build_request(
-        "GET", target,
-        [("Host", "127.0.0.1:%d" % cluster.fe_port), ("x-ms-date", date),
-         ("x-ms-version", "2019-02-02"),
-         ("Accept", "application/json;odata=nometadata"),
-         ("Authorization", rawhttp.shared_key("GET", target, "", date))])
 
 
 def test_one_listening_socket_per_worker(env):
@@ -91,7 +76,7 @@ def test_a_burst_of_connections_reaches_both_workers(env):
     try:
         assert len(queues) == 2 and sum(queues) == N, queues
         assert min(queues) > 0, queues
-        req = get_request(env)
+        req = rawhttp.signed_get(env.fe_port, TABLE, "p", "r")
         for s in socks:
             s.sendall(req)
         for s in socks:
