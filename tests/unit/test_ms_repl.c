@@ -295,6 +295,17 @@ static json_t *status_range(struct fx *f, uint64_t id)
     return found;
 }
 
+/* The status entry of range @id, waiting (5 s at most) for it: the
+ * status document is rebuilt a moment after each change. */
+static json_t *wait_status_range(struct fx *f, uint64_t id)
+{
+    json_t *o = NULL;
+    /* The wait evaluates its condition once more at the end: the copy
+     * taken before is dropped each time. */
+    WAIT_UNTIL(f, (json_decref(o), (o = status_range(f, id)) != NULL));
+    return o;
+}
+
 /* ---- Tests ---- */
 
 /* RF 3 over four servers in zones z1, z1, z2, z3: the table's range gets
@@ -359,11 +370,7 @@ static void test_create_places_replicas(void **state)
         assert_string_equal(f->ps[3].peer_addrs[i], f->ps[k].addr);
     }
     {
-        json_t *o = NULL;
-        /* The status is rebuilt a moment after the change. The wait
-         * evaluates its condition once more at the end: the copy taken
-         * before is dropped each time. */
-        WAIT_UNTIL(f, (json_decref(o), (o = status_range(f, r->id)) != NULL));
+        json_t *o = wait_status_range(f, r->id);
         assert_false(json_is_true(json_object_get(o, "zone_violation")));
         assert_false(json_is_true(json_object_get(o, "under_replicated")));
         json_decref(o);
@@ -443,7 +450,7 @@ static void test_min_insync_refusal(void **state)
     assert_int_equal(map->n_ranges, 1);
     assert_int_equal(map->ranges[0]->n_replicas, 2);
     assert_int_equal(map->ranges[0]->rf, 3);
-    o = status_range(f, map->ranges[0]->id);
+    o = wait_status_range(f, map->ranges[0]->id);
     rt__map__free_unpacked(map, NULL);
     assert_non_null(o);
     assert_true(json_is_true(json_object_get(o, "under_replicated")));
@@ -769,7 +776,7 @@ static void test_zone_violation(void **state)
     map = get_map(f);
     assert_int_equal(map->ranges[0]->n_replicas, 4);
     assert_int_equal(map->ranges[0]->min_insync, 2);
-    o = status_range(f, map->ranges[0]->id);
+    o = wait_status_range(f, map->ranges[0]->id);
     rt__map__free_unpacked(map, NULL);
     assert_non_null(o);
     assert_true(json_is_true(json_object_get(o, "zone_violation")));
