@@ -85,6 +85,12 @@ struct ms_rmeta *ms_exec_rmeta(struct ms_exec *ex, uint64_t id)
     return rm;
 }
 
+const struct ms_rmeta *ms_exec_rmeta_find(const struct ms_exec *ex, uint64_t id)
+{
+    return ms_vec_find(&ex->rmeta, offsetof(struct ms_rmeta, range_id), id,
+                       NULL);
+}
+
 static bool ms__range_exists(uint64_t id, void *arg)
 {
     struct ms_exec *ex = arg;

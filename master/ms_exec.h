@@ -231,6 +231,9 @@ unsigned ms_exec_server_moving(struct ms_exec *ex, uint64_t sid);
 /* The bookkeeping of @id, created (born now) when unknown. Valid until the
  * next call that creates or prunes. */
 struct ms_rmeta *ms_exec_rmeta(struct ms_exec *ex, uint64_t id);
+/* The bookkeeping of @id, or NULL when it has none yet. */
+const struct ms_rmeta *ms_exec_rmeta_find(const struct ms_exec *ex,
+                                          uint64_t id);
 /* Drops the bookkeeping (and the load) of ranges no longer in the
  * catalog. */
 void ms_exec_rmeta_prune(struct ms_exec *ex);

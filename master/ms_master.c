@@ -186,6 +186,21 @@ static void ms__tick_cb(uv_timer_t *t)
 
 /* ---- lifecycle ---- */
 
+/* ms_trace_rec_info.range_times: the executor's record of @id. */
+static bool ms__range_times(void *arg,
+                            uint64_t id,
+                            uint64_t *born_ms,
+                            uint64_t *split_ms)
+{
+    const struct ms_rmeta *rm = ms_exec_rmeta_find(arg, id);
+    if (!rm) {
+        return false;
+    }
+    *born_ms = rm->born_ms;
+    *split_ms = rm->split_ms;
+    return true;
+}
+
 int ms_master_start(uv_loop_t *loop,
                     const struct ms_master_config *cfg,
                     struct ms_master **out,
@@ -326,6 +341,8 @@ int ms_master_start(uv_loop_t *loop,
             .min_insync = m->cfg.min_insync,
             .master_id = m->cfg.master_id,
             .raft_term = ms_catalog_master_term(m->cat),
+            .range_times = ms__range_times,
+            .range_times_arg = &m->bal.exec,
         };
         m->bal.trace = cfg->trace;
         m->bal.exec.trace = cfg->trace;

@@ -33,7 +33,7 @@
 #include "rt.pb-c.h"
 
 #define MS_TRACE_MAJOR 1
-#define MS_TRACE_MINOR 1 /* 1: TraceOutcome.born_ms */
+#define MS_TRACE_MINOR 2 /* 1: TraceOutcome.born_ms; 2: TraceRange.times */
 #define MS_TRACE_MAGIC "\0RTTRACE"
 #define MS_TRACE_MAGIC_LEN 8
 /* Interned keys the writer remembers; when full it forgets them all and

@@ -213,6 +213,27 @@ static uint64_t ms__map_fp(struct ms_trace_rec *rec)
     return h;
 }
 
+/* The birth and last split of @r's range, as time before the snapshot
+ * taken at @now. A snapshot is written lazily, at the first record after
+ * the change, so its own time can be a tick after the birth: a replay
+ * that took it for the birth would count the split cool-down from there
+ * and split a tick late. */
+static void ms__range_times(struct ms_trace_rec *rec,
+                            Rt__TraceRange *r,
+                            uint64_t now)
+{
+    uint64_t born, split;
+    if (!rec->info.range_times ||
+        !rec->info.range_times(rec->info.range_times_arg, r->id, &born,
+                               &split)) {
+        return;
+    }
+    r->times = true;
+    r->born_ago_ms = now > born ? now - born : 0;
+    r->never_split = split == 0;
+    r->split_ago_ms = split && now > split ? now - split : 0;
+}
+
 static int ms__map_write(struct ms_trace_rec *rec,
                          const char *cause,
                          uint64_t fp,
@@ -227,6 +248,7 @@ static int ms__map_write(struct ms_trace_rec *rec,
     uint64_t *reps = rt_xcalloc(nr ? nr * MS_REPLICAS_MAX : 1, sizeof(*reps));
     Rt__TraceMap m = RT__TRACE_MAP__INIT;
     Rt__TraceRecord r = RT__TRACE_RECORD__INIT;
+    uint64_t now = rt_time_mono_ms();
     int rc;
 
     for (size_t i = 0; i < ns; i++) {
@@ -264,6 +286,7 @@ static int ms__map_write(struct ms_trace_rec *rec,
         rv[i].n_replicas = x->nreplicas;
         rv[i].isr = (uint64_t *)x->isr;
         rv[i].n_isr = x->nisr;
+        ms__range_times(rec, &rv[i], now);
         rvp[i] = &rv[i];
     }
     m.map_version = ms_catalog_map_version(cat);
@@ -274,7 +297,7 @@ static int ms__map_write(struct ms_trace_rec *rec,
     m.cause = (char *)cause;
     r.r_case = RT__TRACE_RECORD__R_MAP;
     r.map = &m;
-    rc = ms_trace_writer_record(rec->w, rt_time_mono_ms(), &r, em);
+    rc = ms_trace_writer_record(rec->w, now, &r, em);
     if (rc == 0) {
         rec->map_fp = fp;
     }

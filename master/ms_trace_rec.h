@@ -63,6 +63,13 @@ struct ms_trace_rec_info
     uint32_t min_insync;
     uint64_t master_id;
     uint64_t raft_term;
+    /* When range @id was born and last split (monotonic ms, 0 = never
+     * split), for the map snapshots; false when unknown. NULL: none. */
+    bool (*range_times)(void *arg,
+                        uint64_t id,
+                        uint64_t *born_ms,
+                        uint64_t *split_ms);
+    void *range_times_arg;
 };
 
 /* A recorder for a master whose data directory is @data_dir (borrowed,

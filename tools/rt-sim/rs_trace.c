@@ -241,7 +241,18 @@ static void rs__adopt_map(struct rs_sim *s, const Rt__TraceMap *m)
         v->server_id = x->server_id;
         v->epoch = x->epoch;
         v->rf = x->rf;
-        v->born_ms = v->split_ms = rs__mono(s);
+        if (x->times) {
+            /* As the recording master counted them (its snapshot is
+             * written lazily, up to a tick after the change). */
+            uint64_t mono = rs__mono(s);
+            v->born_ms = mono - (x->born_ago_ms < mono ? x->born_ago_ms : 0);
+            v->split_ms =
+                x->never_split
+                    ? 0
+                    : mono - (x->split_ago_ms < mono ? x->split_ago_ms : 0);
+        } else {
+            v->born_ms = v->split_ms = rs__mono(s);
+        }
         if (x->n_replicas > 1) {
             size_t nrep = x->n_replicas < RS_RF_MAX ? x->n_replicas : RS_RF_MAX;
             size_t nisr = x->n_isr < RS_RF_MAX ? x->n_isr : RS_RF_MAX;
