@@ -57,7 +57,10 @@ static size_t count(const struct rs_sim *s, enum ms_decision_kind k)
 /* A trace of 2 servers and one range on server 1 taking @eps entities/s
  * with 8 samples of 100 PartitionKeys per heartbeat, @secs seconds,
  * written with the master's trace writer into @path. */
-static void write_trace(const char *path, double eps, unsigned secs)
+static void write_trace_born(const char *path,
+                             double eps,
+                             unsigned secs,
+                             int64_t born_ago_ms)
 {
     struct ms_trace_writer *w;
     char em[RT_ERRMSG_SIZE], kbuf[8][8];
@@ -109,6 +112,11 @@ static void write_trace(const char *path, double eps, unsigned secs)
     rg.server_id = 1;
     rg.epoch = 1;
     rg.rf = 1;
+    if (born_ago_ms >= 0) {
+        rg.times = true;
+        rg.born_ago_ms = (uint64_t)born_ago_ms;
+        rg.never_split = true;
+    }
     map.servers = svp;
     map.n_servers = 2;
     map.ranges = &rgp;
@@ -149,6 +157,12 @@ static void write_trace(const char *path, double eps, unsigned secs)
         assert_int_equal(ms_trace_writer_record(w, t, &rec, em), 0);
     }
     assert_int_equal(ms_trace_writer_close(w, secs * 1000ull, "end", em), 0);
+}
+
+/* The same, the range's birth not recorded (a trace before minor 2). */
+static void write_trace(const char *path, double eps, unsigned secs)
+{
+    write_trace_born(path, eps, secs, -1);
 }
 
 static struct rs_sim *replay(const char *path, const char *policy)
@@ -411,10 +425,54 @@ static void test_replay(void **state)
     unlink(path);
 }
 
+/* The time of @s's first split, 0 when none. */
+static uint64_t first_split_ms(const struct rs_sim *s)
+{
+    for (size_t i = 0; i < s->ndecs; i++) {
+        if (s->decs[i].kind == MS_DECIDE_SPLIT && s->decs[i].ok) {
+            return s->decs[i].t_ms;
+        }
+    }
+    return 0;
+}
+
+/* A range's recorded birth (TraceRange.times) sets when the split
+ * cool-down lets it split: born at the trace's first snapshot (the
+ * replay's clock origin), not before the 3 s cool-down has passed; born two
+ * hours before the trace (earlier than the simulated clock's origin), as soon
+ * as its load allows; with no birth recorded, at the snapshot. */
+static void test_replay_range_birth(void **state)
+{
+    char path[] = "/tmp/test_sim_core_XXXXXX";
+    int fd = mkstemp(path);
+    uint64_t now_born, old_born, unknown;
+    struct rs_sim *s;
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    write_trace_born(path, 800, 10, 0);
+    s = replay(path, "default");
+    now_born = first_split_ms(s);
+    rs_sim_destroy(s);
+    write_trace_born(path, 800, 10, 2 * 3600 * 1000);
+    s = replay(path, "default");
+    old_born = first_split_ms(s);
+    rs_sim_destroy(s);
+    write_trace(path, 800, 10);
+    s = replay(path, "default");
+    unknown = first_split_ms(s);
+    rs_sim_destroy(s);
+    unlink(path);
+    assert_true(now_born >= 3000);
+    assert_true(old_born > 0 && old_born < now_born);
+    assert_int_equal(unknown, now_born);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hot_range_splits_and_moves),
+        cmocka_unit_test(test_replay_range_birth),
         cmocka_unit_test(test_none_keeps_refusing),
         cmocka_unit_test(test_throttle_arithmetic),
         cmocka_unit_test(test_move_timing),

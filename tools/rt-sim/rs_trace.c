@@ -243,13 +243,14 @@ static void rs__adopt_map(struct rs_sim *s, const Rt__TraceMap *m)
         v->rf = x->rf;
         if (x->times) {
             /* As the recording master counted them (its snapshot is
-             * written lazily, up to a tick after the change). */
+             * written lazily, up to a tick after the change). An instant
+             * before the simulated clock's origin is 0, which the policy
+             * reads as long ago, as it was. */
             uint64_t mono = rs__mono(s);
-            v->born_ms = mono - (x->born_ago_ms < mono ? x->born_ago_ms : 0);
-            v->split_ms =
-                x->never_split
-                    ? 0
-                    : mono - (x->split_ago_ms < mono ? x->split_ago_ms : 0);
+            v->born_ms = x->born_ago_ms < mono ? mono - x->born_ago_ms : 0;
+            v->split_ms = x->never_split || x->split_ago_ms >= mono
+                              ? 0
+                              : mono - x->split_ago_ms;
         } else {
             v->born_ms = v->split_ms = rs__mono(s);
         }
