@@ -55,6 +55,21 @@ def listen_queues(port):
     return out
 
 
+def wait_stopped(pid, timeout=5.0):
+    """Waits until every thread of @pid is stopped (SIGSTOP is delivered
+    asynchronously: a worker could still accept a connection)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(st == "T" for st in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError("process %d did not stop" % pid)
+
+
 def test_one_listening_socket_per_worker(env):
     assert len(listen_queues(env.fe_port)) == 2
 
@@ -64,6 +79,7 @@ def test_a_burst_of_connections_reaches_both_workers(env):
     socks = []
     os.kill(pid, signal.SIGSTOP)
     try:
+        wait_stopped(pid)
         for _ in range(N):
             socks.append(socket.create_connection(("127.0.0.1", env.fe_port),
                                                   timeout=10))
