@@ -25,6 +25,15 @@ void rt_buf_reset(struct rt_buf *b)
     b->len = 0;
 }
 
+void rt_buf_recycle(struct rt_buf *b, size_t keep_max)
+{
+    if (b->cap > keep_max) {
+        rt_buf_free(b);
+    } else {
+        rt_buf_reset(b);
+    }
+}
+
 uint8_t *rt_buf_reserve(struct rt_buf *b, size_t extra)
 {
     if (b->cap - b->len < extra + 1) {

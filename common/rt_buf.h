@@ -22,6 +22,9 @@ struct rt_buf
 void rt_buf_init(struct rt_buf *b);
 void rt_buf_free(struct rt_buf *b);
 void rt_buf_reset(struct rt_buf *b); /* len = 0, keeps memory */
+/* Empties @b for reuse: its memory is kept unless it grew past
+ * @keep_max bytes (then freed, so one huge request does not pin it). */
+void rt_buf_recycle(struct rt_buf *b, size_t keep_max);
 /* Ensures room for @extra more bytes; returns pointer to the free tail. */
 uint8_t *rt_buf_reserve(struct rt_buf *b, size_t extra);
 void rt_buf_append(struct rt_buf *b, const void *p, size_t n);

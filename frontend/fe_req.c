@@ -20,17 +20,6 @@
 
 /* ---- Building a request --------------------------------------------- */
 
-/* Keeps a buffer's memory for the next request unless it grew past
- * @keep_max. */
-static void fe__buf_recycle(struct rt_buf *b, size_t keep_max)
-{
-    if (b->cap > keep_max) {
-        rt_buf_free(b);
-    } else {
-        rt_buf_reset(b);
-    }
-}
-
 void fe_req_reset(struct fe_req *req)
 {
     struct rt_buf keep[8];
@@ -45,7 +34,7 @@ void fe_req_reset(struct fe_req *req)
     keep[4] = req->s1;
     keep[5] = req->s2;
     keep[6] = req->fenc;
-    keep[7] = req->jval;
+    keep[7] = req->job.value;
     memset(req, 0, sizeof(*req));
     req->pathbuf = keep[0];
     req->body = keep[1];
@@ -117,21 +106,22 @@ void fe_req_headers_done(struct fe_req *req)
 
 void fe_req_clear(struct fe_req *req, size_t keep_max)
 {
-    req->jval = req->job.value;
+    struct rt_buf value = req->job.value; /* an entity per GET: kept */
     rt_buf_init(&req->job.value);
-    fe__buf_recycle(&req->jval, keep_max);
     fe_job_free(&req->job);
+    rt_buf_recycle(&value, keep_max);
+    req->job.value = value;
     fe_path_free(&req->path);
     fe_entity_in_free(&req->ent);
     fe_query_recycle(&req->query, keep_max);
     req->nin = 0;
-    fe__buf_recycle(&req->pathbuf, keep_max);
-    fe__buf_recycle(&req->body, keep_max);
-    fe__buf_recycle(&req->hdrs, keep_max);
-    fe__buf_recycle(&req->rbody, keep_max);
-    fe__buf_recycle(&req->s1, keep_max);
-    fe__buf_recycle(&req->s2, keep_max);
-    fe__buf_recycle(&req->fenc, keep_max);
+    rt_buf_recycle(&req->pathbuf, keep_max);
+    rt_buf_recycle(&req->body, keep_max);
+    rt_buf_recycle(&req->hdrs, keep_max);
+    rt_buf_recycle(&req->rbody, keep_max);
+    rt_buf_recycle(&req->s1, keep_max);
+    rt_buf_recycle(&req->s2, keep_max);
+    rt_buf_recycle(&req->fenc, keep_max);
 }
 
 void fe_req_fini(struct fe_req *req)
@@ -147,7 +137,6 @@ void fe_req_fini(struct fe_req *req)
     rt_buf_free(&req->s1);
     rt_buf_free(&req->s2);
     rt_buf_free(&req->fenc);
-    rt_buf_free(&req->jval);
     fe_job_free(&req->job);
 }
 

@@ -104,9 +104,6 @@ struct fe_req
     struct rt_buf hdrs;  /* "Name\0Value\0" pairs */
     struct rt_buf rbody; /* kept until the request completes (a transport
                           * may point its response into it) */
-    struct rt_buf jval;  /* job.value's memory between requests (an entity
-                          * per GET: a fresh ~1 KiB block each time made
-                          * glibc consolidate its fast bins) */
 };
 
 /* ---- Building a request (the transport) ---- */

@@ -476,51 +476,39 @@ void fe_query_init(struct fe_query *q)
     memset(q, 0, sizeof(*q));
 }
 
-/* Every slot below q->cap holds a block of its own or NULL (with its
- * size), whether or not it is in use (below q->n). */
+/* Every slot below q->cap owns its two buffers (zeroed = empty), in use
+ * or not (below q->n). */
 void fe_query_free(struct fe_query *q)
 {
     for (size_t i = 0; i < q->cap; i++) {
-        free(q->kv[i].key);
-        free(q->kv[i].val);
+        rt_buf_free(&q->kv[i].kb);
+        rt_buf_free(&q->kv[i].vb);
     }
     free(q->kv);
     fe_query_init(q);
 }
 
-static void fe__kv_trim(char **p, size_t *cap, size_t keep_max)
-{
-    if (*cap > keep_max) {
-        free(*p);
-        *p = NULL;
-        *cap = 0;
-    }
-}
-
 void fe_query_recycle(struct fe_query *q, size_t keep_max)
 {
     for (size_t i = 0; i < q->n; i++) {
-        fe__kv_trim(&q->kv[i].key, &q->kv[i].key_cap, keep_max);
-        fe__kv_trim(&q->kv[i].val, &q->kv[i].val_cap, keep_max);
+        rt_buf_recycle(&q->kv[i].kb, keep_max);
+        rt_buf_recycle(&q->kv[i].vb, keep_max);
     }
     q->n = 0;
 }
 
-/* Decodes @s[0..n) into the slot's block *p (of *cap bytes; grown as
- * needed), NUL-terminated; *len gets the decoded length (which counts
- * NULs that "%00" produced). */
-static void fe__decode_into(const char *s,
-                            size_t n,
-                            char **p,
-                            size_t *cap,
-                            size_t *len)
+/* Decodes @s[0..n) into @b (emptied first), NUL-terminated; returns it
+ * as a string, *len getting the decoded length (which counts NULs that
+ * "%00" produced). */
+static char *fe__decode_into(struct rt_buf *b,
+                             const char *s,
+                             size_t n,
+                             size_t *len)
 {
-    struct rt_buf b = {(uint8_t *)*p, 0, *cap};
-    fe_url_decode(&b, s, n, 1);
-    rt_buf_cstr(&b);
-    *p = (char *)b.data;
-    *cap = b.cap;
-    *len = b.len;
+    rt_buf_reset(b);
+    fe_url_decode(b, s, n, 1);
+    *len = b->len;
+    return (char *)rt_buf_cstr(b);
 }
 
 void fe_query_add_n(struct fe_query *q,
@@ -538,9 +526,9 @@ void fe_query_add_n(struct fe_query *q,
         q->cap = cap;
     }
     kv = &q->kv[q->n++];
-    fe__decode_into(key, key_len, &kv->key, &kv->key_cap, &kv->key_len);
-    fe__decode_into(val ? val : "", val ? val_len : 0, &kv->val, &kv->val_cap,
-                    &kv->val_len);
+    kv->key = fe__decode_into(&kv->kb, key, key_len, &kv->key_len);
+    kv->val = fe__decode_into(&kv->vb, val ? val : "", val ? val_len : 0,
+                              &kv->val_len);
 }
 
 void fe_query_add(struct fe_query *q, const char *key, const char *val)

@@ -136,8 +136,8 @@ struct fe_query_kv
     char *val; /* "" when the argument had no '='; NUL-terminated */
     size_t key_len;
     size_t val_len;
-    size_t key_cap; /* the blocks' sizes, kept by fe_query_recycle */
-    size_t val_cap;
+    struct rt_buf kb, vb; /* key and val live here (kept by
+                           * fe_query_recycle) */
 };
 struct fe_query
 {
